@@ -1,0 +1,192 @@
+"""The ``geostat`` command.
+
+``geostat fit`` with no file fits the bundled default climate dataset (summer
+precipitation of 1720 North American stations, log scale) and prints a table of
+estimates with standard errors, the log-likelihood, n, the method and the wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from geostat import datasets
+
+_TRANSFORMS = {"none": lambda v: v, "log": np.log, "log10": np.log10}
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="geostat", description="Gaussian-process maximum likelihood for geostatistics.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    fit = commands.add_parser("fit", help="fit a covariance model by maximum likelihood")
+    fit.add_argument("file", nargs="?", help="CSV file with one row per site (default: a bundled dataset)")
+    fit.add_argument("--dataset", help=f"bundled dataset (default {datasets.DEFAULT!r}; see 'geostat datasets')")
+    fit.add_argument("--coords", help="comma-separated coordinate columns, e.g. lon,lat")
+    fit.add_argument("--value", help="column of observations (several, comma-separated, are replicates)")
+    fit.add_argument("--transform", choices=sorted(_TRANSFORMS), help="transform of the observations")
+    fit.add_argument("--covariates", default="", help="comma-separated covariate columns for the trend")
+    fit.add_argument("--trend", default="constant", choices=["none", "constant", "linear"], help="trend without covariates")
+    fit.add_argument("--kernel", default="matern", help="exponential, matern, powered_exponential or gaussian")
+    fit.add_argument("--smoothness", type=float, help="fix the Matern smoothness (default: estimate it)")
+    fit.add_argument("--nugget", default="estimate", help="'estimate', 'none', or a fixed value")
+    fit.add_argument("--distance", default="auto", help="auto, euclidean, chordal or great_circle")
+    fit.add_argument("--method", default="auto", help="auto, exact or tlr")
+    fit.add_argument("--reml", action="store_true", help="maximize the restricted likelihood")
+    fit.add_argument("--seed", type=int, default=0, help="random seed of the optimizer's pilot stage")
+    fit.add_argument("--output", help="write the results as JSON to this file")
+    commands.add_parser("datasets", help="list the bundled datasets")
+    return parser
+
+
+def _split(text):
+    return [part.strip() for part in text.split(",") if part.strip()] if text else []
+
+
+def _nugget(text):
+    if text == "estimate":
+        return True
+    if text == "none":
+        return False
+    try:
+        return float(text)
+    except ValueError:
+        raise SystemExit(f"geostat: --nugget must be 'estimate', 'none' or a number; got {text!r}") from None
+
+
+def _load(args):
+    if args.file and args.dataset:
+        raise SystemExit("geostat: give either FILE or --dataset, not both")
+    if args.file:
+        path = Path(args.file)
+        if not path.exists():
+            raise SystemExit(f"geostat: no such file: {path}")
+        frame = pd.read_csv(path)
+        info = {"coords": None, "value": None, "transform": None}
+        source = str(path)
+    else:
+        name = args.dataset or datasets.DEFAULT
+        try:
+            frame, info = datasets.load(name), datasets.info(name)
+        except ValueError as exc:
+            raise SystemExit(f"geostat: {exc}") from None
+        source = name
+    coords = _split(args.coords) or info["coords"]
+    value = _split(args.value) or info["value"]
+    if not coords or not value:
+        raise SystemExit("geostat: name the columns with --coords (e.g. lon,lat) and --value")
+    value = [value] if isinstance(value, str) else list(value)
+    transform = args.transform or info.get("transform") or "none"
+    covariates = _split(args.covariates)
+    missing = [c for c in [*coords, *value, *covariates] if c not in frame.columns]
+    if missing:
+        raise SystemExit(f"geostat: columns {missing} are not in the data; it has {list(frame.columns)}")
+    y = frame[value].to_numpy(dtype=float)
+    y = _TRANSFORMS[transform](y)
+    return source, frame[coords + covariates], (y[:, 0] if len(value) == 1 else y), value, transform, covariates
+
+
+def _fit(args):
+    from geostat.estimator import SpatialGP
+
+    start = time.perf_counter()
+    source, X, y, value, transform, covariates = _load(args)
+    model = SpatialGP(
+        kernel=args.kernel,
+        smoothness=args.smoothness,
+        nugget=_nugget(args.nugget),
+        trend=covariates if covariates else (None if args.trend == "none" else args.trend),
+        distance=args.distance,
+        method=args.method,
+        reml=args.reml,
+        random_state=args.seed,
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            model.fit(X, y)
+        except (ValueError, TypeError, NotImplementedError, np.linalg.LinAlgError) as exc:
+            raise SystemExit(f"geostat: {exc}") from None
+    elapsed = time.perf_counter() - start
+    result = {
+        "data": source,
+        "value": value if len(value) > 1 else value[0],
+        "transform": transform,
+        "n": int(len(X)),
+        "n_observations": int(np.isfinite(y).sum()),
+        "kernel": repr(model.kernel_),
+        "distance": model.distance_,
+        "method": model.method_,
+        "reml": bool(args.reml),
+        "params": model.params_,
+        "stderr": model.stderr_,
+        "coef": dict(zip(model.coef_names_, np.atleast_2d(model.coef_)[0].tolist())) if len(value) == 1 else np.asarray(model.coef_).tolist(),
+        "coef_stderr": dict(zip(model.coef_names_, np.atleast_2d(model.coef_stderr_)[0].tolist())) if len(value) == 1 else np.asarray(model.coef_stderr_).tolist(),
+        "loglik": model.loglik_,
+        "converged": model.converged_,
+        "n_iter": model.n_iter_,
+        "n_evaluations": model.n_evaluations_,
+        "at_bounds": model.result_.at_bounds,
+        "wall_time_s": elapsed,
+        "warnings": [str(w.message) for w in caught],
+    }
+    print(_table(result, model))
+    if args.output:
+        Path(args.output).write_text(json.dumps(result, indent=2))
+        print(f"results written to {args.output}")
+    return 0
+
+
+def _table(result, model):
+    units = " km" if model.distance_ in ("chordal", "great_circle") else ""
+    lines = [
+        f"geostat fit: {result['data']}  (value: {result['value']}, transform: {result['transform']})",
+        f"kernel {result['kernel']}, distance {result['distance']}, method {result['method']}"
+        + (", REML" if result["reml"] else ""),
+        "",
+        f"{'parameter':<14}{'estimate':>14}{'std. error':>14}",
+    ]
+    for name, value in result["params"].items():
+        fixed = name not in model.result_.estimated
+        se = "fixed" if fixed else f"{result['stderr'][name]:.4g}"
+        label = f"{name} ({units.strip()})" if name == "range" and units else name
+        lines.append(f"{label:<14}{value:>14.6g}{se:>14}")
+    if isinstance(result["coef"], dict):
+        for name, value in result["coef"].items():
+            lines.append(f"{name:<14}{value:>14.6g}{result['coef_stderr'][name]:>14.4g}")
+    lines += [
+        "",
+        f"log-likelihood {result['loglik']:.6f}   n = {result['n']}   observations = {result['n_observations']}",
+        f"converged: {result['converged']}   iterations {result['n_iter']}   evaluations {result['n_evaluations']}",
+        f"wall time {result['wall_time_s']:.2f} s",
+    ]
+    lines += [f"warning: {message}" for message in result["warnings"]]
+    return "\n".join(lines)
+
+
+def _datasets():
+    rows = []
+    for name in datasets.names():
+        info = datasets.info(name)
+        rows.append(f"{name:<26}{info['n']:>8}  {info['description']}")
+    print(f"{'name':<26}{'rows':>8}  description")
+    print("\n".join(rows))
+    return 0
+
+
+def main(argv=None):
+    """Entry point of the ``geostat`` command."""
+    args = _parser().parse_args(argv)
+    if args.command == "fit":
+        return _fit(args)
+    return _datasets()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,307 @@
+"""The scikit-learn estimator :class:`SpatialGP`."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from geostat.data import Trend, as_output, prepare_coords, prepare_y
+from geostat.distance import get_distance, warn_if_invalid_on_sphere
+from geostat.kernels import get_kernel
+from geostat.likelihood import ExactLikelihood
+from geostat.optimize import ParameterSpace, maximize_likelihood
+from geostat.params import check_params
+from geostat.predict import Kriging
+
+__all__ = ["SpatialGP"]
+
+_METHODS = ("auto", "exact", "tlr")
+_ORDERINGS = ("kdtree", "morton", "none")
+
+
+class SpatialGP(RegressorMixin, BaseEstimator):
+    """Gaussian-process regression for spatial data, fitted by maximum likelihood.
+
+    The covariance between sites at distance ``h`` is
+    ``variance * M(h / range) + nugget * [same observation]``, with ``M`` the kernel
+    correlation (Matern convention of ExaGeoStat and R fields). The trend is estimated by
+    generalized least squares and the variance is profiled out of the likelihood.
+
+    Parameters
+    ----------
+    kernel : str or Kernel, default "matern"
+        ``"exponential"``, ``"matern"``, ``"powered_exponential"``, ``"gaussian"`` or a
+        kernel object such as ``geostat.Matern(smoothness=1.5)``.
+    smoothness : float or None, default None
+        Matern smoothness; ``None`` estimates it.
+    nugget : bool or float, default True
+        ``True`` estimates a nugget (measurement error), ``False`` omits it, a number
+        fixes it.
+    trend : None, "constant", "linear" or list of columns, default "constant"
+        Mean model; a list names covariate columns of ``X`` (an intercept is added), the
+        remaining columns are coordinates.
+    distance : {"auto", "euclidean", "chordal", "great_circle"}, default "auto"
+        ``"auto"`` uses chordal distance (km) when the coordinate columns are named
+        longitude/latitude (lon/lat), Euclidean otherwise.
+    method : {"auto", "exact", "tlr"}, default "auto"
+        Likelihood evaluation; ``"auto"`` currently means ``"exact"`` (dense Cholesky).
+    accuracy : float, default 1e-8
+        Relative accuracy of tile low-rank compression (``method="tlr"``).
+    tile_size : int or None, default None
+        Tile size of the TLR representation; ``None`` chooses one from ``n``.
+    ordering : {"kdtree", "morton", "none"}, default "kdtree"
+        Site ordering for TLR compression.
+    device : {"cpu"}, default "cpu"
+    reml : bool, default False
+        Maximize the restricted likelihood.
+    random_state : int or None, default 0
+        Seeds the pilot subsample of the optimizer and, by default, ``sample_y``.
+    bounds : dict or None, default None
+        ``(low, high)`` overrides for ``"range"``, ``"variance"``, ``"nugget"`` or shape
+        parameters.
+    fixed : dict or None, default None
+        Hold ``"variance"`` and/or ``"range"`` fixed at the given values.
+    n_starts : int, default 3
+        Local optimizations started from the best points of a starting grid.
+
+    Attributes
+    ----------
+    params_ : dict
+        Estimates of ``variance``, ``range``, the kernel's shape parameters and ``nugget``.
+    stderr_ : dict
+        Standard errors of `params_` (expected Fisher information; 0.0 when fixed).
+    coef_ : ndarray of shape (p,) or (r, p)
+        GLS trend coefficients (one row per replicate when ``y`` is 2-D).
+    coef_stderr_ : ndarray like `coef_`
+    coef_names_ : list of str
+    loglik_ : float
+        Maximized log-likelihood (restricted when ``reml=True``).
+    n_iter_, n_evaluations_ : int
+    converged_ : bool
+    method_ : str
+        ``"exact"`` or ``"tlr"``.
+    distance_ : str
+        The distance used (``"auto"`` resolved).
+    kernel_ : Kernel
+    result_ : geostat.optimize.MLEResult
+    n_features_in_, feature_names_in_
+        Set by scikit-learn's validation.
+    """
+
+    def __init__(
+        self,
+        kernel="matern",
+        smoothness=None,
+        nugget=True,
+        trend="constant",
+        distance="auto",
+        method="auto",
+        accuracy=1e-8,
+        tile_size=None,
+        ordering="kdtree",
+        device="cpu",
+        reml=False,
+        random_state=0,
+        bounds=None,
+        fixed=None,
+        n_starts=3,
+    ):
+        self.kernel = kernel
+        self.smoothness = smoothness
+        self.nugget = nugget
+        self.trend = trend
+        self.distance = distance
+        self.method = method
+        self.accuracy = accuracy
+        self.tile_size = tile_size
+        self.ordering = ordering
+        self.device = device
+        self.reml = reml
+        self.random_state = random_state
+        self.bounds = bounds
+        self.fixed = fixed
+        self.n_starts = n_starts
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = True
+        tags.input_tags.allow_nan = False
+        tags.regressor_tags.poor_score = False
+        return tags
+
+    def _check_settings(self):
+        if self.method not in _METHODS:
+            raise ValueError(f"method={self.method!r} is not one of {_METHODS}.")
+        if self.method == "tlr":
+            raise NotImplementedError(
+                "method='tlr' needs the TLR Cholesky of tlrcore, which is not available in this "
+                "version; use method='exact' (dense) for now."
+            )
+        if self.device != "cpu":
+            raise NotImplementedError(f"device={self.device!r} is not available yet; use device='cpu'.")
+        if self.ordering not in _ORDERINGS:
+            raise ValueError(f"ordering={self.ordering!r} is not one of {_ORDERINGS}.")
+        if isinstance(self.accuracy, bool) or not isinstance(self.accuracy, (int, float)) or not 0 < self.accuracy < 1:
+            raise ValueError(f"accuracy must be a number in (0, 1); got {self.accuracy!r}.")
+        if self.tile_size is not None and (
+            isinstance(self.tile_size, bool) or not isinstance(self.tile_size, (int, np.integer)) or self.tile_size < 1
+        ):
+            raise ValueError(f"tile_size must be None or a positive integer; got {self.tile_size!r}.")
+        if not isinstance(self.reml, (bool, np.bool_)):
+            raise TypeError(f"reml must be True or False; got {self.reml!r}.")
+        if isinstance(self.n_starts, bool) or not isinstance(self.n_starts, (int, np.integer)) or self.n_starts < 1:
+            raise ValueError(f"n_starts must be a positive integer; got {self.n_starts!r}.")
+
+    def fit(self, X, y):
+        """Estimate the covariance parameters and trend by maximum likelihood.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d) or DataFrame
+            Site coordinates (and trend covariates named in ``trend``).
+        y : array-like of shape (n,) or (n, r)
+            Observations; with ``r`` replicates (e.g. days) sharing the covariance
+            parameters, NaN marks a site missing on a replicate.
+
+        Returns
+        -------
+        self : SpatialGP
+        """
+        self._check_settings()
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
+        validate_data(self, X, reset=True, dtype="numeric")
+        kernel = get_kernel(self.kernel, self.smoothness)
+        trend = Trend.parse(self.trend)
+        data, distance_name = prepare_coords(X, trend, self.distance)
+        values, names, one_d = prepare_y(y, data.n)
+        warn_if_invalid_on_sphere(distance_name, kernel)
+        fixed = dict(self.fixed or {})
+        n_params = data.design.shape[1] + len(kernel.free_shape) + (self.nugget is True)
+        n_params += ("variance" not in fixed) + ("range" not in fixed)
+        n_observed = int(np.sum(~np.isnan(values)))
+        if n_observed <= n_params:
+            raise ValueError(
+                f"X has {data.n} sample(s) with {n_observed} observed value(s), but the model "
+                f"estimates {n_params} parameters; pass more sites or fix parameters."
+            )
+        space_args = {"fixed": fixed, "bounds": dict(self.bounds or {})}
+        likelihood = ExactLikelihood(data.coords, values, data.design, kernel, get_distance(distance_name), self.reml)
+        space = ParameterSpace(
+            kernel,
+            nugget=self.nugget,
+            max_distance=likelihood.max_distance,
+            data_variance=_residual_variance(values, data.design),
+            **space_args,
+        )
+        if likelihood.min_distance == 0.0 and space.nugget_value == 0.0:
+            raise ValueError(
+                "X has duplicate sites, which make the covariance singular without a nugget; "
+                "use nugget=True, or average the observations of each site."
+            )
+        result = maximize_likelihood(
+            likelihood, space, n_starts=self.n_starts, random_state=self.random_state
+        )
+        self.kernel_ = kernel
+        self.distance_ = distance_name
+        self.method_ = "exact"
+        self.params_ = result.params
+        self.stderr_ = result.stderr
+        self.coef_ = result.coef[0] if one_d else result.coef
+        self.coef_stderr_ = result.coef_stderr[0] if one_d else result.coef_stderr
+        self.coef_names_ = trend.names(data.coord_names, data.covariate_names)
+        self.loglik_ = result.loglik
+        self.n_iter_ = result.n_iter
+        self.n_evaluations_ = result.n_evaluations
+        self.converged_ = result.converged
+        self.result_ = result
+        self._trend = trend
+        self._layout = data.layout
+        self._y_names, self._y_one_d = names, one_d
+        self._likelihood = likelihood
+        self._kriging = Kriging(likelihood, result.params, result.coef)
+        return self
+
+    def _new_sites(self, X):
+        check_is_fitted(self)
+        validate_data(self, X, reset=False, dtype="numeric")
+        data, _ = prepare_coords(X, self._trend, self.distance_, layout=self._layout)
+        return data
+
+    def predict(self, X, return_std=False):
+        """Kriging prediction of the latent process at new sites.
+
+        Parameters
+        ----------
+        X : array-like of shape (m, d) or DataFrame
+            New sites, with the same columns as at fit time.
+        return_std : bool, default False
+            Also return the kriging standard deviation (universal kriging: it includes
+            the uncertainty of the trend coefficients; it excludes the nugget).
+
+        Returns
+        -------
+        mean : ndarray of shape (m,) or (m, r), or a pandas Series/DataFrame for a
+            DataFrame input
+        std : same shape as `mean`, only when `return_std`
+        """
+        data = self._new_sites(X)
+        if return_std:
+            mean, var = self._kriging.predict(data.coords, data.design, return_var=True)
+            wrap = lambda a: as_output(a, data.index, self._y_names, self._y_one_d)  # noqa: E731
+            return wrap(mean), wrap(np.sqrt(var))
+        mean = self._kriging.predict(data.coords, data.design)
+        return as_output(mean, data.index, self._y_names, self._y_one_d)
+
+    def sample_y(self, X, n_samples=1, random_state=None):
+        """Conditional simulations of the latent process at new sites.
+
+        Parameters
+        ----------
+        X : array-like of shape (m, d) or DataFrame
+        n_samples : int, default 1
+        random_state : int, numpy Generator or None
+            ``None`` uses the estimator's ``random_state``.
+
+        Returns
+        -------
+        ndarray of shape (m, n_samples), or (m, r, n_samples) with replicates
+        """
+        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
+            raise ValueError(f"n_samples must be a positive integer; got {n_samples!r}.")
+        data = self._new_sites(X)
+        rng = np.random.default_rng(self.random_state if random_state is None else random_state)
+        samples = self._kriging.sample(data.coords, data.design, int(n_samples), rng)
+        return samples[:, 0, :] if self._y_one_d else samples
+
+    def log_likelihood(self, params):
+        """Log-likelihood of the training data at given parameters (trend by GLS).
+
+        Parameters
+        ----------
+        params : dict
+            ``variance``, ``range``, ``nugget`` and shape parameters.
+
+        Returns
+        -------
+        float
+            Restricted log-likelihood when the estimator uses REML.
+        """
+        check_is_fitted(self)
+        return self._likelihood.log_likelihood(check_params(params, self.kernel_))
+
+
+def _residual_variance(y, design):
+    """Variance of the observations around an ordinary least-squares trend."""
+    values = []
+    for j in range(y.shape[1]):
+        observed = ~np.isnan(y[:, j])
+        yj, F = y[observed, j], design[observed]
+        if F.shape[1]:
+            yj = yj - F @ np.linalg.lstsq(F, yj, rcond=None)[0]
+        values.append(yj)
+    resid = np.concatenate(values)
+    variance = float(np.mean(resid**2))
+    return variance if variance > 0 else 1.0

@@ -1,0 +1,454 @@
+r"""Gaussian log-likelihood of a spatial process, exact (dense) evaluation.
+
+Model: each replicate ``y_j`` observed on sites ``S_j`` is Gaussian with mean
+``F_j beta_j`` and covariance ``C = variance * R(theta) + nugget * I`` restricted to
+``S_j``, where ``R`` is the kernel correlation. With ``eta = nugget / variance`` and
+``K = R + eta I`` (so ``C = variance * K``) the full log-likelihood is
+
+.. math::
+
+    \ell = -\tfrac12 \bigl[Q / \sigma^2 + N \log(2\pi\sigma^2) + \log\det K\bigr],
+    \qquad Q = \sum_j (y_j - F_j\hat\beta_j)^T K_j^{-1} (y_j - F_j\hat\beta_j),
+
+with ``beta`` profiled by generalized least squares and ``N`` the number of observed
+values. REML replaces ``N`` by ``N - r p`` and adds ``log det(F^T K^{-1} F)`` for each
+replicate (the constant ``log det(F^T F)`` is omitted, as in most software). Profiling
+the variance gives ``sigma^2 = Q / N`` (REML: ``Q / (N - r p)``).
+
+Every gradient is assembled from two kinds of scalars, computed once per evaluation:
+``quad(A) = sum_j alpha_j^T A alpha_j`` with ``alpha_j = P_j y_j`` and
+``trace(A) = sum_j tr(P_j A)``, where ``P = K^{-1}`` (ML) or the REML projection
+``K^{-1} - K^{-1} F (F^T K^{-1} F)^{-1} F^T K^{-1}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.spatial.distance import squareform
+
+from scipy.linalg import cho_solve
+
+from geostat.solvers import DenseCholesky, one_blas_thread
+
+__all__ = ["ExactLikelihood", "Terms", "TrendNotIdentifiableError", "split_params"]
+
+LOG_2PI = float(np.log(2.0 * np.pi))
+
+
+class TrendNotIdentifiableError(ValueError):
+    """The trend design matrix is rank deficient on the observed sites."""
+
+
+@dataclass
+class _Group:
+    """Replicates that share the same set of observed sites."""
+
+    sites: np.ndarray  # indices of observed sites, or None for all sites
+    columns: np.ndarray  # replicate indices
+    y: np.ndarray  # (n_g, r_g)
+    design: np.ndarray  # (n_g, p)
+
+    @property
+    def r(self):
+        return self.y.shape[1]
+
+
+@dataclass
+class Terms:
+    """Scalars of one likelihood evaluation at ``K = R + eta I`` (see module docstring)."""
+
+    n_obs: int
+    n_eff: int
+    logdet: float
+    logdet_trend: float
+    quadratic: float
+    quad: dict = field(default_factory=dict)
+    trace: dict = field(default_factory=dict)
+
+    def profiled_value(self):
+        """Log-likelihood with the variance profiled out."""
+        scale = self.quadratic / self.n_eff
+        return -0.5 * (self.n_eff * (LOG_2PI + np.log(scale) + 1.0) + self.logdet + self.logdet_trend)
+
+    def profiled_gradient(self, names):
+        """Derivatives of :meth:`profiled_value` along ``dK`` for each name.
+
+        ``"eye"`` stands for the nugget ratio ``eta`` (``dK/deta = I``).
+        """
+        scale = self.quadratic / self.n_eff
+        return {k: 0.5 * self.quad[k] / scale - 0.5 * self.trace[k] for k in names}
+
+    def full_value(self, variance):
+        """Log-likelihood at a given variance (``K`` already holds ``eta``)."""
+        return -0.5 * (
+            self.quadratic / variance
+            + self.n_eff * (LOG_2PI + np.log(variance))
+            + self.logdet
+            + self.logdet_trend
+        )
+
+    def full_gradient(self, variance, eta, names):
+        """Derivatives of :meth:`full_value` with respect to natural parameters.
+
+        ``"variance"`` and ``"nugget"`` are handled here; every other name is a
+        correlation parameter with ``dC = variance * dR``.
+        """
+        s = variance
+        out = {}
+        for k in names:
+            if k == "variance":
+                quad_r = self.quadratic - eta * self.quad["eye"]
+                trace_r = self.n_eff - eta * self.trace["eye"]
+                out[k] = 0.5 * quad_r / s**2 - 0.5 * trace_r / s
+            elif k == "nugget":
+                out[k] = 0.5 * self.quad["eye"] / s**2 - 0.5 * self.trace["eye"] / s
+            else:
+                out[k] = 0.5 * self.quad[k] / s - 0.5 * self.trace[k]
+        return out
+
+
+class ExactLikelihood:
+    """Log-likelihood of one dataset under one kernel, with dense Cholesky factors.
+
+    Parameters
+    ----------
+    coords : ndarray of shape (n, d)
+    y : ndarray of shape (n, r)
+        NaN marks a site missing on a replicate.
+    design : ndarray of shape (n, p)
+        Trend design matrix; each replicate has its own coefficients.
+    kernel : geostat.kernels.Kernel
+    distance : geostat.distance.Distance
+    reml : bool, default False
+
+    Raises
+    ------
+    ValueError
+        If some replicate has no more observed sites than trend coefficients.
+    TrendNotIdentifiableError
+        If the design matrix is rank deficient on the observed sites.
+    """
+
+    def __init__(self, coords, y, design, kernel, distance, reml=False):
+        self.kernel = kernel
+        self.distance = distance
+        self.reml = bool(reml)
+        self.n = coords.shape[0]
+        self.n_coef = design.shape[1]
+        self.coords, self.y, self.design = coords, y, design
+        self.pair_distances = distance.pairwise(coords)
+        self.groups = _group_by_pattern(y, design)
+        self.n_replicates = y.shape[1]
+        self.n_obs = int(sum(g.y.size for g in self.groups))
+        self.n_eff = self.n_obs - (self.n_coef * self.n_replicates if self.reml else 0)
+        for g in self.groups:
+            n_g = g.y.shape[0]
+            if n_g <= self.n_coef:
+                raise ValueError(
+                    f"a replicate has {n_g} observed sites but the trend has {self.n_coef} "
+                    "coefficients; use a simpler trend or drop nearly empty replicates."
+                )
+            if self.n_coef and np.linalg.matrix_rank(g.design) < self.n_coef:
+                raise TrendNotIdentifiableError(
+                    "the trend design matrix is rank deficient on the observed sites (a constant "
+                    "or repeated covariate?); drop redundant trend columns."
+                )
+
+    def subset(self, sites):
+        """The likelihood of the same model on the sites `sites` only."""
+        return ExactLikelihood(
+            self.coords[sites], self.y[sites], self.design[sites], self.kernel, self.distance, self.reml
+        )
+
+    @property
+    def min_distance(self):
+        """Smallest distance between two sites (0.0 for duplicate sites)."""
+        return float(self.pair_distances.min()) if self.pair_distances.size else np.inf
+
+    @property
+    def max_distance(self):
+        """Largest distance between two sites."""
+        return float(self.pair_distances.max()) if self.pair_distances.size else 0.0
+
+    def correlation(self, theta, gradient=False):
+        """Correlation matrix ``R`` and, optionally, ``dR`` for each free kernel parameter.
+
+        Parameters
+        ----------
+        theta : dict
+            ``range`` and the kernel's shape parameters.
+        gradient : bool
+
+        Returns
+        -------
+        R : ndarray of shape (n, n)
+        dR : dict of str to ndarray of shape (n, n)
+        """
+        shape = {k: v for k, v in theta.items() if k != "range"}
+        if gradient:
+            values, grads = self.kernel.correlation_and_gradient(
+                self.pair_distances, theta["range"], **shape
+            )
+            dR = {k: squareform(v, checks=False) for k, v in grads.items()}
+        else:
+            values = self.kernel.correlation(self.pair_distances, theta["range"], **shape)
+            dR = {}
+        R = squareform(values, checks=False)
+        np.fill_diagonal(R, 1.0)
+        return R, dR
+
+    @one_blas_thread
+    def terms(self, theta, eta, gradient=False):
+        """Evaluate the likelihood scalars at correlation parameters `theta` and ratio `eta`.
+
+        Raises
+        ------
+        tlrcore.NotPositiveDefiniteError
+            If ``R + eta I`` is not numerically positive definite on some group of sites.
+        """
+        R, dR = self.correlation(theta, gradient)
+        n_obs, p = self.n_obs, self.n_coef
+        logdet = logdet_trend = quadratic = 0.0
+        names = [*dR, "eye"] if gradient else []
+        quad = dict.fromkeys(names, 0.0)
+        trace = dict.fromkeys(names, 0.0)
+        shared = len(self.groups) > 1
+        for g in self.groups:
+            K = _block(R, g.sites, copy=shared)
+            K.flat[:: K.shape[0] + 1] += eta
+            chol = DenseCholesky(K, overwrite=True)
+            fit = _gls(chol, g.y, g.design)
+            logdet += g.r * chol.logdet()
+            quadratic += float(np.sum(fit.residual * fit.alpha))
+            if self.reml and p:
+                logdet_trend += g.r * fit.logdet_ftkf
+            if not gradient:
+                continue
+            W = chol.inverse()
+            if self.reml and p:
+                W -= fit.kinv_f @ fit.ftkf_solve(fit.kinv_f.T)
+            for k, D in dR.items():
+                Dg = _block(D, g.sites, copy=False)
+                quad[k] += float(np.sum((Dg @ fit.alpha) * fit.alpha))
+                trace[k] += g.r * float(np.einsum("ij,ij->", W, Dg))
+            quad["eye"] += float(np.sum(fit.alpha**2))
+            trace["eye"] += g.r * float(np.trace(W))
+        n_eff = n_obs - (p * self.n_replicates if self.reml else 0)
+        return Terms(n_obs, n_eff, logdet, logdet_trend, quadratic, quad, trace)
+
+    @one_blas_thread
+    def gls(self, params):
+        """Generalized least-squares trend at natural parameters.
+
+        Parameters
+        ----------
+        params : dict
+            ``variance``, ``range``, ``nugget`` and shape parameters.
+
+        Returns
+        -------
+        coef : ndarray of shape (r, p)
+        coef_cov : ndarray of shape (r, p, p)
+            Covariance of each replicate's coefficient estimate.
+        """
+        theta, eta = split_params(params, self.kernel)
+        R, _ = self.correlation(theta)
+        coef = np.zeros((self.n_replicates, self.n_coef))
+        cov = np.zeros((self.n_replicates, self.n_coef, self.n_coef))
+        for g in self.groups:
+            K = _block(R, g.sites, copy=len(self.groups) > 1)
+            K.flat[:: K.shape[0] + 1] += eta
+            fit = _gls(DenseCholesky(K, overwrite=True), g.y, g.design)
+            if self.n_coef:
+                coef[g.columns] = fit.beta.T
+                cov[g.columns] = params["variance"] * fit.ftkf_solve(np.eye(self.n_coef))
+        return coef, cov
+
+    def log_likelihood(self, params):
+        """Full log-likelihood at natural parameters with the trend profiled by GLS."""
+        theta, eta = split_params(params, self.kernel)
+        return float(self.terms(theta, eta).full_value(params["variance"]))
+
+    @one_blas_thread
+    def fisher_information(self, params, names):
+        """Expected Fisher information of the covariance parameters.
+
+        ``I_ab = 1/2 sum_j tr(P_j dC_a P_j dC_b)``, with ``P`` the inverse covariance
+        (ML) or the REML projection, at natural parameters.
+
+        Parameters
+        ----------
+        params : dict
+        names : sequence of str
+            Parameters to include, e.g. ``["variance", "range", "nugget"]``.
+
+        Returns
+        -------
+        ndarray of shape (len(names), len(names))
+        """
+        theta, eta = split_params(params, self.kernel)
+        s = params["variance"]
+        R, dR = self.correlation(theta, gradient=True)
+        info = np.zeros((len(names), len(names)))
+        for g in self.groups:
+            Rg = _block(R, g.sites, copy=False)
+            K = Rg + eta * np.eye(Rg.shape[0])
+            chol = DenseCholesky(K, overwrite=True)
+            W = chol.inverse() / s
+            if self.reml and self.n_coef:
+                fit = _gls(chol, g.y, g.design)
+                W -= fit.kinv_f @ fit.ftkf_solve(fit.kinv_f.T) / s
+            products = []
+            for name in names:
+                if name == "variance":
+                    products.append(W @ Rg)
+                elif name == "nugget":
+                    products.append(W)
+                else:
+                    products.append(s * (W @ _block(dR[name], g.sites, copy=False)))
+            for a, A in enumerate(products):
+                for b in range(a + 1):
+                    value = 0.5 * g.r * float(np.einsum("ij,ji->", A, products[b]))
+                    info[a, b] = info[b, a] = info[a, b] + value
+        return info
+
+
+def split_params(params, kernel):
+    """Split natural parameters into correlation parameters and the nugget ratio."""
+    theta = {"range": float(params["range"])}
+    for name in kernel.shape_names:
+        if name in params:
+            theta[name] = float(params[name])
+    variance = float(params["variance"])
+    return theta, float(params.get("nugget", 0.0)) / variance
+
+
+@dataclass
+class _GLSFit:
+    """GLS quantities of one group of replicates."""
+
+    alpha: np.ndarray  # K^{-1} (y - F beta), the REML projection P y
+    residual: np.ndarray  # y - F beta
+    beta: np.ndarray  # (p, r)
+    kinv_f: np.ndarray | None  # K^{-1} F
+    ftkf_chol: np.ndarray | None  # Cholesky factor of F^T K^{-1} F
+    logdet_ftkf: float
+
+    def ftkf_solve(self, b):
+        """Return ``(F^T K^{-1} F)^{-1} b``."""
+        return cho_solve((self.ftkf_chol, True), b, check_finite=False)
+
+
+def _gls(chol, y, design):
+    """GLS coefficients, residuals and ``alpha = K^{-1} (y - F beta)`` for one group."""
+    kinv_y = chol.solve(y)
+    if design.shape[1] == 0:
+        return _GLSFit(kinv_y, y, np.zeros((0, y.shape[1])), None, None, 0.0)
+    kinv_f = chol.solve(design)
+    try:
+        ftkf_chol = np.linalg.cholesky(design.T @ kinv_f)
+    except np.linalg.LinAlgError as exc:
+        raise TrendNotIdentifiableError(
+            "F^T K^-1 F is singular: the trend is not identifiable with this covariance; "
+            "drop redundant trend columns."
+        ) from exc
+    beta = cho_solve((ftkf_chol, True), design.T @ kinv_y, check_finite=False)
+    logdet_ftkf = 2.0 * float(np.sum(np.log(np.diag(ftkf_chol))))
+    return _GLSFit(kinv_y - kinv_f @ beta, y - design @ beta, beta, kinv_f, ftkf_chol, logdet_ftkf)
+
+
+def _block(matrix, sites, copy):
+    """Rows and columns `sites` of `matrix` (all when None), copied if asked or needed."""
+    if sites is None:
+        return matrix.copy() if copy else matrix
+    return matrix[np.ix_(sites, sites)]
+
+
+def _group_by_pattern(y, design):
+    observed = ~np.isnan(y)
+    patterns, inverse = np.unique(observed.T, axis=0, return_inverse=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    groups = []
+    for k, pattern in enumerate(patterns):
+        columns = np.flatnonzero(inverse == k)
+        if not pattern.any():
+            continue
+        if pattern.all():
+            groups.append(_Group(None, columns, y[:, columns], design))
+        else:
+            sites = np.flatnonzero(pattern)
+            groups.append(_Group(sites, columns, y[np.ix_(sites, columns)], design[sites]))
+    return groups
+
+
+
+def log_likelihood(
+    X,
+    y,
+    params,
+    kernel="matern",
+    trend="constant",
+    distance="euclidean",
+    method="exact",
+    accuracy=1e-8,
+    tile_size=None,
+    ordering="kdtree",
+    reml=False,
+):
+    """Gaussian log-likelihood of observations at given covariance parameters.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, d) or DataFrame
+        Sites (and covariate columns named in `trend`).
+    y : array-like of shape (n,) or (n, r)
+        Observations; NaN marks a site missing on a replicate.
+    params : dict
+        ``variance``, ``range``, ``nugget`` (default 0) and the kernel's shape parameters.
+    kernel : str or Kernel, default "matern"
+    trend : None, "constant", "linear", list of columns, or ndarray of shape (n, p)
+        Mean model, profiled by GLS; an array is used as the design matrix itself.
+    distance : {"euclidean", "chordal", "great_circle", "auto"}, default "euclidean"
+    method : {"exact"}, default "exact"
+    accuracy, tile_size, ordering
+        Settings of the TLR method (not yet available).
+    reml : bool, default False
+        Return the restricted log-likelihood.
+
+    Returns
+    -------
+    float
+        ``-1/2 r^T C^-1 r - 1/2 log det C - n/2 log(2 pi)`` summed over replicates.
+
+    Raises
+    ------
+    tlrcore.NotPositiveDefiniteError
+        If the covariance matrix is not numerically positive definite.
+    """
+    from geostat.data import Trend, prepare_coords, prepare_y
+    from geostat.distance import get_distance
+    from geostat.kernels import get_kernel
+    from geostat.params import check_params
+
+    if method not in ("exact", "auto"):
+        if method == "tlr":
+            raise NotImplementedError("method='tlr' is not available in this version; use method='exact'.")
+        raise ValueError(f"method={method!r} is not one of ('auto', 'exact', 'tlr').")
+    kern = get_kernel(kernel)
+    params = check_params(params, kern)
+    design = None
+    if isinstance(trend, np.ndarray) and trend.ndim == 2:
+        design = np.asarray(trend, dtype=np.float64)
+        trend = None
+    data, distance_name = prepare_coords(X, Trend.parse(trend), distance)
+    if design is not None:
+        if design.shape[0] != data.n or not np.isfinite(design).all():
+            raise ValueError(
+                f"trend as a design matrix must have {data.n} rows of finite values; got shape {design.shape}."
+            )
+        data.design = design
+    values, _, _ = prepare_y(y, data.n)
+    lik = ExactLikelihood(data.coords, values, data.design, kern, get_distance(distance_name), reml)
+    return lik.log_likelihood(params)

@@ -1,0 +1,499 @@
+"""Maximum-likelihood estimation of covariance parameters.
+
+Strategy
+--------
+1. **Parameter space.** The optimizer works on an unconstrained-ish vector ``z`` with box
+   bounds: ``log range``, ``log smoothness`` (power on its natural scale), and either the
+   log nugget-to-variance ratio with the variance profiled out (the default), or, when the
+   variance or a non-zero nugget is held fixed, ``log variance`` and ``log nugget``.
+2. **Starting values.** A coarse grid over range (fractions of the largest site
+   separation), nugget ratio and shape is scored on a pilot subsample of at most
+   ``pilot_size`` sites; the best few grid points start L-BFGS-B runs on the pilot; the
+   best pilot optimum is polished on the full data.
+3. **Awkward optima.** A nugget ratio that ends on its lower bound is set to exactly zero
+   (as is a small nugget that zero beats); a range or shape on a bound is reported in
+   :attr:`MLEResult.at_bounds` with a warning (a range far larger than the domain leaves
+   only ``variance / range^(2 nu)`` identified).
+4. **Standard errors** come from the expected Fisher information at the estimate.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import minimize
+
+from tlrcore import NotPositiveDefiniteError
+
+__all__ = ["ParameterSpace", "MLEResult", "maximize_likelihood", "GeostatWarning"]
+
+logger = logging.getLogger(__name__)
+
+RATIO_FLOOR = 1e-9
+ZERO_NUGGET_TRIAL = 1e-3
+#: A nugget below this fraction of the variance is at the numerical resolution of a
+#: smooth covariance: it is reported in ``at_bounds`` even when zero itself scores lower.
+NUMERICAL_ZERO = 1e-8
+
+
+class GeostatWarning(UserWarning):
+    """An estimate needs the user's attention (a parameter on a bound, no convergence)."""
+
+
+@dataclass
+class ParameterSpace:
+    """Which parameters are estimated, their bounds and the optimizer's coordinates.
+
+    Parameters
+    ----------
+    kernel : geostat.kernels.Kernel
+    nugget : bool or float
+        ``True`` estimates the nugget, ``False`` or ``0`` fixes it at zero, a positive
+        float fixes it at that value.
+    fixed : dict, optional
+        Other parameters held fixed: ``"variance"`` and/or ``"range"``.
+    bounds : dict, optional
+        ``(low, high)`` overrides for ``"range"``, ``"variance"``, ``"nugget"`` and the
+        kernel's shape parameters.
+    max_distance : float
+        Largest separation of the sites; scales the default range bounds.
+    data_variance : float
+        Sample variance of the detrended data; scales the variance and nugget bounds.
+    """
+
+    kernel: object
+    nugget: object = True
+    fixed: dict = field(default_factory=dict)
+    bounds: dict = field(default_factory=dict)
+    max_distance: float = 1.0
+    data_variance: float = 1.0
+
+    def __post_init__(self):
+        for name in self.fixed:
+            if name not in ("variance", "range"):
+                raise ValueError(
+                    f"fixed={{{name!r}: ...}} is not supported; fix 'variance' or 'range' here, "
+                    "the nugget with nugget=<value> and shape parameters in the kernel, "
+                    "e.g. Matern(smoothness=1.5)."
+                )
+            _check_positive(self.fixed[name], f"fixed[{name!r}]")
+        if isinstance(self.nugget, (bool, np.bool_)):
+            self.nugget_value = None if self.nugget else 0.0
+        else:
+            _check_positive(self.nugget, "nugget", allow_zero=True)
+            self.nugget_value = float(self.nugget)
+        self.profiled = "variance" not in self.fixed and not self.nugget_value
+        span = self.max_distance if self.max_distance > 0 else 1.0
+        default = {
+            "range": (1e-4 * span, 1e2 * span),
+            "variance": (1e-8 * self.data_variance, 1e4 * self.data_variance),
+            "nugget": (1e-10 * self.data_variance, 1e3 * self.data_variance),
+            "ratio": (RATIO_FLOOR, 1e3),
+            **self.kernel.shape_bounds,
+        }
+        for name, pair in self.bounds.items():
+            if name not in default or name == "ratio":
+                raise ValueError(f"bounds has unknown parameter {name!r}; use one of {sorted(default)}.")
+            low, high = (float(v) for v in pair)
+            if not (0 < low < high < np.inf):
+                raise ValueError(f"bounds[{name!r}] must satisfy 0 < low < high; got {pair}.")
+            default[name] = (low, high)
+        self.natural_bounds = default
+        names = []
+        if not self.profiled and "variance" not in self.fixed:
+            names.append("variance")
+        if "range" not in self.fixed:
+            names.append("range")
+        names += list(self.kernel.free_shape)
+        if self.nugget_value is None:
+            names.append("ratio" if self.profiled else "nugget")
+        self.names = names
+        self.log_scale = np.array([n != "power" for n in names])
+
+    @property
+    def estimated(self):
+        """Natural parameters that are estimated (the variance always, when profiled)."""
+        out = [] if "variance" in self.fixed else ["variance"]
+        if "range" not in self.fixed:
+            out.append("range")
+        out += list(self.kernel.free_shape)
+        if self.nugget_value is None:
+            out.append("nugget")
+        return out
+
+    def z_bounds(self):
+        """Box bounds of the optimizer's vector."""
+        out = []
+        for name, log in zip(self.names, self.log_scale):
+            low, high = self.natural_bounds[name]
+            out.append((np.log(low), np.log(high)) if log else (low, high))
+        return out
+
+    def to_natural(self, z):
+        """Map the optimizer's vector to a dict of the named free values."""
+        values = np.where(self.log_scale, np.exp(np.minimum(z, 700.0)), z)
+        return dict(zip(self.names, values.tolist()))
+
+    def to_z(self, values):
+        """Map named free values to the optimizer's vector."""
+        v = np.array([values[n] for n in self.names], dtype=float)
+        return np.where(self.log_scale, np.log(v), v)
+
+    def theta(self, free):
+        """Correlation parameters (range and all shape parameters)."""
+        theta = {"range": free.get("range", self.fixed.get("range"))}
+        theta.update(self.kernel.fixed_shape)
+        theta.update({k: free[k] for k in self.kernel.free_shape})
+        return theta
+
+    def natural(self, free, profiled_variance=None):
+        """Full natural parameters from free values (and the profiled variance)."""
+        params = {"variance": self.fixed.get("variance", free.get("variance", profiled_variance))}
+        params.update(self.theta(free))
+        if self.nugget_value is not None:
+            params["nugget"] = self.nugget_value
+        elif self.profiled:
+            params["nugget"] = free["ratio"] * params["variance"]
+        else:
+            params["nugget"] = free["nugget"]
+        return params
+
+
+def _check_positive(value, name, allow_zero=False):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise TypeError(f"{name} must be a number; got {type(value).__name__}.")
+    ok = np.isfinite(value) and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+        raise ValueError(f"{name} must be {'non-negative' if allow_zero else 'positive'} and finite; got {value}.")
+
+
+@dataclass
+class MLEResult:
+    """Outcome of :func:`maximize_likelihood`.
+
+    Attributes
+    ----------
+    params : dict
+        Natural parameters: variance, range, shape parameters, nugget.
+    stderr : dict
+        Standard errors from the expected Fisher information (0.0 for fixed parameters).
+    covariance : ndarray
+        Inverse Fisher information over :attr:`estimated`.
+    estimated : list of str
+    coef, coef_stderr : ndarray of shape (r, p)
+        GLS trend coefficients per replicate and their standard errors.
+    loglik : float
+        Maximized log-likelihood (restricted log-likelihood when ``reml``).
+    n_iter, n_evaluations, n_pilot_evaluations, n_failures : int
+        Optimizer iterations of the final run, full-data likelihood evaluations, pilot
+        evaluations, and evaluations where the covariance was not positive definite.
+    converged : bool
+    message : str
+    at_bounds : list of str
+        Estimated parameters that ended on a bound; ``"nugget"`` when it is 0 or below
+        ``NUMERICAL_ZERO`` times the variance.
+    elapsed : float
+        Wall time in seconds.
+    """
+
+    params: dict
+    stderr: dict
+    covariance: np.ndarray
+    estimated: list
+    coef: np.ndarray
+    coef_stderr: np.ndarray
+    loglik: float
+    n_iter: int
+    n_evaluations: int
+    n_pilot_evaluations: int
+    n_failures: int
+    converged: bool
+    message: str
+    at_bounds: list
+    reml: bool = False
+    elapsed: float = 0.0
+
+
+class _Objective:
+    """Negative log-likelihood per observation in the optimizer's coordinates."""
+
+    def __init__(self, likelihood, space):
+        self.likelihood = likelihood
+        self.space = space
+        self.n_evaluations = 0
+        self.n_failures = 0
+        self.worst = 0.0
+
+    def evaluate(self, z, gradient=True):
+        space = self.space
+        free = space.to_natural(np.asarray(z, dtype=float))
+        theta = space.theta(free)
+        self.n_evaluations += 1
+        try:
+            if space.profiled:
+                eta = free.get("ratio", 0.0)
+                terms = self.likelihood.terms(theta, eta, gradient)
+                value = terms.profiled_value()
+                if gradient:
+                    keys = {n: ("eye" if n == "ratio" else n) for n in space.names}
+                    g = terms.profiled_gradient(set(keys.values()))
+                    grad = np.array([g[keys[n]] for n in space.names])
+            else:
+                params = space.natural(free)
+                eta = params["nugget"] / params["variance"]
+                terms = self.likelihood.terms(theta, eta, gradient)
+                value = terms.full_value(params["variance"])
+                if gradient:
+                    g = terms.full_gradient(params["variance"], eta, space.names)
+                    grad = np.array([g[n] for n in space.names])
+        except NotPositiveDefiniteError:
+            self.n_failures += 1
+            penalty = self.worst + 1.0
+            return (penalty, np.zeros(len(z))) if gradient else penalty
+        if not np.isfinite(value):
+            self.n_failures += 1
+            penalty = self.worst + 1.0
+            return (penalty, np.zeros(len(z))) if gradient else penalty
+        scale = self.likelihood.n_obs
+        f = -value / scale
+        self.worst = max(self.worst, f)
+        if not gradient:
+            return f
+        chain = np.where(space.log_scale, np.array([free[n] for n in space.names]), 1.0)
+        return f, -grad * chain / scale
+
+    def __call__(self, z):
+        return self.evaluate(z, gradient=True)
+
+
+def _start_grid(space, likelihood_scale):
+    """Candidate starting points (named free values) spread over the box."""
+    axes = {}
+    for name in space.names:
+        low, high = space.natural_bounds[name]
+        if name == "range":
+            grid = [f * space.max_distance for f in (0.03, 0.1, 0.3, 1.0)]
+        elif name == "ratio":
+            grid = [0.01, 0.1, 1.0]
+        elif name == "smoothness":
+            grid = [0.5, 1.5]
+        elif name == "power":
+            grid = [1.0, 1.8]
+        elif name == "variance":
+            grid = [likelihood_scale]
+        else:  # nugget in full mode
+            grid = [0.01 * likelihood_scale, 0.3 * likelihood_scale]
+        axes[name] = [min(max(v, low * 1.001), high * 0.999) for v in grid]
+    return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+
+
+_EXPLORE = {"maxiter": 20, "ftol": 1e-9, "gtol": 1e-6, "maxls": 30}
+_POLISH = {"ftol": 1e-12, "gtol": 1e-8, "maxls": 40}
+
+
+def _run_lbfgsb(objective, z0, bounds, options):
+    return minimize(objective, z0, jac=True, method="L-BFGS-B", bounds=bounds, options=options)
+
+
+def _projected_gradient(z, grad, bounds):
+    g = np.array(grad, dtype=float)
+    for i, (low, high) in enumerate(bounds):
+        if z[i] <= low + 1e-10 and g[i] > 0:
+            g[i] = 0.0
+        if z[i] >= high - 1e-10 and g[i] < 0:
+            g[i] = 0.0
+    return float(np.max(np.abs(g))) if g.size else 0.0
+
+
+def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random_state=0, maxiter=300):
+    """Maximize the likelihood over the free parameters of `space`.
+
+    Parameters
+    ----------
+    likelihood : geostat.likelihood.ExactLikelihood
+    space : ParameterSpace
+    n_starts : int, default 3
+        Number of grid points from which local optimizations start.
+    pilot_size : int, default 500
+        Sites in the pilot subsample used to choose starting values; the pilot stage is
+        skipped when the data have no more sites than this.
+    random_state : int, numpy Generator or None
+        Seeds the pilot subsample.
+    maxiter : int
+        Iteration limit of each local optimization.
+
+    Returns
+    -------
+    MLEResult
+
+    Raises
+    ------
+    tlrcore.NotPositiveDefiniteError
+        If the covariance is not positive definite at any starting point.
+    """
+    start_time = time.perf_counter()
+    rng = np.random.default_rng(random_state)
+    bounds = space.z_bounds()
+    full = _Objective(likelihood, space)
+    pilot_evaluations = 0
+    best = None
+    z = np.zeros(0)
+    if space.names:
+        start, pilot_evaluations = _starting_point(likelihood, space, full, n_starts, pilot_size, rng)
+        best = _run_lbfgsb(full, start, bounds, {**_POLISH, "maxiter": maxiter})
+        z = best.x
+    at_bounds = [
+        "nugget" if name == "ratio" else name
+        for name, value, (low, high) in zip(space.names, z, bounds)
+        if value <= low + 1e-6 * max(1.0, abs(low)) or value >= high - 1e-6 * max(1.0, abs(high))
+    ]
+    params, loglik = _natural_estimate(likelihood, space, z)
+    tiny_nugget = params["nugget"] <= NUMERICAL_ZERO * params["variance"]
+    if space.nugget_value is None and tiny_nugget and "nugget" not in at_bounds:
+        at_bounds.append("nugget")
+    message = str(best.message) if best is not None else "no free parameters"
+    grad_norm = _projected_gradient(z, full(z)[1], bounds) if space.names else 0.0
+    converged = bool(best is None or best.success or grad_norm < 1e-5)
+    if not converged:
+        warnings.warn(
+            f"the likelihood maximization did not converge ({message}); the estimates may be "
+            "inaccurate. Try other bounds, fix the smoothness, or a simpler trend.",
+            GeostatWarning,
+            stacklevel=3,
+        )
+    _warn_bounds(at_bounds)
+    stderr, covariance = standard_errors(likelihood, params, space.estimated)
+    coef, coef_cov = likelihood.gls(params)
+    coef_stderr = np.sqrt(np.maximum(np.diagonal(coef_cov, axis1=1, axis2=2), 0.0))
+    logger.info("MLE %s loglik=%.6f evaluations=%d", params, loglik, full.n_evaluations)
+    return MLEResult(
+        params=params,
+        stderr=stderr,
+        covariance=covariance,
+        estimated=list(space.estimated),
+        coef=coef,
+        coef_stderr=coef_stderr,
+        loglik=loglik,
+        n_iter=int(best.nit) if best is not None else 0,
+        n_evaluations=full.n_evaluations,
+        n_pilot_evaluations=pilot_evaluations,
+        n_failures=full.n_failures,
+        converged=converged,
+        message=message,
+        at_bounds=at_bounds,
+        reml=likelihood.reml,
+        elapsed=time.perf_counter() - start_time,
+    )
+
+
+def _starting_point(likelihood, space, full, n_starts, pilot_size, rng):
+    """Score a grid, explore from its best points and return the best point found.
+
+    The grid and the short exploratory runs use a pilot subsample when the data have more
+    than `pilot_size` sites, and the full data otherwise.
+    """
+    pilot = full
+    if likelihood.n > pilot_size:
+        sites = np.sort(rng.choice(likelihood.n, size=pilot_size, replace=False))
+        pilot = _Objective(likelihood.subset(sites), space)
+    grid = [space.to_z(point) for point in _start_grid(space, space.data_variance)]
+    scores = np.array([pilot.evaluate(z, gradient=False) for z in grid])
+    if pilot.n_failures == len(grid):
+        raise NotPositiveDefiniteError(
+            "the covariance was not positive definite at any starting point; "
+            "estimate a nugget (nugget=True) or remove duplicate sites.",
+            tile=0,
+        )
+    order = np.argsort(scores, kind="stable")[: max(1, n_starts)]
+    runs = [_run_lbfgsb(pilot, grid[i], space.z_bounds(), _EXPLORE) for i in order]
+    best = min(runs, key=lambda r: r.fun).x
+    return best, (0 if pilot is full else pilot.n_evaluations)
+
+
+def _natural_estimate(likelihood, space, z):
+    """Natural parameters and log-likelihood at the optimizer's point.
+
+    In log coordinates the optimizer only creeps towards a nugget of zero, so a small
+    estimated nugget (below ``ZERO_NUGGET_TRIAL`` times the variance) is compared with
+    exactly zero, which wins unless it lowers the likelihood or makes the covariance
+    singular.
+    """
+    free = space.to_natural(z)
+    theta = space.theta(free)
+
+    def evaluate(values):
+        if space.profiled:
+            terms = likelihood.terms(theta, values.get("ratio", 0.0))
+            params = space.natural(values, profiled_variance=terms.quadratic / terms.n_eff)
+        else:
+            params = space.natural(values)
+            terms = likelihood.terms(theta, params["nugget"] / params["variance"])
+        return params, float(terms.full_value(params["variance"]))
+
+    params, loglik = evaluate(free)
+    if space.nugget_value is None and params["nugget"] < ZERO_NUGGET_TRIAL * params["variance"]:
+        name = "ratio" if space.profiled else "nugget"
+        try:
+            zero_params, zero_loglik = evaluate({**free, name: 0.0})
+        except NotPositiveDefiniteError:
+            return params, loglik
+        if zero_loglik >= loglik - 1e-10 * max(1.0, abs(loglik)):
+            return zero_params, zero_loglik
+    return params, loglik
+
+
+def _warn_bounds(at_bounds):
+    for name in at_bounds:
+        if name == "nugget":
+            continue
+        hint = {
+            "range": "only variance / range^(2 smoothness) is identified on a flat ridge; "
+            "fix the range or the smoothness, or widen bounds['range']",
+        }.get(name, f"widen bounds[{name!r}] or fix it")
+        warnings.warn(f"the estimate of {name} ended on its bound; {hint}.", GeostatWarning, stacklevel=4)
+
+
+def standard_errors(likelihood, params, names):
+    """Standard errors from the inverse expected Fisher information.
+
+    Parameters
+    ----------
+    likelihood : ExactLikelihood
+    params : dict
+        Natural parameters at the estimate.
+    names : list of str
+        Estimated parameters.
+
+    Returns
+    -------
+    stderr : dict
+        One entry per parameter in `params`; 0.0 for fixed ones, ``inf`` for parameters
+        the data do not identify (singular information).
+    covariance : ndarray of shape (len(names), len(names))
+    """
+    stderr = dict.fromkeys(params, 0.0)
+    if not names:
+        return stderr, np.zeros((0, 0))
+    info = likelihood.fisher_information(params, names)
+    try:
+        np.linalg.cholesky(info)
+        covariance = np.linalg.inv(info)
+    except np.linalg.LinAlgError:
+        warnings.warn(
+            "the Fisher information is singular: some parameters are not identified by the "
+            "data; their standard errors are reported as inf.",
+            GeostatWarning,
+            stacklevel=3,
+        )
+        covariance = np.linalg.pinv(info)
+        null = np.abs(np.linalg.eigh(info)[1][:, np.abs(np.linalg.eigvalsh(info)) < 1e-12 * np.abs(info).max()])
+        for i in np.flatnonzero(null.sum(axis=1) > 1e-8):
+            covariance[i, i] = np.inf
+    for i, name in enumerate(names):
+        stderr[name] = float(np.sqrt(max(covariance[i, i], 0.0)))
+    return stderr, covariance

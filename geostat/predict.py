@@ -1,0 +1,165 @@
+r"""Kriging prediction and conditional simulation at fitted parameters.
+
+Predictions are of the latent process (without the nugget, which is measurement error):
+with ``c_0 = Cov(Z(x_0), y)`` and ``C = Cov(y)``,
+
+.. math::
+
+    \hat Z(x_0) = f_0^T\hat\beta + c_0^T C^{-1}(y - F\hat\beta), \qquad
+    \operatorname{Var} = \sigma^2 - c_0^T C^{-1} c_0 + u^T (F^T C^{-1} F)^{-1} u,
+    \quad u = f_0 - F^T C^{-1} c_0,
+
+the universal-kriging variance, which includes the uncertainty of the GLS trend.
+Without a nugget the predictor interpolates the data exactly. Replicates with different
+observed sites are conditioned on their own sites.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import cho_solve
+
+from geostat.likelihood import _block, split_params
+from geostat.solvers import DenseCholesky, one_blas_thread
+
+__all__ = ["Kriging"]
+
+_CHUNK = 4096
+
+
+@dataclass
+class _GroupFit:
+    sites: np.ndarray | None
+    columns: np.ndarray
+    chol: DenseCholesky  # of K = C / variance, the matrix the likelihood factors
+    variance: float
+    alpha: np.ndarray  # C^{-1} (y - F beta), (n_g, r_g)
+    cinv_f: np.ndarray  # C^{-1} F, (n_g, p)
+    ftcf_chol: np.ndarray | None  # Cholesky of F^T C^{-1} F
+
+    def cinv(self, b):
+        """Return ``C^{-1} b``."""
+        return self.chol.solve(b) / self.variance
+
+
+class Kriging:
+    """Kriging predictor conditioned on training data at fixed parameters.
+
+    Parameters
+    ----------
+    likelihood : geostat.likelihood.ExactLikelihood
+        Holds the training coordinates, observations, design and kernel.
+    params : dict
+        Natural parameters (variance, range, shape, nugget).
+    coef : ndarray of shape (r, p)
+        Trend coefficients per replicate.
+    """
+
+    @one_blas_thread
+    def __init__(self, likelihood, params, coef):
+        self.lik = likelihood
+        self.params = dict(params)
+        self.coef = np.asarray(coef)
+        theta, eta = split_params(params, likelihood.kernel)
+        self.theta = theta
+        variance = params["variance"]
+        R, _ = likelihood.correlation(theta)
+        self.groups = []
+        for g in likelihood.groups:
+            K = _block(R, g.sites, copy=True)
+            K.flat[:: K.shape[0] + 1] += eta
+            chol = DenseCholesky(K, overwrite=True)
+            beta = self.coef[g.columns].T  # (p, r_g)
+            alpha = chol.solve(g.y - g.design @ beta) / variance
+            cinv_f = chol.solve(g.design) / variance if g.design.shape[1] else g.design
+            ftcf_chol = np.linalg.cholesky(g.design.T @ cinv_f) if g.design.shape[1] else None
+            self.groups.append(_GroupFit(g.sites, g.columns, chol, variance, alpha, cinv_f, ftcf_chol))
+
+    def _cross(self, coords, sites):
+        train = self.lik.coords if sites is None else self.lik.coords[sites]
+        d = self.lik.distance.cross(coords, train)
+        shape = {k: v for k, v in self.theta.items() if k != "range"}
+        return self.params["variance"] * self.lik.kernel.correlation(d, self.theta["range"], **shape)
+
+    @one_blas_thread
+    def predict(self, coords, design, return_var=False):
+        """Kriging mean (and variance) at new sites.
+
+        Parameters
+        ----------
+        coords : ndarray of shape (m, d)
+        design : ndarray of shape (m, p)
+        return_var : bool
+
+        Returns
+        -------
+        mean : ndarray of shape (m, r)
+        var : ndarray of shape (m, r), only when `return_var`
+        """
+        m, r = coords.shape[0], self.coef.shape[0]
+        mean = design @ self.coef.T if self.coef.shape[1] else np.zeros((m, r))
+        var = np.empty((m, r)) if return_var else None
+        for start in range(0, m, _CHUNK):
+            rows = slice(start, min(start + _CHUNK, m))
+            for g in self.groups:
+                c0 = self._cross(coords[rows], g.sites)  # (m_c, n_g)
+                mean[rows, g.columns] += c0 @ g.alpha
+                if return_var:
+                    var[rows, g.columns] = self._variance(c0, design[rows], g)[:, None]
+        return (mean, var) if return_var else mean
+
+    def _variance(self, c0, design, g):
+        cinv_c = g.cinv(c0.T)  # (n_g, m_c)
+        var = self.params["variance"] - np.einsum("ij,ji->i", c0, cinv_c)
+        if g.ftcf_chol is not None:
+            u = design.T - g.cinv_f.T @ c0.T  # (p, m_c)
+            var += np.einsum("ij,ij->j", u, cho_solve((g.ftcf_chol, True), u, check_finite=False))
+        return np.maximum(var, 0.0)
+
+    def posterior_covariance(self, coords, design, group):
+        """Joint covariance of the kriging errors at new sites for one group of replicates."""
+        g = self.groups[group]
+        c0 = self._cross(coords, g.sites)
+        shape = {k: v for k, v in self.theta.items() if k != "range"}
+        d = self.lik.distance.cross(coords, coords)
+        cov = self.params["variance"] * self.lik.kernel.correlation(d, self.theta["range"], **shape)
+        cov -= c0 @ g.cinv(c0.T)
+        if g.ftcf_chol is not None:
+            u = design.T - g.cinv_f.T @ c0.T
+            cov += u.T @ cho_solve((g.ftcf_chol, True), u, check_finite=False)
+        return 0.5 * (cov + cov.T)
+
+    @one_blas_thread
+    def sample(self, coords, design, n_samples, rng):
+        """Conditional simulations of the latent process at new sites.
+
+        Returns
+        -------
+        ndarray of shape (m, r, n_samples)
+        """
+        mean = self.predict(coords, design)
+        m, r = mean.shape
+        out = np.empty((m, r, n_samples))
+        for k, g in enumerate(self.groups):
+            root = _psd_root(self.posterior_covariance(coords, design, k), self.params["variance"])
+            for j in g.columns:
+                out[:, j, :] = mean[:, j, None] + root @ rng.standard_normal((root.shape[1], n_samples))
+        return out
+
+
+def _psd_root(cov, scale):
+    """A square root ``B`` with ``B B^T = cov`` for a positive semidefinite matrix.
+
+    Eigenvalues below ``-1e-8 * scale`` mean the matrix is not a covariance and raise;
+    smaller negative ones are rounding error and are set to zero.
+    """
+    values, vectors = np.linalg.eigh(cov)
+    if values.size and values[0] < -1e-8 * scale * max(1, cov.shape[0]):
+        raise np.linalg.LinAlgError(
+            f"the conditional covariance has a negative eigenvalue {values[0]:.3g}; "
+            "the sites may be duplicated or the parameters ill-conditioned."
+        )
+    keep = values > 0
+    return vectors[:, keep] * np.sqrt(values[keep])
