@@ -111,7 +111,7 @@ def _fit(args):
         warnings.simplefilter("always")
         try:
             model.fit(X, y)
-        except (ValueError, TypeError, NotImplementedError, np.linalg.LinAlgError) as exc:
+        except (ValueError, TypeError, NotImplementedError, MemoryError, np.linalg.LinAlgError) as exc:
             raise SystemExit(f"geostat: {exc}") from None
     elapsed = time.perf_counter() - start
     result = {

@@ -31,10 +31,16 @@ from scipy.spatial.distance import squareform
 from scipy.linalg import cho_solve
 
 from geostat.solvers import DenseCholesky, one_blas_thread
+from geostat.tabulation import LogDistanceTable
 
 __all__ = ["ExactLikelihood", "Terms", "TrendNotIdentifiableError", "split_params"]
 
 LOG_2PI = float(np.log(2.0 * np.pi))
+
+#: Pair counts between which costly kernels (Bessel functions) are evaluated through a
+#: :class:`~geostat.tabulation.LogDistanceTable`; above the upper one its weights would
+#: need more memory than the covariance matrix itself.
+TABULATE_PAIRS = (100_000, 50_000_000)
 
 
 class TrendNotIdentifiableError(ValueError):
@@ -138,7 +144,11 @@ class ExactLikelihood:
         self.n = coords.shape[0]
         self.n_coef = design.shape[1]
         self.coords, self.y, self.design = coords, y, design
+        _check_memory(self.n, 4 + len(kernel.free_shape))
         self.pair_distances = distance.pairwise(coords)
+        pairs = self.pair_distances.size
+        costly = getattr(kernel, "costly", False)
+        self._table = LogDistanceTable(self.pair_distances) if costly and TABULATE_PAIRS[0] <= pairs <= TABULATE_PAIRS[1] else None
         self.groups = _group_by_pattern(y, design)
         self.n_replicates = y.shape[1]
         self.n_obs = int(sum(g.y.size for g in self.groups))
@@ -187,14 +197,13 @@ class ExactLikelihood:
         dR : dict of str to ndarray of shape (n, n)
         """
         shape = {k: v for k, v in theta.items() if k != "range"}
-        if gradient:
-            values, grads = self.kernel.correlation_and_gradient(
-                self.pair_distances, theta["range"], **shape
-            )
-            dR = {k: squareform(v, checks=False) for k, v in grads.items()}
+        if self._table is not None:
+            values, grads = self._table.evaluate(self.kernel, theta["range"], shape, gradient)
+        elif gradient:
+            values, grads = self.kernel.correlation_and_gradient(self.pair_distances, theta["range"], **shape)
         else:
-            values = self.kernel.correlation(self.pair_distances, theta["range"], **shape)
-            dR = {}
+            values, grads = self.kernel.correlation(self.pair_distances, theta["range"], **shape), {}
+        dR = {k: squareform(v, checks=False) for k, v in grads.items()}
         R = squareform(values, checks=False)
         np.fill_diagonal(R, 1.0)
         return R, dR
@@ -226,15 +235,21 @@ class ExactLikelihood:
                 logdet_trend += g.r * fit.logdet_ftkf
             if not gradient:
                 continue
-            W = chol.inverse()
-            if self.reml and p:
-                W -= fit.kinv_f @ fit.ftkf_solve(fit.kinv_f.T)
+            # tr(K^-1 D) = 2 sum(tril(K^-1) * D) for symmetric D with zero diagonal.
+            W = chol.inverse_lower()
+            reml_trend = self.reml and p
             for k, D in dR.items():
                 Dg = _block(D, g.sites, copy=False)
                 quad[k] += float(np.sum((Dg @ fit.alpha) * fit.alpha))
-                trace[k] += g.r * float(np.einsum("ij,ij->", W, Dg))
+                tr = 2.0 * float(np.einsum("ij,ij->", W, Dg))
+                if reml_trend:
+                    tr -= float(np.trace(fit.ftkf_solve(fit.kinv_f.T @ (Dg @ fit.kinv_f))))
+                trace[k] += g.r * tr
             quad["eye"] += float(np.sum(fit.alpha**2))
-            trace["eye"] += g.r * float(np.trace(W))
+            tr = float(np.trace(W))
+            if reml_trend:
+                tr -= float(np.trace(fit.ftkf_solve(fit.kinv_f.T @ fit.kinv_f)))
+            trace["eye"] += g.r * tr
         n_eff = n_obs - (p * self.n_replicates if self.reml else 0)
         return Terms(n_obs, n_eff, logdet, logdet_trend, quadratic, quad, trace)
 
@@ -313,6 +328,30 @@ class ExactLikelihood:
                     value = 0.5 * g.r * float(np.einsum("ij,ji->", A, products[b]))
                     info[a, b] = info[b, a] = info[a, b] + value
         return info
+
+
+def _available_memory():
+    """Bytes of memory available to this process (Linux), or None when unknown."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _check_memory(n, matrices):
+    """Refuse an exact likelihood whose dense n x n work arrays cannot fit in memory."""
+    need = matrices * 8.0 * n * n
+    available = _available_memory()
+    if available is not None and need > 0.9 * available:
+        raise MemoryError(
+            f"the exact likelihood at n = {n} needs about {need / 2**30:.1f} GiB of dense "
+            f"matrices but {available / 2**30:.1f} GiB is available; fit a subset of the sites, "
+            "or use the tile low-rank method (method='tlr') when it is available."
+        )
 
 
 def split_params(params, kernel):

@@ -98,11 +98,15 @@ class DenseCholesky:
         return x
 
     @one_blas_thread
-    def inverse(self):
-        """Return ``K^{-1}`` as a full symmetric array."""
+    def inverse_lower(self):
+        """Return the lower triangle of ``K^{-1}`` (the strict upper triangle is zero)."""
         inv, info = lapack.dpotri(self.L, lower=1)
         if info != 0:
             raise NotPositiveDefiniteError("the inverse of the covariance factor failed.", tile=0)
-        lower = np.tril_indices(self.n, -1)
-        inv[lower[1], lower[0]] = inv[lower]
+        return inv
+
+    def inverse(self):
+        """Return ``K^{-1}`` as a full symmetric array."""
+        inv = self.inverse_lower()
+        inv += np.tril(inv, -1).T
         return inv

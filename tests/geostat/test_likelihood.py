@@ -190,3 +190,19 @@ def test_inputs_are_not_mutated(sites, rng):
     gs.log_likelihood(sites, y, PARAMS["exponential"], kernel="exponential")
     np.testing.assert_array_equal(sites, X0)
     np.testing.assert_array_equal(y, y0)
+
+
+@pytest.mark.parametrize("smoothness", [None, 0.7, 4.2])
+def test_tabulated_kernel_path_matches_direct_evaluation(smoothness, rng):
+    X = rng.uniform(size=(700, 2))  # 244,650 pairs: above the tabulation threshold
+    y = rng.normal(size=(700, 1))
+    kern = get_kernel("matern", smoothness)
+    lik = ExactLikelihood(X, y, np.ones((700, 1)), kern, get_distance("euclidean"))
+    assert lik._table is not None
+    theta = {"range": 0.12, "smoothness": 1.7 if smoothness is None else smoothness}
+    R, dR = lik.correlation(theta, gradient=True)
+    lik._table = None
+    R0, dR0 = lik.correlation(theta, gradient=True)
+    np.testing.assert_allclose(R, R0, rtol=0, atol=1e-12)
+    for name in dR0:
+        np.testing.assert_allclose(dR[name], dR0[name], rtol=0, atol=1e-11 * np.abs(dR0[name]).max())

@@ -1,0 +1,499 @@
+"""Distances between sites: Euclidean, chordal and great-circle.
+
+Longitude/latitude coordinates are in degrees, column 0 longitude and column 1
+latitude; spherical distances are in kilometres on a sphere of radius
+:data:`EARTH_RADIUS_KM`.
+
+``chordal`` is the straight-line distance through the sphere,
+``2 R sin(theta / 2)`` for a central angle ``theta``. Every kernel that is positive
+definite in three dimensions (all kernels of :mod:`geostat.kernels`) stays positive
+definite with it, so it is the safe choice. ``great_circle`` is the distance along the
+surface, ``R theta``; only some kernels are positive definite with it (see
+:func:`warn_if_invalid_on_sphere`).
+
+Public names
+------------
+euclidean, chordal, great_circle
+    Cross-distance matrices between two sets of sites.
+lonlat_to_xyz
+    Cartesian coordinates (km) of longitude/latitude points.
+Distance, EUCLIDEAN, CHORDAL, GREAT_CIRCLE, get_distance
+    Distance objects with ``embed``, ``pairwise`` (condensed) and ``cross``.
+check_lonlat, resolve_distance, warn_if_invalid_on_sphere
+    Input checks and the ``distance="auto"`` rule.
+"""
+
+import math
+import numbers
+import warnings
+
+import numpy as np
+from scipy.spatial.distance import cdist, pdist
+
+__all__ = [
+    "CHORDAL",
+    "DISTANCE_NAMES",
+    "EARTH_RADIUS_KM",
+    "EUCLIDEAN",
+    "GREAT_CIRCLE",
+    "Distance",
+    "check_lonlat",
+    "chordal",
+    "euclidean",
+    "get_distance",
+    "great_circle",
+    "lonlat_to_xyz",
+    "resolve_distance",
+    "warn_if_invalid_on_sphere",
+]
+
+#: Mean Earth radius (km).
+EARTH_RADIUS_KM = 6371.0
+#: Names accepted by :func:`get_distance`.
+DISTANCE_NAMES = ("euclidean", "chordal", "great_circle")
+
+_LON_NAMES = frozenset({"lon", "long", "lng", "longitude"})
+_LAT_NAMES = frozenset({"lat", "latitude"})
+# Rows of a great-circle block are chosen so that a block holds about this many pairs.
+_BLOCK_PAIRS = 1 << 20
+
+
+# ---------------------------------------------------------------------- checks
+def _as_points(coords, argname):
+    """Return ``coords`` as a 2-D float array of points (1-D input: one column)."""
+    try:
+        array = np.asarray(coords, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{argname} must be a numeric array of coordinates.") from None
+    if array.ndim == 1:
+        array = array[:, None]
+    if array.ndim != 2:
+        raise ValueError(f"{argname} must be 2-D (n_sites, n_dims); got {array.ndim} dimensions.")
+    if not np.isfinite(array).all():
+        raise ValueError(f"{argname} contains NaN or infinite coordinates; drop or fill those rows.")
+    return array
+
+
+def check_lonlat(coords, argname="X"):
+    """Check longitude/latitude coordinates in degrees.
+
+    Parameters
+    ----------
+    coords : array_like of shape (n, 2)
+        Column 0 longitude in [-180, 360], column 1 latitude in [-90, 90].
+    argname : str, default "X"
+        Name of the argument in error messages.
+
+    Returns
+    -------
+    ndarray of shape (n, 2)
+        The coordinates as float64 (a new array when a conversion was needed).
+
+    Raises
+    ------
+    ValueError
+        Wrong number of columns, non-finite values, or values out of range.
+    """
+    array = _as_points(coords, argname)
+    hint = "pass distance='euclidean' for projected coordinates"
+    if array.shape[1] != 2:
+        raise ValueError(
+            f"{argname} must have exactly 2 columns (longitude, latitude in degrees) for a "
+            f"spherical distance; got {array.shape[1]}. Select the two columns, or {hint}."
+        )
+    if array.size:
+        lon, lat = array[:, 0], array[:, 1]
+        if lon.min() < -180 or lon.max() > 360:
+            raise ValueError(
+                f"{argname} longitudes (column 0) must be degrees in [-180, 360]; found "
+                f"[{lon.min():g}, {lon.max():g}]. Convert radians to degrees, or {hint}."
+            )
+        if lat.min() < -90 or lat.max() > 90:
+            raise ValueError(
+                f"{argname} latitudes (column 1) must be degrees in [-90, 90]; found "
+                f"[{lat.min():g}, {lat.max():g}]. Check the column order (longitude first), "
+                f"or {hint}."
+            )
+    return array
+
+
+def _check_radius(radius):
+    if isinstance(radius, (bool, np.bool_)) or not isinstance(radius, numbers.Real):
+        raise TypeError(f"radius must be a positive number (km), got {radius!r}.")
+    radius = float(radius)
+    if not (math.isfinite(radius) and radius > 0):
+        raise ValueError(f"radius must be finite and > 0, got {radius!r}.")
+    return radius
+
+
+def _pair(a, b, check, argnames=("a", "b")):
+    a = check(a, argnames[0])
+    b = a if b is None else check(b, argnames[1])
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(
+            f"{argnames[0]} and {argnames[1]} must have the same number of columns; "
+            f"got {a.shape[1]} and {b.shape[1]}."
+        )
+    return a, b
+
+
+# ---------------------------------------------------------------------- functions
+def euclidean(a, b=None):
+    """Euclidean distances between two sets of points.
+
+    Parameters
+    ----------
+    a : array_like of shape (n_a, d)
+        Points (a 1-D array is n_a points on a line).
+    b : array_like of shape (n_b, d), optional
+        Points; default ``a``.
+
+    Returns
+    -------
+    ndarray of shape (n_a, n_b)
+    """
+    a, b = _pair(a, b, _as_points)
+    return cdist(a, b)
+
+
+def lonlat_to_xyz(lonlat, radius=EARTH_RADIUS_KM):
+    """Cartesian coordinates of longitude/latitude points on a sphere.
+
+    Parameters
+    ----------
+    lonlat : array_like of shape (n, 2)
+        Longitude and latitude in degrees.
+    radius : float, default EARTH_RADIUS_KM
+        Sphere radius (km).
+
+    Returns
+    -------
+    ndarray of shape (n, 3)
+        ``(R cos(lat) cos(lon), R cos(lat) sin(lon), R sin(lat))``.
+    """
+    radius = _check_radius(radius)
+    lonlat = check_lonlat(lonlat, "lonlat")
+    lon, lat = np.radians(lonlat[:, 0]), np.radians(lonlat[:, 1])
+    xyz = np.empty((lonlat.shape[0], 3))
+    cos_lat = np.cos(lat)
+    xyz[:, 0] = cos_lat * np.cos(lon)
+    xyz[:, 1] = cos_lat * np.sin(lon)
+    xyz[:, 2] = np.sin(lat)
+    xyz *= radius
+    return xyz
+
+
+def chordal(a, b=None, radius=EARTH_RADIUS_KM):
+    """Chordal (straight-line through the sphere) distances, km.
+
+    Parameters
+    ----------
+    a : array_like of shape (n_a, 2)
+        Longitude and latitude in degrees.
+    b : array_like of shape (n_b, 2), optional
+        Longitude and latitude in degrees; default ``a``.
+    radius : float, default EARTH_RADIUS_KM
+
+    Returns
+    -------
+    ndarray of shape (n_a, n_b)
+        Euclidean distances between :func:`lonlat_to_xyz` points (absolute rounding
+        error ~1e-12 * radius).
+    """
+    xa = lonlat_to_xyz(a, radius)
+    xb = xa if b is None else lonlat_to_xyz(b, radius)
+    return cdist(xa, xb)
+
+
+def _central_angle(lon_a, lat_a, lon_b, lat_b):
+    """Central angle (radians) between points given in radians, broadcasting.
+
+    Haversine form ``theta = 2 atan2(sqrt(h), sqrt(1 - h))`` with ``1 - h`` computed
+    as the haversine to the antipode, so that both tiny and nearly antipodal
+    separations keep full relative accuracy.
+    """
+    cos_cos = np.cos(lat_a) * np.cos(lat_b)
+    sin_half_dlon = np.sin(0.5 * (lon_b - lon_a))
+    cos_half_dlon = np.cos(0.5 * (lon_b - lon_a))
+    hav = np.sin(0.5 * (lat_b - lat_a)) ** 2 + cos_cos * sin_half_dlon**2
+    hav_antipode = np.sin(0.5 * (lat_b + lat_a)) ** 2 + cos_cos * cos_half_dlon**2
+    return 2.0 * np.arctan2(np.sqrt(hav), np.sqrt(hav_antipode))
+
+
+def great_circle(a, b=None, radius=EARTH_RADIUS_KM):
+    """Great-circle distances along the sphere, km.
+
+    Parameters
+    ----------
+    a : array_like of shape (n_a, 2)
+        Longitude and latitude in degrees.
+    b : array_like of shape (n_b, 2), optional
+        Longitude and latitude in degrees; default ``a``.
+    radius : float, default EARTH_RADIUS_KM
+
+    Returns
+    -------
+    ndarray of shape (n_a, n_b)
+        ``radius * theta``, ``theta`` the central angle, stable for tiny and for
+        antipodal separations.
+    """
+    radius = _check_radius(radius)
+    a, b = _pair(a, b, check_lonlat)
+    ra, rb = np.radians(a), np.radians(b)
+    angle = _central_angle(ra[:, 0, None], ra[:, 1, None], rb[None, :, 0], rb[None, :, 1])
+    return radius * angle
+
+
+def _great_circle_condensed(coords, radius):
+    """Condensed great-circle distances, by blocks of rows (bounded memory)."""
+    r = np.radians(coords)
+    n = r.shape[0]
+    out = np.empty(n * (n - 1) // 2)
+    rows = max(1, _BLOCK_PAIRS // max(n, 1))
+    pos = 0
+    for start in range(0, n - 1, rows):
+        stop = min(start + rows, n - 1)
+        block = _central_angle(r[start:stop, 0, None], r[start:stop, 1, None],
+                               r[None, start:, 0], r[None, start:, 1])
+        # keep columns j > i: in row-major order this is the condensed order
+        upper = np.arange(start, n)[None, :] > np.arange(start, stop)[:, None]
+        values = block[upper]
+        out[pos:pos + values.size] = values
+        pos += values.size
+    out *= radius
+    return out
+
+
+# ---------------------------------------------------------------------- objects
+class Distance:
+    """A distance between sites.
+
+    Parameters
+    ----------
+    name : {"euclidean", "chordal", "great_circle"}
+    radius : float, default EARTH_RADIUS_KM
+        Sphere radius (km) of the spherical distances.
+
+    Attributes
+    ----------
+    name : str
+    radius : float
+    lonlat : bool
+        True when coordinates are longitude/latitude in degrees.
+    """
+
+    def __init__(self, name, radius=EARTH_RADIUS_KM):
+        if name not in DISTANCE_NAMES:
+            raise ValueError(f"Unknown distance {name!r}; valid names are {list(DISTANCE_NAMES)}.")
+        self.name = name
+        self.radius = _check_radius(radius)
+        self.lonlat = name != "euclidean"
+
+    def embed(self, coords):
+        """Coordinates in which the Euclidean distance equals this distance.
+
+        Parameters
+        ----------
+        coords : array_like of shape (n, d)
+
+        Returns
+        -------
+        ndarray or None
+            A new float array (``coords`` for euclidean, :func:`lonlat_to_xyz` for
+            chordal), or None for great_circle, which has no such embedding.
+        """
+        if self.name == "euclidean":
+            points = _as_points(coords, "coords")
+            return points.copy() if np.shares_memory(points, np.asarray(coords)) else points
+        if self.name == "chordal":
+            return lonlat_to_xyz(coords, self.radius)
+        return None
+
+    def pairwise(self, coords):
+        """Condensed distances between all pairs of sites, as ``scipy.spatial.distance.pdist``.
+
+        Parameters
+        ----------
+        coords : array_like of shape (n, d)
+
+        Returns
+        -------
+        ndarray of shape (n * (n - 1) / 2,)
+            Entry for pair ``i < j`` in row-major order; ``squareform`` gives the
+            matrix.
+        """
+        if self.name == "great_circle":
+            return _great_circle_condensed(check_lonlat(coords, "coords"), self.radius)
+        return pdist(self.embed(coords))
+
+    def cross(self, a, b):
+        """Distances between two sets of sites.
+
+        Parameters
+        ----------
+        a : array_like of shape (n_a, d)
+        b : array_like of shape (n_b, d)
+
+        Returns
+        -------
+        ndarray of shape (n_a, n_b)
+        """
+        if self.name == "euclidean":
+            return euclidean(a, b)
+        if self.name == "chordal":
+            return chordal(a, b, self.radius)
+        return great_circle(a, b, self.radius)
+
+    def __repr__(self):
+        if self.radius == EARTH_RADIUS_KM:
+            return f"Distance({self.name!r})"
+        return f"Distance({self.name!r}, radius={self.radius!r})"
+
+    def __eq__(self, other):
+        if not isinstance(other, Distance):
+            return NotImplemented
+        return (self.name, self.radius) == (other.name, other.radius)
+
+    def __hash__(self):
+        return hash((self.name, self.radius))
+
+
+EUCLIDEAN = Distance("euclidean")
+CHORDAL = Distance("chordal")
+GREAT_CIRCLE = Distance("great_circle")
+_BY_NAME = {d.name: d for d in (EUCLIDEAN, CHORDAL, GREAT_CIRCLE)}
+
+
+def get_distance(name_or_instance):
+    """Return the :class:`Distance` for a name or instance.
+
+    Parameters
+    ----------
+    name_or_instance : str or Distance
+        ``"euclidean"``, ``"chordal"`` or ``"great_circle"`` (case-insensitive), or a
+        :class:`Distance` (returned as is). ``"auto"`` is resolved by
+        :func:`resolve_distance`, not here.
+
+    Returns
+    -------
+    Distance
+
+    Raises
+    ------
+    ValueError
+        Unknown name.
+    TypeError
+        Neither a str nor a Distance.
+    """
+    if isinstance(name_or_instance, Distance):
+        return name_or_instance
+    if not isinstance(name_or_instance, str):
+        raise TypeError(
+            f"distance must be one of {list(DISTANCE_NAMES)} or a Distance, "
+            f"got {type(name_or_instance).__name__}."
+        )
+    key = name_or_instance.strip().lower()
+    if key not in _BY_NAME:
+        extra = " Resolve 'auto' with resolve_distance first." if key == "auto" else ""
+        raise ValueError(
+            f"Unknown distance {name_or_instance!r}; valid names are {list(DISTANCE_NAMES)}.{extra}"
+        )
+    return _BY_NAME[key]
+
+
+def _find_lonlat(column_names):
+    """Indices ``(i_lon, i_lat)`` when exactly one name of each kind is found, else None."""
+    names = [str(c).strip().lower() for c in column_names]
+    lon = [i for i, c in enumerate(names) if c in _LON_NAMES]
+    lat = [i for i, c in enumerate(names) if c in _LAT_NAMES]
+    if len(lon) == 1 and len(lat) == 1:
+        return lon[0], lat[0]
+    return None
+
+
+def resolve_distance(spec, column_names):
+    """Resolve a distance specification against the coordinate column names.
+
+    Parameters
+    ----------
+    spec : str or Distance
+        ``"auto"``, ``"euclidean"``, ``"chordal"`` or ``"great_circle"``
+        (case-insensitive).
+    column_names : sequence of str or None
+        Names of the coordinate columns (None for an unnamed array).
+
+    Returns
+    -------
+    name : str
+        ``"euclidean"``, ``"chordal"`` or ``"great_circle"``.
+    lonlat_columns : tuple of (int, int) or None
+        Positions ``(i_lon, i_lat)`` of longitude and latitude within
+        `column_names`, so the caller can put longitude first; ``(0, 1)`` for a
+        spherical distance whose columns are not named like that; None for
+        euclidean.
+
+    Notes
+    -----
+    ``"auto"`` gives ``"chordal"`` when there are exactly two coordinate columns and
+    they are named like longitude (``lon``, ``long``, ``lng``, ``longitude``) and
+    latitude (``lat``, ``latitude``), in any order and case; otherwise
+    ``"euclidean"``.
+    """
+    if isinstance(spec, Distance):
+        spec = spec.name
+    if not isinstance(spec, str):
+        raise TypeError(
+            f"distance must be 'auto', 'euclidean', 'chordal' or 'great_circle', "
+            f"got {type(spec).__name__}."
+        )
+    key = spec.strip().lower()
+    found = None if column_names is None else _find_lonlat(column_names)
+    if key == "auto":
+        if found is not None and len(column_names) == 2:
+            return "chordal", found
+        if found is not None:
+            warnings.warn(
+                f"Coordinate columns {list(column_names)} include longitude and latitude but "
+                "also other columns; using distance='euclidean'. Pass only the longitude and "
+                "latitude columns (or move the others into the trend) for a spherical distance.",
+                UserWarning,
+                stacklevel=2,
+            )
+        return "euclidean", None
+    if key == "euclidean":
+        return "euclidean", None
+    if key in ("chordal", "great_circle"):
+        return key, found if found is not None else (0, 1)
+    raise ValueError(
+        f"Unknown distance {spec!r}; valid values are 'auto', 'euclidean', 'chordal', "
+        "'great_circle'."
+    )
+
+
+def warn_if_invalid_on_sphere(distance_name, kernel):
+    """Warn when a kernel may not be positive definite with the chosen distance.
+
+    Parameters
+    ----------
+    distance_name : str or Distance
+        The resolved distance.
+    kernel : geostat.kernels.Kernel
+        The kernel; its ``great_circle_valid`` property decides.
+
+    Warns
+    -----
+    UserWarning
+        For ``great_circle`` with a kernel that is not positive definite on the
+        sphere (Matérn with smoothness > 0.5 or estimated, Gaussian, powered
+        exponential with power > 1 or estimated).
+    """
+    name = distance_name.name if isinstance(distance_name, Distance) else str(distance_name)
+    if name.strip().lower() == "great_circle" and not kernel.great_circle_valid:
+        warnings.warn(
+            f"{kernel!r} is not guaranteed to be positive definite with great-circle "
+            "distance (only Matern with smoothness <= 0.5, Exponential and "
+            "PoweredExponential with power <= 1 are), so the covariance matrix may not be "
+            "positive definite. Use distance='chordal', which is valid for every kernel.",
+            UserWarning,
+            stacklevel=2,
+        )

@@ -1,0 +1,51 @@
+"""Exponential correlation ``M(u) = exp(-u)``: the Matérn kernel with smoothness 0.5."""
+
+import numpy as np
+
+from geostat.kernels._base import Kernel
+
+__all__ = ["Exponential"]
+
+
+class Exponential(Kernel):
+    """Exponential correlation ``M(u) = exp(-u)``, ``u = d / range``.
+
+    Identical to ``Matern(smoothness=0.5)``; its smoothness is fixed at 0.5 and is
+    never estimated. Positive definite with great-circle distance on the sphere.
+    """
+
+    name = "exponential"
+    _SHAPE_NAMES = ("smoothness",)
+    _SHAPE_DOMAIN = {"smoothness": (0.0, float("inf"), False)}
+    _DEFAULT_BOUNDS = {"smoothness": (0.05, 10.0)}
+    _DEFAULT_START = {"smoothness": 1.0}
+
+    def __init__(self):
+        super().__init__({"smoothness": 0.5})
+
+    @classmethod
+    def _check_shape_value(cls, key, value, argname=None):
+        value = super()._check_shape_value(key, value, argname)
+        if value != 0.5:
+            raise ValueError(
+                f"Exponential has smoothness fixed at 0.5, got {value!r}; "
+                "use Matern(smoothness=...) for other values."
+            )
+        return value
+
+    def _check_bounds(self, bounds):
+        return {"smoothness": self._DEFAULT_BOUNDS["smoothness"]}
+
+    @property
+    def great_circle_valid(self):
+        """bool: Always True."""
+        return True
+
+    def _repr_args(self):
+        return []
+
+    def _fill(self, u, shape, m, u_dm_du, dshape):
+        np.exp(np.negative(u), out=m)
+        if u_dm_du is not None:
+            np.multiply(u, m, out=u_dm_du)
+            np.negative(u_dm_du, out=u_dm_du)
