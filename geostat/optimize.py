@@ -252,10 +252,10 @@ class _Objective:
                     g = terms.full_gradient(params["variance"], eta, space.names)
                     grad = np.array([g[n] for n in space.names])
         except NotPositiveDefiniteError:
-            self.n_failures += 1
-            penalty = self.worst + 1.0
-            return (penalty, np.zeros(len(z))) if gradient else penalty
+            value = np.nan
         if not np.isfinite(value):
+            # A covariance that is not positive definite is a handled event: the line
+            # search sees a value worse than any seen so far and steps back.
             self.n_failures += 1
             penalty = self.worst + 1.0
             return (penalty, np.zeros(len(z))) if gradient else penalty
@@ -480,20 +480,23 @@ def standard_errors(likelihood, params, names):
     if not names:
         return stderr, np.zeros((0, 0))
     info = likelihood.fisher_information(params, names)
-    try:
-        np.linalg.cholesky(info)
-        covariance = np.linalg.inv(info)
-    except np.linalg.LinAlgError:
+    # Scale to unit diagonal: the parameters differ by orders of magnitude.
+    scale = 1.0 / np.sqrt(np.maximum(np.diag(info), np.finfo(float).tiny))
+    scaled = info * np.outer(scale, scale)
+    values, vectors = np.linalg.eigh(scaled)
+    singular = values <= 1e-10 * values[-1]
+    if singular.any():
         warnings.warn(
             "the Fisher information is singular: some parameters are not identified by the "
             "data; their standard errors are reported as inf.",
             GeostatWarning,
             stacklevel=3,
         )
-        covariance = np.linalg.pinv(info)
-        null = np.abs(np.linalg.eigh(info)[1][:, np.abs(np.linalg.eigvalsh(info)) < 1e-12 * np.abs(info).max()])
-        for i in np.flatnonzero(null.sum(axis=1) > 1e-8):
-            covariance[i, i] = np.inf
+        covariance = np.linalg.pinv(scaled) * np.outer(scale, scale)
+        unidentified = np.abs(vectors[:, singular]).sum(axis=1) > 1e-8
+        covariance[unidentified, unidentified] = np.inf
+    else:
+        covariance = (vectors / values) @ vectors.T * np.outer(scale, scale)
     for i, name in enumerate(names):
         stderr[name] = float(np.sqrt(max(covariance[i, i], 0.0)))
     return stderr, covariance

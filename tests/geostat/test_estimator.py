@@ -241,3 +241,15 @@ def test_fit_does_not_mutate_inputs(field):
     gs.SpatialGP(kernel="exponential", n_starts=1).fit(X0, y0)
     np.testing.assert_array_equal(X0, X[:60])
     np.testing.assert_array_equal(y0, y[:60])
+
+
+def test_unidentified_parameters_get_infinite_standard_errors(field):
+    # With a range far below the site spacing C = (variance + nugget) I: only the sum is
+    # identified, and the Fisher information of (variance, nugget) is singular.
+    X, y, _ = field
+    with pytest.warns(gs.GeostatWarning, match="Fisher information is singular"):
+        est = gs.SpatialGP(kernel="exponential", fixed={"range": 1e-6}).fit(X[:80], y[:80])
+    assert est.stderr_["variance"] == np.inf and est.stderr_["nugget"] == np.inf
+    assert est.stderr_["range"] == 0.0
+    total = est.params_["variance"] + est.params_["nugget"]
+    assert total == pytest.approx(np.mean((y[:80] - y[:80].mean()) ** 2), rel=1e-6)
