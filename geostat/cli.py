@@ -145,8 +145,11 @@ def _fit(args):
 
 def _table(result, model):
     units = " km" if model.distance_ in ("chordal", "great_circle") else ""
+    value = result["value"]
+    if isinstance(value, list):
+        value = f"{len(value)} replicates {value[0]} ... {value[-1]}"
     lines = [
-        f"geostat fit: {result['data']}  (value: {result['value']}, transform: {result['transform']})",
+        f"geostat fit: {result['data']}  (value: {value}, transform: {result['transform']})",
         f"kernel {result['kernel']}, distance {result['distance']}, method {result['method']}"
         + (", REML" if result["reml"] else ""),
         "",
