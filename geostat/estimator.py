@@ -276,6 +276,37 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         samples = self._kriging.sample(data.coords, data.design, int(n_samples), rng)
         return samples[:, 0, :] if self._y_one_d else samples
 
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination R^2 of the kriging mean.
+
+        NaN in `y` marks a site missing on a replicate: each replicate is scored on its
+        observed sites and the scores are averaged, as scikit-learn averages outputs.
+
+        Parameters
+        ----------
+        X : array-like of shape (m, d) or DataFrame
+        y : array-like of shape (m,) or (m, r)
+        sample_weight : array-like of shape (m,), optional
+
+        Returns
+        -------
+        float
+        """
+        from sklearn.metrics import r2_score
+
+        truth = np.asarray(y, dtype=np.float64)
+        if not np.isnan(truth).any():
+            return super().score(X, y, sample_weight)
+        pred = np.asarray(self.predict(X), dtype=np.float64).reshape(truth.shape[0], -1)
+        truth = truth.reshape(truth.shape[0], -1)
+        weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        scores = []
+        for j in range(truth.shape[1]):
+            seen = ~np.isnan(truth[:, j])
+            w = None if weights is None else weights[seen]
+            scores.append(r2_score(truth[seen, j], pred[seen, j], sample_weight=w))
+        return float(np.mean(scores))
+
     def log_likelihood(self, params):
         """Log-likelihood of the training data at given parameters (trend by GLS).
 
