@@ -14,7 +14,7 @@ def test_two_standard_error_intervals_cover_at_about_the_nominal_rate():
     truth = {"variance": 1.0, "range": 0.1, "nugget": 0.2}
     rng = np.random.default_rng(2026)
     hits = {name: 0 for name in truth}
-    replications = 60
+    replications = 200
     for k in range(replications):
         X = rng.uniform(size=(250, 2))
         y = 1.0 + gs.simulate(X, truth, kernel="exponential", random_state=k)
@@ -24,9 +24,11 @@ def test_two_standard_error_intervals_cover_at_about_the_nominal_rate():
         for name, value in truth.items():
             hits[name] += abs(est.params_[name] - value) <= 2 * est.stderr_[name]
     rates = {name: count / replications for name, count in hits.items()}
-    # nominal 0.954; with 60 replications the binomial standard deviation is 0.027
+    # nominal 0.954; with 200 replications the binomial standard deviation is 0.015.
+    # Measured: variance 0.95, range 0.89, nugget 0.915 (Wald intervals on the natural
+    # scale under-cover the skewed range estimate at n = 250).
     for name, rate in rates.items():
-        assert 0.85 <= rate <= 1.0, rates
+        assert 0.86 <= rate <= 0.99, rates
 
 
 def test_exact_likelihood_at_sixteen_thousand_sites():
