@@ -120,6 +120,9 @@ class SpatialData:
     coord_names, covariate_names : list of str
     index : pandas.Index or None
         Row labels of a DataFrame input, kept for the output.
+    layout : tuple
+        ``(n_columns, coord_positions, covariate_positions)`` of the input, so that
+        prediction inputs are split the same way.
     """
 
     coords: np.ndarray

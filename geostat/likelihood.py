@@ -30,10 +30,14 @@ from scipy.spatial.distance import squareform
 
 from scipy.linalg import cho_solve
 
+from geostat.data import Trend, prepare_coords, prepare_y
+from geostat.distance import get_distance
+from geostat.kernels import get_kernel
+from geostat.params import check_params
 from geostat.solvers import DenseCholesky, one_blas_thread
 from geostat.tabulation import LogDistanceTable
 
-__all__ = ["ExactLikelihood", "Terms", "TrendNotIdentifiableError", "split_params"]
+__all__ = ["ExactLikelihood", "Terms", "TrendNotIdentifiableError", "split_params", "log_likelihood"]
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -466,11 +470,6 @@ def log_likelihood(
     tlrcore.NotPositiveDefiniteError
         If the covariance matrix is not numerically positive definite.
     """
-    from geostat.data import Trend, prepare_coords, prepare_y
-    from geostat.distance import get_distance
-    from geostat.kernels import get_kernel
-    from geostat.params import check_params
-
     if method not in ("exact", "auto"):
         if method == "tlr":
             raise NotImplementedError("method='tlr' is not available in this version; use method='exact'.")

@@ -176,7 +176,7 @@ def test_covariate_trend_and_replicates_with_missing():
     assert mean.shape == (7, 3) and std.shape == (7, 3)
     assert est.sample_y(frame.iloc[:4], n_samples=2).shape == (4, 3, 2)
     score = est.score(frame, Y)
-    pred = est.predict(frame)
+    pred = np.asarray(est.predict(frame))
     seen = ~np.isnan(Y[:, 0])
     r2_first = 1 - np.sum((Y[seen, 0] - pred[seen, 0]) ** 2) / np.sum((Y[seen, 0] - Y[seen, 0].mean()) ** 2)
     assert np.isfinite(score) and 0 < score <= 1 and 0 < r2_first <= 1
