@@ -15,11 +15,12 @@ import functools
 
 import numpy as np
 from scipy.linalg import lapack, solve_triangular
+from scipy.spatial.distance import cdist
 from threadpoolctl import ThreadpoolController
 
-from tlrcore import NotPositiveDefiniteError
+from tlrcore import NotPositiveDefiniteError, TLRMatrix
 
-__all__ = ["DenseCholesky", "one_blas_thread"]
+__all__ = ["DenseCholesky", "one_blas_thread", "covariance_block", "tlr_covariance"]
 
 _controller = None
 
@@ -110,3 +111,72 @@ class DenseCholesky:
         inv = self.inverse_lower()
         inv += np.tril(inv, -1).T
         return inv
+
+
+def covariance_block(coords, kernel, params, distance):
+    """Block generator ``block(rows, cols)`` of the covariance matrix of `coords`.
+
+    Parameters
+    ----------
+    coords : ndarray of shape (n, d)
+    kernel : geostat.kernels.Kernel
+    params : dict
+        ``variance``, ``range``, ``nugget`` and the kernel's shape parameters.
+    distance : geostat.distance.Distance
+
+    Returns
+    -------
+    callable
+        ``block(rows, cols)`` -> ``variance * M(d / range) + nugget * [rows == cols]``.
+    """
+    embedded = distance.embed(coords)
+    shape = {k: params[k] for k in kernel.shape_names if k in params}
+    variance, range_, nugget = params["variance"], params["range"], params.get("nugget", 0.0)
+
+    def block(rows, cols):
+        if embedded is not None:
+            d = cdist(embedded[rows], embedded[cols])
+        else:
+            d = distance.cross(coords[rows], coords[cols])
+        C = kernel.correlation(d, range_, **shape)
+        C *= variance
+        if nugget:
+            C[rows[:, None] == cols[None, :]] += nugget
+        return C
+
+    return block
+
+
+def tlr_covariance(coords, kernel, params, distance, accuracy=1e-8, tile_size=None, ordering="kdtree",
+                   method="aca", random_state=0):
+    """Tile low-rank covariance matrix of `coords`, with the sites reordered for compression.
+
+    Parameters
+    ----------
+    coords : ndarray of shape (n, d)
+    kernel, params, distance
+        As in :func:`covariance_block`.
+    accuracy : float, default 1e-8
+        Relative Frobenius accuracy of the compression.
+    tile_size : int, optional
+        Default :func:`geostat.ordering.auto_tile_size`.
+    ordering : {"kdtree", "morton", "none"}, default "kdtree"
+    method : {"aca", "ara", "svd"}, default "aca"
+    random_state : int, default 0
+
+    Returns
+    -------
+    matrix : tlrcore.TLRMatrix
+        Covariance of ``coords[perm]``.
+    perm : ndarray of shape (n,)
+        The site permutation; undo it with ``geostat.ordering.inverse_permutation``.
+    """
+    from geostat.ordering import auto_tile_size, order_points
+
+    n = coords.shape[0]
+    tile_size = auto_tile_size(n) if tile_size is None else tile_size
+    embedded = distance.embed(coords)
+    perm = order_points(coords if embedded is None else embedded, ordering, tile_size)
+    block = covariance_block(coords[perm], kernel, params, distance)
+    matrix = TLRMatrix.from_generator(block, n, tile_size, accuracy=accuracy, method=method, random_state=random_state)
+    return matrix, perm

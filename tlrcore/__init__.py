@@ -1,17 +1,27 @@
 """tlrcore: tile low-rank (TLR) linear algebra.
 
-The package knows nothing about kernels or statistics. At this stage it provides the
-error types shared with the dense path of :mod:`geostat`; the TLR matrix, its
-compression and factorizations follow.
+The package knows nothing about kernels or statistics: matrices come from block
+generators ``block(rows, cols)`` or dense arrays.
 
 Public names
 ------------
-NotPositiveDefiniteError
-    Raised when a Cholesky factorization meets a non-positive pivot; ``.tile`` names
-    the failing diagonal tile.
+TLRMatrix
+    Symmetric tile low-rank matrix: ``from_generator``, ``from_dense``, ``@``,
+    ``to_dense``, ``ranks``, ``nbytes``, ``n_tiles``.
+compress
+    Block compression to an absolute Frobenius tolerance: ``aca_compress``,
+    ``ara_compress``, ``svd_compress``.
+summary
+    Memory, ranks and an estimate of the achieved error of a TLR matrix.
+NotPositiveDefiniteError, GeneratorError
+    Numerical failure (``.tile`` names the tile); a block generator that returned a wrong
+    shape or non-finite values.
 """
 
+from tlrcore import compress
+from tlrcore.diagnostics import summary
 from tlrcore.errors import NotPositiveDefiniteError
+from tlrcore.matrix import GeneratorError, TLRMatrix
 
-__all__ = ["NotPositiveDefiniteError"]
+__all__ = ["TLRMatrix", "compress", "summary", "NotPositiveDefiniteError", "GeneratorError"]
 __version__ = "0.1.0"

@@ -1,0 +1,171 @@
+"""TLRMatrix contract tests against the densified matrix (tlrcore knows no kernels:
+the blocks here come from small numpy formulas)."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+
+import tlrcore as tlr
+
+METHODS = ["aca", "ara", "svd"]
+
+
+def sorted_points(n, d, seed=0):
+    """Random points sorted cell by cell of a coarse grid, so that tiles are clusters."""
+    X = np.random.default_rng(seed).uniform(size=(n, d))
+    cells = np.floor(X * 4)
+    return X[np.lexsort([X[:, 0], *(cells[:, k] for k in range(d))])]
+
+
+def exponential_block(X, range_=0.1, nugget=0.0):
+    def block(rows, cols):
+        C = np.exp(-cdist(X[rows], X[cols]) / range_)
+        if nugget:
+            C[rows[:, None] == cols[None, :]] += nugget
+        return C
+
+    return block
+
+
+def dense_of(block, n):
+    idx = np.arange(n)
+    return block(idx, idx)
+
+
+CASES = {
+    "1d-ragged": (700, 1, 128),
+    "2d-ragged": (1100, 2, 256),
+    "3d": (1024, 3, 256),
+    "single-tile": (300, 2, 300),
+    "tiny-tiles": (90, 2, 7),
+}
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("accuracy", [1e-2, 1e-4, 1e-6, 1e-8, 1e-10], ids=lambda a: f"acc{a:.0e}")
+def test_generator_meets_accuracy(method, case, accuracy):
+    n, d, tile = CASES[case]
+    block = exponential_block(sorted_points(n, d), range_=0.2, nugget=0.01)
+    A = tlr.TLRMatrix.from_generator(block, n, tile, accuracy=accuracy, method=method)
+    M = dense_of(block, n)
+    assert np.linalg.norm(M - A.to_dense()) <= accuracy * np.linalg.norm(M)
+    assert A.n == n and A.tile_size == tile and A.n_tiles == -(-n // tile)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_products_match_dense(method, rng):
+    n = 1000
+    block = exponential_block(sorted_points(n, 2), range_=0.3)
+    A = tlr.TLRMatrix.from_generator(block, n, 128, accuracy=1e-12, method=method)
+    D = A.to_dense()
+    x = rng.normal(size=n)
+    X = rng.normal(size=(n, 5))
+    np.testing.assert_allclose(A @ x, D @ x, rtol=1e-12, atol=1e-12 * np.abs(D @ x).max())
+    np.testing.assert_allclose(A @ X, D @ X, rtol=1e-12, atol=1e-12 * np.abs(D @ X).max())
+    np.testing.assert_allclose(D, D.T)
+
+
+def test_from_dense_ranks_nbytes_and_repr():
+    n = 1100
+    M = dense_of(exponential_block(sorted_points(n, 2), range_=0.1), n)
+    A = tlr.TLRMatrix.from_dense(M, 256, accuracy=1e-8)
+    ranks = A.ranks
+    assert ranks.shape == (5, 5) and ranks.dtype.kind == "i"
+    np.testing.assert_array_equal(np.diag(ranks), [256, 256, 256, 256, 76])
+    np.testing.assert_array_equal(ranks, ranks.T)
+    expected = sum(D.nbytes for D in A.diagonal) + sum(U.nbytes + V.nbytes for U, V in zip(A.U.values(), A.V.values()))
+    assert A.nbytes == expected < M.nbytes
+    assert A.frobenius_norm() == pytest.approx(np.linalg.norm(A.to_dense()), rel=1e-12)
+    assert np.linalg.norm(M - A.to_dense()) <= 1e-8 * np.linalg.norm(M)
+    assert A.error_bound() <= 1e-8
+    assert "TLRMatrix(n=1100" in repr(A)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_max_rank_is_respected(method):
+    n = 800
+    block = exponential_block(sorted_points(n, 2), range_=0.5)
+    A = tlr.TLRMatrix.from_generator(block, n, 100, accuracy=1e-12, method=method, max_rank=3)
+    off = A.ranks[~np.eye(A.n_tiles, dtype=bool)]
+    assert off.max() <= 3
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_deterministic(method):
+    n = 600
+    block = exponential_block(sorted_points(n, 2))
+    A = tlr.TLRMatrix.from_generator(block, n, 100, accuracy=1e-6, method=method, random_state=3)
+    B = tlr.TLRMatrix.from_generator(block, n, 100, accuracy=1e-6, method=method, random_state=3)
+    np.testing.assert_array_equal(A.to_dense(), B.to_dense())
+
+
+def test_construction_never_allocates_the_dense_matrix():
+    n = 4096
+    X = sorted_points(n, 2)
+    block = exponential_block(X, range_=0.1)
+    tracemalloc.start()
+    A = tlr.TLRMatrix.from_generator(block, n, 256, accuracy=1e-6)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    dense = 8 * n * n
+    assert peak < dense / 4, (peak, dense)
+    assert A.nbytes < dense / 4
+
+
+def test_summary_reports_memory_ranks_and_error():
+    n = 1200
+    block = exponential_block(sorted_points(n, 2), range_=0.1)
+    A = tlr.TLRMatrix.from_generator(block, n, 200, accuracy=1e-6)
+    info = tlr.summary(A, block, n_probe_tiles=15)
+    assert info["n_tiles"] == 6 and info["probed_tiles"] == 15
+    assert info["memory_fraction"] == pytest.approx(A.nbytes / (8 * n * n))
+    assert 0 < info["mean_rank"] <= info["max_rank"] < 200
+    true_error = np.linalg.norm(dense_of(block, n) - A.to_dense()) / np.linalg.norm(A.to_dense())
+    # all 15 off-diagonal tiles probed: the estimate is exact
+    assert info["estimated_error"] == pytest.approx(true_error, rel=1e-6)
+    assert info["estimated_error"] <= 1e-6
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"tile_size": 0}, ValueError, "tile_size"),
+        ({"tile_size": 101}, ValueError, "tile_size"),
+        ({"tile_size": 2.5}, TypeError, "tile_size"),
+        ({"accuracy": 0.0}, ValueError, "accuracy"),
+        ({"accuracy": 1.0}, ValueError, "accuracy"),
+        ({"method": "qr"}, ValueError, "method"),
+        ({"max_rank": -1}, ValueError, "max_rank"),
+        ({"backend": "tpu"}, ValueError, "backend"),
+    ],
+    ids=["tile-0", "tile-gt-n", "tile-float", "acc-0", "acc-1", "method", "max-rank", "backend"],
+)
+def test_bad_arguments(kwargs, error, match):
+    block = exponential_block(sorted_points(100, 2))
+    args = {"tile_size": 20, **kwargs}
+    tile_size = args.pop("tile_size")
+    with pytest.raises(error, match=match):
+        tlr.TLRMatrix.from_generator(block, 100, tile_size, **args)
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (lambda rows, cols: np.zeros((rows.size, cols.size + 1)), r"shape \(20, 21\) for tile \(0, 0\)"),
+        (lambda rows, cols: np.where(np.add.outer(rows, cols) == 150, np.nan, 1.0 * (rows[:, None] == cols[None, :])), r"tile \(3, 3\)"),
+    ],
+    ids=["wrong-shape", "nan-in-tile"],
+)
+def test_generator_errors_name_the_tile(bad, match):
+    with pytest.raises(tlr.GeneratorError, match=match):
+        tlr.TLRMatrix.from_generator(bad, 100, 20)
+
+
+def test_from_dense_rejects_bad_input():
+    with pytest.raises(ValueError, match="square"):
+        tlr.TLRMatrix.from_dense(np.ones((3, 4)), 2)
+    with pytest.raises(ValueError, match="NaN"):
+        tlr.TLRMatrix.from_dense(np.full((3, 3), np.nan), 2)

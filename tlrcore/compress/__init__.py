@@ -1,0 +1,74 @@
+"""Low-rank compression of a block ``A`` (m x p) to an absolute Frobenius tolerance.
+
+Every compressor returns ``(U, V)``, ``U`` of shape (m, k) and ``V`` of shape (p, k),
+float64, with ``||A - U V^T||_F <= tol`` and ``k`` close to the smallest rank allowed
+by the SVD. ``U`` carries the singular values and ``V`` has orthonormal columns. ``k``
+may be 0. With `max_rank`, ``k <= max_rank``; when that binds the result is the method's
+best rank-`max_rank` approximation and its error exceeds `tol` (no error is raised).
+
+Public names
+------------
+svd_compress(block, tol, max_rank=None)
+    Truncated SVD of a dense block: the optimal rank, ``O(m p min(m, p))``.
+aca_compress(get_rows, get_cols, shape, tol, max_rank=None)
+    Adaptive cross approximation from ``O(k (m + p))`` entries, then recompression.
+ara_compress(matmat, rmatmat, shape, tol, block_size=16, max_rank=None, rng=None)
+    Adaptive randomized approximation from products with ``A`` and ``A^T``.
+COMPRESSORS
+    ``{"svd": svd_compress, "aca": aca_compress, "ara": ara_compress}``.
+compress_dense(block, tol, method="aca", max_rank=None, rng=None)
+    Any of the three on a dense array.
+"""
+
+from tlrcore.compress._recompress import as_block
+from tlrcore.compress.aca import aca_compress
+from tlrcore.compress.ara import ara_compress
+from tlrcore.compress.svd import svd_compress
+
+__all__ = ["COMPRESSORS", "aca_compress", "ara_compress", "compress_dense", "svd_compress"]
+
+#: Compressor by method name.
+COMPRESSORS = {"svd": svd_compress, "aca": aca_compress, "ara": ara_compress}
+
+
+def compress_dense(block, tol, method="aca", max_rank=None, rng=None):
+    """Compress a dense block with the compressor named `method`.
+
+    Parameters
+    ----------
+    block : array_like of shape (m, p)
+        The block ``A``; it is not modified.
+    tol : float
+        Absolute Frobenius tolerance.
+    method : {"aca", "ara", "svd"}, default "aca"
+        Compressor, see :data:`COMPRESSORS`.
+    max_rank : int or None, default None
+        Largest rank returned.
+    rng : numpy.random.Generator or int or None, default None
+        Seed or generator for ``"ara"``; ignored by the deterministic methods.
+
+    Returns
+    -------
+    U : ndarray of shape (m, k)
+    V : ndarray of shape (p, k)
+
+    Raises
+    ------
+    ValueError
+        If `method` is unknown, `block` is not a finite 2-D numeric array, or `tol` or
+        `max_rank` is invalid.
+    numpy.linalg.LinAlgError
+        If an SVD does not converge.
+    """
+    if method not in COMPRESSORS:
+        raise ValueError(f"method must be one of {sorted(COMPRESSORS)}; got {method!r}.")
+    A = as_block(block)
+    if method == "svd":
+        return svd_compress(A, tol, max_rank=max_rank)
+    if method == "aca":
+        return aca_compress(
+            lambda idx: A[idx, :], lambda idx: A[:, idx], A.shape, tol, max_rank=max_rank
+        )
+    return ara_compress(
+        lambda X: A @ X, lambda X: A.T @ X, A.shape, tol, max_rank=max_rank, rng=rng
+    )

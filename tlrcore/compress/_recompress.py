@@ -1,0 +1,336 @@
+"""Helpers shared by the compressors: argument checks and SVD truncation.
+
+Every compressor ends in :func:`truncate_svd` or :func:`recompress`, which keep the
+smallest rank ``k`` whose discarded singular values satisfy
+``sqrt(sum_{i >= k} s_i^2) <= tol``. That discarded part is the exact Frobenius error
+of the truncation step, so each compressor only has to budget its own sampling error
+against ``tol``.
+"""
+
+import math
+import numbers
+
+import numpy as np
+import scipy.linalg
+
+__all__ = [
+    "as_block",
+    "check_block_output",
+    "check_max_rank",
+    "check_shape",
+    "check_tol",
+    "empty_factors",
+    "recompress",
+    "recompress_orthonormal",
+    "svd",
+    "truncate_svd",
+    "truncation_rank",
+]
+
+
+# ---------------------------------------------------------------------- checks
+def check_tol(tol):
+    """Return `tol` as a float after checking it is finite and non-negative.
+
+    Parameters
+    ----------
+    tol : float
+        Absolute Frobenius tolerance; ``0`` asks for an approximation exact to rounding.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If `tol` is not a real number, is negative, NaN or infinite.
+    """
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
+        raise ValueError(f"tol must be a real number; got {tol!r}.")
+    tol = float(tol)
+    if not math.isfinite(tol) or tol < 0.0:
+        raise ValueError(f"tol must be finite and >= 0; got {tol!r}.")
+    return tol
+
+
+def check_max_rank(max_rank):
+    """Return `max_rank` as an int (or ``None``) after checking it.
+
+    Parameters
+    ----------
+    max_rank : int or None
+        Largest rank allowed; ``None`` means no limit.
+
+    Returns
+    -------
+    int or None
+
+    Raises
+    ------
+    ValueError
+        If `max_rank` is neither ``None`` nor an integer ``>= 0``.
+    """
+    if max_rank is None:
+        return None
+    if isinstance(max_rank, bool) or not isinstance(max_rank, numbers.Integral):
+        raise ValueError(f"max_rank must be None or an integer >= 0; got {max_rank!r}.")
+    if max_rank < 0:
+        raise ValueError(f"max_rank must be >= 0; got {max_rank}.")
+    return int(max_rank)
+
+
+def check_shape(shape):
+    """Return `shape` as a tuple ``(m, p)`` of non-negative ints.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Shape ``(m, p)`` of the block.
+
+    Returns
+    -------
+    tuple of int
+
+    Raises
+    ------
+    ValueError
+        If `shape` is not a pair of non-negative integers.
+    """
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise ValueError(f"shape must be a pair (m, p) of integers >= 0; got {shape!r}.") from None
+    valid = len(dims) == 2 and all(
+        isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 0 for d in dims
+    )
+    if not valid:
+        raise ValueError(f"shape must be a pair (m, p) of integers >= 0; got {shape!r}.")
+    return int(dims[0]), int(dims[1])
+
+
+def as_block(block, argname="block"):
+    """Return `block` as a 2-D float64 array with finite entries (no copy if possible).
+
+    Parameters
+    ----------
+    block : array_like
+        Dense block.
+    argname : str, default "block"
+        Name used in error messages.
+
+    Returns
+    -------
+    ndarray of shape (m, p)
+
+    Raises
+    ------
+    ValueError
+        If `block` is not numeric, not 2-D or has NaN or infinite entries.
+    """
+    try:
+        array = np.asarray(block, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{argname} must be a numeric 2-D array.") from None
+    if array.ndim != 2:
+        raise ValueError(f"{argname} must be 2-D; got {array.ndim} dimensions.")
+    if not np.isfinite(array).all():
+        raise ValueError(f"{argname} contains NaN or infinite entries.")
+    return array
+
+
+def check_block_output(values, expected_shape, funcname):
+    """Check what a block callback returned and return it as a float64 array.
+
+    Parameters
+    ----------
+    values : array_like
+        Output of the callback.
+    expected_shape : tuple of int
+        The shape it must have.
+    funcname : str
+        Name of the callback, used in error messages (``"get_rows"``, ``"matmat"``...).
+
+    Returns
+    -------
+    ndarray
+        `values` as float64 (not copied when it already is one).
+
+    Raises
+    ------
+    ValueError
+        If the output is not numeric, has the wrong shape, or has NaN or infinite entries.
+    """
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{funcname} returned a non-numeric value.") from None
+    if array.shape != tuple(expected_shape):
+        raise ValueError(
+            f"{funcname} returned an array of shape {array.shape}; "
+            f"expected {tuple(expected_shape)}."
+        )
+    if not np.isfinite(array).all():
+        raise ValueError(f"{funcname} returned NaN or infinite values.")
+    return array
+
+
+# ------------------------------------------------------------------ truncation
+def empty_factors(m, p):
+    """Return rank-0 factors ``U`` of shape (m, 0) and ``V`` of shape (p, 0)."""
+    return np.zeros((m, 0)), np.zeros((p, 0))
+
+
+def truncation_rank(s, tol, max_rank=None):
+    """Smallest rank whose discarded singular values have Frobenius norm ``<= tol``.
+
+    Parameters
+    ----------
+    s : ndarray of shape (n,)
+        Singular values in non-increasing order.
+    tol : float
+        Absolute Frobenius budget for the discarded part.
+    max_rank : int or None, default None
+        Upper bound on the returned rank.
+
+    Returns
+    -------
+    int
+        ``k`` in ``[0, n]``, the smallest with ``sqrt(sum(s[k:] ** 2)) <= tol``, capped
+        at `max_rank`.
+    """
+    # tails[k] = sum(s[k:] ** 2), summed from the small end for accuracy; tails[n] = 0.
+    tails = np.append(np.cumsum((s * s)[::-1])[::-1], 0.0)
+    rank = int(np.argmax(tails <= tol * tol))
+    return rank if max_rank is None else min(rank, max_rank)
+
+
+def svd(matrix):
+    """Thin SVD ``matrix = W diag(s) Zt`` by ``gesdd``, falling back to ``gesvd``.
+
+    Parameters
+    ----------
+    matrix : ndarray of shape (m, n)
+        Finite matrix; it is not modified.
+
+    Returns
+    -------
+    W : ndarray of shape (m, r)
+    s : ndarray of shape (r,)
+    Zt : ndarray of shape (r, n)
+        With ``r = min(m, n)``.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        If neither LAPACK driver converges.
+    """
+    options = {"full_matrices": False, "check_finite": False}
+    try:
+        return scipy.linalg.svd(matrix, lapack_driver="gesdd", **options)
+    except np.linalg.LinAlgError:
+        return scipy.linalg.svd(matrix, lapack_driver="gesvd", **options)
+
+
+def truncate_svd(matrix, tol, max_rank=None):
+    """Truncated SVD of a dense matrix, as factors ``U = W S``, ``V = Z``.
+
+    Parameters
+    ----------
+    matrix : ndarray of shape (m, n)
+        Finite matrix; it is not modified.
+    tol : float
+        Absolute Frobenius budget for the discarded part.
+    max_rank : int or None, default None
+        Largest rank kept.
+
+    Returns
+    -------
+    U : ndarray of shape (m, k)
+        Left singular vectors scaled by the singular values.
+    V : ndarray of shape (n, k)
+        Right singular vectors (orthonormal columns).
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        If the SVD does not converge.
+    """
+    m, n = matrix.shape
+    if m == 0 or n == 0:
+        return empty_factors(m, n)
+    w, s, zt = svd(matrix)
+    rank = truncation_rank(s, tol, max_rank)
+    return w[:, :rank] * s[:rank], zt[:rank].T.copy()
+
+
+def recompress(U, V, tol, max_rank=None):
+    """Truncate a product ``U V^T`` to rank ``k`` through QR of both factors.
+
+    ``U = Q_U R_U`` and ``V = Q_V R_V``; the small SVD ``R_U R_V^T = W S Z^T`` gives
+    ``U V^T = (Q_U W) S (Q_V Z)^T``, truncated as in :func:`truncation_rank`. The
+    Frobenius error of the truncation is exactly the norm of the discarded singular
+    values, at most `tol`.
+
+    Parameters
+    ----------
+    U : ndarray of shape (m, r)
+    V : ndarray of shape (n, r)
+    tol : float
+        Absolute Frobenius budget for the truncation.
+    max_rank : int or None, default None
+        Largest rank kept.
+
+    Returns
+    -------
+    U : ndarray of shape (m, k)
+        Carries the singular values.
+    V : ndarray of shape (n, k)
+        Orthonormal columns.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        If the small SVD does not converge.
+    """
+    if U.shape[1] == 0:
+        return empty_factors(U.shape[0], V.shape[0])
+    qu, ru = scipy.linalg.qr(U, mode="economic", check_finite=False)
+    qv, rv = scipy.linalg.qr(V, mode="economic", check_finite=False)
+    w, s, zt = svd(ru @ rv.T)
+    rank = truncation_rank(s, tol, max_rank)
+    return qu @ (w[:, :rank] * s[:rank]), qv @ zt[:rank].T
+
+
+def recompress_orthonormal(Q, B, tol, max_rank=None):
+    """Truncate ``Q B^T`` where `Q` has orthonormal columns.
+
+    With ``B = W S Z^T``, ``Q B^T = (Q Z) S W^T``; only ``B`` is factored.
+
+    Parameters
+    ----------
+    Q : ndarray of shape (m, r)
+        Orthonormal columns.
+    B : ndarray of shape (n, r)
+    tol : float
+        Absolute Frobenius budget for the truncation.
+    max_rank : int or None, default None
+        Largest rank kept.
+
+    Returns
+    -------
+    U : ndarray of shape (m, k)
+        Carries the singular values.
+    V : ndarray of shape (n, k)
+        Orthonormal columns.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        If the SVD does not converge.
+    """
+    if Q.shape[1] == 0:
+        return empty_factors(Q.shape[0], B.shape[0])
+    w, s, zt = svd(B)
+    rank = truncation_rank(s, tol, max_rank)
+    return Q @ (zt[:rank].T * s[:rank]), w[:, :rank].copy()

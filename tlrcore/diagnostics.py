@@ -1,0 +1,64 @@
+"""Diagnostics of a TLR matrix: memory, ranks and achieved accuracy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["summary"]
+
+
+def summary(A, block=None, n_probe_tiles=16, random_state=0):
+    """Memory, rank statistics and (optionally) an estimate of the achieved error.
+
+    Parameters
+    ----------
+    A : TLRMatrix
+    block : callable, optional
+        The generator `A` was built from. When given, ``n_probe_tiles`` off-diagonal
+        tiles drawn at random are evaluated exactly and compared with their low-rank
+        factors; ``sum_{i != j} ||E_ij||_F^2`` is estimated by scaling up their errors
+        (unbiased for uniform sampling of tiles).
+    n_probe_tiles : int, default 16
+    random_state : int or numpy Generator, default 0
+
+    Returns
+    -------
+    dict
+        ``n``, ``tile_size``, ``n_tiles``, ``nbytes``, ``dense_nbytes``,
+        ``memory_fraction`` (TLR over dense), ``mean_rank``, ``max_rank`` (off-diagonal
+        tiles), ``tolerance`` (absolute, per tile), ``error_bound`` (relative, implied by
+        the tolerance), and with `block`: ``estimated_error`` (relative Frobenius error)
+        and ``probed_tiles``.
+    """
+    ranks = [U.shape[1] for U in A.U.values()]
+    dense_nbytes = 8 * A.n * A.n
+    out = {
+        "n": A.n,
+        "tile_size": A.tile_size,
+        "n_tiles": A.n_tiles,
+        "nbytes": A.nbytes,
+        "dense_nbytes": dense_nbytes,
+        "memory_fraction": A.nbytes / dense_nbytes,
+        "mean_rank": float(np.mean(ranks)) if ranks else 0.0,
+        "max_rank": int(max(ranks)) if ranks else 0,
+        "tolerance": A.tolerance,
+        "error_bound": A.error_bound(),
+    }
+    if block is None or not ranks:
+        return out
+    rng = np.random.default_rng(random_state)
+    pairs = list(A.U)
+    chosen = rng.choice(len(pairs), size=min(n_probe_tiles, len(pairs)), replace=False)
+    err_sq = 0.0
+    for k in chosen:
+        i, j = pairs[k]
+        rows = np.arange(A.offsets[i], A.offsets[i + 1])
+        cols = np.arange(A.offsets[j], A.offsets[j + 1])
+        exact = np.asarray(block(rows, cols), dtype=np.float64)
+        err_sq += float(np.sum((exact - A.U[i, j] @ A.V[i, j].T) ** 2))
+    total_sq = 2.0 * err_sq * len(pairs) / len(chosen)
+    out["estimated_error"] = math.sqrt(total_sq) / A.frobenius_norm()
+    out["probed_tiles"] = int(len(chosen))
+    return out

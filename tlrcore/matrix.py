@@ -1,0 +1,357 @@
+r"""Symmetric tile low-rank (TLR) matrices.
+
+The index range ``0..n-1`` is cut into tiles of ``tile_size`` consecutive indices (the last
+one ragged). Diagonal tiles are stored dense; each lower off-diagonal tile ``A(i, j)``,
+``i > j``, is stored as ``U(i, j) V(i, j)^T`` with its own rank.
+
+Accuracy
+--------
+``accuracy = eps`` means ``||A - A_tlr||_F <= eps ||A||_F``. Every off-diagonal tile is
+compressed to the same absolute Frobenius tolerance ``tau = eps * N / n_tiles``, where ``N``
+estimates ``||A||_F``. Since ``||A - A_tlr||_F^2 = sum_{i != j} ||E_ij||_F^2 <=
+n_tiles (n_tiles - 1) tau^2 < (eps N)^2``, the contract holds whenever ``N <= ||A||_F``.
+``N`` adds the exact norms of the diagonal tiles to half of a sampled estimate of the
+off-diagonal part (a random ``s x s`` sub-block), so it stays below ``||A||_F`` unless the
+sample overestimates the off-diagonal mass by more than a factor of two.
+(A per-tile *relative* threshold would waste rank on tiles that hardly contribute.)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from tlrcore.backends import get_backend
+from tlrcore.compress import COMPRESSORS
+
+__all__ = ["TLRMatrix", "GeneratorError"]
+
+logger = logging.getLogger(__name__)
+
+_NORM_SAMPLE = 1024
+
+
+class GeneratorError(ValueError):
+    """A block generator returned a block of the wrong shape or with non-finite values."""
+
+
+def _check_accuracy(accuracy):
+    if isinstance(accuracy, bool) or not isinstance(accuracy, (int, float, np.floating)):
+        raise TypeError(f"accuracy must be a float in (0, 1); got {type(accuracy).__name__}.")
+    if not 0.0 < accuracy < 1.0:
+        raise ValueError(f"accuracy must be in (0, 1), e.g. 1e-8; got {accuracy}.")
+    return float(accuracy)
+
+
+def _check_int(value, name, low, high=None, allow_none=False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer; got {value!r}.")
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise ValueError(f"{name} must be {bound}; got {value}.")
+    return int(value)
+
+
+class _CheckedBlock:
+    """Calls the user's generator and checks shape and finiteness, naming the tile."""
+
+    def __init__(self, block):
+        if not callable(block):
+            raise TypeError("block must be a callable block(rows, cols) -> ndarray.")
+        self.block = block
+
+    def __call__(self, rows, cols, tile):
+        out = np.asarray(self.block(rows, cols), dtype=np.float64)
+        if out.shape != (rows.size, cols.size):
+            raise GeneratorError(
+                f"block generator returned shape {out.shape} for tile {tile}; expected "
+                f"({rows.size}, {cols.size}) = (len(rows), len(cols))."
+            )
+        if not np.isfinite(out).all():
+            raise GeneratorError(f"block generator returned NaN or infinite values in tile {tile}.")
+        return out
+
+
+class TLRMatrix:
+    """A symmetric matrix in tile low-rank form.
+
+    Build one with :meth:`from_generator` or :meth:`from_dense`.
+
+    Attributes
+    ----------
+    n : int
+        Order of the matrix.
+    tile_size : int
+    n_tiles : int
+    offsets : ndarray of shape (n_tiles + 1,)
+        Tile boundaries.
+    diagonal : list of ndarray
+        Dense diagonal tiles.
+    U, V : dict of (int, int) to ndarray
+        Factors of the lower off-diagonal tiles, ``A(i, j) ~ U[i, j] @ V[i, j].T``.
+    accuracy : float
+        Requested relative accuracy.
+    tolerance : float
+        Absolute Frobenius tolerance each off-diagonal tile was compressed to.
+    backend : Backend
+    """
+
+    def __init__(self, diagonal, U, V, offsets, accuracy, tolerance, backend):
+        self.diagonal = diagonal
+        self.U, self.V = U, V
+        self.offsets = np.asarray(offsets)
+        self.n = int(self.offsets[-1])
+        self.n_tiles = len(diagonal)
+        self.tile_size = int(self.offsets[1] - self.offsets[0]) if self.n_tiles else 0
+        self.accuracy = accuracy
+        self.tolerance = tolerance
+        self.backend = backend
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_generator(
+        cls,
+        block,
+        n,
+        tile_size,
+        accuracy=1e-8,
+        method="aca",
+        max_rank=None,
+        backend="numpy",
+        random_state=0,
+    ):
+        """Compress a symmetric matrix given by a block generator.
+
+        No ``n x n`` array is allocated: diagonal tiles are evaluated dense, off-diagonal
+        tiles are compressed one by one (ACA touches only ``O(k m)`` entries of each).
+
+        Parameters
+        ----------
+        block : callable
+            ``block(rows, cols)`` returns the dense block ``A[rows][:, cols]`` for integer
+            index arrays ``rows`` and ``cols``.
+        n : int
+            Order of the matrix.
+        tile_size : int
+            Rows per tile, ``1 <= tile_size <= n``; the last tile holds the remainder.
+        accuracy : float, default 1e-8
+            Relative Frobenius accuracy ``||A - A_tlr||_F <= accuracy ||A||_F``.
+        method : {"aca", "ara", "svd"}, default "aca"
+            Compression of the off-diagonal tiles.
+        max_rank : int, optional
+            Cap on every tile's rank (the accuracy may then not be met; see
+            :meth:`error_bound`).
+        backend : str, default "numpy"
+        random_state : int or numpy Generator, default 0
+            Seeds the norm sample and randomized compression.
+
+        Returns
+        -------
+        TLRMatrix
+
+        Raises
+        ------
+        ValueError
+            For a bad `n`, `tile_size`, `accuracy`, `method` or `max_rank`, and
+            (:class:`GeneratorError`) when `block` returns a wrong shape or non-finite
+            values; the message names the tile.
+        """
+        n = _check_int(n, "n", 1)
+        tile_size = _check_int(tile_size, "tile_size", 1, n)
+        accuracy = _check_accuracy(accuracy)
+        max_rank = _check_int(max_rank, "max_rank", 0, allow_none=True)
+        if method not in COMPRESSORS:
+            raise ValueError(f"method={method!r} is not one of {sorted(COMPRESSORS)}.")
+        backend = get_backend(backend)
+        rng = np.random.default_rng(random_state)
+        checked = _CheckedBlock(block)
+        offsets = np.append(np.arange(0, n, tile_size), n)
+        n_tiles = len(offsets) - 1
+        tiles = [np.arange(offsets[i], offsets[i + 1]) for i in range(n_tiles)]
+        pairs = [(i, j) for i in range(n_tiles) for j in range(i)]
+        seeds = rng.integers(0, 2**63 - 1, size=len(pairs))
+        with threadpool_limits(1, "blas"), ThreadPoolExecutor(_workers()) as pool:
+            diagonal = list(pool.map(lambda i: checked(tiles[i], tiles[i], (i, i)), range(n_tiles)))
+            norm = _norm_lower_estimate(checked, diagonal, offsets, rng)
+            tolerance = accuracy * norm / n_tiles
+
+            def compress(pair_seed):
+                (i, j), seed = pair_seed
+                return _compress_tile(checked, tiles[i], tiles[j], (i, j), tolerance, method, max_rank, seed)
+
+            factors = list(pool.map(compress, zip(pairs, seeds)))
+        U = {pair: f[0] for pair, f in zip(pairs, factors)}
+        V = {pair: f[1] for pair, f in zip(pairs, factors)}
+        matrix = cls(diagonal, U, V, offsets, accuracy, tolerance, backend)
+        logger.info(
+            "TLR matrix n=%d tiles=%d tolerance=%.3g mean rank=%.1f memory %.1f MB",
+            n, n_tiles, tolerance, matrix.mean_rank, matrix.nbytes / 1e6,
+        )
+        return matrix
+
+    @classmethod
+    def from_dense(cls, M, tile_size, accuracy=1e-8, method="svd", max_rank=None, random_state=0):
+        """Compress a dense symmetric matrix.
+
+        Parameters
+        ----------
+        M : array_like of shape (n, n)
+            Symmetric; the lower off-diagonal tiles are compressed.
+        tile_size, accuracy, method, max_rank, random_state
+            As in :meth:`from_generator` (default method ``"svd"``).
+
+        Returns
+        -------
+        TLRMatrix
+
+        Raises
+        ------
+        ValueError
+            If `M` is not square and finite, or for bad settings.
+        """
+        M = np.asarray(M, dtype=np.float64)
+        if M.ndim != 2 or M.shape[0] != M.shape[1]:
+            raise ValueError(f"M must be a square matrix; got shape {M.shape}.")
+        if not np.isfinite(M).all():
+            raise ValueError("M contains NaN or infinite values.")
+        return cls.from_generator(
+            lambda rows, cols: M[np.ix_(rows, cols)],
+            M.shape[0],
+            tile_size,
+            accuracy=accuracy,
+            method=method,
+            max_rank=max_rank,
+            random_state=random_state,
+        )
+
+    # ------------------------------------------------------------------ properties
+    def tile(self, i):
+        """Index slice of tile `i`."""
+        return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
+
+    @property
+    def ranks(self):
+        """``(n_tiles, n_tiles)`` integer ranks, symmetric; the diagonal holds tile sizes."""
+        ranks = np.zeros((self.n_tiles, self.n_tiles), dtype=np.int64)
+        for i, D in enumerate(self.diagonal):
+            ranks[i, i] = D.shape[0]
+        for (i, j), U in self.U.items():
+            ranks[i, j] = ranks[j, i] = U.shape[1]
+        return ranks
+
+    @property
+    def mean_rank(self):
+        """Mean rank of the off-diagonal tiles (0.0 with a single tile)."""
+        return float(np.mean([U.shape[1] for U in self.U.values()])) if self.U else 0.0
+
+    @property
+    def nbytes(self):
+        """Bytes held by the dense diagonal tiles and the low-rank factors."""
+        dense = sum(D.nbytes for D in self.diagonal)
+        return dense + sum(U.nbytes + V.nbytes for U, V in zip(self.U.values(), self.V.values()))
+
+    def frobenius_norm(self):
+        """``||A_tlr||_F``, exactly, from the factors (no densification)."""
+        total = sum(float(np.sum(D * D)) for D in self.diagonal)
+        for U, V in zip(self.U.values(), self.V.values()):
+            total += 2.0 * float(np.sum((U.T @ U) * (V.T @ V)))
+        return math.sqrt(total)
+
+    def error_bound(self):
+        """Relative error bound ``sqrt(n_t (n_t - 1)) tau / ||A_tlr||_F`` implied by the
+        per-tile tolerance (when no tile was capped by ``max_rank``)."""
+        norm = self.frobenius_norm()
+        n_t = self.n_tiles
+        return math.sqrt(n_t * (n_t - 1)) * self.tolerance / norm if norm > 0 else 0.0
+
+    # ------------------------------------------------------------------ products
+    def __matmul__(self, x):
+        """``A_tlr @ x`` for a vector ``(n,)`` or a matrix ``(n, k)``."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim not in (1, 2) or x.shape[0] != self.n:
+            raise ValueError(f"x must have shape ({self.n},) or ({self.n}, k); got {x.shape}.")
+        y = np.zeros_like(x)
+        for i, D in enumerate(self.diagonal):
+            y[self.tile(i)] += D @ x[self.tile(i)]
+        for (i, j), U in self.U.items():
+            V = self.V[i, j]
+            y[self.tile(i)] += U @ (V.T @ x[self.tile(j)])
+            y[self.tile(j)] += V @ (U.T @ x[self.tile(i)])
+        return y
+
+    def to_dense(self):
+        """The represented matrix as a dense ``(n, n)`` array."""
+        A = np.empty((self.n, self.n))
+        for i, D in enumerate(self.diagonal):
+            A[self.tile(i), self.tile(i)] = D
+        for (i, j), U in self.U.items():
+            T = U @ self.V[i, j].T
+            A[self.tile(i), self.tile(j)] = T
+            A[self.tile(j), self.tile(i)] = T.T
+        return A
+
+    def __repr__(self):
+        return (
+            f"TLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, "
+            f"mean_rank={self.mean_rank:.1f}, nbytes={self.nbytes})"
+        )
+
+
+def _workers():
+    """Threads that compress tiles: ``TLRCORE_NUM_THREADS`` or the CPU count (at most 8).
+
+    Each tile's BLAS calls run on one thread; parallelism is across tiles.
+    """
+    value = os.environ.get("TLRCORE_NUM_THREADS")
+    if value is not None:
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"TLRCORE_NUM_THREADS={value!r} must be a positive integer.")
+        return int(value)
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _norm_lower_estimate(checked, diagonal, offsets, rng):
+    """An estimate of ``||A||_F`` that errs low (see the module docstring)."""
+    diag_sq = sum(float(np.sum(D * D)) for D in diagonal)
+    n = int(offsets[-1])
+    if len(diagonal) == 1:
+        return math.sqrt(diag_sq)
+    s = min(n, _NORM_SAMPLE)
+    rows = np.sort(rng.choice(n, size=s, replace=False))
+    cols = np.sort(rng.choice(n, size=s, replace=False))
+    sample = checked(rows, cols, "norm sample")
+    tile_of = np.searchsorted(offsets, np.arange(n), side="right") - 1
+    off = tile_of[rows][:, None] != tile_of[cols][None, :]
+    off_count = n * n - sum(D.size for D in diagonal)
+    off_sq = float(np.sum(sample[off] ** 2)) / max(int(off.sum()), 1) * off_count
+    return math.sqrt(diag_sq + 0.5 * off_sq)
+
+
+def _compress_tile(checked, rows, cols, tile, tolerance, method, max_rank, seed):
+    compressor = COMPRESSORS[method]
+    if method == "aca":
+        return compressor(
+            lambda idx: checked(rows[idx], cols, tile),
+            lambda idx: checked(rows, cols[idx], tile),
+            (rows.size, cols.size),
+            tolerance,
+            max_rank=max_rank,
+        )
+    dense = checked(rows, cols, tile)
+    if method == "svd":
+        return compressor(dense, tolerance, max_rank=max_rank)
+    return compressor(
+        lambda X: dense @ X,
+        lambda X: dense.T @ X,
+        dense.shape,
+        tolerance,
+        max_rank=max_rank,
+        rng=np.random.default_rng(seed),
+    )
