@@ -22,6 +22,7 @@ import logging
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -177,8 +178,10 @@ class TLRMatrix:
         tiles = [np.arange(offsets[i], offsets[i + 1]) for i in range(n_tiles)]
         pairs = [(i, j) for i in range(n_tiles) for j in range(i)]
         seeds = rng.integers(0, 2**63 - 1, size=len(pairs))
-        with threadpool_limits(1, "blas"), ThreadPoolExecutor(_workers()) as pool:
-            diagonal = list(pool.map(lambda i: checked(tiles[i], tiles[i], (i, i)), range(n_tiles)))
+        workers = _workers()
+        with threadpool_limits(1, "blas"), (ThreadPoolExecutor(workers) if workers > 1 else nullcontext()) as pool:
+            run = pool.map if pool is not None else map
+            diagonal = list(run(lambda i: checked(tiles[i], tiles[i], (i, i)), range(n_tiles)))
             norm = _norm_lower_estimate(checked, diagonal, offsets, rng)
             tolerance = accuracy * norm / n_tiles
 
@@ -186,7 +189,7 @@ class TLRMatrix:
                 (i, j), seed = pair_seed
                 return _compress_tile(checked, tiles[i], tiles[j], (i, j), tolerance, method, max_rank, seed)
 
-            factors = list(pool.map(compress, zip(pairs, seeds)))
+            factors = list(run(compress, zip(pairs, seeds)))
         U = {pair: f[0] for pair, f in zip(pairs, factors)}
         V = {pair: f[1] for pair, f in zip(pairs, factors)}
         matrix = cls(diagonal, U, V, offsets, accuracy, tolerance, backend)
@@ -307,7 +310,8 @@ class TLRMatrix:
 def _workers():
     """Threads that compress tiles: ``TLRCORE_NUM_THREADS`` or the CPU count (at most 8).
 
-    Each tile's BLAS calls run on one thread; parallelism is across tiles.
+    Each tile's BLAS calls run on one thread; parallelism is across tiles. With one
+    thread the tiles are compressed in the calling thread (profilers then see the work).
     """
     value = os.environ.get("TLRCORE_NUM_THREADS")
     if value is not None:

@@ -169,3 +169,15 @@ def test_from_dense_rejects_bad_input():
         tlr.TLRMatrix.from_dense(np.ones((3, 4)), 2)
     with pytest.raises(ValueError, match="NaN"):
         tlr.TLRMatrix.from_dense(np.full((3, 3), np.nan), 2)
+
+
+def test_serial_and_threaded_construction_agree(monkeypatch):
+    n = 900
+    block = exponential_block(sorted_points(n, 2))
+    threaded = tlr.TLRMatrix.from_generator(block, n, 128, accuracy=1e-8)
+    monkeypatch.setenv("TLRCORE_NUM_THREADS", "1")
+    serial = tlr.TLRMatrix.from_generator(block, n, 128, accuracy=1e-8)
+    np.testing.assert_array_equal(serial.to_dense(), threaded.to_dense())
+    monkeypatch.setenv("TLRCORE_NUM_THREADS", "zero")
+    with pytest.raises(ValueError, match="TLRCORE_NUM_THREADS"):
+        tlr.TLRMatrix.from_generator(block, n, 128)
