@@ -28,41 +28,26 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.spatial.distance import squareform
 
-from scipy.linalg import cho_solve
 
 from geostat.data import Trend, prepare_coords, prepare_y
 from geostat.distance import get_distance
+from geostat.gls import LOG_2PI, TrendNotIdentifiableError, block, gls, group_by_pattern
 from geostat.kernels import get_kernel
 from geostat.params import check_params
 from geostat.solvers import DenseCholesky, one_blas_thread
 from geostat.tabulation import LogDistanceTable
+from geostat.tlr_likelihood import tlr_log_likelihood
 
-__all__ = ["ExactLikelihood", "Terms", "TrendNotIdentifiableError", "split_params", "log_likelihood"]
+__all__ = ["ExactLikelihood", "Terms", "TrendNotIdentifiableError", "split_params", "log_likelihood", "resolve_method"]
 
-LOG_2PI = float(np.log(2.0 * np.pi))
+METHODS = ("auto", "exact", "tlr")
+#: Sites from which ``method="auto"`` evaluates the likelihood through a TLR factor.
+TLR_FROM = 8192
 
 #: Pair counts between which costly kernels (Bessel functions) are evaluated through a
 #: :class:`~geostat.tabulation.LogDistanceTable`; above the upper one its weights would
 #: need more memory than the covariance matrix itself.
 TABULATE_PAIRS = (100_000, 50_000_000)
-
-
-class TrendNotIdentifiableError(ValueError):
-    """The trend design matrix is rank deficient on the observed sites."""
-
-
-@dataclass
-class _Group:
-    """Replicates that share the same set of observed sites."""
-
-    sites: np.ndarray  # indices of observed sites, or None for all sites
-    columns: np.ndarray  # replicate indices
-    y: np.ndarray  # (n_g, r_g)
-    design: np.ndarray  # (n_g, p)
-
-    @property
-    def r(self):
-        return self.y.shape[1]
 
 
 @dataclass
@@ -153,7 +138,7 @@ class ExactLikelihood:
         pairs = self.pair_distances.size
         costly = getattr(kernel, "costly", False)
         self._table = LogDistanceTable(self.pair_distances) if costly and TABULATE_PAIRS[0] <= pairs <= TABULATE_PAIRS[1] else None
-        self.groups = _group_by_pattern(y, design)
+        self.groups = group_by_pattern(y, design)
         self.n_replicates = y.shape[1]
         self.n_obs = int(sum(g.y.size for g in self.groups))
         self.n_eff = self.n_obs - (self.n_coef * self.n_replicates if self.reml else 0)
@@ -229,10 +214,10 @@ class ExactLikelihood:
         trace = dict.fromkeys(names, 0.0)
         shared = len(self.groups) > 1
         for g in self.groups:
-            K = _block(R, g.sites, copy=shared)
+            K = block(R, g.sites, copy=shared)
             K.flat[:: K.shape[0] + 1] += eta
             chol = DenseCholesky(K, overwrite=True)
-            fit = _gls(chol, g.y, g.design)
+            fit = gls(chol, g.y, g.design)
             logdet += g.r * chol.logdet()
             quadratic += float(np.sum(fit.residual * fit.alpha))
             if self.reml and p:
@@ -243,7 +228,7 @@ class ExactLikelihood:
             W = chol.inverse_lower()
             reml_trend = self.reml and p
             for k, D in dR.items():
-                Dg = _block(D, g.sites, copy=False)
+                Dg = block(D, g.sites, copy=False)
                 quad[k] += float(np.sum((Dg @ fit.alpha) * fit.alpha))
                 tr = 2.0 * float(np.einsum("ij,ij->", W, Dg))
                 if reml_trend:
@@ -277,9 +262,9 @@ class ExactLikelihood:
         coef = np.zeros((self.n_replicates, self.n_coef))
         cov = np.zeros((self.n_replicates, self.n_coef, self.n_coef))
         for g in self.groups:
-            K = _block(R, g.sites, copy=len(self.groups) > 1)
+            K = block(R, g.sites, copy=len(self.groups) > 1)
             K.flat[:: K.shape[0] + 1] += eta
-            fit = _gls(DenseCholesky(K, overwrite=True), g.y, g.design)
+            fit = gls(DenseCholesky(K, overwrite=True), g.y, g.design)
             if self.n_coef:
                 coef[g.columns] = fit.beta.T
                 cov[g.columns] = params["variance"] * fit.ftkf_solve(np.eye(self.n_coef))
@@ -312,12 +297,12 @@ class ExactLikelihood:
         R, dR = self.correlation(theta, gradient=True)
         info = np.zeros((len(names), len(names)))
         for g in self.groups:
-            Rg = _block(R, g.sites, copy=False)
+            Rg = block(R, g.sites, copy=False)
             K = Rg + eta * np.eye(Rg.shape[0])
             chol = DenseCholesky(K, overwrite=True)
             W = chol.inverse() / s
             if self.reml and self.n_coef:
-                fit = _gls(chol, g.y, g.design)
+                fit = gls(chol, g.y, g.design)
                 W -= fit.kinv_f @ fit.ftkf_solve(fit.kinv_f.T) / s
             products = []
             for name in names:
@@ -326,7 +311,7 @@ class ExactLikelihood:
                 elif name == "nugget":
                     products.append(W)
                 else:
-                    products.append(s * (W @ _block(dR[name], g.sites, copy=False)))
+                    products.append(s * (W @ block(dR[name], g.sites, copy=False)))
             for a, A in enumerate(products):
                 for b in range(a + 1):
                     value = 0.5 * g.r * float(np.einsum("ij,ji->", A, products[b]))
@@ -368,65 +353,6 @@ def split_params(params, kernel):
     return theta, float(params.get("nugget", 0.0)) / variance
 
 
-@dataclass
-class _GLSFit:
-    """GLS quantities of one group of replicates."""
-
-    alpha: np.ndarray  # K^{-1} (y - F beta), the REML projection P y
-    residual: np.ndarray  # y - F beta
-    beta: np.ndarray  # (p, r)
-    kinv_f: np.ndarray | None  # K^{-1} F
-    ftkf_chol: np.ndarray | None  # Cholesky factor of F^T K^{-1} F
-    logdet_ftkf: float
-
-    def ftkf_solve(self, b):
-        """Return ``(F^T K^{-1} F)^{-1} b``."""
-        return cho_solve((self.ftkf_chol, True), b, check_finite=False)
-
-
-def _gls(chol, y, design):
-    """GLS coefficients, residuals and ``alpha = K^{-1} (y - F beta)`` for one group."""
-    kinv_y = chol.solve(y)
-    if design.shape[1] == 0:
-        return _GLSFit(kinv_y, y, np.zeros((0, y.shape[1])), None, None, 0.0)
-    kinv_f = chol.solve(design)
-    try:
-        ftkf_chol = np.linalg.cholesky(design.T @ kinv_f)
-    except np.linalg.LinAlgError as exc:
-        raise TrendNotIdentifiableError(
-            "F^T K^-1 F is singular: the trend is not identifiable with this covariance; "
-            "drop redundant trend columns."
-        ) from exc
-    beta = cho_solve((ftkf_chol, True), design.T @ kinv_y, check_finite=False)
-    logdet_ftkf = 2.0 * float(np.sum(np.log(np.diag(ftkf_chol))))
-    return _GLSFit(kinv_y - kinv_f @ beta, y - design @ beta, beta, kinv_f, ftkf_chol, logdet_ftkf)
-
-
-def _block(matrix, sites, copy):
-    """Rows and columns `sites` of `matrix` (all when None), copied if asked or needed."""
-    if sites is None:
-        return matrix.copy() if copy else matrix
-    return matrix[np.ix_(sites, sites)]
-
-
-def _group_by_pattern(y, design):
-    observed = ~np.isnan(y)
-    patterns, inverse = np.unique(observed.T, axis=0, return_inverse=True)
-    inverse = np.asarray(inverse).reshape(-1)
-    groups = []
-    for k, pattern in enumerate(patterns):
-        columns = np.flatnonzero(inverse == k)
-        if not pattern.any():
-            continue
-        if pattern.all():
-            groups.append(_Group(None, columns, y[:, columns], design))
-        else:
-            sites = np.flatnonzero(pattern)
-            groups.append(_Group(sites, columns, y[np.ix_(sites, columns)], design[sites]))
-    return groups
-
-
-
 def log_likelihood(
     X,
     y,
@@ -454,9 +380,15 @@ def log_likelihood(
     trend : None, "constant", "linear", list of columns, or ndarray of shape (n, p)
         Mean model, profiled by GLS; an array is used as the design matrix itself.
     distance : {"euclidean", "chordal", "great_circle", "auto"}, default "euclidean"
-    method : {"exact"}, default "exact"
-    accuracy, tile_size, ordering
-        Settings of the TLR method (not yet available).
+    method : {"exact", "tlr", "auto"}, default "exact"
+        ``"tlr"`` factors a tile low-rank compression of the covariance; ``"auto"`` uses
+        it from :data:`TLR_FROM` sites on.
+    accuracy : float, default 1e-8
+        Relative Frobenius accuracy of the TLR compression and factorization.
+    tile_size : int, optional
+        TLR tile size (default grows like sqrt(n)).
+    ordering : {"kdtree", "morton", "none"}, default "kdtree"
+        Site ordering of the TLR method.
     reml : bool, default False
         Return the restricted log-likelihood.
 
@@ -470,10 +402,8 @@ def log_likelihood(
     tlrcore.NotPositiveDefiniteError
         If the covariance matrix is not numerically positive definite.
     """
-    if method not in ("exact", "auto"):
-        if method == "tlr":
-            raise NotImplementedError("method='tlr' is not available in this version; use method='exact'.")
-        raise ValueError(f"method={method!r} is not one of ('auto', 'exact', 'tlr').")
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not one of {METHODS}.")
     kern = get_kernel(kernel)
     params = check_params(params, kern)
     design = None
@@ -488,5 +418,18 @@ def log_likelihood(
             )
         data.design = design
     values, _, _ = prepare_y(y, data.n)
+    if resolve_method(method, data.n) == "tlr":
+        return tlr_log_likelihood(data.coords, values, data.design, kern, params, get_distance(distance_name),
+                                  accuracy=accuracy, tile_size=tile_size, ordering=ordering, reml=reml)
     lik = ExactLikelihood(data.coords, values, data.design, kern, get_distance(distance_name), reml)
     return lik.log_likelihood(params)
+
+
+def resolve_method(method, n):
+    """``"exact"`` or ``"tlr"`` for a method name and a number of sites.
+
+    ``"auto"`` chooses the dense exact likelihood below :data:`TLR_FROM` sites.
+    """
+    if method == "auto":
+        return "tlr" if n >= TLR_FROM else "exact"
+    return method

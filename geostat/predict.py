@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import cho_solve
 
-from geostat.likelihood import _block, split_params
+from geostat.gls import block
+from geostat.likelihood import split_params
 from geostat.solvers import DenseCholesky, one_blas_thread
 
 __all__ = ["Kriging"]
@@ -68,7 +69,7 @@ class Kriging:
         R, _ = likelihood.correlation(theta)
         self.groups = []
         for g in likelihood.groups:
-            K = _block(R, g.sites, copy=True)
+            K = block(R, g.sites, copy=True)
             K.flat[:: K.shape[0] + 1] += eta
             chol = DenseCholesky(K, overwrite=True)
             beta = self.coef[g.columns].T  # (p, r_g)

@@ -11,6 +11,9 @@ TLRMatrix
 compress
     Block compression to an absolute Frobenius tolerance: ``aca_compress``,
     ``ara_compress``, ``svd_compress``.
+cholesky, TLRCholesky
+    Left-looking TLR Cholesky with ARA-compressed updates; the factor has ``logdet``,
+    ``solve``, ``solve_lower``, ``solve_upper``, ``ranks``, ``nbytes``, ``to_dense``.
 summary
     Memory, ranks and an estimate of the achieved error of a TLR matrix.
 NotPositiveDefiniteError, GeneratorError
@@ -19,9 +22,10 @@ NotPositiveDefiniteError, GeneratorError
 """
 
 from tlrcore import compress
+from tlrcore.cholesky import TLRCholesky, cholesky
 from tlrcore.diagnostics import summary
 from tlrcore.errors import NotPositiveDefiniteError
 from tlrcore.matrix import GeneratorError, TLRMatrix
 
-__all__ = ["TLRMatrix", "compress", "summary", "NotPositiveDefiniteError", "GeneratorError"]
+__all__ = ["TLRMatrix", "TLRCholesky", "cholesky", "compress", "summary", "NotPositiveDefiniteError", "GeneratorError"]
 __version__ = "0.1.0"

@@ -206,3 +206,43 @@ def test_tabulated_kernel_path_matches_direct_evaluation(smoothness, rng):
     np.testing.assert_allclose(R, R0, rtol=0, atol=1e-12)
     for name in dR0:
         np.testing.assert_allclose(dR[name], dR0[name], rtol=0, atol=1e-11 * np.abs(dR0[name]).max())
+
+
+@pytest.mark.parametrize(
+    "kernel, params, trend, reml",
+    [
+        ("exponential", {"variance": 1.3, "range": 0.1, "nugget": 0.05}, "constant", False),
+        ("matern", {"variance": 0.8, "range": 0.08, "smoothness": 1.5, "nugget": 0.01}, "linear", False),
+        ("matern", {"variance": 0.8, "range": 0.08, "smoothness": 0.9, "nugget": 0.01}, "linear", True),
+    ],
+    ids=["exp-constant", "matern15-linear", "matern09-reml"],
+)
+def test_tlr_loglik_converges_to_exact(kernel, params, trend, reml):
+    rng = np.random.default_rng(9)
+    X = rng.uniform(size=(2500, 2))
+    y = np.column_stack([rng.normal(size=2500), rng.normal(size=2500)])
+    y[rng.uniform(size=y.shape) < 0.05] = np.nan
+    n_obs = np.isfinite(y).sum()
+    exact = gs.log_likelihood(X, y, params, kernel=kernel, trend=trend, reml=reml)
+
+    def error(accuracy):
+        tlr = gs.log_likelihood(X, y, params, kernel=kernel, trend=trend, reml=reml, method="tlr",
+                                accuracy=accuracy, tile_size=256)
+        return abs(tlr - exact)
+
+    loose, tight = error(1e-6), error(1e-9)
+    # Measured: exponential 1.5 and 1.2 accuracy * N; the smooth kernels with a small
+    # nugget amplify the error through the conditioning of C (up to 64 accuracy * N).
+    assert tight <= 1e-3 and tight <= loose / 100
+    if kernel == "exponential":
+        assert loose <= 2 * 1e-6 * n_obs and tight <= 2 * 1e-9 * n_obs
+
+
+def test_method_auto_and_bad_method(sites, rng):
+    y = rng.normal(size=len(sites))
+    params = PARAMS["exponential"]
+    assert gs.log_likelihood(sites, y, params, kernel="exponential", method="auto") == gs.log_likelihood(
+        sites, y, params, kernel="exponential"
+    )
+    with pytest.raises(ValueError, match="method"):
+        gs.log_likelihood(sites, y, params, kernel="exponential", method="fast")
