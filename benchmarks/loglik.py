@@ -1,0 +1,154 @@
+"""One Gaussian log-likelihood through a TLR Cholesky factor versus dense SciPy, side by side.
+
+For each kernel, n and accuracy: TLR build (ordering + compression), factorization and
+solve times, peak resident memory, mean ranks of A and L, and |loglik_tlr - loglik_dense|
+where the dense covariance fits; the dense baseline (build + one-thread LAPACK Cholesky,
+see geostat.solvers) runs in the same invocation. Every configuration runs in a fresh
+subprocess so that its peak memory is its own.
+
+Run: ``python benchmarks/loglik.py`` (2-D exponential, range 0.1, n up to 131,072,
+accuracies 1e-6 and 1e-8; dense up to 32,768) or e.g.
+``python benchmarks/loglik.py --n 32768 --accuracy 1e-8 --kernels exp2d``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+KERNELS = {
+    "exp2d": ("exponential", None, 2, 0.1),
+    "matern15_2d": ("matern", 1.5, 2, 0.1),
+    "exp3d": ("exponential", None, 3, 0.2),
+}
+NUGGET = 1e-2
+
+
+def problem(kernel_key, n):
+    from geostat.kernels import get_kernel
+
+    name, smoothness, dim, range_ = KERNELS[kernel_key]
+    kernel = get_kernel(name, smoothness)
+    rng = np.random.default_rng(n)
+    X = rng.uniform(size=(n, dim))
+    y = rng.normal(size=n)
+    params = {"variance": 1.0, "range": range_, "nugget": NUGGET, **kernel.fixed_shape}
+    return X, y, kernel, params
+
+
+def loglik_from(factor, y):
+    alpha = factor.solve(y)
+    return -0.5 * (float(y @ alpha) + factor.logdet() + y.size * np.log(2 * np.pi))
+
+
+def run_tlr(kernel_key, n, accuracy):
+    import tlrcore as tlr
+    from geostat.distance import get_distance
+    from geostat.solvers import tlr_covariance
+
+    X, y, kernel, params = problem(kernel_key, n)
+    start = time.perf_counter()
+    A, perm = tlr_covariance(X, kernel, params, get_distance("euclidean"), accuracy=accuracy)
+    built = time.perf_counter()
+    factor = tlr.cholesky(A)
+    factored = time.perf_counter()
+    value = loglik_from(factor, y[perm])
+    solved = time.perf_counter()
+    return {
+        "build": built - start,
+        "factor": factored - built,
+        "solve": solved - factored,
+        "loglik": value,
+        "tile": A.tile_size,
+        "rank_A": A.mean_rank,
+        "rank_L": float(np.mean([U.shape[1] for U in factor.U.values()])) if factor.U else 0.0,
+        "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+    }
+
+
+def run_dense(kernel_key, n):
+    from geostat.distance import get_distance
+    from geostat.solvers import DenseCholesky, covariance_block
+
+    X, y, kernel, params = problem(kernel_key, n)
+    block = covariance_block(X, kernel, params, get_distance("euclidean"))
+    start = time.perf_counter()
+    C = np.empty((n, n))
+    cols = np.arange(n)
+    for first in range(0, n, 2048):
+        rows = np.arange(first, min(first + 2048, n))
+        C[rows] = block(rows, cols)
+    built = time.perf_counter()
+    factor = DenseCholesky(C, overwrite=True)
+    factored = time.perf_counter()
+    value = -0.5 * (float(y @ factor.solve(y)) + factor.logdet() + n * np.log(2 * np.pi))
+    solved = time.perf_counter()
+    return {
+        "build": built - start,
+        "factor": factored - built,
+        "solve": solved - factored,
+        "loglik": value,
+        "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+    }
+
+
+def in_subprocess(*args):
+    out = subprocess.run([sys.executable, __file__, "--child", *map(str, args)], capture_output=True, text=True)
+    if out.returncode != 0:
+        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr else f"exit {out.returncode}"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, nargs="+", default=[8192, 16384, 32768, 65536, 131072])
+    parser.add_argument("--accuracy", type=float, nargs="+", default=[1e-6, 1e-8])
+    parser.add_argument("--kernels", nargs="+", default=["exp2d"], choices=list(KERNELS))
+    parser.add_argument("--dense-max", type=int, default=32768)
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        kind, kernel_key, n, *rest = args.child
+        result = run_dense(kernel_key, int(n)) if kind == "dense" else run_tlr(kernel_key, int(n), float(rest[0]))
+        print(json.dumps(result))
+        return
+
+    header = (
+        f"{'kernel':<12}{'n':>7}{'acc':>7}{'tile':>6}{'build s':>8}{'factor s':>9}{'solve s':>8}{'total s':>8}"
+        f"{'peak GB':>8}{'rank A':>7}{'rank L':>7}{'dense s':>9}{'dense GB':>9}{'speedup':>8}{'|err|':>10}"
+    )
+    print(header)
+    print("-" * len(header))
+    for kernel_key in args.kernels:
+        for n in args.n:
+            dense = in_subprocess("dense", kernel_key, n) if n <= args.dense_max else None
+            for accuracy in args.accuracy:
+                tlr_result = in_subprocess("tlr", kernel_key, n, accuracy)
+                if "error" in tlr_result:
+                    print(f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}  TLR failed: {tlr_result['error']}", flush=True)
+                    continue
+                total = tlr_result["build"] + tlr_result["factor"] + tlr_result["solve"]
+                if dense and "error" not in dense:
+                    dense_total = dense["build"] + dense["factor"] + dense["solve"]
+                    dense_cols = f"{dense_total:>9.1f}{dense['peak_gb']:>9.2f}{dense_total / total:>8.1f}"
+                    err = f"{abs(tlr_result['loglik'] - dense['loglik']):>10.2e}"
+                else:
+                    dense_cols, err = f"{'-':>9}{'-':>9}{'-':>8}", f"{'-':>10}"
+                print(
+                    f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}{tlr_result['tile']:>6}{tlr_result['build']:>8.2f}"
+                    f"{tlr_result['factor']:>9.2f}{tlr_result['solve']:>8.2f}{total:>8.2f}{tlr_result['peak_gb']:>8.2f}"
+                    f"{tlr_result['rank_A']:>7.1f}{tlr_result['rank_L']:>7.1f}{dense_cols}{err}",
+                    flush=True,
+                )
+    print(f"\nnugget {NUGGET}; dense = covariance build + one-thread LAPACK Cholesky + solve (SciPy LAPACK);")
+    print("speedup = dense total / TLR total; peak GB = maximum resident set of the configuration's process.")
+
+
+if __name__ == "__main__":
+    main()
