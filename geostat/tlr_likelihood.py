@@ -55,7 +55,7 @@ def tlr_log_likelihood(coords, y, design, kernel, params, distance, accuracy=1e-
         size = min(tile_size, sites.size) if tile_size else None
         A, perm = tlr_covariance(coords[sites], kernel, params, distance, accuracy=accuracy, tile_size=size,
                                  ordering=ordering, random_state=random_state)
-        factor = tlr.cholesky(A, random_state=random_state)
+        factor = tlr.cholesky(A, random_state=random_state, overwrite_a=True)
         fit = gls(factor, group.y[perm], group.design[perm])
         n_g, r_g = group.y.shape
         n_eff = n_g - (n_coef if reml else 0)

@@ -2,15 +2,18 @@ r"""Left-looking TLR Cholesky factorization (H2Opus, Algorithms 3-6).
 
 For each tile column ``k``:
 
-1. **Diagonal update.** ``D = A(k, k) - sum_{j<k} L(k, j) L(k, j)^T``, computed as one
-   product ``D = A(k, k) - U_k M_kk U_k^T`` with ``U_k = [U(k, 0) | ... | U(k, k-1)]`` and
-   ``M_kk = blockdiag(V(k, j)^T V(k, j))``; then ``L(k, k) = chol(D)``.
+1. **Diagonal update.** ``D = A(k, k) - sum_{j<k} L(k, j) L(k, j)^T``. With the thin QR
+   ``V(k, j) = Q_j R_j``, ``L(k, j) L(k, j)^T = (U(k, j) R_j^T)(U(k, j) R_j^T)^T``, so
+   ``D = A(k, k) - W W^T`` with ``W = [U(k, 0) R_0^T | ... ]``: one symmetric rank-k update
+   (``dsyrk``, lower triangle only); then ``L(k, k) = chol(D)``.
 2. **Off-diagonal update, sampled once.** Each tile below the diagonal,
    ``A(i, k) - sum_{j<k} U(i, j) V(i, j)^T V(k, j) U(k, j)^T
    = U_A V_A^T - U_i M_ik U_k^T`` with ``M_ik = blockdiag(V(i, j)^T V(k, j))``, is never
    formed: adaptive randomized approximation samples it through products with these
    stacked factors and compresses it to the tile tolerance in a single step.
-3. **Triangular solve on V only.** ``L(i, k) = U V^T L(k, k)^{-T} = U (L(k, k)^{-1} V)^T``.
+3. **Triangular solve on V only.** ``L(i, k) = U V^T L(k, k)^{-T} = U (L(k, k)^{-1} V)^T``,
+   for all tiles of the column at once (their ``V`` side by side: one BLAS-3 solve that
+   reads ``L(k, k)`` once, split across the worker threads).
 
 Tiles of one column are independent and are compressed by a thread pool (BLAS on one
 thread each); every tile has its own seed, so the factor is bit-identical from run to run.
@@ -23,7 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 
 import numpy as np
-from scipy.linalg import block_diag, solve_triangular
+from scipy.linalg import block_diag, qr, solve_triangular
+from scipy.linalg.blas import dsyrk
 from scipy.linalg.lapack import dpotrf
 from threadpoolctl import threadpool_limits
 
@@ -130,7 +134,7 @@ class TLRCholesky:
         return f"TLRCholesky(n={self.n}, n_tiles={self.n_tiles}, mean_rank={mean:.1f}, nbytes={self.nbytes})"
 
 
-def cholesky(A, accuracy=None, block_size=16, random_state=0):
+def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False):
     """Left-looking TLR Cholesky factorization ``A ~ L L^T``.
 
     Parameters
@@ -145,6 +149,9 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0):
         ARA sampling block (columns per sample).
     random_state : int, default 0
         Seeds the per-tile samples; equal inputs give bit-identical factors.
+    overwrite_a : bool, default False
+        Release each tile of `A` as soon as the factorization has used it, which keeps
+        the peak memory near the larger of `A` and its factor; `A` is unusable afterwards.
 
     Returns
     -------
@@ -168,8 +175,7 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0):
         run = pool.map if pool is not None else map
         for k in range(n_t):
             Uk = _stack([U[k, j] for j in range(k)], A.diagonal[k].shape[0])
-            Mkk = block_diag(*[V[k, j].T @ V[k, j] for j in range(k)]) if k else np.zeros((0, 0))
-            Lkk = _factor_diagonal(A.diagonal[k] - Uk @ Mkk @ Uk.T, k)
+            Lkk = _factor_diagonal(_updated_diagonal(A.diagonal[k], [(U[k, j], V[k, j]) for j in range(k)]), k)
             diagonal.append(Lkk)
 
             def update(i, k=k, Uk=Uk, Lkk=Lkk):
@@ -184,15 +190,46 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0):
                     return Va @ (Ua.T @ Y) - Uk @ (Mik.T @ (Ui.T @ Y))
 
                 shape = (Ua.shape[0], Va.shape[0])
-                Ut, Vt = ara_compress(matmat, rmatmat, shape, tolerance, block_size=block_size,
-                                      rng=np.random.default_rng(seeds[i, k]))
-                return Ut, solve_triangular(Lkk, Vt, lower=True, check_finite=False)
+                return ara_compress(matmat, rmatmat, shape, tolerance, block_size=block_size,
+                                    rng=np.random.default_rng(seeds[i, k]))
 
-            for i, (Ut, Vt) in zip(range(k + 1, n_t), run(update, range(k + 1, n_t))):
+            below = list(range(k + 1, n_t))
+            updated = list(run(update, below))
+            solved = _solve_column(Lkk, [Vt for _, Vt in updated], run)
+            for i, (Ut, _), Vt in zip(below, updated, solved):
                 U[i, k], V[i, k] = Ut, Vt
+            if overwrite_a:
+                A.release_column(k)
     factor = TLRCholesky(diagonal, U, V, A.offsets, tolerance)
     logger.info("TLR Cholesky: %r", factor)
     return factor
+
+
+def _updated_diagonal(Akk, factors):
+    """``A(k, k) - sum_j U_j V_j^T V_j U_j^T`` (lower triangle) by one ``dsyrk``."""
+    D = np.array(Akk, order="F")
+    if not factors:
+        return D
+    W = np.hstack([Uj @ qr(Vj, mode="r", check_finite=False)[0][: Vj.shape[1]].T for Uj, Vj in factors])
+    return dsyrk(-1.0, W, beta=1.0, c=D, lower=1, overwrite_c=1)
+
+
+_SOLVE_CHUNK = 128
+
+
+def _solve_column(Lkk, factors, run):
+    """``L(k, k)^{-1} V`` for every ``V`` of a tile column, as a few wide solves.
+
+    The stacked right-hand sides are cut into chunks of a fixed width, so that the
+    rounding, and hence the factor, does not depend on the number of threads.
+    """
+    if sum(V.shape[1] for V in factors) == 0:
+        return [V.copy() for V in factors]
+    widths = np.cumsum([V.shape[1] for V in factors])[:-1]
+    stacked = np.hstack(factors)
+    parts = [np.arange(a, min(a + _SOLVE_CHUNK, stacked.shape[1])) for a in range(0, stacked.shape[1], _SOLVE_CHUNK)]
+    pieces = run(lambda cols: solve_triangular(Lkk, stacked[:, cols], lower=True, check_finite=False), parts)
+    return np.hsplit(np.hstack(list(pieces)), widths)
 
 
 def _stack(blocks, rows):

@@ -35,6 +35,8 @@ __all__ = ["TLRMatrix", "GeneratorError"]
 logger = logging.getLogger(__name__)
 
 _NORM_SAMPLE = 1024
+#: Placeholder of a tile freed by :meth:`TLRMatrix.release_column`; products fail on it.
+_RELEASED = np.full((0, 0), np.nan)
 
 
 class GeneratorError(ValueError):
@@ -299,6 +301,15 @@ class TLRMatrix:
             A[self.tile(i), self.tile(j)] = T
             A[self.tile(j), self.tile(i)] = T.T
         return A
+
+    def release_column(self, k):
+        """Free tile column `k` (the diagonal tile and the tiles below it).
+
+        Used by ``cholesky(..., overwrite_a=True)``; the matrix is unusable afterwards.
+        """
+        self.diagonal[k] = _RELEASED
+        for i in range(k + 1, self.n_tiles):
+            self.U[i, k] = self.V[i, k] = _RELEASED
 
     def __repr__(self):
         return (

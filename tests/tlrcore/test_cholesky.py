@@ -96,3 +96,12 @@ def test_bad_arguments(call, error):
     A = tlr.TLRMatrix.from_dense(np.eye(100) * 2.0, 20)
     with pytest.raises(error):
         call(A)
+
+
+def test_overwrite_a_gives_the_same_factor_and_consumes_a():
+    M = covariance(900)
+    keep = tlr.cholesky(tlr.TLRMatrix.from_dense(M, 128, accuracy=1e-8)).to_dense()
+    A = tlr.TLRMatrix.from_dense(M, 128, accuracy=1e-8)
+    np.testing.assert_array_equal(tlr.cholesky(A, overwrite_a=True).to_dense(), keep)
+    with pytest.raises(ValueError):
+        A @ np.ones(900)
