@@ -47,14 +47,14 @@ def loglik_from(factor, y):
     return -0.5 * (float(y @ alpha) + factor.logdet() + y.size * np.log(2 * np.pi))
 
 
-def run_tlr(kernel_key, n, accuracy):
+def run_tlr(kernel_key, n, accuracy, tile_size=None):
     import tlrcore as tlr
     from geostat.distance import get_distance
     from geostat.solvers import tlr_covariance
 
     X, y, kernel, params = problem(kernel_key, n)
     start = time.perf_counter()
-    A, perm = tlr_covariance(X, kernel, params, get_distance("euclidean"), accuracy=accuracy)
+    A, perm = tlr_covariance(X, kernel, params, get_distance("euclidean"), accuracy=accuracy, tile_size=tile_size)
     built = time.perf_counter()
     tile, rank_a = A.tile_size, A.mean_rank
     factor = tlr.cholesky(A, overwrite_a=True)  # as the likelihood does: A is a temporary
@@ -112,11 +112,12 @@ def main(argv=None):
     parser.add_argument("--accuracy", type=float, nargs="+", default=[1e-6, 1e-8])
     parser.add_argument("--kernels", nargs="+", default=["exp2d"], choices=list(KERNELS))
     parser.add_argument("--dense-max", type=int, default=32768)
+    parser.add_argument("--tile-size", type=int, default=0, help="0: geostat.ordering.auto_tile_size")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         kind, kernel_key, n, *rest = args.child
-        result = run_dense(kernel_key, int(n)) if kind == "dense" else run_tlr(kernel_key, int(n), float(rest[0]))
+        result = run_dense(kernel_key, int(n)) if kind == "dense" else run_tlr(kernel_key, int(n), float(rest[0]), int(rest[1]) or None)
         print(json.dumps(result))
         return
 
@@ -130,7 +131,7 @@ def main(argv=None):
         for n in args.n:
             dense = in_subprocess("dense", kernel_key, n) if n <= args.dense_max else None
             for accuracy in args.accuracy:
-                tlr_result = in_subprocess("tlr", kernel_key, n, accuracy)
+                tlr_result = in_subprocess("tlr", kernel_key, n, accuracy, args.tile_size)
                 if "error" in tlr_result:
                     print(f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}  TLR failed: {tlr_result['error']}", flush=True)
                     continue
