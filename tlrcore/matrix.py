@@ -29,6 +29,7 @@ from threadpoolctl import threadpool_limits
 
 from tlrcore.backends import get_backend
 from tlrcore.compress import COMPRESSORS
+from tlrcore.compress._recompress import check_block_output
 
 __all__ = ["TLRMatrix", "GeneratorError"]
 
@@ -71,15 +72,10 @@ class _CheckedBlock:
         self.block = block
 
     def __call__(self, rows, cols, tile):
-        out = np.asarray(self.block(rows, cols), dtype=np.float64)
-        if out.shape != (rows.size, cols.size):
-            raise GeneratorError(
-                f"block generator returned shape {out.shape} for tile {tile}; expected "
-                f"({rows.size}, {cols.size}) = (len(rows), len(cols))."
-            )
-        if not np.isfinite(out).all():
-            raise GeneratorError(f"block generator returned NaN or infinite values in tile {tile}.")
-        return out
+        try:
+            return check_block_output(self.block(rows, cols), (rows.size, cols.size), f"block generator (tile {tile})")
+        except ValueError as exc:
+            raise GeneratorError(str(exc)) from None
 
 
 class TLRMatrix:

@@ -154,7 +154,7 @@ def test_bad_arguments(kwargs, error, match):
 @pytest.mark.parametrize(
     "bad, match",
     [
-        (lambda rows, cols: np.zeros((rows.size, cols.size + 1)), r"shape \(20, 21\) for tile \(0, 0\)"),
+        (lambda rows, cols: np.zeros((rows.size, cols.size + 1)), r"tile \(0, 0\)\) returned an array of shape \(20, 21\)"),
         (lambda rows, cols: np.where(np.add.outer(rows, cols) == 150, np.nan, 1.0 * (rows[:, None] == cols[None, :])), r"tile \(3, 3\)"),
     ],
     ids=["wrong-shape", "nan-in-tile"],
