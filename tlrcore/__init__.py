@@ -13,7 +13,8 @@ compress
     ``ara_compress``, ``svd_compress``.
 cholesky, TLRCholesky
     Left-looking TLR Cholesky with ARA-compressed updates; the factor has ``logdet``,
-    ``solve``, ``solve_lower``, ``solve_upper``, ``ranks``, ``nbytes``, ``to_dense``.
+    ``solve``, ``solve_lower``, ``solve_upper``, ``multiply_lower``, ``ranks``, ``nbytes``,
+    ``to_dense``.
 summary
     Memory, ranks and an estimate of the achieved error of a TLR matrix.
 NotPositiveDefiniteError, GeneratorError

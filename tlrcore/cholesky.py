@@ -115,6 +115,17 @@ class TLRCholesky:
             x[rows] = solve_triangular(self.diagonal[k], x[rows], lower=True, trans="T", check_finite=False)
         return x
 
+    def multiply_lower(self, z):
+        """``L z`` (e.g. to draw Gaussian vectors with covariance ``L L^T``)."""
+        z = self._check_rhs(z)
+        y = np.empty_like(z)
+        for i in range(self.n_tiles):
+            rows = self.tile(i)
+            y[rows] = self.diagonal[i] @ z[rows]
+            for k in range(i):
+                y[rows] += self.U[i, k] @ (self.V[i, k].T @ z[self.tile(k)])
+        return y
+
     def solve(self, b):
         """``(L L^T)^{-1} b``."""
         return self.solve_upper(self.solve_lower(b))

@@ -258,3 +258,20 @@ def test_unidentified_parameters_get_infinite_standard_errors(field):
     assert est.stderr_["range"] == 0.0
     total = est.params_["variance"] + est.params_["nugget"]
     assert total == pytest.approx(np.mean((y[:80] - y[:80].mean()) ** 2), rel=1e-6)
+
+
+def test_simulate_through_a_tlr_factor_has_the_model_covariance():
+    rng = np.random.default_rng(21)
+    X = rng.uniform(size=(1500, 2))
+    params = {"variance": 2.0, "range": 0.1, "nugget": 0.5}
+    draws = gs.simulate(X, params, kernel="exponential", n_samples=600, random_state=3, method="tlr", tile_size=256)
+    assert draws.shape == (1500, 600)
+    # per-site variance 2.5 and the covariance of close pairs, in the caller's order
+    assert np.mean(draws.var(axis=1)) == pytest.approx(2.5, rel=0.03)
+    d = np.linalg.norm(X[:-1] - X[1:], axis=1)
+    near = d < 0.05
+    empirical = np.mean(draws[:-1][near] * draws[1:][near], axis=1)
+    expected = 2.0 * np.exp(-d[near] / 0.1)
+    assert np.mean(empirical - expected) == pytest.approx(0.0, abs=0.1)
+    same = gs.simulate(X, params, kernel="exponential", n_samples=600, random_state=3, method="tlr", tile_size=256)
+    np.testing.assert_array_equal(draws, same)

@@ -105,3 +105,9 @@ def test_overwrite_a_gives_the_same_factor_and_consumes_a():
     np.testing.assert_array_equal(tlr.cholesky(A, overwrite_a=True).to_dense(), keep)
     with pytest.raises(ValueError):
         A @ np.ones(900)
+
+
+def test_multiply_lower_matches_dense(rng):
+    F = tlr.cholesky(tlr.TLRMatrix.from_dense(covariance(700), 128, accuracy=1e-8))
+    Z = rng.normal(size=(700, 3))
+    np.testing.assert_allclose(F.multiply_lower(Z), F.to_dense() @ Z, rtol=1e-12, atol=1e-12)
