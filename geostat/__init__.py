@@ -19,7 +19,7 @@ Modules
 from geostat import datasets, distance
 from geostat.estimator import SpatialGP
 from geostat.kernels import Exponential, Gaussian, Kernel, Matern, PoweredExponential
-from geostat.likelihood import log_likelihood
+from geostat.loglik import log_likelihood
 from geostat.optimize import GeostatWarning, MLEResult
 from geostat.simulate import simulate
 from tlrcore import NotPositiveDefiniteError

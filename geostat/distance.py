@@ -28,6 +28,7 @@ import numbers
 import warnings
 
 import numpy as np
+from scipy.spatial import ConvexHull, QhullError, cKDTree
 from scipy.spatial.distance import cdist, pdist
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "Distance",
     "check_lonlat",
     "chordal",
+    "distance_extremes",
     "euclidean",
     "get_distance",
     "great_circle",
@@ -497,3 +499,50 @@ def warn_if_invalid_on_sphere(distance_name, kernel):
             UserWarning,
             stacklevel=2,
         )
+
+
+def distance_extremes(coords, distance):
+    """Smallest and largest distance between two sites, without all pairs.
+
+    The nearest pair comes from a KD-tree. The farthest pair is exact in two and three
+    dimensions (among the convex hull's vertices) and on the sphere (the site farthest
+    from ``p`` is the one nearest to ``-p``); otherwise two farthest-point sweeps give a
+    lower estimate within a factor of two (usually exact).
+
+    Parameters
+    ----------
+    coords : ndarray of shape (n, d)
+    distance : Distance
+
+    Returns
+    -------
+    min_distance, max_distance : float
+        ``inf`` and ``0.0`` for a single site.
+    """
+    n = coords.shape[0]
+    if n < 2:
+        return np.inf, 0.0
+    points = distance.embed(coords)
+    if points is None:  # great circle: monotone in the chordal distance
+        points = lonlat_to_xyz(coords, distance.radius)
+    tree = cKDTree(points)
+    gaps, nearest = tree.query(points, k=2)
+    i = int(np.argmin(gaps[:, 1]))
+    smallest = float(distance.cross(coords[i : i + 1], coords[nearest[i, 1] : nearest[i, 1] + 1])[0, 0])
+    if distance.lonlat:
+        far = tree.query(-points)[1]
+        j = int(np.argmax(np.einsum("ij,ij->i", points - points[far], points - points[far])))
+        return smallest, float(distance.cross(coords[j : j + 1], coords[far[j] : far[j] + 1])[0, 0])
+    candidates = None
+    if points.shape[1] in (2, 3):
+        try:
+            candidates = ConvexHull(points).vertices
+        except QhullError:  # flat or too few points: fall through to sweeps
+            candidates = None
+    if candidates is not None:
+        return smallest, float(pdist(points[candidates]).max())
+    far, largest = 0, 0.0
+    for _ in range(2):
+        d = np.sqrt(np.sum((points - points[far]) ** 2, axis=1))
+        far, largest = int(np.argmax(d)), max(largest, float(d.max()))
+    return smallest, largest

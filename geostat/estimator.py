@@ -9,14 +9,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from geostat.data import Trend, as_output, prepare_coords, prepare_y
 from geostat.distance import get_distance, warn_if_invalid_on_sphere
 from geostat.kernels import get_kernel
-from geostat.likelihood import ExactLikelihood
+from geostat.loglik import METHODS, make_likelihood
 from geostat.optimize import ParameterSpace, maximize_likelihood
 from geostat.params import check_params
 from geostat.predict import Kriging
 
 __all__ = ["SpatialGP"]
 
-_METHODS = ("auto", "exact", "tlr")
 _ORDERINGS = ("kdtree", "morton", "none")
 
 
@@ -45,9 +44,13 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         ``"auto"`` uses chordal distance (km) when the coordinate columns are named
         longitude/latitude (lon/lat), Euclidean otherwise.
     method : {"auto", "exact", "tlr"}, default "auto"
-        Likelihood evaluation; ``"auto"`` currently means ``"exact"`` (dense Cholesky).
+        Likelihood evaluation: ``"exact"`` (dense Cholesky), ``"tlr"`` (tile low-rank
+        Cholesky; estimates are polished without derivatives and standard errors use
+        stochastic traces), or ``"auto"``: TLR from
+        :data:`geostat.loglik.TLR_FROM` sites on.
     accuracy : float, default 1e-8
-        Relative accuracy of tile low-rank compression (``method="tlr"``).
+        Relative accuracy of tile low-rank compression and factorization
+        (``method="tlr"``).
     tile_size : int or None, default None
         Tile size of the TLR representation; ``None`` chooses one from ``n``.
     ordering : {"kdtree", "morton", "none"}, default "kdtree"
@@ -81,6 +84,11 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     converged_ : bool
     method_ : str
         ``"exact"`` or ``"tlr"``.
+    accuracy_ : float or None
+        TLR accuracy used (None when exact).
+    loglik_error_ : float
+        Estimated error of `loglik_` due to TLR compression: the difference from an
+        evaluation ten times more accurate (0.0 when exact).
     distance_ : str
         The distance used (``"auto"`` resolved).
     kernel_ : Kernel
@@ -132,13 +140,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         return tags
 
     def _check_settings(self):
-        if self.method not in _METHODS:
-            raise ValueError(f"method={self.method!r} is not one of {_METHODS}.")
-        if self.method == "tlr":
-            raise NotImplementedError(
-                "method='tlr' needs the TLR Cholesky of tlrcore, which is not available in this "
-                "version; use method='exact' (dense) for now."
-            )
+        if self.method not in METHODS:
+            raise ValueError(f"method={self.method!r} is not one of {METHODS}.")
         if self.device != "cpu":
             raise NotImplementedError(f"device={self.device!r} is not available yet; use device='cpu'.")
         if self.ordering not in _ORDERINGS:
@@ -188,7 +191,11 @@ class SpatialGP(RegressorMixin, BaseEstimator):
                 f"estimates {n_params} parameters; pass more sites or fix parameters."
             )
         space_args = {"fixed": fixed, "bounds": dict(self.bounds or {})}
-        likelihood = ExactLikelihood(data.coords, values, data.design, kernel, get_distance(distance_name), self.reml)
+        seed = int(self.random_state) if isinstance(self.random_state, (int, np.integer)) else 0
+        likelihood = make_likelihood(
+            self.method, data.coords, values, data.design, kernel, get_distance(distance_name), self.reml,
+            accuracy=self.accuracy, tile_size=self.tile_size, ordering=self.ordering, random_state=seed,
+        )
         space = ParameterSpace(
             kernel,
             nugget=self.nugget,
@@ -206,7 +213,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         )
         self.kernel_ = kernel
         self.distance_ = distance_name
-        self.method_ = "exact"
+        self.method_ = likelihood.method
+        self.accuracy_ = likelihood.accuracy
+        self.loglik_error_ = result.loglik_error
         self.params_ = result.params
         self.stderr_ = result.stderr
         self.coef_ = result.coef[0] if one_d else result.coef

@@ -7,7 +7,17 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import cho_solve
 
-__all__ = ["LOG_2PI", "TrendNotIdentifiableError", "Group", "group_by_pattern", "GLSFit", "gls", "block"]
+__all__ = [
+    "LOG_2PI",
+    "TrendNotIdentifiableError",
+    "Group",
+    "group_by_pattern",
+    "check_groups",
+    "GLSFit",
+    "gls",
+    "trend_estimates",
+    "block",
+]
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -47,6 +57,29 @@ def group_by_pattern(y, design):
     return groups
 
 
+def check_groups(groups, n_coef):
+    """Check that every replicate group identifies its trend coefficients.
+
+    Raises
+    ------
+    ValueError
+        If some replicate has no more observed sites than trend coefficients.
+    TrendNotIdentifiableError
+        If the design matrix is rank deficient on the observed sites.
+    """
+    for g in groups:
+        n_g = g.y.shape[0]
+        if n_g <= n_coef:
+            raise ValueError(
+                f"a replicate has {n_g} observed sites but the trend has {n_coef} "
+                "coefficients; use a simpler trend or drop nearly empty replicates."
+            )
+        if n_coef and np.linalg.matrix_rank(g.design) < n_coef:
+            raise TrendNotIdentifiableError(
+                "the trend design matrix is rank deficient on the observed sites (a constant "
+                "or repeated covariate?); drop redundant trend columns."
+            )
+
 
 @dataclass
 class GLSFit:
@@ -80,6 +113,32 @@ def gls(chol, y, design):
     beta = cho_solve((ftkf_chol, True), design.T @ kinv_y, check_finite=False)
     logdet_ftkf = 2.0 * float(np.sum(np.log(np.diag(ftkf_chol))))
     return GLSFit(kinv_y - kinv_f @ beta, y - design @ beta, beta, kinv_f, ftkf_chol, logdet_ftkf)
+
+
+def trend_estimates(groups, factors, variance, n_replicates, n_coef):
+    """GLS coefficients of every replicate and their covariance.
+
+    Parameters
+    ----------
+    groups : list of Group
+    factors : list
+        One factorization of ``K = C / variance`` per group (``solve``).
+    variance : float
+    n_replicates, n_coef : int
+
+    Returns
+    -------
+    coef : ndarray of shape (n_replicates, n_coef)
+    coef_cov : ndarray of shape (n_replicates, n_coef, n_coef)
+    """
+    coef = np.zeros((n_replicates, n_coef))
+    cov = np.zeros((n_replicates, n_coef, n_coef))
+    for g, chol in zip(groups, factors):
+        fit = gls(chol, g.y, g.design)
+        if n_coef:
+            coef[g.columns] = fit.beta.T
+            cov[g.columns] = variance * fit.ftkf_solve(np.eye(n_coef))
+    return coef, cov
 
 
 def block(matrix, sites, copy):

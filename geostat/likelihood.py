@@ -29,20 +29,11 @@ import numpy as np
 from scipy.spatial.distance import squareform
 
 
-from geostat.data import Trend, prepare_coords, prepare_y
-from geostat.distance import get_distance
-from geostat.gls import LOG_2PI, TrendNotIdentifiableError, block, gls, group_by_pattern
-from geostat.kernels import get_kernel
-from geostat.params import check_params
+from geostat.gls import LOG_2PI, TrendNotIdentifiableError, block, check_groups, gls, group_by_pattern, trend_estimates
 from geostat.solvers import DenseCholesky, one_blas_thread
 from geostat.tabulation import LogDistanceTable
-from geostat.tlr_likelihood import tlr_log_likelihood
 
-__all__ = ["ExactLikelihood", "Terms", "TrendNotIdentifiableError", "split_params", "log_likelihood", "resolve_method"]
-
-METHODS = ("auto", "exact", "tlr")
-#: Sites from which ``method="auto"`` evaluates the likelihood through a TLR factor.
-TLR_FROM = 8192
+__all__ = ["ExactLikelihood", "Terms", "TrendNotIdentifiableError", "split_params"]
 
 #: Pair counts between which costly kernels (Bessel functions) are evaluated through a
 #: :class:`~geostat.tabulation.LogDistanceTable`; above the upper one its weights would
@@ -126,6 +117,10 @@ class ExactLikelihood:
         If the design matrix is rank deficient on the observed sites.
     """
 
+    has_gradient = True
+    method = "exact"
+    accuracy = None
+
     def __init__(self, coords, y, design, kernel, distance, reml=False):
         self.kernel = kernel
         self.distance = distance
@@ -142,18 +137,7 @@ class ExactLikelihood:
         self.n_replicates = y.shape[1]
         self.n_obs = int(sum(g.y.size for g in self.groups))
         self.n_eff = self.n_obs - (self.n_coef * self.n_replicates if self.reml else 0)
-        for g in self.groups:
-            n_g = g.y.shape[0]
-            if n_g <= self.n_coef:
-                raise ValueError(
-                    f"a replicate has {n_g} observed sites but the trend has {self.n_coef} "
-                    "coefficients; use a simpler trend or drop nearly empty replicates."
-                )
-            if self.n_coef and np.linalg.matrix_rank(g.design) < self.n_coef:
-                raise TrendNotIdentifiableError(
-                    "the trend design matrix is rank deficient on the observed sites (a constant "
-                    "or repeated covariate?); drop redundant trend columns."
-                )
+        check_groups(self.groups, self.n_coef)
 
     def subset(self, sites):
         """The likelihood of the same model on the sites `sites` only."""
@@ -258,25 +242,37 @@ class ExactLikelihood:
             Covariance of each replicate's coefficient estimate.
         """
         theta, eta = split_params(params, self.kernel)
+        factors = self.factors(theta, eta)
+        return trend_estimates(self.groups, factors, params["variance"], self.n_replicates, self.n_coef)
+
+    @one_blas_thread
+    def factors(self, theta, eta):
+        """Cholesky factors of ``K = R + eta I`` on each group's sites.
+
+        Returns
+        -------
+        list of DenseCholesky
+        """
         R, _ = self.correlation(theta)
-        coef = np.zeros((self.n_replicates, self.n_coef))
-        cov = np.zeros((self.n_replicates, self.n_coef, self.n_coef))
+        shared = len(self.groups) > 1
+        out = []
         for g in self.groups:
-            K = block(R, g.sites, copy=len(self.groups) > 1)
+            K = block(R, g.sites, copy=shared)
             K.flat[:: K.shape[0] + 1] += eta
-            fit = gls(DenseCholesky(K, overwrite=True), g.y, g.design)
-            if self.n_coef:
-                coef[g.columns] = fit.beta.T
-                cov[g.columns] = params["variance"] * fit.ftkf_solve(np.eye(self.n_coef))
-        return coef, cov
+            out.append(DenseCholesky(K, overwrite=True))
+        return out
 
     def log_likelihood(self, params):
         """Full log-likelihood at natural parameters with the trend profiled by GLS."""
         theta, eta = split_params(params, self.kernel)
         return float(self.terms(theta, eta).full_value(params["variance"]))
 
+    def loglik_error(self, params):
+        """Error of the log-likelihood due to approximation: none (0.0) for dense factors."""
+        return 0.0
+
     @one_blas_thread
-    def fisher_information(self, params, names):
+    def fisher_information(self, params, names, return_error=False):
         """Expected Fisher information of the covariance parameters.
 
         ``I_ab = 1/2 sum_j tr(P_j dC_a P_j dC_b)``, with ``P`` the inverse covariance
@@ -288,9 +284,13 @@ class ExactLikelihood:
         names : sequence of str
             Parameters to include, e.g. ``["variance", "range", "nugget"]``.
 
+        return_error : bool, default False
+            Also return the relative error of the entries (0.0: computed exactly).
+
         Returns
         -------
-        ndarray of shape (len(names), len(names))
+        info : ndarray of shape (len(names), len(names))
+        relative_error : float, only when `return_error`
         """
         theta, eta = split_params(params, self.kernel)
         s = params["variance"]
@@ -316,7 +316,7 @@ class ExactLikelihood:
                 for b in range(a + 1):
                     value = 0.5 * g.r * float(np.einsum("ij,ji->", A, products[b]))
                     info[a, b] = info[b, a] = info[a, b] + value
-        return info
+        return (info, 0.0) if return_error else info
 
 
 def _available_memory():
@@ -351,85 +351,3 @@ def split_params(params, kernel):
             theta[name] = float(params[name])
     variance = float(params["variance"])
     return theta, float(params.get("nugget", 0.0)) / variance
-
-
-def log_likelihood(
-    X,
-    y,
-    params,
-    kernel="matern",
-    trend="constant",
-    distance="euclidean",
-    method="exact",
-    accuracy=1e-8,
-    tile_size=None,
-    ordering="kdtree",
-    reml=False,
-):
-    """Gaussian log-likelihood of observations at given covariance parameters.
-
-    Parameters
-    ----------
-    X : array-like of shape (n, d) or DataFrame
-        Sites (and covariate columns named in `trend`).
-    y : array-like of shape (n,) or (n, r)
-        Observations; NaN marks a site missing on a replicate.
-    params : dict
-        ``variance``, ``range``, ``nugget`` (default 0) and the kernel's shape parameters.
-    kernel : str or Kernel, default "matern"
-    trend : None, "constant", "linear", list of columns, or ndarray of shape (n, p)
-        Mean model, profiled by GLS; an array is used as the design matrix itself.
-    distance : {"euclidean", "chordal", "great_circle", "auto"}, default "euclidean"
-    method : {"exact", "tlr", "auto"}, default "exact"
-        ``"tlr"`` factors a tile low-rank compression of the covariance; ``"auto"`` uses
-        it from :data:`TLR_FROM` sites on.
-    accuracy : float, default 1e-8
-        Relative Frobenius accuracy of the TLR compression and factorization.
-    tile_size : int, optional
-        TLR tile size (default grows like sqrt(n)).
-    ordering : {"kdtree", "morton", "none"}, default "kdtree"
-        Site ordering of the TLR method.
-    reml : bool, default False
-        Return the restricted log-likelihood.
-
-    Returns
-    -------
-    float
-        ``-1/2 r^T C^-1 r - 1/2 log det C - n/2 log(2 pi)`` summed over replicates.
-
-    Raises
-    ------
-    tlrcore.NotPositiveDefiniteError
-        If the covariance matrix is not numerically positive definite.
-    """
-    if method not in METHODS:
-        raise ValueError(f"method={method!r} is not one of {METHODS}.")
-    kern = get_kernel(kernel)
-    params = check_params(params, kern)
-    design = None
-    if isinstance(trend, np.ndarray) and trend.ndim == 2:
-        design = np.asarray(trend, dtype=np.float64)
-        trend = None
-    data, distance_name = prepare_coords(X, Trend.parse(trend), distance)
-    if design is not None:
-        if design.shape[0] != data.n or not np.isfinite(design).all():
-            raise ValueError(
-                f"trend as a design matrix must have {data.n} rows of finite values; got shape {design.shape}."
-            )
-        data.design = design
-    values, _, _ = prepare_y(y, data.n)
-    if resolve_method(method, data.n) == "tlr":
-        return tlr_log_likelihood(data.coords, values, data.design, kern, params, get_distance(distance_name),
-                                  accuracy=accuracy, tile_size=tile_size, ordering=ordering, reml=reml)
-    lik = ExactLikelihood(data.coords, values, data.design, kern, get_distance(distance_name), reml)
-    return lik.log_likelihood(params)
-
-
-def resolve_method(method, n):
-    """``"exact"`` or ``"tlr"`` for a method name and a number of sites.
-
-    ``"auto"`` chooses the dense exact likelihood below :data:`TLR_FROM` sites.
-    """
-    if method == "auto":
-        return "tlr" if n >= TLR_FROM else "exact"
-    return method

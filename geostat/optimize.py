@@ -26,9 +26,10 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import minimize
-
 from tlrcore import NotPositiveDefiniteError
+
+from geostat.objective import Objective, run_lbfgsb
+from geostat.polish import polish_without_gradient
 
 __all__ = ["ParameterSpace", "MLEResult", "maximize_likelihood", "GeostatWarning"]
 
@@ -199,6 +200,15 @@ class MLEResult:
         ``NUMERICAL_ZERO`` times the variance.
     elapsed : float
         Wall time in seconds.
+    method : str
+        ``"exact"`` or ``"tlr"``.
+    accuracy : float or None
+        Relative accuracy of the TLR evaluation (None when exact).
+    loglik_error : float
+        Estimated error of :attr:`loglik` due to compression (0.0 when exact).
+    fisher_relative_error : float
+        Relative Monte Carlo error of the Fisher information's diagonal (0.0 when the
+        traces are exact).
     """
 
     params: dict
@@ -217,58 +227,10 @@ class MLEResult:
     at_bounds: list
     reml: bool = False
     elapsed: float = 0.0
-
-
-class _Objective:
-    """Negative log-likelihood per observation in the optimizer's coordinates."""
-
-    def __init__(self, likelihood, space):
-        self.likelihood = likelihood
-        self.space = space
-        self.n_evaluations = 0
-        self.n_failures = 0
-        self.worst = 0.0
-
-    def evaluate(self, z, gradient=True):
-        space = self.space
-        free = space.to_natural(np.asarray(z, dtype=float))
-        theta = space.theta(free)
-        self.n_evaluations += 1
-        try:
-            if space.profiled:
-                eta = free.get("ratio", 0.0)
-                terms = self.likelihood.terms(theta, eta, gradient)
-                value = terms.profiled_value()
-                if gradient:
-                    keys = {n: ("eye" if n == "ratio" else n) for n in space.names}
-                    g = terms.profiled_gradient(set(keys.values()))
-                    grad = np.array([g[keys[n]] for n in space.names])
-            else:
-                params = space.natural(free)
-                eta = params["nugget"] / params["variance"]
-                terms = self.likelihood.terms(theta, eta, gradient)
-                value = terms.full_value(params["variance"])
-                if gradient:
-                    g = terms.full_gradient(params["variance"], eta, space.names)
-                    grad = np.array([g[n] for n in space.names])
-        except NotPositiveDefiniteError:
-            value = np.nan
-        if not np.isfinite(value):
-            # A covariance that is not positive definite is a handled event: the line
-            # search sees a value worse than any seen so far and steps back.
-            self.n_failures += 1
-            penalty = self.worst + 1.0
-            return (penalty, np.zeros(len(z))) if gradient else penalty
-        scale = self.likelihood.n_obs
-        f = -value / scale
-        self.worst = max(self.worst, f)
-        if not gradient:
-            return f
-        chain = np.where(space.log_scale, np.array([free[n] for n in space.names]), 1.0)
-        return f, -grad * chain / scale
-
-    def __call__(self, z):
-        return self.evaluate(z, gradient=True)
+    method: str = "exact"
+    accuracy: float | None = None
+    loglik_error: float = 0.0
+    fisher_relative_error: float = 0.0
 
 
 def _start_grid(space, likelihood_scale):
@@ -296,10 +258,6 @@ _EXPLORE = {"maxiter": 20, "ftol": 1e-9, "gtol": 1e-6, "maxls": 30}
 _POLISH = {"ftol": 1e-12, "gtol": 1e-8, "maxls": 40}
 
 
-def _run_lbfgsb(objective, z0, bounds, options):
-    return minimize(objective, z0, jac=True, method="L-BFGS-B", bounds=bounds, options=options)
-
-
 def _projected_gradient(z, grad, bounds):
     g = np.array(grad, dtype=float)
     for i, (low, high) in enumerate(bounds):
@@ -315,7 +273,9 @@ def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random
 
     Parameters
     ----------
-    likelihood : geostat.likelihood.ExactLikelihood
+    likelihood : ExactLikelihood or TLRLikelihood
+        A likelihood without gradients (TLR) is polished by
+        :func:`geostat.polish.polish_without_gradient`.
     space : ParameterSpace
     n_starts : int, default 3
         Number of grid points from which local optimizations start.
@@ -339,13 +299,17 @@ def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random
     start_time = time.perf_counter()
     rng = np.random.default_rng(random_state)
     bounds = space.z_bounds()
-    full = _Objective(likelihood, space)
+    full = Objective(likelihood, space)
     pilot_evaluations = 0
     best = None
     z = np.zeros(0)
     if space.names:
         start, pilot_evaluations = _starting_point(likelihood, space, full, n_starts, pilot_size, rng)
-        best = _run_lbfgsb(full, start, bounds, {**_POLISH, "maxiter": maxiter})
+        if likelihood.has_gradient:
+            best = run_lbfgsb(full, start, bounds, {**_POLISH, "maxiter": maxiter})
+        else:
+            best, refine_evaluations = polish_without_gradient(likelihood, space, full, start, rng)
+            pilot_evaluations += refine_evaluations
         z = best.x
     at_bounds = [
         "nugget" if name == "ratio" else name
@@ -357,8 +321,12 @@ def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random
     if space.nugget_value is None and tiny_nugget and "nugget" not in at_bounds:
         at_bounds.append("nugget")
     message = str(best.message) if best is not None else "no free parameters"
-    grad_norm = _projected_gradient(z, full(z)[1], bounds) if space.names else 0.0
-    converged = bool(best is None or best.success or grad_norm < 1e-5)
+    if best is None:
+        converged = True
+    elif likelihood.has_gradient:
+        converged = bool(best.success or _projected_gradient(z, full(z)[1], bounds) < 1e-5)
+    else:
+        converged = bool(best.success)
     if not converged:
         warnings.warn(
             f"the likelihood maximization did not converge ({message}); the estimates may be "
@@ -367,8 +335,9 @@ def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random
             stacklevel=3,
         )
     _warn_bounds(at_bounds)
-    stderr, covariance = standard_errors(likelihood, params, space.estimated)
+    stderr, covariance, fisher_error = standard_errors(likelihood, params, space.estimated)
     coef, coef_cov = likelihood.gls(params)
+    loglik_error = likelihood.loglik_error(params)
     coef_stderr = np.sqrt(np.maximum(np.diagonal(coef_cov, axis1=1, axis2=2), 0.0))
     logger.info("MLE %s loglik=%.6f evaluations=%d", params, loglik, full.n_evaluations)
     return MLEResult(
@@ -388,6 +357,10 @@ def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random
         at_bounds=at_bounds,
         reml=likelihood.reml,
         elapsed=time.perf_counter() - start_time,
+        method=likelihood.method,
+        accuracy=likelihood.accuracy,
+        loglik_error=loglik_error,
+        fisher_relative_error=fisher_error,
     )
 
 
@@ -395,12 +368,14 @@ def _starting_point(likelihood, space, full, n_starts, pilot_size, rng):
     """Score a grid, explore from its best points and return the best point found.
 
     The grid and the short exploratory runs use a pilot subsample when the data have more
-    than `pilot_size` sites, and the full data otherwise.
+    than `pilot_size` sites (or no gradient: an exact likelihood on the sites), and the
+    full data otherwise.
     """
     pilot = full
-    if likelihood.n > pilot_size:
-        sites = np.sort(rng.choice(likelihood.n, size=pilot_size, replace=False))
-        pilot = _Objective(likelihood.subset(sites), space)
+    if likelihood.n > pilot_size or not likelihood.has_gradient:
+        size = min(pilot_size, likelihood.n)
+        sites = np.sort(rng.choice(likelihood.n, size=size, replace=False))
+        pilot = Objective(likelihood.subset(sites), space)
     grid = [space.to_z(point) for point in _start_grid(space, space.data_variance)]
     scores = np.array([pilot.evaluate(z, gradient=False) for z in grid])
     if pilot.n_failures == len(grid):
@@ -410,7 +385,7 @@ def _starting_point(likelihood, space, full, n_starts, pilot_size, rng):
             tile=0,
         )
     order = np.argsort(scores, kind="stable")[: max(1, n_starts)]
-    runs = [_run_lbfgsb(pilot, grid[i], space.z_bounds(), _EXPLORE) for i in order]
+    runs = [run_lbfgsb(pilot, grid[i], space.z_bounds(), _EXPLORE) for i in order]
     best = min(runs, key=lambda r: r.fun).x
     return best, (0 if pilot is full else pilot.n_evaluations)
 
@@ -463,7 +438,7 @@ def standard_errors(likelihood, params, names):
 
     Parameters
     ----------
-    likelihood : ExactLikelihood
+    likelihood : ExactLikelihood or TLRLikelihood
     params : dict
         Natural parameters at the estimate.
     names : list of str
@@ -475,11 +450,13 @@ def standard_errors(likelihood, params, names):
         One entry per parameter in `params`; 0.0 for fixed ones, ``inf`` for parameters
         the data do not identify (singular information).
     covariance : ndarray of shape (len(names), len(names))
+    relative_error : float
+        Relative error of the information's diagonal (0.0 when computed exactly).
     """
     stderr = dict.fromkeys(params, 0.0)
     if not names:
-        return stderr, np.zeros((0, 0))
-    info = likelihood.fisher_information(params, names)
+        return stderr, np.zeros((0, 0)), 0.0
+    info, relative_error = likelihood.fisher_information(params, names, return_error=True)
     # Scale to unit diagonal: the parameters differ by orders of magnitude.
     scale = 1.0 / np.sqrt(np.maximum(np.diag(info), np.finfo(float).tiny))
     scaled = info * np.outer(scale, scale)
@@ -499,4 +476,4 @@ def standard_errors(likelihood, params, names):
         covariance = (vectors / values) @ vectors.T * np.outer(scale, scale)
     for i, name in enumerate(names):
         stderr[name] = float(np.sqrt(max(covariance[i, i], 0.0)))
-    return stderr, covariance
+    return stderr, covariance, relative_error

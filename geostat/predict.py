@@ -12,29 +12,35 @@ with ``c_0 = Cov(Z(x_0), y)`` and ``C = Cov(y)``,
 the universal-kriging variance, which includes the uncertainty of the GLS trend.
 Without a nugget the predictor interpolates the data exactly. Replicates with different
 observed sites are conditioned on their own sites.
+
+The covariance factors come from the likelihood (dense, or TLR in the caller's site
+order), so kriging at 10^5 training sites runs through the TLR factor; the variance
+``c_0^T C^{-1} c_0 = ||L^{-1} c_0||^2`` needs only the forward solve.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy.linalg import cho_solve
 
 from geostat.gls import block
 from geostat.likelihood import split_params
-from geostat.solvers import DenseCholesky, one_blas_thread
+from geostat.solvers import one_blas_thread
 
 __all__ = ["Kriging"]
 
-_CHUNK = 4096
+#: Largest cross-covariance block (prediction sites x training sites) held at once.
+_BLOCK_ENTRIES = 2**24
 
 
 @dataclass
 class _GroupFit:
     sites: np.ndarray | None
     columns: np.ndarray
-    chol: DenseCholesky  # of K = C / variance, the matrix the likelihood factors
+    chol: object  # factor of K = C / variance (dense or TLR), in training-site order
     variance: float
     alpha: np.ndarray  # C^{-1} (y - F beta), (n_g, r_g)
     cinv_f: np.ndarray  # C^{-1} F, (n_g, p)
@@ -44,39 +50,44 @@ class _GroupFit:
         """Return ``C^{-1} b``."""
         return self.chol.solve(b) / self.variance
 
+    def quadratic(self, b):
+        """Return ``diag(b^T C^{-1} b)`` for the columns of `b`."""
+        w = self.chol.solve_lower(b)
+        return np.einsum("ij,ij->j", w, w) / self.variance
+
 
 class Kriging:
     """Kriging predictor conditioned on training data at fixed parameters.
 
     Parameters
     ----------
-    likelihood : geostat.likelihood.ExactLikelihood
-        Holds the training coordinates, observations, design and kernel.
+    likelihood : ExactLikelihood or TLRLikelihood
+        Holds the training coordinates, observations, design and kernel, and factors
+        the covariance (factors are computed on first use).
     params : dict
         Natural parameters (variance, range, shape, nugget).
     coef : ndarray of shape (r, p)
         Trend coefficients per replicate.
     """
 
-    @one_blas_thread
     def __init__(self, likelihood, params, coef):
         self.lik = likelihood
         self.params = dict(params)
         self.coef = np.asarray(coef)
-        theta, eta = split_params(params, likelihood.kernel)
-        self.theta = theta
-        variance = params["variance"]
-        R, _ = likelihood.correlation(theta)
-        self.groups = []
-        for g in likelihood.groups:
-            K = block(R, g.sites, copy=True)
-            K.flat[:: K.shape[0] + 1] += eta
-            chol = DenseCholesky(K, overwrite=True)
+        self.theta, self.eta = split_params(params, likelihood.kernel)
+
+    @cached_property
+    def groups(self):
+        """Per group of replicates: its factor and the GLS quantities of the predictor."""
+        variance = self.params["variance"]
+        out = []
+        for g, chol in zip(self.lik.groups, self.lik.factors(self.theta, self.eta)):
             beta = self.coef[g.columns].T  # (p, r_g)
             alpha = chol.solve(g.y - g.design @ beta) / variance
             cinv_f = chol.solve(g.design) / variance if g.design.shape[1] else g.design
             ftcf_chol = np.linalg.cholesky(g.design.T @ cinv_f) if g.design.shape[1] else None
-            self.groups.append(_GroupFit(g.sites, g.columns, chol, variance, alpha, cinv_f, ftcf_chol))
+            out.append(_GroupFit(g.sites, g.columns, chol, variance, alpha, cinv_f, ftcf_chol))
+        return out
 
     def _cross(self, coords, sites):
         train = self.lik.coords if sites is None else self.lik.coords[sites]
@@ -102,8 +113,9 @@ class Kriging:
         m, r = coords.shape[0], self.coef.shape[0]
         mean = design @ self.coef.T if self.coef.shape[1] else np.zeros((m, r))
         var = np.empty((m, r)) if return_var else None
-        for start in range(0, m, _CHUNK):
-            rows = slice(start, min(start + _CHUNK, m))
+        chunk = max(1, min(4096, _BLOCK_ENTRIES // max(1, self.lik.n)))
+        for start in range(0, m, chunk):
+            rows = slice(start, min(start + chunk, m))
             for g in self.groups:
                 c0 = self._cross(coords[rows], g.sites)  # (m_c, n_g)
                 mean[rows, g.columns] += c0 @ g.alpha
@@ -112,8 +124,7 @@ class Kriging:
         return (mean, var) if return_var else mean
 
     def _variance(self, c0, design, g):
-        cinv_c = g.cinv(c0.T)  # (n_g, m_c)
-        var = self.params["variance"] - np.einsum("ij,ji->i", c0, cinv_c)
+        var = self.params["variance"] - g.quadratic(c0.T)
         if g.ftcf_chol is not None:
             u = design.T - g.cinv_f.T @ c0.T  # (p, m_c)
             var += np.einsum("ij,ij->j", u, cho_solve((g.ftcf_chol, True), u, check_finite=False))

@@ -8,7 +8,7 @@ import tlrcore as tlr
 from geostat.data import Trend, prepare_coords
 from geostat.distance import get_distance, warn_if_invalid_on_sphere
 from geostat.kernels import get_kernel
-from geostat.likelihood import METHODS, resolve_method
+from geostat.loglik import resolve_method
 from geostat.params import check_params
 from geostat.solvers import DenseCholesky, one_blas_thread, tlr_covariance
 
@@ -34,7 +34,7 @@ def simulate(X, params, kernel="matern", n_samples=1, random_state=None, distanc
     method : {"auto", "exact", "tlr"}, default "auto"
         ``"tlr"`` draws through a tile low-rank Cholesky factor (memory and time far
         below dense for 10^5 sites); ``"auto"`` uses it from
-        :data:`geostat.likelihood.TLR_FROM` sites on.
+        :data:`geostat.loglik.TLR_FROM` sites on.
     accuracy : float, default 1e-8
         Relative accuracy of the TLR covariance and factor (the samples then have
         covariance ``L L^T``, within that accuracy of the model's).
@@ -54,8 +54,7 @@ def simulate(X, params, kernel="matern", n_samples=1, random_state=None, distanc
     """
     if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
         raise ValueError(f"n_samples must be a positive integer; got {n_samples!r}.")
-    if method not in METHODS:
-        raise ValueError(f"method={method!r} is not one of {METHODS}.")
+    resolve_method(method, 0)
     kern = get_kernel(kernel)
     params = check_params(params, kern)
     data, distance_name = prepare_coords(X, Trend("none"), distance)

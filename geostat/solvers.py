@@ -20,7 +20,15 @@ from threadpoolctl import ThreadpoolController
 
 from tlrcore import NotPositiveDefiniteError, TLRMatrix
 
-__all__ = ["DenseCholesky", "one_blas_thread", "covariance_block", "tlr_covariance"]
+__all__ = [
+    "DenseCholesky",
+    "TLRFactor",
+    "one_blas_thread",
+    "covariance_block",
+    "gradient_block",
+    "tlr_covariance",
+    "tlr_matrix",
+]
 
 _controller = None
 
@@ -79,6 +87,11 @@ class DenseCholesky:
             raise ValueError(f"LAPACK dpotrf rejected argument {-info}.")
         self.L = factor
         self.n = n
+
+    @property
+    def nbytes(self):
+        """Bytes held by the factor."""
+        return self.L.nbytes
 
     def logdet(self):
         """Return ``log det K``."""
@@ -147,6 +160,49 @@ def covariance_block(coords, kernel, params, distance):
     return block
 
 
+def gradient_block(coords, kernel, theta, name, distance):
+    """Block generator of ``dR / d name``, the derivative of the correlation matrix.
+
+    Parameters
+    ----------
+    coords : ndarray of shape (n, d)
+    kernel : geostat.kernels.Kernel
+    theta : dict
+        ``range`` and the kernel's shape parameters.
+    name : str
+        ``"range"`` or a free shape parameter of `kernel`.
+    distance : geostat.distance.Distance
+
+    Returns
+    -------
+    callable
+        ``block(rows, cols)`` -> derivative block (zero on coinciding sites).
+    """
+    embedded = distance.embed(coords)
+    shape = {k: v for k, v in theta.items() if k != "range"}
+
+    def block(rows, cols):
+        if embedded is not None:
+            d = cdist(embedded[rows], embedded[cols])
+        else:
+            d = distance.cross(coords[rows], coords[cols])
+        return kernel.correlation_and_gradient(d, theta["range"], **shape)[1][name]
+
+    return block
+
+
+def tlr_matrix(block, n, tile_size=None, accuracy=1e-8, method="aca", random_state=0):
+    """A :class:`tlrcore.TLRMatrix` from a block generator of already ordered sites.
+
+    ``tile_size=None`` uses :func:`geostat.ordering.auto_tile_size`; a tile size above
+    `n` is clipped to `n`.
+    """
+    from geostat.ordering import auto_tile_size
+
+    tile_size = auto_tile_size(n) if tile_size is None else min(int(tile_size), n)
+    return TLRMatrix.from_generator(block, n, tile_size, accuracy=accuracy, method=method, random_state=random_state)
+
+
 def tlr_covariance(coords, kernel, params, distance, accuracy=1e-8, tile_size=None, ordering="kdtree",
                    method="aca", random_state=0):
     """Tile low-rank covariance matrix of `coords`, with the sites reordered for compression.
@@ -171,12 +227,60 @@ def tlr_covariance(coords, kernel, params, distance, accuracy=1e-8, tile_size=No
     perm : ndarray of shape (n,)
         The site permutation; undo it with ``geostat.ordering.inverse_permutation``.
     """
+    perm, tile_size = site_order(coords, distance, ordering, tile_size)
+    block = covariance_block(coords[perm], kernel, params, distance)
+    return tlr_matrix(block, coords.shape[0], tile_size, accuracy, method, random_state), perm
+
+
+def site_order(coords, distance, ordering="kdtree", tile_size=None):
+    """Permutation of the sites for TLR compression, and the tile size it was built for.
+
+    Returns
+    -------
+    perm : ndarray of shape (n,)
+    tile_size : int
+    """
     from geostat.ordering import auto_tile_size, order_points
 
     n = coords.shape[0]
-    tile_size = auto_tile_size(n) if tile_size is None else tile_size
+    tile_size = auto_tile_size(n) if tile_size is None else min(int(tile_size), n)
     embedded = distance.embed(coords)
-    perm = order_points(coords if embedded is None else embedded, ordering, tile_size)
-    block = covariance_block(coords[perm], kernel, params, distance)
-    matrix = TLRMatrix.from_generator(block, n, tile_size, accuracy=accuracy, method=method, random_state=random_state)
-    return matrix, perm
+    return order_points(coords if embedded is None else embedded, ordering, tile_size), tile_size
+
+
+class TLRFactor:
+    """TLR Cholesky factor of a covariance of reordered sites, used in the original order.
+
+    ``K[perm][:, perm] ~ L L^T``: :meth:`solve` takes and returns arrays in the caller's
+    site order, so the factor stands in for :class:`DenseCholesky`.
+
+    Parameters
+    ----------
+    factor : tlrcore.TLRCholesky
+    perm : ndarray of shape (n,)
+    """
+
+    def __init__(self, factor, perm):
+        self.factor = factor
+        self.perm = np.asarray(perm)
+        self.n = factor.n
+
+    @property
+    def nbytes(self):
+        """Bytes held by the factor."""
+        return self.factor.nbytes
+
+    def logdet(self):
+        """Return ``log det K``."""
+        return self.factor.logdet()
+
+    def solve(self, b):
+        """Return ``K^{-1} b`` for a vector or a matrix of right-hand sides."""
+        b = np.asarray(b, dtype=np.float64)
+        x = np.empty(b.shape)
+        x[self.perm] = self.factor.solve(b[self.perm])
+        return x
+
+    def solve_lower(self, b):
+        """Return ``L^{-1} P b`` (rows in the factor's order; for quadratic forms)."""
+        return self.factor.solve_lower(np.asarray(b, dtype=np.float64)[self.perm])

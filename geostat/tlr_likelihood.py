@@ -1,26 +1,45 @@
-"""Gaussian log-likelihood through a tile low-rank Cholesky factor.
+"""Gaussian log-likelihood through tile low-rank Cholesky factors.
 
-For each group of replicates sharing observed sites, the covariance
-``variance * R + nugget * I`` of those sites is ordered (KD-tree or Morton), compressed
-into a :class:`tlrcore.TLRMatrix` and factored by :func:`tlrcore.cholesky`; the GLS
-trend, quadratic form and log-determinant then come from the factor exactly as in the
-dense path (:mod:`geostat.likelihood`).
+For each group of replicates sharing observed sites, the sites are ordered once (KD-tree
+or Morton); at every evaluation the correlation ``K = R + eta I`` of those sites is
+compressed into a :class:`tlrcore.TLRMatrix` and factored by :func:`tlrcore.cholesky`.
+The GLS trend, quadratic form and log-determinant then come from the factor exactly as
+in the dense path (:mod:`geostat.likelihood`), so both likelihoods return the same
+:class:`~geostat.likelihood.Terms`.
+
+There are no analytic gradients here: their traces ``tr(K^{-1} dK)`` would need the
+inverse. The optimizer polishes TLR estimates without derivatives
+(:mod:`geostat.polish`), and the expected Fisher information is estimated with random
+probes through TLR solves (:mod:`geostat.stochastic_fisher`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 import tlrcore as tlr
-from geostat.gls import LOG_2PI, gls, group_by_pattern
-from geostat.solvers import tlr_covariance
+from geostat.distance import distance_extremes
+from geostat.gls import check_groups, gls, group_by_pattern, trend_estimates
+from geostat.likelihood import ExactLikelihood, Terms, split_params
+from geostat.solvers import TLRFactor, covariance_block, gradient_block, site_order, tlr_matrix
+from geostat.stochastic_fisher import stochastic_fisher_information
 
-__all__ = ["tlr_log_likelihood"]
+__all__ = ["TLRLikelihood"]
+
+#: The likelihood error is estimated against an evaluation this many times more accurate.
+ERROR_REFERENCE_FACTOR = 10.0
 
 
-def tlr_log_likelihood(coords, y, design, kernel, params, distance, accuracy=1e-8, tile_size=None,
-                       ordering="kdtree", reml=False, random_state=0):
-    """Full (or restricted) log-likelihood at natural parameters, TLR evaluation.
+@dataclass(frozen=True)
+class _Order:
+    perm: np.ndarray
+    tile_size: int
+
+
+class TLRLikelihood:
+    """Log-likelihood of one dataset under one kernel, with TLR Cholesky factors.
 
     Parameters
     ----------
@@ -29,39 +48,181 @@ def tlr_log_likelihood(coords, y, design, kernel, params, distance, accuracy=1e-
         NaN marks a site missing on a replicate.
     design : ndarray of shape (n, p)
     kernel : geostat.kernels.Kernel
-    params : dict
-        Checked natural parameters (``variance``, ``range``, shape, ``nugget``).
     distance : geostat.distance.Distance
-    accuracy : float, default 1e-8
-        Relative accuracy of compression and factorization.
-    tile_size : int, optional
-    ordering : {"kdtree", "morton", "none"}, default "kdtree"
     reml : bool, default False
+    accuracy : float, default 1e-8
+        Relative Frobenius accuracy of the compression and of the factorization.
+    tile_size : int, optional
+        Default :func:`geostat.ordering.auto_tile_size` of each group's size.
+    ordering : {"kdtree", "morton", "none"}, default "kdtree"
     random_state : int, default 0
-
-    Returns
-    -------
-    float
+        Seeds compression and factorization: equal inputs give equal values.
 
     Raises
     ------
-    tlrcore.NotPositiveDefiniteError
-        If the compressed covariance is not positive definite at this accuracy.
+    ValueError
+        If some replicate has no more observed sites than trend coefficients, or
+        `accuracy` is not in (0, 1).
+    TrendNotIdentifiableError
+        If the design matrix is rank deficient on the observed sites.
     """
-    n_coef = design.shape[1]
-    total = 0.0
-    for group in group_by_pattern(y, design):
-        sites = np.arange(coords.shape[0]) if group.sites is None else group.sites
-        size = min(tile_size, sites.size) if tile_size else None
-        A, perm = tlr_covariance(coords[sites], kernel, params, distance, accuracy=accuracy, tile_size=size,
-                                 ordering=ordering, random_state=random_state)
-        factor = tlr.cholesky(A, random_state=random_state, overwrite_a=True)
-        fit = gls(factor, group.y[perm], group.design[perm])
-        n_g, r_g = group.y.shape
-        n_eff = n_g - (n_coef if reml else 0)
-        quadratic = float(np.sum(fit.residual * fit.alpha))
-        value = quadratic + r_g * (factor.logdet() + n_eff * LOG_2PI)
-        if reml and n_coef:
-            value += r_g * fit.logdet_ftkf
-        total += -0.5 * value
-    return total
+
+    has_gradient = False
+    method = "tlr"
+
+    def __init__(self, coords, y, design, kernel, distance, reml=False, accuracy=1e-8, tile_size=None,
+                 ordering="kdtree", random_state=0):
+        if not (isinstance(accuracy, (float, int, np.floating)) and 0 < accuracy < 1):
+            raise ValueError(f"accuracy must be a number in (0, 1); got {accuracy!r}.")
+        self.kernel = kernel
+        self.distance = distance
+        self.reml = bool(reml)
+        self.accuracy = float(accuracy)
+        self.tile_size, self.ordering, self.random_state = tile_size, ordering, random_state
+        self.n = coords.shape[0]
+        self.n_coef = design.shape[1]
+        self.coords, self.y, self.design = coords, y, design
+        self.groups = group_by_pattern(y, design)
+        check_groups(self.groups, self.n_coef)
+        self.n_replicates = y.shape[1]
+        self.n_obs = int(sum(g.y.size for g in self.groups))
+        self.n_eff = self.n_obs - (self.n_coef * self.n_replicates if self.reml else 0)
+        self._orders = [_Order(*site_order(self._sites(g), distance, ordering, tile_size)) for g in self.groups]
+        self._cache = None
+        self._extremes = None
+
+    def _sites(self, group):
+        return self.coords if group.sites is None else self.coords[group.sites]
+
+    def subset(self, sites):
+        """The dense likelihood of the same model on the sites `sites` only (for pilots)."""
+        return ExactLikelihood(
+            self.coords[sites], self.y[sites], self.design[sites], self.kernel, self.distance, self.reml
+        )
+
+    @property
+    def min_distance(self):
+        """Smallest distance between two sites (0.0 for duplicate sites)."""
+        return self._distance_extremes()[0]
+
+    @property
+    def max_distance(self):
+        """Largest distance between two sites (see geostat.distance.distance_extremes)."""
+        return self._distance_extremes()[1]
+
+    def _distance_extremes(self):
+        if self._extremes is None:
+            self._extremes = distance_extremes(self.coords, self.distance)
+        return self._extremes
+
+    def factors(self, theta, eta, accuracy=None):
+        """TLR Cholesky factors of ``K = R + eta I`` on each group's sites.
+
+        The factors of the most recent parameters at the likelihood's own accuracy are
+        kept, so the estimate, trend, standard errors and kriging share one
+        factorization; a new evaluation first releases them, so at most one set is held.
+
+        Parameters
+        ----------
+        theta : dict
+        eta : float
+        accuracy : float, optional
+            Another accuracy (such factors are not kept).
+
+        Returns
+        -------
+        list of geostat.solvers.TLRFactor
+        """
+        key = (tuple(sorted(theta.items())), float(eta))
+        own = accuracy is None or accuracy == self.accuracy
+        if own and self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
+        if own:
+            self._cache = None
+        params = {"variance": 1.0, **theta, "nugget": float(eta)}
+        out = []
+        for g, order in zip(self.groups, self._orders):
+            coords = self._sites(g)[order.perm]
+            block = covariance_block(coords, self.kernel, params, self.distance)
+            A = tlr_matrix(block, coords.shape[0], order.tile_size, accuracy or self.accuracy,
+                           random_state=self.random_state)
+            factor = tlr.cholesky(A, random_state=self.random_state, overwrite_a=True)
+            out.append(TLRFactor(factor, order.perm))
+        if own:
+            self._cache = (key, out)
+        return out
+
+    def terms(self, theta, eta, gradient=False, accuracy=None):
+        """Likelihood scalars at correlation parameters `theta` and ratio `eta`.
+
+        Raises
+        ------
+        ValueError
+            If `gradient` is requested (TLR evaluation has no analytic gradient).
+        tlrcore.NotPositiveDefiniteError
+            If the compressed covariance is not positive definite at this accuracy.
+        """
+        if gradient:
+            raise ValueError("the TLR likelihood has no analytic gradient; use gradient=False.")
+        logdet = logdet_trend = quadratic = 0.0
+        for g, chol in zip(self.groups, self.factors(theta, eta, accuracy)):
+            fit = gls(chol, g.y, g.design)
+            logdet += g.r * chol.logdet()
+            quadratic += float(np.sum(fit.residual * fit.alpha))
+            if self.reml and self.n_coef:
+                logdet_trend += g.r * fit.logdet_ftkf
+        return Terms(self.n_obs, self.n_eff, logdet, logdet_trend, quadratic)
+
+    def gls(self, params):
+        """Generalized least-squares trend at natural parameters (see ExactLikelihood.gls)."""
+        theta, eta = split_params(params, self.kernel)
+        factors = self.factors(theta, eta)
+        return trend_estimates(self.groups, factors, params["variance"], self.n_replicates, self.n_coef)
+
+    def log_likelihood(self, params, accuracy=None):
+        """Full log-likelihood at natural parameters with the trend profiled by GLS."""
+        theta, eta = split_params(params, self.kernel)
+        return float(self.terms(theta, eta, accuracy=accuracy).full_value(params["variance"]))
+
+    def loglik_error(self, params):
+        """Estimated error of the log-likelihood at `params` due to compression.
+
+        The difference from an evaluation :data:`ERROR_REFERENCE_FACTOR` times more
+        accurate; the TLR error shrinks about in proportion to the accuracy, so this
+        estimates the error of the less accurate value.
+        """
+        value = self.log_likelihood(params)
+        reference = self.log_likelihood(params, accuracy=self.accuracy / ERROR_REFERENCE_FACTOR)
+        return abs(value - reference)
+
+    def fisher_information(self, params, names, return_error=False, random_state=0):
+        """Expected Fisher information, traces estimated with random probes.
+
+        See :func:`geostat.stochastic_fisher.stochastic_fisher_information`.
+
+        Returns
+        -------
+        info : ndarray of shape (len(names), len(names))
+        relative_error : float, only when `return_error`
+            Largest Monte Carlo standard error of a diagonal entry, relative to it.
+        """
+        theta, eta = split_params(params, self.kernel)
+        info, error = stochastic_fisher_information(
+            self, self.factors(theta, eta), params, names, random_state=random_state
+        )
+        return (info, error) if return_error else info
+
+    def gradient_matrices(self, group_index, theta, names):
+        """TLR matrices of ``dR / d name`` on a group's sites, in the factor's order."""
+        g, order = self.groups[group_index], self._orders[group_index]
+        coords = self._sites(g)[order.perm]
+        return {
+            name: tlr_matrix(gradient_block(coords, self.kernel, theta, name, self.distance), coords.shape[0],
+                             order.tile_size, self.accuracy, random_state=self.random_state)
+            for name in names
+        }
+
+    def ordered_design(self, group_index):
+        """The design matrix of a group's sites in the factor's order."""
+        return self.groups[group_index].design[self._orders[group_index].perm]
+

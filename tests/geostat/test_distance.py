@@ -174,3 +174,25 @@ def test_warn_if_invalid_on_sphere():
         warn_if_invalid_on_sphere("great_circle", Exponential())
         warn_if_invalid_on_sphere("chordal", Matern(1.5))
         warn_if_invalid_on_sphere(CHORDAL, Matern())
+
+
+@pytest.mark.parametrize("name,dim", [("euclidean", 1), ("euclidean", 2), ("euclidean", 3), ("euclidean", 5),
+                                      ("chordal", 2), ("great_circle", 2)])
+def test_distance_extremes_match_all_pairs(name, dim):
+    from geostat.distance import distance_extremes, get_distance
+
+    rng = np.random.default_rng(dim)
+    if name == "euclidean":
+        X = rng.normal(size=(500, dim))
+        X[7] = X[3] + 1e-9
+    else:
+        X = np.column_stack([rng.uniform(-180, 180, 500), rng.uniform(-80, 80, 500)])
+    dist = get_distance(name)
+    pairs = dist.pairwise(X)
+    smallest, largest = distance_extremes(X, dist)
+    assert smallest == pytest.approx(pairs.min(), rel=1e-9, abs=1e-12)
+    if dim <= 3:
+        assert largest == pytest.approx(pairs.max(), rel=1e-12)
+    else:
+        assert pairs.max() / 2 <= largest <= pairs.max() * (1 + 1e-12)
+    assert distance_extremes(X[:1], dist) == (np.inf, 0.0)

@@ -10,7 +10,8 @@ import geostat as gs
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
 from geostat.likelihood import ExactLikelihood
-from geostat.optimize import ParameterSpace, _Objective
+from geostat.objective import Objective
+from geostat.optimize import ParameterSpace
 
 PARAMS = {
     "exponential": {"variance": 1.3, "range": 0.2, "nugget": 0.05},
@@ -124,7 +125,7 @@ def test_objective_gradient_matches_finite_differences(case, sites, rng):
     F = np.column_stack([np.ones(len(sites)), sites[:, 0]])
     lik = ExactLikelihood(sites, y, F, kern, get_distance("euclidean"), reml=reml)
     space = ParameterSpace(kern, nugget=nugget, fixed=fixed, max_distance=lik.max_distance, data_variance=1.0)
-    objective = _Objective(lik, space)
+    objective = Objective(lik, space)
     start = {"variance": 0.9, "range": 0.2, "smoothness": 1.2, "power": 1.3, "ratio": 0.1, "nugget": 0.08}
     z = space.to_z({k: start[k] for k in space.names})
     _, grad = objective(z)

@@ -1,0 +1,123 @@
+"""The public :func:`log_likelihood` and the choice between exact and TLR evaluation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from geostat.data import Trend, prepare_coords, prepare_y
+from geostat.distance import get_distance
+from geostat.kernels import get_kernel
+from geostat.likelihood import ExactLikelihood
+from geostat.params import check_params
+from geostat.tlr_likelihood import TLRLikelihood
+
+__all__ = ["METHODS", "TLR_FROM", "resolve_method", "make_likelihood", "log_likelihood"]
+
+METHODS = ("auto", "exact", "tlr")
+#: Sites from which ``method="auto"`` evaluates the likelihood through TLR factors
+#: (``benchmarks/crossover.py`` measures where TLR overtakes dense).
+TLR_FROM = 8192
+
+
+def resolve_method(method, n):
+    """``"exact"`` or ``"tlr"`` for a method name and a number of sites.
+
+    ``"auto"`` chooses the dense exact likelihood below :data:`TLR_FROM` sites.
+
+    Raises
+    ------
+    ValueError
+        If `method` is not one of :data:`METHODS`.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not one of {METHODS}.")
+    if method == "auto":
+        return "tlr" if n >= TLR_FROM else "exact"
+    return method
+
+
+def make_likelihood(method, coords, y, design, kernel, distance, reml=False, accuracy=1e-8, tile_size=None,
+                    ordering="kdtree", random_state=0):
+    """An :class:`ExactLikelihood` or a :class:`TLRLikelihood` as `method` resolves.
+
+    Parameters
+    ----------
+    method : {"auto", "exact", "tlr"}
+    coords, y, design, kernel, distance, reml
+        As for :class:`ExactLikelihood`.
+    accuracy, tile_size, ordering, random_state
+        TLR settings (ignored by the exact likelihood).
+    """
+    if resolve_method(method, coords.shape[0]) == "tlr":
+        return TLRLikelihood(coords, y, design, kernel, distance, reml, accuracy=accuracy, tile_size=tile_size,
+                             ordering=ordering, random_state=random_state)
+    return ExactLikelihood(coords, y, design, kernel, distance, reml)
+
+
+def log_likelihood(
+    X,
+    y,
+    params,
+    kernel="matern",
+    trend="constant",
+    distance="euclidean",
+    method="exact",
+    accuracy=1e-8,
+    tile_size=None,
+    ordering="kdtree",
+    reml=False,
+):
+    """Gaussian log-likelihood of observations at given covariance parameters.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, d) or DataFrame
+        Sites (and covariate columns named in `trend`).
+    y : array-like of shape (n,) or (n, r)
+        Observations; NaN marks a site missing on a replicate.
+    params : dict
+        ``variance``, ``range``, ``nugget`` (default 0) and the kernel's shape parameters.
+    kernel : str or Kernel, default "matern"
+    trend : None, "constant", "linear", list of columns, or ndarray of shape (n, p)
+        Mean model, profiled by GLS; an array is used as the design matrix itself.
+    distance : {"euclidean", "chordal", "great_circle", "auto"}, default "euclidean"
+    method : {"exact", "tlr", "auto"}, default "exact"
+        ``"tlr"`` factors a tile low-rank compression of the covariance; ``"auto"`` uses
+        it from :data:`TLR_FROM` sites on.
+    accuracy : float, default 1e-8
+        Relative Frobenius accuracy of the TLR compression and factorization.
+    tile_size : int, optional
+        TLR tile size (default grows like sqrt(n)).
+    ordering : {"kdtree", "morton", "none"}, default "kdtree"
+        Site ordering of the TLR method.
+    reml : bool, default False
+        Return the restricted log-likelihood.
+
+    Returns
+    -------
+    float
+        ``-1/2 r^T C^-1 r - 1/2 log det C - n/2 log(2 pi)`` summed over replicates.
+
+    Raises
+    ------
+    tlrcore.NotPositiveDefiniteError
+        If the covariance matrix is not numerically positive definite.
+    """
+    resolve_method(method, 0)
+    kern = get_kernel(kernel)
+    params = check_params(params, kern)
+    design = None
+    if isinstance(trend, np.ndarray) and trend.ndim == 2:
+        design = np.asarray(trend, dtype=np.float64)
+        trend = None
+    data, distance_name = prepare_coords(X, Trend.parse(trend), distance)
+    if design is not None:
+        if design.shape[0] != data.n or not np.isfinite(design).all():
+            raise ValueError(
+                f"trend as a design matrix must have {data.n} rows of finite values; got shape {design.shape}."
+            )
+        data.design = design
+    values, _, _ = prepare_y(y, data.n)
+    lik = make_likelihood(method, data.coords, values, data.design, kern, get_distance(distance_name), reml,
+                          accuracy=accuracy, tile_size=tile_size, ordering=ordering)
+    return lik.log_likelihood(params)

@@ -1,0 +1,143 @@
+"""TLR likelihood, stochastic Fisher information, TLR maximum likelihood and kriging,
+each against the dense exact path on the same data."""
+
+import numpy as np
+import pytest
+
+import geostat as gs
+import geostat.loglik
+from geostat.distance import get_distance
+from geostat.kernels import get_kernel
+from geostat.likelihood import ExactLikelihood
+from geostat.tlr_likelihood import TLRLikelihood
+
+THETA = {"range": 0.12, "smoothness": 1.2}
+
+
+def data(n, rng, replicates=2, missing=0.1, dim=2):
+    X = rng.uniform(size=(n, dim))
+    F = np.column_stack([np.ones(n), X[:, 0]])
+    y = gs.simulate(X, {"variance": 1.0, **THETA, "nugget": 0.05}, kernel="matern", n_samples=replicates,
+                    random_state=3, method="exact").reshape(n, replicates)
+    y = y + F @ np.array([0.5, -1.0])[:, None]
+    y[rng.uniform(size=y.shape) < missing] = np.nan
+    return X, y, F
+
+
+def pair(n, rng, reml=False, accuracy=1e-10, **kwargs):
+    X, y, F = data(n, rng, **kwargs)
+    args = (X, y, F, get_kernel("matern"), get_distance("euclidean"), reml)
+    return ExactLikelihood(*args), TLRLikelihood(*args, accuracy=accuracy, tile_size=128)
+
+
+@pytest.mark.parametrize("reml", [False, True], ids=["ml", "reml"])
+def test_terms_and_gls_match_exact_with_replicates_and_missing_values(reml, rng):
+    exact, tlr = pair(700, rng, reml=reml)
+    assert len(tlr.groups) == 2  # two missing patterns: two factorizations
+    want, got = exact.terms(THETA, 0.05), tlr.terms(THETA, 0.05)
+    assert got.n_obs == want.n_obs and got.n_eff == want.n_eff
+    assert got.logdet == pytest.approx(want.logdet, abs=1e-6)
+    assert got.quadratic == pytest.approx(want.quadratic, rel=1e-8)
+    assert got.logdet_trend == pytest.approx(want.logdet_trend, rel=1e-8)
+    assert got.profiled_value() == pytest.approx(want.profiled_value(), abs=1e-6)
+    params = {"variance": 0.9, **THETA, "nugget": 0.05}
+    coef, cov = tlr.gls(params)
+    coef_exact, cov_exact = exact.gls(params)
+    np.testing.assert_allclose(coef, coef_exact, rtol=1e-7)
+    np.testing.assert_allclose(cov, cov_exact, rtol=1e-7)
+
+
+def test_factors_are_cached_for_the_last_parameters_only(rng):
+    _, tlr = pair(300, rng)
+    first = tlr.factors(THETA, 0.05)
+    assert tlr.factors(dict(THETA), 0.05) is first
+    assert tlr.factors(THETA, 0.05, accuracy=1e-6) is not first
+    assert tlr.factors(THETA, 0.05) is first  # another accuracy does not evict
+    assert tlr.factors(THETA, 0.06) is not first
+
+
+def test_gradient_request_and_bad_accuracy_are_refused(rng):
+    _, tlr = pair(200, rng)
+    with pytest.raises(ValueError, match="no analytic gradient"):
+        tlr.terms(THETA, 0.05, gradient=True)
+    X, y, F = data(50, rng)
+    with pytest.raises(ValueError, match="accuracy"):
+        TLRLikelihood(X, y, F, get_kernel("matern"), get_distance("euclidean"), accuracy=2.0)
+
+
+def test_distance_extremes_match_the_dense_ones(rng):
+    exact, tlr = pair(400, rng)
+    assert tlr.min_distance == pytest.approx(exact.min_distance, rel=1e-12)
+    assert tlr.max_distance == pytest.approx(exact.max_distance, rel=1e-12)
+
+
+@pytest.mark.parametrize("reml", [False, True], ids=["ml", "reml"])
+def test_stochastic_fisher_information_matches_the_exact_traces(reml, rng):
+    exact, tlr = pair(600, rng, reml=reml, replicates=1, missing=0.0)
+    params = {"variance": 0.9, **THETA, "nugget": 0.05}
+    names = ["variance", "range", "smoothness", "nugget"]
+    want = exact.fisher_information(params, names)
+    got, error = tlr.fisher_information(params, names, return_error=True)
+    assert 0 < error <= 0.02
+    scale = np.sqrt(np.outer(np.diag(want), np.diag(want)))
+    # Monte Carlo: within 4 of the reported relative standard errors (entrywise scaled).
+    assert np.max(np.abs(got - want) / scale) <= 4 * error
+
+
+@pytest.fixture(scope="module")
+def fits():
+    rng = np.random.default_rng(7)
+    n = 2500
+    X = rng.uniform(size=(n, 2))
+    y = 2.0 + gs.simulate(X, {"variance": 1.0, "range": 0.1, "nugget": 0.05}, kernel="exponential",
+                          random_state=4, method="exact")
+    kwargs = {"kernel": "exponential", "random_state": 0}
+    exact = gs.SpatialGP(method="exact", **kwargs).fit(X, y)
+    tlr = gs.SpatialGP(method="tlr", accuracy=1e-9, **kwargs).fit(X, y)
+    return X, y, exact, tlr
+
+
+def test_tlr_and_exact_estimates_agree_within_a_fraction_of_their_standard_errors(fits):
+    _, _, exact, tlr = fits
+    assert tlr.method_ == "tlr" and tlr.accuracy_ == 1e-9 and exact.method_ == "exact"
+    assert tlr.converged_
+    for name in ("variance", "range", "nugget"):
+        assert abs(tlr.params_[name] - exact.params_[name]) <= 0.1 * exact.stderr_[name], name
+        assert tlr.stderr_[name] == pytest.approx(exact.stderr_[name], rel=0.05), name
+    assert abs(tlr.coef_[0] - exact.coef_[0]) <= 0.05 * exact.coef_stderr_[0]
+    assert tlr.coef_stderr_[0] == pytest.approx(exact.coef_stderr_[0], rel=2e-3)
+    assert tlr.loglik_ == pytest.approx(exact.loglik_, abs=1e-3)
+    assert 0 < tlr.loglik_error_ <= 1e-3 and exact.loglik_error_ == 0.0
+    assert 0 < tlr.result_.fisher_relative_error <= 0.02
+    # The TLR optimum is a maximum of the exact likelihood too.
+    assert exact.log_likelihood(tlr.params_) == pytest.approx(exact.loglik_, abs=2e-3)
+
+
+def test_tlr_kriging_matches_exact_kriging(fits, rng):
+    X, _, exact, tlr = fits
+    new = rng.uniform(size=(300, 2))
+    mean, std = tlr.predict(new, return_std=True)
+    # Same parameters in both predictors, so the difference is the factor's alone.
+    exact._kriging = type(exact._kriging)(exact._likelihood, tlr.params_, tlr.result_.coef)
+    mean_exact, std_exact = exact.predict(new, return_std=True)
+    np.testing.assert_allclose(mean, mean_exact, atol=1e-6)
+    np.testing.assert_allclose(std, std_exact, atol=1e-6)
+
+
+def test_tlr_kriging_interpolates_without_nugget(rng):
+    X = rng.uniform(size=(600, 2))
+    y = gs.simulate(X, {"variance": 1.0, "range": 0.2}, kernel="exponential", random_state=1, method="exact")
+    est = gs.SpatialGP(kernel="exponential", nugget=False, trend=None, method="tlr", accuracy=1e-10,
+                       tile_size=128).fit(X, y)
+    mean, std = est.predict(X[:50], return_std=True)
+    np.testing.assert_allclose(mean, y[:50], atol=1e-5)
+    assert np.max(std) <= 1e-3
+
+
+def test_auto_switches_to_tlr_from_the_crossover(monkeypatch, rng):
+    X = rng.uniform(size=(400, 2))
+    y = gs.simulate(X, {"variance": 1.0, "range": 0.2, "nugget": 0.1}, kernel="exponential", random_state=1)
+    monkeypatch.setattr(geostat.loglik, "TLR_FROM", 300)
+    est = gs.SpatialGP(kernel="exponential").fit(X, y)
+    assert est.method_ == "tlr" and est.accuracy_ == 1e-8
+    assert gs.SpatialGP(kernel="exponential").fit(X[:200], y[:200]).method_ == "exact"
