@@ -37,7 +37,9 @@ def _parser():
     fit.add_argument("--smoothness", type=float, help="fix the Matern smoothness (default: estimate it)")
     fit.add_argument("--nugget", default="estimate", help="'estimate', 'none', or a fixed value")
     fit.add_argument("--distance", default="auto", help="auto, euclidean, chordal or great_circle")
-    fit.add_argument("--method", default="auto", help="auto, exact or tlr")
+    fit.add_argument("--method", default="auto", help="auto, exact or tlr (auto: tlr from 8192 sites)")
+    fit.add_argument("--accuracy", type=float, default=1e-8, help="relative accuracy of the TLR method")
+    fit.add_argument("--tile-size", type=int, help="TLR tile size (default grows like sqrt(n))")
     fit.add_argument("--reml", action="store_true", help="maximize the restricted likelihood")
     fit.add_argument("--seed", type=int, default=0, help="random seed of the optimizer's pilot stage")
     fit.add_argument("--output", help="write the results as JSON to this file")
@@ -104,6 +106,8 @@ def _fit(args):
         trend=covariates if covariates else (None if args.trend == "none" else args.trend),
         distance=args.distance,
         method=args.method,
+        accuracy=args.accuracy,
+        tile_size=args.tile_size,
         reml=args.reml,
         random_state=args.seed,
     )
@@ -123,6 +127,8 @@ def _fit(args):
         "kernel": repr(model.kernel_),
         "distance": model.distance_,
         "method": model.method_,
+        "accuracy": model.accuracy_,
+        "loglik_error": model.loglik_error_,
         "reml": bool(args.reml),
         "params": model.params_,
         "stderr": model.stderr_,
@@ -151,6 +157,7 @@ def _table(result, model):
     lines = [
         f"geostat fit: {result['data']}  (value: {value}, transform: {result['transform']})",
         f"kernel {result['kernel']}, distance {result['distance']}, method {result['method']}"
+        + (f" (accuracy {result['accuracy']:g})" if result["accuracy"] is not None else "")
         + (", REML" if result["reml"] else ""),
         "",
         f"{'parameter':<14}{'estimate':>14}{'std. error':>14}",
@@ -166,6 +173,7 @@ def _table(result, model):
     lines += [
         "",
         f"log-likelihood {result['loglik']:.6f}   n = {result['n']}   observations = {result['n_observations']}",
+        *([f"estimated TLR error of the log-likelihood {result['loglik_error']:.2g}"] if result["accuracy"] else []),
         f"converged: {result['converged']}   iterations {result['n_iter']}   evaluations {result['n_evaluations']}",
         f"wall time {result['wall_time_s']:.2f} s",
     ]

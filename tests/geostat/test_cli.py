@@ -34,6 +34,21 @@ def test_fit_a_csv_file_with_options(tmp_path, capsys):
     assert "distance euclidean" in printed and "intercept" in printed
 
 
+def test_fit_with_the_tlr_method_reports_accuracy_and_error(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"x": rng.uniform(size=300), "y": rng.uniform(size=300)})
+    frame["z"] = np.sin(6 * frame.x) + 0.1 * rng.normal(size=300)
+    path, out = tmp_path / "data.csv", tmp_path / "result.json"
+    frame.to_csv(path, index=False)
+    argv = ["fit", str(path), "--coords", "x,y", "--value", "z", "--kernel", "exponential", "--method", "tlr",
+            "--accuracy", "1e-9", "--tile-size", "64", "--output", str(out)]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "method tlr (accuracy 1e-09)" in printed and "estimated TLR error" in printed
+    result = json.loads(out.read_text())
+    assert result["method"] == "tlr" and result["accuracy"] == 1e-9 and 0 <= result["loglik_error"] < 1e-3
+
+
 @pytest.mark.parametrize(
     "argv, match",
     [
