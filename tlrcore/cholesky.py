@@ -23,6 +23,9 @@ from the queue as tiles finish: the CPU analogue of the paper's dynamic batching
 keeps a few large tiles from finishing alone at the end of a column. Results are stored
 by tile index and every tile has its own seed, so the factor is bit-identical from run
 to run and for any number of threads.
+
+``cholesky(A, variant="right")`` runs the right-looking variant of
+:mod:`tlrcore.cholesky_right` instead, for comparison.
 """
 
 from __future__ import annotations
@@ -151,8 +154,8 @@ class TLRCholesky:
         return f"TLRCholesky(n={self.n}, n_tiles={self.n_tiles}, mean_rank={mean:.1f}, nbytes={self.nbytes})"
 
 
-def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False):
-    """Left-looking TLR Cholesky factorization ``A ~ L L^T``.
+def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False, variant="left"):
+    """TLR Cholesky factorization ``A ~ L L^T``.
 
     Parameters
     ----------
@@ -163,12 +166,19 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False)
         tolerance ``accuracy * ||A||_F / n_tiles``. Default: the tolerance `A` was built
         with.
     block_size : int, default 16
-        ARA sampling block (columns per sample).
+        ARA sampling block (columns per sample) of the left-looking variant.
     random_state : int, default 0
-        Seeds the per-tile samples; equal inputs give bit-identical factors.
+        Seeds the per-tile samples of the left-looking variant; equal inputs give
+        bit-identical factors. (The right-looking variant recompresses by QR and SVD and
+        uses neither this nor `block_size`.)
     overwrite_a : bool, default False
-        Release each tile of `A` as soon as the factorization has used it, which keeps
-        the peak memory near the larger of `A` and its factor; `A` is unusable afterwards.
+        Release the tiles of `A` as soon as the factorization no longer needs them, which
+        keeps the peak memory near the larger of `A` and its factor; `A` is unusable
+        afterwards.
+    variant : {"left", "right"}, default "left"
+        ``"left"``: left-looking, every tile updated and compressed once by ARA (this
+        module). ``"right"``: right-looking, the trailing tiles updated and recompressed
+        after every column (:mod:`tlrcore.cholesky_right`); slower, for comparison.
 
     Returns
     -------
@@ -178,14 +188,24 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False)
     ------
     TypeError
         If `A` is not a TLRMatrix.
+    ValueError
+        If `accuracy` is not in (0, 1) or `variant` is not ``"left"`` or ``"right"``.
     NotPositiveDefiniteError
         If an updated diagonal tile is not positive definite; ``.tile`` is its index.
     """
     if not isinstance(A, TLRMatrix):
         raise TypeError(f"A must be a tlrcore.TLRMatrix; got {type(A).__name__}.")
+    if variant not in ("left", "right"):
+        raise ValueError(f"variant must be 'left' or 'right'; got {variant!r}.")
     tolerance = A.tolerance if accuracy is None else _check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
-    factor = _left_looking(A, tolerance, block_size, random_state, overwrite_a)
-    logger.info("TLR Cholesky: %r", factor)
+    if variant == "right":
+        # Imported here: tlrcore.cholesky_right builds on this module's helpers.
+        from tlrcore.cholesky_right import right_looking
+
+        factor = right_looking(A, tolerance, overwrite_a)
+    else:
+        factor = _left_looking(A, tolerance, block_size, random_state, overwrite_a)
+    logger.info("TLR Cholesky (%s-looking): %r", variant, factor)
     return factor
 
 
