@@ -12,9 +12,10 @@ compress
     Block compression to an absolute Frobenius tolerance: ``aca_compress``,
     ``ara_compress``, ``svd_compress``.
 cholesky, TLRCholesky
-    Left-looking TLR Cholesky with ARA-compressed updates; the factor has ``logdet``,
-    ``solve``, ``solve_lower``, ``solve_upper``, ``multiply_lower``, ``ranks``, ``nbytes``,
-    ``to_dense``.
+    Left-looking TLR Cholesky with ARA-compressed updates (``variant="right"``: the
+    right-looking variant with recompressed trailing updates, for comparison); the factor
+    has ``logdet``, ``solve``, ``solve_lower``, ``solve_upper``, ``multiply_lower``,
+    ``ranks``, ``nbytes``, ``to_dense``.
 summary
     Memory, ranks and an estimate of the achieved error of a TLR matrix.
 NotPositiveDefiniteError, GeneratorError

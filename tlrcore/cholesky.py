@@ -16,7 +16,16 @@ For each tile column ``k``:
    reads ``L(k, k)`` once, split across the worker threads).
 
 Tiles of one column are independent and are compressed by a thread pool (BLAS on one
-thread each); every tile has its own seed, so the factor is bit-identical from run to run.
+thread each). They are handed to the pool in descending order of estimated work (a cost
+model of the ARA products, from the rank of ``A(i, k)`` and the stacked ranks of
+``L(i, :k)`` and ``L(k, :k)``), so the largest tiles start first and the threads refill
+from the queue as tiles finish: the CPU analogue of the paper's dynamic batching, which
+keeps a few large tiles from finishing alone at the end of a column. Results are stored
+by tile index and every tile has its own seed, so the factor is bit-identical from run
+to run and for any number of threads.
+
+``cholesky(A, variant="right")`` runs the right-looking variant of
+:mod:`tlrcore.cholesky_right` instead, for comparison.
 """
 
 from __future__ import annotations
@@ -145,8 +154,8 @@ class TLRCholesky:
         return f"TLRCholesky(n={self.n}, n_tiles={self.n_tiles}, mean_rank={mean:.1f}, nbytes={self.nbytes})"
 
 
-def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False):
-    """Left-looking TLR Cholesky factorization ``A ~ L L^T``.
+def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False, variant="left"):
+    """TLR Cholesky factorization ``A ~ L L^T``.
 
     Parameters
     ----------
@@ -157,12 +166,19 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False)
         tolerance ``accuracy * ||A||_F / n_tiles``. Default: the tolerance `A` was built
         with.
     block_size : int, default 16
-        ARA sampling block (columns per sample).
+        ARA sampling block (columns per sample) of the left-looking variant.
     random_state : int, default 0
-        Seeds the per-tile samples; equal inputs give bit-identical factors.
+        Seeds the per-tile samples of the left-looking variant; equal inputs give
+        bit-identical factors. (The right-looking variant recompresses by QR and SVD and
+        uses neither this nor `block_size`.)
     overwrite_a : bool, default False
-        Release each tile of `A` as soon as the factorization has used it, which keeps
-        the peak memory near the larger of `A` and its factor; `A` is unusable afterwards.
+        Release the tiles of `A` as soon as the factorization no longer needs them, which
+        keeps the peak memory near the larger of `A` and its factor; `A` is unusable
+        afterwards.
+    variant : {"left", "right"}, default "left"
+        ``"left"``: left-looking, every tile updated and compressed once by ARA (this
+        module). ``"right"``: right-looking, the trailing tiles updated and recompressed
+        after every column (:mod:`tlrcore.cholesky_right`); slower, for comparison.
 
     Returns
     -------
@@ -172,12 +188,29 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False)
     ------
     TypeError
         If `A` is not a TLRMatrix.
+    ValueError
+        If `accuracy` is not in (0, 1) or `variant` is not ``"left"`` or ``"right"``.
     NotPositiveDefiniteError
         If an updated diagonal tile is not positive definite; ``.tile`` is its index.
     """
     if not isinstance(A, TLRMatrix):
         raise TypeError(f"A must be a tlrcore.TLRMatrix; got {type(A).__name__}.")
+    if variant not in ("left", "right"):
+        raise ValueError(f"variant must be 'left' or 'right'; got {variant!r}.")
     tolerance = A.tolerance if accuracy is None else _check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
+    if variant == "right":
+        # Imported here: tlrcore.cholesky_right builds on this module's helpers.
+        from tlrcore.cholesky_right import right_looking
+
+        factor = right_looking(A, tolerance, overwrite_a)
+    else:
+        factor = _left_looking(A, tolerance, block_size, random_state, overwrite_a)
+    logger.info("TLR Cholesky (%s-looking): %r", variant, factor)
+    return factor
+
+
+def _left_looking(A, tolerance, block_size, random_state, overwrite_a):
+    """Left-looking factorization of `A`, each updated tile compressed to `tolerance`."""
     n_t = A.n_tiles
     seeds = np.random.default_rng(random_state).integers(0, 2**63 - 1, size=(n_t, n_t))
     diagonal, U, V = [], {}, {}
@@ -205,15 +238,42 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False)
                                     rng=np.random.default_rng(seeds[i, k]))
 
             below = list(range(k + 1, n_t))
-            updated = list(run(update, below))
+            work = [_ara_work(A, U, i, k, block_size) for i in below]
+            updated = _map_by_work(run, update, below, work)
             solved = _solve_column(Lkk, [Vt for _, Vt in updated], run)
             for i, (Ut, _), Vt in zip(below, updated, solved):
                 U[i, k], V[i, k] = Ut, Vt
             if overwrite_a:
                 A.release_column(k)
-    factor = TLRCholesky(diagonal, U, V, A.offsets, tolerance)
-    logger.info("TLR Cholesky: %r", factor)
-    return factor
+    return TLRCholesky(diagonal, U, V, A.offsets, tolerance)
+
+
+def _ara_work(A, U, i, k, block_size):
+    """Estimated flops to sample and compress the updated tile ``(i, k)``.
+
+    ARA draws about ``rank A(i, k) + block_size`` samples (a tile of large rank in `A`
+    tends to keep a large rank in `L`); each costs a product with ``U_A V_A^T`` and with
+    ``U_i M_ik U_k^T`` (stacked ranks ``R_i``, ``R_k``), plus its orthogonalization.
+    """
+    rows, cols = A.diagonal[i].shape[0], A.diagonal[k].shape[0]
+    rank = A.U[i, k].shape[1]
+    stacked_i = sum(U[i, j].shape[1] for j in range(k))
+    stacked_k = sum(U[k, j].shape[1] for j in range(k))
+    samples = rank + block_size
+    per_sample = (rows + cols) * rank + rows * stacked_i + cols * stacked_k + stacked_i * stacked_k
+    return samples * (per_sample + rows * samples)
+
+
+def _map_by_work(run, func, items, work):
+    """``[func(x) for x in items]``, started in descending order of `work`.
+
+    `run` is ``map`` or a thread pool's ``map``: the pool queues the calls in that order
+    and each thread takes the next one as it becomes free, so the most expensive calls
+    start first and the cheap ones fill the gaps. Ties keep the order of `items`.
+    """
+    order = sorted(range(len(items)), key=lambda pos: -work[pos])
+    results = dict(zip(order, run(lambda pos: func(items[pos]), order)))
+    return [results[pos] for pos in range(len(items))]
 
 
 def _updated_diagonal(Akk, factors):
@@ -221,7 +281,18 @@ def _updated_diagonal(Akk, factors):
     D = np.array(Akk, order="F")
     if not factors:
         return D
-    W = np.hstack([Uj @ qr(Vj, mode="r", check_finite=False)[0][: Vj.shape[1]].T for Uj, Vj in factors])
+    return _subtract_gram(D, np.hstack([_gram_root(Uj, Vj) for Uj, Vj in factors]))
+
+
+def _gram_root(U, V):
+    """``W = U R^T`` with ``V = Q R`` (thin QR), so that ``W W^T = U V^T V U^T``."""
+    return U @ qr(V, mode="r", check_finite=False)[0][: V.shape[1]].T
+
+
+def _subtract_gram(D, W):
+    """``D - W W^T`` in the lower triangle of the Fortran-ordered `D`, in place (``dsyrk``)."""
+    if W.shape[1] == 0:
+        return D
     return dsyrk(-1.0, W, beta=1.0, c=D, lower=1, overwrite_c=1)
 
 

@@ -1,4 +1,4 @@
-"""TLR Cholesky against SciPy on the densified matrix."""
+"""TLR Cholesky (left- and right-looking) against SciPy on the densified matrix."""
 
 import numpy as np
 import pytest
@@ -23,19 +23,21 @@ CASES = {
     "exp1d-small-tiles": (300, 1, 32, False),
     "single-tile": (200, 2, 200, False),
 }
+VARIANTS = ["left", "right"]
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("accuracy", [1e-6, 1e-10], ids=lambda a: f"acc{a:.0e}")
-def test_factor_logdet_and_solve_match_scipy(case, accuracy, rng):
+def test_factor_logdet_and_solve_match_scipy(case, accuracy, variant, rng):
     n, d, tile, smooth = CASES[case]
     M = covariance(n, d, smooth=smooth)
     A = tlr.TLRMatrix.from_dense(M, tile, accuracy=accuracy)
-    F = tlr.cholesky(A)
+    F = tlr.cholesky(A, variant=variant)
     L = F.to_dense()
     assert np.allclose(np.triu(L, 1), 0.0)
     norm = np.linalg.norm(M)
-    assert np.linalg.norm(L @ L.T - M) <= 2 * accuracy * norm  # measured 0.8-1.06
+    assert np.linalg.norm(L @ L.T - M) <= 2 * accuracy * norm  # measured 0.8-1.06 (right: 0.7-0.9)
     sign, logdet = np.linalg.slogdet(M)
     assert sign > 0
     assert abs(F.logdet() - logdet) <= accuracy * n  # measured <= 0.13
@@ -57,28 +59,42 @@ def test_ranks_nbytes_and_repr():
     assert F.nbytes < M.nbytes and "TLRCholesky(n=1000" in repr(F)
 
 
-def test_deterministic_and_thread_independent(monkeypatch):
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_deterministic_and_thread_independent(variant, monkeypatch):
     A = tlr.TLRMatrix.from_dense(covariance(900), 128, accuracy=1e-8)
-    first = tlr.cholesky(A, random_state=5).to_dense()
-    np.testing.assert_array_equal(first, tlr.cholesky(A, random_state=5).to_dense())
+    first = tlr.cholesky(A, random_state=5, variant=variant).to_dense()
+    np.testing.assert_array_equal(first, tlr.cholesky(A, random_state=5, variant=variant).to_dense())
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "1")
-    np.testing.assert_array_equal(first, tlr.cholesky(A, random_state=5).to_dense())
+    np.testing.assert_array_equal(first, tlr.cholesky(A, random_state=5, variant=variant).to_dense())
 
 
-def test_not_positive_definite_names_the_tile():
+@pytest.mark.parametrize("case", ["exp2d-ragged", "matern15-2d", "exp3d"])
+def test_variants_agree_to_the_accuracy(case):
+    n, d, tile, smooth = CASES[case]
+    M = covariance(n, d, smooth=smooth)
+    A = tlr.TLRMatrix.from_dense(M, tile, accuracy=1e-8)
+    left, right = (tlr.cholesky(A, variant=v) for v in VARIANTS)
+    Ll, Lr = left.to_dense(), right.to_dense()
+    assert np.linalg.norm(Ll @ Ll.T - Lr @ Lr.T) <= 2e-8 * np.linalg.norm(M)  # measured 0.4-0.5
+    assert abs(left.logdet() - right.logdet()) <= 1e-8 * n  # measured <= 0.0015
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_not_positive_definite_names_the_tile(variant):
     M = np.eye(100)
     M[45, 45] = -1.0
     A = tlr.TLRMatrix.from_dense(M, 20, accuracy=1e-8)
     with pytest.raises(tlr.NotPositiveDefiniteError) as info:
-        tlr.cholesky(A)
+        tlr.cholesky(A, variant=variant)
     assert info.value.tile == 2 and "tile 2" in str(info.value)
     assert isinstance(info.value, np.linalg.LinAlgError)
 
 
-def test_input_is_not_modified():
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_input_is_not_modified(variant):
     A = tlr.TLRMatrix.from_dense(covariance(600), 100, accuracy=1e-8)
     before = A.to_dense()
-    tlr.cholesky(A)
+    tlr.cholesky(A, variant=variant)
     np.testing.assert_array_equal(A.to_dense(), before)
 
 
@@ -87,10 +103,11 @@ def test_input_is_not_modified():
     [
         (lambda A: tlr.cholesky(np.eye(3)), TypeError),
         (lambda A: tlr.cholesky(A, accuracy=2.0), ValueError),
+        (lambda A: tlr.cholesky(A, variant="up"), ValueError),
         (lambda A: tlr.cholesky(A).solve(np.ones(5)), ValueError),
         (lambda A: tlr.cholesky(A).solve(np.full(100, np.nan)), ValueError),
     ],
-    ids=["not-tlr", "accuracy", "rhs-shape", "rhs-nan"],
+    ids=["not-tlr", "accuracy", "variant", "rhs-shape", "rhs-nan"],
 )
 def test_bad_arguments(call, error):
     A = tlr.TLRMatrix.from_dense(np.eye(100) * 2.0, 20)
@@ -98,11 +115,12 @@ def test_bad_arguments(call, error):
         call(A)
 
 
-def test_overwrite_a_gives_the_same_factor_and_consumes_a():
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_overwrite_a_gives_the_same_factor_and_consumes_a(variant):
     M = covariance(900)
-    keep = tlr.cholesky(tlr.TLRMatrix.from_dense(M, 128, accuracy=1e-8)).to_dense()
+    keep = tlr.cholesky(tlr.TLRMatrix.from_dense(M, 128, accuracy=1e-8), variant=variant).to_dense()
     A = tlr.TLRMatrix.from_dense(M, 128, accuracy=1e-8)
-    np.testing.assert_array_equal(tlr.cholesky(A, overwrite_a=True).to_dense(), keep)
+    np.testing.assert_array_equal(tlr.cholesky(A, overwrite_a=True, variant=variant).to_dense(), keep)
     with pytest.raises(ValueError):
         A @ np.ones(900)
 
