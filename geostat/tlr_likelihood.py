@@ -152,6 +152,10 @@ class TLRLikelihood:
             self._cache = (key, out)
         return out
 
+    def release_factors(self):
+        """Drop the kept factors (their memory is freed; the next use recomputes them)."""
+        self._cache = None
+
     def terms(self, theta, eta, gradient=False, accuracy=None):
         """Likelihood scalars at correlation parameters `theta` and ratio `eta`.
 
