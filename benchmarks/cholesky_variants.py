@@ -90,17 +90,17 @@ def tile_times(A):
     tiles, timed one by one on one thread."""
     columns = []
 
-    def timed(run, func, items, work):
+    def timed(pool, func, items, work):
         seconds, results = [], []
         for item in items:
             start = time.perf_counter()
             results.append(func(item))
             seconds.append(time.perf_counter() - start)
         columns.append((np.asarray(work, dtype=float), np.asarray(seconds)))
-        return results
+        return lambda: results
 
     with mock.patch.dict(os.environ, {"TLRCORE_NUM_THREADS": "1"}), \
-            mock.patch.object(LEFT_LOOKING, "_map_by_work", timed):
+            mock.patch.object(LEFT_LOOKING, "_start_by_work", timed):
         tlr.cholesky(A)
     return columns
 
