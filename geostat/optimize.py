@@ -9,12 +9,16 @@ Strategy
 2. **Starting values.** A coarse grid over range (fractions of the largest site
    separation), nugget ratio and shape is scored on a pilot subsample of at most
    ``pilot_size`` sites; the best few grid points start L-BFGS-B runs on the pilot; the
-   best pilot optimum is polished on the full data.
+   best pilot optimum is polished on the full data: by L-BFGS-B with analytic gradients
+   (exact likelihood), or, for a TLR likelihood, which has no gradients, by an exact fit
+   on a subsample followed by a derivative-free search on the full data
+   (:mod:`geostat.polish`).
 3. **Awkward optima.** A nugget ratio that ends on its lower bound is set to exactly zero
    (as is a small nugget that zero beats); a range or shape on a bound is reported in
    :attr:`MLEResult.at_bounds` with a warning (a range far larger than the domain leaves
    only ``variance / range^(2 nu)`` identified).
-4. **Standard errors** come from the expected Fisher information at the estimate.
+4. **Standard errors** come from the expected Fisher information at the estimate (traces
+   estimated with random probes through TLR solves for a TLR likelihood).
 """
 
 from __future__ import annotations
