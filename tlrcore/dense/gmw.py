@@ -1,4 +1,4 @@
-r"""Gill–Murray–Wright modified Cholesky (Practical Optimization, 1981, Sec. 4.4.2.2).
+r"""Gill–Murray–Wright modified Cholesky (GMW81; Gill, Murray and Wright, Practical Optimization, 1981).
 
 ``P (M + E) P^T = L D L^T`` with ``D`` diagonal and ``E`` diagonal, built column by column.
 At step ``k`` the symmetric interchange brings the largest ``|c_ii|`` of the Schur complement
