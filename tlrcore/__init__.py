@@ -16,18 +16,33 @@ cholesky, TLRCholesky
     right-looking variant with recompressed trailing updates, for comparison); the factor
     has ``logdet``, ``solve``, ``solve_lower``, ``solve_upper``, ``multiply_lower``,
     ``ranks``, ``nbytes``, ``to_dense``.
+dense
+    Dense symmetric indefinite LDLᵀ (Bunch–Kaufman, rook) and modified Cholesky
+    (Gill–Murray–Wright, Cheng–Higham): ``dense.ldl``, ``dense.modified_cholesky``.
 summary
     Memory, ranks and an estimate of the achieved error of a TLR matrix.
 NotPositiveDefiniteError, GeneratorError
     Numerical failure (``.tile`` names the tile); a block generator that returned a wrong
     shape or non-finite values.
+FactorizationError
+    A dense factorization overflowed.
 """
 
-from tlrcore import compress
+from tlrcore import compress, dense
 from tlrcore.cholesky import TLRCholesky, cholesky
 from tlrcore.diagnostics import summary
-from tlrcore.errors import NotPositiveDefiniteError
+from tlrcore.errors import FactorizationError, NotPositiveDefiniteError
 from tlrcore.matrix import GeneratorError, TLRMatrix
 
-__all__ = ["TLRMatrix", "TLRCholesky", "cholesky", "compress", "summary", "NotPositiveDefiniteError", "GeneratorError"]
+__all__ = [
+    "TLRMatrix",
+    "TLRCholesky",
+    "cholesky",
+    "compress",
+    "dense",
+    "summary",
+    "NotPositiveDefiniteError",
+    "FactorizationError",
+    "GeneratorError",
+]
 __version__ = "0.1.0"

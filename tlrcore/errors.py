@@ -2,7 +2,7 @@
 
 import numpy as np
 
-__all__ = ["NotPositiveDefiniteError"]
+__all__ = ["FactorizationError", "NotPositiveDefiniteError"]
 
 
 class NotPositiveDefiniteError(np.linalg.LinAlgError):
@@ -20,3 +20,12 @@ class NotPositiveDefiniteError(np.linalg.LinAlgError):
     def __init__(self, message, tile=None):
         super().__init__(message)
         self.tile = tile
+
+
+class FactorizationError(np.linalg.LinAlgError):
+    """A dense factorization broke down numerically (overflow to infinity or NaN).
+
+    Raised by :mod:`tlrcore.dense` when the computed factors are not finite, which happens
+    only for matrices with entries near the floating-point limits; rescaling the matrix
+    (and the result) avoids it.
+    """

@@ -1,0 +1,20 @@
+"""Dense symmetric factorizations for matrices that may have lost definiteness.
+
+Public names
+------------
+ldl(M, pivoting="bk"), LDL
+    ``M[perm][:, perm] = L D L^T`` with 1x1 and 2x2 pivots: Bunch–Kaufman (LAPACK
+    ``dsytrf``) or rook (bounded Bunch–Kaufman); ``inertia()``, ``slogdet()``, ``logdet()``.
+modified_cholesky(M, method="gmw", pivoting="bk"), ModifiedCholesky
+    ``L L^T = (M + E)[perm][:, perm]`` with ``M + E`` positive definite: Gill–Murray–Wright
+    or Cheng–Higham; ``.E_norm = ||E||_F`` (``0.0`` for a sufficiently positive definite
+    ``M``).
+
+BLAS runs on one thread inside these functions (see ``_blas``): their per-column products lose
+more to thread synchronization than they gain.
+"""
+
+from tlrcore.dense.ldl import LDL, ldl
+from tlrcore.dense.modified import ModifiedCholesky, modified_cholesky
+
+__all__ = ["LDL", "ModifiedCholesky", "ldl", "modified_cholesky"]

@@ -1,0 +1,69 @@
+"""Argument validation shared by the dense factorizations."""
+
+import numpy as np
+
+from tlrcore.errors import FactorizationError
+
+#: ``max|M - M^T| <= SYMMETRY_RTOL * max|M|`` is accepted as symmetric.
+SYMMETRY_RTOL = 1e-10
+
+PIVOTING = ("bk", "rook")
+
+
+def check_choice(value, name, choices):
+    """Return `value` if it is one of the strings `choices`, else raise naming `name`."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, one of {choices}; got {type(value).__name__}.")
+    if value not in choices:
+        raise ValueError(f"{name}={value!r} is not supported; use one of {choices}.")
+    return value
+
+
+def working_copy(M, check_finite=True):
+    """Validate a symmetric matrix and return a Fortran-ordered float64 copy of it.
+
+    Parameters
+    ----------
+    M : array_like, shape (n, n)
+        Real symmetric matrix, ``n >= 1``; it is never modified.
+    check_finite : bool
+        Reject NaN and infinite entries.
+
+    Returns
+    -------
+    ndarray
+        ``float64`` copy in Fortran order (columns contiguous, as LAPACK wants them).
+
+    Raises
+    ------
+    TypeError
+        `M` is complex or not numeric.
+    ValueError
+        `M` is not a non-empty square matrix, has non-finite entries, or is not symmetric
+        to a relative ``SYMMETRY_RTOL`` in the max norm.
+    """
+    M = np.asarray(M)
+    if np.iscomplexobj(M) or not (np.issubdtype(M.dtype, np.number) or M.dtype == bool):
+        raise TypeError(f"M must be a real numeric matrix; got dtype {M.dtype}.")
+    if M.ndim != 2 or M.shape[0] != M.shape[1] or M.shape[0] == 0:
+        raise ValueError(f"M must be a non-empty square matrix; got shape {M.shape}.")
+    a = np.array(M, dtype=np.float64, order="F")
+    if check_finite and not np.isfinite(a).all():
+        raise ValueError("M contains NaN or infinite values; remove them or pass check_finite=False.")
+    scale = np.abs(a).max()
+    asymmetry = np.abs(a - a.T).max()
+    if asymmetry > SYMMETRY_RTOL * scale:
+        raise ValueError(
+            f"M is not symmetric: max|M - M.T| = {asymmetry:.3g} > {SYMMETRY_RTOL:g} * max|M|; "
+            "pass (M + M.T) / 2 to use its symmetric part."
+        )
+    return a
+
+
+def check_finite_result(*arrays):
+    """Raise :class:`~tlrcore.errors.FactorizationError` unless every array is finite."""
+    if not all(np.isfinite(x).all() for x in arrays):
+        raise FactorizationError(
+            "the factorization overflowed (non-finite factors); M has entries too close to the "
+            "floating-point limits: rescale it, e.g. factor M / max|M|."
+        )
