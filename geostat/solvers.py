@@ -153,7 +153,7 @@ def covariance_block(coords, kernel, params, distance):
             d = distance.cross(coords[rows], coords[cols])
         C = kernel.correlation(d, range_, **shape)
         C *= variance
-        if nugget:
+        if nugget and rows.min() <= cols.max() and cols.min() <= rows.max():
             C[rows[:, None] == cols[None, :]] += nugget
         return C
 

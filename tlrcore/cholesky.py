@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 
 import numpy as np
-from scipy.linalg import block_diag, qr, solve_triangular
+from scipy.linalg import qr, solve_triangular
 from scipy.linalg.blas import dsyrk
 from scipy.linalg.lapack import dpotrf
 from threadpoolctl import threadpool_limits
@@ -230,7 +230,7 @@ def _left_looking(A, tolerance, block_size, random_state, overwrite_a):
 
             def update(i, k=k, Uk=Uk):
                 Ui = _stack([U[i, j] for j in range(k)], A.diagonal[i].shape[0])
-                Mik = block_diag(*[V[i, j].T @ V[k, j] for j in range(k)]) if k else np.zeros((0, 0))
+                Mik = _block_diagonal([V[i, j].T @ V[k, j] for j in range(k)])
                 Ua, Va = A.U[i, k], A.V[i, k]
 
                 def matmat(X):
@@ -338,6 +338,17 @@ def _solve_column(Lkk, factors, run):
     parts = [np.arange(a, min(a + _SOLVE_CHUNK, stacked.shape[1])) for a in range(0, stacked.shape[1], _SOLVE_CHUNK)]
     pieces = run(lambda cols: solve_triangular(Lkk, stacked[:, cols], lower=True, check_finite=False), parts)
     return np.hsplit(np.hstack(list(pieces)), widths)
+
+
+def _block_diagonal(blocks):
+    """The block-diagonal matrix of `blocks` (``scipy.linalg.block_diag`` without its
+    per-block conversions, which cost more than the products here)."""
+    out = np.zeros((sum(b.shape[0] for b in blocks), sum(b.shape[1] for b in blocks)))
+    row = col = 0
+    for b in blocks:
+        out[row : row + b.shape[0], col : col + b.shape[1]] = b
+        row, col = row + b.shape[0], col + b.shape[1]
+    return out
 
 
 def _stack(blocks, rows):

@@ -27,6 +27,7 @@ from contextlib import nullcontext
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from tlrcore._malloc import pin_mmap_threshold
 from tlrcore.backends import get_backend
 from tlrcore.compress import COMPRESSORS
 from tlrcore.compress._recompress import check_block_output
@@ -169,6 +170,7 @@ class TLRMatrix:
         if method not in COMPRESSORS:
             raise ValueError(f"method={method!r} is not one of {sorted(COMPRESSORS)}.")
         backend = get_backend(backend)
+        pin_mmap_threshold()
         rng = np.random.default_rng(random_state)
         checked = _CheckedBlock(block)
         offsets = np.append(np.arange(0, n, tile_size), n)

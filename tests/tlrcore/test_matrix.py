@@ -181,3 +181,18 @@ def test_serial_and_threaded_construction_agree(monkeypatch):
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "zero")
     with pytest.raises(ValueError, match="TLRCORE_NUM_THREADS"):
         tlr.TLRMatrix.from_generator(block, n, 128)
+
+
+def test_mmap_threshold_is_pinned_once_and_can_be_disabled(monkeypatch):
+    import platform
+
+    from tlrcore import _malloc
+
+    monkeypatch.setattr(_malloc, "_pinned", None)
+    monkeypatch.setenv("TLRCORE_MALLOC_TUNING", "0")
+    assert _malloc.pin_mmap_threshold() is False
+    monkeypatch.setattr(_malloc, "_pinned", None)
+    monkeypatch.delenv("TLRCORE_MALLOC_TUNING")
+    pinned = _malloc.pin_mmap_threshold()
+    assert pinned is (platform.libc_ver()[0] == "glibc")
+    assert _malloc.pin_mmap_threshold() is pinned
