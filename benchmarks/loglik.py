@@ -36,7 +36,7 @@ NUGGET = 1e-2
 
 
 #: Accuracy of the TLR simulation that draws the observations from the model.
-SAMPLE_ACCURACY = 1e-12
+SAMPLE_ACCURACY = 1e-10
 
 
 def problem(kernel_key, n, data="model"):

@@ -37,7 +37,7 @@ def _parser():
     fit.add_argument("--smoothness", type=float, help="fix the Matern smoothness (default: estimate it)")
     fit.add_argument("--nugget", default="estimate", help="'estimate', 'none', or a fixed value")
     fit.add_argument("--distance", default="auto", help="auto, euclidean, chordal or great_circle")
-    fit.add_argument("--method", default="auto", help="auto, exact or tlr (auto: tlr from 8192 sites)")
+    fit.add_argument("--method", default="auto", help="auto, exact or tlr (auto: tlr from 4096 sites)")
     fit.add_argument("--accuracy", type=float, default=1e-8, help="relative accuracy of the TLR method")
     fit.add_argument("--tile-size", type=int, help="TLR tile size (default grows like sqrt(n))")
     fit.add_argument("--reml", action="store_true", help="maximize the restricted likelihood")

@@ -14,9 +14,12 @@ from geostat.tlr_likelihood import TLRLikelihood
 __all__ = ["METHODS", "TLR_FROM", "resolve_method", "make_likelihood", "log_likelihood"]
 
 METHODS = ("auto", "exact", "tlr")
-#: Sites from which ``method="auto"`` evaluates the likelihood through TLR factors
-#: (``benchmarks/crossover.py`` measures where TLR overtakes dense).
-TLR_FROM = 8192
+#: Sites from which ``method="auto"`` evaluates the likelihood through TLR factors.
+#: ``benchmarks/crossover.py`` (2 cores, accuracy 1e-8): at 4,096 sites a TLR value costs
+#: 0.6 s against 2.0 s for a dense value with gradient (0.9 s without), so a TLR fit
+#: (about 15 values after an exact subsample fit) is about twice as fast as an exact
+#: one; at 2,048 TLR is slower than dense.
+TLR_FROM = 4096
 
 
 def resolve_method(method, n):
