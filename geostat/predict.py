@@ -26,7 +26,6 @@ from functools import cached_property
 import numpy as np
 from scipy.linalg import cho_solve
 
-from geostat.gls import block
 from geostat.likelihood import split_params
 from geostat.solvers import one_blas_thread
 
