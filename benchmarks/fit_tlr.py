@@ -52,7 +52,7 @@ def main(argv=None):
     print(f"n = {args.n}, accuracy {args.accuracy:g}, method {est.method_}")
     print(f"simulation {simulated - start:.1f} s; fit {fitted - simulated:.1f} s "
           f"({fitted - simulated:.0f} s = {(fitted - simulated) / 60:.1f} min); peak memory "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB")
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
     print(f"kriging mean and standard deviation at {args.predict} new sites: {predicted - fitted:.1f} s "
           f"(median std {np.median(std):.3f})")
     print(f"full-data TLR evaluations {r.n_evaluations} (+ {r.n_pilot_evaluations} exact on subsamples), "

@@ -94,7 +94,7 @@ def run_tlr(kernel_key, n, accuracy, tile_size=None, data="model"):
         "tile": tile,
         "rank_A": rank_a,
         "rank_L": float(np.mean([U.shape[1] for U in factor.U.values()])) if factor.U else 0.0,
-        "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     }
 
 
@@ -120,7 +120,7 @@ def run_dense(kernel_key, n, data="model"):
         "factor": factored - built,
         "solve": solved - factored,
         "loglik": value,
-        "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     }
 
 
@@ -156,7 +156,7 @@ def main(argv=None):
 
     header = (
         f"{'kernel':<12}{'n':>7}{'acc':>7}{'tile':>6}{'build s':>8}{'factor s':>9}{'solve s':>8}{'total s':>8}"
-        f"{'peak GB':>8}{'rank A':>7}{'rank L':>7}{'dense s':>9}{'dense GB':>9}{'speedup':>8}{'|err|':>10}"
+        f"{'peak GiB':>9}{'rank A':>7}{'rank L':>7}{'dense s':>9}{'dense GiB':>10}{'speedup':>8}{'|err|':>10}"
     )
     print(header)
     print("-" * len(header))
@@ -174,18 +174,18 @@ def main(argv=None):
                 total = tlr_result["build"] + tlr_result["factor"] + tlr_result["solve"]
                 if dense and "error" not in dense:
                     dense_total = dense["build"] + dense["factor"] + dense["solve"]
-                    dense_cols = f"{dense_total:>9.1f}{dense['peak_gb']:>9.2f}{dense_total / total:>8.1f}"
+                    dense_cols = f"{dense_total:>9.1f}{dense['peak_gib']:>10.2f}{dense_total / total:>8.1f}"
                     err = f"{abs(tlr_result['loglik'] - dense['loglik']):>10.2e}"
                 else:
-                    dense_cols, err = f"{'-':>9}{'-':>9}{'-':>8}", f"{'-':>10}"
+                    dense_cols, err = f"{'-':>9}{'-':>10}{'-':>8}", f"{'-':>10}"
                 print(
                     f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}{tlr_result['tile']:>6}{tlr_result['build']:>8.2f}"
-                    f"{tlr_result['factor']:>9.2f}{tlr_result['solve']:>8.2f}{total:>8.2f}{tlr_result['peak_gb']:>8.2f}"
+                    f"{tlr_result['factor']:>9.2f}{tlr_result['solve']:>8.2f}{total:>8.2f}{tlr_result['peak_gib']:>9.2f}"
                     f"{tlr_result['rank_A']:>7.1f}{tlr_result['rank_L']:>7.1f}{dense_cols}{err}",
                     flush=True,
                 )
     print(f"\nobservations: {args.data}; nugget {NUGGET}; dense = covariance build + one-thread LAPACK Cholesky + solve (SciPy LAPACK);")
-    print("speedup = dense total / TLR total; peak GB = maximum resident set of the configuration's process.")
+    print("speedup = dense total / TLR total; peak GiB = maximum resident set of the configuration's process.")
 
 
 if __name__ == "__main__":
