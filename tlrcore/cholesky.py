@@ -42,12 +42,12 @@ from contextlib import nullcontext
 import numpy as np
 from scipy.linalg import qr, solve_triangular
 from scipy.linalg.blas import dsyrk
-from scipy.linalg.lapack import dpotrf
 from threadpoolctl import threadpool_limits
 
 from tlrcore.compress import ara_compress
 from tlrcore.errors import NotPositiveDefiniteError
 from tlrcore.matrix import TLRMatrix, _check_accuracy, _workers
+from tlrcore.safeguards import DiagonalFactorizer, check_shift, parse_safeguard, shift_schedule
 
 __all__ = ["cholesky", "TLRCholesky"]
 
@@ -67,15 +67,32 @@ class TLRCholesky:
         ``L(i, k) = U[i, k] @ V[i, k].T`` for ``i > k``.
     tolerance : float
         Absolute Frobenius tolerance of the updated tiles.
+    perm : ndarray of int or None
+        With tile pivoting, the site order of the factor: ``A[perm][:, perm] ~ L L^T``
+        (the methods below take and return vectors in the order of ``A``). None without.
+    perturbation : float
+        ``||E||_F`` of the change the safeguards made on purpose, beyond compression:
+        ``L L^T ~ A + E``. Exactly 0.0 when none was needed.
+    shift : float
+        The diagonal shift in ``E`` (explicit plus automatic).
+    compensated_tiles, modified_tiles : tuple of int
+        Factor positions of the diagonal tiles changed by Schur compensation and by
+        modified Cholesky.
     """
 
-    def __init__(self, diagonal, U, V, offsets, tolerance):
+    def __init__(self, diagonal, U, V, offsets, tolerance, perm=None, perturbation=0.0, shift=0.0,
+                 modified_tiles=()):
         self.diagonal = diagonal
         self.U, self.V = U, V
         self.offsets = np.asarray(offsets)
         self.n = int(self.offsets[-1])
         self.n_tiles = len(diagonal)
         self.tolerance = tolerance
+        self.perm = None if perm is None else np.asarray(perm)
+        self.perturbation = float(perturbation)
+        self.shift = float(shift)
+        self.modified_tiles = tuple(modified_tiles)
+        self.compensated_tiles = ()
 
     def tile(self, i):
         """Index slice of tile `i`."""
@@ -109,9 +126,20 @@ class TLRCholesky:
             raise ValueError("b contains NaN or infinite values.")
         return b
 
+    def _to_factor_order(self, b):
+        return b.copy() if self.perm is None else b[self.perm]
+
+    def _from_factor_order(self, x):
+        if self.perm is None:
+            return x
+        out = np.empty_like(x)
+        out[self.perm] = x
+        return out
+
     def solve_lower(self, b):
-        """``L^{-1} b`` by forward substitution over tiles (vector or matrix `b`)."""
-        x = self._check_rhs(b).copy()
+        """``L^{-1} P b`` by forward substitution over tiles (vector or matrix `b`; ``P`` is
+        the tile pivoting's permutation, the identity without)."""
+        x = self._to_factor_order(self._check_rhs(b))
         for k in range(self.n_tiles):
             rows = self.tile(k)
             for j in range(k):
@@ -120,17 +148,17 @@ class TLRCholesky:
         return x
 
     def solve_upper(self, b):
-        """``L^{-T} b`` by backward substitution over tiles."""
+        """``P^T L^{-T} b`` by backward substitution over tiles."""
         x = self._check_rhs(b).copy()
         for k in reversed(range(self.n_tiles)):
             rows = self.tile(k)
             for i in range(k + 1, self.n_tiles):
                 x[rows] -= self.V[i, k] @ (self.U[i, k].T @ x[self.tile(i)])
             x[rows] = solve_triangular(self.diagonal[k], x[rows], lower=True, trans="T", check_finite=False)
-        return x
+        return self._from_factor_order(x)
 
     def multiply_lower(self, z):
-        """``L z`` (e.g. to draw Gaussian vectors with covariance ``L L^T``)."""
+        """``P^T L z`` (e.g. to draw Gaussian vectors with covariance ``P^T L L^T P``)."""
         z = self._check_rhs(z)
         y = np.empty_like(z)
         for i in range(self.n_tiles):
@@ -138,14 +166,15 @@ class TLRCholesky:
             y[rows] = self.diagonal[i] @ z[rows]
             for k in range(i):
                 y[rows] += self.U[i, k] @ (self.V[i, k].T @ z[self.tile(k)])
-        return y
+        return self._from_factor_order(y)
 
     def solve(self, b):
-        """``(L L^T)^{-1} b``."""
+        """``(P^T L L^T P)^{-1} b``, i.e. ``A^{-1} b`` up to compression and ``E``."""
         return self.solve_upper(self.solve_lower(b))
 
     def to_dense(self):
-        """The factor ``L`` as a dense lower-triangular array."""
+        """The factor ``L`` as a dense lower-triangular array (of ``A[perm][:, perm]`` with
+        tile pivoting)."""
         L = np.zeros((self.n, self.n))
         for k, D in enumerate(self.diagonal):
             L[self.tile(k), self.tile(k)] = D
@@ -156,16 +185,19 @@ class TLRCholesky:
     def __repr__(self):
         off = [U.shape[1] for U in self.U.values()]
         mean = float(np.mean(off)) if off else 0.0
-        return f"TLRCholesky(n={self.n}, n_tiles={self.n_tiles}, mean_rank={mean:.1f}, nbytes={self.nbytes})"
+        extra = f", perturbation={self.perturbation:.3g}" if self.perturbation else ""
+        return (f"TLRCholesky(n={self.n}, n_tiles={self.n_tiles}, mean_rank={mean:.1f}, "
+                f"nbytes={self.nbytes}{extra})")
 
 
-def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False, variant="left"):
+def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False, variant="left", safeguard=None,
+             shift=0.0):
     """TLR Cholesky factorization ``A ~ L L^T``.
 
     Parameters
     ----------
     A : TLRMatrix
-        Symmetric positive definite.
+        Symmetric positive definite (or, with a `safeguard` or `shift`, nearly so).
     accuracy : float, optional
         Relative accuracy of the updated tiles: each is compressed to the absolute
         tolerance ``accuracy * ||A||_F / n_tiles``. Default: the tolerance `A` was built
@@ -179,29 +211,50 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False,
     overwrite_a : bool, default False
         Release the tiles of `A` as soon as the factorization no longer needs them, which
         keeps the peak memory near the larger of `A` and its factor; `A` is unusable
-        afterwards.
+        afterwards. Not with ``safeguard="shift"``, which may restart from `A`.
     variant : {"left", "right"}, default "left"
         ``"left"``: left-looking, every tile updated and compressed once by ARA (this
         module). ``"right"``: right-looking, the trailing tiles updated and recompressed
-        after every column (:mod:`tlrcore.cholesky_right`); slower, for comparison.
+        after every column (:mod:`tlrcore.cholesky_right`); slower, for comparison, and
+        without safeguards.
+    safeguard : None, str or sequence of str, default None
+        What to do when the matrix is not positive definite at this accuracy (see
+        :mod:`tlrcore.safeguards`): ``"shift"`` (retry with the smallest sufficient
+        diagonal shift, a power-of-two multiple of the tile tolerance), ``"schur"`` (Schur
+        compensation of the diagonal updates), ``"modified"`` (modified Cholesky on a
+        failing diagonal tile), ``"pivot"`` (tile pivoting, :mod:`tlrcore.cholesky_pivoted`);
+        combine as ``"pivot+modified"`` or ``("schur", "shift")``. None raises.
+    shift : float, default 0.0
+        Added to every diagonal entry of `A` (which is not modified).
 
     Returns
     -------
     TLRCholesky
+        With ``.perturbation = ||E||_F`` (0.0 when nothing was changed), ``.shift``,
+        ``.modified_tiles`` and, with tile pivoting, ``.perm``.
 
     Raises
     ------
     TypeError
         If `A` is not a TLRMatrix.
     ValueError
-        If `accuracy` is not in (0, 1) or `variant` is not ``"left"`` or ``"right"``.
+        If `accuracy` is not in (0, 1), `variant` is not ``"left"`` or ``"right"``, a
+        safeguard name is unknown, `shift` is negative, or the combination of options is
+        not supported.
     NotPositiveDefiniteError
-        If an updated diagonal tile is not positive definite; ``.tile`` is its index.
+        If an updated diagonal tile is not positive definite and the safeguards could not
+        help; ``.tile`` is its index (its position in the factor, with tile pivoting).
     """
     if not isinstance(A, TLRMatrix):
         raise TypeError(f"A must be a tlrcore.TLRMatrix; got {type(A).__name__}.")
     if variant not in ("left", "right"):
         raise ValueError(f"variant must be 'left' or 'right'; got {variant!r}.")
+    guards = parse_safeguard(safeguard)
+    shift = check_shift(shift)
+    if variant == "right" and (guards or shift):
+        raise ValueError("safeguard and shift are implemented for variant='left' only; drop variant='right'.")
+    if overwrite_a and "shift" in guards:
+        raise ValueError("safeguard='shift' may restart from A, so it cannot be combined with overwrite_a=True.")
     tolerance = A.tolerance if accuracy is None else _check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
     if variant == "right":
         # Imported here: tlrcore.cholesky_right builds on this module's helpers.
@@ -209,39 +262,68 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False,
 
         factor = right_looking(A, tolerance, overwrite_a)
     else:
-        factor = _left_looking(A, tolerance, block_size, random_state, overwrite_a)
+        factor = _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrite_a)
     logger.info("TLR Cholesky (%s-looking): %r", variant, factor)
     return factor
 
 
-def _left_looking(A, tolerance, block_size, random_state, overwrite_a):
-    """Left-looking factorization of `A`, each updated tile compressed to `tolerance`."""
+def _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrite_a):
+    """Left-looking factorization with the safeguards; retries with a growing shift
+    under ``"shift"``."""
+    if "pivot" in guards:
+        # Imported here: tlrcore.cholesky_pivoted builds on this module's helpers.
+        from tlrcore.cholesky_pivoted import pivoted_left_looking as factorization
+    else:
+        factorization = _left_looking
+    extra = [0.0] + (shift_schedule(tolerance, A.n_tiles) if "shift" in guards else [])
+    for attempt, added in enumerate(extra):
+        diagonal = DiagonalFactorizer(tolerance, shift + added, "schur" in guards, "modified" in guards)
+        try:
+            factor = factorization(A, tolerance, diagonal, block_size, random_state, overwrite_a)
+        except NotPositiveDefiniteError as exc:
+            if attempt + 1 == len(extra):
+                if len(extra) > 1:
+                    raise NotPositiveDefiniteError(
+                        f"{exc} The automatic shift reached {shift + added:.3g} ({added / tolerance:.0f} "
+                        "tile tolerances), past the bound that guarantees success for a positive "
+                        "semidefinite A; A is probably indefinite (use tlrcore.ldl).",
+                        tile=exc.tile,
+                    ) from exc
+                raise
+            logger.info("TLR Cholesky failed at tile %s; retrying with shift %.3g", exc.tile,
+                        shift + extra[attempt + 1])
+            continue
+        factor.shift = shift + added
+        factor.perturbation = diagonal.perturbation
+        factor.modified_tiles = tuple(diagonal.modified_tiles)
+        factor.compensated_tiles = tuple(diagonal.compensated_tiles)
+        return factor
+
+
+def _left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a):
+    """Left-looking factorization of `A`, each updated tile compressed to `tolerance` and
+    each diagonal tile factored by the :class:`~tlrcore.safeguards.DiagonalFactorizer`."""
     n_t = A.n_tiles
     seeds = np.random.default_rng(random_state).integers(0, 2**63 - 1, size=(n_t, n_t))
     diagonal, U, V = [], {}, {}
     workers = _workers()
     with threadpool_limits(1, "blas"), (ThreadPoolExecutor(workers) if workers > 1 else nullcontext()) as pool:
         run = pool.map if pool is not None else map
-        Lnext = _factor_diagonal(_updated_diagonal(A.diagonal[0], []), 0)
+
+        def factor_diagonal(k):
+            factors = [(U[k, j], V[k, j]) for j in range(k)]
+            return factorizer.factor(*_updated_diagonal(A.diagonal[k], factors), k)
+
+        Lnext = factor_diagonal(0)
         for k in range(n_t):
             Lkk = Lnext
             diagonal.append(Lkk)
             Uk = _stack([U[k, j] for j in range(k)], A.diagonal[k].shape[0])
 
             def update(i, k=k, Uk=Uk):
-                Ui = _stack([U[i, j] for j in range(k)], A.diagonal[i].shape[0])
-                Mik = _block_diagonal([V[i, j].T @ V[k, j] for j in range(k)])
-                Ua, Va = A.U[i, k], A.V[i, k]
-
-                def matmat(X):
-                    return Ua @ (Va.T @ X) - Ui @ (Mik @ (Uk.T @ X))
-
-                def rmatmat(Y):
-                    return Va @ (Ua.T @ Y) - Uk @ (Mik.T @ (Ui.T @ Y))
-
-                shape = (Ua.shape[0], Va.shape[0])
-                return ara_compress(matmat, rmatmat, shape, tolerance, block_size=block_size,
-                                    rng=np.random.default_rng(seeds[i, k]))
+                return _sampled_update(A.U[i, k], A.V[i, k], [U[i, j] for j in range(k)],
+                                       [V[i, j] for j in range(k)], Uk, [V[k, j] for j in range(k)],
+                                       tolerance, block_size, seeds[i, k])
 
             rest = list(range(k + 2, n_t))
             collect = _start_by_work(pool, update, rest, [_ara_work(A, U, i, k, block_size) for i in rest])
@@ -250,8 +332,7 @@ def _left_looking(A, tolerance, block_size, random_state, overwrite_a):
                 # thread finishes it while the pool works on the rest of the column.
                 Ut, Vt = update(k + 1)
                 U[k + 1, k], V[k + 1, k] = Ut, solve_triangular(Lkk, Vt, lower=True, check_finite=False)
-                factors = [(U[k + 1, j], V[k + 1, j]) for j in range(k + 1)]
-                Lnext = _factor_diagonal(_updated_diagonal(A.diagonal[k + 1], factors), k + 1)
+                Lnext = factor_diagonal(k + 1)
             updated = collect()
             solved = _solve_column(Lkk, [Vt for _, Vt in updated], run)
             for i, (Ut, _), Vt in zip(rest, updated, solved):
@@ -259,6 +340,21 @@ def _left_looking(A, tolerance, block_size, random_state, overwrite_a):
             if overwrite_a:
                 A.release_column(k)
     return TLRCholesky(diagonal, U, V, A.offsets, tolerance)
+
+
+def _sampled_update(Ua, Va, Ui_list, Vi_list, Uk, Vk_list, tolerance, block_size, seed):
+    """ARA compression of ``Ua Va^T - sum_j U_ij V_ij^T V_kj U_kj^T`` (never formed)."""
+    Ui = _stack(Ui_list, Ua.shape[0])
+    Mik = _block_diagonal([Vij.T @ Vkj for Vij, Vkj in zip(Vi_list, Vk_list)])
+
+    def matmat(X):
+        return Ua @ (Va.T @ X) - Ui @ (Mik @ (Uk.T @ X))
+
+    def rmatmat(Y):
+        return Va @ (Ua.T @ Y) - Uk @ (Mik.T @ (Ui.T @ Y))
+
+    shape = (Ua.shape[0], Va.shape[0])
+    return ara_compress(matmat, rmatmat, shape, tolerance, block_size=block_size, rng=np.random.default_rng(seed))
 
 
 def _ara_work(A, U, i, k, block_size):
@@ -303,11 +399,11 @@ def _map_by_work(run, func, items, work):
 
 
 def _updated_diagonal(Akk, factors):
-    """``A(k, k) - sum_j U_j V_j^T V_j U_j^T`` (lower triangle) by one ``dsyrk``."""
+    """``(D, W)``: ``D = A(k, k) - W W^T`` (lower triangle) by one ``dsyrk``, with
+    ``W W^T = sum_j U_j V_j^T V_j U_j^T``."""
     D = np.array(Akk, order="F")
-    if not factors:
-        return D
-    return _subtract_gram(D, np.hstack([_gram_root(Uj, Vj) for Uj, Vj in factors]))
+    W = np.hstack([_gram_root(Uj, Vj) for Uj, Vj in factors]) if factors else np.zeros((D.shape[0], 0))
+    return _subtract_gram(D, W), W
 
 
 def _gram_root(U, V):
@@ -356,14 +452,5 @@ def _stack(blocks, rows):
 
 
 def _factor_diagonal(D, k):
-    L, info = dpotrf(D, lower=1, clean=1, overwrite_a=True)
-    if info > 0:
-        raise NotPositiveDefiniteError(
-            f"diagonal tile {k} is not positive definite after its update (leading minor "
-            f"{info}); the matrix is not positive definite at this accuracy. Tighten the "
-            "accuracy, add a nugget, or use a safeguarded factorization.",
-            tile=k,
-        )
-    if info < 0:
-        raise ValueError(f"LAPACK dpotrf rejected argument {-info}.")
-    return L
+    """Plain Cholesky factor of an updated diagonal tile, or NotPositiveDefiniteError."""
+    return DiagonalFactorizer(0.0).factor(D, np.zeros((D.shape[0], 0)), k)

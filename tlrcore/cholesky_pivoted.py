@@ -1,0 +1,101 @@
+r"""Left-looking TLR Cholesky with symmetric tile pivoting (H2Opus, Algorithm 9).
+
+Reached through ``tlrcore.cholesky(A, safeguard="pivot")``. At step ``k`` the pivot is the
+remaining diagonal tile whose updated value ``A(i, i) - sum_{j<k} L(i, j) L(i, j)^T`` has
+the largest Frobenius norm; it becomes tile ``k`` of the factor. As in scalar pivoted
+Cholesky of a semidefinite matrix, the small (nearly singular) Schur complements are left
+for last, where their errors no longer feed many later updates.
+
+The pivot choice needs every remaining diagonal tile updated with every finished column,
+so the updated diagonal tiles are kept in a workspace (``n * tile_size`` doubles, a copy
+of the diagonal of ``A``) and updated eagerly by one ``dsyrk`` per tile and column, in
+parallel: the same work as the unpivoted diagonal updates, done earlier. The
+off-diagonal tiles are sampled once by ARA, as in :mod:`tlrcore.cholesky`; a tile of `A`
+above the diagonal in the pivoted order is read through its transpose. There is no
+lookahead: the next diagonal tile is not known before the column is finished.
+
+The factor stores ``perm``, the site order, with ``A[perm][:, perm] ~ L L^T``.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from tlrcore.cholesky import (
+    TLRCholesky,
+    _gram_root,
+    _sampled_update,
+    _solve_column,
+    _stack,
+    _start_by_work,
+    _subtract_gram,
+)
+from tlrcore.matrix import _workers
+
+__all__ = ["pivoted_left_looking"]
+
+
+def pivoted_left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a=False):
+    """Tile-pivoted left-looking factorization (see the module docstring).
+
+    Parameters are those of the unpivoted ``tlrcore.cholesky._left_looking``;
+    `overwrite_a` releases nothing here (tiles are read in pivot order).
+    """
+    n_t = A.n_tiles
+    seeds = np.random.default_rng(random_state).integers(0, 2**63 - 1, size=(n_t, n_t))
+    updated = {i: np.array(A.diagonal[i], order="F") for i in range(n_t)}
+    order, diagonal = [], []
+    U, V = {}, {}  # keyed by (original tile i, factor column k)
+    workers = _workers()
+    with threadpool_limits(1, "blas"), (ThreadPoolExecutor(workers) if workers > 1 else nullcontext()) as pool:
+        run = pool.map if pool is not None else map
+        for k in range(n_t):
+            p = max(updated, key=lambda i: (_lower_frobenius(updated[i]), -i))
+            order.append(p)
+            D = updated.pop(p)
+            W = _stack([_gram_root(U[p, j], V[p, j]) for j in range(k)], D.shape[0]) if factorizer.schur else None
+            Lkk = factorizer.factor(D, W if W is not None else np.zeros((D.shape[0], 0)), k)
+            diagonal.append(Lkk)
+            rest = sorted(updated)
+            Up = _stack([U[p, j] for j in range(k)], D.shape[0])
+
+            def update(i, k=k, p=p, Up=Up):
+                Ua, Va = (A.U[i, p], A.V[i, p]) if i > p else (A.V[p, i], A.U[p, i])
+                return _sampled_update(Ua, Va, [U[i, j] for j in range(k)], [V[i, j] for j in range(k)], Up,
+                                       [V[p, j] for j in range(k)], tolerance, block_size, seeds[max(i, p), min(i, p)])
+
+            work = [_work(A, U, i, p, k, block_size) for i in rest]
+            columns = _start_by_work(pool, update, rest, work)()
+            solved = _solve_column(Lkk, [Vt for _, Vt in columns], run)
+            for i, (Ut, _), Vt in zip(rest, columns, solved):
+                U[i, k], V[i, k] = Ut, Vt
+            list(run(lambda i, k=k: _subtract_gram(updated[i], _gram_root(U[i, k], V[i, k])), rest))
+    position = {tile: k for k, tile in enumerate(order)}
+    sizes = [A.diagonal[tile].shape[0] for tile in order]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    perm = np.concatenate([np.arange(A.offsets[tile], A.offsets[tile + 1]) for tile in order])
+    U = {(position[i], k): Ut for (i, k), Ut in U.items()}
+    V = {(position[i], k): Vt for (i, k), Vt in V.items()}
+    return TLRCholesky(diagonal, U, V, offsets, tolerance, perm=perm)
+
+
+def _work(A, U, i, p, k, block_size):
+    """Estimated flops of the ARA of tile ``(i, p)`` in column `k` (see
+    :func:`tlrcore.cholesky._ara_work`, which indexes by factor position)."""
+    rows, cols = A.diagonal[i].shape[0], A.diagonal[p].shape[0]
+    rank = A.U[max(i, p), min(i, p)].shape[1]
+    stacked_i = sum(U[i, j].shape[1] for j in range(k))
+    stacked_p = sum(U[p, j].shape[1] for j in range(k))
+    samples = rank + block_size
+    per_sample = (rows + cols) * rank + rows * stacked_i + cols * stacked_p + stacked_i * stacked_p
+    return samples * (per_sample + rows * samples)
+
+
+def _lower_frobenius(D):
+    """Frobenius norm of the symmetric matrix whose lower triangle is `D`'s."""
+    lower = np.tril(D)
+    return float(np.sqrt(2.0 * np.sum(lower * lower) - np.sum(np.diagonal(D) ** 2)))
