@@ -1,0 +1,404 @@
+r"""Left-looking TLR LDLᵀ factorization of a symmetric indefinite matrix (H2Opus, Algorithm 10).
+
+``A ~ L D L^T`` with ``L`` block lower triangular (low-rank off-diagonal tiles
+``L(i, k) = U V^T``) and ``D = blockdiag(D_0, D_1, ...)``, each ``D_k`` block diagonal with
+1x1 and 2x2 blocks. The tile order is not changed (no pivoting between tiles, Section 5.3
+of the paper); within a diagonal tile the dense LDLᵀ pivots (Bunch–Kaufman or rook).
+
+For each tile column ``k``:
+
+1. **Diagonal update.** ``S(k, k) = A(k, k) - sum_{j<k} L(k, j) D_j L(k, j)^T``. With
+   ``L(k, j) = U_j V_j^T`` and the small symmetric ``M_j = V_j^T D_j V_j`` (``r_j x r_j``;
+   ``D_j V_j`` costs ``O(n r_j)`` as ``D_j`` has at most one off-diagonal per row), this is
+   ``A(k, k) - [U_0 M_0 | U_1 M_1 | ...] [U_0 | U_1 | ...]^T``, one GEMM; the lower
+   triangle is kept and mirrored, so ``S(k, k)`` is exactly symmetric.
+2. **Dense LDLᵀ with pivoting inside the tile.** ``S(k, k)[p][:, p] = L_k D_k L_k^T``
+   (:func:`tlrcore.dense.ldl`), i.e. ``S(k, k) = (P_k^T L_k) D_k (P_k^T L_k)^T`` with
+   ``P_k = I[p]``: the factor's diagonal tile is the permuted unit lower triangle
+   ``P_k^T L_k``. A zero eigenvalue of ``D_k`` (``|lambda| <= m eps max(max|lambda|,
+   max|A(k, k)|)`` for a tile of order ``m``: the second term catches an update that cancels
+   the tile to rounding noise) raises :class:`~tlrcore.errors.FactorizationError` naming
+   the tile.
+3. **Off-diagonal update, sampled once.** Each tile below the diagonal,
+   ``A(i, k) - sum_{j<k} U(i, j) V(i, j)^T D_j V(k, j) U(k, j)^T
+   = U_A V_A^T - U_i M_ik U_k^T`` with ``M_ik = blockdiag(V(i, j)^T D_j V(k, j))`` (the
+   five products of the paper's Equation 3, with ``D_j V(k, j)`` formed once per column),
+   is never formed: adaptive randomized approximation samples it and compresses it to the
+   tile tolerance in a single step.
+4. **Solve on V only.** ``L(i, k) = S(i, k) (P_k^T L_k)^{-T} D_k^{-1}``; with
+   ``S(i, k) = U V^T`` and ``(P_k^T L_k)^{-T} = P_k^T L_k^{-T}``, this is
+   ``U (D_k^{-1} L_k^{-1} P_k V)^T``: ``V`` has its rows permuted, one unit-triangular
+   solve, and ``D_k^{-1}`` applied by its 1x1 and 2x2 blocks (never inverted densely; a 2x2
+   block is solved with LAPACK ``dsytrs``'s scaling by its off-diagonal entry).
+
+The determinant and inertia come from the ``D_k`` alone: ``det A ~ prod det D_k`` and, by
+Sylvester's law of inertia, ``A`` has as many positive, negative and zero eigenvalues as
+``D``. They are exact for the TLR-approximated matrix only up to the compression error;
+an eigenvalue of ``A`` closer to zero than about ``accuracy * ||A||_F`` may change sign.
+
+Tiles of one column are independent and are compressed (and solved) by a thread pool with
+BLAS on one thread each, started in descending order of estimated work. Every tile has its
+own seed and its result is stored by tile index, so the factor is bit-identical from run to
+run and for any number of threads. Unlike :func:`tlrcore.cholesky` there is no lookahead.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+
+import numpy as np
+from scipy.linalg import solve_triangular
+from threadpoolctl import threadpool_limits
+
+from tlrcore.cholesky import _ara_work, _block_diagonal, _stack, _start_by_work
+from tlrcore.compress import ara_compress
+from tlrcore.dense import ldl as dense_ldl
+from tlrcore.dense._checks import PIVOTING, check_choice
+from tlrcore.dense.ldl import block_eigenvalues
+from tlrcore.errors import FactorizationError
+from tlrcore.matrix import TLRMatrix, _check_accuracy, _check_int, _workers
+
+__all__ = ["TLRLDL", "ldl"]
+
+logger = logging.getLogger(__name__)
+
+_EPS = np.finfo(np.float64).eps
+
+
+class TLRLDL:
+    """Tile low-rank LDLᵀ factor ``A ~ L D L^T`` of a symmetric, possibly indefinite, matrix.
+
+    ``L`` is block lower triangular: its diagonal tile ``k`` is ``P_k^T L_k`` (``L_k`` unit
+    lower triangular, ``P_k = I[perms[k]]``) and its tile ``(i, k)``, ``i > k``, is
+    ``U[i, k] @ V[i, k].T``. ``D = blockdiag(d[0], d[1], ...)``.
+
+    Attributes
+    ----------
+    n, n_tiles, offsets
+        As for :class:`~tlrcore.TLRMatrix`.
+    diagonal : list of ndarray
+        Unit lower-triangular ``L_k`` of the diagonal tiles.
+    d : list of ndarray
+        Dense tile-sized block-diagonal ``D_k`` (1x1 and 2x2 blocks).
+    perms : list of ndarray of int
+        Pivot order within each diagonal tile: ``S(k, k)[p][:, p] = L_k D_k L_k^T``.
+    U, V : dict of (int, int) to ndarray
+        ``L(i, k) = U[i, k] @ V[i, k].T`` for ``i > k``.
+    tolerance : float
+        Absolute Frobenius tolerance of the updated tiles.
+    pivoting : str
+        ``"bk"`` or ``"rook"``, the pivoting within the diagonal tiles.
+    """
+
+    def __init__(self, diagonal, d, perms, U, V, offsets, tolerance, pivoting):
+        self.diagonal, self.d, self.perms = diagonal, d, perms
+        self.U, self.V = U, V
+        self.offsets = np.asarray(offsets)
+        self.n = int(self.offsets[-1])
+        self.n_tiles = len(diagonal)
+        self.tolerance = tolerance
+        self.pivoting = pivoting
+        self._blocks = [_blocks_of(D) for D in d]
+
+    def tile(self, i):
+        """Index slice of tile `i`."""
+        return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
+
+    @property
+    def ranks(self):
+        """``(n_tiles, n_tiles)`` ranks of ``L`` (lower triangle; diagonal = tile sizes)."""
+        ranks = np.zeros((self.n_tiles, self.n_tiles), dtype=np.int64)
+        for k, Lk in enumerate(self.diagonal):
+            ranks[k, k] = Lk.shape[0]
+        for (i, k), U in self.U.items():
+            ranks[i, k] = U.shape[1]
+        return ranks
+
+    @property
+    def nbytes(self):
+        """Bytes held by the factor (diagonal tiles, ``D`` blocks, perms, low-rank tiles)."""
+        dense = sum(Lk.nbytes + Dk.nbytes + p.nbytes for Lk, Dk, p in zip(self.diagonal, self.d, self.perms))
+        return dense + sum(U.nbytes + V.nbytes for U, V in zip(self.U.values(), self.V.values()))
+
+    def eigenvalues_d(self):
+        """Eigenvalues of ``D`` (those of its 1x1 and 2x2 blocks), in tile order."""
+        return np.concatenate([block_eigenvalues(Dk) for Dk in self.d])
+
+    def inertia(self, rtol=None):
+        """``(n_pos, n_neg, n_zero)`` of ``A`` by Sylvester's law: the signs of the eigenvalues of ``D``.
+
+        Parameters
+        ----------
+        rtol : float, optional
+            An eigenvalue of ``D`` with ``|lambda| <= rtol * max|lambda|`` counts as zero;
+            default ``n * eps``.
+
+        Returns
+        -------
+        tuple of int
+        """
+        lam = self.eigenvalues_d()
+        if rtol is None:
+            rtol = self.n * _EPS
+        zero = np.abs(lam) <= rtol * np.abs(lam).max()
+        return int(np.sum((lam > 0) & ~zero)), int(np.sum((lam < 0) & ~zero)), int(np.sum(zero))
+
+    def slogdet(self):
+        """``(sign, log|det A|)`` as :func:`numpy.linalg.slogdet`, from the blocks of ``D``."""
+        lam = self.eigenvalues_d()
+        return float(np.prod(np.sign(lam))), float(np.sum(np.log(np.abs(lam))))
+
+    def logdet(self):
+        """``log|det A|``."""
+        return self.slogdet()[1]
+
+    def _check_rhs(self, b):
+        b = np.asarray(b, dtype=np.float64)
+        if b.ndim not in (1, 2) or b.shape[0] != self.n:
+            raise ValueError(f"b must have shape ({self.n},) or ({self.n}, k); got {b.shape}.")
+        if not np.isfinite(b).all():
+            raise ValueError("b contains NaN or infinite values.")
+        return b
+
+    def _solve_lower(self, x):
+        """``L^{-1} x`` in place, forward over tiles: ``x_k = L_k^{-1} P_k (x_k - sum_j L(k, j) x_j)``."""
+        for k in range(self.n_tiles):
+            rows = self.tile(k)
+            for j in range(k):
+                x[rows] -= self.U[k, j] @ (self.V[k, j].T @ x[self.tile(j)])
+            x[rows] = solve_triangular(self.diagonal[k], x[rows][self.perms[k]], lower=True, unit_diagonal=True,
+                                       check_finite=False)
+        return x
+
+    def _solve_upper(self, x):
+        """``L^{-T} x`` in place, backward over tiles: ``x_k = P_k^T L_k^{-T} (x_k - sum_i L(i, k)^T x_i)``."""
+        for k in reversed(range(self.n_tiles)):
+            rows = self.tile(k)
+            for i in range(k + 1, self.n_tiles):
+                x[rows] -= self.V[i, k] @ (self.U[i, k].T @ x[self.tile(i)])
+            y = solve_triangular(self.diagonal[k], x[rows], lower=True, trans="T", unit_diagonal=True,
+                                 check_finite=False)
+            x[self.offsets[k] + self.perms[k]] = y
+        return x
+
+    def solve(self, b):
+        """``A^{-1} b ~ L^{-T} D^{-1} L^{-1} b`` for a vector ``(n,)`` or a matrix ``(n, m)``.
+
+        Raises
+        ------
+        ValueError
+            If `b` has the wrong shape or non-finite entries.
+        """
+        x = self._solve_lower(self._check_rhs(b).copy())
+        for k in range(self.n_tiles):
+            x[self.tile(k)] = _solve_d(*self._blocks[k], x[self.tile(k)])
+        return self._solve_upper(x)
+
+    def to_dense(self):
+        """``(L, D)`` as dense ``(n, n)`` arrays with ``L @ D @ L.T ~ A``.
+
+        ``L`` includes the tile permutations: block lower triangular, its diagonal tile
+        ``k`` is ``P_k^T L_k`` (rows ``perms[k]`` of it form a unit lower triangle).
+        """
+        L, D = np.zeros((self.n, self.n)), np.zeros((self.n, self.n))
+        for k, (Lk, p) in enumerate(zip(self.diagonal, self.perms)):
+            rows = self.tile(k)
+            L[self.offsets[k] + p, rows] = Lk
+            D[rows, rows] = self.d[k]
+        for (i, k), U in self.U.items():
+            L[self.tile(i), self.tile(k)] = U @ self.V[i, k].T
+        return L, D
+
+    def __repr__(self):
+        off = [U.shape[1] for U in self.U.values()]
+        mean = float(np.mean(off)) if off else 0.0
+        return (
+            f"TLRLDL(n={self.n}, n_tiles={self.n_tiles}, pivoting={self.pivoting!r}, mean_rank={mean:.1f}, "
+            f"inertia={self.inertia()}, nbytes={self.nbytes})"
+        )
+
+
+def ldl(A, accuracy=None, pivoting="bk", block_size=16, random_state=0):
+    """TLR LDLᵀ factorization ``A ~ L D L^T`` of a symmetric, possibly indefinite, matrix.
+
+    Left-looking, every off-diagonal tile updated and compressed once by ARA (Algorithm 10
+    of the batched TLR Cholesky paper); each diagonal tile is factored by a dense LDLᵀ that
+    pivots within the tile. Tiles are not reordered.
+
+    Parameters
+    ----------
+    A : TLRMatrix
+        Symmetric, nonsingular; may be indefinite.
+    accuracy : float, optional
+        Relative accuracy of the updated tiles: each is compressed to the absolute
+        tolerance ``accuracy * ||A||_F / n_tiles``. Default: the tolerance `A` was built
+        with.
+    pivoting : {"bk", "rook"}, default "bk"
+        Pivoting within the diagonal tiles (:func:`tlrcore.dense.ldl`): Bunch–Kaufman
+        (LAPACK ``dsytrf``) or rook (bounded Bunch–Kaufman, slower, bounded ``|L_k|``).
+    block_size : int, default 16
+        ARA sampling block (columns per sample).
+    random_state : int, default 0
+        Seeds the per-tile samples; equal inputs give bit-identical factors.
+
+    Returns
+    -------
+    TLRLDL
+        With ``d`` (the ``D_k`` blocks), ``inertia()``, ``slogdet()``, ``logdet()``,
+        ``solve(b)``, ``to_dense()``.
+
+    Raises
+    ------
+    TypeError
+        If `A` is not a TLRMatrix, or `accuracy`, `pivoting` or `block_size` has the wrong
+        type.
+    ValueError
+        If `accuracy` is not in (0, 1), `pivoting` is not ``"bk"`` or ``"rook"``, or
+        `block_size` is below 1.
+    FactorizationError
+        If an updated diagonal tile is singular (an eigenvalue of ``D_k`` with
+        ``|lambda| <= m eps max(max|lambda|, max|A(k, k)|)``, ``m`` the tile order) or its
+        factors overflow; ``.tile`` is its index.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import tlrcore as tlr
+    >>> from tlrcore.ldl import ldl
+    >>> x = np.linspace(0, 1, 400)
+    >>> M = np.exp(-np.abs(x[:, None] - x[None, :]) / 0.2) - 0.5 * np.eye(400)
+    >>> F = ldl(tlr.TLRMatrix.from_dense(M, 100, accuracy=1e-10))
+    >>> F.inertia() == tuple(int(c) for c in np.bincount(np.linalg.eigvalsh(M) < 0, minlength=2)) + (0,)
+    True
+    """
+    if not isinstance(A, TLRMatrix):
+        raise TypeError(f"A must be a tlrcore.TLRMatrix; got {type(A).__name__}.")
+    check_choice(pivoting, "pivoting", PIVOTING)
+    block_size = _check_int(block_size, "block_size", 1)
+    tolerance = A.tolerance if accuracy is None else _check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
+    factor = _left_looking(A, tolerance, pivoting, block_size, random_state)
+    logger.info("TLR LDL^T (pivoting=%s): %r", pivoting, factor)
+    return factor
+
+
+def _left_looking(A, tolerance, pivoting, block_size, random_state):
+    """Left-looking LDLᵀ of `A`, each updated tile compressed to `tolerance`."""
+    n_t = A.n_tiles
+    seeds = np.random.default_rng(random_state).integers(0, 2**63 - 1, size=(n_t, n_t))
+    diagonal, d, perms, blocks, U, V = [], [], [], [], {}, {}
+    workers = _workers()
+    with threadpool_limits(1, "blas"), (ThreadPoolExecutor(workers) if workers > 1 else nullcontext()) as pool:
+        for k in range(n_t):
+            # D_j V(k, j) for j < k: shared by the diagonal update and every tile of the column.
+            DVk = [_apply_d(*blocks[j], V[k, j]) for j in range(k)]
+            Mk = [V[k, j].T @ DVk[j] for j in range(k)]
+            S = _updated_diagonal(A.diagonal[k], [U[k, j] for j in range(k)], Mk)
+            Lk, Dk, pk = _factor_diagonal(S, pivoting, k, np.abs(A.diagonal[k]).max())
+            diagonal.append(Lk)
+            d.append(Dk)
+            perms.append(pk)
+            blocks.append(_blocks_of(Dk))
+            Uk = _stack([U[k, j] for j in range(k)], A.diagonal[k].shape[0])
+
+            def update(i, k=k, Uk=Uk, DVk=DVk, Lk=Lk, pk=pk):
+                Ui = _stack([U[i, j] for j in range(k)], A.diagonal[i].shape[0])
+                Mik = _block_diagonal([V[i, j].T @ DVk[j] for j in range(k)])
+                Ua, Va = A.U[i, k], A.V[i, k]
+
+                def matmat(X):
+                    return Ua @ (Va.T @ X) - Ui @ (Mik @ (Uk.T @ X))
+
+                def rmatmat(Y):
+                    return Va @ (Ua.T @ Y) - Uk @ (Mik.T @ (Ui.T @ Y))
+
+                shape = (Ua.shape[0], Va.shape[0])
+                Ut, Vt = ara_compress(matmat, rmatmat, shape, tolerance, block_size=block_size,
+                                      rng=np.random.default_rng(seeds[i, k]))
+                # L(i, k) = U V^T (P_k^T L_k)^{-T} D_k^{-1} = U (D_k^{-1} L_k^{-1} P_k V)^T.
+                Vt = solve_triangular(Lk, Vt[pk], lower=True, unit_diagonal=True, check_finite=False)
+                return Ut, _solve_d(*blocks[k], Vt)
+
+            rest = list(range(k + 1, n_t))
+            updated = _start_by_work(pool, update, rest, [_ara_work(A, U, i, k, block_size) for i in rest])()
+            for i, (Ut, Vt) in zip(rest, updated):
+                U[i, k], V[i, k] = Ut, Vt
+    return TLRLDL(diagonal, d, perms, U, V, A.offsets, tolerance, pivoting)
+
+
+def _updated_diagonal(Akk, Us, Ms):
+    """``A(k, k) - sum_j U_j M_j U_j^T`` (one GEMM), made exactly symmetric from its lower triangle."""
+    if not Us:
+        return np.array(Akk)
+    W = np.hstack([Uj @ Mj for Uj, Mj in zip(Us, Ms)])
+    S = Akk - W @ np.hstack(Us).T
+    lower = np.tril(S)
+    return lower + np.tril(S, -1).T
+
+
+def _factor_diagonal(S, pivoting, k, scale_a):
+    """Dense LDLᵀ of the updated diagonal tile `k`; FactorizationError if it is singular.
+
+    Singular: an eigenvalue of ``D_k`` with ``|lambda| <= m eps max(max|lambda|, scale_a)``,
+    ``m`` the tile order and `scale_a` the largest entry of ``A(k, k)``. The second term
+    catches an update that cancels ``A(k, k)`` down to rounding noise, whose eigenvalues
+    are all alike and would pass a test relative to ``max|lambda|`` alone.
+    """
+    if not np.isfinite(S).all():
+        raise _tile_error(f"diagonal tile {k} is not finite after its update", k)
+    try:
+        Lk, Dk, pk = dense_ldl(S, pivoting, check_finite=False)
+    except FactorizationError as exc:
+        raise _tile_error(f"the dense LDL^T of diagonal tile {k} overflowed ({exc})", k) from None
+    lam = np.abs(block_eigenvalues(Dk))
+    scale = max(lam.max(), scale_a)
+    if scale == 0.0 or lam.min() <= lam.size * _EPS * scale:
+        raise _tile_error(
+            f"diagonal tile {k} is singular after its update (smallest |eigenvalue| of its D block "
+            f"{lam.min():.3g}, largest {lam.max():.3g}, largest entry of A({k}, {k}) {scale_a:.3g}); the matrix is singular, or nearly so at this "
+            "accuracy. Tighten the accuracy, shift the matrix, or regularize it",
+            k,
+        )
+    return Lk, Dk, pk
+
+
+def _tile_error(message, k):
+    error = FactorizationError(message + ".")
+    error.tile = k
+    return error
+
+
+def _blocks_of(D):
+    """``(d, e, starts, safe_d)`` of a block-diagonal ``D``: diagonal, subdiagonal, the
+    first indices of its 2x2 blocks, and ``d`` with ones in the 2x2 positions."""
+    d, e = np.diagonal(D).copy(), np.diagonal(D, -1).copy()
+    starts = np.flatnonzero(e)
+    safe = d.copy()
+    safe[starts] = safe[starts + 1] = 1.0
+    return d, e, starts, safe
+
+
+def _apply_d(d, e, starts, safe, X):
+    """``D X`` for a block-diagonal ``D`` given by its diagonal `d` and subdiagonal `e`."""
+    Y = d[:, None] * X
+    if starts.size:
+        Y[starts] += e[starts, None] * X[starts + 1]
+        Y[starts + 1] += e[starts, None] * X[starts]
+    return Y
+
+
+def _solve_d(d, e, starts, safe, X):
+    """``D^{-1} X`` block by block; a 2x2 block ``[[a, b], [b, c]]`` as LAPACK ``dsytrs``:
+    scaled by ``b``, ``x_1 = (c/b y_1/b - y_2/b) / (a/b c/b - 1)`` and symmetrically."""
+    shape = X.shape
+    X = X.reshape(shape[0], -1)
+    Y = X / safe[:, None]
+    if starts.size:
+        b = e[starts, None]
+        a, c = d[starts, None] / b, d[starts + 1, None] / b
+        y1, y2 = X[starts] / b, X[starts + 1] / b
+        denom = a * c - 1.0
+        Y[starts] = (c * y1 - y2) / denom
+        Y[starts + 1] = (a * y2 - y1) / denom
+    return Y.reshape(shape)
