@@ -1,0 +1,207 @@
+"""Safeguarded TLR Cholesky (shift, Schur compensation, modified tiles, tile pivoting)
+against the densified matrix, on covariances that lose definiteness under compression."""
+
+import numpy as np
+import pytest
+import scipy.linalg
+from scipy.spatial.distance import cdist
+
+import tlrcore as tlr
+from tlrcore.safeguards import parse_safeguard, shift_schedule
+
+
+def sites(n, seed=0, duplicate=None):
+    """Sites sorted into tiles of nearby sites; with `duplicate`, every site twice, 1e-12
+    apart, in the same tile (``"within"``) or half the matrix apart (``"across"``)."""
+    rng = np.random.default_rng(seed)
+    m = n // 2 if duplicate else n
+    X = rng.uniform(size=(m, 2))
+    X = X[np.lexsort([X[:, 0], np.floor(X[:, 1] * 4), np.floor(X[:, 0] * 2)])]
+    if duplicate == "within":
+        return np.repeat(X, 2, axis=0) + 1e-12 * rng.standard_normal((2 * m, 2))
+    if duplicate == "across":
+        return np.vstack([X, X + 1e-12 * rng.standard_normal((m, 2))])
+    return X
+
+
+def kernel_matrix(name, n=1024):
+    """Covariances whose TLR Cholesky at accuracy 1e-4 fails (measured)."""
+    if name == "gaussian":
+        D = cdist(*2 * [sites(n)]) / 0.3
+        return np.exp(-(D**2))
+    if name == "matern25-long":
+        D = cdist(*2 * [sites(n)]) * np.sqrt(5) / 0.5
+        return (1 + D + D**2 / 3) * np.exp(-D)
+    if name == "exp-duplicated":
+        D = cdist(*2 * [sites(n, duplicate="across")]) / 1.0
+        return np.exp(-D)
+    if name == "matern15-duplicated":
+        D = cdist(*2 * [sites(n, duplicate="within")]) * np.sqrt(3) / 0.3
+        return (1 + D) * np.exp(-D)
+    raise KeyError(name)
+
+
+HARD = ["gaussian", "matern25-long", "exp-duplicated", "matern15-duplicated"]
+TILE, ACCURACY = 128, 1e-4
+
+
+@pytest.fixture(scope="module", params=HARD)
+def hard(request):
+    M = kernel_matrix(request.param)
+    return request.param, M, tlr.TLRMatrix.from_dense(M, TILE, accuracy=ACCURACY)
+
+
+def test_plain_fails_naming_a_tile(hard):
+    _, _, A = hard
+    with pytest.raises(tlr.NotPositiveDefiniteError, match="safeguard='shift'") as info:
+        tlr.cholesky(A)
+    assert 0 <= info.value.tile < A.n_tiles
+
+
+@pytest.mark.parametrize("safeguard", ["shift", "pivot+shift", "schur+modified+shift"])
+def test_shift_succeeds_with_a_small_reported_perturbation(hard, safeguard):
+    name, M, A = hard
+    F = tlr.cholesky(A, safeguard=safeguard)
+    n, norm = M.shape[0], np.linalg.norm(M)
+    # The retries stop at the first power-of-two multiple of the tile tolerance that works
+    # (none when compensated or modified tiles sufficed).
+    if F.shift == 0.0:
+        assert F.modified_tiles or F.compensated_tiles
+        assert "modified" in safeguard and F.perturbation > 0
+    else:
+        assert F.shift in shift_schedule(A.tolerance, A.n_tiles)
+        assert F.shift <= 2 * A.tolerance  # measured 1 or 2 tile tolerances
+        assert F.perturbation >= F.shift * np.sqrt(n) * (1 - 1e-12)
+    assert F.perturbation <= 2e-3 * norm  # measured 1.6e-4 .. 6.1e-4 ||A||_F (accuracy 1e-4)
+    perm = np.arange(n) if F.perm is None else F.perm
+    L = F.to_dense()
+    E = L @ L.T - M[np.ix_(perm, perm)]
+    # L L^T = A + E up to compression errors of the order of the accuracy
+    assert np.linalg.norm(E) <= F.perturbation + 4 * ACCURACY * norm
+    if F.modified_tiles or F.compensated_tiles:
+        return  # log det of a nearly singular A + E: E's directions matter, not only its size
+    shifted = M + F.shift * np.eye(n)
+    assert abs(F.logdet() - np.linalg.slogdet(shifted)[1]) <= 0.02 * n  # measured |.| <= 11.4
+    b = np.random.default_rng(1).normal(size=n)
+    x = F.solve(b)
+    assert np.linalg.norm(shifted @ x - b) <= 0.05 * np.linalg.norm(b) * (1 + norm / F.shift) * ACCURACY * 10
+
+
+@pytest.mark.parametrize("safeguard", ["shift", "schur", "modified", "pivot", "schur+modified+pivot+shift"])
+def test_positive_definite_input_is_never_perturbed(safeguard):
+    D = cdist(*2 * [sites(900, seed=3)]) / 0.1
+    M = np.exp(-D) + 1e-2 * np.eye(900)
+    A = tlr.TLRMatrix.from_dense(M, TILE, accuracy=1e-8)
+    F = tlr.cholesky(A, safeguard=safeguard)
+    assert F.perturbation == 0.0 and F.shift == 0.0
+    assert F.modified_tiles == () and F.compensated_tiles == ()
+    assert abs(F.logdet() - np.linalg.slogdet(M)[1]) <= 1e-5
+
+
+def test_pivoting_reorders_tiles_and_solves_in_the_callers_order():
+    D = cdist(*2 * [sites(900, seed=4)]) / 0.1
+    M = np.exp(-D) + np.diag(np.repeat([1e-2, 5.0, 1e-1, 2.0, 1e-3, 3.0, 1.0, 0.5], [128] * 7 + [4]))
+    A = tlr.TLRMatrix.from_dense(M, TILE, accuracy=1e-10)
+    F = tlr.cholesky(A, safeguard="pivot")
+    assert F.perm is not None and sorted(F.perm) == list(range(900))
+    assert not np.array_equal(F.perm, np.arange(900))
+    # first pivot: the tile with the largest diagonal (nugget 5)
+    np.testing.assert_array_equal(F.perm[:128], np.arange(128, 256))
+    L = F.to_dense()
+    assert np.linalg.norm(L @ L.T - M[np.ix_(F.perm, F.perm)]) <= 2e-10 * np.linalg.norm(M)
+    B = np.random.default_rng(0).normal(size=(900, 2))
+    np.testing.assert_allclose(F.solve(B), np.linalg.solve(M, B), rtol=1e-6, atol=1e-8)
+    Z = np.random.default_rng(1).normal(size=(900, 2))
+    np.testing.assert_allclose(F.multiply_lower(Z)[F.perm], L @ Z, atol=1e-10)
+    assert abs(F.logdet() - np.linalg.slogdet(M)[1]) <= 1e-6
+
+
+def test_explicit_shift_equals_factoring_the_shifted_matrix():
+    M = kernel_matrix("gaussian", 512)
+    A = tlr.TLRMatrix.from_dense(M, TILE, accuracy=1e-6)
+    shifted = tlr.TLRMatrix.from_dense(M + 1e-2 * np.eye(512), TILE, accuracy=1e-6)
+    F = tlr.cholesky(A, accuracy=1e-6, shift=1e-2)
+    G = tlr.cholesky(shifted, accuracy=1e-6)
+    assert F.shift == 1e-2 and F.perturbation == pytest.approx(1e-2 * np.sqrt(512))
+    assert F.logdet() == pytest.approx(G.logdet(), abs=1e-4)
+    assert F.logdet() == pytest.approx(np.linalg.slogdet(M + 1e-2 * np.eye(512))[1], abs=1e-3)
+
+
+def test_modified_tiles_rescue_isolated_singular_tiles():
+    # Duplicated sites inside the diagonal tiles only: the tiles are singular, the
+    # off-diagonal compression is consistent, and GMW on the failing tiles suffices.
+    M = kernel_matrix("matern15-duplicated")
+    A = tlr.TLRMatrix.from_dense(M, TILE, accuracy=ACCURACY)
+    F = tlr.cholesky(A, safeguard="modified")
+    assert F.shift == 0.0 and len(F.modified_tiles) > 0
+    assert 0 < F.perturbation <= 1e-3 * np.linalg.norm(M)  # measured 2.6e-4
+    L = F.to_dense()
+    assert np.linalg.norm(L @ L.T - M) <= F.perturbation + 4 * ACCURACY * np.linalg.norm(M)
+
+
+def test_modified_alone_refuses_growing_changes_and_says_what_to_use():
+    A = tlr.TLRMatrix.from_dense(kernel_matrix("gaussian"), TILE, accuracy=ACCURACY)
+    with pytest.raises(tlr.NotPositiveDefiniteError, match="safeguard='shift'"):
+        tlr.cholesky(A, safeguard="modified")
+
+
+def test_indefinite_matrix_exhausts_the_shift_schedule():
+    M = kernel_matrix("gaussian", 512) - 0.5 * np.eye(512)
+    A = tlr.TLRMatrix.from_dense(M, TILE, accuracy=1e-6)
+    with pytest.raises(tlr.NotPositiveDefiniteError, match="probably indefinite"):
+        tlr.cholesky(A, safeguard="shift")
+
+
+def test_input_matrix_is_not_modified():
+    M = kernel_matrix("gaussian", 512)
+    A = tlr.TLRMatrix.from_dense(M, TILE, accuracy=ACCURACY)
+    before = A.to_dense()
+    tlr.cholesky(A, safeguard="shift+schur+modified", shift=1e-6)
+    tlr.cholesky(A, safeguard="pivot+shift")
+    np.testing.assert_array_equal(A.to_dense(), before)
+
+
+def test_safeguarded_factor_is_deterministic():
+    A = tlr.TLRMatrix.from_dense(kernel_matrix("exp-duplicated", 512), TILE, accuracy=ACCURACY)
+    F, G = (tlr.cholesky(A, safeguard="pivot+shift") for _ in range(2))
+    assert F.logdet() == G.logdet() and F.perturbation == G.perturbation
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"safeguard": "jitter"}, ValueError, "unknown safeguard 'jitter'"),
+        ({"safeguard": 3}, ValueError, "safeguard must be None"),
+        ({"shift": -1.0}, ValueError, "shift must be a finite number >= 0"),
+        ({"shift": np.nan}, ValueError, "shift must be a finite number >= 0"),
+        ({"shift": "1e-3"}, TypeError, "shift must be a finite number"),
+        ({"safeguard": "shift", "overwrite_a": True}, ValueError, "overwrite_a"),
+        ({"safeguard": "pivot", "variant": "right"}, ValueError, "variant='left'"),
+    ],
+    ids=["unknown-name", "wrong-type", "negative-shift", "nan-shift", "string-shift", "shift-overwrite", "right"],
+)
+def test_bad_options_raise_naming_the_argument(kwargs, error, match):
+    A = tlr.TLRMatrix.from_dense(np.eye(64) * 2.0, 32, accuracy=1e-8)
+    with pytest.raises(error, match=match):
+        tlr.cholesky(A, **kwargs)
+
+
+def test_parse_safeguard_accepts_combinations():
+    assert parse_safeguard(None) == frozenset()
+    assert parse_safeguard("pivot+ shift") == {"pivot", "shift"}
+    assert parse_safeguard(("schur", "modified")) == {"schur", "modified"}
+
+
+def test_schur_compensation_dominates_the_dropped_tail():
+    from tlrcore.safeguards import _schur_compensation
+
+    rng = np.random.default_rng(0)
+    W = rng.normal(size=(60, 40)) * np.logspace(0, -6, 40)
+    tol = 1e-5
+    c = _schur_compensation(W, tol)
+    lam, Q = scipy.linalg.eigh(W @ W.T)
+    tail = np.sqrt(np.cumsum(lam**2)) <= tol
+    T = (Q[:, tail] * lam[tail]) @ Q[:, tail].T
+    assert np.linalg.norm(T) <= tol
+    assert np.linalg.eigvalsh(np.diag(c) - T).min() >= -1e-15  # diag(rowsum|T|) - T is PSD
+    np.testing.assert_allclose(c, np.abs(T).sum(axis=1), rtol=1e-6, atol=1e-18)
