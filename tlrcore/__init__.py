@@ -15,7 +15,12 @@ cholesky, TLRCholesky
     Left-looking TLR Cholesky with ARA-compressed updates (``variant="right"``: the
     right-looking variant with recompressed trailing updates, for comparison); the factor
     has ``logdet``, ``solve``, ``solve_lower``, ``solve_upper``, ``multiply_lower``,
-    ``ranks``, ``nbytes``, ``to_dense``.
+    ``ranks``, ``nbytes``, ``to_dense``. ``safeguard=`` (``"shift"``, ``"schur"``,
+    ``"modified"``, ``"pivot"``, combinable) and ``shift=`` factor matrices that lost
+    definiteness and report ``.perturbation``.
+ldl, TLRLDL
+    Left-looking TLR LDLᵀ with Bunch–Kaufman or rook pivoting inside the diagonal tiles,
+    for symmetric indefinite matrices: ``inertia``, ``slogdet``, ``logdet``, ``solve``.
 dense
     Dense symmetric indefinite LDLᵀ (Bunch–Kaufman, rook) and modified Cholesky
     (Gill–Murray–Wright, Cheng–Higham): ``dense.ldl``, ``dense.modified_cholesky``.
@@ -32,12 +37,15 @@ from tlrcore import compress, dense
 from tlrcore.cholesky import TLRCholesky, cholesky
 from tlrcore.diagnostics import summary
 from tlrcore.errors import FactorizationError, NotPositiveDefiniteError
+from tlrcore.ldl import TLRLDL, ldl
 from tlrcore.matrix import GeneratorError, TLRMatrix
 
 __all__ = [
     "TLRMatrix",
     "TLRCholesky",
+    "TLRLDL",
     "cholesky",
+    "ldl",
     "compress",
     "dense",
     "summary",
