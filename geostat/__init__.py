@@ -22,6 +22,7 @@ from geostat.kernels import Exponential, Gaussian, Kernel, Matern, PoweredExpone
 from geostat.loglik import log_likelihood
 from geostat.optimize import GeostatWarning, MLEResult
 from geostat.simulate import simulate
+from geostat.safeguard import PerturbationWarning
 from tlrcore import NotPositiveDefiniteError
 
 __all__ = [
@@ -38,5 +39,6 @@ __all__ = [
     "MLEResult",
     "GeostatWarning",
     "NotPositiveDefiniteError",
+    "PerturbationWarning",
 ]
 __version__ = "0.1.0"

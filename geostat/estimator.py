@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -9,10 +11,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from geostat.data import Trend, as_output, prepare_coords, prepare_y
 from geostat.distance import get_distance, warn_if_invalid_on_sphere
 from geostat.kernels import get_kernel
+from geostat.likelihood import split_params
 from geostat.loglik import METHODS, make_likelihood
 from geostat.optimize import ParameterSpace, maximize_likelihood
 from geostat.params import check_params
 from geostat.predict import Kriging
+from geostat.safeguard import PerturbationWarning, check_on_failure, warning_threshold
 
 __all__ = ["SpatialGP"]
 
@@ -67,6 +71,14 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         Hold ``"variance"`` and/or ``"range"`` fixed at the given values.
     n_starts : int, default 3
         Local optimizations started from the best points of a starting grid.
+    on_failure : {"shift", "step", "raise"}, default "shift"
+        What a covariance that is not numerically positive definite (at the TLR accuracy)
+        does during the fit: ``"shift"`` factors it with the smallest diagonal shift that
+        works and reports it (`perturbation_`, `shift_`; a
+        :class:`geostat.safeguard.PerturbationWarning` when the change at the estimate
+        exceeds the accuracy, or ``1e-8`` relative for exact fits); ``"step"`` makes the
+        optimizer step away from such parameters; ``"raise"`` raises
+        :class:`tlrcore.NotPositiveDefiniteError`. See :mod:`geostat.safeguard`.
 
     Attributes
     ----------
@@ -89,6 +101,14 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     loglik_error_ : float
         Estimated error of `loglik_` due to TLR compression: the difference from an
         evaluation ten times more accurate (0.0 when exact).
+    perturbation_ : float
+        ``||E||_F / ||K||_F`` of the change made to factor the covariance at the estimate
+        (largest over the missing-value patterns); 0.0 when none was needed.
+    shift_ : float
+        The diagonal shift in covariance units (added to the nugget in effect); 0.0 when
+        none was needed.
+    n_safeguarded_ : int
+        Likelihood evaluations during the fit that needed a shift.
     distance_ : str
         The distance used (``"auto"`` resolved).
     kernel_ : Kernel
@@ -114,6 +134,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         bounds=None,
         fixed=None,
         n_starts=3,
+        on_failure="shift",
     ):
         self.kernel = kernel
         self.smoothness = smoothness
@@ -130,6 +151,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         self.bounds = bounds
         self.fixed = fixed
         self.n_starts = n_starts
+        self.on_failure = on_failure
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -156,6 +178,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             raise TypeError(f"reml must be True or False; got {self.reml!r}.")
         if isinstance(self.n_starts, bool) or not isinstance(self.n_starts, (int, np.integer)) or self.n_starts < 1:
             raise ValueError(f"n_starts must be a positive integer; got {self.n_starts!r}.")
+        check_on_failure(self.on_failure)
 
     def fit(self, X, y):
         """Estimate the covariance parameters and trend by maximum likelihood.
@@ -195,6 +218,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         likelihood = make_likelihood(
             self.method, data.coords, values, data.design, kernel, get_distance(distance_name), self.reml,
             accuracy=self.accuracy, tile_size=self.tile_size, ordering=self.ordering, random_state=seed,
+            on_failure=self.on_failure,
         )
         space = ParameterSpace(
             kernel,
@@ -226,6 +250,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         self.n_evaluations_ = result.n_evaluations
         self.converged_ = result.converged
         self.result_ = result
+        self.n_safeguarded_ = likelihood.n_safeguarded
+        self.perturbation_, self.shift_ = _perturbation_at(likelihood, result.params)
+        _warn_if_perturbed(self.perturbation_, self.shift_, likelihood.accuracy, result.params)
         self._trend = trend
         self._layout = data.layout
         self._y_names, self._y_one_d = names, one_d
@@ -345,3 +372,30 @@ def _residual_variance(y, design):
     resid = np.concatenate(values)
     variance = float(np.mean(resid**2))
     return variance if variance > 0 else 1.0
+
+
+def _perturbation_at(likelihood, params):
+    """``(relative ||E||_F, shift in covariance units)`` of the factors at `params`
+    (largest over groups); no refactorization when no evaluation needed a shift."""
+    if likelihood.n_safeguarded == 0:
+        return 0.0, 0.0
+    theta, eta = split_params(params, likelihood.kernel)
+    factors = likelihood.factors(theta, eta)
+    relative = max(f.relative_perturbation for f in factors)
+    shift = max(f.shift for f in factors) * params["variance"]
+    return float(relative), float(shift)
+
+
+def _warn_if_perturbed(relative, shift, accuracy, params):
+    threshold = warning_threshold(accuracy)
+    if relative > threshold:
+        warnings.warn(
+            f"the covariance at the estimate is not positive definite "
+            f"{'at accuracy ' + format(accuracy, 'g') if accuracy else 'in floating point'}; it was factored "
+            f"with a diagonal shift of {shift:.3g} (||E||_F / ||K||_F = {relative:.2g}, above {threshold:g}), "
+            f"i.e. the estimates are those of a model with nugget {params.get('nugget', 0.0):.3g} + {shift:.3g}. "
+            "Tighten the accuracy, estimate a nugget, or bound the range; on_failure='step' avoids such "
+            "parameters instead.",
+            PerturbationWarning,
+            stacklevel=3,
+        )

@@ -30,6 +30,7 @@ from scipy.spatial.distance import squareform
 
 
 from geostat.gls import LOG_2PI, TrendNotIdentifiableError, block, check_groups, gls, group_by_pattern, trend_estimates
+from geostat.safeguard import check_on_failure, dense_shifts
 from geostat.solvers import DenseCholesky, one_blas_thread
 from geostat.tabulation import LogDistanceTable
 
@@ -108,6 +109,9 @@ class ExactLikelihood:
     kernel : geostat.kernels.Kernel
     distance : geostat.distance.Distance
     reml : bool, default False
+    on_failure : {"shift", "step", "raise"}, default "shift"
+        What a covariance that is not numerically positive definite does; see
+        :mod:`geostat.safeguard`.
 
     Raises
     ------
@@ -121,7 +125,9 @@ class ExactLikelihood:
     method = "exact"
     accuracy = None
 
-    def __init__(self, coords, y, design, kernel, distance, reml=False):
+    def __init__(self, coords, y, design, kernel, distance, reml=False, on_failure="shift"):
+        self.on_failure = check_on_failure(on_failure)
+        self.n_safeguarded = 0
         self.kernel = kernel
         self.distance = distance
         self.reml = bool(reml)
@@ -142,8 +148,18 @@ class ExactLikelihood:
     def subset(self, sites):
         """The likelihood of the same model on the sites `sites` only."""
         return ExactLikelihood(
-            self.coords[sites], self.y[sites], self.design[sites], self.kernel, self.distance, self.reml
+            self.coords[sites], self.y[sites], self.design[sites], self.kernel, self.distance, self.reml,
+            self.on_failure,
         )
+
+    def _factor(self, K, eta):
+        """Dense Cholesky factor of ``K = R + eta I`` (overwritten), shifted on failure
+        under ``on_failure="shift"``."""
+        shifts = dense_shifts(K.shape[0], 1.0 + eta) if self.on_failure == "shift" else ()
+        chol = DenseCholesky(K, overwrite=True, shifts=shifts)
+        if chol.shift:
+            self.n_safeguarded += 1
+        return chol
 
     @property
     def min_distance(self):
@@ -200,7 +216,7 @@ class ExactLikelihood:
         for g in self.groups:
             K = block(R, g.sites, copy=shared)
             K.flat[:: K.shape[0] + 1] += eta
-            chol = DenseCholesky(K, overwrite=True)
+            chol = self._factor(K, eta)
             fit = gls(chol, g.y, g.design)
             logdet += g.r * chol.logdet()
             quadratic += float(np.sum(fit.residual * fit.alpha))
@@ -259,7 +275,7 @@ class ExactLikelihood:
         for g in self.groups:
             K = block(R, g.sites, copy=shared)
             K.flat[:: K.shape[0] + 1] += eta
-            out.append(DenseCholesky(K, overwrite=True))
+            out.append(self._factor(K, eta))
         return out
 
     def log_likelihood(self, params):
@@ -299,7 +315,7 @@ class ExactLikelihood:
         for g in self.groups:
             Rg = block(R, g.sites, copy=False)
             K = Rg + eta * np.eye(Rg.shape[0])
-            chol = DenseCholesky(K, overwrite=True)
+            chol = self._factor(K, eta)
             W = chol.inverse() / s
             if self.reml and self.n_coef:
                 fit = gls(chol, g.y, g.design)

@@ -40,7 +40,7 @@ def resolve_method(method, n):
 
 
 def make_likelihood(method, coords, y, design, kernel, distance, reml=False, accuracy=1e-8, tile_size=None,
-                    ordering="kdtree", random_state=0):
+                    ordering="kdtree", random_state=0, on_failure="shift"):
     """An :class:`ExactLikelihood` or a :class:`TLRLikelihood` as `method` resolves.
 
     Parameters
@@ -50,11 +50,13 @@ def make_likelihood(method, coords, y, design, kernel, distance, reml=False, acc
         As for :class:`ExactLikelihood`.
     accuracy, tile_size, ordering, random_state
         TLR settings (ignored by the exact likelihood).
+    on_failure : {"shift", "step", "raise"}, default "shift"
+        See :mod:`geostat.safeguard`.
     """
     if resolve_method(method, coords.shape[0]) == "tlr":
         return TLRLikelihood(coords, y, design, kernel, distance, reml, accuracy=accuracy, tile_size=tile_size,
-                             ordering=ordering, random_state=random_state)
-    return ExactLikelihood(coords, y, design, kernel, distance, reml)
+                             ordering=ordering, random_state=random_state, on_failure=on_failure)
+    return ExactLikelihood(coords, y, design, kernel, distance, reml, on_failure)
 
 
 def log_likelihood(
@@ -122,5 +124,5 @@ def log_likelihood(
         data.design = design
     values, _, _ = prepare_y(y, data.n)
     lik = make_likelihood(method, data.coords, values, data.design, kern, get_distance(distance_name), reml,
-                          accuracy=accuracy, tile_size=tile_size, ordering=ordering)
+                          accuracy=accuracy, tile_size=tile_size, ordering=ordering, on_failure="raise")
     return lik.log_likelihood(params)

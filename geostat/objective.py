@@ -49,6 +49,8 @@ class Objective:
                     g = terms.full_gradient(params["variance"], eta, space.names)
                     grad = np.array([g[n] for n in space.names])
         except NotPositiveDefiniteError:
+            if getattr(self.likelihood, "on_failure", "step") == "raise":
+                raise
             value = np.nan
         if not np.isfinite(value):
             # A covariance that is not positive definite is a handled event: the line

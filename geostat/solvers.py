@@ -60,6 +60,10 @@ class DenseCholesky:
         Symmetric positive definite; only the lower triangle is read.
     overwrite : bool, default False
         Allow the factorization to reuse `matrix`'s memory (it is then destroyed).
+    shifts : sequence of float, default ()
+        If the factorization fails, factor ``matrix + s I`` for the first ``s`` that
+        works (see :mod:`geostat.safeguard`); ``.shift``, ``.perturbation`` (``s
+        sqrt(n)``) and ``.relative_perturbation`` record it (0.0 when not needed).
 
     Raises
     ------
@@ -68,13 +72,17 @@ class DenseCholesky:
     """
 
     @one_blas_thread
-    def __init__(self, matrix, overwrite=False):
+    def __init__(self, matrix, overwrite=False, shifts=()):
         matrix = np.asarray(matrix, dtype=np.float64)
         n = matrix.shape[0]
         # LAPACK works on the transpose of a C-ordered array in place; for a symmetric
         # matrix the transpose is the same matrix, so no copy is needed.
         work = matrix.T if matrix.flags.c_contiguous else np.asfortranarray(matrix)
+        diagonal = np.diagonal(work).copy() if shifts else None
         factor, info = lapack.dpotrf(work, lower=1, clean=1, overwrite_a=overwrite)
+        self.shift = self.perturbation = self.relative_perturbation = 0.0
+        if info > 0 and shifts:
+            factor, info = self._shifted(work, diagonal, shifts)
         if info > 0:
             raise NotPositiveDefiniteError(
                 f"the covariance matrix is not positive definite (leading minor of order {info} "
@@ -87,6 +95,25 @@ class DenseCholesky:
             raise ValueError(f"LAPACK dpotrf rejected argument {-info}.")
         self.L = factor
         self.n = n
+
+    def _shifted(self, work, diagonal, shifts):
+        """Factor ``K + s I`` for the first `shifts` entry that works. dpotrf wrote only
+        the lower triangle and diagonal of `work`; ``K`` is rebuilt from its strict upper
+        triangle and the saved `diagonal`."""
+        upper = np.triu(work, 1)
+        K = upper + upper.T
+        K[np.diag_indices_from(K)] = diagonal
+        norm = float(np.linalg.norm(K))
+        for shift in shifts:
+            trial = np.array(K, order="F")
+            trial[np.diag_indices_from(trial)] += shift
+            factor, info = lapack.dpotrf(trial, lower=1, clean=1, overwrite_a=True)
+            if info == 0:
+                self.shift = float(shift)
+                self.perturbation = float(shift) * np.sqrt(K.shape[0])
+                self.relative_perturbation = self.perturbation / norm
+                return factor, info
+        return factor, info
 
     @property
     def nbytes(self):
@@ -258,12 +285,17 @@ class TLRFactor:
     ----------
     factor : tlrcore.TLRCholesky
     perm : ndarray of shape (n,)
+    matrix_norm : float, optional
+        ``||K||_F``, for ``.relative_perturbation`` of a safeguarded factor.
     """
 
-    def __init__(self, factor, perm):
+    def __init__(self, factor, perm, matrix_norm=None):
         self.factor = factor
         self.perm = np.asarray(perm)
         self.n = factor.n
+        self.shift = factor.shift
+        self.perturbation = factor.perturbation
+        self.relative_perturbation = factor.perturbation / matrix_norm if factor.perturbation else 0.0
 
     @property
     def nbytes(self):

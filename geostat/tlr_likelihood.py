@@ -23,6 +23,7 @@ import tlrcore as tlr
 from geostat.distance import distance_extremes
 from geostat.gls import check_groups, gls, group_by_pattern, trend_estimates
 from geostat.likelihood import ExactLikelihood, Terms, split_params
+from geostat.safeguard import check_on_failure
 from geostat.solvers import TLRFactor, covariance_block, gradient_block, site_order, tlr_matrix
 from geostat.stochastic_fisher import stochastic_fisher_information
 
@@ -57,6 +58,10 @@ class TLRLikelihood:
     ordering : {"kdtree", "morton", "none"}, default "kdtree"
     random_state : int, default 0
         Seeds compression and factorization: equal inputs give equal values.
+    on_failure : {"shift", "step", "raise"}, default "shift"
+        What a covariance that is not positive definite at this accuracy does; see
+        :mod:`geostat.safeguard`. ``"shift"`` refactors with
+        ``tlrcore.cholesky(..., safeguard="shift")``.
 
     Raises
     ------
@@ -71,7 +76,9 @@ class TLRLikelihood:
     method = "tlr"
 
     def __init__(self, coords, y, design, kernel, distance, reml=False, accuracy=1e-8, tile_size=None,
-                 ordering="kdtree", random_state=0):
+                 ordering="kdtree", random_state=0, on_failure="shift"):
+        self.on_failure = check_on_failure(on_failure)
+        self.n_safeguarded = 0
         if not (isinstance(accuracy, (float, int, np.floating)) and 0 < accuracy < 1):
             raise ValueError(f"accuracy must be a number in (0, 1); got {accuracy!r}.")
         self.kernel = kernel
@@ -97,7 +104,8 @@ class TLRLikelihood:
     def subset(self, sites):
         """The dense likelihood of the same model on the sites `sites` only (for pilots)."""
         return ExactLikelihood(
-            self.coords[sites], self.y[sites], self.design[sites], self.kernel, self.distance, self.reml
+            self.coords[sites], self.y[sites], self.design[sites], self.kernel, self.distance, self.reml,
+            self.on_failure,
         )
 
     @property
@@ -144,13 +152,27 @@ class TLRLikelihood:
         for g, order in zip(self.groups, self._orders):
             coords = self._sites(g)[order.perm]
             block = covariance_block(coords, self.kernel, params, self.distance)
-            A = tlr_matrix(block, coords.shape[0], order.tile_size, accuracy or self.accuracy,
-                           random_state=self.random_state)
-            factor = tlr.cholesky(A, random_state=self.random_state, overwrite_a=True)
-            out.append(TLRFactor(factor, order.perm))
+
+            def build(block=block, n=coords.shape[0], tile_size=order.tile_size):
+                return tlr_matrix(block, n, tile_size, accuracy or self.accuracy, random_state=self.random_state)
+
+            out.append(self._factor(build, order.perm))
         if own:
             self._cache = (key, out)
         return out
+
+    def _factor(self, build, perm):
+        """TLR factor of the matrix `build()` makes (sites in order `perm`); on failure,
+        under ``on_failure="shift"``, of a rebuilt one with the smallest shift that works."""
+        try:
+            return TLRFactor(tlr.cholesky(build(), random_state=self.random_state, overwrite_a=True), perm)
+        except tlr.NotPositiveDefiniteError:
+            if self.on_failure != "shift":
+                raise
+        A = build()  # the failed attempt released the tiles it had used
+        factor = tlr.cholesky(A, random_state=self.random_state, safeguard="shift")
+        self.n_safeguarded += 1
+        return TLRFactor(factor, perm, A.frobenius_norm())
 
     def release_factors(self):
         """Drop the kept factors (their memory is freed; the next use recomputes them)."""

@@ -1,0 +1,57 @@
+"""What the likelihood does when a covariance matrix is not positive definite.
+
+A covariance of a smooth kernel with a long range, or of near-duplicate sites without a
+nugget, is numerically singular; its dense or TLR Cholesky factorization can fail. The
+``on_failure`` policy of the likelihood (and of :class:`geostat.SpatialGP`) decides:
+
+``"shift"`` (default)
+    Factor ``K + s I`` with the smallest ``s`` from a doubling (TLR) or tenfold (dense)
+    schedule that succeeds, and report it: each factor has ``.shift`` and
+    ``.relative_perturbation = ||s I||_F / ||K||_F``. This is the likelihood of the model
+    with ``s`` (times the variance) added to the nugget. A positive definite ``K`` is never
+    changed. A perturbation above :func:`warning_threshold` raises a
+    :class:`PerturbationWarning` at the estimate.
+``"step"``
+    The evaluation fails; the optimizer treats it as a point worse than any seen and
+    steps away, so the estimate is one where no change was needed.
+``"raise"``
+    :class:`tlrcore.NotPositiveDefiniteError` propagates out of the fit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["ON_FAILURE", "PerturbationWarning", "check_on_failure", "dense_shifts", "warning_threshold"]
+
+ON_FAILURE = ("shift", "step", "raise")
+
+#: Relative perturbation above which an exact (dense) fit warns: far above rounding
+#: (``n eps``), far below any statistically visible nugget.
+EXACT_WARNING = 1e-8
+
+
+class PerturbationWarning(UserWarning):
+    """The covariance at the estimate was changed by more than the warning threshold to
+    factor it (see :mod:`geostat.safeguard`)."""
+
+
+def check_on_failure(value):
+    """`value` if it names a policy, else ValueError with the choices."""
+    if value not in ON_FAILURE:
+        raise ValueError(f"on_failure must be one of {ON_FAILURE}; got {value!r}.")
+    return value
+
+
+def dense_shifts(n, diagonal):
+    """Shifts to try after a dense Cholesky failure: ``n eps d 10^m``, ``m = 0..9``, with
+    ``d`` the largest diagonal entry (up to ``2e-4 d`` at ``n = 1000``)."""
+    base = n * np.finfo(np.float64).eps * diagonal
+    return [base * 10.0**m for m in range(10)]
+
+
+def warning_threshold(accuracy):
+    """Relative ``||E||_F / ||K||_F`` above which the estimate warns: the compression
+    accuracy for TLR (a change larger than the approximation already made), or
+    :data:`EXACT_WARNING` for exact factorizations (``accuracy=None``)."""
+    return EXACT_WARNING if accuracy is None else float(accuracy)
