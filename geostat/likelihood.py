@@ -155,7 +155,7 @@ class ExactLikelihood:
     def _factor(self, K, eta):
         """Dense Cholesky factor of ``K = R + eta I`` (overwritten), shifted on failure
         under ``on_failure="shift"``."""
-        shifts = dense_shifts(K.shape[0], 1.0 + eta) if self.on_failure == "shift" else ()
+        shifts = dense_shifts(1.0 + eta) if self.on_failure == "shift" else ()
         chol = DenseCholesky(K, overwrite=True, shifts=shifts)
         if chol.shift:
             self.n_safeguarded += 1

@@ -27,7 +27,7 @@ __all__ = ["ON_FAILURE", "PerturbationWarning", "check_on_failure", "dense_shift
 ON_FAILURE = ("shift", "step", "raise")
 
 #: Relative perturbation above which an exact (dense) fit warns: far above rounding
-#: (``n eps``), far below any statistically visible nugget.
+#: (``1e-10`` per entry), far below any statistically visible nugget.
 EXACT_WARNING = 1e-8
 
 
@@ -43,11 +43,13 @@ def check_on_failure(value):
     return value
 
 
-def dense_shifts(n, diagonal):
-    """Shifts to try after a dense Cholesky failure: ``n eps d 10^m``, ``m = 0..9``, with
-    ``d`` the largest diagonal entry (up to ``2e-4 d`` at ``n = 1000``)."""
-    base = n * np.finfo(np.float64).eps * diagonal
-    return [base * 10.0**m for m in range(10)]
+def dense_shifts(diagonal):
+    """Shifts to try after a dense Cholesky failure: ``1e-10 d 10^m``, ``m = 0..6``, with
+    ``d`` the diagonal of the correlation matrix plus nugget ratio. Smaller shifts would
+    succeed too, but leave ``cond(K + s I)`` near ``1 / eps``, where the quadratic form
+    and the log-determinant are rounding noise (measured: ``-1.4e11`` against ``-687`` at
+    ``s = 1e-10``, Gaussian kernel, 600 sites)."""
+    return [1e-10 * diagonal * 10.0**m for m in range(7)]
 
 
 def warning_threshold(accuracy):

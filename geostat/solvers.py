@@ -51,6 +51,13 @@ def one_blas_thread(func):
     return wrapper
 
 
+def _zero_strict_upper(F):
+    """Zero the strict upper triangle of the Fortran-ordered `F` in place (column by
+    column: no ``n x n`` temporary)."""
+    for j in range(1, F.shape[1]):
+        F[:j, j] = 0.0
+
+
 class DenseCholesky:
     """Cholesky factorization ``K = L L^T`` of a dense covariance matrix.
 
@@ -79,10 +86,13 @@ class DenseCholesky:
         # matrix the transpose is the same matrix, so no copy is needed.
         work = matrix.T if matrix.flags.c_contiguous else np.asfortranarray(matrix)
         diagonal = np.diagonal(work).copy() if shifts else None
-        factor, info = lapack.dpotrf(work, lower=1, clean=1, overwrite_a=overwrite)
+        # clean=0 keeps the strict upper triangle of `work` (the matrix) for a retry.
+        factor, info = lapack.dpotrf(work, lower=1, clean=0, overwrite_a=overwrite)
         self.shift = self.perturbation = self.relative_perturbation = 0.0
         if info > 0 and shifts:
             factor, info = self._shifted(work, diagonal, shifts)
+        if info == 0:
+            _zero_strict_upper(factor)
         if info > 0:
             raise NotPositiveDefiniteError(
                 f"the covariance matrix is not positive definite (leading minor of order {info} "
@@ -107,7 +117,7 @@ class DenseCholesky:
         for shift in shifts:
             trial = np.array(K, order="F")
             trial[np.diag_indices_from(trial)] += shift
-            factor, info = lapack.dpotrf(trial, lower=1, clean=1, overwrite_a=True)
+            factor, info = lapack.dpotrf(trial, lower=1, clean=0, overwrite_a=True)
             if info == 0:
                 self.shift = float(shift)
                 self.perturbation = float(shift) * np.sqrt(K.shape[0])
