@@ -20,7 +20,6 @@ nugget, is numerically singular; its dense or TLR Cholesky factorization can fai
 
 from __future__ import annotations
 
-import numpy as np
 
 __all__ = ["ON_FAILURE", "PerturbationWarning", "check_on_failure", "dense_shifts", "warning_threshold"]
 

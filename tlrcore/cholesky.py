@@ -101,12 +101,7 @@ class TLRCholesky:
     @property
     def ranks(self):
         """``(n_tiles, n_tiles)`` ranks of ``L`` (lower triangle; diagonal = tile sizes)."""
-        ranks = np.zeros((self.n_tiles, self.n_tiles), dtype=np.int64)
-        for k, D in enumerate(self.diagonal):
-            ranks[k, k] = D.shape[0]
-        for (i, k), U in self.U.items():
-            ranks[i, k] = U.shape[1]
-        return ranks
+        return tile_ranks(self.diagonal, self.U)
 
     @property
     def nbytes(self):
@@ -188,6 +183,17 @@ class TLRCholesky:
         extra = f", perturbation={self.perturbation:.3g}" if self.perturbation else ""
         return (f"TLRCholesky(n={self.n}, n_tiles={self.n_tiles}, mean_rank={mean:.1f}, "
                 f"nbytes={self.nbytes}{extra})")
+
+
+def tile_ranks(diagonal, U):
+    """``(n_tiles, n_tiles)`` ranks of a tile factor: the sizes of the dense `diagonal`
+    tiles on the diagonal, the ranks of the low-rank tiles ``U[i, k]`` below it."""
+    ranks = np.zeros((len(diagonal), len(diagonal)), dtype=np.int64)
+    for k, D in enumerate(diagonal):
+        ranks[k, k] = D.shape[0]
+    for (i, k), Uik in U.items():
+        ranks[i, k] = Uik.shape[1]
+    return ranks
 
 
 def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False, variant="left", safeguard=None,

@@ -52,11 +52,11 @@ import numpy as np
 from scipy.linalg import solve_triangular
 from threadpoolctl import threadpool_limits
 
-from tlrcore.cholesky import _ara_work, _block_diagonal, _stack, _start_by_work
+from tlrcore.cholesky import _ara_work, _block_diagonal, _stack, _start_by_work, tile_ranks
 from tlrcore.compress import ara_compress
 from tlrcore.dense import ldl as dense_ldl
 from tlrcore.dense._checks import PIVOTING, check_choice
-from tlrcore.dense.ldl import block_eigenvalues
+from tlrcore.dense.ldl import block_eigenvalues, inertia_of
 from tlrcore.errors import FactorizationError
 from tlrcore.matrix import TLRMatrix, _check_accuracy, _check_int, _workers
 
@@ -109,12 +109,7 @@ class TLRLDL:
     @property
     def ranks(self):
         """``(n_tiles, n_tiles)`` ranks of ``L`` (lower triangle; diagonal = tile sizes)."""
-        ranks = np.zeros((self.n_tiles, self.n_tiles), dtype=np.int64)
-        for k, Lk in enumerate(self.diagonal):
-            ranks[k, k] = Lk.shape[0]
-        for (i, k), U in self.U.items():
-            ranks[i, k] = U.shape[1]
-        return ranks
+        return tile_ranks(self.diagonal, self.U)
 
     @property
     def nbytes(self):
@@ -139,11 +134,7 @@ class TLRLDL:
         -------
         tuple of int
         """
-        lam = self.eigenvalues_d()
-        if rtol is None:
-            rtol = self.n * _EPS
-        zero = np.abs(lam) <= rtol * np.abs(lam).max()
-        return int(np.sum((lam > 0) & ~zero)), int(np.sum((lam < 0) & ~zero)), int(np.sum(zero))
+        return inertia_of(self.eigenvalues_d(), rtol)
 
     def slogdet(self):
         """``(sign, log|det A|)`` as :func:`numpy.linalg.slogdet`, from the blocks of ``D``."""

@@ -41,11 +41,7 @@ class LDL(NamedTuple):
             An eigenvalue of ``D`` with ``|lambda| <= rtol * max|lambda|`` counts as zero;
             default ``n * eps``.
         """
-        lam = block_eigenvalues(self.D)
-        if rtol is None:
-            rtol = lam.size * np.finfo(np.float64).eps
-        zero = np.abs(lam) <= rtol * np.abs(lam).max()
-        return int(np.sum((lam > 0) & ~zero)), int(np.sum((lam < 0) & ~zero)), int(np.sum(zero))
+        return inertia_of(block_eigenvalues(self.D), rtol)
 
     def slogdet(self):
         """``(sign, log|det M|)`` as :func:`numpy.linalg.slogdet`: ``(0, -inf)`` if singular."""
@@ -155,6 +151,15 @@ def _bunch_kaufman(a):
         k += step
     np.fill_diagonal(L, 1.0)
     return L, d, e, perm
+
+
+def inertia_of(lam, rtol=None):
+    """``(n_pos, n_neg, n_zero)`` of eigenvalues `lam`; ``|lambda| <= rtol max|lambda|``
+    (default ``rtol = len(lam) eps``) counts as zero."""
+    if rtol is None:
+        rtol = lam.size * np.finfo(np.float64).eps
+    zero = np.abs(lam) <= rtol * np.abs(lam).max()
+    return int(np.sum((lam > 0) & ~zero)), int(np.sum((lam < 0) & ~zero)), int(np.sum(zero))
 
 
 def block_eigenvalues(D):
