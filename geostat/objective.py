@@ -49,7 +49,7 @@ class Objective:
                     g = terms.full_gradient(params["variance"], eta, space.names)
                     grad = np.array([g[n] for n in space.names])
         except NotPositiveDefiniteError:
-            if getattr(self.likelihood, "on_failure", "step") == "raise":
+            if self.likelihood.on_failure == "raise":
                 raise
             value = np.nan
         if not np.isfinite(value):
