@@ -48,13 +48,15 @@ def pivoted_left_looking(A, tolerance, factorizer, block_size, random_state, ove
     n_t = A.n_tiles
     seeds = np.random.default_rng(random_state).integers(0, 2**63 - 1, size=(n_t, n_t))
     updated = {i: np.array(A.diagonal[i], order="F") for i in range(n_t)}
+    # dsyrk updates the lower triangles only; the strict upper ones keep A's values
+    stale = {i: _strict_upper_squares(D) for i, D in updated.items()}
     order, diagonal = [], []
     U, V = {}, {}  # keyed by (original tile i, factor column k)
     workers = _workers()
     with threadpool_limits(1, "blas"), (ThreadPoolExecutor(workers) if workers > 1 else nullcontext()) as pool:
         run = pool.map if pool is not None else map
         for k in range(n_t):
-            p = max(updated, key=lambda i: (_lower_frobenius(updated[i]), -i))
+            p = max(updated, key=lambda i: (_frobenius(updated[i], stale[i]), -i))
             order.append(p)
             D = updated.pop(p)
             W = _stack([_gram_root(U[p, j], V[p, j]) for j in range(k)], D.shape[0]) if factorizer.schur else None
@@ -95,7 +97,17 @@ def _work(A, U, i, p, k, block_size):
     return samples * (per_sample + rows * samples)
 
 
-def _lower_frobenius(D):
-    """Frobenius norm of the symmetric matrix whose lower triangle is `D`'s."""
-    lower = np.tril(D)
-    return float(np.sqrt(2.0 * np.sum(lower * lower) - np.sum(np.diagonal(D) ** 2)))
+def _strict_upper_squares(D):
+    """Sum of squares of the strict upper triangle of the symmetric `D`."""
+    flat = D.ravel(order="K")
+    diagonal = np.diagonal(D)
+    return 0.5 * (float(flat @ flat) - float(diagonal @ diagonal))
+
+
+def _frobenius(D, stale):
+    """Frobenius norm of the symmetric matrix whose lower triangle is `D`'s, given the
+    sum of squares `stale` of `D`'s (not updated) strict upper triangle: no copy."""
+    flat = D.ravel(order="K")
+    diagonal = np.diagonal(D)
+    lower = float(flat @ flat) - stale
+    return float(np.sqrt(max(2.0 * lower - float(diagonal @ diagonal), 0.0)))

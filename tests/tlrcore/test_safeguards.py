@@ -207,3 +207,18 @@ def test_schur_compensation_dominates_the_dropped_tail():
     assert np.linalg.norm(T) <= tol
     assert np.linalg.eigvalsh(np.diag(c) - T).min() >= -1e-15  # diag(rowsum|T|) - T is PSD
     np.testing.assert_allclose(c, np.abs(T).sum(axis=1), rtol=1e-6, atol=1e-18)
+
+
+def test_pivot_norm_reads_the_updated_lower_triangle_only():
+    from scipy.linalg.blas import dsyrk
+
+    from tlrcore.cholesky_pivoted import _frobenius, _strict_upper_squares
+
+    rng = np.random.default_rng(0)
+    B = rng.normal(size=(40, 40))
+    D = np.asfortranarray(B @ B.T)
+    stale = _strict_upper_squares(D)
+    W = rng.normal(size=(40, 5))
+    D = dsyrk(-1.0, W, beta=1.0, c=D, lower=1, overwrite_c=1)  # lower triangle only
+    symmetric = np.tril(D) + np.tril(D, -1).T
+    assert _frobenius(D, stale) == pytest.approx(np.linalg.norm(symmetric), rel=1e-12)
