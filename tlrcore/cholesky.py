@@ -44,6 +44,7 @@ from scipy.linalg import qr, solve_triangular
 from scipy.linalg.blas import dsyrk
 from threadpoolctl import threadpool_limits
 
+from tlrcore._tile_factor import TileFactor
 from tlrcore.compress import ara_compress
 from tlrcore.errors import NotPositiveDefiniteError
 from tlrcore.matrix import TLRMatrix, _check_accuracy, _workers
@@ -54,7 +55,7 @@ __all__ = ["cholesky", "TLRCholesky"]
 logger = logging.getLogger(__name__)
 
 
-class TLRCholesky:
+class TLRCholesky(TileFactor):
     """Tile low-rank Cholesky factor ``A ~ L L^T``.
 
     Attributes
@@ -80,28 +81,12 @@ class TLRCholesky:
         modified Cholesky.
     """
 
-    def __init__(self, diagonal, U, V, offsets, tolerance, perm=None, perturbation=0.0, shift=0.0,
-                 modified_tiles=()):
-        self.diagonal = diagonal
-        self.U, self.V = U, V
-        self.offsets = np.asarray(offsets)
-        self.n = int(self.offsets[-1])
-        self.n_tiles = len(diagonal)
-        self.tolerance = tolerance
+    def __init__(self, diagonal, U, V, offsets, tolerance, perm=None):
+        super().__init__(diagonal, U, V, offsets, tolerance)
         self.perm = None if perm is None else np.asarray(perm)
-        self.perturbation = float(perturbation)
-        self.shift = float(shift)
-        self.modified_tiles = tuple(modified_tiles)
-        self.compensated_tiles = ()
-
-    def tile(self, i):
-        """Index slice of tile `i`."""
-        return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
-
-    @property
-    def ranks(self):
-        """``(n_tiles, n_tiles)`` ranks of ``L`` (lower triangle; diagonal = tile sizes)."""
-        return tile_ranks(self.diagonal, self.U)
+        # set by the safeguarded factorization that made the factor
+        self.perturbation = self.shift = 0.0
+        self.compensated_tiles = self.modified_tiles = ()
 
     @property
     def nbytes(self):
@@ -112,14 +97,6 @@ class TLRCholesky:
     def logdet(self):
         """``log det(L L^T)``."""
         return 2.0 * float(sum(np.sum(np.log(np.diagonal(D))) for D in self.diagonal))
-
-    def _check_rhs(self, b):
-        b = np.asarray(b, dtype=np.float64)
-        if b.ndim not in (1, 2) or b.shape[0] != self.n:
-            raise ValueError(f"b must have shape ({self.n},) or ({self.n}, k); got {b.shape}.")
-        if not np.isfinite(b).all():
-            raise ValueError("b contains NaN or infinite values.")
-        return b
 
     def _to_factor_order(self, b):
         return b.copy() if self.perm is None else b[self.perm]
@@ -183,17 +160,6 @@ class TLRCholesky:
         extra = f", perturbation={self.perturbation:.3g}" if self.perturbation else ""
         return (f"TLRCholesky(n={self.n}, n_tiles={self.n_tiles}, mean_rank={mean:.1f}, "
                 f"nbytes={self.nbytes}{extra})")
-
-
-def tile_ranks(diagonal, U):
-    """``(n_tiles, n_tiles)`` ranks of a tile factor: the sizes of the dense `diagonal`
-    tiles on the diagonal, the ranks of the low-rank tiles ``U[i, k]`` below it."""
-    ranks = np.zeros((len(diagonal), len(diagonal)), dtype=np.int64)
-    for k, D in enumerate(diagonal):
-        ranks[k, k] = D.shape[0]
-    for (i, k), Uik in U.items():
-        ranks[i, k] = Uik.shape[1]
-    return ranks
 
 
 def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False, variant="left", safeguard=None,

@@ -52,7 +52,8 @@ import numpy as np
 from scipy.linalg import solve_triangular
 from threadpoolctl import threadpool_limits
 
-from tlrcore.cholesky import _ara_work, _block_diagonal, _stack, _start_by_work, tile_ranks
+from tlrcore.cholesky import _ara_work, _block_diagonal, _stack, _start_by_work
+from tlrcore._tile_factor import TileFactor
 from tlrcore.compress import ara_compress
 from tlrcore.dense import ldl as dense_ldl
 from tlrcore.dense._checks import PIVOTING, check_choice
@@ -67,7 +68,7 @@ logger = logging.getLogger(__name__)
 _EPS = np.finfo(np.float64).eps
 
 
-class TLRLDL:
+class TLRLDL(TileFactor):
     """Tile low-rank LDLᵀ factor ``A ~ L D L^T`` of a symmetric, possibly indefinite, matrix.
 
     ``L`` is block lower triangular: its diagonal tile ``k`` is ``P_k^T L_k`` (``L_k`` unit
@@ -93,23 +94,10 @@ class TLRLDL:
     """
 
     def __init__(self, diagonal, d, perms, U, V, offsets, tolerance, pivoting):
-        self.diagonal, self.d, self.perms = diagonal, d, perms
-        self.U, self.V = U, V
-        self.offsets = np.asarray(offsets)
-        self.n = int(self.offsets[-1])
-        self.n_tiles = len(diagonal)
-        self.tolerance = tolerance
+        super().__init__(diagonal, U, V, offsets, tolerance)
+        self.d, self.perms = d, perms
         self.pivoting = pivoting
         self._blocks = [_blocks_of(D) for D in d]
-
-    def tile(self, i):
-        """Index slice of tile `i`."""
-        return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
-
-    @property
-    def ranks(self):
-        """``(n_tiles, n_tiles)`` ranks of ``L`` (lower triangle; diagonal = tile sizes)."""
-        return tile_ranks(self.diagonal, self.U)
 
     @property
     def nbytes(self):
@@ -144,14 +132,6 @@ class TLRLDL:
     def logdet(self):
         """``log|det A|``."""
         return self.slogdet()[1]
-
-    def _check_rhs(self, b):
-        b = np.asarray(b, dtype=np.float64)
-        if b.ndim not in (1, 2) or b.shape[0] != self.n:
-            raise ValueError(f"b must have shape ({self.n},) or ({self.n}, k); got {b.shape}.")
-        if not np.isfinite(b).all():
-            raise ValueError("b contains NaN or infinite values.")
-        return b
 
     def _solve_lower(self, x):
         """``L^{-1} x`` in place, forward over tiles: ``x_k = L_k^{-1} P_k (x_k - sum_j L(k, j) x_j)``."""
