@@ -19,18 +19,18 @@ on purpose, by an ``E`` they tally, so that ``L L^T = A_tlr + F + E``:
     compensated in diagonal form, ``diag(rowsum |T|)``, which dominates ``T`` (Gershgorin).
 ``"modified"``
     Modified Cholesky on a diagonal tile that is not positive definite (Algorithm 8):
-    Gill–Murray–Wright with ``delta = tau`` (once raised to ``4 tau`` if ``dpotrf`` does
-    not accept ``D + E``; larger ``delta`` gave ``||E||_F`` of 10% of ``||A||_F``). A ``delta`` far below ``tau``
-    would leave ``L(k, k)^{-1}`` free to amplify the compression error of the tiles below it
-    into all later Schur complements. Even so, a tile modified by about ``tau`` feeds errors
-    of order ``tau`` into the next Schur complements, which then need larger changes: on
-    the Gaussian, Matérn 2.5 and duplicated-site covariances of
-    ``benchmarks/tlr_safeguards.py`` it fails (or, with ``delta`` allowed to grow to
-    ``256 tau``, changed ``A`` by 10% of ``||A||_F``), where ``"shift"`` needs about
-    ``3e-4 ||A||_F``. Use it for isolated failing tiles. GMW, not Cheng–Higham: on these
-    nearly semidefinite tiles GMW's diagonal ``E`` is within 10% of the smallest
-    eigenvalue lift, Cheng–Higham's (rook) 12-17 times larger (measured at ``delta`` =
-    1-16 ``tau`` on Gaussian and duplicated-site Matérn tiles).
+    Gill–Murray–Wright with ``delta = tau``, raised once to ``4 tau`` if ``dpotrf`` does
+    not accept ``D + E``. A ``delta`` far below ``tau`` would leave ``L(k, k)^{-1}`` free
+    to amplify the compression error of the tiles below it into all later Schur
+    complements; but even a tile modified by about ``tau`` feeds errors of order ``tau``
+    into the next Schur complements, which then need larger changes. On the Gaussian,
+    Matérn 2.5 and duplicated-site covariances of ``benchmarks/tlr_safeguards.py`` it
+    fails (allowed to grow ``delta`` to ``256 tau``, it changed ``A`` by 10% of
+    ``||A||_F``), where ``"shift"`` needs 6e-4 to 1.4e-3 ``||A||_F`` at accuracy 1e-4.
+    Use it for isolated failing tiles (sites repeated within a tile). GMW, not
+    Cheng–Higham: on these nearly semidefinite tiles GMW's diagonal ``E`` is within 10%
+    of the smallest eigenvalue lift, Cheng–Higham's (rook) 12-17 times larger (measured
+    at ``delta`` = 1-16 ``tau`` on Gaussian and duplicated-site Matérn tiles).
 ``"pivot"``
     Tile pivoting (Algorithm 9), see :mod:`tlrcore.cholesky_pivoted`.
 
