@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 
+from tlrcore.backends import cupy_available
+
 BACKENDS = [
     pytest.param("numpy", id="numpy"),
     pytest.param("cupy", id="cupy", marks=pytest.mark.gpu),
@@ -12,8 +14,8 @@ BACKENDS = [
 @pytest.fixture(params=BACKENDS)
 def backend(request):
     """Name of an array back end; CuPy cases run only with ``-m gpu``."""
-    if request.param == "cupy":
-        pytest.importorskip("cupy")
+    if request.param == "cupy" and not cupy_available():
+        pytest.skip("CuPy or a GPU is not available")
     return request.param
 
 

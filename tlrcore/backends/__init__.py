@@ -1,39 +1,55 @@
 """Array back ends: chosen once (from a name or an array) and stored on each object.
 
-Numerical code calls ``backend.xp`` (the array module) and never tests for a GPU. The
-NumPy back end is always available; CuPy is registered lazily so that importing tlrcore
-never needs it.
+Numerical code calls the back end's array module ``backend.xp`` and its few linear
+algebra methods (:class:`Backend`), and never tests for a GPU. The NumPy back end is
+always available; the CuPy one is imported on first use, so importing tlrcore never needs
+CuPy. Both report a failed Cholesky factorization the same way (a per-matrix ``info``
+array, as LAPACK's ``potrf``), and both raise ``numpy.linalg.LinAlgError`` for other
+numerical failures.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-__all__ = ["Backend", "NUMPY", "get_backend"]
+from tlrcore.backends._base import Backend
+from tlrcore.backends.numpy_backend import NUMPY, NumpyBackend
+
+__all__ = ["Backend", "NumpyBackend", "NUMPY", "get_backend", "cupy_available"]
+
+_CUPY = None
 
 
-@dataclass(frozen=True)
-class Backend:
-    """An array module and its name.
-
-    Attributes
-    ----------
-    name : str
-    xp : module
-        ``numpy`` or a compatible module.
-    """
-
-    name: str
-    xp: object
-
-    def asarray(self, a):
-        """Convert `a` to a float64 array of this back end."""
-        return self.xp.asarray(a, dtype=self.xp.float64)
+def cupy_available():
+    """True when CuPy imports and sees at least one GPU."""
+    try:
+        _cupy_backend()
+    except ValueError:
+        return False
+    return True
 
 
-NUMPY = Backend("numpy", np)
+def _cupy_backend():
+    """The CuPy back end, created on first use; ValueError naming the fix if unavailable."""
+    global _CUPY
+    if _CUPY is None:
+        try:
+            import cupy
+        except ImportError as exc:
+            raise ValueError(
+                "backend='cupy' needs CuPy, which is not installed ("
+                f"{exc}); install the GPU extra, e.g. pip install 'geostat[gpu]', or use backend='numpy'."
+            ) from None
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except Exception as exc:  # CUDA driver missing or broken: CuPy raises its own types
+            raise ValueError(f"backend='cupy' found no usable GPU ({exc}); use backend='numpy'.") from None
+        if count == 0:
+            raise ValueError("backend='cupy' found no GPU; use backend='numpy'.")
+        from tlrcore.backends.cupy_backend import CupyBackend
+
+        _CUPY = CupyBackend()
+    return _CUPY
 
 
 def get_backend(spec="numpy"):
@@ -42,7 +58,7 @@ def get_backend(spec="numpy"):
     Parameters
     ----------
     spec : str, Backend or array
-        ``"numpy"``, a :class:`Backend`, or an array whose module decides.
+        ``"numpy"``, ``"cupy"``, a :class:`Backend`, or an array whose module decides.
 
     Returns
     -------
@@ -51,7 +67,9 @@ def get_backend(spec="numpy"):
     Raises
     ------
     ValueError
-        For an unknown name, or ``"cupy"`` while the GPU back end is not available.
+        For an unknown name, or ``"cupy"`` (or a CuPy array) when CuPy or a GPU is missing.
+    TypeError
+        For anything else.
     """
     if isinstance(spec, Backend):
         return spec
@@ -62,6 +80,8 @@ def get_backend(spec="numpy"):
         if name == "numpy":
             return NUMPY
         if name == "cupy":
-            raise ValueError("backend='cupy' is not available in this version of tlrcore; use backend='numpy'.")
-        raise ValueError(f"backend={spec!r} is unknown; use 'numpy'.")
-    raise TypeError(f"backend must be a name such as 'numpy' or an array; got {type(spec).__name__}.")
+            return _cupy_backend()
+        raise ValueError(f"backend={spec!r} is unknown; use 'numpy' or 'cupy'.")
+    if type(spec).__module__.split(".")[0] == "cupy":
+        return _cupy_backend()
+    raise TypeError(f"backend must be 'numpy', 'cupy' or an array; got {type(spec).__name__}.")

@@ -1,0 +1,78 @@
+"""The CuPy back end: cuBLAS and cuSOLVER through CuPy, imported only when asked for.
+
+Failures raise as on the CPU: every cuSOLVER call runs under
+``cupyx.errstate(linalg="raise")``, and the Cholesky factorizations return cuSOLVER's
+``devInfo`` per matrix (CuPy's own :func:`cupy.linalg.cholesky` would only say that some
+matrix of a batch failed, not which).
+"""
+
+from __future__ import annotations
+
+import cupy
+import cupyx
+import cupyx.scipy.linalg
+import numpy as np
+from cupy_backends.cuda.libs import cublas, cusolver
+
+from tlrcore.backends._base import Backend
+
+__all__ = ["CupyBackend"]
+
+
+class CupyBackend(Backend):
+    """Arrays in GPU memory; cuBLAS and cuSOLVER for the linear algebra."""
+
+    name = "cupy"
+    xp = cupy
+
+    def to_host(self, a):
+        return cupy.asnumpy(a)
+
+    def synchronize(self):
+        cupy.cuda.get_current_stream().synchronize()
+
+    def cholesky(self, a):
+        a = cupy.asarray(a, dtype=cupy.float64)
+        batch = a.shape[:-2]
+        # Row-major L L^T is column-major U^T U with U = L^T: factor the upper triangle.
+        x = a.reshape(-1, *a.shape[-2:]).copy(order="C")
+        count, m = x.shape[0], x.shape[-1]
+        info = cupy.zeros(count, dtype=np.int32)
+        if m and count:
+            handle = cupy.cuda.device.get_cusolver_handle()
+            upper = cublas.CUBLAS_FILL_MODE_UPPER
+            if count == 1:
+                size = cusolver.dpotrf_bufferSize(handle, upper, m, x.data.ptr, m)
+                work = cupy.empty(size, dtype=cupy.float64)
+                cusolver.dpotrf(handle, upper, m, x.data.ptr, m, work.data.ptr, size, info.data.ptr)
+            else:
+                pointers = cupy._core._mat_ptrs(x)
+                cusolver.dpotrfBatched(handle, upper, m, pointers.data.ptr, m, info.data.ptr, count)
+        return cupy.tril(x).reshape(a.shape), cupy.asnumpy(info).astype(np.int64).reshape(batch)
+
+    def solve_triangular(self, a, b, lower=True, trans=False):
+        if a.ndim > 2 or b.ndim > 2:
+            shape = cupy.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+            a = cupy.broadcast_to(a, shape + a.shape[-2:])
+            b = cupy.broadcast_to(b, shape + b.shape[-2:])
+        with cupyx.errstate(linalg="raise"):
+            return cupyx.scipy.linalg.solve_triangular(a, b, trans=int(trans), lower=lower)
+
+    def qr(self, a):
+        with cupyx.errstate(linalg="raise"):
+            return cupy.linalg.qr(a, mode="reduced")
+
+    def svd(self, a):
+        with cupyx.errstate(linalg="raise"):
+            return cupy.linalg.svd(a, full_matrices=False)
+
+    def eigh(self, a):
+        with cupyx.errstate(linalg="raise"):
+            return cupy.linalg.eigh(a)
+
+    def normal(self, seed, shape):
+        return cupy.random.RandomState(int(seed) % 2**63).standard_normal(shape, dtype=cupy.float64)
+
+    def free_memory(self):
+        free, _ = cupy.cuda.runtime.memGetInfo()
+        return int(free + cupy.get_default_memory_pool().free_bytes())

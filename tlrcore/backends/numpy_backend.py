@@ -1,0 +1,61 @@
+"""The NumPy back end: LAPACK through SciPy, stacks through NumPy's gufuncs."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import scipy.linalg
+from scipy.linalg.lapack import dpotrf
+
+from tlrcore.backends._base import Backend
+
+__all__ = ["NumpyBackend", "NUMPY"]
+
+
+class NumpyBackend(Backend):
+    """Arrays in host memory; LAPACK and BLAS for the linear algebra."""
+
+    name = "numpy"
+    xp = np
+
+    def cholesky(self, a):
+        a = np.asarray(a, dtype=np.float64)
+        if a.ndim == 2:
+            L, info = dpotrf(a, lower=1, clean=1, overwrite_a=0)
+            return L, np.array(max(int(info), 0))
+        batch = a.shape[:-2]
+        try:
+            return np.linalg.cholesky(a), np.zeros(batch, dtype=np.int64)
+        except np.linalg.LinAlgError:
+            pass
+        flat = a.reshape(-1, *a.shape[-2:])
+        L = np.empty_like(flat)
+        info = np.zeros(flat.shape[0], dtype=np.int64)
+        for p, m in enumerate(flat):
+            L[p], code = dpotrf(m, lower=1, clean=1, overwrite_a=0)
+            info[p] = max(int(code), 0)
+        return L.reshape(a.shape), info.reshape(batch)
+
+    def solve_triangular(self, a, b, lower=True, trans=False):
+        if a.ndim == 2:
+            return scipy.linalg.solve_triangular(a, b, lower=lower, trans=int(trans), check_finite=False)
+        out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:])
+        a_b = np.broadcast_to(a, out.shape[:-2] + a.shape[-2:])
+        b_b = np.broadcast_to(b, out.shape)
+        for idx in np.ndindex(out.shape[:-2]):
+            out[idx] = scipy.linalg.solve_triangular(a_b[idx], b_b[idx], lower=lower, trans=int(trans),
+                                                     check_finite=False)
+        return out
+
+    def normal(self, seed, shape):
+        return np.random.default_rng(seed).standard_normal(shape)
+
+    def free_memory(self):
+        try:
+            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return 2**63 - 1
+
+
+NUMPY = NumpyBackend()
