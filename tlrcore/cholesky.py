@@ -45,6 +45,7 @@ from scipy.linalg.blas import dsyrk
 from threadpoolctl import threadpool_limits
 
 from tlrcore._tile_factor import TileFactor
+from tlrcore.cholesky_batched import batched_left_looking
 from tlrcore.compress import ara_compress
 from tlrcore.errors import NotPositiveDefiniteError
 from tlrcore.matrix import TLRMatrix, _check_accuracy, _workers
@@ -162,7 +163,7 @@ class TLRCholesky(TileFactor):
                 f"nbytes={self.nbytes}{extra})")
 
 
-def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False, variant="left", safeguard=None,
+def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False, variant=None, safeguard=None,
              shift=0.0):
     """TLR Cholesky factorization ``A ~ L L^T``.
 
@@ -184,11 +185,15 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False,
         Release the tiles of `A` as soon as the factorization no longer needs them, which
         keeps the peak memory near the larger of `A` and its factor; `A` is unusable
         afterwards. Not with ``safeguard="shift"``, which may restart from `A`.
-    variant : {"left", "right"}, default "left"
+    variant : {"left", "right", "batched"}, optional
         ``"left"``: left-looking, every tile updated and compressed once by ARA (this
         module). ``"right"``: right-looking, the trailing tiles updated and recompressed
         after every column (:mod:`tlrcore.cholesky_right`); slower, for comparison, and
-        without safeguards.
+        without safeguards. ``"batched"``: left-looking on whole tile columns with
+        batched kernels in the packed layout (:mod:`tlrcore.cholesky_batched`), the GPU
+        algorithm, on any back end; only the ``"shift"`` safeguard. Default:
+        ``"batched"`` if `A` is in the packed layout (built with ``method="batched"``,
+        e.g. on a GPU), else ``"left"``.
     safeguard : None, str or sequence of str, default None
         What to do when the matrix is not positive definite at this accuracy (see
         :mod:`tlrcore.safeguards`): ``"shift"`` (retry with the smallest sufficient
@@ -201,8 +206,8 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False,
 
     Returns
     -------
-    TLRCholesky
-        With ``.perturbation = ||E||_F`` (0.0 when nothing was changed), ``.shift``,
+    TLRCholesky or PackedCholesky
+        (the latter from the batched variant, with arrays of `A`'s back end). With ``.perturbation = ||E||_F`` (0.0 when nothing was changed), ``.shift``,
         ``.modified_tiles`` and, with tile pivoting, ``.perm``.
 
     Raises
@@ -219,12 +224,18 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False,
     """
     if not isinstance(A, TLRMatrix):
         raise TypeError(f"A must be a tlrcore.TLRMatrix; got {type(A).__name__}.")
-    if variant not in ("left", "right"):
-        raise ValueError(f"variant must be 'left' or 'right'; got {variant!r}.")
+    if variant is None:
+        variant = "batched" if A.packed is not None else "left"
+    if variant not in ("left", "right", "batched"):
+        raise ValueError(f"variant must be 'left', 'right' or 'batched'; got {variant!r}.")
+    if variant != "batched" and A.backend.batched_by_default:
+        raise ValueError(f"a matrix on backend={A.backend.name!r} is factored with variant='batched' only.")
     guards = parse_safeguard(safeguard)
     shift = check_shift(shift)
     if variant == "right" and (guards or shift):
         raise ValueError("safeguard and shift are implemented for variant='left' only; drop variant='right'.")
+    if variant == "batched" and set(guards) - {"shift"}:
+        raise ValueError(f"variant='batched' supports safeguard='shift' only; got {safeguard!r}.")
     if overwrite_a and "shift" in guards:
         raise ValueError("safeguard='shift' may restart from A, so it cannot be combined with overwrite_a=True.")
     tolerance = A.tolerance if accuracy is None else _check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
@@ -234,15 +245,19 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False,
 
         factor = right_looking(A, tolerance, overwrite_a)
     else:
-        factor = _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrite_a)
+        factor = _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrite_a, variant)
     logger.info("TLR Cholesky (%s-looking): %r", variant, factor)
     return factor
 
 
-def _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrite_a):
+def _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrite_a, variant="left"):
     """Left-looking factorization with the safeguards; retries with a growing shift
     under ``"shift"``."""
-    if "pivot" in guards:
+    if variant == "batched":
+        def factorization(A, tolerance, diagonal, block_size, random_state, overwrite_a):
+            release = A.release_column if overwrite_a else None
+            return batched_left_looking(A.pack(), tolerance, diagonal, block_size, random_state, release)
+    elif "pivot" in guards:
         # Imported here: tlrcore.cholesky_pivoted builds on this module's helpers.
         from tlrcore.cholesky_pivoted import pivoted_left_looking as factorization
     else:

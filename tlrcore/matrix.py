@@ -31,6 +31,8 @@ from tlrcore._malloc import pin_mmap_threshold
 from tlrcore.backends import get_backend
 from tlrcore.compress import COMPRESSORS
 from tlrcore.compress._recompress import check_block_output
+from tlrcore.matrix_batched import GeneratorOutput, build_packed
+from tlrcore.packed import PackedTiles
 
 __all__ = ["TLRMatrix", "GeneratorError"]
 
@@ -101,9 +103,14 @@ class TLRMatrix:
     tolerance : float
         Absolute Frobenius tolerance each off-diagonal tile was compressed to.
     backend : Backend
+    packed : PackedTiles or None
+        The packed layout (:mod:`tlrcore.packed`) when the matrix was built with
+        ``method="batched"``; then `diagonal`, `U` and `V` are views into it, and
+        :func:`tlrcore.cholesky` uses the batched algorithm.
     """
 
-    def __init__(self, diagonal, U, V, offsets, accuracy, tolerance, backend):
+    def __init__(self, diagonal, U, V, offsets, accuracy, tolerance, backend, packed=None):
+        self.packed = packed
         self.diagonal = diagonal
         self.U, self.V = U, V
         self.offsets = np.asarray(offsets)
@@ -122,7 +129,7 @@ class TLRMatrix:
         n,
         tile_size,
         accuracy=1e-8,
-        method="aca",
+        method=None,
         max_rank=None,
         backend="numpy",
         random_state=0,
@@ -143,12 +150,17 @@ class TLRMatrix:
             Rows per tile, ``1 <= tile_size <= n``; the last tile holds the remainder.
         accuracy : float, default 1e-8
             Relative Frobenius accuracy ``||A - A_tlr||_F <= accuracy ||A||_F``.
-        method : {"aca", "ara", "svd"}, default "aca"
-            Compression of the off-diagonal tiles.
+        method : {"aca", "ara", "svd", "batched"}, optional
+            Compression of the off-diagonal tiles: one at a time (``"aca"``, ``"ara"``,
+            ``"svd"``, on NumPy arrays), or ``"batched"``: a tile column at a time, one
+            generator call per column chunk returning arrays of the back end, into the
+            packed layout (:mod:`tlrcore.matrix_batched`), the GPU path. Default
+            ``"aca"`` on NumPy and ``"batched"`` on other back ends.
         max_rank : int, optional
             Cap on every tile's rank (the accuracy may then not be met; see
             :meth:`error_bound`).
-        backend : str, default "numpy"
+        backend : str or Backend, default "numpy"
+            ``"numpy"`` or ``"cupy"`` (GPU; needs ``method="batched"``).
         random_state : int or numpy Generator, default 0
             Seeds the norm sample and randomized compression.
 
@@ -167,11 +179,23 @@ class TLRMatrix:
         tile_size = _check_int(tile_size, "tile_size", 1, n)
         accuracy = _check_accuracy(accuracy)
         max_rank = _check_int(max_rank, "max_rank", 0, allow_none=True)
-        if method not in COMPRESSORS:
-            raise ValueError(f"method={method!r} is not one of {sorted(COMPRESSORS)}.")
         backend = get_backend(backend)
+        if method is None:
+            method = "batched" if backend.batched_by_default else "aca"
+        if method not in (*COMPRESSORS, "batched"):
+            raise ValueError(f"method={method!r} is not one of {sorted([*COMPRESSORS, 'batched'])}.")
+        if method != "batched" and backend.batched_by_default:
+            raise ValueError(f"backend={backend.name!r} builds tiles with method='batched' only; got {method!r}.")
         pin_mmap_threshold()
         rng = np.random.default_rng(random_state)
+        if method == "batched":
+            packed, tolerance = build_packed(GeneratorOutput(block, backend, GeneratorError), n, tile_size, accuracy,
+                                             backend, rng, max_rank=max_rank)
+            diagonal, U, V = packed.views()
+            matrix = cls(diagonal, U, V, packed.offsets, accuracy, tolerance, backend, packed)
+            logger.info("TLR matrix (batched) n=%d tiles=%d tolerance=%.3g memory %.1f MB", n, matrix.n_tiles,
+                        tolerance, matrix.nbytes / 1e6)
+            return matrix
         checked = _CheckedBlock(block)
         offsets = np.append(np.arange(0, n, tile_size), n)
         n_tiles = len(offsets) - 1
@@ -249,6 +273,13 @@ class TLRMatrix:
             ranks[i, j] = ranks[j, i] = U.shape[1]
         return ranks
 
+    def pack(self):
+        """The matrix in the packed layout (:class:`~tlrcore.packed.PackedTiles`), made
+        once from the tiles if it was not built that way."""
+        if self.packed is None:
+            self.packed = PackedTiles.from_tiles(self.backend, self.diagonal, self.U, self.V, self.offsets)
+        return self.packed
+
     @property
     def mean_rank(self):
         """Mean rank of the off-diagonal tiles (0.0 with a single tile)."""
@@ -256,12 +287,17 @@ class TLRMatrix:
 
     @property
     def nbytes(self):
-        """Bytes held by the dense diagonal tiles and the low-rank factors."""
+        """Bytes held by the dense diagonal tiles and the low-rank factors (padding
+        included in the packed layout)."""
+        if self.packed is not None:
+            return self.packed.nbytes
         dense = sum(D.nbytes for D in self.diagonal)
         return dense + sum(U.nbytes + V.nbytes for U, V in zip(self.U.values(), self.V.values()))
 
     def frobenius_norm(self):
         """``||A_tlr||_F``, exactly, from the factors (no densification)."""
+        if self.packed is not None:
+            return self.packed.frobenius_norm()
         total = sum(float(np.sum(D * D)) for D in self.diagonal)
         for U, V in zip(self.U.values(), self.V.values()):
             total += 2.0 * float(np.sum((U.T @ U) * (V.T @ V)))
@@ -276,7 +312,13 @@ class TLRMatrix:
 
     # ------------------------------------------------------------------ products
     def __matmul__(self, x):
-        """``A_tlr @ x`` for a vector ``(n,)`` or a matrix ``(n, k)``."""
+        """``A_tlr @ x`` for a vector ``(n,)`` or a matrix ``(n, k)`` (an array of the
+        matrix's back end in the packed layout)."""
+        if self.packed is not None:
+            x = self.backend.asarray(x)
+            if x.ndim not in (1, 2) or x.shape[0] != self.n:
+                raise ValueError(f"x must have shape ({self.n},) or ({self.n}, k); got {x.shape}.")
+            return self.packed.symmetric_matmul(x)
         x = np.asarray(x, dtype=np.float64)
         if x.ndim not in (1, 2) or x.shape[0] != self.n:
             raise ValueError(f"x must have shape ({self.n},) or ({self.n}, k); got {x.shape}.")
@@ -290,7 +332,9 @@ class TLRMatrix:
         return y
 
     def to_dense(self):
-        """The represented matrix as a dense ``(n, n)`` array."""
+        """The represented matrix as a dense ``(n, n)`` NumPy array."""
+        if self.packed is not None:
+            return self.packed.to_dense()
         A = np.empty((self.n, self.n))
         for i, D in enumerate(self.diagonal):
             A[self.tile(i), self.tile(i)] = D

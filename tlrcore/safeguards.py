@@ -50,7 +50,7 @@ from scipy.linalg.lapack import dpotrf
 
 from tlrcore.errors import NotPositiveDefiniteError
 
-__all__ = ["SAFEGUARDS", "DiagonalFactorizer", "parse_safeguard", "shift_schedule"]
+__all__ = ["SAFEGUARDS", "DiagonalFactorizer", "parse_safeguard", "shift_schedule", "tile_failure"]
 
 logger = logging.getLogger(__name__)
 
@@ -132,6 +132,10 @@ class DiagonalFactorizer:
         self.squared = 0.0
         self.compensated_tiles, self.modified_tiles = [], []
 
+    def record_shift(self, size):
+        """Count the shift on `size` diagonal entries in ``||E||_F``."""
+        self.squared += self.shift**2 * size
+
     def factor(self, D, W, k):
         """Lower Cholesky factor of the updated tile `D` (``A(k, k) - W W^T``, lower
         triangle, Fortran order; overwritten).
@@ -143,7 +147,7 @@ class DiagonalFactorizer:
         """
         if self.shift:
             D[np.diag_indices(D.shape[0])] += self.shift
-            self.squared += self.shift**2 * D.shape[0]
+            self.record_shift(D.shape[0])
         kept = np.tril(D) if (self.schur or self.modified) else None
         L, info = dpotrf(D, lower=1, clean=1, overwrite_a=True)
         if info < 0:
@@ -162,13 +166,7 @@ class DiagonalFactorizer:
                 return L
         if self.modified:
             return self._modified(kept + np.tril(kept, -1).T, k)
-        raise NotPositiveDefiniteError(
-            f"diagonal tile {k} is not positive definite after its update (leading minor "
-            f"{info}); the matrix is not positive definite at this accuracy. Tighten the "
-            "accuracy, add a nugget, or use a safeguard (safeguard='shift' adds the "
-            "smallest diagonal shift that works, a multiple of the tile tolerance).",
-            tile=k,
-        )
+        raise tile_failure(k, info)
 
     def _modified(self, M, k):
         # Imported here: tlrcore.dense is only needed when a tile fails.
@@ -224,3 +222,15 @@ def _schur_compensation(W, tolerance):
 def _tail_count(lam, tolerance):
     """Number of leading (smallest) entries of ascending `lam` with ``||.||_2 <= tolerance``."""
     return int(np.searchsorted(np.sqrt(np.cumsum(lam * lam)), tolerance, side="right"))
+
+
+def tile_failure(k, info):
+    """The :class:`NotPositiveDefiniteError` for diagonal tile `k`, whose leading minor of
+    order `info` failed."""
+    return NotPositiveDefiniteError(
+        f"diagonal tile {k} is not positive definite after its update (leading minor "
+        f"{info}); the matrix is not positive definite at this accuracy. Tighten the "
+        "accuracy, add a nugget, or use a safeguard (safeguard='shift' adds the "
+        "smallest diagonal shift that works, a multiple of the tile tolerance).",
+        tile=k,
+    )

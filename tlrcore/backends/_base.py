@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 
 __all__ = ["Backend"]
@@ -23,6 +25,9 @@ class Backend:
 
     name = "abstract"
     xp = np
+    #: Whether TLR matrices on this back end are built and factored a tile column at a
+    #: time in the packed layout (:mod:`tlrcore.packed`) rather than tile by tile.
+    batched_by_default = False
 
     def asarray(self, a):
         """`a` as a float64 array of this back end (no copy if it already is one)."""
@@ -31,6 +36,14 @@ class Backend:
     def to_host(self, a):
         """`a` as a NumPy array."""
         return np.asarray(a)
+
+    def small_kernels(self):
+        """Context for work made of many small kernels (batched tile operations).
+
+        On the CPU it pins BLAS to one thread (threaded OpenBLAS slows small
+        eigensolvers and QRs down by 10x and more); on the GPU it does nothing.
+        """
+        return nullcontext()
 
     def synchronize(self):
         """Wait until queued device work is done (for timings); a no-op on the CPU."""

@@ -24,6 +24,7 @@ class CupyBackend(Backend):
 
     name = "cupy"
     xp = cupy
+    batched_by_default = True
 
     def to_host(self, a):
         return cupy.asnumpy(a)

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import scipy.linalg
 from scipy.linalg.lapack import dpotrf
+from threadpoolctl import threadpool_limits
 
 from tlrcore.backends._base import Backend
 
@@ -18,6 +19,9 @@ class NumpyBackend(Backend):
 
     name = "numpy"
     xp = np
+
+    def small_kernels(self):
+        return threadpool_limits(1, "blas")
 
     def cholesky(self, a):
         a = np.asarray(a, dtype=np.float64)

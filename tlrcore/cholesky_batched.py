@@ -1,0 +1,211 @@
+r"""Left-looking TLR Cholesky on whole tile columns with batched kernels (GPU layout).
+
+The algorithm of :mod:`tlrcore.cholesky` (H2Opus, Algorithms 4-6) on the
+:class:`~tlrcore.packed.PackedTiles` layout, written only with the back end's array
+module: it runs unchanged on NumPy and on CuPy, where every step is a handful of batched
+GEMMs over the tiles of a column and the factor never leaves the GPU. For column ``k``
+(``p = n_tiles - k - 1`` tiles below the diagonal):
+
+1. ``L(k, k) = chol(D_k)``: one Cholesky. The diagonal tiles are updated eagerly: after
+   column ``k`` is done, ``D_i -= U(i, k) (V(i, k)^T V(i, k)) U(i, k)^T`` for all ``i > k``
+   at once (two batched GEMMs), instead of ``k`` small updates per tile later.
+2. The updated tiles ``T_i = A(i, k) - sum_{j<k} L(i, j) L(k, j)^T`` are compressed by the
+   batched ARA of :mod:`tlrcore.compress.ara_batched`: a sample ``T_i Omega`` costs, per
+   ``j``, one small product ``Z_j = V(k, j) (U(k, j)^T Omega)`` shared by the column and two
+   batched GEMMs ``U(i, j) (V(i, j)^T Z_j)`` over the slice of tiles ``i`` still sampling;
+   the projection ``T_i^T Q_i`` likewise. Tiles that converge leave the batch.
+3. ``V(i, k) <- L(k, k)^{-1} V(i, k)`` for the whole column in one triangular solve.
+
+Flops and launches: about ``n_tiles^2 / 2`` groups of four batched GEMMs per sampling
+round. Every operand of a batch is a slice of the packed storage, so nothing is copied
+while the whole column samples; a shrinking batch gathers its slices.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from tlrcore.compress.ara_batched import batched_ara
+from tlrcore.packed import PackedTiles
+from tlrcore.safeguards import tile_failure
+
+__all__ = ["PackedCholesky", "batched_left_looking"]
+
+logger = logging.getLogger(__name__)
+
+
+def batched_left_looking(P, tolerance, factorizer, block_size, random_state, release=None):
+    """Factor the packed matrix `P`; `factorizer` supplies the diagonal shift only.
+
+    ``release(k)``, if given, is called when tile column `k` of the matrix is no longer
+    needed (``overwrite_a``); the packed column is dropped as well.
+
+    Returns
+    -------
+    PackedCholesky
+
+    Raises
+    ------
+    NotPositiveDefiniteError
+        Naming the first diagonal tile that fails.
+    """
+    backend = P.backend
+    xp = backend.xp
+    n_t, b = P.n_tiles, P.tile_size
+    D = P.diagonal.copy()
+    if factorizer.shift:
+        real = xp.asarray(np.arange(P.n_padded) < P.n, dtype=xp.float64).reshape(n_t, b)
+        D += factorizer.shift * (real[:, :, None] * xp.eye(b))
+        factorizer.record_shift(P.n)
+    seeds = np.random.default_rng(random_state).integers(0, 2**62, size=n_t)
+    LU, LV, ranks = [], [], []
+    with backend.small_kernels():
+        for k in range(n_t):
+            Lkk, info = backend.cholesky(D[k])
+            if int(info):
+                raise tile_failure(k, int(info))
+            D[k] = Lkk
+            p = n_t - k - 1
+            if p == 0:
+                break
+            U, V, r = _update_column(P, LU, LV, k, tolerance, backend, int(seeds[k]), block_size)
+            width = V.shape[2]
+            V = backend.solve_triangular(Lkk, V.transpose(1, 0, 2).reshape(b, p * width), lower=True)
+            V = xp.ascontiguousarray(V.reshape(b, p, width).transpose(1, 0, 2))
+            D[k + 1 :] -= (U @ (V.transpose(0, 2, 1) @ V)) @ U.transpose(0, 2, 1)
+            LU.append(U)
+            LV.append(V)
+            ranks.append(r)
+            if release is not None:
+                P.U[k] = P.V[k] = xp.zeros((0, b, 0))
+                release(k)
+    ranks += [np.zeros(0, dtype=np.int64)] * (n_t - len(ranks))
+    LU += [xp.zeros((0, b, 0))] * (n_t - len(LU))
+    LV += [xp.zeros((0, b, 0))] * (n_t - len(LV))
+    return PackedCholesky(PackedTiles(backend, P.n, b, D, LU, LV, ranks), tolerance)
+
+
+def _update_column(P, LU, LV, k, tolerance, backend, seed, block_size):
+    """Batched ARA of the updated tiles of column `k` (the sampled operator of the
+    module docstring)."""
+    xp = backend.xp
+    p = P.n_tiles - k - 1
+    UA, VA = P.U[k], P.V[k]
+
+    def rows(X, start, active):
+        return X[start : start + p] if active.size == p else X[start + xp.asarray(active)]
+
+    def sample(active, omega):
+        Y = rows(UA, 0, active) @ (rows(VA, 0, active).transpose(0, 2, 1) @ omega)
+        for j in range(k):
+            Z = LV[j][k - j - 1] @ (LU[j][k - j - 1].T @ omega)
+            Y -= rows(LU[j], k - j, active) @ (rows(LV[j], k - j, active).transpose(0, 2, 1) @ Z)
+        return Y
+
+    def project(Q):
+        B = VA @ (UA.transpose(0, 2, 1) @ Q)
+        for j in range(k):
+            X = LV[j][k - j :] @ (LU[j][k - j :].transpose(0, 2, 1) @ Q)
+            B -= LU[j][k - j - 1] @ (LV[j][k - j - 1].T @ X)
+        return B
+
+    b = P.tile_size
+    return batched_ara(sample, project, p, (b, b), tolerance, backend, seed, block_size)
+
+
+class PackedCholesky:
+    """TLR Cholesky factor ``A ~ L L^T`` in the packed layout, on the factor's back end.
+
+    Right-hand sides may be NumPy arrays or arrays of the back end; results are arrays of
+    the back end. The interface is that of :class:`~tlrcore.TLRCholesky`.
+
+    Attributes
+    ----------
+    packed : PackedTiles
+        ``L``: the lower-triangular diagonal tiles and the column-stacked ``U``, ``V``.
+    backend, n, n_tiles, offsets, tolerance
+    perturbation, shift : float
+        Set by the factorization: ``||E||_F`` of the shift, and the shift.
+    """
+
+    perm = None
+
+    def __init__(self, packed, tolerance):
+        self.packed = packed
+        self.backend = packed.backend
+        self.n, self.n_tiles, self.offsets = packed.n, packed.n_tiles, packed.offsets
+        self.tolerance = tolerance
+        self.perturbation = self.shift = 0.0
+        self.compensated_tiles = self.modified_tiles = ()
+
+    @property
+    def ranks(self):
+        """``(n_tiles, n_tiles)`` ranks of ``L`` (lower triangle; diagonal = tile sizes)."""
+        return np.tril(self.packed.rank_matrix())
+
+    @property
+    def nbytes(self):
+        """Bytes held by the factor (padding included)."""
+        return self.packed.nbytes
+
+    def logdet(self):
+        """``log det(L L^T)``."""
+        xp = self.backend.xp
+        return 2.0 * float(xp.sum(xp.log(xp.diagonal(self.packed.diagonal, axis1=1, axis2=2))))
+
+    def _check_rhs(self, b):
+        xp = self.backend.xp
+        b = self.backend.asarray(b)
+        if b.ndim not in (1, 2) or b.shape[0] != self.n:
+            raise ValueError(f"b must have shape ({self.n},) or ({self.n}, k); got {b.shape}.")
+        if not bool(xp.isfinite(b).all()):
+            raise ValueError("b contains NaN or infinite values.")
+        return b
+
+    def solve_lower(self, b):
+        """``L^{-1} b`` by forward substitution over tile columns."""
+        b = self._check_rhs(b)
+        P, solve = self.packed, self.backend.solve_triangular
+        X = P.pad(b)
+        for k in range(self.n_tiles):
+            X[k] = solve(P.diagonal[k], X[k], lower=True)
+            if k + 1 < self.n_tiles:
+                X[k + 1 :] -= P.U[k] @ (P.V[k].transpose(0, 2, 1) @ X[k])
+        return P.unpad(X, b)
+
+    def solve_upper(self, b):
+        """``L^{-T} b`` by backward substitution over tile columns."""
+        b = self._check_rhs(b)
+        P, solve = self.packed, self.backend.solve_triangular
+        X = P.pad(b)
+        for k in reversed(range(self.n_tiles)):
+            if k + 1 < self.n_tiles:
+                X[k] -= (P.V[k] @ (P.U[k].transpose(0, 2, 1) @ X[k + 1 :])).sum(axis=0)
+            X[k] = solve(P.diagonal[k], X[k], lower=True, trans=True)
+        return P.unpad(X, b)
+
+    def solve(self, b):
+        """``(L L^T)^{-1} b``."""
+        return self.solve_upper(self.solve_lower(b))
+
+    def multiply_lower(self, z):
+        """``L z``."""
+        z = self._check_rhs(z)
+        P = self.packed
+        X = P.pad(z)
+        Y = P.diagonal @ X
+        for j in range(self.n_tiles - 1):
+            Y[j + 1 :] += P.U[j] @ (P.V[j].transpose(0, 2, 1) @ X[j])
+        return P.unpad(Y, z)
+
+    def to_dense(self):
+        """``L`` as a dense host array."""
+        return self.packed.to_dense(symmetric=False)
+
+    def __repr__(self):
+        ranks = np.concatenate(self.packed.tile_ranks) if self.n_tiles > 1 else np.zeros(0)
+        mean = float(ranks.mean()) if ranks.size else 0.0
+        return (f"PackedCholesky(n={self.n}, n_tiles={self.n_tiles}, mean_rank={mean:.1f}, "
+                f"nbytes={self.nbytes}, backend={self.backend.name!r})")

@@ -1,0 +1,156 @@
+r"""Adaptive randomized approximation of a batch of tiles at once, from products only.
+
+The batched form of :mod:`tlrcore.compress.ara` (Algorithm 5 of
+shared/papers/tlr-cholesky-gpu-ara-batched.txt) for the GPU and the other back ends.
+``count`` tiles ``T_i`` (each ``m x p``) are seen only through ``sample(active, Omega)``
+(``T_i Omega`` for the tiles still sampling) and ``project(Q)`` (``T_i^T Q_i``). All
+tiles share the Gaussian block ``Omega`` of a round: each tile's own estimates stay
+unbiased, and the products become one batched GEMM with a broadcast operand. Tiles leave
+the batch as soon as their estimated error is below the tolerance (dynamic batching):
+the tiles of large rank keep sampling while the rest stop.
+
+Everything is matrix products and eigendecompositions of small Gram matrices, which GPUs
+batch well (no batched Householder QR or tall SVD, which CuPy runs as a loop of calls):
+
+- **Orthonormalization** of a projected sample panel ``Y`` by SVQB (Stathopoulos & Wu):
+  ``Y^T Y = W diag(lambda) W^T`` and ``Y W lambda^{-1/2}``, twice, dropping directions
+  below rounding noise (their columns are set to zero, which the later products ignore).
+  One pass loses the directions below ``sqrt(eps)`` of the largest; they stay in the
+  residual, so the next round's samples find them again and the error estimate, taken
+  from the projected samples, still counts them.
+- **Stopping rule** as in :mod:`tlrcore.compress.ara`: stop when
+  ``e = ||(I - Q Q^T) T Omega||_F / sqrt(b)`` falls below a quarter of the tolerance
+  (that last panel is still appended); the sampling error is taken as at most ``2 e``.
+- **Truncation** of ``Q B^T`` (``B = T^T Q``, ``q`` columns): with the eigenvectors ``Z``
+  of ``B^T B`` (descending), ``Q B^T = (Q Z)(B Z)^T`` and dropping the columns ``c >= r``
+  costs exactly ``||(B Z)_{:, r:}||_F`` since ``Q Z`` has orthonormal columns. These tail
+  norms are summed from the computed ``B Z`` itself, so the tolerance holds to rounding
+  (``eps ||B||``) even where the Gram matrix resolves the small singular values poorly;
+  only the rank can come out a little above the SVD optimum.
+
+The result is ``U = Q Z_r`` (orthonormal columns) and ``V = (B Z)_r`` (it carries the
+singular values), padded with zero columns to the largest rank of the batch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["batched_ara"]
+
+_SAFETY = 0.25
+_ESTIMATE_MARGIN = 2.0
+_NOISE = 64 * np.finfo(np.float64).eps
+#: Gram eigenvalues below this multiple of the largest are not trusted as directions.
+_GRAM_FLOOR = 1e3 * np.finfo(np.float64).eps
+
+
+def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16, max_rank=None):
+    """Compress ``count`` tiles to the absolute Frobenius tolerance `tol` each.
+
+    Parameters
+    ----------
+    sample : callable
+        ``sample(active, Omega)`` returns ``T_i Omega`` stacked, shape
+        ``(len(active), m, s)``, for the tile positions `active` (a host int array, sorted)
+        and ``Omega`` of shape ``(p, s)``.
+    project : callable
+        ``project(Q)`` returns ``T_i^T Q_i`` stacked, shape ``(count, p, q)``, for ``Q`` of
+        shape ``(count, m, q)``.
+    count : int
+    shape : tuple of int
+        ``(m, p)``, the shape of every tile.
+    tol : float
+        Absolute tolerance per tile.
+    backend : tlrcore.backends.Backend
+    seed : int
+        Seeds the sample blocks (round ``t`` uses ``seed + t``).
+    block_size : int, default 16
+        Columns per sample block (at most 32 keeps the Gram eigenproblems in cuSOLVER's
+        batched Jacobi solver).
+    max_rank : int, optional
+        Cap on the ranks (the tolerance may then not be met).
+
+    Returns
+    -------
+    U : array of shape (count, m, r)
+        Orthonormal columns (zero beyond each tile's rank).
+    V : array of shape (count, p, r)
+    ranks : ndarray of int, shape (count,)
+        On the host.
+    """
+    xp = backend.xp
+    m, p = shape
+    if count == 0 or m == 0 or p == 0:
+        return xp.zeros((count, m, 0)), xp.zeros((count, p, 0)), np.zeros(count, dtype=np.int64)
+    limit = min(m, p) if max_rank is None else min(m, p, max_rank + max(block_size, max_rank // 2))
+    Q = xp.zeros((count, m, 0))
+    estimate = np.full(count, np.inf)
+    active = np.arange(count)
+    round_ = 0
+    while active.size and Q.shape[2] < limit:
+        width = min(block_size, limit - Q.shape[2])
+        Y = sample(active, backend.normal(seed + round_, (p, width)))
+        noise = _NOISE * _norms(xp, Y)
+        Qa = Q if active.size == count else Q[xp.asarray(active)]
+        Y = _project_out(Qa, _project_out(Qa, Y))
+        estimate[active] = backend.to_host(_norms(xp, Y)) / math.sqrt(width)
+        panel, kept = _orthonormalize(xp, backend, Y, noise)
+        panel = _project_out(Qa, panel)
+        panel, kept2 = _orthonormalize(xp, backend, panel, 0.5 * xp.ones(active.size))
+        grown = xp.zeros((count, m, width))
+        grown[xp.asarray(active)] = panel
+        Q = xp.concatenate([Q, grown], axis=2)
+        done = (estimate[active] <= _SAFETY * tol) | (np.minimum(kept, kept2) == 0)
+        active = active[~done]
+        round_ += 1
+    B = project(Q)
+    complete = Q.shape[2] >= min(m, p)
+    sampling_error = np.zeros(count) if complete else _ESTIMATE_MARGIN * np.where(np.isfinite(estimate), estimate, 0.0)
+    budget = np.sqrt(np.maximum(tol * tol - sampling_error**2, 0.0))
+    return _truncate(xp, backend, Q, B, budget, max_rank)
+
+
+def _norms(xp, Y):
+    """Frobenius norm of each matrix of a stack."""
+    return xp.sqrt(xp.sum(Y * Y, axis=(1, 2)))
+
+
+def _project_out(Q, Y):
+    """``(I - Q Q^T) Y`` for stacks."""
+    if Q.shape[2] == 0:
+        return Y
+    return Y - Q @ (Q.transpose(0, 2, 1) @ Y)
+
+
+def _orthonormalize(xp, backend, Y, noise):
+    """SVQB: orthonormal columns spanning ``Y``'s directions above `noise` (per matrix).
+
+    Returns the panel (dropped directions as zero columns) and, on the host, how many
+    directions each matrix kept.
+    """
+    gram = Y.transpose(0, 2, 1) @ Y
+    lam, W = backend.eigh(gram)
+    floor = xp.maximum(noise[:, None] ** 2, _GRAM_FLOOR * lam[:, -1:])
+    keep = lam > floor
+    scale = xp.where(keep, 1.0 / xp.sqrt(xp.where(keep, lam, 1.0)), 0.0)
+    return Y @ (W * scale[:, None, :]), backend.to_host(xp.sum(keep, axis=1))
+
+
+def _truncate(xp, backend, Q, B, budget, max_rank):
+    """Truncate each ``Q_i B_i^T`` to its Frobenius `budget` (see the module docstring)."""
+    count = Q.shape[0]
+    lam, Z = backend.eigh(B.transpose(0, 2, 1) @ B)
+    Z = Z[:, :, ::-1]
+    BZ = B @ Z
+    tail = xp.cumsum(xp.sum(BZ * BZ, axis=1)[:, ::-1], axis=1)[:, ::-1]
+    ranks = backend.to_host(xp.sum(tail > xp.asarray(budget**2)[:, None], axis=1)).astype(np.int64)
+    if max_rank is not None:
+        ranks = np.minimum(ranks, max_rank)
+    r = int(ranks.max()) if count else 0
+    mask = xp.asarray(np.arange(r)[None, :] < ranks[:, None], dtype=xp.float64)[:, None, :]
+    U = (Q @ Z[:, :, :r]) * mask
+    V = BZ[:, :, :r] * mask
+    return U, V, ranks

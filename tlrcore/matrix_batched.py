@@ -1,0 +1,146 @@
+"""Building a TLR matrix in the packed layout, a tile column at a time (GPU path).
+
+The block generator is called once per chunk of a tile column (``block(rows, cols)``
+with ``rows`` all the indices below the column's diagonal tile, in chunks that fit the
+back end's free memory) and may return arrays of the back end: on a GPU the covariance
+is evaluated on the device and never crosses to the host. The column's tiles are then
+compressed together by the batched ARA of :mod:`tlrcore.compress.ara_batched`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tlrcore.compress.ara_batched import batched_ara
+from tlrcore.packed import PackedTiles
+
+__all__ = ["build_packed"]
+
+#: Fraction of the back end's free memory one chunk of dense tiles may take.
+_CHUNK_MEMORY = 0.25
+#: Size of the random sub-block that estimates the off-diagonal mass of ``||A||_F``.
+_NORM_SAMPLE = 1024
+
+
+class GeneratorOutput:
+    """Checks what a block generator returned, on its back end (one sync per call)."""
+
+    def __init__(self, block, backend, error):
+        if not callable(block):
+            raise TypeError("block must be a callable block(rows, cols) -> array.")
+        self.block, self.backend, self.error = block, backend, error
+
+    def __call__(self, rows, cols, where):
+        xp = self.backend.xp
+        try:
+            values = self.backend.asarray(self.block(rows, cols))
+        except (TypeError, ValueError) as exc:
+            raise self.error(f"block generator ({where}) returned a non-numeric value: {exc}") from None
+        if values.shape != (rows.size, cols.size):
+            raise self.error(f"block generator ({where}) returned shape {values.shape}; "
+                             f"expected {(rows.size, cols.size)}.")
+        if not bool(xp.isfinite(values).all()):
+            raise self.error(f"block generator ({where}) returned NaN or infinite values.")
+        return values
+
+
+def build_packed(checked, n, tile_size, accuracy, backend, rng, block_size=16, max_rank=None):
+    """Evaluate and compress a symmetric matrix into :class:`PackedTiles`.
+
+    Parameters
+    ----------
+    checked : GeneratorOutput
+    n, tile_size : int
+    accuracy : float
+        Relative accuracy; every tile is compressed to ``accuracy * N / n_tiles`` with
+        ``N`` the estimate of ``||A||_F`` described in :mod:`tlrcore.matrix`.
+    backend : Backend
+    rng : numpy.random.Generator
+    block_size : int, default 16
+    max_rank : int, optional
+
+    Returns
+    -------
+    packed : PackedTiles
+    tolerance : float
+    """
+    xp = backend.xp
+    b = tile_size
+    n_t = -(-n // b)
+    offsets = np.minimum(np.arange(n_t + 1) * b, n)
+    D = xp.zeros((n_t, b, b))
+    for k in range(n_t):
+        idx = np.arange(offsets[k], offsets[k + 1])
+        D[k, : idx.size, : idx.size] = checked(idx, idx, f"tile ({k}, {k})")
+        if idx.size < b:
+            D[k, idx.size :, idx.size :] = xp.eye(b - idx.size)
+    norm = _norm_estimate(checked, D, n, offsets, rng, xp)
+    tolerance = accuracy * norm / n_t
+    seeds = rng.integers(0, 2**62, size=n_t)
+    chunk = max(1, int(_CHUNK_MEMORY * backend.free_memory() / (8 * b * b * 3)))
+    U, V, ranks = [], [], []
+    with backend.small_kernels():
+        for j in range(n_t):
+            factors = [_compress_rows(checked, offsets, j, first, min(first + chunk, n_t), tolerance, backend,
+                                      int(seeds[j]) + first, block_size, max_rank)
+                       for first in range(j + 1, n_t, chunk)]
+            Uj, Vj, rj = _join(xp, factors, b)
+            U.append(Uj)
+            V.append(Vj)
+            ranks.append(rj)
+    return PackedTiles(backend, n, b, D, U, V, ranks), tolerance
+
+
+def _compress_rows(checked, offsets, j, first, stop, tolerance, backend, seed, block_size, max_rank):
+    """Tiles ``(first..stop-1, j)``, evaluated by one generator call and compressed."""
+    xp = backend.xp
+    b = int(offsets[1] - offsets[0])
+    rows = np.arange(offsets[first], offsets[stop])
+    cols = np.arange(offsets[j], offsets[j + 1])
+    values = checked(rows, cols, f"tiles ({first}..{stop - 1}, {j})")
+    count = stop - first
+    if rows.size < count * b:
+        values = xp.concatenate([values, xp.zeros((count * b - rows.size, b))])
+    T = values.reshape(count, b, b)
+
+    def sample(active, omega):
+        return (T if active.size == count else T[xp.asarray(active)]) @ omega
+
+    def project(Q):
+        return T.transpose(0, 2, 1) @ Q
+
+    return batched_ara(sample, project, count, (b, b), tolerance, backend, seed, block_size, max_rank)
+
+
+def _join(xp, factors, b):
+    """Concatenate chunks of one column, padding to the column's largest rank."""
+    if not factors:
+        return xp.zeros((0, b, 0)), xp.zeros((0, b, 0)), np.zeros(0, dtype=np.int64)
+    width = max(U.shape[2] for U, _, _ in factors)
+
+    def widen(X):
+        return X if X.shape[2] == width else xp.concatenate([X, xp.zeros(X.shape[:2] + (width - X.shape[2],))], axis=2)
+
+    U = xp.concatenate([widen(U) for U, _, _ in factors]) if len(factors) > 1 else widen(factors[0][0])
+    V = xp.concatenate([widen(V) for _, V, _ in factors]) if len(factors) > 1 else widen(factors[0][1])
+    return U, V, np.concatenate([r for _, _, r in factors])
+
+
+def _norm_estimate(checked, D, n, offsets, rng, xp):
+    """``||A||_F`` estimate that errs low: exact diagonal tiles plus half of a sampled
+    off-diagonal mass (as :func:`tlrcore.matrix._norm_lower_estimate`)."""
+    pad = D.shape[0] * D.shape[1] - n
+    diag_sq = float(xp.sum(D * D)) - pad
+    if D.shape[0] == 1:
+        return math.sqrt(diag_sq)
+    s = min(n, _NORM_SAMPLE)
+    rows = np.sort(rng.choice(n, size=s, replace=False))
+    cols = np.sort(rng.choice(n, size=s, replace=False))
+    sample = checked(rows, cols, "norm sample")
+    tile_of = np.searchsorted(offsets, np.arange(n), side="right") - 1
+    off = xp.asarray(tile_of[rows][:, None] != tile_of[cols][None, :])
+    off_count = n * n - sum(int(d) ** 2 for d in np.diff(offsets))
+    off_sq = float(xp.sum(xp.where(off, sample, 0.0) ** 2)) / max(int(off.sum()), 1) * off_count
+    return math.sqrt(diag_sq + 0.5 * off_sq)
