@@ -25,8 +25,14 @@ batch well (no batched Householder QR or tall SVD, which CuPy runs as a loop of 
   of ``B^T B`` (descending), ``Q B^T = (Q Z)(B Z)^T`` and dropping the columns ``c >= r``
   costs exactly ``||(B Z)_{:, r:}||_F`` since ``Q Z`` has orthonormal columns. These tail
   norms are summed from the computed ``B Z`` itself, so the tolerance holds to rounding
-  (``eps ||B||``) even where the Gram matrix resolves the small singular values poorly;
-  only the rank can come out a little above the SVD optimum.
+  (``eps ||B||``) even where the Gram matrix resolves the small singular values poorly.
+  The rank is at the SVD optimum or one above while the tolerance is above about
+  ``sqrt(eps) ||T||`` (``1.5e-8`` of the tile's norm); below that the Gram matrix cannot
+  separate the singular values and the rank grows, up to complete (the tolerance still
+  holds). In a TLR matrix at global accuracy 1e-8 only the tiles next to the diagonal
+  reach that regime: mean ranks came out 3 % above those of ACA (n = 3,000, 2-D
+  exponential). A Householder QR and SVD would not square the condition number, but
+  CuPy runs both as a loop of single-matrix calls.
 
 The result is ``U = Q Z_r`` (orthonormal columns) and ``V = (B Z)_r`` (it carries the
 singular values), padded with zero columns to the largest rank of the batch.
@@ -88,10 +94,12 @@ def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16
     limit = min(m, p) if max_rank is None else min(m, p, max_rank + max(block_size, max_rank // 2))
     Q = xp.zeros((count, m, 0))
     estimate = np.full(count, np.inf)
+    basis = np.zeros(count, dtype=np.int64)
     active = np.arange(count)
     round_ = 0
-    while active.size and Q.shape[2] < limit:
-        width = min(block_size, limit - Q.shape[2])
+    # Dropped directions leave zero columns, so the padded width may pass `limit`.
+    while active.size and Q.shape[2] < 2 * limit:
+        width = int(min(block_size, limit - basis[active].min()))
         Y = sample(active, backend.normal(seed + round_, (p, width)))
         noise = _NOISE * _norms(xp, Y)
         Qa = Q if active.size == count else Q[xp.asarray(active)]
@@ -103,12 +111,13 @@ def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16
         grown = xp.zeros((count, m, width))
         grown[xp.asarray(active)] = panel
         Q = xp.concatenate([Q, grown], axis=2)
-        done = (estimate[active] <= _SAFETY * tol) | (np.minimum(kept, kept2) == 0)
+        basis[active] += kept2
+        done = (estimate[active] <= _SAFETY * tol) | (np.minimum(kept, kept2) == 0) | (basis[active] >= limit)
         active = active[~done]
         round_ += 1
     B = project(Q)
-    complete = Q.shape[2] >= min(m, p)
-    sampling_error = np.zeros(count) if complete else _ESTIMATE_MARGIN * np.where(np.isfinite(estimate), estimate, 0.0)
+    complete = basis >= min(m, p)
+    sampling_error = np.where(complete, 0.0, _ESTIMATE_MARGIN * np.where(np.isfinite(estimate), estimate, 0.0))
     budget = np.sqrt(np.maximum(tol * tol - sampling_error**2, 0.0))
     return _truncate(xp, backend, Q, B, budget, max_rank)
 
