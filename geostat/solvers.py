@@ -228,16 +228,18 @@ def gradient_block(coords, kernel, theta, name, distance):
     return block
 
 
-def tlr_matrix(block, n, tile_size=None, accuracy=1e-8, method="aca", random_state=0):
+def tlr_matrix(block, n, tile_size=None, accuracy=1e-8, method=None, random_state=0, backend="numpy"):
     """A :class:`tlrcore.TLRMatrix` from a block generator of already ordered sites.
 
     ``tile_size=None`` uses :func:`geostat.ordering.auto_tile_size`; a tile size above
-    `n` is clipped to `n`.
+    `n` is clipped to `n`. ``method=None`` is the back end's default (ACA on NumPy, the
+    batched column compression on a GPU).
     """
     from geostat.ordering import auto_tile_size
 
     tile_size = auto_tile_size(n) if tile_size is None else min(int(tile_size), n)
-    return TLRMatrix.from_generator(block, n, tile_size, accuracy=accuracy, method=method, random_state=random_state)
+    return TLRMatrix.from_generator(block, n, tile_size, accuracy=accuracy, method=method, random_state=random_state,
+                                    backend=backend)
 
 
 def tlr_covariance(coords, kernel, params, distance, accuracy=1e-8, tile_size=None, ordering="kdtree",
@@ -317,12 +319,17 @@ class TLRFactor:
         return self.factor.logdet()
 
     def solve(self, b):
-        """Return ``K^{-1} b`` for a vector or a matrix of right-hand sides."""
+        """Return ``K^{-1} b`` for a vector or a matrix of right-hand sides (on the host)."""
         b = np.asarray(b, dtype=np.float64)
         x = np.empty(b.shape)
-        x[self.perm] = self.factor.solve(b[self.perm])
+        x[self.perm] = self._host(self.factor.solve(b[self.perm]))
         return x
 
     def solve_lower(self, b):
         """Return ``L^{-1} P b`` (rows in the factor's order; for quadratic forms)."""
-        return self.factor.solve_lower(np.asarray(b, dtype=np.float64)[self.perm])
+        return self._host(self.factor.solve_lower(np.asarray(b, dtype=np.float64)[self.perm]))
+
+    def _host(self, x):
+        """A result of the factor as a NumPy array (factors on a GPU return device arrays)."""
+        backend = getattr(self.factor, "backend", None)
+        return x if backend is None else backend.to_host(x)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import tlrcore as tlr
+from tlrcore.backends import NUMPY, get_backend
 from geostat.distance import distance_extremes
 from geostat.gls import check_groups, gls, group_by_pattern, trend_estimates
 from geostat.likelihood import ExactLikelihood, Terms, split_params
@@ -62,6 +63,11 @@ class TLRLikelihood:
         What a covariance that is not positive definite at this accuracy does; see
         :mod:`geostat.safeguard`. ``"shift"`` refactors with
         ``tlrcore.cholesky(..., safeguard="shift")``.
+    backend : str or tlrcore.backends.Backend, default "numpy"
+        Where the covariance tiles are generated, compressed and factored: ``"cupy"``
+        builds and factors them on the GPU in the packed layout (batched algorithms);
+        right-hand sides and solutions cross to the host (vectors of length ``n`` per
+        evaluation, milliseconds against the factorization).
 
     Raises
     ------
@@ -76,8 +82,9 @@ class TLRLikelihood:
     method = "tlr"
 
     def __init__(self, coords, y, design, kernel, distance, reml=False, accuracy=1e-8, tile_size=None,
-                 ordering="kdtree", random_state=0, on_failure="shift"):
+                 ordering="kdtree", random_state=0, on_failure="shift", backend="numpy"):
         self.on_failure = check_on_failure(on_failure)
+        self.backend = get_backend(backend)
         self.n_safeguarded = 0
         if not (isinstance(accuracy, (float, int, np.floating)) and 0 < accuracy < 1):
             raise ValueError(f"accuracy must be a number in (0, 1); got {accuracy!r}.")
@@ -151,15 +158,23 @@ class TLRLikelihood:
         out = []
         for g, order in zip(self.groups, self._orders):
             coords = self._sites(g)[order.perm]
-            block = covariance_block(coords, self.kernel, params, self.distance)
+            block = self._block_generator(coords, params)
 
             def build(block=block, n=coords.shape[0], tile_size=order.tile_size):
-                return tlr_matrix(block, n, tile_size, accuracy or self.accuracy, random_state=self.random_state)
+                return tlr_matrix(block, n, tile_size, accuracy or self.accuracy, random_state=self.random_state,
+                                  backend=self.backend)
 
             out.append(self._factor(build, order.perm))
         if own:
             self._cache = (key, out)
         return out
+
+    def _block_generator(self, coords, params):
+        """The covariance block generator on the likelihood's back end."""
+        block = covariance_block(coords, self.kernel, params, self.distance)
+        if self.backend is NUMPY:
+            return block
+        return lambda rows, cols: self.backend.asarray(block(rows, cols))
 
     def _factor(self, build, perm):
         """TLR factor of the matrix `build()` makes (sites in order `perm`); on failure,
