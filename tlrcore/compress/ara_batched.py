@@ -29,9 +29,10 @@ batch well (no batched Householder QR or tall SVD, which CuPy runs as a loop of 
   The rank is at the SVD optimum or one above while the tolerance is above about
   ``sqrt(eps) ||T||`` (``1.5e-8`` of the tile's norm); below that the Gram matrix cannot
   separate the singular values and the rank grows, up to complete (the tolerance still
-  holds). In a TLR matrix at global accuracy 1e-8 only the tiles next to the diagonal
-  reach that regime: mean ranks came out 3 % above those of ACA (n = 3,000, 2-D
-  exponential). A Householder QR and SVD would not square the condition number, but
+  holds). In a TLR matrix at global accuracy 1e-8 the tiles next to the diagonal reach
+  that regime: at n = 8,192 (tile 512, 2-D exponential) the mean rank of ``A`` came out
+  9 % above ACA's and that of ``L`` 5 % above the tile-by-tile ARA's; at 1e-6 they were
+  equal. A Householder QR and SVD would not square the condition number, but
   CuPy runs both as a loop of single-matrix calls.
 
 The result is ``U = Q Z_r`` (orthonormal columns) and ``V = (B Z)_r`` (it carries the
