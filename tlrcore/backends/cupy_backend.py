@@ -15,8 +15,12 @@ import numpy as np
 from cupy_backends.cuda.libs import cublas, cusolver
 
 from tlrcore.backends._base import Backend
+from tlrcore.backends.numpy_backend import host_eigh
 
 __all__ = ["CupyBackend"]
+
+#: Largest order that cuSOLVER's batched Jacobi eigensolver (syevjBatched) accepts.
+_BATCHED_JACOBI_MAX = 32
 
 
 class CupyBackend(Backend):
@@ -68,6 +72,12 @@ class CupyBackend(Backend):
             return cupy.linalg.svd(a, full_matrices=False)
 
     def eigh(self, a):
+        if a.ndim > 2 and a.shape[-1] > _BATCHED_JACOBI_MAX:
+            # cuSOLVER's batched Jacobi solver stops at 32; beyond, CuPy loops over single
+            # calls. These Gram matrices are small: solving them on the host in parallel
+            # costs a transfer of q^2 numbers each (to be measured against the loop).
+            lam, vec = host_eigh(cupy.asnumpy(a))
+            return cupy.asarray(lam), cupy.asarray(vec)
         with cupyx.errstate(linalg="raise"):
             return cupy.linalg.eigh(a)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.linalg
@@ -63,3 +64,19 @@ class NumpyBackend(Backend):
 
 
 NUMPY = NumpyBackend()
+
+#: Matrices per task of :func:`host_eigh`'s thread pool.
+_EIGH_CHUNK = 16
+
+
+def host_eigh(a):
+    """``numpy.linalg.eigh`` of a stack, chunks of it on a thread pool with BLAS on one
+    thread each (LAPACK's threaded eigensolvers are much slower on small matrices)."""
+    a = np.asarray(a, dtype=np.float64)
+    with threadpool_limits(1, "blas"):
+        if a.ndim == 2 or a.shape[0] <= _EIGH_CHUNK:
+            return np.linalg.eigh(a)
+        chunks = [slice(i, i + _EIGH_CHUNK) for i in range(0, a.shape[0], _EIGH_CHUNK)]
+        with ThreadPoolExecutor(min(len(chunks), os.cpu_count() or 1)) as pool:
+            parts = list(pool.map(lambda c: np.linalg.eigh(a[c]), chunks))
+    return np.concatenate([w for w, _ in parts]), np.concatenate([v for _, v in parts])

@@ -153,9 +153,9 @@ def _truncate(xp, backend, Q, B, budget, max_rank):
     """Truncate each ``Q_i B_i^T`` to its Frobenius `budget` (see the module docstring)."""
     count = Q.shape[0]
     lam, Z = backend.eigh(B.transpose(0, 2, 1) @ B)
-    Z = Z[:, :, ::-1]
+    Z = xp.ascontiguousarray(xp.flip(Z, axis=2))
     BZ = B @ Z
-    tail = xp.cumsum(xp.sum(BZ * BZ, axis=1)[:, ::-1], axis=1)[:, ::-1]
+    tail = xp.flip(xp.cumsum(xp.flip(xp.sum(BZ * BZ, axis=1), axis=1), axis=1), axis=1)
     ranks = backend.to_host(xp.sum(tail > xp.asarray(budget**2)[:, None], axis=1)).astype(np.int64)
     if max_rank is not None:
         ranks = np.minimum(ranks, max_rank)
