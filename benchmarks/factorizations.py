@@ -13,6 +13,9 @@ Gaussian kernel (range 0.1) on uniform sites of the unit square with 5 % of the 
 repeated 1e-12 away; and that covariance without duplicates plus symmetric noise of relative
 size 1e-8, like a covariance compressed to that accuracy, which lost definiteness.
 
+The TLR factorizations (plain vs safeguarded vs pivoted vs LDLᵀ, time and ranks on a
+2-D or 3-D covariance at n = 32K) are in ``benchmarks/tlr_safeguards.py``.
+
 Everything runs with BLAS on one thread (the tlrcore.dense kernels pin it themselves).
 Run: ``PYTHONPATH=. python benchmarks/factorizations.py`` (n = 1000, 2000, 4000, a few
 minutes) or e.g. ``PYTHONPATH=. python benchmarks/factorizations.py --n 1000 --matrices neg10%``.
@@ -132,8 +135,8 @@ def dense_section(ns, matrices, repeats=3):
     return rows
 
 
-#: Sections of the table; a TLR section (tlr.cholesky with its safeguards on the same
-#: matrices in TLR form) will register here with the same row layout.
+#: Sections of the table. The TLR factorizations (plain, safeguarded, pivoted, LDLᵀ) at
+#: n = 32K are compared in benchmarks/tlr_safeguards.py, which needs its own matrices.
 SECTIONS = {"dense": dense_section}
 
 
