@@ -441,20 +441,24 @@ class Kernel(abc.ABC):
         d = xp.asarray(d, dtype=xp.float64)
         flat = d.reshape(-1)
         names = self.free_shape if gradient else None
-        bounds = [(s, min(s + DEVICE_CHUNK, flat.size)) for s in range(0, flat.size, DEVICE_CHUNK)] or [(0, 0)]
-        chunks = [self._device_fill(flat[s:e] / rng, values, xp, names) for s, e in bounds]
-
-        def join(parts):
-            return (parts[0] if len(parts) == 1 else xp.concatenate(parts)).reshape(d.shape)
-
-        m = join([c[0] for c in chunks])
+        if flat.size <= DEVICE_CHUNK:
+            m, u_dm_du, dshape = self._device_fill(flat / rng, values, xp, names)
+        else:  # chunks written into the outputs: the temporaries of one chunk at a time
+            m = xp.empty(flat.size)
+            u_dm_du = xp.empty(flat.size) if gradient else None
+            dshape = {name: xp.empty(flat.size) for name in names or ()}
+            for start in range(0, flat.size, DEVICE_CHUNK):
+                part = slice(start, start + DEVICE_CHUNK)
+                m[part], u_dm_du_part, dshape_part = self._device_fill(flat[part] / rng, values, xp, names)
+                if gradient:
+                    u_dm_du[part] = u_dm_du_part
+                    for name in names:
+                        dshape[name][part] = dshape_part[name]
         if not gradient:
-            return m, {}
-        # dM/drange = dM/du * du/drange = -(u dM/du) / range
-        grads = {"range": join([c[1] for c in chunks]) * (-1.0 / rng)}
-        for name in names:
-            grads[name] = join([c[2][name] for c in chunks])
-        return m, grads
+            return m.reshape(d.shape), {}
+        u_dm_du *= -1.0 / rng  # dM/drange = dM/du * du/drange = -(u dM/du) / range
+        return m.reshape(d.shape), {"range": u_dm_du.reshape(d.shape),
+                                    **{name: dshape[name].reshape(d.shape) for name in names}}
 
     def _device_fill(self, u, shape, xp, derivatives):
         """Evaluate the family on scaled distances with `xp` operations, returning new arrays.
