@@ -122,8 +122,8 @@ def log_likelihood(
         Return the restricted log-likelihood.
     device : {"cpu", "gpu"}, default "cpu"
         ``"gpu"`` evaluates on a CUDA GPU through CuPy (see the user guide): the dense
-        exact likelihood in GPU memory, or TLR. ``"auto"`` then uses the exact method up
-        to :data:`DEVICE_EXACT_MAX` sites when it fits in GPU memory.
+        exact likelihood in GPU memory, or TLR. ``method="auto"`` then uses the exact
+        method up to :data:`DEVICE_EXACT_MAX` sites when it fits in GPU memory.
 
     Returns
     -------
