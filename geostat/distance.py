@@ -207,19 +207,19 @@ def chordal(a, b=None, radius=EARTH_RADIUS_KM):
     return cdist(xa, xb)
 
 
-def _central_angle(lon_a, lat_a, lon_b, lat_b):
+def _central_angle(lon_a, lat_a, lon_b, lat_b, xp=np):
     """Central angle (radians) between points given in radians, broadcasting.
 
     Haversine form ``theta = 2 atan2(sqrt(h), sqrt(1 - h))`` with ``1 - h`` computed
     as the haversine to the antipode, so that both tiny and nearly antipodal
-    separations keep full relative accuracy.
+    separations keep full relative accuracy. `xp` is the array module of the inputs.
     """
-    cos_cos = np.cos(lat_a) * np.cos(lat_b)
-    sin_half_dlon = np.sin(0.5 * (lon_b - lon_a))
-    cos_half_dlon = np.cos(0.5 * (lon_b - lon_a))
-    hav = np.sin(0.5 * (lat_b - lat_a)) ** 2 + cos_cos * sin_half_dlon**2
-    hav_antipode = np.sin(0.5 * (lat_b + lat_a)) ** 2 + cos_cos * cos_half_dlon**2
-    return 2.0 * np.arctan2(np.sqrt(hav), np.sqrt(hav_antipode))
+    cos_cos = xp.cos(lat_a) * xp.cos(lat_b)
+    sin_half_dlon = xp.sin(0.5 * (lon_b - lon_a))
+    cos_half_dlon = xp.cos(0.5 * (lon_b - lon_a))
+    hav = xp.sin(0.5 * (lat_b - lat_a)) ** 2 + cos_cos * sin_half_dlon**2
+    hav_antipode = xp.sin(0.5 * (lat_b + lat_a)) ** 2 + cos_cos * cos_half_dlon**2
+    return 2.0 * xp.arctan2(xp.sqrt(hav), xp.sqrt(hav_antipode))
 
 
 def great_circle(a, b=None, radius=EARTH_RADIUS_KM):

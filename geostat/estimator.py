@@ -9,6 +9,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from geostat.data import Trend, as_output, prepare_coords, prepare_y
+from geostat.device import device_backend
 from geostat.distance import get_distance, warn_if_invalid_on_sphere
 from geostat.kernels import get_kernel
 from geostat.likelihood import split_params
@@ -51,7 +52,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         Likelihood evaluation: ``"exact"`` (dense Cholesky), ``"tlr"`` (tile low-rank
         Cholesky; estimates are polished without derivatives and standard errors use
         stochastic traces), or ``"auto"``: TLR from
-        :data:`geostat.loglik.TLR_FROM` sites on.
+        :data:`geostat.loglik.TLR_FROM` sites on (on the GPU: exact up to
+        :data:`geostat.loglik.DEVICE_EXACT_MAX` sites when it fits in GPU memory).
     accuracy : float, default 1e-8
         Relative accuracy of tile low-rank compression and factorization
         (``method="tlr"``).
@@ -59,7 +61,11 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         Tile size of the TLR representation; ``None`` chooses one from ``n``.
     ordering : {"kdtree", "morton", "none"}, default "kdtree"
         Site ordering for TLR compression.
-    device : {"cpu"}, default "cpu"
+    device : {"cpu", "gpu"}, default "cpu"
+        ``"gpu"`` evaluates the likelihood on a CUDA GPU through CuPy (install
+        ``geostat[gpu]``): the dense covariance is built and factored in GPU memory
+        (``method="exact"``), or the TLR method runs there. ``predict`` and ``sample_y``
+        form their cross-covariances on the CPU and solve with the fitted GPU factor.
     reml : bool, default False
         Maximize the restricted likelihood.
     random_state : int or None, default 0
@@ -164,8 +170,6 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     def _check_settings(self):
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r} is not one of {METHODS}.")
-        if self.device != "cpu":
-            raise NotImplementedError(f"device={self.device!r} is not available yet; use device='cpu'.")
         if self.ordering not in _ORDERINGS:
             raise ValueError(f"ordering={self.ordering!r} is not one of {_ORDERINGS}.")
         if isinstance(self.accuracy, bool) or not isinstance(self.accuracy, (int, float)) or not 0 < self.accuracy < 1:
@@ -196,6 +200,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         self : SpatialGP
         """
         self._check_settings()
+        backend = device_backend(self.device)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
         validate_data(self, X, reset=True, dtype="numeric")
@@ -218,7 +223,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         likelihood = make_likelihood(
             self.method, data.coords, values, data.design, kernel, get_distance(distance_name), self.reml,
             accuracy=self.accuracy, tile_size=self.tile_size, ordering=self.ordering, random_state=seed,
-            on_failure=self.on_failure,
+            on_failure=self.on_failure, backend=backend,
         )
         space = ParameterSpace(
             kernel,

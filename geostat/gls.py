@@ -15,6 +15,7 @@ __all__ = [
     "check_groups",
     "GLSFit",
     "gls",
+    "gls_coefficients",
     "trend_estimates",
     "block",
 ]
@@ -103,16 +104,35 @@ def gls(chol, y, design):
     if design.shape[1] == 0:
         return GLSFit(kinv_y, y, np.zeros((0, y.shape[1])), None, None, 0.0)
     kinv_f = chol.solve(design)
+    ftkf_chol, beta, logdet_ftkf = gls_coefficients(design.T @ kinv_f, design.T @ kinv_y)
+    return GLSFit(kinv_y - kinv_f @ beta, y - design @ beta, beta, kinv_f, ftkf_chol, logdet_ftkf)
+
+
+def gls_coefficients(ftkf, ft_kinv_y):
+    """GLS coefficients from the small products ``F^T K^{-1} F`` (p, p) and ``F^T K^{-1} y`` (p, r).
+
+    Returns
+    -------
+    ftkf_chol : ndarray of shape (p, p)
+        Lower Cholesky factor of ``F^T K^{-1} F``.
+    beta : ndarray of shape (p, r)
+    logdet_ftkf : float
+        ``log det(F^T K^{-1} F)``.
+
+    Raises
+    ------
+    TrendNotIdentifiableError
+        If ``F^T K^{-1} F`` is singular.
+    """
     try:
-        ftkf_chol = np.linalg.cholesky(design.T @ kinv_f)
+        ftkf_chol = np.linalg.cholesky(ftkf)
     except np.linalg.LinAlgError as exc:
         raise TrendNotIdentifiableError(
             "F^T K^-1 F is singular: the trend is not identifiable with this covariance; "
             "drop redundant trend columns."
         ) from exc
-    beta = cho_solve((ftkf_chol, True), design.T @ kinv_y, check_finite=False)
-    logdet_ftkf = 2.0 * float(np.sum(np.log(np.diag(ftkf_chol))))
-    return GLSFit(kinv_y - kinv_f @ beta, y - design @ beta, beta, kinv_f, ftkf_chol, logdet_ftkf)
+    beta = cho_solve((ftkf_chol, True), ft_kinv_y, check_finite=False)
+    return ftkf_chol, beta, 2.0 * float(np.sum(np.log(np.diag(ftkf_chol))))
 
 
 def trend_estimates(groups, factors, variance, n_replicates, n_coef):

@@ -5,13 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from geostat.data import Trend, prepare_coords, prepare_y
+from geostat.device import device_backend
+from geostat.device_likelihood import DeviceExactLikelihood, fits_on_device
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
 from geostat.likelihood import ExactLikelihood
 from geostat.params import check_params
 from geostat.tlr_likelihood import TLRLikelihood
 
-__all__ = ["METHODS", "TLR_FROM", "resolve_method", "make_likelihood", "log_likelihood"]
+__all__ = ["DEVICE_EXACT_MAX", "METHODS", "TLR_FROM", "resolve_method", "make_likelihood", "log_likelihood"]
 
 METHODS = ("auto", "exact", "tlr")
 #: Sites from which ``method="auto"`` evaluates the likelihood through TLR factors.
@@ -20,12 +22,21 @@ METHODS = ("auto", "exact", "tlr")
 #: (about 15 values after an exact subsample fit) is about twice as fast as an exact
 #: one; at 2,048 TLR is slower than dense.
 TLR_FROM = 4096
+#: Most sites for which ``method="auto"`` on a GPU uses the exact dense likelihood (when its
+#: matrices also fit in the free device memory, :func:`geostat.device_likelihood.fits_on_device`).
+#: Not measured yet: it must be set from timings on a GPU (dense against batched TLR). The
+#: starting point is that a dense H100 Cholesky factorization at n = 32K takes well under a
+#: second, and that memory rather than time bounds the dense method there (48 to 64 GiB at
+#: 32K, :func:`geostat.device_likelihood.device_exact_bytes`).
+DEVICE_EXACT_MAX = 32_768
 
 
-def resolve_method(method, n):
+def resolve_method(method, n, backend=None, n_gradients=1):
     """``"exact"`` or ``"tlr"`` for a method name and a number of sites.
 
-    ``"auto"`` chooses the dense exact likelihood below :data:`TLR_FROM` sites.
+    ``"auto"`` chooses the dense exact likelihood below :data:`TLR_FROM` sites on the CPU
+    (`backend` None), and up to :data:`DEVICE_EXACT_MAX` sites on a device back end when
+    the dense matrices (with `n_gradients` correlation derivatives) fit in its memory.
 
     Raises
     ------
@@ -34,14 +45,16 @@ def resolve_method(method, n):
     """
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not one of {METHODS}.")
-    if method == "auto":
+    if method != "auto":
+        return method
+    if backend is None:
         return "tlr" if n >= TLR_FROM else "exact"
-    return method
+    return "exact" if n <= DEVICE_EXACT_MAX and fits_on_device(backend, n, n_gradients) else "tlr"
 
 
 def make_likelihood(method, coords, y, design, kernel, distance, reml=False, accuracy=1e-8, tile_size=None,
-                    ordering="kdtree", random_state=0, on_failure="shift"):
-    """An :class:`ExactLikelihood` or a :class:`TLRLikelihood` as `method` resolves.
+                    ordering="kdtree", random_state=0, on_failure="shift", backend=None):
+    """The likelihood `method` resolves to, on the CPU or on an array back end.
 
     Parameters
     ----------
@@ -52,11 +65,20 @@ def make_likelihood(method, coords, y, design, kernel, distance, reml=False, acc
         TLR settings (ignored by the exact likelihood).
     on_failure : {"shift", "step", "raise"}, default "shift"
         See :mod:`geostat.safeguard`.
+    backend : tlrcore.backends.Backend or None, default None
+        None: the CPU path (:class:`ExactLikelihood` or :class:`TLRLikelihood`). A back end
+        (:func:`geostat.device.device_backend` of ``device="gpu"``, or the NumPy back end
+        standing in for tests): :class:`~geostat.device_likelihood.DeviceExactLikelihood`
+        on it, or :class:`TLRLikelihood` with ``backend=`` (the batched TLR path).
     """
-    if resolve_method(method, coords.shape[0]) == "tlr":
+    n_gradients = 1 + len(kernel.free_shape)
+    if resolve_method(method, coords.shape[0], backend, n_gradients) == "tlr":
+        device = {} if backend is None else {"backend": backend}
         return TLRLikelihood(coords, y, design, kernel, distance, reml, accuracy=accuracy, tile_size=tile_size,
-                             ordering=ordering, random_state=random_state, on_failure=on_failure)
-    return ExactLikelihood(coords, y, design, kernel, distance, reml, on_failure)
+                             ordering=ordering, random_state=random_state, on_failure=on_failure, **device)
+    if backend is None:
+        return ExactLikelihood(coords, y, design, kernel, distance, reml, on_failure)
+    return DeviceExactLikelihood(coords, y, design, kernel, distance, reml, on_failure, backend)
 
 
 def log_likelihood(
@@ -71,6 +93,7 @@ def log_likelihood(
     tile_size=None,
     ordering="kdtree",
     reml=False,
+    device="cpu",
 ):
     """Gaussian log-likelihood of observations at given covariance parameters.
 
@@ -97,6 +120,10 @@ def log_likelihood(
         Site ordering of the TLR method.
     reml : bool, default False
         Return the restricted log-likelihood.
+    device : {"cpu", "gpu"}, default "cpu"
+        ``"gpu"`` evaluates on a CUDA GPU through CuPy (see the user guide): the dense
+        exact likelihood in GPU memory, or TLR. ``method="auto"`` then uses the exact
+        method up to :data:`DEVICE_EXACT_MAX` sites when it fits in GPU memory.
 
     Returns
     -------
@@ -107,8 +134,11 @@ def log_likelihood(
     ------
     tlrcore.NotPositiveDefiniteError
         If the covariance matrix is not numerically positive definite.
+    ValueError
+        For an unknown `method` or `device`, or ``device="gpu"`` without CuPy or a GPU.
     """
     resolve_method(method, 0)
+    backend = device_backend(device)
     kern = get_kernel(kernel)
     params = check_params(params, kern)
     design = None
@@ -124,5 +154,6 @@ def log_likelihood(
         data.design = design
     values, _, _ = prepare_y(y, data.n)
     lik = make_likelihood(method, data.coords, values, data.design, kern, get_distance(distance_name), reml,
-                          accuracy=accuracy, tile_size=tile_size, ordering=ordering, on_failure="raise")
+                          accuracy=accuracy, tile_size=tile_size, ordering=ordering, on_failure="raise",
+                          backend=backend)
     return lik.log_likelihood(params)

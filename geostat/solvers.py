@@ -23,6 +23,7 @@ from tlrcore import NotPositiveDefiniteError, TLRMatrix
 __all__ = [
     "DenseCholesky",
     "TLRFactor",
+    "not_positive_definite",
     "one_blas_thread",
     "covariance_block",
     "gradient_block",
@@ -56,6 +57,17 @@ def _zero_strict_upper(F):
     column: no ``n x n`` temporary)."""
     for j in range(1, F.shape[1]):
         F[:j, j] = 0.0
+
+
+def not_positive_definite(order, n):
+    """The error of a dense Cholesky factorization whose leading minor `order` (of `n`) failed."""
+    return NotPositiveDefiniteError(
+        f"the covariance matrix is not positive definite (leading minor of order {order} "
+        f"of {n}); duplicate or near-duplicate sites without a nugget, or a range so "
+        "large that the correlation matrix is numerically singular, cause this. "
+        "Estimate a nugget (nugget=True), remove duplicate sites, or bound the range.",
+        tile=0,
+    )
 
 
 class DenseCholesky:
@@ -94,13 +106,7 @@ class DenseCholesky:
         if info == 0:
             _zero_strict_upper(factor)
         if info > 0:
-            raise NotPositiveDefiniteError(
-                f"the covariance matrix is not positive definite (leading minor of order {info} "
-                f"of {n}); duplicate or near-duplicate sites without a nugget, or a range so "
-                "large that the correlation matrix is numerically singular, cause this. "
-                "Estimate a nugget (nugget=True), remove duplicate sites, or bound the range.",
-                tile=0,
-            )
+            raise not_positive_definite(info, n)
         if info < 0:
             raise ValueError(f"LAPACK dpotrf rejected argument {-info}.")
         self.L = factor

@@ -6,7 +6,9 @@ The covariance between sites at distance ``h`` is
 Public names
 ------------
 Kernel
-    Abstract base: ``correlation``, ``correlation_and_gradient``, shape bookkeeping.
+    Abstract base: ``correlation``, ``correlation_and_gradient``, their device
+    counterparts ``device_correlation``, ``device_correlation_and_gradient`` (any array
+    module), shape bookkeeping.
 Exponential, Matern, PoweredExponential, Gaussian
     The families (``M(u) = exp(-u)``, Matérn, ``exp(-u**power)``, ``exp(-u**2)``).
 KERNEL_NAMES

@@ -11,7 +11,11 @@ shape parameters and of the call arguments, the bookkeeping of fixed versus free
 ``range``, and the chunked, threaded evaluation of large distance arrays.
 
 A subclass writes only :meth:`Kernel._fill`, which evaluates ``M(u)`` on the scaled
-distance ``u = d / range``, ``u * dM/du`` and ``dM/dshape``.
+distance ``u = d / range``, ``u * dM/du`` and ``dM/dshape``, and, for the device path,
+:meth:`Kernel._device_fill`, the same with the operations of an array module ``xp``
+(NumPy or CuPy) only: :meth:`Kernel.device_correlation` and
+:meth:`Kernel.device_correlation_and_gradient` evaluate arrays that live on a GPU without
+copying them to the host. The CPU path is untouched by it.
 
 Threading
 ---------
@@ -33,7 +37,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["Kernel", "get_num_threads", "set_num_threads"]
+__all__ = ["DEVICE_CHUNK", "Kernel", "get_num_threads", "set_num_threads"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +45,9 @@ logger = logging.getLogger(__name__)
 _PARALLEL_MIN_SIZE = 100_000
 # Entries per chunk: large enough to amortize dispatch, small enough for the cache.
 _CHUNK_SIZE = 32_768
+#: Entries per chunk of the device evaluation (:meth:`Kernel.device_correlation`): each
+#: temporary of a chunk takes 128 MiB, a whole tile column or matrix takes many chunks.
+DEVICE_CHUNK = 1 << 24
 _THREADS_ENV = "GEOSTAT_KERNEL_THREADS"
 
 _pool_lock = threading.Lock()
@@ -373,6 +380,109 @@ class Kernel(abc.ABC):
         # dM/drange = dM/du * du/drange = -(u dM/du) / range
         u_dm_du *= -1.0 / rng
         return m, {"range": u_dm_du, **grads}
+
+    # ------------------------------------------------------------------ device evaluation
+    def device_correlation(self, d, range, xp, **shape):
+        """Evaluate ``M(d / range)`` with the operations of the array module `xp` only.
+
+        The device counterpart of :meth:`correlation`, for arrays of any module with
+        NumPy's interface (``numpy`` or ``cupy``): no SciPy, no host copy of `d`. Large
+        arrays are evaluated in chunks of :data:`DEVICE_CHUNK` entries to bound the
+        temporaries.
+
+        Parameters
+        ----------
+        d : array of module `xp`
+            Distances, any shape. They are trusted to be finite and non-negative (they
+            come from validated coordinates); unlike :meth:`correlation`, nothing is
+            checked, which would need a reduction and a host synchronization.
+        range : float
+            Range parameter, > 0.
+        xp : module
+            ``numpy`` or ``cupy``; the back end's ``xp``.
+        **shape : float
+            Shape parameter values, as in :meth:`correlation`.
+
+        Returns
+        -------
+        array of module `xp`
+            ``M(d / range)`` with the shape of `d`.
+
+        Raises
+        ------
+        TypeError, ValueError
+            For `range` and `shape` as in :meth:`correlation`.
+        NotImplementedError
+            For a kernel family without a device formula.
+        """
+        return self._device_evaluate(d, range, xp, shape, gradient=False)[0]
+
+    def device_correlation_and_gradient(self, d, range, xp, **shape):
+        """Evaluate the correlation and its parameter derivatives with `xp` operations only.
+
+        The device counterpart of :meth:`correlation_and_gradient`; arguments as in
+        :meth:`device_correlation`.
+
+        Returns
+        -------
+        m : array of module `xp`
+            ``M(d / range)``, shape of `d`.
+        grads : dict of str to array of module `xp`
+            ``"range"``: ``dM/drange``; and for each name in :attr:`free_shape`,
+            ``dM/d<name>``. Each has the shape of `d`.
+        """
+        return self._device_evaluate(d, range, xp, shape, gradient=True)
+
+    def _device_evaluate(self, d, range_, xp, shape, gradient):
+        rng = _check_real(range_, "range")
+        if not (math.isfinite(rng) and rng > 0):
+            raise ValueError(f"range must be finite and > 0, got {rng!r}.")
+        values = self._resolve_shape(shape)
+        d = xp.asarray(d, dtype=xp.float64)
+        flat = d.reshape(-1)
+        names = self.free_shape if gradient else None
+        if flat.size <= DEVICE_CHUNK:
+            m, u_dm_du, dshape = self._device_fill(flat / rng, values, xp, names)
+        else:  # chunks written into the outputs: the temporaries of one chunk at a time
+            m = xp.empty(flat.size)
+            u_dm_du = xp.empty(flat.size) if gradient else None
+            dshape = {name: xp.empty(flat.size) for name in names or ()}
+            for start in range(0, flat.size, DEVICE_CHUNK):
+                part = slice(start, start + DEVICE_CHUNK)
+                m[part], u_dm_du_part, dshape_part = self._device_fill(flat[part] / rng, values, xp, names)
+                if gradient:
+                    u_dm_du[part] = u_dm_du_part
+                    for name in names:
+                        dshape[name][part] = dshape_part[name]
+        if not gradient:
+            return m.reshape(d.shape), {}
+        u_dm_du *= -1.0 / rng  # dM/drange = dM/du * du/drange = -(u dM/du) / range
+        return m.reshape(d.shape), {"range": u_dm_du.reshape(d.shape),
+                                    **{name: dshape[name].reshape(d.shape) for name in names}}
+
+    def _device_fill(self, u, shape, xp, derivatives):
+        """Evaluate the family on scaled distances with `xp` operations, returning new arrays.
+
+        Parameters
+        ----------
+        u : 1-D array of module `xp`
+            Scaled distances ``d / range`` (>= 0, finite).
+        shape : dict of str to float
+            Value of every shape parameter.
+        xp : module
+        derivatives : tuple of str or None
+            None for values only; otherwise also ``u dM/du`` and ``dM/d<name>`` for
+            these shape parameters.
+
+        Returns
+        -------
+        m : array
+        u_dm_du : array or None
+        dshape : dict of str to array
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} has no device formula (_device_fill); evaluate it on the CPU with device='cpu'."
+        )
 
     @abc.abstractmethod
     def _fill(self, u, shape, m, u_dm_du, dshape):

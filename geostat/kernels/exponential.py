@@ -49,3 +49,7 @@ class Exponential(Kernel):
         if u_dm_du is not None:
             np.multiply(u, m, out=u_dm_du)
             np.negative(u_dm_du, out=u_dm_du)
+
+    def _device_fill(self, u, shape, xp, derivatives):
+        m = xp.exp(-u)
+        return m, None if derivatives is None else -(u * m), {}

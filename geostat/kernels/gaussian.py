@@ -34,3 +34,9 @@ class Gaussian(Kernel):
         if u_dm_du is not None:  # u dM/du = -2 u^2 exp(-u^2)
             np.multiply(u2, m, out=u_dm_du)
             u_dm_du *= -2.0
+
+    def _device_fill(self, u, shape, xp, derivatives):
+        u = xp.minimum(u, 1e100)  # keep u**2 finite; M = 0 there anyway
+        u2 = u * u
+        m = xp.exp(-u2)
+        return m, None if derivatives is None else (u2 * m) * -2.0, {}

@@ -234,8 +234,8 @@ def _weighted_sum(weights, expo):
     return acc
 
 
-def _horner(coef, x):
-    out = np.full_like(x, coef[-1])
+def _horner(coef, x, xp=np):
+    out = xp.full_like(x, coef[-1])
     for a in coef[-2::-1]:
         out *= x
         out += a
@@ -408,3 +408,8 @@ class Matern(Kernel):
 
     def _fill(self, u, shape, m, u_dm_du, dshape):
         _matern_fill(u, shape["smoothness"], m, u_dm_du, dshape.get("smoothness"))
+
+    def _device_fill(self, u, shape, xp, derivatives):
+        from geostat.kernels.matern_device import matern_device_fill  # it imports this module
+
+        return matern_device_fill(u, shape["smoothness"], xp, derivatives)
