@@ -21,6 +21,7 @@ import numpy as np
 
 import tlrcore as tlr
 from tlrcore.backends import NUMPY, get_backend
+from geostat.device import DeviceSites
 from geostat.distance import distance_extremes
 from geostat.gls import check_groups, gls, group_by_pattern, trend_estimates
 from geostat.likelihood import ExactLikelihood, Terms, split_params
@@ -104,6 +105,7 @@ class TLRLikelihood:
         self._orders = [_Order(*site_order(self._sites(g), distance, ordering, tile_size)) for g in self.groups]
         self._cache = None
         self._extremes = None
+        self._device_sites = {}
 
     def _sites(self, group):
         return self.coords if group.sites is None else self.coords[group.sites]
@@ -156,9 +158,9 @@ class TLRLikelihood:
             self._cache = None
         params = {"variance": 1.0, **theta, "nugget": float(eta)}
         out = []
-        for g, order in zip(self.groups, self._orders):
+        for index, (g, order) in enumerate(zip(self.groups, self._orders)):
             coords = self._sites(g)[order.perm]
-            block = self._block_generator(coords, params)
+            block = self._block_generator(index, coords, params)
 
             def build(block=block, n=coords.shape[0], tile_size=order.tile_size):
                 return tlr_matrix(block, n, tile_size, accuracy or self.accuracy, random_state=self.random_state,
@@ -169,12 +171,15 @@ class TLRLikelihood:
             self._cache = (key, out)
         return out
 
-    def _block_generator(self, coords, params):
-        """The covariance block generator on the likelihood's back end."""
-        block = covariance_block(coords, self.kernel, params, self.distance)
+    def _block_generator(self, index, coords, params):
+        """The covariance block generator of group `index` (sites `coords`, ordered) on
+        the likelihood's back end; off the CPU path the sites are copied to the device
+        once and the tiles are evaluated there."""
         if self.backend is NUMPY:
-            return block
-        return lambda rows, cols: self.backend.asarray(block(rows, cols))
+            return covariance_block(coords, self.kernel, params, self.distance)
+        if index not in self._device_sites:
+            self._device_sites[index] = DeviceSites(coords, self.distance, self.backend)
+        return self._device_sites[index].covariance_block(self.kernel, params)
 
     def _factor(self, build, perm):
         """TLR factor of the matrix `build()` makes (sites in order `perm`); on failure,

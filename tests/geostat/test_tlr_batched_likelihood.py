@@ -62,3 +62,21 @@ def test_batched_path_shifts_on_failure():
         raising.log_likelihood(params)
     shifting = TLRLikelihood(X, y, F, k, d, accuracy=1e-4, tile_size=128, backend=Standin())
     assert np.isfinite(shifting.log_likelihood(params)) and shifting.n_safeguarded == 1
+
+
+def test_spatialgp_tlr_on_the_gpu_path_fits_like_the_cpu(monkeypatch):
+    import geostat
+    import geostat as gs
+
+    rng = np.random.default_rng(5)
+    X = rng.uniform(size=(600, 2))
+    y = gs.simulate(X, {"variance": 1.5, "range": 0.2, "nugget": 0.1}, kernel="exponential", random_state=2).ravel()
+    options = dict(kernel="exponential", n_starts=1, method="tlr", tile_size=128, accuracy=1e-8)
+    cpu = gs.SpatialGP(**options).fit(X, y)
+    monkeypatch.setattr(geostat.estimator, "device_backend", lambda device: Standin())
+    gpu = gs.SpatialGP(**options, device="gpu").fit(X, y)
+    assert gpu._likelihood.backend.name == "standin" and gpu.method_ == "tlr"
+    for name, value in cpu.params_.items():
+        assert gpu.params_[name] == pytest.approx(value, rel=1e-4)  # two TLR factorizations at 1e-8
+    assert gpu.loglik_ == pytest.approx(cpu.loglik_, rel=1e-8)
+    np.testing.assert_allclose(gpu.predict(X[:7]), cpu.predict(X[:7]), rtol=1e-5)
