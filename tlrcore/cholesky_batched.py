@@ -8,17 +8,19 @@ GEMMs over the tiles of a column and the factor never leaves the GPU. For column
 
 1. ``L(k, k) = chol(D_k)``: one Cholesky. The diagonal tiles are updated eagerly: after
    column ``k`` is done, ``D_i -= U(i, k) (V(i, k)^T V(i, k)) U(i, k)^T`` for all ``i > k``
-   at once (two batched GEMMs), instead of ``k`` small updates per tile later.
+   at once (two batched GEMMs per rank segment), instead of ``k`` small updates per tile
+   later.
 2. The updated tiles ``T_i = A(i, k) - sum_{j<k} L(i, j) L(k, j)^T`` are compressed by the
    batched ARA of :mod:`tlrcore.compress.ara_batched`: a sample ``T_i Omega`` costs, per
    ``j``, one small product ``Z_j = V(k, j) (U(k, j)^T Omega)`` shared by the column and two
-   batched GEMMs ``U(i, j) (V(i, j)^T Z_j)`` over the slice of tiles ``i`` still sampling;
-   the projection ``T_i^T Q_i`` likewise. Tiles that converge leave the batch.
+   batched GEMMs ``U(i, j) (V(i, j)^T Z_j)`` per rank segment of column ``j`` over the
+   tiles ``i`` still sampling; the projection ``T_i^T Q_i`` likewise. Tiles that converge
+   leave the batch.
 3. ``V(i, k) <- L(k, k)^{-1} V(i, k)`` for the whole column in one triangular solve.
 
-Flops and launches: about ``n_tiles^2 / 2`` groups of four batched GEMMs per sampling
-round. Every operand of a batch is a slice of the packed storage, so nothing is copied
-while the whole column samples; a shrinking batch gathers its slices.
+Launches: about ``n_tiles^2 / 2`` times (segments per column) groups of batched GEMMs per
+sampling round. While the whole column samples, every operand is a slice of the packed
+storage; a shrinking batch gathers its tiles.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 from tlrcore.compress.ara_batched import batched_ara
 from tlrcore.packed import PackedTiles
 from tlrcore.safeguards import tile_failure
+from tlrcore.tile_column import TileColumn
 
 __all__ = ["PackedCholesky", "batched_left_looking"]
 
@@ -60,7 +63,7 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
         D += factorizer.shift * (real[:, :, None] * xp.eye(b))
         factorizer.record_shift(P.n)
     seeds = np.random.default_rng(random_state).integers(0, 2**62, size=n_t)
-    LU, LV, ranks = [], [], []
+    columns = []
     with backend.small_kernels():
         for k in range(n_t):
             Lkk, info = backend.cholesky(D[k])
@@ -70,48 +73,46 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
             p = n_t - k - 1
             if p == 0:
                 break
-            U, V, r = _update_column(P, LU, LV, k, tolerance, backend, int(seeds[k]), block_size)
+            U, V, r = _update_column(P.columns[k], columns, k, p, b, tolerance, backend, int(seeds[k]), block_size)
             width = V.shape[2]
             V = backend.solve_triangular(Lkk, V.transpose(1, 0, 2).reshape(b, p * width), lower=True)
-            V = xp.ascontiguousarray(V.reshape(b, p, width).transpose(1, 0, 2))
-            D[k + 1 :] -= (U @ (V.transpose(0, 2, 1) @ V)) @ U.transpose(0, 2, 1)
-            LU.append(U)
-            LV.append(V)
-            ranks.append(r)
+            V = V.reshape(b, p, width).transpose(1, 0, 2)
+            column = TileColumn.from_padded(xp, U, V, r)
+            for lo, hi, Us, Vs in column.suffix(0):
+                D[k + 1 + lo : k + 1 + hi] -= (Us @ (Vs.transpose(0, 2, 1) @ Vs)) @ Us.transpose(0, 2, 1)
+            columns.append(column)
             if release is not None:
-                P.U[k] = P.V[k] = xp.zeros((0, b, 0))
+                P.columns[k] = TileColumn.empty()
                 release(k)
-    ranks += [np.zeros(0, dtype=np.int64)] * (n_t - len(ranks))
-    LU += [xp.zeros((0, b, 0))] * (n_t - len(LU))
-    LV += [xp.zeros((0, b, 0))] * (n_t - len(LV))
-    return PackedCholesky(PackedTiles(backend, P.n, b, D, LU, LV, ranks), tolerance)
+    columns += [TileColumn.empty()] * (n_t - len(columns))
+    return PackedCholesky(PackedTiles(backend, P.n, b, D, columns), tolerance)
 
 
-def _update_column(P, LU, LV, k, tolerance, backend, seed, block_size):
-    """Batched ARA of the updated tiles of column `k` (the sampled operator of the
-    module docstring)."""
+def _update_column(A_k, L, k, p, b, tolerance, backend, seed, block_size):
+    """Batched ARA of the updated tiles of column `k`: ``A_k`` is the matrix's column,
+    ``L`` the factor's columns ``0..k-1`` (the sampled operator of the module docstring)."""
     xp = backend.xp
-    p = P.n_tiles - k - 1
-    UA, VA = P.U[k], P.V[k]
-
-    def rows(X, start, active):
-        return X[start : start + p] if active.size == p else X[start + xp.asarray(active)]
+    left = [L[j].tile(k - j - 1) for j in range(k)]
 
     def sample(active, omega):
-        Y = rows(UA, 0, active) @ (rows(VA, 0, active).transpose(0, 2, 1) @ omega)
-        for j in range(k):
-            Z = LV[j][k - j - 1] @ (LU[j][k - j - 1].T @ omega)
-            Y -= rows(LU[j], k - j, active) @ (rows(LV[j], k - j, active).transpose(0, 2, 1) @ Z)
+        Y = xp.empty((active.size, b, omega.shape[1]))
+        for lo, hi, U, V in A_k.blocks(active):
+            Y[lo:hi] = U @ (V.transpose(0, 2, 1) @ omega)
+        for j, (Ukj, Vkj) in enumerate(left):
+            Z = Vkj @ (Ukj.T @ omega)
+            for lo, hi, U, V in L[j].blocks(k - j + active):
+                Y[lo:hi] -= U @ (V.transpose(0, 2, 1) @ Z)
         return Y
 
     def project(Q):
-        B = VA @ (UA.transpose(0, 2, 1) @ Q)
-        for j in range(k):
-            X = LV[j][k - j :] @ (LU[j][k - j :].transpose(0, 2, 1) @ Q)
-            B -= LU[j][k - j - 1] @ (LV[j][k - j - 1].T @ X)
+        B = xp.empty((p, b, Q.shape[2]))
+        for lo, hi, U, V in A_k.suffix(0):
+            B[lo:hi] = V @ (U.transpose(0, 2, 1) @ Q[lo:hi])
+        for j, (Ukj, Vkj) in enumerate(left):
+            for lo, hi, U, V in L[j].suffix(k - j):
+                B[lo:hi] -= Ukj @ (Vkj.T @ (V @ (U.transpose(0, 2, 1) @ Q[lo:hi])))
         return B
 
-    b = P.tile_size
     return batched_ara(sample, project, p, (b, b), tolerance, backend, seed, block_size)
 
 
@@ -124,7 +125,7 @@ class PackedCholesky:
     Attributes
     ----------
     packed : PackedTiles
-        ``L``: the lower-triangular diagonal tiles and the column-stacked ``U``, ``V``.
+        ``L``: the lower-triangular diagonal tiles and the tile columns.
     backend, n, n_tiles, offsets, tolerance
     perturbation, shift : float
         Set by the factorization: ``||E||_F`` of the shift, and the shift.
@@ -169,10 +170,11 @@ class PackedCholesky:
         b = self._check_rhs(b)
         P, solve = self.packed, self.backend.solve_triangular
         X = P.pad(b)
-        for k in range(self.n_tiles):
-            X[k] = solve(P.diagonal[k], X[k], lower=True)
-            if k + 1 < self.n_tiles:
-                X[k + 1 :] -= P.U[k] @ (P.V[k].transpose(0, 2, 1) @ X[k])
+        with self.backend.small_kernels():
+            for k, column in enumerate(P.columns):
+                X[k] = solve(P.diagonal[k], X[k], lower=True)
+                for lo, hi, U, V in column.suffix(0):
+                    X[k + 1 + lo : k + 1 + hi] -= U @ (V.transpose(0, 2, 1) @ X[k])
         return P.unpad(X, b)
 
     def solve_upper(self, b):
@@ -180,10 +182,11 @@ class PackedCholesky:
         b = self._check_rhs(b)
         P, solve = self.packed, self.backend.solve_triangular
         X = P.pad(b)
-        for k in reversed(range(self.n_tiles)):
-            if k + 1 < self.n_tiles:
-                X[k] -= (P.V[k] @ (P.U[k].transpose(0, 2, 1) @ X[k + 1 :])).sum(axis=0)
-            X[k] = solve(P.diagonal[k], X[k], lower=True, trans=True)
+        with self.backend.small_kernels():
+            for k in reversed(range(self.n_tiles)):
+                for lo, hi, U, V in P.columns[k].suffix(0):
+                    X[k] -= (V @ (U.transpose(0, 2, 1) @ X[k + 1 + lo : k + 1 + hi])).sum(axis=0)
+                X[k] = solve(P.diagonal[k], X[k], lower=True, trans=True)
         return P.unpad(X, b)
 
     def solve(self, b):
@@ -196,8 +199,9 @@ class PackedCholesky:
         P = self.packed
         X = P.pad(z)
         Y = P.diagonal @ X
-        for j in range(self.n_tiles - 1):
-            Y[j + 1 :] += P.U[j] @ (P.V[j].transpose(0, 2, 1) @ X[j])
+        for j, column in enumerate(P.columns):
+            for lo, hi, U, V in column.suffix(0):
+                Y[j + 1 + lo : j + 1 + hi] += U @ (V.transpose(0, 2, 1) @ X[j])
         return P.unpad(Y, z)
 
     def to_dense(self):

@@ -15,6 +15,7 @@ import numpy as np
 
 from tlrcore.compress.ara_batched import batched_ara
 from tlrcore.packed import PackedTiles
+from tlrcore.tile_column import TileColumn
 
 __all__ = ["build_packed"]
 
@@ -80,17 +81,14 @@ def build_packed(checked, n, tile_size, accuracy, backend, rng, block_size=16, m
     tolerance = accuracy * norm / n_t
     seeds = rng.integers(0, 2**62, size=n_t)
     chunk = max(1, int(_CHUNK_MEMORY * backend.free_memory() / (8 * b * b * 3)))
-    U, V, ranks = [], [], []
+    columns = []
     with backend.small_kernels():
         for j in range(n_t):
             factors = [_compress_rows(checked, offsets, j, first, min(first + chunk, n_t), tolerance, backend,
                                       int(seeds[j]) + first, block_size, max_rank)
                        for first in range(j + 1, n_t, chunk)]
-            Uj, Vj, rj = _join(xp, factors, b)
-            U.append(Uj)
-            V.append(Vj)
-            ranks.append(rj)
-    return PackedTiles(backend, n, b, D, U, V, ranks), tolerance
+            columns.append(TileColumn.from_padded(xp, *_join(xp, factors, b)))
+    return PackedTiles(backend, n, b, D, columns), tolerance
 
 
 def _compress_rows(checked, offsets, j, first, stop, tolerance, backend, seed, block_size, max_rank):

@@ -3,12 +3,12 @@
 The GPU algorithms (:mod:`tlrcore.cholesky_batched`) work on whole tile columns with
 batched matrix products, so every tile has the same ``b x b`` shape: ``n`` is padded to
 ``n_tiles * b`` with an identity block on the diagonal and zero off-diagonal rows, which
-changes neither the Cholesky factor of the original rows nor the log-determinant. Tile
-column ``j``'s lower tiles ``(i, j)``, ``i > j``, are stacked as ``U[j]`` and ``V[j]`` of
-shape ``(n_tiles - j - 1, b, r_j)``, padded with zero columns to the column's largest rank
-``r_j``; so the tiles ``(i, j)`` for ``i >= k`` are the slice ``U[j][k - j - 1:]`` and no
-data moves to form a batch (the "marshaling" of the H2Opus paper is slicing here).
-Padding costs memory and flops in proportion to the spread of ranks within a column.
+changes neither the Cholesky factor of the original rows nor the log-determinant. The
+diagonal tiles form one ``(n_tiles, b, b)`` array; tile column ``j``'s lower tiles
+``(i, j)``, ``i > j``, are a :class:`~tlrcore.tile_column.TileColumn` whose tile
+``p = i - j - 1`` is ``(i, j)``: runs of consecutive tiles stacked and padded to the run's
+largest rank. The tiles ``(i, j)`` for ``i >= k`` are then a few slices, and no data
+moves to form a batch (the "marshaling" of the H2Opus paper is slicing here).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from tlrcore.tile_column import TileColumn
 
 __all__ = ["PackedTiles"]
 
@@ -30,20 +32,17 @@ class PackedTiles:
         Order of the represented matrix (without the padding).
     tile_size : int
     diagonal : array of shape (n_tiles, b, b)
-    U, V : list of arrays
-        ``U[j]``, ``V[j]`` of shape ``(n_tiles - j - 1, b, r_j)``; ``A(i, j) = U[j][i - j - 1]
-        @ V[j][i - j - 1].T``.
-    ranks : list of ndarray of int
-        ``ranks[j][i - j - 1]``, the rank of tile ``(i, j)`` (host arrays).
+    columns : list of TileColumn
+        ``columns[j]`` holds the tiles ``(j + 1 .. n_tiles - 1, j)``.
     """
 
-    def __init__(self, backend, n, tile_size, diagonal, U, V, ranks):
+    def __init__(self, backend, n, tile_size, diagonal, columns):
         self.backend = backend
         self.n = int(n)
         self.tile_size = int(tile_size)
         self.n_tiles = int(diagonal.shape[0])
-        self.diagonal, self.U, self.V = diagonal, list(U), list(V)
-        self.tile_ranks = [np.asarray(r, dtype=np.int64) for r in ranks]
+        self.diagonal = diagonal
+        self.columns = list(columns)
 
     @property
     def offsets(self):
@@ -70,7 +69,7 @@ class PackedTiles:
             D[k, :size, :size] = backend.asarray(Dk)
             if size < b:
                 D[k, size:, size:] = xp.eye(b - size)
-        Us, Vs, ranks = [], [], []
+        columns = []
         for j in range(n_t):
             rows = range(j + 1, n_t)
             r = np.array([U[i, j].shape[1] for i in rows], dtype=np.int64)
@@ -79,37 +78,39 @@ class PackedTiles:
             for p, i in enumerate(rows):
                 Uj[p, : U[i, j].shape[0], : r[p]] = backend.asarray(U[i, j])
                 Vj[p, :, : r[p]] = backend.asarray(V[i, j])
-            Us.append(Uj)
-            Vs.append(Vj)
-            ranks.append(r)
-        return cls(backend, n, b, D, Us, Vs, ranks)
+            columns.append(TileColumn.from_padded(xp, Uj, Vj, r))
+        return cls(backend, n, b, D, columns)
 
     def views(self):
         """``(diagonal, U, V)`` as a list and dicts of views trimmed to the real tile
         sizes and ranks (the storage of :class:`~tlrcore.TLRMatrix`)."""
-        off = self.offsets
-        sizes = np.diff(off)
+        sizes = np.diff(self.offsets)
         diagonal = [self.diagonal[k, : sizes[k], : sizes[k]] for k in range(self.n_tiles)]
         U, V = {}, {}
-        for j in range(self.n_tiles):
-            for p, r in enumerate(self.tile_ranks[j]):
+        for j, column in enumerate(self.columns):
+            for p in range(column.count):
                 i = j + 1 + p
-                U[i, j] = self.U[j][p, : sizes[i], :r]
-                V[i, j] = self.V[j][p, :, :r]
+                Up, Vp = column.tile(p)
+                U[i, j], V[i, j] = Up[: sizes[i]], Vp
         return diagonal, U, V
+
+    @property
+    def tile_ranks(self):
+        """``tile_ranks[j][p]``: the rank of tile ``(j + 1 + p, j)``."""
+        return [column.ranks for column in self.columns]
 
     def rank_matrix(self):
         """``(n_tiles, n_tiles)`` symmetric ranks, tile sizes on the diagonal."""
         ranks = np.diag(np.diff(self.offsets)).astype(np.int64)
-        for j, r in enumerate(self.tile_ranks):
-            ranks[j + 1 :, j] = r
-            ranks[j, j + 1 :] = r
+        for j, column in enumerate(self.columns):
+            ranks[j + 1 :, j] = column.ranks
+            ranks[j, j + 1 :] = column.ranks
         return ranks
 
     @property
     def nbytes(self):
         """Bytes allocated, padding included."""
-        return int(self.diagonal.nbytes + sum(U.nbytes + V.nbytes for U, V in zip(self.U, self.V)))
+        return int(self.diagonal.nbytes + sum(column.nbytes for column in self.columns))
 
     def pad(self, x):
         """`x` (``(n,)`` or ``(n, k)``, any array) as ``(n_tiles, b, k)`` on the back end,
@@ -129,10 +130,11 @@ class PackedTiles:
         """``A x`` with the lower tiles and their transposes."""
         X = self.pad(x)
         Y = self.diagonal @ X
-        for j in range(self.n_tiles - 1):
-            U, V = self.U[j], self.V[j]
-            Y[j + 1 :] += U @ (V.transpose(0, 2, 1) @ X[j])
-            Y[j] += (V @ (U.transpose(0, 2, 1) @ X[j + 1 :])).sum(axis=0)
+        for j, column in enumerate(self.columns):
+            for lo, hi, U, V in column.suffix(0):
+                rows = slice(j + 1 + lo, j + 1 + hi)
+                Y[rows] += U @ (V.transpose(0, 2, 1) @ X[j])
+                Y[j] += (V @ (U.transpose(0, 2, 1) @ X[rows])).sum(axis=0)
         return self.unpad(Y, x)
 
     def to_dense(self, symmetric=True):
@@ -143,11 +145,13 @@ class PackedTiles:
         A = xp.zeros((n, n))
         for k in range(self.n_tiles):
             A[k * b : (k + 1) * b, k * b : (k + 1) * b] = self.diagonal[k]
-        for j in range(self.n_tiles - 1):
-            T = self.U[j] @ self.V[j].transpose(0, 2, 1)
-            A[(j + 1) * b :, j * b : (j + 1) * b] = T.reshape(-1, b)
-            if symmetric:
-                A[j * b : (j + 1) * b, (j + 1) * b :] = T.transpose(2, 0, 1).reshape(b, -1)
+        for j, column in enumerate(self.columns):
+            for lo, hi, U, V in column.suffix(0):
+                T = U @ V.transpose(0, 2, 1)
+                rows = slice((j + 1 + lo) * b, (j + 1 + hi) * b)
+                A[rows, j * b : (j + 1) * b] = T.reshape(-1, b)
+                if symmetric:
+                    A[j * b : (j + 1) * b, rows] = T.transpose(2, 0, 1).reshape(b, -1)
         return self.backend.to_host(A[: self.n, : self.n])
 
     def frobenius_norm(self):
@@ -155,6 +159,7 @@ class PackedTiles:
         xp = self.backend.xp
         pad = self.n_padded - self.n
         total = float(xp.sum(self.diagonal * self.diagonal)) - pad
-        for U, V in zip(self.U, self.V):
-            total += 2.0 * float(xp.sum((U.transpose(0, 2, 1) @ U) * (V.transpose(0, 2, 1) @ V)))
+        for column in self.columns:
+            for _, _, U, V in column.suffix(0):
+                total += 2.0 * float(xp.sum((U.transpose(0, 2, 1) @ U) * (V.transpose(0, 2, 1) @ V)))
         return math.sqrt(max(total, 0.0))

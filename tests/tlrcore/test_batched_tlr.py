@@ -122,7 +122,7 @@ def test_overwrite_a_releases_the_matrix():
     reference = tlr.cholesky(A).logdet()
     F = tlr.cholesky(A, overwrite_a=True)
     assert F.logdet() == reference
-    assert all(U.size == 0 for U in A.packed.U[:-1]) and A.diagonal[0].size == 0
+    assert all(column.count == 0 for column in A.packed.columns) and A.diagonal[0].size == 0
 
 
 @pytest.mark.parametrize("options, error, match", [
@@ -189,3 +189,27 @@ def test_batched_ara_handles_zero_and_exactly_low_rank_tiles():
                               1e-10, NUMPY, seed=0)
     assert list(ranks[:2]) == [0, 3] and ranks[2] == 64
     np.testing.assert_allclose(U @ V.transpose(0, 2, 1), tiles, atol=1e-10)
+
+
+def test_segments_cut_the_padding_and_blocks_return_the_right_tiles():
+    from tlrcore.tile_column import TileColumn, segment_bounds
+
+    ranks = np.array([60, 40, 8, 7, 9, 5, 30, 6, 4, 4, 3, 2])
+    bounds = segment_bounds(ranks)
+    padded = sum((c - a) * ranks[a:c].max() for a, c in zip(bounds[:-1], bounds[1:]))
+    assert bounds[0] == 0 and bounds[-1] == ranks.size and padded <= 1.3 * ranks.sum()  # one segment: 5.3x
+    rng = np.random.default_rng(0)
+    U = np.zeros((12, 16, 60))
+    V = np.zeros((12, 16, 60))
+    for p, r in enumerate(ranks):
+        U[p, :, :r], V[p, :, :r] = rng.normal(size=(16, r)), rng.normal(size=(16, r))
+    column = TileColumn.from_padded(np, U, V, ranks)
+    assert column.nbytes < U.nbytes / 3
+    for positions in (np.arange(12), np.arange(5, 12), np.array([0, 2, 3, 7, 11])):
+        seen = []
+        for lo, hi, Us, Vs in column.blocks(positions):
+            np.testing.assert_array_equal(Us @ Vs.transpose(0, 2, 1), (U @ V.transpose(0, 2, 1))[positions[lo:hi]])
+            seen += list(range(lo, hi))
+        assert seen == list(range(positions.size))
+    Ut, Vt = column.tile(6)
+    assert Ut.shape == (16, 30) and np.array_equal(Ut @ Vt.T, U[6] @ V[6].T)
