@@ -5,18 +5,19 @@ triangular solve: ``(m, k)``; a product: ``(m, k, n)``). A *plan* gives the dime
 each item is computed at, and the items that share them form one *bucket*: one stacked
 call. ``"group"`` computes every item at its own dimensions (one call per distinct
 shape, no extra flops); ``"pad"`` rounds every dimension up to the grid :func:`pad_up`
-(few calls, at most ``PAD_RATIO`` times larger dimensions). Padding is exact: matrices to
-factor or solve with get an identity block (``chol(diag(A, I)) = diag(chol(A), I)``),
-everything else zeros.
+(few calls; dimensions about 9% larger at most, see :data:`PAD_RATIO`). Padding is
+exact: matrices to factor or solve with get an identity block (``chol(diag(A, I)) =
+diag(chol(A), I)``), everything else zeros.
 
 ``"auto"`` picks per back end from :data:`AUTO`, as measured by ``benchmarks/gpu.py
---parts 1``. On the 2-core CPU grouping won (stacking costs a copy per matrix either way,
-and the CPU gains nothing from fewer calls), and Cholesky orders that are multiples of 64
-(from 128) factor 2-2.5x slower in OpenBLAS ``dpotrf`` than their neighbours (a cache
-conflict of the leading dimension: 512: 13 GFLOP/s, 520: 34 on one thread), so ``auto``
-there moves those orders up by 8 (:func:`off_alignment`). Every other back end pads:
-on a GPU each call costs a launch and a synchronization (the back end returns ``info`` on
-the host), which is what padding saves; that choice is not yet measured.
+--parts 1``. On the 2-core CPU grouping won: stacking costs a copy per matrix either way,
+and the CPU gains little from fewer calls. NumPy's stacked Cholesky copies every matrix
+into LAPACK's column order and back, and these transposing copies are 2-3x slower when
+the order is a multiple of 64 (cache conflicts of 512-byte strides; one thread, order 256:
+4 GFLOP/s, 264: 7, and LAPACK on the same matrices in place: 26), so ``auto`` there moves
+such orders (from 128) up by 8 (:func:`off_alignment`). Every other back end pads: on a
+GPU each call costs launches and a synchronization (the back end returns ``info`` on the
+host), which is what padding saves; that choice is not yet measured.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import numpy as np
 
 STRATEGIES = ("auto", "group", "pad")
 
-#: Ratio of successive padded sizes: at most 1.09 times larger dimensions.
+#: Ratio of successive padded sizes: a dimension grows by at most 9% or 8 (whichever is
+#: more), plus 8 where the grid skips a multiple of 64.
 PAD_RATIO = 2.0 ** 0.125
 
 #: Strategy that ``"auto"`` uses on each back end; ``"pad"`` for back ends not listed.
@@ -49,13 +51,13 @@ def check_strategy(strategy):
 
 
 def _grid(limit):
-    """Padded sizes up to at least `limit`: multiples of 8 up to 64, then growing by
-    ``PAD_RATIO`` in multiples of 8 that are not multiples of 64."""
+    """Padded sizes up to at least `limit`: the multiples of 8 up to 64, then multiples of
+    8 about ``PAD_RATIO`` apart (at least 8), skipping multiples of 64."""
     global _GRID
     if _GRID[-1] < limit:
         sizes = list(_GRID)
         while sizes[-1] < limit:
-            size = 8 * math.ceil(sizes[-1] * PAD_RATIO / 8)
+            size = max(sizes[-1] + 8, 8 * math.floor(sizes[-1] * PAD_RATIO / 8))
             sizes.append(size + 8 if size % 64 == 0 else size)
         _GRID = np.array(sizes)
     return _GRID

