@@ -7,7 +7,7 @@ import scipy.linalg
 
 import tlrcore as tlr
 from tlrcore.backends import get_backend
-from tlrcore.batched import _plan
+from tlrcore.batched import _plan, _run
 
 STRATEGIES = ["auto", "group", "pad"]
 #: Orders of a variable batch: 1x1, repeats, a multiple of 64 (moved by "auto" on NumPy).
@@ -99,15 +99,21 @@ def test_cholesky_failure_names_first_failing_matrix(backend, strategy, form, rn
     assert info.value.tile == 2
 
 
-def test_cholesky_same_factors_on_any_number_of_threads(monkeypatch, rng):
+@pytest.mark.parametrize("unit_bytes", [1, 2**20], ids=["one-matrix-parts", "large-parts"])
+def test_same_results_on_any_number_of_threads_and_parts(monkeypatch, unit_bytes, rng):
     mats = [spd(m, rng) for m in [30, 30, 30, 30, 12, 12, 64]]
+    Bs = [rng.standard_normal((m, 2)) for m in [30, 30, 30, 30, 12, 12, 64]]
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "1")
-    one = tlr.batched.cholesky(mats)
-    fixed_one = tlr.batched.cholesky(np.stack(mats[:4]))
+    reference = [tlr.batched.cholesky(mats), tlr.batched.cholesky(np.stack(mats[:4])),
+                 tlr.batched.solve_triangular(mats, Bs), tlr.batched.gemm(mats, Bs)]
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "3")
-    for a, b in zip(one, tlr.batched.cholesky(mats)):
-        np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(fixed_one, tlr.batched.cholesky(np.stack(mats[:4])))
+    monkeypatch.setattr(_run, "UNIT_BYTES", unit_bytes)
+    got = [tlr.batched.cholesky(mats), tlr.batched.cholesky(np.stack(mats[:4])),
+           tlr.batched.solve_triangular(mats, Bs), tlr.batched.gemm(mats, Bs)]
+    for expected, result in zip(reference, got):
+        assert len(result) == len(expected)
+        for a, b in zip(expected, result):
+            np.testing.assert_array_equal(a, b)
 
 
 # ---------------------------------------------------------------- triangular solves

@@ -1,17 +1,22 @@
 """Running a plan: work units, host threads, and collecting the results in the caller's form.
 
 On back ends whose kernels compute on the calling host thread (:data:`HOST_THREADS`),
-the stacks are cut into about ``workers`` parts each and run on a thread pool of
-``TLRCORE_NUM_THREADS`` threads (default: the CPU count, at most 8), BLAS on one thread
-each, as elsewhere in tlrcore. Measured on the 2-core CPU with
-``PYTHONPATH=. python benchmarks/gpu.py --parts 1``: about 2x for 1,000 matrices of
-orders 16-512 when the machine was otherwise idle, and neither gain nor loss when other
-processes kept both cores busy. Device back ends queue their work asynchronously, so their
-stacks stay whole (one call each) and run on the calling thread.
+every bucket is cut into parts of at most :data:`UNIT_BYTES` (and into at least
+``workers`` parts), run on a thread pool of ``TLRCORE_NUM_THREADS`` threads (default: the
+CPU count, at most 8), BLAS on one thread each, as elsewhere in tlrcore; a fixed-size
+batch's parts are copied into one result array as they finish. Small parts keep the
+stacked copies few and in memory the allocator reuses: whole buckets of 10,000 matrices
+took 2-3x the time when each stack was hundreds of MB of freshly mapped pages, and
+held the batch three times over. The pool across parts gave 1.4x on the 2 cores
+(``benchmarks/gpu.py --parts 1``, 7,853 matrices of orders 16-512: 23.1 GFLOP/s against
+16.2 on one thread), and nothing when other processes kept both cores busy. Device back
+ends queue their work asynchronously: their buckets stay whole (one call each) and run
+on the calling thread.
 """
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -21,24 +26,33 @@ from tlrcore.matrix import _workers
 #: Back ends whose kernels compute on the calling host thread.
 HOST_THREADS = ("numpy",)
 
+#: Largest part of a bucket (its operands and results) on host-thread back ends.
+UNIT_BYTES = 16 * 2**20
 
-def units(backend, groups):
-    """The ``(indices, shape)`` work units of the buckets `groups`: whole on a device back
-    end, else each cut into at most ``workers`` contiguous parts."""
-    workers = _workers() if backend.name in HOST_THREADS else 1
-    if workers == 1:
+
+def units(backend, groups, item_bytes):
+    """The ``(indices, shape)`` work units of the buckets `groups` (see module docstring);
+    ``item_bytes(shape)`` is the memory one matrix of the bucket occupies."""
+    if backend.name not in HOST_THREADS:
         return list(groups)
-    return [(part, shape) for indices, shape in groups for part in np.array_split(indices, min(workers, len(indices)))]
+    workers = _workers()
+    work = []
+    for indices, shape in groups:
+        parts = min(len(indices), max(workers, math.ceil(len(indices) * item_bytes(shape) / UNIT_BYTES)))
+        work.extend((part, shape) for part in np.array_split(indices, parts))
+    return work
 
 
 def run(backend, work, task):
-    """``(unit, task(*unit))`` for each unit of `work`, in order; on a thread pool where
-    :func:`units` cut the work for host threads."""
+    """Yield ``(unit, task(*unit))`` for each unit of `work`, in order; on a thread pool on
+    host-thread back ends."""
     workers = min(_workers(), len(work)) if backend.name in HOST_THREADS else 1
     if workers <= 1:
-        return [(unit, task(*unit)) for unit in work]
+        for unit in work:
+            yield unit, task(*unit)
+        return
     with ThreadPoolExecutor(workers, thread_name_prefix="tlrcore-batched") as pool:
-        return list(zip(work, pool.map(lambda unit: task(*unit), work)))
+        yield from zip(work, pool.map(lambda unit: task(*unit), work))
 
 
 class Results:
@@ -56,26 +70,29 @@ class Results:
     def __init__(self, backend, fixed, shapes, fixed_shape=None):
         self.backend, self.fixed, self.shapes = backend, fixed, shapes
         self.fixed_shape = fixed_shape
-        self._parts = []
+        self._array = None
         self._items = None if fixed else [None] * len(shapes)
 
     def put(self, indices, stack):
         """Record `stack`, the padded results of the matrices `indices`."""
-        if self.fixed:
-            shape = self.fixed_shape
-            block = stack if stack.shape[1:] == shape else stack[(slice(None), *(slice(0, d) for d in shape))]
-            self._parts.append((int(indices[0]), block))
+        if not self.fixed:
+            for j, i in enumerate(indices):
+                self._items[i] = stack[(j, *(slice(0, d) for d in self.shapes[i]))]
             return
-        for j, i in enumerate(indices):
-            self._items[i] = stack[(j, *(slice(0, d) for d in self.shapes[i]))]
+        shape = self.fixed_shape
+        block = stack if stack.shape[1:] == shape else stack[(slice(None), *(slice(0, d) for d in shape))]
+        if len(block) == len(self.shapes):
+            self._array = block
+            return
+        if self._array is None:
+            self._array = self.backend.xp.empty((len(self.shapes), *shape))
+        start = int(indices[0])
+        self._array[start : start + len(block)] = block
 
     def value(self):
-        """An array for a fixed batch (no copy when it was one stack), else a list."""
+        """An array for a fixed batch (not copied when it was one stack), else a list."""
         if not self.fixed:
             return self._items
-        if len(self._parts) == 1:
-            return self._parts[0][1]
-        out = self.backend.xp.empty((len(self.shapes), *self.fixed_shape))
-        for start, block in self._parts:
-            out[start : start + len(block)] = block
-        return out
+        if self._array is None:
+            return self.backend.xp.empty((len(self.shapes), *self.fixed_shape))
+        return self._array

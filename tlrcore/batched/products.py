@@ -94,7 +94,8 @@ def gemm(As, Bs, transa=False, transb=False, alpha=1.0, beta=0.0, Cs=None, strat
     if fixed:
         fixed_shape = shapes[0]
         shapes, dims = shapes * len(As), np.repeat(dims, len(As), axis=0)
-    work = _run.units(backend, _plan.buckets(_plan.computed_dims(dims, strategy, backend)))
+    work = _run.units(backend, _plan.buckets(_plan.computed_dims(dims, strategy, backend)),
+                      lambda shape: 8 * (shape[0] * shape[1] + shape[1] * shape[2] + 2 * shape[0] * shape[2]))
     operands = [("As", As), ("Bs", Bs)] + ([("Cs", Cs)] if beta != 0.0 else [])
 
     def multiply(indices, shape):

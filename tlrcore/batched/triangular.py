@@ -58,7 +58,8 @@ def cholesky(mats, strategy="auto", check_finite=True, backend=None):
     fixed, batch = _checks.as_batch(mats, "mats", backend, square=True)
     shapes = _checks.shapes(batch, fixed)
     orders = np.array([s[:1] for s in shapes], dtype=int).reshape(len(shapes), 1)
-    work = _run.units(backend, _plan.buckets(_plan.computed_dims(orders, strategy, backend, factor=True)))
+    computed = _plan.computed_dims(orders, strategy, backend, factor=True)
+    work = _run.units(backend, _plan.buckets(computed), lambda shape: 16 * shape[0] ** 2)
 
     def factor(indices, shape):
         stack = _plan.pack(backend, batch, fixed, indices, shape * 2, identity=True)
@@ -146,7 +147,8 @@ def solve_triangular(Ls, Bs, lower=True, trans=False, strategy="auto", check_fin
             raise ValueError(f"Bs{label} has {b_shape[0]} rows but Ls{label} has order {l_shape[0]}; they must agree.")
     shapes = _checks.shapes(Bs, fixed)
     dims = np.array(shapes, dtype=int).reshape(len(shapes), 2)
-    work = _run.units(backend, _plan.buckets(_plan.computed_dims(dims, strategy, backend)))
+    work = _run.units(backend, _plan.buckets(_plan.computed_dims(dims, strategy, backend)),
+                      lambda shape: 8 * shape[0] * (shape[0] + 2 * shape[1]))
 
     def solve(indices, shape):
         m, k = shape
