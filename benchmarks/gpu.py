@@ -15,9 +15,12 @@ OpenBLAS threads were 2-10x slower on these small matrices on the 2-core machine
 device; the timed region, between ``backend.synchronize()`` calls, includes stacking and
 padding); on NumPy also ``auto`` with one host thread (``TLRCORE_NUM_THREADS=1``), to show
 what the thread pool across stacks gives. Each method runs once on a small sub-batch to
-warm up, then ``--repeats`` times, the methods taking turns; the table gives medians,
-GFLOP/s and the ratio of the baseline's time to the method's (above 1: faster). No method
-checks for non-finite values (``check_finite=False``).
+warm up, then ``--repeats`` times, the methods taking turns (each round starting one
+method later); the table gives medians, GFLOP/s, the ratio of the baseline's time to the
+method's (above 1: faster) and the fastest and slowest run relative to the median. No
+method checks for non-finite values (``check_finite=False``). On the 2-core VM, runs
+that allocate a large array (a fixed batch's factors) varied up to 6x from run to run
+(first touches of fresh memory), so read the spread with the medians.
 
 Then batched GEMM for tile low-rank shapes: ``--gemm-count`` products ``(b x r_i)(r_i x s)``
 with ranks ``r_i`` uniform in [5, 100], for ``b`` in {512, 2048} and ``s`` in {16, 64}
@@ -102,6 +105,25 @@ def timed(backend, func):
     return seconds
 
 
+def take_turns(methods, repeats, run):
+    """Seconds of ``run(backend, call)`` for each method, `repeats` times; the methods
+    take turns, starting one later each round, so that machine load and the allocator's
+    state fall on all of them alike."""
+    names = list(methods)
+    times = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            backend, call = methods[name]
+            times[name].append(timed(backend, lambda: run(backend, call)))
+    return times
+
+
+def spread(seconds):
+    """The fastest and slowest run, relative to the median."""
+    median = statistics.median(seconds)
+    return f"{min(seconds) / median:.2f}-{max(seconds) / median:.2f}"
+
+
 def cholesky_methods(backends):
     """``name -> (backend, call(batch))`` for part 1's Cholesky table."""
     host = get_backend("numpy")
@@ -136,14 +158,11 @@ def run_case(label, batch, orders, methods, repeats):
     inputs = {backend.name: on_backend(backend, batch) for backend, _ in methods.values()}
     for backend, call in methods.values():
         call(inputs[backend.name][:WARMUP])
-    times = {name: [] for name in methods}
-    for _ in range(repeats):
-        for name, (backend, call) in methods.items():
-            times[name].append(timed(backend, lambda: call(inputs[backend.name])))
+    times = take_turns(methods, repeats, lambda backend, call: call(inputs[backend.name]))
     base = statistics.median(times["scipy loop (CPU)"])
     for name, seconds in times.items():
         t = statistics.median(seconds)
-        print(f"{label:<14} {name:<24} {t:10.3f} {flops / t / 1e9:9.1f} {base / t:9.2f}")
+        print(f"{label:<14} {name:<24} {t:10.3f} {flops / t / 1e9:9.1f} {base / t:9.2f}   {spread(seconds)}")
 
 
 def part_batched(args):
@@ -158,7 +177,7 @@ def part_batched(args):
           f"{_workers()} host threads, median of {args.repeats}")
     print(f"variable orders: {len(np.unique(orders))} distinct (calls of 'group'), {len(np.unique(padded))} "
           f"padded (calls of 'pad'), padded flops x{np.sum(padded ** 3.0) / np.sum(orders ** 3.0):.2f}")
-    print(f"{'batch':<14} {'method':<24} {'median s':>10} {'GFLOP/s':>9} {'vs scipy':>9}")
+    print(f"{'batch':<14} {'method':<24} {'median s':>10} {'GFLOP/s':>9} {'vs scipy':>9}   min-max")
     methods = cholesky_methods(args.backend)
     run_case("variable", spd_batch(orders, args.seed), orders, methods, args.repeats)
     for m in (FIXED_ORDER, mean_order):
@@ -171,7 +190,7 @@ def part_gemm(args):
     """Part 1, second table: products of tile low-rank shapes with a rank per item."""
     print(f"\nBatched GEMM: {args.gemm_count} products (b x r)(r x s), r uniform in {list(RANKS)}, "
           f"median of {args.repeats}")
-    print(f"{'b':>5} {'s':>3} {'method':<24} {'median ms':>10} {'GFLOP/s':>9} {'vs loop':>9}")
+    print(f"{'b':>5} {'s':>3} {'method':<24} {'median ms':>10} {'GFLOP/s':>9} {'vs loop':>9}   min-max")
     host = get_backend("numpy")
     for b, s in GEMM_SHAPES:
         rng = np.random.default_rng(args.seed + b + s)
@@ -193,14 +212,12 @@ def part_gemm(args):
         inputs = {backend.name: (on_backend(backend, As), on_backend(backend, Bs)) for backend, _ in methods.values()}
         for backend, call in methods.values():
             call(*inputs[backend.name])
-        times = {name: [] for name in methods}
-        for _ in range(args.repeats):
-            for name, (backend, call) in methods.items():
-                times[name].append(timed(backend, lambda: call(*inputs[backend.name])))
+        times = take_turns(methods, args.repeats, lambda backend, call: call(*inputs[backend.name]))
         base = statistics.median(times["loop A @ B (CPU)"])
         for name, seconds in times.items():
             t = statistics.median(seconds)
-            print(f"{b:>5} {s:>3} {name:<24} {t * 1e3:10.2f} {flops / t / 1e9:9.1f} {base / t:9.2f}")
+            rate = flops / t / 1e9
+            print(f"{b:>5} {s:>3} {name:<24} {t * 1e3:10.2f} {rate:9.1f} {base / t:9.2f}   {spread(seconds)}")
 
 
 PARTS = {1: part_batched}
@@ -213,7 +230,7 @@ def main(argv=None):
                         default=["numpy", "cupy"] if cupy_available() else ["numpy"])
     parser.add_argument("--count", type=int, default=10_000, help="matrices per Cholesky batch")
     parser.add_argument("--gemm-count", type=int, default=256, help="products per GEMM batch")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     for backend in args.backend:
