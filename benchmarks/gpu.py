@@ -29,8 +29,9 @@ with ranks ``r_i`` uniform in [5, 100], for ``b`` in {512, 2048} and ``s`` in {1
 
 The batch is made smaller, with a note, when it would not fit in 70% of the free memory.
 
-Run: ``PYTHONPATH=. python benchmarks/gpu.py --parts 1`` (about 10 minutes on the 2-core
-CPU; ``--count 1000 --repeats 3`` for a quick run); on a GPU machine with CuPy,
+Run: ``PYTHONPATH=. python benchmarks/gpu.py --parts 1`` (about 7 minutes on the 2-core
+CPU, where memory allows about 7,700 matrices; ``--count 1000 --repeats 3`` for a quick
+run); on a GPU machine with CuPy,
 ``--backend numpy cupy`` or ``--backend cupy``.
 """
 

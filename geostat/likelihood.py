@@ -171,7 +171,10 @@ class ExactLikelihood:
         as many at a time as fit in the ``n x n`` entries of one full covariance (their
         factors need as much again; :func:`_check_memory` allows for both). If one fails,
         that batch is factored group by group through :meth:`_factor`, which applies the
-        ``on_failure`` policy (a shift, or the error).
+        ``on_failure`` policy (a shift, or the error). This is the path a GPU back end will
+        batch; on the 2-core CPU, :meth:`terms` measured 1-26% slower than with every group
+        factored in place (n = 600-2,000, 6-12 groups): NumPy's stacked Cholesky copies
+        each matrix in and out, and SciPy's single-matrix one holds the GIL.
         """
         if len(self.groups) == 1:
             g = self.groups[0]

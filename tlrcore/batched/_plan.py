@@ -12,10 +12,11 @@ diag(chol(A), I)``), everything else zeros.
 ``"auto"`` picks per back end from :data:`AUTO`, as measured by ``benchmarks/gpu.py
 --parts 1``. On the 2-core CPU grouping won: stacking costs a copy per matrix either way,
 and the CPU gains little from fewer calls. NumPy's stacked Cholesky copies every matrix
-into LAPACK's column order and back, and these transposing copies are 2-3x slower when
-the order is a multiple of 64 (cache conflicts of 512-byte strides; one thread, order 256:
-4 GFLOP/s, 264: 7, and LAPACK on the same matrices in place: 26), so ``auto`` there moves
-such orders (from 128) up by 8 (:func:`off_alignment`). Every other back end pads: on a
+into LAPACK's column order and back, and these transposing copies are 2.5x slower when
+the order is a multiple of 64 (cache conflicts of 512-byte strides; one thread, stacks of
+order 256: 10 GFLOP/s, 264: 26; 512: 14, 520: 36; LAPACK on the same matrices in place:
+34-44 at all four orders), so ``auto`` there moves such orders (from 128) up by 8
+(:func:`off_alignment`). Every other back end pads: on a
 GPU each call costs launches and a synchronization (the back end returns ``info`` on the
 host), which is what padding saves; that choice is not yet measured.
 """

@@ -4,14 +4,18 @@ On back ends whose kernels compute on the calling host thread (:data:`HOST_THREA
 every bucket is cut into parts of at most :data:`UNIT_BYTES` (and into at least
 ``workers`` parts), run on a thread pool of ``TLRCORE_NUM_THREADS`` threads (default: the
 CPU count, at most 8), BLAS on one thread each, as elsewhere in tlrcore; a fixed-size
-batch's parts are copied into one result array as they finish. Small parts keep the
-stacked copies few and in memory the allocator reuses: whole buckets of 10,000 matrices
-took 2-3x the time when each stack was hundreds of MB of freshly mapped pages, and
-held the batch three times over. The pool across parts gave 1.4x on the 2 cores
-(``benchmarks/gpu.py --parts 1``, 7,853 matrices of orders 16-512: 23.1 GFLOP/s against
-16.2 on one thread), and nothing when other processes kept both cores busy. Device back
-ends queue their work asynchronously: their buckets stay whole (one call each) and run
-on the calling thread.
+batch's parts are copied into one result array as they finish. Measured on the 2-core
+CPU (``benchmarks/gpu.py --parts 1``):
+
+* the pool gave 2.1x on idle cores (2,000 matrices of orders 16-512: 41.4 GFLOP/s
+  against 19.8 on one thread), 1.0-1.1x when other processes kept both cores busy;
+* with buckets cut only into ``workers`` parts, 7,853 matrices peaked at 22.8 GiB and
+  the variable batch ran at 23 GFLOP/s; with 16 MB parts, 18.2 GiB and 35 GFLOP/s
+  (smaller stacks, in memory the allocator reuses); parts of 0.25-4 MB were 10-20%
+  slower than 16 MB.
+
+Device back ends queue their work asynchronously: their buckets stay whole (one call
+each) and run on the calling thread.
 """
 
 from __future__ import annotations
@@ -65,6 +69,8 @@ class Results:
         The batch is one array: :meth:`value` is one array ``(count, *shape)``.
     shapes : list of tuple
         The shape of each result.
+    fixed_shape : tuple, optional
+        For a fixed batch, the shape of every result.
     """
 
     def __init__(self, backend, fixed, shapes, fixed_shape=None):
