@@ -235,7 +235,10 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     for backend in args.backend:
-        get_backend(backend)  # a missing CuPy or GPU stops here, with the fix in the message
+        try:
+            get_backend(backend)
+        except ValueError as exc:  # CuPy or a GPU is missing: the message names the fix
+            parser.error(str(exc))
     for part in args.parts:
         PARTS[part](args)
 
