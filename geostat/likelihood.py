@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.spatial.distance import squareform
 
+from tlrcore import NotPositiveDefiniteError, batched
 
 from geostat.gls import LOG_2PI, TrendNotIdentifiableError, block, check_groups, gls, group_by_pattern, trend_estimates
 from geostat.safeguard import check_on_failure, dense_shifts
@@ -161,6 +162,45 @@ class ExactLikelihood:
             self.n_safeguarded += 1
         return chol
 
+    def _group_factors(self, R, eta):
+        """``(group, factor)`` for each group of replicates: the dense Cholesky factor of
+        ``K = R + eta I`` on the group's sites.
+
+        One group is factored in place, as ``R`` itself when every site is observed (``R``
+        is then overwritten). Several groups go through :func:`tlrcore.batched.cholesky`,
+        as many at a time as fit in the ``n x n`` entries of one full covariance (their
+        factors need as much again; :func:`_check_memory` allows for both). If one fails,
+        that batch is factored group by group through :meth:`_factor`, which applies the
+        ``on_failure`` policy (a shift, or the error). This is the path a GPU back end will
+        batch; on the 2-core CPU, :meth:`terms` measured 1-26% slower than with every group
+        factored in place (n = 600-2,000, 6-12 groups): NumPy's stacked Cholesky copies
+        each matrix in and out, and SciPy's single-matrix one holds the GIL.
+        """
+        if len(self.groups) == 1:
+            g = self.groups[0]
+            K = block(R, g.sites, copy=False)
+            K.flat[:: K.shape[0] + 1] += eta
+            yield g, self._factor(K, eta)
+            return
+        for chunk in _fitting(self.groups, self.n * self.n):
+            Ks = []
+            for g in chunk:
+                K = block(R, g.sites, copy=True)
+                K.flat[:: K.shape[0] + 1] += eta
+                Ks.append(K)
+            try:
+                # "group": no padded copies, so the memory bound above holds. K is symmetric,
+                # so K.T is the same matrix, in the column order LAPACK reads without a
+                # transposing copy (measured: 5-10% of the factorization at n = 1,400).
+                Ls = batched.cholesky([K.T for K in Ks], strategy="group", check_finite=False)
+            except NotPositiveDefiniteError:
+                factors = [self._factor(K, eta) for K in Ks]
+            else:
+                del Ks
+                factors = [DenseCholesky.from_factor(L) for L in Ls]
+                del Ls
+            yield from zip(chunk, factors)
+
     @property
     def min_distance(self):
         """Smallest distance between two sites (0.0 for duplicate sites)."""
@@ -212,11 +252,7 @@ class ExactLikelihood:
         names = [*dR, "eye"] if gradient else []
         quad = dict.fromkeys(names, 0.0)
         trace = dict.fromkeys(names, 0.0)
-        shared = len(self.groups) > 1
-        for g in self.groups:
-            K = block(R, g.sites, copy=shared)
-            K.flat[:: K.shape[0] + 1] += eta
-            chol = self._factor(K, eta)
+        for g, chol in self._group_factors(R, eta):
             fit = gls(chol, g.y, g.design)
             logdet += g.r * chol.logdet()
             quadratic += float(np.sum(fit.residual * fit.alpha))
@@ -270,13 +306,7 @@ class ExactLikelihood:
         list of DenseCholesky
         """
         R, _ = self.correlation(theta)
-        shared = len(self.groups) > 1
-        out = []
-        for g in self.groups:
-            K = block(R, g.sites, copy=shared)
-            K.flat[:: K.shape[0] + 1] += eta
-            out.append(self._factor(K, eta))
-        return out
+        return [chol for _, chol in self._group_factors(R, eta)]
 
     def log_likelihood(self, params):
         """Full log-likelihood at natural parameters with the trend profiled by GLS."""
@@ -357,6 +387,21 @@ def _check_memory(n, matrices):
             f"matrices but {available / 2**30:.1f} GiB is available; fit a subset of the sites, "
             "or use the tile low-rank method (method='tlr') when it is available."
         )
+
+
+def _fitting(groups, entries):
+    """Consecutive runs of `groups` whose matrices hold at most `entries` entries in all
+    (a group larger than that alone)."""
+    run, used = [], 0
+    for g in groups:
+        size = g.y.shape[0] ** 2
+        if run and used + size > entries:
+            yield run
+            run, used = [], 0
+        run.append(g)
+        used += size
+    if run:
+        yield run
 
 
 def split_params(params, kernel):

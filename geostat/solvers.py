@@ -112,6 +112,19 @@ class DenseCholesky:
         self.L = factor
         self.n = n
 
+    @classmethod
+    def from_factor(cls, L):
+        """Wrap the lower Cholesky factor `L` of a positive definite matrix, computed
+        elsewhere (e.g. by :func:`tlrcore.batched.cholesky`) without a shift.
+
+        `L` is kept in Fortran order (copied if needed), the layout LAPACK reads in place.
+        """
+        self = cls.__new__(cls)
+        self.L = np.asfortranarray(L, dtype=np.float64)
+        self.n = self.L.shape[0]
+        self.shift = self.perturbation = self.relative_perturbation = 0.0
+        return self
+
     def _shifted(self, work, diagonal, shifts):
         """Factor ``K + s I`` for the first `shifts` entry that works. dpotrf wrote only
         the lower triangle and diagonal of `work`; ``K`` is rebuilt from its strict upper

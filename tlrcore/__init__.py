@@ -21,6 +21,10 @@ cholesky, TLRCholesky
 ldl, TLRLDL
     Left-looking TLR LDLᵀ with Bunch–Kaufman or rook pivoting inside the diagonal tiles,
     for symmetric indefinite matrices: ``inertia``, ``slogdet``, ``logdet``, ``solve``.
+batched
+    Fixed- and variable-size batched dense kernels on any back end:
+    ``batched.cholesky(mats)`` (a ``(b, m, m)`` array or a list of square arrays of any
+    sizes), ``batched.solve_triangular``, ``batched.gemm`` (ranks varying per item).
 dense
     Dense symmetric indefinite LDLᵀ (Bunch–Kaufman, rook) and modified Cholesky
     (Gill–Murray–Wright, Cheng–Higham): ``dense.ldl``, ``dense.modified_cholesky``.
@@ -33,7 +37,7 @@ FactorizationError
     A dense factorization overflowed.
 """
 
-from tlrcore import compress, dense
+from tlrcore import batched, compress, dense
 from tlrcore.cholesky import TLRCholesky, cholesky
 from tlrcore.diagnostics import summary
 from tlrcore.errors import FactorizationError, NotPositiveDefiniteError
@@ -46,6 +50,7 @@ __all__ = [
     "TLRLDL",
     "cholesky",
     "ldl",
+    "batched",
     "compress",
     "dense",
     "summary",

@@ -1,0 +1,247 @@
+"""GPU back end (issue 6): the same code on ``--backend numpy`` and ``--backend cupy``,
+side by side with CPU baselines.
+
+Part 1 (batched kernels). Batched Cholesky throughput, GFLOP/s counting ``m^3 / 3``
+flops per matrix (padding not counted), for ``--count`` matrices (default 10,000):
+
+* ``variable``: orders uniform in [16, 512] (seeded), a list;
+* ``fixed 256``: all of order 256, one ``(count, 256, 256)`` array;
+* ``fixed <mean>``: all of the variable batch's mean order (264), one array.
+
+Every matrix is ``(G + G^T) / 2 + m I`` with ``G`` uniform in [-1, 1]. Methods: the
+baseline, a Python loop of ``scipy.linalg.cholesky`` on the CPU (BLAS on one thread: two
+OpenBLAS threads were 2-10x slower on these small matrices on the 2-core machine), then
+``tlr.batched.cholesky`` with each strategy on each ``--backend`` (inputs already on the
+device; the timed region, between ``backend.synchronize()`` calls, includes stacking and
+padding); on NumPy also ``auto`` with one host thread (``TLRCORE_NUM_THREADS=1``), to show
+what the thread pool across stacks gives. Each method runs once on a small sub-batch to
+warm up, then ``--repeats`` times, the methods taking turns (each round starting one
+method later); the table gives medians, GFLOP/s, the ratio of the baseline's time to the
+method's (above 1: faster) and the fastest and slowest run relative to the median. No
+method checks for non-finite values (``check_finite=False``). On the 2-core VM, runs
+that allocate a large array (a fixed batch's factors) varied up to 6x from run to run
+(first touches of fresh memory), so read the spread with the medians.
+
+Then batched GEMM for tile low-rank shapes: ``--gemm-count`` products ``(b x r_i)(r_i x s)``
+with ranks ``r_i`` uniform in [5, 100], for ``b`` in {512, 2048} and ``s`` in {16, 64}
+(``2 b r_i s`` flops each): a Python loop of ``A @ B`` (baseline) against
+``tlr.batched.gemm`` with each strategy.
+
+The batch is made smaller, with a note, when it would not fit in 70% of the free memory.
+
+Run: ``PYTHONPATH=. python benchmarks/gpu.py --parts 1`` (about 7 minutes on the 2-core
+CPU, where memory allows about 7,700 matrices; ``--count 1000 --repeats 3`` for a quick
+run); on a GPU machine with CuPy,
+``--backend numpy cupy`` or ``--backend cupy``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import time
+from unittest import mock
+
+import numpy as np
+import scipy.linalg
+from threadpoolctl import threadpool_limits
+
+import tlrcore as tlr
+from tlrcore.backends import cupy_available, get_backend
+from tlrcore.batched import _plan
+from tlrcore.matrix import _workers
+
+STRATEGIES = ("auto", "group", "pad")
+ORDERS = (16, 512)
+FIXED_ORDER = 256
+RANKS = (5, 100)
+GEMM_SHAPES = [(512, 16), (512, 64), (2048, 16), (2048, 64)]
+WARMUP = 20
+
+
+def spd_batch(orders, seed):
+    """Host matrices ``(G + G^T) / 2 + m I`` of the given orders: a list."""
+    rng = np.random.default_rng(seed)
+    mats = []
+    for m in orders:
+        G = rng.uniform(-1.0, 1.0, (m, m))
+        A = G + G.T
+        A *= 0.5
+        A[np.diag_indices(m)] += m
+        mats.append(A)
+    return mats
+
+
+def spd_stack(count, m, seed):
+    """``count`` such matrices of order `m` as one array, built in chunks."""
+    out = np.empty((count, m, m))
+    for start in range(0, count, 256):
+        stop = min(count, start + 256)
+        out[start:stop] = spd_batch([m] * (stop - start), seed + start)
+    return out
+
+
+def fit_count(count, bytes_per_matrix, backends):
+    """`count`, lowered (with a note) so that ``count * bytes_per_matrix`` stays within 70%
+    of the free memory of the host and of every back end."""
+    free = min(get_backend(b).free_memory() for b in {"numpy", *backends})
+    fits = int(0.7 * free // bytes_per_matrix)
+    if fits < count:
+        print(f"note: --count {count} needs about {count * bytes_per_matrix / 2**30:.1f} GiB but "
+              f"{free / 2**30:.1f} GiB is free; measuring {fits} matrices instead.")
+        return max(fits, 1)
+    return count
+
+
+def timed(backend, func):
+    """Seconds `func` takes, synchronized with `backend` on both ends."""
+    backend.synchronize()
+    start = time.perf_counter()
+    out = func()
+    backend.synchronize()
+    seconds = time.perf_counter() - start
+    del out
+    return seconds
+
+
+def take_turns(methods, repeats, run):
+    """Seconds of ``run(backend, call)`` for each method, `repeats` times; the methods
+    take turns, starting one later each round, so that machine load and the allocator's
+    state fall on all of them alike."""
+    names = list(methods)
+    times = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            backend, call = methods[name]
+            times[name].append(timed(backend, lambda: run(backend, call)))
+    return times
+
+
+def spread(seconds):
+    """The fastest and slowest run, relative to the median."""
+    median = statistics.median(seconds)
+    return f"{min(seconds) / median:.2f}-{max(seconds) / median:.2f}"
+
+
+def cholesky_methods(backends):
+    """``name -> (backend, call(batch))`` for part 1's Cholesky table."""
+    host = get_backend("numpy")
+
+    def scipy_loop(mats):
+        with threadpool_limits(1, "blas"):
+            return [scipy.linalg.cholesky(A, lower=True, check_finite=False) for A in mats]
+
+    def one_thread(mats):
+        with mock.patch.dict(os.environ, {"TLRCORE_NUM_THREADS": "1"}):
+            return tlr.batched.cholesky(mats, strategy="auto", check_finite=False)
+
+    methods = {"scipy loop (CPU)": (host, scipy_loop)}
+    for name in backends:
+        backend = get_backend(name)
+        for strategy in STRATEGIES:
+            methods[f"{name} {strategy}"] = (
+                backend, lambda mats, s=strategy: tlr.batched.cholesky(mats, strategy=s, check_finite=False))
+        if name == "numpy":
+            methods["numpy auto, 1 thread"] = (backend, one_thread)
+    return methods
+
+
+def on_backend(backend, batch):
+    """`batch` (list or array) on `backend`."""
+    return backend.asarray(batch) if isinstance(batch, np.ndarray) else [backend.asarray(a) for a in batch]
+
+
+def run_case(label, batch, orders, methods, repeats):
+    """Time every method on `batch`; print one table row per method."""
+    flops = float(np.sum(np.asarray(orders, dtype=float) ** 3) / 3.0)
+    inputs = {backend.name: on_backend(backend, batch) for backend, _ in methods.values()}
+    for backend, call in methods.values():
+        call(inputs[backend.name][:WARMUP])
+    times = take_turns(methods, repeats, lambda backend, call: call(inputs[backend.name]))
+    base = statistics.median(times["scipy loop (CPU)"])
+    for name, seconds in times.items():
+        t = statistics.median(seconds)
+        print(f"{label:<14} {name:<24} {t:10.3f} {flops / t / 1e9:9.1f} {base / t:9.2f}   {spread(seconds)}")
+
+
+def part_batched(args):
+    """Part 1: batched Cholesky (and GEMM) throughput against CPU loops."""
+    rng = np.random.default_rng(args.seed)
+    mean_bytes = 8.0 * (ORDERS[0] ** 2 + ORDERS[0] * ORDERS[1] + ORDERS[1] ** 2) / 3.0
+    count = fit_count(args.count, 3.0 * mean_bytes, args.backend)
+    orders = rng.integers(ORDERS[0], ORDERS[1] + 1, count)
+    mean_order = int(round(orders.mean()))
+    padded = _plan.pad_up(orders)
+    print(f"Part 1: batched Cholesky, {count} matrices, back ends {', '.join(args.backend)}, "
+          f"{_workers()} host threads, median of {args.repeats}")
+    print(f"variable orders: {len(np.unique(orders))} distinct (calls of 'group'), {len(np.unique(padded))} "
+          f"padded (calls of 'pad'), padded flops x{np.sum(padded ** 3.0) / np.sum(orders ** 3.0):.2f}")
+    print(f"{'batch':<14} {'method':<24} {'median s':>10} {'GFLOP/s':>9} {'vs scipy':>9}   min-max")
+    methods = cholesky_methods(args.backend)
+    run_case("variable", spd_batch(orders, args.seed), orders, methods, args.repeats)
+    for m in (FIXED_ORDER, mean_order):
+        run_case(f"fixed {m}", spd_stack(count, m, args.seed), [m] * count, methods, args.repeats)
+    print(f"peak host memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB")
+    part_gemm(args)
+
+
+def part_gemm(args):
+    """Part 1, second table: products of tile low-rank shapes with a rank per item."""
+    print(f"\nBatched GEMM: {args.gemm_count} products (b x r)(r x s), r uniform in {list(RANKS)}, "
+          f"median of {args.repeats}")
+    print(f"{'b':>5} {'s':>3} {'method':<24} {'median ms':>10} {'GFLOP/s':>9} {'vs loop':>9}   min-max")
+    host = get_backend("numpy")
+    for b, s in GEMM_SHAPES:
+        rng = np.random.default_rng(args.seed + b + s)
+        ranks = rng.integers(RANKS[0], RANKS[1] + 1, args.gemm_count)
+        As = [rng.standard_normal((b, r)) for r in ranks]
+        Bs = [rng.standard_normal((r, s)) for r in ranks]
+        flops = 2.0 * b * s * float(ranks.sum())
+
+        def loop(As, Bs):
+            with threadpool_limits(1, "blas"):
+                return [A @ B for A, B in zip(As, Bs)]
+
+        methods = {"loop A @ B (CPU)": (host, loop)}
+        for name in args.backend:
+            backend = get_backend(name)
+            for strategy in STRATEGIES:
+                methods[f"{name} {strategy}"] = (
+                    backend, lambda A, B, st=strategy: tlr.batched.gemm(A, B, strategy=st, check_finite=False))
+        inputs = {backend.name: (on_backend(backend, As), on_backend(backend, Bs)) for backend, _ in methods.values()}
+        for backend, call in methods.values():
+            call(*inputs[backend.name])
+        times = take_turns(methods, args.repeats, lambda backend, call: call(*inputs[backend.name]))
+        base = statistics.median(times["loop A @ B (CPU)"])
+        for name, seconds in times.items():
+            t = statistics.median(seconds)
+            rate = flops / t / 1e9
+            print(f"{b:>5} {s:>3} {name:<24} {t * 1e3:10.2f} {rate:9.1f} {base / t:9.2f}   {spread(seconds)}")
+
+
+PARTS = {1: part_batched}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parts", type=int, nargs="+", default=sorted(PARTS), choices=sorted(PARTS))
+    parser.add_argument("--backend", nargs="+", choices=["numpy", "cupy"],
+                        default=["numpy", "cupy"] if cupy_available() else ["numpy"])
+    parser.add_argument("--count", type=int, default=10_000, help="matrices per Cholesky batch")
+    parser.add_argument("--gemm-count", type=int, default=256, help="products per GEMM batch")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    for backend in args.backend:
+        try:
+            get_backend(backend)
+        except ValueError as exc:  # CuPy or a GPU is missing: the message names the fix
+            parser.error(str(exc))
+    for part in args.parts:
+        PARTS[part](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""How a batch of matrices of varying shapes becomes a few stacked calls.
+
+Each item of a batch has integer dimensions (a Cholesky factor: its order ``m``; a
+triangular solve: ``(m, k)``; a product: ``(m, k, n)``). A *plan* gives the dimensions
+each item is computed at, and the items that share them form one *bucket*: one stacked
+call. ``"group"`` computes every item at its own dimensions (one call per distinct
+shape, no extra flops); ``"pad"`` rounds every dimension up to the grid :func:`pad_up`
+(few calls; dimensions about 9% larger at most, see :data:`PAD_RATIO`). Padding is
+exact: matrices to factor or solve with get an identity block (``chol(diag(A, I)) =
+diag(chol(A), I)``), everything else zeros.
+
+``"auto"`` picks per back end from :data:`AUTO`, as measured by ``benchmarks/gpu.py
+--parts 1``. On the 2-core CPU grouping won: stacking costs a copy per matrix either way,
+and the CPU gains little from fewer calls. NumPy's stacked Cholesky copies every matrix
+into LAPACK's column order and back, and these transposing copies are 2.5x slower when
+the order is a multiple of 64 (cache conflicts of 512-byte strides; one thread, stacks of
+order 256: 10 GFLOP/s, 264: 26; 512: 14, 520: 36; LAPACK on the same matrices in place:
+34-44 at all four orders), so ``auto`` there moves such orders (from 128) up by 8
+(:func:`off_alignment`). Every other back end pads: on a
+GPU each call costs launches and a synchronization (the back end returns ``info`` on the
+host), which is what padding saves; that choice is not yet measured.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+STRATEGIES = ("auto", "group", "pad")
+
+#: Ratio of successive padded sizes: a dimension grows by at most 9% or 8 (whichever is
+#: more), plus 8 where the grid skips a multiple of 64.
+PAD_RATIO = 2.0 ** 0.125
+
+#: Strategy that ``"auto"`` uses on each back end; ``"pad"`` for back ends not listed.
+AUTO = {"numpy": "group"}
+
+#: Back ends on which ``"auto"`` moves Cholesky orders off multiples of 64 (see module docstring).
+OFF_ALIGNMENT = ("numpy",)
+
+_GRID = np.arange(8, 65, 8)
+
+
+def check_strategy(strategy):
+    """`strategy` if it names a plan, else TypeError or ValueError listing the choices."""
+    if not isinstance(strategy, str):
+        raise TypeError(f"strategy must be one of {STRATEGIES}; got {type(strategy).__name__}.")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy={strategy!r} is unknown; use one of {STRATEGIES}.")
+    return strategy
+
+
+def _grid(limit):
+    """Padded sizes up to at least `limit`: the multiples of 8 up to 64, then multiples of
+    8 about ``PAD_RATIO`` apart (at least 8), skipping multiples of 64."""
+    global _GRID
+    if _GRID[-1] < limit:
+        sizes = list(_GRID)
+        while sizes[-1] < limit:
+            size = max(sizes[-1] + 8, 8 * math.floor(sizes[-1] * PAD_RATIO / 8))
+            sizes.append(size + 8 if size % 64 == 0 else size)
+        _GRID = np.array(sizes)
+    return _GRID
+
+
+def pad_up(dims):
+    """Each entry of the integer array `dims` rounded up to the padding grid."""
+    dims = np.asarray(dims)
+    if dims.size == 0:
+        return dims.copy()
+    grid = _grid(int(dims.max()))
+    return grid[np.searchsorted(grid, dims)]
+
+
+def off_alignment(dims):
+    """`dims` with every multiple of 64 from 128 on moved up by 8."""
+    dims = np.asarray(dims)
+    return np.where((dims >= 128) & (dims % 64 == 0), dims + 8, dims)
+
+
+def computed_dims(dims, strategy, backend, factor=False):
+    """Dimensions at which each item is computed.
+
+    Parameters
+    ----------
+    dims : ndarray of int, shape (count, d)
+    strategy : {"auto", "group", "pad"}
+    backend : Backend
+    factor : bool
+        The first dimension is the order of a matrix to factor (see :data:`OFF_ALIGNMENT`).
+    """
+    resolved = AUTO.get(backend.name, "pad") if strategy == "auto" else strategy
+    if resolved == "pad":
+        return pad_up(dims)
+    if factor and strategy == "auto" and backend.name in OFF_ALIGNMENT:
+        out = dims.copy()
+        out[:, 0] = off_alignment(dims[:, 0])
+        return out
+    return dims
+
+
+def buckets(computed):
+    """``(indices, shape)`` for each distinct row of `computed` (count, d)."""
+    if len(computed) == 0:
+        return []
+    keys, inverse = np.unique(computed, axis=0, return_inverse=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    order = np.argsort(inverse, kind="stable")
+    starts = np.searchsorted(inverse[order], np.arange(len(keys) + 1))
+    return [(order[starts[j] : starts[j + 1]], tuple(int(v) for v in keys[j])) for j in range(len(keys))]
+
+
+def pack(backend, batch, fixed, indices, shape, identity=False):
+    """Stack the matrices `indices` of `batch` into an array ``(len(indices), *shape)``.
+
+    Matrices smaller than `shape` fill its leading block; the rest is zero, with ones on
+    the padded part of the diagonal when `identity`. When nothing is padded, the part of a
+    fixed batch and a single matrix are views.
+    """
+    xp = backend.xp
+    if fixed:  # `indices` are consecutive
+        part = batch[int(indices[0]) : int(indices[-1]) + 1]
+        if part.shape[1:] == shape:
+            return part
+        out = xp.zeros((len(part), *shape))
+        if identity:
+            diagonal = xp.arange(min(shape))
+            out[:, diagonal, diagonal] = 1.0
+        out[:, : part.shape[1], : part.shape[2]] = part
+        return out
+    items = [batch[i] for i in indices]
+    if all(a.shape == shape for a in items):
+        return items[0][None] if len(items) == 1 else xp.stack(items)
+    out = xp.zeros((len(items), *shape))
+    if identity:
+        diagonal = xp.arange(min(shape))
+        out[:, diagonal, diagonal] = 1.0
+    for j, a in enumerate(items):
+        out[(j, *(slice(0, d) for d in a.shape))] = a
+    return out
+

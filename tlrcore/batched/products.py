@@ -1,0 +1,128 @@
+"""Batched matrix products ``C[i] = alpha op(A[i]) op(B[i]) + beta C[i]`` of varying shapes.
+
+The tile low-rank algorithms multiply ``b x r_i`` by ``r_i x s`` factors with a rank
+``r_i`` of their own per tile; this stacks such products by shape (``"group"``) or pads
+ranks and sizes with zeros to a grid (``"pad"``) and multiplies each stack with one
+``matmul``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tlrcore.batched import _checks, _plan, _run
+from tlrcore.dense._blas import one_blas_thread
+
+__all__ = ["gemm"]
+
+
+def _op_shape(shape, trans):
+    return shape[::-1] if trans else shape
+
+
+@one_blas_thread
+def gemm(As, Bs, transa=False, transb=False, alpha=1.0, beta=0.0, Cs=None, strategy="auto", check_finite=True,
+         backend=None):
+    """Products ``C[i] = alpha op(A[i]) op(B[i]) + beta C[i]`` for a batch, ``op(X) = X`` or ``X^T``.
+
+    Parameters
+    ----------
+    As : array of shape (b, m, k), or list or tuple of 2-D arrays
+        Fixed-size batch (one array) or variable-size batch (any shapes).
+    Bs : array or list or tuple of 2-D arrays
+        In the form of `As`; ``op(Bs[i])`` has as many rows as ``op(As[i])`` has columns.
+    transa, transb : bool, default False
+        Use the transposes of ``A[i]`` or ``B[i]``.
+    alpha, beta : float, default 1.0 and 0.0
+    Cs : array or list or tuple of 2-D arrays, optional
+        In the form of `As`, ``Cs[i]`` of shape ``(rows of op(A[i]), columns of op(B[i]))``;
+        needed when ``beta != 0`` and ignored otherwise (as in BLAS). Not modified.
+    strategy : {"auto", "group", "pad"}, default "auto"
+        ``"group"`` stacks the products of equal shapes; ``"pad"`` pads every dimension with
+        zeros to a grid (about 9% apart) and stacks by padded shape; ``"auto"``
+        uses what was measured fastest on the back end (see :mod:`tlrcore.batched`).
+    check_finite : bool, default True
+        Reject NaN or infinite entries.
+    backend : str or Backend, optional
+        Default: the back end of `As` (of its first matrix for a list).
+
+    Returns
+    -------
+    array of shape (b, m, n), or list of 2-D arrays
+        New arrays, in the form of `As`; they may be views into larger stacks.
+
+    Raises
+    ------
+    TypeError
+        An argument is neither form, the forms differ, values are complex or non-numeric,
+        or `alpha` or `beta` is not a real number.
+    ValueError
+        Different numbers of matrices, wrong dimensions, inner dimensions or ``Cs[i]``
+        shapes that do not agree, ``beta != 0`` without `Cs`, non-finite values, or an
+        unknown `strategy`.
+
+    Examples
+    --------
+    >>> import numpy as np, tlrcore as tlr
+    >>> As = [np.ones((2, 3)), np.ones((2, 1))]
+    >>> Bs = [np.ones((3, 1)), 2.0 * np.ones((1, 1))]
+    >>> [C.ravel().tolist() for C in tlr.batched.gemm(As, Bs)]
+    [[3.0, 3.0], [2.0, 2.0]]
+    """
+    _plan.check_strategy(strategy)
+    alpha, beta = _checks.check_scalar(alpha, "alpha"), _checks.check_scalar(beta, "beta")
+    if beta != 0.0 and Cs is None:
+        raise ValueError(f"beta={beta} needs Cs; pass Cs or beta=0.")
+    backend = _checks.choose_backend(backend, As, Bs)
+    fixed, As = _checks.as_batch(As, "As", backend)
+    fixed_b, Bs = _checks.as_batch(Bs, "Bs", backend)
+    _checks.check_pairs("As", As, "Bs", Bs, fixed, fixed_b)
+    a_shapes = [(label, _op_shape(s, transa)) for label, s in _checks.labeled_shapes(As, fixed)]
+    b_shapes = [_op_shape(s, transb) for _, s in _checks.labeled_shapes(Bs, fixed)]
+    for (label, a), b in zip(a_shapes, b_shapes):
+        if a[1] != b[0]:
+            raise ValueError(f"op(As{label}) has {a[1]} columns but op(Bs{label}) has {b[0]} rows; they must agree "
+                             "(check transa and transb).")
+    shapes = [(a[0], b[1]) for (_, a), b in zip(a_shapes, b_shapes)]
+    if Cs is not None:
+        fixed_c, Cs = _checks.as_batch(Cs, "Cs", backend)
+        _checks.check_pairs("As", As, "Cs", Cs, fixed, fixed_c)
+        for shape, (label, c_shape) in zip(shapes, _checks.labeled_shapes(Cs, fixed)):
+            if shape != c_shape:
+                raise ValueError(f"Cs{label} has shape {c_shape} but op(As{label}) op(Bs{label}) has shape {shape}.")
+    dims = np.array([(a[0], a[1], b[1]) for (_, a), b in zip(a_shapes, b_shapes)], dtype=int).reshape(-1, 3)
+    if fixed:
+        fixed_shape = shapes[0]
+        shapes, dims = shapes * len(As), np.repeat(dims, len(As), axis=0)
+    work = _run.units(backend, _plan.buckets(_plan.computed_dims(dims, strategy, backend)),
+                      lambda shape: 8 * (shape[0] * shape[1] + shape[1] * shape[2] + 2 * shape[0] * shape[2]))
+    operands = [("As", As), ("Bs", Bs)] + ([("Cs", Cs)] if beta != 0.0 else [])
+
+    def multiply(indices, shape):
+        m, k, n = shape
+        stored = [_op_shape((m, k), transa), _op_shape((k, n), transb), (m, n)]
+        stacks = [_plan.pack(backend, batch, fixed, indices, s) for (_, batch), s in zip(operands, stored)]
+        if check_finite:
+            bad = [(i, name) for (name, _), stack in zip(operands, stacks)
+                   if (i := _checks.first_nonfinite(backend, stack, indices)) is not None]
+            if bad:
+                return None, min(bad)
+        C = backend.xp.matmul(stacks[0].swapaxes(-1, -2) if transa else stacks[0],
+                              stacks[1].swapaxes(-1, -2) if transb else stacks[1])
+        if alpha != 1.0:
+            C *= alpha
+        if beta != 0.0:
+            C += beta * stacks[2]
+        return C, None
+
+    results = _run.Results(backend, fixed, shapes, fixed_shape if fixed else None)
+    nonfinite = []
+    for (indices, _), (C, bad) in _run.run(backend, work, multiply):
+        if bad is not None:
+            nonfinite.append(bad)
+        else:
+            results.put(indices, C)
+    if nonfinite:
+        index, name = min(nonfinite)
+        raise _checks.nonfinite_error(name, index)
+    return results.value()
