@@ -27,6 +27,20 @@ with ranks ``r_i`` uniform in [5, 100], for ``b`` in {512, 2048} and ``s`` in {1
 (``2 b r_i s`` flops each): a Python loop of ``A @ B`` (baseline) against
 ``tlr.batched.gemm`` with each strategy.
 
+Part 2 (TLR log-likelihood). One Gaussian log-likelihood of a 2-D exponential covariance
+(range 0.1, nugget 1e-2, uniform sites, constant trend) through ``TLRLikelihood`` on each
+``--backend`` (tiles generated on the device from ``geostat.device.DeviceSites``, the
+packed layout, the batched Cholesky), at ``--sizes`` (default 65K to 1M) and
+``--accuracies`` (1e-6, 1e-8), the median of ``--repeats`` after one warm-up at
+n = 4,096; side by side with the dense log-likelihood on the same device (covariance
+built there, one Cholesky, ``potrf`` on a GPU) up to ``--dense-max``, with the difference
+of the two values, the mean rank of the factor and its memory. On ``--backend numpy``
+this is the CPU algorithm (ACA tiles, thread-pooled left-looking Cholesky), the baseline
+for the GPU's batched one. Observations are white noise, which magnifies the TLR error of
+the quadratic term (see benchmarks/loglik.py). Part 2 on a GPU:
+``--parts 2 --backend cupy --repeats 3``; on a CPU e.g.
+``--parts 2 --backend numpy --sizes 8192 16384 --dense-max 16384 --repeats 1``.
+
 The batch is made smaller, with a note, when it would not fit in 70% of the free memory.
 
 Run: ``PYTHONPATH=. python benchmarks/gpu.py --parts 1`` (about 7 minutes on the 2-core
@@ -38,6 +52,7 @@ run); on a GPU machine with CuPy,
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import resource
 import statistics
@@ -221,7 +236,91 @@ def part_gemm(args):
             print(f"{b:>5} {s:>3} {name:<24} {t * 1e3:10.2f} {rate:9.1f} {base / t:9.2f}   {spread(seconds)}")
 
 
-PARTS = {1: part_batched}
+#: Nugget of the part 2 covariance (variance 1, range 0.1).
+NUGGET = 1e-2
+TLR_SIZES = [65536, 131072, 262144, 524288, 1048576]
+
+
+def part_tlr(args):
+    """Part 2: one TLR log-likelihood per back end against dense Cholesky on the same device."""
+    from geostat.distance import get_distance
+    from geostat.kernels import get_kernel
+
+    kernel, distance = get_kernel("exponential"), get_distance("euclidean")
+    params = {"variance": 1.0, "range": 0.1, "nugget": NUGGET, "smoothness": 0.5}
+    for name in args.backend:
+        backend = get_backend(name)
+        print(f"\nPart 2: 2-D exponential log-likelihood (range 0.1, nugget {NUGGET}, constant trend), "
+              f"backend {backend.name}, median of {args.repeats}")
+        print(f"{'n':>9} {'accuracy':>9} {'tile':>5} {'TLR s':>8} {'dense s':>8} {'dense/TLR':>9} {'|dl|':>9} "
+              f"{'mean rank':>9} {'L GiB':>6}")
+        _tlr_loglik(backend, 4096, 1e-6, 512, kernel, distance, params)  # warm-up: kernels compiled, pool filled
+        for n in args.sizes:
+            rng = np.random.default_rng(n)
+            X = rng.uniform(size=(n, 2))
+            y = rng.normal(size=(n, 1))
+            tile = args.tile or (1024 if n <= 131072 else 2048)
+            dense_time, dense_value = _dense_loglik(backend, X, y, kernel, distance, params, args.dense_max)
+            for accuracy in args.accuracies:
+                runs = [_tlr_loglik(backend, n, accuracy, tile, kernel, distance, params, X, y)
+                        for _ in range(args.repeats)]
+                tlr_time = statistics.median(seconds for seconds, _, _ in runs)
+                _, value, factor = runs[-1]
+                ranks = factor.ranks[np.tril_indices(factor.n_tiles, -1)]
+                ratio = f"{dense_time / tlr_time:9.2f}" if dense_time else f"{'-':>9}"
+                error = f"{abs(value - dense_value):9.1e}" if dense_value is not None else f"{'-':>9}"
+                shown = f"{dense_time:8.2f}" if dense_time else f"{'-':>8}"
+                print(f"{n:>9} {accuracy:>9.0e} {tile:>5} {tlr_time:8.2f} {shown} {ratio} {error} "
+                      f"{ranks.mean():9.1f} {factor.nbytes / 2**30:6.2f}", flush=True)
+
+
+def _tlr_loglik(backend, n, accuracy, tile, kernel, distance, params, X=None, y=None):
+    """``(seconds, value, factor)`` of one TLR log-likelihood (build, factor, solves)."""
+    from geostat.tlr_likelihood import TLRLikelihood
+
+    if X is None:
+        X = np.random.default_rng(0).uniform(size=(n, 2))
+        y = np.ones((n, 1))
+    likelihood = TLRLikelihood(X, y, np.ones((n, 1)), kernel, distance, accuracy=accuracy, tile_size=tile,
+                               backend=backend)
+    backend.synchronize()
+    start = time.perf_counter()
+    value = likelihood.log_likelihood(params)
+    backend.synchronize()
+    seconds = time.perf_counter() - start
+    factor = likelihood.factors({"range": params["range"], "smoothness": 0.5}, params["nugget"])[0].factor
+    likelihood.release_factors()
+    return seconds, value, factor
+
+
+def _dense_loglik(backend, X, y, kernel, distance, params, dense_max):
+    """``(seconds, value)`` of the dense log-likelihood on the back end's device: the
+    covariance built there (geostat.device), Cholesky, one solve and the GLS constant;
+    ``(None, None)`` above `dense_max`."""
+    from geostat.device import DeviceSites
+
+    n = X.shape[0]
+    if n > dense_max:
+        return None, None
+    xp = backend.xp
+    block = DeviceSites(X, distance, backend).covariance_block(kernel, params)
+    everything = np.arange(n)
+    backend.synchronize()
+    start = time.perf_counter()
+    L, info = backend.cholesky(block(everything, everything))
+    if int(info):
+        raise np.linalg.LinAlgError(f"dense Cholesky failed at minor {int(info)}")
+    z = backend.solve_triangular(L, xp.concatenate([backend.asarray(y), xp.ones((n, 1))], axis=1), lower=True)
+    logdet = 2.0 * float(xp.sum(xp.log(xp.diagonal(L))))
+    zy, zf = z[:, :1], z[:, 1:]
+    beta = float((zf.T @ zy)[0, 0]) / float((zf.T @ zf)[0, 0])
+    r = zy - beta * zf
+    value = -0.5 * (float((r.T @ r)[0, 0]) + logdet + n * math.log(2 * math.pi))
+    backend.synchronize()
+    return time.perf_counter() - start, value
+
+
+PARTS = {1: part_batched, 2: part_tlr}
 
 
 def main(argv=None):
@@ -233,6 +332,11 @@ def main(argv=None):
     parser.add_argument("--gemm-count", type=int, default=256, help="products per GEMM batch")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sizes", type=int, nargs="+", default=TLR_SIZES, help="part 2: numbers of sites")
+    parser.add_argument("--accuracies", type=float, nargs="+", default=[1e-6, 1e-8], help="part 2")
+    parser.add_argument("--tile", type=int, default=None, help="part 2: tile size (default 1024 to 131K, then 2048)")
+    parser.add_argument("--dense-max", type=int, default=65536,
+                        help="part 2: largest n of the dense baseline (65,536 needs 32 GiB on the device)")
     args = parser.parse_args(argv)
     for backend in args.backend:
         try:
