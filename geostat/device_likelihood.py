@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from geostat.device import DeviceSites
-from geostat.distance import distance_extremes
+from geostat.distance import SiteDistanceExtremes
 from geostat.gls import GLSFit, check_groups, gls_coefficients, group_by_pattern, trend_estimates
 from geostat.likelihood import Terms, split_params
 from geostat.safeguard import check_on_failure, dense_shifts
@@ -174,7 +174,7 @@ def _gls(chol, y, design):
     return GLSFit(kinv_y - kinv_f @ beta_device, y - design @ beta_device, beta, kinv_f, ftkf_chol, logdet_ftkf)
 
 
-class DeviceExactLikelihood:
+class DeviceExactLikelihood(SiteDistanceExtremes):
     """Log-likelihood of one dataset under one kernel, with dense factors on an array back end.
 
     Used by the optimizer exactly like :class:`geostat.likelihood.ExactLikelihood`
@@ -250,21 +250,6 @@ class DeviceExactLikelihood:
             self.coords[sites], self.y[sites], self.design[sites], self.kernel, self.distance, self.reml,
             self.on_failure, self.backend,
         )
-
-    @property
-    def min_distance(self):
-        """Smallest distance between two sites (0.0 for duplicate sites)."""
-        return self._distance_extremes()[0]
-
-    @property
-    def max_distance(self):
-        """Largest distance between two sites (see geostat.distance.distance_extremes)."""
-        return self._distance_extremes()[1]
-
-    def _distance_extremes(self):
-        if self._extremes is None:
-            self._extremes = distance_extremes(self.coords, self.distance)
-        return self._extremes
 
     def correlation(self, theta, gradient=False):
         """Correlation matrix ``R`` and, optionally, ``dR`` for each correlation parameter.

@@ -546,3 +546,25 @@ def distance_extremes(coords, distance):
         d = np.sqrt(np.sum((points - points[far]) ** 2, axis=1))
         far, largest = int(np.argmax(d)), max(largest, float(d.max()))
     return smallest, largest
+
+
+class SiteDistanceExtremes:
+    """Mixin of the likelihoods: ``min_distance`` and ``max_distance`` of ``self.coords``
+    under ``self.distance`` (:func:`distance_extremes`), computed on first use."""
+
+    _extremes = None
+
+    @property
+    def min_distance(self):
+        """Smallest distance between two sites (0.0 for duplicate sites)."""
+        return self._distance_extremes()[0]
+
+    @property
+    def max_distance(self):
+        """Largest distance between two sites (see geostat.distance.distance_extremes)."""
+        return self._distance_extremes()[1]
+
+    def _distance_extremes(self):
+        if self._extremes is None:
+            self._extremes = distance_extremes(self.coords, self.distance)
+        return self._extremes

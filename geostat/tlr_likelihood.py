@@ -22,7 +22,7 @@ import numpy as np
 import tlrcore as tlr
 from tlrcore.backends import NUMPY, get_backend
 from geostat.device import DeviceSites
-from geostat.distance import distance_extremes
+from geostat.distance import SiteDistanceExtremes
 from geostat.gls import check_groups, gls, group_by_pattern, trend_estimates
 from geostat.likelihood import ExactLikelihood, Terms, split_params
 from geostat.safeguard import check_on_failure
@@ -41,7 +41,7 @@ class _Order:
     tile_size: int
 
 
-class TLRLikelihood:
+class TLRLikelihood(SiteDistanceExtremes):
     """Log-likelihood of one dataset under one kernel, with TLR Cholesky factors.
 
     Parameters
@@ -116,21 +116,6 @@ class TLRLikelihood:
             self.coords[sites], self.y[sites], self.design[sites], self.kernel, self.distance, self.reml,
             self.on_failure,
         )
-
-    @property
-    def min_distance(self):
-        """Smallest distance between two sites (0.0 for duplicate sites)."""
-        return self._distance_extremes()[0]
-
-    @property
-    def max_distance(self):
-        """Largest distance between two sites (see geostat.distance.distance_extremes)."""
-        return self._distance_extremes()[1]
-
-    def _distance_extremes(self):
-        if self._extremes is None:
-            self._extremes = distance_extremes(self.coords, self.distance)
-        return self._extremes
 
     def factors(self, theta, eta, accuracy=None):
         """TLR Cholesky factors of ``K = R + eta I`` on each group's sites.

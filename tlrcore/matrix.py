@@ -31,14 +31,13 @@ from tlrcore._malloc import pin_mmap_threshold
 from tlrcore.backends import get_backend
 from tlrcore.compress import COMPRESSORS
 from tlrcore.compress._recompress import check_block_output
-from tlrcore.matrix_batched import GeneratorOutput, build_packed
+from tlrcore.matrix_batched import GeneratorOutput, build_packed, norm_lower_estimate
 from tlrcore.packed import PackedTiles
 
 __all__ = ["TLRMatrix", "GeneratorError"]
 
 logger = logging.getLogger(__name__)
 
-_NORM_SAMPLE = 1024
 #: Placeholder of a tile freed by :meth:`TLRMatrix.release_column`; products fail on it.
 _RELEASED = np.full((0, 0), np.nan)
 
@@ -206,7 +205,7 @@ class TLRMatrix:
         with threadpool_limits(1, "blas"), (ThreadPoolExecutor(workers) if workers > 1 else nullcontext()) as pool:
             run = pool.map if pool is not None else map
             diagonal = list(run(lambda i: checked(tiles[i], tiles[i], (i, i)), range(n_tiles)))
-            norm = _norm_lower_estimate(checked, diagonal, offsets, rng)
+            norm = norm_lower_estimate(sum(float(np.sum(D * D)) for D in diagonal), checked, offsets, rng, np.asarray)
             tolerance = accuracy * norm / n_tiles
 
             def compress(pair_seed):
@@ -372,23 +371,6 @@ def _workers():
             raise ValueError(f"TLRCORE_NUM_THREADS={value!r} must be a positive integer.")
         return int(value)
     return max(1, min(os.cpu_count() or 1, 8))
-
-
-def _norm_lower_estimate(checked, diagonal, offsets, rng):
-    """An estimate of ``||A||_F`` that errs low (see the module docstring)."""
-    diag_sq = sum(float(np.sum(D * D)) for D in diagonal)
-    n = int(offsets[-1])
-    if len(diagonal) == 1:
-        return math.sqrt(diag_sq)
-    s = min(n, _NORM_SAMPLE)
-    rows = np.sort(rng.choice(n, size=s, replace=False))
-    cols = np.sort(rng.choice(n, size=s, replace=False))
-    sample = checked(rows, cols, "norm sample")
-    tile_of = np.searchsorted(offsets, np.arange(n), side="right") - 1
-    off = tile_of[rows][:, None] != tile_of[cols][None, :]
-    off_count = n * n - sum(D.size for D in diagonal)
-    off_sq = float(np.sum(sample[off] ** 2)) / max(int(off.sum()), 1) * off_count
-    return math.sqrt(diag_sq + 0.5 * off_sq)
 
 
 def _compress_tile(checked, rows, cols, tile, tolerance, method, max_rank, seed):

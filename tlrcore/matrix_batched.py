@@ -77,7 +77,8 @@ def build_packed(checked, n, tile_size, accuracy, backend, rng, block_size=16, m
         D[k, : idx.size, : idx.size] = checked(idx, idx, f"tile ({k}, {k})")
         if idx.size < b:
             D[k, idx.size :, idx.size :] = xp.eye(b - idx.size)
-    norm = _norm_estimate(checked, D, n, offsets, rng, xp)
+    pad = n_t * b - n
+    norm = norm_lower_estimate(float(xp.sum(D * D)) - pad, checked, offsets, rng, backend.to_host)
     tolerance = accuracy * norm / n_t
     seeds = rng.integers(0, 2**62, size=n_t)
     chunk = max(1, int(_CHUNK_MEMORY * backend.free_memory() / (8 * b * b * 3)))
@@ -126,19 +127,19 @@ def _join(xp, factors, b):
     return U, V, np.concatenate([r for _, _, r in factors])
 
 
-def _norm_estimate(checked, D, n, offsets, rng, xp):
-    """``||A||_F`` estimate that errs low: exact diagonal tiles plus half of a sampled
-    off-diagonal mass (as :func:`tlrcore.matrix._norm_lower_estimate`)."""
-    pad = D.shape[0] * D.shape[1] - n
-    diag_sq = float(xp.sum(D * D)) - pad
-    if D.shape[0] == 1:
+def norm_lower_estimate(diag_sq, checked, offsets, rng, to_host):
+    """``||A||_F`` estimate that errs low: `diag_sq`, the exact squared norm of the
+    diagonal tiles, plus half of the off-diagonal mass sampled from a random ``s x s``
+    sub-block (see :mod:`tlrcore.matrix`)."""
+    n = int(offsets[-1])
+    if len(offsets) == 2:
         return math.sqrt(diag_sq)
     s = min(n, _NORM_SAMPLE)
     rows = np.sort(rng.choice(n, size=s, replace=False))
     cols = np.sort(rng.choice(n, size=s, replace=False))
-    sample = checked(rows, cols, "norm sample")
+    sample = to_host(checked(rows, cols, "norm sample"))
     tile_of = np.searchsorted(offsets, np.arange(n), side="right") - 1
-    off = xp.asarray(tile_of[rows][:, None] != tile_of[cols][None, :])
-    off_count = n * n - sum(int(d) ** 2 for d in np.diff(offsets))
-    off_sq = float(xp.sum(xp.where(off, sample, 0.0) ** 2)) / max(int(off.sum()), 1) * off_count
+    off = tile_of[rows][:, None] != tile_of[cols][None, :]
+    off_count = n * n - int(np.sum(np.diff(offsets) ** 2))
+    off_sq = float(np.sum(sample[off] ** 2)) / max(int(off.sum()), 1) * off_count
     return math.sqrt(diag_sq + 0.5 * off_sq)
