@@ -102,3 +102,21 @@ class Results:
         if self._array is None:
             return self.backend.xp.empty((len(self.shapes), *self.fixed_shape))
         return self._array
+
+
+def assemble(backend, work, func, fixed, shapes, item_shape):
+    """Run `func` over the `work` parts (:func:`run`) and put the results together
+    (:class:`Results`); an input part with non-finite values raises, naming the first."""
+    from tlrcore.batched._checks import nonfinite_error
+
+    results = Results(backend, fixed, shapes, item_shape)
+    nonfinite = []
+    for (indices, _), (out, bad) in run(backend, work, func):
+        if bad is not None:
+            nonfinite.append(bad)
+        else:
+            results.put(indices, out)
+    if nonfinite:
+        index, name = min(nonfinite)
+        raise nonfinite_error(name, index)
+    return results.value()

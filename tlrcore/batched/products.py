@@ -115,14 +115,4 @@ def gemm(As, Bs, transa=False, transb=False, alpha=1.0, beta=0.0, Cs=None, strat
             C += beta * stacks[2]
         return C, None
 
-    results = _run.Results(backend, fixed, shapes, fixed_shape if fixed else None)
-    nonfinite = []
-    for (indices, _), (C, bad) in _run.run(backend, work, multiply):
-        if bad is not None:
-            nonfinite.append(bad)
-        else:
-            results.put(indices, C)
-    if nonfinite:
-        index, name = min(nonfinite)
-        raise _checks.nonfinite_error(name, index)
-    return results.value()
+    return _run.assemble(backend, work, multiply, fixed, shapes, fixed_shape if fixed else None)

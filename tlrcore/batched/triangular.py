@@ -161,15 +161,5 @@ def solve_triangular(Ls, Bs, lower=True, trans=False, strategy="auto", check_fin
                 return None, min(bad)
         return backend.solve_triangular(L, B, lower=lower, trans=trans), None
 
-    results = _run.Results(backend, fixed, shapes, tuple(Bs.shape[1:]) if fixed else None)
-    nonfinite = []
-    for (indices, _), (X, bad) in _run.run(backend, work, solve):
-        if bad is not None:
-            nonfinite.append(bad)
-        else:
-            results.put(indices, X)
-    if nonfinite:
-        index, name = min(nonfinite)
-        raise _checks.nonfinite_error(name, index)
-    out = results.value()
+    out = _run.assemble(backend, work, solve, fixed, shapes, tuple(Bs.shape[1:]) if fixed else None)
     return out if fixed else [x[:, 0] if v else x for x, v in zip(out, vector)]
