@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from tlrcore.batched._checks import nonfinite_error
 from tlrcore.matrix import _workers
 
 #: Back ends whose kernels compute on the calling host thread.
@@ -107,8 +108,6 @@ class Results:
 def assemble(backend, work, func, fixed, shapes, item_shape):
     """Run `func` over the `work` parts (:func:`run`) and put the results together
     (:class:`Results`); an input part with non-finite values raises, naming the first."""
-    from tlrcore.batched._checks import nonfinite_error
-
     results = Results(backend, fixed, shapes, item_shape)
     nonfinite = []
     for (indices, _), (out, bad) in run(backend, work, func):
