@@ -18,6 +18,12 @@ cholesky, TLRCholesky
     ``ranks``, ``nbytes``, ``to_dense``. ``safeguard=`` (``"shift"``, ``"schur"``,
     ``"modified"``, ``"pivot"``, combinable) and ``shift=`` factor matrices that lost
     definiteness and report ``.perturbation``.
+``variant="batched"`` (the default for a matrix built with ``method="batched"``, and the
+    only one on a GPU) factors whole tile columns with batched kernels in the packed
+    layout (``tlrcore.packed``) on any array back end; its factor is a ``PackedCholesky``.
+backends
+    ``get_backend("numpy" | "cupy" | array)``: the array module and linear algebra a TLR
+    matrix is built and factored with; CuPy is imported only when asked for.
 ldl, TLRLDL
     Left-looking TLR LDLᵀ with Bunch–Kaufman or rook pivoting inside the diagonal tiles,
     for symmetric indefinite matrices: ``inertia``, ``slogdet``, ``logdet``, ``solve``.
