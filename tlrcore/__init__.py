@@ -17,10 +17,10 @@ cholesky, TLRCholesky
     has ``logdet``, ``solve``, ``solve_lower``, ``solve_upper``, ``multiply_lower``,
     ``ranks``, ``nbytes``, ``to_dense``. ``safeguard=`` (``"shift"``, ``"schur"``,
     ``"modified"``, ``"pivot"``, combinable) and ``shift=`` factor matrices that lost
-    definiteness and report ``.perturbation``.
-``variant="batched"`` (the default for a matrix built with ``method="batched"``, and the
-    only one on a GPU) factors whole tile columns with batched kernels in the packed
-    layout (``tlrcore.packed``) on any array back end; its factor is a ``PackedCholesky``.
+    definiteness and report ``.perturbation``. ``variant="batched"`` (the default for a
+    matrix built with ``method="batched"``, and the only one on a GPU) factors whole tile
+    columns with batched kernels in the packed layout (``tlrcore.packed``) on any array
+    back end; its factor is a ``PackedCholesky``.
 backends
     ``get_backend("numpy" | "cupy" | array)``: the array module and linear algebra a TLR
     matrix is built and factored with; CuPy is imported only when asked for.
