@@ -28,6 +28,15 @@ class Backend:
     #: Whether TLR matrices on this back end are built and factored a tile column at a
     #: time in the packed layout (:mod:`tlrcore.packed`) rather than tile by tile.
     batched_by_default = False
+    #: Strategy of ``tlrcore.batched``'s ``"auto"`` for matrices of varying sizes:
+    #: ``"pad"`` (few stacked calls; what a GPU's launches favour) or ``"group"``.
+    batched_strategy = "pad"
+    #: Whether kernels compute on the calling host thread (then ``tlrcore.batched`` runs
+    #: parts of a batch on a thread pool) rather than queue on a device.
+    host_threads = False
+    #: Whether ``tlrcore.batched``'s ``"auto"`` moves Cholesky orders off multiples of 64
+    #: (a slowdown of stacked host copies, see ``tlrcore.batched._plan``).
+    cholesky_off_alignment = False
 
     def asarray(self, a):
         """`a` as a float64 array of this back end (no copy if it already is one)."""

@@ -20,6 +20,9 @@ class NumpyBackend(Backend):
 
     name = "numpy"
     xp = np
+    batched_strategy = "group"
+    host_threads = True
+    cholesky_off_alignment = True
 
     def small_kernels(self):
         return threadpool_limits(1, "blas")

@@ -21,7 +21,7 @@ Strategies
 A variable-size batch runs as stacked calls: ``"group"`` stacks equal shapes (one call per
 distinct shape); ``"pad"`` pads to a grid of sizes (identity blocks for matrices to
 factor or solve with, zeros elsewhere: exact) and stacks by padded shape; ``"auto"``
-picks per back end (:data:`tlrcore.batched._plan.AUTO`).
+picks per back end (``Backend.batched_strategy``).
 
 Measured with ``benchmarks/gpu.py --parts 1`` on the 2-core CPU (OpenBLAS; two host
 threads, one BLAS thread each; medians, single runs varied up to several-fold on this VM):

@@ -9,14 +9,14 @@ shape, no extra flops); ``"pad"`` rounds every dimension up to the grid :func:`p
 exact: matrices to factor or solve with get an identity block (``chol(diag(A, I)) =
 diag(chol(A), I)``), everything else zeros.
 
-``"auto"`` picks per back end from :data:`AUTO`, as measured by ``benchmarks/gpu.py
+``"auto"`` picks the back end's ``batched_strategy``, as measured by ``benchmarks/gpu.py
 --parts 1``. On the 2-core CPU grouping won: stacking costs a copy per matrix either way,
 and the CPU gains little from fewer calls. NumPy's stacked Cholesky copies every matrix
 into LAPACK's column order and back, and these transposing copies are 2.5x slower when
 the order is a multiple of 64 (cache conflicts of 512-byte strides; one thread, stacks of
 order 256: 10 GFLOP/s, 264: 26; 512: 14, 520: 36; LAPACK on the same matrices in place:
 34-44 at all four orders), so ``auto`` there moves such orders (from 128) up by 8
-(:func:`off_alignment`). Every other back end pads: on a
+(:func:`off_alignment`; the back end's ``cholesky_off_alignment``). Every other back end pads: on a
 GPU each call costs launches and a synchronization (the back end returns ``info`` on the
 host), which is what padding saves; that choice is not yet measured.
 """
@@ -32,12 +32,6 @@ STRATEGIES = ("auto", "group", "pad")
 #: Ratio of successive padded sizes: a dimension grows by at most 9% or 8 (whichever is
 #: more), plus 8 where the grid skips a multiple of 64.
 PAD_RATIO = 2.0 ** 0.125
-
-#: Strategy that ``"auto"`` uses on each back end; ``"pad"`` for back ends not listed.
-AUTO = {"numpy": "group"}
-
-#: Back ends on which ``"auto"`` moves Cholesky orders off multiples of 64 (see module docstring).
-OFF_ALIGNMENT = ("numpy",)
 
 _GRID = np.arange(8, 65, 8)
 
@@ -88,12 +82,12 @@ def computed_dims(dims, strategy, backend, factor=False):
     strategy : {"auto", "group", "pad"}
     backend : Backend
     factor : bool
-        The first dimension is the order of a matrix to factor (see :data:`OFF_ALIGNMENT`).
+        The first dimension is the order of a matrix to factor (see :func:`off_alignment`).
     """
-    resolved = AUTO.get(backend.name, "pad") if strategy == "auto" else strategy
+    resolved = backend.batched_strategy if strategy == "auto" else strategy
     if resolved == "pad":
         return pad_up(dims)
-    if factor and strategy == "auto" and backend.name in OFF_ALIGNMENT:
+    if factor and strategy == "auto" and backend.cholesky_off_alignment:
         out = dims.copy()
         out[:, 0] = off_alignment(dims[:, 0])
         return out

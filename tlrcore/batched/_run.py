@@ -1,6 +1,6 @@
 """Running a plan: work units, host threads, and collecting the results in the caller's form.
 
-On back ends whose kernels compute on the calling host thread (:data:`HOST_THREADS`),
+On back ends whose kernels compute on the calling host thread (``backend.host_threads``),
 every bucket is cut into parts of at most :data:`UNIT_BYTES` (and into at least
 ``workers`` parts), run on a thread pool of ``TLRCORE_NUM_THREADS`` threads (default: the
 CPU count, at most 8), BLAS on one thread each, as elsewhere in tlrcore; a fixed-size
@@ -28,9 +28,6 @@ import numpy as np
 from tlrcore.batched._checks import nonfinite_error
 from tlrcore.matrix import _workers
 
-#: Back ends whose kernels compute on the calling host thread.
-HOST_THREADS = ("numpy",)
-
 #: Largest part of a bucket (its operands and results) on host-thread back ends.
 UNIT_BYTES = 16 * 2**20
 
@@ -38,7 +35,7 @@ UNIT_BYTES = 16 * 2**20
 def units(backend, groups, item_bytes):
     """The ``(indices, shape)`` work units of the buckets `groups` (see module docstring);
     ``item_bytes(shape)`` is the memory one matrix of the bucket occupies."""
-    if backend.name not in HOST_THREADS:
+    if not backend.host_threads:
         return list(groups)
     workers = _workers()
     work = []
@@ -51,7 +48,7 @@ def units(backend, groups, item_bytes):
 def run(backend, work, task):
     """Yield ``(unit, task(*unit))`` for each unit of `work`, in order; on a thread pool on
     host-thread back ends."""
-    workers = min(_workers(), len(work)) if backend.name in HOST_THREADS else 1
+    workers = min(_workers(), len(work)) if backend.host_threads else 1
     if workers <= 1:
         for unit in work:
             yield unit, task(*unit)
