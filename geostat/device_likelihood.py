@@ -33,10 +33,12 @@ import numpy as np
 from geostat.device import DeviceSites
 from geostat.distance import SiteDistanceExtremes
 from geostat.gls import GLSFit, check_groups, gls_coefficients, group_by_pattern, trend_estimates
-from geostat.likelihood import Terms, split_params
+from geostat.likelihood import Terms, fitting_runs, split_params
 from geostat.safeguard import check_on_failure, dense_shifts
 from geostat.solvers import not_positive_definite
+from tlrcore import batched
 from tlrcore.backends import get_backend
+from tlrcore.errors import NotPositiveDefiniteError
 
 __all__ = ["DeviceCholesky", "DeviceExactLikelihood", "device_exact_bytes", "fits_on_device"]
 
@@ -104,6 +106,15 @@ class DeviceCholesky:
         if int(info):
             raise not_positive_definite(int(info), self.n)
         self.L = L
+
+    @classmethod
+    def from_factor(cls, L, backend):
+        """Wrap the lower Cholesky factor `L` (on `backend`) of a positive definite matrix,
+        computed elsewhere (:func:`tlrcore.batched.cholesky`) without a shift."""
+        self = cls.__new__(cls)
+        self.backend, self.L, self.n = backend, L, L.shape[0]
+        self.shift = self.perturbation = self.relative_perturbation = 0.0
+        return self
 
     def _shifted(self, matrix, shifts):
         xp = self.backend.xp
@@ -292,6 +303,31 @@ class DeviceExactLikelihood(SiteDistanceExtremes):
             self.n_safeguarded += 1
         return chol
 
+    def _group_factors(self, R, eta):
+        """``((group, device group), factor)`` for each group of replicates: the Cholesky
+        factor of ``K = R + eta I`` on the group's sites.
+
+        One group is factored in `R`'s memory. Several go through
+        :func:`tlrcore.batched.cholesky` (the groups of one size in one batched cuSOLVER
+        call), as many at a time as fit in the ``n x n`` entries of one covariance; if one
+        fails, that run is factored group by group through :meth:`_factor`, which applies
+        the ``on_failure`` policy.
+        """
+        pairs = list(zip(self.groups, self._device_groups))
+        if len(pairs) == 1:
+            yield pairs[0], self._factor(self._group_matrix(R, pairs[0][1].sites, eta, copy=False), eta)
+            return
+        for run in fitting_runs(pairs, self.n * self.n, order=lambda pair: pair[0].y.shape[0]):
+            Ks = [self._group_matrix(R, dg.sites, eta, copy=True) for _, dg in run]
+            try:
+                Ls = batched.cholesky(Ks, strategy="group", check_finite=False, backend=self.backend)
+            except NotPositiveDefiniteError:
+                factors = [self._factor(K, eta) for K in Ks]
+            else:
+                factors = [DeviceCholesky.from_factor(L, self.backend) for L in Ls]
+            del Ks
+            yield from zip(run, factors)
+
     def _trend_trace(self, fit, A):
         """``tr((F^T K^{-1} F)^{-1} (K^{-1} F)^T A (K^{-1} F))``: the REML part of ``tr(P A)``."""
         return float(np.trace(fit.ftkf_solve(self.backend.to_host(fit.kinv_f.T @ A))))
@@ -317,9 +353,7 @@ class DeviceExactLikelihood(SiteDistanceExtremes):
         names = [*dR, "eye"] if gradient else []
         quad = dict.fromkeys(names, 0.0)
         trace = dict.fromkeys(names, 0.0)
-        shared = len(self.groups) > 1
-        for g, dg in zip(self.groups, self._device_groups):
-            chol = self._factor(self._group_matrix(R, dg.sites, eta, copy=shared), eta)
+        for (g, dg), chol in self._group_factors(R, eta):
             fit = _gls(chol, dg.y, dg.design)
             logdet += g.r * chol.logdet()
             quadratic += float(xp.sum(fit.residual * fit.alpha))
@@ -353,8 +387,7 @@ class DeviceExactLikelihood(SiteDistanceExtremes):
             right-hand sides.
         """
         R, _ = self.correlation(theta)
-        shared = len(self.groups) > 1
-        return [self._factor(self._group_matrix(R, dg.sites, eta, copy=shared), eta) for dg in self._device_groups]
+        return [chol for _, chol in self._group_factors(R, eta)]
 
     def gls(self, params):
         """Generalized least-squares trend at natural parameters.

@@ -349,3 +349,38 @@ def test_gpu_fit_and_log_likelihood_match_the_cpu():
     for name, value in cpu.params_.items():
         assert gpu.params_[name] == pytest.approx(value, rel=1e-4)
     np.testing.assert_allclose(gpu.predict(X[:10]), cpu.predict(X[:10]), rtol=1e-5)
+
+
+def test_device_replicate_groups_go_through_the_batched_cholesky(data, monkeypatch):
+    import tlrcore
+
+    calls = []
+    original = tlrcore.batched.cholesky
+
+    def spy(mats, **kwargs):
+        calls.append(len(mats))
+        return original(mats, **kwargs)
+
+    monkeypatch.setattr(tlrcore.batched, "cholesky", spy)
+    cpu, device = pair(data, "exponential", True, False, NUMPY)
+    theta = {"range": 0.2}
+    assert len(device.groups) > 1
+    expected = cpu.terms(theta, 0.1).logdet
+    calls.clear()
+    assert device.terms(theta, 0.1).logdet == pytest.approx(expected, rel=1e-12)
+    assert calls and sum(calls) == len(device.groups)  # every group, in runs of at most n^2 entries
+
+
+def test_device_replicate_group_that_fails_is_shifted_alone():
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(60, 2))
+    X[30:] = X[:30] + 1e-13  # near-duplicate sites
+    Y = rng.normal(size=(60, 2))
+    Y[30:, 0] = np.nan  # group of replicate 0: 30 distinct sites, positive definite
+    args = (X, Y, np.ones((60, 1)), gs.kernels.get_kernel("gaussian"), get_distance("euclidean"))
+    device = DeviceExactLikelihood(*args, backend=NUMPY)
+    cpu = ExactLikelihood(*args)
+    theta = {"range": 0.5}
+    got, expected = device.terms(theta, 0.0), cpu.terms(theta, 0.0)
+    assert device.n_safeguarded == cpu.n_safeguarded == 1  # only the group with duplicates
+    assert got.logdet == pytest.approx(expected.logdet, rel=1e-6)
