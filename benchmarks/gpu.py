@@ -34,7 +34,10 @@ packed layout, the batched Cholesky), at ``--sizes`` (default 65K to 1M) and
 ``--accuracies`` (1e-6, 1e-8), the median of ``--repeats`` after one warm-up at
 n = 4,096; side by side with the dense log-likelihood on the same device (covariance
 built there, one Cholesky, ``potrf`` on a GPU) up to ``--dense-max``, with the difference
-of the two values, the mean rank of the factor and its memory. On ``--backend numpy``
+of the two values, the mean rank of the factor and its memory; then the build and the
+factorization timed apart, and the rate of the factorization's low-rank products
+(``PackedCholesky.gemm_flops``, counted from shapes with padding, over the factorization
+time: a lower bound of the GEMM-phase rate). On ``--backend numpy``
 this is the CPU algorithm (ACA tiles, thread-pooled left-looking Cholesky), the baseline
 for the GPU's batched one. Observations are white noise, which magnifies the TLR error of
 the quadratic term (see benchmarks/loglik.py). Part 2 on a GPU:
@@ -253,7 +256,7 @@ def part_tlr(args):
         print(f"\nPart 2: 2-D exponential log-likelihood (range 0.1, nugget {NUGGET}, constant trend), "
               f"backend {backend.name}, median of {args.repeats}")
         print(f"{'n':>9} {'accuracy':>9} {'tile':>5} {'TLR s':>8} {'dense s':>8} {'dense/TLR':>9} {'|dl|':>9} "
-              f"{'mean rank':>9} {'L GiB':>6}")
+              f"{'mean rank':>9} {'L GiB':>6} {'build s':>8} {'factor s':>8} {'GFLOP/s':>8}")
         _tlr_loglik(backend, 4096, 1e-6, 512, kernel, distance, params)  # warm-up: kernels compiled, pool filled
         for n in args.sizes:
             rng = np.random.default_rng(n)
@@ -267,11 +270,33 @@ def part_tlr(args):
                 tlr_time = statistics.median(seconds for seconds, _, _ in runs)
                 _, value, factor = runs[-1]
                 ranks = factor.ranks[np.tril_indices(factor.n_tiles, -1)]
+                build, factoring, flops = _phases(backend, X, accuracy, tile, kernel, distance, params)
                 ratio = f"{dense_time / tlr_time:9.2f}" if dense_time else f"{'-':>9}"
                 error = f"{abs(value - dense_value):9.1e}" if dense_value is not None else f"{'-':>9}"
                 shown = f"{dense_time:8.2f}" if dense_time else f"{'-':>8}"
+                rate = f"{flops / factoring / 1e9:8.1f}" if flops else f"{'-':>8}"
                 print(f"{n:>9} {accuracy:>9.0e} {tile:>5} {tlr_time:8.2f} {shown} {ratio} {error} "
-                      f"{ranks.mean():9.1f} {factor.nbytes / 2**30:6.2f}", flush=True)
+                      f"{ranks.mean():9.1f} {factor.nbytes / 2**30:6.2f} {build:8.2f} {factoring:8.2f} {rate}",
+                      flush=True)
+
+
+def _phases(backend, X, accuracy, tile, kernel, distance, params):
+    """``(build s, factor s, GEMM flops)`` of the TLR covariance of `X`, as the likelihood
+    makes it (KD-tree order, tiles from ``DeviceSites``), timed apart; the flops are the
+    batched factorization's counted low-rank products (0 on the CPU algorithm)."""
+    from geostat.device import DeviceSites
+    from geostat.solvers import site_order, tlr_matrix
+
+    perm, tile = site_order(X, distance, "kdtree", tile)
+    block = DeviceSites(X[perm], distance, backend).covariance_block(kernel, params)
+    backend.synchronize()
+    start = time.perf_counter()
+    A = tlr_matrix(block, X.shape[0], tile, accuracy, backend=backend)
+    backend.synchronize()
+    built = time.perf_counter()
+    factor = tlr.cholesky(A, overwrite_a=True)
+    backend.synchronize()
+    return built - start, time.perf_counter() - built, getattr(factor, "gemm_flops", 0.0)
 
 
 def _tlr_loglik(backend, n, accuracy, tile, kernel, distance, params, X=None, y=None):

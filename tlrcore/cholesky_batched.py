@@ -64,6 +64,7 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
         factorizer.record_shift(P.n)
     seeds = np.random.default_rng(random_state).integers(0, 2**62, size=n_t)
     columns = []
+    flops = [0.0]
     with backend.small_kernels():
         for k in range(n_t):
             Lkk, info = backend.cholesky(D[k])
@@ -73,44 +74,56 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
             p = n_t - k - 1
             if p == 0:
                 break
-            U, V, r = _update_column(P.columns[k], columns, k, p, b, tolerance, backend, int(seeds[k]), block_size)
+            U, V, r = _update_column(P.columns[k], columns, k, p, b, tolerance, backend, int(seeds[k]), block_size,
+                                     flops)
             width = V.shape[2]
             V = backend.solve_triangular(Lkk, V.transpose(1, 0, 2).reshape(b, p * width), lower=True)
             V = V.reshape(b, p, width).transpose(1, 0, 2)
             column = TileColumn.from_padded(xp, U, V, r)
             for lo, hi, Us, Vs in column.suffix(0):
                 D[k + 1 + lo : k + 1 + hi] -= (Us @ (Vs.transpose(0, 2, 1) @ Vs)) @ Us.transpose(0, 2, 1)
+                flops[0] += 2.0 * (hi - lo) * Us.shape[2] * (2 * b * Us.shape[2] + b * b)
             columns.append(column)
             if release is not None:
                 P.columns[k] = TileColumn.empty()
                 release(k)
     columns += [TileColumn.empty()] * (n_t - len(columns))
-    return PackedCholesky(PackedTiles(backend, P.n, b, D, columns), tolerance)
+    factor = PackedCholesky(PackedTiles(backend, P.n, b, D, columns), tolerance)
+    factor.gemm_flops = flops[0]
+    return factor
 
 
-def _update_column(A_k, L, k, p, b, tolerance, backend, seed, block_size):
+def _update_column(A_k, L, k, p, b, tolerance, backend, seed, block_size, flops):
     """Batched ARA of the updated tiles of column `k`: ``A_k`` is the matrix's column,
-    ``L`` the factor's columns ``0..k-1`` (the sampled operator of the module docstring)."""
+    ``L`` the factor's columns ``0..k-1`` (the sampled operator of the module docstring).
+    The flops of its low-rank products are added to ``flops[0]``."""
     xp = backend.xp
     left = [L[j].tile(k - j - 1) for j in range(k)]
 
     def sample(active, omega):
-        Y = xp.empty((active.size, b, omega.shape[1]))
+        s = omega.shape[1]
+        Y = xp.empty((active.size, b, s))
         for lo, hi, U, V in A_k.blocks(active):
             Y[lo:hi] = U @ (V.transpose(0, 2, 1) @ omega)
+            flops[0] += 4.0 * (hi - lo) * b * U.shape[2] * s
         for j, (Ukj, Vkj) in enumerate(left):
             Z = Vkj @ (Ukj.T @ omega)
+            flops[0] += 4.0 * b * Ukj.shape[1] * s
             for lo, hi, U, V in L[j].blocks(k - j + active):
                 Y[lo:hi] -= U @ (V.transpose(0, 2, 1) @ Z)
+                flops[0] += 4.0 * (hi - lo) * b * U.shape[2] * s
         return Y
 
     def project(Q):
-        B = xp.empty((p, b, Q.shape[2]))
+        q = Q.shape[2]
+        B = xp.empty((p, b, q))
         for lo, hi, U, V in A_k.suffix(0):
             B[lo:hi] = V @ (U.transpose(0, 2, 1) @ Q[lo:hi])
+            flops[0] += 4.0 * (hi - lo) * b * U.shape[2] * q
         for j, (Ukj, Vkj) in enumerate(left):
             for lo, hi, U, V in L[j].suffix(k - j):
                 B[lo:hi] -= Ukj @ (Vkj.T @ (V @ (U.transpose(0, 2, 1) @ Q[lo:hi])))
+                flops[0] += 4.0 * (hi - lo) * b * q * (U.shape[2] + Ukj.shape[1])
         return B
 
     return batched_ara(sample, project, p, (b, b), tolerance, backend, seed, block_size)
@@ -129,9 +142,13 @@ class PackedCholesky:
     backend, n, n_tiles, offsets, tolerance
     perturbation, shift : float
         Set by the factorization: ``||E||_F`` of the shift, and the shift.
+    gemm_flops : float
+        Flops of the factorization's low-rank products (sampling, projection, diagonal
+        updates), counted from the operand shapes, padding included; for rates.
     """
 
     perm = None
+    gemm_flops = 0.0
 
     def __init__(self, packed, tolerance):
         self.packed = packed

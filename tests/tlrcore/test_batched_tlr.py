@@ -213,3 +213,14 @@ def test_segments_cut_the_padding_and_blocks_return_the_right_tiles():
         assert seen == list(range(positions.size))
     Ut, Vt = column.tile(6)
     assert Ut.shape == (16, 30) and np.array_equal(Ut @ Vt.T, U[6] @ V[6].T)
+
+
+def test_gemm_flops_are_counted():
+    X = sites(800)
+    block = generator(X, "numpy")
+    one = tlr.cholesky(tlr.TLRMatrix.from_generator(block, 800, 800, accuracy=1e-8, method="batched"))
+    assert one.gemm_flops == 0.0  # a single tile: no low-rank products
+    small = tlr.cholesky(tlr.TLRMatrix.from_generator(block, 800, 200, accuracy=1e-8, method="batched"))
+    large = tlr.cholesky(tlr.TLRMatrix.from_generator(block, 800, 100, accuracy=1e-8, method="batched"))
+    # at least the sampling of every updated tile once: 4 b r s per tile and update
+    assert small.gemm_flops > 4 * 200 * 16 * 6 and large.gemm_flops > small.gemm_flops
