@@ -88,14 +88,6 @@ class Backend:
         """
         raise NotImplementedError
 
-    def qr(self, a):
-        """Reduced QR of one matrix or a stack ``(..., m, k)``: ``(Q, R)``."""
-        return self.xp.linalg.qr(a, mode="reduced")
-
-    def svd(self, a):
-        """Thin SVD of one matrix or a stack: ``(U, s, Vt)``."""
-        return self.xp.linalg.svd(a, full_matrices=False)
-
     def eigh(self, a):
         """Eigenvalues (ascending) and eigenvectors of symmetric matrices (stack allowed)."""
         return self.xp.linalg.eigh(a)

@@ -63,14 +63,6 @@ class CupyBackend(Backend):
         with cupyx.errstate(linalg="raise"):
             return cupyx.scipy.linalg.solve_triangular(a, b, trans=int(trans), lower=lower)
 
-    def qr(self, a):
-        with cupyx.errstate(linalg="raise"):
-            return cupy.linalg.qr(a, mode="reduced")
-
-    def svd(self, a):
-        with cupyx.errstate(linalg="raise"):
-            return cupy.linalg.svd(a, full_matrices=False)
-
     def eigh(self, a):
         if a.ndim > 2 and a.shape[-1] > _BATCHED_JACOBI_MAX:
             # cuSOLVER's batched Jacobi solver stops at 32; beyond, CuPy loops over single
