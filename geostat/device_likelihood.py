@@ -32,7 +32,7 @@ import numpy as np
 
 from geostat.device import DeviceSites
 from geostat.distance import SiteDistanceExtremes
-from geostat.gls import GLSFit, check_groups, gls_coefficients, group_by_pattern, trend_estimates
+from geostat.gls import check_groups, gls_on_backend, group_by_pattern, trend_estimates
 from geostat.likelihood import Terms, fitting_runs, split_params
 from geostat.safeguard import check_on_failure, dense_shifts
 from geostat.solvers import not_positive_definite
@@ -171,18 +171,6 @@ class _DeviceGroup:
     sites: object  # device indices of the observed sites, or None for all
     y: object  # (n_g, r_g)
     design: object  # (n_g, p)
-
-
-def _gls(chol, y, design):
-    """:func:`geostat.gls.gls` for arrays on the back end (the small products on the host)."""
-    kinv_y = chol.solve(y)
-    if design.shape[1] == 0:
-        return GLSFit(kinv_y, y, np.zeros((0, y.shape[1])), None, None, 0.0)
-    kinv_f = chol.solve(design)
-    to_host = chol.backend.to_host
-    ftkf_chol, beta, logdet_ftkf = gls_coefficients(to_host(design.T @ kinv_f), to_host(design.T @ kinv_y))
-    beta_device = chol.backend.asarray(beta)
-    return GLSFit(kinv_y - kinv_f @ beta_device, y - design @ beta_device, beta, kinv_f, ftkf_chol, logdet_ftkf)
 
 
 class DeviceExactLikelihood(SiteDistanceExtremes):
@@ -354,7 +342,7 @@ class DeviceExactLikelihood(SiteDistanceExtremes):
         quad = dict.fromkeys(names, 0.0)
         trace = dict.fromkeys(names, 0.0)
         for (g, dg), chol in self._group_factors(R, eta):
-            fit = _gls(chol, dg.y, dg.design)
+            fit = gls_on_backend(chol, dg.y, dg.design)
             logdet += g.r * chol.logdet()
             quadratic += float(xp.sum(fit.residual * fit.alpha))
             if reml_trend:
@@ -435,7 +423,7 @@ class DeviceExactLikelihood(SiteDistanceExtremes):
             W = chol.inverse()
             W /= s
             if self.reml and self.n_coef:
-                fit = _gls(chol, dg.y, dg.design)
+                fit = gls_on_backend(chol, dg.y, dg.design)
                 inner = self.backend.asarray(fit.ftkf_solve(np.eye(self.n_coef)))
                 W -= (fit.kinv_f @ inner) @ fit.kinv_f.T / s
             del chol

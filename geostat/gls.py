@@ -108,6 +108,20 @@ def gls(chol, y, design):
     return GLSFit(kinv_y - kinv_f @ beta, y - design @ beta, beta, kinv_f, ftkf_chol, logdet_ftkf)
 
 
+def gls_on_backend(chol, y, design):
+    """:func:`gls` for `y` and `design` held on the factor's array back end (a GPU): the
+    solves and large products stay there, only the ``p x p`` and ``p x r`` products of the
+    coefficients cross to the host. `chol` has ``.solve`` and ``.backend``."""
+    kinv_y = chol.solve(y)
+    if design.shape[1] == 0:
+        return GLSFit(kinv_y, y, np.zeros((0, y.shape[1])), None, None, 0.0)
+    kinv_f = chol.solve(design)
+    to_host = chol.backend.to_host
+    ftkf_chol, beta, logdet_ftkf = gls_coefficients(to_host(design.T @ kinv_f), to_host(design.T @ kinv_y))
+    beta_device = chol.backend.asarray(beta)
+    return GLSFit(kinv_y - kinv_f @ beta_device, y - design @ beta_device, beta, kinv_f, ftkf_chol, logdet_ftkf)
+
+
 def gls_coefficients(ftkf, ft_kinv_y):
     """GLS coefficients from the small products ``F^T K^{-1} F`` (p, p) and ``F^T K^{-1} y`` (p, r).
 

@@ -23,7 +23,7 @@ import tlrcore as tlr
 from tlrcore.backends import NUMPY, get_backend
 from geostat.device import DeviceSites
 from geostat.distance import SiteDistanceExtremes
-from geostat.gls import check_groups, gls, group_by_pattern, trend_estimates
+from geostat.gls import check_groups, gls, gls_on_backend, group_by_pattern, trend_estimates
 from geostat.likelihood import ExactLikelihood, Terms, split_params
 from geostat.safeguard import check_on_failure
 from geostat.solvers import TLRFactor, covariance_block, gradient_block, site_order, tlr_matrix
@@ -66,9 +66,11 @@ class TLRLikelihood(SiteDistanceExtremes):
         ``tlrcore.cholesky(..., safeguard="shift")``.
     backend : str or tlrcore.backends.Backend, default "numpy"
         Where the covariance tiles are generated, compressed and factored: ``"cupy"``
-        builds and factors them on the GPU in the packed layout (batched algorithms);
-        right-hand sides and solutions cross to the host (vectors of length ``n`` per
-        evaluation, milliseconds against the factorization).
+        builds and factors them on the GPU in the packed layout (batched algorithms). An
+        evaluation keeps the observations and design on the device and moves only scalars
+        and small arrays (per-tile estimates, ``p x p`` GLS products) to the host; the
+        factors handed to kriging and standard errors (:meth:`factors`) solve host
+        vectors.
 
     Raises
     ------
@@ -106,6 +108,7 @@ class TLRLikelihood(SiteDistanceExtremes):
         self._cache = None
         self._extremes = None
         self._device_sites = {}
+        self._device_data = {}
 
     def _sites(self, group):
         return self.coords if group.sites is None else self.coords[group.sites]
@@ -196,13 +199,26 @@ class TLRLikelihood(SiteDistanceExtremes):
         if gradient:
             raise ValueError("the TLR likelihood has no analytic gradient; use gradient=False.")
         logdet = logdet_trend = quadratic = 0.0
-        for g, chol in zip(self.groups, self.factors(theta, eta, accuracy)):
-            fit = gls(chol, g.y, g.design)
+        xp = self.backend.xp
+        for index, (g, chol) in enumerate(zip(self.groups, self.factors(theta, eta, accuracy))):
+            fit = self._gls(index, g, chol)
             logdet += g.r * chol.logdet()
-            quadratic += float(np.sum(fit.residual * fit.alpha))
+            quadratic += float(xp.sum(fit.residual * fit.alpha))
             if self.reml and self.n_coef:
                 logdet_trend += g.r * fit.logdet_ftkf
         return Terms(self.n_obs, self.n_eff, logdet, logdet_trend, quadratic)
+
+    def _gls(self, index, group, chol):
+        """GLS fit of group `index`. Off the CPU path its observations and design are held
+        on the device in the factor's site order, once, so that an evaluation moves only
+        scalars and ``p x p`` matrices to the host (the quadratic form and the
+        coefficients do not depend on the order)."""
+        if self.backend is NUMPY:
+            return gls(chol, group.y, group.design)
+        if index not in self._device_data:
+            perm = self._orders[index].perm
+            self._device_data[index] = (self.backend.asarray(group.y[perm]), self.backend.asarray(group.design[perm]))
+        return gls_on_backend(chol.factor, *self._device_data[index])
 
     def gls(self, params):
         """Generalized least-squares trend at natural parameters (see ExactLikelihood.gls)."""

@@ -205,7 +205,7 @@ class TLRMatrix:
         with threadpool_limits(1, "blas"), (ThreadPoolExecutor(workers) if workers > 1 else nullcontext()) as pool:
             run = pool.map if pool is not None else map
             diagonal = list(run(lambda i: checked(tiles[i], tiles[i], (i, i)), range(n_tiles)))
-            norm = norm_lower_estimate(sum(float(np.sum(D * D)) for D in diagonal), checked, offsets, rng, np.asarray)
+            norm = norm_lower_estimate(sum(float(np.sum(D * D)) for D in diagonal), checked, offsets, rng, np)
             tolerance = accuracy * norm / n_tiles
 
             def compress(pair_seed):

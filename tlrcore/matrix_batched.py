@@ -78,7 +78,7 @@ def build_packed(checked, n, tile_size, accuracy, backend, rng, block_size=16, m
         if idx.size < b:
             D[k, idx.size :, idx.size :] = xp.eye(b - idx.size)
     pad = n_t * b - n
-    norm = norm_lower_estimate(float(xp.sum(D * D)) - pad, checked, offsets, rng, backend.to_host)
+    norm = norm_lower_estimate(float(xp.sum(D * D)) - pad, checked, offsets, rng, xp)
     tolerance = accuracy * norm / n_t
     seeds = rng.integers(0, 2**62, size=n_t)
     chunk = max(1, int(_CHUNK_MEMORY * backend.free_memory() / (8 * b * b * 3)))
@@ -127,7 +127,7 @@ def _join(xp, factors, b):
     return U, V, np.concatenate([r for _, _, r in factors])
 
 
-def norm_lower_estimate(diag_sq, checked, offsets, rng, to_host):
+def norm_lower_estimate(diag_sq, checked, offsets, rng, xp):
     """``||A||_F`` estimate that errs low: `diag_sq`, the exact squared norm of the
     diagonal tiles, plus half of the off-diagonal mass sampled from a random ``s x s``
     sub-block (see :mod:`tlrcore.matrix`)."""
@@ -137,9 +137,9 @@ def norm_lower_estimate(diag_sq, checked, offsets, rng, to_host):
     s = min(n, _NORM_SAMPLE)
     rows = np.sort(rng.choice(n, size=s, replace=False))
     cols = np.sort(rng.choice(n, size=s, replace=False))
-    sample = to_host(checked(rows, cols, "norm sample"))
+    sample = checked(rows, cols, "norm sample")
     tile_of = np.searchsorted(offsets, np.arange(n), side="right") - 1
     off = tile_of[rows][:, None] != tile_of[cols][None, :]
     off_count = n * n - int(np.sum(np.diff(offsets) ** 2))
-    off_sq = float(np.sum(sample[off] ** 2)) / max(int(off.sum()), 1) * off_count
+    off_sq = float(xp.sum(sample[xp.asarray(off)] ** 2)) / max(int(off.sum()), 1) * off_count
     return math.sqrt(diag_sq + 0.5 * off_sq)

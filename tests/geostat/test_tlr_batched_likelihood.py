@@ -80,3 +80,21 @@ def test_spatialgp_tlr_on_the_gpu_path_fits_like_the_cpu(monkeypatch):
         assert gpu.params_[name] == pytest.approx(value, rel=1e-4)  # two TLR factorizations at 1e-8
     assert gpu.loglik_ == pytest.approx(cpu.loglik_, rel=1e-8)
     np.testing.assert_allclose(gpu.predict(X[:7]), cpu.predict(X[:7]), rtol=1e-5)
+
+
+def test_an_evaluation_moves_only_small_arrays_to_the_host():
+    moved = []
+
+    class Counting(Standin):
+        def to_host(self, a):
+            moved.append(np.size(a))
+            return super().to_host(a)
+
+    X, y, F = problem(n=1200, replicates=2)
+    likelihood = TLRLikelihood(X, y, F, get_kernel("exponential"), get_distance("euclidean"), accuracy=1e-8,
+                               tile_size=256, backend=Counting())
+    likelihood.log_likelihood(PARAMS)
+    moved.clear()
+    likelihood.log_likelihood(dict(PARAMS, range=0.12))
+    # per-tile error estimates and ranks (at most n_tiles), and the p x p, p x r GLS products
+    assert moved and max(moved) <= 8
