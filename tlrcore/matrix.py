@@ -110,6 +110,7 @@ class TLRMatrix:
 
     def __init__(self, diagonal, U, V, offsets, accuracy, tolerance, backend, packed=None):
         self.packed = packed
+        self._packed_copy = None
         self.diagonal = diagonal
         self.U, self.V = U, V
         self.offsets = np.asarray(offsets)
@@ -273,11 +274,14 @@ class TLRMatrix:
         return ranks
 
     def pack(self):
-        """The matrix in the packed layout (:class:`~tlrcore.packed.PackedTiles`), made
-        once from the tiles if it was not built that way."""
-        if self.packed is None:
-            self.packed = PackedTiles.from_tiles(self.backend, self.diagonal, self.U, self.V, self.offsets)
-        return self.packed
+        """The matrix in the packed layout (:class:`~tlrcore.packed.PackedTiles`): the
+        storage itself if it was built that way, else a copy made once (the matrix keeps
+        its tile layout and its default factorization)."""
+        if self.packed is not None:
+            return self.packed
+        if self._packed_copy is None:
+            self._packed_copy = PackedTiles.from_tiles(self.backend, self.diagonal, self.U, self.V, self.offsets)
+        return self._packed_copy
 
     @property
     def mean_rank(self):
