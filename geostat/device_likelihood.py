@@ -32,7 +32,7 @@ import numpy as np
 
 from geostat.device import DeviceSites
 from geostat.distance import SiteDistanceExtremes
-from geostat.gls import check_groups, gls_on_backend, group_by_pattern, trend_estimates
+from geostat.gls import check_groups, gls, group_by_pattern, trend_estimates
 from geostat.likelihood import Terms, fitting_runs, split_params
 from geostat.safeguard import check_on_failure, dense_shifts
 from geostat.solvers import not_positive_definite
@@ -342,7 +342,7 @@ class DeviceExactLikelihood(SiteDistanceExtremes):
         quad = dict.fromkeys(names, 0.0)
         trace = dict.fromkeys(names, 0.0)
         for (g, dg), chol in self._group_factors(R, eta):
-            fit = gls_on_backend(chol, dg.y, dg.design)
+            fit = gls(chol, dg.y, dg.design, self.backend)
             logdet += g.r * chol.logdet()
             quadratic += float(xp.sum(fit.residual * fit.alpha))
             if reml_trend:
@@ -423,7 +423,7 @@ class DeviceExactLikelihood(SiteDistanceExtremes):
             W = chol.inverse()
             W /= s
             if self.reml and self.n_coef:
-                fit = gls_on_backend(chol, dg.y, dg.design)
+                fit = gls(chol, dg.y, dg.design, self.backend)
                 inner = self.backend.asarray(fit.ftkf_solve(np.eye(self.n_coef)))
                 W -= (fit.kinv_f @ inner) @ fit.kinv_f.T / s
             del chol

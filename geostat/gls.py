@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import cho_solve
 
+from tlrcore.backends import NUMPY
+
 __all__ = [
     "LOG_2PI",
     "TrendNotIdentifiableError",
@@ -98,28 +100,21 @@ class GLSFit:
         return cho_solve((self.ftkf_chol, True), b, check_finite=False)
 
 
-def gls(chol, y, design):
-    """GLS coefficients, residuals and ``alpha = K^{-1} (y - F beta)`` for one group."""
+def gls(chol, y, design, backend=NUMPY):
+    """GLS coefficients, residuals and ``alpha = K^{-1} (y - F beta)`` for one group.
+
+    `y`, `design` and what ``chol.solve`` returns are arrays of `backend` (a GPU's: the
+    solves and large products stay there; only the ``p x p`` and ``p x r`` products of the
+    coefficients cross to the host).
+    """
     kinv_y = chol.solve(y)
     if design.shape[1] == 0:
         return GLSFit(kinv_y, y, np.zeros((0, y.shape[1])), None, None, 0.0)
     kinv_f = chol.solve(design)
-    ftkf_chol, beta, logdet_ftkf = gls_coefficients(design.T @ kinv_f, design.T @ kinv_y)
-    return GLSFit(kinv_y - kinv_f @ beta, y - design @ beta, beta, kinv_f, ftkf_chol, logdet_ftkf)
-
-
-def gls_on_backend(chol, y, design):
-    """:func:`gls` for `y` and `design` held on the factor's array back end (a GPU): the
-    solves and large products stay there, only the ``p x p`` and ``p x r`` products of the
-    coefficients cross to the host. `chol` has ``.solve`` and ``.backend``."""
-    kinv_y = chol.solve(y)
-    if design.shape[1] == 0:
-        return GLSFit(kinv_y, y, np.zeros((0, y.shape[1])), None, None, 0.0)
-    kinv_f = chol.solve(design)
-    to_host = chol.backend.to_host
-    ftkf_chol, beta, logdet_ftkf = gls_coefficients(to_host(design.T @ kinv_f), to_host(design.T @ kinv_y))
-    beta_device = chol.backend.asarray(beta)
-    return GLSFit(kinv_y - kinv_f @ beta_device, y - design @ beta_device, beta, kinv_f, ftkf_chol, logdet_ftkf)
+    host = backend.to_host
+    ftkf_chol, beta, logdet_ftkf = gls_coefficients(host(design.T @ kinv_f), host(design.T @ kinv_y))
+    beta_b = backend.asarray(beta)
+    return GLSFit(kinv_y - kinv_f @ beta_b, y - design @ beta_b, beta, kinv_f, ftkf_chol, logdet_ftkf)
 
 
 def gls_coefficients(ftkf, ft_kinv_y):

@@ -23,7 +23,7 @@ import tlrcore as tlr
 from tlrcore.backends import NUMPY, get_backend
 from geostat.device import DeviceSites
 from geostat.distance import SiteDistanceExtremes
-from geostat.gls import check_groups, gls, gls_on_backend, group_by_pattern, trend_estimates
+from geostat.gls import check_groups, gls, group_by_pattern, trend_estimates
 from geostat.likelihood import ExactLikelihood, Terms, split_params
 from geostat.safeguard import check_on_failure
 from geostat.solvers import TLRFactor, covariance_block, gradient_block, site_order, tlr_matrix
@@ -218,7 +218,7 @@ class TLRLikelihood(SiteDistanceExtremes):
         if index not in self._device_data:
             perm = self._orders[index].perm
             self._device_data[index] = (self.backend.asarray(group.y[perm]), self.backend.asarray(group.design[perm]))
-        return gls_on_backend(chol.factor, *self._device_data[index])
+        return gls(chol.factor, *self._device_data[index], backend=self.backend)
 
     def gls(self, params):
         """Generalized least-squares trend at natural parameters (see ExactLikelihood.gls)."""

@@ -31,7 +31,8 @@ batch well (no batched Householder QR or tall SVD, which CuPy runs as a loop of 
   separate the singular values and the rank grows, up to complete (the tolerance still
   holds). In a TLR matrix at global accuracy 1e-8 the tiles next to the diagonal reach
   that regime: at n = 8,192 (tile 512, 2-D exponential) the mean rank of ``A`` came out
-  9 % above ACA's and that of ``L`` 5 % above the tile-by-tile ARA's; at 1e-6 they were
+  9 % above ACA's and that of ``L`` 5-9 % above the tile-by-tile ARA's (it moves with the
+  number of samples drawn, i.e. with rounding); at 1e-6 they were
   equal. A Householder QR and SVD would not square the condition number, but
   CuPy runs both as a loop of single-matrix calls.
 
