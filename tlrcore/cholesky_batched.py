@@ -11,16 +11,23 @@ GEMMs over the tiles of a column and the factor never leaves the GPU. For column
    at once (two batched GEMMs per rank segment), instead of ``k`` small updates per tile
    later.
 2. The updated tiles ``T_i = A(i, k) - sum_{j<k} L(i, j) L(k, j)^T`` are compressed by the
-   batched ARA of :mod:`tlrcore.compress.ara_batched`: a sample ``T_i Omega`` costs, per
-   ``j``, one small product ``Z_j = V(k, j) (U(k, j)^T Omega)`` shared by the column and two
-   batched GEMMs ``U(i, j) (V(i, j)^T Z_j)`` per rank segment of column ``j`` over the
-   tiles ``i`` still sampling; the projection ``T_i^T Q_i`` likewise. Tiles that converge
-   leave the batch.
-3. ``V(i, k) <- L(k, k)^{-1} V(i, k)`` for the whole column in one triangular solve.
+   batched ARA of :mod:`tlrcore.compress.ara_batched`, which sees them through
+   :class:`~tlrcore.schur_update.ColumnUpdate`: the factor's tiles ``(i, j)``,
+   ``i > k > j``, and ``(k, j)`` are gathered by width class from the
+   :class:`~tlrcore.tile_pool.TilePool` that holds them, and a sample or projection of
+   the whole column is a few batched GEMMs per class. Tiles that converge leave the
+   batch.
+3. ``V(i, k) <- L(k, k)^{-1} V(i, k)`` for the whole column in one triangular solve; the
+   column's tiles are copied into the pool in runs of one width class, and the factor's
+   :class:`~tlrcore.tile_column.TileColumn` holds views of it.
 
-Launches: about ``n_tiles^2 / 2`` times (segments per column) groups of batched GEMMs per
-sampling round. While the whole column samples, every operand is a slice of the packed
-storage; a shrinking batch gathers its tiles.
+Launches: a few per width class and sampling round, and a few per run of the column for
+the diagonal updates: per column they grow with the number of width classes in use, not
+with ``k``. Counted by ``benchmarks/launch_count.py`` (every array operation, accuracy
+1e-8, tile 128, ``n_tiles`` = 32, 64, 128; the last as at ``n = 131,072`` with tile
+1024): 1,132, 1,366 and 1,590 per column, 203,000 in all at 128 tiles, against 1,560,
+2,822 and 5,186 per column (664,000) when the update was sampled column by column and
+segment by segment.
 """
 
 from __future__ import annotations
@@ -32,11 +39,22 @@ import numpy as np
 from tlrcore.compress.ara_batched import batched_ara
 from tlrcore.packed import PackedTiles
 from tlrcore.safeguards import tile_failure
+from tlrcore.schur_update import ColumnUpdate
 from tlrcore.tile_column import TileColumn
+from tlrcore.tile_pool import PoolIndex, TilePool, store_column
 
 __all__ = ["PackedCholesky", "batched_left_looking"]
 
 logger = logging.getLogger(__name__)
+
+#: The factor's tiles go to chunks of about 1/_CHUNKS of the matrix's low-rank storage,
+#: within these bounds in bytes (tlrcore.tile_pool).
+_CHUNKS = 32
+_MIN_CHUNK_BYTES = 8 * 2**20
+_MAX_CHUNK_BYTES = 2**30
+#: Work arrays of a column update take at most 1/_WORK_FRACTION of the free memory.
+_WORK_FRACTION = 8
+_MIN_WORK_BYTES = 64 * 2**20
 
 
 def batched_left_looking(P, tolerance, factorizer, block_size, random_state, release=None):
@@ -66,6 +84,11 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
         D += factorizer.shift * (real[:, :, None] * xp.eye(b))
         factorizer.record_shift(P.n)
     seeds = np.random.default_rng(random_state).integers(0, 2**62, size=n_t)
+    low_rank_bytes = sum(column.nbytes for column in P.columns)
+    pool = TilePool(xp, b, min(max(low_rank_bytes // _CHUNKS, _MIN_CHUNK_BYTES), _MAX_CHUNK_BYTES),
+                    n_t * (n_t - 1) // 2)
+    index = PoolIndex(n_t)
+    budget = max(backend.free_memory() // _WORK_FRACTION, _MIN_WORK_BYTES)
     columns = []
     flops = [0.0]
     with backend.small_kernels():
@@ -77,12 +100,13 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
             p = n_t - k - 1
             if p == 0:
                 break
-            U, V, r = _update_column(P.columns[k], columns, k, p, b, tolerance, backend, int(seeds[k]), block_size,
-                                     flops)
+            update = ColumnUpdate(P.columns[k], pool, index, k, n_t, b, backend, budget, flops)
+            U, V, r = batched_ara(update.sample, update.project, p, (b, b), tolerance, backend, int(seeds[k]),
+                                  block_size)
             width = V.shape[2]
             V = backend.solve_triangular(Lkk, V.transpose(1, 0, 2).reshape(b, p * width), lower=True)
             V = V.reshape(b, p, width).transpose(1, 0, 2)
-            column = TileColumn.from_padded(xp, U, V, r)
+            column = store_column(pool, index, k, U, V, r)
             for lo, hi, Us, Vs in column.suffix(0):
                 D[k + 1 + lo : k + 1 + hi] -= (Us @ (Vs.transpose(0, 2, 1) @ Vs)) @ Us.transpose(0, 2, 1)
                 flops[0] += 2.0 * (hi - lo) * Us.shape[2] * (2 * b * Us.shape[2] + b * b)
@@ -93,43 +117,8 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
     columns += [TileColumn.empty()] * (n_t - len(columns))
     factor = PackedCholesky(PackedTiles(backend, P.n, b, D, columns), tolerance)
     factor.gemm_flops = flops[0]
+    factor.allocated_bytes = int(D.nbytes) + pool.nbytes
     return factor
-
-
-def _update_column(A_k, L, k, p, b, tolerance, backend, seed, block_size, flops):
-    """Batched ARA of the updated tiles of column `k`: ``A_k`` is the matrix's column,
-    ``L`` the factor's columns ``0..k-1`` (the sampled operator of the module docstring).
-    The flops of its low-rank products are added to ``flops[0]``."""
-    xp = backend.xp
-    left = [L[j].tile(k - j - 1) for j in range(k)]
-
-    def sample(active, omega):
-        s = omega.shape[1]
-        Y = xp.empty((active.size, b, s))
-        for lo, hi, U, V in A_k.blocks(active):
-            Y[lo:hi] = U @ (V.transpose(0, 2, 1) @ omega)
-            flops[0] += 4.0 * (hi - lo) * b * U.shape[2] * s
-        for j, (Ukj, Vkj) in enumerate(left):
-            Z = Vkj @ (Ukj.T @ omega)
-            flops[0] += 4.0 * b * Ukj.shape[1] * s
-            for lo, hi, U, V in L[j].blocks(k - j + active):
-                Y[lo:hi] -= U @ (V.transpose(0, 2, 1) @ Z)
-                flops[0] += 4.0 * (hi - lo) * b * U.shape[2] * s
-        return Y
-
-    def project(Q):
-        q = Q.shape[2]
-        B = xp.empty((p, b, q))
-        for lo, hi, U, V in A_k.suffix(0):
-            B[lo:hi] = V @ (U.transpose(0, 2, 1) @ Q[lo:hi])
-            flops[0] += 4.0 * (hi - lo) * b * U.shape[2] * q
-        for j, (Ukj, Vkj) in enumerate(left):
-            for lo, hi, U, V in L[j].suffix(k - j):
-                B[lo:hi] -= Ukj @ (Vkj.T @ (V @ (U.transpose(0, 2, 1) @ Q[lo:hi])))
-                flops[0] += 4.0 * (hi - lo) * b * q * (U.shape[2] + Ukj.shape[1])
-        return B
-
-    return batched_ara(sample, project, p, (b, b), tolerance, backend, seed, block_size)
 
 
 class PackedCholesky:
@@ -148,10 +137,13 @@ class PackedCholesky:
     gemm_flops : float
         Flops of the factorization's low-rank products (sampling, projection, diagonal
         updates), counted from the operand shapes, padding included; for rates.
+    allocated_bytes : int
+        Memory the factor holds: :attr:`nbytes` and the unused slots of its tile pool.
     """
 
     perm = None
     gemm_flops = 0.0
+    allocated_bytes = 0
 
     def __init__(self, packed, tolerance):
         self.packed = packed

@@ -8,7 +8,9 @@ diagonal tiles form one ``(n_tiles, b, b)`` array; tile column ``j``'s lower til
 ``(i, j)``, ``i > j``, are a :class:`~tlrcore.tile_column.TileColumn` whose tile
 ``p = i - j - 1`` is ``(i, j)``: runs of consecutive tiles stacked and padded to the run's
 largest rank. The tiles ``(i, j)`` for ``i >= k`` are then a few slices, and no data
-moves to form a batch (the "marshaling" of the H2Opus paper is slicing here).
+moves to form a batch. In a factor made by :mod:`tlrcore.cholesky_batched` the segments
+are views of a :class:`~tlrcore.tile_pool.TilePool`, from which the tiles of many columns
+are gathered at once.
 """
 
 from __future__ import annotations
