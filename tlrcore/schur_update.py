@@ -81,7 +81,7 @@ class ColumnUpdate:
     def __init__(self, A_column, pool, index, k, n_tiles, tile_size, backend, budget, flops):
         self.A, self.pool, self.index = A_column, pool, index
         self.k, self.p, self.b = k, n_tiles - k - 1, tile_size
-        self.backend, self.xp = backend, backend.xp
+        self.xp = backend.xp
         self.budget, self.flops = budget, flops
         self.row, self._cache, self._everything = [], None, None
         if not k:

@@ -29,9 +29,7 @@ WIDTHS = np.unique(np.concatenate([np.arange(1, 9)] + [2**e * np.array([5, 6, 7,
 
 def width_class(rank):
     """The stored width of a segment whose largest rank is `rank`."""
-    rank = max(int(rank), 1)
-    at = int(np.searchsorted(WIDTHS, rank))
-    return int(WIDTHS[at]) if at < WIDTHS.size else rank
+    return int(_classes([rank])[0])
 
 
 def _classes(ranks):
