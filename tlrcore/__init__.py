@@ -38,17 +38,19 @@ summary
     Memory, ranks and an estimate of the achieved error of a TLR matrix.
 NotPositiveDefiniteError, GeneratorError
     Numerical failure (``.tile`` names the tile); a block generator that returned a wrong
-    shape or non-finite values.
+    shape, non-finite values or a non-symmetric matrix.
 FactorizationError
     A dense factorization overflowed.
+ConsumedMatrixError
+    A matrix used after ``cholesky(A, overwrite_a=True)`` released its tiles.
 """
 
 from tlrcore import batched, compress, dense
 from tlrcore.cholesky import TLRCholesky, cholesky
 from tlrcore.diagnostics import summary
-from tlrcore.errors import FactorizationError, NotPositiveDefiniteError
+from tlrcore.errors import ConsumedMatrixError, FactorizationError, GeneratorError, NotPositiveDefiniteError
 from tlrcore.ldl import TLRLDL, ldl
-from tlrcore.matrix import GeneratorError, TLRMatrix
+from tlrcore.matrix import TLRMatrix
 
 __all__ = [
     "TLRMatrix",
@@ -63,5 +65,6 @@ __all__ = [
     "NotPositiveDefiniteError",
     "FactorizationError",
     "GeneratorError",
+    "ConsumedMatrixError",
 ]
 __version__ = "0.1.0"

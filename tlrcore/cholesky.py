@@ -49,7 +49,7 @@ from tlrcore.cholesky_batched import batched_left_looking
 from tlrcore.compress import ara_compress
 from tlrcore.errors import NotPositiveDefiniteError
 from tlrcore.matrix import TLRMatrix, _check_accuracy, _workers
-from tlrcore.safeguards import DiagonalFactorizer, check_shift, parse_safeguard, shift_schedule
+from tlrcore.safeguards import ZERO_MATRIX_HINT, DiagonalFactorizer, check_shift, parse_safeguard, shift_schedule
 
 __all__ = ["cholesky", "TLRCholesky"]
 
@@ -183,8 +183,10 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False,
         uses neither this nor `block_size`.)
     overwrite_a : bool, default False
         Release the tiles of `A` as soon as the factorization no longer needs them, which
-        keeps the peak memory near the larger of `A` and its factor; `A` is unusable
-        afterwards. Not with ``safeguard="shift"``, which may restart from `A`.
+        keeps the peak memory near the larger of `A` and its factor. `A` is consumed,
+        whether the factorization succeeds or fails: any later use of it raises
+        :class:`~tlrcore.ConsumedMatrixError`. Not with ``safeguard="shift"``, which may
+        restart from `A`.
     variant : {"left", "right", "batched"}, optional
         ``"left"``: left-looking, every tile updated and compressed once by ARA (this
         module). ``"right"``: right-looking, the trailing tiles updated and recompressed
@@ -214,6 +216,8 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False,
     ------
     TypeError
         If `A` is not a TLRMatrix.
+    ConsumedMatrixError
+        If `A` was consumed by an earlier ``cholesky(A, overwrite_a=True)``.
     ValueError
         If `accuracy` is not in (0, 1), `variant` is not ``"left"`` or ``"right"``, a
         safeguard name is unknown, `shift` is negative, or the combination of options is
@@ -224,6 +228,7 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False,
     """
     if not isinstance(A, TLRMatrix):
         raise TypeError(f"A must be a tlrcore.TLRMatrix; got {type(A).__name__}.")
+    A._check_usable()
     if variant is None:
         variant = "batched" if A.packed is not None else "left"
     if variant not in ("left", "right", "batched"):
@@ -239,13 +244,19 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False,
     if overwrite_a and "shift" in guards:
         raise ValueError("safeguard='shift' may restart from A, so it cannot be combined with overwrite_a=True.")
     tolerance = A.tolerance if accuracy is None else _check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
-    if variant == "right":
-        # Imported here: tlrcore.cholesky_right builds on this module's helpers.
-        from tlrcore.cholesky_right import right_looking
+    try:
+        if variant == "right":
+            # Imported here: tlrcore.cholesky_right builds on this module's helpers.
+            from tlrcore.cholesky_right import right_looking
 
-        factor = right_looking(A, tolerance, overwrite_a)
-    else:
-        factor = _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrite_a, variant)
+            factor = right_looking(A, tolerance, overwrite_a)
+        else:
+            factor = _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrite_a, variant)
+    finally:
+        if overwrite_a:
+            # Released tiles, or (batched) diagonal tiles factored in place: A is gone,
+            # also when the factorization failed midway.
+            A._consume()
     logger.info("TLR Cholesky (%s-looking): %r", variant, factor)
     return factor
 
@@ -255,7 +266,7 @@ def _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrit
     under ``"shift"``."""
     if variant == "batched":
         def factorization(A, tolerance, diagonal, block_size, random_state, overwrite_a):
-            release = A.release_column if overwrite_a else None
+            release = A._release_column if overwrite_a else None
             return batched_left_looking(A.pack(), tolerance, diagonal, block_size, random_state, release)
     elif "pivot" in guards:
         # Imported here: tlrcore.cholesky_pivoted builds on this module's helpers.
@@ -269,6 +280,13 @@ def _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrit
             factor = factorization(A, tolerance, diagonal, block_size, random_state, overwrite_a)
         except NotPositiveDefiniteError as exc:
             if attempt + 1 == len(extra):
+                if "shift" in guards and tolerance == 0:
+                    raise NotPositiveDefiniteError(
+                        f"diagonal tile {exc.tile} is not positive definite, and safeguard='shift' has no shift to "
+                        "try: A is zero (||A||_F = 0), so the tile tolerance, the unit of its shifts, is 0 and no "
+                        f"relative shift exists. {ZERO_MATRIX_HINT}",
+                        tile=exc.tile,
+                    ) from exc
                 if len(extra) > 1:
                     raise NotPositiveDefiniteError(
                         f"{exc} The automatic shift reached {shift + added:.3g} ({added / tolerance:.0f} "
@@ -325,7 +343,7 @@ def _left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_
             for i, (Ut, _), Vt in zip(rest, updated, solved):
                 U[i, k], V[i, k] = Ut, Vt
             if overwrite_a:
-                A.release_column(k)
+                A._release_column(k)
     return TLRCholesky(diagonal, U, V, A.offsets, tolerance)
 
 

@@ -101,7 +101,7 @@ def _working_tiles(A, overwrite_a):
         for i in range(k + 1, A.n_tiles):
             U[i, k], V[i, k] = A.U[i, k], A.V[i, k]
         if overwrite_a:
-            A.release_column(k)
+            A._release_column(k)
     return diagonal, U, V
 
 

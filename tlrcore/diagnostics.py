@@ -29,8 +29,14 @@ def summary(A, block=None, n_probe_tiles=16, random_state=0):
         ``n``, ``tile_size``, ``n_tiles``, ``nbytes``, ``dense_nbytes``,
         ``memory_fraction`` (TLR over dense), ``mean_rank``, ``max_rank`` (off-diagonal
         tiles), ``tolerance`` (absolute, per tile), ``error_bound`` (relative, implied by
-        the tolerance), and with `block`: ``estimated_error`` (relative Frobenius error)
+        the tolerance), and with `block`: ``estimated_error`` (relative Frobenius error;
+        for a zero ``A_tlr``, 0.0 if the probed tiles are zero and infinity otherwise)
         and ``probed_tiles``.
+
+    Raises
+    ------
+    ConsumedMatrixError
+        If `A` was consumed by ``tlrcore.cholesky(A, overwrite_a=True)``.
     """
     ranks = [U.shape[1] for U in A.U.values()]
     dense_nbytes = 8 * A.n * A.n
@@ -59,6 +65,7 @@ def summary(A, block=None, n_probe_tiles=16, random_state=0):
         exact = np.asarray(block(rows, cols), dtype=np.float64)
         err_sq += float(np.sum((exact - A.U[i, j] @ A.V[i, j].T) ** 2))
     total_sq = 2.0 * err_sq * len(pairs) / len(chosen)
-    out["estimated_error"] = math.sqrt(total_sq) / A.frobenius_norm()
+    norm = A.frobenius_norm()
+    out["estimated_error"] = math.sqrt(total_sq) / norm if norm > 0 else (0.0 if total_sq == 0 else math.inf)
     out["probed_tiles"] = int(len(chosen))
     return out

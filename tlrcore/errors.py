@@ -2,7 +2,7 @@
 
 import numpy as np
 
-__all__ = ["FactorizationError", "NotPositiveDefiniteError"]
+__all__ = ["ConsumedMatrixError", "FactorizationError", "GeneratorError", "NotPositiveDefiniteError"]
 
 
 class NotPositiveDefiniteError(np.linalg.LinAlgError):
@@ -29,3 +29,15 @@ class FactorizationError(np.linalg.LinAlgError):
     only for matrices with entries near the floating-point limits; rescaling the matrix
     (and the result) avoids it.
     """
+
+
+class GeneratorError(ValueError):
+    """A block generator returned a block of the wrong shape, with non-finite values, or
+    one that is not the transpose of the block across the diagonal (``A`` must be
+    symmetric); the message names the tile."""
+
+
+class ConsumedMatrixError(ValueError):
+    """A :class:`~tlrcore.TLRMatrix` was used after ``tlrcore.cholesky(A, overwrite_a=True)``
+    released its tiles. Only its shape (``n``, ``tile_size``, ``n_tiles``, ``offsets``)
+    and ``repr`` remain; build the matrix again to use it."""

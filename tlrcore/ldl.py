@@ -225,6 +225,8 @@ def ldl(A, accuracy=None, pivoting="bk", block_size=16, random_state=0):
     TypeError
         If `A` is not a TLRMatrix, or `accuracy`, `pivoting` or `block_size` has the wrong
         type.
+    ConsumedMatrixError
+        If `A` was consumed by ``tlrcore.cholesky(A, overwrite_a=True)``.
     ValueError
         If `accuracy` is not in (0, 1), `pivoting` is not ``"bk"`` or ``"rook"``, or
         `block_size` is below 1.
@@ -246,6 +248,7 @@ def ldl(A, accuracy=None, pivoting="bk", block_size=16, random_state=0):
     """
     if not isinstance(A, TLRMatrix):
         raise TypeError(f"A must be a tlrcore.TLRMatrix; got {type(A).__name__}.")
+    A._check_usable()
     check_choice(pivoting, "pivoting", PIVOTING)
     block_size = _check_int(block_size, "block_size", 1)
     tolerance = A.tolerance if accuracy is None else _check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles

@@ -31,19 +31,24 @@ from tlrcore._malloc import pin_mmap_threshold
 from tlrcore.backends import get_backend
 from tlrcore.compress import COMPRESSORS
 from tlrcore.compress._recompress import check_block_output
-from tlrcore.matrix_batched import GeneratorOutput, build_packed, norm_lower_estimate
+from tlrcore.dense._checks import check_symmetric
+from tlrcore.errors import ConsumedMatrixError, GeneratorError
+from tlrcore.matrix_batched import (
+    GeneratorOutput,
+    build_packed,
+    check_diagonal,
+    check_scale,
+    check_symmetry_sample,
+    norm_lower_estimate,
+)
 from tlrcore.packed import PackedTiles
 
 __all__ = ["TLRMatrix", "GeneratorError"]
 
 logger = logging.getLogger(__name__)
 
-#: Placeholder of a tile freed by :meth:`TLRMatrix.release_column`; products fail on it.
+#: Placeholder of a tile freed by :meth:`TLRMatrix._release_column`.
 _RELEASED = np.full((0, 0), np.nan)
-
-
-class GeneratorError(ValueError):
-    """A block generator returned a block of the wrong shape or with non-finite values."""
 
 
 def _check_accuracy(accuracy):
@@ -73,9 +78,10 @@ class _CheckedBlock:
             raise TypeError("block must be a callable block(rows, cols) -> ndarray.")
         self.block = block
 
-    def __call__(self, rows, cols, tile):
+    def __call__(self, rows, cols, where):
+        where = f"tile {where}" if isinstance(where, tuple) else where
         try:
-            return check_block_output(self.block(rows, cols), (rows.size, cols.size), f"block generator (tile {tile})")
+            return check_block_output(self.block(rows, cols), (rows.size, cols.size), f"block generator ({where})")
         except ValueError as exc:
             raise GeneratorError(str(exc)) from None
 
@@ -106,13 +112,21 @@ class TLRMatrix:
         The packed layout (:mod:`tlrcore.packed`) when the matrix was built with
         ``method="batched"``; then `diagonal`, `U` and `V` are views into it, and
         :func:`tlrcore.cholesky` uses the batched algorithm.
+
+    Notes
+    -----
+    ``tlrcore.cholesky(A, overwrite_a=True)`` consumes `A`, whether it succeeds or
+    fails: afterwards the tiles (`diagonal`, `U`, `V`, `packed`) and everything computed
+    from them raise :class:`~tlrcore.ConsumedMatrixError`; the shape attributes and
+    ``repr`` remain.
     """
 
     def __init__(self, diagonal, U, V, offsets, accuracy, tolerance, backend, packed=None):
-        self.packed = packed
+        self._packed = packed
         self._packed_copy = None
-        self.diagonal = diagonal
-        self.U, self.V = U, V
+        self._diagonal = diagonal
+        self._U, self._V = U, V
+        self._consumed = False
         self.offsets = np.asarray(offsets)
         self.n = int(self.offsets[-1])
         self.n_tiles = len(diagonal)
@@ -173,7 +187,11 @@ class TLRMatrix:
         ValueError
             For a bad `n`, `tile_size`, `accuracy`, `method` or `max_rank`, and
             (:class:`GeneratorError`) when `block` returns a wrong shape or non-finite
-            values; the message names the tile.
+            values, when a diagonal tile, or one of a random sample of 64 x 64 entries
+            compared with their transposes, is not symmetric to ``1e-10 max|A|`` (the
+            criterion of :mod:`tlrcore.dense`), or when the entries are too large or too
+            small for the norms (``max|A|`` outside about ``[1e-134, 1e134]``, see
+            :func:`tlrcore.matrix_batched.check_scale`); the message names the tile.
         """
         n = _check_int(n, "n", 1)
         tile_size = _check_int(tile_size, "tile_size", 1, n)
@@ -206,8 +224,10 @@ class TLRMatrix:
         with threadpool_limits(1, "blas"), (ThreadPoolExecutor(workers) if workers > 1 else nullcontext()) as pool:
             run = pool.map if pool is not None else map
             diagonal = list(run(lambda i: checked(tiles[i], tiles[i], (i, i)), range(n_tiles)))
+            scale = check_diagonal(diagonal, n)
             norm = norm_lower_estimate(sum(float(np.sum(D * D)) for D in diagonal), checked, offsets, rng, np)
             tolerance = accuracy * norm / n_tiles
+            check_symmetry_sample(checked, offsets, rng, scale)
 
             def compress(pair_seed):
                 (i, j), seed = pair_seed
@@ -241,13 +261,17 @@ class TLRMatrix:
         Raises
         ------
         ValueError
-            If `M` is not square and finite, or for bad settings.
+            If `M` is not square and finite, not symmetric (``max|M - M.T| <= 1e-10
+            max|M|``, the criterion of :mod:`tlrcore.dense`), has entries too large or too
+            small for the norms (see :meth:`from_generator`), or for bad settings.
         """
         M = np.asarray(M, dtype=np.float64)
-        if M.ndim != 2 or M.shape[0] != M.shape[1]:
-            raise ValueError(f"M must be a square matrix; got shape {M.shape}.")
+        if M.ndim != 2 or M.shape[0] != M.shape[1] or M.shape[0] == 0:
+            raise ValueError(f"M must be a non-empty square matrix; got shape {M.shape}.")
         if not np.isfinite(M).all():
             raise ValueError("M contains NaN or infinite values.")
+        check_scale(max(M.max(), -M.min()), M.shape[0], "M", ValueError)
+        check_symmetric(M)
         return cls.from_generator(
             lambda rows, cols: M[np.ix_(rows, cols)],
             M.shape[0],
@@ -259,6 +283,38 @@ class TLRMatrix:
         )
 
     # ------------------------------------------------------------------ properties
+    def _check_usable(self):
+        """Raise :class:`ConsumedMatrixError` if the tiles were released."""
+        if self._consumed:
+            raise ConsumedMatrixError(
+                "A was consumed by tlr.cholesky(A, overwrite_a=True) (its tiles were released); build the "
+                "matrix again, or factor it without overwrite_a=True to keep it."
+            )
+
+    @property
+    def diagonal(self):
+        """The dense diagonal tiles (a list)."""
+        self._check_usable()
+        return self._diagonal
+
+    @property
+    def U(self):
+        """``{(i, j): U}`` of the lower off-diagonal tiles ``A(i, j) ~ U V^T``."""
+        self._check_usable()
+        return self._U
+
+    @property
+    def V(self):
+        """``{(i, j): V}`` of the lower off-diagonal tiles."""
+        self._check_usable()
+        return self._V
+
+    @property
+    def packed(self):
+        """The packed storage (matrices built with ``method="batched"``), else None."""
+        self._check_usable()
+        return self._packed
+
     def tile(self, i):
         """Index slice of tile `i`."""
         return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
@@ -347,16 +403,23 @@ class TLRMatrix:
             A[self.tile(j), self.tile(i)] = T.T
         return A
 
-    def release_column(self, k):
+    def _release_column(self, k):
         """Free tile column `k` (the diagonal tile and the tiles below it).
 
-        Used by ``cholesky(..., overwrite_a=True)``; the matrix is unusable afterwards.
+        Only for ``cholesky(A, overwrite_a=True)``, which marks the matrix consumed when
+        it returns or raises (:meth:`_consume`); until then it still reads the tiles.
         """
-        self.diagonal[k] = _RELEASED
+        self._diagonal[k] = _RELEASED
         for i in range(k + 1, self.n_tiles):
-            self.U[i, k] = self.V[i, k] = _RELEASED
+            self._U[i, k] = self._V[i, k] = _RELEASED
+
+    def _consume(self):
+        """Mark the matrix consumed: every later use raises :class:`ConsumedMatrixError`."""
+        self._consumed = True
 
     def __repr__(self):
+        if self._consumed:
+            return f"TLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, consumed)"
         return (
             f"TLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, "
             f"mean_rank={self.mean_rank:.1f}, nbytes={self.nbytes})"

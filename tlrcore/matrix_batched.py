@@ -14,7 +14,9 @@ import math
 import numpy as np
 
 from tlrcore.compress.ara_batched import batched_ara
-from tlrcore.packed import PackedTiles
+from tlrcore.dense._checks import SYMMETRY_RTOL, asymmetry
+from tlrcore.errors import GeneratorError
+from tlrcore.packed import PackedTiles, diagonal_squares
 from tlrcore.tile_column import TileColumn
 
 __all__ = ["build_packed"]
@@ -23,6 +25,9 @@ __all__ = ["build_packed"]
 _CHUNK_MEMORY = 0.25
 #: Size of the random sub-block that estimates the off-diagonal mass of ``||A||_F``.
 _NORM_SAMPLE = 1024
+#: Size of the random sub-block whose entries are compared with their transposes.
+_SYMMETRY_SAMPLE = 64
+_EPS = np.finfo(np.float64).eps
 
 
 class GeneratorOutput:
@@ -77,10 +82,12 @@ def build_packed(checked, n, tile_size, accuracy, backend, rng, block_size=16, m
         D[k, : idx.size, : idx.size] = checked(idx, idx, f"tile ({k}, {k})")
         if idx.size < b:
             D[k, idx.size :, idx.size :] = xp.eye(b - idx.size)
-    pad = n_t * b - n
-    norm = norm_lower_estimate(float(xp.sum(D * D)) - pad, checked, offsets, rng, xp)
+    sizes = np.diff(offsets)
+    scale = check_diagonal([D[k, : sizes[k], : sizes[k]] for k in range(n_t)], n)
+    norm = norm_lower_estimate(diagonal_squares(xp, D, n), checked, offsets, rng, xp)
     tolerance = accuracy * norm / n_t
     seeds = rng.integers(0, 2**62, size=n_t)
+    check_symmetry_sample(checked, offsets, rng, scale)
     chunk = max(1, int(_CHUNK_MEMORY * backend.free_memory() / (8 * b * b * 3)))
     columns = []
     with backend.small_kernels():
@@ -143,3 +150,85 @@ def norm_lower_estimate(diag_sq, checked, offsets, rng, xp):
     off_count = n * n - int(np.sum(np.diff(offsets) ** 2))
     off_sq = float(xp.sum(sample[xp.asarray(off)] ** 2)) / max(int(off.sum()), 1) * off_count
     return math.sqrt(diag_sq + 0.5 * off_sq)
+
+
+def check_scale(scale, n, what, error=GeneratorError):
+    """Refuse entries too large or too small for the norms of an order-`n` TLR matrix.
+
+    Compression and factorization compare sums of squares (norms of tiles, samples and
+    residuals) with the squared tile tolerance. With ``s = max|A|``, the largest such
+    sum is about ``(n s)^2`` times the growth of a random sample (far below ``1 / eps``),
+    and the smallest that must be resolved is the square of the tolerance, at least
+    ``(eps s / n)^2`` for any accuracy above ``eps``. Both stay normal floating-point
+    numbers, with that margin, for ``sqrt(tiny) n / eps <= s <= sqrt(max) eps / n``
+    (about ``7e-135`` to ``3e134`` at ``n = 10^4``); outside, squares underflow to zero
+    (tiles silently dropped) or overflow. A zero matrix (``s = 0``) is exact.
+
+    Raises
+    ------
+    error
+        Naming `what`, when ``s`` is outside that range.
+    """
+    info = np.finfo(np.float64)
+    low, high = math.sqrt(info.tiny) * n / _EPS, math.sqrt(info.max) * _EPS / n
+    if scale != 0.0 and not low <= scale <= high:
+        raise error(
+            f"{what} has entries up to {scale:.3g} in magnitude, outside [{low:.3g}, {high:.3g}], the range in "
+            f"which the norms of an order-{n} TLR matrix neither underflow nor overflow; rescale the matrix by "
+            "c = 1 / (its largest entry): the Cholesky factor of c A is sqrt(c) L, and log det(c A) = "
+            "log det A + n log c."
+        )
+
+
+def check_diagonal(diagonal, n):
+    """``max|A|`` over the diagonal tiles, after checking its range (:func:`check_scale`)
+    and that every diagonal tile is symmetric relative to it.
+
+    Raises
+    ------
+    GeneratorError
+        Naming the tile.
+    """
+    scale = max(max(float(T.max()), -float(T.min())) for T in diagonal)
+    check_scale(scale, n, "the block generator")
+    for k, T in enumerate(diagonal):
+        excess = asymmetry(T)
+        if excess > SYMMETRY_RTOL * scale:
+            raise GeneratorError(
+                f"block generator (tile ({k}, {k})) returned a block that is not symmetric: "
+                f"max|block(rows, rows) - block(rows, rows).T| = {excess:.3g} > {SYMMETRY_RTOL:g} * max|A|; "
+                "a TLR matrix is symmetric, so block(cols, rows) must equal block(rows, cols).T."
+            )
+    return scale
+
+
+def check_symmetry_sample(checked, offsets, rng, scale):
+    """Compare ``A[r, c]`` with ``A[c, r]`` on a random ``64 x 64`` sample of entries.
+
+    Two generator calls (``block(r, c)`` and ``block(c, r)``), so the cost does not grow
+    with ``n``; with ``n_tiles <= 16`` every tile pair holds about 16 of the pairs or more.
+    The criterion is that of :func:`~tlrcore.dense._checks.asymmetry`, relative to the
+    largest entry seen (`scale` from the diagonal tiles, and the sample).
+
+    Raises
+    ------
+    GeneratorError
+        Naming the tile of the most asymmetric pair.
+    """
+    n = int(offsets[-1])
+    s = min(n, _SYMMETRY_SAMPLE)
+    rows, cols = rng.choice(n, size=s, replace=False), rng.choice(n, size=s, replace=False)
+    forward, backward = checked(rows, cols, "symmetry sample"), checked(cols, rows, "symmetry sample")
+    scale = max(scale, float(forward.max()), -float(forward.min()))
+    check_scale(scale, n, "the block generator")
+    excess = asymmetry(forward, backward)
+    if excess <= SYMMETRY_RTOL * scale:
+        return
+    p, q = np.unravel_index(int(abs(forward - backward.T).argmax()), forward.shape)
+    r, c = int(rows[p]), int(cols[q])
+    i, j = sorted(np.searchsorted(offsets, [r, c], side="right") - 1, reverse=True)
+    raise GeneratorError(
+        f"block generator (tile ({i}, {j})) is not symmetric: A[{r}, {c}] differs from A[{c}, {r}] by "
+        f"{excess:.3g} > {SYMMETRY_RTOL:g} * max|A|; a TLR matrix is symmetric, so block(cols, rows) must "
+        "equal block(rows, cols).T."
+    )

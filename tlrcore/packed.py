@@ -159,9 +159,16 @@ class PackedTiles:
     def frobenius_norm(self):
         """``||A||_F`` from the factors (padding excluded)."""
         xp = self.backend.xp
-        pad = self.n_padded - self.n
-        total = float(xp.sum(self.diagonal * self.diagonal)) - pad
+        total = diagonal_squares(xp, self.diagonal, self.n)
         for column in self.columns:
             for _, _, U, V in column.suffix(0):
                 total += 2.0 * float(xp.sum((U.transpose(0, 2, 1) @ U) * (V.transpose(0, 2, 1) @ V)))
         return math.sqrt(max(total, 0.0))
+
+
+def diagonal_squares(xp, D, n):
+    """Sum of squares of the diagonal tiles ``D`` of an order-`n` matrix, without the
+    identity padding of the last tile (summed apart: subtracting it from the total
+    would cancel the digits of a matrix with small entries)."""
+    last = n - (D.shape[0] - 1) * D.shape[1]
+    return float(xp.sum(D[:-1] * D[:-1])) + float(xp.sum(D[-1, :last, :last] ** 2))

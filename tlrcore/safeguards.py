@@ -50,12 +50,15 @@ from scipy.linalg.lapack import dpotrf
 
 from tlrcore.errors import NotPositiveDefiniteError
 
-__all__ = ["SAFEGUARDS", "DiagonalFactorizer", "parse_safeguard", "shift_schedule", "tile_failure"]
+__all__ = ["SAFEGUARDS", "ZERO_MATRIX_HINT", "DiagonalFactorizer", "parse_safeguard", "shift_schedule", "tile_failure"]
 
 logger = logging.getLogger(__name__)
 
 SAFEGUARDS = ("schur", "modified", "pivot", "shift")
 _DELTA_RAISES = 1  # delta = tau, then 4 tau
+#: The way out when the tile tolerance, the unit of the safeguards, is zero.
+ZERO_MATRIX_HINT = ("Pass an explicit shift=, e.g. shift=1e-8 times the size the diagonal entries should have, "
+                    "or check how A was built.")
 
 
 def parse_safeguard(safeguard):
@@ -93,7 +96,10 @@ def check_shift(shift):
 
 
 def shift_schedule(tolerance, n_tiles):
-    """Automatic shifts ``tau * 2^m`` up to one doubling past the bound ``2 (n_t - 1) tau``."""
+    """Automatic shifts ``tau * 2^m`` up to one doubling past the bound ``2 (n_t - 1) tau``;
+    none for ``tau = 0`` (a zero matrix: no relative scale)."""
+    if tolerance == 0:
+        return []
     bound = 2.0 * max(n_tiles - 1, 1) * tolerance
     shifts = [tolerance]
     while shifts[-1] < 2.0 * bound:
@@ -172,6 +178,12 @@ class DiagonalFactorizer:
         # Imported here: tlrcore.dense is only needed when a tile fails.
         from tlrcore.dense import modified_cholesky
 
+        if self.tolerance == 0:
+            raise NotPositiveDefiniteError(
+                f"diagonal tile {k} is not positive definite, and modified Cholesky has no smallest pivot: "
+                f"its delta is the tile tolerance, 0 because ||A||_F = 0 (A is zero). {ZERO_MATRIX_HINT}",
+                tile=k,
+            )
         delta = self.tolerance
         for _ in range(_DELTA_RAISES + 1):
             change = modified_cholesky(M, method="gmw", return_E=True, delta=delta)

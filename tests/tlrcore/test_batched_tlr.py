@@ -122,7 +122,10 @@ def test_overwrite_a_releases_the_matrix():
     reference = tlr.cholesky(A).logdet()
     F = tlr.cholesky(A, overwrite_a=True)
     assert F.logdet() == reference
-    assert all(column.count == 0 for column in A.packed.columns) and A.diagonal[0].size == 0
+    # the storage itself (the public attributes refuse a consumed matrix)
+    assert all(column.count == 0 for column in A._packed.columns) and A._diagonal[0].size == 0
+    with pytest.raises(tlr.ConsumedMatrixError):
+        A.packed
 
 
 @pytest.mark.parametrize("options, error, match", [
@@ -147,12 +150,31 @@ def test_generator_errors_name_the_tiles(bad, match):
     assert "tile" in str(info.value)
 
 
+def test_packed_norm_keeps_the_digits_of_small_entries():
+    # n = 650, tile 128: the identity padding of the last tile (118 ones) was summed with
+    # the squares of the entries and subtracted, cancelling them at scale 1e-10 (10% off).
+    X = sites(650)
+    block = generator(X, "numpy")
+    one, small = (tlr.TLRMatrix.from_generator(lambda r, c: s * block(r, c), 650, 128, accuracy=1e-8,
+                                               method="batched") for s in (1.0, 1e-10))
+    # Sums of squares of entries rounded once by the scaling: pairwise summation keeps
+    # them to log2(650^2) eps ~ 4e-15 relative.
+    assert small.tolerance == pytest.approx(1e-10 * one.tolerance, rel=1e-12, abs=0)
+    assert small.frobenius_norm() == pytest.approx(np.linalg.norm(small.to_dense()), rel=1e-12, abs=0)
+
+
 def test_packed_round_trip_and_views():
     X = sites(650)
     M = dense(X)
     A = tlr.TLRMatrix.from_dense(M, 128, accuracy=1e-9)
     P = PackedTiles.from_tiles(NUMPY, A.diagonal, A.U, A.V, A.offsets)
-    assert P.n_padded == 768 and np.array_equal(P.to_dense(), A.to_dense())
+    assert P.n_padded == 768
+    # P multiplies the factors padded with zeros to their segment's width: the same r
+    # products summed in another blocking, so |difference| <= 2 gamma_r (|U| |V|^T)
+    # <= r eps ||M||_2 (V has orthonormal columns, U's rows have norm <= ||M||_2).
+    rank = A.ranks[np.tril_indices(A.n_tiles, -1)].max()
+    atol = rank * np.finfo(float).eps * np.linalg.norm(M, 2)
+    np.testing.assert_allclose(P.to_dense(), A.to_dense(), rtol=0, atol=atol)
     assert np.array_equal(P.rank_matrix(), A.ranks)
     assert P.frobenius_norm() == pytest.approx(A.frobenius_norm(), rel=1e-13)
     diagonal, U, V = P.views()
@@ -205,14 +227,19 @@ def test_segments_cut_the_padding_and_blocks_return_the_right_tiles():
         U[p, :, :r], V[p, :, :r] = rng.normal(size=(16, r)), rng.normal(size=(16, r))
     column = TileColumn.from_padded(np, U, V, ranks)
     assert column.nbytes < (U.nbytes + V.nbytes) / 3  # 184 of 720 padded columns
+    # The segments hold copies of the factors, trimmed to a width that keeps every rank:
+    # compare the factors bit for bit (products of different widths round differently).
     for positions in (np.arange(12), np.arange(5, 12), np.array([0, 2, 3, 7, 11])):
         seen = []
         for lo, hi, Us, Vs in column.blocks(positions):
-            np.testing.assert_array_equal(Us @ Vs.transpose(0, 2, 1), (U @ V.transpose(0, 2, 1))[positions[lo:hi]])
+            width = Us.shape[2]
+            assert width >= ranks[positions[lo:hi]].max()
+            np.testing.assert_array_equal(Us, U[positions[lo:hi], :, :width])
+            np.testing.assert_array_equal(Vs, V[positions[lo:hi], :, :width])
             seen += list(range(lo, hi))
         assert seen == list(range(positions.size))
     Ut, Vt = column.tile(6)
-    assert Ut.shape == (16, 30) and np.array_equal(Ut @ Vt.T, U[6] @ V[6].T)
+    assert Ut.shape == (16, 30) and np.array_equal(Ut, U[6, :, :30]) and np.array_equal(Vt, V[6, :, :30])
 
 
 def test_gemm_flops_are_counted():

@@ -121,8 +121,79 @@ def test_overwrite_a_gives_the_same_factor_and_consumes_a(variant):
     keep = tlr.cholesky(tlr.TLRMatrix.from_dense(M, 128, accuracy=1e-8), variant=variant).to_dense()
     A = tlr.TLRMatrix.from_dense(M, 128, accuracy=1e-8)
     np.testing.assert_array_equal(tlr.cholesky(A, overwrite_a=True, variant=variant).to_dense(), keep)
-    with pytest.raises(ValueError):
+    with pytest.raises(tlr.ConsumedMatrixError):
         A @ np.ones(900)
+
+
+CONSUMED = r"A was consumed by tlr.cholesky\(A, overwrite_a=True\).*build the matrix again"
+#: Every public use of a TLRMatrix.
+USES = {
+    "cholesky": lambda A: tlr.cholesky(A),
+    "cholesky-left": lambda A: tlr.cholesky(A, variant="left"),
+    "cholesky-right": lambda A: tlr.cholesky(A, variant="right"),
+    "cholesky-batched": lambda A: tlr.cholesky(A, variant="batched"),
+    "cholesky-shift": lambda A: tlr.cholesky(A, safeguard="shift"),
+    "cholesky-explicit-shift": lambda A: tlr.cholesky(A, shift=1.0),
+    "cholesky-schur+modified": lambda A: tlr.cholesky(A, safeguard="schur+modified"),
+    "cholesky-pivot": lambda A: tlr.cholesky(A, safeguard="pivot"),
+    "cholesky-accuracy": lambda A: tlr.cholesky(A, accuracy=1e-6),
+    "cholesky-overwrite-again": lambda A: tlr.cholesky(A, overwrite_a=True),
+    "ldl": lambda A: tlr.ldl(A),
+    "matmul": lambda A: A @ np.ones(A.n),
+    "to_dense": lambda A: A.to_dense(),
+    "ranks": lambda A: A.ranks,
+    "nbytes": lambda A: A.nbytes,
+    "mean_rank": lambda A: A.mean_rank,
+    "pack": lambda A: A.pack(),
+    "frobenius_norm": lambda A: A.frobenius_norm(),
+    "error_bound": lambda A: A.error_bound(),
+    "summary": lambda A: tlr.summary(A),
+    "diagonal": lambda A: A.diagonal,
+    "U": lambda A: A.U,
+    "V": lambda A: A.V,
+    "packed": lambda A: A.packed,
+}
+
+
+def built(variant, M):
+    """`M` compressed in the layout `variant` factors by default (packed for "batched")."""
+    method = "batched" if variant == "batched" else "svd"
+    return tlr.TLRMatrix.from_generator(lambda r, c: M[np.ix_(r, c)], M.shape[0], 64, accuracy=1e-8, method=method)
+
+
+@pytest.mark.parametrize("use", list(USES))
+@pytest.mark.parametrize("variant", ["left", "right", "batched"])
+def test_reused_consumed_matrix_refuses(variant, use):
+    A = built(variant, covariance(300))
+    tlr.cholesky(A, overwrite_a=True, variant=variant)
+    with pytest.raises(tlr.ConsumedMatrixError, match=CONSUMED):
+        USES[use](A)
+    assert repr(A) == "TLRMatrix(n=300, tile_size=64, n_tiles=5, consumed)"
+    assert (A.n, A.tile_size, A.n_tiles) == (300, 64, 5)
+
+
+@pytest.mark.parametrize("failing_tile", [0, 2])
+@pytest.mark.parametrize("variant", ["left", "right", "batched"])
+def test_failed_overwrite_factorization_consumes_the_matrix(variant, failing_tile):
+    # Released up to the failing column (the batched variant has also factored the
+    # diagonal tiles in place): partly released is consumed.
+    M = covariance(300)
+    M[64 * failing_tile + 5, 64 * failing_tile + 5] = -1.0
+    A = built(variant, M)
+    with pytest.raises(tlr.NotPositiveDefiniteError) as info:
+        tlr.cholesky(A, overwrite_a=True, variant=variant)
+    assert info.value.tile == failing_tile
+    with pytest.raises(tlr.ConsumedMatrixError, match=CONSUMED):
+        tlr.cholesky(A, variant=variant)
+    assert "consumed" in repr(A)
+
+
+def test_refused_options_leave_the_matrix_usable():
+    A = tlr.TLRMatrix.from_dense(covariance(300), 64)
+    with pytest.raises(ValueError, match="overwrite_a"):
+        tlr.cholesky(A, safeguard="shift", overwrite_a=True)
+    assert "consumed" not in repr(A)
+    assert np.isfinite(tlr.cholesky(A).logdet())
 
 
 def test_multiply_lower_matches_dense(rng):

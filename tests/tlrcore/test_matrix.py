@@ -164,6 +164,76 @@ def test_generator_errors_name_the_tile(bad, match):
         tlr.TLRMatrix.from_generator(bad, 100, 20)
 
 
+ALL_METHODS = METHODS + ["batched"]
+SYMMETRY = r"1e-10 \* max\|A\|"
+
+
+def perturbed_block(X, tile_rows, tile_cols, tile=100, amount=1e-3):
+    """The exponential block plus `amount` on tile (`tile_rows`, `tile_cols`) only (for a
+    diagonal tile, its strict lower triangle): symmetric everywhere else."""
+    exact = exponential_block(X, range_=0.2, nugget=0.01)
+
+    def block(rows, cols):
+        C = exact(rows, cols)
+        inside = (rows[:, None] // tile == tile_rows) & (cols[None, :] // tile == tile_cols)
+        return C + amount * (inside & (rows[:, None] > cols[None, :]))
+
+    return block
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_asymmetric_off_diagonal_tile_is_refused(method):
+    X = sorted_points(600, 2)
+    with pytest.raises(tlr.GeneratorError, match=r"tile \(4, 1\)\) is not symmetric.*" + SYMMETRY):
+        tlr.TLRMatrix.from_generator(perturbed_block(X, 4, 1), 600, 100, method=method)
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_asymmetric_diagonal_tile_is_refused(method):
+    X = sorted_points(600, 2)
+    match = r"tile \(3, 3\)\) returned a block that is not symmetric.*" + SYMMETRY
+    with pytest.raises(tlr.GeneratorError, match=match):
+        tlr.TLRMatrix.from_generator(perturbed_block(X, 3, 3), 600, 100, method=method)
+
+
+def test_asymmetric_dense_matrix_is_refused():
+    n = 600
+    M = dense_of(exponential_block(sorted_points(n, 2), range_=0.2), n)
+    M[450, 20] += 1e-6
+    with pytest.raises(ValueError, match=r"M is not symmetric: max\|M - M.T\| = 1e-06 .*\(M \+ M.T\) / 2"):
+        tlr.TLRMatrix.from_dense(M, 100)
+
+
+def rounding_asymmetric(n, seed=0):
+    """``B diag(d) B^T`` by general products, as a user computes it: symmetric up to
+    rounding, not bit for bit; and its generator."""
+    rng = np.random.default_rng(seed)
+    B = rng.normal(size=(n, 40))
+    W = B * rng.uniform(0.5, 2.0, size=40)
+    return W @ B.T, lambda rows, cols: W[rows] @ B[cols].T
+
+
+def one_ulp_off(n, seed=0):
+    """A symmetric matrix with its strict lower triangle moved by one ulp at random; and
+    its generator."""
+    M = dense_of(exponential_block(sorted_points(n, 2), range_=0.2, nugget=0.01), n)
+    M = (M + M.T) / 2
+    step = np.random.default_rng(seed).choice([-1.0, 0.0, 1.0], size=M.shape)
+    M += np.tril(step * np.spacing(M), -1)
+    return M, lambda rows, cols: M[np.ix_(rows, cols)]
+
+
+@pytest.mark.parametrize("make", [rounding_asymmetric, one_ulp_off], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_rounding_level_asymmetry_is_accepted(make, method):
+    M, block = make(500)
+    assert 0 < np.abs(M - M.T).max() <= 8 * np.finfo(float).eps * np.abs(M).max()
+    if method != "batched":
+        tlr.TLRMatrix.from_dense(M, 100, method=method)
+    A = tlr.TLRMatrix.from_generator(block, 500, 100, method=method)
+    assert np.linalg.norm(A.to_dense() - M) <= 1e-8 * np.linalg.norm(M)
+
+
 def test_from_dense_rejects_bad_input():
     with pytest.raises(ValueError, match="square"):
         tlr.TLRMatrix.from_dense(np.ones((3, 4)), 2)
