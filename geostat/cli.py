@@ -19,6 +19,8 @@ import pandas as pd
 
 from geostat import datasets
 
+# The library's documented error types (misuse, files, memory, numerical failure): bad input, exit 2.
+_INPUT_ERRORS = (ValueError, TypeError, MemoryError, OSError, np.linalg.LinAlgError, NotImplementedError)
 _TRANSFORMS = {"none": lambda v: v, "log": np.log, "log10": np.log10}
 
 
@@ -59,45 +61,95 @@ def _nugget(text):
     try:
         return float(text)
     except ValueError:
-        raise SystemExit(f"geostat: --nugget must be 'estimate', 'none' or a number; got {text!r}") from None
+        raise ValueError(f"--nugget must be 'estimate', 'none' or a number; got {text!r}") from None
+
+
+def _read_csv(path):
+    if not path.exists():
+        raise ValueError(f"no such file: {path}")
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder; give a CSV file")
+    try:
+        return pd.read_csv(path)
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not a text CSV file (it holds binary data); give a CSV file with a header row") from None
+    except Exception as exc:  # any parser or decompression failure is bad input
+        raise ValueError(f"cannot read {path} as CSV ({str(exc).strip()}); give a comma-separated file with a header row") from None
+
+
+def _numbers(frame, column, role, missing_ok=False):
+    """The column as floats; anything but a finite number (or NaN where `missing_ok`) is an error."""
+    raw = frame[column]
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(~np.isfinite(values) & ~(missing_ok & raw.isna().to_numpy()))
+    if bad.size:
+        first = "a missing value" if pd.isna(raw.iloc[bad[0]]) else repr(raw.iloc[bad[0]])
+        raise ValueError(
+            f"{role} column {column!r} must hold {'numbers' if missing_ok else 'finite numbers'}: {bad.size} value(s) "
+            f"are not; the first, in data row {bad[0] + 1}, is {first}; fix or drop those rows"
+        )
+    if missing_ok and np.isnan(values).all():
+        raise ValueError(f"{role} column {column!r} has no values (all missing); choose another column with --value")
+    return values
+
+
+def _transformed(values, column, transform):
+    bad = np.flatnonzero(values <= 0)
+    if transform != "none" and bad.size:
+        raise ValueError(
+            f"--transform {transform} needs positive values, but value column {column!r} has {bad.size} value(s) <= 0 "
+            f"(the first {values[bad[0]]:g} in data row {bad[0] + 1}); use --transform none or shift the column"
+        )
+    return _TRANSFORMS[transform](values)
 
 
 def _load(args):
     if args.file and args.dataset:
-        raise SystemExit("geostat: give either FILE or --dataset, not both")
+        raise ValueError("give either FILE or --dataset, not both")
     if args.file:
-        path = Path(args.file)
-        if not path.exists():
-            raise SystemExit(f"geostat: no such file: {path}")
-        frame = pd.read_csv(path)
+        frame = _read_csv(Path(args.file))
         info = {"coords": None, "value": None, "transform": None}
-        source = str(path)
+        source = args.file
     else:
-        name = args.dataset or datasets.DEFAULT
-        try:
-            frame, info = datasets.load(name), datasets.info(name)
-        except ValueError as exc:
-            raise SystemExit(f"geostat: {exc}") from None
-        source = name
+        source = args.dataset or datasets.DEFAULT
+        frame, info = datasets.load(source), datasets.info(source)
     coords = _split(args.coords) or info["coords"]
     value = _split(args.value) or info["value"]
     if not coords or not value:
-        raise SystemExit("geostat: name the columns with --coords (e.g. lon,lat) and --value")
+        raise ValueError("name the columns with --coords (e.g. lon,lat) and --value")
     value = [value] if isinstance(value, str) else list(value)
     transform = args.transform or info.get("transform") or "none"
     covariates = _split(args.covariates)
     missing = [c for c in [*coords, *value, *covariates] if c not in frame.columns]
     if missing:
-        raise SystemExit(f"geostat: columns {missing} are not in the data; it has {list(frame.columns)}")
-    y = frame[value].to_numpy(dtype=float)
-    y = _TRANSFORMS[transform](y)
-    return source, frame[coords + covariates], (y[:, 0] if len(value) == 1 else y), value, transform, covariates
+        raise ValueError(f"columns {missing} are not in the data; it has {list(frame.columns)}")
+    y = np.column_stack([_transformed(_numbers(frame, c, "value", missing_ok=True), c, transform) for c in value])
+    X = pd.DataFrame({c: _numbers(frame, c, "coordinate") for c in coords} | {c: _numbers(frame, c, "covariate") for c in covariates})
+    return source, X, (y[:, 0] if len(value) == 1 else y), value, transform, covariates
+
+
+def _check_output(text):
+    """Refuse an --output path that cannot be written, before the fit."""
+    path = Path(text)
+    if path.is_dir():
+        raise ValueError(f"--output {path} is a folder; give a file name such as {path / 'result.json'}")
+    if not path.parent.is_dir():
+        raise ValueError(f"--output {path}: folder {path.parent} does not exist; create it or choose another path")
+    existed = path.exists()
+    try:
+        path.open("a").close()
+    except OSError as exc:
+        raise ValueError(f"--output {path} cannot be written ({exc.strerror}); choose a writable path") from None
+    if not existed:
+        path.unlink()
 
 
 def _fit(args):
     from geostat.estimator import SpatialGP
 
     start = time.perf_counter()
+    if args.output:
+        _check_output(args.output)
     source, X, y, value, transform, covariates = _load(args)
     model = SpatialGP(
         kernel=args.kernel,
@@ -113,10 +165,7 @@ def _fit(args):
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        try:
-            model.fit(X, y)
-        except (ValueError, TypeError, NotImplementedError, MemoryError, np.linalg.LinAlgError) as exc:
-            raise SystemExit(f"geostat: {exc}") from None
+        model.fit(X, y)
     elapsed = time.perf_counter() - start
     result = {
         "data": source,
@@ -192,11 +241,22 @@ def _datasets():
 
 
 def main(argv=None):
-    """Entry point of the ``geostat`` command."""
+    """Entry point of the ``geostat`` command: 0 on success, 2 for bad input, 130 when interrupted,
+    1 for an unexpected error; a failure prints one line on stderr, never a traceback."""
     args = _parser().parse_args(argv)
-    if args.command == "fit":
-        return _fit(args)
-    return _datasets()
+    try:
+        return _fit(args) if args.command == "fit" else _datasets()
+    except _INPUT_ERRORS as exc:
+        return _fail(" ".join(str(exc).split()) or type(exc).__name__, 2)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except Exception as exc:
+        return _fail(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} (please report this)", 1)
+
+
+def _fail(message, status):
+    print(f"geostat: {message}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":
