@@ -14,16 +14,28 @@ Functions
 Modules
     :mod:`geostat.datasets` (``names()``, ``load(name)``), :mod:`geostat.distance`
     (euclidean, chordal, great-circle), :mod:`geostat.optimize` (``MLEResult``).
+Errors and warnings
+    :mod:`geostat.errors`: :class:`GeostatWarning`, :class:`PerturbationWarning`,
+    :class:`TrendNotIdentifiableError` and tlrcore's :class:`NotPositiveDefiniteError`,
+    :class:`FactorizationError`, :class:`GeneratorError`, :class:`ConsumedMatrixError`
+    (``docs/errors.md``).
 """
 
-from geostat import datasets, distance
+from geostat import datasets, distance, errors
+from geostat.errors import (
+    ConsumedMatrixError,
+    FactorizationError,
+    GeneratorError,
+    GeostatWarning,
+    NotPositiveDefiniteError,
+    PerturbationWarning,
+    TrendNotIdentifiableError,
+)
 from geostat.estimator import SpatialGP
 from geostat.kernels import Exponential, Gaussian, Kernel, Matern, PoweredExponential
 from geostat.loglik import log_likelihood
-from geostat.optimize import GeostatWarning, MLEResult
+from geostat.optimize import MLEResult
 from geostat.simulate import simulate
-from geostat.safeguard import PerturbationWarning
-from tlrcore import NotPositiveDefiniteError
 
 __all__ = [
     "SpatialGP",
@@ -37,8 +49,13 @@ __all__ = [
     "datasets",
     "distance",
     "MLEResult",
+    "errors",
     "GeostatWarning",
-    "NotPositiveDefiniteError",
     "PerturbationWarning",
+    "NotPositiveDefiniteError",
+    "FactorizationError",
+    "GeneratorError",
+    "ConsumedMatrixError",
+    "TrendNotIdentifiableError",
 ]
 __version__ = "0.1.0"

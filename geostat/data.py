@@ -16,7 +16,7 @@ import pandas as pd
 
 from geostat.distance import check_lonlat, resolve_distance
 
-__all__ = ["Trend", "SpatialData", "prepare_coords", "prepare_y", "as_output"]
+__all__ = ["Trend", "SpatialData", "check_numeric_table", "prepare_coords", "prepare_y", "as_output"]
 
 _TREND_WORDS = ("none", "constant", "linear")
 
@@ -63,6 +63,8 @@ class Trend:
                     "or a list of covariate columns of X such as ['elevation']."
                 )
             return cls(word)
+        if isinstance(spec, np.ndarray) and spec.ndim != 1:
+            raise TypeError(f"trend as an array must list columns (1-D); got shape {spec.shape}.")
         if isinstance(spec, (list, tuple, pd.Index, np.ndarray)):
             columns = tuple(c.item() if isinstance(c, np.generic) else c for c in spec)
             if not columns:
@@ -138,30 +140,65 @@ class SpatialData:
         return self.coords.shape[0]
 
 
+def check_numeric_table(X, argname):
+    """Refuse a table that is not numbers, naming the argument and the column.
+
+    Catches what a NumPy conversion would report without the argument's name: DataFrame
+    columns of strings, categories or objects, ragged nested lists, and complex values.
+
+    Raises
+    ------
+    ValueError, TypeError
+    """
+    if isinstance(X, pd.Series):
+        X = X.to_frame()
+    if isinstance(X, pd.DataFrame):
+        if X.columns.has_duplicates:
+            repeated = sorted({str(c) for c in X.columns[X.columns.duplicated()]})
+            raise ValueError(f"{argname} has duplicate column names {repeated}; give each column its own name.")
+        bad = [str(c) for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
+        if bad:
+            dtypes = ", ".join(f"{c!r} ({X[c].dtype})" for c in X.columns if str(c) in bad)
+            raise ValueError(
+                f"{argname} has non-numeric column(s) {dtypes}; every column of {argname} is a "
+                "coordinate or a trend covariate, so convert them to numbers or drop them."
+            )
+        complex_columns = [str(c) for c in X.columns if pd.api.types.is_complex_dtype(X[c])]
+        if complex_columns:
+            raise ValueError(f"{argname} column(s) {complex_columns} are complex; pass real coordinates.")
+        return
+    if isinstance(X, np.ndarray) or hasattr(X, "to_pandas"):
+        array = X
+    else:
+        try:
+            array = np.asarray(X)
+        except ValueError as exc:
+            raise ValueError(
+                f"{argname} is ragged (its rows have different lengths); pass an array of shape (n, d)."
+            ) from exc
+    if np.iscomplexobj(array):
+        raise ValueError(f"Complex data not supported: {argname} must be real.")
+
+
 def _as_frame(X, argname):
+    check_numeric_table(X, argname)
     if isinstance(X, pd.DataFrame):
         return X
     if isinstance(X, pd.Series):
         return X.to_frame()
     if hasattr(X, "to_pandas") and not isinstance(X, np.ndarray):
         return _as_frame(X.to_pandas(), argname)
-    try:
-        array = np.asarray(X)
-    except Exception as exc:  # ragged lists and similar
-        raise TypeError(f"{argname} must be an array-like of shape (n, d) or a DataFrame.") from exc
+    array = np.asarray(X)
     if array.dtype == object or not (
         np.issubdtype(array.dtype, np.number) or np.issubdtype(array.dtype, np.bool_)
     ):
         try:
             array = array.astype(np.float64)
-        except TypeError as exc:
-            raise TypeError(f"{argname} must hold numbers: {exc}") from exc
-        except ValueError as exc:
+        except (TypeError, ValueError) as exc:
             raise ValueError(
-                f"{argname} must hold numbers; got dtype {array.dtype}. Convert the coordinates to float."
+                f"{argname} must hold numbers; got values of dtype {array.dtype} that are not. "
+                "Convert the coordinates to float."
             ) from exc
-    if np.iscomplexobj(array):
-        raise ValueError(f"{argname} must be real; complex values are not supported.")
     if array.ndim == 1:
         array = array[:, None]
     if array.ndim != 2:
@@ -211,6 +248,8 @@ def prepare_coords(X, trend, distance="auto", argname="X", layout=None):
     covariates = _numeric(frame.iloc[:, cov_pos], f"{argname} covariates") if cov_pos else np.empty((len(frame), 0))
     if distance_name in ("chordal", "great_circle"):
         check_lonlat(coords, argname)
+    else:
+        _check_spread(coords, argname)
     data = SpatialData(
         coords=coords,
         design=trend.design(coords, covariates),
@@ -245,16 +284,33 @@ def _layout(columns, trend, distance, named, argname):
     return coord_pos, cov_pos, distance_name
 
 
+#: Coordinates beyond the upper limit, or spread over less than the lower one, make squared
+#: distances over- or underflow.
+_SPREAD_LIMITS = (1e-150, 1e150)
+
+
+def _check_spread(coords, argname):
+    """Refuse coordinates whose differences, squared, leave double precision."""
+    if not coords.size:
+        return
+    low, high = _SPREAD_LIMITS
+    largest = float(np.max(np.abs(coords)))
+    spread = float(np.max(np.ptp(coords, axis=0)))
+    if largest > high or 0 < spread < low:
+        what = f"reach {largest:.3g}" if largest > high else f"span {spread:.3g}"
+        raise ValueError(
+            f"{argname} coordinates {what}: squared distances would {'overflow' if largest > high else 'underflow'} "
+            f"in double precision. Rescale the coordinates (e.g. to km) to magnitudes between {low:g} and {high:g}."
+        )
+
+
 def _numeric(frame, what):
-    try:
-        values = frame.to_numpy(dtype=np.float64, copy=True)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{what} must be numeric; convert the columns to float.") from exc
+    values = frame.to_numpy(dtype=np.float64, copy=True)
     bad = ~np.isfinite(values)
     if bad.any():
-        row = int(np.argwhere(bad)[0, 0])
+        row, column = (int(i) for i in np.argwhere(bad)[0])
         raise ValueError(
-            f"{what} contain NaN or infinite values (first at row {row}); "
+            f"{what} contain NaN or infinite values (first at row {row}, column {frame.columns[column]!r}); "
             "drop or fill those rows before fitting."
         )
     return values
@@ -285,10 +341,21 @@ def prepare_y(y, n, argname="y"):
         names = [str(c) for c in y.columns]
     elif isinstance(y, pd.Series):
         names = [y.name] if y.name is not None else None
+    if isinstance(y, (pd.DataFrame, pd.Series)):
+        check_numeric_table(y, argname)
     try:
-        values = np.asarray(y, dtype=np.float64)
+        values = np.asarray(y)
+    except ValueError as exc:  # ragged nested lists
+        raise ValueError(f"{argname} is ragged; pass numbers of shape (n,) or (n, r).") from exc
+    if np.iscomplexobj(values):
+        raise ValueError(f"Complex data not supported: {argname} must be real.")
+    try:
+        values = values.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{argname} must be numeric; convert it to float.") from exc
+        raise ValueError(
+            f"{argname} must be numbers of shape (n,) or (n, r); got values of dtype {values.dtype} that are not. "
+            "Convert it to float (NaN marks a missing value)."
+        ) from exc
     one_d = values.ndim == 1
     if one_d:
         values = values[:, None]
@@ -302,9 +369,15 @@ def prepare_y(y, n, argname="y"):
         raise ValueError(f"{argname} has no columns; pass at least one replicate.")
     if np.isinf(values).any():
         raise ValueError(f"{argname} contains infinite values; remove or replace them (NaN marks missing).")
-    observed = ~np.isnan(values)
-    if not observed.any():
+    empty = np.flatnonzero(np.isnan(values).all(axis=0))
+    if empty.size == values.shape[1]:
         raise ValueError(f"{argname} has no observed values (all NaN).")
+    if empty.size:
+        label = f"column {names[empty[0]]!r}" if names and len(names) == values.shape[1] else f"column {empty[0]}"
+        raise ValueError(
+            f"{argname} replicate {label} has no observed values (all NaN; {empty.size} such replicate(s)); "
+            "drop the empty replicates before fitting."
+        )
     return values.copy(), names, one_d
 
 

@@ -31,6 +31,8 @@ import numpy as np
 from scipy.spatial import ConvexHull, QhullError, cKDTree
 from scipy.spatial.distance import cdist, pdist
 
+from geostat.errors import GeostatWarning
+
 __all__ = [
     "CHORDAL",
     "DISTANCE_NAMES",
@@ -45,6 +47,7 @@ __all__ = [
     "get_distance",
     "great_circle",
     "lonlat_to_xyz",
+    "nearest_pair",
     "resolve_distance",
     "warn_if_invalid_on_sphere",
 ]
@@ -458,7 +461,7 @@ def resolve_distance(spec, column_names):
                 f"Coordinate columns {list(column_names)} include longitude and latitude but "
                 "also other columns; using distance='euclidean'. Pass only the longitude and "
                 "latitude columns (or move the others into the trend) for a spherical distance.",
-                UserWarning,
+                GeostatWarning,
                 stacklevel=2,
             )
         return "euclidean", None
@@ -484,7 +487,7 @@ def warn_if_invalid_on_sphere(distance_name, kernel):
 
     Warns
     -----
-    UserWarning
+    GeostatWarning
         For ``great_circle`` with a kernel that is not positive definite on the
         sphere (Matérn with smoothness > 0.5 or estimated, Gaussian, powered
         exponential with power > 1 or estimated).
@@ -496,9 +499,44 @@ def warn_if_invalid_on_sphere(distance_name, kernel):
             "distance (only Matern with smoothness <= 0.5, Exponential and "
             "PoweredExponential with power <= 1 are), so the covariance matrix may not be "
             "positive definite. Use distance='chordal', which is valid for every kernel.",
-            UserWarning,
+            GeostatWarning,
             stacklevel=2,
         )
+
+
+def _search_tree(coords, distance):
+    """Points in which the distance is Euclidean (or monotone in it), and their KD-tree."""
+    points = distance.embed(coords)
+    if points is None:  # great circle: monotone in the chordal distance
+        points = lonlat_to_xyz(coords, distance.radius)
+    return points, cKDTree(points)
+
+
+def nearest_pair(coords, distance, tree=None):
+    """The two closest sites, by a KD-tree.
+
+    Parameters
+    ----------
+    coords : ndarray of shape (n, d), n >= 2
+    distance : Distance
+    tree : scipy.spatial.cKDTree, optional
+        Of the embedded points, when the caller has it.
+
+    Returns
+    -------
+    i, j : int
+        Row indices of the pair, ``i < j``.
+    gap : float
+        Their distance.
+    """
+    if tree is None:
+        tree = _search_tree(coords, distance)[1]
+    gaps, nearest = tree.query(tree.data, k=2)
+    # With duplicates the query may list a twin before the point itself.
+    others = np.where(nearest[:, 0] == np.arange(len(nearest)), nearest[:, 1], nearest[:, 0])
+    i = int(np.argmin(gaps[:, 1]))
+    i, j = sorted((i, int(others[i])))
+    return i, j, float(distance.cross(coords[i : i + 1], coords[j : j + 1])[0, 0])
 
 
 def distance_extremes(coords, distance):
@@ -522,13 +560,8 @@ def distance_extremes(coords, distance):
     n = coords.shape[0]
     if n < 2:
         return np.inf, 0.0
-    points = distance.embed(coords)
-    if points is None:  # great circle: monotone in the chordal distance
-        points = lonlat_to_xyz(coords, distance.radius)
-    tree = cKDTree(points)
-    gaps, nearest = tree.query(points, k=2)
-    i = int(np.argmin(gaps[:, 1]))
-    smallest = float(distance.cross(coords[i : i + 1], coords[nearest[i, 1] : nearest[i, 1] + 1])[0, 0])
+    points, tree = _search_tree(coords, distance)
+    smallest = nearest_pair(coords, distance, tree)[2]
     if distance.lonlat:
         far = tree.query(-points)[1]
         j = int(np.argmax(np.einsum("ij,ij->i", points - points[far], points - points[far])))

@@ -2,27 +2,36 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from geostat.data import Trend, as_output, prepare_coords, prepare_y
+from geostat.checks import (
+    ORDERINGS,
+    check_bool,
+    check_choice,
+    check_mapping,
+    check_positive_int,
+    check_random_state,
+    check_tile_size,
+)
+from geostat.data import Trend, as_output, check_numeric_table, prepare_coords, prepare_y
 from geostat.device import device_backend
-from geostat.distance import get_distance, warn_if_invalid_on_sphere
+from geostat.distance import get_distance, nearest_pair, warn_if_invalid_on_sphere
+from geostat.errors import PerturbationWarning
 from geostat.kernels import get_kernel
 from geostat.likelihood import split_params
 from geostat.loglik import METHODS, make_likelihood
 from geostat.optimize import ParameterSpace, maximize_likelihood
 from geostat.params import check_params
 from geostat.predict import Kriging
-from geostat.safeguard import PerturbationWarning, check_on_failure, warning_threshold
+from geostat.safeguard import NEGLIGIBLE, check_on_failure, warning_threshold
+from geostat.scaling import DataScale, residual_variance
 
 __all__ = ["SpatialGP"]
-
-_ORDERINGS = ("kdtree", "morton", "none")
-
 
 class SpatialGP(RegressorMixin, BaseEstimator):
     """Gaussian-process regression for spatial data, fitted by maximum likelihood.
@@ -81,7 +90,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         What a covariance that is not numerically positive definite (at the TLR accuracy)
         does during the fit: ``"shift"`` factors it with the smallest diagonal shift that
         works and reports it (`perturbation_`, `shift_`; a
-        :class:`geostat.safeguard.PerturbationWarning` when the change at the estimate
+        :class:`geostat.PerturbationWarning` when the change at the estimate
         exceeds the accuracy, or ``1e-8`` relative for exact fits); ``"step"`` makes the
         optimizer step away from such parameters; ``"raise"`` raises
         :class:`tlrcore.NotPositiveDefiniteError`. See :mod:`geostat.safeguard`.
@@ -170,18 +179,13 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     def _check_settings(self):
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r} is not one of {METHODS}.")
-        if self.ordering not in _ORDERINGS:
-            raise ValueError(f"ordering={self.ordering!r} is not one of {_ORDERINGS}.")
+        check_choice(self.ordering, "ordering", ORDERINGS)
         if isinstance(self.accuracy, bool) or not isinstance(self.accuracy, (int, float)) or not 0 < self.accuracy < 1:
             raise ValueError(f"accuracy must be a number in (0, 1); got {self.accuracy!r}.")
-        if self.tile_size is not None and (
-            isinstance(self.tile_size, bool) or not isinstance(self.tile_size, (int, np.integer)) or self.tile_size < 1
-        ):
-            raise ValueError(f"tile_size must be None or a positive integer; got {self.tile_size!r}.")
-        if not isinstance(self.reml, (bool, np.bool_)):
-            raise TypeError(f"reml must be True or False; got {self.reml!r}.")
-        if isinstance(self.n_starts, bool) or not isinstance(self.n_starts, (int, np.integer)) or self.n_starts < 1:
-            raise ValueError(f"n_starts must be a positive integer; got {self.n_starts!r}.")
+        check_tile_size(self.tile_size)
+        check_bool(self.reml, "reml")
+        check_positive_int(self.n_starts, "n_starts")
+        check_random_state(self.random_state)
         check_on_failure(self.on_failure)
 
     def fit(self, X, y):
@@ -193,23 +197,38 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             Site coordinates (and trend covariates named in ``trend``).
         y : array-like of shape (n,) or (n, r)
             Observations; with ``r`` replicates (e.g. days) sharing the covariance
-            parameters, NaN marks a site missing on a replicate.
+            parameters, NaN marks a site missing on a replicate. Observations of any
+            magnitude are fitted in units of order one (:mod:`geostat.scaling`); the
+            estimates are reported in the units of `y`.
 
         Returns
         -------
         self : SpatialGP
+
+        Raises
+        ------
+        ValueError, TypeError
+            For bad settings or data: the message names the argument, and for data that
+            cannot identify the model (constant `y`, duplicate sites without a nugget, too
+            few observations) says what to change.
+        MemoryError
+            If the exact method's dense matrices would not fit in memory.
+        tlrcore.NotPositiveDefiniteError
+            With ``on_failure="raise"``, if the covariance is not numerically positive
+            definite during the fit.
         """
         self._check_settings()
         backend = device_backend(self.device)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
+        check_numeric_table(X, "X")
         validate_data(self, X, reset=True, dtype="numeric")
         kernel = get_kernel(self.kernel, self.smoothness)
         trend = Trend.parse(self.trend)
         data, distance_name = prepare_coords(X, trend, self.distance)
         values, names, one_d = prepare_y(y, data.n)
         warn_if_invalid_on_sphere(distance_name, kernel)
-        fixed = dict(self.fixed or {})
+        fixed = check_mapping(self.fixed, "fixed", "{'range': 100.0}")
         n_params = data.design.shape[1] + len(kernel.free_shape) + (self.nugget is True)
         n_params += ("variance" not in fixed) + ("range" not in fixed)
         n_observed = int(np.sum(~np.isnan(values)))
@@ -218,55 +237,51 @@ class SpatialGP(RegressorMixin, BaseEstimator):
                 f"X has {data.n} sample(s) with {n_observed} observed value(s), but the model "
                 f"estimates {n_params} parameters; pass more sites or fix parameters."
             )
-        space_args = {"fixed": fixed, "bounds": dict(self.bounds or {})}
+        data_variance = residual_variance(values, data.design)
+        scale = DataScale.nearest(np.sqrt(data_variance))
+        natural_space = ParameterSpace(kernel, nugget=self.nugget, fixed=fixed, bounds=check_mapping(self.bounds, "bounds", "{'range': (1.0, 500.0)}"),
+                                       data_variance=data_variance)
         seed = int(self.random_state) if isinstance(self.random_state, (int, np.integer)) else 0
         likelihood = make_likelihood(
-            self.method, data.coords, values, data.design, kernel, get_distance(distance_name), self.reml,
-            accuracy=self.accuracy, tile_size=self.tile_size, ordering=self.ordering, random_state=seed,
+            self.method, data.coords, values / scale.factor, data.design, kernel, get_distance(distance_name),
+            self.reml, accuracy=self.accuracy, tile_size=self.tile_size, ordering=self.ordering, random_state=seed,
             on_failure=self.on_failure, backend=backend,
         )
-        space = ParameterSpace(
-            kernel,
-            nugget=self.nugget,
-            max_distance=likelihood.max_distance,
-            data_variance=_residual_variance(values, data.design),
-            **space_args,
-        )
-        if likelihood.min_distance == 0.0 and space.nugget_value == 0.0:
-            raise ValueError(
-                "X has duplicate sites, which make the covariance singular without a nugget; "
-                "use nugget=True, or average the observations of each site."
-            )
+        _check_duplicate_sites(data.coords, likelihood, natural_space, data_variance)
+        space = scale.space_to_unit(dataclasses.replace(natural_space, max_distance=likelihood.max_distance))
         result = maximize_likelihood(
-            likelihood, space, n_starts=self.n_starts, random_state=self.random_state
+            likelihood, space, n_starts=self.n_starts, random_state=check_random_state(self.random_state)
         )
         self.kernel_ = kernel
         self.distance_ = distance_name
         self.method_ = likelihood.method
         self.accuracy_ = likelihood.accuracy
+        self.n_safeguarded_ = likelihood.n_safeguarded
+        relative, shift = _perturbation_at(likelihood, result.params)
+        self.perturbation_, self.shift_ = relative, shift * scale.factor**2
+        self.result_ = scale.result_from_unit(result, likelihood.n_eff)
         self.loglik_error_ = result.loglik_error
-        self.params_ = result.params
-        self.stderr_ = result.stderr
-        self.coef_ = result.coef[0] if one_d else result.coef
-        self.coef_stderr_ = result.coef_stderr[0] if one_d else result.coef_stderr
+        self.params_ = self.result_.params
+        self.stderr_ = self.result_.stderr
+        self.coef_ = self.result_.coef[0] if one_d else self.result_.coef
+        self.coef_stderr_ = self.result_.coef_stderr[0] if one_d else self.result_.coef_stderr
         self.coef_names_ = trend.names(data.coord_names, data.covariate_names)
-        self.loglik_ = result.loglik
+        self.loglik_ = self.result_.loglik
         self.n_iter_ = result.n_iter
         self.n_evaluations_ = result.n_evaluations
         self.converged_ = result.converged
-        self.result_ = result
-        self.n_safeguarded_ = likelihood.n_safeguarded
-        self.perturbation_, self.shift_ = _perturbation_at(likelihood, result.params)
-        _warn_if_perturbed(self.perturbation_, self.shift_, likelihood.accuracy, result.params)
+        _warn_if_perturbed(relative, self.shift_, data_variance, likelihood.accuracy, self.params_)
         self._trend = trend
         self._layout = data.layout
         self._y_names, self._y_one_d = names, one_d
+        self._scale = scale
         self._likelihood = likelihood
         self._kriging = Kriging(likelihood, result.params, result.coef)
         return self
 
     def _new_sites(self, X):
         check_is_fitted(self)
+        check_numeric_table(X, "X")
         validate_data(self, X, reset=False, dtype="numeric")
         data, _ = prepare_coords(X, self._trend, self.distance_, layout=self._layout)
         return data
@@ -289,12 +304,13 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         std : same shape as `mean`, only when `return_std`
         """
         data = self._new_sites(X)
+        factor = self._scale.factor
         if return_std:
             mean, var = self._kriging.predict(data.coords, data.design, return_var=True)
-            wrap = lambda a: as_output(a, data.index, self._y_names, self._y_one_d)  # noqa: E731
+            wrap = lambda a: as_output(factor * a, data.index, self._y_names, self._y_one_d)  # noqa: E731
             return wrap(mean), wrap(np.sqrt(var))
         mean = self._kriging.predict(data.coords, data.design)
-        return as_output(mean, data.index, self._y_names, self._y_one_d)
+        return as_output(factor * mean, data.index, self._y_names, self._y_one_d)
 
     def sample_y(self, X, n_samples=1, random_state=None):
         """Conditional simulations of the latent process at new sites.
@@ -310,11 +326,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         -------
         ndarray of shape (m, n_samples), or (m, r, n_samples) with replicates
         """
-        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
-            raise ValueError(f"n_samples must be a positive integer; got {n_samples!r}.")
+        n_samples = check_positive_int(n_samples, "n_samples")
+        rng = check_random_state(self.random_state if random_state is None else random_state, "random_state")
         data = self._new_sites(X)
-        rng = np.random.default_rng(self.random_state if random_state is None else random_state)
-        samples = self._kriging.sample(data.coords, data.design, int(n_samples), rng)
+        samples = self._scale.factor * self._kriging.sample(data.coords, data.design, n_samples, rng)
         return samples[:, 0, :] if self._y_one_d else samples
 
     def score(self, X, y, sample_weight=None):
@@ -336,6 +351,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         from sklearn.metrics import r2_score
 
         truth = np.asarray(y, dtype=np.float64)
+        prepare_y(truth, truth.shape[0])  # a replicate with no observed value cannot be scored
         if not np.isnan(truth).any():
             return super().score(X, y, sample_weight)
         pred = np.asarray(self.predict(X), dtype=np.float64).reshape(truth.shape[0], -1)
@@ -362,21 +378,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             Restricted log-likelihood when the estimator uses REML.
         """
         check_is_fitted(self)
-        return self._likelihood.log_likelihood(check_params(params, self.kernel_))
-
-
-def _residual_variance(y, design):
-    """Variance of the observations around an ordinary least-squares trend."""
-    values = []
-    for j in range(y.shape[1]):
-        observed = ~np.isnan(y[:, j])
-        yj, F = y[observed, j], design[observed]
-        if F.shape[1]:
-            yj = yj - F @ np.linalg.lstsq(F, yj, rcond=None)[0]
-        values.append(yj)
-    resid = np.concatenate(values)
-    variance = float(np.mean(resid**2))
-    return variance if variance > 0 else 1.0
+        unit = self._scale.params_to_unit(check_params(params, self.kernel_))
+        return self._scale.loglik_from_unit(self._likelihood.log_likelihood(unit), self._likelihood.n_eff)
 
 
 def _perturbation_at(likelihood, params):
@@ -391,13 +394,39 @@ def _perturbation_at(likelihood, params):
     return float(relative), float(shift)
 
 
-def _warn_if_perturbed(relative, shift, accuracy, params):
+def _check_duplicate_sites(coords, likelihood, space, data_variance):
+    """Refuse sites that coincide to within :data:`~geostat.safeguard.NEGLIGIBLE` of the
+    largest separation when the nugget is held at a value negligible against the data
+    variance: the covariance is then singular in floating point (or made regular only by
+    a range at its lower bound), and the fit would explain the difference between the
+    twins' values by an inflated variance."""
+    if likelihood.max_distance == 0.0:
+        raise ValueError("all sites of X are at the same place: no spatial covariance can be estimated.")
+    nugget = space.nugget_value
+    if nugget is None or nugget > NEGLIGIBLE * data_variance:
+        return
+    i, j, gap = nearest_pair(coords, likelihood.distance)
+    if gap > NEGLIGIBLE * likelihood.max_distance:
+        return
+    apart = "at the same place" if gap == 0 else f"{gap:.3g} apart ({gap / likelihood.max_distance:.2g} of the largest separation)"
+    raise ValueError(
+        f"X has duplicate sites: rows {i} and {j} are {apart}. With the nugget held at {nugget:g} "
+        f"(negligible against the data variance {data_variance:.3g}) their covariance is singular. "
+        "Use nugget=True to estimate the nugget, or average the observations of each site."
+    )
+
+
+def _warn_if_perturbed(relative, shift, data_variance, accuracy, params):
+    """Warn when the factorization at the estimate changed the covariance materially: by
+    more than :func:`~geostat.safeguard.warning_threshold` relative to the matrix
+    (``||E||_F / ||K||_F``) or to the variance of the data (the shift)."""
     threshold = warning_threshold(accuracy)
-    if relative > threshold:
+    if relative > threshold or shift > threshold * data_variance:
         warnings.warn(
             f"the covariance at the estimate is not positive definite "
             f"{'at accuracy ' + format(accuracy, 'g') if accuracy else 'in floating point'}; it was factored "
-            f"with a diagonal shift of {shift:.3g} (||E||_F / ||K||_F = {relative:.2g}, above {threshold:g}), "
+            f"with a diagonal shift of {shift:.3g} ({shift / data_variance:.2g} of the data variance; "
+            f"||E||_F / ||K||_F = {relative:.2g}; the threshold is {threshold:g}), "
             f"i.e. the estimates are those of a model with nugget {params.get('nugget', 0.0):.3g} + {shift:.3g}. "
             "Tighten the accuracy, estimate a nugget, or bound the range; on_failure='step' avoids such "
             "parameters instead.",

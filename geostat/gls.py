@@ -9,9 +9,10 @@ from scipy.linalg import cho_solve
 
 from tlrcore.backends import NUMPY
 
+from geostat.errors import TrendNotIdentifiableError
+
 __all__ = [
     "LOG_2PI",
-    "TrendNotIdentifiableError",
     "Group",
     "group_by_pattern",
     "check_groups",
@@ -23,10 +24,6 @@ __all__ = [
 ]
 
 LOG_2PI = float(np.log(2.0 * np.pi))
-
-
-class TrendNotIdentifiableError(ValueError):
-    """The trend design matrix is rank deficient on the observed sites."""
 
 
 @dataclass
@@ -74,8 +71,8 @@ def check_groups(groups, n_coef):
         n_g = g.y.shape[0]
         if n_g <= n_coef:
             raise ValueError(
-                f"a replicate has {n_g} observed sites but the trend has {n_coef} "
-                "coefficients; use a simpler trend or drop nearly empty replicates."
+                f"y column {int(g.columns[0])} (replicate) has {n_g} observed sites but the trend has "
+                f"{n_coef} coefficients; use a simpler trend or drop nearly empty replicates."
             )
         if n_coef and np.linalg.matrix_rank(g.design) < n_coef:
             raise TrendNotIdentifiableError(

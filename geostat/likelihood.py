@@ -30,12 +30,14 @@ from scipy.spatial.distance import squareform
 
 from tlrcore import NotPositiveDefiniteError, batched
 
-from geostat.gls import LOG_2PI, TrendNotIdentifiableError, block, check_groups, gls, group_by_pattern, trend_estimates
+from geostat.checks import check_memory
+from geostat.errors import TrendNotIdentifiableError
+from geostat.gls import LOG_2PI, block, check_groups, gls, group_by_pattern, trend_estimates
 from geostat.safeguard import check_on_failure, dense_shifts
 from geostat.solvers import DenseCholesky, one_blas_thread
 from geostat.tabulation import LogDistanceTable
 
-__all__ = ["ExactLikelihood", "Terms", "TrendNotIdentifiableError", "split_params"]
+__all__ = ["ExactLikelihood", "Terms", "split_params"]
 
 #: Pair counts between which costly kernels (Bessel functions) are evaluated through a
 #: :class:`~geostat.tabulation.LogDistanceTable`; above the upper one its weights would
@@ -365,28 +367,10 @@ class ExactLikelihood:
         return (info, 0.0) if return_error else info
 
 
-def _available_memory():
-    """Bytes of memory available to this process (Linux), or None when unknown."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
 def _check_memory(n, matrices):
     """Refuse an exact likelihood whose dense n x n work arrays cannot fit in memory."""
-    need = matrices * 8.0 * n * n
-    available = _available_memory()
-    if available is not None and need > 0.9 * available:
-        raise MemoryError(
-            f"the exact likelihood at n = {n} needs about {need / 2**30:.1f} GiB of dense "
-            f"matrices but {available / 2**30:.1f} GiB is available; fit a subset of the sites, "
-            "or use the tile low-rank method (method='tlr') when it is available."
-        )
+    check_memory(matrices * 8.0 * n * n, f"the exact likelihood at n = {n:,}",
+                 "fit a subset of the sites, or use the tile low-rank method (method='tlr').")
 
 
 def fitting_runs(groups, entries, order=lambda g: g.y.shape[0]):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from geostat.checks import ORDERINGS, check_bool, check_choice, check_tile_size
 from geostat.data import Trend, prepare_coords, prepare_y
 from geostat.device import device_backend
 from geostat.device_likelihood import DeviceExactLikelihood, fits_on_device
@@ -11,6 +12,7 @@ from geostat.distance import get_distance
 from geostat.kernels import get_kernel
 from geostat.likelihood import ExactLikelihood
 from geostat.params import check_params
+from geostat.scaling import DataScale
 from geostat.tlr_likelihood import TLRLikelihood
 
 __all__ = ["DEVICE_EXACT_MAX", "METHODS", "TLR_FROM", "resolve_method", "make_likelihood", "log_likelihood"]
@@ -87,8 +89,8 @@ def log_likelihood(
     params,
     kernel="matern",
     trend="constant",
-    distance="euclidean",
-    method="exact",
+    distance="auto",
+    method="auto",
     accuracy=1e-8,
     tile_size=None,
     ordering="kdtree",
@@ -108,10 +110,13 @@ def log_likelihood(
     kernel : str or Kernel, default "matern"
     trend : None, "constant", "linear", list of columns, or ndarray of shape (n, p)
         Mean model, profiled by GLS; an array is used as the design matrix itself.
-    distance : {"euclidean", "chordal", "great_circle", "auto"}, default "euclidean"
-    method : {"exact", "tlr", "auto"}, default "exact"
-        ``"tlr"`` factors a tile low-rank compression of the covariance; ``"auto"`` uses
-        it from :data:`TLR_FROM` sites on.
+    distance : {"auto", "euclidean", "chordal", "great_circle"}, default "auto"
+        ``"auto"``, as in :class:`~geostat.SpatialGP`, uses chordal distance (km) when the
+        coordinate columns are named longitude/latitude (lon/lat), Euclidean otherwise;
+        so ``log_likelihood(X, y, est.params_)`` reproduces ``est.loglik_``.
+    method : {"auto", "exact", "tlr"}, default "auto"
+        ``"exact"`` factors the dense covariance; ``"tlr"`` a tile low-rank compression
+        of it; ``"auto"`` (as the estimator) uses TLR from :data:`TLR_FROM` sites on.
     accuracy : float, default 1e-8
         Relative Frobenius accuracy of the TLR compression and factorization.
     tile_size : int, optional
@@ -134,15 +139,23 @@ def log_likelihood(
     ------
     tlrcore.NotPositiveDefiniteError
         If the covariance matrix is not numerically positive definite.
-    ValueError
-        For an unknown `method` or `device`, or ``device="gpu"`` without CuPy or a GPU.
+    ValueError, TypeError
+        For bad arguments (the message names the argument), an unknown `method` or
+        `device`, or ``device="gpu"`` without CuPy or a GPU.
+    MemoryError
+        If the exact method's dense matrices would not fit in memory.
     """
     resolve_method(method, 0)
+    check_tile_size(tile_size)
+    check_choice(ordering, "ordering", ORDERINGS)
+    reml = check_bool(reml, "reml")
     backend = device_backend(device)
     kern = get_kernel(kernel)
     params = check_params(params, kern)
     design = None
-    if isinstance(trend, np.ndarray) and trend.ndim == 2:
+    if isinstance(trend, np.ndarray) and trend.ndim != 1:
+        if trend.ndim != 2:
+            raise ValueError(f"trend as a design matrix must be 2-D (n, p); got shape {trend.shape}.")
         design = np.asarray(trend, dtype=np.float64)
         trend = None
     data, distance_name = prepare_coords(X, Trend.parse(trend), distance)
@@ -153,7 +166,10 @@ def log_likelihood(
             )
         data.design = design
     values, _, _ = prepare_y(y, data.n)
-    lik = make_likelihood(method, data.coords, values, data.design, kern, get_distance(distance_name), reml,
-                          accuracy=accuracy, tile_size=tile_size, ordering=ordering, on_failure="raise",
+    # Evaluated for y / s with s^2 near the variance (geostat.scaling): no intermediate
+    # quantity over- or underflows whatever the magnitude of y.
+    scale = DataScale.nearest(np.sqrt(params["variance"]))
+    lik = make_likelihood(method, data.coords, values / scale.factor, data.design, kern, get_distance(distance_name),
+                          reml, accuracy=accuracy, tile_size=tile_size, ordering=ordering, on_failure="raise",
                           backend=backend)
-    return lik.log_likelihood(params)
+    return scale.loglik_from_unit(lik.log_likelihood(scale.params_to_unit(params)), lik.n_eff)

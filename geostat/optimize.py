@@ -5,7 +5,8 @@ Strategy
 1. **Parameter space.** The optimizer works on an unconstrained-ish vector ``z`` with box
    bounds: ``log range``, ``log smoothness`` (power on its natural scale), and either the
    log nugget-to-variance ratio with the variance profiled out (the default), or, when the
-   variance or a non-zero nugget is held fixed, ``log variance`` and ``log nugget``.
+   variance or a non-zero nugget is held fixed or either is bounded, ``log variance`` and
+   ``log nugget``.
 2. **Starting values.** A coarse grid over range (fractions of the largest site
    separation), nugget ratio and shape is scored on a pilot subsample of at most
    ``pilot_size`` sites; the best few grid points start L-BFGS-B runs on the pilot; the
@@ -32,10 +33,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from tlrcore import NotPositiveDefiniteError
 
+from geostat.errors import GeostatWarning
 from geostat.objective import Objective, run_lbfgsb
 from geostat.polish import polish_without_gradient
 
-__all__ = ["ParameterSpace", "MLEResult", "maximize_likelihood", "GeostatWarning"]
+__all__ = ["ParameterSpace", "MLEResult", "maximize_likelihood"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,10 +46,6 @@ ZERO_NUGGET_TRIAL = 1e-3
 #: A nugget below this fraction of the variance is at the numerical resolution of a
 #: smooth covariance: it is reported in ``at_bounds`` even when zero itself scores lower.
 NUMERICAL_ZERO = 1e-8
-
-
-class GeostatWarning(UserWarning):
-    """An estimate needs the user's attention (a parameter on a bound, no convergence)."""
 
 
 @dataclass
@@ -92,7 +90,16 @@ class ParameterSpace:
         else:
             _check_positive(self.nugget, "nugget", allow_zero=True)
             self.nugget_value = float(self.nugget)
-        self.profiled = "variance" not in self.fixed and not self.nugget_value
+        estimated = {"variance": "variance" not in self.fixed, "range": "range" not in self.fixed,
+                     "nugget": self.nugget_value is None}
+        for name in self.bounds:
+            if not estimated.get(name, True):
+                held = "nugget=" + repr(self.nugget) if name == "nugget" else f"fixed[{name!r}]"
+                raise ValueError(f"bounds[{name!r}] is given but {name} is held by {held}; drop one of the two.")
+        # A bound on the variance or the nugget needs both as coordinates of the search.
+        self.profiled = (
+            "variance" not in self.fixed and not self.nugget_value and not {"variance", "nugget"} & set(self.bounds)
+        )
         span = self.max_distance if self.max_distance > 0 else 1.0
         default = {
             "range": (1e-4 * span, 1e2 * span),
@@ -104,7 +111,10 @@ class ParameterSpace:
         for name, pair in self.bounds.items():
             if name not in default or name == "ratio":
                 raise ValueError(f"bounds has unknown parameter {name!r}; use one of {sorted(default)}.")
-            low, high = (float(v) for v in pair)
+            try:
+                low, high = (float(v) for v in pair)
+            except (TypeError, ValueError):
+                raise ValueError(f"bounds[{name!r}] must be a pair of numbers (low, high); got {pair!r}.") from None
             if not (0 < low < high < np.inf):
                 raise ValueError(f"bounds[{name!r}] must satisfy 0 < low < high; got {pair}.")
             default[name] = (low, high)
@@ -400,7 +410,7 @@ def _natural_estimate(likelihood, space, z):
     In log coordinates the optimizer only creeps towards a nugget of zero, so a small
     estimated nugget (below ``ZERO_NUGGET_TRIAL`` times the variance) is compared with
     exactly zero, which wins unless it lowers the likelihood or makes the covariance
-    singular.
+    singular (or the nugget has a lower bound of the user's).
     """
     free = space.to_natural(z)
     theta = space.theta(free)
@@ -415,7 +425,8 @@ def _natural_estimate(likelihood, space, z):
         return params, float(terms.full_value(params["variance"]))
 
     params, loglik = evaluate(free)
-    if space.nugget_value is None and params["nugget"] < ZERO_NUGGET_TRIAL * params["variance"]:
+    trial = space.nugget_value is None and "nugget" not in space.bounds
+    if trial and params["nugget"] < ZERO_NUGGET_TRIAL * params["variance"]:
         name = "ratio" if space.profiled else "nugget"
         try:
             zero_params, zero_loglik = evaluate({**free, name: 0.0})

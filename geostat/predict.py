@@ -26,6 +26,8 @@ from functools import cached_property
 import numpy as np
 from scipy.linalg import cho_solve
 
+from geostat.checks import check_memory
+from geostat.errors import NotPositiveDefiniteError
 from geostat.likelihood import split_params
 from geostat.solvers import one_blas_thread
 
@@ -149,9 +151,21 @@ class Kriging:
         Returns
         -------
         ndarray of shape (m, r, n_samples)
+
+        Raises
+        ------
+        MemoryError
+            If the ``m x m`` joint conditional covariance would not fit in memory.
         """
+        m = coords.shape[0]
+        n_train = max(self.lik.n if g.sites is None else g.sites.size for g in self.lik.groups)
+        # c0 and C^-1 c0 (m x n), the joint covariance, its eigenvectors and eigh's workspace (~3 m x m)
+        check_memory(8.0 * (2 * m * n_train + 5 * m * m), f"conditional simulation at m = {m:,} sites",
+                     "draw at fewer sites at a time (each call conditions on the data, but draws made "
+                     "in separate calls are not jointly distributed), or use predict for means and "
+                     "standard deviations.")
         mean = self.predict(coords, design)
-        m, r = mean.shape
+        r = mean.shape[1]
         out = np.empty((m, r, n_samples))
         for k, g in enumerate(self.groups):
             root = _psd_root(self.posterior_covariance(coords, design, k), self.params["variance"])
@@ -168,9 +182,10 @@ def _psd_root(cov, scale):
     """
     values, vectors = np.linalg.eigh(cov)
     if values.size and values[0] < -1e-8 * scale * max(1, cov.shape[0]):
-        raise np.linalg.LinAlgError(
-            f"the conditional covariance has a negative eigenvalue {values[0]:.3g}; "
-            "the sites may be duplicated or the parameters ill-conditioned."
+        raise NotPositiveDefiniteError(
+            f"the conditional covariance of the new sites has a negative eigenvalue {values[0]:.3g}; "
+            "the sites may be duplicated or the parameters ill-conditioned.",
+            tile=0,
         )
     keep = values > 0
     return vectors[:, keep] * np.sqrt(values[keep])

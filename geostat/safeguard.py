@@ -9,8 +9,9 @@ nugget, is numerically singular; its dense or TLR Cholesky factorization can fai
     schedule that succeeds, and report it: each factor has ``.shift`` and
     ``.relative_perturbation = ||s I||_F / ||K||_F``. This is the likelihood of the model
     with ``s`` (times the variance) added to the nugget. A positive definite ``K`` is never
-    changed. A perturbation above :func:`warning_threshold` raises a
-    :class:`PerturbationWarning` at the estimate.
+    changed. A perturbation at the estimate above :func:`warning_threshold`, relative to
+    ``||K||_F`` or (the shift times the variance) to the variance of the data, raises a
+    :class:`~geostat.PerturbationWarning`.
 ``"step"``
     The evaluation fails; the optimizer treats it as a point worse than any seen and
     steps away, so the estimate is one where no change was needed.
@@ -20,19 +21,20 @@ nugget, is numerically singular; its dense or TLR Cholesky factorization can fai
 
 from __future__ import annotations
 
+import numpy as np
 
-__all__ = ["ON_FAILURE", "PerturbationWarning", "check_on_failure", "dense_shifts", "warning_threshold"]
+__all__ = ["NEGLIGIBLE", "ON_FAILURE", "check_on_failure", "dense_shifts", "warning_threshold"]
 
 ON_FAILURE = ("shift", "step", "raise")
+
+#: ``sqrt(eps)``: sites closer than this fraction of the largest separation coincide to half
+#: the digits of double precision, and a nugget below this fraction of the data variance
+#: cannot keep the covariance of such twins regular.
+NEGLIGIBLE = float(np.sqrt(np.finfo(float).eps))
 
 #: Relative perturbation above which an exact (dense) fit warns: far above rounding
 #: (``1e-10`` per entry), far below any statistically visible nugget.
 EXACT_WARNING = 1e-8
-
-
-class PerturbationWarning(UserWarning):
-    """The covariance at the estimate was changed by more than the warning threshold to
-    factor it (see :mod:`geostat.safeguard`)."""
 
 
 def check_on_failure(value):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import tlrcore as tlr
+from geostat.checks import ORDERINGS, check_choice, check_memory, check_positive_int, check_random_state, check_tile_size
 from geostat.data import Trend, prepare_coords
 from geostat.distance import get_distance, warn_if_invalid_on_sphere
 from geostat.kernels import get_kernel
@@ -16,7 +17,7 @@ __all__ = ["simulate"]
 
 
 @one_blas_thread
-def simulate(X, params, kernel="matern", n_samples=1, random_state=None, distance="euclidean", method="auto",
+def simulate(X, params, kernel="matern", n_samples=1, random_state=None, distance="auto", method="auto",
              accuracy=1e-8, tile_size=None, ordering="kdtree"):
     """Draw zero-mean Gaussian random fields with the given covariance.
 
@@ -29,8 +30,10 @@ def simulate(X, params, kernel="matern", n_samples=1, random_state=None, distanc
         (e.g. ``smoothness`` for Matern).
     kernel : str or Kernel, default "matern"
     n_samples : int, default 1
-    random_state : int, numpy Generator or None
-    distance : {"euclidean", "chordal", "great_circle", "auto"}, default "euclidean"
+    random_state : None, int or numpy Generator
+    distance : {"auto", "euclidean", "chordal", "great_circle"}, default "auto"
+        ``"auto"``, as in :class:`~geostat.SpatialGP`, uses chordal distance (km) when the
+        coordinate columns are named longitude/latitude (lon/lat), Euclidean otherwise.
     method : {"auto", "exact", "tlr"}, default "auto"
         ``"tlr"`` draws through a tile low-rank Cholesky factor (memory and time far
         below dense for 10^5 sites); ``"auto"`` uses it from
@@ -48,29 +51,39 @@ def simulate(X, params, kernel="matern", n_samples=1, random_state=None, distanc
 
     Raises
     ------
+    ValueError, TypeError
+        For bad arguments (the message names the argument).
+    MemoryError
+        If ``method="exact"`` needs more memory than is available (the message says how much).
     tlrcore.NotPositiveDefiniteError
         If the covariance is numerically singular (e.g. a Gaussian kernel without nugget
         on closely spaced sites); add a small nugget.
     """
-    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
-        raise ValueError(f"n_samples must be a positive integer; got {n_samples!r}.")
+    n_samples = check_positive_int(n_samples, "n_samples")
+    rng = check_random_state(random_state)
+    tile_size = check_tile_size(tile_size)
+    check_choice(ordering, "ordering", ORDERINGS)
     resolve_method(method, 0)
     kern = get_kernel(kernel)
     params = check_params(params, kern)
     data, distance_name = prepare_coords(X, Trend("none"), distance)
     dist = get_distance(distance_name)
     warn_if_invalid_on_sphere(distance_name, kern)
-    rng = np.random.default_rng(random_state)
+    # Draws of K = R + (nugget / variance) I, scaled by sqrt(variance): no entry of the
+    # factorized matrix over- or underflows whatever the variance.
+    unit = {**params, "variance": 1.0, "nugget": params["nugget"] / params["variance"]}
     if resolve_method(method, data.n) == "tlr":
-        A, perm = tlr_covariance(data.coords, kern, params, dist, accuracy=accuracy, tile_size=tile_size,
+        A, perm = tlr_covariance(data.coords, kern, unit, dist, accuracy=accuracy, tile_size=tile_size,
                                  ordering=ordering)
         factor = tlr.cholesky(A, overwrite_a=True)
         samples = np.empty((data.n, n_samples))
         samples[perm] = factor.multiply_lower(rng.standard_normal((data.n, n_samples)))
-        return samples[:, 0] if n_samples == 1 else samples
-    shape = {k: params[k] for k in kern.shape_names}
-    C = params["variance"] * kern.correlation(dist.cross(data.coords, data.coords), params["range"], **shape)
-    C.flat[:: data.n + 1] += params["nugget"]
-    chol = DenseCholesky(C, overwrite=True)
-    samples = chol.L @ rng.standard_normal((data.n, n_samples))
+    else:
+        check_memory(4 * 8.0 * data.n**2 + 8.0 * data.n * n_samples, f"exact simulation at n = {data.n:,} sites",
+                     "use method='tlr' (or 'auto'), which needs far less.")
+        shape = {k: params[k] for k in kern.shape_names}
+        K = kern.correlation(dist.cross(data.coords, data.coords), params["range"], **shape)
+        K.flat[:: data.n + 1] += unit["nugget"]
+        samples = DenseCholesky(K, overwrite=True).L @ rng.standard_normal((data.n, n_samples))
+    samples *= np.sqrt(params["variance"])
     return samples[:, 0] if n_samples == 1 else samples

@@ -77,8 +77,8 @@ def test_dense_factor_rebuilds_the_matrix_it_overwrote():
         DenseCholesky(M.copy(), overwrite=True)
 
 
-@pytest.mark.parametrize(("method", "accuracy", "warns"), [("exact", 1e-8, False), ("tlr", 1e-4, True)])
-def test_spatialgp_fits_a_singular_covariance_and_reports_the_shift(method, accuracy, warns):
+@pytest.mark.parametrize(("method", "accuracy"), [("exact", 1e-8), ("tlr", 1e-4)])
+def test_spatialgp_fits_a_singular_covariance_and_reports_the_shift(method, accuracy):
     X, y = gaussian_data(500)
     # range held where the correlation matrix is numerically singular
     model = gs.SpatialGP(kernel="gaussian", nugget=False, method=method, accuracy=accuracy, tile_size=100,
@@ -88,7 +88,9 @@ def test_spatialgp_fits_a_singular_covariance_and_reports_the_shift(method, accu
         model.fit(X, y)
     perturbation = [w for w in caught if issubclass(w.category, gs.PerturbationWarning)]
     assert model.n_safeguarded_ > 0 and model.shift_ > 0 and model.perturbation_ > 0
-    assert bool(perturbation) == warns  # exact: ~1e-12 relative, below 1e-8; TLR: above the accuracy
+    # Exact: ||E||_F / ||K||_F is ~1e-11, but the variance runs up to ~1e6 times the data's
+    # and the shift with it, to ~1e-4 of the data variance; TLR: above the accuracy.
+    assert perturbation and model.shift_ > 1e-8 * np.var(y)
     assert np.isfinite(model.loglik_) and np.all(np.isfinite(model.predict(X[:5])))
 
 
