@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tlrcore._checks import check_operand
+
 __all__ = ["TileFactor"]
 
 
@@ -34,9 +36,4 @@ class TileFactor:
         return ranks
 
     def _check_rhs(self, b):
-        b = np.asarray(b, dtype=np.float64)
-        if b.ndim not in (1, 2) or b.shape[0] != self.n:
-            raise ValueError(f"b must have shape ({self.n},) or ({self.n}, k); got {b.shape}.")
-        if not np.isfinite(b).all():
-            raise ValueError("b contains NaN or infinite values.")
-        return b
+        return check_operand(b, self.n, "b")

@@ -48,7 +48,8 @@ from tlrcore._tile_factor import TileFactor
 from tlrcore.cholesky_batched import batched_left_looking
 from tlrcore.compress import ara_compress
 from tlrcore.errors import NotPositiveDefiniteError
-from tlrcore.matrix import TLRMatrix, _check_accuracy, _workers
+from tlrcore._checks import check_accuracy, check_int, check_random_state
+from tlrcore.matrix import TLRMatrix, _workers
 from tlrcore.safeguards import ZERO_MATRIX_HINT, DiagonalFactorizer, check_shift, parse_safeguard, shift_schedule
 
 __all__ = ["cholesky", "TLRCholesky"]
@@ -237,13 +238,15 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False,
         raise ValueError(f"a matrix on backend={A.backend.name!r} is factored with variant='batched' only.")
     guards = parse_safeguard(safeguard)
     shift = check_shift(shift)
+    block_size = check_int(block_size, "block_size", 1)
+    random_state = check_random_state(random_state)
     if variant == "right" and (guards or shift):
         raise ValueError("safeguard and shift are implemented for variant='left' only; drop variant='right'.")
     if variant == "batched" and set(guards) - {"shift"}:
         raise ValueError(f"variant='batched' supports safeguard='shift' only; got {safeguard!r}.")
     if overwrite_a and "shift" in guards:
         raise ValueError("safeguard='shift' may restart from A, so it cannot be combined with overwrite_a=True.")
-    tolerance = A.tolerance if accuracy is None else _check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
+    tolerance = A.tolerance if accuracy is None else check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
     try:
         if variant == "right":
             # Imported here: tlrcore.cholesky_right builds on this module's helpers.

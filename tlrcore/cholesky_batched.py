@@ -36,6 +36,7 @@ import logging
 
 import numpy as np
 
+from tlrcore._checks import check_operand
 from tlrcore.compress.ara_batched import batched_ara
 from tlrcore.packed import PackedTiles
 from tlrcore.safeguards import tile_failure
@@ -169,13 +170,7 @@ class PackedCholesky:
         return 2.0 * float(xp.sum(xp.log(xp.diagonal(self.packed.diagonal, axis1=1, axis2=2))))
 
     def _check_rhs(self, b):
-        xp = self.backend.xp
-        b = self.backend.asarray(b)
-        if b.ndim not in (1, 2) or b.shape[0] != self.n:
-            raise ValueError(f"b must have shape ({self.n},) or ({self.n}, k); got {b.shape}.")
-        if not bool(xp.isfinite(b).all()):
-            raise ValueError("b contains NaN or infinite values.")
-        return b
+        return check_operand(b, self.n, "b", self.backend.xp)
 
     def solve_lower(self, b):
         """``L^{-1} b`` by forward substitution over tile columns."""

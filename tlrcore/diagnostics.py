@@ -6,6 +6,10 @@ import math
 
 import numpy as np
 
+from tlrcore._checks import check_int, check_random_state
+from tlrcore.compress._recompress import check_block_output
+from tlrcore.matrix import TLRMatrix
+
 __all__ = ["summary"]
 
 
@@ -35,9 +39,19 @@ def summary(A, block=None, n_probe_tiles=16, random_state=0):
 
     Raises
     ------
+    TypeError, ValueError
+        For an `A` that is not a TLRMatrix, a `block` that is not callable or returns a
+        block of the wrong shape or with non-finite values, or bad `n_probe_tiles` or
+        `random_state`.
     ConsumedMatrixError
         If `A` was consumed by ``tlrcore.cholesky(A, overwrite_a=True)``.
     """
+    if not isinstance(A, TLRMatrix):
+        raise TypeError(f"A must be a tlrcore.TLRMatrix; got {type(A).__name__}.")
+    if block is not None and not callable(block):
+        raise TypeError("block must be None or the callable block(rows, cols) A was built from.")
+    n_probe_tiles = check_int(n_probe_tiles, "n_probe_tiles", 1)
+    random_state = check_random_state(random_state)
     ranks = [U.shape[1] for U in A.U.values()]
     dense_nbytes = 8 * A.n * A.n
     out = {
@@ -62,7 +76,7 @@ def summary(A, block=None, n_probe_tiles=16, random_state=0):
         i, j = pairs[k]
         rows = np.arange(A.offsets[i], A.offsets[i + 1])
         cols = np.arange(A.offsets[j], A.offsets[j + 1])
-        exact = np.asarray(block(rows, cols), dtype=np.float64)
+        exact = check_block_output(block(rows, cols), (rows.size, cols.size), f"block (tile {(i, j)})")
         err_sq += float(np.sum((exact - A.U[i, j] @ A.V[i, j].T) ** 2))
     total_sq = 2.0 * err_sq * len(pairs) / len(chosen)
     norm = A.frobenius_norm()

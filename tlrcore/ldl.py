@@ -59,7 +59,8 @@ from tlrcore.dense import ldl as dense_ldl
 from tlrcore.dense._checks import PIVOTING, check_choice
 from tlrcore.dense.ldl import block_eigenvalues, inertia_of
 from tlrcore.errors import FactorizationError
-from tlrcore.matrix import TLRMatrix, _check_accuracy, _check_int, _workers
+from tlrcore._checks import check_accuracy, check_int, check_random_state
+from tlrcore.matrix import TLRMatrix, _workers
 
 __all__ = ["TLRLDL", "ldl"]
 
@@ -250,8 +251,9 @@ def ldl(A, accuracy=None, pivoting="bk", block_size=16, random_state=0):
         raise TypeError(f"A must be a tlrcore.TLRMatrix; got {type(A).__name__}.")
     A._check_usable()
     check_choice(pivoting, "pivoting", PIVOTING)
-    block_size = _check_int(block_size, "block_size", 1)
-    tolerance = A.tolerance if accuracy is None else _check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
+    block_size = check_int(block_size, "block_size", 1)
+    random_state = check_random_state(random_state)
+    tolerance = A.tolerance if accuracy is None else check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
     factor = _left_looking(A, tolerance, pivoting, block_size, random_state)
     logger.info("TLR LDL^T (pivoting=%s): %r", pivoting, factor)
     return factor

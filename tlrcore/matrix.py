@@ -27,6 +27,7 @@ from contextlib import nullcontext
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from tlrcore._checks import check_accuracy, check_int, check_operand, check_random_state
 from tlrcore._malloc import pin_mmap_threshold
 from tlrcore.backends import get_backend
 from tlrcore.compress import COMPRESSORS
@@ -49,25 +50,6 @@ logger = logging.getLogger(__name__)
 
 #: Placeholder of a tile freed by :meth:`TLRMatrix._release_column`.
 _RELEASED = np.full((0, 0), np.nan)
-
-
-def _check_accuracy(accuracy):
-    if isinstance(accuracy, bool) or not isinstance(accuracy, (int, float, np.floating)):
-        raise TypeError(f"accuracy must be a float in (0, 1); got {type(accuracy).__name__}.")
-    if not 0.0 < accuracy < 1.0:
-        raise ValueError(f"accuracy must be in (0, 1), e.g. 1e-8; got {accuracy}.")
-    return float(accuracy)
-
-
-def _check_int(value, name, low, high=None, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer; got {value!r}.")
-    if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise ValueError(f"{name} must be {bound}; got {value}.")
-    return int(value)
 
 
 class _CheckedBlock:
@@ -193,10 +175,10 @@ class TLRMatrix:
             small for the norms (``max|A|`` outside about ``[1e-134, 1e134]``, see
             :func:`tlrcore.matrix_batched.check_scale`); the message names the tile.
         """
-        n = _check_int(n, "n", 1)
-        tile_size = _check_int(tile_size, "tile_size", 1, n)
-        accuracy = _check_accuracy(accuracy)
-        max_rank = _check_int(max_rank, "max_rank", 0, allow_none=True)
+        n = check_int(n, "n", 1)
+        tile_size = check_int(tile_size, "tile_size", 1, n)
+        accuracy = check_accuracy(accuracy)
+        max_rank = check_int(max_rank, "max_rank", 0, allow_none=True)
         backend = get_backend(backend)
         if method is None:
             method = "batched" if backend.batched_by_default else "aca"
@@ -205,7 +187,7 @@ class TLRMatrix:
         if method != "batched" and backend.batched_by_default:
             raise ValueError(f"backend={backend.name!r} builds tiles with method='batched' only; got {method!r}.")
         pin_mmap_threshold()
-        rng = np.random.default_rng(random_state)
+        rng = np.random.default_rng(check_random_state(random_state))
         if method == "batched":
             packed, tolerance = build_packed(GeneratorOutput(block, backend, GeneratorError), n, tile_size, accuracy,
                                              backend, rng, max_rank=max_rank)
@@ -265,7 +247,10 @@ class TLRMatrix:
             max|M|``, the criterion of :mod:`tlrcore.dense`), has entries too large or too
             small for the norms (see :meth:`from_generator`), or for bad settings.
         """
-        M = np.asarray(M, dtype=np.float64)
+        M = np.asarray(M)
+        if M.dtype.kind not in "biuf":
+            raise TypeError(f"M must be a real numeric matrix; got dtype {M.dtype}.")
+        M = M.astype(np.float64, copy=False)
         if M.ndim != 2 or M.shape[0] != M.shape[1] or M.shape[0] == 0:
             raise ValueError(f"M must be a non-empty square matrix; got shape {M.shape}.")
         if not np.isfinite(M).all():
@@ -374,13 +359,8 @@ class TLRMatrix:
         """``A_tlr @ x`` for a vector ``(n,)`` or a matrix ``(n, k)`` (an array of the
         matrix's back end in the packed layout)."""
         if self.packed is not None:
-            x = self.backend.asarray(x)
-            if x.ndim not in (1, 2) or x.shape[0] != self.n:
-                raise ValueError(f"x must have shape ({self.n},) or ({self.n}, k); got {x.shape}.")
-            return self.packed.symmetric_matmul(x)
-        x = np.asarray(x, dtype=np.float64)
-        if x.ndim not in (1, 2) or x.shape[0] != self.n:
-            raise ValueError(f"x must have shape ({self.n},) or ({self.n}, k); got {x.shape}.")
+            return self.packed.symmetric_matmul(check_operand(x, self.n, "x", self.backend.xp))
+        x = check_operand(x, self.n, "x")
         y = np.zeros_like(x)
         for i, D in enumerate(self.diagonal):
             y[self.tile(i)] += D @ x[self.tile(i)]

@@ -161,6 +161,8 @@ def check_block_output(values, expected_shape, funcname):
     ValueError
         If the output is not numeric, has the wrong shape, or has NaN or infinite entries.
     """
+    if np.iscomplexobj(values):
+        raise ValueError(f"{funcname} returned complex values; it must return real numbers.")
     try:
         array = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
