@@ -16,7 +16,7 @@ import pandas as pd
 
 from geostat.distance import check_lonlat, resolve_distance
 
-__all__ = ["Trend", "SpatialData", "check_numeric_table", "prepare_coords", "prepare_y", "as_output"]
+__all__ = ["Trend", "SpatialData", "check_table", "prepare_coords", "prepare_y", "as_output"]
 
 _TREND_WORDS = ("none", "constant", "linear")
 
@@ -140,11 +140,13 @@ class SpatialData:
         return self.coords.shape[0]
 
 
-def check_numeric_table(X, argname):
-    """Refuse a table that is not numbers, naming the argument and the column.
+def check_table(X, argname):
+    """Refuse a table that is not rows of numbers, naming the argument and the column.
 
-    Catches what a NumPy conversion would report without the argument's name: DataFrame
-    columns of strings, categories or objects, ragged nested lists, and complex values.
+    Catches what a NumPy conversion or scikit-learn's validation would report without the
+    argument's name: no rows or no columns, a scalar, DataFrame columns of strings,
+    categories or objects, duplicate column names, ragged nested lists, strings in an
+    array, and complex values.
 
     Raises
     ------
@@ -153,35 +155,56 @@ def check_numeric_table(X, argname):
     if isinstance(X, pd.Series):
         X = X.to_frame()
     if isinstance(X, pd.DataFrame):
+        _check_extent(X.shape, argname)
         if X.columns.has_duplicates:
             repeated = sorted({str(c) for c in X.columns[X.columns.duplicated()]})
             raise ValueError(f"{argname} has duplicate column names {repeated}; give each column its own name.")
-        bad = [str(c) for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
+        bad = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c]) or pd.api.types.is_complex_dtype(X[c])]
         if bad:
-            dtypes = ", ".join(f"{c!r} ({X[c].dtype})" for c in X.columns if str(c) in bad)
+            dtypes = ", ".join(f"{str(c)!r} ({X[c].dtype})" for c in bad)
             raise ValueError(
                 f"{argname} has non-numeric column(s) {dtypes}; every column of {argname} is a "
-                "coordinate or a trend covariate, so convert them to numbers or drop them."
+                "coordinate or a trend covariate, so convert them to real numbers or drop them."
             )
-        complex_columns = [str(c) for c in X.columns if pd.api.types.is_complex_dtype(X[c])]
-        if complex_columns:
-            raise ValueError(f"{argname} column(s) {complex_columns} are complex; pass real coordinates.")
         return
-    if isinstance(X, np.ndarray) or hasattr(X, "to_pandas"):
-        array = X
-    else:
-        try:
-            array = np.asarray(X)
-        except ValueError as exc:
-            raise ValueError(
-                f"{argname} is ragged (its rows have different lengths); pass an array of shape (n, d)."
-            ) from exc
+    if hasattr(X, "to_pandas") and not isinstance(X, np.ndarray):
+        return
+    try:
+        array = np.asarray(X)
+    except ValueError as exc:
+        raise ValueError(f"{argname} is ragged (its rows have different lengths); pass an array of shape (n, d).") from exc
+    if array.ndim == 0:
+        raise ValueError(f"{argname} must be an array of shape (n, d); got the scalar {X!r}.")
+    _check_extent(array.shape, argname)
     if np.iscomplexobj(array):
         raise ValueError(f"Complex data not supported: {argname} must be real.")
+    if array.dtype.kind in "OUS":
+        flat = array.reshape(array.shape[0], -1)
+        for (row, column), value in np.ndenumerate(flat):
+            try:
+                float(value)
+            except (TypeError, ValueError) as exc:
+                shown = value.item() if isinstance(value, np.generic) else value
+                kind = TypeError if isinstance(exc, TypeError) else ValueError
+                raise kind(
+                    f"{argname} must hold numbers; row {row}, column {column} is {shown!r}, which float() refuses "
+                    "(its argument must be a string or a number). Convert the entries to float."
+                ) from None
+
+
+def _check_extent(shape, argname):
+    """Refuse a table without rows or columns (in words scikit-learn's checks expect)."""
+    if shape[0] == 0:
+        raise ValueError(f"{argname} has 0 rows; pass one row per site.")
+    if len(shape) == 2 and shape[1] == 0:
+        raise ValueError(
+            f"{argname} has 0 feature(s) (shape={tuple(shape)}) while a minimum of 1 is required: "
+            "pass an array of shape (n, d) with d >= 1."
+        )
 
 
 def _as_frame(X, argname):
-    check_numeric_table(X, argname)
+    check_table(X, argname)
     if isinstance(X, pd.DataFrame):
         return X
     if isinstance(X, pd.Series):
@@ -229,10 +252,6 @@ def prepare_coords(X, trend, distance="auto", argname="X", layout=None):
         The distance actually used (``"auto"`` resolved).
     """
     frame = _as_frame(X, argname)
-    if frame.shape[0] == 0:
-        raise ValueError(f"{argname} has 0 sites; pass at least one row of coordinates.")
-    if frame.shape[1] == 0:
-        raise ValueError(f"{argname} has no columns; pass coordinates of shape (n, d) with d >= 1.")
     columns = list(frame.columns)
     if layout is None:
         coord_pos, cov_pos, distance_name = _layout(columns, trend, distance, isinstance(X, pd.DataFrame), argname)
@@ -342,7 +361,7 @@ def prepare_y(y, n, argname="y"):
     elif isinstance(y, pd.Series):
         names = [y.name] if y.name is not None else None
     if isinstance(y, (pd.DataFrame, pd.Series)):
-        check_numeric_table(y, argname)
+        check_table(y, argname)
     try:
         values = np.asarray(y)
     except ValueError as exc:  # ragged nested lists

@@ -18,7 +18,7 @@ from geostat.checks import (
     check_random_state,
     check_tile_size,
 )
-from geostat.data import Trend, as_output, check_numeric_table, prepare_coords, prepare_y
+from geostat.data import Trend, as_output, check_table, prepare_coords, prepare_y
 from geostat.device import device_backend
 from geostat.distance import get_distance, nearest_pair, warn_if_invalid_on_sphere
 from geostat.errors import PerturbationWarning
@@ -221,7 +221,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         backend = device_backend(self.device)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
-        check_numeric_table(X, "X")
+        check_table(X, "X")
         validate_data(self, X, reset=True, dtype="numeric")
         kernel = get_kernel(self.kernel, self.smoothness)
         trend = Trend.parse(self.trend)
@@ -229,6 +229,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         values, names, one_d = prepare_y(y, data.n)
         warn_if_invalid_on_sphere(distance_name, kernel)
         fixed = check_mapping(self.fixed, "fixed", "{'range': 100.0}")
+        bounds = check_mapping(self.bounds, "bounds", "{'range': (1.0, 500.0)}")
         n_params = data.design.shape[1] + len(kernel.free_shape) + (self.nugget is True)
         n_params += ("variance" not in fixed) + ("range" not in fixed)
         n_observed = int(np.sum(~np.isnan(values)))
@@ -239,15 +240,14 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             )
         data_variance = residual_variance(values, data.design)
         scale = DataScale.nearest(np.sqrt(data_variance))
-        natural_space = ParameterSpace(kernel, nugget=self.nugget, fixed=fixed, bounds=check_mapping(self.bounds, "bounds", "{'range': (1.0, 500.0)}"),
-                                       data_variance=data_variance)
+        natural_space = ParameterSpace(kernel, nugget=self.nugget, fixed=fixed, bounds=bounds, data_variance=data_variance)
         seed = int(self.random_state) if isinstance(self.random_state, (int, np.integer)) else 0
         likelihood = make_likelihood(
             self.method, data.coords, values / scale.factor, data.design, kernel, get_distance(distance_name),
             self.reml, accuracy=self.accuracy, tile_size=self.tile_size, ordering=self.ordering, random_state=seed,
             on_failure=self.on_failure, backend=backend,
         )
-        _check_duplicate_sites(data.coords, likelihood, natural_space, data_variance)
+        _check_sites_and_nugget(data.coords, likelihood, natural_space, data_variance)
         space = scale.space_to_unit(dataclasses.replace(natural_space, max_distance=likelihood.max_distance))
         result = maximize_likelihood(
             likelihood, space, n_starts=self.n_starts, random_state=check_random_state(self.random_state)
@@ -281,7 +281,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
 
     def _new_sites(self, X):
         check_is_fitted(self)
-        check_numeric_table(X, "X")
+        check_table(X, "X")
         validate_data(self, X, reset=False, dtype="numeric")
         data, _ = prepare_coords(X, self._trend, self.distance_, layout=self._layout)
         return data
@@ -394,8 +394,14 @@ def _perturbation_at(likelihood, params):
     return float(relative), float(shift)
 
 
-def _check_duplicate_sites(coords, likelihood, space, data_variance):
-    """Refuse sites that coincide to within :data:`~geostat.safeguard.NEGLIGIBLE` of the
+#: A fixed nugget above this multiple of the data variance contradicts the data (whose
+#: variance includes the nugget) beyond any sampling error: a mistake of units.
+LARGEST_FIXED_NUGGET = 1e6
+
+
+def _check_sites_and_nugget(coords, likelihood, space, data_variance):
+    """Refuse a fixed nugget far above the data variance, sites all at one place, and
+    sites that coincide to within :data:`~geostat.safeguard.NEGLIGIBLE` of the
     largest separation when the nugget is held at a value negligible against the data
     variance: the covariance is then singular in floating point (or made regular only by
     a range at its lower bound), and the fit would explain the difference between the
@@ -403,6 +409,12 @@ def _check_duplicate_sites(coords, likelihood, space, data_variance):
     if likelihood.max_distance == 0.0:
         raise ValueError("all sites of X are at the same place: no spatial covariance can be estimated.")
     nugget = space.nugget_value
+    if nugget is not None and nugget > LARGEST_FIXED_NUGGET * data_variance:
+        raise ValueError(
+            f"nugget={nugget:g} is {nugget / data_variance:.3g} times the variance of y around its trend "
+            f"({data_variance:.3g}), but the nugget is part of that variance: check the units of y and of the "
+            "nugget, or use nugget=True to estimate it."
+        )
     if nugget is None or nugget > NEGLIGIBLE * data_variance:
         return
     i, j, gap = nearest_pair(coords, likelihood.distance)

@@ -137,8 +137,11 @@ class DataScale:
     def result_from_unit(self, result, n_eff):
         """An :class:`~geostat.optimize.MLEResult` of ``y / s`` in the units of ``y``."""
         per_name = np.array([self.factor**2 if name in VARIANCE_LIKE else 1.0 for name in result.estimated])
-        with np.errstate(over="ignore"):  # Var(variance estimate) ~ variance^2 overflows for |y| > 1e154
-            covariance = result.covariance * np.outer(per_name, per_name)
+        # Two products, not one with per_name^2 (which over- or underflows for |y| far from
+        # 1 and turns an inf entry into NaN): entries of order variance^2 that double
+        # precision cannot hold become inf or 0.
+        with np.errstate(over="ignore", under="ignore"):
+            covariance = result.covariance * per_name[:, None] * per_name[None, :]
         return dataclasses.replace(
             result,
             params=self.params_from_unit(result.params),

@@ -216,8 +216,15 @@ def covariance_block(coords, kernel, params, distance):
     return block
 
 
+#: Entries of a correlation derivative below this are set to zero: next to the unit
+#: diagonal of the correlation they are below rounding, and a TLR matrix of entries
+#: near the underflow threshold cannot be compressed (its norms underflow).
+NEGLIGIBLE_DERIVATIVE = 1e-100
+
+
 def gradient_block(coords, kernel, theta, name, distance):
-    """Block generator of ``dR / d name``, the derivative of the correlation matrix.
+    """Block generator of ``dR / d name``, the derivative of the correlation matrix
+    (entries below :data:`NEGLIGIBLE_DERIVATIVE` in magnitude set to zero).
 
     Parameters
     ----------
@@ -242,7 +249,9 @@ def gradient_block(coords, kernel, theta, name, distance):
             d = cdist(embedded[rows], embedded[cols])
         else:
             d = distance.cross(coords[rows], coords[cols])
-        return kernel.correlation_and_gradient(d, theta["range"], **shape)[1][name]
+        D = kernel.correlation_and_gradient(d, theta["range"], **shape)[1][name]
+        D[np.abs(D) < NEGLIGIBLE_DERIVATIVE] = 0.0
+        return D
 
     return block
 

@@ -84,7 +84,11 @@ def stochastic_fisher_information(likelihood, factors, params, names, random_sta
         samples = np.concatenate([samples, block])
         info = samples.mean(axis=0)
         spread = samples.std(axis=0, ddof=1) / np.sqrt(samples.shape[0])
-        relative_error = float(np.max(np.diag(spread) / np.abs(np.diag(info))))
+        # A parameter the likelihood does not depend on has information exactly 0, with
+        # no Monte Carlo error: relative error 0 (its standard error is reported as inf).
+        diagonal, error = np.abs(np.diag(info)), np.diag(spread)
+        relative = np.divide(error, diagonal, out=np.zeros_like(error), where=diagonal > 0)
+        relative_error = float(np.max(np.where((diagonal == 0) & (error > 0), np.inf, relative)))
         if relative_error <= rtol:
             break
     logger.info("Fisher information from %d probes, relative error %.3g", samples.shape[0], relative_error)

@@ -317,3 +317,20 @@ def test_score_of_a_replicate_without_observations_is_refused(field):
     X, y = field
     with pytest.raises(ValueError, match="y has no observed values"):
         fit(X, y).score(X, np.full(len(y), np.nan))
+
+
+def test_fixed_nugget_far_above_the_data_variance_is_refused(field):
+    X, y = field
+    with pytest.raises(ValueError, match=r"nugget=0.1 is .* times the variance of y"):
+        fit(X, 1e-10 * y, nugget=0.1)
+    assert np.isfinite(fit(X, y, nugget=10.0).loglik_)  # a large nugget of the data's own order is a model
+
+
+@pytest.mark.parametrize(("X", "match"), [
+    (np.empty((0, 2)), "X has 0 rows"),
+    (np.empty((120, 0)), r"X has 0 feature\(s\)"),
+    (np.full((120, 2), "a").astype(object), "X must hold numbers; row 0, column 0 is 'a'"),
+], ids=["no-rows", "no-columns", "strings"])
+def test_empty_or_string_X_is_refused_naming_X(field, X, match):
+    with pytest.raises(ValueError, match=match):
+        fit(X, field[1][: len(X)])

@@ -12,6 +12,7 @@ from geostat.distance import get_distance
 from geostat.kernels import get_kernel
 from geostat.likelihood import ExactLikelihood
 from geostat.tlr_likelihood import TLRLikelihood
+from strategies import tlr_loglik_error_scale
 from tlrcore.backends import NumpyBackend
 
 
@@ -45,9 +46,13 @@ def test_batched_path_matches_exact_and_cpu_tlr(kernel, replicates, missing):
     batched = TLRLikelihood(X, y, F, k, d, accuracy=1e-8, tile_size=256, backend=Standin())
     cpu = TLRLikelihood(X, y, F, k, d, accuracy=1e-8, tile_size=256)
     value = batched.log_likelihood(params)
-    # measured relative errors: 3e-9 (exp), 2e-8 (Matérn 1.5); the CPU TLR path: 6e-9, 1e-7
-    assert abs(value - exact) <= 1e-7 * abs(exact)
-    assert abs(value - cpu.log_likelihood(params)) <= 2e-7 * abs(exact)
+    # The TLR error is tr(G E) with ||E||_F <= 2 accuracy ||C||_F; sigma is its spread for E
+    # in a random direction (tlr_loglik_error_scale). The realized error moves 3x with the
+    # BLAS kernels (batched Matern: 4e-8 relative on Haswell, 1.2e-7 on Sandybridge), within
+    # 0.04-0.3 sigma. Within 3 sigma of exact; two independent evaluations within 3 sqrt(2) sigma.
+    sigma = tlr_loglik_error_scale(X, y, F, k, params, 1e-8)
+    assert abs(value - exact) <= 3 * sigma
+    assert abs(value - cpu.log_likelihood(params)) <= 3 * np.sqrt(2) * sigma
     factor = batched.factors({"range": 0.1, "smoothness": params["smoothness"]}, 0.02 / 1.3)[0]
     assert type(factor.factor).__name__ == "PackedCholesky"
     assert isinstance(factor.solve(np.ones(factor.n)), np.ndarray)
