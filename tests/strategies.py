@@ -22,10 +22,20 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from hypothesis import event
+from hypothesis import HealthCheck, event
 from hypothesis.control import currently_in_test_context
 
 import tlrcore
+
+#: Settings of every property test: derandomized (the same examples on every machine and
+#: run, as CI needs), no example database, no deadline (the machines differ 2x in speed).
+PROPERTY_SETTINGS = dict(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
 
 #: Folders of the two packages; an exception raised from code outside them (NumPy, SciPy,
 #: pandas, scikit-learn, the standard library) was not checked and named by us.
@@ -158,15 +168,10 @@ def same(a, b):
         return True  # drawing from a generator advances it: that is its purpose
     if type(a) is not type(b):
         return False
-    if isinstance(a, pd.DataFrame):
+    if isinstance(a, pd.DataFrame | pd.Series):
+        compare = pd.testing.assert_frame_equal if isinstance(a, pd.DataFrame) else pd.testing.assert_series_equal
         try:
-            pd.testing.assert_frame_equal(a, b, check_exact=True)
-        except AssertionError:
-            return False
-        return True
-    if isinstance(a, pd.Series):
-        try:
-            pd.testing.assert_series_equal(a, b, check_exact=True)
+            compare(a, b, check_exact=True)
         except AssertionError:
             return False
         return True

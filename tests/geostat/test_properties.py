@@ -19,19 +19,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.linalg
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import geostat as gs
-from strategies import assert_unchanged, call_checked, check_finite, record, snapshot
-
-PROPERTY_SETTINGS = dict(
-    deadline=None,
-    derandomize=True,
-    database=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-)
+from strategies import PROPERTY_SETTINGS, assert_unchanged, call_checked, check_finite, record, snapshot
 
 EPS = np.finfo(np.float64).eps
 SHAPES = {"exponential": {}, "matern": {"smoothness": 1.5}, "gaussian": {}, "powered_exponential": {"power": 1.5}}

@@ -19,19 +19,12 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tlrcore as tlr
-from strategies import assert_unchanged, call_checked, call_checked_exc, record, snapshot
+from strategies import PROPERTY_SETTINGS, assert_unchanged, call_checked, call_checked_exc, record, snapshot
 
-PROPERTY_SETTINGS = dict(
-    deadline=None,
-    derandomize=True,
-    database=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-)
 EPS = np.finfo(np.float64).eps
 #: At most this many tiles per side, so that every example stays in milliseconds.
 MAX_TILES = 10
