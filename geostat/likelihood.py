@@ -31,7 +31,6 @@ from scipy.spatial.distance import squareform
 from tlrcore import NotPositiveDefiniteError, batched
 
 from geostat.checks import check_memory
-from geostat.errors import TrendNotIdentifiableError
 from geostat.gls import LOG_2PI, block, check_groups, gls, group_by_pattern, trend_estimates
 from geostat.safeguard import check_on_failure, dense_shifts
 from geostat.solvers import DenseCholesky, one_blas_thread

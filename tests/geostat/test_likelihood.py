@@ -224,7 +224,6 @@ def test_tlr_loglik_converges_to_exact(kernel, params, trend, reml):
     X = rng.uniform(size=(2500, 2))
     y = np.column_stack([rng.normal(size=2500), rng.normal(size=2500)])
     y[rng.uniform(size=y.shape) < 0.05] = np.nan
-    n_obs = np.isfinite(y).sum()
     exact = gs.log_likelihood(X, y, params, kernel=kernel, trend=trend, reml=reml)
 
     def error(accuracy):
