@@ -178,7 +178,7 @@ def check_table(X, argname):
     _check_extent(array.shape, argname)
     if np.iscomplexobj(array):
         raise ValueError(f"Complex data not supported: {argname} must be real.")
-    if array.dtype.kind in "OUS":
+    if array.dtype.kind in "OUS" and not _converts(array):
         flat = array.reshape(array.shape[0], -1)
         for (row, column), value in np.ndenumerate(flat):
             try:
@@ -190,6 +190,15 @@ def check_table(X, argname):
                     f"{argname} must hold numbers; row {row}, column {column} is {shown!r}, which float() refuses "
                     "(its argument must be a string or a number). Convert the entries to float."
                 ) from None
+
+
+def _converts(array):
+    """Whether every entry of an object or string array converts to float."""
+    try:
+        array.astype(np.float64)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _check_extent(shape, argname):
