@@ -218,7 +218,8 @@ def check_symmetry_sample(checked, offsets, rng, scale):
     n = int(offsets[-1])
     s = min(n, _SYMMETRY_SAMPLE)
     rows, cols = rng.choice(n, size=s, replace=False), rng.choice(n, size=s, replace=False)
-    forward, backward = checked(rows, cols, "symmetry sample"), checked(cols, rows, "symmetry sample")
+    where = f"symmetry check on a sample of {s} random rows and columns across the tiles"
+    forward, backward = checked(rows, cols, where), checked(cols, rows, where)
     scale = max(scale, float(forward.max()), -float(forward.min()))
     check_scale(scale, n, "the block generator")
     excess = asymmetry(forward, backward)
