@@ -43,10 +43,11 @@ import tlrcore as tlr
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
 from geostat.solvers import tlr_covariance
-from tlrcore.matrix import _workers
+from tlrcore._threads import workers as library_threads
 
-#: The module (``tlrcore.cholesky`` is also the name of the function).
-LEFT_LOOKING = importlib.import_module("tlrcore.cholesky")
+#: The left-looking module, whose work estimate and scheduler are patched below
+#: (``tlrcore.cholesky`` is also the name of the function, hence import_module).
+LEFT_LOOKING = importlib.import_module("tlrcore.cholesky.left")
 RANGE, NUGGET = 0.1, 1e-2
 VARIANTS = {
     "left, index order": ("left", True),
@@ -67,7 +68,7 @@ def build(n, accuracy):
 
 def factor(A, variant, index_order):
     """Factor `A`; ``index_order`` hands the left-looking tiles over unsorted."""
-    unsorted = mock.patch.object(LEFT_LOOKING, "_ara_work", lambda *args: 0)
+    unsorted = mock.patch.object(LEFT_LOOKING, "ara_work", lambda *args: 0)
     with unsorted if index_order else nullcontext():
         start = time.perf_counter()
         F = tlr.cholesky(A, variant=variant)
@@ -100,7 +101,7 @@ def tile_times(A):
         return lambda: results
 
     with mock.patch.dict(os.environ, {"TLRCORE_NUM_THREADS": "1"}), \
-            mock.patch.object(LEFT_LOOKING, "_start_by_work", timed):
+            mock.patch.object(LEFT_LOOKING, "start_by_work", timed):
         tlr.cholesky(A)
     return columns
 
@@ -136,7 +137,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     print(f"2-D exponential, range {RANGE}, nugget {NUGGET}, accuracy {args.accuracy:g}, "
-          f"{_workers()} threads\n")
+          f"{library_threads()} threads\n")
     print("| n | tile | rank A | variant | runs | factor s (median) | min s | rank L | MB | |dlogdet| |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     ratios, models = [], []

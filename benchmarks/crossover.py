@@ -21,8 +21,7 @@ import numpy as np
 
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
-from geostat.likelihood import ExactLikelihood
-from geostat.tlr_likelihood import TLRLikelihood
+from geostat.likelihood import ExactLikelihood, TLRLikelihood
 
 KERNELS = {"exp2d": ("exponential", None), "matern15_2d": ("matern", 1.5)}
 

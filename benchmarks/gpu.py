@@ -29,7 +29,7 @@ with ranks ``r_i`` uniform in [5, 100], for ``b`` in {512, 2048} and ``s`` in {1
 
 Part 2 (TLR log-likelihood). One Gaussian log-likelihood of a 2-D exponential covariance
 (range 0.1, nugget 1e-2, uniform sites, constant trend) through ``TLRLikelihood`` on each
-``--backend`` (tiles generated on the device from ``geostat.device.DeviceSites``, the
+``--backend`` (tiles generated on the device from ``geostat.covariance.Sites``, the
 packed layout, the batched Cholesky), at ``--sizes`` (default 65K to 1M) and
 ``--accuracies`` (1e-6, 1e-8), the median of ``--repeats`` after one warm-up at
 n = 4,096; side by side with the dense log-likelihood on the same device (covariance
@@ -69,7 +69,7 @@ from threadpoolctl import threadpool_limits
 import tlrcore as tlr
 from tlrcore.backends import cupy_available, get_backend
 from tlrcore.batched import _plan
-from tlrcore.matrix import _workers
+from tlrcore._threads import workers as library_threads
 
 STRATEGIES = ("auto", "group", "pad")
 ORDERS = (16, 512)
@@ -193,7 +193,7 @@ def part_batched(args):
     mean_order = int(round(orders.mean()))
     padded = _plan.pad_up(orders)
     print(f"Part 1: batched Cholesky, {count} matrices, back ends {', '.join(args.backend)}, "
-          f"{_workers()} host threads, median of {args.repeats}")
+          f"{library_threads()} host threads, median of {args.repeats}")
     print(f"variable orders: {len(np.unique(orders))} distinct (calls of 'group'), {len(np.unique(padded))} "
           f"padded (calls of 'pad'), padded flops x{np.sum(padded ** 3.0) / np.sum(orders ** 3.0):.2f}")
     print(f"{'batch':<14} {'method':<24} {'median s':>10} {'GFLOP/s':>9} {'vs scipy':>9}   min-max")
@@ -283,13 +283,13 @@ def part_tlr(args):
 
 def _phases(backend, X, accuracy, tile, kernel, distance, params):
     """``(build s, factor s, GEMM flops)`` of the TLR covariance of `X`, as the likelihood
-    makes it (KD-tree order, tiles from ``DeviceSites``), timed apart; the flops are the
+    makes it (KD-tree order, tiles from ``Sites``), timed apart; the flops are the
     batched factorization's counted low-rank products (0 on the CPU algorithm)."""
-    from geostat.device import DeviceSites
+    from geostat.covariance import Sites
     from geostat.solvers import site_order, tlr_matrix
 
     perm, tile = site_order(X, distance, "kdtree", tile)
-    block = DeviceSites(X[perm], distance, backend).covariance_block(kernel, params)
+    block = Sites(X[perm], distance, backend).covariance_block(kernel, params)
     backend.synchronize()
     start = time.perf_counter()
     A = tlr_matrix(block, X.shape[0], tile, accuracy, backend=backend)
@@ -302,7 +302,7 @@ def _phases(backend, X, accuracy, tile, kernel, distance, params):
 
 def _tlr_loglik(backend, n, accuracy, tile, kernel, distance, params, X=None, y=None):
     """``(seconds, value, factor)`` of one TLR log-likelihood (build, factor, solves)."""
-    from geostat.tlr_likelihood import TLRLikelihood
+    from geostat.likelihood import TLRLikelihood
 
     if X is None:
         X = np.random.default_rng(0).uniform(size=(n, 2))
@@ -321,15 +321,15 @@ def _tlr_loglik(backend, n, accuracy, tile, kernel, distance, params, X=None, y=
 
 def _dense_loglik(backend, X, y, kernel, distance, params, dense_max):
     """``(seconds, value)`` of the dense log-likelihood on the back end's device: the
-    covariance built there (geostat.device), Cholesky, one solve and the GLS constant;
+    covariance built there (geostat.covariance), Cholesky, one solve and the GLS constant;
     ``(None, None)`` above `dense_max`."""
-    from geostat.device import DeviceSites
+    from geostat.covariance import Sites
 
     n = X.shape[0]
     if n > dense_max:
         return None, None
     xp = backend.xp
-    block = DeviceSites(X, distance, backend).covariance_block(kernel, params)
+    block = Sites(X, distance, backend).covariance_block(kernel, params)
     everything = np.arange(n)
     backend.synchronize()
     start = time.perf_counter()

@@ -1,6 +1,6 @@
 """Array operations (kernel launches on a GPU) of the batched TLR Cholesky, counted on NumPy.
 
-Every array operation of ``tlrcore.cholesky_batched`` on a GPU is at least one kernel
+Every array operation of ``tlrcore.cholesky.batched`` on a GPU is at least one kernel
 launch and some 10 microseconds of Python and CuPy overhead, whatever its size. This runs
 the factorization with a NumPy back end whose arrays count their operations (ufuncs,
 matrix products, gathers, assignments, creation), so the count can be read without a
@@ -20,15 +20,13 @@ import numpy as np
 
 import tlrcore as tlr
 from tlrcore.backends.numpy_backend import NumpyBackend
-from tlrcore.cholesky_batched import batched_left_looking
+from tlrcore.cholesky.batched import batched_left_looking
 
 COUNT = [0]
 
 
 class Counted(np.ndarray):
     """An ndarray that counts the operations made on it."""
-
-    __module__ = "numpy"  # tlrcore.tile_column picks the index module from it
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         COUNT[0] += 1

@@ -33,7 +33,7 @@ from geostat.errors import (
 )
 from geostat.estimator import SpatialGP
 from geostat.kernels import Exponential, Gaussian, Kernel, Matern, PoweredExponential
-from geostat.loglik import log_likelihood
+from geostat.api import log_likelihood
 from geostat.optimize import MLEResult
 from geostat.simulate import simulate
 

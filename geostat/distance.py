@@ -40,6 +40,7 @@ __all__ = [
     "EUCLIDEAN",
     "GREAT_CIRCLE",
     "Distance",
+    "central_angle",
     "check_lonlat",
     "chordal",
     "distance_extremes",
@@ -210,7 +211,7 @@ def chordal(a, b=None, radius=EARTH_RADIUS_KM):
     return cdist(xa, xb)
 
 
-def _central_angle(lon_a, lat_a, lon_b, lat_b, xp=np):
+def central_angle(lon_a, lat_a, lon_b, lat_b, xp=np):
     """Central angle (radians) between points given in radians, broadcasting.
 
     Haversine form ``theta = 2 atan2(sqrt(h), sqrt(1 - h))`` with ``1 - h`` computed
@@ -245,7 +246,7 @@ def great_circle(a, b=None, radius=EARTH_RADIUS_KM):
     radius = _check_radius(radius)
     a, b = _pair(a, b, check_lonlat)
     ra, rb = np.radians(a), np.radians(b)
-    angle = _central_angle(ra[:, 0, None], ra[:, 1, None], rb[None, :, 0], rb[None, :, 1])
+    angle = central_angle(ra[:, 0, None], ra[:, 1, None], rb[None, :, 0], rb[None, :, 1])
     return radius * angle
 
 
@@ -258,7 +259,7 @@ def _great_circle_condensed(coords, radius):
     pos = 0
     for start in range(0, n - 1, rows):
         stop = min(start + rows, n - 1)
-        block = _central_angle(r[start:stop, 0, None], r[start:stop, 1, None],
+        block = central_angle(r[start:stop, 0, None], r[start:stop, 1, None],
                                r[None, start:, 0], r[None, start:, 1])
         # keep columns j > i: in row-major order this is the condensed order
         upper = np.arange(start, n)[None, :] > np.arange(start, stop)[:, None]

@@ -31,4 +31,4 @@ class GeostatWarning(UserWarning):
 
 class PerturbationWarning(UserWarning):
     """The covariance at the estimate was changed by a material amount to factor it (see
-    :mod:`geostat.safeguard`): the estimates are those of a model with a larger nugget."""
+    :mod:`geostat.likelihood.failure`): the estimates are those of a model with a larger nugget."""

@@ -14,22 +14,21 @@ from geostat.checks import (
     check_bool,
     check_choice,
     check_mapping,
+    check_params,
     check_positive_int,
     check_random_state,
     check_tile_size,
 )
 from geostat.data import Trend, as_output, check_table, prepare_coords, prepare_y
-from geostat.device import device_backend
 from geostat.distance import get_distance, nearest_pair, warn_if_invalid_on_sphere
 from geostat.errors import PerturbationWarning
 from geostat.kernels import get_kernel
-from geostat.likelihood import split_params
-from geostat.loglik import METHODS, make_likelihood
+from geostat.likelihood import METHODS, make_likelihood, split_params
+from geostat.likelihood.failure import NEGLIGIBLE, check_on_failure, warning_threshold
 from geostat.optimize import ParameterSpace, maximize_likelihood
-from geostat.params import check_params
+from geostat.optimize.scaling import DataScale, residual_variance
 from geostat.predict import Kriging
-from geostat.safeguard import NEGLIGIBLE, check_on_failure, warning_threshold
-from geostat.scaling import DataScale, residual_variance
+from geostat.solvers import get_backend
 
 __all__ = ["SpatialGP"]
 
@@ -61,8 +60,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         Likelihood evaluation: ``"exact"`` (dense Cholesky), ``"tlr"`` (tile low-rank
         Cholesky; estimates are polished without derivatives and standard errors use
         stochastic traces), or ``"auto"``: TLR from
-        :data:`geostat.loglik.TLR_FROM` sites on (on the GPU: exact up to
-        :data:`geostat.loglik.DEVICE_EXACT_MAX` sites when it fits in GPU memory).
+        :data:`geostat.likelihood.TLR_FROM` sites on (on the GPU: exact up to
+        :data:`geostat.likelihood.DEVICE_EXACT_MAX` sites when it fits in GPU memory).
     accuracy : float, default 1e-8
         Relative accuracy of tile low-rank compression and factorization
         (``method="tlr"``).
@@ -93,7 +92,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         :class:`geostat.PerturbationWarning` when the change at the estimate
         exceeds the accuracy, or ``1e-8`` relative for exact fits); ``"step"`` makes the
         optimizer step away from such parameters; ``"raise"`` raises
-        :class:`tlrcore.NotPositiveDefiniteError`. See :mod:`geostat.safeguard`.
+        :class:`tlrcore.NotPositiveDefiniteError`. See :mod:`geostat.likelihood.failure`.
 
     Attributes
     ----------
@@ -198,7 +197,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         y : array-like of shape (n,) or (n, r)
             Observations; with ``r`` replicates (e.g. days) sharing the covariance
             parameters, NaN marks a site missing on a replicate. Observations of any
-            magnitude are fitted in units of order one (:mod:`geostat.scaling`); the
+            magnitude are fitted in units of order one (:mod:`geostat.optimize.scaling`); the
             estimates are reported in the units of `y`.
 
         Returns
@@ -218,7 +217,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             definite during the fit.
         """
         self._check_settings()
-        backend = device_backend(self.device)
+        backend = get_backend(self.device)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
         check_table(X, "X")
@@ -401,7 +400,7 @@ LARGEST_FIXED_NUGGET = 1e6
 
 def _check_sites_and_nugget(coords, likelihood, space, data_variance):
     """Refuse a fixed nugget far above the data variance, sites all at one place, and
-    sites that coincide to within :data:`~geostat.safeguard.NEGLIGIBLE` of the
+    sites that coincide to within :data:`~geostat.likelihood.failure.NEGLIGIBLE` of the
     largest separation when the nugget is held at a value negligible against the data
     variance: the covariance is then singular in floating point (or made regular only by
     a range at its lower bound), and the fit would explain the difference between the
@@ -430,7 +429,7 @@ def _check_sites_and_nugget(coords, likelihood, space, data_variance):
 
 def _warn_if_perturbed(relative, shift, data_variance, accuracy, params):
     """Warn when the factorization at the estimate changed the covariance materially: by
-    more than :func:`~geostat.safeguard.warning_threshold` relative to the matrix
+    more than :func:`~geostat.likelihood.failure.warning_threshold` relative to the matrix
     (``||E||_F / ||K||_F``) or to the variance of the data (the shift)."""
     threshold = warning_threshold(accuracy)
     if relative > threshold or shift > threshold * data_variance:

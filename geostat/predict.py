@@ -28,7 +28,7 @@ from scipy.linalg import cho_solve
 
 from geostat.checks import check_memory
 from geostat.errors import NotPositiveDefiniteError
-from geostat.likelihood import split_params
+from geostat.likelihood.terms import split_params
 from geostat.solvers import one_blas_thread
 
 __all__ = ["Kriging"]

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 
-import tlrcore as tlr
-from geostat.checks import ORDERINGS, check_choice, check_memory, check_positive_int, check_random_state, check_tile_size
+from geostat.checks import (
+    ORDERINGS,
+    check_choice,
+    check_memory,
+    check_params,
+    check_positive_int,
+    check_random_state,
+    check_tile_size,
+)
+from geostat.covariance import Sites
 from geostat.data import Trend, prepare_coords
 from geostat.distance import get_distance, warn_if_invalid_on_sphere
 from geostat.kernels import get_kernel
-from geostat.loglik import resolve_method
-from geostat.params import check_params
-from geostat.solvers import DenseCholesky, one_blas_thread, tlr_covariance
+from geostat.likelihood import resolve_method
+from geostat.solvers import NUMPY, DenseCholesky, one_blas_thread, tlr_covariance, tlr_factor
 
 __all__ = ["simulate"]
 
@@ -37,7 +44,7 @@ def simulate(X, params, kernel="matern", n_samples=1, random_state=None, distanc
     method : {"auto", "exact", "tlr"}, default "auto"
         ``"tlr"`` draws through a tile low-rank Cholesky factor (memory and time far
         below dense for 10^5 sites); ``"auto"`` uses it from
-        :data:`geostat.loglik.TLR_FROM` sites on.
+        :data:`geostat.likelihood.TLR_FROM` sites on.
     accuracy : float, default 1e-8
         Relative accuracy of the TLR covariance and factor (the samples then have
         covariance ``L L^T``, within that accuracy of the model's).
@@ -75,15 +82,13 @@ def simulate(X, params, kernel="matern", n_samples=1, random_state=None, distanc
     if resolve_method(method, data.n) == "tlr":
         A, perm = tlr_covariance(data.coords, kern, unit, dist, accuracy=accuracy, tile_size=tile_size,
                                  ordering=ordering)
-        factor = tlr.cholesky(A, overwrite_a=True)
-        samples = np.empty((data.n, n_samples))
-        samples[perm] = factor.multiply_lower(rng.standard_normal((data.n, n_samples)))
+        factor = tlr_factor(lambda: A, perm)[0]
+        samples = factor.multiply_lower(rng.standard_normal((data.n, n_samples)))
     else:
         check_memory(4 * 8.0 * data.n**2 + 8.0 * data.n * n_samples, f"exact simulation at n = {data.n:,} sites",
                      "use method='tlr' (or 'auto'), which needs far less.")
-        shape = {k: params[k] for k in kern.shape_names}
-        K = kern.correlation(dist.cross(data.coords, data.coords), params["range"], **shape)
-        K.flat[:: data.n + 1] += unit["nugget"]
-        samples = DenseCholesky(K, overwrite=True).L @ rng.standard_normal((data.n, n_samples))
+        sites = Sites(data.coords, dist, NUMPY)
+        K = sites.covariance_block(kern, unit)(np.arange(data.n), np.arange(data.n))
+        samples = DenseCholesky(K, overwrite=True).multiply_lower(rng.standard_normal((data.n, n_samples)))
     samples *= np.sqrt(params["variance"])
     return samples[:, 0] if n_samples == 1 else samples

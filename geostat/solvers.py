@@ -1,9 +1,17 @@
-"""Linear-algebra back ends of the likelihood: the only bridge to :mod:`tlrcore`.
+"""The only bridge to :mod:`tlrcore`: back ends, dense and TLR factors of covariances.
 
-A solver factors one symmetric positive definite covariance and answers the questions the
-likelihood asks of it: log-determinant, solves, and the inverse for gradient traces.
+Statistics (:mod:`geostat.likelihood`, :mod:`geostat.predict`, :mod:`geostat.simulate`)
+asks a factor of ``K = L L^T`` for ``logdet``, ``solve``, ``solve_lower``,
+``solve_upper`` and ``multiply_lower`` and never sees its structure: a dense factor
+(:class:`DenseCholesky`, on any back end) and a TLR factor of reordered sites
+(:class:`TLRFactor`) answer alike. A factor takes host or back-end arrays and returns
+the same kind.
 
-Threads: dense LAPACK and BLAS calls run on one thread (:func:`one_blas_thread`). On a
+Back ends are chosen once, by name (:func:`get_backend`: ``"cpu"`` is NumPy, ``"gpu"``
+CuPy), and stored on the objects that use them.
+
+Threads: dense LAPACK and BLAS calls run on one thread (:func:`one_blas_thread`, tlrcore's
+pinning, re-exported for the statistics). On a
 busy two-core machine threaded OpenBLAS was 80x slower for a 300 x 300 Cholesky factor and
 2.5-4x slower from 1,000 to 3,000, and its in-place ``dpotrf`` crashed at 16,000
 (DESIGN.md section 5). Parallel work comes from the kernel evaluation instead.
@@ -11,52 +19,68 @@ busy two-core machine threaded OpenBLAS was 80x slower for a 300 x 300 Cholesky 
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
-from scipy.linalg import lapack, solve_triangular
-from scipy.spatial.distance import cdist
-from threadpoolctl import ThreadpoolController
 
-from tlrcore import NotPositiveDefiniteError, TLRMatrix
+import tlrcore
+from tlrcore._threads import one_blas_thread
+from tlrcore.backends import NUMPY, Backend
+from tlrcore.backends import get_backend as _tlrcore_backend
+
+from geostat.covariance import Sites
+from geostat.errors import NotPositiveDefiniteError
+from geostat.ordering import auto_tile_size, order_points
 
 __all__ = [
+    "DEVICES",
+    "NUMPY",
     "DenseCholesky",
+    "PermutedTLR",
     "TLRFactor",
+    "covariance_block",
+    "dense_cholesky_batch",
+    "get_backend",
     "not_positive_definite",
     "one_blas_thread",
-    "covariance_block",
-    "gradient_block",
+    "site_order",
     "tlr_covariance",
+    "tlr_factor",
     "tlr_matrix",
 ]
 
-_controller = None
+#: Values of the ``device`` argument of :class:`geostat.SpatialGP` and :func:`geostat.log_likelihood`.
+DEVICES = ("cpu", "gpu")
 
+def get_backend(device):
+    """The array back end a device name selects.
 
-def _single_thread():
-    global _controller
-    if _controller is None:
-        _controller = ThreadpoolController()
-    return _controller.limit(limits=1, user_api="blas")
+    Parameters
+    ----------
+    device : {"cpu", "gpu"} or tlrcore.backends.Backend
+        ``"cpu"``: NumPy; ``"gpu"``: CuPy on a CUDA GPU; a back end object is returned as
+        it is (tests run the device code on NumPy standing in this way).
 
+    Returns
+    -------
+    tlrcore.backends.Backend
 
-def one_blas_thread(func):
-    """Decorator: run `func` with BLAS and LAPACK limited to one thread."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        with _single_thread():
-            return func(*args, **kwargs)
-
-    return wrapper
-
-
-def _zero_strict_upper(F):
-    """Zero the strict upper triangle of the Fortran-ordered `F` in place (column by
-    column: no ``n x n`` temporary)."""
-    for j in range(1, F.shape[1]):
-        F[:j, j] = 0.0
+    Raises
+    ------
+    ValueError
+        For another name, or ``"gpu"`` when CuPy or a CUDA GPU is missing.
+    """
+    if isinstance(device, Backend):
+        return device
+    if device == "cpu":
+        return NUMPY
+    if device == "gpu":
+        try:
+            return _tlrcore_backend("cupy")
+        except ValueError as exc:
+            raise ValueError(
+                "device='gpu' needs CuPy and a CUDA GPU; install the GPU extra (pip install 'geostat[gpu]') "
+                f"on a machine with an NVIDIA GPU, or use device='cpu'. ({exc})"
+            ) from None
+    raise ValueError(f"device={device!r} is not one of {DEVICES}.")
 
 
 def not_positive_definite(order, n):
@@ -70,252 +94,174 @@ def not_positive_definite(order, n):
     )
 
 
-class DenseCholesky:
-    """Cholesky factorization ``K = L L^T`` of a dense covariance matrix.
+class _Factor:
+    """What every factor of ``K = P^T L L^T P`` answers, from ``_solve_lower`` (``L^{-1}``
+    on the factor's order), ``_solve_upper`` (``L^{-T}``), ``_multiply_lower`` and the
+    permutation ``perm`` (None: the identity). Inputs may be host or back-end arrays;
+    results are of the same kind."""
+
+    backend = NUMPY
+    perm = None
+
+    def _to_factor_order(self, b):
+        b = self.backend.asarray(b)
+        return b if self.perm is None else b[self.perm]
+
+    def _from_factor_order(self, x):
+        if self.perm is None:
+            return x
+        out = self.backend.xp.empty_like(x)
+        out[self.perm] = x
+        return out
+
+    def solve_lower(self, b):
+        """Return ``L^{-1} P b`` (rows in the factor's order; for quadratic forms)."""
+        return self.backend.like(self._solve_lower(self._to_factor_order(b)), b)
+
+    def solve_upper(self, x):
+        """Return ``P^T L^{-T} x`` for `x` in the factor's order (so that
+        ``solve_upper(solve_lower(b)) = K^{-1} b``)."""
+        return self.backend.like(self._from_factor_order(self._solve_upper(self.backend.asarray(x))), x)
+
+    def multiply_lower(self, z):
+        """Return ``P^T L z`` for `z` in the factor's order (a draw with covariance ``K``
+        from white noise `z`)."""
+        return self.backend.like(self._from_factor_order(self._multiply_lower(self.backend.asarray(z))), z)
+
+    def solve(self, b):
+        """Return ``K^{-1} b`` for a vector or a matrix of right-hand sides."""
+        x = self._solve(self._to_factor_order(b))
+        return self.backend.like(self._from_factor_order(x), b)
+
+    def _solve(self, b):
+        return self._solve_upper(self._solve_lower(b))
+
+
+class DenseCholesky(_Factor):
+    """Cholesky factorization ``K = L L^T`` of a dense matrix on a back end.
 
     Parameters
     ----------
-    matrix : ndarray of shape (n, n)
-        Symmetric positive definite; only the lower triangle is read.
+    matrix : array of shape (n, n) on `backend`
+        Symmetric positive definite; only one triangle is read.
+    backend : tlrcore.backends.Backend, default NUMPY
     overwrite : bool, default False
         Allow the factorization to reuse `matrix`'s memory (it is then destroyed).
     shifts : sequence of float, default ()
         If the factorization fails, factor ``matrix + s I`` for the first ``s`` that
-        works (see :mod:`geostat.safeguard`); ``.shift``, ``.perturbation`` (``s
-        sqrt(n)``) and ``.relative_perturbation`` record it (0.0 when not needed).
+        works (see :mod:`geostat.likelihood.failure`); ``.shift``, ``.perturbation``
+        (``s sqrt(n)``) and ``.relative_perturbation`` record it (0.0 when not needed).
 
     Raises
     ------
-    tlrcore.NotPositiveDefiniteError
-        If a pivot is not positive; the message gives the failing leading order.
+    NotPositiveDefiniteError
+        If a pivot is not positive (with every shift); the message gives the failing
+        leading order.
     """
 
     @one_blas_thread
-    def __init__(self, matrix, overwrite=False, shifts=()):
-        matrix = np.asarray(matrix, dtype=np.float64)
-        n = matrix.shape[0]
-        # LAPACK works on the transpose of a C-ordered array in place; for a symmetric
-        # matrix the transpose is the same matrix, so no copy is needed.
-        work = matrix.T if matrix.flags.c_contiguous else np.asfortranarray(matrix)
-        diagonal = np.diagonal(work).copy() if shifts else None
-        # clean=0 keeps the strict upper triangle of `work` (the matrix) for a retry.
-        factor, info = lapack.dpotrf(work, lower=1, clean=0, overwrite_a=overwrite)
+    def __init__(self, matrix, backend=NUMPY, overwrite=False, shifts=()):
+        self.backend = backend
+        xp = backend.xp
+        self.n = matrix.shape[0]
         self.shift = self.perturbation = self.relative_perturbation = 0.0
-        if info > 0 and shifts:
-            factor, info = self._shifted(work, diagonal, shifts)
-        if info == 0:
-            _zero_strict_upper(factor)
-        if info > 0:
-            raise not_positive_definite(info, n)
-        if info < 0:
-            raise ValueError(f"LAPACK dpotrf rejected argument {-info}.")
-        self.L = factor
-        self.n = n
+        diagonal = xp.diagonal(matrix).copy() if shifts else None
+        L, info = backend.dense_cholesky(matrix, overwrite=overwrite)
+        if info and shifts:
+            L, info = self._shifted(L, diagonal, shifts)
+        if info:
+            raise not_positive_definite(info, self.n)
+        self.L = L
 
     @classmethod
-    def from_factor(cls, L):
-        """Wrap the lower Cholesky factor `L` of a positive definite matrix, computed
-        elsewhere (e.g. by :func:`tlrcore.batched.cholesky`) without a shift.
-
-        `L` is kept in Fortran order (copied if needed), the layout LAPACK reads in place.
-        """
+    def from_factor(cls, L, backend=NUMPY):
+        """Wrap the lower Cholesky factor `L` (on `backend`, zero strict upper triangle) of
+        a positive definite matrix, computed elsewhere (:func:`dense_cholesky_batch`)."""
         self = cls.__new__(cls)
-        self.L = np.asfortranarray(L, dtype=np.float64)
-        self.n = self.L.shape[0]
+        self.backend, self.L, self.n = backend, L, L.shape[0]
         self.shift = self.perturbation = self.relative_perturbation = 0.0
         return self
 
-    def _shifted(self, work, diagonal, shifts):
-        """Factor ``K + s I`` for the first `shifts` entry that works. dpotrf wrote only
-        the lower triangle and diagonal of `work`; ``K`` is rebuilt from its strict upper
-        triangle and the saved `diagonal`."""
-        upper = np.triu(work, 1)
+    def _shifted(self, failed, diagonal, shifts):
+        """Factor ``K + s I`` for the first `shifts` entry that works. The failed attempt
+        kept ``K``'s strict upper triangle (``backend.dense_cholesky``); ``K`` is rebuilt
+        from it and the saved `diagonal`."""
+        xp = self.backend.xp
+        upper = xp.triu(failed, 1)
         K = upper + upper.T
-        K[np.diag_indices_from(K)] = diagonal
-        norm = float(np.linalg.norm(K))
+        index = xp.arange(self.n)
+        K[index, index] = diagonal
+        norm = float(xp.linalg.norm(K))
         for shift in shifts:
-            trial = np.array(K, order="F")
-            trial[np.diag_indices_from(trial)] += shift
-            factor, info = lapack.dpotrf(trial, lower=1, clean=0, overwrite_a=True)
-            if info == 0:
+            trial = K.copy()
+            trial[index, index] += shift
+            L, info = self.backend.dense_cholesky(trial, overwrite=True)
+            if not info:
                 self.shift = float(shift)
-                self.perturbation = float(shift) * np.sqrt(K.shape[0])
+                self.perturbation = float(shift) * np.sqrt(self.n)
                 self.relative_perturbation = self.perturbation / norm
-                return factor, info
-        return factor, info
+                return L, info
+        return L, info
 
     @property
     def nbytes(self):
         """Bytes held by the factor."""
         return self.L.nbytes
 
+    @property
+    def ranks(self):
+        """``[[n]]``: one dense tile."""
+        return np.array([[self.n]])
+
+    def to_dense(self):
+        """``L`` (on the back end)."""
+        return self.L
+
     def logdet(self):
         """Return ``log det K``."""
-        return 2.0 * float(np.sum(np.log(np.diagonal(self.L))))
+        xp = self.backend.xp
+        return 2.0 * float(xp.sum(xp.log(xp.diagonal(self.L))))
 
     @one_blas_thread
-    def solve_lower(self, b):
-        """Return ``L^{-1} b``."""
-        return solve_triangular(self.L, b, lower=True, check_finite=False)
+    def _solve_lower(self, b):
+        return self.backend.solve_triangular(self.L, b, lower=True)
 
     @one_blas_thread
-    def solve(self, b):
-        """Return ``K^{-1} b`` for a vector or a matrix of right-hand sides."""
-        b = np.asarray(b, dtype=np.float64)
-        x, info = lapack.dpotrs(self.L, b, lower=1)
-        if info != 0:
-            raise ValueError(f"LAPACK dpotrs rejected argument {-info}.")
-        return x
+    def _solve_upper(self, x):
+        return self.backend.solve_triangular(self.L, x, lower=True, trans=True)
+
+    def _multiply_lower(self, z):
+        return self.L @ z
 
     @one_blas_thread
-    def inverse_lower(self):
-        """Return the lower triangle of ``K^{-1}`` (the strict upper triangle is zero)."""
-        inv, info = lapack.dpotri(self.L, lower=1)
-        if info != 0:
-            raise NotPositiveDefiniteError("the inverse of the covariance factor failed.", tile=0)
-        return inv
+    def _solve(self, b):
+        return self.backend.cholesky_solve(self.L, b)
 
-    def inverse(self):
-        """Return ``K^{-1}`` as a full symmetric array."""
-        inv = self.inverse_lower()
-        inv += np.tril(inv, -1).T
-        return inv
+    @one_blas_thread
+    def inverse(self, lower=False):
+        """``K^{-1}`` on the back end: the full symmetric matrix, or with ``lower=True``
+        its lower triangle (strict upper triangle zero)."""
+        return self.backend.cholesky_inverse(self.L, lower=lower)
 
 
-def covariance_block(coords, kernel, params, distance):
-    """Block generator ``block(rows, cols)`` of the covariance matrix of `coords`.
+def dense_cholesky_batch(matrices, backend=NUMPY):
+    """:class:`DenseCholesky` factors of several symmetric matrices of any orders, by
+    :func:`tlrcore.batched.cholesky` (the matrices of one order in one batched call).
 
-    Parameters
-    ----------
-    coords : ndarray of shape (n, d)
-    kernel : geostat.kernels.Kernel
-    params : dict
-        ``variance``, ``range``, ``nugget`` and the kernel's shape parameters.
-    distance : geostat.distance.Distance
-
-    Returns
-    -------
-    callable
-        ``block(rows, cols)`` -> ``variance * M(d / range) + nugget * [rows == cols]``.
+    Raises
+    ------
+    NotPositiveDefiniteError
+        If one of them is not positive definite (factor them one by one to tell which).
     """
-    embedded = distance.embed(coords)
-    shape = {k: params[k] for k in kernel.shape_names if k in params}
-    variance, range_, nugget = params["variance"], params["range"], params.get("nugget", 0.0)
-
-    def block(rows, cols):
-        if embedded is not None:
-            d = cdist(embedded[rows], embedded[cols])
-        else:
-            d = distance.cross(coords[rows], coords[cols])
-        C = kernel.correlation(d, range_, **shape)
-        C *= variance
-        if nugget and rows.min() <= cols.max() and cols.min() <= rows.max():
-            C[rows[:, None] == cols[None, :]] += nugget
-        return C
-
-    return block
+    # "group": no padded copies. K is symmetric, so K.T is the same matrix, in the column
+    # order LAPACK reads without a transposing copy (measured: 5-10% of the factorization
+    # at n = 1,400).
+    factors = tlrcore.batched.cholesky([K.T for K in matrices], strategy="group", check_finite=False,
+                                       backend=backend)
+    return [DenseCholesky.from_factor(L, backend) for L in factors]
 
 
-#: Entries of a correlation derivative below this are set to zero: next to the unit
-#: diagonal of the correlation they are below rounding, and a TLR matrix of entries
-#: near the underflow threshold cannot be compressed (its norms underflow).
-NEGLIGIBLE_DERIVATIVE = 1e-100
-
-
-def gradient_block(coords, kernel, theta, name, distance):
-    """Block generator of ``dR / d name``, the derivative of the correlation matrix
-    (entries below :data:`NEGLIGIBLE_DERIVATIVE` in magnitude set to zero).
-
-    Parameters
-    ----------
-    coords : ndarray of shape (n, d)
-    kernel : geostat.kernels.Kernel
-    theta : dict
-        ``range`` and the kernel's shape parameters.
-    name : str
-        ``"range"`` or a free shape parameter of `kernel`.
-    distance : geostat.distance.Distance
-
-    Returns
-    -------
-    callable
-        ``block(rows, cols)`` -> derivative block (zero on coinciding sites).
-    """
-    embedded = distance.embed(coords)
-    shape = {k: v for k, v in theta.items() if k != "range"}
-
-    def block(rows, cols):
-        if embedded is not None:
-            d = cdist(embedded[rows], embedded[cols])
-        else:
-            d = distance.cross(coords[rows], coords[cols])
-        D = kernel.correlation_and_gradient(d, theta["range"], **shape)[1][name]
-        D[np.abs(D) < NEGLIGIBLE_DERIVATIVE] = 0.0
-        return D
-
-    return block
-
-
-def tlr_matrix(block, n, tile_size=None, accuracy=1e-8, method=None, random_state=0, backend="numpy"):
-    """A :class:`tlrcore.TLRMatrix` from a block generator of already ordered sites.
-
-    ``tile_size=None`` uses :func:`geostat.ordering.auto_tile_size`; a tile size above
-    `n` is clipped to `n`. ``method=None`` is the back end's default (ACA on NumPy, the
-    batched column compression on a GPU).
-    """
-    from geostat.ordering import auto_tile_size
-
-    tile_size = auto_tile_size(n) if tile_size is None else min(int(tile_size), n)
-    return TLRMatrix.from_generator(block, n, tile_size, accuracy=accuracy, method=method, random_state=random_state,
-                                    backend=backend)
-
-
-def tlr_covariance(coords, kernel, params, distance, accuracy=1e-8, tile_size=None, ordering="kdtree",
-                   method="aca", random_state=0):
-    """Tile low-rank covariance matrix of `coords`, with the sites reordered for compression.
-
-    Parameters
-    ----------
-    coords : ndarray of shape (n, d)
-    kernel, params, distance
-        As in :func:`covariance_block`.
-    accuracy : float, default 1e-8
-        Relative Frobenius accuracy of the compression.
-    tile_size : int, optional
-        Default :func:`geostat.ordering.auto_tile_size`.
-    ordering : {"kdtree", "morton", "none"}, default "kdtree"
-    method : {"aca", "ara", "svd"}, default "aca"
-    random_state : int, default 0
-
-    Returns
-    -------
-    matrix : tlrcore.TLRMatrix
-        Covariance of ``coords[perm]``.
-    perm : ndarray of shape (n,)
-        The site permutation; undo it with ``geostat.ordering.inverse_permutation``.
-    """
-    perm, tile_size = site_order(coords, distance, ordering, tile_size)
-    block = covariance_block(coords[perm], kernel, params, distance)
-    return tlr_matrix(block, coords.shape[0], tile_size, accuracy, method, random_state), perm
-
-
-def site_order(coords, distance, ordering="kdtree", tile_size=None):
-    """Permutation of the sites for TLR compression, and the tile size it was built for.
-
-    Returns
-    -------
-    perm : ndarray of shape (n,)
-    tile_size : int
-    """
-    from geostat.ordering import auto_tile_size, order_points
-
-    n = coords.shape[0]
-    tile_size = auto_tile_size(n) if tile_size is None else min(int(tile_size), n)
-    embedded = distance.embed(coords)
-    return order_points(coords if embedded is None else embedded, ordering, tile_size), tile_size
-
-
-class TLRFactor:
+class TLRFactor(_Factor):
     """TLR Cholesky factor of a covariance of reordered sites, used in the original order.
 
     ``K[perm][:, perm] ~ L L^T``: :meth:`solve` takes and returns arrays in the caller's
@@ -323,7 +269,7 @@ class TLRFactor:
 
     Parameters
     ----------
-    factor : tlrcore.TLRCholesky
+    factor : tlrcore.TLRCholesky or the packed (batched) factor
     perm : ndarray of shape (n,)
     matrix_norm : float, optional
         ``||K||_F``, for ``.relative_perturbation`` of a safeguarded factor.
@@ -331,7 +277,8 @@ class TLRFactor:
 
     def __init__(self, factor, perm, matrix_norm=None):
         self.factor = factor
-        self.perm = np.asarray(perm)
+        self.backend = factor.backend
+        self.perm = self.backend.xp.asarray(perm)
         self.n = factor.n
         self.shift = factor.shift
         self.perturbation = factor.perturbation
@@ -342,22 +289,166 @@ class TLRFactor:
         """Bytes held by the factor."""
         return self.factor.nbytes
 
+    @property
+    def ranks(self):
+        """Ranks of the factor's tiles (tile sizes on the diagonal)."""
+        return self.factor.ranks
+
+    def to_dense(self):
+        """``L`` with ``L L^T ~ K[perm][:, perm]``."""
+        return self.factor.to_dense()
+
     def logdet(self):
         """Return ``log det K``."""
         return self.factor.logdet()
 
-    def solve(self, b):
-        """Return ``K^{-1} b`` for a vector or a matrix of right-hand sides (on the host)."""
-        b = np.asarray(b, dtype=np.float64)
-        x = np.empty(b.shape)
-        x[self.perm] = self._host(self.factor.solve(b[self.perm]))
-        return x
+    def _solve_lower(self, b):
+        return self.factor.solve_lower(b)
 
-    def solve_lower(self, b):
-        """Return ``L^{-1} P b`` (rows in the factor's order; for quadratic forms)."""
-        return self._host(self.factor.solve_lower(np.asarray(b, dtype=np.float64)[self.perm]))
+    def _solve_upper(self, x):
+        return self.factor.solve_upper(x)
 
-    def _host(self, x):
-        """A result of the factor as a NumPy array (factors on a GPU return device arrays)."""
-        backend = getattr(self.factor, "backend", None)
-        return x if backend is None else backend.to_host(x)
+    def _multiply_lower(self, z):
+        return self.factor.multiply_lower(z)
+
+    def _solve(self, b):
+        return self.factor.solve(b)
+
+
+class PermutedTLR:
+    """A TLR matrix of reordered sites as an operator in the caller's order:
+    ``A @ x = P^T A_P P x`` with ``A_P = A[perm][:, perm]`` compressed.
+
+    Parameters
+    ----------
+    matrix : tlrcore.TLRMatrix
+    perm : ndarray of shape (n,)
+    """
+
+    def __init__(self, matrix, perm):
+        self.matrix = matrix
+        self.perm = matrix.backend.xp.asarray(perm)
+
+    def __matmul__(self, x):
+        backend = self.matrix.backend
+        y = self.matrix @ backend.asarray(x)[self.perm]
+        out = backend.xp.empty_like(y)
+        out[self.perm] = y
+        return backend.like(out, x)
+
+
+def tlr_matrix(block, n, tile_size=None, accuracy=1e-8, method=None, random_state=0, backend=NUMPY):
+    """A :class:`tlrcore.TLRMatrix` from a block generator of already ordered sites.
+
+    ``tile_size=None`` uses :func:`geostat.ordering.auto_tile_size`; a tile size above
+    `n` is clipped to `n`. ``method=None`` is the back end's default (ACA on NumPy, the
+    batched column compression on a GPU).
+    """
+    tile_size = auto_tile_size(n) if tile_size is None else min(int(tile_size), n)
+    return tlrcore.TLRMatrix.from_generator(block, n, tile_size, accuracy=accuracy, method=method,
+                                            random_state=random_state, backend=backend)
+
+
+def tlr_factor(build, perm, random_state=0, shift_on_failure=False):
+    """TLR Cholesky factor of the matrix ``build()`` makes (sites in order `perm`).
+
+    Parameters
+    ----------
+    build : callable
+        Returns a new :class:`tlrcore.TLRMatrix` (called again after a failure: the
+        failed attempt consumed the first one).
+    perm : ndarray of shape (n,)
+    random_state : int, default 0
+    shift_on_failure : bool, default False
+        On failure, refactor a rebuilt matrix with the smallest shift that works
+        (``tlrcore.cholesky(..., safeguard="shift")``) instead of raising.
+
+    Returns
+    -------
+    factor : TLRFactor
+    shifted : bool
+        Whether the shift was needed.
+
+    Raises
+    ------
+    NotPositiveDefiniteError
+        If the compressed matrix is not positive definite (and not `shift_on_failure`).
+    """
+    try:
+        return TLRFactor(tlrcore.cholesky(build(), random_state=random_state, overwrite_a=True), perm), False
+    except NotPositiveDefiniteError:
+        if not shift_on_failure:
+            raise
+    A = build()
+    factor = tlrcore.cholesky(A, random_state=random_state, safeguard="shift")
+    return TLRFactor(factor, perm, A.frobenius_norm()), True
+
+
+def covariance_block(coords, kernel, params, distance, backend=NUMPY):
+    """Block generator ``block(rows, cols)`` of the covariance matrix of `coords`.
+
+    A shorthand for ``Sites(coords, distance, backend).covariance_block(kernel, params)``;
+    to build blocks for many parameter values, keep one :class:`geostat.covariance.Sites` (the coordinates
+    then go to the back end once).
+
+    Parameters
+    ----------
+    coords : ndarray of shape (n, d)
+    kernel : geostat.kernels.Kernel
+    params : dict
+        ``variance``, ``range``, ``nugget`` and the kernel's shape parameters.
+    distance : geostat.distance.Distance
+    backend : tlrcore.backends.Backend, default NUMPY
+
+    Returns
+    -------
+    callable
+        ``block(rows, cols)`` -> ``variance * M(d / range) + nugget * [rows == cols]``.
+    """
+    return Sites(coords, distance, backend).covariance_block(kernel, params)
+
+
+def site_order(coords, distance, ordering="kdtree", tile_size=None):
+    """Permutation of the sites for TLR compression, and the tile size it was built for.
+
+    Returns
+    -------
+    perm : ndarray of shape (n,)
+    tile_size : int
+    """
+    n = coords.shape[0]
+    tile_size = auto_tile_size(n) if tile_size is None else min(int(tile_size), n)
+    embedded = distance.embed(coords)
+    return order_points(coords if embedded is None else embedded, ordering, tile_size), tile_size
+
+
+def tlr_covariance(coords, kernel, params, distance, accuracy=1e-8, tile_size=None, ordering="kdtree",
+                   method="aca", random_state=0, backend=NUMPY):
+    """Tile low-rank covariance matrix of `coords`, with the sites reordered for compression.
+
+    Parameters
+    ----------
+    coords : ndarray of shape (n, d)
+    kernel : geostat.kernels.Kernel
+    params : dict
+        ``variance``, ``range``, ``nugget`` and the kernel's shape parameters.
+    distance : geostat.distance.Distance
+    accuracy : float, default 1e-8
+        Relative Frobenius accuracy of the compression.
+    tile_size : int, optional
+        Default :func:`geostat.ordering.auto_tile_size`.
+    ordering : {"kdtree", "morton", "none"}, default "kdtree"
+    method : {"aca", "ara", "svd"}, default "aca"
+    random_state : int, default 0
+    backend : tlrcore.backends.Backend, default NUMPY
+
+    Returns
+    -------
+    matrix : tlrcore.TLRMatrix
+        Covariance of ``coords[perm]``.
+    perm : ndarray of shape (n,)
+        The site permutation; undo it with ``geostat.ordering.inverse_permutation``.
+    """
+    perm, tile_size = site_order(coords, distance, ordering, tile_size)
+    block = Sites(coords[perm], distance, backend).covariance_block(kernel, params)
+    return tlr_matrix(block, coords.shape[0], tile_size, accuracy, method, random_state, backend), perm

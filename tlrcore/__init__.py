@@ -43,6 +43,15 @@ FactorizationError
     A dense factorization overflowed.
 ConsumedMatrixError
     A matrix used after ``cholesky(A, overwrite_a=True)`` released its tiles.
+
+Layout
+------
+``matrix`` (TLRMatrix), ``ldl``, ``diagnostics``, ``errors``; ``cholesky/`` (dispatch,
+left-, right-looking, pivoted and batched variants, safeguards, the factors); ``packed/``
+(the packed layout: tiles, tile columns, tile pool, batched build, column update);
+``compress/``, ``batched/``, ``dense/``, ``backends/``; private helpers ``_threads``
+(thread pools, per-tile seeds, BLAS on one thread), ``_checks`` (argument checks),
+``_malloc`` (glibc allocator tuning).
 """
 
 from tlrcore import batched, compress, dense

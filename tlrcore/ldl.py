@@ -45,22 +45,19 @@ run and for any number of threads. Unlike :func:`tlrcore.cholesky` there is no l
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 
 import numpy as np
 from scipy.linalg import solve_triangular
-from threadpoolctl import threadpool_limits
 
-from tlrcore.cholesky import _ara_work, _block_diagonal, _stack, _start_by_work
-from tlrcore._tile_factor import TileFactor
+from tlrcore._checks import check_accuracy, check_int, check_random_state
+from tlrcore._threads import start_by_work, tile_pool, tile_seeds, workers
+from tlrcore.cholesky._steps import TileFactor, ara_work, block_diagonal, stack
 from tlrcore.compress import ara_compress
 from tlrcore.dense import ldl as dense_ldl
 from tlrcore.dense._checks import PIVOTING, check_choice
 from tlrcore.dense.ldl import block_eigenvalues, inertia_of
 from tlrcore.errors import FactorizationError
-from tlrcore._checks import check_accuracy, check_int, check_random_state
-from tlrcore.matrix import TLRMatrix, _workers
+from tlrcore.matrix import TLRMatrix
 
 __all__ = ["TLRLDL", "ldl"]
 
@@ -92,7 +89,14 @@ class TLRLDL(TileFactor):
         Absolute Frobenius tolerance of the updated tiles.
     pivoting : str
         ``"bk"`` or ``"rook"``, the pivoting within the diagonal tiles.
+    perturbation, shift : float
+        Always 0.0: the LDLᵀ changes nothing on purpose (as for an unsafeguarded
+        :class:`~tlrcore.TLRCholesky`).
+    backend : Backend
+        :data:`tlrcore.backends.NUMPY`.
     """
+
+    perturbation = shift = 0.0
 
     def __init__(self, diagonal, d, perms, U, V, offsets, tolerance, pivoting):
         super().__init__(diagonal, U, V, offsets, tolerance)
@@ -262,10 +266,9 @@ def ldl(A, accuracy=None, pivoting="bk", block_size=16, random_state=0):
 def _left_looking(A, tolerance, pivoting, block_size, random_state):
     """Left-looking LDLᵀ of `A`, each updated tile compressed to `tolerance`."""
     n_t = A.n_tiles
-    seeds = np.random.default_rng(random_state).integers(0, 2**63 - 1, size=(n_t, n_t))
+    seeds = tile_seeds(random_state, n_t)
     diagonal, d, perms, blocks, U, V = [], [], [], [], {}, {}
-    workers = _workers()
-    with threadpool_limits(1, "blas"), (ThreadPoolExecutor(workers) if workers > 1 else nullcontext()) as pool:
+    with tile_pool(workers()) as pool:
         for k in range(n_t):
             # D_j V(k, j) for j < k: shared by the diagonal update and every tile of the column.
             DVk = [_apply_d(*blocks[j], V[k, j]) for j in range(k)]
@@ -276,11 +279,11 @@ def _left_looking(A, tolerance, pivoting, block_size, random_state):
             d.append(Dk)
             perms.append(pk)
             blocks.append(_blocks_of(Dk))
-            Uk = _stack([U[k, j] for j in range(k)], A.diagonal[k].shape[0])
+            Uk = stack([U[k, j] for j in range(k)], A.diagonal[k].shape[0])
 
             def update(i, k=k, Uk=Uk, DVk=DVk, Lk=Lk, pk=pk):
-                Ui = _stack([U[i, j] for j in range(k)], A.diagonal[i].shape[0])
-                Mik = _block_diagonal([V[i, j].T @ DVk[j] for j in range(k)])
+                Ui = stack([U[i, j] for j in range(k)], A.diagonal[i].shape[0])
+                Mik = block_diagonal([V[i, j].T @ DVk[j] for j in range(k)])
                 Ua, Va = A.U[i, k], A.V[i, k]
 
                 def matmat(X):
@@ -297,7 +300,7 @@ def _left_looking(A, tolerance, pivoting, block_size, random_state):
                 return Ut, _solve_d(*blocks[k], Vt)
 
             rest = list(range(k + 1, n_t))
-            updated = _start_by_work(pool, update, rest, [_ara_work(A, U, i, k, block_size) for i in rest])()
+            updated = start_by_work(pool, update, rest, [ara_work(A, U, i, k, block_size) for i in rest])()
             for i, (Ut, Vt) in zip(rest, updated):
                 U[i, k], V[i, k] = Ut, Vt
     return TLRLDL(diagonal, d, perms, U, V, A.offsets, tolerance, pivoting)

@@ -20,21 +20,18 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from tlrcore._checks import check_accuracy, check_int, check_operand, check_random_state
 from tlrcore._malloc import pin_mmap_threshold
+from tlrcore._threads import runner, tile_pool, workers
 from tlrcore.backends import get_backend
 from tlrcore.compress import COMPRESSORS
 from tlrcore.compress._recompress import check_block_output
 from tlrcore.dense._checks import check_symmetric
 from tlrcore.errors import ConsumedMatrixError, GeneratorError
-from tlrcore.matrix_batched import (
+from tlrcore.packed.build import (
     GeneratorOutput,
     build_packed,
     check_diagonal,
@@ -42,7 +39,7 @@ from tlrcore.matrix_batched import (
     check_symmetry_sample,
     norm_lower_estimate,
 )
-from tlrcore.packed import PackedTiles
+from tlrcore.packed.tiles import PackedTiles
 
 __all__ = ["TLRMatrix", "GeneratorError"]
 
@@ -150,7 +147,7 @@ class TLRMatrix:
             Compression of the off-diagonal tiles: one at a time (``"aca"``, ``"ara"``,
             ``"svd"``, on NumPy arrays), or ``"batched"``: a tile column at a time, one
             generator call per column chunk returning arrays of the back end, into the
-            packed layout (:mod:`tlrcore.matrix_batched`), the GPU path. Default
+            packed layout (:mod:`tlrcore.packed.build`), the GPU path. Default
             ``"aca"`` on NumPy and ``"batched"`` on other back ends.
         max_rank : int, optional
             Cap on every tile's rank (the accuracy may then not be met; see
@@ -173,7 +170,7 @@ class TLRMatrix:
             compared with their transposes, is not symmetric to ``1e-10 max|A|`` (the
             criterion of :mod:`tlrcore.dense`), or when the entries are too large or too
             small for the norms (``max|A|`` outside about ``[1e-134, 1e134]``, see
-            :func:`tlrcore.matrix_batched.check_scale`); the message names the tile.
+            :func:`tlrcore.packed.build.check_scale`); the message names the tile.
         """
         n = check_int(n, "n", 1)
         tile_size = check_int(tile_size, "tile_size", 1, n)
@@ -202,9 +199,8 @@ class TLRMatrix:
         tiles = [np.arange(offsets[i], offsets[i + 1]) for i in range(n_tiles)]
         pairs = [(i, j) for i in range(n_tiles) for j in range(i)]
         seeds = rng.integers(0, 2**63 - 1, size=len(pairs))
-        workers = _workers()
-        with threadpool_limits(1, "blas"), (ThreadPoolExecutor(workers) if workers > 1 else nullcontext()) as pool:
-            run = pool.map if pool is not None else map
+        with tile_pool(workers()) as pool:
+            run = runner(pool)
             diagonal = list(run(lambda i: checked(tiles[i], tiles[i], (i, i)), range(n_tiles)))
             scale = check_diagonal(diagonal, n)
             norm = norm_lower_estimate(sum(float(np.sum(D * D)) for D in diagonal), checked, offsets, rng, np)
@@ -315,7 +311,7 @@ class TLRMatrix:
         return ranks
 
     def pack(self):
-        """The matrix in the packed layout (:class:`~tlrcore.packed.PackedTiles`): the
+        """The matrix in the packed layout (:class:`~tlrcore.packed.tiles.PackedTiles`): the
         storage itself if it was built that way, else a copy made once (the matrix keeps
         its tile layout and its default factorization)."""
         if self.packed is not None:
@@ -404,20 +400,6 @@ class TLRMatrix:
             f"TLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, "
             f"mean_rank={self.mean_rank:.1f}, nbytes={self.nbytes})"
         )
-
-
-def _workers():
-    """Threads that compress tiles: ``TLRCORE_NUM_THREADS`` or the CPU count (at most 8).
-
-    Each tile's BLAS calls run on one thread; parallelism is across tiles. With one
-    thread the tiles are compressed in the calling thread (profilers then see the work).
-    """
-    value = os.environ.get("TLRCORE_NUM_THREADS")
-    if value is not None:
-        if not value.isdigit() or int(value) < 1:
-            raise ValueError(f"TLRCORE_NUM_THREADS={value!r} must be a positive integer.")
-        return int(value)
-    return max(1, min(os.cpu_count() or 1, 8))
 
 
 def _compress_tile(checked, rows, cols, tile, tolerance, method, max_rank, seed):

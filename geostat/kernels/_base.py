@@ -10,25 +10,30 @@ shape parameters and of the call arguments, the bookkeeping of fixed versus free
 (estimated) shape parameters, the chain rule for the derivative with respect to
 ``range``, and the chunked, threaded evaluation of large distance arrays.
 
-A subclass writes only :meth:`Kernel._fill`, which evaluates ``M(u)`` on the scaled
-distance ``u = d / range``, ``u * dM/du`` and ``dM/dshape``, and, for the device path,
-:meth:`Kernel._device_fill`, the same with the operations of an array module ``xp``
-(NumPy or CuPy) only: :meth:`Kernel.device_correlation` and
-:meth:`Kernel.device_correlation_and_gradient` evaluate arrays that live on a GPU without
-copying them to the host. The CPU path is untouched by it.
+A subclass writes its formula once, in :meth:`Kernel._formula`: ``M(u)`` on the scaled
+distance ``u = d / range``, ``u * dM/du`` and ``dM/dshape``, with the operations of the
+array module ``xp`` of the distances only (NumPy, or CuPy for arrays on a GPU), so the
+same code serves every back end. :meth:`Kernel.correlation` and
+:meth:`Kernel.correlation_and_gradient` validate their arguments;
+:meth:`Kernel.evaluate` is the trusted path of the likelihoods (no reduction or host
+synchronization per call).
 
-Threading
----------
-``scipy.special.kv`` and the numpy ufuncs release the GIL, so arrays with more than
-``_PARALLEL_MIN_SIZE`` entries are cut into chunks of ``_CHUNK_SIZE`` entries that a
-small module-level thread pool evaluates. The pool has
+Chunked evaluation
+------------------
+How an array is cut into chunks is a strategy of the array module, chosen by the
+namespace of the distances (:data:`_CHUNKING`), never by a branch in the formulas.
+NumPy arrays with more than ``_PARALLEL_MIN_SIZE`` entries are cut into chunks of
+``_CHUNK_SIZE`` entries that a small module-level thread pool evaluates
+(``scipy.special`` and the NumPy ufuncs release the GIL); the pool has
 ``min(2, os.cpu_count())`` workers unless the environment variable
-``GEOSTAT_KERNEL_THREADS`` or :func:`set_num_threads` says otherwise. Results do not
-depend on the chunking: every formula is elementwise.
+``GEOSTAT_KERNEL_THREADS`` or :func:`set_num_threads` says otherwise. Arrays of other
+modules (a GPU's) are evaluated in chunks of :data:`DEVICE_CHUNK` entries, which bound
+the temporaries. Results do not depend on the chunking: every formula is elementwise.
 """
 
 import abc
 import concurrent.futures
+import importlib
 import logging
 import math
 import numbers
@@ -37,7 +42,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["DEVICE_CHUNK", "Kernel", "get_num_threads", "set_num_threads"]
+__all__ = ["DEVICE_CHUNK", "Kernel", "array_namespace", "get_num_threads", "set_num_threads"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +50,7 @@ logger = logging.getLogger(__name__)
 _PARALLEL_MIN_SIZE = 100_000
 # Entries per chunk: large enough to amortize dispatch, small enough for the cache.
 _CHUNK_SIZE = 32_768
-#: Entries per chunk of the device evaluation (:meth:`Kernel.device_correlation`): each
+#: Entries per chunk of the evaluation of arrays other than NumPy's (a GPU's): each
 #: temporary of a chunk takes 128 MiB, a whole tile column or matrix takes many chunks.
 DEVICE_CHUNK = 1 << 24
 _THREADS_ENV = "GEOSTAT_KERNEL_THREADS"
@@ -170,6 +175,57 @@ def _for_chunks(func, size):
         future.result()
 
 
+def array_namespace(x):
+    """The array module of `x`: ``numpy`` for NumPy arrays, Python scalars and sequences,
+    else the top-level package that defines its type (``cupy`` for ``cupy.ndarray``)."""
+    if isinstance(x, (np.ndarray, np.generic, numbers.Number, list, tuple)):
+        return np
+    return importlib.import_module(type(x).__module__.partition(".")[0])
+
+
+def _threaded(formula, u, names, xp):
+    """NumPy: the whole array at once when small, else chunks on the thread pool written
+    into preallocated outputs."""
+    if u.size <= _PARALLEL_MIN_SIZE:
+        return formula(u, names)
+    m = np.empty(u.size)
+    u_dm_du = None if names is None else np.empty(u.size)
+    dshape = {name: np.empty(u.size) for name in names or ()}
+
+    def work(start, stop):
+        part = slice(start, stop)
+        m[part], u_dm_du_part, dshape_part = formula(u[part], names)
+        if names is not None:
+            u_dm_du[part] = u_dm_du_part
+            for name in names:
+                dshape[name][part] = dshape_part[name]
+
+    _for_chunks(work, u.size)
+    return m, u_dm_du, dshape
+
+
+def _bounded(formula, u, names, xp):
+    """Other array modules: chunks of :data:`DEVICE_CHUNK` entries one after the other
+    (the temporaries of one chunk at a time)."""
+    if u.size <= DEVICE_CHUNK:
+        return formula(u, names)
+    m = xp.empty(u.size)
+    u_dm_du = None if names is None else xp.empty(u.size)
+    dshape = {name: xp.empty(u.size) for name in names or ()}
+    for start in range(0, u.size, DEVICE_CHUNK):
+        part = slice(start, start + DEVICE_CHUNK)
+        m[part], u_dm_du_part, dshape_part = formula(u[part], names)
+        if names is not None:
+            u_dm_du[part] = u_dm_du_part
+            for name in names:
+                dshape[name][part] = dshape_part[name]
+    return m, u_dm_du, dshape
+
+
+#: Chunking strategy by array module (module name); others use :func:`_bounded`.
+_CHUNKING = {"numpy": _threaded}
+
+
 def _check_real(value, argname):
     """Return ``value`` as a Python float; TypeError unless it is a real scalar."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.ndarray)):
@@ -184,7 +240,7 @@ def _check_real(value, argname):
 class Kernel(abc.ABC):
     """Abstract isotropic correlation function ``M(d / range)``.
 
-    Subclasses set the class attributes below and implement :meth:`_fill`.
+    Subclasses set the class attributes below and implement :meth:`_formula`.
 
     Parameters
     ----------
@@ -258,8 +314,8 @@ class Kernel(abc.ABC):
             merged[key] = (low, high)
         return merged
 
-    def _resolve_shape(self, given):
-        """Shape values for one call: the given ones, else the fixed ones."""
+    def resolve_shape(self, given):
+        """Shape values for one call: the given ones, else the fixed ones (validated)."""
         unknown = set(given) - set(self._SHAPE_NAMES)
         if unknown:
             raise TypeError(
@@ -278,11 +334,13 @@ class Kernel(abc.ABC):
 
     @staticmethod
     def _prepare(d, range):
+        """Validated ``(d, range)``: `d` a float64 array of its own module."""
+        xp = array_namespace(d)
         try:
-            d = np.asarray(d)
+            d = xp.asarray(d)
             if d.dtype.kind not in "iuf":
                 raise TypeError
-            d = d.astype(np.float64, copy=False)
+            d = d.astype(xp.float64, copy=False)
         except (TypeError, ValueError):
             raise TypeError(
                 "d must be an array of real, non-negative distances, got "
@@ -300,9 +358,7 @@ class Kernel(abc.ABC):
                 )
             if not math.isfinite(d_max / rng):
                 raise ValueError(f"d / range overflows (max d={d_max!r}, range={rng!r}); rescale.")
-        u = np.empty(d.shape)
-        np.divide(d, rng, out=u)
-        return u, rng
+        return d, rng
 
     # ------------------------------------------------------------------ evaluation
     def correlation(self, d, range, **shape):
@@ -312,7 +368,7 @@ class Kernel(abc.ABC):
         ----------
         d : array_like of float
             Non-negative distances, any shape (a condensed ``pdist`` vector or a
-            matrix).
+            matrix), of any array module (NumPy, CuPy): the result is of the same.
         range : float
             Range parameter, > 0, in the units of ``d``.
         **shape : float
@@ -321,7 +377,7 @@ class Kernel(abc.ABC):
 
         Returns
         -------
-        ndarray of float
+        array of float
             ``M(d / range)`` with the shape of ``d``; ``M(0) = 1``.
 
         Raises
@@ -332,16 +388,8 @@ class Kernel(abc.ABC):
             For negative or non-finite distances, ``range <= 0``, a missing free
             shape parameter or a shape value outside its domain.
         """
-        u, _ = self._prepare(d, range)
-        values = self._resolve_shape(shape)
-        m = np.empty_like(u)
-        flat_u, flat_m = u.reshape(-1), m.reshape(-1)
-
-        def work(start, stop):
-            self._fill(flat_u[start:stop], values, flat_m[start:stop], None, {})
-
-        _for_chunks(work, flat_u.size)
-        return m
+        d, rng = self._prepare(d, range)
+        return self.evaluate(d, rng, self.resolve_shape(shape))[0]
 
     def correlation_and_gradient(self, d, range, **shape):
         """Evaluate the correlation and its derivatives with respect to the parameters.
@@ -349,7 +397,7 @@ class Kernel(abc.ABC):
         Parameters
         ----------
         d : array_like of float
-            Non-negative distances, any shape.
+            Non-negative distances, any shape, of any array module.
         range : float
             Range parameter, > 0.
         **shape : float
@@ -357,150 +405,71 @@ class Kernel(abc.ABC):
 
         Returns
         -------
-        m : ndarray of float
+        m : array of float
             ``M(d / range)``, shape of ``d``.
-        grads : dict of str to ndarray
+        grads : dict of str to array
             ``"range"``: ``dM/drange``; and for each name in :attr:`free_shape`,
             ``dM/d<name>``. Each has the shape of ``d``.
         """
-        u, rng = self._prepare(d, range)
-        values = self._resolve_shape(shape)
-        m = np.empty_like(u)
-        u_dm_du = np.empty_like(u)
-        grads = {key: np.empty_like(u) for key in self.free_shape}
-        flat = [a.reshape(-1) for a in (u, m, u_dm_du)]
-        flat_grads = {key: g.reshape(-1) for key, g in grads.items()}
+        d, rng = self._prepare(d, range)
+        return self.evaluate(d, rng, self.resolve_shape(shape), gradient=True)
 
-        def work(start, stop):
-            sl = slice(start, stop)
-            self._fill(flat[0][sl], values, flat[1][sl], flat[2][sl],
-                       {key: g[sl] for key, g in flat_grads.items()})
-
-        _for_chunks(work, flat[0].size)
-        # dM/drange = dM/du * du/drange = -(u dM/du) / range
-        u_dm_du *= -1.0 / rng
-        return m, {"range": u_dm_du, **grads}
-
-    # ------------------------------------------------------------------ device evaluation
-    def device_correlation(self, d, range, xp, **shape):
-        """Evaluate ``M(d / range)`` with the operations of the array module `xp` only.
-
-        The device counterpart of :meth:`correlation`, for arrays of any module with
-        NumPy's interface (``numpy`` or ``cupy``): no SciPy, no host copy of `d`. Large
-        arrays are evaluated in chunks of :data:`DEVICE_CHUNK` entries to bound the
-        temporaries.
+    def evaluate(self, d, range_, shape, gradient=False):
+        """The correlation (and gradient) without validation: the likelihoods' path.
 
         Parameters
         ----------
-        d : array of module `xp`
-            Distances, any shape. They are trusted to be finite and non-negative (they
-            come from validated coordinates); unlike :meth:`correlation`, nothing is
-            checked, which would need a reduction and a host synchronization.
-        range : float
-            Range parameter, > 0.
-        xp : module
-            ``numpy`` or ``cupy``; the back end's ``xp``.
-        **shape : float
-            Shape parameter values, as in :meth:`correlation`.
+        d : array of float64
+            Distances of any array module, trusted to be finite and non-negative (they
+            come from validated coordinates): nothing is checked, which would cost a
+            reduction (and, on a GPU, a host synchronization) per call.
+        range_ : float
+            Range, > 0.
+        shape : dict
+            Every shape parameter's value, as :meth:`resolve_shape` returns them.
+        gradient : bool, default False
 
         Returns
         -------
-        array of module `xp`
-            ``M(d / range)`` with the shape of `d`.
-
-        Raises
-        ------
-        TypeError, ValueError
-            For `range` and `shape` as in :meth:`correlation`.
-        NotImplementedError
-            For a kernel family without a device formula.
+        m : array
+            ``M(d / range)`` with the shape and module of `d`.
+        grads : dict of str to array
+            Empty unless `gradient`; then ``"range"`` and every free shape parameter, as
+            in :meth:`correlation_and_gradient`.
         """
-        return self._device_evaluate(d, range, xp, shape, gradient=False)[0]
-
-    def device_correlation_and_gradient(self, d, range, xp, **shape):
-        """Evaluate the correlation and its parameter derivatives with `xp` operations only.
-
-        The device counterpart of :meth:`correlation_and_gradient`; arguments as in
-        :meth:`device_correlation`.
-
-        Returns
-        -------
-        m : array of module `xp`
-            ``M(d / range)``, shape of `d`.
-        grads : dict of str to array of module `xp`
-            ``"range"``: ``dM/drange``; and for each name in :attr:`free_shape`,
-            ``dM/d<name>``. Each has the shape of `d`.
-        """
-        return self._device_evaluate(d, range, xp, shape, gradient=True)
-
-    def _device_evaluate(self, d, range_, xp, shape, gradient):
-        rng = _check_real(range_, "range")
-        if not (math.isfinite(rng) and rng > 0):
-            raise ValueError(f"range must be finite and > 0, got {rng!r}.")
-        values = self._resolve_shape(shape)
-        d = xp.asarray(d, dtype=xp.float64)
-        flat = d.reshape(-1)
+        xp = array_namespace(d)
+        u = d.reshape(-1) / range_
         names = self.free_shape if gradient else None
-        if flat.size <= DEVICE_CHUNK:
-            m, u_dm_du, dshape = self._device_fill(flat / rng, values, xp, names)
-        else:  # chunks written into the outputs: the temporaries of one chunk at a time
-            m = xp.empty(flat.size)
-            u_dm_du = xp.empty(flat.size) if gradient else None
-            dshape = {name: xp.empty(flat.size) for name in names or ()}
-            for start in range(0, flat.size, DEVICE_CHUNK):
-                part = slice(start, start + DEVICE_CHUNK)
-                m[part], u_dm_du_part, dshape_part = self._device_fill(flat[part] / rng, values, xp, names)
-                if gradient:
-                    u_dm_du[part] = u_dm_du_part
-                    for name in names:
-                        dshape[name][part] = dshape_part[name]
+        chunking = _CHUNKING.get(xp.__name__, _bounded)
+        m, u_dm_du, dshape = chunking(lambda part, which: self._formula(part, shape, xp, which), u, names, xp)
         if not gradient:
             return m.reshape(d.shape), {}
-        u_dm_du *= -1.0 / rng  # dM/drange = dM/du * du/drange = -(u dM/du) / range
+        u_dm_du *= -1.0 / range_  # dM/drange = dM/du * du/drange = -(u dM/du) / range
         return m.reshape(d.shape), {"range": u_dm_du.reshape(d.shape),
                                     **{name: dshape[name].reshape(d.shape) for name in names}}
 
-    def _device_fill(self, u, shape, xp, derivatives):
-        """Evaluate the family on scaled distances with `xp` operations, returning new arrays.
+    @abc.abstractmethod
+    def _formula(self, u, shape, xp, derivatives):
+        """The correlation family on scaled distances, with `xp` operations only.
 
         Parameters
         ----------
         u : 1-D array of module `xp`
-            Scaled distances ``d / range`` (>= 0, finite).
+            Scaled distances ``d / range`` (>= 0, finite). Read only.
         shape : dict of str to float
             Value of every shape parameter.
         xp : module
+            The array module of `u` (``numpy``, ``cupy``).
         derivatives : tuple of str or None
-            None for values only; otherwise also ``u dM/du`` and ``dM/d<name>`` for
-            these shape parameters.
+            None for values only; otherwise also ``u dM/du`` (finite at ``u = 0`` for
+            every family, unlike ``dM/du``) and ``dM/d<name>`` for these shape
+            parameters.
 
         Returns
         -------
         m : array
         u_dm_du : array or None
         dshape : dict of str to array
-        """
-        raise NotImplementedError(
-            f"{type(self).__name__} has no device formula (_device_fill); evaluate it on the CPU with device='cpu'."
-        )
-
-    @abc.abstractmethod
-    def _fill(self, u, shape, m, u_dm_du, dshape):
-        """Evaluate the correlation family on scaled distances, writing in place.
-
-        Parameters
-        ----------
-        u : ndarray of float, 1-D
-            Scaled distances ``d / range`` (>= 0, finite). Read only.
-        shape : dict of str to float
-            Value of every shape parameter.
-        m : ndarray of float, 1-D
-            Output for ``M(u)``.
-        u_dm_du : ndarray of float, 1-D, or None
-            Output for ``u * dM/du`` (finite at ``u = 0`` for every family, unlike
-            ``dM/du``), or None when not needed.
-        dshape : dict of str to ndarray
-            Outputs for ``dM/d<name>``, for the requested shape parameters only.
         """
 
     # ------------------------------------------------------------------ bookkeeping
@@ -547,7 +516,7 @@ class Kernel(abc.ABC):
     def costly(self):
         """bool: Whether evaluation is expensive enough to tabulate over fixed distances.
 
-        See :class:`geostat.tabulation.LogDistanceTable`; elementary closed forms are not.
+        See :class:`geostat.kernels.tabulation.LogDistanceTable`; elementary closed forms are not.
         """
         return False
 

@@ -1,6 +1,5 @@
 """Exponential correlation ``M(u) = exp(-u)``: the Matérn kernel with smoothness 0.5."""
 
-import numpy as np
 
 from geostat.kernels._base import Kernel
 
@@ -44,12 +43,10 @@ class Exponential(Kernel):
     def _repr_args(self):
         return []
 
-    def _fill(self, u, shape, m, u_dm_du, dshape):
-        np.exp(np.negative(u), out=m)
-        if u_dm_du is not None:
-            np.multiply(u, m, out=u_dm_du)
-            np.negative(u_dm_du, out=u_dm_du)
-
-    def _device_fill(self, u, shape, xp, derivatives):
-        m = xp.exp(-u)
-        return m, None if derivatives is None else -(u * m), {}
+    def _formula(self, u, shape, xp, derivatives):
+        m = xp.exp(xp.negative(u))
+        if derivatives is None:
+            return m, None, {}
+        u_dm_du = xp.multiply(u, m)  # u dM/du = -u exp(-u)
+        xp.negative(u_dm_du, out=u_dm_du)
+        return m, u_dm_du, {}

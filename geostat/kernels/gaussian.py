@@ -1,6 +1,5 @@
 """Gaussian (squared exponential) correlation ``M(u) = exp(-u**2)``."""
 
-import numpy as np
 
 from geostat.kernels._base import Kernel
 
@@ -26,17 +25,13 @@ class Gaussian(Kernel):
         """bool: Always False."""
         return False
 
-    def _fill(self, u, shape, m, u_dm_du, dshape):
-        if u.size and u.max() > 1e100:  # keep u**2 finite; M = 0 there anyway
-            u = np.minimum(u, 1e100)
-        u2 = np.multiply(u, u)
-        np.exp(np.negative(u2), out=m)
-        if u_dm_du is not None:  # u dM/du = -2 u^2 exp(-u^2)
-            np.multiply(u2, m, out=u_dm_du)
-            u_dm_du *= -2.0
-
-    def _device_fill(self, u, shape, xp, derivatives):
-        u = xp.minimum(u, 1e100)  # keep u**2 finite; M = 0 there anyway
-        u2 = u * u
-        m = xp.exp(-u2)
-        return m, None if derivatives is None else (u2 * m) * -2.0, {}
+    def _formula(self, u, shape, xp, derivatives):
+        if u.size and float(u.max()) > 1e100:  # keep u**2 finite; M = 0 there anyway
+            u = xp.minimum(u, 1e100)
+        u2 = xp.multiply(u, u)
+        m = xp.exp(xp.negative(u2))
+        if derivatives is None:
+            return m, None, {}
+        u2 *= m  # u dM/du = -2 u^2 exp(-u^2)
+        u2 *= -2.0
+        return m, u2, {}

@@ -200,41 +200,43 @@ def _quad_nodes(nu, band):
     return neg_c, weights, u_hi * neg_c[-1]
 
 
-def _scaled_bessel(u, nu, rows):
+def _scaled_bessel(u, nu, rows, xp):
     """``exp(u) * [K_nu(u), K_{nu-1}(u), dK_nu(u)/dnu][rows]`` for ``u_series < u <= 1e5``."""
-    out = np.empty((len(rows), u.size))
-    band = np.ceil(np.log(_U_ZERO / u) * (1.0 / math.log(_BAND_RATIO))).astype(np.intp)
-    for b in np.flatnonzero(np.bincount(band)):
-        neg_c, weights, lowest = _quad_nodes(nu, int(b))
-        weights = weights[list(rows)]
-        idx = np.flatnonzero(band == b)
+    out = xp.empty((len(rows), u.size))
+    band = xp.ceil(xp.log(_U_ZERO / u) * (1.0 / math.log(_BAND_RATIO))).astype(xp.int64)
+    for b in range(int(band.min()), int(band.max()) + 1) if u.size else ():
+        idx = xp.flatnonzero(band == b)
+        if not idx.size:
+            continue
+        neg_c, weights, lowest = _quad_nodes(nu, b)
+        nodes, weights = xp.asarray(neg_c)[:, None], xp.asarray(weights[rows])
         step = max(64, _QUAD_BLOCK // neg_c.size)
         for start in range(0, idx.size, step):
             part = idx[start:start + step]
-            expo = np.multiply.outer(neg_c, u[part])
+            expo = nodes * u[part][None, :]
             if lowest < -700.0:  # avoid the slow underflow path of exp
-                np.maximum(expo, -745.0, out=expo)
-            np.exp(expo, out=expo)
-            out[:, part] = _weighted_sum(weights, expo)
-    return out
+                xp.maximum(expo, -745.0, out=expo)
+            xp.exp(expo, out=expo)
+            out[:, part] = _weighted_sum(weights, expo, xp)
+    return [out[j] for j in range(len(rows))]
 
 
-def _weighted_sum(weights, expo):
-    """``weights @ expo`` summed node by node with separately rounded ufuncs.
+def _weighted_sum(weights, expo, xp):
+    """``weights @ expo`` summed node by node with separately rounded operations.
 
     Unlike BLAS or einsum, whose rounding depends on the position of a column in the
     block, every entry gets the same operations, so chunked evaluation is bitwise
     identical to unchunked evaluation.
     """
-    acc = np.multiply(weights[:, :1], expo[0])
-    term = np.empty_like(acc)
+    acc = weights[:, :1] * expo[0]
+    term = xp.empty_like(acc)
     for k in range(1, expo.shape[0]):
-        np.multiply(weights[:, k:k + 1], expo[k], out=term)
+        xp.multiply(weights[:, k:k + 1], expo[k], out=term)
         acc += term
     return acc
 
 
-def _horner(coef, x, xp=np):
+def _horner(coef, x, xp):
     out = xp.full_like(x, coef[-1])
     for a in coef[-2::-1]:
         out *= x
@@ -242,122 +244,128 @@ def _horner(coef, x, xp=np):
     return out
 
 
-def _closed_form(nu, u, m, u_dm_du):
-    """Closed forms at nu = 0.5, 1.5, 2.5; writes M and u dM/du."""
-    if u.size and u.max() > _U_ZERO:  # keep u**2 finite; exp(-u) = 0 there anyway
-        u = np.minimum(u, _U_ZERO)
-    e = np.exp(-u)
+def _closed_form(u, nu, xp, want_u):
+    """``M`` and ``u dM/du`` (None unless `want_u`) at nu = 0.5, 1.5, 2.5 (in place where
+    possible: these are the kernels of every TLR tile)."""
+    if u.size and float(u.max()) > _U_ZERO:  # keep u**2 finite; exp(-u) = 0 there anyway
+        u = xp.minimum(u, _U_ZERO)
+    e = xp.exp(-u)
+    u_dm_du = None
     if nu == 0.5:  # M = e^-u, u M' = -u e^-u
-        if u_dm_du is not None:
-            np.multiply(u, e, out=u_dm_du)
-            np.negative(u_dm_du, out=u_dm_du)
-        m[...] = e
-    elif nu == 1.5:  # M = (1 + u) e^-u, u M' = -u^2 e^-u
-        if u_dm_du is not None:
-            np.multiply(u, u, out=u_dm_du)
+        if want_u:
+            u_dm_du = xp.multiply(u, e)
+            xp.negative(u_dm_du, out=u_dm_du)
+        return e, u_dm_du
+    if nu == 1.5:  # M = (1 + u) e^-u, u M' = -u^2 e^-u
+        if want_u:
+            u_dm_du = xp.multiply(u, u)
             u_dm_du *= e
-            np.negative(u_dm_du, out=u_dm_du)
-        np.add(u, 1.0, out=m)
+            xp.negative(u_dm_du, out=u_dm_du)
+        m = xp.add(u, 1.0)
         m *= e
-    else:  # M = (1 + u + u^2/3) e^-u, u M' = -(u^2/3)(1 + u) e^-u
-        np.multiply(u, 1.0 / 3.0, out=m)  # u/3
-        if u_dm_du is not None:
-            np.add(u, 1.0, out=u_dm_du)
-            u_dm_du *= m
-            u_dm_du *= u
-            u_dm_du *= e
-            np.negative(u_dm_du, out=u_dm_du)
-        m += 1.0
-        m *= u
-        m += 1.0
-        m *= e
-
-
-def _region_series(u, p, m, u_dm_du, dnu, m_given):
-    x = 0.25 * u * u
-    if not m_given:
-        m[...] = _horner(p.coef, x)
-    if u_dm_du is not None:
-        u_dm_du[...] = _horner(p.coef_u, x)
-    if dnu is not None:
-        dnu[...] = _horner(p.coef_nu, x)
-    if p.b0:  # term -b0 (u/2)**(2 nu), kept for nu < 0.75
-        with np.errstate(divide="ignore"):
-            log_half_u = np.log(u) - _LOG2  # -inf at u = 0
-        y = np.exp(2.0 * p.nu * log_half_u)
-        y *= p.b0
-        if not m_given:
-            m -= y
-        if u_dm_du is not None:
-            u_dm_du -= 2.0 * p.nu * y
-        if dnu is not None:
-            log_half_u[y == 0.0] = 0.0  # avoid 0 * inf
-            dnu -= y * (p.db0 + 2.0 * log_half_u)
-
-
-def _region_quad(u, p, m, u_dm_du, dnu, m_given):
-    rows = [0] + ([1] if u_dm_du is not None else []) + ([2] if dnu is not None else [])
-    scaled = dict(zip(rows, _scaled_bessel(u, p.nu, rows)))
-    # factor = C u**nu exp(-u), in log space where exp(-u) would lose range
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        factor = u**p.nu  # overflow and inf * 0 only where u is big, replaced below
-        factor *= np.exp(-u)
-    factor *= p.c
-    big = u > _U_PRODUCT_MAX
-    if big.any():
-        ub = u[big]
-        factor[big] = np.exp(p.log_c + p.nu * np.log(ub) - ub)
-    if not m_given:
-        np.multiply(factor, scaled[0], out=m)
-        np.minimum(m, 1.0, out=m)  # M < 1 for u > 0; rounding could give 1 + 1e-15
-    if u_dm_du is not None:
-        np.multiply(factor, scaled[1], out=u_dm_du)
+        return m, u_dm_du
+    m = xp.multiply(u, 1.0 / 3.0)  # M = (1 + u + u^2/3) e^-u, u M' = -(u^2/3)(1 + u) e^-u
+    if want_u:
+        u_dm_du = xp.add(u, 1.0)
+        u_dm_du *= m
         u_dm_du *= u
-        np.negative(u_dm_du, out=u_dm_du)
-    if dnu is not None:
-        # d log M / dnu = log(u/2) - psi(nu) + (dK/dnu) / K
-        np.divide(scaled[2], scaled[0], out=dnu)
-        dnu += np.log(0.5 * u)
-        dnu -= p.psi
-        dnu *= m
+        u_dm_du *= e
+        xp.negative(u_dm_du, out=u_dm_du)
+    m += 1.0
+    m *= u
+    m += 1.0
+    m *= e
+    return m, u_dm_du
 
 
-def _region_zero(u, p, m, u_dm_du, dnu, m_given):
-    for out in (None if m_given else m, u_dm_du, dnu):
-        if out is not None:
-            out[...] = 0.0
+def _series(u, p, xp, m_given, want_u, want_nu):
+    """The small-argument series: ``(M or None when given, u dM/du, dM/dnu)``."""
+    x = 0.25 * u * u
+    m = _horner(p.coef, x, xp) if m_given is None else None
+    u_dm_du = _horner(p.coef_u, x, xp) if want_u else None
+    dnu = _horner(p.coef_nu, x, xp) if want_nu else None
+    if p.b0:  # term -b0 (u/2)**(2 nu), kept for nu < 0.75; zero at u = 0
+        positive = u > 0
+        log_half_u = xp.log(xp.where(positive, u, 1.0)) - _LOG2
+        y = xp.where(positive, xp.exp(2.0 * p.nu * log_half_u) * p.b0, 0.0)
+        if m is not None:
+            m = m - y
+        if want_u:
+            u_dm_du = u_dm_du - 2.0 * p.nu * y
+        if want_nu:
+            dnu = dnu - y * (p.db0 + 2.0 * log_half_u)
+    return m, u_dm_du, dnu
 
 
-def _matern_fill(u, nu, m, u_dm_du, dnu):
-    """Write M, u dM/du (if not None) and dM/dnu (if not None) for 1-D ``u``."""
-    closed = nu in _CLOSED_FORM_NU
-    if closed:
-        _closed_form(nu, u, m, u_dm_du)
-        if dnu is None:
-            return
-        u_dm_du = None  # done
+def _quadrature(u, p, xp, m_given, want_u, want_nu):
+    """The quadrature region: ``(M or None when given, u dM/du, dM/dnu)``."""
+    rows = [0] + ([1] if want_u else []) + ([2] if want_nu else [])
+    scaled = dict(zip(rows, _scaled_bessel(u, p.nu, rows, xp)))
+    # C u**nu exp(-u), in log space above _U_PRODUCT_MAX where exp(-u) would lose range
+    small = xp.minimum(u, _U_PRODUCT_MAX)
+    factor = ((small**p.nu) * xp.exp(-small)) * p.c
+    factor = xp.where(u > _U_PRODUCT_MAX, xp.exp(p.log_c + p.nu * xp.log(u) - u), factor)
+    m = xp.minimum(factor * scaled[0], 1.0) if m_given is None else m_given  # rounding could give 1 + 1e-15
+    u_dm_du = -((factor * scaled[1]) * u) if want_u else None
+    # d log M / dnu = log(u/2) - psi(nu) + (dK/dnu) / K
+    dnu = (((scaled[2] / scaled[0]) + xp.log(0.5 * u)) - p.psi) * m if want_nu else None
+    return (m if m_given is None else None), u_dm_du, dnu
+
+
+def _general(u, nu, xp, m_given, want_u, want_nu):
+    """The series, quadrature and zero regions; `m_given` (closed forms) is kept as M."""
     p = _plan(nu)
-    in_series = u <= p.u_series
-    in_zero = u > _U_ZERO
-    if not (in_series.any() or in_zero.any()):
-        _region_quad(u, p, m, u_dm_du, dnu, closed)
-        return
-    in_quad = ~(in_series | in_zero)
-    for mask, region in ((in_series, _region_series), (in_quad, _region_quad),
-                         (in_zero, _region_zero)):
-        idx = np.flatnonzero(mask)
+    series = u <= p.u_series
+    zero = u > _U_ZERO
+    if not (bool(series.any()) or bool(zero.any())):  # all in the quadrature: no gathers
+        m, u_dm_du, dnu = _quadrature(u, p, xp, m_given, want_u, want_nu)
+        return (m_given if m is None else m), u_dm_du, dnu
+    m = xp.zeros_like(u) if m_given is None else m_given
+    u_dm_du = xp.zeros_like(u) if want_u else None
+    dnu = xp.zeros_like(u) if want_nu else None
+    quad = xp.flatnonzero(~(series | zero))
+    for idx, region in ((xp.flatnonzero(series), _series), (quad, _quadrature)):
         if not idx.size:
             continue
-        m_part = m[idx] if closed else np.empty(idx.size)
-        udm_part = None if u_dm_du is None else np.empty(idx.size)
-        dnu_part = None if dnu is None else np.empty(idx.size)
-        region(u[idx], p, m_part, udm_part, dnu_part, closed)
-        if not closed:
-            m[idx] = m_part
-        if udm_part is not None:
-            u_dm_du[idx] = udm_part
-        if dnu_part is not None:
-            dnu[idx] = dnu_part
+        m_part = None if m_given is None else m_given[idx]
+        values = region(u[idx], p, xp, m_part, want_u, want_nu)
+        for out, value in zip((m, u_dm_du, dnu), values):
+            if value is not None:
+                out[idx] = value
+    return m, u_dm_du, dnu
+
+
+def matern_formula(u, nu, xp, derivatives):
+    """``M``, ``u dM/du`` and ``dM/dnu`` of the Matérn family on scaled distances.
+
+    Parameters
+    ----------
+    u : 1-D array of module `xp`
+        Scaled distances (>= 0, finite).
+    nu : float
+        Smoothness.
+    xp : module
+    derivatives : tuple of str or None
+        None for values only; ``("smoothness",)`` also gives ``dM/dnu``; ``()`` only
+        ``u dM/du``.
+
+    Returns
+    -------
+    m : array
+    u_dm_du : array or None
+    dshape : dict
+        ``{"smoothness": dM/dnu}`` when asked for, else empty.
+    """
+    want_u = derivatives is not None
+    want_nu = want_u and "smoothness" in derivatives
+    if nu in _CLOSED_FORM_NU:
+        m, u_dm_du = _closed_form(u, nu, xp, want_u)
+        if not want_nu:
+            return m, u_dm_du, {}
+        _, _, dnu = _general(u, nu, xp, m, False, True)
+        return m, u_dm_du, {"smoothness": dnu}
+    m, u_dm_du, dnu = _general(u, nu, xp, None, want_u, want_nu)
+    return m, u_dm_du, ({"smoothness": dnu} if want_nu else {})
 
 
 class Matern(Kernel):
@@ -406,10 +414,5 @@ class Matern(Kernel):
         """bool: True unless the smoothness is fixed at a closed-form value (0.5, 1.5, 2.5)."""
         return self._shape["smoothness"] not in _CLOSED_FORM_NU
 
-    def _fill(self, u, shape, m, u_dm_du, dshape):
-        _matern_fill(u, shape["smoothness"], m, u_dm_du, dshape.get("smoothness"))
-
-    def _device_fill(self, u, shape, xp, derivatives):
-        from geostat.kernels.matern_device import matern_device_fill  # it imports this module
-
-        return matern_device_fill(u, shape["smoothness"], xp, derivatives)
+    def _formula(self, u, shape, xp, derivatives):
+        return matern_formula(u, shape["smoothness"], xp, derivatives)

@@ -1,6 +1,5 @@
 """Powered exponential correlation ``M(u) = exp(-u**power)``, ``0 < power <= 2``."""
 
-import numpy as np
 
 from geostat.kernels._base import Kernel
 
@@ -41,29 +40,13 @@ class PoweredExponential(Kernel):
         power = self._shape["power"]
         return power is not None and power <= 1.0
 
-    def _fill(self, u, shape, m, u_dm_du, dshape):
+    def _formula(self, u, shape, xp, derivatives):
         power = shape["power"]
-        with np.errstate(over="ignore"):
-            t = np.power(u, power)  # u**power, 0 at u = 0
-        if t.size and t.max() > 1e300:  # M = 0 there; keep t log(u) finite
-            np.minimum(t, 1e300, out=t)
-        np.exp(np.negative(t), out=m)
-        if u_dm_du is not None:
-            np.multiply(t, m, out=u_dm_du)
-            u_dm_du *= -power
-        dpower = dshape.get("power")
-        if dpower is not None:
-            log_u = np.zeros_like(u)
-            np.log(u, out=log_u, where=u > 0)
-            np.multiply(t, log_u, out=dpower)
-            dpower *= m
-            np.negative(dpower, out=dpower)
-
-    def _device_fill(self, u, shape, xp, derivatives):
-        power = shape["power"]
-        # u**power capped near 1e300 without overflow, where M = 0 as on the CPU path
-        t = xp.minimum(u, 10.0 ** min(300.0 / power, 308.0)) ** power
-        m = xp.exp(-t)
+        cap = 10.0 ** min(300.0 / power, 308.0)  # u**power stays below about 1e300; M = 0 there
+        if u.size and float(u.max()) > cap:
+            u = xp.minimum(u, cap)
+        t = u**power
+        m = xp.exp(xp.negative(t))
         if derivatives is None:
             return m, None, {}
         dshape = {}
@@ -71,4 +54,6 @@ class PoweredExponential(Kernel):
             positive = u > 0
             log_u = xp.where(positive, xp.log(xp.where(positive, u, 1.0)), 0.0)
             dshape["power"] = -((t * log_u) * m)
-        return m, (t * m) * -power, dshape
+        t *= m
+        t *= -power
+        return m, t, dshape

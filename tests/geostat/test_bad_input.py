@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import geostat as gs
-from geostat import checks
+from geostat.solvers import NUMPY
 
 EXP = {"variance": 1.0, "range": 0.2, "nugget": 0.05}
 
@@ -153,7 +153,7 @@ def test_simulate_at_extreme_variances(field, variance):
 # ---------------------------------------------------------------- memory refused up front
 @pytest.fixture
 def one_gib(monkeypatch):
-    monkeypatch.setattr(checks, "_available_memory", lambda: 2**30)
+    monkeypatch.setattr(NUMPY, "free_memory", lambda: 2**30)
 
 
 def test_exact_simulation_too_large_is_refused_up_front(one_gib):

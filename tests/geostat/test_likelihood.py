@@ -7,10 +7,11 @@ from scipy.spatial.distance import cdist
 from scipy.stats import multivariate_normal
 
 import geostat as gs
+from geostat import covariance
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
 from geostat.likelihood import ExactLikelihood
-from geostat.objective import Objective
+from geostat.optimize.objective import Objective
 from geostat.optimize import ParameterSpace
 from strategies import tlr_loglik_error_scale
 
@@ -195,16 +196,25 @@ def test_inputs_are_not_mutated(sites, rng):
 
 
 @pytest.mark.parametrize("smoothness", [None, 0.7, 4.2])
-def test_tabulated_kernel_path_matches_direct_evaluation(smoothness, rng):
+def test_tabulated_kernel_path_matches_direct_evaluation(smoothness, rng, monkeypatch):
     X = rng.uniform(size=(700, 2))  # 244,650 pairs: above the tabulation threshold
     y = rng.normal(size=(700, 1))
     kern = get_kernel("matern", smoothness)
-    lik = ExactLikelihood(X, y, np.ones((700, 1)), kern, get_distance("euclidean"))
-    assert lik._table is not None
     theta = {"range": 0.12, "smoothness": 1.7 if smoothness is None else smoothness}
-    R, dR = lik.correlation(theta, gradient=True)
-    lik._table = None
-    R0, dR0 = lik.correlation(theta, gradient=True)
+    tables = []
+
+    class Spy(covariance.LogDistanceTable):
+        def evaluate(self, *args):
+            tables.append(self)
+            return super().evaluate(*args)
+
+    monkeypatch.setattr(covariance, "LogDistanceTable", Spy)
+    R, dR = ExactLikelihood(X, y, np.ones((700, 1)), kern, get_distance("euclidean")).correlation(theta, gradient=True)
+    assert tables
+    monkeypatch.setattr(covariance, "TABULATE_PAIRS", (0, 0))
+    direct = ExactLikelihood(X, y, np.ones((700, 1)), kern, get_distance("euclidean"))
+    R0, dR0 = direct.correlation(theta, gradient=True)
+    assert len(tables) == 1
     np.testing.assert_allclose(R, R0, rtol=0, atol=1e-12)
     for name in dR0:
         np.testing.assert_allclose(dR[name], dR0[name], rtol=0, atol=1e-11 * np.abs(dR0[name]).max())

@@ -10,9 +10,9 @@ import geostat as gs
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
 from geostat.likelihood import ExactLikelihood
-from geostat.safeguard import dense_shifts
+from geostat.likelihood.failure import dense_shifts
 from geostat.solvers import DenseCholesky
-from geostat.tlr_likelihood import TLRLikelihood
+from geostat.likelihood import TLRLikelihood
 
 
 def gaussian_data(n=600, seed=0):

@@ -1,8 +1,8 @@
 """The TLR likelihood on the batched (GPU) path, with NumPy standing in for CuPy.
 
-``Standin`` is the NumPy back end flagged like the GPU one, so the likelihood takes the
-GPU code path: block generator wrapped for the back end, packed construction, batched
-Cholesky, factors returning back-end arrays that :class:`TLRFactor` brings to the host.
+:class:`standin.StandIn` is NumPy flagged like the GPU back end, so the likelihood takes
+the GPU code path: packed construction, batched Cholesky, factors of back-end arrays that
+:class:`geostat.solvers.TLRFactor` brings to the host.
 """
 
 import numpy as np
@@ -10,15 +10,9 @@ import pytest
 
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
-from geostat.likelihood import ExactLikelihood
-from geostat.tlr_likelihood import TLRLikelihood
+from geostat.likelihood import ExactLikelihood, TLRLikelihood
+from standin import StandIn
 from strategies import tlr_loglik_error_scale
-from tlrcore.backends import NumpyBackend
-
-
-class Standin(NumpyBackend):
-    name = "standin"
-    batched_by_default = True
 
 
 def problem(n=1500, replicates=1, missing=0.0, seed=1):
@@ -43,7 +37,7 @@ def test_batched_path_matches_exact_and_cpu_tlr(kernel, replicates, missing):
     params = dict(PARAMS, smoothness=1.5 if kernel == "matern" else 0.5)
     d = get_distance("euclidean")
     exact = ExactLikelihood(X, y, F, k, d).log_likelihood(params)
-    batched = TLRLikelihood(X, y, F, k, d, accuracy=1e-8, tile_size=256, backend=Standin())
+    batched = TLRLikelihood(X, y, F, k, d, accuracy=1e-8, tile_size=256, backend=StandIn())
     cpu = TLRLikelihood(X, y, F, k, d, accuracy=1e-8, tile_size=256)
     value = batched.log_likelihood(params)
     # The TLR error is tr(G E) with ||E||_F <= 2 accuracy ||C||_F; sigma is its spread for E
@@ -62,10 +56,10 @@ def test_batched_path_shifts_on_failure():
     X, y, F = problem(n=800)
     k, d = get_kernel("gaussian"), get_distance("euclidean")
     params = {"variance": 1.0, "range": 0.3, "nugget": 0.0}
-    raising = TLRLikelihood(X, y, F, k, d, accuracy=1e-4, tile_size=128, backend=Standin(), on_failure="raise")
+    raising = TLRLikelihood(X, y, F, k, d, accuracy=1e-4, tile_size=128, backend=StandIn(), on_failure="raise")
     with pytest.raises(np.linalg.LinAlgError):
         raising.log_likelihood(params)
-    shifting = TLRLikelihood(X, y, F, k, d, accuracy=1e-4, tile_size=128, backend=Standin())
+    shifting = TLRLikelihood(X, y, F, k, d, accuracy=1e-4, tile_size=128, backend=StandIn())
     assert np.isfinite(shifting.log_likelihood(params)) and shifting.n_safeguarded == 1
 
 
@@ -78,7 +72,7 @@ def test_spatialgp_tlr_on_the_gpu_path_fits_like_the_cpu(monkeypatch):
     y = gs.simulate(X, {"variance": 1.5, "range": 0.2, "nugget": 0.1}, kernel="exponential", random_state=2).ravel()
     options = dict(kernel="exponential", n_starts=1, method="tlr", tile_size=128, accuracy=1e-8)
     cpu = gs.SpatialGP(**options).fit(X, y)
-    monkeypatch.setattr(geostat.estimator, "device_backend", lambda device: Standin())
+    monkeypatch.setattr(geostat.estimator, "get_backend", lambda device: StandIn())
     gpu = gs.SpatialGP(**options, device="gpu").fit(X, y)
     assert gpu._likelihood.backend.name == "standin" and gpu.method_ == "tlr"
     for name, value in cpu.params_.items():
@@ -90,7 +84,7 @@ def test_spatialgp_tlr_on_the_gpu_path_fits_like_the_cpu(monkeypatch):
 def test_an_evaluation_moves_only_small_arrays_to_the_host():
     moved = []
 
-    class Counting(Standin):
+    class Counting(StandIn):
         def to_host(self, a):
             moved.append(np.size(a))
             return super().to_host(a)

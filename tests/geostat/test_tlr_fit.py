@@ -5,11 +5,10 @@ import numpy as np
 import pytest
 
 import geostat as gs
-import geostat.loglik
+import geostat.likelihood
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
-from geostat.likelihood import ExactLikelihood
-from geostat.tlr_likelihood import TLRLikelihood
+from geostat.likelihood import ExactLikelihood, TLRLikelihood
 
 THETA = {"range": 0.12, "smoothness": 1.2}
 
@@ -137,7 +136,7 @@ def test_tlr_kriging_interpolates_without_nugget(rng):
 def test_auto_switches_to_tlr_from_the_crossover(monkeypatch, rng):
     X = rng.uniform(size=(400, 2))
     y = gs.simulate(X, {"variance": 1.0, "range": 0.2, "nugget": 0.1}, kernel="exponential", random_state=1)
-    monkeypatch.setattr(geostat.loglik, "TLR_FROM", 300)
+    monkeypatch.setitem(geostat.likelihood.EXACT_UP_TO, "numpy", 299)
     est = gs.SpatialGP(kernel="exponential").fit(X, y)
     assert est.method_ == "tlr" and est.accuracy_ == 1e-8
     assert gs.SpatialGP(kernel="exponential").fit(X[:200], y[:200]).method_ == "exact"

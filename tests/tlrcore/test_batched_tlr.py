@@ -214,7 +214,7 @@ def test_batched_ara_handles_zero_and_exactly_low_rank_tiles():
 
 
 def test_segments_cut_the_padding_and_blocks_return_the_right_tiles():
-    from tlrcore.tile_column import TileColumn, segment_bounds
+    from tlrcore.packed.column import TileColumn, segment_bounds
 
     ranks = np.array([60, 40, 8, 7, 9, 5, 30, 6, 4, 4, 3, 2])
     bounds = segment_bounds(ranks)

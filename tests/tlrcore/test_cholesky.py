@@ -194,9 +194,3 @@ def test_refused_options_leave_the_matrix_usable():
         tlr.cholesky(A, safeguard="shift", overwrite_a=True)
     assert "consumed" not in repr(A)
     assert np.isfinite(tlr.cholesky(A).logdet())
-
-
-def test_multiply_lower_matches_dense(rng):
-    F = tlr.cholesky(tlr.TLRMatrix.from_dense(covariance(700), 128, accuracy=1e-8))
-    Z = rng.normal(size=(700, 3))
-    np.testing.assert_allclose(F.multiply_lower(Z), F.to_dense() @ Z, rtol=1e-12, atol=1e-12)

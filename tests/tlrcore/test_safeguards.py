@@ -7,7 +7,7 @@ import scipy.linalg
 from scipy.spatial.distance import cdist
 
 import tlrcore as tlr
-from tlrcore.safeguards import parse_safeguard, shift_schedule
+from tlrcore.cholesky.safeguards import parse_safeguard, shift_schedule
 
 
 def sites(n, seed=0, duplicate=None):
@@ -71,7 +71,7 @@ def test_shift_succeeds_with_a_small_reported_perturbation(hard, safeguard):
     else:
         schedule = shift_schedule(A.tolerance, A.n_tiles)
         assert F.shift in schedule
-        # Block Gershgorin (tlrcore.safeguards): every shift past 2 (n_t - 1) tau works, so
+        # Block Gershgorin (tlrcore.cholesky.safeguards): every shift past 2 (n_t - 1) tau works, so
         # the first that works is at most the first entry past it (measured: 1 or 2 tau).
         assert F.shift <= min(s for s in schedule if s >= 2 * (A.n_tiles - 1) * A.tolerance)
         assert F.perturbation >= F.shift * np.sqrt(n) * (1 - 1e-12)
@@ -202,7 +202,7 @@ def test_parse_safeguard_accepts_combinations():
 
 
 def test_schur_compensation_dominates_the_dropped_tail():
-    from tlrcore.safeguards import _schur_compensation
+    from tlrcore.cholesky.safeguards import _schur_compensation
 
     rng = np.random.default_rng(0)
     W = rng.normal(size=(60, 40)) * np.logspace(0, -6, 40)
@@ -219,7 +219,7 @@ def test_schur_compensation_dominates_the_dropped_tail():
 def test_pivot_norm_reads_the_updated_lower_triangle_only():
     from scipy.linalg.blas import dsyrk
 
-    from tlrcore.cholesky_pivoted import _frobenius, _strict_upper_squares
+    from tlrcore.cholesky.pivoted import _frobenius, _strict_upper_squares
 
     rng = np.random.default_rng(0)
     B = rng.normal(size=(40, 40))

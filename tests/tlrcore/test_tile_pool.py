@@ -1,14 +1,14 @@
-"""The tile pool and the column update of the batched Cholesky (tlrcore.tile_pool,
-tlrcore.schur_update): storage round trips, and the factor unchanged whatever the
+"""The tile pool and the column update of the batched Cholesky (tlrcore.packed.pool,
+tlrcore.packed.update): storage round trips, and the factor unchanged whatever the
 chunking and work budget, with a number of batched operations per column that does not
 grow with the number of tile columns."""
 
 import numpy as np
 
 import tlrcore as tlr
-from tlrcore import cholesky_batched, schur_update
-from tlrcore.tile_pool import WIDTHS, PoolIndex, TilePool, store_column, width_class
-
+from tlrcore.cholesky import batched as cholesky_batched
+from tlrcore.packed import update as schur_update
+from tlrcore.packed.pool import WIDTHS, PoolIndex, TilePool, store_column, width_class
 
 
 def sites(n, seed=0):

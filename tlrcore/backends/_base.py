@@ -100,5 +100,78 @@ class Backend:
         """Bytes of memory free for new arrays (an estimate on the CPU)."""
         raise NotImplementedError
 
+    # Dense factorizations of one matrix. The NumPy back end overrides these with LAPACK
+    # calls that work in place; the versions here need only :meth:`cholesky`,
+    # :meth:`solve_triangular` and ``xp``.
+
+    def dense_cholesky(self, a, overwrite=False):
+        """Lower Cholesky factor of one symmetric matrix, possibly in `a`'s memory.
+
+        Parameters
+        ----------
+        a : array of shape (m, m)
+            Symmetric; only one triangle is read.
+        overwrite : bool, default False
+            Allow the factor to take `a`'s memory (`a` is then destroyed).
+
+        Returns
+        -------
+        L : array of shape (m, m)
+            On success, the factor with a zero strict upper triangle. On failure, an
+            array whose strict upper triangle still holds the matrix's (its diagonal and
+            lower triangle are lost): ``triu(L, 1)`` and the saved diagonal rebuild the
+            matrix without a copy having been kept.
+        info : int
+            0 for success, ``j > 0`` when the leading minor of order ``j`` is not
+            positive definite.
+        """
+        L, info = self.cholesky(a)
+        return (L, 0) if not int(info) else (a, int(info))
+
+    def cholesky_solve(self, L, b):
+        """``(L L^T)^{-1} b`` for a lower Cholesky factor `L`."""
+        z = self.solve_triangular(L, b, lower=True)
+        return self.solve_triangular(L, z, lower=True, trans=True)
+
+    def cholesky_inverse(self, L, lower=False):
+        """``(L L^T)^{-1}``: the full symmetric inverse, or with ``lower=True`` its lower
+        triangle (strict upper triangle zero)."""
+        xp = self.xp
+        L_inv = self.solve_triangular(L, xp.eye(L.shape[0]), lower=True)
+        inverse = L_inv.T @ L_inv
+        return xp.tril(inverse) if lower else inverse
+
+    def squareform(self, values, n, diagonal):
+        """The symmetric ``n x n`` matrix of condensed off-diagonal `values` (the pairs
+        ``i < j`` row by row, as ``scipy.spatial.distance.pdist``) and a constant
+        `diagonal`."""
+        xp = self.xp
+        out = xp.empty((n, n))
+        start = 0
+        for i in range(n):
+            stop = start + n - 1 - i
+            out[i, i + 1 :] = values[start:stop]
+            out[i + 1 :, i] = values[start:stop]
+            out[i, i] = diagonal
+            start = stop
+        return out
+
+    def cdist(self, a, b):
+        """Euclidean distances between the rows of `a` and of `b`, summed coordinate by
+        coordinate as ``scipy.spatial.distance.cdist`` does (exact zeros for equal rows;
+        the Gram-matrix form ``|a|^2 + |b|^2 - 2 a.b`` loses them to cancellation)."""
+        d2 = a[:, 0, None] - b[None, :, 0]
+        d2 *= d2
+        for k in range(1, a.shape[1]):
+            diff = a[:, k, None] - b[None, :, k]
+            diff *= diff
+            d2 += diff
+        return self.xp.sqrt(d2, out=d2)
+
+    def like(self, x, reference):
+        """`x` (an array of this back end) as the kind of array `reference` is: on the
+        host when `reference` is a NumPy array, else as it is."""
+        return self.to_host(x) if isinstance(reference, np.ndarray) else x
+
     def __repr__(self):
         return f"<tlrcore backend {self.name!r}>"

@@ -7,7 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.linalg
+from scipy.linalg import lapack
 from scipy.linalg.lapack import dpotrf
+from scipy.spatial.distance import cdist, squareform
 from threadpoolctl import threadpool_limits
 
 from tlrcore.backends._base import Backend
@@ -54,10 +56,57 @@ class NumpyBackend(Backend):
         return np.random.default_rng(seed).standard_normal(shape)
 
     def free_memory(self):
+        """``MemAvailable`` of ``/proc/meminfo`` (free pages plus reclaimable caches), else
+        the free pages, else unlimited."""
+        try:
+            with open("/proc/meminfo") as meminfo:
+                for line in meminfo:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
         try:
             return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         except (ValueError, OSError, AttributeError):
             return 2**63 - 1
+
+    def dense_cholesky(self, a, overwrite=False):
+        # LAPACK works on the transpose of a C-ordered array in place; for a symmetric
+        # matrix the transpose is the same matrix, so no copy is needed. clean=0 keeps the
+        # strict upper triangle of the work array (the matrix) for a retry after failure.
+        work = a.T if a.flags.c_contiguous else np.asfortranarray(a)
+        L, info = lapack.dpotrf(work, lower=1, clean=0, overwrite_a=overwrite)
+        if info < 0:
+            raise ValueError(f"LAPACK dpotrf rejected argument {-info}.")
+        if info == 0:
+            _zero_strict_upper(L)
+        return L, int(info)
+
+    def cholesky_solve(self, L, b):
+        x, info = lapack.dpotrs(L, b, lower=1)
+        if info != 0:
+            raise ValueError(f"LAPACK dpotrs rejected argument {-info}.")
+        return x
+
+    def cholesky_inverse(self, L, lower=False):
+        inverse, info = lapack.dpotri(L, lower=1)
+        if info != 0:
+            raise ValueError(f"LAPACK dpotri failed with info={info}: the factor is singular.")
+        if not lower:
+            for j in range(1, inverse.shape[1]):
+                inverse[:j, j] = inverse[j, :j]
+        return inverse
+
+    def squareform(self, values, n, diagonal):
+        out = squareform(values, checks=False)
+        np.fill_diagonal(out, diagonal)
+        return out
+
+    def cdist(self, a, b):
+        return cdist(a, b)
+
+    def like(self, x, reference):
+        return x
 
 
 NUMPY = NumpyBackend()
@@ -76,6 +125,13 @@ def _dpotrf_lower(m):
         return U.T, max(int(info), 0)
     L, info = dpotrf(m, lower=1, clean=1, overwrite_a=0)
     return L, max(int(info), 0)
+
+def _zero_strict_upper(F):
+    """Zero the strict upper triangle of the Fortran-ordered `F` in place (column by
+    column: no ``n x n`` temporary)."""
+    for j in range(1, F.shape[1]):
+        F[:j, j] = 0.0
+
 
 #: Matrices per task of :func:`host_eigh`'s thread pool.
 _EIGH_CHUNK = 16

@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from tlrcore._threads import workers
 from tlrcore.batched._checks import nonfinite_error
-from tlrcore.matrix import _workers
 
 #: Largest part of a bucket (its operands and results) on host-thread back ends.
 UNIT_BYTES = 16 * 2**20
@@ -37,10 +37,10 @@ def units(backend, groups, item_bytes):
     ``item_bytes(shape)`` is the memory one matrix of the bucket occupies."""
     if not backend.host_threads:
         return list(groups)
-    workers = _workers()
+    threads = workers()
     work = []
     for indices, shape in groups:
-        parts = min(len(indices), max(workers, math.ceil(len(indices) * item_bytes(shape) / UNIT_BYTES)))
+        parts = min(len(indices), max(threads, math.ceil(len(indices) * item_bytes(shape) / UNIT_BYTES)))
         work.extend((part, shape) for part in np.array_split(indices, parts))
     return work
 
@@ -48,12 +48,12 @@ def units(backend, groups, item_bytes):
 def run(backend, work, task):
     """Yield ``(unit, task(*unit))`` for each unit of `work`, in order; on a thread pool on
     host-thread back ends."""
-    workers = min(_workers(), len(work)) if backend.host_threads else 1
-    if workers <= 1:
+    threads = min(workers(), len(work)) if backend.host_threads else 1
+    if threads <= 1:
         for unit in work:
             yield unit, task(*unit)
         return
-    with ThreadPoolExecutor(workers, thread_name_prefix="tlrcore-batched") as pool:
+    with ThreadPoolExecutor(threads, thread_name_prefix="tlrcore-batched") as pool:
         yield from zip(work, pool.map(lambda unit: task(*unit), work))
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tlrcore.batched import _checks, _plan, _run
-from tlrcore.dense._blas import one_blas_thread
+import tlrcore.batched._checks as _checks
+import tlrcore.batched._plan as _plan
+import tlrcore.batched._run as _run
+from tlrcore._threads import one_blas_thread
 
 __all__ = ["gemm"]
 

@@ -5,7 +5,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.linalg.lapack import dsytrf, dsytrf_lwork
 
-from tlrcore.dense._blas import one_blas_thread
+from tlrcore._threads import one_blas_thread
 from tlrcore.dense._checks import PIVOTING, check_choice, check_finite_result, working_copy
 from tlrcore.dense._panel import unit_lower
 from tlrcore.dense.rook import rook_ldl

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tlrcore.dense._blas import one_blas_thread
+from tlrcore._threads import one_blas_thread
 from tlrcore.dense._checks import PIVOTING, check_choice, check_finite_result, working_copy
 from tlrcore.dense._panel import unit_lower
 from tlrcore.dense.gmw import gmw_beta2, gmw_ldl

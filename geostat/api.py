@@ -1,0 +1,107 @@
+"""The public functions of the statistics that are not the estimator: :func:`log_likelihood`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from geostat.checks import ORDERINGS, check_bool, check_choice, check_params, check_tile_size
+from geostat.data import Trend, prepare_coords, prepare_y
+from geostat.distance import get_distance
+from geostat.kernels import get_kernel
+from geostat.likelihood import make_likelihood, resolve_method
+from geostat.optimize.scaling import DataScale
+from geostat.solvers import get_backend
+
+__all__ = ["log_likelihood"]
+
+
+def log_likelihood(
+    X,
+    y,
+    params,
+    kernel="matern",
+    trend="constant",
+    distance="auto",
+    method="auto",
+    accuracy=1e-8,
+    tile_size=None,
+    ordering="kdtree",
+    reml=False,
+    device="cpu",
+):
+    """Gaussian log-likelihood of observations at given covariance parameters.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, d) or DataFrame
+        Sites (and covariate columns named in `trend`).
+    y : array-like of shape (n,) or (n, r)
+        Observations; NaN marks a site missing on a replicate.
+    params : dict
+        ``variance``, ``range``, ``nugget`` (default 0) and the kernel's shape parameters.
+    kernel : str or Kernel, default "matern"
+    trend : None, "constant", "linear", list of columns, or ndarray of shape (n, p)
+        Mean model, profiled by GLS; an array is used as the design matrix itself.
+    distance : {"auto", "euclidean", "chordal", "great_circle"}, default "auto"
+        ``"auto"``, as in :class:`~geostat.SpatialGP`, uses chordal distance (km) when the
+        coordinate columns are named longitude/latitude (lon/lat), Euclidean otherwise;
+        so ``log_likelihood(X, y, est.params_)`` reproduces ``est.loglik_``.
+    method : {"auto", "exact", "tlr"}, default "auto"
+        ``"exact"`` factors the dense covariance; ``"tlr"`` a tile low-rank compression
+        of it; ``"auto"`` (as the estimator) uses TLR from :data:`geostat.likelihood.TLR_FROM` sites on.
+    accuracy : float, default 1e-8
+        Relative Frobenius accuracy of the TLR compression and factorization.
+    tile_size : int, optional
+        TLR tile size (default grows like sqrt(n)).
+    ordering : {"kdtree", "morton", "none"}, default "kdtree"
+        Site ordering of the TLR method.
+    reml : bool, default False
+        Return the restricted log-likelihood.
+    device : {"cpu", "gpu"}, default "cpu"
+        ``"gpu"`` evaluates on a CUDA GPU through CuPy (see the user guide): the dense
+        exact likelihood in GPU memory, or TLR. ``method="auto"`` then uses the exact
+        method up to :data:`geostat.likelihood.DEVICE_EXACT_MAX` sites when it fits in GPU memory.
+
+    Returns
+    -------
+    float
+        ``-1/2 r^T C^-1 r - 1/2 log det C - n/2 log(2 pi)`` summed over replicates.
+
+    Raises
+    ------
+    tlrcore.NotPositiveDefiniteError
+        If the covariance matrix is not numerically positive definite.
+    ValueError, TypeError
+        For bad arguments (the message names the argument), an unknown `method` or
+        `device`, or ``device="gpu"`` without CuPy or a GPU.
+    MemoryError
+        If the exact method's dense matrices would not fit in memory.
+    """
+    resolve_method(method, 0)
+    check_tile_size(tile_size)
+    check_choice(ordering, "ordering", ORDERINGS)
+    reml = check_bool(reml, "reml")
+    backend = get_backend(device)
+    kern = get_kernel(kernel)
+    params = check_params(params, kern)
+    design = None
+    if isinstance(trend, np.ndarray) and trend.ndim != 1:
+        if trend.ndim != 2:
+            raise ValueError(f"trend as a design matrix must be 2-D (n, p); got shape {trend.shape}.")
+        design = np.asarray(trend, dtype=np.float64)
+        trend = None
+    data, distance_name = prepare_coords(X, Trend.parse(trend), distance)
+    if design is not None:
+        if design.shape[0] != data.n or not np.isfinite(design).all():
+            raise ValueError(
+                f"trend as a design matrix must have {data.n} rows of finite values; got shape {design.shape}."
+            )
+        data.design = design
+    values, _, _ = prepare_y(y, data.n)
+    # Evaluated for y / s with s^2 near the variance (geostat.optimize.scaling): no intermediate
+    # quantity over- or underflows whatever the magnitude of y.
+    scale = DataScale.nearest(np.sqrt(params["variance"]))
+    lik = make_likelihood(method, data.coords, values / scale.factor, data.design, kern, get_distance(distance_name),
+                          reml, accuracy=accuracy, tile_size=tile_size, ordering=ordering, on_failure="raise",
+                          backend=backend)
+    return scale.loglik_from_unit(lik.log_likelihood(scale.params_to_unit(params)), lik.n_eff)

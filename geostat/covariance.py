@@ -1,0 +1,190 @@
+r"""Sites on an array back end: distances, correlation matrices and covariance blocks.
+
+Every likelihood, on every back end, forms its matrices here. The sites are copied to
+the back end once, as the coordinates in which the distance is Euclidean
+(:meth:`geostat.distance.Distance.embed`: the coordinates themselves, or the 3-D points
+of the chordal distance in km), or as longitude/latitude in radians for the great-circle
+distance; blocks are then formed with the back end's operations only and stay there.
+
+Two evaluation strategies, chosen by size and kernel cost, never by back end:
+
+* **Whole matrices** (the dense likelihood): the ``n (n - 1) / 2`` pair distances are
+  computed once (on the host, ``scipy.spatial.distance.pdist`` order) and kept; the
+  correlation is evaluated on them and expanded to the symmetric matrix
+  (``backend.squareform``). Costly kernels (a Matérn of general smoothness, whose Bessel
+  functions dominate) go through a :class:`~geostat.kernels.tabulation.LogDistanceTable`
+  between :data:`TABULATE_PAIRS` pairs.
+* **Blocks** ``block(rows, cols)`` (the TLR likelihood and the tile generators): distances
+  by ``backend.cdist`` (``scipy.spatial.distance.cdist`` on the host, the same sums by
+  broadcasting elsewhere) or the haversine form on the sphere.
+
+Kernels are evaluated through :meth:`geostat.kernels.Kernel.evaluate`, which trusts its
+arguments: the distances come from validated coordinates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from geostat.distance import central_angle, check_lonlat
+from geostat.kernels.tabulation import LogDistanceTable
+
+__all__ = ["NEGLIGIBLE_DERIVATIVE", "TABULATE_PAIRS", "Sites"]
+
+#: Pair counts between which costly kernels (Bessel functions) are evaluated through a
+#: :class:`~geostat.kernels.tabulation.LogDistanceTable`; above the upper one its weights
+#: would need more memory than the covariance matrix itself.
+TABULATE_PAIRS = (100_000, 50_000_000)
+
+#: Entries of a correlation derivative below this are set to zero: next to the unit
+#: diagonal of the correlation they are below rounding, and a TLR matrix of entries
+#: near the underflow threshold cannot be compressed (its norms underflow).
+NEGLIGIBLE_DERIVATIVE = 1e-100
+
+
+class Sites:
+    """Sites held on an array back end, with their distances and covariance matrices.
+
+    Parameters
+    ----------
+    coords : ndarray of shape (n, d)
+        Host coordinates (longitude/latitude in degrees for spherical distances).
+    distance : geostat.distance.Distance
+    backend : tlrcore.backends.Backend
+        Where the matrices are formed (:func:`geostat.solvers.get_backend`).
+
+    Attributes
+    ----------
+    coords : ndarray of shape (n, d)
+    distance, backend
+    n : int
+    points : array of the back end, shape (n, k)
+        The coordinates the distances are computed from.
+    """
+
+    def __init__(self, coords, distance, backend):
+        self.coords = coords
+        self.distance = distance
+        self.backend = backend
+        points = distance.embed(coords)
+        self._spherical = points is None
+        if self._spherical:  # great circle: longitude and latitude in radians
+            points = np.radians(check_lonlat(coords, "coords"))
+        self.points = backend.asarray(points)
+        self.n = points.shape[0]
+        self._pairs = None
+        self._table = None
+
+    # ------------------------------------------------------------------ whole matrices
+    def pair_distances(self):
+        """Condensed distances of all pairs ``i < j`` on the back end (computed once)."""
+        if self._pairs is None:
+            self._pairs = self.backend.asarray(self.distance.pairwise(self.coords))
+        return self._pairs
+
+    def correlation(self, kernel, theta, gradient=False):
+        """Correlation matrix ``R`` and, optionally, ``dR`` for each correlation parameter.
+
+        Parameters
+        ----------
+        kernel : geostat.kernels.Kernel
+        theta : dict
+            ``range`` and the kernel's shape parameters.
+        gradient : bool
+
+        Returns
+        -------
+        R : array of shape (n, n) on the back end
+        dR : dict of str to arrays of shape (n, n)
+            ``"range"`` and each free shape parameter (empty unless `gradient`).
+        """
+        shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
+        d = self.pair_distances()
+        if getattr(kernel, "costly", False) and TABULATE_PAIRS[0] <= d.size <= TABULATE_PAIRS[1]:
+            if self._table is None:
+                self._table = LogDistanceTable(d)
+            values, grads = self._table.evaluate(kernel, theta["range"], shape, gradient)
+        else:
+            values, grads = kernel.evaluate(d, theta["range"], shape, gradient)
+        square = self.backend.squareform
+        dR = {k: square(v, self.n, 0.0) for k, v in grads.items()}
+        return square(values, self.n, 1.0), dR
+
+    # ------------------------------------------------------------------ blocks
+    def distances(self, rows=None, cols=None):
+        """Distances between the sites `rows` and the sites `cols`, on the back end.
+
+        Parameters
+        ----------
+        rows, cols : 1-D integer arrays (host or back end), optional
+            Site indices; None means all sites.
+
+        Returns
+        -------
+        array of shape (len(rows), len(cols))
+        """
+        a = self.points if rows is None else self.points[rows]
+        b = self.points if cols is None else self.points[cols]
+        if self._spherical:
+            xp = self.backend.xp
+            return central_angle(a[:, 0, None], a[:, 1, None], b[None, :, 0], b[None, :, 1], xp=xp) * self.distance.radius
+        return self.backend.cdist(a, b)
+
+    def covariance_block(self, kernel, params):
+        """Block generator of the covariance matrix of these sites.
+
+        Parameters
+        ----------
+        kernel : geostat.kernels.Kernel
+        params : dict
+            ``variance``, ``range``, ``nugget`` (default 0) and the kernel's shape
+            parameters.
+
+        Returns
+        -------
+        callable
+            ``block(rows, cols)`` -> ``variance * M(d / range) + nugget * [rows == cols]``,
+            an array of the back end, for 1-D integer index arrays.
+        """
+        xp = self.backend.xp
+        shape = kernel.resolve_shape({k: params[k] for k in kernel.shape_names if k in params})
+        variance, range_ = float(params["variance"]), float(params["range"])
+        nugget = float(params.get("nugget", 0.0))
+
+        def block(rows, cols):
+            C = kernel.evaluate(self.distances(rows, cols), range_, shape)[0]
+            C *= variance
+            if nugget and rows.min() <= cols.max() and cols.min() <= rows.max():
+                i, j = xp.nonzero(xp.asarray(rows)[:, None] == xp.asarray(cols)[None, :])
+                C[i, j] += nugget
+            return C
+
+        return block
+
+    def gradient_block(self, kernel, theta, name):
+        """Block generator of ``dR / d name``, the derivative of the correlation matrix
+        (entries below :data:`NEGLIGIBLE_DERIVATIVE` in magnitude set to zero).
+
+        Parameters
+        ----------
+        kernel : geostat.kernels.Kernel
+        theta : dict
+            ``range`` and the kernel's shape parameters.
+        name : str
+            ``"range"`` or a free shape parameter of `kernel`.
+
+        Returns
+        -------
+        callable
+            ``block(rows, cols)`` -> derivative block (zero on coinciding sites).
+        """
+        xp = self.backend.xp
+        shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
+        range_ = float(theta["range"])
+
+        def block(rows, cols):
+            D = kernel.evaluate(self.distances(rows, cols), range_, shape, gradient=True)[1][name]
+            D[xp.abs(D) < NEGLIGIBLE_DERIVATIVE] = 0.0
+            return D
+
+        return block

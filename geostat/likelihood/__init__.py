@@ -1,0 +1,105 @@
+"""Gaussian log-likelihoods of spatial data, and the choice of how to evaluate them.
+
+Modules
+-------
+terms
+    The scalars of one evaluation (:class:`~geostat.likelihood.terms.Terms`) and the split
+    of natural parameters.
+gls
+    Replicate groups sharing observed sites, and the generalized least-squares trend.
+base
+    :class:`~geostat.likelihood.base.Likelihood`: the data and bookkeeping both share.
+dense
+    :class:`ExactLikelihood`: dense Cholesky factors on any back end, with gradients.
+tlr
+    :class:`TLRLikelihood`: tile low-rank Cholesky factors, without gradients.
+stochastic_fisher
+    Expected Fisher information with traces estimated by random probes (TLR).
+failure
+    The ``on_failure`` policy for covariances that are not positive definite.
+
+Both likelihoods take their back end as an object (:func:`geostat.solvers.get_backend`)
+and answer ``terms``, ``log_likelihood``, ``factors``, ``gls``, ``fisher_information``,
+``loglik_error`` and ``subset`` alike; :func:`make_likelihood` chooses one.
+"""
+
+from __future__ import annotations
+
+from geostat.likelihood.dense import ExactLikelihood, fits_in_memory
+from geostat.likelihood.terms import Terms, split_params
+from geostat.likelihood.tlr import TLRLikelihood
+from geostat.solvers import NUMPY
+
+__all__ = [
+    "DEVICE_EXACT_MAX",
+    "METHODS",
+    "TLR_FROM",
+    "ExactLikelihood",
+    "TLRLikelihood",
+    "Terms",
+    "make_likelihood",
+    "resolve_method",
+    "split_params",
+]
+
+METHODS = ("auto", "exact", "tlr")
+#: Sites from which ``method="auto"`` evaluates the likelihood through TLR factors on the
+#: CPU. ``benchmarks/crossover.py`` (2 cores, accuracy 1e-8): at 4,096 sites a TLR value
+#: costs 0.6 s against 2.0 s for a dense value with gradient (0.9 s without), so a TLR fit
+#: (about 15 values after an exact subsample fit) is about twice as fast as an exact one;
+#: at 2,048 TLR is slower than dense.
+TLR_FROM = 4096
+#: Most sites for which ``method="auto"`` on a GPU uses the exact dense likelihood (when its
+#: matrices also fit in the free device memory, :func:`geostat.likelihood.dense.fits_in_memory`).
+#: Not measured yet: it must be set from timings on a GPU (dense against batched TLR). The
+#: starting point is that a dense H100 Cholesky factorization at n = 32K takes well under a
+#: second, and that memory rather than time bounds the dense method there (48 to 64 GiB at
+#: 32K, :func:`geostat.likelihood.dense.dense_bytes`).
+DEVICE_EXACT_MAX = 32_768
+#: Most sites of the exact method under ``method="auto"``, by back end name (the CPU's is
+#: below :data:`TLR_FROM`; any other back end's is :data:`DEVICE_EXACT_MAX`).
+EXACT_UP_TO = {NUMPY.name: TLR_FROM - 1}
+
+
+def resolve_method(method, n, backend=NUMPY, n_gradients=1):
+    """``"exact"`` or ``"tlr"`` for a method name and a number of sites.
+
+    ``"auto"`` chooses the dense exact likelihood up to :data:`EXACT_UP_TO` sites of the
+    back end (below :data:`TLR_FROM` on the CPU, :data:`DEVICE_EXACT_MAX` on a GPU) when
+    its dense matrices (with `n_gradients` correlation derivatives) fit in the back end's
+    memory, and TLR otherwise.
+
+    Raises
+    ------
+    ValueError
+        If `method` is not one of :data:`METHODS`.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not one of {METHODS}.")
+    if method != "auto":
+        return method
+    exact = n <= EXACT_UP_TO.get(backend.name, DEVICE_EXACT_MAX) and fits_in_memory(backend, n, n_gradients)
+    return "exact" if exact else "tlr"
+
+
+def make_likelihood(method, coords, y, design, kernel, distance, reml=False, accuracy=1e-8, tile_size=None,
+                    ordering="kdtree", random_state=0, on_failure="shift", backend=NUMPY):
+    """The likelihood `method` resolves to, on a back end.
+
+    Parameters
+    ----------
+    method : {"auto", "exact", "tlr"}
+    coords, y, design, kernel, distance, reml
+        As for :class:`ExactLikelihood`.
+    accuracy, tile_size, ordering, random_state
+        TLR settings (ignored by the exact likelihood).
+    on_failure : {"shift", "step", "raise"}, default "shift"
+        See :mod:`geostat.likelihood.failure`.
+    backend : tlrcore.backends.Backend, default NUMPY
+        Where the matrices live (:func:`geostat.solvers.get_backend`).
+    """
+    n_gradients = 1 + len(kernel.free_shape)
+    if resolve_method(method, coords.shape[0], backend, n_gradients) == "tlr":
+        return TLRLikelihood(coords, y, design, kernel, distance, reml, accuracy=accuracy, tile_size=tile_size,
+                             ordering=ordering, random_state=random_state, on_failure=on_failure, backend=backend)
+    return ExactLikelihood(coords, y, design, kernel, distance, reml, on_failure, backend)

@@ -1,0 +1,161 @@
+"""Pieces shared by the dense and the TLR likelihoods: replicate groups and GLS."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import cho_solve
+
+from geostat.errors import TrendNotIdentifiableError
+
+__all__ = [
+    "Group",
+    "group_by_pattern",
+    "check_groups",
+    "GLSFit",
+    "gls",
+    "gls_coefficients",
+    "trend_estimates",
+]
+
+
+@dataclass
+class Group:
+    """Replicates that share the same set of observed sites."""
+
+    sites: np.ndarray  # indices of observed sites, or None for all sites
+    columns: np.ndarray  # replicate indices
+    y: np.ndarray  # (n_g, r_g)
+    design: np.ndarray  # (n_g, p)
+
+    @property
+    def r(self):
+        return self.y.shape[1]
+
+
+def group_by_pattern(y, design):
+    observed = ~np.isnan(y)
+    patterns, inverse = np.unique(observed.T, axis=0, return_inverse=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    groups = []
+    for k, pattern in enumerate(patterns):
+        columns = np.flatnonzero(inverse == k)
+        if not pattern.any():
+            continue
+        if pattern.all():
+            groups.append(Group(None, columns, y[:, columns], design))
+        else:
+            sites = np.flatnonzero(pattern)
+            groups.append(Group(sites, columns, y[np.ix_(sites, columns)], design[sites]))
+    return groups
+
+
+def check_groups(groups, n_coef):
+    """Check that every replicate group identifies its trend coefficients.
+
+    Raises
+    ------
+    ValueError
+        If some replicate has no more observed sites than trend coefficients.
+    TrendNotIdentifiableError
+        If the design matrix is rank deficient on the observed sites.
+    """
+    for g in groups:
+        n_g = g.y.shape[0]
+        if n_g <= n_coef:
+            raise ValueError(
+                f"y column {int(g.columns[0])} (replicate) has {n_g} observed sites but the trend has "
+                f"{n_coef} coefficients; use a simpler trend or drop nearly empty replicates."
+            )
+        if n_coef and np.linalg.matrix_rank(g.design) < n_coef:
+            raise TrendNotIdentifiableError(
+                "the trend design matrix is rank deficient on the observed sites (a constant "
+                "or repeated covariate?); drop redundant trend columns."
+            )
+
+
+@dataclass
+class GLSFit:
+    """GLS quantities of one group of replicates."""
+
+    alpha: np.ndarray  # K^{-1} (y - F beta), the REML projection P y
+    residual: np.ndarray  # y - F beta
+    beta: np.ndarray  # (p, r)
+    kinv_f: np.ndarray | None  # K^{-1} F
+    ftkf_chol: np.ndarray | None  # Cholesky factor of F^T K^{-1} F
+    logdet_ftkf: float
+
+    def ftkf_solve(self, b):
+        """Return ``(F^T K^{-1} F)^{-1} b``."""
+        return cho_solve((self.ftkf_chol, True), b, check_finite=False)
+
+
+def gls(chol, y, design):
+    """GLS coefficients, residuals and ``alpha = K^{-1} (y - F beta)`` for one group.
+
+    `y` and `design` are host arrays or arrays of the factor's back end (a GPU's: the
+    solves and large products then stay there; only the ``p x p`` and ``p x r`` products of
+    the coefficients cross to the host).
+    """
+    kinv_y = chol.solve(y)
+    if design.shape[1] == 0:
+        return GLSFit(kinv_y, y, np.zeros((0, y.shape[1])), None, None, 0.0)
+    kinv_f = chol.solve(design)
+    host = chol.backend.to_host
+    ftkf_chol, beta, logdet_ftkf = gls_coefficients(host(design.T @ kinv_f), host(design.T @ kinv_y))
+    beta_b = chol.backend.like(chol.backend.asarray(beta), y)
+    return GLSFit(kinv_y - kinv_f @ beta_b, y - design @ beta_b, beta, kinv_f, ftkf_chol, logdet_ftkf)
+
+
+def gls_coefficients(ftkf, ft_kinv_y):
+    """GLS coefficients from the small products ``F^T K^{-1} F`` (p, p) and ``F^T K^{-1} y`` (p, r).
+
+    Returns
+    -------
+    ftkf_chol : ndarray of shape (p, p)
+        Lower Cholesky factor of ``F^T K^{-1} F``.
+    beta : ndarray of shape (p, r)
+    logdet_ftkf : float
+        ``log det(F^T K^{-1} F)``.
+
+    Raises
+    ------
+    TrendNotIdentifiableError
+        If ``F^T K^{-1} F`` is singular.
+    """
+    try:
+        ftkf_chol = np.linalg.cholesky(ftkf)
+    except np.linalg.LinAlgError as exc:
+        raise TrendNotIdentifiableError(
+            "F^T K^-1 F is singular: the trend is not identifiable with this covariance; "
+            "drop redundant trend columns."
+        ) from exc
+    beta = cho_solve((ftkf_chol, True), ft_kinv_y, check_finite=False)
+    return ftkf_chol, beta, 2.0 * float(np.sum(np.log(np.diag(ftkf_chol))))
+
+
+def trend_estimates(groups, factors, variance, n_replicates, n_coef):
+    """GLS coefficients of every replicate and their covariance.
+
+    Parameters
+    ----------
+    groups : list of Group
+    factors : list
+        One factorization of ``K = C / variance`` per group (``solve``).
+    variance : float
+    n_replicates, n_coef : int
+
+    Returns
+    -------
+    coef : ndarray of shape (n_replicates, n_coef)
+    coef_cov : ndarray of shape (n_replicates, n_coef, n_coef)
+    """
+    coef = np.zeros((n_replicates, n_coef))
+    cov = np.zeros((n_replicates, n_coef, n_coef))
+    for g, chol in zip(groups, factors):
+        fit = gls(chol, g.y, g.design)
+        if n_coef:
+            coef[g.columns] = fit.beta.T
+            cov[g.columns] = variance * fit.ftkf_solve(np.eye(n_coef))
+    return coef, cov

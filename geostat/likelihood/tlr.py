@@ -1,0 +1,231 @@
+"""Gaussian log-likelihood through tile low-rank Cholesky factors.
+
+For each group of replicates sharing observed sites, the sites are ordered once (KD-tree
+or Morton); at every evaluation the correlation ``K = R + eta I`` of those sites is
+compressed into a :class:`tlrcore.TLRMatrix` and factored by :func:`tlrcore.cholesky`.
+The GLS trend, quadratic form and log-determinant then come from the factor exactly as
+in the dense path (:mod:`geostat.likelihood.dense`), so both likelihoods return the same
+:class:`~geostat.likelihood.terms.Terms`.
+
+There are no analytic gradients here: their traces ``tr(K^{-1} dK)`` would need the
+inverse. The optimizer polishes TLR estimates without derivatives
+(:mod:`geostat.optimize.polish`), and the expected Fisher information is estimated with
+random probes through TLR solves (:mod:`geostat.likelihood.stochastic_fisher`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from geostat.covariance import Sites
+from geostat.likelihood.base import Likelihood
+from geostat.likelihood.dense import ExactLikelihood
+from geostat.likelihood.gls import gls
+from geostat.likelihood.stochastic_fisher import stochastic_fisher_information
+from geostat.likelihood.terms import Terms, split_params
+from geostat.solvers import NUMPY, PermutedTLR, site_order, tlr_factor, tlr_matrix
+
+__all__ = ["TLRLikelihood"]
+
+#: The likelihood error is estimated against an evaluation this many times more accurate.
+ERROR_REFERENCE_FACTOR = 10.0
+
+
+@dataclass(frozen=True)
+class _Order:
+    perm: np.ndarray
+    tile_size: int
+
+
+class TLRLikelihood(Likelihood):
+    """Log-likelihood of one dataset under one kernel, with TLR Cholesky factors.
+
+    Parameters
+    ----------
+    coords : ndarray of shape (n, d)
+    y : ndarray of shape (n, r)
+        NaN marks a site missing on a replicate.
+    design : ndarray of shape (n, p)
+    kernel : geostat.kernels.Kernel
+    distance : geostat.distance.Distance
+    reml : bool, default False
+    accuracy : float, default 1e-8
+        Relative Frobenius accuracy of the compression and of the factorization.
+    tile_size : int, optional
+        Default :func:`geostat.ordering.auto_tile_size` of each group's size.
+    ordering : {"kdtree", "morton", "none"}, default "kdtree"
+    random_state : int, default 0
+        Seeds compression and factorization: equal inputs give equal values.
+    on_failure : {"shift", "step", "raise"}, default "shift"
+        What a covariance that is not positive definite at this accuracy does; see
+        :mod:`geostat.likelihood.failure`. ``"shift"`` refactors with
+        ``tlrcore.cholesky(..., safeguard="shift")``.
+    backend : tlrcore.backends.Backend, default NUMPY
+        Where the covariance tiles are generated, compressed and factored (a GPU's builds
+        and factors them in the packed layout, with batched algorithms). An evaluation
+        keeps the observations and design on the back end and moves only scalars and
+        small arrays (per-tile estimates, ``p x p`` GLS products) to the host; the factors
+        handed to kriging and standard errors (:meth:`factors`) solve host vectors into
+        host results.
+
+    Raises
+    ------
+    ValueError
+        If some replicate has no more observed sites than trend coefficients, or
+        `accuracy` is not in (0, 1).
+    TrendNotIdentifiableError
+        If the design matrix is rank deficient on the observed sites.
+    """
+
+    has_gradient = False
+    method = "tlr"
+
+    def __init__(self, coords, y, design, kernel, distance, reml=False, accuracy=1e-8, tile_size=None,
+                 ordering="kdtree", random_state=0, on_failure="shift", backend=NUMPY):
+        if not (isinstance(accuracy, (float, int, np.floating)) and 0 < accuracy < 1):
+            raise ValueError(f"accuracy must be a number in (0, 1); got {accuracy!r}.")
+        super().__init__(coords, y, design, kernel, distance, reml, on_failure, backend)
+        self.accuracy = float(accuracy)
+        self.tile_size, self.ordering, self.random_state = tile_size, ordering, random_state
+        self._orders = [_Order(*site_order(self._sites(g), distance, ordering, tile_size)) for g in self.groups]
+        self._ordered_sites = {}
+        self._arrays = {}
+        self._cache = None
+
+    def _sites(self, group):
+        return self.coords if group.sites is None else self.coords[group.sites]
+
+    def subset(self, sites):
+        """The dense likelihood of the same model on the sites `sites` only (for pilots)."""
+        return ExactLikelihood(
+            self.coords[sites], self.y[sites], self.design[sites], self.kernel, self.distance, self.reml,
+            self.on_failure, self.backend,
+        )
+
+    def factors(self, theta, eta, accuracy=None):
+        """TLR Cholesky factors of ``K = R + eta I`` on each group's sites.
+
+        The factors of the most recent parameters at the likelihood's own accuracy are
+        kept, so the estimate, trend, standard errors and kriging share one
+        factorization; a new evaluation first releases them, so at most one set is held.
+
+        Parameters
+        ----------
+        theta : dict
+        eta : float
+        accuracy : float, optional
+            Another accuracy (such factors are not kept).
+
+        Returns
+        -------
+        list of geostat.solvers.TLRFactor
+        """
+        key = (tuple(sorted(theta.items())), float(eta))
+        own = accuracy is None or accuracy == self.accuracy
+        if own and self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
+        if own:
+            self._cache = None
+        params = {"variance": 1.0, **theta, "nugget": float(eta)}
+        out = []
+        for index, order in enumerate(self._orders):
+            block = self._ordered(index).covariance_block(self.kernel, params)
+
+            def build(block=block, n=order.perm.size, tile_size=order.tile_size):
+                return tlr_matrix(block, n, tile_size, accuracy or self.accuracy, random_state=self.random_state,
+                                  backend=self.backend)
+
+            factor, shifted = tlr_factor(build, order.perm, self.random_state, self.on_failure == "shift")
+            self.n_safeguarded += shifted
+            out.append(factor)
+        if own:
+            self._cache = (key, out)
+        return out
+
+    def _ordered(self, index):
+        """The sites of group `index` in the factor's order, on the back end (copied there
+        once)."""
+        if index not in self._ordered_sites:
+            coords = self._sites(self.groups[index])[self._orders[index].perm]
+            self._ordered_sites[index] = Sites(coords, self.distance, self.backend)
+        return self._ordered_sites[index]
+
+    def release_factors(self):
+        """Drop the kept factors (their memory is freed; the next use recomputes them)."""
+        self._cache = None
+
+    def terms(self, theta, eta, gradient=False, accuracy=None):
+        """Likelihood scalars at correlation parameters `theta` and ratio `eta`.
+
+        Raises
+        ------
+        ValueError
+            If `gradient` is requested (TLR evaluation has no analytic gradient).
+        tlrcore.NotPositiveDefiniteError
+            If the compressed covariance is not positive definite at this accuracy.
+        """
+        if gradient:
+            raise ValueError("the TLR likelihood has no analytic gradient; use gradient=False.")
+        logdet = logdet_trend = quadratic = 0.0
+        xp = self.backend.xp
+        for index, (g, chol) in enumerate(zip(self.groups, self.factors(theta, eta, accuracy))):
+            fit = self._gls(index, g, chol)
+            logdet += g.r * chol.logdet()
+            quadratic += float(xp.sum(fit.residual * fit.alpha))
+            if self.reml and self.n_coef:
+                logdet_trend += g.r * fit.logdet_ftkf
+        return Terms(self.n_obs, self.n_eff, logdet, logdet_trend, quadratic)
+
+    def _gls(self, index, group, chol):
+        """GLS fit of group `index`, its observations and design held on the back end
+        (copied there once), so that an evaluation moves only scalars and ``p x p``
+        matrices to the host."""
+        if index not in self._arrays:
+            self._arrays[index] = (self.backend.asarray(group.y), self.backend.asarray(group.design))
+        return gls(chol, *self._arrays[index])
+
+    def log_likelihood(self, params, accuracy=None):
+        """Full log-likelihood at natural parameters with the trend profiled by GLS."""
+        theta, eta = split_params(params, self.kernel)
+        return float(self.terms(theta, eta, accuracy=accuracy).full_value(params["variance"]))
+
+    def loglik_error(self, params):
+        """Estimated error of the log-likelihood at `params` due to compression.
+
+        The difference from an evaluation :data:`ERROR_REFERENCE_FACTOR` times more
+        accurate; the TLR error shrinks about in proportion to the accuracy, so this
+        estimates the error of the less accurate value.
+        """
+        value = self.log_likelihood(params)
+        reference = self.log_likelihood(params, accuracy=self.accuracy / ERROR_REFERENCE_FACTOR)
+        return abs(value - reference)
+
+    def fisher_information(self, params, names, return_error=False, random_state=0):
+        """Expected Fisher information, traces estimated with random probes.
+
+        See :func:`geostat.likelihood.stochastic_fisher.stochastic_fisher_information`.
+
+        Returns
+        -------
+        info : ndarray of shape (len(names), len(names))
+        relative_error : float, only when `return_error`
+            Largest Monte Carlo standard error of a diagonal entry, relative to it.
+        """
+        theta, eta = split_params(params, self.kernel)
+        info, error = stochastic_fisher_information(
+            self, self.factors(theta, eta), params, names, random_state=random_state
+        )
+        return (info, error) if return_error else info
+
+    def gradient_matrices(self, group_index, theta, names):
+        """``dR / d name`` on a group's sites as TLR operators (``@``) in the caller's site
+        order (:class:`geostat.solvers.PermutedTLR`)."""
+        sites, order = self._ordered(group_index), self._orders[group_index]
+        return {
+            name: PermutedTLR(tlr_matrix(sites.gradient_block(self.kernel, theta, name), sites.n, order.tile_size,
+                                         self.accuracy, random_state=self.random_state, backend=self.backend),
+                              order.perm)
+            for name in names
+        }

@@ -1,0 +1,21 @@
+"""Maximum-likelihood estimation of the covariance parameters.
+
+Modules
+-------
+space
+    :class:`ParameterSpace`: what is estimated, bounds, the optimizer's coordinates.
+objective
+    The negative log-likelihood per observation in those coordinates, and L-BFGS-B.
+search
+    :func:`maximize_likelihood`: starting grid on a pilot subsample, L-BFGS-B, the
+    awkward optima; :class:`MLEResult`; :func:`standard_errors`.
+polish
+    The derivative-free polish of a TLR estimate.
+scaling
+    :class:`DataScale`: fitting in units in which the data variance is near one.
+"""
+
+from geostat.optimize.search import MLEResult, maximize_likelihood, standard_errors
+from geostat.optimize.space import ParameterSpace
+
+__all__ = ["MLEResult", "ParameterSpace", "maximize_likelihood", "standard_errors"]

@@ -1,0 +1,75 @@
+"""The optimizer's objective: negative log-likelihood per observation in its coordinates."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize
+
+from geostat.errors import NotPositiveDefiniteError
+
+__all__ = ["Objective", "run_lbfgsb"]
+
+
+class Objective:
+    """Negative log-likelihood per observation in the optimizer's coordinates.
+
+    Parameters
+    ----------
+    likelihood : ExactLikelihood or TLRLikelihood
+    space : geostat.optimize.ParameterSpace
+    """
+
+    def __init__(self, likelihood, space):
+        self.likelihood = likelihood
+        self.space = space
+        self.n_evaluations = 0
+        self.n_failures = 0
+        self.worst = 0.0
+
+    def evaluate(self, z, gradient=True):
+        space = self.space
+        free = space.to_natural(np.asarray(z, dtype=float))
+        theta = space.theta(free)
+        self.n_evaluations += 1
+        try:
+            if space.profiled:
+                eta = free.get("ratio", 0.0)
+                terms = self.likelihood.terms(theta, eta, gradient)
+                value = terms.profiled_value()
+                if gradient:
+                    keys = {n: ("eye" if n == "ratio" else n) for n in space.names}
+                    g = terms.profiled_gradient(set(keys.values()))
+                    grad = np.array([g[keys[n]] for n in space.names])
+            else:
+                params = space.natural(free)
+                eta = params["nugget"] / params["variance"]
+                terms = self.likelihood.terms(theta, eta, gradient)
+                value = terms.full_value(params["variance"])
+                if gradient:
+                    g = terms.full_gradient(params["variance"], eta, space.names)
+                    grad = np.array([g[n] for n in space.names])
+        except NotPositiveDefiniteError:
+            if self.likelihood.on_failure == "raise":
+                raise
+            value = np.nan
+        if not np.isfinite(value):
+            # A covariance that is not positive definite is a handled event: the line
+            # search sees a value worse than any seen so far and steps back.
+            self.n_failures += 1
+            penalty = self.worst + 1.0
+            return (penalty, np.zeros(len(z))) if gradient else penalty
+        scale = self.likelihood.n_obs
+        f = -value / scale
+        self.worst = max(self.worst, f)
+        if not gradient:
+            return f
+        chain = np.where(space.log_scale, np.array([free[n] for n in space.names]), 1.0)
+        return f, -grad * chain / scale
+
+    def __call__(self, z):
+        return self.evaluate(z, gradient=True)
+
+
+def run_lbfgsb(objective, z0, bounds, options):
+    """Minimize `objective` (value and gradient) by L-BFGS-B within box `bounds`."""
+    return minimize(objective, z0, jac=True, method="L-BFGS-B", bounds=bounds, options=options)

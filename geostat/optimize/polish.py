@@ -1,0 +1,113 @@
+"""Polishing an estimate through a likelihood without gradients (TLR evaluation).
+
+1. **Refine on a subsample.** An exact fit with analytic gradients on at most
+   :data:`REFINE_SIZE` random sites moves the pilot estimate close to the full-data
+   optimum; the Hessian there (finite differences of the analytic gradient) gives the
+   estimate's covariance on the subsample.
+2. **Whiten.** The optimizer's coordinates are mapped to ``u`` with
+   ``z = z_sub + T u`` and ``T T^T`` that covariance (each direction capped to
+   ``[MIN_STEP, MAX_STEP]``), so one unit of ``u`` is about one subsample standard error
+   in every direction and correlated parameters (range with smoothness) are decoupled.
+3. **Model-based search.** COBYQA (Powell's derivative-free trust-region method, as in
+   SciPy) maximizes the full-data likelihood from ``u = 0`` with a unit initial trust
+   radius. It stops at a final radius of :data:`FINAL_FRACTION` of the full-data
+   standard error, predicted from the subsample's by ``sqrt(n_sub / n)``.
+
+ExaGeoStat maximizes its TLR likelihood with derivative-free BOBYQA as well; the
+subsample start and the whitening are what keep the number of TLR evaluations small.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import LinearConstraint, OptimizeResult, minimize
+
+from geostat.optimize.objective import Objective, run_lbfgsb
+
+__all__ = ["polish_without_gradient", "REFINE_SIZE"]
+
+#: Sites of the exact subsample fit that starts the derivative-free search.
+REFINE_SIZE = 2048
+#: Smallest and largest whitened step, in the optimizer's (mostly log) coordinates.
+MIN_STEP, MAX_STEP = 1e-3, 1.0
+#: The search stops at this fraction of the predicted full-data standard error.
+FINAL_FRACTION = 0.05
+_REFINE = {"ftol": 1e-12, "gtol": 1e-8, "maxls": 40, "maxiter": 200}
+
+
+def polish_without_gradient(likelihood, space, objective, start, rng, refine_size=REFINE_SIZE, max_evaluations=None):
+    """Maximize a likelihood that has no gradient, starting near `start`.
+
+    Parameters
+    ----------
+    likelihood : geostat.likelihood.TLRLikelihood
+        Needs ``subset(sites)`` returning an exact likelihood, and ``n``.
+    space : geostat.optimize.ParameterSpace
+    objective : geostat.optimize.objective.Objective
+        The full-data objective (evaluated without gradients).
+    start : ndarray
+        Starting point in the optimizer's coordinates.
+    rng : numpy.random.Generator
+        Draws the subsample.
+    refine_size : int, default REFINE_SIZE
+    max_evaluations : int, optional
+        Full-data evaluations allowed (default ``20 + 10 * len(start)``).
+
+    Returns
+    -------
+    result : scipy.optimize.OptimizeResult
+        ``x`` in the optimizer's coordinates, ``fun``, ``success``, ``message``, ``nit``.
+    subsample_evaluations : int
+    """
+    bounds = np.array(space.z_bounds(), dtype=float)
+    n_sites = likelihood.n
+    sites = np.sort(rng.choice(n_sites, size=refine_size, replace=False)) if n_sites > refine_size else np.arange(n_sites)
+    sub = Objective(likelihood.subset(sites), space)
+    refined = run_lbfgsb(sub, start, bounds, _REFINE)
+    z0 = np.clip(refined.x, bounds[:, 0], bounds[:, 1])
+    transform = _whitening(sub, z0, bounds)
+    final = max(MIN_STEP, FINAL_FRACTION * np.sqrt(sites.size / n_sites))
+
+    def to_z(u):
+        return np.clip(z0 + transform @ u, bounds[:, 0], bounds[:, 1])
+
+    def fun(u):
+        return objective.evaluate(to_z(u), gradient=False)
+
+    p = z0.size
+    result = minimize(
+        fun,
+        np.zeros(p),
+        method="COBYQA",
+        constraints=[LinearConstraint(transform, bounds[:, 0] - z0, bounds[:, 1] - z0)],
+        options={
+            "maxfev": max_evaluations or 20 + 10 * p,
+            "initial_tr_radius": 1.0,
+            "final_tr_radius": final,
+            "scale": False,
+        },
+    )
+    out = OptimizeResult(x=to_z(result.x), fun=result.fun, success=bool(result.success),
+                         message=str(result.message), nit=int(result.get("nit", 0)))
+    return out, sub.n_evaluations
+
+
+def _whitening(objective, z, bounds, step=1e-4):
+    """``T`` with ``T T^T`` the inverse Hessian of the log-likelihood at `z`, capped.
+
+    The Hessian of ``-loglik = n_obs * f`` is differenced from analytic gradients;
+    directions where it is not positive (a bound, a flat ridge) get :data:`MAX_STEP`.
+    """
+    p = z.size
+    hessian = np.zeros((p, p))
+    for j in range(p):
+        h = np.zeros(p)
+        h[j] = step
+        up = np.minimum(z + h, bounds[:, 1])
+        down = np.maximum(z - h, bounds[:, 0])
+        hessian[:, j] = (objective(up)[1] - objective(down)[1]) / (up[j] - down[j])
+    hessian = 0.5 * (hessian + hessian.T) * objective.likelihood.n_obs
+    values, vectors = np.linalg.eigh(hessian)
+    with np.errstate(divide="ignore"):
+        sigma = np.where(values > 0, 1.0 / np.sqrt(np.maximum(values, 1e-300)), MAX_STEP)
+    return vectors * np.clip(sigma, MIN_STEP, MAX_STEP)

@@ -1,0 +1,353 @@
+"""Maximum-likelihood estimation of covariance parameters.
+
+Strategy
+--------
+1. **Parameter space.** The optimizer works on an unconstrained-ish vector ``z`` with box
+   bounds: ``log range``, ``log smoothness`` (power on its natural scale), and either the
+   log nugget-to-variance ratio with the variance profiled out (the default), or, when the
+   variance or a non-zero nugget is held fixed or either is bounded, ``log variance`` and
+   ``log nugget``.
+2. **Starting values.** A coarse grid over range (fractions of the largest site
+   separation), nugget ratio and shape is scored on a pilot subsample of at most
+   ``pilot_size`` sites; the best few grid points start L-BFGS-B runs on the pilot; the
+   best pilot optimum is polished on the full data: by L-BFGS-B with analytic gradients
+   (exact likelihood), or, for a TLR likelihood, which has no gradients, by an exact fit
+   on a subsample followed by a derivative-free search on the full data
+   (:mod:`geostat.optimize.polish`).
+3. **Awkward optima.** A nugget ratio that ends on its lower bound is set to exactly zero
+   (as is a small nugget that zero beats); a range or shape on a bound is reported in
+   :attr:`MLEResult.at_bounds` with a warning (a range far larger than the domain leaves
+   only ``variance / range^(2 nu)`` identified).
+4. **Standard errors** come from the expected Fisher information at the estimate (traces
+   estimated with random probes through TLR solves for a TLR likelihood).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from geostat.errors import GeostatWarning, NotPositiveDefiniteError
+from geostat.optimize.objective import Objective, run_lbfgsb
+from geostat.optimize.polish import polish_without_gradient
+
+__all__ = ["MLEResult", "maximize_likelihood", "standard_errors"]
+
+logger = logging.getLogger(__name__)
+
+ZERO_NUGGET_TRIAL = 1e-3
+#: A nugget below this fraction of the variance is at the numerical resolution of a
+#: smooth covariance: it is reported in ``at_bounds`` even when zero itself scores lower.
+NUMERICAL_ZERO = 1e-8
+
+
+@dataclass
+class MLEResult:
+    """Outcome of :func:`maximize_likelihood`.
+
+    Attributes
+    ----------
+    params : dict
+        Natural parameters: variance, range, shape parameters, nugget.
+    stderr : dict
+        Standard errors from the expected Fisher information (0.0 for fixed parameters).
+    covariance : ndarray
+        Inverse Fisher information over :attr:`estimated`.
+    estimated : list of str
+    coef, coef_stderr : ndarray of shape (r, p)
+        GLS trend coefficients per replicate and their standard errors.
+    loglik : float
+        Maximized log-likelihood (restricted log-likelihood when ``reml``).
+    n_iter, n_evaluations, n_pilot_evaluations, n_failures : int
+        Optimizer iterations of the final run, full-data likelihood evaluations, pilot
+        evaluations, and evaluations where the covariance was not positive definite.
+    converged : bool
+    message : str
+    at_bounds : list of str
+        Estimated parameters that ended on a bound; ``"nugget"`` when it is 0 or below
+        ``NUMERICAL_ZERO`` times the variance.
+    elapsed : float
+        Wall time in seconds.
+    method : str
+        ``"exact"`` or ``"tlr"``.
+    accuracy : float or None
+        Relative accuracy of the TLR evaluation (None when exact).
+    loglik_error : float
+        Estimated error of :attr:`loglik` due to compression (0.0 when exact).
+    fisher_relative_error : float
+        Relative Monte Carlo error of the Fisher information's diagonal (0.0 when the
+        traces are exact).
+    """
+
+    params: dict
+    stderr: dict
+    covariance: np.ndarray
+    estimated: list
+    coef: np.ndarray
+    coef_stderr: np.ndarray
+    loglik: float
+    n_iter: int
+    n_evaluations: int
+    n_pilot_evaluations: int
+    n_failures: int
+    converged: bool
+    message: str
+    at_bounds: list
+    reml: bool = False
+    elapsed: float = 0.0
+    method: str = "exact"
+    accuracy: float | None = None
+    loglik_error: float = 0.0
+    fisher_relative_error: float = 0.0
+
+
+def _start_grid(space, likelihood_scale):
+    """Candidate starting points (named free values) spread over the box."""
+    axes = {}
+    for name in space.names:
+        low, high = space.natural_bounds[name]
+        if name == "range":
+            grid = [f * space.max_distance for f in (0.03, 0.1, 0.3, 1.0)]
+        elif name == "ratio":
+            grid = [0.01, 0.1, 1.0]
+        elif name == "smoothness":
+            grid = [0.5, 1.5]
+        elif name == "power":
+            grid = [1.0, 1.8]
+        elif name == "variance":
+            grid = [likelihood_scale]
+        else:  # nugget in full mode
+            grid = [0.01 * likelihood_scale, 0.3 * likelihood_scale]
+        axes[name] = [min(max(v, low * 1.001), high * 0.999) for v in grid]
+    return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+
+
+_EXPLORE = {"maxiter": 20, "ftol": 1e-9, "gtol": 1e-6, "maxls": 30}
+_POLISH = {"ftol": 1e-12, "gtol": 1e-8, "maxls": 40}
+
+
+def _projected_gradient(z, grad, bounds):
+    g = np.array(grad, dtype=float)
+    for i, (low, high) in enumerate(bounds):
+        if z[i] <= low + 1e-10 and g[i] > 0:
+            g[i] = 0.0
+        if z[i] >= high - 1e-10 and g[i] < 0:
+            g[i] = 0.0
+    return float(np.max(np.abs(g))) if g.size else 0.0
+
+
+def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random_state=0, maxiter=300):
+    """Maximize the likelihood over the free parameters of `space`.
+
+    Parameters
+    ----------
+    likelihood : ExactLikelihood or TLRLikelihood
+        A likelihood without gradients (TLR) is polished by
+        :func:`geostat.optimize.polish.polish_without_gradient`.
+    space : ParameterSpace
+    n_starts : int, default 3
+        Number of grid points from which local optimizations start.
+    pilot_size : int, default 500
+        Sites in the pilot subsample used to choose starting values; the pilot stage is
+        skipped when the data have no more sites than this.
+    random_state : int, numpy Generator or None
+        Seeds the pilot subsample.
+    maxiter : int
+        Iteration limit of each local optimization.
+
+    Returns
+    -------
+    MLEResult
+
+    Raises
+    ------
+    tlrcore.NotPositiveDefiniteError
+        If the covariance is not positive definite at any starting point.
+    """
+    start_time = time.perf_counter()
+    rng = np.random.default_rng(random_state)
+    bounds = space.z_bounds()
+    full = Objective(likelihood, space)
+    pilot_evaluations = 0
+    best = None
+    z = np.zeros(0)
+    if space.names:
+        start, pilot_evaluations = _starting_point(likelihood, space, full, n_starts, pilot_size, rng)
+        if likelihood.has_gradient:
+            best = run_lbfgsb(full, start, bounds, {**_POLISH, "maxiter": maxiter})
+        else:
+            best, refine_evaluations = polish_without_gradient(likelihood, space, full, start, rng)
+            pilot_evaluations += refine_evaluations
+        z = best.x
+    at_bounds = [
+        "nugget" if name == "ratio" else name
+        for name, value, (low, high) in zip(space.names, z, bounds)
+        if value <= low + 1e-6 * max(1.0, abs(low)) or value >= high - 1e-6 * max(1.0, abs(high))
+    ]
+    params, loglik = _natural_estimate(likelihood, space, z)
+    tiny_nugget = params["nugget"] <= NUMERICAL_ZERO * params["variance"]
+    if space.nugget_value is None and tiny_nugget and "nugget" not in at_bounds:
+        at_bounds.append("nugget")
+    message = str(best.message) if best is not None else "no free parameters"
+    if best is None:
+        converged = True
+    elif likelihood.has_gradient:
+        converged = bool(best.success or _projected_gradient(z, full(z)[1], bounds) < 1e-5)
+    else:
+        converged = bool(best.success)
+    if not converged:
+        warnings.warn(
+            f"the likelihood maximization did not converge ({message}); the estimates may be "
+            "inaccurate. Try other bounds, fix the smoothness, or a simpler trend.",
+            GeostatWarning,
+            stacklevel=3,
+        )
+    _warn_bounds(at_bounds)
+    stderr, covariance, fisher_error = standard_errors(likelihood, params, space.estimated)
+    coef, coef_cov = likelihood.gls(params)
+    loglik_error = likelihood.loglik_error(params)
+    coef_stderr = np.sqrt(np.maximum(np.diagonal(coef_cov, axis1=1, axis2=2), 0.0))
+    logger.info("MLE %s loglik=%.6f evaluations=%d", params, loglik, full.n_evaluations)
+    return MLEResult(
+        params=params,
+        stderr=stderr,
+        covariance=covariance,
+        estimated=list(space.estimated),
+        coef=coef,
+        coef_stderr=coef_stderr,
+        loglik=loglik,
+        n_iter=int(best.nit) if best is not None else 0,
+        n_evaluations=full.n_evaluations,
+        n_pilot_evaluations=pilot_evaluations,
+        n_failures=full.n_failures,
+        converged=converged,
+        message=message,
+        at_bounds=at_bounds,
+        reml=likelihood.reml,
+        elapsed=time.perf_counter() - start_time,
+        method=likelihood.method,
+        accuracy=likelihood.accuracy,
+        loglik_error=loglik_error,
+        fisher_relative_error=fisher_error,
+    )
+
+
+def _starting_point(likelihood, space, full, n_starts, pilot_size, rng):
+    """Score a grid, explore from its best points and return the best point found.
+
+    The grid and the short exploratory runs use a pilot subsample when the data have more
+    than `pilot_size` sites (or no gradient: an exact likelihood on the sites), and the
+    full data otherwise.
+    """
+    pilot = full
+    if likelihood.n > pilot_size or not likelihood.has_gradient:
+        size = min(pilot_size, likelihood.n)
+        sites = np.sort(rng.choice(likelihood.n, size=size, replace=False))
+        pilot = Objective(likelihood.subset(sites), space)
+    grid = [space.to_z(point) for point in _start_grid(space, space.data_variance)]
+    scores = np.array([pilot.evaluate(z, gradient=False) for z in grid])
+    if pilot.n_failures == len(grid):
+        raise NotPositiveDefiniteError(
+            "the covariance was not positive definite at any starting point; "
+            "estimate a nugget (nugget=True) or remove duplicate sites.",
+            tile=0,
+        )
+    order = np.argsort(scores, kind="stable")[: max(1, n_starts)]
+    runs = [run_lbfgsb(pilot, grid[i], space.z_bounds(), _EXPLORE) for i in order]
+    best = min(runs, key=lambda r: r.fun).x
+    return best, (0 if pilot is full else pilot.n_evaluations)
+
+
+def _natural_estimate(likelihood, space, z):
+    """Natural parameters and log-likelihood at the optimizer's point.
+
+    In log coordinates the optimizer only creeps towards a nugget of zero, so a small
+    estimated nugget (below ``ZERO_NUGGET_TRIAL`` times the variance) is compared with
+    exactly zero, which wins unless it lowers the likelihood or makes the covariance
+    singular (or the nugget has a lower bound of the user's).
+    """
+    free = space.to_natural(z)
+    theta = space.theta(free)
+
+    def evaluate(values):
+        if space.profiled:
+            terms = likelihood.terms(theta, values.get("ratio", 0.0))
+            params = space.natural(values, profiled_variance=terms.quadratic / terms.n_eff)
+        else:
+            params = space.natural(values)
+            terms = likelihood.terms(theta, params["nugget"] / params["variance"])
+        return params, float(terms.full_value(params["variance"]))
+
+    params, loglik = evaluate(free)
+    trial = space.nugget_value is None and "nugget" not in space.bounds
+    if trial and params["nugget"] < ZERO_NUGGET_TRIAL * params["variance"]:
+        name = "ratio" if space.profiled else "nugget"
+        try:
+            zero_params, zero_loglik = evaluate({**free, name: 0.0})
+        except NotPositiveDefiniteError:
+            return params, loglik
+        if zero_loglik >= loglik - 1e-10 * max(1.0, abs(loglik)):
+            return zero_params, zero_loglik
+    return params, loglik
+
+
+def _warn_bounds(at_bounds):
+    for name in at_bounds:
+        if name == "nugget":
+            continue
+        hint = {
+            "range": "only variance / range^(2 smoothness) is identified on a flat ridge; "
+            "fix the range or the smoothness, or widen bounds['range']",
+        }.get(name, f"widen bounds[{name!r}] or fix it")
+        warnings.warn(f"the estimate of {name} ended on its bound; {hint}.", GeostatWarning, stacklevel=4)
+
+
+def standard_errors(likelihood, params, names):
+    """Standard errors from the inverse expected Fisher information.
+
+    Parameters
+    ----------
+    likelihood : ExactLikelihood or TLRLikelihood
+    params : dict
+        Natural parameters at the estimate.
+    names : list of str
+        Estimated parameters.
+
+    Returns
+    -------
+    stderr : dict
+        One entry per parameter in `params`; 0.0 for fixed ones, ``inf`` for parameters
+        the data do not identify (singular information).
+    covariance : ndarray of shape (len(names), len(names))
+    relative_error : float
+        Relative error of the information's diagonal (0.0 when computed exactly).
+    """
+    stderr = dict.fromkeys(params, 0.0)
+    if not names:
+        return stderr, np.zeros((0, 0)), 0.0
+    info, relative_error = likelihood.fisher_information(params, names, return_error=True)
+    # Scale to unit diagonal: the parameters differ by orders of magnitude.
+    scale = 1.0 / np.sqrt(np.maximum(np.diag(info), np.finfo(float).tiny))
+    scaled = info * np.outer(scale, scale)
+    values, vectors = np.linalg.eigh(scaled)
+    singular = values <= 1e-10 * values[-1]
+    if singular.any():
+        warnings.warn(
+            "the Fisher information is singular: some parameters are not identified by the "
+            "data; their standard errors are reported as inf.",
+            GeostatWarning,
+            stacklevel=3,
+        )
+        covariance = np.linalg.pinv(scaled) * np.outer(scale, scale)
+        unidentified = np.abs(vectors[:, singular]).sum(axis=1) > 1e-8
+        covariance[unidentified, unidentified] = np.inf
+    else:
+        covariance = (vectors / values) @ vectors.T * np.outer(scale, scale)
+    for i, name in enumerate(names):
+        stderr[name] = float(np.sqrt(max(covariance[i, i], 0.0)))
+    return stderr, covariance, relative_error

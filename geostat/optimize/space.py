@@ -1,0 +1,157 @@
+"""The parameter space of the optimizer: what is estimated, bounds, and coordinates.
+
+The optimizer works on an unconstrained-ish vector ``z`` with box bounds: ``log range``,
+``log smoothness`` (power on its natural scale), and either the log nugget-to-variance
+ratio with the variance profiled out (the default), or, when the variance or a non-zero
+nugget is held fixed or either is bounded, ``log variance`` and ``log nugget``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["RATIO_FLOOR", "ParameterSpace"]
+
+#: Smallest nugget-to-variance ratio the optimizer tries (its lower bound).
+RATIO_FLOOR = 1e-9
+
+
+@dataclass
+class ParameterSpace:
+    """Which parameters are estimated, their bounds and the optimizer's coordinates.
+
+    Parameters
+    ----------
+    kernel : geostat.kernels.Kernel
+    nugget : bool or float
+        ``True`` estimates the nugget, ``False`` or ``0`` fixes it at zero, a positive
+        float fixes it at that value.
+    fixed : dict, optional
+        Other parameters held fixed: ``"variance"`` and/or ``"range"``.
+    bounds : dict, optional
+        ``(low, high)`` overrides for ``"range"``, ``"variance"``, ``"nugget"`` and the
+        kernel's shape parameters.
+    max_distance : float
+        Largest separation of the sites; scales the default range bounds.
+    data_variance : float
+        Sample variance of the detrended data; scales the variance and nugget bounds.
+    """
+
+    kernel: object
+    nugget: object = True
+    fixed: dict = field(default_factory=dict)
+    bounds: dict = field(default_factory=dict)
+    max_distance: float = 1.0
+    data_variance: float = 1.0
+
+    def __post_init__(self):
+        for name in self.fixed:
+            if name not in ("variance", "range"):
+                raise ValueError(
+                    f"fixed={{{name!r}: ...}} is not supported; fix 'variance' or 'range' here, "
+                    "the nugget with nugget=<value> and shape parameters in the kernel, "
+                    "e.g. Matern(smoothness=1.5)."
+                )
+            _check_positive(self.fixed[name], f"fixed[{name!r}]")
+        if isinstance(self.nugget, (bool, np.bool_)):
+            self.nugget_value = None if self.nugget else 0.0
+        else:
+            _check_positive(self.nugget, "nugget", allow_zero=True)
+            self.nugget_value = float(self.nugget)
+        estimated = {"variance": "variance" not in self.fixed, "range": "range" not in self.fixed,
+                     "nugget": self.nugget_value is None}
+        for name in self.bounds:
+            if not estimated.get(name, True):
+                held = "nugget=" + repr(self.nugget) if name == "nugget" else f"fixed[{name!r}]"
+                raise ValueError(f"bounds[{name!r}] is given but {name} is held by {held}; drop one of the two.")
+        # A bound on the variance or the nugget needs both as coordinates of the search.
+        self.profiled = (
+            "variance" not in self.fixed and not self.nugget_value and not {"variance", "nugget"} & set(self.bounds)
+        )
+        span = self.max_distance if self.max_distance > 0 else 1.0
+        default = {
+            "range": (1e-4 * span, 1e2 * span),
+            "variance": (1e-8 * self.data_variance, 1e4 * self.data_variance),
+            "nugget": (1e-10 * self.data_variance, 1e3 * self.data_variance),
+            "ratio": (RATIO_FLOOR, 1e3),
+            **self.kernel.shape_bounds,
+        }
+        for name, pair in self.bounds.items():
+            if name not in default or name == "ratio":
+                raise ValueError(f"bounds has unknown parameter {name!r}; use one of {sorted(default)}.")
+            try:
+                low, high = (float(v) for v in pair)
+            except (TypeError, ValueError):
+                raise ValueError(f"bounds[{name!r}] must be a pair of numbers (low, high); got {pair!r}.") from None
+            if not (0 < low < high < np.inf):
+                raise ValueError(f"bounds[{name!r}] must satisfy 0 < low < high; got {pair}.")
+            default[name] = (low, high)
+        self.natural_bounds = default
+        names = []
+        if not self.profiled and "variance" not in self.fixed:
+            names.append("variance")
+        if "range" not in self.fixed:
+            names.append("range")
+        names += list(self.kernel.free_shape)
+        if self.nugget_value is None:
+            names.append("ratio" if self.profiled else "nugget")
+        self.names = names
+        self.log_scale = np.array([n != "power" for n in names])
+
+    @property
+    def estimated(self):
+        """Natural parameters that are estimated (the variance always, when profiled)."""
+        out = [] if "variance" in self.fixed else ["variance"]
+        if "range" not in self.fixed:
+            out.append("range")
+        out += list(self.kernel.free_shape)
+        if self.nugget_value is None:
+            out.append("nugget")
+        return out
+
+    def z_bounds(self):
+        """Box bounds of the optimizer's vector."""
+        out = []
+        for name, log in zip(self.names, self.log_scale):
+            low, high = self.natural_bounds[name]
+            out.append((np.log(low), np.log(high)) if log else (low, high))
+        return out
+
+    def to_natural(self, z):
+        """Map the optimizer's vector to a dict of the named free values."""
+        values = np.where(self.log_scale, np.exp(np.minimum(z, 700.0)), z)
+        return dict(zip(self.names, values.tolist()))
+
+    def to_z(self, values):
+        """Map named free values to the optimizer's vector."""
+        v = np.array([values[n] for n in self.names], dtype=float)
+        return np.where(self.log_scale, np.log(v), v)
+
+    def theta(self, free):
+        """Correlation parameters (range and all shape parameters)."""
+        theta = {"range": free.get("range", self.fixed.get("range"))}
+        theta.update(self.kernel.fixed_shape)
+        theta.update({k: free[k] for k in self.kernel.free_shape})
+        return theta
+
+    def natural(self, free, profiled_variance=None):
+        """Full natural parameters from free values (and the profiled variance)."""
+        params = {"variance": self.fixed.get("variance", free.get("variance", profiled_variance))}
+        params.update(self.theta(free))
+        if self.nugget_value is not None:
+            params["nugget"] = self.nugget_value
+        elif self.profiled:
+            params["nugget"] = free["ratio"] * params["variance"]
+        else:
+            params["nugget"] = free["nugget"]
+        return params
+
+
+def _check_positive(value, name, allow_zero=False):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise TypeError(f"{name} must be a number; got {type(value).__name__}.")
+    ok = np.isfinite(value) and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+        raise ValueError(f"{name} must be {'non-negative' if allow_zero else 'positive'} and finite; got {value}.")

@@ -1,0 +1,191 @@
+r"""TLR Cholesky factorization ``A ~ L L^T``: :func:`cholesky` chooses the variant.
+
+Modules
+-------
+left
+    Left-looking, every off-diagonal tile updated and compressed once by ARA (H2Opus,
+    Algorithms 3-6); the default for a matrix in the tile layout.
+right
+    Right-looking, the trailing tiles recompressed after every column; for comparison.
+pivoted
+    Left-looking with symmetric tile pivoting (``safeguard="pivot"``).
+batched
+    Left-looking on whole tile columns with batched kernels in the packed layout
+    (:mod:`tlrcore.packed`), on any back end; the default for a packed matrix.
+safeguards
+    Shift, Schur compensation and modified Cholesky for matrices that lost definiteness.
+factor
+    The factors: :class:`TLRCholesky` (tile layout) and :class:`PackedCholesky`.
+_steps
+    The steps the tile-layout variants (and :mod:`tlrcore.ldl`) share.
+
+The attribute ``tlrcore.cholesky`` is the function :func:`cholesky` (``tlrcore`` imports
+it over the package's name), so ``import tlrcore.cholesky.left as m`` fails; write
+``from tlrcore.cholesky import left``, ``from tlrcore.cholesky.left import left_looking``
+or ``importlib.import_module("tlrcore.cholesky.left")``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from tlrcore._checks import check_accuracy, check_int, check_random_state
+from tlrcore.cholesky.batched import batched_left_looking
+from tlrcore.cholesky.factor import PackedCholesky, TLRCholesky
+from tlrcore.cholesky.left import left_looking
+from tlrcore.cholesky.pivoted import pivoted_left_looking
+from tlrcore.cholesky.right import right_looking
+from tlrcore.cholesky.safeguards import (
+    ZERO_MATRIX_HINT,
+    DiagonalFactorizer,
+    check_shift,
+    parse_safeguard,
+    shift_schedule,
+)
+from tlrcore.errors import NotPositiveDefiniteError
+from tlrcore.matrix import TLRMatrix
+
+__all__ = ["cholesky", "PackedCholesky", "TLRCholesky"]
+
+logger = logging.getLogger(__name__)
+
+
+def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False, variant=None, safeguard=None,
+             shift=0.0):
+    """TLR Cholesky factorization ``A ~ L L^T``.
+
+    Parameters
+    ----------
+    A : TLRMatrix
+        Symmetric positive definite (or, with a `safeguard` or `shift`, nearly so).
+    accuracy : float, optional
+        Relative accuracy of the updated tiles: each is compressed to the absolute
+        tolerance ``accuracy * ||A||_F / n_tiles``. Default: the tolerance `A` was built
+        with.
+    block_size : int, default 16
+        ARA sampling block (columns per sample) of the left-looking variant.
+    random_state : int, default 0
+        Seeds the per-tile samples of the left-looking variant; equal inputs give
+        bit-identical factors. (The right-looking variant recompresses by QR and SVD and
+        uses neither this nor `block_size`.)
+    overwrite_a : bool, default False
+        Release the tiles of `A` as soon as the factorization no longer needs them, which
+        keeps the peak memory near the larger of `A` and its factor. `A` is consumed,
+        whether the factorization succeeds or fails: any later use of it raises
+        :class:`~tlrcore.ConsumedMatrixError`. Not with ``safeguard="shift"``, which may
+        restart from `A`.
+    variant : {"left", "right", "batched"}, optional
+        ``"left"``: left-looking, every tile updated and compressed once by ARA
+        (:mod:`tlrcore.cholesky.left`). ``"right"``: right-looking, the trailing tiles
+        updated and recompressed after every column (:mod:`tlrcore.cholesky.right`);
+        slower, for comparison, and without safeguards. ``"batched"``: left-looking on whole tile columns with
+        batched kernels in the packed layout (:mod:`tlrcore.cholesky.batched`), the GPU
+        algorithm, on any back end; only the ``"shift"`` safeguard. Default:
+        ``"batched"`` if `A` is in the packed layout (built with ``method="batched"``,
+        e.g. on a GPU), else ``"left"``.
+    safeguard : None, str or sequence of str, default None
+        What to do when the matrix is not positive definite at this accuracy (see
+        :mod:`tlrcore.cholesky.safeguards`): ``"shift"`` (retry with the smallest
+        sufficient diagonal shift, a power-of-two multiple of the tile tolerance),
+        ``"schur"`` (Schur compensation of the diagonal updates), ``"modified"``
+        (modified Cholesky on a failing diagonal tile), ``"pivot"`` (tile pivoting,
+        :mod:`tlrcore.cholesky.pivoted`); combine as ``"pivot+modified"`` or ``("schur", "shift")``. None raises.
+    shift : float, default 0.0
+        Added to every diagonal entry of `A` (which is not modified).
+
+    Returns
+    -------
+    TLRCholesky or PackedCholesky
+        (the latter from the batched variant, with arrays of `A`'s back end). With
+        ``.perturbation = ||E||_F`` (0.0 when nothing was changed), ``.shift``,
+        ``.modified_tiles``, ``.backend`` and, with tile pivoting, ``.perm``.
+
+    Raises
+    ------
+    TypeError
+        If `A` is not a TLRMatrix.
+    ConsumedMatrixError
+        If `A` was consumed by an earlier ``cholesky(A, overwrite_a=True)``.
+    ValueError
+        If `accuracy` is not in (0, 1), `variant` is not ``"left"`` or ``"right"``, a
+        safeguard name is unknown, `shift` is negative, or the combination of options is
+        not supported.
+    NotPositiveDefiniteError
+        If an updated diagonal tile is not positive definite and the safeguards could not
+        help; ``.tile`` is its index (its position in the factor, with tile pivoting).
+    """
+    if not isinstance(A, TLRMatrix):
+        raise TypeError(f"A must be a tlrcore.TLRMatrix; got {type(A).__name__}.")
+    A._check_usable()
+    if variant is None:
+        variant = "batched" if A.packed is not None else "left"
+    if variant not in ("left", "right", "batched"):
+        raise ValueError(f"variant must be 'left', 'right' or 'batched'; got {variant!r}.")
+    if variant != "batched" and A.backend.batched_by_default:
+        raise ValueError(f"a matrix on backend={A.backend.name!r} is factored with variant='batched' only.")
+    guards = parse_safeguard(safeguard)
+    shift = check_shift(shift)
+    block_size = check_int(block_size, "block_size", 1)
+    random_state = check_random_state(random_state)
+    if variant == "right" and (guards or shift):
+        raise ValueError("safeguard and shift are implemented for variant='left' only; drop variant='right'.")
+    if variant == "batched" and set(guards) - {"shift"}:
+        raise ValueError(f"variant='batched' supports safeguard='shift' only; got {safeguard!r}.")
+    if overwrite_a and "shift" in guards:
+        raise ValueError("safeguard='shift' may restart from A, so it cannot be combined with overwrite_a=True.")
+    tolerance = A.tolerance if accuracy is None else check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
+    try:
+        if variant == "right":
+            factor = right_looking(A, tolerance, overwrite_a)
+        else:
+            factor = _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrite_a, variant)
+    finally:
+        if overwrite_a:
+            # Released tiles, or (batched) diagonal tiles factored in place: A is gone,
+            # also when the factorization failed midway.
+            A._consume()
+    logger.info("TLR Cholesky (%s-looking): %r", variant, factor)
+    return factor
+
+
+def _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrite_a, variant="left"):
+    """Left-looking factorization with the safeguards; retries with a growing shift
+    under ``"shift"``."""
+    if variant == "batched":
+        def factorization(A, tolerance, diagonal, block_size, random_state, overwrite_a):
+            release = A._release_column if overwrite_a else None
+            return batched_left_looking(A.pack(), tolerance, diagonal, block_size, random_state, release)
+    elif "pivot" in guards:
+        factorization = pivoted_left_looking
+    else:
+        factorization = left_looking
+    extra = [0.0] + (shift_schedule(tolerance, A.n_tiles) if "shift" in guards else [])
+    for attempt, added in enumerate(extra):
+        diagonal = DiagonalFactorizer(tolerance, shift + added, "schur" in guards, "modified" in guards)
+        try:
+            factor = factorization(A, tolerance, diagonal, block_size, random_state, overwrite_a)
+        except NotPositiveDefiniteError as exc:
+            if attempt + 1 == len(extra):
+                if "shift" in guards and tolerance == 0:
+                    raise NotPositiveDefiniteError(
+                        f"diagonal tile {exc.tile} is not positive definite, and safeguard='shift' has no shift to "
+                        "try: A is zero (||A||_F = 0), so the tile tolerance, the unit of its shifts, is 0 and no "
+                        f"relative shift exists. {ZERO_MATRIX_HINT}",
+                        tile=exc.tile,
+                    ) from exc
+                if len(extra) > 1:
+                    raise NotPositiveDefiniteError(
+                        f"{exc} The automatic shift reached {shift + added:.3g} ({added / tolerance:.0f} "
+                        "tile tolerances), past the bound that guarantees success for a positive "
+                        "semidefinite A; A is probably indefinite (use tlrcore.ldl).",
+                        tile=exc.tile,
+                    ) from exc
+                raise
+            logger.info("TLR Cholesky failed at tile %s; retrying with shift %.3g", exc.tile,
+                        shift + extra[attempt + 1])
+            continue
+        factor.shift = shift + added
+        factor.perturbation = diagonal.perturbation
+        factor.modified_tiles = tuple(diagonal.modified_tiles)
+        factor.compensated_tiles = tuple(diagonal.compensated_tiles)
+        return factor

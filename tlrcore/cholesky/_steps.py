@@ -1,0 +1,159 @@
+"""Steps shared by the tile-by-tile factorizations (left-looking, right-looking, pivoted
+Cholesky and the LDLᵀ of :mod:`tlrcore.ldl`): the block lower-triangular factor they
+fill, the sampled update of an off-diagonal tile, the dense diagonal update and the
+triangular solve of a tile column."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import qr, solve_triangular
+from scipy.linalg.blas import dsyrk
+
+from tlrcore._checks import check_operand
+from tlrcore.backends import NUMPY
+from tlrcore.cholesky.safeguards import DiagonalFactorizer
+from tlrcore.compress import ara_compress
+
+__all__ = [
+    "SOLVE_CHUNK",
+    "TileFactor",
+    "ara_work",
+    "block_diagonal",
+    "factor_diagonal",
+    "gram_root",
+    "sampled_update",
+    "solve_column",
+    "stack",
+    "subtract_gram",
+    "updated_diagonal",
+]
+
+
+class TileFactor:
+    """Block lower-triangular factor: dense `diagonal` tiles and low-rank tiles
+    ``L(i, k) = U[i, k] @ V[i, k].T`` for ``i > k``, on the tiles given by `offsets`.
+
+    Its arrays are NumPy arrays: :attr:`backend` is :data:`tlrcore.backends.NUMPY`.
+    """
+
+    backend = NUMPY
+
+    def __init__(self, diagonal, U, V, offsets, tolerance):
+        self.diagonal = diagonal
+        self.U, self.V = U, V
+        self.offsets = np.asarray(offsets)
+        self.n = int(self.offsets[-1])
+        self.n_tiles = len(diagonal)
+        self.tolerance = tolerance
+
+    def tile(self, i):
+        """Index slice of tile `i`."""
+        return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
+
+    @property
+    def ranks(self):
+        """``(n_tiles, n_tiles)`` ranks of ``L`` (lower triangle; diagonal = tile sizes)."""
+        ranks = np.zeros((self.n_tiles, self.n_tiles), dtype=np.int64)
+        for k, D in enumerate(self.diagonal):
+            ranks[k, k] = D.shape[0]
+        for (i, k), U in self.U.items():
+            ranks[i, k] = U.shape[1]
+        return ranks
+
+    def _check_rhs(self, b):
+        return check_operand(b, self.n, "b")
+
+
+def stack(blocks, rows):
+    """`blocks` side by side (``rows x 0`` for none)."""
+    return np.hstack(blocks) if blocks else np.zeros((rows, 0))
+
+
+def block_diagonal(blocks):
+    """The block-diagonal matrix of `blocks` (``scipy.linalg.block_diag`` without its
+    per-block conversions, which cost more than the products here)."""
+    out = np.zeros((sum(b.shape[0] for b in blocks), sum(b.shape[1] for b in blocks)))
+    row = col = 0
+    for b in blocks:
+        out[row : row + b.shape[0], col : col + b.shape[1]] = b
+        row, col = row + b.shape[0], col + b.shape[1]
+    return out
+
+
+def sampled_update(Ua, Va, Ui_list, Vi_list, Uk, Vk_list, tolerance, block_size, seed):
+    """ARA compression of ``Ua Va^T - sum_j U_ij V_ij^T V_kj U_kj^T`` (never formed)."""
+    Ui = stack(Ui_list, Ua.shape[0])
+    Mik = block_diagonal([Vij.T @ Vkj for Vij, Vkj in zip(Vi_list, Vk_list)])
+
+    def matmat(X):
+        return Ua @ (Va.T @ X) - Ui @ (Mik @ (Uk.T @ X))
+
+    def rmatmat(Y):
+        return Va @ (Ua.T @ Y) - Uk @ (Mik.T @ (Ui.T @ Y))
+
+    shape = (Ua.shape[0], Va.shape[0])
+    return ara_compress(matmat, rmatmat, shape, tolerance, block_size=block_size, rng=np.random.default_rng(seed))
+
+
+def ara_work(A, U, i, k, block_size, columns=None):
+    """Estimated flops to sample and compress the updated tile ``(i, k)``.
+
+    ARA draws about ``rank A(i, k) + block_size`` samples (a tile of large rank in `A`
+    tends to keep a large rank in `L`); each costs a product with ``U_A V_A^T`` and with
+    ``U_i M_ik U_k^T`` (stacked ranks ``R_i``, ``R_k``), plus its orthogonalization.
+    The update sums over the factor's first `columns` tile columns (default `k`; the tile
+    pivoting keys `U` by tile of `A` and factor column, and reads ``A(i, k)`` through its
+    transpose when ``i < k``).
+    """
+    columns = k if columns is None else columns
+    rows, cols = A.diagonal[i].shape[0], A.diagonal[k].shape[0]
+    rank = A.U[max(i, k), min(i, k)].shape[1]
+    stacked_i = sum(U[i, j].shape[1] for j in range(columns))
+    stacked_k = sum(U[k, j].shape[1] for j in range(columns))
+    samples = rank + block_size
+    per_sample = (rows + cols) * rank + rows * stacked_i + cols * stacked_k + stacked_i * stacked_k
+    return samples * (per_sample + rows * samples)
+
+
+def updated_diagonal(Akk, factors):
+    """``(D, W)``: ``D = A(k, k) - W W^T`` (lower triangle) by one ``dsyrk``, with
+    ``W W^T = sum_j U_j V_j^T V_j U_j^T``."""
+    D = np.array(Akk, order="F")
+    W = np.hstack([gram_root(Uj, Vj) for Uj, Vj in factors]) if factors else np.zeros((D.shape[0], 0))
+    return subtract_gram(D, W), W
+
+
+def gram_root(U, V):
+    """``W = U R^T`` with ``V = Q R`` (thin QR), so that ``W W^T = U V^T V U^T``."""
+    return U @ qr(V, mode="r", check_finite=False)[0][: V.shape[1]].T
+
+
+def subtract_gram(D, W):
+    """``D - W W^T`` in the lower triangle of the Fortran-ordered `D`, in place (``dsyrk``)."""
+    if W.shape[1] == 0:
+        return D
+    return dsyrk(-1.0, W, beta=1.0, c=D, lower=1, overwrite_c=1)
+
+
+#: Columns per triangular solve of :func:`solve_column`.
+SOLVE_CHUNK = 128
+
+
+def solve_column(Lkk, factors, run):
+    """``L(k, k)^{-1} V`` for every ``V`` of a tile column, as a few wide solves.
+
+    The stacked right-hand sides are cut into chunks of a fixed width, so that the
+    rounding, and hence the factor, does not depend on the number of threads.
+    """
+    if sum(V.shape[1] for V in factors) == 0:
+        return [V.copy() for V in factors]
+    widths = np.cumsum([V.shape[1] for V in factors])[:-1]
+    stacked = np.hstack(factors)
+    parts = [np.arange(a, min(a + SOLVE_CHUNK, stacked.shape[1])) for a in range(0, stacked.shape[1], SOLVE_CHUNK)]
+    pieces = run(lambda cols: solve_triangular(Lkk, stacked[:, cols], lower=True, check_finite=False), parts)
+    return np.hsplit(np.hstack(list(pieces)), widths)
+
+
+def factor_diagonal(D, k):
+    """Plain Cholesky factor of an updated diagonal tile, or NotPositiveDefiniteError."""
+    return DiagonalFactorizer(0.0).factor(D, np.zeros((D.shape[0], 0)), k)

@@ -1,0 +1,123 @@
+r"""Left-looking TLR Cholesky on whole tile columns with batched kernels (GPU layout).
+
+The algorithm of :mod:`tlrcore.cholesky.left` (H2Opus, Algorithms 4-6) on the
+:class:`~tlrcore.packed.tiles.PackedTiles` layout, written only with the back end's array
+module: it runs unchanged on NumPy and on CuPy, where every step is a handful of batched
+GEMMs over the tiles of a column and the factor never leaves the GPU. For column ``k``
+(``p = n_tiles - k - 1`` tiles below the diagonal):
+
+1. ``L(k, k) = chol(D_k)``: one Cholesky. The diagonal tiles are updated eagerly: after
+   column ``k`` is done, ``D_i -= U(i, k) (V(i, k)^T V(i, k)) U(i, k)^T`` for all ``i > k``
+   at once (two batched GEMMs per rank segment), instead of ``k`` small updates per tile
+   later.
+2. The updated tiles ``T_i = A(i, k) - sum_{j<k} L(i, j) L(k, j)^T`` are compressed by the
+   batched ARA of :mod:`tlrcore.compress.ara_batched`, which sees them through
+   :class:`~tlrcore.packed.update.ColumnUpdate`: the factor's tiles ``(i, j)``,
+   ``i > k > j``, and ``(k, j)`` are gathered by width class from the
+   :class:`~tlrcore.packed.pool.TilePool` that holds them, and a sample or projection of
+   the whole column is a few batched GEMMs per class. Tiles that converge leave the
+   batch.
+3. ``V(i, k) <- L(k, k)^{-1} V(i, k)`` for the whole column in one triangular solve; the
+   column's tiles are copied into the pool in runs of one width class, and the factor's
+   :class:`~tlrcore.packed.column.TileColumn` holds views of it.
+
+Launches: a few per width class and sampling round, and a few per run of the column for
+the diagonal updates: per column they grow with the number of width classes in use, not
+with ``k``. Counted by ``benchmarks/launch_count.py`` (every array operation, accuracy
+1e-8, tile 128, ``n_tiles`` = 32, 64, 128; the last as at ``n = 131,072`` with tile
+1024): 1,132, 1,366 and 1,590 per column, 203,000 in all at 128 tiles, against 1,560,
+2,822 and 5,186 per column (664,000) when the update was sampled column by column and
+segment by segment.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from tlrcore._threads import column_seeds
+from tlrcore.cholesky.factor import PackedCholesky
+from tlrcore.cholesky.safeguards import tile_failure
+from tlrcore.compress.ara_batched import batched_ara
+from tlrcore.packed.column import TileColumn
+from tlrcore.packed.pool import PoolIndex, TilePool, store_column
+from tlrcore.packed.tiles import PackedTiles
+from tlrcore.packed.update import ColumnUpdate
+
+__all__ = ["batched_left_looking"]
+
+logger = logging.getLogger(__name__)
+
+#: The factor's tiles go to chunks of about 1/_CHUNKS of the matrix's low-rank storage,
+#: within these bounds in bytes (tlrcore.packed.pool).
+_CHUNKS = 32
+_MIN_CHUNK_BYTES = 8 * 2**20
+_MAX_CHUNK_BYTES = 2**30
+#: Work arrays of a column update take at most 1/_WORK_FRACTION of the free memory.
+_WORK_FRACTION = 8
+_MIN_WORK_BYTES = 64 * 2**20
+
+
+def batched_left_looking(P, tolerance, factorizer, block_size, random_state, release=None):
+    """Factor the packed matrix `P`; `factorizer` supplies the diagonal shift only.
+
+    ``release(k)``, if given, is called when tile column `k` of the matrix is no longer
+    needed (``overwrite_a``); the packed column is dropped as well, and the diagonal tiles
+    are overwritten by those of the factor.
+
+    Returns
+    -------
+    PackedCholesky
+
+    Raises
+    ------
+    NotPositiveDefiniteError
+        Naming the first diagonal tile that fails.
+    """
+    backend = P.backend
+    xp = backend.xp
+    n_t, b = P.n_tiles, P.tile_size
+    # With overwrite_a the diagonal tiles are factored in place: at n = 1M and tile 2048
+    # they alone take 16 GB.
+    D = P.diagonal if release is not None else P.diagonal.copy()
+    if factorizer.shift:
+        real = xp.asarray(np.arange(P.n_padded) < P.n, dtype=xp.float64).reshape(n_t, b)
+        D += factorizer.shift * (real[:, :, None] * xp.eye(b))
+        factorizer.record_shift(P.n)
+    seeds = column_seeds(random_state, n_t)
+    low_rank_bytes = sum(column.nbytes for column in P.columns)
+    pool = TilePool(xp, b, min(max(low_rank_bytes // _CHUNKS, _MIN_CHUNK_BYTES), _MAX_CHUNK_BYTES),
+                    n_t * (n_t - 1) // 2)
+    index = PoolIndex(n_t)
+    budget = max(backend.free_memory() // _WORK_FRACTION, _MIN_WORK_BYTES)
+    columns = []
+    flops = [0.0]
+    with backend.small_kernels():
+        for k in range(n_t):
+            Lkk, info = backend.cholesky(D[k])
+            if int(info):
+                raise tile_failure(k, int(info))
+            D[k] = Lkk
+            p = n_t - k - 1
+            if p == 0:
+                break
+            update = ColumnUpdate(P.columns[k], pool, index, k, n_t, b, backend, budget, flops)
+            U, V, r = batched_ara(update.sample, update.project, p, (b, b), tolerance, backend, int(seeds[k]),
+                                  block_size)
+            width = V.shape[2]
+            V = backend.solve_triangular(Lkk, V.transpose(1, 0, 2).reshape(b, p * width), lower=True)
+            V = V.reshape(b, p, width).transpose(1, 0, 2)
+            column = store_column(pool, index, k, U, V, r)
+            for lo, hi, Us, Vs in column.suffix(0):
+                D[k + 1 + lo : k + 1 + hi] -= (Us @ (Vs.transpose(0, 2, 1) @ Vs)) @ Us.transpose(0, 2, 1)
+                flops[0] += 2.0 * (hi - lo) * Us.shape[2] * (2 * b * Us.shape[2] + b * b)
+            columns.append(column)
+            if release is not None:
+                P.columns[k] = TileColumn.empty()
+                release(k)
+    columns += [TileColumn.empty()] * (n_t - len(columns))
+    factor = PackedCholesky(PackedTiles(backend, P.n, b, D, columns), tolerance)
+    factor.gemm_flops = flops[0]
+    factor.allocated_bytes = int(D.nbytes) + pool.nbytes
+    return factor

@@ -1,0 +1,224 @@
+"""The Cholesky factors ``A ~ L L^T``: :class:`TLRCholesky` (tile by tile, from the
+left-looking, right-looking and pivoted variants) and :class:`PackedCholesky` (the packed
+layout of the batched variant, on any back end). Both have ``logdet``, ``solve``,
+``solve_lower``, ``solve_upper``, ``multiply_lower``, ``ranks``, ``nbytes``, ``to_dense``,
+``backend``, ``perturbation`` and ``shift``."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import solve_triangular
+
+from tlrcore._checks import check_operand
+from tlrcore.cholesky._steps import TileFactor
+
+__all__ = ["PackedCholesky", "TLRCholesky"]
+
+
+class TLRCholesky(TileFactor):
+    """Tile low-rank Cholesky factor ``A ~ L L^T``.
+
+    Attributes
+    ----------
+    n, n_tiles, offsets
+        As for :class:`~tlrcore.TLRMatrix`.
+    diagonal : list of ndarray
+        Dense lower-triangular diagonal tiles ``L(k, k)``.
+    U, V : dict of (int, int) to ndarray
+        ``L(i, k) = U[i, k] @ V[i, k].T`` for ``i > k``.
+    tolerance : float
+        Absolute Frobenius tolerance of the updated tiles.
+    perm : ndarray of int or None
+        With tile pivoting, the site order of the factor: ``A[perm][:, perm] ~ L L^T``
+        (the methods below take and return vectors in the order of ``A``). None without.
+    perturbation : float
+        ``||E||_F`` of the change the safeguards made on purpose, beyond compression:
+        ``L L^T ~ A + E``. Exactly 0.0 when none was needed.
+    shift : float
+        The diagonal shift in ``E`` (explicit plus automatic).
+    compensated_tiles, modified_tiles : tuple of int
+        Factor positions of the diagonal tiles changed by Schur compensation and by
+        modified Cholesky.
+    backend : Backend
+        :data:`tlrcore.backends.NUMPY`: the factor's arrays are NumPy arrays.
+    """
+
+    def __init__(self, diagonal, U, V, offsets, tolerance, perm=None):
+        super().__init__(diagonal, U, V, offsets, tolerance)
+        self.perm = None if perm is None else np.asarray(perm)
+        # set by the safeguarded factorization that made the factor
+        self.perturbation = self.shift = 0.0
+        self.compensated_tiles = self.modified_tiles = ()
+
+    @property
+    def nbytes(self):
+        """Bytes held by the factor."""
+        dense = sum(D.nbytes for D in self.diagonal)
+        return dense + sum(U.nbytes + V.nbytes for U, V in zip(self.U.values(), self.V.values()))
+
+    def logdet(self):
+        """``log det(L L^T)``."""
+        return 2.0 * float(sum(np.sum(np.log(np.diagonal(D))) for D in self.diagonal))
+
+    def _to_factor_order(self, b):
+        return b.copy() if self.perm is None else b[self.perm]
+
+    def _from_factor_order(self, x):
+        if self.perm is None:
+            return x
+        out = np.empty_like(x)
+        out[self.perm] = x
+        return out
+
+    def solve_lower(self, b):
+        """``L^{-1} P b`` by forward substitution over tiles (vector or matrix `b`; ``P`` is
+        the tile pivoting's permutation, the identity without)."""
+        x = self._to_factor_order(self._check_rhs(b))
+        for k in range(self.n_tiles):
+            rows = self.tile(k)
+            for j in range(k):
+                x[rows] -= self.U[k, j] @ (self.V[k, j].T @ x[self.tile(j)])
+            x[rows] = solve_triangular(self.diagonal[k], x[rows], lower=True, check_finite=False)
+        return x
+
+    def solve_upper(self, b):
+        """``P^T L^{-T} b`` by backward substitution over tiles."""
+        x = self._check_rhs(b).copy()
+        for k in reversed(range(self.n_tiles)):
+            rows = self.tile(k)
+            for i in range(k + 1, self.n_tiles):
+                x[rows] -= self.V[i, k] @ (self.U[i, k].T @ x[self.tile(i)])
+            x[rows] = solve_triangular(self.diagonal[k], x[rows], lower=True, trans="T", check_finite=False)
+        return self._from_factor_order(x)
+
+    def multiply_lower(self, z):
+        """``P^T L z`` (e.g. to draw Gaussian vectors with covariance ``P^T L L^T P``)."""
+        z = self._check_rhs(z)
+        y = np.empty_like(z)
+        for i in range(self.n_tiles):
+            rows = self.tile(i)
+            y[rows] = self.diagonal[i] @ z[rows]
+            for k in range(i):
+                y[rows] += self.U[i, k] @ (self.V[i, k].T @ z[self.tile(k)])
+        return self._from_factor_order(y)
+
+    def solve(self, b):
+        """``(P^T L L^T P)^{-1} b``, i.e. ``A^{-1} b`` up to compression and ``E``."""
+        return self.solve_upper(self.solve_lower(b))
+
+    def to_dense(self):
+        """The factor ``L`` as a dense lower-triangular array (of ``A[perm][:, perm]`` with
+        tile pivoting)."""
+        L = np.zeros((self.n, self.n))
+        for k, D in enumerate(self.diagonal):
+            L[self.tile(k), self.tile(k)] = D
+        for (i, k), U in self.U.items():
+            L[self.tile(i), self.tile(k)] = U @ self.V[i, k].T
+        return L
+
+    def __repr__(self):
+        off = [U.shape[1] for U in self.U.values()]
+        mean = float(np.mean(off)) if off else 0.0
+        extra = f", perturbation={self.perturbation:.3g}" if self.perturbation else ""
+        return (f"TLRCholesky(n={self.n}, n_tiles={self.n_tiles}, mean_rank={mean:.1f}, "
+                f"nbytes={self.nbytes}{extra})")
+
+
+class PackedCholesky:
+    """TLR Cholesky factor ``A ~ L L^T`` in the packed layout, on the factor's back end.
+
+    Right-hand sides may be NumPy arrays or arrays of the back end; results are arrays of
+    the back end. The interface is that of :class:`~tlrcore.TLRCholesky`.
+
+    Attributes
+    ----------
+    packed : PackedTiles
+        ``L``: the lower-triangular diagonal tiles and the tile columns.
+    backend, n, n_tiles, offsets, tolerance
+    perturbation, shift : float
+        Set by the factorization: ``||E||_F`` of the shift, and the shift.
+    gemm_flops : float
+        Flops of the factorization's low-rank products (sampling, projection, diagonal
+        updates), counted from the operand shapes, padding included; for rates.
+    allocated_bytes : int
+        Memory the factor holds: :attr:`nbytes` and the unused slots of its tile pool.
+    """
+
+    perm = None
+    gemm_flops = 0.0
+    allocated_bytes = 0
+
+    def __init__(self, packed, tolerance):
+        self.packed = packed
+        self.backend = packed.backend
+        self.n, self.n_tiles, self.offsets = packed.n, packed.n_tiles, packed.offsets
+        self.tolerance = tolerance
+        self.perturbation = self.shift = 0.0
+        self.compensated_tiles = self.modified_tiles = ()
+
+    @property
+    def ranks(self):
+        """``(n_tiles, n_tiles)`` ranks of ``L`` (lower triangle; diagonal = tile sizes)."""
+        return np.tril(self.packed.rank_matrix())
+
+    @property
+    def nbytes(self):
+        """Bytes held by the factor (padding included)."""
+        return self.packed.nbytes
+
+    def logdet(self):
+        """``log det(L L^T)``."""
+        xp = self.backend.xp
+        return 2.0 * float(xp.sum(xp.log(xp.diagonal(self.packed.diagonal, axis1=1, axis2=2))))
+
+    def _check_rhs(self, b):
+        return check_operand(b, self.n, "b", self.backend.xp)
+
+    def solve_lower(self, b):
+        """``L^{-1} b`` by forward substitution over tile columns."""
+        b = self._check_rhs(b)
+        P, solve = self.packed, self.backend.solve_triangular
+        X = P.pad(b)
+        with self.backend.small_kernels():
+            for k, column in enumerate(P.columns):
+                X[k] = solve(P.diagonal[k], X[k], lower=True)
+                for lo, hi, U, V in column.suffix(0):
+                    X[k + 1 + lo : k + 1 + hi] -= U @ (V.transpose(0, 2, 1) @ X[k])
+        return P.unpad(X, b)
+
+    def solve_upper(self, b):
+        """``L^{-T} b`` by backward substitution over tile columns."""
+        b = self._check_rhs(b)
+        P, solve = self.packed, self.backend.solve_triangular
+        X = P.pad(b)
+        with self.backend.small_kernels():
+            for k in reversed(range(self.n_tiles)):
+                for lo, hi, U, V in P.columns[k].suffix(0):
+                    X[k] -= (V @ (U.transpose(0, 2, 1) @ X[k + 1 + lo : k + 1 + hi])).sum(axis=0)
+                X[k] = solve(P.diagonal[k], X[k], lower=True, trans=True)
+        return P.unpad(X, b)
+
+    def solve(self, b):
+        """``(L L^T)^{-1} b``."""
+        return self.solve_upper(self.solve_lower(b))
+
+    def multiply_lower(self, z):
+        """``L z``."""
+        z = self._check_rhs(z)
+        P = self.packed
+        X = P.pad(z)
+        Y = P.diagonal @ X
+        for j, column in enumerate(P.columns):
+            for lo, hi, U, V in column.suffix(0):
+                Y[j + 1 + lo : j + 1 + hi] += U @ (V.transpose(0, 2, 1) @ X[j])
+        return P.unpad(Y, z)
+
+    def to_dense(self):
+        """``L`` as a dense host array."""
+        return self.packed.to_dense(symmetric=False)
+
+    def __repr__(self):
+        ranks = np.concatenate(self.packed.tile_ranks) if self.n_tiles > 1 else np.zeros(0)
+        mean = float(ranks.mean()) if ranks.size else 0.0
+        return (f"PackedCholesky(n={self.n}, n_tiles={self.n_tiles}, mean_rank={mean:.1f}, "
+                f"nbytes={self.nbytes}, backend={self.backend.name!r})")

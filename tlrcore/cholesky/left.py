@@ -1,0 +1,85 @@
+r"""Left-looking TLR Cholesky factorization (H2Opus, Algorithms 3-6).
+
+For each tile column ``k``:
+
+1. **Diagonal update.** ``D = A(k, k) - sum_{j<k} L(k, j) L(k, j)^T``. With the thin QR
+   ``V(k, j) = Q_j R_j``, ``L(k, j) L(k, j)^T = (U(k, j) R_j^T)(U(k, j) R_j^T)^T``, so
+   ``D = A(k, k) - W W^T`` with ``W = [U(k, 0) R_0^T | ... ]``: one symmetric rank-k update
+   (``dsyrk``, lower triangle only); then ``L(k, k) = chol(D)``.
+2. **Off-diagonal update, sampled once.** Each tile below the diagonal,
+   ``A(i, k) - sum_{j<k} U(i, j) V(i, j)^T V(k, j) U(k, j)^T
+   = U_A V_A^T - U_i M_ik U_k^T`` with ``M_ik = blockdiag(V(i, j)^T V(k, j))``, is never
+   formed: adaptive randomized approximation samples it through products with these
+   stacked factors and compresses it to the tile tolerance in a single step.
+3. **Triangular solve on V only.** ``L(i, k) = U V^T L(k, k)^{-T} = U (L(k, k)^{-1} V)^T``,
+   for all tiles of the column at once (their ``V`` side by side: one BLAS-3 solve that
+   reads ``L(k, k)`` once, split across the worker threads).
+
+Tiles of one column are independent and are compressed by a thread pool (BLAS on one
+thread each). They are handed to the pool in descending order of estimated work (a cost
+model of the ARA products, from the rank of ``A(i, k)`` and the stacked ranks of
+``L(i, :k)`` and ``L(k, :k)``), so the largest tiles start first and the threads refill
+from the queue as tiles finish: the CPU analogue of the paper's dynamic batching, which
+keeps a few large tiles from finishing alone at the end of a column. Results are stored
+by tile index and every tile has its own seed, so the factor is bit-identical from run
+to run and for any number of threads.
+
+Lookahead: tile ``(k + 1, k)`` is compressed and solved first, in the calling thread,
+which then updates and factors diagonal tile ``k + 1`` while the pool compresses the
+rest of column ``k``; the dense diagonal work (a quarter to a third of the total) thus
+overlaps the tile work instead of waiting for it.
+
+Reached through ``tlrcore.cholesky(A)`` (``variant="left"``, the default for a matrix in
+the tile layout).
+"""
+
+from __future__ import annotations
+
+from scipy.linalg import solve_triangular
+
+from tlrcore._threads import runner, start_by_work, tile_pool, tile_seeds, workers
+from tlrcore.cholesky._steps import ara_work, sampled_update, solve_column, stack, updated_diagonal
+from tlrcore.cholesky.factor import TLRCholesky
+
+__all__ = ["left_looking"]
+
+
+def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a):
+    """Left-looking factorization of `A`, each updated tile compressed to `tolerance` and
+    each diagonal tile factored by the :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer`."""
+    n_t = A.n_tiles
+    seeds = tile_seeds(random_state, n_t)
+    diagonal, U, V = [], {}, {}
+    with tile_pool(workers()) as pool:
+        run = runner(pool)
+
+        def factor_diagonal(k):
+            factors = [(U[k, j], V[k, j]) for j in range(k)]
+            return factorizer.factor(*updated_diagonal(A.diagonal[k], factors), k)
+
+        Lnext = factor_diagonal(0)
+        for k in range(n_t):
+            Lkk = Lnext
+            diagonal.append(Lkk)
+            Uk = stack([U[k, j] for j in range(k)], A.diagonal[k].shape[0])
+
+            def update(i, k=k, Uk=Uk):
+                return sampled_update(A.U[i, k], A.V[i, k], [U[i, j] for j in range(k)],
+                                      [V[i, j] for j in range(k)], Uk, [V[k, j] for j in range(k)],
+                                      tolerance, block_size, seeds[i, k])
+
+            rest = list(range(k + 2, n_t))
+            collect = start_by_work(pool, update, rest, [ara_work(A, U, i, k, block_size) for i in rest])
+            if k + 1 < n_t:
+                # Lookahead: the next diagonal tile needs only L(k + 1, :k + 1); the calling
+                # thread finishes it while the pool works on the rest of the column.
+                Ut, Vt = update(k + 1)
+                U[k + 1, k], V[k + 1, k] = Ut, solve_triangular(Lkk, Vt, lower=True, check_finite=False)
+                Lnext = factor_diagonal(k + 1)
+            updated = collect()
+            solved = solve_column(Lkk, [Vt for _, Vt in updated], run)
+            for i, (Ut, _), Vt in zip(rest, updated, solved):
+                U[i, k], V[i, k] = Ut, Vt
+            if overwrite_a:
+                A._release_column(k)
+    return TLRCholesky(diagonal, U, V, A.offsets, tolerance)

@@ -1,0 +1,235 @@
+"""Building a TLR matrix in the packed layout, a tile column at a time (GPU path).
+
+The block generator is called once per chunk of a tile column (``block(rows, cols)``
+with ``rows`` all the indices below the column's diagonal tile, in chunks that fit the
+back end's free memory) and may return arrays of the back end: on a GPU the covariance
+is evaluated on the device and never crosses to the host. The column's tiles are then
+compressed together by the batched ARA of :mod:`tlrcore.compress.ara_batched`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tlrcore.compress.ara_batched import batched_ara
+from tlrcore.dense._checks import SYMMETRY_RTOL, asymmetry
+from tlrcore.errors import GeneratorError
+from tlrcore.packed.column import TileColumn
+from tlrcore.packed.tiles import PackedTiles, diagonal_squares
+
+__all__ = ["build_packed"]
+
+#: Fraction of the back end's free memory one chunk of dense tiles may take.
+_CHUNK_MEMORY = 0.25
+#: Size of the random sub-block that estimates the off-diagonal mass of ``||A||_F``.
+_NORM_SAMPLE = 1024
+#: Size of the random sub-block whose entries are compared with their transposes.
+_SYMMETRY_SAMPLE = 64
+_EPS = np.finfo(np.float64).eps
+
+
+class GeneratorOutput:
+    """Checks what a block generator returned, on its back end (one sync per call)."""
+
+    def __init__(self, block, backend, error):
+        if not callable(block):
+            raise TypeError("block must be a callable block(rows, cols) -> array.")
+        self.block, self.backend, self.error = block, backend, error
+
+    def __call__(self, rows, cols, where):
+        xp = self.backend.xp
+        try:
+            values = self.backend.asarray(self.block(rows, cols))
+        except (TypeError, ValueError) as exc:
+            raise self.error(f"block generator ({where}) returned a non-numeric value: {exc}") from None
+        if values.shape != (rows.size, cols.size):
+            raise self.error(f"block generator ({where}) returned shape {values.shape}; "
+                             f"expected {(rows.size, cols.size)}.")
+        if not bool(xp.isfinite(values).all()):
+            raise self.error(f"block generator ({where}) returned NaN or infinite values.")
+        return values
+
+
+def build_packed(checked, n, tile_size, accuracy, backend, rng, block_size=16, max_rank=None):
+    """Evaluate and compress a symmetric matrix into :class:`PackedTiles`.
+
+    Parameters
+    ----------
+    checked : GeneratorOutput
+    n, tile_size : int
+    accuracy : float
+        Relative accuracy; every tile is compressed to ``accuracy * N / n_tiles`` with
+        ``N`` the estimate of ``||A||_F`` described in :mod:`tlrcore.matrix`.
+    backend : Backend
+    rng : numpy.random.Generator
+    block_size : int, default 16
+    max_rank : int, optional
+
+    Returns
+    -------
+    packed : PackedTiles
+    tolerance : float
+    """
+    xp = backend.xp
+    b = tile_size
+    n_t = -(-n // b)
+    offsets = np.minimum(np.arange(n_t + 1) * b, n)
+    D = xp.zeros((n_t, b, b))
+    for k in range(n_t):
+        idx = np.arange(offsets[k], offsets[k + 1])
+        D[k, : idx.size, : idx.size] = checked(idx, idx, f"tile ({k}, {k})")
+        if idx.size < b:
+            D[k, idx.size :, idx.size :] = xp.eye(b - idx.size)
+    sizes = np.diff(offsets)
+    scale = check_diagonal([D[k, : sizes[k], : sizes[k]] for k in range(n_t)], n)
+    norm = norm_lower_estimate(diagonal_squares(xp, D, n), checked, offsets, rng, xp)
+    tolerance = accuracy * norm / n_t
+    seeds = rng.integers(0, 2**62, size=n_t)
+    check_symmetry_sample(checked, offsets, rng, scale)
+    chunk = max(1, int(_CHUNK_MEMORY * backend.free_memory() / (8 * b * b * 3)))
+    columns = []
+    with backend.small_kernels():
+        for j in range(n_t):
+            factors = [_compress_rows(checked, offsets, j, first, min(first + chunk, n_t), tolerance, backend,
+                                      int(seeds[j]) + first, block_size, max_rank)
+                       for first in range(j + 1, n_t, chunk)]
+            columns.append(TileColumn.from_padded(xp, *_join(xp, factors, b)))
+    return PackedTiles(backend, n, b, D, columns), tolerance
+
+
+def _compress_rows(checked, offsets, j, first, stop, tolerance, backend, seed, block_size, max_rank):
+    """Tiles ``(first..stop-1, j)``, evaluated by one generator call and compressed."""
+    xp = backend.xp
+    b = int(offsets[1] - offsets[0])
+    rows = np.arange(offsets[first], offsets[stop])
+    cols = np.arange(offsets[j], offsets[j + 1])
+    values = checked(rows, cols, f"tiles ({first}..{stop - 1}, {j})")
+    count = stop - first
+    if rows.size < count * b:
+        values = xp.concatenate([values, xp.zeros((count * b - rows.size, b))])
+    T = values.reshape(count, b, b)
+
+    def sample(active, omega):
+        return (T if active.size == count else T[xp.asarray(active)]) @ omega
+
+    def project(Q):
+        return T.transpose(0, 2, 1) @ Q
+
+    return batched_ara(sample, project, count, (b, b), tolerance, backend, seed, block_size, max_rank)
+
+
+def _join(xp, factors, b):
+    """Concatenate chunks of one column, padding to the column's largest rank."""
+    if not factors:
+        return xp.zeros((0, b, 0)), xp.zeros((0, b, 0)), np.zeros(0, dtype=np.int64)
+    width = max(U.shape[2] for U, _, _ in factors)
+
+    def widen(X):
+        return X if X.shape[2] == width else xp.concatenate([X, xp.zeros(X.shape[:2] + (width - X.shape[2],))], axis=2)
+
+    U = xp.concatenate([widen(U) for U, _, _ in factors]) if len(factors) > 1 else widen(factors[0][0])
+    V = xp.concatenate([widen(V) for _, V, _ in factors]) if len(factors) > 1 else widen(factors[0][1])
+    return U, V, np.concatenate([r for _, _, r in factors])
+
+
+def norm_lower_estimate(diag_sq, checked, offsets, rng, xp):
+    """``||A||_F`` estimate that errs low: `diag_sq`, the exact squared norm of the
+    diagonal tiles, plus half of the off-diagonal mass sampled from a random ``s x s``
+    sub-block (see :mod:`tlrcore.matrix`)."""
+    n = int(offsets[-1])
+    if len(offsets) == 2:
+        return math.sqrt(diag_sq)
+    s = min(n, _NORM_SAMPLE)
+    rows = np.sort(rng.choice(n, size=s, replace=False))
+    cols = np.sort(rng.choice(n, size=s, replace=False))
+    sample = checked(rows, cols, "norm sample")
+    tile_of = np.searchsorted(offsets, np.arange(n), side="right") - 1
+    off = tile_of[rows][:, None] != tile_of[cols][None, :]
+    off_count = n * n - int(np.sum(np.diff(offsets) ** 2))
+    off_sq = float(xp.sum(sample[xp.asarray(off)] ** 2)) / max(int(off.sum()), 1) * off_count
+    return math.sqrt(diag_sq + 0.5 * off_sq)
+
+
+def check_scale(scale, n, what, error=GeneratorError):
+    """Refuse entries too large or too small for the norms of an order-`n` TLR matrix.
+
+    Compression and factorization compare sums of squares (norms of tiles, samples and
+    residuals) with the squared tile tolerance. With ``s = max|A|``, the largest such
+    sum is about ``(n s)^2`` times the growth of a random sample (far below ``1 / eps``),
+    and the smallest that must be resolved is the square of the tolerance, at least
+    ``(eps s / n)^2`` for any accuracy above ``eps``. Both stay normal floating-point
+    numbers, with that margin, for ``sqrt(tiny) n / eps <= s <= sqrt(max) eps / n``
+    (about ``7e-135`` to ``3e134`` at ``n = 10^4``); outside, squares underflow to zero
+    (tiles silently dropped) or overflow. A zero matrix (``s = 0``) is exact.
+
+    Raises
+    ------
+    error
+        Naming `what`, when ``s`` is outside that range.
+    """
+    info = np.finfo(np.float64)
+    low, high = math.sqrt(info.tiny) * n / _EPS, math.sqrt(info.max) * _EPS / n
+    if scale != 0.0 and not low <= scale <= high:
+        raise error(
+            f"{what} has entries up to {scale:.3g} in magnitude, outside [{low:.3g}, {high:.3g}], the range in "
+            f"which the norms of an order-{n} TLR matrix neither underflow nor overflow; rescale the matrix by "
+            "c = 1 / (its largest entry): the Cholesky factor of c A is sqrt(c) L, and log det(c A) = "
+            "log det A + n log c."
+        )
+
+
+def check_diagonal(diagonal, n):
+    """``max|A|`` over the diagonal tiles, after checking its range (:func:`check_scale`)
+    and that every diagonal tile is symmetric relative to it.
+
+    Raises
+    ------
+    GeneratorError
+        Naming the tile.
+    """
+    scale = max(max(float(T.max()), -float(T.min())) for T in diagonal)
+    check_scale(scale, n, "the block generator")
+    for k, T in enumerate(diagonal):
+        excess = asymmetry(T)
+        if excess > SYMMETRY_RTOL * scale:
+            raise GeneratorError(
+                f"block generator (tile ({k}, {k})) returned a block that is not symmetric: "
+                f"max|block(rows, rows) - block(rows, rows).T| = {excess:.3g} > {SYMMETRY_RTOL:g} * max|A|; "
+                "a TLR matrix is symmetric, so block(cols, rows) must equal block(rows, cols).T."
+            )
+    return scale
+
+
+def check_symmetry_sample(checked, offsets, rng, scale):
+    """Compare ``A[r, c]`` with ``A[c, r]`` on a random ``64 x 64`` sample of entries.
+
+    Two generator calls (``block(r, c)`` and ``block(c, r)``), so the cost does not grow
+    with ``n``; with ``n_tiles <= 16`` every tile pair holds about 16 of the pairs or more.
+    The criterion is that of :func:`~tlrcore.dense._checks.asymmetry`, relative to the
+    largest entry seen (`scale` from the diagonal tiles, and the sample).
+
+    Raises
+    ------
+    GeneratorError
+        Naming the tile of the most asymmetric pair.
+    """
+    n = int(offsets[-1])
+    s = min(n, _SYMMETRY_SAMPLE)
+    rows, cols = rng.choice(n, size=s, replace=False), rng.choice(n, size=s, replace=False)
+    where = f"symmetry check on a sample of {s} random rows and columns across the tiles"
+    forward, backward = checked(rows, cols, where), checked(cols, rows, where)
+    scale = max(scale, float(forward.max()), -float(forward.min()))
+    check_scale(scale, n, "the block generator")
+    excess = asymmetry(forward, backward)
+    if excess <= SYMMETRY_RTOL * scale:
+        return
+    p, q = np.unravel_index(int(abs(forward - backward.T).argmax()), forward.shape)
+    r, c = int(rows[p]), int(cols[q])
+    i, j = sorted(np.searchsorted(offsets, [r, c], side="right") - 1, reverse=True)
+    raise GeneratorError(
+        f"block generator (tile ({i}, {j})) is not symmetric: A[{r}, {c}] differs from A[{c}, {r}] by "
+        f"{excess:.3g} > {SYMMETRY_RTOL:g} * max|A|; a TLR matrix is symmetric, so block(cols, rows) must "
+        "equal block(rows, cols).T."
+    )

@@ -1,0 +1,204 @@
+"""Low-rank tile factors stored by width class in a few large arrays.
+
+The left-looking factorization's update of tile column ``k`` involves every factor tile
+``(i, j)`` with ``i > k > j``: about ``n_tiles^2 / 4`` tiles spread over ``k`` tile
+columns and their rank segments. Taken column by column and segment by segment that is
+some hundred thousand small GEMM launches per column sweep at ``n = 131,072`` (tile
+1024), each costing more on a GPU in launch and Python overhead than its arithmetic. Here
+the factor's segments are copied, as they are made, into arrays shared by all segments of
+one width class (widths about 1.5x apart), so that any set of tiles is gathered with one
+indexing operation per class and chunk, and a whole tile column's update runs as a few
+batched GEMMs per class (:mod:`tlrcore.packed.update`). The segments of
+:class:`~tlrcore.packed.column.TileColumn` are views of these arrays, so nothing is stored
+twice.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tlrcore.packed.column import TileColumn
+
+__all__ = ["TilePool", "PoolIndex", "store_column", "width_class", "WIDTHS"]
+
+#: Stored widths: a segment whose largest rank is ``r`` is padded to the smallest width
+#: ``>= r``; consecutive widths are at most 25 % apart from 8 on (a width class costs a
+#: few launches per sampling round, padding costs flops).
+WIDTHS = np.unique(np.concatenate([np.arange(1, 9)] + [2**e * np.array([5, 6, 7, 8]) for e in range(1, 12)]))
+
+
+def width_class(rank):
+    """The stored width of a segment whose largest rank is `rank`."""
+    return int(_classes([rank])[0])
+
+
+def _classes(ranks):
+    """:func:`width_class` of each of `ranks`."""
+    ranks = np.maximum(np.asarray(ranks), 1)
+    at = np.searchsorted(WIDTHS, ranks)
+    return np.where(at < WIDTHS.size, WIDTHS[np.minimum(at, WIDTHS.size - 1)], ranks)
+
+
+class TilePool:
+    """Stacks of ``b x w`` factor pairs ``(U, V)``, one list of chunks per width ``w``.
+
+    Parameters
+    ----------
+    xp : module
+        The array module of the back end.
+    tile_size : int
+        ``b``, the rows of every factor.
+    chunk_bytes : int
+        Size of a new chunk of ``U`` (and of ``V``); a chunk holds at least the segment
+        that opens it. Unused slots of the last chunk of each width are the pool's waste.
+    max_tiles : int
+        No chunk has more slots than this (the number of tiles to be stored, at most).
+    """
+
+    def __init__(self, xp, tile_size, chunk_bytes, max_tiles):
+        self.xp = xp
+        self.tile_size = int(tile_size)
+        self.chunk_bytes = int(chunk_bytes)
+        self.max_tiles = int(max_tiles)
+        self._U, self._V, self._fill = {}, {}, {}
+
+    def store(self, U, V):
+        """Copy a segment into the pool.
+
+        Parameters
+        ----------
+        U, V : arrays of shape (t, b, r)
+            Zero beyond each tile's rank.
+
+        Returns
+        -------
+        width, chunk, start : int
+            Where the segment's tiles lie: slots ``start .. start + t - 1`` of chunk
+            `chunk` of width `width`.
+        U_view, V_view : arrays of shape (t, b, width)
+            Views of the pool (zero beyond each tile's rank).
+        """
+        t, b, r = U.shape
+        width = width_class(r)
+        Us, Vs = self._U.setdefault(width, []), self._V.setdefault(width, [])
+        if not Us or self._fill[width] + t > Us[-1].shape[0]:
+            slots = max(t, min(self.chunk_bytes // (8 * b * width), self.max_tiles))
+            Us.append(self.xp.zeros((slots, b, width)))
+            Vs.append(self.xp.zeros((slots, b, width)))
+            self._fill[width] = 0
+        chunk, start = len(Us) - 1, self._fill[width]
+        Us[chunk][start : start + t, :, :r] = U
+        Vs[chunk][start : start + t, :, :r] = V
+        self._fill[width] = start + t
+        return width, chunk, start, Us[chunk][start : start + t], Vs[chunk][start : start + t]
+
+    def gather(self, width, chunks, slots, columns):
+        """Copies ``(U, V)``, each ``(N, b, columns)``, of the first `columns` columns of
+        the tiles at host arrays `chunks` and `slots` of one width: one indexing operation
+        per chunk involved."""
+        xp = self.xp
+        chunks, slots = np.asarray(chunks), np.asarray(slots)
+        Us, Vs = self._U[width], self._V[width]
+        present = np.unique(chunks)
+        if present.size == 1:
+            index = xp.asarray(slots)
+            c = int(present[0])
+            return Us[c][index, :, :columns], Vs[c][index, :, :columns]
+        U = xp.empty((slots.size, self.tile_size, columns))
+        V = xp.empty_like(U)
+        for c in present:
+            where = chunks == c
+            into, index = xp.asarray(np.flatnonzero(where)), xp.asarray(slots[where])
+            U[into] = Us[int(c)][index, :, :columns]
+            V[into] = Vs[int(c)][index, :, :columns]
+        return U, V
+
+    def gather_trimmed(self, index, rows, cols):
+        """The tiles ``(rows[t], cols[t])`` of `index`, grouped by the width class of
+        their own rank (the stored zero columns beyond it are not copied).
+
+        Returns
+        -------
+        list of (members, U, V)
+            ``members``: host positions into `rows`; ``U``, ``V``: ``(N, b, c)``.
+        """
+        xp = self.xp
+        stored = index.width[rows, cols]
+        own = np.minimum(_classes(index.rank[rows, cols]), stored)
+        groups = []
+        for c in np.unique(own):
+            members = np.flatnonzero(own == c)
+            sources = stored[members]
+            parts = np.unique(sources)
+            if parts.size == 1:
+                U, V = self.gather(int(parts[0]), index.chunk[rows[members], cols[members]],
+                                   index.slot[rows[members], cols[members]], int(c))
+            else:
+                U = xp.empty((members.size, self.tile_size, int(c)))
+                V = xp.empty_like(U)
+                for w in parts:
+                    part = np.flatnonzero(sources == w)
+                    at, mine = xp.asarray(part), members[part]
+                    U[at], V[at] = self.gather(int(w), index.chunk[rows[mine], cols[mine]],
+                                               index.slot[rows[mine], cols[mine]], int(c))
+            groups.append((members, U, V))
+        return groups
+
+    @property
+    def nbytes(self):
+        """Bytes allocated (unused slots included)."""
+        return int(sum(a.nbytes for arrays in (*self._U.values(), *self._V.values()) for a in arrays))
+
+    @property
+    def n_chunks(self):
+        return sum(len(arrays) for arrays in self._U.values())
+
+
+class PoolIndex:
+    """Where each tile ``(i, j)``, ``i > j``, of an ``n_tiles``-tile factor lies in a
+    :class:`TilePool`: host arrays ``width``, ``chunk`` and ``slot``, ``(n_tiles, n_tiles)``."""
+
+    def __init__(self, n_tiles):
+        self.width = np.zeros((n_tiles, n_tiles), dtype=np.int64)
+        self.chunk = np.zeros((n_tiles, n_tiles), dtype=np.int64)
+        self.slot = np.zeros((n_tiles, n_tiles), dtype=np.int64)
+        self.rank = np.zeros((n_tiles, n_tiles), dtype=np.int64)
+
+    def record(self, j, first, width, chunk, start, ranks):
+        """Tiles ``(j + 1 + first + t, j)``, ``t < len(ranks)``, of ranks `ranks`, lie at
+        ``start + t`` of `chunk`."""
+        count = len(ranks)
+        rows = slice(j + 1 + first, j + 1 + first + count)
+        self.rank[rows, j] = ranks
+        self.width[rows, j] = width
+        self.chunk[rows, j] = chunk
+        self.slot[rows, j] = start + np.arange(count)
+
+
+def store_column(pool, index, j, U, V, ranks):
+    """Tile column `j` of the factor as a :class:`~tlrcore.packed.column.TileColumn` whose
+    segments are views of `pool`: runs of tiles of one width class, so that every tile
+    is stored at its own class (gathers by class copy no padding beyond it).
+
+    Parameters
+    ----------
+    pool : TilePool
+    index : PoolIndex
+        Updated with the tiles' places.
+    j : int
+    U, V : arrays of shape (count, b, r)
+        The column's padded factors, zero beyond each tile's rank.
+    ranks : ndarray of int, shape (count,)
+    """
+    if len(ranks) == 0:
+        return TileColumn.empty()
+    widths = _classes(ranks)
+    bounds = np.concatenate([[0], np.flatnonzero(np.diff(widths)) + 1, [len(ranks)]])
+    Us, Vs = [], []
+    for a, c in zip(bounds[:-1], bounds[1:]):
+        top = int(ranks[a:c].max())
+        width, chunk, start, Uv, Vv = pool.store(U[a:c, :, :top], V[a:c, :, :top])
+        index.record(j, int(a), width, chunk, start, ranks[a:c])
+        Us.append(Uv)
+        Vs.append(Vv)
+    return TileColumn(bounds, Us, Vs, ranks)
