@@ -19,7 +19,18 @@ from geostat.checks import (
     check_random_state,
     check_tile_size,
 )
-from geostat.data import Trend, as_output, check_table, prepare_coords, prepare_y
+from geostat.data import (
+    FieldLayout,
+    Trend,
+    as_output,
+    check_table,
+    field_from_values,
+    is_xarray,
+    prepare_coords,
+    prepare_y,
+    sites_of_template,
+    table_from_field,
+)
 from geostat.distance import get_distance, nearest_pair, warn_if_invalid_on_sphere
 from geostat.errors import PerturbationWarning
 from geostat.kernels import get_kernel
@@ -187,13 +198,17 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         check_random_state(self.random_state)
         check_on_failure(self.on_failure)
 
-    def fit(self, X, y):
+    def fit(self, X, y=None):
         """Estimate the covariance parameters and trend by maximum likelihood.
 
         Parameters
         ----------
-        X : array-like of shape (n, d) or DataFrame
-            Site coordinates (and trend covariates named in ``trend``).
+        X : array-like of shape (n, d), DataFrame or xarray.DataArray
+            Site coordinates (and trend covariates named in ``trend``); or a field as an
+            xarray ``DataArray`` (then `y` is omitted): its values are the observations,
+            its lon/lat (or longitude/latitude, or x/y) coordinates the sites, on a grid
+            or along a station dimension, another dimension (e.g. ``time``) the
+            replicates, NaN cells missing values (see :func:`geostat.data.table_from_field`).
         y : array-like of shape (n,) or (n, r)
             Observations; with ``r`` replicates (e.g. days) sharing the covariance
             parameters, NaN marks a site missing on a replicate. Observations of any
@@ -218,6 +233,13 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         """
         self._check_settings()
         backend = get_backend(self.device)
+        field = None
+        if is_xarray(X):
+            if y is not None:
+                raise ValueError("y must be omitted when X is an xarray DataArray: its values are the observations.")
+            if not hasattr(X, "dims") or hasattr(X, "data_vars"):
+                raise TypeError("X as an xarray object must be a DataArray (e.g. ds['tas']), not a Dataset.")
+            X, y, field = table_from_field(X, "X")
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
         check_table(X, "X")
@@ -276,7 +298,19 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         self._scale = scale
         self._likelihood = likelihood
         self._kriging = Kriging(likelihood, result.params, result.coef)
+        self._field = field
         return self
+
+    def _template_sites(self, X):
+        """Sites of an xarray template with the fitted position names, and its layout."""
+        check_is_fitted(self)
+        if self._trend.columns:
+            raise ValueError("prediction on an xarray template with trend covariates is not supported yet; pass "
+                             "a DataFrame with the covariate columns.")
+        fitted = self._field or FieldLayout(tuple(self.feature_names_in_[:2]) if hasattr(self, "feature_names_in_")
+                                            else ("x", "y"), ())
+        sites, here = sites_of_template(X, fitted)
+        return sites, here, fitted
 
     def _new_sites(self, X):
         check_is_fitted(self)
@@ -290,8 +324,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (m, d) or DataFrame
-            New sites, with the same columns as at fit time.
+        X : array-like of shape (m, d), DataFrame, or xarray DataArray/Dataset
+            New sites, with the same columns as at fit time; or an xarray template with
+            the fitted position coordinates (every cell is predicted).
         return_std : bool, default False
             Also return the kriging standard deviation (universal kriging: it includes
             the uncertainty of the trend coefficients; it excludes the nugget).
@@ -299,9 +334,17 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         Returns
         -------
         mean : ndarray of shape (m,) or (m, r), or a pandas Series/DataFrame for a
-            DataFrame input
+            DataFrame input, or an xarray DataArray named ``mean`` on the template's
+            coordinates (then the fitted replicate dimension) for an xarray template
         std : same shape as `mean`, only when `return_std`
         """
+        if is_xarray(X):
+            sites, here, fitted = self._template_sites(X)
+            out = self.predict(sites if self._field or hasattr(self, "feature_names_in_") else sites.to_numpy(),
+                               return_std=return_std)
+            out = out if return_std else (out,)
+            fields = [field_from_values(np.asarray(a), X, here, fitted, name) for a, name in zip(out, ("mean", "std"))]
+            return tuple(fields) if return_std else fields[0]
         data = self._new_sites(X)
         factor = self._scale.factor
         if return_std:
@@ -316,17 +359,22 @@ class SpatialGP(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (m, d) or DataFrame
+        X : array-like of shape (m, d), DataFrame, or xarray DataArray/Dataset template
         n_samples : int, default 1
         random_state : int, numpy Generator or None
             ``None`` uses the estimator's ``random_state``.
 
         Returns
         -------
-        ndarray of shape (m, n_samples), or (m, r, n_samples) with replicates
+        ndarray of shape (m, n_samples), or (m, r, n_samples) with replicates; for an
+            xarray template a DataArray named ``sample`` with a trailing ``sample``
+            dimension
         """
         n_samples = check_positive_int(n_samples, "n_samples")
         rng = check_random_state(self.random_state if random_state is None else random_state, "random_state")
+        if is_xarray(X):
+            sites, here, fitted = self._template_sites(X)
+            return field_from_values(self.sample_y(sites, n_samples, rng), X, here, fitted, "sample", samples=True)
         data = self._new_sites(X)
         samples = self._scale.factor * self._kriging.sample(data.coords, data.design, n_samples, rng)
         return samples[:, 0, :] if self._y_one_d else samples

@@ -1,0 +1,116 @@
+"""Fields as xarray ``DataArray``s in and out of ``SpatialGP`` (xarray is optional: the
+test extra installs it; importing geostat never needs it)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import geostat as gs
+
+xr = pytest.importorskip("xarray")
+
+LON, LAT, TIME = np.linspace(-105, -95, 12), np.linspace(35, 42, 9), np.arange(3)
+MISSING_CELL = (8, 11)  # (lat, lon) index missing on every day: dropped
+
+
+@pytest.fixture(scope="module")
+def field():
+    lon, lat = np.meshgrid(LON, LAT)
+    sites = np.column_stack([lon.ravel(), lat.ravel()])
+    Y = gs.simulate(sites, {"variance": 1.0, "range": 300.0, "nugget": 0.05}, kernel="exponential", n_samples=3,
+                    random_state=1)
+    da = xr.DataArray(Y.reshape(9, 12, 3).transpose(2, 0, 1), dims=("time", "lat", "lon"),
+                      coords={"time": TIME, "lat": LAT, "lon": LON}, attrs={"units": "K"}, name="tas")
+    da[0, 0, 0] = np.nan  # missing on one day only
+    da[:, MISSING_CELL[0], MISSING_CELL[1]] = np.nan
+    return da
+
+
+@pytest.fixture(scope="module")
+def fitted(field):
+    return gs.SpatialGP(kernel="exponential").fit(field)
+
+
+def as_table(da):
+    """The same field as a sites table and an (n, r) array, by hand."""
+    lon, lat = np.meshgrid(da.lon.values, da.lat.values)
+    values = da.transpose("lat", "lon", "time").values.reshape(-1, da.sizes["time"])
+    keep = ~np.all(np.isnan(values), axis=1)
+    return pd.DataFrame({"lon": lon.ravel()[keep], "lat": lat.ravel()[keep]}), values[keep]
+
+
+def test_fit_on_a_gridded_field_equals_the_table_fit(field, fitted):
+    X, Y = as_table(field)
+    reference = gs.SpatialGP(kernel="exponential").fit(X, Y)
+    assert fitted.distance_ == "chordal"  # lon/lat coordinates recognised, as DataFrame columns are
+    assert fitted.coef_.shape == (3, 1)  # one replicate per time step
+    assert fitted.loglik_ == pytest.approx(reference.loglik_, rel=1e-10)
+    for name, value in reference.params_.items():
+        assert fitted.params_[name] == pytest.approx(value, rel=1e-6)
+
+
+def test_fit_on_a_station_dimension():
+    rng = np.random.default_rng(2)
+    lon, lat = rng.uniform(-105, -95, 80), rng.uniform(35, 42, 80)
+    y = gs.simulate(np.column_stack([lon, lat]), {"variance": 1.0, "range": 300.0, "nugget": 0.1},
+                    kernel="exponential", random_state=3)
+    da = xr.DataArray(y, dims="station", coords={"lon": ("station", lon), "lat": ("station", lat)})
+    est = gs.SpatialGP(kernel="exponential").fit(da)
+    reference = gs.SpatialGP(kernel="exponential").fit(pd.DataFrame({"lon": lon, "lat": lat}), y)
+    assert np.ndim(est.coef_) == 1 and est.loglik_ == pytest.approx(reference.loglik_, rel=1e-10)
+
+
+def test_predict_and_sample_on_a_grid_template(field, fitted):
+    grid = xr.DataArray(np.zeros((4, 5)), dims=("lat", "lon"), attrs={"units": "K"},
+                        coords={"lat": np.linspace(36, 40, 4), "lon": np.linspace(-104, -96, 5)})
+    mean, std = fitted.predict(grid, return_std=True)
+    assert mean.dims == std.dims == ("lat", "lon", "time") and mean.shape == (4, 5, 3)
+    assert mean.name == "mean" and std.name == "std" and mean.attrs == {"units": "K"}
+    np.testing.assert_array_equal(mean.lon.values, grid.lon.values)
+    np.testing.assert_array_equal(mean.time.values, TIME)
+    lon, lat = np.meshgrid(grid.lon.values, grid.lat.values)
+    table = pd.DataFrame({"lon": lon.ravel(), "lat": lat.ravel()})
+    expected_mean, expected_std = fitted.predict(table, return_std=True)
+    np.testing.assert_allclose(mean.values.reshape(20, 3), expected_mean.to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(std.values.reshape(20, 3), expected_std.to_numpy(), rtol=1e-12)
+    draws = fitted.sample_y(grid, n_samples=2, random_state=0)
+    assert draws.dims == ("lat", "lon", "time", "sample") and draws.shape == (4, 5, 3, 2)
+    np.testing.assert_allclose(draws.values.reshape(20, 3, 2), fitted.sample_y(table, n_samples=2, random_state=0))
+
+
+def test_a_table_fit_predicts_on_a_field(field):
+    X, Y = as_table(field)
+    est = gs.SpatialGP(kernel="exponential").fit(X, Y[:, 1])
+    grid = field.isel(time=0).drop_vars("time")
+    mean = est.predict(grid)
+    assert mean.dims == ("lat", "lon") and mean.shape == (9, 12)
+
+
+@pytest.mark.parametrize("case, error, match", [
+    ("y-given", ValueError, "y must be omitted"),
+    ("dataset", TypeError, "DataArray"),
+    ("no-position", ValueError, "lon/lat"),
+    ("two-extra-dims", ValueError, "at most one"),
+    ("all-nan", ValueError, "no observed value"),
+])
+def test_field_errors_name_the_fix(field, case, error, match):
+    if case == "y-given":
+        call = lambda: gs.SpatialGP().fit(field, np.ones(3))  # noqa: E731
+    elif case == "dataset":
+        call = lambda: gs.SpatialGP().fit(field.to_dataset())  # noqa: E731
+    elif case == "no-position":
+        call = lambda: gs.SpatialGP().fit(field.rename(lon="a", lat="b"))  # noqa: E731
+    elif case == "two-extra-dims":
+        call = lambda: gs.SpatialGP().fit(field.expand_dims(member=2))  # noqa: E731
+    else:
+        call = lambda: gs.SpatialGP().fit(field * np.nan)  # noqa: E731
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_importing_geostat_does_not_import_xarray():
+    code = "import sys, geostat; assert 'xarray' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
