@@ -302,15 +302,16 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         return self
 
     def _template_sites(self, X):
-        """Sites of an xarray template with the fitted position names, and its layout."""
+        """Sites of an xarray template (a table with the fitted position names, or an array
+        for a model fitted on arrays), its layout and the fitted one."""
         check_is_fitted(self)
         if self._trend.columns:
             raise ValueError("prediction on an xarray template with trend covariates is not supported yet; pass "
                              "a DataFrame with the covariate columns.")
-        fitted = self._field or FieldLayout(tuple(self.feature_names_in_[:2]) if hasattr(self, "feature_names_in_")
-                                            else ("x", "y"), ())
+        named = hasattr(self, "feature_names_in_")
+        fitted = self._field or FieldLayout(tuple(self.feature_names_in_[:2]) if named else ("x", "y"), ())
         sites, here = sites_of_template(X, fitted)
-        return sites, here, fitted
+        return (sites if named else sites.to_numpy()), here, fitted
 
     def _new_sites(self, X):
         check_is_fitted(self)
@@ -340,8 +341,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         """
         if is_xarray(X):
             sites, here, fitted = self._template_sites(X)
-            out = self.predict(sites if self._field or hasattr(self, "feature_names_in_") else sites.to_numpy(),
-                               return_std=return_std)
+            out = self.predict(sites, return_std=return_std)
             out = out if return_std else (out,)
             fields = [field_from_values(np.asarray(a), X, here, fitted, name) for a, name in zip(out, ("mean", "std"))]
             return tuple(fields) if return_std else fields[0]

@@ -3,6 +3,7 @@ test extra installs it; importing geostat never needs it)."""
 
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -114,3 +115,16 @@ def test_field_errors_name_the_fix(field, case, error, match):
 def test_importing_geostat_does_not_import_xarray():
     code = "import sys, geostat; assert 'xarray' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_an_array_fit_predicts_on_an_x_y_field():
+    rng = np.random.default_rng(4)
+    X = rng.uniform(size=(60, 2))
+    y = gs.simulate(X, {"variance": 1.0, "range": 0.3, "nugget": 0.1}, kernel="exponential", random_state=5)
+    est = gs.SpatialGP(kernel="exponential").fit(X, y)
+    grid = xr.DataArray(np.zeros((3, 4)), dims=("y", "x"), coords={"y": np.linspace(0, 1, 3), "x": np.linspace(0, 1, 4)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no feature-name warning from scikit-learn
+        mean = est.predict(grid)
+    xx, yy = np.meshgrid(grid.x.values, grid.y.values)
+    np.testing.assert_allclose(mean.values.ravel(), est.predict(np.column_stack([xx.ravel(), yy.ravel()])), rtol=1e-12)
