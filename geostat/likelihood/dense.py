@@ -89,26 +89,16 @@ class ExactLikelihood(Likelihood):
 
     Parameters
     ----------
-    coords : ndarray of shape (n, d)
-    y : ndarray of shape (n, r)
-        NaN marks a site missing on a replicate.
-    design : ndarray of shape (n, p)
-        Trend design matrix; each replicate has its own coefficients.
-    kernel : geostat.kernels.Kernel
-    distance : geostat.distance.Distance
+    coords, y, design, kernel, distance
+        As for :class:`~geostat.likelihood.base.Likelihood`.
     reml : bool, default False
     on_failure : {"shift", "step", "raise"}, default "shift"
-        What a covariance that is not numerically positive definite does; see
-        :mod:`geostat.likelihood.failure`.
     backend : tlrcore.backends.Backend, default NUMPY
-        Where the matrices live (:func:`geostat.solvers.get_backend`).
 
     Raises
     ------
-    ValueError
-        If some replicate has no more observed sites than trend coefficients.
-    TrendNotIdentifiableError
-        If the design matrix is rank deficient on the observed sites.
+    ValueError, TrendNotIdentifiableError
+        As :class:`~geostat.likelihood.base.Likelihood`.
     MemoryError
         If the dense matrices (:func:`dense_bytes`) do not fit in the back end's free
         memory.

@@ -44,12 +44,8 @@ class TLRLikelihood(Likelihood):
 
     Parameters
     ----------
-    coords : ndarray of shape (n, d)
-    y : ndarray of shape (n, r)
-        NaN marks a site missing on a replicate.
-    design : ndarray of shape (n, p)
-    kernel : geostat.kernels.Kernel
-    distance : geostat.distance.Distance
+    coords, y, design, kernel, distance
+        As for :class:`~geostat.likelihood.base.Likelihood`.
     reml : bool, default False
     accuracy : float, default 1e-8
         Relative Frobenius accuracy of the compression and of the factorization.
@@ -73,10 +69,9 @@ class TLRLikelihood(Likelihood):
     Raises
     ------
     ValueError
-        If some replicate has no more observed sites than trend coefficients, or
-        `accuracy` is not in (0, 1).
+        If `accuracy` is not in (0, 1), and as :class:`~geostat.likelihood.base.Likelihood`.
     TrendNotIdentifiableError
-        If the design matrix is rank deficient on the observed sites.
+        As :class:`~geostat.likelihood.base.Likelihood`.
     """
 
     has_gradient = False
