@@ -1,0 +1,34 @@
+"""Data in and out: the only package that knows pandas, xarray and files.
+
+``tables``
+    DataFrame / array input checked into float64 arrays (:class:`SpatialData`), trend
+    designs, and results handed back in the caller's container.
+``fields``
+    xarray ``DataArray`` / ``Dataset`` fields: sites and replicates in, ``DataArray``
+    predictions out.
+"""
+
+from geostat.data.fields import (
+    XARRAY_POSITIONS,
+    FieldLayout,
+    field_from_values,
+    is_xarray,
+    sites_of_template,
+    table_from_field,
+)
+from geostat.data.tables import SpatialData, Trend, as_output, check_table, prepare_coords, prepare_y
+
+__all__ = [
+    "Trend",
+    "SpatialData",
+    "check_table",
+    "prepare_coords",
+    "prepare_y",
+    "as_output",
+    "XARRAY_POSITIONS",
+    "is_xarray",
+    "FieldLayout",
+    "table_from_field",
+    "sites_of_template",
+    "field_from_values",
+]
