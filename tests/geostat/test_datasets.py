@@ -24,6 +24,7 @@ EXPECTED = {
     "ozone2": (153, None),
     "rm_precip": (806, ["station", "lon", "lat", "elevation", "precipitation"]),
 }
+GRIDDED = "southeast_us_monthly"
 TEXT = {"station", "type"}
 
 
@@ -34,7 +35,7 @@ def loaded(request):
 
 
 def test_names():
-    assert datasets.names() == sorted(EXPECTED)
+    assert datasets.names() == sorted([*EXPECTED, GRIDDED])
     assert datasets.DEFAULT == "north_american_rainfall"
     assert datasets.DEFAULT in datasets.names()
 
@@ -76,7 +77,7 @@ def test_info_consistent_with_load(loaded):
     assert set(meta) == expected_keys
     assert meta["n"] == len(frame)
     assert "\n" not in meta["description"]
-    assert "GPL" in meta["licence"]
+    assert "GPL" in meta["licence"]  # every table comes from fields
     values = meta["value"] if isinstance(meta["value"], list) else [meta["value"]]
     assert set(values) <= set(frame.columns)
     assert set(meta["covariates"]) <= set(frame.columns)
@@ -182,3 +183,79 @@ def test_fields_reference_json_matches_datasets():
         assert len(rec["at_fixed"]) == 3
         for point in rec["at_fixed"]:
             assert point["loglik"] <= rec["loglik"] + 1e-9 or rec["reml"]
+
+
+# ------------------------------------------------------------------ the gridded dataset
+def test_grid_as_frame_is_the_observed_cells():
+    frame = datasets.load(GRIDDED)
+    meta = datasets.info(GRIDDED)
+    assert list(frame.columns) == ["time", "lon", "lat", "tas", "pr"]
+    assert frame["time"].dtype == "datetime64[ns]"
+    assert frame.shape == (12 * meta["n"], 5)  # 2080 land cells every month
+    assert frame.groupby("time").size().eq(meta["n"]).all()
+    assert not frame.duplicated(["time", "lon", "lat"]).any()
+    assert frame[["tas", "pr"]].notna().all().all()
+    assert frame["lon"].between(-85, -74.9).all() and frame["lat"].between(33, 37.1).all()
+    assert set(meta["units"]) == {"lon", "lat", "tas", "pr"}
+    assert "Apache-2.0" in meta["licence"] and "Maurer" in meta["source"]
+    assert frame.attrs == meta
+
+
+def test_grid_as_xarray_matches_the_frame():
+    xr = pytest.importorskip("xarray")
+    ds = datasets.load(GRIDDED, as_xarray=True)
+    assert isinstance(ds, xr.Dataset)
+    assert dict(ds.sizes) == {"time": 12, "lat": 33, "lon": 81}
+    assert str(ds.time.dtype) == "datetime64[ns]"
+    assert np.all(np.diff(ds.lon) == 0.125) and np.all(np.diff(ds.lat) == 0.125)
+    assert ds.tas.attrs["units"] == "degC" and ds.pr.attrs["units"] == "mm per month"
+    mask = ds.tas.notnull()
+    assert (mask == ds.pr.notnull()).all() and (mask.sum(("lat", "lon")) == 2080).all()
+    long = ds.to_dataframe().dropna().reset_index()[["time", "lon", "lat", "tas", "pr"]]
+    frame = datasets.load(GRIDDED)
+    merged = frame.merge(long, on=["time", "lon", "lat"], suffixes=("", "_x"))
+    assert len(merged) == len(frame)
+    np.testing.assert_array_equal(merged["tas"], merged["tas_x"])
+    # Values checked against the original netCDF-4 file of the stars package.
+    assert ds.tas.isel(time=0, lat=0, lon=0).item() == float(np.float32(8.643871))
+    assert ds.time.values[6] == np.datetime64("1999-07-31")
+
+
+def test_station_tables_as_xarray():
+    pytest.importorskip("xarray")
+    ozone = datasets.load("ozone2", as_xarray=True)
+    frame = datasets.load("ozone2")
+    assert dict(ozone.sizes) == {"station": 153, "time": 89}
+    np.testing.assert_array_equal(ozone.ozone.values, frame[datasets.info("ozone2")["value"]].to_numpy())
+    np.testing.assert_array_equal(ozone.lon.values, frame["lon"].to_numpy())
+    rain = datasets.load(datasets.DEFAULT, as_xarray=True)
+    np.testing.assert_array_equal(rain.precipitation.values, datasets.load(datasets.DEFAULT)["precipitation"])
+    assert rain.precipitation.dims == ("station",)
+
+
+def test_a_station_dataset_fits_as_a_field():
+    pytest.importorskip("xarray")
+    import geostat as gs
+
+    rain = datasets.load("colorado_temperature", as_xarray=True)
+    frame = datasets.load("colorado_temperature")
+    kw = dict(kernel="exponential", nugget=True)
+    from_field = gs.SpatialGP(**kw).fit(rain.tmax_mam)
+    from_table = gs.SpatialGP(**kw).fit(frame[["lon", "lat"]], frame["tmax_mam"])
+    assert from_field.loglik_ == pytest.approx(from_table.loglik_, rel=1e-10)
+
+
+def test_as_xarray_without_xarray(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_xarray(name, *args, **kwargs):
+        if name == "xarray" or name.startswith("xarray."):
+            raise ImportError("no xarray here")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_xarray)
+    with pytest.raises(ImportError, match="needs xarray: pip install"):
+        datasets.load(GRIDDED, as_xarray=True)
+    assert len(datasets.load(GRIDDED)) == 24960  # the frame needs only SciPy
