@@ -25,7 +25,10 @@ from geostat.data import (
     as_output,
     check_table,
     field_from_values,
+    field_to_fit,
+    is_chunked,
     is_xarray,
+    lazy_field,
     prepare_coords,
     prepare_y,
     sites_of_template,
@@ -203,17 +206,21 @@ class SpatialGP(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n, d), DataFrame or xarray.DataArray
+        X : array-like of shape (n, d), DataFrame, xarray.DataArray or xarray.Dataset
             Site coordinates (and trend covariates named in ``trend``); or a field as an
             xarray ``DataArray`` (then `y` is omitted): its values are the observations,
             its lon/lat (or longitude/latitude, or x/y) coordinates the sites, on a grid
             or along a station dimension, another dimension (e.g. ``time``) the
-            replicates, NaN cells missing values (see :func:`geostat.data.table_from_field`).
-        y : array-like of shape (n,) or (n, r)
+            replicates, NaN cells missing values (see :func:`geostat.data.table_from_field`);
+            trend covariates are its coordinates. Or an xarray ``Dataset``, with `y` the
+            name of the observed variable and covariates among its variables. A
+            Dask-backed field is reduced to its mask chunk by chunk, then loaded.
+        y : array-like of shape (n,) or (n, r), or str
             Observations; with ``r`` replicates (e.g. days) sharing the covariance
             parameters, NaN marks a site missing on a replicate. Observations of any
             magnitude are fitted in units of order one (:mod:`geostat.optimize.scaling`); the
-            estimates are reported in the units of `y`.
+            estimates are reported in the units of `y`. With `X` a ``Dataset``: the name
+            of the observed variable.
 
         Returns
         -------
@@ -234,18 +241,15 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         self._check_settings()
         backend = get_backend(self.device)
         field = None
+        trend = Trend.parse(self.trend)
         if is_xarray(X):
-            if y is not None:
-                raise ValueError("y must be omitted when X is an xarray DataArray: its values are the observations.")
-            if not hasattr(X, "dims") or hasattr(X, "data_vars"):
-                raise TypeError("X as an xarray object must be a DataArray (e.g. ds['tas']), not a Dataset.")
-            X, y, field = table_from_field(X, "X")
+            da, source = field_to_fit(X, y, "X")
+            X, y, field = table_from_field(da, "X", trend.columns, source)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
         check_table(X, "X")
         validate_data(self, X, reset=True, dtype="numeric")
         kernel = get_kernel(self.kernel, self.smoothness)
-        trend = Trend.parse(self.trend)
         data, distance_name = prepare_coords(X, trend, self.distance)
         values, names, one_d = prepare_y(y, data.n)
         warn_if_invalid_on_sphere(distance_name, kernel)
@@ -302,16 +306,14 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         return self
 
     def _template_sites(self, X):
-        """Sites of an xarray template (a table with the fitted position names, or an array
-        for a model fitted on arrays), its layout and the fitted one."""
+        """Sites of an xarray template (a table with the fitted position names, then any
+        trend covariates), its layout, the fitted one, and which cells have complete
+        covariates."""
         check_is_fitted(self)
-        if self._trend.columns:
-            raise ValueError("prediction on an xarray template with trend covariates is not supported yet; pass "
-                             "a DataFrame with the covariate columns.")
         named = hasattr(self, "feature_names_in_")
         fitted = self._field or FieldLayout(tuple(self.feature_names_in_[:2]) if named else ("x", "y"), ())
-        sites, here = sites_of_template(X, fitted)
-        return (sites if named else sites.to_numpy()), here, fitted
+        sites, here, complete = sites_of_template(X, fitted, "X", self._trend.columns)
+        return sites, here, fitted, complete
 
     def _new_sites(self, X):
         check_is_fitted(self)
@@ -327,7 +329,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         ----------
         X : array-like of shape (m, d), DataFrame, or xarray DataArray/Dataset
             New sites, with the same columns as at fit time; or an xarray template with
-            the fitted position coordinates (every cell is predicted).
+            the fitted position coordinates and trend covariates (as variables or
+            coordinates): every cell is predicted, NaN where a covariate is NaN. On a
+            Dask-backed template the result is Dask-backed too, computed chunk by chunk
+            when asked (``.compute()``, ``.to_netcdf()``, ``.plot()``).
         return_std : bool, default False
             Also return the kriging standard deviation (universal kriging: it includes
             the uncertainty of the trend coefficients; it excludes the nugget).
@@ -340,11 +345,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         std : same shape as `mean`, only when `return_std`
         """
         if is_xarray(X):
-            sites, here, fitted = self._template_sites(X)
-            out = self.predict(sites, return_std=return_std)
-            out = out if return_std else (out,)
-            fields = [field_from_values(np.asarray(a), X, here, fitted, name) for a, name in zip(out, ("mean", "std"))]
-            return tuple(fields) if return_std else fields[0]
+            return self._predict_field(X, return_std)
         data = self._new_sites(X)
         factor = self._scale.factor
         if return_std:
@@ -353,6 +354,36 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             return wrap(mean), wrap(np.sqrt(var))
         mean = self._kriging.predict(data.coords, data.design)
         return as_output(factor * mean, data.index, self._y_names, self._y_one_d)
+
+    def _predict_field(self, template, return_std):
+        """Kriging on every cell of an xarray template (NaN where a covariate is missing);
+        lazy, chunk by chunk, when the template is Dask-backed."""
+        sites, here, fitted, complete = self._template_sites(template)
+        names = ("mean", "std") if return_std else ("mean",)
+        predict_rows = lambda rows: self._predict_rows(sites, complete, rows, return_std)  # noqa: E731
+        if is_chunked(template):
+            n_replicates = None if self._y_one_d else len(self.coef_)
+            fields = lazy_field(predict_rows, template, here, fitted, names, n_replicates)
+        else:
+            out = predict_rows(np.arange(len(sites)))
+            fields = [field_from_values(values, template, here, fitted, name) for values, name in zip(out, names)]
+        return tuple(fields) if return_std else fields[0]
+
+    def _predict_rows(self, sites, complete, rows, return_std):
+        """Predictions at some rows of a template's sites table, NaN where a covariate is missing."""
+        kept = rows[complete[rows]]
+        shape = (len(rows),) + (() if self._y_one_d else (len(self.coef_),))
+        outputs = [np.full(shape, np.nan) for _ in range(2 if return_std else 1)]
+        if kept.size:
+            found = self.predict(self._fitted_input(sites.iloc[kept]), return_std=return_std)
+            for output, values in zip(outputs, found if return_std else (found,)):
+                output[complete[rows]] = np.asarray(values)
+        return outputs
+
+    def _fitted_input(self, sites):
+        """A template's sites table in the form of the fitted input (a frame with the fitted
+        feature names, or an array for a model fitted on arrays)."""
+        return sites if hasattr(self, "feature_names_in_") else sites.to_numpy()
 
     def sample_y(self, X, n_samples=1, random_state=None):
         """Conditional simulations of the latent process at new sites.
@@ -373,8 +404,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         n_samples = check_positive_int(n_samples, "n_samples")
         rng = check_random_state(self.random_state if random_state is None else random_state, "random_state")
         if is_xarray(X):
-            sites, here, fitted = self._template_sites(X)
-            return field_from_values(self.sample_y(sites, n_samples, rng), X, here, fitted, "sample", samples=True)
+            sites, here, fitted, complete = self._template_sites(X)
+            draws = self.sample_y(self._fitted_input(sites[complete]), n_samples, rng)
+            return field_from_values(draws, X, here, fitted, "sample", samples=True, complete=complete)
         data = self._new_sites(X)
         samples = self._scale.factor * self._kriging.sample(data.coords, data.design, n_samples, rng)
         return samples[:, 0, :] if self._y_one_d else samples

@@ -12,7 +12,10 @@ from geostat.data.fields import (
     XARRAY_POSITIONS,
     FieldLayout,
     field_from_values,
+    field_to_fit,
+    is_chunked,
     is_xarray,
+    lazy_field,
     sites_of_template,
     table_from_field,
 )
@@ -27,8 +30,11 @@ __all__ = [
     "as_output",
     "XARRAY_POSITIONS",
     "is_xarray",
+    "is_chunked",
     "FieldLayout",
+    "field_to_fit",
     "table_from_field",
     "sites_of_template",
     "field_from_values",
+    "lazy_field",
 ]

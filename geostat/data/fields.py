@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["XARRAY_POSITIONS", "is_xarray", "FieldLayout", "table_from_field", "sites_of_template",
-           "field_from_values"]
+__all__ = ["XARRAY_POSITIONS", "is_xarray", "is_chunked", "FieldLayout", "field_to_fit", "table_from_field",
+           "sites_of_template", "field_from_values", "lazy_field"]
 
 #: Coordinate names recognised as the horizontal position of an xarray field, in order of
 #: preference: longitude/latitude (as for DataFrame columns), then x/y.
@@ -72,27 +72,73 @@ def _sites_of(obj, layout):
     return np.column_stack(columns)
 
 
-def table_from_field(da, argname="X"):
+def field_to_fit(X, y, argname="X"):
+    """The observed ``DataArray`` of a fit and the object holding its covariates.
+
+    Parameters
+    ----------
+    X : xarray.DataArray or xarray.Dataset
+    y : None or str
+        Omitted for a ``DataArray`` (its values are the observations); for a ``Dataset``
+        the name of the observed variable.
+    argname : str
+
+    Returns
+    -------
+    field : xarray.DataArray
+    source : xarray.DataArray or xarray.Dataset
+        Where trend covariates are looked up (data variables and coordinates).
+    """
+    if hasattr(X, "data_vars"):
+        names = sorted(map(str, X.data_vars))
+        if not isinstance(y, str):
+            raise TypeError(
+                f"with {argname} an xarray Dataset, y names the observed variable (one of {names}), e.g. "
+                f"fit(ds, y={names[0]!r}) — or pass the DataArray: fit(ds[{names[0]!r}])."
+            )
+        if y not in X.data_vars:
+            raise ValueError(f"y={y!r} is not a data variable of {argname}; it has {names}.")
+        return X[y], X
+    if y is not None:
+        raise ValueError(
+            f"y must be omitted when {argname} is an xarray DataArray: its values are the observations."
+        )
+    return X, X
+
+
+def table_from_field(da, argname="X", covariates=(), source=None):
     """Sites and observations of an xarray ``DataArray`` field.
 
     The horizontal position comes from coordinates named lon/lat (or longitude/latitude,
     or x/y): dimensions of a grid, or coordinates along a station dimension. At most one
     other dimension (``time`` or any name) holds replicates. NaN cells are missing values;
-    cells missing on every replicate (a land or sea mask) are dropped.
+    cells missing on every replicate (a land or sea mask) are dropped. A Dask-backed
+    field is reduced to its mask block by block and only then brought into memory.
+
+    Parameters
+    ----------
+    da : xarray.DataArray
+    argname : str
+    covariates : sequence of str
+        Trend covariates: variables or coordinates of `source` over the spatial
+        dimensions only (the trend design is shared by the replicates).
+    source : xarray.Dataset or xarray.DataArray, optional
+        Where the covariates are looked up (default `da`'s coordinates).
 
     Returns
     -------
     X : DataFrame
-        One row per kept cell, columns the position names (so ``distance="auto"``
-        recognises longitude/latitude).
+        One row per kept cell: the position names (so ``distance="auto"`` recognises
+        longitude/latitude), then the covariates.
     y : ndarray of shape (n,) or (n, r)
     layout : FieldLayout
 
     Raises
     ------
     ValueError
-        Without position coordinates, with more than one non-spatial dimension, or when
-        no cell is observed.
+        Without position coordinates, with more than one non-spatial dimension, when
+        no cell is observed, or for a covariate that is missing, varies along the
+        replicates, or is NaN at an observed cell.
     """
     layout = _field_layout(da, argname)
     other = [d for d in da.dims if d not in layout.space_dims]
@@ -105,35 +151,92 @@ def table_from_field(da, argname="X"):
         layout.replicate_dim = other[0]
         layout.replicates = np.asarray(da[other[0]].values) if other[0] in da.coords else None
     n_replicates = da.sizes[other[0]] if other else 1
-    values = np.asarray(da.transpose(*layout.space_dims, *other).values, dtype=float).reshape(-1, n_replicates)
-    observed = ~np.all(np.isnan(values), axis=1)
+    ordered = da.transpose(*layout.space_dims, *other)
+    observed = np.asarray(ordered.notnull().any(other).values if other else ordered.notnull().values).reshape(-1)
     if not observed.any():
         raise ValueError(f"{argname} has no observed value (every cell is NaN).")
-    sites = _sites_of(da, layout)[observed]
-    frame = pd.DataFrame(sites, columns=list(layout.position))
+    values = np.asarray(ordered.values, dtype=float).reshape(-1, n_replicates)
+    frame = pd.DataFrame(_sites_of(da, layout)[observed], columns=list(layout.position))
+    for name, column in _covariates_of(source if source is not None else da, layout, covariates, argname).items():
+        column = column[observed]
+        if np.isnan(column).any():
+            raise ValueError(
+                f"trend covariate {name!r} is NaN at {int(np.isnan(column).sum())} observed cell(s) of {argname}; "
+                "fill it there or set those observations to NaN."
+            )
+        frame[name] = column
     y = values[observed]
     return frame, (y if layout.replicate_dim else y[:, 0]), layout
 
 
-def sites_of_template(template, layout, argname="X"):
-    """Every cell of an xarray ``DataArray`` or ``Dataset`` template as a sites table (the
-    position coordinates fitted)."""
+def _covariates_of(source, layout, names, argname):
+    """Each covariate of `source` as a float column over every cell of the layout's grid."""
+    available = set(map(str, source.coords)) | set(map(str, getattr(source, "data_vars", ())))
+    columns = {}
+    for name in names:
+        if name not in available:
+            raise ValueError(
+                f"trend names {name!r}, which {argname} does not have as a variable or coordinate; "
+                f"it has {sorted(available)}."
+            )
+        variable = source[name]
+        extra = [d for d in variable.dims if d not in layout.space_dims]
+        if extra:
+            raise ValueError(
+                f"trend covariate {name!r} varies along {extra}: a covariate must depend on the position only "
+                f"(dims within {list(layout.space_dims)}), since the replicates share the trend design."
+            )
+        shape = [source.sizes[d] for d in layout.space_dims]
+        own = [d for d in layout.space_dims if d in variable.dims]
+        values = np.asarray(variable.transpose(*own).values, dtype=float)
+        expanded = values.reshape([source.sizes[d] if d in variable.dims else 1 for d in layout.space_dims])
+        columns[str(name)] = np.broadcast_to(expanded, shape).reshape(-1)
+    return columns
+
+
+def sites_of_template(template, layout, argname="X", covariates=()):
+    """Cells of an xarray ``DataArray`` or ``Dataset`` template as a sites table.
+
+    Parameters
+    ----------
+    template : xarray.DataArray or xarray.Dataset
+        Needs the fitted position coordinates; its values are never read, so a
+        Dask-backed template is not computed.
+    layout : FieldLayout
+        The fitted field's layout (its position names).
+    argname : str
+    covariates : sequence of str
+        Trend covariates, looked up among the template's variables and coordinates.
+
+    Returns
+    -------
+    sites : DataFrame
+        One row per cell, in the order of the template's spatial dimensions: the
+        position columns, then the covariates (NaN where the template has none).
+    here : FieldLayout
+        The template's layout.
+    complete : ndarray of bool
+        Which rows have finite covariates (every row without covariates).
+    """
     missing = [name for name in layout.position if name not in template.coords]
     if missing:
         raise ValueError(f"{argname} lacks the coordinates {missing} of the fitted field; it has "
                          f"{sorted(map(str, template.coords))}.")
     here = _field_layout(template, argname)
-    return pd.DataFrame(_sites_of(template, here), columns=list(layout.position)), here
+    sites = pd.DataFrame(_sites_of(template, here), columns=list(layout.position))
+    for name, column in _covariates_of(template, here, covariates, argname).items():
+        sites[name] = column
+    return sites, here, np.isfinite(sites.to_numpy()).all(axis=1)
 
 
-def field_from_values(values, template, here, fitted, name, samples=False):
+def field_from_values(values, template, here, fitted, name, samples=False, complete=None):
     """Predictions on a template's cells as an ``xarray.DataArray`` with its coordinates.
 
     Parameters
     ----------
     values : ndarray of shape (m,), (m, r), (m, k) or (m, r, k)
-        One row per template cell, in the order of :func:`sites_of_template`; ``r``
-        replicates when the fitted field had them, ``k`` draws when `samples`.
+        One row per predicted template cell, in the order of :func:`sites_of_template`;
+        ``r`` replicates when the fitted field had them, ``k`` draws when `samples`.
     template : xarray.DataArray or xarray.Dataset
     here : FieldLayout
         The template's layout.
@@ -142,6 +245,9 @@ def field_from_values(values, template, here, fitted, name, samples=False):
     name : str
     samples : bool, default False
         The last axis holds draws (dimension ``sample``).
+    complete : ndarray of bool, optional
+        The cells `values` belong to (the others, without covariates, become NaN);
+        default every cell.
 
     Returns
     -------
@@ -152,6 +258,19 @@ def field_from_values(values, template, here, fitted, name, samples=False):
     import xarray
 
     values = np.asarray(values)
+    shape = tuple(template.sizes[d] for d in here.space_dims)
+    if complete is not None and not complete.all():
+        full = np.full((complete.size, *values.shape[1:]), np.nan)
+        full[complete] = values
+        values = full
+    dims, coords = _output_dims(template, here, fitted, samples, values.shape[-1] if samples else 0)
+    return xarray.DataArray(values.reshape(shape + values.shape[1:]), dims=dims, coords=coords, name=name,
+                            attrs=dict(template.attrs))
+
+
+def _output_dims(template, here, fitted, samples, n_samples):
+    """Dimensions and coordinates of an output on a template: its spatial dimensions, the
+    fitted replicate dimension, then ``sample``."""
     dims = list(here.space_dims)
     coords = {k: c for k, c in template.coords.items() if set(c.dims) <= set(here.space_dims)}
     if fitted.replicate_dim is not None:
@@ -160,7 +279,58 @@ def field_from_values(values, template, here, fitted, name, samples=False):
             coords[fitted.replicate_dim] = fitted.replicates
     if samples:
         dims.append("sample")
-        coords["sample"] = np.arange(values.shape[-1])
-    shape = tuple(template.sizes[d] for d in here.space_dims) + values.shape[1:]
-    return xarray.DataArray(values.reshape(shape), dims=dims, coords=coords, name=name,
-                            attrs=dict(template.attrs))
+        coords["sample"] = np.arange(n_samples)
+    return dims, coords
+
+
+def is_chunked(template):
+    """Whether an xarray template holds Dask arrays (its values are then never computed
+    by us, and predictions on it stay lazy)."""
+    arrays = template.data_vars.values() if hasattr(template, "data_vars") else [template]
+    return any(getattr(a, "chunks", None) for a in arrays)
+
+
+def lazy_field(predict_cells, template, here, fitted, names, n_replicates):
+    """Pointwise predictions on a Dask-backed template, computed chunk by chunk.
+
+    Parameters
+    ----------
+    predict_cells : callable
+        ``predict_cells(rows) -> sequence of ndarray`` (one per name, each ``(m,)`` or
+        ``(m, r)``) for integer positions of cells in the order of
+        :func:`sites_of_template`.
+    template : xarray.DataArray or xarray.Dataset
+    here, fitted : FieldLayout
+    names : tuple of str
+        Output names (``("mean",)`` or ``("mean", "std")``).
+    n_replicates : int or None
+        ``r`` when the outputs have a replicate axis.
+
+    Returns
+    -------
+    tuple of xarray.DataArray
+        Dask-backed, chunked like the template's spatial dimensions; nothing is
+        computed until the caller asks (``.compute()``, ``.to_netcdf()``, ``.plot()``).
+    """
+    import dask.array
+    import xarray
+
+    chunked = next(a for a in (template.data_vars.values() if hasattr(template, "data_vars") else [template])
+                   if getattr(a, "chunks", None))
+    chunks = tuple(chunked.chunksizes.get(d, (template.sizes[d],)) for d in here.space_dims)
+    shape = tuple(template.sizes[d] for d in here.space_dims)
+    cells = dask.array.arange(int(np.prod(shape)), chunks=-1).reshape(shape).rechunk(chunks)
+    extra = () if n_replicates is None else (n_replicates,)
+
+    def block(index):
+        out = predict_cells(index.ravel())
+        return np.stack([np.asarray(a) for a in out], axis=-1).reshape(index.shape + extra + (len(names),))
+
+    new_axes = list(range(len(shape), len(shape) + len(extra) + 1))
+    stacked = cells.map_blocks(block, dtype=float, meta=np.empty((0,) * (len(shape) + len(new_axes))), new_axis=new_axes,
+                               chunks=chunks + tuple((e,) for e in extra) + ((len(names),),))
+    dims, coords = _output_dims(template, here, fitted, False, 0)
+    return tuple(
+        xarray.DataArray(stacked[..., i], dims=dims, coords=coords, name=name, attrs=dict(template.attrs))
+        for i, name in enumerate(names)
+    )

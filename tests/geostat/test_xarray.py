@@ -128,3 +128,101 @@ def test_an_array_fit_predicts_on_an_x_y_field():
         mean = est.predict(grid)
     xx, yy = np.meshgrid(grid.x.values, grid.y.values)
     np.testing.assert_allclose(mean.values.ravel(), est.predict(np.column_stack([xx.ravel(), yy.ravel()])), rtol=1e-12)
+
+
+# ------------------------------------------------------------------ covariates from a Dataset
+@pytest.fixture(scope="module")
+def climate(field):
+    """The field in a Dataset with an elevation-like covariate on the grid (NaN on one
+    unobserved cell) and a time-varying variable."""
+    lon, lat = np.meshgrid(LON, LAT)
+    height = 1000 + 40 * (lon - LON[0]) - 25 * (lat - LAT[0])
+    height[MISSING_CELL] = np.nan  # only where nothing is observed
+    ds = xr.Dataset({"tas": field + 0.002 * xr.DataArray(np.nan_to_num(height), dims=("lat", "lon")),
+                     "height": (("lat", "lon"), height), "wind": field * 0 + 1.0})
+    return ds
+
+
+def test_fit_on_a_dataset_with_covariates_equals_the_table_fit(climate):
+    est = gs.SpatialGP(kernel="exponential", trend=["height"]).fit(climate, y="tas")
+    X, Y = as_table(climate.tas)
+    lon, lat = np.meshgrid(LON, LAT)
+    keep = ~np.all(np.isnan(climate.tas.transpose("lat", "lon", "time").values.reshape(-1, 3)), axis=1)
+    X["height"] = climate.height.values.ravel()[keep]
+    reference = gs.SpatialGP(kernel="exponential", trend=["height"]).fit(X, Y)
+    assert est.coef_names_ == ["intercept", "height"] and est.coef_.shape == (3, 2)
+    assert est.loglik_ == pytest.approx(reference.loglik_, rel=1e-10)
+    np.testing.assert_allclose(est.coef_, reference.coef_, rtol=1e-6)
+    # A covariate held as a coordinate of the DataArray works the same way.
+    da = climate.tas.assign_coords(height=climate.height)
+    assert gs.SpatialGP(kernel="exponential", trend=["height"]).fit(da).loglik_ == pytest.approx(est.loglik_, rel=1e-12)
+
+
+def test_predict_on_a_dataset_template_uses_its_covariates(climate):
+    est = gs.SpatialGP(kernel="exponential", trend=["height"]).fit(climate, y="tas")
+    template = climate[["height"]]
+    mean, std = est.predict(template, return_std=True)
+    assert mean.dims == ("lat", "lon", "time")
+    assert np.isnan(mean.values[MISSING_CELL]).all()  # no covariate there: no prediction
+    assert np.isfinite(mean.values).sum() == (9 * 12 - 1) * 3
+    lon, lat = np.meshgrid(LON, LAT)
+    table = pd.DataFrame({"lon": lon.ravel(), "lat": lat.ravel(), "height": climate.height.values.ravel()}).dropna()
+    expected = est.predict(table)
+    np.testing.assert_allclose(mean.values.reshape(-1, 3)[table.index], expected.to_numpy(), rtol=1e-12)
+    draws = est.sample_y(template, n_samples=2, random_state=0)
+    assert draws.shape == (9, 12, 3, 2) and np.isnan(draws.values[MISSING_CELL]).all()
+    with pytest.raises(ValueError, match="trend names 'height'"):
+        est.predict(climate[["wind"]].drop_vars("height", errors="ignore").isel(time=0))
+
+
+@pytest.mark.parametrize("case, error, match", [
+    ("dataset-without-y", TypeError, "y names the observed variable"),
+    ("unknown-variable", ValueError, "not a data variable"),
+    ("unknown-covariate", ValueError, "trend names 'slope'"),
+    ("time-varying-covariate", ValueError, "varies along"),
+    ("nan-covariate", ValueError, "NaN at 1 observed cell"),
+])
+def test_dataset_errors_name_the_fix(climate, case, error, match):
+    kw = dict(kernel="exponential")
+    if case == "dataset-without-y":
+        call = lambda: gs.SpatialGP(**kw).fit(climate)  # noqa: E731
+    elif case == "unknown-variable":
+        call = lambda: gs.SpatialGP(**kw).fit(climate, y="pr")  # noqa: E731
+    elif case == "unknown-covariate":
+        call = lambda: gs.SpatialGP(trend=["slope"], **kw).fit(climate, y="tas")  # noqa: E731
+    elif case == "time-varying-covariate":
+        call = lambda: gs.SpatialGP(trend=["wind"], **kw).fit(climate, y="tas")  # noqa: E731
+    else:
+        bad = climate.copy()
+        bad["height"] = bad.height.where(~((bad.lat == LAT[0]) & (bad.lon == LON[0])))
+        call = lambda: gs.SpatialGP(trend=["height"], **kw).fit(bad, y="tas")  # noqa: E731
+    with pytest.raises(error, match=match):
+        call()
+
+
+# ------------------------------------------------------------------ Dask-backed fields
+def test_a_dask_backed_field_fits_like_the_loaded_one(field, fitted):
+    pytest.importorskip("dask.array")
+    lazy = field.chunk({"time": 1, "lat": 5})
+    est = gs.SpatialGP(kernel="exponential").fit(lazy)
+    assert est.loglik_ == fitted.loglik_  # the same numbers, computed from the same values
+
+
+def test_prediction_on_a_dask_backed_template_stays_lazy(fitted):
+    dask_array = pytest.importorskip("dask.array")
+    grid = xr.DataArray(dask_array.zeros((6, 8), chunks=(3, 4)), dims=("lat", "lon"),
+                        coords={"lat": np.linspace(36, 40, 6), "lon": np.linspace(-104, -96, 8)})
+    calls = []
+    original = fitted._predict_rows
+    fitted._predict_rows = lambda *a: calls.append(1) or original(*a)
+    try:
+        mean, std = fitted.predict(grid, return_std=True)
+        assert not calls and isinstance(mean.data, dask_array.Array)  # nothing computed yet
+        assert mean.chunks[:2] == ((3, 3), (4, 4)) and mean.dims == ("lat", "lon", "time")
+        computed_mean, computed_std = mean.compute(), std.compute()
+    finally:
+        del fitted._predict_rows
+    assert len(calls) == 2 * 4  # one call per chunk, for each output computed on its own
+    eager_mean, eager_std = fitted.predict(grid.compute(), return_std=True)
+    np.testing.assert_allclose(computed_mean.values, eager_mean.values, rtol=1e-12)
+    np.testing.assert_allclose(computed_std.values, eager_std.values, rtol=1e-12)
