@@ -7,7 +7,10 @@ Kernels
 Estimation
     :class:`SpatialGP` — scikit-learn estimator: ``fit``, ``predict(return_std=...)``,
     ``sample_y``, ``score``, ``log_likelihood``; fitted ``params_``, ``stderr_``,
-    ``coef_``, ``loglik_``.
+    ``coef_``, ``loglik_``; ``save(path)``.
+Model files
+    :func:`load` — a model written by :meth:`SpatialGP.save` (JSON and ``.npy`` arrays,
+    read without pickle; versioned).
 Functions
     :func:`log_likelihood` — exact Gaussian log-likelihood at given parameters;
     :func:`simulate` — unconditional Gaussian random fields.
@@ -31,7 +34,7 @@ from geostat.errors import (
     PerturbationWarning,
     TrendNotIdentifiableError,
 )
-from geostat.estimator import SpatialGP
+from geostat.estimator import SpatialGP, load
 from geostat.kernels import Exponential, Gaussian, Kernel, Matern, PoweredExponential
 from geostat.api import log_likelihood
 from geostat.optimize import MLEResult
@@ -39,6 +42,7 @@ from geostat.simulate import simulate
 
 __all__ = [
     "SpatialGP",
+    "load",
     "Kernel",
     "Exponential",
     "Matern",

@@ -45,6 +45,7 @@ __all__ = [
     "chordal",
     "distance_extremes",
     "euclidean",
+    "find_lonlat",
     "get_distance",
     "great_circle",
     "lonlat_to_xyz",
@@ -407,8 +408,21 @@ def get_distance(name_or_instance):
     return _BY_NAME[key]
 
 
-def _find_lonlat(column_names):
-    """Indices ``(i_lon, i_lat)`` when exactly one name of each kind is found, else None."""
+def find_lonlat(column_names):
+    """Positions of the longitude and latitude columns among `column_names`.
+
+    Longitude is named ``lon``, ``long``, ``lng`` or ``longitude``, latitude ``lat`` or
+    ``latitude`` (any case, surrounding spaces ignored).
+
+    Parameters
+    ----------
+    column_names : sequence
+
+    Returns
+    -------
+    tuple of (int, int) or None
+        ``(i_lon, i_lat)`` when exactly one name of each kind is found, else None.
+    """
     names = [str(c).strip().lower() for c in column_names]
     lon = [i for i, c in enumerate(names) if c in _LON_NAMES]
     lat = [i for i, c in enumerate(names) if c in _LAT_NAMES]
@@ -453,7 +467,7 @@ def resolve_distance(spec, column_names):
             f"got {type(spec).__name__}."
         )
     key = spec.strip().lower()
-    found = None if column_names is None else _find_lonlat(column_names)
+    found = None if column_names is None else find_lonlat(column_names)
     if key == "auto":
         if found is not None and len(column_names) == 2:
             return "chordal", found

@@ -31,20 +31,22 @@ from geostat.data import (
     lazy_field,
     prepare_coords,
     prepare_y,
+    read_model,
     sites_of_template,
     table_from_field,
+    write_model,
 )
 from geostat.distance import get_distance, nearest_pair, warn_if_invalid_on_sphere
 from geostat.errors import PerturbationWarning
 from geostat.kernels import get_kernel
 from geostat.likelihood import METHODS, make_likelihood, split_params
 from geostat.likelihood.failure import NEGLIGIBLE, check_on_failure, warning_threshold
-from geostat.optimize import ParameterSpace, maximize_likelihood
+from geostat.optimize import MLEResult, ParameterSpace, maximize_likelihood
 from geostat.optimize.scaling import DataScale, residual_variance
 from geostat.predict import Kriging
 from geostat.solvers import get_backend
 
-__all__ = ["SpatialGP"]
+__all__ = ["SpatialGP", "load"]
 
 class SpatialGP(RegressorMixin, BaseEstimator):
     """Gaussian-process regression for spatial data, fitted by maximum likelihood.
@@ -266,12 +268,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         data_variance = residual_variance(values, data.design)
         scale = DataScale.nearest(np.sqrt(data_variance))
         natural_space = ParameterSpace(kernel, nugget=self.nugget, fixed=fixed, bounds=bounds, data_variance=data_variance)
-        seed = int(self.random_state) if isinstance(self.random_state, (int, np.integer)) else 0
-        likelihood = make_likelihood(
-            self.method, data.coords, values / scale.factor, data.design, kernel, get_distance(distance_name),
-            self.reml, accuracy=self.accuracy, tile_size=self.tile_size, ordering=self.ordering, random_state=seed,
-            on_failure=self.on_failure, backend=backend,
-        )
+        training = _TrainingData(data.coords, values / scale.factor, data.design)
+        likelihood = self._likelihood_of(training, kernel, distance_name, self.method, backend)
         _check_sites_and_nugget(data.coords, likelihood, natural_space, data_variance)
         space = scale.space_to_unit(dataclasses.replace(natural_space, max_distance=likelihood.max_distance))
         result = maximize_likelihood(
@@ -300,8 +298,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         self._layout = data.layout
         self._y_names, self._y_one_d = names, one_d
         self._scale = scale
-        self._likelihood = likelihood
-        self._kriging = Kriging(likelihood, result.params, result.coef)
+        self._training = training
+        self._solvers = _Solvers(likelihood, Kriging(likelihood, result.params, result.coef))
         self._field = field
         return self
 
@@ -459,6 +457,180 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         unit = self._scale.params_to_unit(check_params(params, self.kernel_))
         return self._scale.loglik_from_unit(self._likelihood.log_likelihood(unit), self._likelihood.n_eff)
+
+    def confidence_intervals(self, level=0.95, method="profile"):
+        """Confidence intervals for the estimated covariance parameters.
+
+        ``"wald"``: ``estimate ± z stderr_`` with ``z`` the normal quantile of
+        ``(1 + level) / 2``; ``"log-wald"``: ``exp(log estimate ± z stderr_ / estimate)``
+        (delta method on the log scale, positive); ``"profile"``: the values ``theta`` with
+        ``2 (loglik_ - l_p(theta)) <= chi2_1(level)``, where the profile log-likelihood
+        ``l_p`` maximizes over the other parameters with ``theta`` held fixed, on the
+        likelihood the fit used (exact or TLR). See :mod:`geostat.optimize.intervals`.
+
+        Parameters
+        ----------
+        level : float, default 0.95
+            Confidence level, in (0, 1).
+        method : {"profile", "wald", "log-wald"}, default "profile"
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per estimated parameter; columns ``estimate``, ``lower``, ``upper``
+            and, for ``"profile"``, ``at_bound`` (an endpoint is a bound of the parameter
+            space, e.g. a nugget interval reaching 0: the interval is open there).
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the estimator is not fitted.
+        ValueError
+            For a `level` outside (0, 1) or an unknown `method`.
+        """
+        from geostat.optimize.intervals import confidence_intervals
+
+        return confidence_intervals(self, level, method)
+
+    def save(self, path):
+        """Write the fitted model to a file that :func:`geostat.load` reads back.
+
+        The file (a zip archive of JSON and ``.npy`` arrays, see
+        :mod:`geostat.data.model_file`) holds the settings, the estimates and the training
+        data (sites, observations, trend design), not the covariance factor: that is
+        recomputed at the first prediction after loading, so predictions and simulations
+        equal this estimator's. Loading runs no pickle, so a model file from elsewhere is
+        safe to open.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file to write (for example ``"model.npz"``); an existing one is replaced.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the estimator is not fitted.
+        ValueError
+            If a setting cannot be stored without pickle (a kernel class of your own, a
+            NumPy ``Generator`` as ``random_state``): the message names it.
+        OSError
+            If the file cannot be written.
+        """
+        check_is_fitted(self)
+        params = self.get_params(deep=False)
+        fitted = {k: v for k, v in self.__getstate__().items() if k not in params and k != "_sklearn_version"}
+        write_model(path, params, fitted)
+
+    def __getstate__(self):
+        """The state to pickle: all but the likelihood and the kriging predictor (with the
+        covariance factor and distance tables), which are rebuilt from the training data
+        at first use, so a pickle is about as small as the data."""
+        return {k: v for k, v in super().__getstate__().items() if k != "_solvers"}
+
+    @property
+    def _likelihood(self):
+        """The likelihood of the training data with the fitted settings."""
+        return self._fitted_solvers().likelihood
+
+    @property
+    def _kriging(self):
+        """The kriging predictor at the estimates."""
+        return self._fitted_solvers().kriging
+
+    def _fitted_solvers(self):
+        """The likelihood and kriging predictor of the fit; after unpickling or loading,
+        rebuilt from the training data exactly as `fit` built them (the same factors), on
+        the fitted device, or on the CPU where that device is not available."""
+        solvers = getattr(self, "_solvers", None)
+        if solvers is None:
+            check_is_fitted(self)
+            backend = _available_backend(self.device)
+            likelihood = self._likelihood_of(self._training, self.kernel_, self.distance_, self.method_, backend)
+            # the estimates in fitting units: exactly those fit used (the scale is a power of two)
+            params, coef = self._scale.params_to_unit(self.params_), self.result_.coef / self._scale.factor
+            solvers = self._solvers = _Solvers(likelihood, Kriging(likelihood, params, coef))
+        return solvers
+
+    def _likelihood_of(self, training, kernel, distance_name, method, backend):
+        """The likelihood of `training` (a :class:`_TrainingData`) with this estimator's
+        settings."""
+        seed = int(self.random_state) if isinstance(self.random_state, (int, np.integer)) else 0
+        return make_likelihood(
+            method, training.coords, training.y, training.design, kernel, get_distance(distance_name), self.reml,
+            accuracy=self.accuracy, tile_size=self.tile_size, ordering=self.ordering, random_state=seed,
+            on_failure=self.on_failure, backend=backend,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class _TrainingData:
+    """What the likelihood of a fit is built from: sites, observations in fitting units
+    (divided by the data scale, :mod:`geostat.optimize.scaling`) and the trend design."""
+
+    coords: np.ndarray
+    y: np.ndarray
+    design: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class _Solvers:
+    """The likelihood of a fit and its kriging predictor (both hold covariance factors)."""
+
+    likelihood: object
+    kriging: Kriging
+
+
+#: The record classes a model file of :class:`SpatialGP` holds.
+_SAVED_RECORDS = (MLEResult, Trend, FieldLayout, DataScale, _TrainingData)
+
+
+def load(path):
+    """Read a model written by :meth:`SpatialGP.save` (or ``geostat fit --save-model``).
+
+    No pickle is involved: the file is JSON and ``.npy`` arrays, so a model file from
+    elsewhere is safe to open. The covariance factor is recomputed at the first prediction
+    (on the CPU for a model fitted on a GPU, where no GPU is available).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    SpatialGP
+        The fitted estimator; ``predict`` and ``sample_y`` give what the saved one gave.
+
+    Raises
+    ------
+    OSError
+        If `path` cannot be read (:class:`FileNotFoundError` when it does not exist).
+    ValueError
+        If `path` is not a geostat model file, is damaged (truncated or corrupted), or was
+        written by a newer geostat in a format this one cannot read: the message names the
+        file and what to do.
+
+    Examples
+    --------
+    >>> est.save("model.npz")                      # doctest: +SKIP
+    >>> gs.load("model.npz").predict(new_sites)    # doctest: +SKIP
+    """
+    params, fitted = read_model(path, _SAVED_RECORDS)
+    unknown = sorted(set(params) - set(SpatialGP().get_params(deep=False)))
+    if unknown:
+        raise ValueError(f"{path} sets {unknown}, which this geostat's SpatialGP does not have; upgrade geostat "
+                         "to load it.")
+    model = SpatialGP(**params)
+    vars(model).update(fitted)
+    return model
+
+
+def _available_backend(device):
+    """The back end of `device`, or the CPU's where that device is not available here."""
+    try:
+        return get_backend(device)
+    except ValueError:
+        return get_backend("cpu")
 
 
 def _perturbation_at(likelihood, params):

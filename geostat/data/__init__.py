@@ -6,6 +6,9 @@
 ``fields``
     xarray ``DataArray`` / ``Dataset`` fields: sites and replicates in, ``DataArray``
     predictions out.
+``model_file``
+    Model files of fitted estimators: JSON and ``.npy`` arrays in a zip archive, read
+    without pickle.
 """
 
 from geostat.data.fields import (
@@ -19,6 +22,7 @@ from geostat.data.fields import (
     sites_of_template,
     table_from_field,
 )
+from geostat.data.model_file import read_model, write_model
 from geostat.data.tables import SpatialData, Trend, as_output, check_table, prepare_coords, prepare_y
 
 __all__ = [
@@ -37,4 +41,6 @@ __all__ = [
     "sites_of_template",
     "field_from_values",
     "lazy_field",
+    "read_model",
+    "write_model",
 ]

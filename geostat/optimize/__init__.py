@@ -13,9 +13,14 @@ polish
     The derivative-free polish of a TLR estimate.
 scaling
     :class:`DataScale`: fitting in units in which the data variance is near one.
+intervals
+    :func:`confidence_intervals` (Wald, log-Wald, profile likelihood) and
+    :func:`profile_loglik` of a fitted estimator.
 """
 
+from geostat.optimize.intervals import confidence_intervals, profile_loglik
 from geostat.optimize.search import MLEResult, maximize_likelihood, standard_errors
 from geostat.optimize.space import ParameterSpace
 
-__all__ = ["MLEResult", "ParameterSpace", "maximize_likelihood", "standard_errors"]
+__all__ = ["MLEResult", "ParameterSpace", "confidence_intervals", "maximize_likelihood", "profile_loglik",
+           "standard_errors"]

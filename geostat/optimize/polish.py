@@ -35,7 +35,8 @@ FINAL_FRACTION = 0.05
 _REFINE = {"ftol": 1e-12, "gtol": 1e-8, "maxls": 40, "maxiter": 200}
 
 
-def polish_without_gradient(likelihood, space, objective, start, rng, refine_size=REFINE_SIZE, max_evaluations=None):
+def polish_without_gradient(likelihood, space, objective, start, rng, refine_size=REFINE_SIZE, max_evaluations=None,
+                            refine=True):
     """Maximize a likelihood that has no gradient, starting near `start`.
 
     Parameters
@@ -52,6 +53,10 @@ def polish_without_gradient(likelihood, space, objective, start, rng, refine_siz
     refine_size : int, default REFINE_SIZE
     max_evaluations : int, optional
         Full-data evaluations allowed (default ``20 + 10 * len(start)``).
+    refine : bool, default True
+        Move `start` by the exact subsample fit (step 1) first; ``False`` whitens at
+        `start` and searches from there (a warm start, e.g. a neighbouring optimum of a
+        profile likelihood).
 
     Returns
     -------
@@ -63,8 +68,8 @@ def polish_without_gradient(likelihood, space, objective, start, rng, refine_siz
     n_sites = likelihood.n
     sites = np.sort(rng.choice(n_sites, size=refine_size, replace=False)) if n_sites > refine_size else np.arange(n_sites)
     sub = Objective(likelihood.subset(sites), space)
-    refined = run_lbfgsb(sub, start, bounds, _REFINE)
-    z0 = np.clip(refined.x, bounds[:, 0], bounds[:, 1])
+    z0 = run_lbfgsb(sub, start, bounds, _REFINE).x if refine else np.asarray(start, dtype=float)
+    z0 = np.clip(z0, bounds[:, 0], bounds[:, 1])
     transform = _whitening(sub, z0, bounds)
     final = max(MIN_STEP, FINAL_FRACTION * np.sqrt(sites.size / n_sites))
 

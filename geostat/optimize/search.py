@@ -36,7 +36,7 @@ from geostat.errors import GeostatWarning, NotPositiveDefiniteError
 from geostat.optimize.objective import Objective, run_lbfgsb
 from geostat.optimize.polish import polish_without_gradient
 
-__all__ = ["MLEResult", "maximize_likelihood", "standard_errors"]
+__all__ = ["MLEResult", "local_maximize", "maximize_likelihood", "natural_estimate", "standard_errors"]
 
 logger = logging.getLogger(__name__)
 
@@ -178,18 +178,15 @@ def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random
     z = np.zeros(0)
     if space.names:
         start, pilot_evaluations = _starting_point(likelihood, space, full, n_starts, pilot_size, rng)
-        if likelihood.has_gradient:
-            best = run_lbfgsb(full, start, bounds, {**_POLISH, "maxiter": maxiter})
-        else:
-            best, refine_evaluations = polish_without_gradient(likelihood, space, full, start, rng)
-            pilot_evaluations += refine_evaluations
+        best, refine_evaluations = local_maximize(likelihood, space, full, start, rng, maxiter=maxiter)
+        pilot_evaluations += refine_evaluations
         z = best.x
     at_bounds = [
         "nugget" if name == "ratio" else name
         for name, value, (low, high) in zip(space.names, z, bounds)
         if value <= low + 1e-6 * max(1.0, abs(low)) or value >= high - 1e-6 * max(1.0, abs(high))
     ]
-    params, loglik = _natural_estimate(likelihood, space, z)
+    params, loglik = natural_estimate(likelihood, space, z)
     tiny_nugget = params["nugget"] <= NUMERICAL_ZERO * params["variance"]
     if space.nugget_value is None and tiny_nugget and "nugget" not in at_bounds:
         at_bounds.append("nugget")
@@ -263,7 +260,47 @@ def _starting_point(likelihood, space, full, n_starts, pilot_size, rng):
     return best, (0 if pilot is full else pilot.n_evaluations)
 
 
-def _natural_estimate(likelihood, space, z):
+def local_maximize(likelihood, space, objective, start, rng, *, maxiter=300, refine=True, tolerances=None):
+    """The local stage of :func:`maximize_likelihood`: maximize from `start` on the full data.
+
+    With analytic gradients (exact likelihood) L-BFGS-B runs from `start`; a likelihood
+    without gradients (TLR) is polished by
+    :func:`geostat.optimize.polish.polish_without_gradient`.
+
+    Parameters
+    ----------
+    likelihood : ExactLikelihood or TLRLikelihood
+    space : ParameterSpace
+        Must have at least one free coordinate.
+    objective : geostat.optimize.objective.Objective
+        The full-data objective of `likelihood` on `space` (it counts the evaluations).
+    start : ndarray
+        Starting point in the optimizer's coordinates.
+    rng : numpy.random.Generator
+        Draws the subsample of the derivative-free polish.
+    maxiter : int, default 300
+        Iteration limit of L-BFGS-B.
+    refine : bool, default True
+        Derivative-free polish only: first move `start` by an exact fit on a subsample;
+        ``False`` searches from `start` itself (a warm start already near the optimum).
+    tolerances : dict, optional
+        L-BFGS-B's ``ftol`` and ``gtol`` instead of the fit's (``1e-12``, ``1e-8``), e.g.
+        looser ones where the optimum is needed to fewer digits.
+
+    Returns
+    -------
+    result : scipy.optimize.OptimizeResult
+        ``x`` in the optimizer's coordinates, ``fun``, ``success``, ``message``, ``nit``.
+    subsample_evaluations : int
+        Evaluations on a subsample (0 with gradients).
+    """
+    if likelihood.has_gradient:
+        options = {**_POLISH, **(tolerances or {}), "maxiter": maxiter}
+        return run_lbfgsb(objective, start, space.z_bounds(), options), 0
+    return polish_without_gradient(likelihood, space, objective, start, rng, refine=refine)
+
+
+def natural_estimate(likelihood, space, z):
     """Natural parameters and log-likelihood at the optimizer's point.
 
     In log coordinates the optimizer only creeps towards a nugget of zero, so a small

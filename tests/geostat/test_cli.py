@@ -1,24 +1,28 @@
-"""The geostat command: the main job on the default dataset, JSON output, errors."""
+"""The geostat command: the main job on the default dataset, JSON output, NetCDF fields,
+saved models and predictions, errors."""
 
 import gzip
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+import geostat as gs
 from geostat import cli, datasets
 from geostat.estimator import SpatialGP
 
 
-def test_main_job_prints_table_and_writes_json(tmp_path, capsys):
-    out = tmp_path / "result.json"
-    assert cli.main(["fit", "--output", str(out)]) == 0
+def test_main_job_prints_table_and_writes_json_and_model(tmp_path, capsys):
+    out, saved = tmp_path / "result.json", tmp_path / "model.npz"
+    assert cli.main(["fit", "--output", str(out), "--save-model", str(saved)]) == 0
     printed = capsys.readouterr().out
-    for word in ("variance", "range (km)", "smoothness", "nugget", "log-likelihood", "n = 1720", "method exact", "wall time"):
+    for word in ("variance", "range (km)", "smoothness", "nugget", "log-likelihood", "n = 1720", "method exact", "wall time",
+                 f"model written to {saved}"):
         assert word in printed
     result = json.loads(out.read_text())
     assert result["data"] == datasets.DEFAULT and result["n"] == 1720
@@ -26,6 +30,23 @@ def test_main_job_prints_table_and_writes_json(tmp_path, capsys):
     assert set(result["params"]) == {"variance", "range", "smoothness", "nugget"}
     assert all(np.isfinite(v) and v > 0 for k, v in result["stderr"].items())
     assert result["converged"]
+    assert result["kernel"] == f"Matern(smoothness={result['params']['smoothness']:.4g})" and result["kernel"] in printed
+    assert saved.stat().st_size <= 5 * 2**20
+    start = time.perf_counter()
+    model = gs.load(saved)
+    assert time.perf_counter() - start < 1.0
+    assert model.params_ == result["params"] and model.loglik_ == result["loglik"]
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out == f"geostat {gs.__version__}\n"
+
+
+def test_python_dash_m_geostat_runs_the_command():
+    run = subprocess.run([sys.executable, "-m", "geostat", "--version"], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout == f"geostat {gs.__version__}\n"
 
 
 def test_fit_a_csv_file_with_options(tmp_path, capsys):
@@ -156,12 +177,14 @@ def test_non_numeric_column_fails_naming_it(column, role, extra, sites, tmp_path
     ],
     ids=["output-in-missing-folder", "output-is-a-folder", "unwritable-output"],
 )
-def test_bad_output_path_fails_before_fitting(output, match, sites, tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("option", ["--output", "--save-model"])
+def test_bad_output_path_fails_before_fitting(option, output, match, sites, tmp_path, capsys, monkeypatch):
     def fit(*args, **kwargs):
         raise AssertionError("the fit ran before the output path was checked")
 
     monkeypatch.setattr(SpatialGP, "fit", fit)
-    assert match in _fails(["fit", _write(sites, tmp_path), *ARGS, "--output", str(output(tmp_path))], capsys)
+    err = _fails(["fit", _write(sites, tmp_path), *ARGS, option, str(output(tmp_path))], capsys)
+    assert match in err and option in err
 
 
 def _nan(column, rows):
@@ -234,3 +257,247 @@ def test_datasets_command_lists_bundled_data(capsys):
     printed = capsys.readouterr().out
     for name in datasets.names():
         assert name in printed
+
+
+# ------------------------------------------------------------------------- CSV conveniences
+@pytest.mark.parametrize("names, distance", [(("Longitude", "LAT"), "chordal"), (("x", "y"), "euclidean")],
+                         ids=["lon-lat", "x-y"])
+def test_coordinate_columns_are_found_by_name(names, distance, tmp_path):
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({names[0]: rng.uniform(-100, -90, 60), names[1]: rng.uniform(35, 45, 60)})
+    frame["z"] = np.sin(frame[names[0]] / 2) + 0.1 * rng.normal(size=60)
+    out = tmp_path / "result.json"
+    argv = ["fit", _write(frame, tmp_path), "--value", "z", "--kernel", "exponential", "--output", str(out)]
+    assert cli.main(argv) == 0
+    assert json.loads(out.read_text())["distance"] == distance
+
+
+def test_without_coordinate_columns_asks_for_coords(sites, tmp_path, capsys):
+    err = _fails(["fit", _write(sites.rename(columns={"x": "a", "y": "b"}), tmp_path), "--value", "z"], capsys)
+    assert "--coords" in err and "['a', 'b', 'z']" in err
+
+
+def test_separator_option_reads_semicolon_files(sites, tmp_path, capsys):
+    path = tmp_path / "data.csv"
+    sites.to_csv(path, index=False, sep=";")
+    assert cli.main(["fit", str(path), *ARGS, "--sep", ";"]) == 0
+    assert "n = 60" in capsys.readouterr().out
+
+
+def test_estimates_on_a_bound_are_marked_and_warnings_follow_the_table(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    frame = pd.DataFrame({"x": rng.uniform(size=60), "y": rng.uniform(size=60)})
+    frame["z"] = np.sin(6 * frame.x)  # smooth, noise-free: smoothness and nugget end on their bounds
+    assert cli.main(["fit", _write(frame, tmp_path), "--value", "z"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("kernel Matern(smoothness=10)")
+    rows = {line.split()[0]: line for line in lines if line.split() and line.split()[0] in ("smoothness", "nugget")}
+    assert "*" in rows["smoothness"] and "*" in rows["nugget"]
+    note = next(line for line in lines if line.startswith("* on its bound:"))
+    assert "smoothness = 10" in note and "nugget = 0" in note
+    table_end = lines.index(next(line for line in lines if line.startswith("wall time")))
+    assert any(line.startswith("warning: the estimate of smoothness ended on its bound") for line in lines[table_end:])
+
+
+# ------------------------------------------------------------------------- NetCDF fields
+@pytest.fixture(scope="module")
+def field_file(tmp_path_factory):
+    """A NetCDF file: tas and pr on a 15 x 10 lon/lat grid over 3 months (some cells NaN,
+    one cell missing throughout), and elevation over the grid."""
+    xr = pytest.importorskip("xarray")
+    lon, lat = np.linspace(-100, -86, 15), np.linspace(35, 44, 10)
+    grid = np.column_stack([a.ravel() for a in np.meshgrid(lon, lat)])
+    tas = gs.simulate(grid, {"variance": 4.0, "range": 500.0, "nugget": 0.1}, kernel="exponential", n_samples=3,
+                      random_state=0).T.reshape(3, 10, 15)
+    tas[0, 0, :4] = tas[2, 5, 5] = np.nan
+    tas[:, 9, 14] = np.nan
+    elevation = np.add.outer(np.linspace(0, 1, 10), np.linspace(0, 2, 15))
+    dims = ("time", "lat", "lon")
+    ds = xr.Dataset({"tas": (dims, tas), "pr": (dims, np.exp(tas / 4)), "elevation": (("lat", "lon"), elevation)},
+                    coords={"time": pd.date_range("2000-01-01", periods=3, freq="MS"), "lat": lat, "lon": lon})
+    path = tmp_path_factory.mktemp("netcdf") / "field.nc"
+    ds.to_netcdf(path)
+    return path, ds
+
+
+FIELD_ARGS = ["--var", "tas", "--kernel", "exponential"]
+
+
+def _fit_field(field_file, tmp_path, *options):
+    out = tmp_path / "result.json"
+    assert cli.main(["fit", str(field_file[0]), *FIELD_ARGS, "--output", str(out), *options]) == 0
+    return json.loads(out.read_text())
+
+
+def test_fit_a_netcdf_field_with_time_replicates_and_save_it(field_file, tmp_path, capsys):
+    path, ds = field_file
+    saved = tmp_path / "model.npz"
+    result = _fit_field(field_file, tmp_path, "--save-model", str(saved))
+    assert "(value: tas, 3 replicates along time, transform: none)" in capsys.readouterr().out
+    assert result["n"] == 149 and result["n_observations"] == int(ds["tas"].notnull().sum())
+    assert result["replicates"] == 3 and result["replicate_dimension"] == "time" and result["distance"] == "chordal"
+    mean = gs.load(saved).predict(ds.isel(time=0, drop=True))
+    assert mean.dims == ("lat", "lon", "time") and np.array_equal(mean["time"], ds["time"])
+
+
+@pytest.mark.parametrize(
+    "options, replicates, steps",
+    [(["--time-slice", "2000-02:2000-03"], 2, [1, 2]), (["--time-slice", ":2000-01"], 1, [0]),
+     (["--time-index", "-1"], 1, [2])],
+    ids=["slice", "open-start", "index"],
+)
+def test_time_selection(options, replicates, steps, field_file, tmp_path):
+    result = _fit_field(field_file, tmp_path, *options)
+    assert result["replicates"] == replicates
+    assert result["n_observations"] == int(field_file[1]["tas"].isel(time=steps).notnull().sum())
+
+
+def test_transform_and_covariates_of_a_field(field_file, tmp_path):
+    result = _fit_field(field_file, tmp_path, "--var", "pr", "--transform", "log", "--covariates", "elevation",
+                        "--time-index", "0")
+    assert result["value"] == "pr" and set(result["coef"]) == {"intercept", "elevation"}
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        (["--kernel", "exponential"], "has 3 data variables ['tas', 'pr', 'elevation']; choose one with --var"),
+        (["--var", "tmax"], "--var tmax is not a data variable"),
+        ([*FIELD_ARGS, "--time-slice", "2000-02"], "--time-slice must be START:END"),
+        ([*FIELD_ARGS, "--time-slice", "2001-01:2001-06"], "selects no step of variable 'tas'"),
+        ([*FIELD_ARGS, "--time-slice", "2000-13:"], "--time-slice 2000-13: cannot select"),
+        ([*FIELD_ARGS, "--time-index", "3"], "--time-index 3 is out of range: time of variable 'tas'"),
+        ([*FIELD_ARGS, "--time-index", "0", "--time-slice", ":"], "not both"),
+        ([*FIELD_ARGS, "--transform", "log"], "--transform log needs positive values"),
+        ([*FIELD_ARGS, "--coords", "lon,lat"], "--coords applies to CSV files"),
+        (["--var", "elevation", "--time-index", "0"], "select along the one time (non-spatial) dimension"),
+    ],
+    ids=["several-variables", "unknown-var", "slice-without-colon", "slice-selects-nothing", "slice-bad-date",
+         "index-out-of-range", "slice-and-index", "log-of-negative", "coords-option", "no-time-dimension"],
+)
+def test_bad_field_options_fail_with_one_line(options, match, field_file, capsys):
+    assert match in _fails(["fit", str(field_file[0]), *options], capsys)
+
+
+@pytest.mark.parametrize(
+    "name, content, match",
+    [("missing.nc", None, "no such file"), ("broken.nc", b"this is not NetCDF\n", "cannot read")],
+    ids=["missing-file", "corrupt-file"],
+)
+def test_unreadable_netcdf_fails_with_one_line(name, content, match, tmp_path, capsys):
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    assert match in _fails(["fit", str(path), *FIELD_ARGS], capsys)
+
+
+def test_field_option_on_a_csv_file_fails(sites, tmp_path, capsys):
+    assert "--var applies to a NetCDF file" in _fails(["fit", _write(sites, tmp_path), *ARGS, "--var", "z"], capsys)
+
+
+def test_missing_xarray_names_the_install_command(field_file, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "xarray", None)
+    err = _fails(["fit", str(field_file[0]), *FIELD_ARGS], capsys)
+    assert f'pip install "{cli.INSTALL_NAME}[netcdf]"' in err and cli.INSTALL_NAME == "geostat"
+
+
+# ------------------------------------------------------------------------- geostat predict
+@pytest.fixture(scope="module")
+def saved_models(field_file, tmp_path_factory):
+    """Models saved by 'geostat fit --save-model': one fitted on a CSV table, one on the field."""
+    folder = tmp_path_factory.mktemp("models")
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame({"lon": rng.uniform(-100, -86, 80), "lat": rng.uniform(35, 44, 80)})
+    frame["z"] = np.sin(frame.lon / 3) + 0.1 * rng.normal(size=80)
+    frame.to_csv(folder / "table.csv", index=False)
+    table, field = folder / "table.npz", folder / "field.npz"
+    assert cli.main(["fit", str(folder / "table.csv"), "--value", "z", "--kernel", "exponential",
+                     "--save-model", str(table)]) == 0
+    assert cli.main(["fit", str(field_file[0]), *FIELD_ARGS, "--save-model", str(field)]) == 0
+    return {"table": table, "field": field}
+
+
+def _new_sites(tmp_path):
+    frame = pd.DataFrame({"name": ["a", "b", "c"], "lon": [-95.0, -90.5, -88.0], "lat": [36.0, 40.0, 43.5]})
+    path = tmp_path / "sites.csv"
+    frame.to_csv(path, index=False)
+    return path, frame
+
+
+def test_predict_at_csv_sites_writes_mean_std_and_samples(saved_models, tmp_path, capsys):
+    path, frame = _new_sites(tmp_path)
+    out = tmp_path / "predictions.csv"
+    argv = ["predict", str(saved_models["table"]), str(path), "-o", str(out), "--std", "--samples", "2", "--seed", "5"]
+    assert cli.main(argv) == 0
+    assert f"predictions at 3 sites written to {out}" in capsys.readouterr().out
+    written = pd.read_csv(out)
+    assert list(written.columns) == ["name", "lon", "lat", "mean", "std", "sample_0", "sample_1"]
+    model = gs.load(saved_models["table"])
+    mean, std = model.predict(frame[["lon", "lat"]], return_std=True)
+    np.testing.assert_allclose(written["mean"], mean, rtol=1e-12)
+    np.testing.assert_allclose(written["std"], std, rtol=1e-12)
+    draws = model.sample_y(frame[["lon", "lat"]], n_samples=2, random_state=5)
+    np.testing.assert_allclose(written[["sample_0", "sample_1"]], draws, rtol=1e-12)
+
+
+def test_predict_on_a_netcdf_grid_writes_a_dataset(saved_models, field_file, tmp_path, capsys):
+    xr = pytest.importorskip("xarray")
+    out = tmp_path / "predictions.nc"
+    argv = ["predict", str(saved_models["field"]), str(field_file[0]), "-o", str(out), "--std", "--samples", "2"]
+    assert cli.main(argv) == 0
+    assert "predictions on lat 10 x lon 15 x time 3" in capsys.readouterr().out
+    with xr.open_dataset(out) as written:
+        assert written["mean"].dims == ("lat", "lon", "time") and written["sample"].dims[-1] == "sample"
+        mean, std = gs.load(saved_models["field"]).predict(field_file[1], return_std=True)
+        np.testing.assert_allclose(written["mean"], mean, rtol=1e-12)
+        np.testing.assert_allclose(written["std"], std, rtol=1e-12)
+
+
+@pytest.mark.parametrize("model, sites, output", [("field", "csv", "nc"), ("table", "nc", "csv")],
+                         ids=["csv-sites-to-netcdf", "grid-to-csv"])
+def test_predict_writes_either_format_from_either_input(model, sites, output, saved_models, field_file, tmp_path):
+    xr = pytest.importorskip("xarray")
+    path = _new_sites(tmp_path)[0] if sites == "csv" else field_file[0]
+    out = tmp_path / f"predictions.{output}"
+    assert cli.main(["predict", str(saved_models[model]), str(path), "-o", str(out)]) == 0
+    if output == "csv":
+        assert {"lat", "lon", "mean"} <= set(pd.read_csv(out).columns) and len(pd.read_csv(out)) == 150
+    else:
+        with xr.open_dataset(out) as written:
+            assert written["mean_0"].dims == ("site",) and written.sizes["site"] == 3
+
+
+def _not_a_model(tmp_path):
+    path = tmp_path / "model.npz"
+    path.write_text("x,y\n1,2\n")
+    return path
+
+
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (lambda m, s, tmp: [str(tmp / "missing.npz"), s, "-o", str(tmp / "out.csv")], "no such file"),
+        (lambda m, s, tmp: [str(_not_a_model(tmp)), s, "-o", str(tmp / "out.csv")], "is not a geostat model file"),
+        (lambda m, s, tmp: [m, str(tmp / "missing.csv"), "-o", str(tmp / "out.csv")], "no such file"),
+        (lambda m, s, tmp: [m, _write(pd.DataFrame({"x": [1.0], "y": [2.0]}), tmp), "-o", str(tmp / "out.csv")],
+         "lacks the column(s) ['lon', 'lat'] the model was fitted on"),
+        (lambda m, s, tmp: [m, s, "-o", str(tmp / "missing" / "out.csv")], "does not exist"),
+        (lambda m, s, tmp: [m, s, "-o", str(tmp / "out.txt")], "must end in .csv or .nc"),
+        (lambda m, s, tmp: [m, s, "-o", str(tmp / "out.csv"), "--samples", "0"], "--samples must be a positive"),
+    ],
+    ids=["missing-model", "not-a-model", "missing-sites", "sites-lack-columns", "output-folder-missing",
+         "output-suffix", "no-samples"],
+)
+def test_bad_predict_input_fails_with_one_line(argv, match, saved_models, tmp_path, capsys):
+    sites = str(_new_sites(tmp_path)[0])
+    assert match in _fails(["predict", *argv(str(saved_models["table"]), sites, tmp_path)], capsys)
+
+
+def test_predict_with_a_truncated_model_fails_with_one_line(saved_models, tmp_path, capsys):
+    path = tmp_path / "model.npz"
+    data = saved_models["table"].read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    err = _fails(["predict", str(path), str(_new_sites(tmp_path)[0]), "-o", str(tmp_path / "out.csv")], capsys)
+    assert "damaged geostat model file" in err

@@ -1,0 +1,459 @@
+r"""Confidence intervals for the covariance parameters of a fitted :class:`~geostat.SpatialGP`.
+
+At level :math:`1 - \alpha`, with :math:`z = \Phi^{-1}(1 - \alpha / 2)` and the standard
+errors :math:`\mathrm{se}(\hat\theta)` of the expected Fisher information (``stderr_``):
+
+``"wald"``
+    :math:`\hat\theta \pm z\,\mathrm{se}(\hat\theta)` on the natural scale (it can reach
+    below zero).
+``"log-wald"``
+    The Wald interval of :math:`\log\theta` mapped back,
+    :math:`\exp\bigl(\log\hat\theta \pm z\,\mathrm{se}(\hat\theta) / \hat\theta\bigr)`, with
+    :math:`\mathrm{se}(\log\hat\theta) \approx \mathrm{se}(\hat\theta) / \hat\theta` by the
+    delta method: positive and asymmetric. Undefined (upper end NaN) at an estimate of 0.
+``"profile"``
+    :math:`\{\theta : 2(\hat\ell - \ell_p(\theta)) \le \chi^2_1(1 - \alpha)\}`, where the
+    profile log-likelihood :math:`\ell_p(\theta) = \max_{\psi} \ell(\theta, \psi)` maximizes
+    over every other covariance parameter :math:`\psi` (the variance profiled as in the fit,
+    the trend by GLS) with :math:`\theta` held fixed. It follows the likelihood's shape
+    (skewed, bounded) instead of a quadratic approximation at the estimate.
+
+Profile computation
+-------------------
+:math:`\ell_p(\theta)` is the fit's own maximization with one more parameter held: the
+range or the variance through ``ParameterSpace(fixed=...)``, the nugget through
+``nugget=<value>``, a shape parameter through a kernel with that value fixed. It runs the
+local stage of the fit (:func:`geostat.optimize.search.local_maximize`: L-BFGS-B for an
+exact likelihood, with :data:`PROFILE_TOLERANCES`; the derivative-free polish for TLR)
+on the estimator's own likelihood object, then
+:func:`geostat.optimize.search.natural_estimate` (which also tries a nugget of exactly 0).
+Each maximization is warm-started on the profile path of the other parameters: along
+its tangent at the estimate (from the inverse Fisher information) for the first value,
+then along the line through the optima at the two nearest values already profiled.
+
+Each endpoint is the root of :math:`z_\chi - r(\theta)`, with
+:math:`r = \sqrt{2(\hat\ell - \ell_p(\theta))}` the signed root of the deviance (nearly
+linear in :math:`\log\theta`) and :math:`z_\chi^2 = \chi^2_1(\text{level})`, found by
+Brent's method in :math:`\log\theta` (:func:`scipy.optimize.brentq`, tolerance
+:data:`LOG_XTOL`) on a bracket grown outward from the estimate: the first trial is at the
+log-Wald endpoint, each next one where :math:`r` extrapolated linearly reaches
+:math:`z_\chi` (times :data:`OVERSHOOT`). A bound of the fit's parameter space reached
+with :math:`r \le z_\chi` is the endpoint and the interval is flagged open there
+(``at_bound``); a nugget interval that contains 0 (in particular when the estimate is 0)
+has lower endpoint 0, flagged the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import numbers
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, stats
+from sklearn.utils.validation import check_is_fitted
+
+from geostat.checks import check_choice, check_mapping
+from geostat.optimize.objective import Objective
+from geostat.optimize.scaling import VARIANCE_LIKE, residual_variance
+from geostat.optimize.search import local_maximize, natural_estimate
+from geostat.optimize.space import ParameterSpace
+
+__all__ = ["METHODS", "confidence_intervals", "profile_loglik", "ProfileLikelihood"]
+
+#: Interval constructions of :func:`confidence_intervals`.
+METHODS = ("profile", "wald", "log-wald")
+#: Endpoints are located to this absolute tolerance in ``log theta`` (relative in theta).
+LOG_XTOL = 1e-4
+#: The first outward step in ``log theta`` is the log-Wald half-width clipped to this range.
+FIRST_STEP = (0.05, 2.0)
+#: First step when the standard error is not finite.
+DEFAULT_STEP = 0.5
+#: Values equal to this many significant digits are profiled once (``exp(log x)`` may
+#: differ from ``x`` in the last bit).
+KEY_DIGITS = 13
+#: A warm start extrapolates the path of the other parameters at most this many times the
+#: gap between the two optima it is drawn from.
+MAX_EXTRAPOLATION = 3.0
+#: L-BFGS-B tolerances of a profile maximization (exact likelihood), on the negative
+#: log-likelihood per observation: a change below ``1e-10`` of it in one iteration, or a
+#: projected gradient below ``1e-6``, leaves the profile value within about ``1e-6`` of
+#: the maximum; the fit's tighter ones (1e-12, 1e-8) cost many line searches at the
+#: optimum and change nothing the interval can see.
+PROFILE_TOLERANCES = {"ftol": 1e-10, "gtol": 1e-6}
+#: The tangent path moves a logarithm by at most this much.
+MAX_LOG_MOVE = 20.0
+#: Outward trials aim this far beyond the endpoint predicted by linear extrapolation.
+OVERSHOOT = 1.3
+
+
+def check_level(level):
+    """`level` as a float in (0, 1), else ValueError naming the argument.
+
+    Parameters
+    ----------
+    level : float
+        Confidence level, e.g. 0.95.
+
+    Returns
+    -------
+    float
+    """
+    if isinstance(level, (bool, np.bool_)) or not isinstance(level, numbers.Real) or not 0 < level < 1:
+        raise ValueError(f"level must be a number strictly between 0 and 1, such as 0.95; got {level!r}.")
+    return float(level)
+
+
+def confidence_intervals(estimator, level=0.95, method="profile"):
+    """Confidence intervals for the estimated covariance parameters of a fitted estimator.
+
+    Parameters
+    ----------
+    estimator : geostat.SpatialGP
+        A fitted estimator.
+    level : float, default 0.95
+        Confidence level, in (0, 1).
+    method : {"profile", "wald", "log-wald"}, default "profile"
+        See the module docstring: profile likelihood, :math:`\\hat\\theta \\pm z\\,\\mathrm{se}`,
+        or :math:`\\exp(\\log\\hat\\theta \\pm z\\,\\mathrm{se} / \\hat\\theta)`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by parameter name (the estimated ones: variance, range, free shape
+        parameters, nugget), columns ``estimate``, ``lower``, ``upper`` and, for
+        ``"profile"``, ``at_bound`` (True when an endpoint is a bound of the parameter
+        space, so the interval is open there). ``attrs`` holds ``level`` and ``method``.
+
+    Raises
+    ------
+    sklearn.exceptions.NotFittedError
+        If `estimator` is not fitted.
+    ValueError
+        If `level` is not in (0, 1) or `method` is not one of :data:`METHODS`.
+    """
+    check_is_fitted(estimator)
+    level = check_level(level)
+    method = check_choice(method, "method", METHODS)
+    names = list(estimator.result_.estimated)
+    estimate = np.array([estimator.params_[n] for n in names], dtype=float)
+    z = stats.norm.ppf(0.5 + level / 2)
+    frame = pd.DataFrame({"estimate": estimate}, index=pd.Index(names, name="parameter"))
+    if method == "profile":
+        profile = ProfileLikelihood(estimator)
+        rows = [profile.interval(name, level) for name in names]
+        frame["lower"] = [r[0] for r in rows]
+        frame["upper"] = [r[1] for r in rows]
+        frame["at_bound"] = [r[2] for r in rows]
+    else:
+        stderr = np.array([estimator.stderr_[n] for n in names], dtype=float)
+        frame["lower"], frame["upper"] = (wald(estimate, stderr, z) if method == "wald"
+                                          else log_wald(estimate, stderr, z))
+    frame.attrs.update(level=level, method=method)
+    return frame
+
+
+def wald(estimate, stderr, z):
+    """``(estimate - z stderr, estimate + z stderr)`` (arrays)."""
+    return estimate - z * stderr, estimate + z * stderr
+
+
+def log_wald(estimate, stderr, z):
+    """``exp(log estimate -/+ z stderr / estimate)``; ``(0, NaN)`` where the estimate is 0."""
+    positive = estimate > 0
+    safe = np.where(positive, estimate, 1.0)
+    half = z * stderr / safe
+    lower = np.where(positive, safe * np.exp(-half), 0.0)
+    upper = np.where(positive, safe * np.exp(half), np.nan)
+    return lower, upper
+
+
+def profile_loglik(estimator, parameter, values):
+    """Profile log-likelihood of one covariance parameter of a fitted estimator.
+
+    :math:`\\ell_p(\\theta) = \\max_\\psi \\ell(\\theta, \\psi)`: the log-likelihood (restricted
+    with ``reml=True``) maximized over the other covariance parameters with `parameter`
+    held at each value (see the module docstring). At the estimate it equals ``loglik_``.
+
+    Parameters
+    ----------
+    estimator : geostat.SpatialGP
+        A fitted estimator.
+    parameter : str
+        One of its estimated parameters (``estimator.result_.estimated``).
+    values : array-like of float
+        Values of the parameter in its natural units (the units of ``params_``); positive
+        (the nugget may be 0).
+
+    Returns
+    -------
+    ndarray of shape (len(values),)
+
+    Raises
+    ------
+    sklearn.exceptions.NotFittedError
+        If `estimator` is not fitted.
+    ValueError
+        If `parameter` is not estimated or `values` are not positive finite numbers.
+    """
+    check_is_fitted(estimator)
+    profile = ProfileLikelihood(estimator)
+    name = profile.check_parameter(parameter)
+    values = _check_values(values, name)
+    estimate = estimator.params_[name]
+    # Nearest to the estimate first: each value is warm-started from a neighbour's optimum.
+    order = np.argsort(np.abs(_log(values) - _log(np.array([estimate]))), kind="stable")
+    out = np.empty(values.size)
+    for i in order:
+        out[i] = profile(name, float(values[i]))
+    return out
+
+
+def _log(values):
+    """``log`` with 0 mapped to a finite floor (nearest-value bookkeeping only)."""
+    return np.log(np.maximum(values, np.finfo(float).tiny))
+
+
+def _check_values(values, name):
+    try:
+        array = np.asarray(values, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ValueError(f"values must be an array of numbers (values of {name!r}); got {values!r}.") from None
+    ok = np.isfinite(array) & ((array >= 0) if name == "nugget" else (array > 0))
+    if array.size == 0 or not ok.all():
+        need = "non-negative" if name == "nugget" else "positive"
+        raise ValueError(f"values of {name!r} must be {need} finite numbers (at least one); got {values!r}.")
+    return array
+
+
+def fitted_space(estimator):
+    """The :class:`~geostat.optimize.ParameterSpace` of an estimator's fit, in its fitting
+    units (as built by ``SpatialGP.fit``)."""
+    likelihood, scale = estimator._likelihood, estimator._scale
+    natural = ParameterSpace(
+        estimator.kernel_,
+        nugget=estimator.nugget,
+        fixed=check_mapping(estimator.fixed, "fixed", "{'range': 100.0}"),
+        bounds=check_mapping(estimator.bounds, "bounds", "{'range': (1.0, 500.0)}"),
+        max_distance=likelihood.max_distance,
+        data_variance=residual_variance(likelihood.y, likelihood.design) * scale.factor**2,
+    )
+    return scale.space_to_unit(natural)
+
+
+def held_space(space, name, value):
+    """`space` with parameter `name` held at `value` (fitting units).
+
+    The range and the variance are held through ``fixed``, the nugget through
+    ``nugget=value``, a shape parameter through a kernel with that value fixed; a bound
+    given for the parameter is dropped.
+    """
+    bounds = {k: v for k, v in space.bounds.items() if k != name}
+    if name in ("variance", "range"):
+        return dataclasses.replace(space, fixed={**space.fixed, name: value}, bounds=bounds)
+    if name == "nugget":
+        return dataclasses.replace(space, nugget=value, bounds=bounds)
+    kernel = type(space.kernel)(**{**space.kernel.fixed_shape, name: value})
+    return dataclasses.replace(space, kernel=kernel, bounds=bounds)
+
+
+def start_in(space, params):
+    """The optimizer's vector of `space` at natural `params`, clipped to its box (a nugget
+    of 0 goes to the lower bound of its logarithm)."""
+    values = {**params, "ratio": params["nugget"] / params["variance"]}
+    with np.errstate(divide="ignore"):
+        z = space.to_z(values)
+    low, high = np.array(space.z_bounds(), dtype=float).T
+    return np.clip(z, low, high)
+
+
+class ProfileLikelihood:
+    """Profile log-likelihoods and profile intervals of a fitted estimator.
+
+    Evaluations run on the estimator's likelihood object (exact or TLR, the one the fit
+    used); optima already found are kept, per parameter, as warm starts.
+
+    Parameters
+    ----------
+    estimator : geostat.SpatialGP
+        A fitted estimator (not modified; a TLR likelihood's cached factor is replaced).
+    """
+
+    def __init__(self, estimator):
+        check_is_fitted(estimator)
+        self.likelihood = estimator._likelihood
+        self.scale = estimator._scale
+        self.space = fitted_space(estimator)
+        self.estimated = list(estimator.result_.estimated)
+        self.covariance = np.asarray(estimator.result_.covariance, dtype=float)
+        self.estimate = dict(estimator.params_)
+        self.stderr = dict(estimator.stderr_)
+        self.loglik = float(estimator.loglik_)
+        seed = estimator.random_state if isinstance(estimator.random_state, (int, np.integer)) else 0
+        self.rng = np.random.default_rng(int(seed))
+        unit = self.scale.params_to_unit(self.estimate)
+        self.optima = {name: [(unit[name], unit)] for name in self.estimated}
+        self.values = {_key(name, self.estimate[name]): self.loglik for name in self.estimated}
+
+    def check_parameter(self, parameter):
+        """`parameter` if it is estimated, else ValueError listing those."""
+        if parameter not in self.estimated:
+            raise ValueError(f"parameter={parameter!r} is not an estimated parameter of this fit; "
+                             f"use one of {self.estimated}.")
+        return parameter
+
+    def __call__(self, name, value):
+        """Profile log-likelihood (in the units of the fitted ``y``) at `name` = `value`
+        (natural units); each value is maximized once (the estimate gives ``loglik_``)."""
+        key = _key(name, value)
+        if key not in self.values:
+            self.values[key] = self._maximize(name, value)
+        return self.values[key]
+
+    def _maximize(self, name, value):
+        unit = value / self.scale.factor**2 if name in VARIANCE_LIKE else value
+        space = held_space(self.space, name, unit)
+        z = np.zeros(0)
+        if space.names:
+            objective = Objective(self.likelihood, space)
+            start = self._warm_start(name, unit, space)
+            best, _ = local_maximize(self.likelihood, space, objective, start, self.rng, refine=False,
+                                     tolerances=PROFILE_TOLERANCES)
+            z = best.x
+        params, loglik = natural_estimate(self.likelihood, space, z)
+        self.optima[name].append((unit, params))
+        return self.scale.loglik_from_unit(loglik, self.likelihood.n_eff)
+
+    def _warm_start(self, name, unit, space):
+        """Start for `name` = `unit` in the optimizer's coordinates of `space`.
+
+        The profile path of the other parameters is smooth (often a straight ridge in
+        logarithms): it is followed along the line through the optima at the two nearest
+        values profiled (at most :data:`MAX_EXTRAPOLATION` gaps beyond them), or, with
+        only the estimate known, along its tangent at the estimate
+        (:meth:`_tangent_path`).
+        """
+        target = _log(unit)
+        near = sorted(self.optima[name], key=lambda pair: abs(_log(pair[0]) - target))[:2]
+        if len(near) < 2:
+            return start_in(space, self._tangent_path(name, unit))
+        (v0, p0), (v1, p1) = near
+        z0, z1 = start_in(space, p0), start_in(space, p1)
+        gap = _log(v1) - _log(v0)
+        if gap == 0:
+            return z0
+        weight = np.clip((target - _log(v0)) / gap, -MAX_EXTRAPOLATION, MAX_EXTRAPOLATION)
+        low, high = np.array(space.z_bounds(), dtype=float).T
+        return np.clip(z0 + weight * (z1 - z0), low, high)
+
+    def _tangent_path(self, name, unit):
+        """The estimate (fitting units) with every other positive parameter moved by the
+        regression of its logarithm on ``log theta`` under the inverse Fisher information,
+        ``d log psi / d log theta = Sigma_psi,theta theta / (Sigma_theta,theta psi)``: the
+        first-order profile path."""
+        estimate = self.scale.params_to_unit(self.estimate)
+        i = self.estimated.index(name)
+        column = self.covariance[:, i]
+        if not (unit > 0 and estimate[name] > 0 and np.all(np.isfinite(column)) and column[i] > 0):
+            return estimate
+        shift = math.log(unit / estimate[name])
+        out = dict(estimate)
+        for j, other in enumerate(self.estimated):
+            if other != name and self.estimate[other] > 0:
+                slope = column[j] * self.estimate[name] / (column[i] * self.estimate[other])
+                out[other] = estimate[other] * math.exp(np.clip(slope * shift, -MAX_LOG_MOVE, MAX_LOG_MOVE))
+        return out
+
+    def bounds(self, name):
+        """``(low, high)`` of a parameter in natural units: the fit's box, 0 below a nugget."""
+        low, high = self.space.natural_bounds[name]
+        factor = self.scale.factor**2 if name in VARIANCE_LIKE else 1.0
+        return (0.0 if name == "nugget" else low * factor), high * factor
+
+    def nugget_floor(self):
+        """The smallest positive nugget the fit searches (natural units)."""
+        return self.space.natural_bounds["nugget"][0] * self.scale.factor**2
+
+    def interval(self, name, level):
+        """``(lower, upper, at_bound)`` of the profile interval of `name` at `level`."""
+        self.check_parameter(name)
+        critical = math.sqrt(stats.chi2.ppf(check_level(level), 1))
+
+        def excess(value):
+            # The signed root of the deviance is nearly linear in log theta: Brent's
+            # interpolation steps converge in few profile evaluations. A value where the
+            # likelihood cannot be evaluated counts as outside the interval.
+            loglik = self(name, value)
+            if not math.isfinite(loglik):
+                return -critical
+            return critical - math.sqrt(max(2.0 * (self.loglik - loglik), 0.0))
+
+        lower, lower_open = self._endpoint(name, excess, critical, -1, level)
+        upper, upper_open = self._endpoint(name, excess, critical, +1, level)
+        return lower, upper, bool(lower_open or upper_open)
+
+    def _first_step(self, name, level):
+        """The log-Wald half-width (clipped to :data:`FIRST_STEP`)."""
+        estimate, stderr = self.estimate[name], self.stderr[name]
+        if estimate <= 0 or not 0 < stderr < np.inf:
+            return DEFAULT_STEP
+        return float(np.clip(stats.norm.ppf(0.5 + level / 2) * stderr / estimate, *FIRST_STEP))
+
+    def _endpoint(self, name, excess, critical, direction, level):
+        """One endpoint (`direction` -1: lower, +1: upper) and whether it is a bound.
+
+        Trials step outward in ``log theta`` from the estimate until the signed root of the
+        deviance exceeds `critical`; each next step extrapolates the root linearly
+        through the estimate (times :data:`OVERSHOOT`, within 1.5 to 4 times the step).
+        From an estimate of 0 (a nugget) the trials are ``t0 exp(s)`` with
+        ``s = 0, d, 3d, 7d, ...`` from a typical magnitude ``t0``.
+        """
+        estimate = self.estimate[name]
+        low, high = self.bounds(name)
+        bound = high if direction > 0 else low
+        if direction < 0 and (estimate <= low or (name == "nugget" and excess(0.0) >= 0)):
+            return low, True
+        # Below the nugget's search floor the next trial is 0 itself (known to be outside).
+        limit = self.nugget_floor() if name == "nugget" and direction < 0 else bound
+        first = self._first_step(name, level)
+        from_estimate = estimate > 0
+        base = estimate if from_estimate else self._zero_start(name)
+        inner, step = estimate, (first if from_estimate else 0.0)
+        while True:
+            outer = base * math.exp(direction * step)
+            if direction * (outer - limit) >= 0:
+                outer = bound
+            value = excess(outer)
+            if value < 0:
+                return _root(excess, inner, outer), False
+            if outer == bound:
+                return bound, True
+            inner = outer
+            if from_estimate:
+                root = critical - value
+                predicted = step * critical / root if root > 0 else np.inf
+                step = float(np.clip(OVERSHOOT * predicted, 1.5 * step, 4.0 * step))
+            else:
+                step = 2.0 * step + first
+
+    def _zero_start(self, name):
+        """First trial value above an estimate of 0: its standard error, or 1% of the variance."""
+        stderr = self.stderr[name]
+        return stderr if 0 < stderr < np.inf else 0.01 * self.estimate["variance"]
+
+
+def _key(name, value):
+    """Memo key of a profile value: equal to :data:`KEY_DIGITS` significant digits."""
+    return name, float(f"{value:.{KEY_DIGITS}g}")
+
+
+def _root(excess, inner, outer):
+    """Root of `excess` between `inner` (excess >= 0) and `outer` (< 0): in ``log theta``
+    when both are positive, else (an end at 0) in ``theta``."""
+    a, b = sorted((inner, outer))
+    if a > 0:
+        root = optimize.brentq(lambda t: excess(math.exp(t)), math.log(a), math.log(b), xtol=LOG_XTOL)
+        return math.exp(root)
+    return optimize.brentq(excess, a, b, xtol=LOG_XTOL * b)
