@@ -6,7 +6,7 @@ import numpy as np
 
 from geostat.checks import ORDERINGS, check_bool, check_choice, check_params, check_tile_size
 from geostat.data import Trend, prepare_coords, prepare_y
-from geostat.distance import get_distance
+from geostat.distance import get_distance, warn_if_invalid_on_sphere
 from geostat.kernels import get_kernel
 from geostat.likelihood import make_likelihood, resolve_method
 from geostat.optimize.scaling import DataScale
@@ -91,6 +91,7 @@ def log_likelihood(
         design = np.asarray(trend, dtype=np.float64)
         trend = None
     data, distance_name = prepare_coords(X, Trend.parse(trend), distance)
+    warn_if_invalid_on_sphere(distance_name, kern, params)
     if design is not None:
         if design.shape[0] != data.n or not np.isfinite(design).all():
             raise ValueError(

@@ -490,7 +490,7 @@ def resolve_distance(spec, column_names):
     )
 
 
-def warn_if_invalid_on_sphere(distance_name, kernel):
+def warn_if_invalid_on_sphere(distance_name, kernel, params=None, stacklevel=3):
     """Warn when a kernel may not be positive definite with the chosen distance.
 
     Parameters
@@ -498,7 +498,13 @@ def warn_if_invalid_on_sphere(distance_name, kernel):
     distance_name : str or Distance
         The resolved distance.
     kernel : geostat.kernels.Kernel
-        The kernel; its ``great_circle_valid`` property decides.
+        The kernel; its validity on the sphere at the shape values decides.
+    params : dict, optional
+        Parameter values, whose shape parameters (e.g. ``smoothness``) take precedence
+        over the kernel's fixed ones.
+    stacklevel : int, default 3
+        Where the warning points: the default is the caller of the public function that
+        calls this one.
 
     Warns
     -----
@@ -508,14 +514,16 @@ def warn_if_invalid_on_sphere(distance_name, kernel):
         exponential with power > 1 or estimated).
     """
     name = distance_name.name if isinstance(distance_name, Distance) else str(distance_name)
-    if name.strip().lower() == "great_circle" and not kernel.great_circle_valid:
+    shape = {**kernel.fixed_shape, **{k: v for k, v in (params or {}).items() if k in kernel.shape_names}}
+    if name.strip().lower() == "great_circle" and not kernel.great_circle_valid_at(shape):
+        values = ", ".join(f"{k}={shape.get(k, 'estimated')}" for k in kernel.shape_names)
         warnings.warn(
-            f"{kernel!r} is not guaranteed to be positive definite with great-circle "
+            f"{type(kernel).__name__}({values}) is not guaranteed to be positive definite with great-circle "
             "distance (only Matern with smoothness <= 0.5, Exponential and "
             "PoweredExponential with power <= 1 are), so the covariance matrix may not be "
             "positive definite. Use distance='chordal', which is valid for every kernel.",
             GeostatWarning,
-            stacklevel=2,
+            stacklevel=stacklevel,
         )
 
 

@@ -138,7 +138,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         The diagonal shift in covariance units (added to the nugget in effect); 0.0 when
         none was needed.
     n_safeguarded_ : int
-        Likelihood evaluations during the fit that needed a shift.
+        Covariance factorizations during the fit that needed a shift (likelihood
+        evaluations, and for TLR also the accuracy check of `loglik_error_` and the
+        Fisher information, so it can exceed `n_evaluations_`).
     distance_ : str
         The distance used (``"auto"`` resolved).
     kernel_ : Kernel
@@ -308,8 +310,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         trend covariates), its layout, the fitted one, and which cells have complete
         covariates."""
         check_is_fitted(self)
-        named = hasattr(self, "feature_names_in_")
-        fitted = self._field or FieldLayout(tuple(self.feature_names_in_[:2]) if named else ("x", "y"), ())
+        fitted = self._field or self._table_layout()
         sites, here, complete = sites_of_template(X, fitted, "X", self._trend.columns)
         return sites, here, fitted, complete
 
@@ -352,6 +353,17 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             return wrap(mean), wrap(np.sqrt(var))
         mean = self._kriging.predict(data.coords, data.design)
         return as_output(factor * mean, data.index, self._y_names, self._y_one_d)
+
+    def _table_layout(self):
+        """The field layout of a model fitted on a table: its first two columns (or x, y)
+        are the position; replicates (columns of a 2-D `y`) form a ``replicate`` dimension
+        labelled by their names."""
+        named = hasattr(self, "feature_names_in_")
+        position = tuple(self.feature_names_in_[:2]) if named else ("x", "y")
+        if self._y_one_d:
+            return FieldLayout(position, ())
+        labels = np.asarray(self._y_names) if self._y_names else np.arange(len(self.coef_))
+        return FieldLayout(position, (), "replicate", labels)
 
     def _predict_field(self, template, return_std):
         """Kriging on every cell of an xarray template (NaN where a covariate is missing);

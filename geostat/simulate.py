@@ -75,7 +75,7 @@ def simulate(X, params, kernel="matern", n_samples=1, random_state=None, distanc
     params = check_params(params, kern)
     data, distance_name = prepare_coords(X, Trend("none"), distance)
     dist = get_distance(distance_name)
-    warn_if_invalid_on_sphere(distance_name, kern)
+    warn_if_invalid_on_sphere(distance_name, kern, params, stacklevel=4)  # under @one_blas_thread
     # Draws of K = R + (nugget / variance) I, scaled by sqrt(variance): no entry of the
     # factorized matrix over- or underflows whatever the variance.
     unit = {**params, "variance": 1.0, "nugget": params["nugget"] / params["variance"]}

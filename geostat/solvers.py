@@ -87,9 +87,11 @@ def not_positive_definite(order, n):
     """The error of a dense Cholesky factorization whose leading minor `order` (of `n`) failed."""
     return NotPositiveDefiniteError(
         f"the covariance matrix is not positive definite (leading minor of order {order} "
-        f"of {n}); duplicate or near-duplicate sites without a nugget, or a range so "
-        "large that the correlation matrix is numerically singular, cause this. "
-        "Estimate a nugget (nugget=True), remove duplicate sites, or bound the range.",
+        f"of {n}); duplicate or near-duplicate sites without a nugget, a range so "
+        "large that the correlation matrix is numerically singular, or a kernel that is not "
+        "valid with the distance (great-circle with Matern smoothness > 0.5) cause this. "
+        "Estimate a nugget (nugget=True), remove duplicate sites, bound the range, or use "
+        "distance='chordal'.",
         tile=0,
     )
 

@@ -508,9 +508,25 @@ class Kernel(abc.ABC):
         return start
 
     @property
-    @abc.abstractmethod
     def great_circle_valid(self):
-        """bool: Whether ``M`` is positive definite with great-circle distance."""
+        """bool: Whether ``M`` is positive definite with great-circle distance for every
+        value of the free shape parameters (at the fixed ones)."""
+        return self.great_circle_valid_at(self._shape)
+
+    @abc.abstractmethod
+    def great_circle_valid_at(self, shape):
+        """Whether ``M`` is positive definite with great-circle distance at given shape values.
+
+        Parameters
+        ----------
+        shape : dict
+            Shape parameter values (a missing or None value: not known, so not valid
+            unless the family is valid for all).
+
+        Returns
+        -------
+        bool
+        """
 
     @property
     def costly(self):

@@ -35,8 +35,7 @@ class Exponential(Kernel):
     def _check_bounds(self, bounds):
         return {"smoothness": self._DEFAULT_BOUNDS["smoothness"]}
 
-    @property
-    def great_circle_valid(self):
+    def great_circle_valid_at(self, shape):
         """bool: Always True."""
         return True
 

@@ -20,8 +20,7 @@ class Gaussian(Kernel):
     def __init__(self):
         super().__init__()
 
-    @property
-    def great_circle_valid(self):
+    def great_circle_valid_at(self, shape):
         """bool: Always False."""
         return False
 

@@ -403,10 +403,9 @@ class Matern(Kernel):
     def __init__(self, smoothness=None, bounds=None):
         super().__init__({"smoothness": smoothness}, bounds)
 
-    @property
-    def great_circle_valid(self):
-        """bool: True only for a fixed smoothness <= 0.5."""
-        nu = self._shape["smoothness"]
+    def great_circle_valid_at(self, shape):
+        """bool: True only for a smoothness <= 0.5."""
+        nu = shape.get("smoothness")
         return nu is not None and nu <= 0.5
 
     @property

@@ -34,10 +34,9 @@ class PoweredExponential(Kernel):
     def __init__(self, power=None, bounds=None):
         super().__init__({"power": power}, bounds)
 
-    @property
-    def great_circle_valid(self):
-        """bool: True only for a fixed power <= 1."""
-        power = self._shape["power"]
+    def great_circle_valid_at(self, shape):
+        """bool: True only for a power <= 1."""
+        power = shape.get("power")
         return power is not None and power <= 1.0
 
     def _formula(self, u, shape, xp, derivatives):

@@ -190,7 +190,9 @@ def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random
     tiny_nugget = params["nugget"] <= NUMERICAL_ZERO * params["variance"]
     if space.nugget_value is None and tiny_nugget and "nugget" not in at_bounds:
         at_bounds.append("nugget")
-    message = str(best.message) if best is not None else "no free parameters"
+    message = str(best.message).strip().rstrip(":") if best is not None else "no free parameters"
+    if message == "ABNORMAL":  # SciPy's L-BFGS-B gives no reason for this one
+        message = "ABNORMAL: the line search found no decrease, usually a flat or noisy likelihood"
     if best is None:
         converged = True
     elif likelihood.has_gradient:
@@ -368,8 +370,12 @@ def standard_errors(likelihood, params, names):
     if not names:
         return stderr, np.zeros((0, 0)), 0.0
     info, relative_error = likelihood.fisher_information(params, names, return_error=True)
-    # Scale to unit diagonal: the parameters differ by orders of magnitude.
-    scale = 1.0 / np.sqrt(np.maximum(np.diag(info), np.finfo(float).tiny))
+    # Scale to unit diagonal: the parameters differ by orders of magnitude. A parameter with
+    # no information at rounding level is left unscaled at zero (its row is singular).
+    diagonal = np.diag(info)
+    informed = diagonal > np.finfo(float).eps * max(float(diagonal.max()), 0.0)
+    scale = np.zeros_like(diagonal)
+    scale[informed] = 1.0 / np.sqrt(diagonal[informed])
     scaled = info * np.outer(scale, scale)
     values, vectors = np.linalg.eigh(scaled)
     singular = values <= 1e-10 * values[-1]

@@ -10,7 +10,7 @@ Examples
 --------
 python fit_large_field.py                    # the full co2 field
 python fit_large_field.py --accuracy 1e-6    # faster, a coarser likelihood
-python fit_large_field.py --small            # 2,000 random cells: a smoke test
+python fit_large_field.py --small            # 1,200 random cells: a smoke test
 """
 
 import argparse
@@ -22,6 +22,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import xarray as xr  # noqa: E402
@@ -42,7 +43,7 @@ def load_cells(args):
     """Sites (lon, lat) and observations."""
     frame = pd.read_csv(args.file) if args.file else gs.datasets.load("co2")
     if args.small:
-        frame = frame.sample(2000, random_state=0).reset_index(drop=True)
+        frame = frame.sample(1200, random_state=0).reset_index(drop=True)
     return frame[["lon", "lat"]], frame[args.value]
 
 
@@ -60,7 +61,7 @@ def main():
     parser.add_argument("--accuracy", type=float, default=1e-8, help="TLR accuracy (default 1e-8)")
     parser.add_argument("--tile-size", type=int, help="TLR tile size (default: chosen from n)")
     parser.add_argument("--output", default=".", help="folder for the model, the table and the map")
-    parser.add_argument("--small", action="store_true", help="2,000 random cells (a smoke test)")
+    parser.add_argument("--small", action="store_true", help="1,200 random cells (a smoke test)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     out = Path(args.output)
@@ -82,8 +83,10 @@ def main():
 
     mean, std = gs.load(out / "model.npz").predict(map_template(sites, 5.0 if args.small else 2.5), return_std=True)
     xr.Dataset({"mean": mean, "std": std}).to_netcdf(out / "kriging_map.nc")
-    axes = plotting.plot_kriging(model, map_template(sites, 5.0 if args.small else 2.5), sites=False)
-    axes[0].figure.savefig(out / "kriging_map.png", dpi=110)
+    figure, axes = plt.subplots(1, 2, figsize=(13, 3.6), gridspec_kw={"wspace": 0.35})
+    plotting.plot_field(mean.rename(f"kriged {args.value}"), ax=axes[0], title=f"kriged {args.value}")
+    plotting.plot_field(std.rename("standard deviation"), ax=axes[1], title="kriging standard deviation")
+    figure.savefig(out / "kriging_map.png", dpi=110)
     log.info("wrote estimates.json, model.npz, kriging_map.nc and kriging_map.png to %s", out.resolve())
 
 

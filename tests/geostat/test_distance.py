@@ -196,3 +196,21 @@ def test_distance_extremes_match_all_pairs(name, dim):
     else:
         assert pairs.max() / 2 <= largest <= pairs.max() * (1 + 1e-12)
     assert distance_extremes(X[:1], dist) == (np.inf, 0.0)
+
+
+def test_the_sphere_warning_uses_the_given_shape_and_points_at_the_caller():
+    import geostat as gs
+
+    X = np.column_stack([np.linspace(-100, 100, 40), np.linspace(-60, 60, 40)])
+    smooth = {"variance": 1.0, "range": 3000.0, "smoothness": 1.5, "nugget": 0.1}
+    rough = {**smooth, "smoothness": 0.5}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = gs.simulate(X, rough, distance="great_circle", random_state=0)  # valid: no warning
+        gs.log_likelihood(X, y, rough, distance="great_circle")
+    for call in (lambda: gs.log_likelihood(X, y, smooth, distance="great_circle"),
+                 lambda: gs.simulate(X, smooth, distance="great_circle", random_state=0)):
+        with pytest.warns(gs.GeostatWarning, match=r"Matern\(smoothness=1.5\) is not guaranteed") as caught:
+            call()
+        sphere = [w for w in caught if "great-circle" in str(w.message)]
+        assert sphere[0].filename == __file__

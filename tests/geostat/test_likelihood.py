@@ -260,3 +260,20 @@ def test_method_auto_and_bad_method(sites, rng):
     )
     with pytest.raises(ValueError, match="method"):
         gs.log_likelihood(sites, y, params, kernel="exponential", method="fast")
+
+
+def test_standard_errors_of_a_parameter_without_information_are_inf_without_overflow():
+    import warnings
+
+    from geostat.optimize.search import standard_errors
+
+    class NoInformationOnRange:
+        def fisher_information(self, params, names, return_error=False):
+            return np.array([[4.0, 1e-3], [1e-3, 0.0]]), 0.0
+
+    params = {"variance": 1.0, "range": 0.3, "nugget": 0.0}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stderr, covariance, _ = standard_errors(NoInformationOnRange(), params, ["variance", "range"])
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert stderr["range"] == np.inf and np.isfinite(stderr["variance"])

@@ -226,3 +226,19 @@ def test_prediction_on_a_dask_backed_template_stays_lazy(fitted):
     eager_mean, eager_std = fitted.predict(grid.compute(), return_std=True)
     np.testing.assert_allclose(computed_mean.values, eager_mean.values, rtol=1e-12)
     np.testing.assert_allclose(computed_std.values, eager_std.values, rtol=1e-12)
+
+
+def test_a_table_fit_with_replicates_predicts_on_a_field(field):
+    X, Y = as_table(field)
+    labels = ["day1", "day2", "day3"]
+    est = gs.SpatialGP(kernel="exponential").fit(X, pd.DataFrame(Y, columns=labels))
+    grid = field.isel(time=0, drop=True)
+    mean, std = est.predict(grid, return_std=True)
+    assert mean.dims == ("lat", "lon", "replicate") and list(mean.replicate.values) == labels
+    lon, lat = np.meshgrid(LON, LAT)
+    table = pd.DataFrame({"lon": lon.ravel(), "lat": lat.ravel()})
+    np.testing.assert_allclose(mean.values.reshape(-1, 3), est.predict(table).to_numpy(), rtol=1e-12)
+    draws = est.sample_y(grid, n_samples=2, random_state=0)
+    assert draws.dims == ("lat", "lon", "replicate", "sample")
+    unnamed = gs.SpatialGP(kernel="exponential").fit(X, Y).predict(grid)
+    assert list(unnamed.replicate.values) == [0, 1, 2]
