@@ -203,7 +203,10 @@ def _load(args):
     if args.file and args.dataset:
         raise ValueError("give either FILE or --dataset, not both")
     if args.file and _is_field(Path(args.file)):
-        return _load_field(args, Path(args.file))
+        with _open_field(Path(args.file)) as dataset:
+            return _load_field(args, dataset, str(args.file))
+    if args.dataset and datasets.info(args.dataset)["layout"] == "grid":
+        return _load_field(args, datasets.load(args.dataset, as_xarray=True), args.dataset)
     for option, value in (("--var", args.var), ("--time-slice", args.time_slice), ("--time-index", args.time_index)):
         if value is not None:
             raise ValueError(f"{option} applies to a NetCDF file (named *{', *'.join(FIELD_SUFFIXES[:4])}, ...), "
@@ -245,23 +248,28 @@ def _detect_coords(frame, source):
     )
 
 
-def _load_field(args, path):
+def _load_field(args, dataset, path):
+    """The field to fit from an xarray Dataset (a NetCDF file's, or a gridded bundled dataset)."""
     for option, value in (("--coords", args.coords), ("--value", args.value)):
         if value:
             raise ValueError(f"{option} applies to CSV files; a NetCDF field's sites are its lon/lat (or x/y) "
                              "coordinates and --var names its variable")
     covariates = _split(args.covariates)
-    with _open_field(path) as dataset:
-        name = _variable(dataset, args.var, path)
-        label = f"variable {name!r} of {path}"
-        dataset = _select_steps(dataset, dataset[name], args, label)
-        kept = [name, *(c for c in covariates if c in dataset.data_vars)]
-        dataset = dataset[kept].load()
+    name = _variable(dataset, args.var or _default_variable(path), path)
+    label = f"variable {name!r} of {path}"
+    dataset = _select_steps(dataset, dataset[name], args, label)
+    kept = [name, *(c for c in covariates if c in dataset.data_vars)]
+    dataset = dataset[kept].load()
     transform = args.transform or "none"
     dataset[name] = _transformed_field(dataset[name], label, transform)
     X, y, layout = table_from_field(dataset[name], label, covariates, dataset)
     return _FitData(str(path), dataset, name, name, transform, covariates, len(X), int(np.isfinite(y).sum()),
                     1 if y.ndim == 1 else y.shape[1], layout.replicate_dim)
+
+
+def _default_variable(source):
+    """The modelled variable of a bundled gridded dataset (None for a file)."""
+    return datasets.info(source)["value"] if source in datasets.names() else None
 
 
 def _variable(dataset, var, path):

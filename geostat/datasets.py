@@ -144,6 +144,7 @@ _META: dict[str, dict[str, Any]] = {
         "covariates": [],
         "units": {"lon": _LON, "lat": _LAT, "tas": "degC", "pr": "mm per month"},
         "n": 2080,
+        "layout": "grid",
         "source": "R package stars 0.6-0 (Pebesma et al.), Debian package r-cran-stars 0.6-0-4: "
         "nc/bcsd_obs_1999.nc; originally the gridded observations behind the BCSD downscaled "
         "CMIP3 projections (Maurer, Wood, Adam, Lettenmaier and Nijssen 2002, J. Climate 15, "
@@ -180,7 +181,9 @@ def info(name: str) -> dict[str, Any]:
         list of its value columns), ``"transform"`` (``"log"`` or None, the
         transform to apply to the value before modelling), ``"covariates"``
         (columns usable as trend covariates), ``"units"`` (numeric column ->
-        unit), ``"n"`` (number of rows), ``"source"`` and ``"licence"``.
+        unit), ``"n"`` (number of rows; for a grid, of observed cells), ``"layout"``
+        (``"stations"``: one row per site; ``"grid"``: a gridded field with a time
+        axis, fitted as a field), ``"source"`` and ``"licence"``.
 
     Raises
     ------
@@ -188,6 +191,7 @@ def info(name: str) -> dict[str, Any]:
         If `name` is not a known dataset.
     """
     meta = copy.deepcopy(_META[_check_name(name)])
+    meta.setdefault("layout", "stations")
     if meta["value"] is None:  # replicate set: the value columns are the days
         days = [col for col in _header(name) if _DATE.fullmatch(col)]
         meta["value"] = days

@@ -501,3 +501,15 @@ def test_predict_with_a_truncated_model_fails_with_one_line(saved_models, tmp_pa
     path.write_bytes(data[: len(data) // 2])
     err = _fails(["predict", str(path), str(_new_sites(tmp_path)[0]), "-o", str(tmp_path / "out.csv")], capsys)
     assert "damaged geostat model file" in err
+
+
+def test_the_bundled_grid_is_fitted_as_a_field(tmp_path, capsys):
+    out = tmp_path / "grid.json"
+    code = cli.main(["fit", "--dataset", "southeast_us_monthly", "--time-index", "6", "--kernel", "exponential",
+                     "--output", str(out)])
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert result["n"] == 2080  # the land cells of one month, not the 24,960 cell-months of the long table
+    july = datasets.load("southeast_us_monthly", as_xarray=True)["tas"].isel(time=6)
+    expected = SpatialGP(kernel="exponential").fit(july)
+    assert result["loglik"] == pytest.approx(expected.loglik_, rel=1e-10)

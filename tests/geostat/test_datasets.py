@@ -72,7 +72,7 @@ def test_info_consistent_with_load(loaded):
     name, frame, meta = loaded
     expected_keys = {
         "description", "coords", "value", "transform", "covariates", "units", "n",
-        "source", "licence",
+        "layout", "source", "licence",
     }
     assert set(meta) == expected_keys
     assert meta["n"] == len(frame)
@@ -198,6 +198,7 @@ def test_grid_as_frame_is_the_observed_cells():
     assert frame["lon"].between(-85, -74.9).all() and frame["lat"].between(33, 37.1).all()
     assert set(meta["units"]) == {"lon", "lat", "tas", "pr"}
     assert "Apache-2.0" in meta["licence"] and "Maurer" in meta["source"]
+    assert meta["layout"] == "grid" and datasets.info(datasets.DEFAULT)["layout"] == "stations"
     assert frame.attrs == meta
 
 
