@@ -24,6 +24,7 @@ Errors and warnings
     (``docs/errors.md``).
 """
 
+from geostat._version import __version__ as __version__
 from geostat import datasets, distance, errors
 from geostat.errors import (
     ConsumedMatrixError,
@@ -62,4 +63,3 @@ __all__ = [
     "ConsumedMatrixError",
     "TrendNotIdentifiableError",
 ]
-__version__ = "0.1.0"

@@ -26,12 +26,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from geostat import __version__, datasets
+from geostat import datasets
+from geostat._version import DISTRIBUTION, __version__
 from geostat.data import XARRAY_POSITIONS, Trend, table_from_field
 from geostat.distance import find_lonlat
 
-#: The name geostat is installed by (``pip install NAME``), for install hints.
-INSTALL_NAME = "geostat"
 #: File name endings read with xarray (as NetCDF and the like); any other file is read as CSV.
 FIELD_SUFFIXES = (".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5", ".zarr", ".grib", ".grib2", ".grb", ".grb2")
 #: File name endings ``geostat predict`` writes.
@@ -40,12 +39,12 @@ OUTPUT_SUFFIXES = (".csv", ".nc")
 # The library's documented error types (misuse, files, memory, numerical failure): bad input, exit 2.
 _INPUT_ERRORS = (ValueError, TypeError, MemoryError, OSError, np.linalg.LinAlgError, NotImplementedError)
 _TRANSFORMS = {"none": lambda v: v, "log": np.log, "log10": np.log10}
-_NETCDF_EXTRA = f'pip install "{INSTALL_NAME}[netcdf]"'
+_NETCDF_EXTRA = f'pip install "{DISTRIBUTION}[netcdf]"'
 
 
 def _parser():
     parser = argparse.ArgumentParser(prog="geostat", description="Gaussian-process maximum likelihood for geostatistics.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__} ({DISTRIBUTION})")
     commands = parser.add_subparsers(dest="command", required=True)
     fit = commands.add_parser("fit", help="fit a covariance model by maximum likelihood")
     fit.add_argument("file", nargs="?", help="CSV file with one row per site, or a NetCDF field (any file xarray "

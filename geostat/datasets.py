@@ -237,7 +237,7 @@ def load(name: str = DEFAULT, as_xarray: bool = False):
         except ImportError:
             raise ImportError(
                 "datasets.load(..., as_xarray=True) needs xarray: pip install xarray "
-                "(or the netcdf extra of this package)"
+                "(or pip install 'geostat-tlr[netcdf]')"
             ) from None
     if name == _GRIDDED:
         grid = _read_grid(name)

@@ -87,7 +87,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         Site ordering for TLR compression.
     device : {"cpu", "gpu"}, default "cpu"
         ``"gpu"`` evaluates the likelihood on a CUDA GPU through CuPy (install
-        ``geostat[gpu]``): the dense covariance is built and factored in GPU memory
+        ``geostat-tlr[gpu]``): the dense covariance is built and factored in GPU memory
         (``method="exact"``), or the TLR method runs there. ``predict`` and ``sample_y``
         form their cross-covariances on the CPU and solve with the fitted GPU factor.
     reml : bool, default False

@@ -77,7 +77,7 @@ def get_backend(device):
             return _tlrcore_backend("cupy")
         except ValueError as exc:
             raise ValueError(
-                "device='gpu' needs CuPy and a CUDA GPU; install the GPU extra (pip install 'geostat[gpu]') "
+                "device='gpu' needs CuPy and a CUDA GPU; install the GPU extra (pip install 'geostat-tlr[gpu]') "
                 f"on a machine with an NVIDIA GPU, or use device='cpu'. ({exc})"
             ) from None
     raise ValueError(f"device={device!r} is not one of {DEVICES}.")

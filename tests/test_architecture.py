@@ -123,3 +123,17 @@ def test_no_private_names_across_modules():
 def test_flat_modules(package, limit):
     flat = sorted(p.name for p in (ROOT / package).glob("*.py"))
     assert len(flat) <= limit, flat
+
+
+def test_the_distribution_is_geostat_tlr_and_both_packages_share_its_version():
+    import re
+
+    import geostat
+    import tlrcore
+    from geostat._version import DISTRIBUTION
+
+    name = re.search(r'^name = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), flags=re.M).group(1)
+    assert name == DISTRIBUTION == "geostat-tlr"
+    assert tlrcore.__version__ == geostat.__version__
+    for path in [ROOT / "LICENSE", *(ROOT / "datasets" / "LICENSES").glob("*.txt")]:
+        assert path.stat().st_size > 1000, path

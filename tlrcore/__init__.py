@@ -76,4 +76,4 @@ __all__ = [
     "GeneratorError",
     "ConsumedMatrixError",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # released together with geostat (geostat/_version.py)

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from geostat._version import __version__
+
 from geostat.kernels import Exponential, Gaussian, Kernel, Matern, PoweredExponential
 
 __all__ = ["FORMAT", "VERSION", "write_model", "read_model"]
@@ -76,8 +78,6 @@ def write_model(path, params, fitted):
     OSError
         If the file cannot be written.
     """
-    from geostat import __version__  # imported here: geostat/__init__ is still loading when this module is
-
     arrays = {}
     header = {
         "format": FORMAT,
@@ -164,7 +164,6 @@ def _check_header(header, path):
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise _damaged(path)
     if version > VERSION:
-        from geostat import __version__  # as in write_model
 
         raise ValueError(
             f"{path} is a geostat model file of format version {version} (written by geostat "

@@ -41,12 +41,12 @@ def test_main_job_prints_table_and_writes_json_and_model(tmp_path, capsys):
 def test_version(capsys):
     with pytest.raises(SystemExit) as stop:
         cli.main(["--version"])
-    assert stop.value.code == 0 and capsys.readouterr().out == f"geostat {gs.__version__}\n"
+    assert stop.value.code == 0 and capsys.readouterr().out == f"geostat {gs.__version__} (geostat-tlr)\n"
 
 
 def test_python_dash_m_geostat_runs_the_command():
     run = subprocess.run([sys.executable, "-m", "geostat", "--version"], capture_output=True, text=True)
-    assert run.returncode == 0 and run.stdout == f"geostat {gs.__version__}\n"
+    assert run.returncode == 0 and run.stdout == f"geostat {gs.__version__} (geostat-tlr)\n"
 
 
 def test_fit_a_csv_file_with_options(tmp_path, capsys):
@@ -398,7 +398,7 @@ def test_field_option_on_a_csv_file_fails(sites, tmp_path, capsys):
 def test_missing_xarray_names_the_install_command(field_file, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "xarray", None)
     err = _fails(["fit", str(field_file[0]), *FIELD_ARGS], capsys)
-    assert f'pip install "{cli.INSTALL_NAME}[netcdf]"' in err and cli.INSTALL_NAME == "geostat"
+    assert 'pip install "geostat-tlr[netcdf]"' in err
 
 
 # ------------------------------------------------------------------------- geostat predict

@@ -38,7 +38,7 @@ def _cupy_backend():
         except ImportError as exc:
             raise ValueError(
                 "backend='cupy' needs CuPy, which is not installed ("
-                f"{exc}); install the GPU extra, e.g. pip install 'geostat[gpu]', or use backend='numpy'."
+                f"{exc}); install the GPU extra, e.g. pip install 'geostat-tlr[gpu]', or use backend='numpy'."
             ) from None
         try:
             count = cupy.cuda.runtime.getDeviceCount()
