@@ -535,11 +535,10 @@ def _predict_table(model, frame, path, args):
         for label in values.columns:
             table[name if values.shape[1] == 1 else f"{name}_{label}"] = values[label].to_numpy()
     if args.samples:
-        draws = model.sample_y(sites, n_samples=args.samples, random_state=args.seed)
-        replicates = [""] if draws.ndim == 2 else [f"{label}_" for label in pd.DataFrame(outputs["mean"]).columns]
-        flat = draws.reshape(len(sites), -1)
+        draws = model.sample_y(sites, n_samples=args.samples, random_state=args.seed)  # pandas: one column a draw
+        replicates = [""] if draws.columns.nlevels == 1 else [f"{label}_" for label in pd.DataFrame(outputs["mean"]).columns]
         for j, (replicate, k) in enumerate(itertools.product(replicates, range(args.samples))):
-            table[f"sample_{replicate}{k}"] = flat[:, j]
+            table[f"sample_{replicate}{k}"] = draws.iloc[:, j].to_numpy()
     return table
 
 

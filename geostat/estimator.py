@@ -32,6 +32,7 @@ from geostat.data import (
     prepare_coords,
     prepare_y,
     read_model,
+    samples_output,
     sites_of_template,
     table_from_field,
     write_model,
@@ -407,19 +408,25 @@ class SpatialGP(RegressorMixin, BaseEstimator):
 
         Returns
         -------
-        ndarray of shape (m, n_samples), or (m, r, n_samples) with replicates; for an
-            xarray template a DataArray named ``sample`` with a trailing ``sample``
-            dimension
+        ndarray of shape (m, n_samples), or (m, r, n_samples) with replicates; for a
+            DataFrame `X` a DataFrame on its index with one column per draw (columns
+            named ``sample``; with replicates a ``(replicate, sample)`` MultiIndex), as
+            :meth:`predict` returns pandas for pandas input; for an xarray template a
+            DataArray named ``sample`` with a trailing ``sample`` dimension
         """
         n_samples = check_positive_int(n_samples, "n_samples")
         rng = check_random_state(self.random_state if random_state is None else random_state, "random_state")
         if is_xarray(X):
             sites, here, fitted, complete = self._template_sites(X)
-            draws = self.sample_y(self._fitted_input(sites[complete]), n_samples, rng)
-            return field_from_values(draws, X, here, fitted, "sample", samples=True, complete=complete)
+            draws = self._draws(self._new_sites(self._fitted_input(sites[complete])), n_samples, rng)
+            return field_from_values(draws[:, 0, :] if self._y_one_d else draws, X, here, fitted, "sample",
+                                     samples=True, complete=complete)
         data = self._new_sites(X)
-        samples = self._scale.factor * self._kriging.sample(data.coords, data.design, n_samples, rng)
-        return samples[:, 0, :] if self._y_one_d else samples
+        return samples_output(self._draws(data, n_samples, rng), data.index, self._y_names, self._y_one_d)
+
+    def _draws(self, data, n_samples, rng):
+        """Conditional draws at checked sites, ``(m, r, n_samples)`` in the units of `y`."""
+        return self._scale.factor * self._kriging.sample(data.coords, data.design, n_samples, rng)
 
     def score(self, X, y, sample_weight=None):
         """Coefficient of determination R^2 of the kriging mean.

@@ -23,7 +23,15 @@ from geostat.data.fields import (
     table_from_field,
 )
 from geostat.data.model_file import read_model, write_model
-from geostat.data.tables import SpatialData, Trend, as_output, check_table, prepare_coords, prepare_y
+from geostat.data.tables import (
+    SpatialData,
+    Trend,
+    as_output,
+    check_table,
+    prepare_coords,
+    prepare_y,
+    samples_output,
+)
 
 __all__ = [
     "Trend",
@@ -32,6 +40,7 @@ __all__ = [
     "prepare_coords",
     "prepare_y",
     "as_output",
+    "samples_output",
     "XARRAY_POSITIONS",
     "is_xarray",
     "is_chunked",

@@ -16,7 +16,7 @@ import pandas as pd
 
 from geostat.distance import check_lonlat, resolve_distance
 
-__all__ = ["Trend", "SpatialData", "check_table", "prepare_coords", "prepare_y", "as_output"]
+__all__ = ["Trend", "SpatialData", "check_table", "prepare_coords", "prepare_y", "as_output", "samples_output"]
 
 _TREND_WORDS = ("none", "constant", "linear")
 
@@ -434,3 +434,32 @@ def as_output(values, index=None, names=None, one_d=True):
     if values.ndim == 1:
         return pd.Series(values, index=index, name=names[0] if names else None)
     return pd.DataFrame(values, index=index, columns=names)
+
+
+def samples_output(draws, index=None, names=None, one_d=True):
+    """Return conditional draws in the caller's container.
+
+    Parameters
+    ----------
+    draws : ndarray of shape (m, r, k)
+        ``k`` draws of ``r`` replicates at ``m`` sites.
+    index : pandas.Index or None
+        When given, the result is a DataFrame with this index: one column per draw
+        (columns named ``sample`` 0..k-1), or with replicates a ``(replicate, sample)``
+        column MultiIndex.
+    names : list of str, optional
+        Replicate names (default 0..r-1).
+    one_d : bool
+        Whether there is a single replicate (no replicate level or axis).
+
+    Returns
+    -------
+    ndarray of shape (m, k) or (m, r, k), or DataFrame
+    """
+    m, r, k = draws.shape
+    if index is None:
+        return draws[:, 0, :] if one_d else draws
+    if one_d:
+        return pd.DataFrame(draws[:, 0, :], index=index, columns=pd.RangeIndex(k, name="sample"))
+    columns = pd.MultiIndex.from_product([names if names else range(r), range(k)], names=["replicate", "sample"])
+    return pd.DataFrame(draws.reshape(m, r * k), index=index, columns=columns)

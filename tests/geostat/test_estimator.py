@@ -174,7 +174,8 @@ def test_covariate_trend_and_replicates_with_missing():
     assert np.all(np.abs(est.coef_[:, 1] - 2.0) < 4 * est.coef_stderr_[:, 1])
     mean, std = est.predict(frame.iloc[:7], return_std=True)
     assert mean.shape == (7, 3) and std.shape == (7, 3)
-    assert est.sample_y(frame.iloc[:4], n_samples=2).shape == (4, 3, 2)
+    draws = est.sample_y(frame.iloc[:4], n_samples=2)
+    assert draws.shape == (4, 6) and draws.columns.names == ["replicate", "sample"]  # pandas in, pandas out
     score = est.score(frame, Y)
     pred = np.asarray(est.predict(frame))
     seen = ~np.isnan(Y[:, 0])
@@ -275,3 +276,16 @@ def test_simulate_through_a_tlr_factor_has_the_model_covariance():
     assert np.mean(empirical - expected) == pytest.approx(0.0, abs=0.1)
     same = gs.simulate(X, params, kernel="exponential", n_samples=600, random_state=3, method="tlr", tile_size=256)
     np.testing.assert_array_equal(draws, same)
+
+
+def test_sample_y_returns_pandas_for_pandas_input_like_predict():
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame(rng.uniform(size=(60, 2)), columns=["x", "y"], index=np.arange(100, 160))
+    y = pd.Series(gs.simulate(frame.to_numpy(), {"variance": 1.0, "range": 0.3, "nugget": 0.1},
+                              kernel="exponential", random_state=1), index=frame.index, name="z")
+    est = gs.SpatialGP(kernel="exponential").fit(frame, y)
+    new = frame.iloc[:5] + 0.01
+    draws = est.sample_y(new, n_samples=3, random_state=2)
+    assert isinstance(draws, pd.DataFrame) and list(draws.index) == list(new.index)
+    assert list(draws.columns) == [0, 1, 2] and draws.columns.name == "sample"
+    np.testing.assert_array_equal(draws.to_numpy(), est.sample_y(new.to_numpy(), n_samples=3, random_state=2))

@@ -79,7 +79,8 @@ def test_predict_and_sample_on_a_grid_template(field, fitted):
     np.testing.assert_allclose(std.values.reshape(20, 3), expected_std.to_numpy(), rtol=1e-12)
     draws = fitted.sample_y(grid, n_samples=2, random_state=0)
     assert draws.dims == ("lat", "lon", "time", "sample") and draws.shape == (4, 5, 3, 2)
-    np.testing.assert_allclose(draws.values.reshape(20, 3, 2), fitted.sample_y(table, n_samples=2, random_state=0))
+    np.testing.assert_allclose(draws.values.reshape(20, 3, 2),
+                               fitted.sample_y(table, n_samples=2, random_state=0).to_numpy().reshape(20, 3, 2))
 
 
 def test_a_table_fit_predicts_on_a_field(field):
