@@ -32,7 +32,7 @@ def main(argv=None):
     parser.add_argument("--accuracy", type=float, default=1e-8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--predict", type=int, default=1000, help="new sites to krige (mean and variance)")
-    parser.add_argument("--log", action="store_true", help="log every likelihood evaluation")
+    parser.add_argument("--log", action="store_true", help="log every likelihood evaluation (verbose=2)")
     args = parser.parse_args(argv)
     if args.log:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -43,7 +43,7 @@ def main(argv=None):
     y = MEAN + gs.simulate(X, TRUTH, kernel="matern", random_state=args.seed + 1, method="tlr", accuracy=1e-10)
     simulated = time.perf_counter()
     est = gs.SpatialGP(kernel="matern", smoothness=1.5, method="tlr", accuracy=args.accuracy,
-                       random_state=args.seed).fit(X, y)
+                       random_state=args.seed, verbose=2 if args.log else None).fit(X, y)
     fitted = time.perf_counter()
     new = rng.uniform(size=(args.predict, 2))
     mean, std = est.predict(new, return_std=True)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from geostat.checks import ORDERINGS, check_bool, check_choice, check_params, check_tile_size
 from geostat.data import Trend, prepare_coords, prepare_y
-from geostat.distance import get_distance, warn_if_invalid_on_sphere
-from geostat.kernels import get_kernel
+from geostat.data.types import Device, Method, Observations, Ordering, Params, SitesLike, TrendSpec
+from geostat.distance import Distance, get_distance, warn_if_invalid_on_sphere
+from geostat.kernels import Kernel, get_kernel
 from geostat.likelihood import make_likelihood, resolve_method
 from geostat.optimize.scaling import DataScale
 from geostat.solvers import get_backend
@@ -16,19 +18,19 @@ __all__ = ["log_likelihood"]
 
 
 def log_likelihood(
-    X,
-    y,
-    params,
-    kernel="matern",
-    trend="constant",
-    distance="auto",
-    method="auto",
-    accuracy=1e-8,
-    tile_size=None,
-    ordering="kdtree",
-    reml=False,
-    device="cpu",
-):
+    X: SitesLike,
+    y: Observations,
+    params: Params,
+    kernel: str | Kernel = "matern",
+    trend: TrendSpec | NDArray[np.floating] = "constant",
+    distance: str | Distance = "auto",
+    method: Method = "auto",
+    accuracy: float = 1e-8,
+    tile_size: int | None = None,
+    ordering: Ordering = "kdtree",
+    reml: bool = False,
+    device: Device = "cpu",
+) -> float:
     """Gaussian log-likelihood of observations at given covariance parameters.
 
     Parameters

@@ -75,6 +75,7 @@ def _parser():
     fit.add_argument("--output", help="write the results as JSON to this file")
     fit.add_argument("--save-model", metavar="PATH", help="write the fitted model to this file (for 'geostat "
                      "predict' and geostat.load), e.g. model.npz")
+    _add_verbosity(fit)
     predict = commands.add_parser("predict", help="kriging predictions of a saved model at new sites")
     predict.add_argument("model", help="model file written by 'geostat fit --save-model' or SpatialGP.save")
     predict.add_argument("sites", help="CSV file of sites (the fitted coordinate and covariate columns), or a "
@@ -86,8 +87,22 @@ def _parser():
     predict.add_argument("--seed", type=int, metavar="S", help="random seed of the simulations (default: the "
                          "model's random_state)")
     predict.add_argument("--sep", default=",", help="column separator of CSV files (default ','; '\\t' for tab)")
+    _add_verbosity(predict)
     commands.add_parser("datasets", help="list the bundled datasets")
     return parser
+
+
+def _add_verbosity(command):
+    """-v/--verbose and -q/--quiet (default: progress on standard error when it is a terminal)."""
+    group = command.add_mutually_exclusive_group()
+    group.add_argument("-v", "--verbose", action="store_true", help="show progress always and log what is done "
+                       "(method, tile size, accuracy, ranks, stages) at INFO on standard error")
+    group.add_argument("-q", "--quiet", action="store_true", help="no progress and no log: only the results")
+
+
+def _verbose(args):
+    """``SpatialGP(verbose=...)`` of the -v/-q options: 1, 0, or None (automatic)."""
+    return 1 if args.verbose else 0 if args.quiet else None
 
 
 def _split(text):
@@ -392,6 +407,7 @@ def _fit(args):
         tile_size=args.tile_size,
         reml=args.reml,
         random_state=args.seed,
+        verbose=_verbose(args),
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -496,7 +512,7 @@ def _predict(args):
     _check_output(args.output, "-o")
     model_path = Path(args.model)
     _check_input(model_path, "a model file")
-    model = load(model_path)
+    model = load(model_path).set_params(verbose=_verbose(args))
     sites = Path(args.sites)
     if _is_field(sites):
         with _open_field(sites) as template:
@@ -593,7 +609,12 @@ def main(argv=None):
     """Entry point of the ``geostat`` command: 0 on success, 2 for bad input, 130 when interrupted,
     1 for an unexpected error; a failure prints one line on stderr, never a traceback."""
     args = _parser().parse_args(argv)
+    log_handler = None
     try:
+        if getattr(args, "verbose", False):
+            from geostat.optimize.progress import log_to_stderr
+
+            log_handler = log_to_stderr()
         return {"fit": _fit, "predict": _predict, "datasets": _datasets}[args.command](args)
     except _INPUT_ERRORS as exc:
         return _fail(" ".join(str(exc).split()) or type(exc).__name__, 2)
@@ -601,6 +622,9 @@ def main(argv=None):
         return _fail("interrupted", 130)
     except Exception as exc:
         return _fail(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} (please report this)", 1)
+    finally:
+        if log_handler is not None:
+            log_handler.remove()
 
 
 def _fail(message, status):

@@ -33,10 +33,12 @@ import io
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 import pandas as pd
+
+from geostat.data.types import XarrayDataset
 
 __all__ = ["DEFAULT", "info", "load", "names"]
 
@@ -200,7 +202,15 @@ def info(name: str) -> dict[str, Any]:
     return meta
 
 
-def load(name: str = DEFAULT, as_xarray: bool = False):
+@overload
+def load(name: str = ..., as_xarray: Literal[False] = ...) -> pd.DataFrame: ...
+@overload
+def load(name: str, as_xarray: Literal[True]) -> XarrayDataset: ...
+@overload
+def load(name: str = ..., *, as_xarray: Literal[True]) -> XarrayDataset: ...
+@overload
+def load(name: str = ..., as_xarray: bool = ...) -> pd.DataFrame | XarrayDataset: ...
+def load(name: str = DEFAULT, as_xarray: bool = False) -> pd.DataFrame | XarrayDataset:
     """Load a dataset as a data frame or an xarray Dataset.
 
     Parameters
@@ -295,7 +305,7 @@ def _grid_frame(grid: dict[str, Any], meta: dict[str, Any]) -> pd.DataFrame:
     columns.update({var: values.ravel() for var, (values, _) in grid["variables"].items()})
     frame = pd.DataFrame(columns)
     frame = frame[frame[list(grid["variables"])].notna().any(axis=1)].reset_index(drop=True)
-    frame.attrs = meta
+    frame.attrs = meta  # type: ignore[assignment]  # pandas-stubs: Mapping[Hashable | None, Any]
     return frame
 
 
@@ -327,7 +337,7 @@ def _station_dataset(frame: pd.DataFrame, meta: dict[str, Any]):
     }
     values = meta["value"]
     if isinstance(values, list):  # ozone2: the day columns form one variable over time
-        data = {"ozone": (("station", "time"), frame[values].to_numpy(), {"units": "ppb"})}
+        data: dict[str, tuple[Any, ...]] = {"ozone": (("station", "time"), frame[values].to_numpy(), {"units": "ppb"})}
         coords["time"] = pd.to_datetime(values).to_numpy()
     else:
         others = [c for c in frame.columns if c not in ("station", "lon", "lat")]
@@ -344,7 +354,7 @@ def _check_name(name: str) -> str:
     return name
 
 
-def _exact_floats() -> dict[str, str]:
+def _exact_floats() -> dict[str, Any]:
     """Return the read_csv option that parses floats exactly (pandas < 3 needs it)."""
     if int(pd.__version__.split(".")[0]) < 3:
         return {"float_precision": "round_trip"}

@@ -23,15 +23,23 @@ check_lonlat, resolve_distance, warn_if_invalid_on_sphere
     Input checks and the ``distance="auto"`` rule.
 """
 
+from __future__ import annotations
+
 import math
 import numbers
 import warnings
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.spatial import ConvexHull, QhullError, cKDTree
 from scipy.spatial.distance import cdist, pdist
 
 from geostat.errors import GeostatWarning
+
+if TYPE_CHECKING:
+    from geostat.kernels import Kernel
 
 __all__ = [
     "CHORDAL",
@@ -81,7 +89,7 @@ def _as_points(coords, argname):
     return array
 
 
-def check_lonlat(coords, argname="X"):
+def check_lonlat(coords: ArrayLike, argname: str = "X") -> NDArray[np.float64]:
     """Check longitude/latitude coordinates in degrees.
 
     Parameters
@@ -145,7 +153,7 @@ def _pair(a, b, check, argnames=("a", "b")):
 
 
 # ---------------------------------------------------------------------- functions
-def euclidean(a, b=None):
+def euclidean(a: ArrayLike, b: ArrayLike | None = None) -> NDArray[np.float64]:
     """Euclidean distances between two sets of points.
 
     Parameters
@@ -163,7 +171,7 @@ def euclidean(a, b=None):
     return cdist(a, b)
 
 
-def lonlat_to_xyz(lonlat, radius=EARTH_RADIUS_KM):
+def lonlat_to_xyz(lonlat: ArrayLike, radius: float = EARTH_RADIUS_KM) -> NDArray[np.float64]:
     """Cartesian coordinates of longitude/latitude points on a sphere.
 
     Parameters
@@ -190,7 +198,7 @@ def lonlat_to_xyz(lonlat, radius=EARTH_RADIUS_KM):
     return xyz
 
 
-def chordal(a, b=None, radius=EARTH_RADIUS_KM):
+def chordal(a: ArrayLike, b: ArrayLike | None = None, radius: float = EARTH_RADIUS_KM) -> NDArray[np.float64]:
     """Chordal (straight-line through the sphere) distances, km.
 
     Parameters
@@ -212,7 +220,7 @@ def chordal(a, b=None, radius=EARTH_RADIUS_KM):
     return cdist(xa, xb)
 
 
-def central_angle(lon_a, lat_a, lon_b, lat_b, xp=np):
+def central_angle(lon_a: Any, lat_a: Any, lon_b: Any, lat_b: Any, xp: Any = np) -> Any:
     """Central angle (radians) between points given in radians, broadcasting.
 
     Haversine form ``theta = 2 atan2(sqrt(h), sqrt(1 - h))`` with ``1 - h`` computed
@@ -227,7 +235,7 @@ def central_angle(lon_a, lat_a, lon_b, lat_b, xp=np):
     return 2.0 * xp.arctan2(xp.sqrt(hav), xp.sqrt(hav_antipode))
 
 
-def great_circle(a, b=None, radius=EARTH_RADIUS_KM):
+def great_circle(a: ArrayLike, b: ArrayLike | None = None, radius: float = EARTH_RADIUS_KM) -> NDArray[np.float64]:
     """Great-circle distances along the sphere, km.
 
     Parameters
@@ -289,14 +297,14 @@ class Distance:
         True when coordinates are longitude/latitude in degrees.
     """
 
-    def __init__(self, name, radius=EARTH_RADIUS_KM):
+    def __init__(self, name: Literal["euclidean", "chordal", "great_circle"], radius: float = EARTH_RADIUS_KM) -> None:
         if name not in DISTANCE_NAMES:
             raise ValueError(f"Unknown distance {name!r}; valid names are {list(DISTANCE_NAMES)}.")
         self.name = name
         self.radius = _check_radius(radius)
         self.lonlat = name != "euclidean"
 
-    def embed(self, coords):
+    def embed(self, coords: ArrayLike) -> NDArray[np.float64] | None:
         """Coordinates in which the Euclidean distance equals this distance.
 
         Parameters
@@ -316,7 +324,7 @@ class Distance:
             return lonlat_to_xyz(coords, self.radius)
         return None
 
-    def pairwise(self, coords):
+    def pairwise(self, coords: ArrayLike) -> NDArray[np.float64]:
         """Condensed distances between all pairs of sites, as ``scipy.spatial.distance.pdist``.
 
         Parameters
@@ -333,7 +341,7 @@ class Distance:
             return _great_circle_condensed(check_lonlat(coords, "coords"), self.radius)
         return pdist(self.embed(coords))
 
-    def cross(self, a, b):
+    def cross(self, a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
         """Distances between two sets of sites.
 
         Parameters
@@ -351,17 +359,17 @@ class Distance:
             return chordal(a, b, self.radius)
         return great_circle(a, b, self.radius)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self.radius == EARTH_RADIUS_KM:
             return f"Distance({self.name!r})"
         return f"Distance({self.name!r}, radius={self.radius!r})"
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, Distance):
             return NotImplemented
         return (self.name, self.radius) == (other.name, other.radius)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((self.name, self.radius))
 
 
@@ -371,7 +379,7 @@ GREAT_CIRCLE = Distance("great_circle")
 _BY_NAME = {d.name: d for d in (EUCLIDEAN, CHORDAL, GREAT_CIRCLE)}
 
 
-def get_distance(name_or_instance):
+def get_distance(name_or_instance: str | Distance) -> Distance:
     """Return the :class:`Distance` for a name or instance.
 
     Parameters
@@ -408,7 +416,7 @@ def get_distance(name_or_instance):
     return _BY_NAME[key]
 
 
-def find_lonlat(column_names):
+def find_lonlat(column_names: Sequence[Any]) -> tuple[int, int] | None:
     """Positions of the longitude and latitude columns among `column_names`.
 
     Longitude is named ``lon``, ``long``, ``lng`` or ``longitude``, latitude ``lat`` or
@@ -490,7 +498,9 @@ def resolve_distance(spec, column_names):
     )
 
 
-def warn_if_invalid_on_sphere(distance_name, kernel, params=None, stacklevel=3):
+def warn_if_invalid_on_sphere(
+    distance_name: str | Distance, kernel: Kernel, params: Mapping[str, float] | None = None, stacklevel: int = 3
+) -> None:
     """Warn when a kernel may not be positive definite with the chosen distance.
 
     Parameters
@@ -535,7 +545,7 @@ def _search_tree(coords, distance):
     return points, cKDTree(points)
 
 
-def nearest_pair(coords, distance, tree=None):
+def nearest_pair(coords: NDArray[np.float64], distance: Distance, tree: Any = None) -> tuple[int, int, float]:
     """The two closest sites, by a KD-tree.
 
     Parameters
@@ -562,7 +572,7 @@ def nearest_pair(coords, distance, tree=None):
     return i, j, float(distance.cross(coords[i : i + 1], coords[j : j + 1])[0, 0])
 
 
-def distance_extremes(coords, distance):
+def distance_extremes(coords: NDArray[np.float64], distance: Distance) -> tuple[float, float]:
     """Smallest and largest distance between two sites, without all pairs.
 
     The nearest pair comes from a KD-tree. The farthest pair is exact in two and three

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 import warnings
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -37,17 +43,39 @@ from geostat.data import (
     table_from_field,
     write_model,
 )
-from geostat.distance import get_distance, nearest_pair, warn_if_invalid_on_sphere
+from geostat.data.types import (
+    Device,
+    FieldOutput,
+    FloatArray,
+    Method,
+    Observations,
+    OnFailure,
+    Ordering,
+    Params,
+    Seed,
+    SitesLike,
+    SitesOrField,
+    TableOutput,
+    TrendSpec,
+    XarrayObject,
+)
+from geostat.distance import Distance, get_distance, nearest_pair, warn_if_invalid_on_sphere
 from geostat.errors import PerturbationWarning
-from geostat.kernels import get_kernel
+from geostat.kernels import Kernel, get_kernel
 from geostat.likelihood import METHODS, make_likelihood, split_params
 from geostat.likelihood.failure import NEGLIGIBLE, check_on_failure, warning_threshold
 from geostat.optimize import MLEResult, ParameterSpace, maximize_likelihood
+from geostat.optimize.progress import check_verbose, fit_progress, shows_tile_progress
 from geostat.optimize.scaling import DataScale, residual_variance
 from geostat.predict import Kriging
-from geostat.solvers import get_backend
+from geostat.solvers import get_backend, tile_progress
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["SpatialGP", "load"]
+
+logger = logging.getLogger(__name__)
 
 class SpatialGP(RegressorMixin, BaseEstimator):
     """Gaussian-process regression for spatial data, fitted by maximum likelihood.
@@ -110,6 +138,16 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         exceeds the accuracy, or ``1e-8`` relative for exact fits); ``"step"`` makes the
         optimizer step away from such parameters; ``"raise"`` raises
         :class:`tlrcore.NotPositiveDefiniteError`. See :mod:`geostat.likelihood.failure`.
+    verbose : None, bool or int, default None
+        Progress display of `fit` on standard error (tqdm): the likelihood evaluations
+        with their stage (pilot subsample, full data, polish subsample, standard errors),
+        the current and best log-likelihood, the elapsed time and, for the probes of TLR
+        standard errors, the time left; on a terminal, TLR builds and factorizations
+        longer than 2 s show tile-column counters. ``None``: shown when standard error is a terminal and the work lasts
+        more than 2 s; ``0`` or ``False``: never; ``1`` or ``True``: always (also in a
+        notebook or a log file); ``2``: also log each evaluation at INFO. Log records
+        go through :mod:`logging` (loggers ``geostat`` and ``tlrcore``) whatever
+        `verbose` is. See :mod:`geostat.optimize.progress`.
 
     Attributes
     ----------
@@ -150,25 +188,48 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         Set by scikit-learn's validation.
     """
 
+    # Fitted attributes, for type checkers (annotations only: unset until `fit`).
+    params_: dict[str, float]
+    stderr_: dict[str, float]
+    coef_: FloatArray
+    coef_stderr_: FloatArray
+    coef_names_: list[str]
+    loglik_: float
+    n_iter_: int
+    n_evaluations_: int
+    converged_: bool
+    method_: str
+    accuracy_: float | None
+    loglik_error_: float
+    perturbation_: float
+    shift_: float
+    n_safeguarded_: int
+    distance_: str
+    kernel_: Kernel
+    result_: MLEResult
+    n_features_in_: int
+    feature_names_in_: NDArray[np.object_]
+
     def __init__(
         self,
-        kernel="matern",
-        smoothness=None,
-        nugget=True,
-        trend="constant",
-        distance="auto",
-        method="auto",
-        accuracy=1e-8,
-        tile_size=None,
-        ordering="kdtree",
-        device="cpu",
-        reml=False,
-        random_state=0,
-        bounds=None,
-        fixed=None,
-        n_starts=3,
-        on_failure="shift",
-    ):
+        kernel: str | Kernel = "matern",
+        smoothness: float | None = None,
+        nugget: bool | float = True,
+        trend: TrendSpec = "constant",
+        distance: str | Distance = "auto",
+        method: Method = "auto",
+        accuracy: float = 1e-8,
+        tile_size: int | None = None,
+        ordering: Ordering = "kdtree",
+        device: Device = "cpu",
+        reml: bool = False,
+        random_state: Seed = 0,
+        bounds: Mapping[str, tuple[float, float]] | None = None,
+        fixed: Mapping[str, float] | None = None,
+        n_starts: int = 3,
+        on_failure: OnFailure = "shift",
+        verbose: bool | int | None = None,
+    ) -> None:
         self.kernel = kernel
         self.smoothness = smoothness
         self.nugget = nugget
@@ -185,6 +246,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         self.fixed = fixed
         self.n_starts = n_starts
         self.on_failure = on_failure
+        self.verbose = verbose
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -205,8 +267,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         check_positive_int(self.n_starts, "n_starts")
         check_random_state(self.random_state)
         check_on_failure(self.on_failure)
+        check_verbose(self.verbose)
 
-    def fit(self, X, y=None):
+    def fit(self, X: SitesOrField, y: Observations | str | None = None) -> Self:
         """Estimate the covariance parameters and trend by maximum likelihood.
 
         Parameters
@@ -275,9 +338,11 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         likelihood = self._likelihood_of(training, kernel, distance_name, self.method, backend)
         _check_sites_and_nugget(data.coords, likelihood, natural_space, data_variance)
         space = scale.space_to_unit(dataclasses.replace(natural_space, max_distance=likelihood.max_distance))
-        result = maximize_likelihood(
-            likelihood, space, n_starts=self.n_starts, random_state=check_random_state(self.random_state)
-        )
+        with fit_progress(self.verbose, scale.factor) as progress:
+            result = maximize_likelihood(
+                likelihood, space, n_starts=self.n_starts, random_state=check_random_state(self.random_state)
+            )
+            progress.finish(scale.loglik_from_unit(result.loglik, likelihood.n_eff))
         self.kernel_ = kernel
         self.distance_ = distance_name
         self.method_ = likelihood.method
@@ -296,6 +361,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         self.n_iter_ = result.n_iter
         self.n_evaluations_ = result.n_evaluations
         self.converged_ = result.converged
+        _log_fit(self, likelihood, result)
         _warn_if_perturbed(relative, self.shift_, data_variance, likelihood.accuracy, self.params_)
         self._trend = trend
         self._layout = data.layout
@@ -322,7 +388,21 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         data, _ = prepare_coords(X, self._trend, self.distance_, layout=self._layout)
         return data
 
-    def predict(self, X, return_std=False):
+    @overload
+    def predict(self, X: pd.DataFrame, return_std: Literal[False] = ...) -> TableOutput: ...
+    @overload
+    def predict(self, X: pd.DataFrame, return_std: Literal[True]) -> tuple[TableOutput, TableOutput]: ...
+    @overload
+    def predict(self, X: XarrayObject, return_std: Literal[False] = ...) -> FieldOutput: ...
+    @overload
+    def predict(self, X: XarrayObject, return_std: Literal[True]) -> tuple[FieldOutput, FieldOutput]: ...
+    @overload
+    def predict(self, X: ArrayLike, return_std: Literal[False] = ...) -> FloatArray: ...
+    @overload
+    def predict(self, X: ArrayLike, return_std: Literal[True]) -> tuple[FloatArray, FloatArray]: ...
+    @overload
+    def predict(self, X: SitesOrField, return_std: bool = ...) -> Any: ...
+    def predict(self, X: SitesOrField, return_std: bool = False) -> Any:
         """Kriging prediction of the latent process at new sites.
 
         Parameters
@@ -396,7 +476,13 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         feature names, or an array for a model fitted on arrays)."""
         return sites if hasattr(self, "feature_names_in_") else sites.to_numpy()
 
-    def sample_y(self, X, n_samples=1, random_state=None):
+    @overload
+    def sample_y(self, X: pd.DataFrame, n_samples: int = ..., random_state: Seed = ...) -> pd.DataFrame: ...
+    @overload
+    def sample_y(self, X: XarrayObject, n_samples: int = ..., random_state: Seed = ...) -> FieldOutput: ...
+    @overload
+    def sample_y(self, X: ArrayLike, n_samples: int = ..., random_state: Seed = ...) -> FloatArray: ...
+    def sample_y(self, X: SitesOrField, n_samples: int = 1, random_state: Seed = None) -> Any:
         """Conditional simulations of the latent process at new sites.
 
         Parameters
@@ -428,7 +514,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         """Conditional draws at checked sites, ``(m, r, n_samples)`` in the units of `y`."""
         return self._scale.factor * self._kriging.sample(data.coords, data.design, n_samples, rng)
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X: SitesLike, y: Observations, sample_weight: ArrayLike | None = None) -> float:
         """Coefficient of determination R^2 of the kriging mean.
 
         NaN in `y` marks a site missing on a replicate: each replicate is scored on its
@@ -460,7 +546,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             scores.append(r2_score(truth[seen, j], pred[seen, j], sample_weight=w))
         return float(np.mean(scores))
 
-    def log_likelihood(self, params):
+    def log_likelihood(self, params: Params) -> float:
         """Log-likelihood of the training data at given parameters (trend by GLS).
 
         Parameters
@@ -477,7 +563,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         unit = self._scale.params_to_unit(check_params(params, self.kernel_))
         return self._scale.loglik_from_unit(self._likelihood.log_likelihood(unit), self._likelihood.n_eff)
 
-    def confidence_intervals(self, level=0.95, method="profile"):
+    def confidence_intervals(
+        self, level: float = 0.95, method: Literal["profile", "wald", "log-wald"] = "profile"
+    ) -> pd.DataFrame:
         """Confidence intervals for the estimated covariance parameters.
 
         ``"wald"``: ``estimate ± z stderr_`` with ``z`` the normal quantile of
@@ -509,9 +597,12 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         """
         from geostat.optimize.intervals import confidence_intervals
 
-        return confidence_intervals(self, level, method)
+        check_is_fitted(self)
+        verbose = getattr(self, "verbose", None) if method == "profile" else 0  # only profiles evaluate
+        with fit_progress(verbose, self._scale.factor, name="geostat profile"):
+            return confidence_intervals(self, level, method)
 
-    def save(self, path):
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write the fitted model to a file that :func:`geostat.load` reads back.
 
         The file (a zip archive of JSON and ``.npy`` arrays, see
@@ -565,10 +656,11 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         if solvers is None:
             check_is_fitted(self)
             backend = _available_backend(self.device)
-            likelihood = self._likelihood_of(self._training, self.kernel_, self.distance_, self.method_, backend)
-            # the estimates in fitting units: exactly those fit used (the scale is a power of two)
-            params, coef = self._scale.params_to_unit(self.params_), self.result_.coef / self._scale.factor
-            solvers = self._solvers = _Solvers(likelihood, Kriging(likelihood, params, coef))
+            with tile_progress(shows_tile_progress(getattr(self, "verbose", None))):
+                likelihood = self._likelihood_of(self._training, self.kernel_, self.distance_, self.method_, backend)
+                # the estimates in fitting units: exactly those fit used (the scale is a power of two)
+                params, coef = self._scale.params_to_unit(self.params_), self.result_.coef / self._scale.factor
+                solvers = self._solvers = _Solvers(likelihood, Kriging(likelihood, params, coef))
         return solvers
 
     def _likelihood_of(self, training, kernel, distance_name, method, backend):
@@ -604,7 +696,7 @@ class _Solvers:
 _SAVED_RECORDS = (MLEResult, Trend, FieldLayout, DataScale, _TrainingData)
 
 
-def load(path):
+def load(path: str | os.PathLike[str]) -> SpatialGP:
     """Read a model written by :meth:`SpatialGP.save` (or ``geostat fit --save-model``).
 
     No pickle is involved: the file is JSON and ``.npy`` arrays, so a model file from
@@ -640,7 +732,7 @@ def load(path):
         raise ValueError(f"{path} sets {unknown}, which this geostat's SpatialGP does not have; upgrade geostat "
                          "to load it.")
     model = SpatialGP(**params)
-    vars(model).update(fitted)
+    model.__dict__.update(fitted)
     return model
 
 
@@ -696,6 +788,24 @@ def _check_sites_and_nugget(coords, likelihood, space, data_variance):
         f"(negligible against the data variance {data_variance:.3g}) their covariance is singular. "
         "Use nugget=True to estimate the nugget, or average the observations of each site."
     )
+
+
+def _log_fit(model, likelihood, result):
+    """The INFO records of a fit: ranks and memory of the TLR factors at the estimate,
+    diagonal shifts, and the estimates (in the units of ``y``)."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    factors = likelihood.describe_factors()
+    if factors:
+        logger.info("TLR factors at the estimate: %s", factors)
+    if model.n_safeguarded_:
+        logger.info("%d factorizations needed a diagonal shift; at the estimate the shift is %.3g "
+                    "(||E||_F / ||K||_F = %.3g)", model.n_safeguarded_, model.shift_, model.perturbation_)
+    estimates = ", ".join(f"{name}={value:.6g} " + (f"(se {model.stderr_[name]:.3g})" if name in result.estimated
+                                                     else "(fixed)") for name, value in model.params_.items())
+    logger.info("estimates: %s; loglik %.10g; %d evaluations on the full data, %d on subsamples; %s; %.1f s",
+                estimates, model.loglik_, result.n_evaluations, result.n_pilot_evaluations,
+                "converged" if model.converged_ else f"not converged ({result.message})", result.elapsed)
 
 
 def _warn_if_perturbed(relative, shift, data_variance, accuracy, params):

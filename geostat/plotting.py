@@ -24,8 +24,11 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 import pandas as pd
 from scipy import stats
 from scipy.spatial.distance import pdist
@@ -36,6 +39,31 @@ from geostat.data import XARRAY_POSITIONS, Trend, prepare_coords, prepare_y
 from geostat.distance import get_distance
 from geostat.errors import GeostatWarning
 from geostat.optimize.intervals import ProfileLikelihood, check_level, wald
+
+if TYPE_CHECKING:  # matplotlib is imported only when a plot is drawn
+    from typing import Protocol
+
+    from matplotlib.axes import Axes
+
+    from geostat.data.types import Observations, Seed, SitesLike, XarrayDataArray, XarrayObject
+    from geostat.distance import Distance
+    from geostat.estimator import SpatialGP
+
+    class _TileRanks(Protocol):
+        """What :func:`plot_ranks` reads of a ``tlrcore.TLRMatrix`` (geostat names tlrcore
+        only in its bridge, :mod:`geostat.solvers`)."""
+
+        n: int
+        n_tiles: int
+        tile_size: int
+        accuracy: float
+
+        @property
+        def ranks(self) -> NDArray[np.int64]: ...
+        @property
+        def mean_rank(self) -> float: ...
+        @property
+        def nbytes(self) -> int: ...
 
 __all__ = [
     "MAX_VARIOGRAM_SITES",
@@ -57,7 +85,15 @@ _KERNEL_TITLES = {"matern": "Matérn", "exponential": "exponential", "gaussian":
 
 
 # ---------------------------------------------------------------------- variogram
-def empirical_variogram(X, y, *, n_bins=15, max_distance=None, distance="auto", random_state=0):
+def empirical_variogram(
+    X: SitesLike,
+    y: Observations,
+    *,
+    n_bins: int = 15,
+    max_distance: float | None = None,
+    distance: str | Distance = "auto",
+    random_state: Seed = 0,
+) -> pd.DataFrame:
     r"""Empirical semivariogram (Matheron's estimator) in equal-width distance bins.
 
     .. math::
@@ -134,7 +170,7 @@ def _variogram(coords, values, distance_name, n_bins, max_distance, random_state
     })
 
 
-def model_semivariogram(estimator, h):
+def model_semivariogram(estimator: SpatialGP, h: ArrayLike) -> NDArray[np.float64]:
     r"""The fitted semivariogram :math:`\gamma(h) = \tau^2 + \sigma^2 (1 - M(h / \rho))` for
     ``h > 0`` (and 0 at ``h = 0``).
 
@@ -190,7 +226,15 @@ def _model_title(estimator):
             f"range {params['range']:.4g}{unit}, nugget {params['nugget']:.4g}")
 
 
-def plot_variogram(estimator, X=None, y=None, *, n_bins=15, max_distance=None, ax=None):
+def plot_variogram(
+    estimator: SpatialGP,
+    X: SitesLike | None = None,
+    y: Observations | None = None,
+    *,
+    n_bins: int = 15,
+    max_distance: float | None = None,
+    ax: Axes | None = None,
+) -> Axes:
     r"""Empirical semivariogram of the GLS residuals with the fitted model's.
 
     Points: Matheron's estimator (:func:`empirical_variogram`) of the residuals
@@ -297,7 +341,16 @@ def _site_columns(sites, position):
     return array[:, 0], array[:, 1]
 
 
-def plot_field(da, ax=None, *, cmap="viridis", title=None, sites=None, coastlines="auto", **kwargs):
+def plot_field(
+    da: XarrayDataArray,
+    ax: Axes | None = None,
+    *,
+    cmap: str = "viridis",
+    title: str | None = None,
+    sites: SitesLike | None = None,
+    coastlines: bool | Literal["auto"] = "auto",
+    **kwargs: Any,
+) -> Axes:
     """Map of a 2-D ``xarray.DataArray`` on lon/lat (or x/y) coordinates.
 
     Parameters
@@ -344,12 +397,12 @@ def plot_field(da, ax=None, *, cmap="viridis", title=None, sites=None, coastline
     x, y, values = _grid_values(da, x_name, y_name)
     mesh = ax.pcolormesh(x, y, values, cmap=cmap, shading="auto", gid="field", **extra, **kwargs)
     # in an inset, the colorbar keeps the height of the map whatever its aspect
-    ax.figure.colorbar(mesh, cax=ax.inset_axes([1.03, 0.0, 0.035, 1.0]), label=_colorbar_label(da))
+    ax.figure.colorbar(mesh, cax=ax.inset_axes((1.03, 0.0, 0.035, 1.0)), label=_colorbar_label(da))
     if sites is not None:
         sx, sy = _site_columns(sites, (x_name, y_name))
         ax.scatter(sx, sy, s=3, color="k", marker=".", linewidths=0, label="sites", gid="sites", **extra)
     if geo:
-        ax.coastlines(linewidth=0.6)
+        ax.coastlines(linewidth=0.6)  # type: ignore[union-attr]  # a cartopy GeoAxes (hasattr above)
     else:
         _label_axes(ax, x_name, y_name, lonlat, y)
     if title is not None:
@@ -371,7 +424,16 @@ def _label_axes(ax, x_name, y_name, lonlat, y):
         ax.set_aspect("equal")
 
 
-def plot_kriging(estimator, template, *, axes=None, sites=True, cmap="viridis", replicate=-1, coastlines="auto"):
+def plot_kriging(
+    estimator: SpatialGP,
+    template: XarrayObject,
+    *,
+    axes: Sequence[Axes] | None = None,
+    sites: bool | SitesLike = True,
+    cmap: str = "viridis",
+    replicate: int = -1,
+    coastlines: bool | Literal["auto"] = "auto",
+) -> NDArray[np.object_]:
     """Kriging mean and standard deviation on an xarray template, side by side.
 
     Parameters
@@ -419,7 +481,9 @@ def plot_kriging(estimator, template, *, axes=None, sites=True, cmap="viridis", 
 
 
 # ---------------------------------------------------------------------- profiles
-def plot_profile(estimator, parameter, *, level=0.95, n_points=15, ax=None):
+def plot_profile(
+    estimator: SpatialGP, parameter: str, *, level: float = 0.95, n_points: int = 15, ax: Axes | None = None
+) -> Axes:
     r"""Profile log-likelihood of one covariance parameter with its confidence intervals.
 
     Draws :math:`\ell_p(\theta)` (:func:`geostat.optimize.intervals.profile_loglik`) at
@@ -508,7 +572,7 @@ def _profile_grid(lower, upper, estimate, n_points, logarithmic, bounds):
 
 
 # ---------------------------------------------------------------------- ranks
-def plot_ranks(matrix, ax=None, cmap="viridis", annotate=None):
+def plot_ranks(matrix: _TileRanks, ax: Axes | None = None, cmap: str = "viridis", annotate: bool | None = None) -> Axes:
     """Heatmap of the tile ranks of a TLR matrix (the papers' rank figures).
 
     Parameters

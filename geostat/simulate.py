@@ -15,8 +15,9 @@ from geostat.checks import (
 )
 from geostat.covariance import Sites
 from geostat.data import Trend, prepare_coords
-from geostat.distance import get_distance, warn_if_invalid_on_sphere
-from geostat.kernels import get_kernel
+from geostat.data.types import FloatArray, Method, Ordering, Params, Seed, SitesLike
+from geostat.distance import Distance, get_distance, warn_if_invalid_on_sphere
+from geostat.kernels import Kernel, get_kernel
 from geostat.likelihood import resolve_method
 from geostat.solvers import NUMPY, DenseCholesky, one_blas_thread, tlr_covariance, tlr_factor
 
@@ -24,8 +25,18 @@ __all__ = ["simulate"]
 
 
 @one_blas_thread
-def simulate(X, params, kernel="matern", n_samples=1, random_state=None, distance="auto", method="auto",
-             accuracy=1e-8, tile_size=None, ordering="kdtree"):
+def simulate(
+    X: SitesLike,
+    params: Params,
+    kernel: str | Kernel = "matern",
+    n_samples: int = 1,
+    random_state: Seed = None,
+    distance: str | Distance = "auto",
+    method: Method = "auto",
+    accuracy: float = 1e-8,
+    tile_size: int | None = None,
+    ordering: Ordering = "kdtree",
+) -> FloatArray:
     """Draw zero-mean Gaussian random fields with the given covariance.
 
     Parameters

@@ -10,6 +10,9 @@ the same kind.
 Back ends are chosen once, by name (:func:`get_backend`: ``"cpu"`` is NumPy, ``"gpu"``
 CuPy), and stored on the objects that use them.
 
+Progress: :func:`tile_progress` (tlrcore's :func:`tlrcore.progress`) switches on the
+tile-column counters of TLR builds and factorizations for a block of code.
+
 Threads: dense LAPACK and BLAS calls run on one thread (:func:`one_blas_thread`, tlrcore's
 pinning, re-exported for the statistics). On a
 busy two-core machine threaded OpenBLAS was 80x slower for a 300 x 300 Cholesky factor and
@@ -42,10 +45,15 @@ __all__ = [
     "not_positive_definite",
     "one_blas_thread",
     "site_order",
+    "tile_progress",
     "tlr_covariance",
     "tlr_factor",
     "tlr_matrix",
 ]
+
+#: ``with tile_progress(enabled):`` shows (or not) tile-column counters of the TLR builds and
+#: factorizations in the block that run longer than two seconds (:func:`tlrcore.progress`).
+tile_progress = tlrcore.progress
 
 #: Values of the ``device`` argument of :class:`geostat.SpatialGP` and :func:`geostat.log_likelihood`.
 DEVICES = ("cpu", "gpu")

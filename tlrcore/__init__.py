@@ -36,6 +36,9 @@ dense
     (Gill–Murray–Wright, Cheng–Higham): ``dense.ldl``, ``dense.modified_cholesky``.
 summary
     Memory, ranks and an estimate of the achieved error of a TLR matrix.
+progress
+    ``with tlrcore.progress():`` shows a counter of tile columns (tqdm, standard error)
+    for builds and factorizations that run longer than two seconds; off by default.
 NotPositiveDefiniteError, GeneratorError
     Numerical failure (``.tile`` names the tile); a block generator that returned a wrong
     shape, non-finite values or a non-symmetric matrix.
@@ -55,6 +58,7 @@ left-, right-looking, pivoted and batched variants, safeguards, the factors); ``
 """
 
 from tlrcore import batched, compress, dense
+from tlrcore._threads import progress
 from tlrcore.cholesky import TLRCholesky, cholesky
 from tlrcore.diagnostics import summary
 from tlrcore.errors import ConsumedMatrixError, FactorizationError, GeneratorError, NotPositiveDefiniteError
@@ -71,6 +75,7 @@ __all__ = [
     "compress",
     "dense",
     "summary",
+    "progress",
     "NotPositiveDefiniteError",
     "FactorizationError",
     "GeneratorError",

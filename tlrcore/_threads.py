@@ -1,4 +1,5 @@
-"""Threads, per-tile seeds and BLAS pinning, shared by every tile algorithm of tlrcore.
+"""Threads, per-tile seeds, BLAS pinning and tile-column progress, shared by every tile
+algorithm of tlrcore.
 
 Tiles of one column are independent and run on a thread pool with BLAS on one thread
 each: parallelism is across tiles. Measured on the 2-core development machine (shared,
@@ -8,24 +9,40 @@ too small to amortize thread synchronization.
 
 Every tile has its own seed and its result is stored by tile index, so a factor is
 bit-identical from run to run and for any number of threads.
+
+Progress: inside ``with tlrcore.progress():`` (:func:`progress`) every build and
+factorization loop shows a counter of tile columns (:func:`column_progress`, tqdm on
+standard error) once it has run :data:`PROGRESS_DELAY` seconds. The loops call it once
+per tile column, never per tile; outside the context it is a no-op object. The setting is
+a context variable, not an argument, so that one implementation per algorithm serves
+both, callers several layers up (geostat's likelihood) switch it without passing it down,
+and each thread (or asyncio task) has its own.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
+from typing import Callable, ParamSpec, TypeVar
 
 import numpy as np
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
 __all__ = [
+    "PROGRESS_DELAY",
+    "by_rows",
+    "column_progress",
     "column_seeds",
     "map_by_work",
     "one_blas_thread",
+    "progress",
     "runner",
     "start_by_work",
+    "terminal_width",
     "tile_pool",
     "tile_seeds",
     "workers",
@@ -77,11 +94,15 @@ def column_seeds(random_state, n_tiles):
     return np.random.default_rng(random_state).integers(0, 2**62, size=n_tiles)
 
 
-def one_blas_thread(func):
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def one_blas_thread(func: Callable[_P, _R]) -> Callable[_P, _R]:
     """Decorator: run `func` with BLAS limited to one thread."""
 
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         global _controller
         if _controller is None:
             _controller = ThreadpoolController()
@@ -114,3 +135,107 @@ def map_by_work(run, func, items, work):
     order = sorted(range(len(items)), key=lambda pos: -work[pos])
     results = dict(zip(order, run(lambda pos: func(items[pos]), order)))
     return [results[pos] for pos in range(len(items))]
+
+
+#: Seconds a build or factorization runs before its tile-column counter appears.
+PROGRESS_DELAY = 2.0
+
+_PROGRESS = contextvars.ContextVar("tlrcore_progress", default=False)
+
+
+@contextmanager
+def progress(enabled=True):
+    """Show tile-column progress of long builds and factorizations inside this block.
+
+    Within ``with tlrcore.progress():``, :meth:`TLRMatrix.from_generator` and
+    :func:`tlrcore.cholesky` (every variant) and :func:`tlrcore.ldl` show a counter of
+    tile columns on standard error (tqdm) once they have run :data:`PROGRESS_DELAY`
+    seconds; shorter ones show nothing. The counter is updated once per tile column and
+    changes no result. Off by default; the setting is per thread (a context variable),
+    and ``progress(False)`` turns it off inside an enclosing block.
+
+    Parameters
+    ----------
+    enabled : bool, default True
+
+    Raises
+    ------
+    TypeError
+        If `enabled` is not a bool.
+
+    Examples
+    --------
+    >>> import tlrcore as tlr
+    >>> with tlr.progress():                      # doctest: +SKIP
+    ...     F = tlr.cholesky(A)
+    """
+    if not isinstance(enabled, (bool, np.bool_)):
+        raise TypeError(f"enabled must be True or False; got {enabled!r}.")
+    token = _PROGRESS.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
+class _NoProgress:
+    """The counter outside :func:`progress`: does nothing."""
+
+    def update(self, n=1):
+        pass
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NO_PROGRESS = _NoProgress()
+
+
+def column_progress(total, description, unit="col"):
+    """A counter of `total` tile columns for a loop (a context manager with ``update()``).
+
+    Inside :func:`progress` a tqdm bar on standard error that appears after
+    :data:`PROGRESS_DELAY` seconds and is erased when the loop ends; otherwise (or for
+    fewer than two columns) a no-op object.
+    """
+    if not _PROGRESS.get() or total < 2:
+        return _NO_PROGRESS
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=description, unit=unit, delay=PROGRESS_DELAY, leave=False, file=sys.stderr,
+                mininterval=0.5, **terminal_width(sys.stderr))
+
+
+def terminal_width(stream):
+    """tqdm's size arguments for `stream`: follow the terminal's size, or 80 x 24 where
+    it reports none (in a pseudo-terminal of size 0, tqdm would print nothing)."""
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):  # no file descriptor, or not a terminal
+        columns = 0
+    return {"dynamic_ncols": True} if columns > 0 else {"ncols": 80, "nrows": 24}
+
+
+def by_rows(results, row_lengths, counter):
+    """Iterate `results` (one per tile, row by row), updating `counter` once per row.
+
+    `row_lengths` gives the number of results of each row (rows of length 0 count when
+    they are reached). Outside :func:`progress` `results` is returned as it is.
+    """
+    if counter is _NO_PROGRESS:
+        return results
+
+    def rows():
+        iterator = iter(results)
+        for length in row_lengths:
+            for _ in range(length):
+                yield next(iterator)
+            counter.update()
+
+    return rows()

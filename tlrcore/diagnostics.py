@@ -7,13 +7,16 @@ import math
 import numpy as np
 
 from tlrcore._checks import check_int, check_random_state
+from tlrcore._typing import BlockGenerator, Seed
 from tlrcore.compress._recompress import check_block_output
 from tlrcore.matrix import TLRMatrix
 
 __all__ = ["summary"]
 
 
-def summary(A, block=None, n_probe_tiles=16, random_state=0):
+def summary(
+    A: TLRMatrix, block: BlockGenerator | None = None, n_probe_tiles: int = 16, random_state: Seed = 0
+) -> dict[str, float]:
     """Memory, rank statistics and (optionally) an estimate of the achieved error.
 
     Parameters

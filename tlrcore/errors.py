@@ -1,5 +1,7 @@
 """Exceptions raised by tlrcore."""
 
+from __future__ import annotations
+
 import numpy as np
 
 __all__ = ["ConsumedMatrixError", "FactorizationError", "GeneratorError", "NotPositiveDefiniteError"]
@@ -17,7 +19,7 @@ class NotPositiveDefiniteError(np.linalg.LinAlgError):
         Cholesky factorization broke down.
     """
 
-    def __init__(self, message, tile=None):
+    def __init__(self, message: str, tile: int | None = None) -> None:
         super().__init__(message)
         self.tile = tile
 

@@ -47,10 +47,12 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.linalg import solve_triangular
 
 from tlrcore._checks import check_accuracy, check_int, check_random_state
-from tlrcore._threads import start_by_work, tile_pool, tile_seeds, workers
+from tlrcore._typing import FloatArray, IntArray, Pivoting, Seed
+from tlrcore._threads import column_progress, start_by_work, tile_pool, tile_seeds, workers
 from tlrcore.cholesky._steps import TileFactor, ara_work, block_diagonal, stack
 from tlrcore.compress import ara_compress
 from tlrcore.dense import ldl as dense_ldl
@@ -98,23 +100,33 @@ class TLRLDL(TileFactor):
 
     perturbation = shift = 0.0
 
-    def __init__(self, diagonal, d, perms, U, V, offsets, tolerance, pivoting):
+    def __init__(
+        self,
+        diagonal: list[FloatArray],
+        d: list[FloatArray],
+        perms: list[IntArray],
+        U: dict[tuple[int, int], FloatArray],
+        V: dict[tuple[int, int], FloatArray],
+        offsets: ArrayLike,
+        tolerance: float,
+        pivoting: Pivoting,
+    ) -> None:
         super().__init__(diagonal, U, V, offsets, tolerance)
         self.d, self.perms = d, perms
         self.pivoting = pivoting
-        self._blocks = [_blocks_of(D) for D in d]
+        self._blocks: list[tuple[FloatArray, FloatArray, IntArray, FloatArray]] = [_blocks_of(D) for D in d]
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """Bytes held by the factor (diagonal tiles, ``D`` blocks, perms, low-rank tiles)."""
         dense = sum(Lk.nbytes + Dk.nbytes + p.nbytes for Lk, Dk, p in zip(self.diagonal, self.d, self.perms))
         return dense + sum(U.nbytes + V.nbytes for U, V in zip(self.U.values(), self.V.values()))
 
-    def eigenvalues_d(self):
+    def eigenvalues_d(self) -> FloatArray:
         """Eigenvalues of ``D`` (those of its 1x1 and 2x2 blocks), in tile order."""
         return np.concatenate([block_eigenvalues(Dk) for Dk in self.d])
 
-    def inertia(self, rtol=None):
+    def inertia(self, rtol: float | None = None) -> tuple[int, int, int]:
         """``(n_pos, n_neg, n_zero)`` of ``A`` by Sylvester's law: the signs of the eigenvalues of ``D``.
 
         Parameters
@@ -129,12 +141,12 @@ class TLRLDL(TileFactor):
         """
         return inertia_of(self.eigenvalues_d(), rtol)
 
-    def slogdet(self):
+    def slogdet(self) -> tuple[float, float]:
         """``(sign, log|det A|)`` as :func:`numpy.linalg.slogdet`, from the blocks of ``D``."""
         lam = self.eigenvalues_d()
         return float(np.prod(np.sign(lam))), float(np.sum(np.log(np.abs(lam))))
 
-    def logdet(self):
+    def logdet(self) -> float:
         """``log|det A|``."""
         return self.slogdet()[1]
 
@@ -159,7 +171,7 @@ class TLRLDL(TileFactor):
             x[self.offsets[k] + self.perms[k]] = y
         return x
 
-    def solve(self, b):
+    def solve(self, b: ArrayLike) -> FloatArray:
         """``A^{-1} b ~ L^{-T} D^{-1} L^{-1} b`` for a vector ``(n,)`` or a matrix ``(n, m)``.
 
         Raises
@@ -172,7 +184,7 @@ class TLRLDL(TileFactor):
             x[self.tile(k)] = _solve_d(*self._blocks[k], x[self.tile(k)])
         return self._solve_upper(x)
 
-    def to_dense(self):
+    def to_dense(self) -> tuple[FloatArray, FloatArray]:
         """``(L, D)`` as dense ``(n, n)`` arrays with ``L @ D @ L.T ~ A``.
 
         ``L`` includes the tile permutations: block lower triangular, its diagonal tile
@@ -196,7 +208,13 @@ class TLRLDL(TileFactor):
         )
 
 
-def ldl(A, accuracy=None, pivoting="bk", block_size=16, random_state=0):
+def ldl(
+    A: TLRMatrix,
+    accuracy: float | None = None,
+    pivoting: Pivoting = "bk",
+    block_size: int = 16,
+    random_state: Seed = 0,
+) -> TLRLDL:
     """TLR LDLᵀ factorization ``A ~ L D L^T`` of a symmetric, possibly indefinite, matrix.
 
     Left-looking, every off-diagonal tile updated and compressed once by ARA (Algorithm 10
@@ -259,7 +277,7 @@ def ldl(A, accuracy=None, pivoting="bk", block_size=16, random_state=0):
     random_state = check_random_state(random_state)
     tolerance = A.tolerance if accuracy is None else check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
     factor = _left_looking(A, tolerance, pivoting, block_size, random_state)
-    logger.info("TLR LDL^T (pivoting=%s): %r", pivoting, factor)
+    logger.debug("TLR LDL^T (pivoting=%s): %r", pivoting, factor)
     return factor
 
 
@@ -268,7 +286,7 @@ def _left_looking(A, tolerance, pivoting, block_size, random_state):
     n_t = A.n_tiles
     seeds = tile_seeds(random_state, n_t)
     diagonal, d, perms, blocks, U, V = [], [], [], [], {}, {}
-    with tile_pool(workers()) as pool:
+    with tile_pool(workers()) as pool, column_progress(n_t, "TLR LDL^T") as counter:
         for k in range(n_t):
             # D_j V(k, j) for j < k: shared by the diagonal update and every tile of the column.
             DVk = [_apply_d(*blocks[j], V[k, j]) for j in range(k)]
@@ -303,6 +321,7 @@ def _left_looking(A, tolerance, pivoting, block_size, random_state):
             updated = start_by_work(pool, update, rest, [ara_work(A, U, i, k, block_size) for i in rest])()
             for i, (Ut, Vt) in zip(rest, updated):
                 U[i, k], V[i, k] = Ut, Vt
+            counter.update()
     return TLRLDL(diagonal, d, perms, U, V, A.offsets, tolerance, pivoting)
 
 

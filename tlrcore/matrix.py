@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from tlrcore._checks import check_accuracy, check_int, check_operand, check_random_state
 from tlrcore._malloc import pin_mmap_threshold
-from tlrcore._threads import runner, tile_pool, workers
-from tlrcore.backends import get_backend
+from tlrcore._threads import by_rows, column_progress, runner, tile_pool, workers
+from tlrcore._typing import BackendArray, BlockGenerator, FloatArray, IntArray, Seed
+from tlrcore.backends import Backend, get_backend
 from tlrcore.compress import COMPRESSORS
 from tlrcore.compress._recompress import check_block_output
 from tlrcore.dense._checks import check_symmetric
@@ -44,6 +47,9 @@ from tlrcore.packed.tiles import PackedTiles
 __all__ = ["TLRMatrix", "GeneratorError"]
 
 logger = logging.getLogger(__name__)
+
+#: Compression of the off-diagonal tiles (:meth:`TLRMatrix.from_generator`).
+CompressionMethod = Literal["aca", "ara", "svd", "batched"]
 
 #: Placeholder of a tile freed by :meth:`TLRMatrix._release_column`.
 _RELEASED = np.full((0, 0), np.nan)
@@ -100,9 +106,19 @@ class TLRMatrix:
     ``repr`` remain.
     """
 
-    def __init__(self, diagonal, U, V, offsets, accuracy, tolerance, backend, packed=None):
+    def __init__(
+        self,
+        diagonal: list[BackendArray],
+        U: dict[tuple[int, int], BackendArray],
+        V: dict[tuple[int, int], BackendArray],
+        offsets: ArrayLike,
+        accuracy: float,
+        tolerance: float,
+        backend: Backend,
+        packed: PackedTiles | None = None,
+    ) -> None:
         self._packed = packed
-        self._packed_copy = None
+        self._packed_copy: PackedTiles | None = None
         self._diagonal = diagonal
         self._U, self._V = U, V
         self._consumed = False
@@ -118,15 +134,15 @@ class TLRMatrix:
     @classmethod
     def from_generator(
         cls,
-        block,
-        n,
-        tile_size,
-        accuracy=1e-8,
-        method=None,
-        max_rank=None,
-        backend="numpy",
-        random_state=0,
-    ):
+        block: BlockGenerator,
+        n: int,
+        tile_size: int,
+        accuracy: float = 1e-8,
+        method: CompressionMethod | None = None,
+        max_rank: int | None = None,
+        backend: str | Backend = "numpy",
+        random_state: Seed = 0,
+    ) -> TLRMatrix:
         """Compress a symmetric matrix given by a block generator.
 
         No ``n x n`` array is allocated: diagonal tiles are evaluated dense, off-diagonal
@@ -190,7 +206,7 @@ class TLRMatrix:
                                              backend, rng, max_rank=max_rank)
             diagonal, U, V = packed.views()
             matrix = cls(diagonal, U, V, packed.offsets, accuracy, tolerance, backend, packed)
-            logger.info("TLR matrix (batched) n=%d tiles=%d tolerance=%.3g memory %.1f MB", n, matrix.n_tiles,
+            logger.debug("TLR matrix (batched) n=%d tiles=%d tolerance=%.3g memory %.1f MB", n, matrix.n_tiles,
                         tolerance, matrix.nbytes / 1e6)
             return matrix
         checked = _CheckedBlock(block)
@@ -211,18 +227,27 @@ class TLRMatrix:
                 (i, j), seed = pair_seed
                 return _compress_tile(checked, tiles[i], tiles[j], (i, j), tolerance, method, max_rank, seed)
 
-            factors = list(run(compress, zip(pairs, seeds)))
+            with column_progress(n_tiles, "TLR compression", unit="row") as counter:
+                factors = list(by_rows(run(compress, zip(pairs, seeds)), range(n_tiles), counter))
         U = {pair: f[0] for pair, f in zip(pairs, factors)}
         V = {pair: f[1] for pair, f in zip(pairs, factors)}
         matrix = cls(diagonal, U, V, offsets, accuracy, tolerance, backend)
-        logger.info(
+        logger.debug(
             "TLR matrix n=%d tiles=%d tolerance=%.3g mean rank=%.1f memory %.1f MB",
             n, n_tiles, tolerance, matrix.mean_rank, matrix.nbytes / 1e6,
         )
         return matrix
 
     @classmethod
-    def from_dense(cls, M, tile_size, accuracy=1e-8, method="svd", max_rank=None, random_state=0):
+    def from_dense(
+        cls,
+        M: ArrayLike,
+        tile_size: int,
+        accuracy: float = 1e-8,
+        method: CompressionMethod = "svd",
+        max_rank: int | None = None,
+        random_state: Seed = 0,
+    ) -> TLRMatrix:
         """Compress a dense symmetric matrix.
 
         Parameters
@@ -273,35 +298,35 @@ class TLRMatrix:
             )
 
     @property
-    def diagonal(self):
+    def diagonal(self) -> list[BackendArray]:
         """The dense diagonal tiles (a list)."""
         self._check_usable()
         return self._diagonal
 
     @property
-    def U(self):
+    def U(self) -> dict[tuple[int, int], BackendArray]:
         """``{(i, j): U}`` of the lower off-diagonal tiles ``A(i, j) ~ U V^T``."""
         self._check_usable()
         return self._U
 
     @property
-    def V(self):
+    def V(self) -> dict[tuple[int, int], BackendArray]:
         """``{(i, j): V}`` of the lower off-diagonal tiles."""
         self._check_usable()
         return self._V
 
     @property
-    def packed(self):
+    def packed(self) -> PackedTiles | None:
         """The packed storage (matrices built with ``method="batched"``), else None."""
         self._check_usable()
         return self._packed
 
-    def tile(self, i):
+    def tile(self, i: int) -> slice:
         """Index slice of tile `i`."""
         return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
 
     @property
-    def ranks(self):
+    def ranks(self) -> IntArray:
         """``(n_tiles, n_tiles)`` integer ranks, symmetric; the diagonal holds tile sizes."""
         ranks = np.zeros((self.n_tiles, self.n_tiles), dtype=np.int64)
         for i, D in enumerate(self.diagonal):
@@ -310,7 +335,7 @@ class TLRMatrix:
             ranks[i, j] = ranks[j, i] = U.shape[1]
         return ranks
 
-    def pack(self):
+    def pack(self) -> PackedTiles:
         """The matrix in the packed layout (:class:`~tlrcore.packed.tiles.PackedTiles`): the
         storage itself if it was built that way, else a copy made once (the matrix keeps
         its tile layout and its default factorization)."""
@@ -321,12 +346,12 @@ class TLRMatrix:
         return self._packed_copy
 
     @property
-    def mean_rank(self):
+    def mean_rank(self) -> float:
         """Mean rank of the off-diagonal tiles (0.0 with a single tile)."""
         return float(np.mean([U.shape[1] for U in self.U.values()])) if self.U else 0.0
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """Bytes held by the dense diagonal tiles and the low-rank factors (padding
         included in the packed layout)."""
         if self.packed is not None:
@@ -334,7 +359,7 @@ class TLRMatrix:
         dense = sum(D.nbytes for D in self.diagonal)
         return dense + sum(U.nbytes + V.nbytes for U, V in zip(self.U.values(), self.V.values()))
 
-    def frobenius_norm(self):
+    def frobenius_norm(self) -> float:
         """``||A_tlr||_F``, exactly, from the factors (no densification)."""
         if self.packed is not None:
             return self.packed.frobenius_norm()
@@ -343,7 +368,7 @@ class TLRMatrix:
             total += 2.0 * float(np.sum((U.T @ U) * (V.T @ V)))
         return math.sqrt(total)
 
-    def error_bound(self):
+    def error_bound(self) -> float:
         """Relative error bound ``sqrt(n_t (n_t - 1)) tau / ||A_tlr||_F`` implied by the
         per-tile tolerance (when no tile was capped by ``max_rank``)."""
         norm = self.frobenius_norm()
@@ -351,7 +376,7 @@ class TLRMatrix:
         return math.sqrt(n_t * (n_t - 1)) * self.tolerance / norm if norm > 0 else 0.0
 
     # ------------------------------------------------------------------ products
-    def __matmul__(self, x):
+    def __matmul__(self, x: ArrayLike) -> BackendArray:
         """``A_tlr @ x`` for a vector ``(n,)`` or a matrix ``(n, k)`` (an array of the
         matrix's back end in the packed layout)."""
         if self.packed is not None:
@@ -366,7 +391,7 @@ class TLRMatrix:
             y[self.tile(j)] += V @ (U.T @ x[self.tile(i)])
         return y
 
-    def to_dense(self):
+    def to_dense(self) -> FloatArray:
         """The represented matrix as a dense ``(n, n)`` NumPy array."""
         if self.packed is not None:
             return self.packed.to_dense()
@@ -393,7 +418,7 @@ class TLRMatrix:
         """Mark the matrix consumed: every later use raises :class:`ConsumedMatrixError`."""
         self._consumed = True
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self._consumed:
             return f"TLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, consumed)"
         return (

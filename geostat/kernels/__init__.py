@@ -17,6 +17,8 @@ get_kernel
     Build a kernel from a name, or check a given instance.
 """
 
+from __future__ import annotations
+
 from geostat.kernels._base import Kernel
 from geostat.kernels.exponential import Exponential
 from geostat.kernels.gaussian import Gaussian
@@ -58,7 +60,7 @@ def _smoothness_conflict(kernel, smoothness):
     return None
 
 
-def get_kernel(spec, smoothness=None):
+def get_kernel(spec: str | Kernel, smoothness: float | None = None) -> Kernel:
     """Return a kernel from a name or an instance.
 
     Parameters

@@ -31,6 +31,8 @@ modules (a GPU's) are evaluated in chunks of :data:`DEVICE_CHUNK` entries, which
 the temporaries. Results do not depend on the chunking: every formula is elementwise.
 """
 
+from __future__ import annotations
+
 import abc
 import concurrent.futures
 import importlib
@@ -39,8 +41,10 @@ import math
 import numbers
 import os
 import threading
+from collections.abc import Mapping
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["DEVICE_CHUNK", "Kernel", "array_namespace", "get_num_threads", "set_num_threads"]
 
@@ -256,15 +260,17 @@ class Kernel(abc.ABC):
         Family name, as accepted by :func:`geostat.kernels.get_kernel`.
     """
 
-    name = ""
+    name: str = ""
     #: Shape parameters of the family, in order.
-    _SHAPE_NAMES = ()
+    _SHAPE_NAMES: tuple[str, ...] = ()
     #: ``{name: (low, high, high_inclusive)}``: admissible values (low excluded).
-    _SHAPE_DOMAIN = {}
-    _DEFAULT_BOUNDS = {}
-    _DEFAULT_START = {}
+    _SHAPE_DOMAIN: dict[str, tuple[float, float, bool]] = {}
+    _DEFAULT_BOUNDS: dict[str, tuple[float, float]] = {}
+    _DEFAULT_START: dict[str, float] = {}
 
-    def __init__(self, shape=None, bounds=None):
+    def __init__(
+        self, shape: Mapping[str, float | None] | None = None, bounds: dict[str, tuple[float, float]] | None = None
+    ) -> None:
         shape = {} if shape is None else dict(shape)
         unknown = set(shape) - set(self._SHAPE_NAMES)
         if unknown:
@@ -314,7 +320,7 @@ class Kernel(abc.ABC):
             merged[key] = (low, high)
         return merged
 
-    def resolve_shape(self, given):
+    def resolve_shape(self, given: Mapping[str, float | None]) -> dict[str, float]:
         """Shape values for one call: the given ones, else the fixed ones (validated)."""
         unknown = set(given) - set(self._SHAPE_NAMES)
         if unknown:
@@ -361,7 +367,7 @@ class Kernel(abc.ABC):
         return d, rng
 
     # ------------------------------------------------------------------ evaluation
-    def correlation(self, d, range, **shape):
+    def correlation(self, d: ArrayLike, range: float, **shape: float) -> NDArray[np.float64]:
         """Evaluate the correlation ``M(d / range)``.
 
         Parameters
@@ -391,7 +397,9 @@ class Kernel(abc.ABC):
         d, rng = self._prepare(d, range)
         return self.evaluate(d, rng, self.resolve_shape(shape))[0]
 
-    def correlation_and_gradient(self, d, range, **shape):
+    def correlation_and_gradient(
+        self, d: ArrayLike, range: float, **shape: float
+    ) -> tuple[NDArray[np.float64], dict[str, NDArray[np.float64]]]:
         """Evaluate the correlation and its derivatives with respect to the parameters.
 
         Parameters
@@ -474,27 +482,27 @@ class Kernel(abc.ABC):
 
     # ------------------------------------------------------------------ bookkeeping
     @property
-    def shape_names(self):
+    def shape_names(self) -> tuple[str, ...]:
         """tuple of str: All shape parameters of the family."""
         return tuple(self._SHAPE_NAMES)
 
     @property
-    def free_shape(self):
+    def free_shape(self) -> tuple[str, ...]:
         """tuple of str: Shape parameters to be estimated (given as None)."""
         return tuple(key for key in self._SHAPE_NAMES if self._shape[key] is None)
 
     @property
-    def fixed_shape(self):
+    def fixed_shape(self) -> dict[str, float]:
         """dict of str to float: Shape parameters with a fixed value."""
         return {key: v for key, v in self._shape.items() if v is not None}
 
     @property
-    def shape_bounds(self):
+    def shape_bounds(self) -> dict[str, tuple[float, float]]:
         """dict of str to (float, float): Estimation bounds of every shape parameter."""
         return dict(self._bounds)
 
     @property
-    def shape_start(self):
+    def shape_start(self) -> dict[str, float]:
         """dict of str to float: Default starting values of the free shape parameters.
 
         A default outside overridden bounds is replaced by the geometric mean of the
@@ -508,13 +516,13 @@ class Kernel(abc.ABC):
         return start
 
     @property
-    def great_circle_valid(self):
+    def great_circle_valid(self) -> bool:
         """bool: Whether ``M`` is positive definite with great-circle distance for every
         value of the free shape parameters (at the fixed ones)."""
         return self.great_circle_valid_at(self._shape)
 
     @abc.abstractmethod
-    def great_circle_valid_at(self, shape):
+    def great_circle_valid_at(self, shape: Mapping[str, float | None]) -> bool:
         """Whether ``M`` is positive definite with great-circle distance at given shape values.
 
         Parameters
@@ -529,7 +537,7 @@ class Kernel(abc.ABC):
         """
 
     @property
-    def costly(self):
+    def costly(self) -> bool:
         """bool: Whether evaluation is expensive enough to tabulate over fixed distances.
 
         See :class:`geostat.kernels.tabulation.LogDistanceTable`; elementary closed forms are not.
@@ -544,14 +552,14 @@ class Kernel(abc.ABC):
             args.append(f"bounds={custom!r}")
         return args
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(self._repr_args())})"
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
         return self._shape == other._shape and self._bounds == other._bounds
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((type(self).__name__, tuple(self._shape.items()),
                      tuple(sorted(self._bounds.items()))))

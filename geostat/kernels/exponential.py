@@ -1,5 +1,8 @@
 """Exponential correlation ``M(u) = exp(-u)``: the Matérn kernel with smoothness 0.5."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping
 
 from geostat.kernels._base import Kernel
 
@@ -19,7 +22,7 @@ class Exponential(Kernel):
     _DEFAULT_BOUNDS = {"smoothness": (0.05, 10.0)}
     _DEFAULT_START = {"smoothness": 1.0}
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__({"smoothness": 0.5})
 
     @classmethod
@@ -35,7 +38,7 @@ class Exponential(Kernel):
     def _check_bounds(self, bounds):
         return {"smoothness": self._DEFAULT_BOUNDS["smoothness"]}
 
-    def great_circle_valid_at(self, shape):
+    def great_circle_valid_at(self, shape: Mapping[str, float | None]) -> bool:
         """bool: Always True."""
         return True
 

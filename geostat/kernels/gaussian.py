@@ -1,5 +1,8 @@
 """Gaussian (squared exponential) correlation ``M(u) = exp(-u**2)``."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping
 
 from geostat.kernels._base import Kernel
 
@@ -17,10 +20,10 @@ class Gaussian(Kernel):
 
     name = "gaussian"
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
 
-    def great_circle_valid_at(self, shape):
+    def great_circle_valid_at(self, shape: Mapping[str, float | None]) -> bool:
         """bool: Always False."""
         return False
 

@@ -54,8 +54,11 @@ cancel at integer ``nu``, are bounded by ``3 c x**p (|log x| + 3)**2`` (``p`` th
 first neglected power), which fixes ``u_series``.
 """
 
+from __future__ import annotations
+
 import functools
 import math
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -400,16 +403,18 @@ class Matern(Kernel):
     _DEFAULT_BOUNDS = {"smoothness": (0.05, 10.0)}
     _DEFAULT_START = {"smoothness": 1.0}
 
-    def __init__(self, smoothness=None, bounds=None):
+    def __init__(
+        self, smoothness: float | None = None, bounds: dict[str, tuple[float, float]] | None = None
+    ) -> None:
         super().__init__({"smoothness": smoothness}, bounds)
 
-    def great_circle_valid_at(self, shape):
+    def great_circle_valid_at(self, shape: Mapping[str, float | None]) -> bool:
         """bool: True only for a smoothness <= 0.5."""
         nu = shape.get("smoothness")
         return nu is not None and nu <= 0.5
 
     @property
-    def costly(self):
+    def costly(self) -> bool:
         """bool: True unless the smoothness is fixed at a closed-form value (0.5, 1.5, 2.5)."""
         return self._shape["smoothness"] not in _CLOSED_FORM_NU
 

@@ -1,5 +1,8 @@
 """Powered exponential correlation ``M(u) = exp(-u**power)``, ``0 < power <= 2``."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping
 
 from geostat.kernels._base import Kernel
 
@@ -31,10 +34,10 @@ class PoweredExponential(Kernel):
     _DEFAULT_BOUNDS = {"power": (0.05, 2.0)}
     _DEFAULT_START = {"power": 1.0}
 
-    def __init__(self, power=None, bounds=None):
+    def __init__(self, power: float | None = None, bounds: dict[str, tuple[float, float]] | None = None) -> None:
         super().__init__({"power": power}, bounds)
 
-    def great_circle_valid_at(self, shape):
+    def great_circle_valid_at(self, shape: Mapping[str, float | None]) -> bool:
         """bool: True only for a power <= 1."""
         power = shape.get("power")
         return power is not None and power <= 1.0

@@ -25,7 +25,9 @@ and answer ``terms``, ``log_likelihood``, ``factors``, ``gls``, ``fisher_informa
 
 from __future__ import annotations
 
-from geostat.likelihood.dense import ExactLikelihood, fits_in_memory
+import logging
+
+from geostat.likelihood.dense import ExactLikelihood, dense_bytes, fits_in_memory
 from geostat.likelihood.terms import Terms, split_params
 from geostat.likelihood.tlr import TLRLikelihood
 from geostat.solvers import NUMPY
@@ -41,6 +43,8 @@ __all__ = [
     "resolve_method",
     "split_params",
 ]
+
+logger = logging.getLogger(__name__)
 
 METHODS = ("auto", "exact", "tlr")
 #: Sites from which ``method="auto"`` evaluates the likelihood through TLR factors on the
@@ -99,7 +103,33 @@ def make_likelihood(method, coords, y, design, kernel, distance, reml=False, acc
         Where the matrices live (:func:`geostat.solvers.get_backend`).
     """
     n_gradients = 1 + len(kernel.free_shape)
-    if resolve_method(method, coords.shape[0], backend, n_gradients) == "tlr":
-        return TLRLikelihood(coords, y, design, kernel, distance, reml, accuracy=accuracy, tile_size=tile_size,
-                             ordering=ordering, random_state=random_state, on_failure=on_failure, backend=backend)
-    return ExactLikelihood(coords, y, design, kernel, distance, reml, on_failure, backend)
+    chosen = resolve_method(method, coords.shape[0], backend, n_gradients)
+    if chosen == "tlr":
+        likelihood = TLRLikelihood(coords, y, design, kernel, distance, reml, accuracy=accuracy, tile_size=tile_size,
+                                   ordering=ordering, random_state=random_state, on_failure=on_failure,
+                                   backend=backend)
+    else:
+        likelihood = ExactLikelihood(coords, y, design, kernel, distance, reml, on_failure, backend)
+    if logger.isEnabledFor(logging.INFO):
+        logger.info("likelihood: %s on %s (%s); %s", chosen, _device(backend),
+                    _why(method, chosen, coords.shape[0], backend, n_gradients), likelihood.describe())
+    return likelihood
+
+
+def _device(backend):
+    """Where a back end computes, in words."""
+    return "the CPU (NumPy)" if backend.name == NUMPY.name else f"the GPU ({backend.name})"
+
+
+def _why(method, chosen, n, backend, n_gradients):
+    """Why `method` resolved to `chosen` for `n` sites (for the log)."""
+    if method != "auto":
+        return f"method={method!r} as asked"
+    limit = EXACT_UP_TO.get(backend.name, DEVICE_EXACT_MAX)
+    if n > limit:
+        return f"method='auto': n = {n:,} sites, above the exact method's {limit:,} on this device"
+    need, free = dense_bytes(n, n_gradients), backend.free_memory()
+    if chosen == "tlr":
+        return (f"method='auto': the exact method's dense matrices ({need / 2**30:.3g} GiB) would not fit in "
+                f"the free memory ({free / 2**30:.3g} GiB)")
+    return f"method='auto': n = {n:,} sites, at most {limit:,} (TLR from {limit + 1:,} on this device)"

@@ -128,6 +128,16 @@ class ExactLikelihood(Likelihood):
                 "sites, or use the tile low-rank method (method='tlr')."
             )
 
+    def describe(self):
+        """The method in words, for the log."""
+        need = dense_bytes(self.n, 1 + len(self.kernel.free_shape))
+        groups = f", {len(self.groups)} groups of replicates sharing sites" if len(self.groups) > 1 else ""
+        return f"dense Cholesky factors of {self.n:,} sites (about {need / 2**30:.2g} GiB at most){groups}"
+
+    def describe_factors(self):
+        """None: dense factors are not kept."""
+        return None
+
     def subset(self, sites):
         """The likelihood of the same model on the sites `sites` only (same back end)."""
         return ExactLikelihood(

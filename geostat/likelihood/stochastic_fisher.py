@@ -27,10 +27,12 @@ With a factor of reordered sites, ``K = P^T L L^T P``, the same holds with ``L^{
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 
 from geostat.likelihood.terms import split_params
+from geostat.optimize.progress import current_progress
 
 __all__ = ["stochastic_fisher_information"]
 
@@ -94,10 +96,25 @@ def stochastic_fisher_information(likelihood, factors, params, names, random_sta
         diagonal, error = np.abs(np.diag(info)), np.diag(spread)
         relative = np.divide(error, diagonal, out=np.zeros_like(error), where=diagonal > 0)
         relative_error = float(np.max(np.where((diagonal == 0) & (error > 0), np.inf, relative)))
+        current_progress().probes(samples.shape[0], _probes_needed(samples.shape[0], relative_error, rtol, block_size,
+                                                                    max_probes))
         if relative_error <= rtol:
             break
-    logger.info("Fisher information from %d probes, relative error %.3g", samples.shape[0], relative_error)
+    logger.info("standard errors: Fisher information from %d random probes (relative error %.3g)", samples.shape[0],
+                relative_error)
     return 0.5 * (info + info.T), relative_error
+
+
+def _probes_needed(done, relative_error, rtol, block_size, max_probes):
+    """Probes the loop will have drawn when it stops, estimated after `done`: the Monte
+    Carlo error shrinks like ``1 / sqrt(probes)``, so ``done (relative_error / rtol)^2``,
+    in whole blocks, at most `max_probes` (for the progress display)."""
+    if relative_error <= rtol:
+        return done
+    if not np.isfinite(relative_error):
+        return max_probes
+    blocks = math.ceil(done * (relative_error / rtol) ** 2 / block_size)
+    return int(min(max(blocks * block_size, done + block_size), max_probes))
 
 
 def _apply(chol, basis, derivatives, names, Z, variance, eta):

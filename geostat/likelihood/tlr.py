@@ -15,6 +15,9 @@ random probes through TLR solves (:mod:`geostat.likelihood.stochastic_fisher`).
 
 from __future__ import annotations
 
+import logging
+import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +31,8 @@ from geostat.likelihood.terms import Terms, split_params
 from geostat.solvers import NUMPY, PermutedTLR, site_order, tlr_factor, tlr_matrix
 
 __all__ = ["TLRLikelihood"]
+
+logger = logging.getLogger(__name__)
 
 #: The likelihood error is estimated against an evaluation this many times more accurate.
 ERROR_REFERENCE_FACTOR = 10.0
@@ -89,6 +94,21 @@ class TLRLikelihood(Likelihood):
         self._arrays = {}
         self._cache = None
 
+    def describe(self):
+        """The settings in words, for the log: tile size, tiles, accuracy, ordering."""
+        largest = max(self._orders, key=lambda order: order.perm.size)
+        sizes = sorted({order.tile_size for order in self._orders})
+        groups = f", {len(self.groups)} groups of replicates sharing sites" if len(self.groups) > 1 else ""
+        return (f"tile size {'/'.join(map(str, sizes))} ({math.ceil(largest.perm.size / largest.tile_size)} tiles of "
+                f"{largest.perm.size:,} sites), accuracy {self.accuracy:g}, {self.ordering} ordering{groups}")
+
+    def describe_factors(self):
+        """Ranks and memory of the most recent factors at this accuracy (those at the
+        estimate after a fit), in words; None when there are none."""
+        if self._cache is None:
+            return None
+        return "; ".join(_factor_summary(factor) for factor in self._cache[1])
+
     def _sites(self, group):
         return self.coords if group.sites is None else self.coords[group.sites]
 
@@ -132,8 +152,12 @@ class TLRLikelihood(Likelihood):
                 return tlr_matrix(block, n, tile_size, accuracy or self.accuracy, random_state=self.random_state,
                                   backend=self.backend)
 
+            start = time.perf_counter()
             factor, shifted = tlr_factor(build, order.perm, self.random_state, self.on_failure == "shift")
             self.n_safeguarded += shifted
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("TLR factor of group %d in %.2f s: %s%s", index, time.perf_counter() - start,
+                             _factor_summary(factor), f", diagonal shift {factor.shift:.3g}" if shifted else "")
             out.append(factor)
         if own:
             self._cache = (key, out)
@@ -224,3 +248,12 @@ class TLRLikelihood(Likelihood):
                               order.perm)
             for name in names
         }
+
+
+def _factor_summary(factor):
+    """Ranks and memory of a TLR factor, in words."""
+    ranks = np.asarray(factor.ranks)
+    off = ranks[np.tril_indices(ranks.shape[0], -1)]
+    dense = 8.0 * factor.n * (factor.n + 1) / 2
+    rank = f"mean rank {off.mean():.1f}, max rank {off.max()}" if off.size else "one dense tile"
+    return f"n = {factor.n:,}, {rank}, {factor.nbytes / 2**20:.1f} MiB ({factor.nbytes / dense:.1%} of a dense factor)"

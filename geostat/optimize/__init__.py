@@ -11,6 +11,9 @@ search
     awkward optima; :class:`MLEResult`; :func:`standard_errors`.
 polish
     The derivative-free polish of a TLR estimate.
+progress
+    The progress of a fit (``SpatialGP(verbose=...)``): evaluations by stage, shown by
+    tqdm or not, and their log records.
 scaling
     :class:`DataScale`: fitting in units in which the data variance is near one.
 intervals

@@ -49,9 +49,11 @@ import dataclasses
 import itertools
 import math
 import numbers
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, stats
 from sklearn.utils.validation import check_is_fitted
 
@@ -89,7 +91,7 @@ MAX_LOG_MOVE = 20.0
 OVERSHOOT = 1.3
 
 
-def check_level(level):
+def check_level(level: float) -> float:
     """`level` as a float in (0, 1), else ValueError naming the argument.
 
     Parameters
@@ -106,7 +108,10 @@ def check_level(level):
     return float(level)
 
 
-def confidence_intervals(estimator, level=0.95, method="profile"):
+# `estimator` is a fitted geostat.SpatialGP (not named here: geostat.estimator imports this module).
+def confidence_intervals(
+    estimator: Any, level: float = 0.95, method: Literal["profile", "wald", "log-wald"] = "profile"
+) -> pd.DataFrame:
     """Confidence intervals for the estimated covariance parameters of a fitted estimator.
 
     Parameters
@@ -170,7 +175,7 @@ def log_wald(estimate, stderr, z):
     return lower, upper
 
 
-def profile_loglik(estimator, parameter, values):
+def profile_loglik(estimator: Any, parameter: str, values: ArrayLike) -> NDArray[np.float64]:
     """Profile log-likelihood of one covariance parameter of a fitted estimator.
 
     :math:`\\ell_p(\\theta) = \\max_\\psi \\ell(\\theta, \\psi)`: the log-likelihood (restricted

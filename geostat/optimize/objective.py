@@ -6,6 +6,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from geostat.errors import NotPositiveDefiniteError
+from geostat.optimize.progress import current_progress
 
 __all__ = ["Objective", "run_lbfgsb"]
 
@@ -17,11 +18,15 @@ class Objective:
     ----------
     likelihood : ExactLikelihood or TLRLikelihood
     space : geostat.optimize.ParameterSpace
+    stage : str, default "full data"
+        What the evaluations are reported as to the fit's progress
+        (:func:`geostat.optimize.progress.current_progress`), e.g. ``"pilot subsample"``.
     """
 
-    def __init__(self, likelihood, space):
+    def __init__(self, likelihood, space, stage="full data"):
         self.likelihood = likelihood
         self.space = space
+        self.stage = stage
         self.n_evaluations = 0
         self.n_failures = 0
         self.worst = 0.0
@@ -52,6 +57,7 @@ class Objective:
             if self.likelihood.on_failure == "raise":
                 raise
             value = np.nan
+        current_progress().evaluation(self.stage, value, self.likelihood.n_eff, free)
         if not np.isfinite(value):
             # A covariance that is not positive definite is a handled event: the line
             # search sees a value worse than any seen so far and steps back.

@@ -67,7 +67,7 @@ def polish_without_gradient(likelihood, space, objective, start, rng, refine_siz
     bounds = np.array(space.z_bounds(), dtype=float)
     n_sites = likelihood.n
     sites = np.sort(rng.choice(n_sites, size=refine_size, replace=False)) if n_sites > refine_size else np.arange(n_sites)
-    sub = Objective(likelihood.subset(sites), space)
+    sub = Objective(likelihood.subset(sites), space, stage="polish subsample")
     z0 = run_lbfgsb(sub, start, bounds, _REFINE).x if refine else np.asarray(start, dtype=float)
     z0 = np.clip(z0, bounds[:, 0], bounds[:, 1])
     transform = _whitening(sub, z0, bounds)

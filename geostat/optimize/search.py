@@ -31,10 +31,12 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from geostat.errors import GeostatWarning, NotPositiveDefiniteError
 from geostat.optimize.objective import Objective, run_lbfgsb
 from geostat.optimize.polish import polish_without_gradient
+from geostat.optimize.progress import current_progress
 
 __all__ = ["MLEResult", "local_maximize", "maximize_likelihood", "natural_estimate", "standard_errors"]
 
@@ -84,12 +86,12 @@ class MLEResult:
         traces are exact).
     """
 
-    params: dict
-    stderr: dict
-    covariance: np.ndarray
-    estimated: list
-    coef: np.ndarray
-    coef_stderr: np.ndarray
+    params: dict[str, float]
+    stderr: dict[str, float]
+    covariance: NDArray[np.float64]
+    estimated: list[str]
+    coef: NDArray[np.float64]
+    coef_stderr: NDArray[np.float64]
     loglik: float
     n_iter: int
     n_evaluations: int
@@ -97,7 +99,7 @@ class MLEResult:
     n_failures: int
     converged: bool
     message: str
-    at_bounds: list
+    at_bounds: list[str]
     reml: bool = False
     elapsed: float = 0.0
     method: str = "exact"
@@ -207,11 +209,15 @@ def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random
             stacklevel=3,
         )
     _warn_bounds(at_bounds)
+    progress = current_progress()
+    progress.stage("standard errors")
     stderr, covariance, fisher_error = standard_errors(likelihood, params, space.estimated)
     coef, coef_cov = likelihood.gls(params)
+    if likelihood.accuracy is not None:
+        progress.stage("accuracy check")
     loglik_error = likelihood.loglik_error(params)
     coef_stderr = np.sqrt(np.maximum(np.diagonal(coef_cov, axis1=1, axis2=2), 0.0))
-    logger.info("MLE %s loglik=%.6f evaluations=%d", params, loglik, full.n_evaluations)
+    logger.debug("MLE (fitting units) %s loglik=%.10g evaluations=%d", params, loglik, full.n_evaluations)
     return MLEResult(
         params=params,
         stderr=stderr,
@@ -247,7 +253,7 @@ def _starting_point(likelihood, space, full, n_starts, pilot_size, rng):
     if likelihood.n > pilot_size or not likelihood.has_gradient:
         size = min(pilot_size, likelihood.n)
         sites = np.sort(rng.choice(likelihood.n, size=size, replace=False))
-        pilot = Objective(likelihood.subset(sites), space)
+        pilot = Objective(likelihood.subset(sites), space, stage="pilot subsample")
     grid = [space.to_z(point) for point in _start_grid(space, space.data_variance)]
     scores = np.array([pilot.evaluate(z, gradient=False) for z in grid])
     if pilot.n_failures == len(grid):

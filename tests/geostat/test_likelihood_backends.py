@@ -346,7 +346,7 @@ def test_spatialgp_on_the_standin_fits_like_the_cpu(monkeypatch):
 @pytest.mark.skipif(cupy_available(), reason="CuPy and a GPU are available")
 def test_gpu_without_cupy_names_the_fix(data):
     X, Y, _ = data
-    with pytest.raises(ValueError, match=r"geostat\[gpu\].*device='cpu'"):
+    with pytest.raises(ValueError, match=r"geostat-tlr\[gpu\].*device='cpu'"):
         get_backend("gpu")
     with pytest.raises(ValueError, match="device='gpu' needs CuPy"):
         gs.SpatialGP(device="gpu").fit(X, Y[:, 1])

@@ -8,12 +8,17 @@ ranks and sizes with zeros to a grid (``"pad"``) and multiplies each stack with 
 
 from __future__ import annotations
 
+from typing import Any, overload
+
 import numpy as np
+from numpy.typing import NDArray
 
 import tlrcore.batched._checks as _checks
 import tlrcore.batched._plan as _plan
 import tlrcore.batched._run as _run
 from tlrcore._threads import one_blas_thread
+from tlrcore._typing import BackendArray, BatchList, Strategy
+from tlrcore.backends import Backend
 
 __all__ = ["gemm"]
 
@@ -22,6 +27,37 @@ def _op_shape(shape, trans):
     return shape[::-1] if trans else shape
 
 
+@overload
+def gemm(
+    As: NDArray[Any],
+    Bs: NDArray[Any],
+    transa: bool = ...,
+    transb: bool = ...,
+    alpha: float = ...,
+    beta: float = ...,
+    Cs: NDArray[Any] | None = ...,
+    strategy: Strategy = ...,
+    check_finite: bool = ...,
+    backend: str | Backend | None = ...,
+) -> BackendArray: ...
+
+
+@overload
+def gemm(
+    As: BatchList,
+    Bs: BatchList,
+    transa: bool = ...,
+    transb: bool = ...,
+    alpha: float = ...,
+    beta: float = ...,
+    Cs: BatchList | None = ...,
+    strategy: Strategy = ...,
+    check_finite: bool = ...,
+    backend: str | Backend | None = ...,
+) -> list[BackendArray]: ...
+
+
+# The implementation: its types are those of the overloads above.
 @one_blas_thread
 def gemm(As, Bs, transa=False, transb=False, alpha=1.0, beta=0.0, Cs=None, strategy="auto", check_finite=True,
          backend=None):

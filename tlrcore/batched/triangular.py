@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Any, overload
+
 import numpy as np
+from numpy.typing import NDArray
 
 import tlrcore.batched._checks as _checks
 import tlrcore.batched._plan as _plan
 import tlrcore.batched._run as _run
 from tlrcore._threads import one_blas_thread
+from tlrcore._typing import BackendArray, BatchList, Strategy
+from tlrcore.backends import Backend
 from tlrcore.errors import NotPositiveDefiniteError
 
 __all__ = ["cholesky", "solve_triangular"]
 
 
+@overload
+def cholesky(
+    mats: NDArray[Any], strategy: Strategy = ..., check_finite: bool = ..., backend: str | Backend | None = ...
+) -> BackendArray: ...
+
+
+@overload
+def cholesky(
+    mats: BatchList, strategy: Strategy = ..., check_finite: bool = ..., backend: str | Backend | None = ...
+) -> list[BackendArray]: ...
+
+
+# The implementation: its types are those of the overloads above.
 @one_blas_thread
 def cholesky(mats, strategy="auto", check_finite=True, backend=None):
     """Lower Cholesky factors of a batch of symmetric positive definite matrices.
@@ -98,6 +116,31 @@ def cholesky(mats, strategy="auto", check_finite=True, backend=None):
     return results.value()
 
 
+@overload
+def solve_triangular(
+    Ls: NDArray[Any],
+    Bs: NDArray[Any],
+    lower: bool = ...,
+    trans: bool = ...,
+    strategy: Strategy = ...,
+    check_finite: bool = ...,
+    backend: str | Backend | None = ...,
+) -> BackendArray: ...
+
+
+@overload
+def solve_triangular(
+    Ls: BatchList,
+    Bs: BatchList,
+    lower: bool = ...,
+    trans: bool = ...,
+    strategy: Strategy = ...,
+    check_finite: bool = ...,
+    backend: str | Backend | None = ...,
+) -> list[BackendArray]: ...
+
+
+# The implementation: its types are those of the overloads above.
 @one_blas_thread
 def solve_triangular(Ls, Bs, lower=True, trans=False, strategy="auto", check_finite=True, backend=None):
     """Solve ``op(L[i]) X[i] = B[i]`` for a batch of triangular matrices, ``op(L) = L`` or ``L^T``.

@@ -28,8 +28,10 @@ or ``importlib.import_module("tlrcore.cholesky.left")``.
 from __future__ import annotations
 
 import logging
+from typing import Literal
 
 from tlrcore._checks import check_accuracy, check_int, check_random_state
+from tlrcore._typing import SafeguardSpec, Seed
 from tlrcore.cholesky.batched import batched_left_looking
 from tlrcore.cholesky.factor import PackedCholesky, TLRCholesky
 from tlrcore.cholesky.left import left_looking
@@ -50,8 +52,16 @@ __all__ = ["cholesky", "PackedCholesky", "TLRCholesky"]
 logger = logging.getLogger(__name__)
 
 
-def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False, variant=None, safeguard=None,
-             shift=0.0):
+def cholesky(
+    A: TLRMatrix,
+    accuracy: float | None = None,
+    block_size: int = 16,
+    random_state: Seed = 0,
+    overwrite_a: bool = False,
+    variant: Literal["left", "right", "batched"] | None = None,
+    safeguard: SafeguardSpec = None,
+    shift: float = 0.0,
+) -> TLRCholesky | PackedCholesky:
     """TLR Cholesky factorization ``A ~ L L^T``.
 
     Parameters
@@ -144,7 +154,7 @@ def cholesky(A, accuracy=None, block_size=16, random_state=0, overwrite_a=False,
             # Released tiles, or (batched) diagonal tiles factored in place: A is gone,
             # also when the factorization failed midway.
             A._consume()
-    logger.info("TLR Cholesky (%s-looking): %r", variant, factor)
+    logger.debug("TLR Cholesky (%s-looking): %r", variant, factor)
     return factor
 
 
@@ -181,7 +191,7 @@ def _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrit
                         tile=exc.tile,
                     ) from exc
                 raise
-            logger.info("TLR Cholesky failed at tile %s; retrying with shift %.3g", exc.tile,
+            logger.debug("TLR Cholesky failed at tile %s; retrying with shift %.3g", exc.tile,
                         shift + extra[attempt + 1])
             continue
         factor.shift = shift + added

@@ -6,10 +6,12 @@ triangular solve of a tile column."""
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.linalg import qr, solve_triangular
 from scipy.linalg.blas import dsyrk
 
 from tlrcore._checks import check_operand
+from tlrcore._typing import FloatArray, IntArray
 from tlrcore.backends import NUMPY
 from tlrcore.cholesky.safeguards import DiagonalFactorizer
 from tlrcore.compress import ara_compress
@@ -38,7 +40,14 @@ class TileFactor:
 
     backend = NUMPY
 
-    def __init__(self, diagonal, U, V, offsets, tolerance):
+    def __init__(
+        self,
+        diagonal: list[FloatArray],
+        U: dict[tuple[int, int], FloatArray],
+        V: dict[tuple[int, int], FloatArray],
+        offsets: ArrayLike,
+        tolerance: float,
+    ) -> None:
         self.diagonal = diagonal
         self.U, self.V = U, V
         self.offsets = np.asarray(offsets)
@@ -46,12 +55,12 @@ class TileFactor:
         self.n_tiles = len(diagonal)
         self.tolerance = tolerance
 
-    def tile(self, i):
+    def tile(self, i: int) -> slice:
         """Index slice of tile `i`."""
         return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
 
     @property
-    def ranks(self):
+    def ranks(self) -> IntArray:
         """``(n_tiles, n_tiles)`` ranks of ``L`` (lower triangle; diagonal = tile sizes)."""
         ranks = np.zeros((self.n_tiles, self.n_tiles), dtype=np.int64)
         for k, D in enumerate(self.diagonal):

@@ -36,7 +36,7 @@ import logging
 
 import numpy as np
 
-from tlrcore._threads import column_seeds
+from tlrcore._threads import column_progress, column_seeds
 from tlrcore.cholesky.factor import PackedCholesky
 from tlrcore.cholesky.safeguards import tile_failure
 from tlrcore.compress.ara_batched import batched_ara
@@ -93,7 +93,7 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
     budget = max(backend.free_memory() // _WORK_FRACTION, _MIN_WORK_BYTES)
     columns = []
     flops = [0.0]
-    with backend.small_kernels():
+    with backend.small_kernels(), column_progress(n_t, "TLR Cholesky (batched)") as counter:
         for k in range(n_t):
             Lkk, info = backend.cholesky(D[k])
             if int(info):
@@ -116,6 +116,7 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
             if release is not None:
                 P.columns[k] = TileColumn.empty()
                 release(k)
+            counter.update()
     columns += [TileColumn.empty()] * (n_t - len(columns))
     factor = PackedCholesky(PackedTiles(backend, P.n, b, D, columns), tolerance)
     factor.gemm_flops = flops[0]

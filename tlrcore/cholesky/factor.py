@@ -6,11 +6,18 @@ layout of the batched variant, on any back end). Both have ``logdet``, ``solve``
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.linalg import solve_triangular
 
 from tlrcore._checks import check_operand
+from tlrcore._typing import BackendArray, FloatArray, IntArray
 from tlrcore.cholesky._steps import TileFactor
+
+if TYPE_CHECKING:
+    from tlrcore.packed.tiles import PackedTiles
 
 __all__ = ["PackedCholesky", "TLRCholesky"]
 
@@ -43,20 +50,29 @@ class TLRCholesky(TileFactor):
         :data:`tlrcore.backends.NUMPY`: the factor's arrays are NumPy arrays.
     """
 
-    def __init__(self, diagonal, U, V, offsets, tolerance, perm=None):
+    def __init__(
+        self,
+        diagonal: list[FloatArray],
+        U: dict[tuple[int, int], FloatArray],
+        V: dict[tuple[int, int], FloatArray],
+        offsets: ArrayLike,
+        tolerance: float,
+        perm: ArrayLike | None = None,
+    ) -> None:
         super().__init__(diagonal, U, V, offsets, tolerance)
-        self.perm = None if perm is None else np.asarray(perm)
+        self.perm: IntArray | None = None if perm is None else np.asarray(perm)
         # set by the safeguarded factorization that made the factor
         self.perturbation = self.shift = 0.0
-        self.compensated_tiles = self.modified_tiles = ()
+        self.compensated_tiles: tuple[int, ...] = ()
+        self.modified_tiles: tuple[int, ...] = ()
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """Bytes held by the factor."""
         dense = sum(D.nbytes for D in self.diagonal)
         return dense + sum(U.nbytes + V.nbytes for U, V in zip(self.U.values(), self.V.values()))
 
-    def logdet(self):
+    def logdet(self) -> float:
         """``log det(L L^T)``."""
         return 2.0 * float(sum(np.sum(np.log(np.diagonal(D))) for D in self.diagonal))
 
@@ -70,7 +86,7 @@ class TLRCholesky(TileFactor):
         out[self.perm] = x
         return out
 
-    def solve_lower(self, b):
+    def solve_lower(self, b: ArrayLike) -> FloatArray:
         """``L^{-1} P b`` by forward substitution over tiles (vector or matrix `b`; ``P`` is
         the tile pivoting's permutation, the identity without)."""
         x = self._to_factor_order(self._check_rhs(b))
@@ -81,7 +97,7 @@ class TLRCholesky(TileFactor):
             x[rows] = solve_triangular(self.diagonal[k], x[rows], lower=True, check_finite=False)
         return x
 
-    def solve_upper(self, b):
+    def solve_upper(self, b: ArrayLike) -> FloatArray:
         """``P^T L^{-T} b`` by backward substitution over tiles."""
         x = self._check_rhs(b).copy()
         for k in reversed(range(self.n_tiles)):
@@ -91,7 +107,7 @@ class TLRCholesky(TileFactor):
             x[rows] = solve_triangular(self.diagonal[k], x[rows], lower=True, trans="T", check_finite=False)
         return self._from_factor_order(x)
 
-    def multiply_lower(self, z):
+    def multiply_lower(self, z: ArrayLike) -> FloatArray:
         """``P^T L z`` (e.g. to draw Gaussian vectors with covariance ``P^T L L^T P``)."""
         z = self._check_rhs(z)
         y = np.empty_like(z)
@@ -102,11 +118,11 @@ class TLRCholesky(TileFactor):
                 y[rows] += self.U[i, k] @ (self.V[i, k].T @ z[self.tile(k)])
         return self._from_factor_order(y)
 
-    def solve(self, b):
+    def solve(self, b: ArrayLike) -> FloatArray:
         """``(P^T L L^T P)^{-1} b``, i.e. ``A^{-1} b`` up to compression and ``E``."""
         return self.solve_upper(self.solve_lower(b))
 
-    def to_dense(self):
+    def to_dense(self) -> FloatArray:
         """The factor ``L`` as a dense lower-triangular array (of ``A[perm][:, perm]`` with
         tile pivoting)."""
         L = np.zeros((self.n, self.n))
@@ -144,29 +160,30 @@ class PackedCholesky:
         Memory the factor holds: :attr:`nbytes` and the unused slots of its tile pool.
     """
 
-    perm = None
+    perm: IntArray | None = None
     gemm_flops = 0.0
     allocated_bytes = 0
 
-    def __init__(self, packed, tolerance):
+    def __init__(self, packed: PackedTiles, tolerance: float) -> None:
         self.packed = packed
         self.backend = packed.backend
         self.n, self.n_tiles, self.offsets = packed.n, packed.n_tiles, packed.offsets
         self.tolerance = tolerance
         self.perturbation = self.shift = 0.0
-        self.compensated_tiles = self.modified_tiles = ()
+        self.compensated_tiles: tuple[int, ...] = ()
+        self.modified_tiles: tuple[int, ...] = ()
 
     @property
-    def ranks(self):
+    def ranks(self) -> IntArray:
         """``(n_tiles, n_tiles)`` ranks of ``L`` (lower triangle; diagonal = tile sizes)."""
         return np.tril(self.packed.rank_matrix())
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         """Bytes held by the factor (padding included)."""
         return self.packed.nbytes
 
-    def logdet(self):
+    def logdet(self) -> float:
         """``log det(L L^T)``."""
         xp = self.backend.xp
         return 2.0 * float(xp.sum(xp.log(xp.diagonal(self.packed.diagonal, axis1=1, axis2=2))))
@@ -174,7 +191,7 @@ class PackedCholesky:
     def _check_rhs(self, b):
         return check_operand(b, self.n, "b", self.backend.xp)
 
-    def solve_lower(self, b):
+    def solve_lower(self, b: ArrayLike | BackendArray) -> BackendArray:
         """``L^{-1} b`` by forward substitution over tile columns."""
         b = self._check_rhs(b)
         P, solve = self.packed, self.backend.solve_triangular
@@ -186,7 +203,7 @@ class PackedCholesky:
                     X[k + 1 + lo : k + 1 + hi] -= U @ (V.transpose(0, 2, 1) @ X[k])
         return P.unpad(X, b)
 
-    def solve_upper(self, b):
+    def solve_upper(self, b: ArrayLike | BackendArray) -> BackendArray:
         """``L^{-T} b`` by backward substitution over tile columns."""
         b = self._check_rhs(b)
         P, solve = self.packed, self.backend.solve_triangular
@@ -198,11 +215,11 @@ class PackedCholesky:
                 X[k] = solve(P.diagonal[k], X[k], lower=True, trans=True)
         return P.unpad(X, b)
 
-    def solve(self, b):
+    def solve(self, b: ArrayLike | BackendArray) -> BackendArray:
         """``(L L^T)^{-1} b``."""
         return self.solve_upper(self.solve_lower(b))
 
-    def multiply_lower(self, z):
+    def multiply_lower(self, z: ArrayLike | BackendArray) -> BackendArray:
         """``L z``."""
         z = self._check_rhs(z)
         P = self.packed
@@ -213,7 +230,7 @@ class PackedCholesky:
                 Y[j + 1 + lo : j + 1 + hi] += U @ (V.transpose(0, 2, 1) @ X[j])
         return P.unpad(Y, z)
 
-    def to_dense(self):
+    def to_dense(self) -> FloatArray:
         """``L`` as a dense host array."""
         return self.packed.to_dense(symmetric=False)
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from scipy.linalg import solve_triangular
 
-from tlrcore._threads import runner, start_by_work, tile_pool, tile_seeds, workers
+from tlrcore._threads import column_progress, runner, start_by_work, tile_pool, tile_seeds, workers
 from tlrcore.cholesky._steps import ara_work, sampled_update, solve_column, stack, updated_diagonal
 from tlrcore.cholesky.factor import TLRCholesky
 
@@ -50,7 +50,7 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
     n_t = A.n_tiles
     seeds = tile_seeds(random_state, n_t)
     diagonal, U, V = [], {}, {}
-    with tile_pool(workers()) as pool:
+    with tile_pool(workers()) as pool, column_progress(n_t, "TLR Cholesky") as counter:
         run = runner(pool)
 
         def factor_diagonal(k):
@@ -82,4 +82,5 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
                 U[i, k], V[i, k] = Ut, Vt
             if overwrite_a:
                 A._release_column(k)
+            counter.update()
     return TLRCholesky(diagonal, U, V, A.offsets, tolerance)

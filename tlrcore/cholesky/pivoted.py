@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tlrcore._threads import runner, start_by_work, tile_pool, tile_seeds, workers
+from tlrcore._threads import column_progress, runner, start_by_work, tile_pool, tile_seeds, workers
 from tlrcore.cholesky._steps import ara_work, gram_root, sampled_update, solve_column, stack, subtract_gram
 from tlrcore.cholesky.factor import TLRCholesky
 
@@ -41,7 +41,7 @@ def pivoted_left_looking(A, tolerance, factorizer, block_size, random_state, ove
     stale = {i: _strict_upper_squares(D) for i, D in updated.items()}
     order, diagonal = [], []
     U, V = {}, {}  # keyed by (original tile i, factor column k)
-    with tile_pool(workers()) as pool:
+    with tile_pool(workers()) as pool, column_progress(n_t, "TLR Cholesky (pivoted)") as counter:
         run = runner(pool)
         for k in range(n_t):
             p = max(updated, key=lambda i: (_frobenius(updated[i], stale[i]), -i))
@@ -64,6 +64,7 @@ def pivoted_left_looking(A, tolerance, factorizer, block_size, random_state, ove
             for i, (Ut, _), Vt in zip(rest, columns, solved):
                 U[i, k], V[i, k] = Ut, Vt
             list(run(lambda i, k=k: subtract_gram(updated[i], gram_root(U[i, k], V[i, k])), rest))
+            counter.update()
     position = {tile: k for k, tile in enumerate(order)}
     sizes = [A.diagonal[tile].shape[0] for tile in order]
     offsets = np.concatenate([[0], np.cumsum(sizes)])

@@ -36,7 +36,7 @@ import math
 
 import numpy as np
 
-from tlrcore._threads import map_by_work, runner, tile_pool, workers
+from tlrcore._threads import column_progress, map_by_work, runner, tile_pool, workers
 from tlrcore.cholesky._steps import factor_diagonal, gram_root, solve_column, subtract_gram
 from tlrcore.cholesky.factor import TLRCholesky
 from tlrcore.compress._recompress import recompress
@@ -70,7 +70,7 @@ def right_looking(A, tolerance, overwrite_a=False):
     n_t = A.n_tiles
     diagonal, U, V = _working_tiles(A, overwrite_a)
     factors = []
-    with tile_pool(workers()) as pool:
+    with tile_pool(workers()) as pool, column_progress(n_t, "TLR Cholesky (right-looking)") as counter:
         run = runner(pool)
         for k in range(n_t):
             Lkk = factor_diagonal(diagonal[k], k)
@@ -79,6 +79,7 @@ def right_looking(A, tolerance, overwrite_a=False):
             for i, Vt in zip(below, solve_column(Lkk, [V[i, k] for i in below], run)):
                 V[i, k] = Vt
             _update_trailing(k, diagonal, U, V, tolerance, run)
+            counter.update()
     return TLRCholesky(factors, U, V, A.offsets, tolerance)
 
 

@@ -168,7 +168,7 @@ class DiagonalFactorizer:
             if info == 0 or self.modified:
                 self.squared += float(compensation @ compensation)
                 self.compensated_tiles.append(k)
-                logger.info("diagonal tile %d compensated: ||E||_F = %.3g", k, np.linalg.norm(compensation))
+                logger.debug("diagonal tile %d compensated: ||E||_F = %.3g", k, np.linalg.norm(compensation))
             if info == 0:
                 return L
         if self.modified:
@@ -191,7 +191,7 @@ class DiagonalFactorizer:
             if info == 0 and change.E_norm <= 2.0 * delta * np.sqrt(M.shape[0]):
                 self.squared += change.E_norm**2
                 self.modified_tiles.append(k)
-                logger.info("diagonal tile %d modified (delta %.3g): ||E||_F = %.3g", k, delta, change.E_norm)
+                logger.debug("diagonal tile %d modified (delta %.3g): ||E||_F = %.3g", k, delta, change.E_norm)
                 return L
             delta *= 4.0
         raise NotPositiveDefiniteError(

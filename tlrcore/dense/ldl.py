@@ -1,11 +1,15 @@
 r"""Symmetric indefinite factorization ``P M P^T = L D L^T`` with 1x1 and 2x2 pivots."""
 
+from __future__ import annotations
+
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.linalg.lapack import dsytrf, dsytrf_lwork
 
 from tlrcore._threads import one_blas_thread
+from tlrcore._typing import FloatArray, IntArray, Pivoting
 from tlrcore.dense._checks import PIVOTING, check_choice, check_finite_result, working_copy
 from tlrcore.dense._panel import unit_lower
 from tlrcore.dense.rook import rook_ldl
@@ -28,11 +32,11 @@ class LDL(NamedTuple):
         ``M[perm][:, perm] = L @ D @ L.T``, i.e. ``P M P^T`` with ``P = I[perm]``.
     """
 
-    L: np.ndarray
-    D: np.ndarray
-    perm: np.ndarray
+    L: FloatArray
+    D: FloatArray
+    perm: IntArray
 
-    def inertia(self, rtol=None):
+    def inertia(self, rtol: float | None = None) -> tuple[int, int, int]:
         """``(n_pos, n_neg, n_zero)`` of ``M``: the signs of the eigenvalues of ``D`` (Sylvester).
 
         Parameters
@@ -43,20 +47,20 @@ class LDL(NamedTuple):
         """
         return inertia_of(block_eigenvalues(self.D), rtol)
 
-    def slogdet(self):
+    def slogdet(self) -> tuple[float, float]:
         """``(sign, log|det M|)`` as :func:`numpy.linalg.slogdet`: ``(0, -inf)`` if singular."""
         lam = block_eigenvalues(self.D)
         if np.any(lam == 0):
             return 0.0, -np.inf
         return float(np.prod(np.sign(lam))), float(np.sum(np.log(np.abs(lam))))
 
-    def logdet(self):
+    def logdet(self) -> float:
         """``log|det M|``."""
         return self.slogdet()[1]
 
 
 @one_blas_thread
-def ldl(M, pivoting="bk", check_finite=True):
+def ldl(M: ArrayLike, pivoting: Pivoting = "bk", check_finite: bool = True) -> LDL:
     r"""Symmetric indefinite factorization ``P M P^T = L D L^T``.
 
     Parameters

@@ -6,11 +6,16 @@ L D L^T`` with Bunch–Kaufman or rook pivoting and then raises every eigenvalue
 and 2x2 blocks of ``D`` below ``delta`` to ``delta``: ``E = P^T L (D' - D) L^T P``.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from tlrcore._threads import one_blas_thread
+from tlrcore._typing import FloatArray, IntArray, Pivoting
 from tlrcore.dense._checks import PIVOTING, check_choice, check_finite_result, working_copy
 from tlrcore.dense._panel import unit_lower
 from tlrcore.dense.gmw import gmw_beta2, gmw_ldl
@@ -42,23 +47,30 @@ class ModifiedCholesky:
         The symmetric perturbation, with ``return_E=True``.
     """
 
-    L: np.ndarray
-    perm: np.ndarray
+    L: FloatArray
+    perm: IntArray
     E_norm: float
     delta: float
     method: str
-    E: np.ndarray | None = None
+    E: FloatArray | None = None
 
-    def logdet(self):
+    def logdet(self) -> float:
         """``log det(M + E)``."""
         return 2.0 * float(np.sum(np.log(np.diagonal(self.L))))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"ModifiedCholesky(n={self.L.shape[0]}, method={self.method!r}, E_norm={self.E_norm:.3g})"
 
 
 @one_blas_thread
-def modified_cholesky(M, method="gmw", pivoting="bk", return_E=False, delta=None, check_finite=True):
+def modified_cholesky(
+    M: ArrayLike,
+    method: Literal["gmw", "cheng-higham"] = "gmw",
+    pivoting: Pivoting = "bk",
+    return_E: bool = False,
+    delta: float | None = None,
+    check_finite: bool = True,
+) -> ModifiedCholesky:
     r"""Cholesky factor of a nearby positive definite matrix: ``L L^T = P (M + E) P^T``.
 
     Parameters

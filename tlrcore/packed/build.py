@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from tlrcore._threads import column_progress
 from tlrcore.compress.ara_batched import batched_ara
 from tlrcore.dense._checks import SYMMETRY_RTOL, asymmetry
 from tlrcore.errors import GeneratorError
@@ -90,12 +91,13 @@ def build_packed(checked, n, tile_size, accuracy, backend, rng, block_size=16, m
     check_symmetry_sample(checked, offsets, rng, scale)
     chunk = max(1, int(_CHUNK_MEMORY * backend.free_memory() / (8 * b * b * 3)))
     columns = []
-    with backend.small_kernels():
+    with backend.small_kernels(), column_progress(n_t, "TLR compression") as counter:
         for j in range(n_t):
             factors = [_compress_rows(checked, offsets, j, first, min(first + chunk, n_t), tolerance, backend,
                                       int(seeds[j]) + first, block_size, max_rank)
                        for first in range(j + 1, n_t, chunk)]
             columns.append(TileColumn.from_padded(xp, *_join(xp, factors, b)))
+            counter.update()
     return PackedTiles(backend, n, b, D, columns), tolerance
 
 

@@ -1,0 +1,371 @@
+"""Progress of a fit: a display of likelihood evaluations by stage, and their log records.
+
+:meth:`geostat.SpatialGP.fit` runs its maximization inside :func:`fit_progress`, which
+makes a :class:`Progress` the current one of this thread (a context variable). The code
+that does the work reports to :func:`current_progress` without knowing whether anything
+is shown:
+
+* :class:`~geostat.optimize.objective.Objective` reports every likelihood evaluation
+  (:meth:`Progress.evaluation`) with its stage: ``"pilot subsample"``, ``"full data"`` or
+  ``"polish subsample"`` (the exact subsample fit that starts a TLR polish);
+* :func:`~geostat.optimize.search.maximize_likelihood` enters the stages
+  ``"standard errors"`` and ``"accuracy check"`` (:meth:`Progress.stage`);
+* the stochastic Fisher information (TLR standard errors) reports its probes and an
+  estimate of how many it will need (:meth:`Progress.probes`), from which the remaining
+  time is estimated.
+
+:class:`Progress` itself shows nothing (the null display, also the current one outside a
+fit); it logs each evaluation at DEBUG (at INFO with ``verbose=2``) and each new stage at
+INFO. :class:`ProgressBar` adds a tqdm counter on standard error::
+
+    geostat fit (full data): 23 evaluations [00:41, loglik -1391.221, best -1389.207]
+    geostat fit (standard errors): 31 evaluations [01:02, probes 32 of ~80, ~00:25 left]
+
+The optimizer's number of evaluations is not known in advance, so it is a count, not a
+percentage. TLR builds and factorizations inside the fit show their own tile-column
+counters (:func:`tlrcore.progress`, through :func:`geostat.solvers.tile_progress`) when
+they run longer than two seconds and standard error is a terminal.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import math
+import numbers
+import os
+import sys
+import time
+from contextlib import contextmanager
+
+from geostat.solvers import tile_progress
+
+__all__ = [
+    "DELAY",
+    "Progress",
+    "ProgressBar",
+    "TqdmHandler",
+    "check_verbose",
+    "current_progress",
+    "fit_progress",
+    "log_to_stderr",
+    "shows_progress",
+    "shows_tile_progress",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds of work after which the automatic display (``verbose=None``) appears.
+DELAY = 2.0
+#: The loggers of the two packages (their children inherit handlers and levels).
+PACKAGE_LOGGERS = ("geostat", "tlrcore")
+
+
+def check_verbose(verbose):
+    """`verbose` as None or an int 0, 1, 2 (a bool is 0 or 1).
+
+    Raises
+    ------
+    TypeError
+        If `verbose` is not None, a bool or an integer.
+    ValueError
+        If it is an integer other than 0, 1 or 2.
+    """
+    if verbose is None:
+        return None
+    if not isinstance(verbose, numbers.Integral):
+        raise TypeError(f"verbose must be None, True/False or 0, 1, 2; got {type(verbose).__name__} {verbose!r}.")
+    if not 0 <= int(verbose) <= 2:
+        raise ValueError(f"verbose must be None (automatic), 0 (off), 1 (progress) or 2 (progress and each "
+                         f"evaluation logged at INFO); got {verbose!r}.")
+    return int(verbose)
+
+
+def shows_progress(verbose, stream=None):
+    """Whether `verbose` shows a display on `stream` (standard error by default): always
+    for 1 and 2, never for 0, and for None when the stream is a terminal."""
+    verbose = check_verbose(verbose)
+    if verbose is not None:
+        return verbose >= 1
+    stream = sys.stderr if stream is None else stream
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
+        return False
+
+
+def shows_tile_progress(verbose, stream=None):
+    """Whether `verbose` shows tlrcore's tile-column counters on `stream`: as
+    :func:`shows_progress`, and only on a terminal (stacked counters redraw lines with
+    cursor movements, which notebooks and log files do not replay)."""
+    return shows_progress(verbose, stream) and shows_progress(None, stream)
+
+
+class Progress:
+    """The progress of one fit, shown nowhere (the null display).
+
+    Counts evaluations, tracks the stage and the current and best log-likelihood of the
+    stage, and logs: each new stage at `stage_level`, each evaluation at `level`.
+
+    Parameters
+    ----------
+    name : str, default "geostat fit"
+    scale : float, default 1.0
+        The data scale of the fit (:class:`geostat.optimize.scaling.DataScale`): reported
+        log-likelihoods are converted from fitting units to those of ``y``.
+    level : int, default logging.DEBUG
+        Level of the per-evaluation log records.
+    stage_level : int, default logging.INFO
+        Level of the records of a new stage.
+    """
+
+    def __init__(self, name="geostat fit", scale=1.0, level=logging.DEBUG, stage_level=logging.INFO):
+        self.name = name
+        self.log_scale = math.log(scale)
+        self.variance_factor = scale * scale
+        self.level, self.stage_level = level, stage_level
+        self.n_evaluations = 0
+        self.n_failures = 0
+        self.stage_name = None
+        self.current = self.best = math.nan
+        self.probes_done = self.probes_total = 0
+        self.start = self.stage_start = time.perf_counter()
+
+    def stage(self, name):
+        """Enter stage `name` (a no-op if it is the current one)."""
+        if name == self.stage_name:
+            return
+        self.stage_name = name
+        self.current = self.best = math.nan
+        self.probes_done = self.probes_total = 0
+        self.stage_start = time.perf_counter()
+        if logger.isEnabledFor(self.stage_level):
+            logger.log(self.stage_level, "%s: stage %s, after %d evaluations (%.1f s)", self.name, name,
+                       self.n_evaluations, self.stage_start - self.start)
+        self._show(force=True)
+
+    def evaluation(self, stage, loglik, n_eff, free=None):
+        """Count one likelihood evaluation of stage `stage`.
+
+        Parameters
+        ----------
+        stage : str
+        loglik : float
+            In fitting units (of ``y / scale``); NaN for a failed evaluation.
+        n_eff : int
+            Effective number of observations of that likelihood (for the units).
+        free : dict, optional
+            The free parameters evaluated (fitting units), for the log record.
+        """
+        self.stage(stage)
+        self.n_evaluations += 1
+        value = float(loglik) - n_eff * self.log_scale
+        if math.isfinite(value):
+            self.current = value
+            if math.isnan(self.best) or value > self.best:
+                self.best = value
+        else:
+            self.n_failures += 1
+            self.current = math.nan
+        if logger.isEnabledFor(self.level):
+            logger.log(self.level, "evaluation %d (%s): %s -> loglik %s", self.n_evaluations, stage,
+                       self._format_free(free), f"{value:.10g}" if math.isfinite(value) else "failed (not positive "
+                       "definite)")
+        self._show()
+
+    def probes(self, done, total):
+        """`done` random probes of the standard errors, about `total` needed in all."""
+        self.stage("standard errors")
+        self.probes_done, self.probes_total = int(done), int(max(total, done))
+        self._show(force=True)
+
+    def remaining(self):
+        """Estimated seconds left in the current stage, or None where unknown."""
+        if not self.probes_done:
+            return None
+        elapsed = time.perf_counter() - self.stage_start
+        return elapsed / self.probes_done * (self.probes_total - self.probes_done)
+
+    def finish(self, loglik):
+        """The fit is done with maximized log-likelihood `loglik` (units of ``y``)."""
+        self.stage_name = "done"
+        self.current = self.best = float(loglik)
+        self.probes_done = self.probes_total = 0
+        self._show()  # closing shows it
+
+    def close(self):
+        """Release the display."""
+
+    def status(self):
+        """The text after the count: log-likelihoods, or probes and time left."""
+        if self.probes_done:
+            left = self.remaining()
+            return f"probes {self.probes_done} of ~{self.probes_total}, ~{_clock(left)} left"
+        if self.stage_name == "done":
+            return f"loglik {self.best:.7g}"
+        if math.isnan(self.current) and math.isnan(self.best):
+            return ""
+        if self.current == self.best:
+            return f"loglik {self.current:.7g} (best)"
+        current = "failed" if math.isnan(self.current) else f"{self.current:.7g}"
+        return f"loglik {current}, best {self.best:.7g}"
+
+    def _format_free(self, free):
+        if not free:
+            return "(no free parameters)"
+        parts = []
+        for name, value in free.items():
+            value = value * self.variance_factor if name in ("variance", "nugget") else value
+            parts.append(f"{name}={value:.6g}")
+        return " ".join(parts)
+
+    def _show(self, force=False):
+        """Update the display (none here)."""
+
+
+class ProgressBar(Progress):
+    """:class:`Progress` shown as a tqdm counter on `file`.
+
+    Parameters
+    ----------
+    file : file object
+    delay : float, default 0.0
+        Seconds before the counter first appears (a shorter fit shows nothing).
+    **kwargs
+        As :class:`Progress`.
+    """
+
+    def __init__(self, file, delay=0.0, **kwargs):
+        from tqdm import tqdm
+
+        super().__init__(**kwargs)
+        self.delay = delay
+        terminal = shows_progress(None, file)
+        self._bar = tqdm(total=None, desc=self.name, file=file, delay=delay, leave=True,
+                         mininterval=0.5 if terminal else 5.0, **_width(file, terminal),
+                         bar_format="{desc}: {n_fmt} evaluations [{elapsed}{postfix}]")
+
+    def _show(self, force=False):
+        bar = self._bar
+        bar.set_description_str(f"{self.name} ({self.stage_name})" if self.stage_name else self.name, refresh=False)
+        bar.set_postfix_str(self.status(), refresh=False)
+        if self.n_evaluations > bar.n:
+            bar.update(self.n_evaluations - bar.n)  # tqdm shows it when due
+        if force and time.perf_counter() - self.start >= self.delay:
+            bar.refresh()
+
+    def close(self):
+        self._bar.close()
+
+
+_CURRENT = contextvars.ContextVar("geostat_progress", default=None)
+#: The progress outside a fit: shows nothing, logs evaluations at DEBUG and stages there too.
+_OUTSIDE = Progress(name="evaluations", stage_level=logging.DEBUG)
+
+
+def current_progress():
+    """The :class:`Progress` of the fit running in this thread (a silent one outside a fit)."""
+    progress = _CURRENT.get()
+    return _OUTSIDE if progress is None else progress
+
+
+@contextmanager
+def fit_progress(verbose, scale=1.0, name="geostat fit", file=None):
+    """Make a fit's progress current for the block, with the display `verbose` asks for.
+
+    ``None``: a counter on `file` (standard error) if it is a terminal, appearing after
+    :data:`DELAY` seconds; ``0``: none; ``1``: a counter from the start, terminal or not;
+    ``2``: as 1, and each evaluation logged at INFO (to standard error through
+    :class:`TqdmHandler` when logging is not configured). TLR builds and factorizations
+    show tile-column counters when a display is shown on a terminal.
+
+    Yields
+    ------
+    Progress
+    """
+    verbose = check_verbose(verbose)
+    file = sys.stderr if file is None else file
+    shown = shows_progress(verbose, file)
+    level = logging.INFO if verbose == 2 else logging.DEBUG
+    if shown:
+        progress = ProgressBar(file, delay=DELAY if verbose is None else 0.0, name=name, scale=scale, level=level)
+    else:
+        progress = Progress(name=name, scale=scale, level=level)
+    handler = log_to_stderr(logging.INFO, file) if verbose == 2 and not logging.getLogger("geostat").hasHandlers() \
+        else None
+    token = _CURRENT.set(progress)
+    try:
+        with tile_progress(shown and shows_tile_progress(None, file)):
+            yield progress
+    finally:
+        _CURRENT.reset(token)
+        progress.close()
+        if handler is not None:
+            handler.remove()
+
+
+class TqdmHandler(logging.StreamHandler):
+    """A log handler that writes through ``tqdm.write``, so that log lines and progress
+    counters on the same terminal do not garble each other."""
+
+    def emit(self, record):
+        from tqdm import tqdm
+
+        try:
+            tqdm.write(f"{record.name.partition('.')[0]}: {self.format(record)}", file=self.stream)
+        except Exception:  # logging must never raise
+            self.handleError(record)
+
+
+class _Installed:
+    """A handler added to the package loggers, and their levels before."""
+
+    def __init__(self, handler, levels):
+        self.handler, self.levels = handler, levels
+
+    def remove(self):
+        for name, level in self.levels.items():
+            logging.getLogger(name).removeHandler(self.handler)
+            logging.getLogger(name).setLevel(level)
+
+
+def log_to_stderr(level=logging.INFO, stream=None):
+    """Send the records of geostat and tlrcore at `level` and above to standard error
+    (through :class:`TqdmHandler`), as ``geostat: message`` or ``tlrcore: message``.
+
+    Returns
+    -------
+    object
+        Its ``remove()`` takes the handler away and restores the loggers' levels.
+    """
+    handler = TqdmHandler(sys.stderr if stream is None else stream)
+    levels = {}
+    for name in PACKAGE_LOGGERS:
+        package = logging.getLogger(name)
+        levels[name] = package.level
+        package.addHandler(handler)
+        if package.getEffectiveLevel() > level:
+            package.setLevel(level)
+    return _Installed(handler, levels)
+
+
+def _width(stream, terminal):
+    """tqdm's size arguments: a terminal's own size, 80 x 24 for a terminal that
+    reports none (a pseudo-terminal of size 0, where tqdm would print nothing), and
+    tqdm's defaults elsewhere (a notebook, a file)."""
+    if not terminal:
+        return {}
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):  # no file descriptor
+        columns = 0
+    return {"dynamic_ncols": True} if columns > 0 else {"ncols": 80, "nrows": 24}
+
+
+def _clock(seconds):
+    """``mm:ss`` (or ``h:mm:ss``) of `seconds`; ``?`` when unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
