@@ -30,6 +30,7 @@ from geostat import datasets
 from geostat._version import DISTRIBUTION, __version__
 from geostat.data import XARRAY_POSITIONS, Trend, table_from_field
 from geostat.distance import find_lonlat
+from geostat.optimize.intervals import check_level
 
 #: File name endings read with xarray (as NetCDF and the like); any other file is read as CSV.
 FIELD_SUFFIXES = (".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5", ".zarr", ".grib", ".grib2", ".grb", ".grb2")
@@ -75,6 +76,10 @@ def _parser():
     fit.add_argument("--output", help="write the results as JSON to this file")
     fit.add_argument("--save-model", metavar="PATH", help="write the fitted model to this file (for 'geostat "
                      "predict' and geostat.load), e.g. model.npz")
+    fit.add_argument("--ci", nargs="?", const="profile", choices=["profile", "wald", "log-wald"],
+                     help="95%% confidence intervals of the covariance parameters (default method: profile "
+                          "likelihood; wald or log-wald are instant)")
+    fit.add_argument("--level", type=float, default=0.95, help="confidence level of --ci (default 0.95)")
     _add_verbosity(fit)
     predict = commands.add_parser("predict", help="kriging predictions of a saved model at new sites")
     predict.add_argument("model", help="model file written by 'geostat fit --save-model' or SpatialGP.save")
@@ -395,6 +400,8 @@ def _fit(args):
     for option, path in (("--output", args.output), ("--save-model", args.save_model)):
         if path:
             _check_output(path, option)
+    if args.ci:
+        check_level(args.level)  # before the fit, not after it
     data = _load(args)
     model = SpatialGP(
         kernel=args.kernel,
@@ -412,6 +419,7 @@ def _fit(args):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(data.X, data.y)
+        intervals = model.confidence_intervals(args.level, args.ci) if args.ci else None
     elapsed = time.perf_counter() - start
     result = {
         "data": data.source,
@@ -436,6 +444,10 @@ def _fit(args):
         "n_iter": model.n_iter_,
         "n_evaluations": model.n_evaluations_,
         "at_bounds": model.result_.at_bounds,
+        "intervals": None if intervals is None else {
+            "method": args.ci, "level": args.level,
+            **{name: [row.lower, row.upper] for name, row in intervals.iterrows()},
+        },
         "wall_time_s": elapsed,
         "warnings": [str(w.message) for w in caught],
     }
@@ -462,6 +474,14 @@ def _fitted_kernel(model):
     return f"{type(kernel).__name__}({shape})"
 
 
+def _interval_header(intervals):
+    """Column titles of the confidence interval, e.g. ``95% lower (profile)``."""
+    if intervals is None:
+        return ""
+    percent = f"{100 * intervals['level']:g}%"
+    return f"{percent + ' lower':>14}{percent + ' upper':>14}  ({intervals['method']})"
+
+
 def _table(result, model):
     units = " km" if model.distance_ in ("chordal", "great_circle") else ""
     value = result["value"]
@@ -475,14 +495,16 @@ def _table(result, model):
         + (f" (accuracy {result['accuracy']:g})" if result["accuracy"] is not None else "")
         + (", REML" if result["reml"] else ""),
         "",
-        f"{'parameter':<14}{'estimate':>14}{'std. error':>14}",
+        f"{'parameter':<14}{'estimate':>14}{'std. error':>14}" + _interval_header(result["intervals"]),
     ]
     for name, value in result["params"].items():
         fixed = name not in model.result_.estimated
         se = "fixed" if fixed else f"{result['stderr'][name]:.4g}"
         label = f"{name} ({units.strip()})" if name == "range" and units else name
         mark = "*" if name in result["at_bounds"] else " "
-        lines.append(f"{label:<14}{value:>14.6g}{mark}{se:>13}")
+        bounds = (result["intervals"] or {}).get(name)
+        interval = f"{bounds[0]:>14.5g}{bounds[1]:>14.5g}" if bounds else ""
+        lines.append(f"{label:<14}{value:>14.6g}{mark}{se:>13}{interval}")
     if isinstance(result["coef"], dict):
         for name, value in result["coef"].items():
             lines.append(f"{name:<14}{value:>14.6g}{result['coef_stderr'][name]:>14.4g}")

@@ -513,3 +513,26 @@ def test_the_bundled_grid_is_fitted_as_a_field(tmp_path, capsys):
     july = datasets.load("southeast_us_monthly", as_xarray=True)["tas"].isel(time=6)
     expected = SpatialGP(kernel="exponential").fit(july)
     assert result["loglik"] == pytest.approx(expected.loglik_, rel=1e-10)
+
+
+@pytest.mark.parametrize("method", ["wald", "profile"])
+def test_ci_prints_and_writes_the_library_intervals(method, tmp_path, capsys):
+    out = tmp_path / "ci.json"
+    argv = ["fit", "--dataset", "colorado_temperature", "--kernel", "exponential", "--ci", method, "-q",
+            "--output", str(out)]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert f"95% lower     95% upper  ({method})" in printed
+    result = json.loads(out.read_text())
+    frame = datasets.load("colorado_temperature")
+    expected = SpatialGP(kernel="exponential").fit(frame[["lon", "lat"]], frame["tmax_mam"]).confidence_intervals(
+        0.95, method)
+    assert result["intervals"]["method"] == method and result["intervals"]["level"] == 0.95
+    for name, row in expected.iterrows():
+        assert result["intervals"][name] == pytest.approx([row.lower, row.upper], rel=1e-9)
+
+
+def test_ci_with_a_bad_level_fails_with_one_line(capsys):
+    assert cli.main(["fit", "--dataset", "colorado_temperature", "--ci", "wald", "--level", "1.5", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("geostat: ") and "level" in err and len(err.strip().splitlines()) == 1
