@@ -13,14 +13,19 @@ end NaN) and counts as a miss.
 Truth: variance 1, range 0.1 (a tenth of the square's side; correlation 0.37 at that
 distance), nugget 0.1.
 
-Run: ``python benchmarks/interval_coverage.py [--reps 200] [--n 250] [--level 0.95] [--seed 0]``
+``--reml`` fits by restricted maximum likelihood instead (the profile is then of the
+restricted likelihood); ``--jobs`` runs replications in that many processes.
+
+Run: ``python benchmarks/interval_coverage.py [--reps 200] [--n 250] [--level 0.95] [--seed 0] [--reml] [--jobs 2]``
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
@@ -30,12 +35,13 @@ TRUTH = {"variance": 1.0, "range": 0.1, "nugget": 0.1}
 METHODS = ("wald", "log-wald", "profile")
 
 
-def replicate(rep, n, level, seed):
+def replicate(rep, n, level, seed, reml):
     """Intervals of one simulated data set: {method: DataFrame}."""
+    warnings.simplefilter("ignore", gs.GeostatWarning)
     rng = np.random.default_rng([seed, rep])
     X = rng.uniform(size=(n, 2))
     y = gs.simulate(X, TRUTH, kernel="exponential", random_state=rng)
-    est = gs.SpatialGP(kernel="exponential").fit(X, y)
+    est = gs.SpatialGP(kernel="exponential", reml=reml).fit(X, y)
     return {method: est.confidence_intervals(level=level, method=method) for method in METHODS}
 
 
@@ -65,14 +71,19 @@ def main(argv=None):
     parser.add_argument("--n", type=int, default=250, help="sites per replication (default 250)")
     parser.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
     parser.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
+    parser.add_argument("--reml", action="store_true", help="restricted maximum likelihood")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     args = parser.parse_args(argv)
-    warnings.simplefilter("ignore", gs.GeostatWarning)
     start = time.perf_counter()
-    results = [replicate(rep, args.n, args.level, args.seed) for rep in range(args.reps)]
+    run = functools.partial(replicate, n=args.n, level=args.level, seed=args.seed, reml=args.reml)
+    with ProcessPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(run, range(args.reps)))
     elapsed = time.perf_counter() - start
-    print(f"exponential model {TRUTH}, n = {args.n} sites uniform in the unit square")
+    fit = "REML" if args.reml else "ML"
+    print(f"exponential model {TRUTH}, n = {args.n} sites uniform in the unit square, {fit} fits")
     summarize(results, args.level)
-    print(f"\n{elapsed:.1f} s in all, {elapsed / args.reps:.2f} s per replication (fit and three intervals)")
+    print(f"\n{elapsed:.1f} s in all, {elapsed / args.reps:.2f} s per replication (fit and three intervals, "
+          f"{args.jobs} process(es))")
 
 
 if __name__ == "__main__":

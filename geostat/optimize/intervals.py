@@ -29,7 +29,9 @@ on the estimator's own likelihood object, then
 :func:`geostat.optimize.search.natural_estimate` (which also tries a nugget of exactly 0).
 Each maximization is warm-started on the profile path of the other parameters: along
 its tangent at the estimate (from the inverse Fisher information) for the first value,
-then along the line through the optima at the two nearest values already profiled.
+then along the line through the optima at the two nearest values already profiled. A
+warm start with a nugget near zero is searched again from a small positive nugget (in log
+coordinates the search cannot leave the nugget's floor), and the better optimum is kept.
 
 Each endpoint is the root of :math:`z_\chi - r(\theta)`, with
 :math:`r = \sqrt{2(\hat\ell - \ell_p(\theta))}` the signed root of the deviance (nearly
@@ -60,7 +62,7 @@ from sklearn.utils.validation import check_is_fitted
 from geostat.checks import check_choice, check_mapping
 from geostat.optimize.objective import Objective
 from geostat.optimize.scaling import VARIANCE_LIKE, residual_variance
-from geostat.optimize.search import local_maximize, natural_estimate
+from geostat.optimize.search import ZERO_NUGGET_TRIAL, local_maximize, natural_estimate
 from geostat.optimize.space import ParameterSpace
 
 __all__ = ["METHODS", "confidence_intervals", "profile_loglik", "ProfileLikelihood"]
@@ -87,6 +89,9 @@ MAX_EXTRAPOLATION = 3.0
 PROFILE_TOLERANCES = {"ftol": 1e-10, "gtol": 1e-6}
 #: The tangent path moves a logarithm by at most this much.
 MAX_LOG_MOVE = 20.0
+#: The second start of a profile maximization whose warm start has a nugget near zero puts
+#: the nugget at this fraction of the variance (the smallest ratio of the fit's start grid).
+INTERIOR_RATIO = 0.01
 #: Outward trials aim this far beyond the endpoint predicted by linear extrapolation.
 OVERSHOOT = 1.3
 
@@ -323,13 +328,38 @@ class ProfileLikelihood:
         z = np.zeros(0)
         if space.names:
             objective = Objective(self.likelihood, space)
-            start = self._warm_start(name, unit, space)
-            best, _ = local_maximize(self.likelihood, space, objective, start, self.rng, refine=False,
-                                     tolerances=PROFILE_TOLERANCES)
-            z = best.x
+            runs = [local_maximize(self.likelihood, space, objective, start, self.rng, refine=False,
+                                   tolerances=PROFILE_TOLERANCES)[0]
+                    for start in self._starts(name, unit, space)]
+            z = min(runs, key=lambda run: run.fun).x
         params, loglik = natural_estimate(self.likelihood, space, z)
         self.optima[name].append((unit, params))
         return self.scale.loglik_from_unit(loglik, self.likelihood.n_eff)
+
+    def _starts(self, name, unit, space):
+        """Starting points of one profile maximization: the warm start and, when its nugget
+        is below ``ZERO_NUGGET_TRIAL`` times the variance, the same point with the nugget at
+        :data:`INTERIOR_RATIO` times the variance.
+
+        A nugget near zero sits at the lower end of its logarithm, where the gradient in
+        that coordinate vanishes: a search started there stays there even when holding
+        `name` makes a positive nugget better (an estimated nugget of 0 with the range
+        held at a larger value is the common case).
+        """
+        start = self._warm_start(name, unit, space)
+        coordinate = "ratio" if "ratio" in space.names else "nugget"
+        if coordinate not in space.names:
+            return [start]
+        i = space.names.index(coordinate)
+        floor = math.log(ZERO_NUGGET_TRIAL)
+        if coordinate == "nugget":
+            floor += start[space.names.index("variance")] if "variance" in space.names else math.log(
+                space.fixed["variance"])
+        if start[i] >= floor:
+            return [start]
+        interior = start.copy()
+        interior[i] = floor + math.log(INTERIOR_RATIO / ZERO_NUGGET_TRIAL)
+        return [start, interior]
 
     def _warm_start(self, name, unit, space):
         """Start for `name` = `unit` in the optimizer's coordinates of `space`.

@@ -87,6 +87,21 @@ def test_profile_of_range_equals_fits_with_the_range_fixed(data, fitted):
     np.testing.assert_allclose(profile_loglik(fitted, "range", grid), brute, atol=1e-4)
 
 
+def test_profile_leaves_a_nugget_estimated_at_zero_when_holding_the_range_makes_one_better():
+    """Found by the coverage study (replication 14): the nugget is estimated at 0, and at
+    the true range a positive nugget is better by 0.69 in log-likelihood; a warm start on
+    the nugget's floor cannot see that (zero gradient in its logarithm)."""
+    rng = np.random.default_rng([0, 14])
+    X = rng.uniform(size=(250, 2))
+    y = gs.simulate(X, {"variance": 1.0, "range": 0.1, "nugget": 0.1}, kernel="exponential", random_state=rng)
+    est = gs.SpatialGP(kernel="exponential").fit(X, y)
+    assert est.params_["nugget"] == 0.0
+    grid = [0.1, 0.15]
+    brute = [gs.SpatialGP(kernel="exponential", fixed={"range": r}).fit(X, y) for r in grid]
+    assert min(b.params_["nugget"] for b in brute) > 0.01
+    np.testing.assert_allclose(profile_loglik(est, "range", grid), [b.loglik_ for b in brute], atol=1e-4)
+
+
 def test_profile_of_the_variance_has_its_closed_form():
     """Range fixed, no nugget: l_p(v) = l_hat - n/2 (s - 1 - log s), s = v_hat / v; the
     log-Wald interval (se = v_hat sqrt(2 / n)) agrees to O(1/n)."""
