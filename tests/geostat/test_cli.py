@@ -234,7 +234,7 @@ def test_main_turns_every_exception_into_one_line(error, status, expected, capsy
     def fail(args):
         raise error
 
-    monkeypatch.setattr(cli, "_fit", fail)
+    monkeypatch.setattr(cli, "run_fit", fail)
     assert cli.main(["fit"]) == status
     assert capsys.readouterr().err == expected
 

@@ -1,0 +1,70 @@
+"""The ``geostat`` command.
+
+``geostat fit`` with no file fits the bundled default climate dataset (summer
+precipitation of 1720 North American stations, log scale) and prints a table of
+estimates with standard errors, the log-likelihood, n, the method and the wall time. It
+also fits a CSV table (one row per site; lon/lat or x/y columns are found by name) or a
+NetCDF field (any file xarray opens: a lon/lat or x/y grid or station dimension, its other
+dimension, e.g. time, as replicates, NaN cells missing), and ``--save-model`` writes the
+fitted model. ``geostat predict`` kriges a saved model at the sites of a CSV table or on
+the grid of a NetCDF file, into a CSV or NetCDF file. ``geostat datasets`` lists the
+bundled datasets. Bad input stops with one line on standard error and exit status 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from geostat import datasets
+from geostat.cli.fit import run_fit
+from geostat.cli.parser import build_parser
+from geostat.cli.predict import run_predict
+
+__all__ = ["main"]
+
+#: The library's documented error types (misuse, files, memory, numerical failure): bad input, exit 2.
+INPUT_ERRORS = (ValueError, TypeError, MemoryError, OSError, np.linalg.LinAlgError, NotImplementedError)
+
+
+def main(argv=None):
+    """Entry point of the ``geostat`` command: 0 on success, 2 for bad input, 130 when interrupted,
+    1 for an unexpected error; a failure prints one line on stderr, never a traceback."""
+    args = build_parser().parse_args(argv)
+    log_handler = None
+    try:
+        if getattr(args, "verbose", False):
+            from geostat.optimize.progress import log_to_stderr
+
+            log_handler = log_to_stderr()
+        return {"fit": run_fit, "predict": run_predict, "datasets": list_datasets}[args.command](args)
+    except INPUT_ERRORS as exc:
+        return fail(" ".join(str(exc).split()) or type(exc).__name__, 2)
+    except KeyboardInterrupt:
+        return fail("interrupted", 130)
+    except Exception as exc:
+        return fail(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} (please report this)", 1)
+    finally:
+        if log_handler is not None:
+            log_handler.remove()
+
+
+def fail(message, status):
+    print(f"geostat: {message}", file=sys.stderr)
+    return status
+
+
+def list_datasets(args):
+    rows = []
+    for name in datasets.names():
+        info = datasets.info(name)
+        rows.append(f"{name:<26}{info['n']:>8}  {info['description']}")
+    print(f"{'name':<26}{'rows':>8}  description")
+    print("\n".join(rows))
+    return 0
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())

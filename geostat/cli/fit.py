@@ -1,0 +1,159 @@
+"""``geostat fit``: fit, then print the table of estimates (and write JSON and the model)."""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from geostat.cli.files import check_output
+from geostat.cli.inputs import load_fit_data
+from geostat.cli.parser import verbose_level
+from geostat.optimize.intervals import check_level
+
+__all__ = ["run_fit", "table"]
+
+
+def run_fit(args):
+    from geostat.estimator import SpatialGP
+
+    start = time.perf_counter()
+    for option, path in (("--output", args.output), ("--save-model", args.save_model)):
+        if path:
+            check_output(path, option)
+    if args.ci:
+        check_level(args.level)  # before the fit, not after it
+    data = load_fit_data(args)
+    model = SpatialGP(
+        kernel=args.kernel,
+        smoothness=args.smoothness,
+        nugget=nugget_option(args.nugget),
+        trend=data.covariates if data.covariates else (None if args.trend == "none" else args.trend),
+        distance=args.distance,
+        method=args.method,
+        accuracy=args.accuracy,
+        tile_size=args.tile_size,
+        reml=args.reml,
+        random_state=args.seed,
+        verbose=verbose_level(args),
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(data.X, data.y)
+        intervals = model.confidence_intervals(args.level, args.ci) if args.ci else None
+    elapsed = time.perf_counter() - start
+    result = {
+        "data": data.source,
+        "value": data.value,
+        "replicates": data.replicates,
+        "replicate_dimension": data.replicate_dimension,
+        "transform": data.transform,
+        "n": data.n,
+        "n_observations": data.n_observations,
+        "kernel": fitted_kernel(model),
+        "distance": model.distance_,
+        "method": model.method_,
+        "accuracy": model.accuracy_,
+        "loglik_error": model.loglik_error_,
+        "reml": bool(args.reml),
+        "params": model.params_,
+        "stderr": model.stderr_,
+        "coef": by_name(model, model.coef_),
+        "coef_stderr": by_name(model, model.coef_stderr_),
+        "loglik": model.loglik_,
+        "converged": model.converged_,
+        "n_iter": model.n_iter_,
+        "n_evaluations": model.n_evaluations_,
+        "at_bounds": model.result_.at_bounds,
+        "intervals": None if intervals is None else {
+            "method": args.ci, "level": args.level,
+            **{name: [row.lower, row.upper] for name, row in intervals.iterrows()},
+        },
+        "wall_time_s": elapsed,
+        "warnings": [str(w.message) for w in caught],
+    }
+    print(table(result, model))
+    if args.output:
+        Path(args.output).write_text(json.dumps(result, indent=2))
+        print(f"results written to {args.output}")
+    if args.save_model:
+        model.save(args.save_model)
+        print(f"model written to {args.save_model}")
+    return 0
+
+
+def nugget_option(text):
+    if text == "estimate":
+        return True
+    if text == "none":
+        return False
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"--nugget must be 'estimate', 'none' or a number; got {text!r}") from None
+
+
+def by_name(model, values):
+    """Trend coefficients (or standard errors) by name for one replicate; a list per replicate for several."""
+    values = np.asarray(values)
+    return dict(zip(model.coef_names_, values.tolist())) if values.ndim == 1 else values.tolist()
+
+
+def fitted_kernel(model):
+    """The kernel with its shape parameters at their estimates, e.g. ``Matern(smoothness=1.23)``."""
+    kernel = model.kernel_
+    shape = ", ".join(f"{name}={model.params_[name]:.4g}" for name in kernel.shape_names)
+    return f"{type(kernel).__name__}({shape})"
+
+
+def interval_header(intervals):
+    """Column titles of the confidence interval, e.g. ``95% lower (profile)``."""
+    if intervals is None:
+        return ""
+    percent = f"{100 * intervals['level']:g}%"
+    return f"{percent + ' lower':>14}{percent + ' upper':>14}  ({intervals['method']})"
+
+
+def table(result, model):
+    units = " km" if model.distance_ in ("chordal", "great_circle") else ""
+    value = result["value"]
+    if isinstance(value, list):
+        value = f"{len(value)} replicates {value[0]} ... {value[-1]}"
+    elif result["replicate_dimension"]:
+        value = f"{value}, {result['replicates']} replicates along {result['replicate_dimension']}"
+    lines = [
+        f"geostat fit: {result['data']}  (value: {value}, transform: {result['transform']})",
+        f"kernel {result['kernel']}, distance {result['distance']}, method {result['method']}"
+        + (f" (accuracy {result['accuracy']:g})" if result["accuracy"] is not None else "")
+        + (", REML" if result["reml"] else ""),
+        "",
+        f"{'parameter':<14}{'estimate':>14}{'std. error':>14}" + interval_header(result["intervals"]),
+    ]
+    for name, value in result["params"].items():
+        fixed = name not in model.result_.estimated
+        se = "fixed" if fixed else f"{result['stderr'][name]:.4g}"
+        label = f"{name} ({units.strip()})" if name == "range" and units else name
+        mark = "*" if name in result["at_bounds"] else " "
+        bounds = (result["intervals"] or {}).get(name)
+        interval = f"{bounds[0]:>14.5g}{bounds[1]:>14.5g}" if bounds else ""
+        lines.append(f"{label:<14}{value:>14.6g}{mark}{se:>13}{interval}")
+    if isinstance(result["coef"], dict):
+        for name, value in result["coef"].items():
+            lines.append(f"{name:<14}{value:>14.6g}{result['coef_stderr'][name]:>14.4g}")
+    if result["at_bounds"]:
+        on_bound = ", ".join(f"{name} = {result['params'][name]:.4g}" for name in result["at_bounds"])
+        lines.append(f"* on its bound: {on_bound} (the likelihood is highest at the edge of the parameter space; "
+                     "standard errors there are not reliable)")
+    lines += [
+        "",
+        f"log-likelihood {result['loglik']:.6f}   n = {result['n']}   observations = {result['n_observations']}",
+        *([f"estimated TLR error of the log-likelihood {result['loglik_error']:.2g}"] if result["accuracy"] else []),
+        f"converged: {result['converged']}   iterations {result['n_iter']}   evaluations {result['n_evaluations']}",
+        f"wall time {result['wall_time_s']:.2f} s",
+    ]
+    lines += [f"warning: {message}" for message in result["warnings"]]
+    return "\n".join(lines)
+

@@ -1,0 +1,225 @@
+"""What ``geostat fit`` fits: a CSV table, a bundled dataset or a NetCDF field, read into
+sites, observations and covariates, with the options that select and transform them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from geostat import datasets
+from geostat.cli.files import FIELD_SUFFIXES, is_field, open_field, read_csv
+from geostat.data import XARRAY_POSITIONS, table_from_field
+from geostat.distance import find_lonlat
+
+__all__ = ["TRANSFORMS", "FitData", "load_fit_data", "numbers", "split_names"]
+
+TRANSFORMS = {"none": lambda v: v, "log": np.log, "log10": np.log10}
+
+
+@dataclass
+class FitData:
+    """What ``geostat fit`` fits, and how the report names it."""
+
+    source: str
+    X: object  # DataFrame of sites and covariates, or an xarray Dataset holding the field
+    y: object  # observations (ndarray), or the name of the field's variable
+    value: object  # value column(s) or variable name
+    transform: str
+    covariates: list
+    n: int
+    n_observations: int
+    replicates: int
+    replicate_dimension: object = None  # a field's replicate dimension (e.g. "time"), or None
+
+
+def load_fit_data(args):
+    if args.file and args.dataset:
+        raise ValueError("give either FILE or --dataset, not both")
+    if args.file and is_field(Path(args.file)):
+        with open_field(Path(args.file)) as dataset:
+            return load_field(args, dataset, str(args.file))
+    if args.dataset and datasets.info(args.dataset)["layout"] == "grid":
+        return load_field(args, datasets.load(args.dataset, as_xarray=True), args.dataset)
+    for option, value in (("--var", args.var), ("--time-slice", args.time_slice), ("--time-index", args.time_index)):
+        if value is not None:
+            raise ValueError(f"{option} applies to a NetCDF file (named *{', *'.join(FIELD_SUFFIXES[:4])}, ...), "
+                             f"not to {args.file or 'a bundled dataset'}; name the column of a table with --value")
+    if args.file:
+        frame = read_csv(Path(args.file), args.sep)
+        info = {"coords": None, "value": None, "transform": None}
+        source = args.file
+    else:
+        source = args.dataset or datasets.DEFAULT
+        frame, info = datasets.load(source), datasets.info(source)
+    coords = split_names(args.coords) or info["coords"] or detect_coords(frame, source)
+    value = split_names(args.value) or info["value"]
+    if not value:
+        raise ValueError(f"name the column of observations with --value; {source} has columns {list(frame.columns)}")
+    value = [value] if isinstance(value, str) else list(value)
+    transform = args.transform or info.get("transform") or "none"
+    covariates = split_names(args.covariates)
+    missing = [c for c in [*coords, *value, *covariates] if c not in frame.columns]
+    if missing:
+        raise ValueError(f"columns {missing} are not in the data; it has {list(frame.columns)}")
+    y = np.column_stack([transformed(numbers(frame, c, "value", missing_ok=True), c, transform) for c in value])
+    X = pd.DataFrame({c: numbers(frame, c, "coordinate") for c in coords} | {c: numbers(frame, c, "covariate") for c in covariates})
+    return FitData(source, X, y[:, 0] if len(value) == 1 else y, value if len(value) > 1 else value[0], transform,
+                    covariates, len(X), int(np.isfinite(y).sum()), len(value))
+
+
+def split_names(text):
+    return [part.strip() for part in text.split(",") if part.strip()] if text else []
+
+
+def numbers(frame, column, role, missing_ok=False):
+    """The column as floats; anything but a finite number (or NaN where `missing_ok`) is an error."""
+    raw = frame[column]
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(~np.isfinite(values) & ~(missing_ok & raw.isna().to_numpy()))
+    if bad.size:
+        first = "a missing value" if pd.isna(raw.iloc[bad[0]]) else repr(raw.iloc[bad[0]])
+        raise ValueError(
+            f"{role} column {column!r} must hold {'numbers' if missing_ok else 'finite numbers'}: {bad.size} value(s) "
+            f"are not; the first, in data row {bad[0] + 1}, is {first}; fix or drop those rows"
+        )
+    if missing_ok and np.isnan(values).all():
+        raise ValueError(f"{role} column {column!r} has no values (all missing); choose another column with --value")
+    return values
+
+
+def transformed(values, column, transform):
+    bad = np.flatnonzero(values <= 0)
+    if transform != "none" and bad.size:
+        raise ValueError(
+            f"--transform {transform} needs positive values, but value column {column!r} has {bad.size} value(s) <= 0 "
+            f"(the first {values[bad[0]]:g} in data row {bad[0] + 1}); use --transform none or shift the column"
+        )
+    return TRANSFORMS[transform](values)
+
+
+def detect_coords(frame, source):
+    """Longitude/latitude columns by name (as the library recognises them), else x and y."""
+    columns = [str(c) for c in frame.columns]
+    found = find_lonlat(columns)
+    if found is not None:
+        return [columns[found[0]], columns[found[1]]]
+    if {"x", "y"} <= set(columns):
+        return ["x", "y"]
+    raise ValueError(
+        f"{source} has no coordinate columns named lon/lat (or longitude/latitude) or x/y; name them with --coords "
+        f"(e.g. --coords easting,northing); its columns are {columns}"
+    )
+
+
+def load_field(args, dataset, path):
+    """The field to fit from an xarray Dataset (a NetCDF file's, or a gridded bundled dataset)."""
+    for option, value in (("--coords", args.coords), ("--value", args.value)):
+        if value:
+            raise ValueError(f"{option} applies to CSV files; a NetCDF field's sites are its lon/lat (or x/y) "
+                             "coordinates and --var names its variable")
+    covariates = split_names(args.covariates)
+    name = variable(dataset, args.var or default_variable(path), path)
+    label = f"variable {name!r} of {path}"
+    dataset = select_steps(dataset, dataset[name], args, label)
+    kept = [name, *(c for c in covariates if c in dataset.data_vars)]
+    dataset = dataset[kept].load()
+    transform = args.transform or "none"
+    dataset[name] = transformed_field(dataset[name], label, transform)
+    X, y, layout = table_from_field(dataset[name], label, covariates, dataset)
+    return FitData(str(path), dataset, name, name, transform, covariates, len(X), int(np.isfinite(y).sum()),
+                    1 if y.ndim == 1 else y.shape[1], layout.replicate_dim)
+
+
+def default_variable(source):
+    """The modelled variable of a bundled gridded dataset (None for a file)."""
+    return datasets.info(source)["value"] if source in datasets.names() else None
+
+
+def variable(dataset, var, path):
+    names = [str(v) for v in dataset.data_vars]
+    if var is None:
+        if len(names) != 1:
+            raise ValueError(f"{path} has {len(names)} data variables {names}; choose one with --var"
+                             if names else f"{path} has no data variable to fit")
+        return names[0]
+    if var not in names:
+        raise ValueError(f"--var {var} is not a data variable of {path}; it has {names}")
+    return var
+
+
+def replicate_dimension(da, label):
+    """The one dimension of a field besides the spatial ones (e.g. time)."""
+    spatial = {d for pair in XARRAY_POSITIONS if set(pair) <= set(map(str, da.coords)) for name in pair
+               for d in da[name].dims}
+    others = [str(d) for d in da.dims if d not in spatial]
+    if not spatial or len(others) != 1:
+        raise ValueError(
+            f"--time-slice and --time-index select along the one time (non-spatial) dimension of {label}, but its "
+            f"dimensions are {[str(d) for d in da.dims]}" + ("" if spatial else ", with no lon/lat or x/y coordinates")
+        )
+    return others[0]
+
+
+def select_steps(dataset, da, args, label):
+    """`dataset` restricted to the steps of --time-slice or --time-index (if given)."""
+    if args.time_slice is None and args.time_index is None:
+        return dataset
+    if args.time_slice is not None and args.time_index is not None:
+        raise ValueError("give --time-slice or --time-index, not both")
+    dim = replicate_dimension(da, label)
+    size = dataset.sizes[dim]
+    if args.time_index is not None:
+        if not -size <= args.time_index < size:
+            raise ValueError(f"--time-index {args.time_index} is out of range: {dim} of {label} has {size} steps "
+                             f"(0 to {size - 1})")
+        return dataset.isel({dim: args.time_index})
+    if dim not in dataset.coords:
+        raise ValueError(f"--time-slice needs coordinate values along {dim} of {label}, which has none; "
+                         "use --time-index")
+    values = dataset[dim].values
+    start, end = slice_bounds(args.time_slice, values.dtype.kind in "iuf")
+    span = f"{dim} runs from {step_label(values[0])} to {step_label(values[-1])}"
+    try:
+        chosen = dataset.sel({dim: slice(start, end)})
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ValueError(f"--time-slice {args.time_slice} cannot select from {label} ({span}): "
+                         f"{' '.join(str(exc).split())}") from None
+    if chosen.sizes[dim] == 0:
+        raise ValueError(f"--time-slice {args.time_slice} selects no step of {label}; {span}")
+    return chosen
+
+
+def step_label(value):
+    """A coordinate value as a user writes it (dates without a midnight time of day)."""
+    if isinstance(value, np.datetime64):
+        return str(pd.Timestamp(value)).removesuffix(" 00:00:00")
+    return str(value)
+
+
+def slice_bounds(text, numeric):
+    """``(start, end)`` of ``START:END`` (None where left out), numbers for a numeric coordinate."""
+    if text.count(":") != 1:
+        raise ValueError(f"--time-slice must be START:END (e.g. 1999-01:1999-06; either may be left out); got {text!r}")
+    bounds = [part.strip() or None for part in text.split(":")]
+    if not numeric:
+        return bounds
+    try:
+        return [None if b is None else float(b) for b in bounds]
+    except ValueError:
+        raise ValueError(f"--time-slice {text}: the time coordinate holds numbers, so START and END must be "
+                         "numbers") from None
+
+
+def transformed_field(da, label, transform):
+    values = da.values
+    bad = values <= 0  # NaN cells compare False: they stay missing
+    if transform != "none" and bad.any():
+        raise ValueError(
+            f"--transform {transform} needs positive values, but {label} has {int(bad.sum())} value(s) <= 0 "
+            f"(the first {values[bad][0]:g}); use --transform none"
+        )
+    return da.copy(data=TRANSFORMS[transform](values))
+
