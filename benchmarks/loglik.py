@@ -4,12 +4,20 @@ For each kernel, n and accuracy: TLR build (ordering + compression), factorizati
 solve times, peak resident memory, mean ranks of A and L, and |loglik_tlr - loglik_dense|
 where the dense covariance fits; the dense baseline (build + one-thread LAPACK Cholesky,
 see geostat.solvers) runs in the same invocation. Every configuration runs in a fresh
-subprocess so that its peak memory is its own.
+subprocess so that its peak memory is its own; with ``--repeats r`` each runs `r` times
+and the table shows the medians.
+
+Two ratios need no second machine: ``x dense n^3`` is the one-thread dense SciPy
+Cholesky at ``--dense-ref`` sites (16,384), measured in the same invocation and
+extrapolated by ``(n / n_ref)^3``, over the TLR total; and the last line gives each TLR
+total over that of the next smaller n (e.g. 262,144 over 131,072).
 
 Run: ``python benchmarks/loglik.py`` (2-D exponential and Matern 1.5, range 0.1, n up to
 131,072; 3-D exponential, range 0.2, up to 65,536; accuracies 1e-6 and 1e-8; dense up to
 32,768) or e.g.
-``python benchmarks/loglik.py --n 32768 --accuracy 1e-8 --kernels exp2d``.
+``python benchmarks/loglik.py --n 32768 --accuracy 1e-8 --kernels exp2d``; the issue's
+targets: ``python benchmarks/loglik.py --n 131072 262144 --accuracy 1e-8 --kernels exp2d
+--dense-max 0 --repeats 3 --repeats-max 131072`` (262,144 once).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import statistics
 import time
 from pathlib import Path
 
@@ -81,7 +90,8 @@ def run_tlr(kernel_key, n, accuracy, tile_size=None, data="model"):
     start = time.perf_counter()
     A, perm = tlr_covariance(X, kernel, params, get_distance("euclidean"), accuracy=accuracy, tile_size=tile_size)
     built = time.perf_counter()
-    tile, rank_a = A.tile_size, A.mean_rank
+    peak_build = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    tile, rank_a, a_gib = A.tile_size, A.mean_rank, A.nbytes / 2**30
     factor = tlr.cholesky(A, overwrite_a=True)  # as the likelihood does: A is a temporary
     factored = time.perf_counter()
     value = loglik_from(factor, y[perm])
@@ -94,6 +104,9 @@ def run_tlr(kernel_key, n, accuracy, tile_size=None, data="model"):
         "tile": tile,
         "rank_A": rank_a,
         "rank_L": float(np.mean([U.shape[1] for U in factor.U.values()])) if factor.U else 0.0,
+        "A_gib": a_gib,
+        "L_gib": factor.nbytes / 2**30,
+        "peak_build_gib": peak_build,
         "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     }
 
@@ -131,15 +144,34 @@ def in_subprocess(*args):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def repeated(repeats, *args):
+    """Median of every number over `repeats` fresh subprocesses (the first error, if any)."""
+    runs = [in_subprocess(*args) for _ in range(repeats)]
+    failed = [run for run in runs if "error" in run]
+    if failed:
+        return failed[0]
+    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+
+
+def total(result):
+    return result["build"] + result["factor"] + result["solve"]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[8192, 16384, 32768, 65536, 131072])
     parser.add_argument("--accuracy", type=float, nargs="+", default=[1e-6, 1e-8])
     parser.add_argument("--kernels", nargs="+", default=list(KERNELS), choices=list(KERNELS))
     parser.add_argument("--dense-max", type=int, default=32768)
+    parser.add_argument("--dense-ref", type=int, default=16384,
+                        help="n of the dense Cholesky extrapolated by n^3 (0: none)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per configuration (medians shown)")
+    parser.add_argument("--repeats-max", type=int, default=0,
+                        help="run larger n only once (0: no limit)")
     parser.add_argument("--tile-size", type=int, default=0, help="0: geostat.ordering.auto_tile_size")
     parser.add_argument("--data", default="model", choices=["model", "white"],
                         help="observations drawn from the model (default) or white noise")
+    parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -154,38 +186,79 @@ def main(argv=None):
         print(json.dumps(result))
         return
 
+    def repeats(n):
+        return 1 if args.repeats_max and n > args.repeats_max else args.repeats
+
     header = (
         f"{'kernel':<12}{'n':>7}{'acc':>7}{'tile':>6}{'build s':>8}{'factor s':>9}{'solve s':>8}{'total s':>8}"
-        f"{'peak GiB':>9}{'rank A':>7}{'rank L':>7}{'dense s':>9}{'dense GiB':>10}{'speedup':>8}{'|err|':>10}"
+        f"{'peak GiB':>9}{'build':>6}{'A GiB':>7}{'L GiB':>7}{'rank A':>7}{'rank L':>7}{'x dense n^3':>12}"
+        f"{'dense s':>9}{'dense GiB':>10}{'speedup':>8}{'|err|':>10}"
     )
-    print(header)
-    print("-" * len(header))
+    records, lines = [], []
     for kernel_key in args.kernels:
+        reference = None
+        if args.dense_ref:
+            in_subprocess("sample", args.data, kernel_key, args.dense_ref)
+            reference = repeated(args.repeats, "dense", args.data, kernel_key, args.dense_ref)
+            lines.append(f"{kernel_key}: dense SciPy Cholesky (one BLAS thread) at n={args.dense_ref}: "
+                         f"{reference.get('factor', float('nan')):.2f} s (median of {args.repeats})")
+            records.append({"kernel": kernel_key, "n": args.dense_ref, "dense_reference": reference})
+        print(header)
+        print("-" * len(header))
         for n in args.n:
             if n > MAX_N.get(kernel_key, n):
                 continue
             in_subprocess("sample", args.data, kernel_key, n)
-            dense = in_subprocess("dense", args.data, kernel_key, n) if n <= args.dense_max else None
+            if n == args.dense_ref:
+                dense = reference
+            else:
+                dense = repeated(repeats(n), "dense", args.data, kernel_key, n) if n <= args.dense_max else None
             for accuracy in args.accuracy:
-                tlr_result = in_subprocess("tlr", args.data, kernel_key, n, accuracy, args.tile_size)
+                tlr_result = repeated(repeats(n), "tlr", args.data, kernel_key, n, accuracy, args.tile_size)
+                records.append({"kernel": kernel_key, "n": n, "accuracy": accuracy, "repeats": repeats(n),
+                                "tlr": tlr_result, "dense": dense})
                 if "error" in tlr_result:
                     print(f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}  TLR failed: {tlr_result['error']}", flush=True)
                     continue
-                total = tlr_result["build"] + tlr_result["factor"] + tlr_result["solve"]
+                if reference and "error" not in reference:
+                    ratio = reference["factor"] * (n / args.dense_ref) ** 3 / total(tlr_result)
+                    extrapolated = f"{ratio:>12.1f}"
+                else:
+                    extrapolated = f"{'-':>12}"
                 if dense and "error" not in dense:
-                    dense_total = dense["build"] + dense["factor"] + dense["solve"]
-                    dense_cols = f"{dense_total:>9.1f}{dense['peak_gib']:>10.2f}{dense_total / total:>8.1f}"
+                    speedup = total(dense) / total(tlr_result)
+                    dense_cols = f"{total(dense):>9.1f}{dense['peak_gib']:>10.2f}{speedup:>8.1f}"
                     err = f"{abs(tlr_result['loglik'] - dense['loglik']):>10.2e}"
                 else:
                     dense_cols, err = f"{'-':>9}{'-':>10}{'-':>8}", f"{'-':>10}"
                 print(
-                    f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}{tlr_result['tile']:>6}{tlr_result['build']:>8.2f}"
-                    f"{tlr_result['factor']:>9.2f}{tlr_result['solve']:>8.2f}{total:>8.2f}{tlr_result['peak_gib']:>9.2f}"
-                    f"{tlr_result['rank_A']:>7.1f}{tlr_result['rank_L']:>7.1f}{dense_cols}{err}",
+                    f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}{int(tlr_result['tile']):>6}{tlr_result['build']:>8.2f}"
+                    f"{tlr_result['factor']:>9.2f}{tlr_result['solve']:>8.2f}{total(tlr_result):>8.2f}"
+                    f"{tlr_result['peak_gib']:>9.2f}{tlr_result['peak_build_gib']:>6.2f}"
+                    f"{tlr_result['A_gib']:>7.2f}{tlr_result['L_gib']:>7.2f}"
+                    f"{tlr_result['rank_A']:>7.1f}{tlr_result['rank_L']:>7.1f}"
+                    f"{extrapolated}{dense_cols}{err}",
                     flush=True,
                 )
-    print(f"\nobservations: {args.data}; nugget {NUGGET}; dense = covariance build + one-thread LAPACK Cholesky + solve (SciPy LAPACK);")
-    print("speedup = dense total / TLR total; peak GiB = maximum resident set of the configuration's process.")
+    for kernel_key in args.kernels:
+        for accuracy in args.accuracy:
+            done = [(r["n"], total(r["tlr"])) for r in records
+                    if r.get("kernel") == kernel_key and r.get("accuracy") == accuracy and "error" not in r["tlr"]]
+            steps = [f"{n}/{m}: {t / s:.2f}" for (m, s), (n, t) in zip(done, done[1:])]
+            if steps:
+                lines.append(f"{kernel_key} {accuracy:.0e} TLR total time ratios: " + ", ".join(steps))
+    print()
+    print("\n".join(lines))
+    print(f"observations: {args.data}; nugget {NUGGET}; medians of {args.repeats} runs"
+          + (f" (n > {args.repeats_max}: one run)" if args.repeats_max else "") + ";")
+    print("dense = covariance build + one-thread LAPACK Cholesky + solve (SciPy LAPACK); speedup = dense total / "
+          "TLR total;")
+    if args.dense_ref:
+        print(f"x dense n^3 = dense Cholesky at n={args.dense_ref} x (n/{args.dense_ref})^3 / TLR total;")
+    print("peak GiB = maximum resident set of the configuration's process (build: by the end of the build); "
+          "A GiB, L GiB = bytes of the TLR matrix and of its factor.")
+    if args.json:
+        Path(args.json).write_text(json.dumps(records, indent=1))
 
 
 if __name__ == "__main__":

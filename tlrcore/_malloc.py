@@ -8,6 +8,14 @@ returned to the system. Measured at n = 65,536: peak resident memory 1.99 GB wit
 default, 1.73 GB with the threshold pinned at 1 MiB (the matrix and its factor are 1.42
 and 1.38 GB). Pinning the threshold (``mallopt(M_MMAP_THRESHOLD)``) is process-wide and
 harmless for other code; set ``TLRCORE_MALLOC_TUNING=0`` to leave the allocator alone.
+
+The tiles below the threshold (low-rank factors of a few hundred KiB) live in the heap.
+When ``cholesky(A, overwrite_a=True)`` frees a tile column of ``A``, glibc keeps the freed
+pages resident, while the factor's tile columns (one wide array each) come from ``mmap``:
+the process then holds both. :func:`trim_heap` (``malloc_trim``) hands the free heap
+pages back after each released column. Measured at n = 131,072 (exponential kernel,
+accuracy 1e-8; ``A`` 3.10 GiB, ``L`` 2.94 GiB): peak resident memory of the factorization
+3.79 GiB without, 3.45 GiB with it (the build's own peak being 3.35 GiB).
 """
 
 from __future__ import annotations
@@ -17,13 +25,14 @@ import logging
 import os
 import sys
 
-__all__ = ["pin_mmap_threshold"]
+__all__ = ["pin_mmap_threshold", "trim_heap"]
 
 logger = logging.getLogger(__name__)
 
 _M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 1 << 20
 _pinned = None
+_libc = None
 
 
 def pin_mmap_threshold():
@@ -47,4 +56,25 @@ def _pin():
     try:
         return bool(ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
     except (OSError, AttributeError):  # a C library without mallopt (musl)
+        return False
+
+
+def trim_heap():
+    """Return the free pages of the C heap to the system (glibc ``malloc_trim(0)``).
+
+    A no-op off glibc or with ``TLRCORE_MALLOC_TUNING=0``.
+
+    Returns
+    -------
+    bool
+        Whether any memory was returned.
+    """
+    global _libc
+    if not sys.platform.startswith("linux") or os.environ.get("TLRCORE_MALLOC_TUNING", "1") == "0":
+        return False
+    try:
+        if _libc is None:
+            _libc = ctypes.CDLL(None)
+        return bool(_libc.malloc_trim(0))
+    except (OSError, AttributeError):  # a C library without malloc_trim (musl)
         return False

@@ -5,6 +5,9 @@ triangular solve of a tile column."""
 
 from __future__ import annotations
 
+import itertools
+import threading
+
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.linalg import qr, solve_triangular
@@ -18,6 +21,7 @@ from tlrcore.compress import ara_compress
 
 __all__ = [
     "SOLVE_CHUNK",
+    "ColumnSamples",
     "TileFactor",
     "ara_work",
     "block_diagonal",
@@ -74,8 +78,14 @@ class TileFactor:
 
 
 def stack(blocks, rows):
-    """`blocks` side by side (``rows x 0`` for none)."""
-    return np.hstack(blocks) if blocks else np.zeros((rows, 0))
+    """`blocks` side by side in one Fortran-ordered array (``rows x 0`` for none), whose
+    column blocks BLAS and LAPACK then read and write in place."""
+    out = np.empty((rows, sum(b.shape[1] for b in blocks)), order="F")
+    col = 0
+    for b in blocks:
+        out[:, col : col + b.shape[1]] = b
+        col += b.shape[1]
+    return out
 
 
 def block_diagonal(blocks):
@@ -89,19 +99,65 @@ def block_diagonal(blocks):
     return out
 
 
-def sampled_update(Ua, Va, Ui_list, Vi_list, Uk, Vk_list, tolerance, block_size, seed):
-    """ARA compression of ``Ua Va^T - sum_j U_ij V_ij^T V_kj U_kj^T`` (never formed)."""
+def sampled_update(Ua, Va, Ui_list, Vi_list, Uk, Vk_list, tolerance, block_size, seed, samples=None):
+    """ARA compression of ``Ua Va^T - sum_j U_ij V_ij^T V_kj U_kj^T`` (never formed), through
+    products with ``Ua Va^T - U_i M_ik U_k^T``, ``U_i = [U_i0 | ...]``, ``M_ik =
+    blockdiag(V_ij^T V_kj)``.
+
+    With `samples` (the :class:`ColumnSamples` of ``Uk``, and the same `seed` for every
+    tile of the column, hence the same Gaussian blocks), ``Uk^T Omega`` comes from the
+    column's cache instead of one product per tile.
+    """
     Ui = stack(Ui_list, Ua.shape[0])
     Mik = block_diagonal([Vij.T @ Vkj for Vij, Vkj in zip(Vi_list, Vk_list)])
+    calls = itertools.count()
 
     def matmat(X):
-        return Ua @ (Va.T @ X) - Ui @ (Mik @ (Uk.T @ X))
+        UkX = Uk.T @ X if samples is None else samples.project(next(calls), X)
+        return Ua @ (Va.T @ X) - Ui @ (Mik @ UkX)
 
     def rmatmat(Y):
         return Va @ (Ua.T @ Y) - Uk @ (Mik.T @ (Ui.T @ Y))
 
     shape = (Ua.shape[0], Va.shape[0])
     return ara_compress(matmat, rmatmat, shape, tolerance, block_size=block_size, rng=np.random.default_rng(seed))
+
+
+class ColumnSamples:
+    """``Uk^T Omega_j`` for the Gaussian blocks ``Omega_j`` that every tile of a column
+    draws alike (one seed per column), each product computed once for the column.
+
+    Parameters
+    ----------
+    Uk : ndarray of shape (p, R_k)
+        ``[U_k0 | ... | U_k,k-1]``.
+    block_size : int
+        Columns of a full block; only full blocks are kept (a tile whose basis nears
+        ``min(m, p)`` draws a narrower last block, computed directly).
+    """
+
+    def __init__(self, Uk, block_size):
+        self.Uk = Uk
+        self.block_size = block_size
+        self._blocks = []
+        self._lock = threading.Lock()
+
+    def project(self, j, X):
+        """``Uk^T X`` for the `j`-th block `X` a tile samples with.
+
+        The cached product is used only if `X` equals the block it was computed from,
+        so the result never depends on which tile asked first (nor on the threads).
+        """
+        if X.shape[1] != self.block_size:
+            return self.Uk.T @ X
+        with self._lock:
+            if j == len(self._blocks):
+                Omega = X.copy()
+                self._blocks.append((Omega, self.Uk.T @ Omega))
+            Omega, product = self._blocks[j] if j < len(self._blocks) else (None, None)
+        if Omega is not None and np.array_equal(Omega, X):
+            return product
+        return self.Uk.T @ X
 
 
 def ara_work(A, U, i, k, block_size, columns=None):
@@ -128,13 +184,18 @@ def updated_diagonal(Akk, factors):
     """``(D, W)``: ``D = A(k, k) - W W^T`` (lower triangle) by one ``dsyrk``, with
     ``W W^T = sum_j U_j V_j^T V_j U_j^T``."""
     D = np.array(Akk, order="F")
-    W = np.hstack([gram_root(Uj, Vj) for Uj, Vj in factors]) if factors else np.zeros((D.shape[0], 0))
+    W = np.empty((D.shape[0], sum(V.shape[1] for _, V in factors)), order="F")
+    col = 0
+    for Uj, Vj in factors:
+        gram_root(Uj, Vj, out=W[:, col : col + Vj.shape[1]])
+        col += Vj.shape[1]
     return subtract_gram(D, W), W
 
 
-def gram_root(U, V):
-    """``W = U R^T`` with ``V = Q R`` (thin QR), so that ``W W^T = U V^T V U^T``."""
-    return U @ qr(V, mode="r", check_finite=False)[0][: V.shape[1]].T
+def gram_root(U, V, out=None):
+    """``W = U R^T`` with ``V = Q R`` (thin QR), so that ``W W^T = U V^T V U^T`` (into
+    `out` if given)."""
+    return np.matmul(U, qr(V, mode="r", check_finite=False)[0][: V.shape[1]].T, out=out)
 
 
 def subtract_gram(D, W):
@@ -151,16 +212,20 @@ SOLVE_CHUNK = 128
 def solve_column(Lkk, factors, run):
     """``L(k, k)^{-1} V`` for every ``V`` of a tile column, as a few wide solves.
 
-    The stacked right-hand sides are cut into chunks of a fixed width, so that the
-    rounding, and hence the factor, does not depend on the number of threads.
+    The right-hand sides are stacked in one Fortran-ordered array and cut into chunks of
+    a fixed width, each solved in place, so that the rounding, and hence the factor, does
+    not depend on the number of threads. The results are views into that array.
     """
-    if sum(V.shape[1] for V in factors) == 0:
-        return [V.copy() for V in factors]
-    widths = np.cumsum([V.shape[1] for V in factors])[:-1]
-    stacked = np.hstack(factors)
-    parts = [np.arange(a, min(a + SOLVE_CHUNK, stacked.shape[1])) for a in range(0, stacked.shape[1], SOLVE_CHUNK)]
-    pieces = run(lambda cols: solve_triangular(Lkk, stacked[:, cols], lower=True, check_finite=False), parts)
-    return np.hsplit(np.hstack(list(pieces)), widths)
+    if not factors:
+        return []
+    stacked = stack(factors, Lkk.shape[0])
+
+    def solve(first):
+        cols = slice(first, min(first + SOLVE_CHUNK, stacked.shape[1]))
+        stacked[:, cols] = solve_triangular(Lkk, stacked[:, cols], lower=True, overwrite_b=True, check_finite=False)
+
+    list(run(solve, range(0, stacked.shape[1], SOLVE_CHUNK)))
+    return np.hsplit(stacked, np.cumsum([V.shape[1] for V in factors])[:-1])
 
 
 def factor_diagonal(D, k):

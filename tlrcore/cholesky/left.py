@@ -15,13 +15,19 @@ For each tile column ``k``:
    for all tiles of the column at once (their ``V`` side by side: one BLAS-3 solve that
    reads ``L(k, k)`` once, split across the worker threads).
 
+All tiles of a column sample with the same Gaussian blocks (one seed per column), so
+the products of the shared stacked factor ``U(k, :k)^T`` with them are computed once
+per column (:class:`~tlrcore.cholesky._steps.ColumnSamples`) rather than once per tile;
+each tile's samples stay independent of its data, which is all ARA's error estimate
+needs.
+
 Tiles of one column are independent and are compressed by a thread pool (BLAS on one
 thread each). They are handed to the pool in descending order of estimated work (a cost
 model of the ARA products, from the rank of ``A(i, k)`` and the stacked ranks of
 ``L(i, :k)`` and ``L(k, :k)``), so the largest tiles start first and the threads refill
 from the queue as tiles finish: the CPU analogue of the paper's dynamic batching, which
 keeps a few large tiles from finishing alone at the end of a column. Results are stored
-by tile index and every tile has its own seed, so the factor is bit-identical from run
+by tile index and every column has its own seed, so the factor is bit-identical from run
 to run and for any number of threads.
 
 Lookahead: tile ``(k + 1, k)`` is compressed and solved first, in the calling thread,
@@ -37,8 +43,16 @@ from __future__ import annotations
 
 from scipy.linalg import solve_triangular
 
-from tlrcore._threads import column_progress, runner, start_by_work, tile_pool, tile_seeds, workers
-from tlrcore.cholesky._steps import ara_work, sampled_update, solve_column, stack, updated_diagonal
+from tlrcore._malloc import trim_heap
+from tlrcore._threads import column_progress, column_seeds, runner, start_by_work, tile_pool, workers
+from tlrcore.cholesky._steps import (
+    ColumnSamples,
+    ara_work,
+    sampled_update,
+    solve_column,
+    stack,
+    updated_diagonal,
+)
 from tlrcore.cholesky.factor import TLRCholesky
 
 __all__ = ["left_looking"]
@@ -48,7 +62,7 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
     """Left-looking factorization of `A`, each updated tile compressed to `tolerance` and
     each diagonal tile factored by the :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer`."""
     n_t = A.n_tiles
-    seeds = tile_seeds(random_state, n_t)
+    seeds = column_seeds(random_state, n_t)
     diagonal, U, V = [], {}, {}
     with tile_pool(workers()) as pool, column_progress(n_t, "TLR Cholesky") as counter:
         run = runner(pool)
@@ -62,11 +76,12 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             Lkk = Lnext
             diagonal.append(Lkk)
             Uk = stack([U[k, j] for j in range(k)], A.diagonal[k].shape[0])
+            samples = ColumnSamples(Uk, block_size)
 
-            def update(i, k=k, Uk=Uk):
+            def update(i, k=k, Uk=Uk, samples=samples):
                 return sampled_update(A.U[i, k], A.V[i, k], [U[i, j] for j in range(k)],
                                       [V[i, j] for j in range(k)], Uk, [V[k, j] for j in range(k)],
-                                      tolerance, block_size, seeds[i, k])
+                                      tolerance, block_size, seeds[k], samples)
 
             rest = list(range(k + 2, n_t))
             collect = start_by_work(pool, update, rest, [ara_work(A, U, i, k, block_size) for i in rest])
@@ -82,5 +97,6 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
                 U[i, k], V[i, k] = Ut, Vt
             if overwrite_a:
                 A._release_column(k)
+                trim_heap()  # A's freed tiles would stay resident beside L's (tlrcore._malloc)
             counter.update()
     return TLRCholesky(diagonal, U, V, A.offsets, tolerance)
