@@ -16,7 +16,9 @@ Two evaluation strategies, chosen by size and kernel cost, never by back end:
   between :data:`TABULATE_PAIRS` pairs.
 * **Blocks** ``block(rows, cols)`` (the TLR likelihood and the tile generators): distances
   by ``backend.cdist`` (``scipy.spatial.distance.cdist`` on the host, the same sums by
-  broadcasting elsewhere) or the haversine form on the sphere.
+  broadcasting elsewhere) or the haversine form on the sphere. The same covariance at
+  scattered index pairs, ``block.entries(i, j)`` (the same sums, by broadcasting), lets
+  the TLR build read the ACA columns of many tiles in one call.
 
 Kernels are evaluated through :meth:`geostat.kernels.Kernel.evaluate`, which trusts its
 arguments: the distances come from validated coordinates.
@@ -74,6 +76,7 @@ class Sites:
         self.n = points.shape[0]
         self._pairs = None
         self._table = None
+        self._axes = None
 
     # ------------------------------------------------------------------ whole matrices
     def pair_distances(self):
@@ -130,6 +133,36 @@ class Sites:
             return central_angle(a[:, 0, None], a[:, 1, None], b[None, :, 0], b[None, :, 1], xp=xp) * self.distance.radius
         return self.backend.cdist(a, b)
 
+    def between(self, i, j):
+        """Distances between the sites `i` and `j`, elementwise, on the back end.
+
+        The same sums, coordinate by coordinate, as :meth:`distances` (whose blocks
+        ``scipy.spatial.distance.cdist`` forms the same way on the host), for index pairs
+        that need not form a block.
+
+        Parameters
+        ----------
+        i, j : integer arrays that broadcast together (host or back end)
+
+        Returns
+        -------
+        array of the broadcast shape
+        """
+        if self._axes is None:  # each coordinate contiguous: gathers of single values
+            xp = self.backend.xp
+            self._axes = [xp.ascontiguousarray(self.points[:, k]) for k in range(self.points.shape[1])]
+        x = self._axes
+        if self._spherical:
+            xp = self.backend.xp
+            return central_angle(x[0][i], x[1][i], x[0][j], x[1][j], xp=xp) * self.distance.radius
+        d2 = x[0][i] - x[0][j]
+        d2 *= d2
+        for axis in x[1:]:
+            diff = axis[i] - axis[j]
+            diff *= diff
+            d2 += diff
+        return self.backend.xp.sqrt(d2, out=d2)
+
     def covariance_block(self, kernel, params):
         """Block generator of the covariance matrix of these sites.
 
@@ -144,22 +177,12 @@ class Sites:
         -------
         callable
             ``block(rows, cols)`` -> ``variance * M(d / range) + nugget * [rows == cols]``,
-            an array of the back end, for 1-D integer index arrays.
+            an array of the back end, for 1-D integer index arrays; ``block.entries(i,
+            j)`` gives the same covariance between the sites ``i[k]`` and ``j[k]``,
+            elementwise for index arrays that broadcast together (the tile generators read
+            scattered entries with it).
         """
-        xp = self.backend.xp
-        shape = kernel.resolve_shape({k: params[k] for k in kernel.shape_names if k in params})
-        variance, range_ = float(params["variance"]), float(params["range"])
-        nugget = float(params.get("nugget", 0.0))
-
-        def block(rows, cols):
-            C = kernel.evaluate(self.distances(rows, cols), range_, shape)[0]
-            C *= variance
-            if nugget and rows.min() <= cols.max() and cols.min() <= rows.max():
-                i, j = xp.nonzero(xp.asarray(rows)[:, None] == xp.asarray(cols)[None, :])
-                C[i, j] += nugget
-            return C
-
-        return block
+        return _CovarianceBlock(self, kernel, params)
 
     def gradient_block(self, kernel, theta, name):
         """Block generator of ``dR / d name``, the derivative of the correlation matrix
@@ -188,3 +211,37 @@ class Sites:
             return D
 
         return block
+
+
+class _CovarianceBlock:
+    """``variance * M(d / range) + nugget * [same site]`` of the sites, by blocks
+    (``block(rows, cols)``) or elementwise (``block.entries(i, j)``); the parameters are
+    validated once, when it is made (:meth:`Sites.covariance_block`)."""
+
+    def __init__(self, sites, kernel, params):
+        self._sites, self._kernel = sites, kernel
+        self._shape = kernel.resolve_shape({k: params[k] for k in kernel.shape_names if k in params})
+        self._variance, self._range = float(params["variance"]), float(params["range"])
+        self._nugget = float(params.get("nugget", 0.0))
+
+    def _covariance(self, d):
+        C = self._kernel.evaluate(d, self._range, self._shape)[0]
+        C *= self._variance
+        return C
+
+    def __call__(self, rows, cols):
+        C = self._covariance(self._sites.distances(rows, cols))
+        if self._nugget and rows.min() <= cols.max() and cols.min() <= rows.max():
+            xp = self._sites.backend.xp
+            i, j = xp.nonzero(xp.asarray(rows)[:, None] == xp.asarray(cols)[None, :])
+            C[i, j] += self._nugget
+        return C
+
+    def entries(self, i, j):
+        """The covariance between the sites `i` and `j`, elementwise (integer arrays that
+        broadcast together; the result has their broadcast shape)."""
+        C = self._covariance(self._sites.between(i, j))
+        if self._nugget:
+            xp = self._sites.backend.xp
+            C[xp.asarray(i) == xp.asarray(j)] += self._nugget
+        return C

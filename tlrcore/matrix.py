@@ -27,10 +27,11 @@ from numpy.typing import ArrayLike
 
 from tlrcore._checks import check_accuracy, check_int, check_operand, check_random_state
 from tlrcore._malloc import pin_mmap_threshold
-from tlrcore._threads import by_rows, column_progress, runner, tile_pool, workers
+from tlrcore._threads import by_rows, column_progress, map_by_work, runner, tile_pool, workers
 from tlrcore._typing import BackendArray, BlockGenerator, FloatArray, IntArray, Seed
 from tlrcore.backends import Backend, get_backend
 from tlrcore.compress import COMPRESSORS
+from tlrcore.compress.aca_column import aca_column
 from tlrcore.compress._recompress import check_block_output
 from tlrcore.dense._checks import check_symmetric
 from tlrcore.errors import ConsumedMatrixError, GeneratorError
@@ -51,22 +52,41 @@ logger = logging.getLogger(__name__)
 #: Compression of the off-diagonal tiles (:meth:`TLRMatrix.from_generator`).
 CompressionMethod = Literal["aca", "ara", "svd", "batched"]
 
+#: Tiles of a tile column compressed together by ACA, their reads served by one generator
+#: call per round (:func:`_compress_tiles`). More tiles mean fewer calls but a larger
+#: working set (two ACA buffers of up to ~64 x tile_size each per tile), which leaves the
+#: cache beyond a few tiles.
+_TILES_TOGETHER = 8
+
 #: Placeholder of a tile freed by :meth:`TLRMatrix._release_column`.
 _RELEASED = np.full((0, 0), np.nan)
 
 
 class _CheckedBlock:
-    """Calls the user's generator and checks shape and finiteness, naming the tile."""
+    """Calls the user's generator and checks shape and finiteness, naming the tile.
+
+    ``entries`` is the generator's ``entries`` method (``A[i, j]`` elementwise), or None
+    when it has none.
+    """
 
     def __init__(self, block):
         if not callable(block):
             raise TypeError("block must be a callable block(rows, cols) -> ndarray.")
         self.block = block
+        entries = getattr(block, "entries", None)
+        self.entries = self._entries if callable(entries) else None
 
     def __call__(self, rows, cols, where):
+        return self._checked(self.block(rows, cols), (rows.size, cols.size), where)
+
+    def _entries(self, i, j, where):
+        return self._checked(self.block.entries(i, j), np.broadcast_shapes(i.shape, j.shape), where)
+
+    @staticmethod
+    def _checked(values, shape, where):
         where = f"tile {where}" if isinstance(where, tuple) else where
         try:
-            return check_block_output(self.block(rows, cols), (rows.size, cols.size), f"block generator ({where})")
+            return check_block_output(values, shape, f"block generator ({where})")
         except ValueError as exc:
             raise GeneratorError(str(exc)) from None
 
@@ -152,7 +172,11 @@ class TLRMatrix:
         ----------
         block : callable
             ``block(rows, cols)`` returns the dense block ``A[rows][:, cols]`` for integer
-            index arrays ``rows`` and ``cols``.
+            index arrays ``rows`` and ``cols``. If it has a method ``entries(i, j)``
+            returning ``A[i, j]`` elementwise for integer arrays that broadcast together
+            (of their broadcast shape), ACA reads the columns of all the tiles of a tile
+            column with one call of it per round (:mod:`tlrcore.compress.aca_column`)
+            instead of one ``block`` call per tile.
         n : int
             Order of the matrix.
         tile_size : int
@@ -223,12 +247,24 @@ class TLRMatrix:
             tolerance = accuracy * norm / n_tiles
             check_symmetry_sample(checked, offsets, rng, scale)
 
-            def compress(pair_seed):
-                (i, j), seed = pair_seed
-                return _compress_tile(checked, tiles[i], tiles[j], (i, j), tolerance, method, max_rank, seed)
+            if method == "aca":
+                with column_progress(n_tiles, "TLR compression") as counter:
 
-            with column_progress(n_tiles, "TLR compression", unit="row") as counter:
-                factors = list(by_rows(run(compress, zip(pairs, seeds)), range(n_tiles), counter))
+                    def compress_column(j):
+                        column = _compress_column(checked, tiles, j, tolerance, max_rank)
+                        counter.update()
+                        return column
+
+                    columns = map_by_work(run, compress_column, range(n_tiles), [n_tiles - j for j in range(n_tiles)])
+                factors = [columns[j][i - j - 1] for i, j in pairs]
+            else:
+
+                def compress(pair_seed):
+                    (i, j), seed = pair_seed
+                    return _compress_tile(checked, tiles[i], tiles[j], (i, j), tolerance, method, max_rank, seed)
+
+                with column_progress(n_tiles, "TLR compression", unit="row") as counter:
+                    factors = list(by_rows(run(compress, zip(pairs, seeds)), range(n_tiles), counter))
         U = {pair: f[0] for pair, f in zip(pairs, factors)}
         V = {pair: f[1] for pair, f in zip(pairs, factors)}
         matrix = cls(diagonal, U, V, offsets, accuracy, tolerance, backend)
@@ -427,16 +463,64 @@ class TLRMatrix:
         )
 
 
+def _compress_column(checked, tiles, j, tolerance, max_rank):
+    """ACA factors of the tiles ``(i, j)``, ``i > j``, in order of `i`, compressed
+    :data:`_TILES_TOGETHER` at a time (:func:`_compress_tiles`)."""
+    return [factors for first in range(j + 1, len(tiles), _TILES_TOGETHER)
+            for factors in _compress_tiles(checked, tiles, j, first, min(first + _TILES_TOGETHER, len(tiles)),
+                                           tolerance, max_rank)]
+
+
+def _compress_tiles(checked, tiles, j, first, stop, tolerance, max_rank):
+    """ACA factors of the tiles ``(i, j)``, ``first <= i < stop``, compressed together
+    (:func:`~tlrcore.compress.aca_column.aca_column`).
+
+    The rows the tiles ask for in a round are read by one generator call; their columns by
+    one call of ``entries`` when the generator has it, else by one call per tile. A
+    failing read is repeated tile by tile, so that the error names the tile.
+    """
+    cols = tiles[j]
+    below = tiles[first:stop]
+    where = f"tiles {first}..{stop - 1} of column {j}"
+
+    def read_rows(parts):
+        rows = np.concatenate([below[t][idx] for t, idx in parts])
+        try:
+            values = checked(rows, cols, where)
+        except GeneratorError:
+            for t, idx in parts:
+                checked(below[t][idx], cols, (first + t, j))
+            raise
+        return np.split(values, np.cumsum([idx.size for _, idx in parts[:-1]]))
+
+    def read_columns(parts):
+        if checked.entries is None:
+            return [checked(below[t], cols[idx], (first + t, j)) for t, idx in parts]
+        # Requests of one shape are stacked: entries(i, k) broadcasts i (T, m, 1) against
+        # k (T, 1, q) into the T blocks A_t[:, idx] of shape (m, q).
+        values = [None] * len(parts)
+        groups = {}
+        for position, (t, idx) in enumerate(parts):
+            groups.setdefault((below[t].size, idx.size), []).append(position)
+        for positions in groups.values():
+            i = np.stack([below[parts[pos][0]] for pos in positions])[:, :, None]
+            k = np.stack([cols[parts[pos][1]] for pos in positions])[:, None, :]
+            try:
+                stacked = checked.entries(i, k, where)
+            except GeneratorError:
+                for pos in positions:
+                    t, idx = parts[pos]
+                    checked(below[t], cols[idx], (first + t, j))
+                raise
+            for pos, value in zip(positions, stacked):
+                values[pos] = value
+        return values
+
+    return aca_column(read_rows, read_columns, [rows.size for rows in below], cols.size, tolerance, max_rank)
+
+
 def _compress_tile(checked, rows, cols, tile, tolerance, method, max_rank, seed):
     compressor = COMPRESSORS[method]
-    if method == "aca":
-        return compressor(
-            lambda idx: checked(rows[idx], cols, tile),
-            lambda idx: checked(rows, cols[idx], tile),
-            (rows.size, cols.size),
-            tolerance,
-            max_rank=max_rank,
-        )
     dense = checked(rows, cols, tile)
     if method == "svd":
         return compressor(dense, tolerance, max_rank=max_rank)

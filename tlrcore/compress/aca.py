@@ -126,16 +126,53 @@ def aca_compress(get_rows, get_cols, shape, tol, max_rank=None):
     tol = check_tol(tol)
     max_rank = check_max_rank(max_rank)
     m, p = check_shape(shape)
+    source = _Block(get_rows, get_cols, m, p)
+    steps = aca_steps(m, p, tol, max_rank)
+    try:
+        requests = next(steps)
+        while True:
+            requests = steps.send([source.read(kind, idx) for kind, idx in requests])
+    except StopIteration as done:
+        return done.value
+
+
+def aca_steps(m, p, tol, max_rank=None):
+    """:func:`aca_compress` as a coroutine that asks for the entries it reads.
+
+    The caller serves the requests, so that it can serve those of many blocks at once
+    (:mod:`tlrcore.compress.aca_column`); the arithmetic is that of :func:`aca_compress`.
+
+    Parameters
+    ----------
+    m, p : int
+        Shape of the block, ``>= 0``.
+    tol : float
+        Absolute Frobenius tolerance, checked (:func:`check_tol`).
+    max_rank : int or None
+        Checked (:func:`check_max_rank`).
+
+    Yields
+    ------
+    list of (str, ndarray)
+        Requests ``("rows", idx)`` for ``A[idx, :]`` and ``("cols", idx)`` for ``A[:, idx]``,
+        ``idx`` a non-empty intp array; the coroutine must be sent the list of these
+        arrays, float64 and finite, in the same order.
+
+    Returns
+    -------
+    (U, V)
+        As :func:`aca_compress` (the value of the ``StopIteration``).
+    """
     if m == 0 or p == 0 or max_rank == 0:
         return empty_factors(m, p)
     dense_limit = math.ceil(m * p / (m + p))
     step_limit = dense_limit
     if max_rank is not None:
         step_limit = min(dense_limit, max_rank + max(_EXTRA_STEPS, max_rank // 2))
-    source = _Block(get_rows, get_cols, m, p)
-    cross, converged = _cross_approximation(source, _SAFETY * tol, step_limit)
+    cross, converged = yield from _cross_approximation(m, p, _SAFETY * tol, step_limit)
     if not converged and step_limit == dense_limit:
-        return truncate_svd(source.rows(np.arange(m)), tol, max_rank)
+        (dense,) = yield [("rows", np.arange(m))]
+        return truncate_svd(dense, tol, max_rank)
     return recompress(*cross.factors(), (1.0 - _ACA_SHARE) * tol, max_rank)
 
 
@@ -147,18 +184,10 @@ class _Block:
         self._get_cols = get_cols
         self.shape = (m, p)
 
-    def rows(self, idx):
-        """Rows ``A[idx, :]``, shape ``(len(idx), p)`` (no call for an empty `idx`)."""
-        idx = np.asarray(idx, dtype=np.intp)
-        if idx.size == 0:
-            return np.zeros((0, self.shape[1]))
-        return check_block_output(self._get_rows(idx), (idx.size, self.shape[1]), "get_rows")
-
-    def columns(self, idx):
-        """Columns ``A[:, idx]``, shape ``(m, len(idx))`` (no call for an empty `idx`)."""
-        idx = np.asarray(idx, dtype=np.intp)
-        if idx.size == 0:
-            return np.zeros((self.shape[0], 0))
+    def read(self, kind, idx):
+        """``A[idx, :]`` for ``kind == "rows"``, else ``A[:, idx]``, checked."""
+        if kind == "rows":
+            return check_block_output(self._get_rows(idx), (idx.size, self.shape[1]), "get_rows")
         return check_block_output(self._get_cols(idx), (self.shape[0], idx.size), "get_cols")
 
 
@@ -218,8 +247,9 @@ class _SpotCheck:
         self._rows = _Sequence(m)
         self._cols = _Sequence(p)
 
-    def run(self, source, cross, row_free, col_free):
-        """Check the residual on the next `_CHECK_SIZE` free rows and free columns.
+    def run(self, cross, row_free, col_free):
+        """Check the residual on the next `_CHECK_SIZE` free rows and free columns (a
+        coroutine step of :func:`aca_steps`: it yields its requests).
 
         Returns
         -------
@@ -229,10 +259,16 @@ class _SpotCheck:
         pivot : int
             Row of the largest sampled residual entry, a row that is not a pivot yet.
         """
+        m, p = row_free.size, col_free.size
         rows = self._rows.take(row_free, _CHECK_SIZE)
         cols = self._cols.take(col_free, _CHECK_SIZE)
-        row_res = source.rows(rows) - cross.rows(rows)
-        col_res = source.columns(cols) - cross.columns(cols)
+        requests = [("rows", rows)] if rows.size else []
+        requests += [("cols", cols)] if cols.size else []
+        answers = (yield requests) if requests else []
+        row_values = answers.pop(0) if rows.size else np.zeros((0, p))
+        col_values = answers.pop(0) if cols.size else np.zeros((m, 0))
+        row_res = row_values - cross.rows(rows)
+        col_res = col_values - cross.columns(cols)
         col_res[~row_free] = 0.0  # pivot rows are interpolated: rounding only
         estimate = max(
             _sampled_norm(row_res, np.count_nonzero(row_free), rows.size),
@@ -268,14 +304,14 @@ def _sampled_norm(residual, n_free, n_sampled):
 
 def _masked_argmax(values, free):
     """Index of the largest ``|values|`` over entries where `free` is true; None if none."""
-    candidates = np.flatnonzero(free)
-    if candidates.size == 0:
-        return None
-    return int(candidates[np.argmax(np.abs(values[candidates]))])
+    scores = np.where(free, np.abs(values), -1.0)
+    best = int(np.argmax(scores))
+    return best if scores[best] >= 0.0 else None
 
 
-def _cross_approximation(source, tau, step_limit):
-    """Run ACA until the error estimates are ``<= tau`` or `step_limit` terms are built.
+def _cross_approximation(m, p, tau, step_limit):
+    """Run ACA until the error estimates are ``<= tau`` or `step_limit` terms are built
+    (a coroutine step of :func:`aca_steps`: it yields its requests).
 
     Returns
     -------
@@ -284,7 +320,6 @@ def _cross_approximation(source, tau, step_limit):
     converged : bool
         False when the step limit was reached first.
     """
-    m, p = source.shape
     cross = _Cross(m, p, min(step_limit, _INITIAL_CAPACITY))
     row_free = np.ones(m, dtype=bool)
     col_free = np.ones(p, dtype=bool)
@@ -292,14 +327,16 @@ def _cross_approximation(source, tau, step_limit):
     recent = [math.inf] * _SMALL_TERMS  # norms of the latest terms
     pivot = 0
     while cross.rank < step_limit:
-        row = source.rows([pivot])[0]
+        (row,) = yield [("rows", np.array([pivot], dtype=np.intp))]
+        row = row[0]
         residual = row - cross.rows([pivot])[0]
         row_free[pivot] = False
         j = _masked_argmax(residual, col_free)
         if j is None or abs(residual[j]) <= _NEGLIGIBLE * np.abs(row).max():
             check = True  # the row is already approximated to rounding: no term
         else:
-            u = (source.columns([j]) - cross.columns([j]))[:, 0]
+            (column,) = yield [("cols", np.array([j], dtype=np.intp))]
+            u = (column - cross.columns([j]))[:, 0]
             v = residual / residual[j]
             col_free[j] = False
             cross.append(u, v)
@@ -307,7 +344,7 @@ def _cross_approximation(source, tau, step_limit):
             pivot = _masked_argmax(u, row_free)
             check = max(recent) <= tau or pivot is None
         if check:
-            estimate, pivot = spot_check.run(source, cross, row_free, col_free)
+            estimate, pivot = yield from spot_check.run(cross, row_free, col_free)
             if estimate <= tau:
                 return cross, True
     return cross, False
