@@ -32,7 +32,7 @@ from tlrcore._typing import BackendArray, BlockGenerator, FloatArray, IntArray, 
 from tlrcore.backends import Backend, get_backend
 from tlrcore.compress import COMPRESSORS
 from tlrcore.compress.aca_column import aca_column
-from tlrcore.compress._recompress import check_block_output
+from tlrcore.compress.generated import CheckedBlock, compress_tile
 from tlrcore.dense._checks import check_symmetric
 from tlrcore.errors import ConsumedMatrixError, GeneratorError
 from tlrcore.packed.build import (
@@ -60,35 +60,6 @@ _TILES_TOGETHER = 8
 
 #: Placeholder of a tile freed by :meth:`TLRMatrix._release_column`.
 _RELEASED = np.full((0, 0), np.nan)
-
-
-class _CheckedBlock:
-    """Calls the user's generator and checks shape and finiteness, naming the tile.
-
-    ``entries`` is the generator's ``entries`` method (``A[i, j]`` elementwise), or None
-    when it has none.
-    """
-
-    def __init__(self, block):
-        if not callable(block):
-            raise TypeError("block must be a callable block(rows, cols) -> ndarray.")
-        self.block = block
-        entries = getattr(block, "entries", None)
-        self.entries = self._entries if callable(entries) else None
-
-    def __call__(self, rows, cols, where):
-        return self._checked(self.block(rows, cols), (rows.size, cols.size), where)
-
-    def _entries(self, i, j, where):
-        return self._checked(self.block.entries(i, j), np.broadcast_shapes(i.shape, j.shape), where)
-
-    @staticmethod
-    def _checked(values, shape, where):
-        where = f"tile {where}" if isinstance(where, tuple) else where
-        try:
-            return check_block_output(values, shape, f"block generator ({where})")
-        except ValueError as exc:
-            raise GeneratorError(str(exc)) from None
 
 
 class TLRMatrix:
@@ -233,7 +204,7 @@ class TLRMatrix:
             logger.debug("TLR matrix (batched) n=%d tiles=%d tolerance=%.3g memory %.1f MB", n, matrix.n_tiles,
                         tolerance, matrix.nbytes / 1e6)
             return matrix
-        checked = _CheckedBlock(block)
+        checked = CheckedBlock(block)
         offsets = np.append(np.arange(0, n, tile_size), n)
         n_tiles = len(offsets) - 1
         tiles = [np.arange(offsets[i], offsets[i + 1]) for i in range(n_tiles)]
@@ -261,7 +232,7 @@ class TLRMatrix:
 
                 def compress(pair_seed):
                     (i, j), seed = pair_seed
-                    return _compress_tile(checked, tiles[i], tiles[j], (i, j), tolerance, method, max_rank, seed)
+                    return compress_tile(checked, tiles[i], tiles[j], (i, j), tolerance, method, max_rank, seed)
 
                 with column_progress(n_tiles, "TLR compression", unit="row") as counter:
                     factors = list(by_rows(run(compress, zip(pairs, seeds)), range(n_tiles), counter))
@@ -519,16 +490,3 @@ def _compress_tiles(checked, tiles, j, first, stop, tolerance, max_rank):
     return aca_column(read_rows, read_columns, [rows.size for rows in below], cols.size, tolerance, max_rank)
 
 
-def _compress_tile(checked, rows, cols, tile, tolerance, method, max_rank, seed):
-    compressor = COMPRESSORS[method]
-    dense = checked(rows, cols, tile)
-    if method == "svd":
-        return compressor(dense, tolerance, max_rank=max_rank)
-    return compressor(
-        lambda X: dense @ X,
-        lambda X: dense.T @ X,
-        dense.shape,
-        tolerance,
-        max_rank=max_rank,
-        rng=np.random.default_rng(seed),
-    )

@@ -1,0 +1,216 @@
+"""tlrcore.distributed: the TLR matrix and its Cholesky factor on a 2-worker Dask
+LocalCluster, against the in-process ones (and, through them, dense SciPy); a worker
+killed mid-factorization; the error without the ``dask`` extra.
+
+Equality: the workers run the in-process steps on the same tiles with the same seeds, so
+the tiles of ``A`` (the same compression of the same blocks) are compared bit for bit.
+The factor's triangular solves are grouped differently (one tile per task, against
+stacked tile columns in process), which on this machine's BLAS gives the same bits; on
+another BLAS the rounding may differ in the last place, so the factor is compared at the
+issue's contract, 1e-10 relative on the log-likelihood terms.
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.linalg import solve_triangular
+from scipy.spatial.distance import cdist
+
+import tlrcore
+from tlrcore.errors import ConsumedMatrixError, GeneratorError, NotPositiveDefiniteError
+
+distributed = pytest.importorskip("distributed")
+td = pytest.importorskip("tlrcore.distributed")
+
+N, TILE, ACCURACY = 2000, 256, 1e-8
+#: The issue's agreement of distributed and in-process log-likelihood terms.
+RTOL = 1e-10
+
+
+class Exponential:
+    """``exp(-|x - y| / 0.1) + nugget [x == y]`` on fixed sites: a picklable generator."""
+
+    def __init__(self, sites, nugget=1e-2):
+        self.sites, self.nugget = sites, nugget
+
+    def __call__(self, rows, cols):
+        block = np.exp(-cdist(self.sites[rows], self.sites[cols]) / 0.1)
+        block[rows[:, None] == cols[None, :]] += self.nugget
+        return block
+
+
+class WithEntries(Exponential):
+    """The generator with an elementwise ``entries(i, j)``, which in-process ACA reads its
+    columns through (its last bits differ from those of ``cdist``)."""
+
+    def entries(self, i, j):
+        d = np.sqrt(((self.sites[i] - self.sites[j]) ** 2).sum(axis=-1))
+        return np.exp(-d / 0.1) + self.nugget * (i == j)
+
+
+class NaNAt(Exponential):
+    """The generator with NaN in every block that touches index `where`."""
+
+    def __init__(self, sites, where):
+        super().__init__(sites)
+        self.where = where
+
+    def __call__(self, rows, cols):
+        block = super().__call__(rows, cols)
+        if self.where in rows:
+            block[:] = np.nan
+        return block
+
+
+def sites(n, seed=0):
+    """Uniform sites ordered by strips, so that tiles are compact."""
+    x = np.random.default_rng(seed).random((n, 2))
+    return x[np.lexsort((x[:, 1], np.floor(x[:, 0] * 8)))]
+
+
+async def exit_now():
+    """Kill the worker process at once (a coroutine, so that ``client.run`` need not wait)."""
+    os._exit(1)
+
+
+def loglik_terms(L, z):
+    """``(log det, ||L^{-1} z||^2)``."""
+    y = L.solve_lower(z)
+    return L.logdet(), float(y @ y)
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def block():
+    return Exponential(sites(N))
+
+
+@pytest.fixture(scope="module")
+def local(block):
+    """The in-process matrix and factor."""
+    A = tlrcore.TLRMatrix.from_generator(block, N, TILE, accuracy=ACCURACY)
+    return A, tlrcore.cholesky(A)
+
+
+@pytest.fixture(scope="module")
+def remote(client, block):
+    A = td.DistributedTLRMatrix.from_generator(client, block, N, TILE, accuracy=ACCURACY)
+    return A, td.cholesky(A)
+
+
+def test_tiles_equal_the_in_process_ones(remote, local):
+    A, A0 = remote[0].gather(), local[0]
+    assert A.tolerance == A0.tolerance
+    for D, D0 in zip(A.diagonal, A0.diagonal):
+        np.testing.assert_array_equal(D, D0)
+    assert A.U.keys() == A0.U.keys()
+    for pair in A0.U:
+        np.testing.assert_array_equal(A.U[pair], A0.U[pair])
+        np.testing.assert_array_equal(A.V[pair], A0.V[pair])
+    assert remote[0].frobenius_norm() == pytest.approx(A0.frobenius_norm(), rel=1e-14)
+
+
+def test_a_generator_with_entries_gives_the_in_process_tiles(client):
+    block = WithEntries(sites(1000, seed=3))
+    A, A0 = td.DistributedTLRMatrix.from_generator(client, block, 1000, 200), \
+        tlrcore.TLRMatrix.from_generator(block, 1000, 200)
+    A = A.gather()
+    for pair in A0.U:
+        np.testing.assert_array_equal(A.U[pair], A0.U[pair])
+        np.testing.assert_array_equal(A.V[pair], A0.V[pair])
+
+
+def test_factor_matches_the_in_process_factor(remote, local):
+    L, L0 = remote[1].gather(), local[1]
+    assert np.array_equal(L.ranks, L0.ranks) or np.abs(L.ranks - L0.ranks).max() <= 1
+    # Both are factors of the same A at the same tile tolerance: they differ by at most
+    # a few tile tolerances per tile (rank choices at the threshold), and by nothing
+    # when the rounding agrees.
+    dense, dense0 = L.to_dense(), L0.to_dense()
+    assert np.linalg.norm(dense - dense0) <= 4 * L0.tolerance * L0.n_tiles
+    assert remote[1].logdet() == pytest.approx(L0.logdet(), rel=RTOL)
+
+
+def test_logdet_and_solves_against_dense(remote, local, rng):
+    L, dense = remote[1], local[1].to_dense()
+    b = rng.standard_normal((N, 3))
+    # Tiled against dense substitution with the same L: rounding ~ cond(L) eps, with
+    # cond(L) = sqrt(cond(A)) < 1e3 here (nugget 1e-2, ||A||_2 < 1e3); 1e-9 leaves margin.
+    np.testing.assert_allclose(L.solve_lower(b), solve_triangular(dense, b, lower=True), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(L.solve_upper(b[:, 0]), solve_triangular(dense, b[:, 0], lower=True, trans="T"),
+                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(L.solve(b), local[1].solve(b), rtol=1e-9, atol=1e-9)
+    assert L.logdet() == pytest.approx(2 * np.log(np.diag(dense)).sum(), rel=1e-12)
+    z = b[:, 0]
+    for value, reference in zip(loglik_terms(L, z), loglik_terms(local[1], z)):
+        assert value == pytest.approx(reference, rel=RTOL)
+
+
+def test_accuracy_argument_matches_in_process(client, block, local):
+    A = td.DistributedTLRMatrix.from_generator(client, block, N, TILE, accuracy=ACCURACY)
+    L = td.cholesky(A, accuracy=1e-6, random_state=3, overwrite_a=True)
+    L0 = tlrcore.cholesky(local[0], accuracy=1e-6, random_state=3)
+    assert L.tolerance == pytest.approx(L0.tolerance, rel=1e-14)
+    assert L.logdet() == pytest.approx(L0.logdet(), rel=RTOL)
+    with pytest.raises(ConsumedMatrixError, match="overwrite_a"):
+        td.cholesky(A)
+
+
+def test_errors_come_back_naming_the_tile(client, block):
+    with pytest.raises(GeneratorError, match=r"tile \(3, "):
+        td.DistributedTLRMatrix.from_generator(client, NaNAt(block.sites, 3 * TILE + 5), N, TILE)
+    indefinite = Exponential(block.sites, nugget=-0.5)
+    A = td.DistributedTLRMatrix.from_generator(client, indefinite, N, TILE)
+    with pytest.raises(NotPositiveDefiniteError) as info:
+        td.cholesky(A)
+    assert info.value.tile is not None
+
+
+def test_bad_arguments(client, block, local):
+    with pytest.raises(TypeError, match="client"):
+        td.DistributedTLRMatrix.from_generator(object(), block, N, TILE)
+    with pytest.raises(ValueError, match="method"):
+        td.DistributedTLRMatrix.from_generator(client, block, N, TILE, method="batched")
+    with pytest.raises(TypeError, match="DistributedTLRMatrix"):
+        td.cholesky(local[0])
+    L = td.cholesky(td.DistributedTLRMatrix.from_generator(client, block, 600, 300))
+    with pytest.raises(ValueError, match="b must have shape"):
+        L.solve_lower(np.ones(5))
+
+
+def test_import_needs_the_dask_extra_and_tlrcore_does_not_import_dask():
+    code = ("import sys; import tlrcore, geostat; assert 'dask' not in sys.modules and 'distributed' not in "
+            "sys.modules; sys.modules['distributed'] = None\n"
+            "try:\n    import tlrcore.distributed\nexcept ImportError as exc:\n    print(exc)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'geostat-tlr[dask]'" in out.stdout
+
+
+def test_worker_killed_mid_factorization_gives_the_same_value(client):
+    """A worker dies while the factorization runs: the tiles it held are recomputed from
+    the graph (generator + parameters), and the log-likelihood terms agree with those of
+    an undisturbed run on the same cluster. They are the same tasks on the same data and
+    usually agree bit for bit, but in some runs the recomputed factor differed in the
+    last bits (cause not identified; see the report of issue 18), so the test holds them
+    to the issue's contract, 1e-10 relative."""
+    n, tile = 3000, 200
+    block = Exponential(sites(n, seed=1))
+    z = np.random.default_rng(2).standard_normal(n)
+    quiet = loglik_terms(td.cholesky(td.DistributedTLRMatrix.from_generator(client, block, n, tile)), z)
+
+    A = td.DistributedTLRMatrix.from_generator(client, block, n, tile)
+    L = td.cholesky(A, overwrite_a=True, wait=False)
+    distributed.wait(L.diagonal[2])
+    pending = sum(not row.done() for row in L.rows[1:])
+    client.run(exit_now, workers=[A.placement.owner(n // tile - 1)], wait=False)
+    assert pending > 0
+    assert loglik_terms(L.wait(), z) == pytest.approx(quiet, rel=RTOL)

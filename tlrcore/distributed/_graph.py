@@ -1,0 +1,62 @@
+"""Task keys, the placement of tile rows on the workers, and graph submission.
+
+Placement: tile row ``i`` (the diagonal tile ``(i, i)`` and the tiles ``(i, j)``, ``j <
+i``, of ``A`` and of ``L``) lives on worker ``i mod P`` (a 1-D block-cyclic map over
+rows). Left-looking, tile ``L(i, k)`` reads the whole row ``L(i, :k)``, which is then
+local, and row ``k``, which is the only tile data a column sends to the other workers
+(:mod:`tlrcore.distributed.cholesky`). The placement is a loose restriction
+(``allow_other_workers``): when a worker is lost, the scheduler runs its tasks elsewhere.
+"""
+
+from __future__ import annotations
+
+from uuid import uuid4
+
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+__all__ = ["RowPlacement", "prefix", "submit"]
+
+
+class RowPlacement:
+    """Maps a task key ``(name, i, ...)`` to the worker of tile row ``i``.
+
+    Parameters
+    ----------
+    addresses : list of str
+        The workers, in the order of the cyclic map.
+    """
+
+    def __init__(self, addresses):
+        if not addresses:
+            raise ValueError("the dask client has no workers; start some (or wait_for_workers) before building.")
+        self.addresses = list(addresses)
+
+    @classmethod
+    def of(cls, client):
+        """Cyclic map over the client's current workers (sorted by address)."""
+        return cls(sorted(client.scheduler_info(n_workers=-1)["workers"]))
+
+    def owner(self, i):
+        """Address of the worker of tile row `i`."""
+        return self.addresses[i % len(self.addresses)]
+
+    def __call__(self, key):
+        return [self.owner(key[1])]
+
+
+def prefix(kind):
+    """A new, unique key name ``tlr-{kind}-{uuid}`` for a set of tasks."""
+    return f"tlr-{kind}-{uuid4().hex}"
+
+
+def submit(client, tasks, placement, wanted, priority=None):
+    """Send the tasks (a dict ``key -> (func, *args)``; arguments may be futures of earlier
+    graphs) in one graph, each on the worker `placement` gives (and with the scheduling
+    priority `priority` gives, a callable of the key, if any), and return the futures of
+    the keys `wanted` (a list)."""
+    annotations = {"workers": placement, "allow_other_workers": True}
+    if priority is not None:
+        annotations["priority"] = priority
+    layer = MaterializedLayer(tasks, annotations=annotations)
+    name = prefix("graph")
+    return client.get(HighLevelGraph({name: layer}, {name: set()}), wanted, sync=False)

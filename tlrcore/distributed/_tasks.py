@@ -1,0 +1,140 @@
+"""The tasks of :mod:`tlrcore.distributed`: pure functions that run on the workers.
+
+Each is a function of its arguments only (no worker state, no randomness beyond the
+seeds it is given, inputs never modified), so that the scheduler may run it again, on
+any worker, after a worker is lost: a recomputed tile is bit-identical to the lost one.
+They call the same steps as the in-process factorization (:mod:`tlrcore.cholesky.left`),
+in the same order, with the same per-tile seeds.
+
+A factor row is a pair of lists ``(U, V)``: ``L(i, j) = U[j] @ V[j].T`` for ``j`` below
+the column the row has reached; None for the empty row (no tile left of column 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import solve_triangular
+
+from tlrcore.cholesky._steps import sampled_update, stack, updated_diagonal
+from tlrcore.cholesky.safeguards import DiagonalFactorizer
+from tlrcore.compress.generated import compress_tile
+from tlrcore.dense._checks import asymmetry
+
+__all__ = [
+    "backward_step",
+    "column_header",
+    "concatenate",
+    "diagonal_stats",
+    "diagonal_tile",
+    "factor_diagonal",
+    "forward_step",
+    "log_diagonal",
+    "off_diagonal_tile",
+    "start_backward",
+    "tile_squares",
+    "update_tile",
+]
+
+
+def _factors(row):
+    """``(U list, V list)`` of a factor row (None: empty)."""
+    return ([], []) if row is None else row
+
+
+def diagonal_tile(checked, lo, hi, k):
+    """Dense diagonal tile ``A(k, k)`` (indices ``lo:hi``)."""
+    rows = np.arange(lo, hi)
+    return checked(rows, rows, (k, k))
+
+
+def diagonal_stats(D):
+    """``(||D||_F^2, max|D|, asymmetry)`` of a diagonal tile: the scalars the client needs
+    for the norm estimate and the checks of :func:`tlrcore.packed.build.check_diagonal`."""
+    return float(np.sum(D * D)), max(float(D.max()), -float(D.min())), float(asymmetry(D))
+
+
+def tile_squares(tile):
+    """``||T||_F^2`` of a dense tile, or of ``U V^T`` for a pair ``(U, V)``, computed as
+    in :meth:`tlrcore.TLRMatrix.frobenius_norm`."""
+    if isinstance(tile, tuple):
+        U, V = tile
+        return float(np.sum((U.T @ U) * (V.T @ V)))
+    return float(np.sum(tile * tile))
+
+
+def off_diagonal_tile(checked, rows, cols, i, j, tolerance, method, max_rank, seed):
+    """``(U, V)`` of the off-diagonal tile ``A(i, j)`` on index ranges `rows` and `cols`
+    (``[lo, hi]`` pairs), as :meth:`tlrcore.TLRMatrix.from_generator` compresses it
+    (:func:`tlrcore.compress.generated.compress_tile`)."""
+    return compress_tile(checked, np.arange(*rows), np.arange(*cols), (i, j), tolerance, method, max_rank, seed)
+
+
+def factor_diagonal(Akk, row, k, tolerance):
+    """``L(k, k) = chol(A(k, k) - sum_j L(k, j) L(k, j)^T)`` from row `k` of ``L``;
+    :class:`~tlrcore.NotPositiveDefiniteError` naming tile `k` if it breaks down."""
+    factors = list(zip(*_factors(row)))
+    return DiagonalFactorizer(tolerance).factor(*updated_diagonal(Akk, factors), k)
+
+
+def column_header(row, Lkk):
+    """What every tile of column ``k`` reads: ``([U(k, 0) | ... ], [V(k, j)], L(k, k))``."""
+    U, V = _factors(row)
+    return stack(U, Lkk.shape[0]), V, Lkk
+
+
+def update_tile(row, UV, header, tolerance, block_size, seed):
+    """Row `i` extended by ``L(i, k) = (A(i, k) - sum_j L(i, j) L(k, j)^T) L(k, k)^{-T}``:
+    the sampled update of :func:`tlrcore.cholesky._steps.sampled_update`, then the
+    triangular solve on its ``V`` side."""
+    Ui, Vi = _factors(row)
+    Uk, Vk, Lkk = header
+    Ut, Vt = sampled_update(UV[0], UV[1], Ui, Vi, Uk, Vk, tolerance, block_size, seed)
+    return Ui + [Ut], Vi + [solve_triangular(Lkk, Vt, lower=True, check_finite=False)]
+
+
+def log_diagonal(Lkk):
+    """``sum log diag L(k, k)``."""
+    return np.sum(np.log(np.diagonal(Lkk)))
+
+
+def forward_step(x, bk, row, Lkk):
+    """Forward substitution through tile row `k`: ``x_k = L(k, k)^{-1} (b_k - sum_j
+    L(k, j) x_j)`` appended to the solved prefix `x` (tiles ``0..k-1``, stacked)."""
+    xk = bk.copy()
+    start = 0
+    for U, V in zip(*_factors(row)):
+        stop = start + V.shape[0]
+        xk -= U @ (V.T @ x[start:stop])
+        start = stop
+    xk = solve_triangular(Lkk, xk, lower=True, check_finite=False)
+    return np.concatenate([x, xk])
+
+
+def start_backward(b):
+    """The carry of :func:`backward_step` before the last tile row: ``(b, [])``."""
+    return b, []
+
+
+def backward_step(carry, row, Lkk):
+    """Backward substitution through tile row `k`.
+
+    `carry` is ``(y, pieces)``: ``y`` the right-hand side of tiles ``0..k``, less the
+    contributions of the rows already solved, and ``pieces`` the solved tiles ``x_{k+1},
+    ...``. Solves ``x_k = L(k, k)^{-T} y_k`` and removes ``L(k, j)^T x_k`` from ``y_j``,
+    ``j < k``.
+    """
+    y, pieces = carry
+    size = Lkk.shape[0]
+    xk = solve_triangular(Lkk, y[-size:], lower=True, trans="T", check_finite=False)
+    rest = y[:-size].copy()
+    start = 0
+    for U, V in zip(*_factors(row)):
+        stop = start + V.shape[0]
+        rest[start:stop] -= V @ (U.T @ xk)
+        start = stop
+    return rest, [xk] + pieces
+
+
+def concatenate(carry):
+    """The solution assembled from the last :func:`backward_step`."""
+    return np.concatenate(carry[1])

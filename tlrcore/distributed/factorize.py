@@ -1,0 +1,143 @@
+r"""The left-looking TLR Cholesky factorization as a Dask task graph.
+
+The tasks are the steps of :mod:`tlrcore.cholesky.left` with the same seeds (one per
+tile column, :func:`tlrcore._threads.column_seeds`), so the factor equals the in-process
+one:
+
+* ``D(k)``: ``L(k, k) = chol(A(k, k) - sum_{j<k} L(k, j) L(k, j)^T)``, from row ``k``;
+* ``C(k)``: the column header ``([U(k, 0) | ...], [V(k, j)], L(k, k))``, which every tile
+  of column ``k`` reads;
+* ``R(i, k)``: row ``i`` extended by ``L(i, k)``: the sampled update of ``A(i, k)`` by
+  ``L(i, :k)`` and ``L(k, :k)`` (one ARA compression), then ``L(k, k)^{-1}`` on its
+  ``V`` side.
+
+The rows are placed cyclically (:mod:`tlrcore.distributed._graph`): ``R(i, k)`` runs on
+the worker of row ``i`` and finds ``R(i, k - 1)``, ``A(i, k)`` there; only ``C(k)``
+crosses the network, once per worker and column. Per worker this keeps its rows of ``L``
+(and the tiles of ``A`` not yet consumed) plus one column header and the tiles in flight.
+
+Why left-looking: each tile of ``L`` is compressed once, from ``A(i, k)`` and the final
+rows, with the seeds of the in-process factorization, so the factors agree; a
+right-looking graph would send every updated trailing tile across the network after
+every column (``O(n_t^3)`` tile messages, against ``O(n_t^2)`` here) and recompress it
+each time. The critical path is the chain ``R(k + 1, k) -> D(k + 1) -> C(k + 1)``; the
+other tiles of a column run beside it: :class:`CriticalFirst` gives the chain the
+highest priority and the other tiles that of their column (earlier first), the
+lookahead of the in-process code.
+
+Resilience: every task is a pure function of its inputs, and the tiles of ``A`` are tasks
+of the generator (:mod:`tlrcore.distributed.matrix`), so when a worker is lost the
+scheduler recomputes what it held from the lineage, and the factor is bit-identical.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from tlrcore._checks import check_accuracy, check_int, check_random_state
+from tlrcore._threads import column_seeds
+from tlrcore._typing import Seed
+from tlrcore.distributed._graph import prefix, submit
+from tlrcore.distributed._tasks import column_header, factor_diagonal, log_diagonal, update_tile
+from tlrcore.distributed.factor import DistributedCholesky
+from tlrcore.distributed.matrix import DistributedTLRMatrix
+
+__all__ = ["CriticalFirst", "cholesky"]
+
+logger = logging.getLogger(__name__)
+
+
+class CriticalFirst:
+    """Scheduling priority of a factorization task (higher runs first, among the tasks
+    ready on a worker): the critical chain ``R(k + 1, k) -> D(k + 1) -> C(k + 1)`` (and
+    the log-diagonal terms) before anything else, then the tiles of earlier columns.
+
+    Parameters
+    ----------
+    row : str
+        Key name of the tile tasks ``(row, i, k)``; every other key ``(name, k)`` belongs
+        to the chain.
+    n_tiles : int
+    """
+
+    def __init__(self, row, n_tiles):
+        self.row, self.n_tiles = row, n_tiles
+
+    def __call__(self, key):
+        if key[0] == self.row and key[1] != key[2] + 1:
+            return -key[2]
+        return self.n_tiles
+
+
+def cholesky(
+    A: DistributedTLRMatrix,
+    accuracy: float | None = None,
+    block_size: int = 16,
+    random_state: Seed = 0,
+    overwrite_a: bool = False,
+    wait: bool = True,
+) -> DistributedCholesky:
+    """Left-looking TLR Cholesky factorization ``A ~ L L^T`` on the cluster of `A`.
+
+    Equals ``tlrcore.cholesky(A.gather(), accuracy, block_size, random_state)`` (the
+    in-process left-looking variant without safeguards) to rounding.
+
+    Parameters
+    ----------
+    A : DistributedTLRMatrix
+        Symmetric positive definite.
+    accuracy, block_size, random_state
+        As in :func:`tlrcore.cholesky`.
+    overwrite_a : bool, default False
+        Release the client's hold on the tiles of `A` once the graph is submitted (`A`
+        is consumed): each tile is then freed as soon as its column is factored, which
+        keeps the workers' memory near their share of ``L``.
+    wait : bool, default True
+        Return when the factor is computed (raising its errors here). With False, return
+        at once; errors are raised by the first method that needs the failed tiles.
+
+    Returns
+    -------
+    DistributedCholesky
+
+    Raises
+    ------
+    TypeError
+        If `A` is not a DistributedTLRMatrix.
+    ConsumedMatrixError
+        If `A` was consumed by an earlier ``cholesky(A, overwrite_a=True)``.
+    ValueError
+        For a bad `accuracy`, `block_size` or `random_state`.
+    NotPositiveDefiniteError
+        If an updated diagonal tile is not positive definite; ``.tile`` is its index.
+    """
+    if not isinstance(A, DistributedTLRMatrix):
+        raise TypeError(f"A must be a tlrcore.distributed.DistributedTLRMatrix; got {type(A).__name__}.")
+    A._check_usable()
+    block_size = check_int(block_size, "block_size", 1)
+    random_state = check_random_state(random_state)
+    tolerance = A.tolerance if accuracy is None else check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
+    n_t = A.n_tiles
+    seeds = column_seeds(random_state, n_t)
+    D, C, R, G = (prefix(kind) for kind in ("diagonal-factor", "column", "row", "log-diagonal"))
+
+    def row(i, k):
+        """Key of row `i` through column ``k - 1`` (None before column 0)."""
+        return None if k == 0 else (R, i, k - 1)
+
+    tasks: dict[tuple, tuple] = {}
+    for k in range(n_t):
+        tasks[D, k] = (factor_diagonal, A.diagonal[k], row(k, k), k, tolerance)
+        tasks[G, k] = (log_diagonal, (D, k))
+        if k + 1 < n_t:
+            tasks[C, k] = (column_header, row(k, k), (D, k))
+        for i in range(k + 1, n_t):
+            tasks[R, i, k] = (update_tile, row(i, k), A.tiles[i, k], (C, k), tolerance, block_size, int(seeds[k]))
+    wanted = [(D, k) for k in range(n_t)] + [(R, i, i - 1) for i in range(1, n_t)] + [(G, k) for k in range(n_t)]
+    futures = submit(A.client, tasks, A.placement, wanted, CriticalFirst(R, n_t))
+    logger.debug("distributed TLR Cholesky: %d tasks on %d workers", len(tasks), len(A.placement.addresses))
+    if overwrite_a:
+        A.release()
+    factor = DistributedCholesky(A.client, A.placement, A.offsets, tolerance, futures[:n_t],
+                                 [None] + futures[n_t : 2 * n_t - 1], futures[2 * n_t - 1 :])
+    return factor.wait() if wait else factor

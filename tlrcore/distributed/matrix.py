@@ -1,0 +1,219 @@
+r"""A TLR matrix whose tiles live on the workers of a ``dask.distributed`` cluster.
+
+:meth:`DistributedTLRMatrix.from_generator` builds the same tiles as
+:meth:`tlrcore.TLRMatrix.from_generator` (the same norm estimate, tolerance, checks and
+per-tile seeds), but each tile is computed by a task on the worker that owns its tile row
+(:mod:`tlrcore.distributed._graph`). The generator travels to the workers once, as a
+task of its own (so that it, too, can be recomputed); only scalars come back: the
+squared norms, largest entries and asymmetries of the diagonal tiles, from which the
+client draws the norm estimate ``N`` and the tile tolerance ``tau = accuracy * N /
+n_tiles`` exactly as in process. The random norm and symmetry samples (``1024 x 1024``
+and two ``64 x 64`` blocks) are evaluated on the client, from the same random stream.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from distributed import Client, wait
+
+from tlrcore._checks import check_accuracy, check_int, check_random_state
+from tlrcore._typing import BlockGenerator, Seed
+from tlrcore.backends import NUMPY
+from tlrcore.compress import COMPRESSORS
+from tlrcore.dense._checks import SYMMETRY_RTOL
+from tlrcore.distributed._graph import RowPlacement, prefix, submit
+from tlrcore.compress.generated import CheckedBlock
+from tlrcore.distributed._tasks import diagonal_stats, diagonal_tile, off_diagonal_tile, tile_squares
+from tlrcore.errors import ConsumedMatrixError, GeneratorError
+from tlrcore.matrix import TLRMatrix
+from tlrcore.packed.build import check_scale, check_symmetry_sample, norm_lower_estimate
+
+__all__ = ["DistributedTLRMatrix"]
+
+
+class DistributedTLRMatrix:
+    """A symmetric TLR matrix with its tiles on the workers of a Dask cluster.
+
+    Build one with :meth:`from_generator`; factor it with
+    :func:`tlrcore.distributed.cholesky`.
+
+    Attributes
+    ----------
+    client : distributed.Client
+    n, tile_size, n_tiles, offsets, accuracy, tolerance
+        As for :class:`tlrcore.TLRMatrix`.
+    placement : RowPlacement
+        Which worker holds each tile row (``i mod P``).
+    diagonal : list of distributed.Future
+        The dense diagonal tiles.
+    tiles : dict of (int, int) to distributed.Future
+        ``(U, V)`` of each lower off-diagonal tile, ``A(i, j) ~ U V^T``.
+    """
+
+    def __init__(self, client, offsets, accuracy, tolerance, placement, generator, diagonal, tiles):
+        self.client = client
+        self.offsets = np.asarray(offsets)
+        self.n = int(self.offsets[-1])
+        self.n_tiles = len(diagonal)
+        self.tile_size = int(self.offsets[1] - self.offsets[0])
+        self.accuracy, self.tolerance = accuracy, tolerance
+        self.placement = placement
+        self.generator = generator
+        self._diagonal, self._tiles = diagonal, tiles
+
+    @classmethod
+    def from_generator(
+        cls,
+        client: Client,
+        block: BlockGenerator,
+        n: int,
+        tile_size: int,
+        accuracy: float = 1e-8,
+        method: str = "aca",
+        max_rank: int | None = None,
+        random_state: Seed = 0,
+    ) -> DistributedTLRMatrix:
+        """Compress a symmetric matrix given by a block generator, on the workers.
+
+        The tiles equal those of ``tlrcore.TLRMatrix.from_generator(block, n, tile_size,
+        accuracy, method, max_rank, random_state=random_state)`` bit for bit. Returns
+        when they are built.
+
+        Parameters
+        ----------
+        client : distributed.Client
+            Connected to the cluster; its current workers hold the tiles.
+        block : callable
+            ``block(rows, cols)`` returns ``A[rows][:, cols]``; it must be picklable (a
+            top-level class holding the sites and the parameters, not a closure over a
+            large array: it is sent to the workers once).
+        n, tile_size, accuracy, max_rank, random_state
+            As in :meth:`tlrcore.TLRMatrix.from_generator`.
+        method : {"aca", "ara", "svd"}, default "aca"
+            Compression of the off-diagonal tiles (the NumPy methods).
+
+        Returns
+        -------
+        DistributedTLRMatrix
+
+        Raises
+        ------
+        ValueError, GeneratorError
+            As :meth:`tlrcore.TLRMatrix.from_generator` (a generator error raised on a
+            worker comes back as itself, naming the tile).
+        """
+        if not isinstance(client, Client):
+            raise TypeError(f"client must be a distributed.Client; got {type(client).__name__}.")
+        n = check_int(n, "n", 1)
+        tile_size = check_int(tile_size, "tile_size", 1, n)
+        accuracy = check_accuracy(accuracy)
+        max_rank = check_int(max_rank, "max_rank", 0, allow_none=True)
+        if method not in COMPRESSORS:
+            raise ValueError(f"method={method!r} is not one of {sorted(COMPRESSORS)} (on a cluster).")
+        checked = CheckedBlock(block)
+        rng = np.random.default_rng(check_random_state(random_state))
+        placement = RowPlacement.of(client)
+        offsets = np.append(np.arange(0, n, tile_size), n)
+        n_tiles = len(offsets) - 1
+        pairs = [(i, j) for i in range(n_tiles) for j in range(i)]
+        seeds = rng.integers(0, 2**63 - 1, size=len(pairs))
+        span = [[int(offsets[i]), int(offsets[i + 1])] for i in range(n_tiles)]
+
+        generator = client.submit(CheckedBlock, block, key=prefix("generator"))
+        name, stats = prefix("diagonal"), prefix("diagonal-stats")
+        tasks = {(name, k): (diagonal_tile, generator, *span[k], k) for k in range(n_tiles)}
+        tasks.update({(stats, k): (diagonal_stats, (name, k)) for k in range(n_tiles)})
+        futures = submit(client, tasks, placement, [(name, k) for k in range(n_tiles)] +
+                         [(stats, k) for k in range(n_tiles)])
+        diagonal, stat_futures = futures[:n_tiles], futures[n_tiles:]
+        squares, largest, excess = zip(*client.gather(stat_futures))
+        scale = _check_diagonal(largest, excess, n)
+        norm = norm_lower_estimate(sum(squares), checked, offsets, rng, np)
+        tolerance = accuracy * norm / n_tiles
+        check_symmetry_sample(checked, offsets, rng, scale)
+
+        name = prefix("tile")
+        tasks = {(name, i, j): (off_diagonal_tile, generator, span[i], span[j], i, j, tolerance, method, max_rank,
+                                int(seed))
+                 for (i, j), seed in zip(pairs, seeds)}
+        futures = submit(client, tasks, placement, [(name, i, j) for i, j in pairs])
+        wait(futures)
+        _raise_first_error(futures)
+        return cls(client, offsets, accuracy, tolerance, placement, generator, diagonal, dict(zip(pairs, futures)))
+
+    def _check_usable(self):
+        if self._diagonal is None:
+            raise ConsumedMatrixError(
+                "A was consumed by tlrcore.distributed.cholesky(A, overwrite_a=True) (its tiles were released); "
+                "build the matrix again, or factor it without overwrite_a=True to keep it."
+            )
+
+    @property
+    def diagonal(self) -> list:
+        """Futures of the dense diagonal tiles."""
+        self._check_usable()
+        return self._diagonal
+
+    @property
+    def tiles(self) -> dict:
+        """Futures of ``(U, V)`` of the lower off-diagonal tiles."""
+        self._check_usable()
+        return self._tiles
+
+    def release(self) -> None:
+        """Drop the client's hold on the tiles: each is freed on its worker as soon as no
+        pending task reads it (the scheduler keeps its recipe, to rebuild it if a worker
+        is lost). The matrix is consumed afterwards."""
+        self._diagonal = self._tiles = None
+
+    def frobenius_norm(self) -> float:
+        """``||A_tlr||_F``, exactly, from the factors; only scalars leave the workers (the
+        sums in the order of :meth:`tlrcore.TLRMatrix.frobenius_norm`)."""
+        self._check_usable()
+        name = prefix("squares")
+        order = list(self.tiles)
+        tasks = {(name, i, j): (tile_squares, self.tiles[i, j]) for i, j in order}
+        tasks.update({(name, k, k): (tile_squares, D) for k, D in enumerate(self.diagonal)})
+        values = self.client.gather(submit(self.client, tasks, self.placement, list(tasks)))
+        total = sum(values[len(order):])
+        for value in values[: len(order)]:
+            total += 2.0 * value
+        return math.sqrt(total)
+
+    def gather(self) -> TLRMatrix:
+        """The matrix as an in-process :class:`tlrcore.TLRMatrix` (all tiles travel to the
+        client: for tests and small matrices)."""
+        self._check_usable()
+        diagonal = self.client.gather(self.diagonal)
+        factors = dict(zip(self.tiles, self.client.gather(list(self.tiles.values()))))
+        U = {pair: f[0] for pair, f in factors.items()}
+        V = {pair: f[1] for pair, f in factors.items()}
+        return TLRMatrix(diagonal, U, V, self.offsets, self.accuracy, self.tolerance, NUMPY)
+
+    def __repr__(self) -> str:
+        state = ", consumed" if self._diagonal is None else ""
+        return (f"DistributedTLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, "
+                f"workers={len(self.placement.addresses)}{state})")
+
+
+def _check_diagonal(largest, excess, n):
+    """:func:`tlrcore.packed.build.check_diagonal` from the per-tile scalars."""
+    scale = max(largest)
+    check_scale(scale, n, "the block generator")
+    for k, value in enumerate(excess):
+        if value > SYMMETRY_RTOL * scale:
+            raise GeneratorError(
+                f"block generator (tile ({k}, {k})) returned a block that is not symmetric: "
+                f"max|block(rows, rows) - block(rows, rows).T| = {value:.3g} > {SYMMETRY_RTOL:g} * max|A|; "
+                "a TLR matrix is symmetric, so block(cols, rows) must equal block(rows, cols).T."
+            )
+    return scale
+
+
+def _raise_first_error(futures):
+    """Raise the exception of the first failed future (as raised on the worker)."""
+    for future in futures:
+        if future.status == "error":
+            future.result()
