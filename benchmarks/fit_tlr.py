@@ -1,14 +1,22 @@
-"""One full maximum-likelihood fit through TLR factors on a simulated field.
+"""One full maximum-likelihood fit through TLR factors on a simulated field, in
+evaluation equivalents, by Fisher scoring and by the derivative-free search.
 
 A Matern 1.5 field with a nugget (variance 1, range 0.1, nugget 0.05, mean 2) is
 simulated at n uniform sites of the unit square (through a TLR factor at accuracy
 1e-10, independent of the fit's) and fitted with ``SpatialGP(method="tlr")``, smoothness
-held at 1.5. Prints the time of each stage, the number of likelihood evaluations, the
-estimates with standard errors and their distance from the truth in standard errors,
-and the time to krige (mean and standard deviation) at new sites through the factor.
+held at 1.5, by each local search asked for (``geostat.optimize.search.TLR_SEARCH``):
+``scoring`` (Fisher scoring with probe traces) and/or ``polish`` (the derivative-free
+search alone). For each it prints the fit time over the time of one TLR log-likelihood
+evaluation on the same likelihood object after the fit (median of 3, factors released
+before each: the cost of a fit in evaluation equivalents), the full-data evaluations
+(every factorization, the final accuracy check included), the probes and their expected
+Monte Carlo loss, the reported log-likelihood and its estimated error, and the estimates
+with standard errors. With both searches it prints the difference of their optima in
+log-likelihood (both evaluated on the scoring fit's likelihood at 100 times its
+accuracy) and the time to krige at new sites through the factor.
 
-Run: ``python benchmarks/fit_tlr.py`` (n = 65,536, accuracy 1e-8) or e.g.
-``python benchmarks/fit_tlr.py --n 16384 --accuracy 1e-6``.
+Run: ``python benchmarks/fit_tlr.py`` (n = 65,536, accuracy 1e-8, both searches) or e.g.
+``python benchmarks/fit_tlr.py --n 16384 --search scoring``.
 """
 
 from __future__ import annotations
@@ -16,14 +24,54 @@ from __future__ import annotations
 import argparse
 import logging
 import resource
+import statistics
 import time
+from unittest import mock
 
 import numpy as np
 
 import geostat as gs
+from geostat.optimize import search
 
 TRUTH = {"variance": 1.0, "range": 0.1, "smoothness": 1.5, "nugget": 0.05}
 MEAN = 2.0
+
+
+def evaluation_time(est):
+    """Median time of one TLR log-likelihood at the estimate (factors released first)."""
+    likelihood = est._solvers.likelihood
+    params = est._solvers.kriging.params
+    times = []
+    for _ in range(3):
+        likelihood.release_factors()
+        start = time.perf_counter()
+        likelihood.log_likelihood(params)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def fit(X, y, args, how):
+    with mock.patch.object(search, "TLR_SEARCH", how):
+        start = time.perf_counter()
+        est = gs.SpatialGP(kernel="matern", smoothness=1.5, method="tlr", accuracy=args.accuracy,
+                           random_state=args.seed, verbose=2 if args.log else None).fit(X, y)
+        elapsed = time.perf_counter() - start
+    one = evaluation_time(est)
+    r = est.result_
+    print(f"[{how}] fit {elapsed:.1f} s = {elapsed / one:.1f} evaluation equivalents (one TLR evaluation "
+          f"{one:.2f} s); full-data evaluations {r.n_evaluations} (+ {r.n_pilot_evaluations} exact on "
+          f"subsamples); probes {r.n_probes} (expected Monte Carlo loss {r.scoring_loss:.2g}); converged "
+          f"{r.converged}: {r.message}")
+    print(f"[{how}] loglik {r.loglik:.4f} at accuracy {r.loglik_accuracy:g}, estimated error {r.loglik_error:.2e}; "
+          f"Fisher information Monte Carlo error {100 * r.fisher_relative_error:.1f}%")
+    print("| parameter | truth | estimate | std. error | (estimate - truth) / s.e. |")
+    print("|---|---|---|---|---|")
+    for name in ("variance", "range", "nugget"):
+        value, se = est.params_[name], est.stderr_[name]
+        print(f"| {name} | {TRUTH[name]:g} | {value:.5g} | {se:.3g} | {(value - TRUTH[name]) / se:+.2f} |")
+    print(f"| mean | {MEAN:g} | {est.coef_[0]:.5g} | {est.coef_stderr_[0]:.3g} | "
+          f"{(est.coef_[0] - MEAN) / est.coef_stderr_[0]:+.2f} |")
+    return est
 
 
 def main(argv=None):
@@ -31,6 +79,7 @@ def main(argv=None):
     parser.add_argument("--n", type=int, default=65536)
     parser.add_argument("--accuracy", type=float, default=1e-8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--search", choices=("both", "scoring", "polish"), default="both")
     parser.add_argument("--predict", type=int, default=1000, help="new sites to krige (mean and variance)")
     parser.add_argument("--log", action="store_true", help="log every likelihood evaluation (verbose=2)")
     args = parser.parse_args(argv)
@@ -41,32 +90,27 @@ def main(argv=None):
     X = rng.uniform(size=(args.n, 2))
     start = time.perf_counter()
     y = MEAN + gs.simulate(X, TRUTH, kernel="matern", random_state=args.seed + 1, method="tlr", accuracy=1e-10)
-    simulated = time.perf_counter()
-    est = gs.SpatialGP(kernel="matern", smoothness=1.5, method="tlr", accuracy=args.accuracy,
-                       random_state=args.seed, verbose=2 if args.log else None).fit(X, y)
-    fitted = time.perf_counter()
+    print(f"n = {args.n}, accuracy {args.accuracy:g}; simulation {time.perf_counter() - start:.1f} s")
+    searches = ("scoring", "polish") if args.search == "both" else (args.search,)
+    fits = {how: fit(X, y, args, how) for how in searches}
+    print(f"peak memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
+    if len(fits) == 2:
+        scored, polished = fits["scoring"], fits["polish"]
+        likelihood, scale = scored._solvers.likelihood, scored._scale
+        tight = args.accuracy / 100
+
+        def loglik(est):
+            unit = scale.params_to_unit(est.params_)
+            return likelihood.log_likelihood(unit, accuracy=tight)
+
+        print(f"loglik(scoring optimum) - loglik(derivative-free optimum), both at accuracy {tight:g}: "
+              f"{loglik(scored) - loglik(polished):+.4f}")
+    est = fits[searches[0]]
     new = rng.uniform(size=(args.predict, 2))
-    mean, std = est.predict(new, return_std=True)
-    predicted = time.perf_counter()
-    r = est.result_
-    print(f"n = {args.n}, accuracy {args.accuracy:g}, method {est.method_}")
-    print(f"simulation {simulated - start:.1f} s; fit {fitted - simulated:.1f} s "
-          f"({fitted - simulated:.0f} s = {(fitted - simulated) / 60:.1f} min); peak memory "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
-    print(f"kriging mean and standard deviation at {args.predict} new sites: {predicted - fitted:.1f} s "
+    start = time.perf_counter()
+    _, std = est.predict(new, return_std=True)
+    print(f"kriging mean and standard deviation at {args.predict} new sites: {time.perf_counter() - start:.1f} s "
           f"(median std {np.median(std):.3f})")
-    print(f"full-data TLR evaluations {r.n_evaluations} (+ {r.n_pilot_evaluations} exact on subsamples), "
-          f"converged {r.converged}: {r.message}")
-    print(f"loglik {r.loglik:.4f}, estimated TLR error {r.loglik_error:.2e}; "
-          f"Fisher information Monte Carlo error {100 * r.fisher_relative_error:.1f}%")
-    print()
-    print("| parameter | truth | estimate | std. error | (estimate - truth) / s.e. |")
-    print("|---|---|---|---|---|")
-    for name in ("variance", "range", "nugget"):
-        value, se = est.params_[name], est.stderr_[name]
-        print(f"| {name} | {TRUTH[name]:g} | {value:.5g} | {se:.3g} | {(value - TRUTH[name]) / se:+.2f} |")
-    print(f"| mean | {MEAN:g} | {est.coef_[0]:.5g} | {est.coef_stderr_[0]:.3g} | "
-          f"{(est.coef_[0] - MEAN) / est.coef_stderr_[0]:+.2f} |")
 
 
 if __name__ == "__main__":

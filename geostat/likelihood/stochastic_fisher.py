@@ -22,19 +22,29 @@ error of every diagonal entry is below a relative tolerance.
 With a factor of reordered sites, ``K = P^T L L^T P``, the same holds with ``L^{-1} P``
 (``solve_lower``) and ``P^T L^{-T}`` (``solve_upper``) in place of ``L^{-1}`` and
 ``L^{-T}``; the compressed ``dR`` act in the caller's site order.
+
+Scores (:func:`probe_traces`, for Fisher scoring): with ``alpha = P y`` (``P`` of ``K``),
+every derivative ``dC_a = s sum_j M_aj D_j`` is a combination of
+``D = (K, I, dR/dtheta...)``, so the score ``1/2 y^T P_C dC_a P_C y - 1/2 tr(P_C dC_a)``
+is ``1/2 sum_j M_aj (alpha^T D_j alpha / s - tr(G_j))`` and the information is
+``1/2 M T M^T`` with ``T_jk = tr(G_j G_k)``, ``G_K = Pi`` (trace ``N`` exact). The
+quadratic forms are exact; the traces are averages over fixed probes, so the estimates
+are smooth functions of the parameters (common random numbers).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from geostat.likelihood.terms import split_params
 from geostat.optimize.progress import current_progress
 
-__all__ = ["stochastic_fisher_information"]
+__all__ = ["ProbeTraces", "probe_traces", "stochastic_fisher_information"]
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +113,94 @@ def stochastic_fisher_information(likelihood, factors, params, names, random_sta
     logger.info("standard errors: Fisher information from %d random probes (relative error %.3g)", samples.shape[0],
                 relative_error)
     return 0.5 * (info + info.T), relative_error
+
+
+@dataclass
+class ProbeTraces:
+    """Quadratic forms and per-probe trace estimates of ``D = (K, I, dR/dtheta...)``.
+
+    Attributes
+    ----------
+    names : list of str
+        ``["K", "eye", *theta_names]``.
+    quad : ndarray of shape (q,)
+        ``sum_j alpha_j^T D alpha_j`` over replicates (exact; ``alpha = P y``).
+    traces : ndarray of shape (m, q)
+        Per probe ``z^T G z`` for each ``D``, summed over replicates (``K``: exactly ``N``).
+    products : ndarray of shape (m, q, q)
+        Per probe ``(G_j z)^T (G_k z)``, summed over replicates.
+    """
+
+    names: list
+    quad: np.ndarray
+    traces: np.ndarray
+    products: np.ndarray
+
+    @property
+    def n_probes(self):
+        """Probes per replicate group."""
+        return self.traces.shape[0]
+
+
+def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64):
+    """Exact quadratic forms and per-probe Hutchinson traces, one block of probes at a time.
+
+    Probe block ``b`` of group ``g`` is drawn from ``default_rng([random_state, g, b])``,
+    so the same `random_state` gives the same probes at any parameters and the first
+    blocks of a longer run are those of a shorter one. Each block costs one backward
+    and ``1 + #theta`` forward TLR solves and one product with each compressed ``dR``
+    (compressed once, before the first block) per group.
+
+    Parameters
+    ----------
+    likelihood : geostat.likelihood.tlr.TLRLikelihood
+    factors : list of geostat.solvers.TLRFactor
+        Factors of ``K = R + eta I`` at `theta`, one per group.
+    fits : list of geostat.likelihood.gls.GLSFit
+        The GLS fits of the groups through `factors` (their ``alpha = P y``).
+    theta : dict
+        Correlation parameters; a derivative is taken for the range and every free shape
+        parameter of the kernel.
+    random_state : int, default 0
+    block_size : int, default 64
+
+    Yields
+    ------
+    ProbeTraces
+        The cumulative estimates after each further block (an endless sequence).
+    """
+    names = ["range", *(n for n in likelihood.kernel.free_shape if n in theta)]
+    apply_names = ["variance", "nugget", *names]
+    to_host = likelihood.backend.to_host
+    quad = np.zeros(len(apply_names))
+    groups = []
+    for index, (group, factor, fit) in enumerate(zip(likelihood.groups, factors, fits)):
+        basis = None
+        if likelihood.reml and likelihood.n_coef:
+            basis = np.linalg.qr(factor.solve_lower(group.design))[0]
+        derivatives = likelihood.gradient_matrices(index, theta, names)
+        alpha = np.asarray(to_host(fit.alpha))
+        quad += [float(np.sum(np.asarray(to_host(fit.residual)) * alpha)), float(np.sum(alpha**2)),
+                 *(float(np.sum((derivatives[n] @ alpha) * alpha)) for n in names)]
+        groups.append((group.r, factor, basis, derivatives))
+    traces, products = [], []
+    for block in itertools.count():
+        trace = np.zeros((block_size, len(apply_names)))
+        product = np.zeros((block_size, len(apply_names), len(apply_names)))
+        for index, (weight, factor, basis, derivatives) in enumerate(groups):
+            Z = np.random.default_rng([random_state, index, block]).choice(np.array([-1.0, 1.0]),
+                                                                           size=(factor.n, block_size))
+            G = _apply(factor, basis, derivatives, apply_names, Z, 1.0, 0.0)
+            trace += weight * np.sum(G * Z, axis=1).T
+            for a in range(len(apply_names)):
+                for b in range(a + 1):
+                    product[:, a, b] += weight * np.sum(G[a] * G[b], axis=0)
+        product += np.triu(product.transpose(0, 2, 1), 1)
+        # tr(Pi) = tr(Pi Pi) = N exactly (N - r p under REML): no Monte Carlo error there.
+        trace[:, 0] = product[:, 0, 0] = likelihood.n_eff
+        traces.append(trace)
+        products.append(product)
+        yield ProbeTraces(["K", "eye", *names], quad, np.concatenate(traces), np.concatenate(products))
 
 
 def _probes_needed(done, relative_error, rtol, block_size, max_probes):

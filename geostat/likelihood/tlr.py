@@ -8,9 +8,10 @@ in the dense path (:mod:`geostat.likelihood.dense`), so both likelihoods return 
 :class:`~geostat.likelihood.terms.Terms`.
 
 There are no analytic gradients here: their traces ``tr(K^{-1} dK)`` would need the
-inverse. The optimizer polishes TLR estimates without derivatives
-(:mod:`geostat.optimize.polish`), and the expected Fisher information is estimated with
-random probes through TLR solves (:mod:`geostat.likelihood.stochastic_fisher`).
+inverse. They are estimated instead with fixed random probes through TLR solves
+(:meth:`TLRLikelihood.probe_traces`, :mod:`geostat.likelihood.stochastic_fisher`), which
+give the optimizer's Fisher-scoring steps (:mod:`geostat.optimize.scoring`) and the
+expected Fisher information of the standard errors.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from geostat.covariance import Sites
 from geostat.likelihood.base import Likelihood
 from geostat.likelihood.dense import ExactLikelihood
 from geostat.likelihood.gls import gls
-from geostat.likelihood.stochastic_fisher import stochastic_fisher_information
+from geostat.likelihood.stochastic_fisher import probe_traces, stochastic_fisher_information
 from geostat.likelihood.terms import Terms, split_params
 from geostat.solvers import NUMPY, PermutedTLR, site_order, tlr_factor, tlr_matrix
 
@@ -93,6 +94,9 @@ class TLRLikelihood(Likelihood):
         self._ordered_sites = {}
         self._arrays = {}
         self._cache = None
+        #: Factorizations by evaluations (:meth:`terms`, :meth:`log_likelihood`,
+        #: :meth:`probe_traces`) at any accuracy: the count of a fit's full-data evaluations.
+        self.n_factorizations = 0
 
     def describe(self):
         """The settings in words, for the log: tile size, tiles, accuracy, ordering."""
@@ -187,15 +191,49 @@ class TLRLikelihood(Likelihood):
         """
         if gradient:
             raise ValueError("the TLR likelihood has no analytic gradient; use gradient=False.")
+        return self._evaluate(theta, eta, accuracy)[0]
+
+    def _evaluate(self, theta, eta, accuracy=None):
+        """:class:`Terms`, factors and GLS fits of every group at `theta` and `eta`."""
         logdet = logdet_trend = quadratic = 0.0
         xp = self.backend.xp
-        for index, (g, chol) in enumerate(zip(self.groups, self.factors(theta, eta, accuracy))):
+        kept = self._cache
+        factors = self.factors(theta, eta, accuracy)
+        self.n_factorizations += kept is None or factors is not kept[1]
+        fits = []
+        for index, (g, chol) in enumerate(zip(self.groups, factors)):
             fit = self._gls(index, g, chol)
+            fits.append(fit)
             logdet += g.r * chol.logdet()
             quadratic += float(xp.sum(fit.residual * fit.alpha))
             if self.reml and self.n_coef:
                 logdet_trend += g.r * fit.logdet_ftkf
-        return Terms(self.n_obs, self.n_eff, logdet, logdet_trend, quadratic)
+        return Terms(self.n_obs, self.n_eff, logdet, logdet_trend, quadratic), factors, fits
+
+    def probe_traces(self, theta, eta, random_state=0):
+        """One evaluation with stochastic derivative traces, for Fisher scoring.
+
+        Parameters
+        ----------
+        theta : dict
+        eta : float
+        random_state : int, default 0
+            Seeds the probes: the same value gives the same probes at any parameters.
+
+        Returns
+        -------
+        terms : geostat.likelihood.terms.Terms
+        blocks : iterator of geostat.likelihood.stochastic_fisher.ProbeTraces
+            The estimates after each further block of probes
+            (:func:`~geostat.likelihood.stochastic_fisher.probe_traces`).
+
+        Raises
+        ------
+        tlrcore.NotPositiveDefiniteError
+            As :meth:`terms`.
+        """
+        terms, factors, fits = self._evaluate(theta, eta)
+        return terms, probe_traces(self, factors, fits, theta, random_state)
 
     def _gls(self, index, group, chol):
         """GLS fit of group `index`, its observations and design held on the back end

@@ -300,12 +300,22 @@ class ProfileLikelihood:
         self.covariance = np.asarray(estimator.result_.covariance, dtype=float)
         self.estimate = dict(estimator.params_)
         self.stderr = dict(estimator.stderr_)
-        self.loglik = float(estimator.loglik_)
+        self.loglik = self._maximum(estimator)
         seed = estimator.random_state if isinstance(estimator.random_state, (int, np.integer)) else 0
         self.rng = np.random.default_rng(int(seed))
         unit = self.scale.params_to_unit(self.estimate)
         self.optima = {name: [(unit[name], unit)] for name in self.estimated}
         self.values = {_key(name, self.estimate[name]): self.loglik for name in self.estimated}
+
+    def _maximum(self, estimator):
+        """The maximum the profile is compared with: ``loglik_``, or for TLR the value at
+        the estimate at the fit's own accuracy, the accuracy of every profile value
+        (``loglik_`` is reported from a more accurate evaluation, and a difference of
+        accuracies would move the endpoints)."""
+        if self.likelihood.accuracy is None:
+            return float(estimator.loglik_)
+        unit = self.scale.params_to_unit(self.estimate)
+        return self.scale.loglik_from_unit(self.likelihood.log_likelihood(unit), self.likelihood.n_eff)
 
     def check_parameter(self, parameter):
         """`parameter` if it is estimated, else ValueError listing those."""

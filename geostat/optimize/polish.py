@@ -24,7 +24,7 @@ from scipy.optimize import LinearConstraint, OptimizeResult, minimize
 
 from geostat.optimize.objective import Objective, run_lbfgsb
 
-__all__ = ["polish_without_gradient", "REFINE_SIZE"]
+__all__ = ["REFINE_SIZE", "polish_without_gradient", "refine_on_subsample", "subsample_objective"]
 
 #: Sites of the exact subsample fit that starts the derivative-free search.
 REFINE_SIZE = 2048
@@ -65,13 +65,10 @@ def polish_without_gradient(likelihood, space, objective, start, rng, refine_siz
     subsample_evaluations : int
     """
     bounds = np.array(space.z_bounds(), dtype=float)
-    n_sites = likelihood.n
-    sites = np.sort(rng.choice(n_sites, size=refine_size, replace=False)) if n_sites > refine_size else np.arange(n_sites)
-    sub = Objective(likelihood.subset(sites), space, stage="polish subsample")
-    z0 = run_lbfgsb(sub, start, bounds, _REFINE).x if refine else np.asarray(start, dtype=float)
-    z0 = np.clip(z0, bounds[:, 0], bounds[:, 1])
+    sub = subsample_objective(likelihood, space, rng, refine_size)
+    z0 = refine_on_subsample(sub, start, bounds) if refine else np.clip(start, bounds[:, 0], bounds[:, 1])
     transform = _whitening(sub, z0, bounds)
-    final = max(MIN_STEP, FINAL_FRACTION * np.sqrt(sites.size / n_sites))
+    final = max(MIN_STEP, FINAL_FRACTION * np.sqrt(sub.likelihood.n / likelihood.n))
 
     def to_z(u):
         return np.clip(z0 + transform @ u, bounds[:, 0], bounds[:, 1])
@@ -95,6 +92,19 @@ def polish_without_gradient(likelihood, space, objective, start, rng, refine_siz
     out = OptimizeResult(x=to_z(result.x), fun=result.fun, success=bool(result.success),
                          message=str(result.message), nit=int(result.get("nit", 0)))
     return out, sub.n_evaluations
+
+
+def subsample_objective(likelihood, space, rng, refine_size=REFINE_SIZE):
+    """The exact objective on at most `refine_size` sites drawn by `rng` (step 1)."""
+    n_sites = likelihood.n
+    sites = np.sort(rng.choice(n_sites, size=refine_size, replace=False)) if n_sites > refine_size else np.arange(n_sites)
+    return Objective(likelihood.subset(sites), space, stage="polish subsample")
+
+
+def refine_on_subsample(subsample, start, bounds):
+    """The exact L-BFGS-B fit on the subsample objective from `start` (step 1), in the box."""
+    bounds = np.asarray(bounds, dtype=float)
+    return np.clip(run_lbfgsb(subsample, start, bounds, _REFINE).x, bounds[:, 0], bounds[:, 1])
 
 
 def _whitening(objective, z, bounds, step=1e-4):

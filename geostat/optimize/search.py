@@ -12,14 +12,21 @@ Strategy
    ``pilot_size`` sites; the best few grid points start L-BFGS-B runs on the pilot; the
    best pilot optimum is polished on the full data: by L-BFGS-B with analytic gradients
    (exact likelihood), or, for a TLR likelihood, which has no gradients, by an exact fit
-   on a subsample followed by a derivative-free search on the full data
-   (:mod:`geostat.optimize.polish`).
+   on a subsample followed by Fisher scoring with traces estimated by random probes
+   (:mod:`geostat.optimize.scoring`), which hands over to a derivative-free search
+   (:mod:`geostat.optimize.polish`) when it stalls.
 3. **Awkward optima.** A nugget ratio that ends on its lower bound is set to exactly zero
    (as is a small nugget that zero beats); a range or shape on a bound is reported in
    :attr:`MLEResult.at_bounds` with a warning (a range far larger than the domain leaves
    only ``variance / range^(2 nu)`` identified).
 4. **Standard errors** come from the expected Fisher information at the estimate (traces
-   estimated with random probes through TLR solves for a TLR likelihood).
+   estimated with random probes through TLR solves for a TLR likelihood: those of the
+   last scoring iteration, at the estimate or within a fifth of a standard error of it,
+   when they are accurate enough).
+5. **Reported log-likelihood** (TLR): the value of an evaluation :data:`ACCURACY_STEP`
+   times more accurate than the fit's; the difference between the two bounds its error
+   (the TLR error shrinks about in proportion to the accuracy) and must be at most
+   :data:`LOGLIK_TOLERANCE`, or the accuracy is tightened again.
 """
 
 from __future__ import annotations
@@ -35,8 +42,9 @@ from numpy.typing import NDArray
 
 from geostat.errors import GeostatWarning, NotPositiveDefiniteError
 from geostat.optimize.objective import Objective, run_lbfgsb
-from geostat.optimize.polish import polish_without_gradient
+from geostat.optimize.polish import polish_without_gradient, refine_on_subsample, subsample_objective
 from geostat.optimize.progress import current_progress
+from geostat.optimize.scoring import fisher_scoring
 
 __all__ = ["MLEResult", "local_maximize", "maximize_likelihood", "natural_estimate", "standard_errors"]
 
@@ -46,6 +54,17 @@ ZERO_NUGGET_TRIAL = 1e-3
 #: A nugget below this fraction of the variance is at the numerical resolution of a
 #: smooth covariance: it is reported in ``at_bounds`` even when zero itself scores lower.
 NUMERICAL_ZERO = 1e-8
+#: Largest estimated error of the reported TLR log-likelihood.
+LOGLIK_TOLERANCE = 0.01
+#: Each round of the reported log-likelihood is this many times more accurate.
+ACCURACY_STEP = 10.0
+#: Most accurate TLR evaluation tried for the reported log-likelihood.
+FINEST_ACCURACY = 1e-14
+#: Local search of a likelihood without gradients in :func:`maximize_likelihood`:
+#: ``"scoring"`` (Fisher scoring) or ``"polish"`` (derivative-free only; for comparisons).
+TLR_SEARCH = "scoring"
+#: Relative Monte Carlo error of the Fisher information's diagonal for standard errors.
+FISHER_RTOL = 0.02
 
 
 @dataclass
@@ -66,8 +85,10 @@ class MLEResult:
     loglik : float
         Maximized log-likelihood (restricted log-likelihood when ``reml``).
     n_iter, n_evaluations, n_pilot_evaluations, n_failures : int
-        Optimizer iterations of the final run, full-data likelihood evaluations, pilot
-        evaluations, and evaluations where the covariance was not positive definite.
+        Optimizer iterations of the final run, full-data likelihood evaluations (for TLR:
+        every full-data factorization, including the final accuracy check), pilot and
+        subsample evaluations, and evaluations where the covariance was not positive
+        definite.
     converged : bool
     message : str
     at_bounds : list of str
@@ -80,10 +101,19 @@ class MLEResult:
     accuracy : float or None
         Relative accuracy of the TLR evaluation (None when exact).
     loglik_error : float
-        Estimated error of :attr:`loglik` due to compression (0.0 when exact).
+        Estimated error of :attr:`loglik` due to compression (0.0 when exact): the
+        difference from the evaluation at ``10 * loglik_accuracy``, at most
+        :data:`LOGLIK_TOLERANCE` unless :data:`FINEST_ACCURACY` was reached.
     fisher_relative_error : float
         Relative Monte Carlo error of the Fisher information's diagonal (0.0 when the
         traces are exact).
+    loglik_accuracy : float or None
+        TLR accuracy of the evaluation that gave :attr:`loglik` (None when exact).
+    n_probes : int
+        Random probes per replicate group of the Fisher-scoring traces (0 without scoring).
+    scoring_loss : float
+        Expected log-likelihood lost to the Monte Carlo error of the scores at the
+        scoring optimum, ``1/2 tr(I^{-1} Cov(score))`` (0.0 without scoring).
     """
 
     params: dict[str, float]
@@ -106,6 +136,9 @@ class MLEResult:
     accuracy: float | None = None
     loglik_error: float = 0.0
     fisher_relative_error: float = 0.0
+    loglik_accuracy: float | None = None
+    n_probes: int = 0
+    scoring_loss: float = 0.0
 
 
 def _start_grid(space, likelihood_scale):
@@ -175,13 +208,16 @@ def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random
     rng = np.random.default_rng(random_state)
     bounds = space.z_bounds()
     full = Objective(likelihood, space)
+    factorizations = getattr(likelihood, "n_factorizations", 0)
     pilot_evaluations = 0
-    best = None
+    best = report = None
     z = np.zeros(0)
     if space.names:
         start, pilot_evaluations = _starting_point(likelihood, space, full, n_starts, pilot_size, rng)
-        best, refine_evaluations = local_maximize(likelihood, space, full, start, rng, maxiter=maxiter)
+        best, refine_evaluations = local_maximize(likelihood, space, full, start, rng, maxiter=maxiter,
+                                                  scoring=TLR_SEARCH == "scoring")
         pilot_evaluations += refine_evaluations
+        report = best.get("scoring")
         z = best.x
     at_bounds = [
         "nugget" if name == "ratio" else name
@@ -211,11 +247,18 @@ def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random
     _warn_bounds(at_bounds)
     progress = current_progress()
     progress.stage("standard errors")
-    stderr, covariance, fisher_error = standard_errors(likelihood, params, space.estimated)
+    information = None
+    if report is not None and report.x is not None and np.array_equal(report.x, z):
+        # Not when the nugget was set to zero: the information is then another one's.
+        same_nugget = (params["nugget"] == 0) == (report.params["nugget"] == 0)
+        if same_nugget and report.information_error <= FISHER_RTOL:
+            information = (report.information, report.information_error)
+    stderr, covariance, fisher_error = standard_errors(likelihood, params, space.estimated, information)
     coef, coef_cov = likelihood.gls(params)
+    loglik_error, loglik_accuracy = 0.0, None
     if likelihood.accuracy is not None:
         progress.stage("accuracy check")
-    loglik_error = likelihood.loglik_error(params)
+        loglik, loglik_error, loglik_accuracy = reported_loglik(likelihood, params, loglik)
     coef_stderr = np.sqrt(np.maximum(np.diagonal(coef_cov, axis1=1, axis2=2), 0.0))
     logger.debug("MLE (fitting units) %s loglik=%.10g evaluations=%d", params, loglik, full.n_evaluations)
     return MLEResult(
@@ -227,7 +270,8 @@ def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random
         coef_stderr=coef_stderr,
         loglik=loglik,
         n_iter=int(best.nit) if best is not None else 0,
-        n_evaluations=full.n_evaluations,
+        n_evaluations=(full.n_evaluations if likelihood.accuracy is None
+                       else likelihood.n_factorizations - factorizations),
         n_pilot_evaluations=pilot_evaluations,
         n_failures=full.n_failures,
         converged=converged,
@@ -239,7 +283,41 @@ def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random
         accuracy=likelihood.accuracy,
         loglik_error=loglik_error,
         fisher_relative_error=fisher_error,
+        loglik_accuracy=loglik_accuracy,
+        n_probes=report.n_probes if report is not None else 0,
+        scoring_loss=report.loss if report is not None else 0.0,
     )
+
+
+def reported_loglik(likelihood, params, loglik):
+    """The TLR log-likelihood to report at `params`, its estimated error and accuracy.
+
+    Each round evaluates at an accuracy :data:`ACCURACY_STEP` times finer and reports that value; the difference from the previous one estimates
+    the previous value's error, so it overstates the reported one's (about ten times,
+    the TLR error shrinking in proportion to the accuracy). Rounds continue while the
+    difference exceeds :data:`LOGLIK_TOLERANCE`, down to :data:`FINEST_ACCURACY`.
+
+    Parameters
+    ----------
+    likelihood : geostat.likelihood.TLRLikelihood
+    params : dict
+    loglik : float
+        The value at the likelihood's own accuracy.
+
+    Returns
+    -------
+    loglik : float
+    error : float
+    accuracy : float
+    """
+    accuracy = likelihood.accuracy
+    while True:
+        accuracy /= ACCURACY_STEP
+        finer = likelihood.log_likelihood(params, accuracy=accuracy)
+        error, loglik = abs(finer - loglik), finer
+        logger.info("log-likelihood at accuracy %.0e: %.6f (change %.2g)", accuracy, loglik, error)
+        if error <= LOGLIK_TOLERANCE or accuracy <= FINEST_ACCURACY:
+            return loglik, error, accuracy
 
 
 def _starting_point(likelihood, space, full, n_starts, pilot_size, rng):
@@ -268,12 +346,14 @@ def _starting_point(likelihood, space, full, n_starts, pilot_size, rng):
     return best, (0 if pilot is full else pilot.n_evaluations)
 
 
-def local_maximize(likelihood, space, objective, start, rng, *, maxiter=300, refine=True, tolerances=None):
+def local_maximize(likelihood, space, objective, start, rng, *, maxiter=300, refine=True, tolerances=None,
+                   scoring=False):
     """The local stage of :func:`maximize_likelihood`: maximize from `start` on the full data.
 
     With analytic gradients (exact likelihood) L-BFGS-B runs from `start`; a likelihood
     without gradients (TLR) is polished by
-    :func:`geostat.optimize.polish.polish_without_gradient`.
+    :func:`geostat.optimize.polish.polish_without_gradient`, or with `scoring` maximized
+    by :func:`geostat.optimize.scoring.fisher_scoring`.
 
     Parameters
     ----------
@@ -294,18 +374,32 @@ def local_maximize(likelihood, space, objective, start, rng, *, maxiter=300, ref
     tolerances : dict, optional
         L-BFGS-B's ``ftol`` and ``gtol`` instead of the fit's (``1e-12``, ``1e-8``), e.g.
         looser ones where the optimum is needed to fewer digits.
+    scoring : bool, default False
+        Without gradients: Fisher scoring (after the subsample refinement unless
+        `refine` is False) instead of the derivative-free search.
 
     Returns
     -------
     result : scipy.optimize.OptimizeResult
-        ``x`` in the optimizer's coordinates, ``fun``, ``success``, ``message``, ``nit``.
+        ``x`` in the optimizer's coordinates, ``fun``, ``success``, ``message``, ``nit``;
+        with `scoring` also ``scoring`` (:class:`geostat.optimize.scoring.ScoringReport`,
+        or None).
     subsample_evaluations : int
         Evaluations on a subsample (0 with gradients).
     """
     if likelihood.has_gradient:
         options = {**_POLISH, **(tolerances or {}), "maxiter": maxiter}
         return run_lbfgsb(objective, start, space.z_bounds(), options), 0
-    return polish_without_gradient(likelihood, space, objective, start, rng, refine=refine)
+    if not scoring:
+        return polish_without_gradient(likelihood, space, objective, start, rng, refine=refine)
+    subsample = 0
+    if refine:
+        sub = subsample_objective(likelihood, space, rng)
+        start = refine_on_subsample(sub, start, space.z_bounds())
+        subsample = sub.n_evaluations
+    result, fallback, report = fisher_scoring(likelihood, space, objective, start, rng)
+    result.scoring = report
+    return result, subsample + fallback
 
 
 def natural_estimate(likelihood, space, z):
@@ -352,7 +446,7 @@ def _warn_bounds(at_bounds):
         warnings.warn(f"the estimate of {name} ended on its bound; {hint}.", GeostatWarning, stacklevel=4)
 
 
-def standard_errors(likelihood, params, names):
+def standard_errors(likelihood, params, names, information=None):
     """Standard errors from the inverse expected Fisher information.
 
     Parameters
@@ -362,6 +456,9 @@ def standard_errors(likelihood, params, names):
         Natural parameters at the estimate.
     names : list of str
         Estimated parameters.
+    information : tuple (ndarray, float), optional
+        The information over `names` at `params` and its relative error, when already
+        estimated (by the last Fisher-scoring iteration).
 
     Returns
     -------
@@ -375,7 +472,9 @@ def standard_errors(likelihood, params, names):
     stderr = dict.fromkeys(params, 0.0)
     if not names:
         return stderr, np.zeros((0, 0)), 0.0
-    info, relative_error = likelihood.fisher_information(params, names, return_error=True)
+    if information is None:
+        information = likelihood.fisher_information(params, names, return_error=True)
+    info, relative_error = information
     # Scale to unit diagonal: the parameters differ by orders of magnitude. A parameter with
     # no information at rounding level is left unscaled at zero (its row is singular).
     diagonal = np.diag(info)

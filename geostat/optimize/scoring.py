@@ -1,0 +1,320 @@
+r"""Fisher scoring through a likelihood whose derivative traces are estimated (TLR).
+
+Each iteration evaluates the likelihood at ``z`` (one TLR factorization) and, through
+the same factor, the score ``g`` and the expected Fisher information ``I`` in the
+optimizer's coordinates (:meth:`geostat.likelihood.TLRLikelihood.probe_traces`): the
+quadratic forms exactly, the traces ``tr(P dK)`` and ``tr(P dK P dK)`` as averages over
+fixed Rademacher probes. With the variance profiled out, ``I`` is the Schur complement of
+the full information over (variance, free coordinates), the expected curvature of the
+profile likelihood. The step ``s = I^{-1} g`` (as GpGp takes it) is accepted when the
+log-likelihood increases, halved otherwise; the iteration stops when the predicted gain
+``1/2 g^T I^{-1} g`` falls below :data:`GAIN_TOLERANCE`, or after a step of predicted
+gain below :data:`FINAL_GAIN` taken from a score within the Monte Carlo target (what such
+a step leaves is below the tolerance unless the curvature differs much from ``I``; the
+increase it made is logged against the prediction).
+
+**Monte Carlo error.** The same probes serve every iteration (common random numbers), so
+the estimated score is a smooth function of ``z`` and the iteration converges to its
+zero, which is off the true optimum by about ``I^{-1} d`` for the score error ``d``; the
+log-likelihood lost there is ``1/2 d^T I^{-1} d``, whose expectation
+``1/2 tr(I^{-1} Cov(d))`` is estimated from the spread of the per-probe scores. Probes
+are added in blocks until it is below :data:`LOSS_TARGET` or a tenth of the predicted
+gain (far from the optimum a rough score makes as good a step), at most
+:data:`MAX_PROBES`; the probes of one iteration include those of the previous ones. For
+``p`` coordinates it is about ``p / (2 m)`` with ``m`` probes (the Hutchinson variance of
+``tr(P dK)`` is about ``4 I``), so the target takes a few hundred probes; a block of 64
+costs a fraction of a factorization (triangular solves with many right-hand sides).
+
+**Fallback.** A step that cannot be made to increase the likelihood by halving, one that
+ends on a bound, or the iteration limit hands the best point to the derivative-free
+search (:func:`geostat.optimize.polish.polish_without_gradient`, without its subsample
+refinement).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import OptimizeResult
+
+from geostat.optimize.polish import polish_without_gradient
+
+__all__ = ["ScoringReport", "fisher_scoring", "monte_carlo_loss", "natural_information", "score_and_information"]
+
+logger = logging.getLogger(__name__)
+
+#: Expected log-likelihood lost to the Monte Carlo error of the score at the optimum.
+LOSS_TARGET = 2e-3
+#: Scoring stops when the predicted gain of the next step is below this.
+GAIN_TOLERANCE = 1e-3
+#: A step of smaller predicted gain, from a score within :data:`LOSS_TARGET`, is the last:
+#: the gain left after it is about ``(1 - rho)^2 / rho`` times this for a curvature ``rho``
+#: times the information along the step (0.1 of it for ``rho`` in [0.75, 1.3]).
+FINAL_GAIN = 0.02
+#: Most probes per replicate group.
+MAX_PROBES = 1024
+#: Iterations before handing over to the derivative-free search.
+MAX_ITERATIONS = 8
+#: Halvings of a step that does not increase the likelihood.
+MAX_HALVINGS = 3
+
+
+@dataclass
+class ScoringReport:
+    """What the scoring iteration leaves for the standard errors and the log.
+
+    Attributes
+    ----------
+    z : ndarray
+        The last point where the information was estimated: the optimum found, or the
+        point before the final step (within ``sqrt(2 FINAL_GAIN) = 0.2`` standard errors
+        of it, where the information differs by less than its Monte Carlo error).
+    information : ndarray of shape (k, k)
+        Expected Fisher information over the space's estimated natural parameters at `z`.
+    information_error : float
+        Largest relative Monte Carlo standard error of its diagonal.
+    n_probes : int
+        Probes per replicate group.
+    loss : float
+        Expected log-likelihood lost to the score's Monte Carlo error at `z`.
+    params : dict
+        Natural parameters at `z`.
+    fell_back : bool
+        Whether the derivative-free search finished the job.
+    x : ndarray or None
+        The optimum found by scoring (None after a fallback).
+    """
+
+    z: np.ndarray
+    information: np.ndarray
+    information_error: float
+    n_probes: int
+    loss: float
+    params: dict
+    fell_back: bool = False
+    x: np.ndarray | None = None
+
+
+def _theta_eta(space, z):
+    """Free values, correlation parameters, nugget ratio and natural parameters at `z`
+    (the variance of a profiled space is left to the caller)."""
+    free = space.to_natural(np.asarray(z, dtype=float))
+    theta = space.theta(free)
+    if space.profiled:
+        return free, theta, free.get("ratio", 0.0)
+    params = space.natural(free)
+    return free, theta, params["nugget"] / params["variance"]
+
+
+def _rows(names, derivative_names, variance, eta):
+    """``M`` with ``dC_a = variance * sum_j M_aj D_j`` over ``D = (K, I, dR/dtheta...)``.
+
+    ``"variance"`` and ``"nugget"`` are those of ``C = variance R + nugget I``;
+    ``"scale"`` and ``"ratio"`` those of ``C = scale (R + ratio I)``.
+    """
+    M = np.zeros((len(names), len(derivative_names)))
+    for a, name in enumerate(names):
+        if name == "variance":
+            M[a, :2] = 1.0 / variance, -eta / variance
+        elif name == "nugget":
+            M[a, 1] = 1.0 / variance
+        elif name == "scale":
+            M[a, 0] = 1.0 / variance
+        elif name == "ratio":
+            M[a, 1] = 1.0
+        else:
+            M[a, derivative_names.index(name)] = 1.0
+    return M
+
+
+def score_and_information(space, z, terms, traces):
+    """Score, information and their Monte Carlo spread in the optimizer's coordinates.
+
+    Parameters
+    ----------
+    space : geostat.optimize.ParameterSpace
+    z : ndarray
+    terms : geostat.likelihood.terms.Terms
+        The evaluation at `z`.
+    traces : geostat.likelihood.stochastic_fisher.ProbeTraces
+        Its probes.
+
+    Returns
+    -------
+    score : ndarray of shape (p,)
+        Derivative of the log-likelihood (profiled when the space profiles the variance).
+    information : ndarray of shape (p, p)
+    covariance : ndarray of shape (p, p)
+        Monte Carlo covariance of `score`, from the spread of the per-probe scores.
+    """
+    free, _, eta = _theta_eta(space, z)
+    variance = terms.quadratic / terms.n_eff if space.profiled else space.natural(free)["variance"]
+    names = (["scale"] if space.profiled else []) + list(space.names)
+    M = _rows(names, traces.names, variance, eta)
+    # Per probe: 1/2 M (alpha^T D alpha / s - z^T G z), and the mean information 1/2 M T M^T.
+    samples = 0.5 * (traces.quad / variance - traces.traces) @ M.T
+    info = 0.5 * M @ traces.products.mean(axis=0) @ M.T
+    if space.profiled:
+        # Schur complement over the scale: the expected curvature of the profile
+        # likelihood (its score, zero at the profiled scale, drops out).
+        info = info[1:, 1:] - np.outer(info[1:, 0], info[0, 1:]) / info[0, 0]
+        samples = samples[:, 1:]
+    chain = np.where(space.log_scale, np.array([free[n] for n in space.names]), 1.0)
+    samples = samples * chain
+    info = 0.5 * (info + info.T) * np.outer(chain, chain)
+    score = samples.mean(axis=0)
+    covariance = np.atleast_2d(np.cov(samples, rowvar=False)) / samples.shape[0]
+    return score, info, covariance
+
+
+def monte_carlo_loss(information, covariance):
+    """Expected log-likelihood lost at the zero of a score with Monte Carlo error of
+    covariance `covariance`: ``1/2 E[d^T I^{-1} d] = 1/2 tr(I^{-1} Cov)``."""
+    return 0.5 * float(np.trace(np.linalg.solve(information, covariance)))
+
+
+def natural_information(space, params, traces):
+    """Expected Fisher information over ``space.estimated`` at natural `params`, and the
+    largest relative Monte Carlo standard error of its diagonal."""
+    eta = params["nugget"] / params["variance"]
+    M = _rows(space.estimated, traces.names, params["variance"], eta)
+    samples = 0.5 * np.einsum("aj,mjk,bk->mab", M, traces.products, M)
+    info = samples.mean(axis=0)
+    diagonal = np.abs(np.diag(info))
+    error = np.diagonal(samples, axis1=1, axis2=2).std(axis=0, ddof=1) / np.sqrt(samples.shape[0])
+    relative = np.divide(error, diagonal, out=np.zeros_like(error), where=diagonal > 0)
+    relative = np.where((diagonal == 0) & (error > 0), np.inf, relative)
+    return 0.5 * (info + info.T), float(np.max(relative, initial=0.0))
+
+
+class _Probed:
+    """Evaluations with probes at points of the optimizer's coordinates, counted by the
+    full-data objective. The number of probes only grows, so the probes of one iteration
+    include those of the previous ones."""
+
+    def __init__(self, likelihood, space, objective, random_state):
+        self.likelihood, self.space, self.objective = likelihood, space, objective
+        self.random_state = random_state
+        self.n_probes = 0
+
+    def value(self, z):
+        """Log-likelihood at `z` (``-inf`` where the covariance is not positive definite)."""
+        failures = self.objective.n_failures
+        f = self.objective.evaluate(z, gradient=False)
+        return -np.inf if self.objective.n_failures > failures else -f * self.likelihood.n_obs
+
+    def derivatives(self, z):
+        """Score, information, Monte Carlo loss, predicted gain, terms and probe traces at
+        `z` (the factor at `z` is the one just evaluated).
+
+        Probes are added while the loss exceeds both :data:`LOSS_TARGET` and a tenth of
+        the predicted gain (a long step needs no precise score), up to :data:`MAX_PROBES`.
+        """
+        free, theta, eta = _theta_eta(self.space, z)
+        terms, blocks = self.likelihood.probe_traces(theta, eta, self.random_state)
+        for traces in blocks:
+            if traces.n_probes < self.n_probes:
+                continue
+            score, info, covariance = score_and_information(self.space, z, terms, traces)
+            loss = monte_carlo_loss(info, covariance)
+            gain = 0.5 * float(score @ np.linalg.solve(info, score))
+            if loss <= max(LOSS_TARGET, 0.1 * gain) or traces.n_probes >= MAX_PROBES:
+                break
+            # The loss shrinks like 1 / probes: ask for what the estimate says, in blocks.
+            self.n_probes = traces.n_probes * loss / max(LOSS_TARGET, 0.1 * gain)
+        self.n_probes = traces.n_probes
+        return score, info, loss, gain, terms, traces
+
+
+def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
+    """Maximize a TLR likelihood by Fisher scoring from `start` (see the module docstring).
+
+    Parameters
+    ----------
+    likelihood : geostat.likelihood.TLRLikelihood
+    space : geostat.optimize.ParameterSpace
+    objective : geostat.optimize.objective.Objective
+        The full-data objective; it counts the evaluations.
+    start : ndarray
+        Starting point in the optimizer's coordinates (inside the box).
+    rng : numpy.random.Generator
+        Draws the subsample of the derivative-free fallback.
+    random_state : int, default 0
+        Seeds the probes.
+
+    Returns
+    -------
+    result : scipy.optimize.OptimizeResult
+        ``x``, ``fun`` (negative log-likelihood per observation), ``success``,
+        ``message``, ``nit``.
+    subsample_evaluations : int
+        Exact evaluations on a subsample (by the fallback).
+    report : ScoringReport or None
+        The information at the last point where it was estimated (None if nowhere).
+    """
+    bounds = np.array(space.z_bounds(), dtype=float)
+    probed = _Probed(likelihood, space, objective, random_state)
+    z = np.clip(np.asarray(start, dtype=float), bounds[:, 0], bounds[:, 1])
+    value = probed.value(z)
+    if not np.isfinite(value):
+        return _fall_back(likelihood, space, objective, z, rng, None, "the start is not positive definite")
+    report = None
+    for iteration in range(1, MAX_ITERATIONS + 1):
+        try:
+            score, info, loss, gain, terms, traces = probed.derivatives(z)
+        except np.linalg.LinAlgError:
+            return _fall_back(likelihood, space, objective, z, rng, report, "the information is singular")
+        step = np.linalg.solve(info, score)
+        report = _report(space, z, terms, traces, loss)
+        logger.info("scoring iteration %d: loglik %.6f, predicted gain %.3g, %d probes (expected Monte Carlo "
+                    "loss %.2g)", iteration, value, gain, traces.n_probes, loss)
+        if gain < GAIN_TOLERANCE:
+            return _converged(likelihood, z, value, iteration, f"predicted gain {gain:.2g}", report)
+        final = gain < FINAL_GAIN and loss <= LOSS_TARGET
+        for _ in range(MAX_HALVINGS + 1):
+            trial = np.clip(z + step, bounds[:, 0], bounds[:, 1])
+            on_bound = bool(np.any((trial <= bounds[:, 0]) | (trial >= bounds[:, 1])))
+            trial_value = probed.value(trial)
+            if trial_value > value or on_bound:
+                break
+            step = 0.5 * step
+        accepted = trial_value > value
+        if accepted:
+            logger.info("scoring step: loglik %+.3g (predicted %+.3g)", trial_value - value, gain)
+            z, value = trial, trial_value
+        if on_bound or not accepted:
+            reason = "a step ended on a bound" if on_bound else "no step increased the likelihood"
+            return _fall_back(likelihood, space, objective, z, rng, report, reason)
+        if final:
+            return _converged(likelihood, z, value, iteration, f"final step of predicted gain {gain:.2g}", report)
+    return _fall_back(likelihood, space, objective, z, rng, report,
+                      f"scoring did not converge in {MAX_ITERATIONS} iterations")
+
+
+def _converged(likelihood, z, value, iteration, how, report):
+    """:func:`fisher_scoring`'s answer when it converged at `z`."""
+    report.x = np.array(z)
+    result = OptimizeResult(x=z, fun=-value / likelihood.n_obs, success=True, nit=iteration,
+                            message=f"Fisher scoring converged ({how})")
+    return result, 0, report
+
+
+def _report(space, z, terms, traces, loss):
+    """The information over the estimated natural parameters at `z`, for the report."""
+    free, _, _ = _theta_eta(space, z)
+    profiled = terms.quadratic / terms.n_eff if space.profiled else None
+    params = space.natural(free, profiled_variance=profiled)
+    info, error = natural_information(space, params, traces)
+    return ScoringReport(np.array(z), info, error, traces.n_probes, loss, params)
+
+
+def _fall_back(likelihood, space, objective, z, rng, report, reason):
+    """The derivative-free search from `z` (no subsample refinement)."""
+    logger.info("Fisher scoring hands over to the derivative-free search: %s", reason)
+    result, subsample = polish_without_gradient(likelihood, space, objective, z, rng, refine=False)
+    result.message = f"{reason}; derivative-free search: {result.message}"
+    if report is not None:
+        report.fell_back = True
+    return result, subsample, report
