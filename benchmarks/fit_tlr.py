@@ -15,8 +15,12 @@ with standard errors. With both searches it prints the difference of their optim
 log-likelihood (both evaluated on the scoring fit's likelihood at 100 times its
 accuracy) and the time to krige at new sites through the factor.
 
+``--data co2`` fits real data instead: ``--n`` cells of the bundled co2 grid drawn at
+random (lon/lat, chordal distance in km), same model; the other cells are the new sites.
+
 Run: ``python benchmarks/fit_tlr.py`` (n = 65,536, accuracy 1e-8, both searches) or e.g.
-``python benchmarks/fit_tlr.py --n 16384 --search scoring``.
+``python benchmarks/fit_tlr.py --n 16384 --search scoring`` or
+``python benchmarks/fit_tlr.py --data co2 --n 8192``.
 """
 
 from __future__ import annotations
@@ -64,18 +68,37 @@ def fit(X, y, args, how):
           f"{r.converged}: {r.message}")
     print(f"[{how}] loglik {r.loglik:.4f} at accuracy {r.loglik_accuracy:g}, estimated error {r.loglik_error:.2e}; "
           f"Fisher information Monte Carlo error {100 * r.fisher_relative_error:.1f}%")
+    truth = {**TRUTH, "mean": MEAN} if args.data == "simulated" else {}
     print("| parameter | truth | estimate | std. error | (estimate - truth) / s.e. |")
     print("|---|---|---|---|---|")
-    for name in ("variance", "range", "nugget"):
-        value, se = est.params_[name], est.stderr_[name]
-        print(f"| {name} | {TRUTH[name]:g} | {value:.5g} | {se:.3g} | {(value - TRUTH[name]) / se:+.2f} |")
-    print(f"| mean | {MEAN:g} | {est.coef_[0]:.5g} | {est.coef_stderr_[0]:.3g} | "
-          f"{(est.coef_[0] - MEAN) / est.coef_stderr_[0]:+.2f} |")
+    rows = [(name, est.params_[name], est.stderr_[name]) for name in ("variance", "range", "nugget")]
+    for name, value, se in [*rows, ("mean", est.coef_[0], est.coef_stderr_[0])]:
+        if name in truth:
+            print(f"| {name} | {truth[name]:g} | {value:.5g} | {se:.3g} | {(value - truth[name]) / se:+.2f} |")
+        else:
+            print(f"| {name} | | {value:.5g} | {se:.3g} | |")
     return est
+
+
+def simulated(args, rng):
+    """Sites, observations and new sites of the simulated field."""
+    X = rng.uniform(size=(args.n, 2))
+    y = MEAN + gs.simulate(X, TRUTH, kernel="matern", random_state=args.seed + 1, method="tlr", accuracy=1e-10)
+    return X, y, rng.uniform(size=(args.predict, 2))
+
+
+def co2_cells(args, rng):
+    """`args.n` random cells of the co2 grid (lon/lat), their values, and `args.predict`
+    of the other cells as new sites."""
+    frame = gs.datasets.load("co2")
+    order = rng.permutation(len(frame))
+    fitted, new = frame.iloc[np.sort(order[:args.n])], frame.iloc[order[args.n:args.n + args.predict]]
+    return fitted[["lon", "lat"]], fitted["co2"].to_numpy(), new[["lon", "lat"]]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", choices=("simulated", "co2"), default="simulated")
     parser.add_argument("--n", type=int, default=65536)
     parser.add_argument("--accuracy", type=float, default=1e-8)
     parser.add_argument("--seed", type=int, default=0)
@@ -87,10 +110,9 @@ def main(argv=None):
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
     rng = np.random.default_rng(args.seed)
-    X = rng.uniform(size=(args.n, 2))
     start = time.perf_counter()
-    y = MEAN + gs.simulate(X, TRUTH, kernel="matern", random_state=args.seed + 1, method="tlr", accuracy=1e-10)
-    print(f"n = {args.n}, accuracy {args.accuracy:g}; simulation {time.perf_counter() - start:.1f} s")
+    X, y, new = (simulated if args.data == "simulated" else co2_cells)(args, rng)
+    print(f"{args.data} data, n = {len(y)}, accuracy {args.accuracy:g}; data ready in {time.perf_counter() - start:.1f} s")
     searches = ("scoring", "polish") if args.search == "both" else (args.search,)
     fits = {how: fit(X, y, args, how) for how in searches}
     print(f"peak memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
@@ -106,7 +128,6 @@ def main(argv=None):
         print(f"loglik(scoring optimum) - loglik(derivative-free optimum), both at accuracy {tight:g}: "
               f"{loglik(scored) - loglik(polished):+.4f}")
     est = fits[searches[0]]
-    new = rng.uniform(size=(args.predict, 2))
     start = time.perf_counter()
     _, std = est.predict(new, return_std=True)
     print(f"kriging mean and standard deviation at {args.predict} new sites: {time.perf_counter() - start:.1f} s "

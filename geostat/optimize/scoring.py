@@ -53,6 +53,12 @@ GAIN_TOLERANCE = 1e-3
 #: the gain left after it is about ``(1 - rho)^2 / rho`` times this for a curvature ``rho``
 #: times the information along the step (0.1 of it for ``rho`` in [0.75, 1.3]).
 FINAL_GAIN = 0.02
+#: A step that no halving makes increase the likelihood, from a precise score (loss at most
+#: :data:`LOSS_TARGET`) predicting less than this gain, ends the search where it is: the
+#: gain left is within a few times the Monte Carlo loss (e.g. a start already at the optimum,
+#: from a subsample that is the whole data), which the derivative-free search cannot improve
+#: on by more than the target 0.01.
+STALL_GAIN = 0.01
 #: Most probes per replicate group.
 MAX_PROBES = 1024
 #: Iterations before handing over to the derivative-free search.
@@ -284,6 +290,9 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
         if accepted:
             logger.info("scoring step: loglik %+.3g (predicted %+.3g)", trial_value - value, gain)
             z, value = trial, trial_value
+        if not (on_bound or accepted) and gain < STALL_GAIN and loss <= LOSS_TARGET:
+            return _converged(likelihood, z, value, iteration,
+                              f"no step increased the likelihood from a predicted gain of {gain:.2g}", report)
         if on_bound or not accepted:
             reason = "a step ended on a bound" if on_bound else "no step increased the likelihood"
             return _fall_back(likelihood, space, objective, z, rng, report, reason)

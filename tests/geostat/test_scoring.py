@@ -136,3 +136,17 @@ def test_a_stall_falls_back_to_the_derivative_free_search(field, monkeypatch):
     model = fit(X[:700], y[:700])
     assert "no step increased the likelihood; derivative-free search" in model.result_.message
     assert model.converged_
+
+
+def test_a_start_at_the_optimum_ends_without_the_derivative_free_search(field, monkeypatch):
+    """With no more sites than the refinement's subsample, the exact refinement is already
+    at the optimum: the scoring steps are Monte Carlo noise that no halving makes increase
+    the likelihood, and the search ends there (it handed over to the derivative-free search
+    before, for 3x the evaluations) within 0.01 of that search's optimum."""
+    X, y = field[0][:500], field[1][:500]
+    scored = fit(X, y)
+    assert "Fisher scoring converged" in scored.result_.message
+    monkeypatch.setattr(search, "TLR_SEARCH", "polish")
+    polished = fit(X, y)
+    assert scored.result_.n_evaluations < polished.result_.n_evaluations
+    assert scored.loglik_ >= polished.loglik_ - 0.01
