@@ -30,7 +30,8 @@ INPUT_ERRORS = (ValueError, TypeError, MemoryError, OSError, np.linalg.LinAlgErr
 
 def main(argv=None):
     """Entry point of the ``geostat`` command: 0 on success, 2 for bad input, 130 when interrupted,
-    1 for an unexpected error; a failure prints one line on stderr, never a traceback."""
+    1 for an unexpected error. Each command returns its report, written here to standard
+    output; a failure writes one line on standard error, never a traceback."""
     args = build_parser().parse_args(argv)
     log_handler = None
     try:
@@ -38,7 +39,9 @@ def main(argv=None):
             from geostat.optimize.progress import log_to_stderr
 
             log_handler = log_to_stderr()
-        return {"fit": run_fit, "predict": run_predict, "datasets": list_datasets}[args.command](args)
+        report = {"fit": run_fit, "predict": run_predict, "datasets": list_datasets}[args.command](args)
+        sys.stdout.write(report + "\n")
+        return 0
     except INPUT_ERRORS as exc:
         return fail(" ".join(str(exc).split()) or type(exc).__name__, 2)
     except KeyboardInterrupt:
@@ -51,18 +54,18 @@ def main(argv=None):
 
 
 def fail(message, status):
-    print(f"geostat: {message}", file=sys.stderr)
+    """Write ``geostat: message`` on standard error; return `status`."""
+    sys.stderr.write(f"geostat: {message}\n")
     return status
 
 
 def list_datasets(args):
-    rows = []
+    """``geostat datasets``: the table of bundled datasets."""
+    rows = [f"{'name':<26}{'rows':>8}  description"]
     for name in datasets.names():
         info = datasets.info(name)
         rows.append(f"{name:<26}{info['n']:>8}  {info['description']}")
-    print(f"{'name':<26}{'rows':>8}  description")
-    print("\n".join(rows))
-    return 0
+    return "\n".join(rows)
 
 
 

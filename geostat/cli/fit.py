@@ -18,6 +18,8 @@ __all__ = ["run_fit", "table"]
 
 
 def run_fit(args):
+    """``geostat fit``: fit, write the JSON and the model if asked; return the report (the
+    table, then the files written)."""
     from geostat.estimator import SpatialGP
 
     start = time.perf_counter()
@@ -75,14 +77,14 @@ def run_fit(args):
         "wall_time_s": elapsed,
         "warnings": [str(w.message) for w in caught],
     }
-    print(table(result, model))
+    lines = [table(result, model)]
     if args.output:
         Path(args.output).write_text(json.dumps(result, indent=2))
-        print(f"results written to {args.output}")
+        lines.append(f"results written to {args.output}")
     if args.save_model:
         model.save(args.save_model)
-        print(f"model written to {args.save_model}")
-    return 0
+        lines.append(f"model written to {args.save_model}")
+    return "\n".join(lines)
 
 
 def nugget_option(text):

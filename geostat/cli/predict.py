@@ -18,6 +18,8 @@ __all__ = ["run_predict"]
 
 
 def run_predict(args):
+    """``geostat predict``: krige a saved model at the given sites, write the output file;
+    return the line that says what was written."""
     from geostat.estimator import load
 
     if args.samples is not None and args.samples < 1:
@@ -36,8 +38,7 @@ def run_predict(args):
     else:
         predictions = predict_table(model, read_csv(sites, args.sep), sites, args)
     write_predictions(predictions, output, args.sep)
-    print(f"predictions {extent(predictions)} written to {output}")
-    return 0
+    return f"predictions {extent(predictions)} written to {output}"
 
 
 def site_columns(model, columns, path):
