@@ -7,7 +7,12 @@ import scipy.linalg
 from scipy.spatial.distance import cdist
 
 import tlrcore as tlr
-from tlrcore.cholesky.safeguards import parse_safeguard, shift_schedule
+from tlrcore.cholesky.safeguards import (
+    OFF_DIAGONAL_COMPENSATION,
+    DiagonalFactorizer,
+    parse_safeguard,
+    shift_schedule,
+)
 
 
 def sites(n, seed=0, duplicate=None):
@@ -97,7 +102,7 @@ def test_shift_succeeds_with_a_small_reported_perturbation(hard, safeguard):
 
 
 @pytest.mark.parametrize("safeguard", ["shift", "schur", "modified", "pivot", "schur+modified+pivot+shift"])
-def test_positive_definite_input_is_never_perturbed(safeguard):
+def test_positive_definite_input_is_never_perturbed_by_on_failure_safeguards(safeguard):
     D = cdist(*2 * [sites(900, seed=3)]) / 0.1
     M = np.exp(-D) + 1e-2 * np.eye(900)
     A = tlr.TLRMatrix.from_dense(M, TILE, accuracy=1e-8)
@@ -150,8 +155,78 @@ def test_modified_tiles_rescue_isolated_singular_tiles():
 
 def test_modified_alone_refuses_growing_changes_and_says_what_to_use():
     A = tlr.TLRMatrix.from_dense(kernel_matrix("gaussian"), TILE, accuracy=ACCURACY)
-    with pytest.raises(tlr.NotPositiveDefiniteError, match="safeguard='shift'"):
+    with pytest.raises(tlr.NotPositiveDefiniteError, match=r"delta = [1-9].*safeguard='compensate'") as info:
         tlr.cholesky(A, safeguard="modified")
+    assert 0 <= info.value.tile < A.n_tiles
+
+
+def compensation_constant(A):
+    """``c`` of the compensated factor's contract ``||L L^T - A_tlr||_F <= c eps ||A_tlr||_F``
+    (tlrcore.cholesky.safeguards): ``1 + (c_off + 1) sqrt(b / n_t)`` for the rowsum form."""
+    return 1 + (OFF_DIAGONAL_COMPENSATION + 1) * np.sqrt(A.tile_size / A.n_tiles)
+
+
+@pytest.mark.parametrize("safeguard", ["compensate", "compensate+modified", "pivot+compensate"])
+def test_compensation_rescues_without_shift_within_the_contract(hard, safeguard):
+    name, M, A = hard
+    F = tlr.cholesky(A, safeguard=safeguard)
+    assert F.shift == 0.0 and F.compensated_tiles == tuple(range(A.n_tiles))
+    norm, c = A.frobenius_norm(), compensation_constant(A)
+    # ||C||_F <= c_off tau sqrt(n) + sqrt(n_t) tau sqrt(b) = (c - 1) eps ||A_tlr||_F (the
+    # modification, if any, adds at most 2 delta sqrt(b) per tile: none measured here)
+    assert F.modified_tiles == ()
+    assert F.perturbation <= (c - 1) * ACCURACY * norm * (1 + 1e-12)  # measured 6.9-8.1 of 12 (rowsum)
+    assert F.perturbation == pytest.approx(F.perturbation_parts["compensation"])
+    perm = np.arange(M.shape[0]) if F.perm is None else F.perm
+    L = F.to_dense()
+    # against A_tlr: ||F||_F (< eps ||A_tlr||_F, ARA's estimate with margin 2) + ||C||_F;
+    # against the exact A one more eps ||A||_F for the build
+    dense_tlr = A.to_dense()[np.ix_(perm, perm)]
+    assert np.linalg.norm(L @ L.T - dense_tlr) <= 2 * ACCURACY * norm + F.perturbation
+    assert np.linalg.norm(L @ L.T - M[np.ix_(perm, perm)]) <= (c + 2) * ACCURACY * np.linalg.norm(M)
+
+
+@pytest.mark.parametrize("safeguard", ["compensate", "compensate-block"])
+def test_compensation_of_positive_definite_input_keeps_the_contract(safeguard):
+    D = cdist(*2 * [sites(1024, seed=3)]) / 0.1
+    M = np.exp(-D) + 1e-2 * np.eye(1024)
+    accuracy = 1e-8
+    A = tlr.TLRMatrix.from_dense(M, TILE, accuracy=accuracy)
+    plain = tlr.cholesky(A)
+    F = tlr.cholesky(A, safeguard=safeguard)
+    norm, c = np.linalg.norm(M), compensation_constant(A)
+    assert 0 < F.perturbation <= (c - 1) * accuracy * A.frobenius_norm() * (1 + 1e-12)
+    L = F.to_dense()
+    E = L @ L.T - M
+    assert np.linalg.norm(E) <= (c + 2) * accuracy * norm  # measured 7.6-8.8 eps ||A||_F of 15
+    # log det(M + E) - log det(M) = trace(M^{-1} E) + O(|E|^2): at most
+    # ||M^{-1}||_F ||E||_F <= sqrt(n) ||E||_F / lambda_min(M), lambda_min >= nugget 1e-2
+    bound = np.sqrt(1024) * np.linalg.norm(E) / 1e-2
+    assert abs(F.logdet() - np.linalg.slogdet(M)[1]) <= 1.01 * bound
+    assert abs(F.logdet() - plain.logdet()) <= 1.01 * bound
+
+
+def test_compensation_rowsum_dominates_and_block_equals_the_tail():
+    rng = np.random.default_rng(0)
+    W = np.asfortranarray(rng.normal(size=(60, 40)) * np.logspace(0, -6, 40))
+    tol = 1e-5
+    rowsum = DiagonalFactorizer(tol, compensate="rowsum").compensation(W)
+    block = DiagonalFactorizer(tol, compensate="block").compensation(W)
+    lift = OFF_DIAGONAL_COMPENSATION * tol * np.eye(60)
+    T = block - lift
+    assert np.linalg.norm(T) <= tol and np.linalg.eigvalsh(T).min() >= -1e-15
+    assert np.linalg.eigvalsh(rowsum - lift - T).min() >= -1e-15  # diag(rowsum|T|) - T is PSD
+    np.testing.assert_allclose(np.diag(rowsum - lift), np.abs(T).sum(axis=1), rtol=1e-12)
+
+
+def test_plain_factor_is_unchanged_by_the_safeguard_machinery():
+    # safeguard=None factors each tile by one dpotrf, as before the safeguards existed
+    D = cdist(*2 * [sites(512, seed=5)]) / 0.1
+    A = tlr.TLRMatrix.from_dense(np.exp(-D) + 1e-2 * np.eye(512), TILE, accuracy=1e-8)
+    F, G = tlr.cholesky(A), tlr.cholesky(A, safeguard="shift")
+    assert F.perturbation == 0.0 and F.perturbation_parts["compensation"] == 0.0
+    for Lf, Lg in zip(F.diagonal, G.diagonal):
+        np.testing.assert_array_equal(Lf, Lg)
 
 
 def test_indefinite_matrix_exhausts_the_shift_schedule():
@@ -181,13 +256,14 @@ def test_safeguarded_factor_is_deterministic():
     [
         ({"safeguard": "jitter"}, ValueError, "unknown safeguard 'jitter'"),
         ({"safeguard": 3}, ValueError, "safeguard must be None"),
+        ({"safeguard": "compensate+compensate-block"}, ValueError, "one form of compensation"),
         ({"shift": -1.0}, ValueError, "shift must be a finite number >= 0"),
         ({"shift": np.nan}, ValueError, "shift must be a finite number >= 0"),
         ({"shift": "1e-3"}, TypeError, "shift must be a finite number"),
         ({"safeguard": "shift", "overwrite_a": True}, ValueError, "overwrite_a"),
         ({"safeguard": "pivot", "variant": "right"}, ValueError, "variant='left'"),
     ],
-    ids=["unknown-name", "wrong-type", "negative-shift", "nan-shift", "string-shift", "shift-overwrite", "right"],
+    ids=["unknown-name", "wrong-type", "two-compensations", "negative-shift", "nan-shift", "string-shift", "shift-overwrite", "right"],
 )
 def test_bad_options_raise_naming_the_argument(kwargs, error, match):
     A = tlr.TLRMatrix.from_dense(np.eye(64) * 2.0, 32, accuracy=1e-8)
@@ -229,3 +305,24 @@ def test_pivot_norm_reads_the_updated_lower_triangle_only():
     D = dsyrk(-1.0, W, beta=1.0, c=D, lower=1, overwrite_c=1)  # lower triangle only
     symmetric = np.tril(D) + np.tril(D, -1).T
     assert _frobenius(D, stale) == pytest.approx(np.linalg.norm(symmetric), rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["gaussian", "matern15-duplicated"])
+@pytest.mark.parametrize("safeguard", ["compensate", "compensate-block"])
+def test_batched_compensation_rescues_within_the_contract(name, safeguard):
+    # the packed path on the NumPy back end: the same compensation, one eigh per tile
+    M = kernel_matrix(name)
+    n = M.shape[0]
+    A = tlr.TLRMatrix.from_generator(lambda r, c: M[np.ix_(r, c)], n, TILE, accuracy=ACCURACY, method="batched")
+    F = tlr.cholesky(A, safeguard=safeguard)
+    assert type(F).__name__ == "PackedCholesky" and F.compensated_tiles == tuple(range(A.n_tiles))
+    norm, c = A.frobenius_norm(), compensation_constant(A)
+    assert 0 < F.perturbation <= (c - 1) * ACCURACY * norm * (1 + 1e-12)  # measured 7.0-8.1 of 12
+    L = F.to_dense()
+    assert np.linalg.norm(L @ L.T - M) <= (c + 2) * ACCURACY * np.linalg.norm(M)
+
+
+def test_batched_compensation_refuses_overwrite_a():
+    A = tlr.TLRMatrix.from_generator(lambda r, c: 2.0 * (r[:, None] == c), 64, 32, accuracy=1e-8, method="batched")
+    with pytest.raises(ValueError, match="overwrite_a"):
+        tlr.cholesky(A, safeguard="compensate", overwrite_a=True)

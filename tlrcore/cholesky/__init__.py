@@ -41,6 +41,7 @@ from tlrcore.cholesky.safeguards import (
     ZERO_MATRIX_HINT,
     DiagonalFactorizer,
     check_shift,
+    compensation_form,
     parse_safeguard,
     shift_schedule,
 )
@@ -90,16 +91,21 @@ def cholesky(
         updated and recompressed after every column (:mod:`tlrcore.cholesky.right`);
         slower, for comparison, and without safeguards. ``"batched"``: left-looking on whole tile columns with
         batched kernels in the packed layout (:mod:`tlrcore.cholesky.batched`), the GPU
-        algorithm, on any back end; only the ``"shift"`` safeguard. Default:
+        algorithm, on any back end; the ``"compensate"`` and ``"shift"`` safeguards. Default:
         ``"batched"`` if `A` is in the packed layout (built with ``method="batched"``,
         e.g. on a GPU), else ``"left"``.
     safeguard : None, str or sequence of str, default None
         What to do when the matrix is not positive definite at this accuracy (see
-        :mod:`tlrcore.cholesky.safeguards`): ``"shift"`` (retry with the smallest
-        sufficient diagonal shift, a power-of-two multiple of the tile tolerance),
-        ``"schur"`` (Schur compensation of the diagonal updates), ``"modified"``
-        (modified Cholesky on a failing diagonal tile), ``"pivot"`` (tile pivoting,
-        :mod:`tlrcore.cholesky.pivoted`); combine as ``"pivot+modified"`` or ``("schur", "shift")``. None raises.
+        :mod:`tlrcore.cholesky.safeguards`): ``"compensate"`` (always-on compensation of
+        every diagonal tile, H2Opus sec. 5.1.1: the update's compression tail in diagonal
+        rowsum form plus ``2 tau`` for the off-diagonal compression errors; changes
+        positive definite input too, within ``||L L^T - A_tlr||_F <= (1 + 3 sqrt(b /
+        n_t)) accuracy ||A_tlr||_F``), ``"compensate-block"`` (the same with the tail as a
+        full block), ``"shift"`` (retry with the smallest sufficient diagonal shift, a
+        power-of-two multiple of the tile tolerance), ``"schur"`` (Schur compensation of
+        a failing tile only), ``"modified"`` (modified Cholesky on a failing diagonal
+        tile), ``"pivot"`` (tile pivoting, :mod:`tlrcore.cholesky.pivoted`); combine as
+        ``"compensate+modified"`` or ``("compensate", "shift")``. None raises.
     shift : float, default 0.0
         Added to every diagonal entry of `A` (which is not modified).
 
@@ -107,8 +113,9 @@ def cholesky(
     -------
     TLRCholesky or PackedCholesky
         (the latter from the batched variant, with arrays of `A`'s back end). With
-        ``.perturbation = ||E||_F`` (0.0 when nothing was changed), ``.shift``,
-        ``.modified_tiles``, ``.backend`` and, with tile pivoting, ``.perm``.
+        ``.perturbation = ||E||_F`` (0.0 when nothing was changed),
+        ``.perturbation_parts`` (``||.||_F`` by source: shift, compensation, schur,
+        modified), ``.shift``, ``.compensated_tiles``, ``.modified_tiles``, ``.backend`` and, with tile pivoting, ``.perm``.
 
     Raises
     ------
@@ -139,8 +146,12 @@ def cholesky(
     random_state = check_random_state(random_state)
     if variant == "right" and (guards or shift):
         raise ValueError("safeguard and shift are implemented for variant='left' only; drop variant='right'.")
-    if variant == "batched" and set(guards) - {"shift"}:
-        raise ValueError(f"variant='batched' supports safeguard='shift' only; got {safeguard!r}.")
+    if variant == "batched" and set(guards) - {"shift", "compensate", "compensate-block"}:
+        raise ValueError(f"variant='batched' supports safeguard='compensate', 'compensate-block' and 'shift' only; "
+                         f"got {safeguard!r}.")
+    if variant == "batched" and overwrite_a and compensation_form(guards):
+        raise ValueError("variant='batched' with compensation reads A's diagonal tiles, so it cannot be combined "
+                         "with overwrite_a=True.")
     if overwrite_a and "shift" in guards:
         raise ValueError("safeguard='shift' may restart from A, so it cannot be combined with overwrite_a=True.")
     tolerance = A.tolerance if accuracy is None else check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
@@ -171,7 +182,8 @@ def _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrit
         factorization = left_looking
     extra = [0.0] + (shift_schedule(tolerance, A.n_tiles) if "shift" in guards else [])
     for attempt, added in enumerate(extra):
-        diagonal = DiagonalFactorizer(tolerance, shift + added, "schur" in guards, "modified" in guards)
+        diagonal = DiagonalFactorizer(tolerance, shift + added, "schur" in guards, "modified" in guards,
+                                      compensation_form(guards))
         try:
             factor = factorization(A, tolerance, diagonal, block_size, random_state, overwrite_a)
         except NotPositiveDefiniteError as exc:
@@ -196,6 +208,7 @@ def _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrit
             continue
         factor.shift = shift + added
         factor.perturbation = diagonal.perturbation
+        factor.perturbation_parts = diagonal.perturbation_parts
         factor.modified_tiles = tuple(diagonal.modified_tiles)
         factor.compensated_tiles = tuple(diagonal.compensated_tiles)
         return factor

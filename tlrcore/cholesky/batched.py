@@ -38,14 +38,14 @@ import numpy as np
 
 from tlrcore._threads import column_progress, column_seeds
 from tlrcore.cholesky.factor import PackedCholesky
-from tlrcore.cholesky.safeguards import tile_failure
+from tlrcore.cholesky.safeguards import OFF_DIAGONAL_COMPENSATION, tile_failure
 from tlrcore.compress.ara_batched import batched_ara
 from tlrcore.packed.column import TileColumn
 from tlrcore.packed.pool import PoolIndex, TilePool, store_column
 from tlrcore.packed.tiles import PackedTiles
 from tlrcore.packed.update import ColumnUpdate
 
-__all__ = ["batched_left_looking"]
+__all__ = ["batched_left_looking", "packed_compensation"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,9 @@ _MIN_WORK_BYTES = 64 * 2**20
 
 
 def batched_left_looking(P, tolerance, factorizer, block_size, random_state, release=None):
-    """Factor the packed matrix `P`; `factorizer` supplies the diagonal shift only.
+    """Factor the packed matrix `P`; `factorizer` supplies the diagonal shift and the
+    always-on compensation (``factorizer.compensate``, :func:`packed_compensation`; not
+    with `release`, which drops the original diagonal tiles the update is read from).
 
     ``release(k)``, if given, is called when tile column `k` of the matrix is no longer
     needed (``overwrite_a``); the packed column is dropped as well, and the diagonal tiles
@@ -81,8 +83,8 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
     # With overwrite_a the diagonal tiles are factored in place: at n = 1M and tile 2048
     # they alone take 16 GB.
     D = P.diagonal if release is not None else P.diagonal.copy()
+    real = xp.asarray(np.arange(P.n_padded) < P.n, dtype=xp.float64).reshape(n_t, b)
     if factorizer.shift:
-        real = xp.asarray(np.arange(P.n_padded) < P.n, dtype=xp.float64).reshape(n_t, b)
         D += factorizer.shift * (real[:, :, None] * xp.eye(b))
         factorizer.record_shift(P.n)
     seeds = column_seeds(random_state, n_t)
@@ -95,6 +97,13 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
     flops = [0.0]
     with backend.small_kernels(), column_progress(n_t, "TLR Cholesky (batched)") as counter:
         for k in range(n_t):
+            if factorizer.compensate:
+                # D[k] = A(k, k) + shift - W W^T, so the update W W^T is read off A's tile
+                update = P.diagonal[k] + factorizer.shift * (real[k][:, None] * xp.eye(b)) - D[k]
+                change = packed_compensation(backend, update, real[k], tolerance, factorizer.compensate)
+                D[k] += change
+                factorizer.tally(k, "compensation", float(xp.sum(change * change)))
+                factorizer.compensated_tiles.append(k)
             Lkk, info = backend.cholesky(D[k])
             if int(info):
                 raise tile_failure(k, int(info))
@@ -122,3 +131,19 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
     factor.gemm_flops = flops[0]
     factor.allocated_bytes = int(D.nbytes) + pool.nbytes
     return factor
+
+
+def packed_compensation(backend, update, real, tolerance, form):
+    """The always-on compensation of one padded diagonal tile with accumulated update
+    `update` (``W W^T``, symmetric, zero on the padding), as in
+    :meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.compensation`: the update's tail
+    ``T`` below `tolerance` (``"block"``) or ``diag(rowsum |T|)`` (``"rowsum"``), plus
+    ``OFF_DIAGONAL_COMPENSATION * tolerance`` on the `real` (unpadded) diagonal entries.
+    One ``eigh`` of the whole tile on the back end (no host round trip)."""
+    xp = backend.xp
+    lam, Q = backend.eigh(update)
+    lam = xp.maximum(lam, 0.0)
+    tail = int(xp.sum(xp.sqrt(xp.cumsum(lam * lam)) <= tolerance))
+    T = (Q[:, :tail] * lam[:tail]) @ Q[:, :tail].T
+    change = T if form == "block" else xp.diag(xp.abs(T).sum(axis=1))
+    return change + xp.diag(OFF_DIAGONAL_COMPENSATION * tolerance * real)

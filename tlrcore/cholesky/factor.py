@@ -41,6 +41,9 @@ class TLRCholesky(TileFactor):
     perturbation : float
         ``||E||_F`` of the change the safeguards made on purpose, beyond compression:
         ``L L^T ~ A + E``. Exactly 0.0 when none was needed.
+    perturbation_parts : dict of str to float
+        ``||.||_F`` of ``E`` by source (``"shift"``, ``"compensation"``, ``"schur"``,
+        ``"modified"``); all 0.0 when nothing was changed.
     shift : float
         The diagonal shift in ``E`` (explicit plus automatic).
     compensated_tiles, modified_tiles : tuple of int
@@ -63,6 +66,7 @@ class TLRCholesky(TileFactor):
         self.perm: IntArray | None = None if perm is None else np.asarray(perm)
         # set by the safeguarded factorization that made the factor
         self.perturbation = self.shift = 0.0
+        self.perturbation_parts: dict[str, float] = {}
         self.compensated_tiles: tuple[int, ...] = ()
         self.modified_tiles: tuple[int, ...] = ()
 
@@ -170,6 +174,7 @@ class PackedCholesky:
         self.n, self.n_tiles, self.offsets = packed.n, packed.n_tiles, packed.offsets
         self.tolerance = tolerance
         self.perturbation = self.shift = 0.0
+        self.perturbation_parts: dict[str, float] = {}
         self.compensated_tiles: tuple[int, ...] = ()
         self.modified_tiles: tuple[int, ...] = ()
 

@@ -47,7 +47,7 @@ def pivoted_left_looking(A, tolerance, factorizer, block_size, random_state, ove
             p = max(updated, key=lambda i: (_frobenius(updated[i], stale[i]), -i))
             order.append(p)
             D = updated.pop(p)
-            W = stack([gram_root(U[p, j], V[p, j]) for j in range(k)], D.shape[0]) if factorizer.schur else None
+            W = stack([gram_root(U[p, j], V[p, j]) for j in range(k)], D.shape[0]) if (factorizer.schur or factorizer.compensate) else None
             Lkk = factorizer.factor(D, W if W is not None else np.zeros((D.shape[0], 0)), k)
             diagonal.append(Lkk)
             rest = sorted(updated)
