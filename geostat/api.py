@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -12,7 +14,7 @@ from geostat.distance import Distance, get_distance, warn_if_invalid_on_sphere
 from geostat.kernels import Kernel, get_kernel
 from geostat.likelihood import make_likelihood, resolve_method
 from geostat.optimize.scaling import DataScale
-from geostat.solvers import get_backend
+from geostat.solvers import get_backend, resolve_client
 
 __all__ = ["log_likelihood"]
 
@@ -30,6 +32,7 @@ def log_likelihood(
     ordering: Ordering = "kdtree",
     reml: bool = False,
     device: Device = "cpu",
+    client: Any = None,
 ) -> float:
     """Gaussian log-likelihood of observations at given covariance parameters.
 
@@ -63,6 +66,12 @@ def log_likelihood(
         ``"gpu"`` evaluates on a CUDA GPU through CuPy (see the user guide): the dense
         exact likelihood in GPU memory, or TLR. ``method="auto"`` then uses the exact
         method up to :data:`geostat.likelihood.DEVICE_EXACT_MAX` sites when it fits in GPU memory.
+    client : None, "default" or distributed.Client, default None
+        Evaluate on the workers of a Dask cluster (``pip install 'geostat-tlr[dask]'``; see
+        ``docs/cluster.md``): the covariance is compressed and factored there
+        (:mod:`tlrcore.distributed`) and only ``n``-vectors and scalars come back; the
+        value equals the in-process one to rounding. ``"default"`` uses the current
+        default client. With a client ``method="auto"`` means ``"tlr"``.
 
     Returns
     -------
@@ -75,11 +84,16 @@ def log_likelihood(
         If the covariance matrix is not numerically positive definite.
     ValueError, TypeError
         For bad arguments (the message names the argument), an unknown `method` or
-        `device`, or ``device="gpu"`` without CuPy or a GPU.
+        `device`, ``device="gpu"`` without CuPy or a GPU, ``method="exact"`` or
+        ``device="gpu"`` with a `client`, ``client="default"`` without a client, or a
+        `client` that is not a ``distributed.Client``.
+    ImportError
+        For a `client` without the ``dask`` extra installed.
     MemoryError
         If the exact method's dense matrices would not fit in memory.
     """
     resolve_method(method, 0)
+    client = resolve_client(client)
     check_tile_size(tile_size)
     check_choice(ordering, "ordering", ORDERINGS)
     reml = check_bool(reml, "reml")
@@ -106,5 +120,5 @@ def log_likelihood(
     scale = DataScale.nearest(np.sqrt(params["variance"]))
     lik = make_likelihood(method, data.coords, values / scale.factor, data.design, kern, get_distance(distance_name),
                           reml, accuracy=accuracy, tile_size=tile_size, ordering=ordering, on_failure="raise",
-                          backend=backend)
+                          backend=backend, client=client)
     return scale.loglik_from_unit(lik.log_likelihood(scale.params_to_unit(params)), lik.n_eff)

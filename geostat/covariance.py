@@ -78,6 +78,14 @@ class Sites:
         self._table = None
         self._axes = None
 
+    def __reduce__(self):
+        """Pickle the host coordinates, the distance and the back end only: the points are
+        recomputed from them (the same function of the same coordinates, so bit for bit)
+        and the caches (pair distances, tables) are not sent. A block generator shipped to
+        the workers of a Dask cluster (:mod:`geostat.solvers`) thus carries ``n x d``
+        numbers, the kernel and its parameters."""
+        return Sites, (self.coords, self.distance, self.backend)
+
     # ------------------------------------------------------------------ whole matrices
     def pair_distances(self):
         """Condensed distances of all pairs ``i < j`` on the back end (computed once)."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from geostat.checks import (
@@ -68,7 +68,7 @@ from geostat.optimize import MLEResult, ParameterSpace, maximize_likelihood
 from geostat.optimize.progress import check_verbose, fit_progress, shows_tile_progress
 from geostat.optimize.scaling import DataScale, residual_variance
 from geostat.predict import Kriging
-from geostat.solvers import get_backend, tile_progress
+from geostat.solvers import get_backend, resolve_client, tile_progress
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -148,6 +148,17 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         notebook or a log file); ``2``: also log each evaluation at INFO. Log records
         go through :mod:`logging` (loggers ``geostat`` and ``tlrcore``) whatever
         `verbose` is. See :mod:`geostat.optimize.progress`.
+    client : None, "default" or distributed.Client, default None
+        Run the TLR likelihood on the workers of a Dask cluster (``pip install
+        'geostat-tlr[dask]'``; see ``docs/cluster.md``): each evaluation compresses and
+        factors the covariance there, and the estimates equal the in-process ones to
+        rounding. ``"default"`` uses the current default client when `fit` runs. With a
+        client ``method="auto"`` means ``"tlr"`` (``"exact"`` and ``device="gpu"`` are
+        refused). The pilot and polish subsamples, the derivative matrices of the Fisher
+        scoring and kriging's small products run in this process. The cluster has no
+        diagonal-shift safeguard: ``on_failure="shift"`` acts as ``"step"`` there. Not
+        pickled nor saved (a loaded or unpickled model computes in process);
+        :func:`sklearn.base.clone` shares the client.
 
     Attributes
     ----------
@@ -236,6 +247,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         n_starts: int = 3,
         on_failure: OnFailure = "shift",
         verbose: bool | int | None = None,
+        client: Any = None,
     ) -> None:
         self.kernel = kernel
         self.smoothness = smoothness
@@ -254,6 +266,14 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         self.n_starts = n_starts
         self.on_failure = on_failure
         self.verbose = verbose
+        self.client = client
+
+    def __sklearn_clone__(self):
+        """An unfitted copy with the same parameters (scikit-learn's :func:`~sklearn.base.clone`),
+        sharing the Dask client: a connection, which cannot be deep-copied."""
+        params = self.get_params(deep=False)
+        client = params.pop("client")
+        return type(self)(**{name: clone(value, safe=False) for name, value in params.items()}, client=client)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -275,6 +295,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         check_random_state(self.random_state)
         check_on_failure(self.on_failure)
         check_verbose(self.verbose)
+        resolve_client(self.client)
 
     def fit(self, X: SitesOrField, y: Observations | str | None = None) -> Self:
         """Estimate the covariance parameters and trend by maximum likelihood.
@@ -616,8 +637,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         :mod:`geostat.data.model_file`) holds the settings, the estimates and the training
         data (sites, observations, trend design), not the covariance factor: that is
         recomputed at the first prediction after loading, so predictions and simulations
-        equal this estimator's. Loading runs no pickle, so a model file from elsewhere is
-        safe to open.
+        equal this estimator's. Nor the Dask `client`: a loaded model computes in process.
+        Loading runs no pickle, so a model file from elsewhere is safe to open.
 
         Parameters
         ----------
@@ -637,13 +658,16 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         params = self.get_params(deep=False)
         fitted = {k: v for k, v in self.__getstate__().items() if k not in params and k != "_sklearn_version"}
+        del params["client"]  # a connection, not a setting of the model: a loaded model computes in process
         write_model(path, params, fitted)
 
     def __getstate__(self):
         """The state to pickle: all but the likelihood and the kriging predictor (with the
         covariance factor and distance tables), which are rebuilt from the training data
-        at first use, so a pickle is about as small as the data."""
-        return {k: v for k, v in super().__getstate__().items() if k != "_solvers"}
+        at first use, so a pickle is about as small as the data; and without the Dask
+        client (a connection: the copy computes in process)."""
+        state = {k: v for k, v in super().__getstate__().items() if k != "_solvers"}
+        return {**state, "client": None} if "client" in state else state
 
     @property
     def _likelihood(self):
@@ -677,7 +701,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         return make_likelihood(
             method, training.coords, training.y, training.design, kernel, get_distance(distance_name), self.reml,
             accuracy=self.accuracy, tile_size=self.tile_size, ordering=self.ordering, random_state=seed,
-            on_failure=self.on_failure, backend=backend,
+            on_failure=self.on_failure, backend=backend, client=resolve_client(getattr(self, "client", None)),
         )
 
 

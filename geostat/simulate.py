@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from geostat.checks import (
@@ -19,7 +21,16 @@ from geostat.data.types import FloatArray, Method, Ordering, Params, Seed, Sites
 from geostat.distance import Distance, get_distance, warn_if_invalid_on_sphere
 from geostat.kernels import Kernel, get_kernel
 from geostat.likelihood import resolve_method
-from geostat.solvers import NUMPY, DenseCholesky, one_blas_thread, tlr_covariance, tlr_factor
+from geostat.solvers import (
+    NUMPY,
+    DenseCholesky,
+    distributed_tlr_factor,
+    one_blas_thread,
+    resolve_client,
+    site_order,
+    tlr_covariance,
+    tlr_factor,
+)
 
 __all__ = ["simulate"]
 
@@ -36,6 +47,7 @@ def simulate(
     accuracy: float = 1e-8,
     tile_size: int | None = None,
     ordering: Ordering = "kdtree",
+    client: Any = None,
 ) -> FloatArray:
     """Draw zero-mean Gaussian random fields with the given covariance.
 
@@ -61,6 +73,11 @@ def simulate(
         covariance ``L L^T``, within that accuracy of the model's).
     tile_size : int, optional
     ordering : {"kdtree", "morton", "none"}, default "kdtree"
+    client : None, "default" or distributed.Client, default None
+        Build and factor the TLR covariance on the workers of a Dask cluster (see
+        ``docs/cluster.md``); the white noise is drawn here from `random_state` and the
+        draws equal the in-process ones to rounding. With a client ``method="auto"``
+        means ``"tlr"``; ``"exact"`` is refused.
 
     Returns
     -------
@@ -70,7 +87,10 @@ def simulate(
     Raises
     ------
     ValueError, TypeError
-        For bad arguments (the message names the argument).
+        For bad arguments (the message names the argument), ``method="exact"`` with a
+        `client`, or a bad `client`.
+    ImportError
+        For a `client` without the ``dask`` extra installed.
     MemoryError
         If ``method="exact"`` needs more memory than is available (the message says how much).
     tlrcore.NotPositiveDefiniteError
@@ -82,6 +102,10 @@ def simulate(
     tile_size = check_tile_size(tile_size)
     check_choice(ordering, "ordering", ORDERINGS)
     resolve_method(method, 0)
+    client = resolve_client(client)
+    if client is not None and method == "exact":
+        raise ValueError("client= simulates through the TLR factor on a Dask cluster; method='exact' runs in this "
+                         "process only: use method='tlr' (or 'auto') with a client, or client=None.")
     kern = get_kernel(kernel)
     params = check_params(params, kern)
     data, distance_name = prepare_coords(X, Trend("none"), distance)
@@ -90,7 +114,12 @@ def simulate(
     # Draws of K = R + (nugget / variance) I, scaled by sqrt(variance): no entry of the
     # factorized matrix over- or underflows whatever the variance.
     unit = {**params, "variance": 1.0, "nugget": params["nugget"] / params["variance"]}
-    if resolve_method(method, data.n) == "tlr":
+    if client is not None:
+        perm, tile_size = site_order(data.coords, dist, ordering, tile_size)
+        block = Sites(data.coords[perm], dist, NUMPY).covariance_block(kern, unit)
+        factor = distributed_tlr_factor(client, block, data.n, tile_size, perm, accuracy)
+        samples = factor.multiply_lower(rng.standard_normal((data.n, n_samples)))
+    elif resolve_method(method, data.n) == "tlr":
         A, perm = tlr_covariance(data.coords, kern, unit, dist, accuracy=accuracy, tile_size=tile_size,
                                  ordering=ordering)
         factor = tlr_factor(lambda: A, perm)[0]

@@ -10,6 +10,11 @@ the same kind.
 Back ends are chosen once, by name (:func:`get_backend`: ``"cpu"`` is NumPy, ``"gpu"``
 CuPy), and stored on the objects that use them.
 
+A Dask cluster (``client=``): :func:`resolve_client` checks the argument and
+:func:`distributed_tlr_factor` builds and factors the covariance on the workers
+(:mod:`tlrcore.distributed`); the factor it returns is a :class:`TLRFactor`, like the
+in-process one. Dask is imported only there, never by ``import geostat``.
+
 Progress: :func:`tile_progress` (tlrcore's :func:`tlrcore.progress`) switches on the
 tile-column counters of TLR builds and factorizations for a block of code.
 
@@ -41,9 +46,11 @@ __all__ = [
     "TLRFactor",
     "covariance_block",
     "dense_cholesky_batch",
+    "distributed_tlr_factor",
     "get_backend",
     "not_positive_definite",
     "one_blas_thread",
+    "resolve_client",
     "site_order",
     "tile_progress",
     "tlr_covariance",
@@ -89,6 +96,54 @@ def get_backend(device):
                 f"on a machine with an NVIDIA GPU, or use device='cpu'. ({exc})"
             ) from None
     raise ValueError(f"device={device!r} is not one of {DEVICES}.")
+
+
+#: The message of a ``client=`` without Dask installed.
+DASK_MISSING = ("client= runs the TLR method on a Dask cluster and needs dask.distributed, which is not installed: "
+                "pip install 'geostat-tlr[dask]'.")
+
+
+def resolve_client(client):
+    """The ``distributed.Client`` a ``client=`` argument names, or None.
+
+    Parameters
+    ----------
+    client : None, "default" or distributed.Client
+        None: compute in this process. ``"default"``: the current default client
+        (``distributed.get_client()``, e.g. the last ``Client(...)`` made).
+
+    Returns
+    -------
+    distributed.Client or None
+
+    Raises
+    ------
+    ImportError
+        If `client` is not None and ``dask.distributed`` is not installed.
+    ValueError
+        For ``"default"`` when no client exists, or another string.
+    TypeError
+        For any other object.
+    """
+    if client is None:
+        return None
+    try:
+        import distributed
+    except ImportError:
+        raise ImportError(DASK_MISSING) from None
+    if isinstance(client, str):
+        if client != "default":
+            raise ValueError(f"client must be None, 'default' or a distributed.Client; got the string {client!r}.")
+        try:
+            return distributed.get_client()
+        except ValueError:
+            raise ValueError(
+                "client='default' uses the current Dask client, and there is none: make one first "
+                "(client = distributed.Client(...)) or pass it as client=client."
+            ) from None
+    if not isinstance(client, distributed.Client):
+        raise TypeError(f"client must be None, 'default' or a distributed.Client; got {type(client).__name__}.")
+    return client
 
 
 def not_positive_definite(order, n):
@@ -279,7 +334,9 @@ class TLRFactor(_Factor):
 
     Parameters
     ----------
-    factor : tlrcore.TLRCholesky or the packed (batched) factor
+    factor : tlrcore.TLRCholesky, the packed (batched) factor, or a DistributedCholesky
+        A :class:`tlrcore.distributed.DistributedCholesky` keeps its tiles on a Dask
+        cluster (:func:`distributed_tlr_factor`).
     perm : ndarray of shape (n,)
     matrix_norm : float, optional
         ``||K||_F``, for ``.relative_perturbation`` of a safeguarded factor.
@@ -392,6 +449,55 @@ def tlr_factor(build, perm, random_state=0, shift_on_failure=False):
     A = build()
     factor = tlrcore.cholesky(A, random_state=random_state, safeguard="shift")
     return TLRFactor(factor, perm, A.frobenius_norm()), True
+
+
+def distributed_tlr_factor(client, block, n, tile_size, perm, accuracy=1e-8, random_state=0):
+    """TLR Cholesky factor of the covariance ``block`` generates, built and factored on the
+    workers of a Dask cluster.
+
+    The same compression and left-looking factorization, with the same seeds, as
+    ``tlr_factor(lambda: tlr_matrix(block, n, tile_size, accuracy, random_state=random_state),
+    perm, random_state)``, so the two factors agree to rounding
+    (:mod:`tlrcore.distributed`). `block` (a :meth:`geostat.covariance.Sites.covariance_block`)
+    is sent to the workers once; the tiles stay there, and the factor's solves and
+    products move only ``n``-vectors (or ``n x m`` blocks).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    block : callable
+        Picklable block generator of the covariance of the sites in order `perm`.
+    n, tile_size : int
+    perm : ndarray of shape (n,)
+    accuracy : float, default 1e-8
+    random_state : int, default 0
+
+    Returns
+    -------
+    TLRFactor
+        Wrapping a :class:`tlrcore.distributed.DistributedCholesky`; ``shift`` and
+        ``perturbation`` are always 0.0.
+
+    Raises
+    ------
+    NotPositiveDefiniteError
+        If the compressed covariance is not positive definite: the distributed
+        factorization has no safeguard (no diagonal shift), so this is raised whatever
+        the likelihood's ``on_failure``; the message says what to do.
+    """
+    import tlrcore.distributed as td
+
+    A = td.DistributedTLRMatrix.from_generator(client, block, n, tile_size, accuracy=accuracy,
+                                               random_state=random_state)
+    try:
+        return TLRFactor(td.cholesky(A, random_state=random_state, overwrite_a=True), perm)
+    except NotPositiveDefiniteError as exc:
+        raise NotPositiveDefiniteError(
+            f"{exc} On a Dask cluster the TLR factorization has no diagonal-shift safeguard, so "
+            "on_failure='shift' does not apply there (a fit steps away from such parameters, as with "
+            "on_failure='step'); add or bound a nugget, tighten the accuracy, or run in process (client=None).",
+            tile=exc.tile,
+        ) from exc
 
 
 def covariance_block(coords, kernel, params, distance, backend=NUMPY):

@@ -30,7 +30,7 @@ import logging
 from geostat.likelihood.dense import ExactLikelihood, dense_bytes, fits_in_memory
 from geostat.likelihood.terms import Terms, split_params
 from geostat.likelihood.tlr import TLRLikelihood
-from geostat.solvers import NUMPY
+from geostat.solvers import NUMPY, resolve_client
 
 __all__ = [
     "DEVICE_EXACT_MAX",
@@ -87,8 +87,8 @@ def resolve_method(method, n, backend=NUMPY, n_gradients=1):
 
 
 def make_likelihood(method, coords, y, design, kernel, distance, reml=False, accuracy=1e-8, tile_size=None,
-                    ordering="kdtree", random_state=0, on_failure="shift", backend=NUMPY):
-    """The likelihood `method` resolves to, on a back end.
+                    ordering="kdtree", random_state=0, on_failure="shift", backend=NUMPY, client=None):
+    """The likelihood `method` resolves to, on a back end (or a Dask cluster).
 
     Parameters
     ----------
@@ -101,18 +101,33 @@ def make_likelihood(method, coords, y, design, kernel, distance, reml=False, acc
         See :mod:`geostat.likelihood.failure`.
     backend : tlrcore.backends.Backend, default NUMPY
         Where the matrices live (:func:`geostat.solvers.get_backend`).
+    client : None, "default" or distributed.Client, default None
+        Run the TLR method on this Dask cluster (:class:`TLRLikelihood`); with a client
+        ``"auto"`` means ``"tlr"``.
+
+    Raises
+    ------
+    ValueError
+        For ``method="exact"`` with a client: the exact method runs in process only.
     """
     n_gradients = 1 + len(kernel.free_shape)
-    chosen = resolve_method(method, coords.shape[0], backend, n_gradients)
+    client = resolve_client(client)
+    if client is not None:
+        if method == "exact":
+            raise ValueError("client= runs the TLR method on a Dask cluster; method='exact' runs in this process "
+                             "only: use method='tlr' (or 'auto') with a client, or client=None.")
+        resolve_method(method, 0)
+    chosen = "tlr" if client is not None else resolve_method(method, coords.shape[0], backend, n_gradients)
     if chosen == "tlr":
         likelihood = TLRLikelihood(coords, y, design, kernel, distance, reml, accuracy=accuracy, tile_size=tile_size,
                                    ordering=ordering, random_state=random_state, on_failure=on_failure,
-                                   backend=backend)
+                                   backend=backend, client=client)
     else:
         likelihood = ExactLikelihood(coords, y, design, kernel, distance, reml, on_failure, backend)
     if logger.isEnabledFor(logging.INFO):
-        logger.info("likelihood: %s on %s (%s); %s", chosen, _device(backend),
-                    _why(method, chosen, coords.shape[0], backend, n_gradients), likelihood.describe())
+        where, why = ((_device(backend), _why(method, chosen, coords.shape[0], backend, n_gradients)) if client is None
+                      else ("a Dask cluster", f"method={method!r} with client="))
+        logger.info("likelihood: %s on %s (%s); %s", chosen, where, why, likelihood.describe())
     return likelihood
 
 

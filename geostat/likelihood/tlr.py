@@ -12,13 +12,21 @@ inverse. They are estimated instead with fixed random probes through TLR solves
 (:meth:`TLRLikelihood.probe_traces`, :mod:`geostat.likelihood.stochastic_fisher`), which
 give the optimizer's Fisher-scoring steps (:mod:`geostat.optimize.scoring`) and the
 expected Fisher information of the standard errors.
+
+On a Dask cluster (``client=``) each group's covariance is compressed and factored on
+the workers (:func:`geostat.solvers.distributed_tlr_factor`), the groups concurrently;
+the GLS solves, the probe solves (``n x 64`` blocks) and the log-determinant run there
+too, and only ``n``-vectors, ``n x m`` blocks and scalars come back. The derivative
+matrices ``dR`` of the probe traces are compressed in this process.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +37,15 @@ from geostat.likelihood.dense import ExactLikelihood
 from geostat.likelihood.gls import gls
 from geostat.likelihood.stochastic_fisher import probe_traces, stochastic_fisher_information
 from geostat.likelihood.terms import Terms, split_params
-from geostat.solvers import NUMPY, PermutedTLR, site_order, tlr_factor, tlr_matrix
+from geostat.solvers import (
+    NUMPY,
+    PermutedTLR,
+    distributed_tlr_factor,
+    resolve_client,
+    site_order,
+    tlr_factor,
+    tlr_matrix,
+)
 
 __all__ = ["TLRLikelihood"]
 
@@ -71,11 +87,20 @@ class TLRLikelihood(Likelihood):
         small arrays (per-tile estimates, ``p x p`` GLS products) to the host; the factors
         handed to kriging and standard errors (:meth:`factors`) solve host vectors into
         host results.
+    client : None, "default" or distributed.Client, default None
+        Build and factor the covariances on the workers of this Dask cluster
+        (:func:`geostat.solvers.resolve_client`); the values equal the in-process ones to
+        rounding. The distributed factorization has no safeguard: a covariance that is
+        not positive definite raises :class:`~tlrcore.NotPositiveDefiniteError` whatever
+        `on_failure` (a fit then steps away from it, as with ``"step"``).
 
     Raises
     ------
     ValueError
-        If `accuracy` is not in (0, 1), and as :class:`~geostat.likelihood.base.Likelihood`.
+        If `accuracy` is not in (0, 1), for a `client` with a back end other than NumPy,
+        and as :class:`~geostat.likelihood.base.Likelihood`.
+    TypeError, ImportError
+        For a bad `client`, or one without Dask installed (:func:`~geostat.solvers.resolve_client`).
     TrendNotIdentifiableError
         As :class:`~geostat.likelihood.base.Likelihood`.
     """
@@ -84,9 +109,13 @@ class TLRLikelihood(Likelihood):
     method = "tlr"
 
     def __init__(self, coords, y, design, kernel, distance, reml=False, accuracy=1e-8, tile_size=None,
-                 ordering="kdtree", random_state=0, on_failure="shift", backend=NUMPY):
+                 ordering="kdtree", random_state=0, on_failure="shift", backend=NUMPY, client=None):
         if not (isinstance(accuracy, (float, int, np.floating)) and 0 < accuracy < 1):
             raise ValueError(f"accuracy must be a number in (0, 1); got {accuracy!r}.")
+        self.client = resolve_client(client)
+        if self.client is not None and backend.name != NUMPY.name:
+            raise ValueError(f"client= runs the TLR method on the cluster's CPUs; use device='cpu' with it "
+                             f"(got the {backend.name} back end).")
         super().__init__(coords, y, design, kernel, distance, reml, on_failure, backend)
         self.accuracy = float(accuracy)
         self.tile_size, self.ordering, self.random_state = tile_size, ordering, random_state
@@ -148,24 +177,46 @@ class TLRLikelihood(Likelihood):
         if own:
             self._cache = None
         params = {"variance": 1.0, **theta, "nugget": float(eta)}
+        blocks = [self._ordered(index).covariance_block(self.kernel, params) for index in range(len(self._orders))]
         out = []
-        for index, order in enumerate(self._orders):
-            block = self._ordered(index).covariance_block(self.kernel, params)
-
-            def build(block=block, n=order.perm.size, tile_size=order.tile_size):
-                return tlr_matrix(block, n, tile_size, accuracy or self.accuracy, random_state=self.random_state,
-                                  backend=self.backend)
-
-            start = time.perf_counter()
-            factor, shifted = tlr_factor(build, order.perm, self.random_state, self.on_failure == "shift")
+        for factor, shifted in self._map_groups(lambda index: self._factor(index, blocks[index], accuracy)):
             self.n_safeguarded += shifted
-            if logger.isEnabledFor(logging.DEBUG):
-                logger.debug("TLR factor of group %d in %.2f s: %s%s", index, time.perf_counter() - start,
-                             _factor_summary(factor), f", diagonal shift {factor.shift:.3g}" if shifted else "")
             out.append(factor)
         if own:
             self._cache = (key, out)
         return out
+
+    def _factor(self, index, block, accuracy):
+        """``(factor, shifted)`` of group `index`'s covariance given by `block`: in this
+        process, or on the cluster (never shifted there)."""
+        order, accuracy = self._orders[index], accuracy or self.accuracy
+        start = time.perf_counter()
+        if self.client is None:
+
+            def build():
+                return tlr_matrix(block, order.perm.size, order.tile_size, accuracy, random_state=self.random_state,
+                                  backend=self.backend)
+
+            factor, shifted = tlr_factor(build, order.perm, self.random_state, self.on_failure == "shift")
+        else:
+            factor = distributed_tlr_factor(self.client, block, order.perm.size, order.tile_size, order.perm,
+                                            accuracy, self.random_state)
+            shifted = False
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("TLR factor of group %d in %.2f s: %s%s", index, time.perf_counter() - start,
+                         _factor_summary(factor), f", diagonal shift {factor.shift:.3g}" if shifted else "")
+        return factor, shifted
+
+    def _map_groups(self, function):
+        """``[function(index) for each group]``; on a cluster with several groups, the groups
+        are submitted concurrently (one client thread each, in this thread's context, so
+        the progress setting holds), their results in group order."""
+        indices = range(len(self.groups))
+        if self.client is None or len(indices) == 1:
+            return [function(index) for index in indices]
+        with ThreadPoolExecutor(max_workers=len(indices)) as pool:
+            futures = [pool.submit(contextvars.copy_context().run, function, index) for index in indices]
+            return [future.result() for future in futures]
 
     def _ordered(self, index):
         """The sites of group `index` in the factor's order, on the back end (copied there
@@ -200,10 +251,8 @@ class TLRLikelihood(Likelihood):
         kept = self._cache
         factors = self.factors(theta, eta, accuracy)
         self.n_factorizations += kept is None or factors is not kept[1]
-        fits = []
-        for index, (g, chol) in enumerate(zip(self.groups, factors)):
-            fit = self._gls(index, g, chol)
-            fits.append(fit)
+        fits = self._map_groups(lambda index: self._gls(index, self.groups[index], factors[index]))
+        for g, chol, fit in zip(self.groups, factors, fits):
             logdet += g.r * chol.logdet()
             quadratic += float(xp.sum(fit.residual * fit.alpha))
             if self.reml and self.n_coef:

@@ -155,6 +155,43 @@ def test_logdet_and_solves_against_dense(remote, local, rng):
         assert value == pytest.approx(reference, rel=RTOL)
 
 
+def test_product_ranks_and_bytes_equal_those_of_the_gathered_factor(remote, rng):
+    """``L z`` sums each tile row in the order of ``TLRCholesky.multiply_lower`` on the
+    same tiles; BLAS may round differently for arrays at other addresses (a tile sent
+    between processes), so the products agree to rounding: each entry sums ``n`` terms of
+    size ``|L_ij z_j|``, ``||L||_2 < 32`` and ``|z| < 6`` here, so ``n eps ||L|| |z|`` <
+    1e-10 bounds both the comparison with the gathered factor and with the dense product."""
+    L = remote[1]
+    gathered = L.gather()
+    z = rng.standard_normal((N, 2))
+    product = L.multiply_lower(z)
+    np.testing.assert_allclose(product, gathered.multiply_lower(z), rtol=0, atol=1e-10)
+    np.testing.assert_allclose(product, gathered.to_dense() @ z, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(L.multiply_lower(z[:, 0]), product[:, 0], rtol=0, atol=1e-10)
+    assert np.array_equal(L.ranks, gathered.ranks)
+    assert L.nbytes == gathered.nbytes
+    with pytest.raises(ValueError, match="z must have shape"):
+        L.multiply_lower(np.ones(5))
+
+
+def test_solve_is_the_two_substitutions_in_one_graph(remote, rng):
+    """The same tasks as ``solve_upper(solve_lower(b))``, without the round trip of the
+    intermediate: equal to rounding (cond(L) eps < 1e-12, as in the test above)."""
+    L, b = remote[1], rng.standard_normal((N, 2))
+    np.testing.assert_allclose(L.solve(b), L.solve_upper(L.solve_lower(b)), rtol=1e-10, atol=1e-10)
+
+
+def test_progress_counts_the_factored_columns(client, block, monkeypatch, capsys):
+    """Inside ``tlrcore.progress()`` waiting for the factor shows a counter of its tile
+    columns (shown at once here instead of after two seconds)."""
+    import tlrcore._threads
+
+    monkeypatch.setattr(tlrcore._threads, "PROGRESS_DELAY", 0.0)
+    with tlrcore.progress():
+        td.cholesky(td.DistributedTLRMatrix.from_generator(client, block, 600, 100), overwrite_a=True)
+    assert "TLR Cholesky on the cluster" in capsys.readouterr().err
+
+
 def test_accuracy_argument_matches_in_process(client, block, local):
     A = td.DistributedTLRMatrix.from_generator(client, block, N, TILE, accuracy=ACCURACY)
     L = td.cholesky(A, accuracy=1e-6, random_state=3, overwrite_a=True)
@@ -173,6 +210,26 @@ def test_errors_come_back_naming_the_tile(client, block):
     with pytest.raises(NotPositiveDefiniteError) as info:
         td.cholesky(A)
     assert info.value.tile is not None
+
+
+class NaNInCorner(Exponential):
+    """The generator with NaN at entry ``(n - 1, 0)`` only, in the off-diagonal tile
+    ``(n_tiles - 1, 0)`` (which the checks made before the off-diagonal tiles are built
+    do not sample)."""
+
+    def __call__(self, rows, cols):
+        block = super().__call__(rows, cols)
+        block[(rows[:, None] == len(self.sites) - 1) & (cols[None, :] == 0)] = np.nan
+        return block
+
+
+def test_tiles_built_on_demand_give_the_same_factor(client, block, local):
+    A = td.DistributedTLRMatrix.from_generator(client, block, N, TILE, accuracy=ACCURACY, wait=False)
+    L = td.cholesky(A, overwrite_a=True)
+    assert L.logdet() == pytest.approx(local[1].logdet(), rel=RTOL)
+    lazy = td.DistributedTLRMatrix.from_generator(client, NaNInCorner(block.sites), N, TILE, wait=False)
+    with pytest.raises(GeneratorError, match=rf"tile \({lazy.n_tiles - 1}, 0\)"):
+        td.cholesky(lazy)
 
 
 def test_bad_arguments(client, block, local):

@@ -27,7 +27,8 @@ factorize
     :func:`cholesky`: the factorization as a task graph.
 factor
     :class:`DistributedCholesky`: ``logdet``, ``solve_lower``, ``solve_upper``, ``solve``,
-    ``gather``.
+    ``multiply_lower``, ``ranks``, ``nbytes``, ``gather`` (what :class:`tlrcore.TLRCholesky`
+    answers, so ``geostat.solvers.TLRFactor`` wraps either).
 _graph, _tasks
     Keys, placement and submission; the functions the workers run.
 """

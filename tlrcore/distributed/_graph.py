@@ -14,7 +14,7 @@ from uuid import uuid4
 
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
-__all__ = ["RowPlacement", "prefix", "submit"]
+__all__ = ["CriticalFirst", "RowPlacement", "prefix", "submit"]
 
 
 class RowPlacement:
@@ -42,6 +42,29 @@ class RowPlacement:
 
     def __call__(self, key):
         return [self.owner(key[1])]
+
+
+class CriticalFirst:
+    """Scheduling priority of a factorization task (higher runs first, among the tasks
+    ready on a worker): the critical chain ``R(k + 1, k) -> D(k + 1) -> C(k + 1)`` (and
+    the log-diagonal terms) before anything else, then the tiles of earlier columns.
+
+    Parameters
+    ----------
+    row : str
+        Key name of the tile tasks ``(row, i, k)`` (of ``L``, or of ``A``, whose tile
+        ``(k + 1, k)`` the chain reads); every other key ``(name, k)`` belongs to the
+        chain.
+    n_tiles : int
+    """
+
+    def __init__(self, row, n_tiles):
+        self.row, self.n_tiles = row, n_tiles
+
+    def __call__(self, key):
+        if key[0] == self.row and key[1] != key[2] + 1:
+            return -key[2]
+        return self.n_tiles
 
 
 def prefix(kind):

@@ -15,12 +15,13 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from tlrcore.cholesky._steps import sampled_update, stack, updated_diagonal
+from tlrcore.cholesky._steps import ColumnSamples, sampled_update, stack, updated_diagonal
 from tlrcore.cholesky.safeguards import DiagonalFactorizer
 from tlrcore.compress.generated import compress_tile
 from tlrcore.dense._checks import asymmetry
 
 __all__ = [
+    "ColumnHeader",
     "backward_step",
     "column_header",
     "concatenate",
@@ -29,7 +30,9 @@ __all__ = [
     "factor_diagonal",
     "forward_step",
     "log_diagonal",
+    "multiply_row",
     "off_diagonal_tile",
+    "row_summary",
     "start_backward",
     "tile_squares",
     "update_tile",
@@ -76,25 +79,62 @@ def factor_diagonal(Akk, row, k, tolerance):
     return DiagonalFactorizer(tolerance).factor(*updated_diagonal(Akk, factors), k)
 
 
-def column_header(row, Lkk):
-    """What every tile of column ``k`` reads: ``([U(k, 0) | ... ], [V(k, j)], L(k, k))``."""
+class ColumnHeader:
+    """What every tile of column ``k`` reads: ``Uk = [U(k, 0) | ... ]``, the ``V(k, j)``
+    and ``L(k, k)``, with the column's sample products.
+
+    A worker holds one copy of a header for all the tiles of the column it updates, so
+    the products ``Uk^T Omega_j`` with the Gaussian blocks every tile of the column draws
+    alike (one seed per column) are computed once per worker and column, as in process
+    (:class:`~tlrcore.cholesky._steps.ColumnSamples`). The products are a cache: they are
+    not pickled (a worker that receives the header computes its own), and the tiles do not
+    depend on which tile filled it.
+    """
+
+    def __init__(self, Uk, Vk, Lkk, block_size):
+        self.Uk, self.Vk, self.Lkk, self.block_size = Uk, Vk, Lkk, block_size
+        self.samples = ColumnSamples(Uk, block_size)
+
+    def __reduce__(self):
+        return ColumnHeader, (self.Uk, self.Vk, self.Lkk, self.block_size)
+
+
+def column_header(row, Lkk, block_size):
+    """The :class:`ColumnHeader` of column ``k`` from row `k` of ``L`` and ``L(k, k)``."""
     U, V = _factors(row)
-    return stack(U, Lkk.shape[0]), V, Lkk
+    return ColumnHeader(stack(U, Lkk.shape[0]), V, Lkk, block_size)
 
 
 def update_tile(row, UV, header, tolerance, block_size, seed):
     """Row `i` extended by ``L(i, k) = (A(i, k) - sum_j L(i, j) L(k, j)^T) L(k, k)^{-T}``:
-    the sampled update of :func:`tlrcore.cholesky._steps.sampled_update`, then the
-    triangular solve on its ``V`` side."""
+    the sampled update of :func:`tlrcore.cholesky._steps.sampled_update` (with the
+    header's shared sample products), then the triangular solve on its ``V`` side."""
     Ui, Vi = _factors(row)
-    Uk, Vk, Lkk = header
-    Ut, Vt = sampled_update(UV[0], UV[1], Ui, Vi, Uk, Vk, tolerance, block_size, seed)
-    return Ui + [Ut], Vi + [solve_triangular(Lkk, Vt, lower=True, check_finite=False)]
+    Ut, Vt = sampled_update(UV[0], UV[1], Ui, Vi, header.Uk, header.Vk, tolerance, block_size, seed,
+                            header.samples)
+    return Ui + [Ut], Vi + [solve_triangular(header.Lkk, Vt, lower=True, check_finite=False)]
 
 
 def log_diagonal(Lkk):
     """``sum log diag L(k, k)``."""
     return np.sum(np.log(np.diagonal(Lkk)))
+
+
+def row_summary(row, Lkk):
+    """``(bytes, ranks)`` of tile row ``k`` of ``L``: the bytes of ``L(k, k)`` and of the
+    factors ``U(k, j), V(k, j)``, and the list of ranks ``[rank L(k, 0), ...]``."""
+    U, V = _factors(row)
+    return Lkk.nbytes + sum(u.nbytes + v.nbytes for u, v in zip(U, V)), [u.shape[1] for u in U]
+
+
+def multiply_row(z, offsets, k, row, Lkk):
+    """Tile ``k`` of ``L z``: ``L(k, k) z_k + sum_{j<k} U(k, j) (V(k, j)^T z_j)``, summed in
+    the order of :meth:`tlrcore.TLRCholesky.multiply_lower`; `z` is the whole right-hand
+    side and `offsets` the tile boundaries."""
+    yk = Lkk @ z[offsets[k] : offsets[k + 1]]
+    for j, (U, V) in enumerate(zip(*_factors(row))):
+        yk += U @ (V.T @ z[offsets[j] : offsets[j + 1]])
+    return yk
 
 
 def forward_step(x, bk, row, Lkk):

@@ -3,7 +3,10 @@
 Its tiles stay on the workers; the log-determinant and the triangular solves are task
 chains over the tile rows, and only scalars and right-hand sides (``n``-vectors or
 ``n x m`` matrices) travel: a solve sends tile ``k`` of the right-hand side to the worker
-of row ``k`` and passes the solved part along the rows.
+of row ``k`` and passes the solved part along the rows; :meth:`~DistributedCholesky.solve`
+runs both chains in one graph, so the intermediate ``L^{-1} b`` stays on the cluster. The
+product ``L z`` (for simulation) is one task per tile row, each reading the whole `z`
+(sent once per worker); the ranks and bytes come back as one small list per row.
 """
 
 from __future__ import annotations
@@ -13,10 +16,19 @@ from distributed import wait
 from numpy.typing import ArrayLike
 
 from tlrcore._checks import check_operand
-from tlrcore._typing import FloatArray
+from tlrcore._threads import column_progress
+from tlrcore._typing import FloatArray, IntArray
+from tlrcore.backends import NUMPY
 from tlrcore.cholesky.factor import TLRCholesky
 from tlrcore.distributed._graph import prefix, submit
-from tlrcore.distributed._tasks import backward_step, concatenate, forward_step, start_backward
+from tlrcore.distributed._tasks import (
+    backward_step,
+    concatenate,
+    forward_step,
+    multiply_row,
+    row_summary,
+    start_backward,
+)
 
 __all__ = ["DistributedCholesky"]
 
@@ -37,7 +49,15 @@ class DistributedCholesky:
     rows : list of distributed.Future
         ``rows[i] = ([U(i, 0), ...], [V(i, 0), ...])``, ``L(i, j) = U(i, j) V(i, j)^T``
         (None for row 0).
+    shift, perturbation : float
+        Always 0.0: the distributed factorization has no safeguards (it raises
+        :class:`~tlrcore.NotPositiveDefiniteError` instead).
+    backend : Backend
+        :data:`tlrcore.backends.NUMPY`: the results are NumPy arrays.
     """
+
+    shift = perturbation = 0.0
+    backend = NUMPY
 
     def __init__(self, client, placement, offsets, tolerance, diagonal, rows, log_diagonal):
         self.client, self.placement = client, placement
@@ -46,10 +66,17 @@ class DistributedCholesky:
         self.tolerance = tolerance
         self.diagonal, self.rows = diagonal, rows
         self._log_diagonal = log_diagonal
+        self._summary = None
 
     def wait(self) -> DistributedCholesky:
         """Block until every tile is computed; raise the first failure (e.g.
-        :class:`~tlrcore.NotPositiveDefiniteError` naming the tile)."""
+        :class:`~tlrcore.NotPositiveDefiniteError` naming the tile). Inside
+        :func:`tlrcore.progress` a counter ticks as each diagonal tile ``L(k, k)`` is
+        factored (the critical path, one per tile column)."""
+        with column_progress(self.n_tiles, "TLR Cholesky on the cluster") as counter:
+            for future in self.diagonal:
+                wait(future)
+                counter.update()
         futures = self.diagonal + [row for row in self.rows if row is not None] + self._log_diagonal
         wait(futures)
         for future in futures:
@@ -65,35 +92,85 @@ class DistributedCholesky:
     def _rhs_tiles(self, b):
         return [b[int(self.offsets[k]) : int(self.offsets[k + 1])] for k in range(self.n_tiles)]
 
-    def solve_lower(self, b: ArrayLike) -> FloatArray:
-        """``L^{-1} b`` by forward substitution, one task per tile row (vector or matrix `b`)."""
-        b = check_operand(b, self.n, "b")
+    def _forward(self, b, tasks):
+        """Add the forward substitution of `b` to `tasks`; return the key of its result."""
         name = prefix("forward")
         pieces = self._rhs_tiles(b)
-        tasks: dict[tuple, tuple] = {}
-        previous: object = np.zeros((0,) + b.shape[1:])
+        previous = np.zeros((0,) + b.shape[1:])
         for k in range(self.n_tiles):
             tasks[name, k] = (forward_step, previous, pieces[k], self.rows[k], self.diagonal[k])
             previous = (name, k)
-        return self.client.gather(submit(self.client, tasks, self.placement, [previous]))[0]
+        return previous
+
+    def _backward(self, b, tasks):
+        """Add the backward substitution of `b` (an array or the key of one) to `tasks`;
+        return the key of its result."""
+        name = prefix("backward")
+        last = self.n_tiles - 1
+        tasks[name, last + 1] = (start_backward, b)
+        for k in reversed(range(self.n_tiles)):
+            tasks[name, k] = (backward_step, (name, k + 1), self.rows[k], self.diagonal[k])
+        tasks[name, -1] = (concatenate, (name, 0))
+        return name, -1
+
+    def _run(self, tasks, key):
+        return self.client.gather(submit(self.client, tasks, self.placement, [key]))[0]
+
+    def solve_lower(self, b: ArrayLike) -> FloatArray:
+        """``L^{-1} b`` by forward substitution, one task per tile row (vector or matrix `b`)."""
+        tasks: dict[tuple, tuple] = {}
+        return self._run(tasks, self._forward(check_operand(b, self.n, "b"), tasks))
 
     def solve_upper(self, b: ArrayLike) -> FloatArray:
         """``L^{-T} b`` by backward substitution, one task per tile row: row ``k`` solves its
         tile and subtracts ``L(k, j)^T x_k`` from the tiles ``j < k`` it passes on (the
         sums run in another order than in :meth:`tlrcore.TLRCholesky.solve_upper`, so the
         two agree to rounding)."""
-        b = check_operand(b, self.n, "b")
-        name = prefix("backward")
-        last = self.n_tiles - 1
-        tasks: dict[tuple, tuple] = {(name, last + 1): (start_backward, b)}
-        for k in reversed(range(self.n_tiles)):
-            tasks[name, k] = (backward_step, (name, k + 1), self.rows[k], self.diagonal[k])
-        tasks[name, -1] = (concatenate, (name, 0))
-        return self.client.gather(submit(self.client, tasks, self.placement, [(name, -1)]))[0]
+        tasks: dict[tuple, tuple] = {}
+        return self._run(tasks, self._backward(check_operand(b, self.n, "b"), tasks))
 
     def solve(self, b: ArrayLike) -> FloatArray:
-        """``(L L^T)^{-1} b``."""
-        return self.solve_upper(self.solve_lower(b))
+        """``(L L^T)^{-1} b``: the forward and backward chains in one graph (the same
+        operations as ``solve_upper(solve_lower(b))``, without the round trip)."""
+        tasks: dict[tuple, tuple] = {}
+        return self._run(tasks, self._backward(self._forward(check_operand(b, self.n, "b"), tasks), tasks))
+
+    def multiply_lower(self, z: ArrayLike) -> FloatArray:
+        """``L z`` (vector or matrix `z`), one task per tile row, the sums in the order of
+        :meth:`tlrcore.TLRCholesky.multiply_lower` (so the two agree to rounding: BLAS
+        may round a tile's products differently at another address). `z` is sent once
+        to each worker, as a task of the graph (recomputable after a worker is lost)."""
+        z = check_operand(z, self.n, "z")
+        name = prefix("multiply")
+        offsets = [int(value) for value in self.offsets]
+        tasks: dict[tuple, tuple] = {(name, -1): (np.asarray, z)}
+        for k in range(self.n_tiles):
+            tasks[name, k] = (multiply_row, (name, -1), offsets, k, self.rows[k], self.diagonal[k])
+        keys = [(name, k) for k in range(self.n_tiles)]
+        return np.concatenate(self.client.gather(submit(self.client, tasks, self.placement, keys)))
+
+    def _row_summaries(self):
+        """``(bytes, ranks)`` of every tile row, gathered once."""
+        if self._summary is None:
+            name = prefix("summary")
+            tasks = {(name, k): (row_summary, self.rows[k], self.diagonal[k]) for k in range(self.n_tiles)}
+            keys = [(name, k) for k in range(self.n_tiles)]
+            self._summary = self.client.gather(submit(self.client, tasks, self.placement, keys))
+        return self._summary
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the factor on the workers (as :attr:`tlrcore.TLRCholesky.nbytes`)."""
+        return sum(size for size, _ in self._row_summaries())
+
+    @property
+    def ranks(self) -> IntArray:
+        """``(n_tiles, n_tiles)`` ranks of ``L`` (lower triangle; diagonal = tile sizes), as
+        :attr:`tlrcore.TLRCholesky.ranks`."""
+        ranks = np.diag(np.diff(self.offsets)).astype(np.int64)
+        for k, (_, row) in enumerate(self._row_summaries()):
+            ranks[k, : len(row)] = row
+        return ranks
 
     def gather(self) -> TLRCholesky:
         """The factor as an in-process :class:`tlrcore.TLRCholesky` (every tile travels to
@@ -105,6 +182,10 @@ class DistributedCholesky:
             for j, (Uij, Vij) in enumerate(zip(Ui, Vi)):
                 U[i, j], V[i, j] = Uij, Vij
         return TLRCholesky(diagonal, U, V, self.offsets, self.tolerance)
+
+    def to_dense(self) -> FloatArray:
+        """``L`` as a dense array, through :meth:`gather` (for tests and small matrices)."""
+        return self.gather().to_dense()
 
     def __repr__(self) -> str:
         return f"DistributedCholesky(n={self.n}, n_tiles={self.n_tiles}, workers={len(self.placement.addresses)})"

@@ -6,7 +6,8 @@ one:
 
 * ``D(k)``: ``L(k, k) = chol(A(k, k) - sum_{j<k} L(k, j) L(k, j)^T)``, from row ``k``;
 * ``C(k)``: the column header ``([U(k, 0) | ...], [V(k, j)], L(k, k))``, which every tile
-  of column ``k`` reads;
+  of column ``k`` reads, with the products of ``[U(k, 0) | ...]^T`` and the column's
+  Gaussian sample blocks, computed once per worker (:class:`~tlrcore.distributed._tasks.ColumnHeader`);
 * ``R(i, k)``: row ``i`` extended by ``L(i, k)``: the sampled update of ``A(i, k)`` by
   ``L(i, :k)`` and ``L(k, :k)`` (one ARA compression), then ``L(k, k)^{-1}`` on its
   ``V`` side.
@@ -21,7 +22,8 @@ rows, with the seeds of the in-process factorization, so the factors agree; a
 right-looking graph would send every updated trailing tile across the network after
 every column (``O(n_t^3)`` tile messages, against ``O(n_t^2)`` here) and recompress it
 each time. The critical path is the chain ``R(k + 1, k) -> D(k + 1) -> C(k + 1)``; the
-other tiles of a column run beside it: :class:`CriticalFirst` gives the chain the
+other tiles of a column run beside it: :class:`~tlrcore.distributed._graph.CriticalFirst`
+gives the chain the
 highest priority and the other tiles that of their column (earlier first), the
 lookahead of the in-process code.
 
@@ -37,36 +39,14 @@ import logging
 from tlrcore._checks import check_accuracy, check_int, check_random_state
 from tlrcore._threads import column_seeds
 from tlrcore._typing import Seed
-from tlrcore.distributed._graph import prefix, submit
+from tlrcore.distributed._graph import CriticalFirst, prefix, submit
 from tlrcore.distributed._tasks import column_header, factor_diagonal, log_diagonal, update_tile
 from tlrcore.distributed.factor import DistributedCholesky
 from tlrcore.distributed.matrix import DistributedTLRMatrix
 
-__all__ = ["CriticalFirst", "cholesky"]
+__all__ = ["cholesky"]
 
 logger = logging.getLogger(__name__)
-
-
-class CriticalFirst:
-    """Scheduling priority of a factorization task (higher runs first, among the tasks
-    ready on a worker): the critical chain ``R(k + 1, k) -> D(k + 1) -> C(k + 1)`` (and
-    the log-diagonal terms) before anything else, then the tiles of earlier columns.
-
-    Parameters
-    ----------
-    row : str
-        Key name of the tile tasks ``(row, i, k)``; every other key ``(name, k)`` belongs
-        to the chain.
-    n_tiles : int
-    """
-
-    def __init__(self, row, n_tiles):
-        self.row, self.n_tiles = row, n_tiles
-
-    def __call__(self, key):
-        if key[0] == self.row and key[1] != key[2] + 1:
-            return -key[2]
-        return self.n_tiles
 
 
 def cholesky(
@@ -130,7 +110,7 @@ def cholesky(
         tasks[D, k] = (factor_diagonal, A.diagonal[k], row(k, k), k, tolerance)
         tasks[G, k] = (log_diagonal, (D, k))
         if k + 1 < n_t:
-            tasks[C, k] = (column_header, row(k, k), (D, k))
+            tasks[C, k] = (column_header, row(k, k), (D, k), block_size)
         for i in range(k + 1, n_t):
             tasks[R, i, k] = (update_tile, row(i, k), A.tiles[i, k], (C, k), tolerance, block_size, int(seeds[k]))
     wanted = [(D, k) for k in range(n_t)] + [(R, i, i - 1) for i in range(1, n_t)] + [(G, k) for k in range(n_t)]

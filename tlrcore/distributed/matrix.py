@@ -16,14 +16,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from distributed import Client, wait
+import distributed
+from distributed import Client
 
 from tlrcore._checks import check_accuracy, check_int, check_random_state
 from tlrcore._typing import BlockGenerator, Seed
 from tlrcore.backends import NUMPY
 from tlrcore.compress import COMPRESSORS
 from tlrcore.dense._checks import SYMMETRY_RTOL
-from tlrcore.distributed._graph import RowPlacement, prefix, submit
+from tlrcore.distributed._graph import CriticalFirst, RowPlacement, prefix, submit
 from tlrcore.compress.generated import CheckedBlock
 from tlrcore.distributed._tasks import diagonal_stats, diagonal_tile, off_diagonal_tile, tile_squares
 from tlrcore.errors import ConsumedMatrixError, GeneratorError
@@ -74,12 +75,12 @@ class DistributedTLRMatrix:
         method: str = "aca",
         max_rank: int | None = None,
         random_state: Seed = 0,
+        wait: bool = True,
     ) -> DistributedTLRMatrix:
         """Compress a symmetric matrix given by a block generator, on the workers.
 
         The tiles equal those of ``tlrcore.TLRMatrix.from_generator(block, n, tile_size,
-        accuracy, method, max_rank, random_state=random_state)`` bit for bit. Returns
-        when they are built.
+        accuracy, method, max_rank, random_state=random_state)`` bit for bit.
 
         Parameters
         ----------
@@ -93,6 +94,14 @@ class DistributedTLRMatrix:
             As in :meth:`tlrcore.TLRMatrix.from_generator`.
         method : {"aca", "ara", "svd"}, default "aca"
             Compression of the off-diagonal tiles (the NumPy methods).
+        wait : bool, default True
+            Return when every tile is built (raising the generator's errors here). With
+            False, return once the diagonal tiles and the tolerance are known: the
+            off-diagonal tiles are computed when the workers get to them, scheduled by
+            column with the factorization's priorities, so that a factorization with
+            ``overwrite_a=True`` generates each tile shortly before it consumes it and
+            the workers never hold all of ``A`` (errors then come from the first
+            operation that reads the failed tile).
 
         Returns
         -------
@@ -138,9 +147,10 @@ class DistributedTLRMatrix:
         tasks = {(name, i, j): (off_diagonal_tile, generator, span[i], span[j], i, j, tolerance, method, max_rank,
                                 int(seed))
                  for (i, j), seed in zip(pairs, seeds)}
-        futures = submit(client, tasks, placement, [(name, i, j) for i, j in pairs])
-        wait(futures)
-        _raise_first_error(futures)
+        futures = submit(client, tasks, placement, [(name, i, j) for i, j in pairs], CriticalFirst(name, n_tiles))
+        if wait:
+            distributed.wait(futures)
+            _raise_first_error(futures)
         return cls(client, offsets, accuracy, tolerance, placement, generator, diagonal, dict(zip(pairs, futures)))
 
     def _check_usable(self):
