@@ -69,10 +69,11 @@ def loglik(L, z):
     return -0.5 * (float(y @ y) + L.logdet() + z.size * math.log(2 * math.pi))
 
 
-def in_process(n):
+def in_process(n, tile=None):
     import tlrcore
 
-    block, tile, z = problem(n)
+    block, auto_tile, z = problem(n)
+    tile = tile or auto_tile
     start = time.perf_counter()
     A = tlrcore.TLRMatrix.from_generator(block, n, tile, accuracy=ACCURACY)
     value = loglik(tlrcore.cholesky(A, overwrite_a=True), z)
@@ -86,26 +87,55 @@ def worker_stats(dask_worker):
             "tasks": dask_worker.state.executed_count, "sent_mb": dask_worker.transfer_outgoing_bytes_total / 1e6}
 
 
-def distributed(n):
-    from distributed import Client, LocalCluster
+def distributed(n, tile=None):
+    """One distributed log-likelihood on a fresh 2-worker LocalCluster, with what
+    ``benchmarks/distributed_model.py`` calibrates on: each task's compute time (Dask task
+    stream), the factor's mean off-diagonal rank, the serial set-up on the client, and the
+    workers' resident base before the run."""
+    from distributed import Client, LocalCluster, get_task_stream
 
     import tlrcore.distributed as td
 
-    block, tile, z = problem(n)
+    block, auto_tile, z = problem(n)
+    tile = tile or auto_tile
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
-        start = time.perf_counter()
-        A = td.DistributedTLRMatrix.from_generator(client, block, n, tile, accuracy=ACCURACY)
-        value = loglik(td.cholesky(A, overwrite_a=True), z)
-        seconds = time.perf_counter() - start
+        base = max(s["peak_mb"] for s in client.run(worker_stats).values())
+        with get_task_stream(client) as stream:
+            start = time.perf_counter()
+            A = td.DistributedTLRMatrix.from_generator(client, block, n, tile, accuracy=ACCURACY, wait=False)
+            serial = time.perf_counter() - start
+            L = td.cholesky(A, overwrite_a=True)
+            value = loglik(L, z)
+            seconds = time.perf_counter() - start
         stats = list(client.run(worker_stats).values())
-    return {"seconds": seconds, "value": value, "peak_mb": max(s["peak_mb"] for s in stats),
-            "tasks": sum(s["tasks"] for s in stats), "sent_mb": sum(s["sent_mb"] for s in stats)}
+        ranks = L.ranks
+    off = ranks[np.tril_indices(ranks.shape[0], -1)]
+    return {"n": n, "tile": tile, "workers": 2, "seconds": seconds, "serial_seconds": serial, "value": value,
+            "peak_mb": max(s["peak_mb"] for s in stats), "worker_peak_mb": max(s["peak_mb"] for s in stats),
+            "worker_base_mb": base, "tasks": sum(s["tasks"] for s in stats),
+            "sent_mb": sum(s["sent_mb"] for s in stats), "mean_rank": float(off.mean()) if off.size else 0.0,
+            "durations": task_durations(stream.data)}
 
 
-def child(n):
+def task_durations(records):
+    """``{kind: {"i,k": seconds}}`` of compute time per task, the kind from the key name
+    ``tlr-{kind}-{hex}`` of :mod:`tlrcore.distributed` (tuple keys only)."""
+    out = {}
+    for record in records:
+        key = record["key"]
+        if not isinstance(key, tuple):
+            continue
+        kind = key[0].removeprefix("tlr-").rsplit("-", 1)[0]
+        seconds = sum(s["stop"] - s["start"] for s in record["startstops"] if s["action"] == "compute")
+        out.setdefault(kind, {})[",".join(map(str, key[1:]))] = seconds
+    return out
+
+
+def child(n, tile=None):
     """The in-process run in a fresh interpreter."""
-    out = subprocess.run([sys.executable, __file__, "--child", str(n)], check=True, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, __file__, "--child", str(n)] + (["--tile", str(tile)] if tile else []),
+                         check=True, capture_output=True, text=True)
     return json.loads(out.stdout.splitlines()[-1])
 
 
@@ -113,16 +143,21 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[16384])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tile", type=int, help="tile size (default: geostat.ordering.auto_tile_size)")
+    parser.add_argument("--save", metavar="PREFIX",
+                        help="write each n's first distributed run to PREFIX{n}.json (for distributed_model.py)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(in_process(args.child)))
+        print(json.dumps(in_process(args.child, args.tile)))
         return
     print(f"{'n':>7} {'in-proc s':>9} {'dask s':>8} {'time x':>6} {'in-proc MB':>10} {'worker MB':>9} {'mem x':>6} "
           f"{'tasks':>6} {'sent MB':>8} {'|dloglik|/|loglik|':>18}")
     for n in args.n:
-        local = [child(n) for _ in range(args.repeats)]
-        remote = [distributed(n) for _ in range(args.repeats)]
+        local = [child(n, args.tile) for _ in range(args.repeats)]
+        remote = [distributed(n, args.tile) for _ in range(args.repeats)]
+        if args.save:
+            Path(f"{args.save}{n}.json").write_text(json.dumps(remote[0]))
         t_local = statistics.median(r["seconds"] for r in local)
         t_remote = statistics.median(r["seconds"] for r in remote)
         m_local = statistics.median(r["peak_mb"] for r in local)
