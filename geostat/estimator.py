@@ -60,13 +60,14 @@ from geostat.data.types import (
     XarrayObject,
 )
 from geostat.distance import Distance, get_distance, nearest_pair, warn_if_invalid_on_sphere
-from geostat.errors import PerturbationWarning
+from geostat.errors import GeostatWarning, PerturbationWarning
 from geostat.kernels import Kernel, get_kernel
 from geostat.likelihood import METHODS, make_likelihood, split_params
 from geostat.likelihood.failure import NEGLIGIBLE, check_on_failure, warning_threshold
 from geostat.optimize import MLEResult, ParameterSpace, maximize_likelihood
 from geostat.optimize.progress import check_verbose, fit_progress, shows_tile_progress
 from geostat.optimize.scaling import DataScale, residual_variance
+from geostat.optimize.search import LOGLIK_TOLERANCE
 from geostat.predict import Kriging
 from geostat.solvers import get_backend, resolve_client, tile_progress
 
@@ -130,12 +131,14 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         Hold ``"variance"`` and/or ``"range"`` fixed at the given values.
     n_starts : int, default 3
         Local optimizations started from the best points of a starting grid.
-    on_failure : {"shift", "step", "raise"}, default "shift"
+    on_failure : {"shift", "compensate", "step", "raise"}, default "shift"
         What a covariance that is not numerically positive definite (at the TLR accuracy)
         does during the fit: ``"shift"`` factors it with the smallest diagonal shift that
         works and reports it (`perturbation_`, `shift_`; a
         :class:`geostat.PerturbationWarning` when the change at the estimate
-        exceeds the accuracy, or ``1e-8`` relative for exact fits); ``"step"`` makes the
+        exceeds the accuracy, or ``1e-8`` relative for exact fits); ``"compensate"``
+        (TLR) factors it first with the paper's always-on compensation of the diagonal
+        tiles, then with the shift if that fails too (exact fits: as ``"shift"``); ``"step"`` makes the
         optimizer step away from such parameters; ``"raise"`` raises
         :class:`tlrcore.NotPositiveDefiniteError`. See :mod:`geostat.likelihood.failure`.
     verbose : None, bool or int, default None
@@ -156,7 +159,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         client ``method="auto"`` means ``"tlr"`` (``"exact"`` and ``device="gpu"`` are
         refused). The pilot and polish subsamples, the derivative matrices of the Fisher
         scoring and kriging's small products run in this process. The cluster has no
-        diagonal-shift safeguard: ``on_failure="shift"`` acts as ``"step"`` there. Not
+        diagonal-shift safeguard: ``on_failure="shift"`` (or ``"compensate"``) acts as ``"step"`` there. Not
         pickled nor saved (a loaded or unpickled model computes in process);
         :func:`sklearn.base.clone` shares the client.
 
@@ -391,6 +394,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         self.converged_ = result.converged
         _log_fit(self, likelihood, result)
         _warn_if_perturbed(relative, self.shift_, data_variance, likelihood.accuracy, self.params_)
+        _warn_if_loglik_unsettled(self.loglik_error_, self.result_.loglik_accuracy)
         self._trend = trend
         self._layout = data.layout
         self._y_names, self._y_one_d = names, one_d
@@ -837,6 +841,21 @@ def _log_fit(model, likelihood, result):
     logger.info("estimates: %s; loglik %.10g; %d evaluations on the full data, %d on subsamples; %s; %.1f s",
                 estimates, model.loglik_, result.n_evaluations, result.n_pilot_evaluations,
                 "converged" if model.converged_ else f"not converged ({result.message})", result.elapsed)
+
+
+def _warn_if_loglik_unsettled(error, accuracy):
+    """Warn when the TLR log-likelihood at the estimate did not settle: its estimated
+    error stayed above :data:`~geostat.optimize.search.LOGLIK_TOLERANCE` down to the
+    finest accuracy (:func:`~geostat.optimize.search.reported_loglik`)."""
+    if error > LOGLIK_TOLERANCE:
+        warnings.warn(
+            f"the log-likelihood at the estimate did not settle: its estimated TLR error is still {error:.3g} at "
+            f"accuracy {accuracy:.0e} (the target is {LOGLIK_TOLERANCE}), so loglik_ and the estimates are not "
+            "reliable. The covariance is numerically singular there and its compression error dominates the "
+            "likelihood; estimate a nugget, bound the range, or fit with method='exact'.",
+            GeostatWarning,
+            stacklevel=3,
+        )
 
 
 def _warn_if_perturbed(relative, shift, data_variance, accuracy, params):

@@ -416,7 +416,12 @@ def tlr_matrix(block, n, tile_size=None, accuracy=1e-8, method=None, random_stat
                                             random_state=random_state, backend=backend)
 
 
-def tlr_factor(build, perm, random_state=0, shift_on_failure=False):
+#: The tlrcore safeguards each ``on_failure`` policy of a TLR factorization uses, after
+#: the plain factorization failed (None: raise).
+TLR_SAFEGUARDS = {"shift": "shift", "compensate": "compensate+shift", "step": None, "raise": None}
+
+
+def tlr_factor(build, perm, random_state=0, on_failure="raise"):
     """TLR Cholesky factor of the matrix ``build()`` makes (sites in order `perm`).
 
     Parameters
@@ -426,28 +431,31 @@ def tlr_factor(build, perm, random_state=0, shift_on_failure=False):
         failed attempt consumed the first one).
     perm : ndarray of shape (n,)
     random_state : int, default 0
-    shift_on_failure : bool, default False
-        On failure, refactor a rebuilt matrix with the smallest shift that works
-        (``tlrcore.cholesky(..., safeguard="shift")``) instead of raising.
+    on_failure : {"raise", "step", "shift", "compensate"}, default "raise"
+        On failure, ``"shift"`` refactors a rebuilt matrix with the smallest shift that
+        works (``tlrcore.cholesky(..., safeguard="shift")``), ``"compensate"`` with the
+        always-on compensation of the diagonal tiles, and the shift only if that fails
+        too (``safeguard="compensate+shift"``); the others raise.
 
     Returns
     -------
     factor : TLRFactor
     shifted : bool
-        Whether the shift was needed.
+        Whether a safeguard was needed.
 
     Raises
     ------
     NotPositiveDefiniteError
-        If the compressed matrix is not positive definite (and not `shift_on_failure`).
+        If the compressed matrix is not positive definite and `on_failure` has no
+        safeguard (or it failed).
     """
     try:
         return TLRFactor(tlrcore.cholesky(build(), random_state=random_state, overwrite_a=True), perm), False
     except NotPositiveDefiniteError:
-        if not shift_on_failure:
+        if TLR_SAFEGUARDS[on_failure] is None:
             raise
     A = build()
-    factor = tlrcore.cholesky(A, random_state=random_state, safeguard="shift")
+    factor = tlrcore.cholesky(A, random_state=random_state, safeguard=TLR_SAFEGUARDS[on_failure])
     return TLRFactor(factor, perm, A.frobenius_norm()), True
 
 

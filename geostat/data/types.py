@@ -66,7 +66,7 @@ Ordering: TypeAlias = Literal["kdtree", "morton", "none"]
 #: Where the likelihood is evaluated.
 Device: TypeAlias = Literal["cpu", "gpu"]
 #: What a covariance that is not numerically positive definite does during a fit.
-OnFailure: TypeAlias = Literal["shift", "step", "raise"]
+OnFailure: TypeAlias = Literal["shift", "compensate", "step", "raise"]
 #: A prediction for a DataFrame of sites: a Series (one replicate) or a DataFrame.
 TableOutput: TypeAlias = Union[pd.Series, pd.DataFrame]
 #: A prediction on an xarray template.

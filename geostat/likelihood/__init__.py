@@ -97,7 +97,7 @@ def make_likelihood(method, coords, y, design, kernel, distance, reml=False, acc
         As for :class:`ExactLikelihood`.
     accuracy, tile_size, ordering, random_state
         TLR settings (ignored by the exact likelihood).
-    on_failure : {"shift", "step", "raise"}, default "shift"
+    on_failure : {"shift", "compensate", "step", "raise"}, default "shift"
         See :mod:`geostat.likelihood.failure`.
     backend : tlrcore.backends.Backend, default NUMPY
         Where the matrices live (:func:`geostat.solvers.get_backend`).

@@ -24,7 +24,7 @@ class Likelihood(SiteDistanceExtremes):
     kernel : geostat.kernels.Kernel
     distance : geostat.distance.Distance
     reml : bool
-    on_failure : {"shift", "step", "raise"}
+    on_failure : {"shift", "compensate", "step", "raise"}
         See :mod:`geostat.likelihood.failure`.
     backend : tlrcore.backends.Backend
         Where the matrices live (:func:`geostat.solvers.get_backend`).

@@ -92,7 +92,7 @@ class ExactLikelihood(Likelihood):
     coords, y, design, kernel, distance
         As for :class:`~geostat.likelihood.base.Likelihood`.
     reml : bool, default False
-    on_failure : {"shift", "step", "raise"}, default "shift"
+    on_failure : {"shift", "compensate", "step", "raise"}, default "shift"
     backend : tlrcore.backends.Backend, default NUMPY
 
     Raises
@@ -166,7 +166,7 @@ class ExactLikelihood(Likelihood):
     def _factor(self, K, eta):
         """Factor of ``K = R + eta I`` (overwritten), shifted on failure under
         ``on_failure="shift"``."""
-        shifts = dense_shifts(1.0 + eta) if self.on_failure == "shift" else ()
+        shifts = dense_shifts(1.0 + eta) if self.on_failure in ("shift", "compensate") else ()
         chol = DenseCholesky(K, self.backend, overwrite=True, shifts=shifts)
         if chol.shift:
             self.n_safeguarded += 1

@@ -12,6 +12,16 @@ nugget, is numerically singular; its dense or TLR Cholesky factorization can fai
     changed. A perturbation at the estimate above :func:`warning_threshold`, relative to
     ``||K||_F`` or (the shift times the variance) to the variance of the data, raises a
     :class:`~geostat.PerturbationWarning`.
+``"compensate"``
+    TLR factorizations: after a failure, factor again with the always-on compensation of
+    the diagonal tiles (``tlrcore.cholesky(..., safeguard="compensate+shift")``: the
+    compression tail of every diagonal update added back in diagonal form and ``2 tau``
+    for the compression errors of the off-diagonal tiles, H2Opus sec. 5.1.1), and shift
+    only if that fails too. Its perturbation is reported as the shift's is. It changes
+    every diagonal tile (a ``2 tau`` lift is a uniform shift of ``2 tau``, applied once,
+    without retries), so it is no gentler than ``"shift"`` on the estimates
+    (``benchmarks/tlr_safeguards.py`` part 3 compares them); exact factorizations treat
+    it as ``"shift"``.
 ``"step"``
     The evaluation fails; the optimizer treats it as a point worse than any seen and
     steps away, so the estimate is one where no change was needed.
@@ -25,7 +35,7 @@ import numpy as np
 
 __all__ = ["NEGLIGIBLE", "ON_FAILURE", "check_on_failure", "dense_shifts", "warning_threshold"]
 
-ON_FAILURE = ("shift", "step", "raise")
+ON_FAILURE = ("shift", "compensate", "step", "raise")
 
 #: ``sqrt(eps)``: sites closer than this fraction of the largest separation coincide to half
 #: the digits of double precision, and a nugget below this fraction of the data variance

@@ -76,7 +76,7 @@ class TLRLikelihood(Likelihood):
     ordering : {"kdtree", "morton", "none"}, default "kdtree"
     random_state : int, default 0
         Seeds compression and factorization: equal inputs give equal values.
-    on_failure : {"shift", "step", "raise"}, default "shift"
+    on_failure : {"shift", "compensate", "step", "raise"}, default "shift"
         What a covariance that is not positive definite at this accuracy does; see
         :mod:`geostat.likelihood.failure`. ``"shift"`` refactors with
         ``tlrcore.cholesky(..., safeguard="shift")``.
@@ -197,7 +197,7 @@ class TLRLikelihood(Likelihood):
                 return tlr_matrix(block, order.perm.size, order.tile_size, accuracy, random_state=self.random_state,
                                   backend=self.backend)
 
-            factor, shifted = tlr_factor(build, order.perm, self.random_state, self.on_failure == "shift")
+            factor, shifted = tlr_factor(build, order.perm, self.random_state, self.on_failure)
         else:
             factor = distributed_tlr_factor(self.client, block, order.perm.size, order.tile_size, order.perm,
                                             accuracy, self.random_state)

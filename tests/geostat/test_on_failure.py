@@ -58,10 +58,26 @@ def test_shift_policy_equals_the_likelihood_with_the_shift_in_the_nugget(kind):
     assert value == pytest.approx(exact, abs=tolerance)
 
 
-def test_positive_definite_covariance_is_never_shifted():
+def test_compensate_policy_factors_with_compensation_and_reports_it():
+    X, y = gaussian_data()
+    lik = likelihood("tlr", X, y, "compensate")
+    assert np.isfinite(lik.log_likelihood(PARAMS))
+    (factor,) = lik.factors({"range": 0.3}, 0.0)
+    assert lik.n_safeguarded >= 1 and factor.factor.compensated_tiles and factor.relative_perturbation > 0
+    # tlrcore's contract for the compensated factor: ||L L^T - A_tlr||_F <= (1 + 3
+    # sqrt(b / n_t)) accuracy ||A_tlr||_F (b = 100, n_t = 6: 13.2 accuracy), and A_tlr is
+    # within one more accuracy of K; twice that leaves room for the estimate of ||A||_F.
+    K = np.exp(-((cdist(X, X) / 0.3) ** 2))[np.ix_(factor.perm, factor.perm)]
+    L = factor.to_dense()
+    bound = 2 * (1 + 3 * np.sqrt(100 / 6) + 1) * 1e-4
+    assert np.linalg.norm(L @ L.T - K) <= bound * np.linalg.norm(K)
+
+
+@pytest.mark.parametrize("policy", ["shift", "compensate"])
+def test_positive_definite_covariance_is_never_shifted(policy):
     X, y = gaussian_data()
     for kind in ("exact", "tlr"):
-        lik = likelihood(kind, X, y, "shift", accuracy=1e-8)
+        lik = likelihood(kind, X, y, policy, accuracy=1e-8)
         lik.log_likelihood({**PARAMS, "nugget": 0.1})
         assert lik.n_safeguarded == 0
 
@@ -106,3 +122,30 @@ def test_spatialgp_with_a_nugget_needs_no_safeguard():
     X, y = gaussian_data(300)
     model = gs.SpatialGP(kernel="exponential").fit(X, y)
     assert model.perturbation_ == 0.0 and model.shift_ == 0.0 and model.n_safeguarded_ == 0
+
+
+def test_unsettled_tlr_loglik_warns():
+    from geostat.estimator import _warn_if_loglik_unsettled
+
+    with pytest.warns(gs.GeostatWarning, match="did not settle"):
+        _warn_if_loglik_unsettled(9.3e9, 1e-15)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _warn_if_loglik_unsettled(0.005, 1e-9)
+        _warn_if_loglik_unsettled(0.0, None)
+
+
+@pytest.mark.slow
+def test_near_singular_tlr_fit_says_its_loglik_is_unreliable():
+    # benchmarks/tlr_safeguards.py part 3: a Gaussian field with a nugget of 1e-6 of its
+    # variance, fitted without nugget at accuracy 1e-6; the shifted TLR likelihood at the
+    # estimate does not settle (measured: error 9e9 at accuracy 1e-15).
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(2000, 2))
+    y = gs.simulate(X, {"variance": 1.0, "range": 0.2, "nugget": 1e-6}, kernel="gaussian", random_state=1).ravel()
+    model = gs.SpatialGP(kernel="gaussian", nugget=False, method="tlr", accuracy=1e-6)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, y)
+    unsettled = [w for w in caught if "did not settle" in str(w.message)]
+    assert (model.loglik_error_ > 0.01) == bool(unsettled)

@@ -107,7 +107,7 @@ def cholesky(
 
     tasks: dict[tuple, tuple] = {}
     for k in range(n_t):
-        tasks[D, k] = (factor_diagonal, A.diagonal[k], row(k, k), k, tolerance)
+        tasks[D, k] = (factor_diagonal, A.diagonal_task(k), row(k, k), k, tolerance)
         tasks[G, k] = (log_diagonal, (D, k))
         if k + 1 < n_t:
             tasks[C, k] = (column_header, row(k, k), (D, k), block_size)

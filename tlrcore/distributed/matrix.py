@@ -48,7 +48,8 @@ class DistributedTLRMatrix:
     placement : RowPlacement
         Which worker holds each tile row (``i mod P``).
     diagonal : list of distributed.Future
-        The dense diagonal tiles.
+        The dense diagonal tiles (built again on first use when the matrix was made with
+        ``wait=False``, which keeps only their recipe).
     tiles : dict of (int, int) to distributed.Future
         ``(U, V)`` of each lower off-diagonal tile, ``A(i, j) ~ U V^T``.
     """
@@ -57,12 +58,13 @@ class DistributedTLRMatrix:
         self.client = client
         self.offsets = np.asarray(offsets)
         self.n = int(self.offsets[-1])
-        self.n_tiles = len(diagonal)
+        self.n_tiles = len(self.offsets) - 1
         self.tile_size = int(self.offsets[1] - self.offsets[0])
         self.accuracy, self.tolerance = accuracy, tolerance
         self.placement = placement
         self.generator = generator
         self._diagonal, self._tiles = diagonal, tiles
+        self._consumed = False
 
     @classmethod
     def from_generator(
@@ -96,12 +98,13 @@ class DistributedTLRMatrix:
             Compression of the off-diagonal tiles (the NumPy methods).
         wait : bool, default True
             Return when every tile is built (raising the generator's errors here). With
-            False, return once the diagonal tiles and the tolerance are known: the
-            off-diagonal tiles are computed when the workers get to them, scheduled by
-            column with the factorization's priorities, so that a factorization with
-            ``overwrite_a=True`` generates each tile shortly before it consumes it and
-            the workers never hold all of ``A`` (errors then come from the first
-            operation that reads the failed tile).
+            False, return once the tolerance is known: the off-diagonal tiles are
+            computed when the workers get to them, scheduled by column with the
+            factorization's priorities, and the diagonal tiles, once their norms are
+            taken, are dropped and generated again inside the task that factors them.
+            A factorization with ``overwrite_a=True`` then makes each tile shortly before
+            it consumes it, and the workers never hold all of ``A`` (errors come from the
+            first operation that reads a failed tile).
 
         Returns
         -------
@@ -151,10 +154,12 @@ class DistributedTLRMatrix:
         if wait:
             distributed.wait(futures)
             _raise_first_error(futures)
+        else:
+            diagonal = None
         return cls(client, offsets, accuracy, tolerance, placement, generator, diagonal, dict(zip(pairs, futures)))
 
     def _check_usable(self):
-        if self._diagonal is None:
+        if self._consumed:
             raise ConsumedMatrixError(
                 "A was consumed by tlrcore.distributed.cholesky(A, overwrite_a=True) (its tiles were released); "
                 "build the matrix again, or factor it without overwrite_a=True to keep it."
@@ -164,7 +169,19 @@ class DistributedTLRMatrix:
     def diagonal(self) -> list:
         """Futures of the dense diagonal tiles."""
         self._check_usable()
+        if self._diagonal is None:
+            name = prefix("diagonal")
+            tasks = {(name, k): self.diagonal_task(k) for k in range(self.n_tiles)}
+            self._diagonal = submit(self.client, tasks, self.placement, list(tasks))
         return self._diagonal
+
+    def diagonal_task(self, k: int):
+        """Diagonal tile `k` as an argument of a task: its future, or, when only its
+        recipe is kept, the task that generates it (run inside the task that reads it)."""
+        self._check_usable()
+        if self._diagonal is not None:
+            return self._diagonal[k]
+        return (diagonal_tile, self.generator, int(self.offsets[k]), int(self.offsets[k + 1]), k)
 
     @property
     def tiles(self) -> dict:
@@ -177,6 +194,7 @@ class DistributedTLRMatrix:
         pending task reads it (the scheduler keeps its recipe, to rebuild it if a worker
         is lost). The matrix is consumed afterwards."""
         self._diagonal = self._tiles = None
+        self._consumed = True
 
     def frobenius_norm(self) -> float:
         """``||A_tlr||_F``, exactly, from the factors; only scalars leave the workers (the
@@ -203,7 +221,7 @@ class DistributedTLRMatrix:
         return TLRMatrix(diagonal, U, V, self.offsets, self.accuracy, self.tolerance, NUMPY)
 
     def __repr__(self) -> str:
-        state = ", consumed" if self._diagonal is None else ""
+        state = ", consumed" if self._consumed else ""
         return (f"DistributedTLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, "
                 f"workers={len(self.placement.addresses)}{state})")
 
