@@ -6,18 +6,22 @@ the compute time of every task of the factorization (from the Dask task stream) 
 factor's ranks. The model is the graph of :mod:`tlrcore.distributed.factorize` itself,
 with task durations fitted on those runs:
 
-* ``A(i, k)``, building an off-diagonal tile: a constant ``a_A`` (its cost depends on
-  ``b`` and its rank, not on ``k``);
-* ``R(i, k)``, the sampled update of ``L(i, k)``, ``a_R + c_R k``: its products with the
-  stacked factors ``[U(i, 0) | ... ]`` and ``[U(k, 0) | ... ]`` grow with the ``k``
-  tiles on the left;
-* ``D(k)``, the diagonal update and Cholesky, ``a_D + c_D k`` (the ``dsyrk`` of ``W``
-  with ``k`` rank blocks, then a ``b^3 / 3`` Cholesky);
+* ``A(i, k)``, building an off-diagonal tile, ``c_A rbar`` (ACA reads ``rbar`` rows and
+  columns of ``b`` entries: proportional to the rank, not dependent on ``k``);
+* ``R(i, k)``, the sampled update of ``L(i, k)``, ``a_R + c_R k rbar``: its products with
+  the stacked factors ``[U(i, 0) | ... ]`` and ``[U(k, 0) | ... ]`` grow with their
+  width, ``k`` tiles of mean rank ``rbar``;
+* ``D(k)``, the diagonal update and Cholesky, ``a_D + c_D k rbar`` (the ``dsyrk`` of
+  ``W``, ``b x k rbar``, after the ``b^3 / 3`` Cholesky and the tile's generation);
 * ``C(k)``, the column header, a constant ``a_C``; it is sent to the other ``P - 1``
   workers: ``[U(k, 0) | ... ]``, the ``V(k, j)`` and ``L(k, k)``, ``8 b (b + 2 rbar k)``
   bytes for the mean rank ``rbar``, at ``bandwidth``.
 
-Least squares over every task of the calibration runs gives the coefficients. A list
+Least squares over every task of the calibration runs gives the coefficients. The mean
+rank ``rbar`` of ``L`` at another ``n`` (tiles of a fixed size cover less of the domain
+as ``n`` grows, and their ranks fall) comes from the ranks of ``A``: ACA of a random sample
+of off-diagonal tiles of the same problem at that ``n`` (:func:`sampled_rank`, cheap even
+at ``10^6``), times the ratio of ``L``'s mean rank to that sample's in the calibration runs. A list
 scheduler then plays the graph on ``P`` single-threaded workers with the rows placed
 cyclically and the priorities of the real graph (the chain ``R(k + 1, k) -> D(k + 1) ->
 C(k + 1)`` first, then earlier columns), a header's transfer delaying the tiles of other
@@ -54,34 +58,78 @@ class Calibration:
         self.tile = runs[0]["tile"]
         if any(run["tile"] != self.tile for run in runs):
             raise SystemExit("calibrate on runs with one tile size (benchmarks/distributed.py --tile)")
-        self.build = float(np.mean([d for run in runs for d in run["durations"]["tile"].values()]))
-        self.update = _linear(runs, "row")
-        self.diagonal = _linear(runs, "diagonal-factor")
+        self.build = _linear(runs, "tile", lambda run, key: run["mean_rank"], intercept=False)
+        self.update = _linear(runs, "row", lambda run, key: key[-1] * run["mean_rank"])
+        self.diagonal = _linear(runs, "diagonal-factor", lambda run, key: key[-1] * run["mean_rank"])
         self.header = float(np.mean([d for run in runs for d in run["durations"]["column"].values()]))
-        self.rank = float(np.mean([run["mean_rank"] for run in runs]))
+        self.rank_ratio = float(np.mean([run["mean_rank"] / sampled_rank(run["n"], self.tile) for run in runs]))
         self.serial_per_site = float(np.mean([run["serial_seconds"] / run["n"] for run in runs]))
         self.base_mb = float(np.mean([run["worker_base_mb"] for run in runs]))
         self.working_mb = float(np.max([run["worker_peak_mb"] - run["worker_base_mb"] - _row_mb(run["n"], self.tile,
                                         run["mean_rank"], run["workers"]) for run in runs]))
 
+    def mean_rank(self, n):
+        """Predicted mean off-diagonal rank of ``L`` at size `n`."""
+        return self.rank_ratio * sampled_rank(n, self.tile)
+
     def predict(self, n, workers, bandwidth=BANDWIDTH):
-        """``(seconds, peak MB per worker, tasks, GB sent)`` of one log-likelihood."""
+        """``(seconds, peak MB per worker, tasks, GB sent, mean rank)`` of one log-likelihood."""
         n_t = math.ceil(n / self.tile)
-        makespan, sent = _simulate(self, n_t, workers, bandwidth)
+        rank = self.mean_rank(n)
+        makespan, sent = _simulate(self, n_t, workers, bandwidth, rank)
         seconds = makespan + self.serial_per_site * n
-        memory = self.base_mb + _row_mb(n, self.tile, self.rank, workers) + self.working_mb
+        memory = self.base_mb + _row_mb(n, self.tile, rank, workers) + self.working_mb
         tasks = n_t * (n_t - 1) + 3 * n_t
-        return seconds, memory, tasks, sent / 1e9
+        return seconds, memory, tasks, sent / 1e9, rank
 
 
-def _linear(runs, kind):
-    """``(a, c)`` of the least-squares fit ``duration = a + c k`` over the tasks ``kind``."""
-    ks, ds = [], []
+def sampled_rank(n, tile, samples=32):
+    """Mean ACA rank of `samples` random off-diagonal tiles of the benchmark's covariance
+    at size `n` (its sites, order, kernel and tolerance ``accuracy ||A||_F / n_tiles``, with
+    ``||A||_F`` from 10^6 random entries)."""
+    from tlrcore.compress.aca import aca_compress
+
+    block, _, _ = _benchmark().problem(n)
+    rng = np.random.default_rng(1)
+    i, j = rng.integers(0, n, size=(2, 10**6))
+    squares = np.mean(np.concatenate([block(i[k : k + 1000], j[k : k + 1000]).ravel() ** 2
+                                      for k in range(0, 10**6, 10**5)]))
+    n_t = math.ceil(n / tile)
+    tolerance = _benchmark().ACCURACY * n * math.sqrt(squares) / n_t
+    ranks = []
+    for _ in range(samples):
+        a, b = sorted(rng.choice(n_t, size=2, replace=False))
+        rows = np.arange(b * tile, min((b + 1) * tile, n))
+        cols = np.arange(a * tile, min((a + 1) * tile, n))
+        U, _ = aca_compress(lambda idx: block(rows[idx], cols), lambda idx: block(rows, cols[idx]),
+                            (rows.size, cols.size), tolerance)
+        ranks.append(U.shape[1])
+    return float(np.mean(ranks))
+
+
+def _benchmark():
+    """``benchmarks/distributed.py`` as a module (its name would shadow the package)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "distributed_benchmark" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("distributed_benchmark", Path(__file__).with_name("distributed.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["distributed_benchmark"] = module
+    return sys.modules["distributed_benchmark"]
+
+
+def _linear(runs, kind, feature, intercept=True):
+    """``(a, c)`` of the least-squares fit ``duration = a + c feature(run, key)`` over the
+    tasks ``kind`` (``key``: the task's tile indices); ``a = 0`` without `intercept`."""
+    xs, ds = [], []
     for run in runs:
         for key, duration in run["durations"][kind].items():
-            ks.append(int(key.split(",")[-1]))
+            xs.append(feature(run, [int(part) for part in key.split(",")]))
             ds.append(duration)
-    design = np.column_stack([np.ones(len(ks)), ks])
+    design = np.column_stack([np.ones(len(xs)) if intercept else np.zeros(len(xs)), xs])
     coef, *_ = np.linalg.lstsq(design, np.asarray(ds), rcond=None)
     return float(coef[0]), float(coef[1])
 
@@ -93,14 +141,15 @@ def _row_mb(n, tile, rank, workers):
     return 8 * (n_t * (n_t - 1) * tile * rank + n_t * tile * tile) / workers / 2**20
 
 
-def _simulate(cal, n_t, workers, bandwidth):
+def _simulate(cal, n_t, workers, bandwidth, rank):
     """Makespan of the factorization graph on `workers` single-threaded workers, and the
     bytes of the headers sent."""
     owner = [i % workers for i in range(n_t)]
     a_R, c_R = cal.update
     a_D, c_D = cal.diagonal
-    cost = {"A": lambda k: cal.build, "R": lambda k: a_R + c_R * k, "D": lambda k: a_D + c_D * k,
-            "C": lambda k: cal.header}
+    a_A, c_A = cal.build
+    cost = {"A": lambda k: a_A + c_A * rank, "R": lambda k: a_R + c_R * k * rank,
+            "D": lambda k: a_D + c_D * k * rank, "C": lambda k: cal.header}
 
     def priority(task):
         kind, i, k = task
@@ -124,51 +173,37 @@ def _simulate(cal, n_t, workers, bandwidth):
     for task, count in waiting.items():
         if count == 0:
             heapq.heappush(queues[owner[task[1]]], (priority(task), task))
-    idle, running = set(range(workers)), []
+    idle, running, incoming = set(range(workers)), [], []
     now, sent = 0.0, 0.0
-    while any(queues) or running:
+    while any(queues) or running or incoming:
         for w in sorted(idle):
-            task = _pop_ready(queues[w], arrival, now)
-            if task is not None:
+            if queues[w]:
+                _, task = heapq.heappop(queues[w])
                 idle.discard(w)
                 heapq.heappush(running, (now + cost[task[0]](task[2]), w, task))
                 if task[0] == "C":
-                    sent += _header_bytes(cal, task[2]) * (workers - 1)
-        next_finish = running[0][0] if running else math.inf
-        next_arrival = min((arrival[t] for w in idle for _, t in queues[w] if arrival[t] > now), default=math.inf)
-        if next_arrival < next_finish:
-            now = next_arrival
-            continue
-        now = next_finish
+                    sent += _header_bytes(cal.tile, rank, task[2]) * (workers - 1)
+        now = min(running[0][0] if running else math.inf, incoming[0][0] if incoming else math.inf)
+        while incoming and incoming[0][0] <= now:
+            _, task = heapq.heappop(incoming)
+            heapq.heappush(queues[owner[task[1]]], (priority(task), task))
         while running and running[0][0] <= now:
             finish, w, task = heapq.heappop(running)
             idle.add(w)
             for user in users[task]:
-                delay = _header_bytes(cal, task[2]) / bandwidth if task[0] == "C" and owner[user[1]] != w else 0.0
+                delay = _header_bytes(cal.tile, rank, task[2]) / bandwidth if task[0] == "C" and owner[user[1]] != w else 0.0
                 arrival[user] = max(arrival[user], finish + delay)
                 waiting[user] -= 1
                 if waiting[user] == 0:
-                    heapq.heappush(queues[owner[user[1]]], (priority(user), user))
+                    if arrival[user] <= now:
+                        heapq.heappush(queues[owner[user[1]]], (priority(user), user))
+                    else:
+                        heapq.heappush(incoming, (arrival[user], user))
     return now, sent
 
 
-def _pop_ready(queue, arrival, now):
-    """The highest-priority task of `queue` whose inputs have arrived by `now` (removed),
-    or None."""
-    held, task = [], None
-    while queue:
-        entry = heapq.heappop(queue)
-        if arrival[entry[1]] <= now:
-            task = entry[1]
-            break
-        held.append(entry)
-    for entry in held:
-        heapq.heappush(queue, entry)
-    return task
-
-
-def _header_bytes(cal, k):
-    return 8.0 * cal.tile * (cal.tile + 2 * cal.rank * k)
+def _header_bytes(tile, rank, k):
+    return 8.0 * tile * (tile + 2 * rank * k)
 
 
 def main():
@@ -181,21 +216,22 @@ def main():
     args = parser.parse_args()
     runs = [json.load(open(path)) for path in args.runs]
     cal = Calibration(runs)
-    print(f"tile {cal.tile}: A tile {cal.build:.3f} s, R(i, k) {cal.update[0]:.3f} + {cal.update[1]:.5f} k s, "
-          f"D(k) {cal.diagonal[0]:.3f} + {cal.diagonal[1]:.5f} k s, mean rank {cal.rank:.1f}, "
-          f"serial {cal.serial_per_site * 1e6:.2f} us/site, worker base {cal.base_mb:.0f} MB, "
-          f"working set {cal.working_mb:.0f} MB")
+    print(f"tile {cal.tile}: A tile {cal.build[0]:.3f} + {cal.build[1]:.2e} rbar s, R(i, k) {cal.update[0]:.3f} + "
+          f"{cal.update[1]:.2e} k rbar s, D(k) {cal.diagonal[0]:.3f} + {cal.diagonal[1]:.2e} k rbar s, header "
+          f"{cal.header:.3f} s, rank of L / sampled rank of A {cal.rank_ratio:.2f}, serial "
+          f"{cal.serial_per_site * 1e6:.2f} us/site, worker base {cal.base_mb:.0f} MB, working set {cal.working_mb:.0f} MB")
     if args.check:
         run = json.load(open(args.check))
-        seconds, memory, *_ = cal.predict(run["n"], run["workers"], bandwidth=float("inf"))
-        print(f"check n={run['n']} on {run['workers']} workers: predicted {seconds:.1f} s, measured "
+        seconds, memory, _, _, rank = cal.predict(run["n"], run["workers"], bandwidth=float("inf"))
+        print(f"check n={run['n']} on {run['workers']} workers (mean rank predicted {rank:.1f}, measured "
+              f"{run['mean_rank']:.1f}): predicted {seconds:.1f} s, measured "
               f"{run['seconds']:.1f} s ({seconds / run['seconds'] - 1:+.0%}); peak per worker predicted "
               f"{memory:.0f} MB, measured {run['worker_peak_mb']:.0f} MB ({memory / run['worker_peak_mb'] - 1:+.0%})")
     for n in args.predict:
         for workers in args.workers:
-            seconds, memory, tasks, sent = cal.predict(n, workers, args.bandwidth)
-            print(f"n={n} on {workers} workers: {seconds:.0f} s, {memory / 1024:.1f} GB per worker, "
-                  f"{tasks} tasks, {sent:.0f} GB sent")
+            seconds, memory, tasks, sent, rank = cal.predict(n, workers, args.bandwidth)
+            print(f"n={n} on {workers} workers (mean rank {rank:.1f}): {seconds:.0f} s, {memory / 1024:.1f} GB per "
+                  f"worker, {tasks} tasks, {sent:.0f} GB sent")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Shared fixtures: array back ends and a small reproducible point set."""
+"""Shared fixtures: array back ends, a small reproducible point set and a 2-worker Dask cluster."""
 
 import numpy as np
 import pytest
@@ -23,3 +23,13 @@ def backend(request):
 def rng():
     """A seeded random generator."""
     return np.random.default_rng(20261121)
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A client of a ``LocalCluster`` of 2 worker processes with 1 thread each, one per
+    test module (CI has 2 cores and only loopback networking)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        yield client

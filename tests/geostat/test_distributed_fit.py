@@ -33,13 +33,6 @@ RTOL = 1e-10
 
 
 @pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def data():
     rng = np.random.default_rng(18)
     X = rng.uniform(0.0, 1.0, (N, 2))

@@ -83,13 +83,6 @@ def loglik_terms(L, z):
 
 
 @pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def block():
     return Exponential(sites(N))
 
