@@ -158,8 +158,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         rounding. ``"default"`` uses the current default client when `fit` runs. With a
         client ``method="auto"`` means ``"tlr"`` (``"exact"`` and ``device="gpu"`` are
         refused). The pilot and polish subsamples, the derivative matrices of the Fisher
-        scoring and kriging's small products run in this process. The cluster has no
-        diagonal-shift safeguard: ``on_failure="shift"`` (or ``"compensate"``) acts as ``"step"`` there. Not
+        scoring and kriging's small products run in this process. ``on_failure="shift"``
+        shifts there as in process; the cluster has no compensation (``"compensate"``
+        shifts). Not
         pickled nor saved (a loaded or unpickled model computes in process);
         :func:`sklearn.base.clone` shares the client.
 

@@ -117,7 +117,7 @@ def simulate(
     if client is not None:
         perm, tile_size = site_order(data.coords, dist, ordering, tile_size)
         block = Sites(data.coords[perm], dist, NUMPY).covariance_block(kern, unit)
-        factor = distributed_tlr_factor(client, block, data.n, tile_size, perm, accuracy)
+        factor = distributed_tlr_factor(client, block, data.n, tile_size, perm, accuracy)[0]
         samples = factor.multiply_lower(rng.standard_normal((data.n, n_samples)))
     elif resolve_method(method, data.n) == "tlr":
         A, perm = tlr_covariance(data.coords, kern, unit, dist, accuracy=accuracy, tile_size=tile_size,

@@ -459,16 +459,17 @@ def tlr_factor(build, perm, random_state=0, on_failure="raise"):
     return TLRFactor(factor, perm, A.frobenius_norm()), True
 
 
-def distributed_tlr_factor(client, block, n, tile_size, perm, accuracy=1e-8, random_state=0):
+def distributed_tlr_factor(client, block, n, tile_size, perm, accuracy=1e-8, random_state=0, on_failure="raise"):
     """TLR Cholesky factor of the covariance ``block`` generates, built and factored on the
     workers of a Dask cluster.
 
     The same compression and left-looking factorization, with the same seeds, as
     ``tlr_factor(lambda: tlr_matrix(block, n, tile_size, accuracy, random_state=random_state),
-    perm, random_state)``, so the two factors agree to rounding
+    perm, random_state, on_failure)``, so the two factors agree to rounding
     (:mod:`tlrcore.distributed`). `block` (a :meth:`geostat.covariance.Sites.covariance_block`)
-    is sent to the workers once; the tiles stay there, and the factor's solves and
-    products move only ``n``-vectors (or ``n x m`` blocks).
+    is sent to the workers once per build; the tiles stay there (generated just before the
+    factorization consumes them), and the factor's solves and products move only
+    ``n``-vectors (or ``n x m`` blocks).
 
     Parameters
     ----------
@@ -479,33 +480,57 @@ def distributed_tlr_factor(client, block, n, tile_size, perm, accuracy=1e-8, ran
     perm : ndarray of shape (n,)
     accuracy : float, default 1e-8
     random_state : int, default 0
+    on_failure : {"raise", "step", "shift", "compensate"}, default "raise"
+        After a failure, ``"shift"`` and ``"compensate"`` factor again with the shifts of
+        the in-process ``safeguard="shift"`` (:func:`tlrcore.cholesky.safeguards.shift_schedule`:
+        ``tau, 2 tau, 4 tau, ...``), so the first that works, and the factor, are the
+        in-process ones. The cluster has no compensation: ``"compensate"`` shifts there.
 
     Returns
     -------
-    TLRFactor
-        Wrapping a :class:`tlrcore.distributed.DistributedCholesky`; ``shift`` and
-        ``perturbation`` are always 0.0.
+    factor : TLRFactor
+        Wrapping a :class:`tlrcore.distributed.DistributedCholesky`; its
+        ``relative_perturbation`` is relative to the norm estimate the tolerance came
+        from (in process: to ``||A_tlr||_F``, which the cluster would have to keep ``A``
+        for).
+    shifted : bool
+        Whether a shift was needed.
 
     Raises
     ------
     NotPositiveDefiniteError
-        If the compressed covariance is not positive definite: the distributed
-        factorization has no safeguard (no diagonal shift), so this is raised whatever
-        the likelihood's ``on_failure``; the message says what to do.
+        If the compressed covariance is not positive definite and `on_failure` has no
+        safeguard, or no shift of the schedule helped.
     """
     import tlrcore.distributed as td
+    from tlrcore.cholesky.safeguards import shift_schedule
 
-    A = td.DistributedTLRMatrix.from_generator(client, block, n, tile_size, accuracy=accuracy,
-                                               random_state=random_state)
+    def build():
+        return td.DistributedTLRMatrix.from_generator(client, block, n, tile_size, accuracy=accuracy,
+                                                      random_state=random_state, wait=False)
+
+    A = build()
+    tolerance, norm = A.tolerance, A.tolerance * A.n_tiles / accuracy
+    shifts = shift_schedule(tolerance, A.n_tiles)
     try:
-        return TLRFactor(td.cholesky(A, random_state=random_state, overwrite_a=True), perm)
+        return TLRFactor(td.cholesky(A, random_state=random_state, overwrite_a=True), perm), False
     except NotPositiveDefiniteError as exc:
-        raise NotPositiveDefiniteError(
-            f"{exc} On a Dask cluster the TLR factorization has no diagonal-shift safeguard, so "
-            "on_failure='shift' does not apply there (a fit steps away from such parameters, as with "
-            "on_failure='step'); add or bound a nugget, tighten the accuracy, or run in process (client=None).",
-            tile=exc.tile,
-        ) from exc
+        if TLR_SAFEGUARDS[on_failure] is None:
+            raise
+        failure = exc
+    for shift in shifts:
+        try:
+            factor = td.cholesky(build(), random_state=random_state, overwrite_a=True, shift=shift)
+        except NotPositiveDefiniteError as exc:
+            failure = exc
+            continue
+        return TLRFactor(factor, perm, norm), True
+    raise NotPositiveDefiniteError(
+        f"{failure} The automatic shift reached {shifts[-1] if shifts else 0.0:.3g} "
+        f"({len(shifts)} doublings of the tile tolerance) without success: the covariance is probably "
+        "indefinite; add or bound a nugget, or check the kernel.",
+        tile=failure.tile,
+    ) from failure
 
 
 def covariance_block(coords, kernel, params, distance, backend=NUMPY):

@@ -90,9 +90,8 @@ class TLRLikelihood(Likelihood):
     client : None, "default" or distributed.Client, default None
         Build and factor the covariances on the workers of this Dask cluster
         (:func:`geostat.solvers.resolve_client`); the values equal the in-process ones to
-        rounding. The distributed factorization has no safeguard: a covariance that is
-        not positive definite raises :class:`~tlrcore.NotPositiveDefiniteError` whatever
-        `on_failure` (a fit then steps away from it, as with ``"step"``).
+        rounding. ``on_failure="shift"`` refactors there with the in-process shifts (the
+        same factor); the cluster has no compensation, so ``"compensate"`` shifts too.
 
     Raises
     ------
@@ -188,7 +187,7 @@ class TLRLikelihood(Likelihood):
 
     def _factor(self, index, block, accuracy):
         """``(factor, shifted)`` of group `index`'s covariance given by `block`: in this
-        process, or on the cluster (never shifted there)."""
+        process, or on the cluster."""
         order, accuracy = self._orders[index], accuracy or self.accuracy
         start = time.perf_counter()
         if self.client is None:
@@ -199,9 +198,8 @@ class TLRLikelihood(Likelihood):
 
             factor, shifted = tlr_factor(build, order.perm, self.random_state, self.on_failure)
         else:
-            factor = distributed_tlr_factor(self.client, block, order.perm.size, order.tile_size, order.perm,
-                                            accuracy, self.random_state)
-            shifted = False
+            factor, shifted = distributed_tlr_factor(self.client, block, order.perm.size, order.tile_size,
+                                                     order.perm, accuracy, self.random_state, self.on_failure)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("TLR factor of group %d in %.2f s: %s%s", index, time.perf_counter() - start,
                          _factor_summary(factor), f", diagonal shift {factor.shift:.3g}" if shifted else "")

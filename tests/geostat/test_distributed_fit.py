@@ -122,14 +122,23 @@ def test_bad_client_arguments(client, data):
         gs.SpatialGP(client=1).fit(X, y)
 
 
-def test_no_safeguard_on_the_cluster_is_a_named_error(client, data):
-    """A covariance that is not positive definite: in process ``on_failure="shift"``
-    would shift it; on the cluster there is no shift, and the error says so."""
+def test_a_singular_covariance_is_shifted_as_in_process(client, data):
+    """A numerically singular covariance (Gaussian kernel, long range, no nugget): the
+    cluster refactors with the in-process shifts, so it finds the same shift and the same
+    value; with ``on_failure="raise"`` the error comes back naming the tile."""
     X = data[0][:400]
-    lik = gs.likelihood.make_likelihood("tlr", X, np.ones((400, 1)), np.ones((400, 1)), get_kernel("gaussian"),
-                                        get_distance("euclidean"), tile_size=100, client=client)
-    with pytest.raises(NotPositiveDefiniteError, match="no diagonal-shift safeguard"):
-        lik.terms({"range": 5.0}, 0.0)
+    args = ("tlr", X, np.ones((400, 1)), np.ones((400, 1)), get_kernel("gaussian"), get_distance("euclidean"))
+    remote = gs.likelihood.make_likelihood(*args, tile_size=100, accuracy=1e-6, client=client)
+    local = gs.likelihood.make_likelihood(*args, tile_size=100, accuracy=1e-6)
+    value, reference = remote.terms({"range": 5.0}, 0.0), local.terms({"range": 5.0}, 0.0)
+    assert remote.n_safeguarded == local.n_safeguarded == 1
+    ((factor,), (factor0,)) = remote.factors({"range": 5.0}, 0.0), local.factors({"range": 5.0}, 0.0)
+    assert factor.shift == factor0.shift > 0
+    assert value.logdet == pytest.approx(reference.logdet, rel=RTOL)
+    strict = gs.likelihood.make_likelihood(*args, tile_size=100, accuracy=1e-6, client=client, on_failure="raise")
+    with pytest.raises(NotPositiveDefiniteError) as info:
+        strict.terms({"range": 5.0}, 0.0)
+    assert info.value.tile is not None
 
 
 def test_block_generator_is_small_to_ship(client):

@@ -195,6 +195,16 @@ def test_accuracy_argument_matches_in_process(client, block, local):
         td.cholesky(A)
 
 
+def test_shift_matches_in_process(client, block, local):
+    A = td.DistributedTLRMatrix.from_generator(client, block, N, TILE, accuracy=ACCURACY, wait=False)
+    L = td.cholesky(A, shift=0.25, overwrite_a=True)
+    L0 = tlrcore.cholesky(local[0], shift=0.25)
+    assert L.logdet() == pytest.approx(L0.logdet(), rel=RTOL)
+    assert L.shift == 0.25 and L.perturbation == pytest.approx(0.25 * np.sqrt(N), rel=1e-15)
+    with pytest.raises(ValueError, match="shift"):
+        td.cholesky(td.DistributedTLRMatrix.from_generator(client, block, 600, 300), shift=-1.0)
+
+
 def test_errors_come_back_naming_the_tile(client, block):
     with pytest.raises(GeneratorError, match=r"tile \(3, "):
         td.DistributedTLRMatrix.from_generator(client, NaNAt(block.sites, 3 * TILE + 5), N, TILE)

@@ -72,11 +72,11 @@ def off_diagonal_tile(checked, rows, cols, i, j, tolerance, method, max_rank, se
     return compress_tile(checked, np.arange(*rows), np.arange(*cols), (i, j), tolerance, method, max_rank, seed)
 
 
-def factor_diagonal(Akk, row, k, tolerance):
-    """``L(k, k) = chol(A(k, k) - sum_j L(k, j) L(k, j)^T)`` from row `k` of ``L``;
+def factor_diagonal(Akk, row, k, tolerance, shift=0.0):
+    """``L(k, k) = chol(A(k, k) + shift I - sum_j L(k, j) L(k, j)^T)`` from row `k` of ``L``;
     :class:`~tlrcore.NotPositiveDefiniteError` naming tile `k` if it breaks down."""
     factors = list(zip(*_factors(row)))
-    return DiagonalFactorizer(tolerance).factor(*updated_diagonal(Akk, factors), k)
+    return DiagonalFactorizer(tolerance, shift).factor(*updated_diagonal(Akk, factors), k)
 
 
 class ColumnHeader:

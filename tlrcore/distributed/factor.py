@@ -50,8 +50,9 @@ class DistributedCholesky:
         ``rows[i] = ([U(i, 0), ...], [V(i, 0), ...])``, ``L(i, j) = U(i, j) V(i, j)^T``
         (None for row 0).
     shift, perturbation : float
-        Always 0.0: the distributed factorization has no safeguards (it raises
-        :class:`~tlrcore.NotPositiveDefiniteError` instead).
+        The diagonal shift the factorization added (``shift=`` of
+        :func:`~tlrcore.distributed.cholesky`) and ``||E||_F = shift sqrt(n)``; 0.0
+        without one.
     backend : Backend
         :data:`tlrcore.backends.NUMPY`: the results are NumPy arrays.
     """

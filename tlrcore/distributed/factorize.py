@@ -35,10 +35,12 @@ scheduler recomputes what it held from the lineage, and the factor is bit-identi
 from __future__ import annotations
 
 import logging
+import math
 
 from tlrcore._checks import check_accuracy, check_int, check_random_state
 from tlrcore._threads import column_seeds
 from tlrcore._typing import Seed
+from tlrcore.cholesky.safeguards import check_shift
 from tlrcore.distributed._graph import CriticalFirst, prefix, submit
 from tlrcore.distributed._tasks import column_header, factor_diagonal, log_diagonal, update_tile
 from tlrcore.distributed.factor import DistributedCholesky
@@ -56,11 +58,12 @@ def cholesky(
     random_state: Seed = 0,
     overwrite_a: bool = False,
     wait: bool = True,
+    shift: float = 0.0,
 ) -> DistributedCholesky:
     """Left-looking TLR Cholesky factorization ``A ~ L L^T`` on the cluster of `A`.
 
-    Equals ``tlrcore.cholesky(A.gather(), accuracy, block_size, random_state)`` (the
-    in-process left-looking variant without safeguards) to rounding.
+    Equals ``tlrcore.cholesky(A.gather(), accuracy, block_size, random_state,
+    shift=shift)`` (the in-process left-looking variant, without safeguards) to rounding.
 
     Parameters
     ----------
@@ -75,6 +78,12 @@ def cholesky(
     wait : bool, default True
         Return when the factor is computed (raising its errors here). With False, return
         at once; errors are raised by the first method that needs the failed tiles.
+    shift : float, default 0.0
+        Added to every diagonal entry of `A` (which is not modified), as in
+        :func:`tlrcore.cholesky`; the factor reports ``.shift`` and ``.perturbation =
+        shift sqrt(n)``. A retry with growing shifts (in process, ``safeguard="shift"``)
+        is the caller's loop: :func:`tlrcore.cholesky.safeguards.shift_schedule` gives
+        the same shifts.
 
     Returns
     -------
@@ -87,7 +96,7 @@ def cholesky(
     ConsumedMatrixError
         If `A` was consumed by an earlier ``cholesky(A, overwrite_a=True)``.
     ValueError
-        For a bad `accuracy`, `block_size` or `random_state`.
+        For a bad `accuracy`, `block_size`, `random_state` or `shift`.
     NotPositiveDefiniteError
         If an updated diagonal tile is not positive definite; ``.tile`` is its index.
     """
@@ -96,6 +105,7 @@ def cholesky(
     A._check_usable()
     block_size = check_int(block_size, "block_size", 1)
     random_state = check_random_state(random_state)
+    shift = check_shift(shift)
     tolerance = A.tolerance if accuracy is None else check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
     n_t = A.n_tiles
     seeds = column_seeds(random_state, n_t)
@@ -107,7 +117,7 @@ def cholesky(
 
     tasks: dict[tuple, tuple] = {}
     for k in range(n_t):
-        tasks[D, k] = (factor_diagonal, A.diagonal_task(k), row(k, k), k, tolerance)
+        tasks[D, k] = (factor_diagonal, A.diagonal_task(k), row(k, k), k, tolerance, shift)
         tasks[G, k] = (log_diagonal, (D, k))
         if k + 1 < n_t:
             tasks[C, k] = (column_header, row(k, k), (D, k), block_size)
@@ -120,4 +130,5 @@ def cholesky(
         A.release()
     factor = DistributedCholesky(A.client, A.placement, A.offsets, tolerance, futures[:n_t],
                                  [None] + futures[n_t : 2 * n_t - 1], futures[2 * n_t - 1 :])
+    factor.shift, factor.perturbation = shift, shift * math.sqrt(A.n)
     return factor.wait() if wait else factor
