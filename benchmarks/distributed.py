@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import resource
 import statistics
 import subprocess
@@ -45,6 +46,10 @@ from scipy.spatial.distance import cdist
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 RANGE, NUGGET, ACCURACY = 0.1, 1e-2, 1e-8
+#: The environment at start: a LocalCluster sets OMP_NUM_THREADS=1 (and more) for its
+#: workers in this process's environment and leaves it there, which would make every
+#: later in-process run use one BLAS thread.
+ENVIRONMENT = dict(os.environ)
 
 
 class Exponential:
@@ -142,7 +147,7 @@ def task_durations(records):
 def child(n, tile=None):
     """The in-process run in a fresh interpreter."""
     out = subprocess.run([sys.executable, __file__, "--child", str(n)] + (["--tile", str(tile)] if tile else []),
-                         check=True, capture_output=True, text=True)
+                         check=True, capture_output=True, text=True, env=ENVIRONMENT)
     return json.loads(out.stdout.splitlines()[-1])
 
 
