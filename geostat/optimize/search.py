@@ -316,7 +316,8 @@ def reported_loglik(likelihood, params, loglik):
         finer = likelihood.log_likelihood(params, accuracy=accuracy)
         error, loglik = abs(finer - loglik), finer
         logger.info("log-likelihood at accuracy %.0e: %.6f (change %.2g)", accuracy, loglik, error)
-        if error <= LOGLIK_TOLERANCE or accuracy <= FINEST_ACCURACY:
+        # (the accuracies are repeated divisions: 1e-6 / 10^8 is 1.0000000000000002e-14)
+        if error <= LOGLIK_TOLERANCE or accuracy <= FINEST_ACCURACY * (1 + 1e-9):
             return loglik, error, accuracy
 
 

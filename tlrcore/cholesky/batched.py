@@ -38,7 +38,7 @@ import numpy as np
 
 from tlrcore._threads import column_progress, column_seeds
 from tlrcore.cholesky.factor import PackedCholesky
-from tlrcore.cholesky.safeguards import OFF_DIAGONAL_COMPENSATION, tile_failure
+from tlrcore.cholesky.safeguards import tail_compensation, tile_failure
 from tlrcore.compress.ara_batched import batched_ara
 from tlrcore.packed.column import TileColumn
 from tlrcore.packed.pool import PoolIndex, TilePool, store_column
@@ -136,14 +136,13 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
 def packed_compensation(backend, update, real, tolerance, form):
     """The always-on compensation of one padded diagonal tile with accumulated update
     `update` (``W W^T``, symmetric, zero on the padding), as in
-    :meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.compensation`: the update's tail
-    ``T`` below `tolerance` (``"block"``) or ``diag(rowsum |T|)`` (``"rowsum"``), plus
-    ``OFF_DIAGONAL_COMPENSATION * tolerance`` on the `real` (unpadded) diagonal entries.
-    One ``eigh`` of the whole tile on the back end (no host round trip)."""
+    :meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.compensation`
+    (:func:`~tlrcore.cholesky.safeguards.tail_compensation` of the update's tail ``T``
+    below `tolerance`, the lift on the `real`, unpadded, diagonal entries only). One
+    ``eigh`` of the whole tile on the back end (no host round trip)."""
     xp = backend.xp
     lam, Q = backend.eigh(update)
     lam = xp.maximum(lam, 0.0)
     tail = int(xp.sum(xp.sqrt(xp.cumsum(lam * lam)) <= tolerance))
     T = (Q[:, :tail] * lam[:tail]) @ Q[:, :tail].T
-    change = T if form == "block" else xp.diag(xp.abs(T).sum(axis=1))
-    return change + xp.diag(OFF_DIAGONAL_COMPENSATION * tolerance * real)
+    return tail_compensation(xp, T, form, tolerance * real)

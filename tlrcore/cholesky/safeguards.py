@@ -104,6 +104,7 @@ __all__ = [
     "compensation_form",
     "parse_safeguard",
     "shift_schedule",
+    "tail_compensation",
     "tile_failure",
 ]
 
@@ -258,15 +259,10 @@ class DiagonalFactorizer:
         return L
 
     def compensation(self, W):
-        """The always-on compensation of a tile with update ``W W^T``: the update's tail
-        (rowsum or block form) plus ``OFF_DIAGONAL_COMPENSATION * tau`` on the diagonal."""
-        b = W.shape[0]
-        if self.compensate == "block":
-            change = _update_tail(W, self.tolerance)
-        else:
-            change = np.diag(np.abs(_update_tail(W, self.tolerance)).sum(axis=1))
-        change[np.diag_indices(b)] += OFF_DIAGONAL_COMPENSATION * self.tolerance
-        return change
+        """The always-on compensation of a tile with update ``W W^T``
+        (:func:`tail_compensation` of the update's tail)."""
+        return tail_compensation(np, _update_tail(W, self.tolerance), self.compensate,
+                                 np.full(W.shape[0], self.tolerance))
 
     def tally(self, k, part, norm2):
         """Count a change of tile `k` by `part` with ``||.||_F^2 = norm2`` (batched path,
@@ -319,6 +315,16 @@ class DiagonalFactorizer:
     def perturbation_parts(self):
         """``||.||_F`` of the changes by source (see :attr:`parts`)."""
         return {name: float(np.sqrt(value)) for name, value in self.parts.items()}
+
+
+def tail_compensation(xp, T, form, tolerance):
+    """The always-on compensation of a diagonal tile whose update has the tail `T`: ``T``
+    (``form="block"``) or ``diag(rowsum |T|)`` (``"rowsum"``), plus
+    ``OFF_DIAGONAL_COMPENSATION * tolerance`` on the diagonal (`tolerance` per entry: 0
+    on the padding of a packed tile). Written with the array module `xp`, for every back
+    end."""
+    change = T if form == "block" else xp.diag(xp.abs(T).sum(axis=1))
+    return change + xp.diag(OFF_DIAGONAL_COMPENSATION * tolerance)
 
 
 def _schur_compensation(W, tolerance):
