@@ -124,7 +124,7 @@ def distributed(n, tile=None):
         ranks = L.ranks
     off = ranks[np.tril_indices(ranks.shape[0], -1)]
     return {"n": n, "tile": tile, "workers": 2, "seconds": seconds, "serial_seconds": serial, "value": value,
-            "peak_mb": max(s["peak_mb"] for s in stats), "worker_peak_mb": max(s["peak_mb"] for s in stats),
+            "peak_mb": max(s["peak_mb"] for s in stats),
             "worker_base_mb": base, "tasks": sum(s["tasks"] for s in stats),
             "sent_mb": sum(s["sent_mb"] for s in stats), "mean_rank": float(off.mean()) if off.size else 0.0,
             "durations": task_durations(stream.data)}

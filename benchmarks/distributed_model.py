@@ -65,7 +65,7 @@ class Calibration:
         self.rank_ratio = float(np.mean([run["mean_rank"] / sampled_rank(run["n"], self.tile) for run in runs]))
         self.serial_per_site = float(np.mean([run["serial_seconds"] / run["n"] for run in runs]))
         self.base_mb = float(np.mean([run["worker_base_mb"] for run in runs]))
-        self.working_mb = float(np.max([run["worker_peak_mb"] - run["worker_base_mb"] - _row_mb(run["n"], self.tile,
+        self.working_mb = float(np.max([run["peak_mb"] - run["worker_base_mb"] - _row_mb(run["n"], self.tile,
                                         run["mean_rank"], run["workers"]) for run in runs]))
 
     def mean_rank(self, n):
@@ -226,7 +226,7 @@ def main():
         print(f"check n={run['n']} on {run['workers']} workers (mean rank predicted {rank:.1f}, measured "
               f"{run['mean_rank']:.1f}): predicted {seconds:.1f} s, measured "
               f"{run['seconds']:.1f} s ({seconds / run['seconds'] - 1:+.0%}); peak per worker predicted "
-              f"{memory:.0f} MB, measured {run['worker_peak_mb']:.0f} MB ({memory / run['worker_peak_mb'] - 1:+.0%})")
+              f"{memory:.0f} MB, measured {run['peak_mb']:.0f} MB ({memory / run['peak_mb'] - 1:+.0%})")
     for n in args.predict:
         for workers in args.workers:
             seconds, memory, tasks, sent, rank = cal.predict(n, workers, args.bandwidth)
