@@ -88,6 +88,12 @@ class TLRMatrix:
         The packed layout (:mod:`tlrcore.packed`) when the matrix was built with
         ``method="batched"``; then `diagonal`, `U` and `V` are views into it, and
         :func:`tlrcore.cholesky` uses the batched algorithm.
+    tile_errors : ndarray of shape (n_tiles, n_tiles) or None
+        Estimated spectral norm of each off-diagonal tile's compression error,
+        ``||A(i, j) - U V^T||_2`` (symmetric, zero diagonal): the largest singular value the
+        truncation dropped (:class:`~tlrcore.compress._recompress.LowRank`). Recorded by
+        the one-tile compressors (``"aca"``, ``"ara"``, ``"svd"``); None for other builds.
+        The safeguard ``"compensate"`` lifts each diagonal tile by these errors.
 
     Notes
     -----
@@ -107,8 +113,10 @@ class TLRMatrix:
         tolerance: float,
         backend: Backend,
         packed: PackedTiles | None = None,
+        tile_errors: FloatArray | None = None,
     ) -> None:
         self._packed = packed
+        self.tile_errors = tile_errors
         self._packed_copy: PackedTiles | None = None
         self._diagonal = diagonal
         self._U, self._V = U, V
@@ -238,7 +246,10 @@ class TLRMatrix:
                     factors = list(by_rows(run(compress, zip(pairs, seeds)), range(n_tiles), counter))
         U = {pair: f[0] for pair, f in zip(pairs, factors)}
         V = {pair: f[1] for pair, f in zip(pairs, factors)}
-        matrix = cls(diagonal, U, V, offsets, accuracy, tolerance, backend)
+        errors = np.zeros((n_tiles, n_tiles))
+        for (i, j), f in zip(pairs, factors):
+            errors[i, j] = errors[j, i] = f.dropped
+        matrix = cls(diagonal, U, V, offsets, accuracy, tolerance, backend, tile_errors=errors)
         logger.debug(
             "TLR matrix n=%d tiles=%d tolerance=%.3g mean rank=%.1f memory %.1f MB",
             n, n_tiles, tolerance, matrix.mean_rank, matrix.nbytes / 1e6,

@@ -15,11 +15,11 @@ nugget, is numerically singular; its dense or TLR Cholesky factorization can fai
 ``"compensate"``
     TLR factorizations: after a failure, factor again with the always-on compensation of
     the diagonal tiles (``tlrcore.cholesky(..., safeguard="compensate+shift")``: the
-    compression tail of every diagonal update added back in diagonal form and ``2 tau``
-    for the compression errors of the off-diagonal tiles, H2Opus sec. 5.1.1), and shift
-    only if that fails too. Its perturbation is reported as the shift's is. It changes
-    every diagonal tile (a ``2 tau`` lift is a uniform shift of ``2 tau``, applied once,
-    without retries), so it is no gentler than ``"shift"`` on the estimates
+    compression tail of every diagonal update added back in diagonal form, H2Opus sec.
+    5.1.1, and each nearly singular tile lifted by the recorded compression errors of its
+    tile row), and shift only if that fails too. Its perturbation is reported as the
+    shift's is. On a covariance this singular nearly every tile is lifted by about the
+    tolerance, so it is no gentler than ``"shift"`` on the estimates
     (``benchmarks/tlr_safeguards.py`` part 3 compares them); exact factorizations treat
     it as ``"shift"``.
 ``"step"``

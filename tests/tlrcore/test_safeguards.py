@@ -1,6 +1,8 @@
 """Safeguarded TLR Cholesky (shift, Schur compensation, modified tiles, tile pivoting)
 against the densified matrix, on covariances that lose definiteness under compression."""
 
+import pickle
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -10,9 +12,11 @@ import tlrcore as tlr
 from tlrcore.cholesky.safeguards import (
     OFF_DIAGONAL_COMPENSATION,
     DiagonalFactorizer,
+    compensation_lifts,
     parse_safeguard,
     shift_schedule,
 )
+from tlrcore.compress._recompress import LowRank
 
 
 def sites(n, seed=0, duplicate=None):
@@ -160,30 +164,65 @@ def test_modified_alone_refuses_growing_changes_and_says_what_to_use():
     assert 0 <= info.value.tile < A.n_tiles
 
 
-def compensation_constant(A):
-    """``c`` of the compensated factor's contract ``||L L^T - A_tlr||_F <= c eps ||A_tlr||_F``
-    (tlrcore.cholesky.safeguards): ``1 + (c_off + 1) sqrt(b / n_t)`` for the rowsum form."""
-    return 1 + (OFF_DIAGONAL_COMPENSATION + 1) * np.sqrt(A.tile_size / A.n_tiles)
+def compensation_bound(A, form="rowsum"):
+    """Bound on ``||C||_F`` of the always-on compensation (tlrcore.cholesky.safeguards): the
+    update tails, ``||T_k||_F <= tau`` per tile (times ``sqrt(b)`` in rowsum form), plus
+    the lifts ``g_k = c_off sqrt(sum_j e_kj^2)`` on the ``b`` entries of every lifted tile."""
+    b = A.tile_size
+    tails = np.sqrt(A.n_tiles) * A.tolerance * (np.sqrt(b) if form == "rowsum" else 1.0)
+    lifts = np.sqrt(b * np.sum(compensation_lifts(A.tile_errors, A.tolerance, A.n_tiles) ** 2))
+    return tails + lifts
 
 
-@pytest.mark.parametrize("safeguard", ["compensate", "compensate+modified", "pivot+compensate"])
+@pytest.mark.parametrize("safeguard", ["compensate", "compensate-block", "compensate+modified", "pivot+compensate"])
 def test_compensation_rescues_without_shift_within_the_contract(hard, safeguard):
     name, M, A = hard
     F = tlr.cholesky(A, safeguard=safeguard)
     assert F.shift == 0.0 and F.compensated_tiles == tuple(range(A.n_tiles))
-    norm, c = A.frobenius_norm(), compensation_constant(A)
-    # ||C||_F <= c_off tau sqrt(n) + sqrt(n_t) tau sqrt(b) = (c - 1) eps ||A_tlr||_F (the
-    # modification, if any, adds at most 2 delta sqrt(b) per tile: none measured here)
     assert F.modified_tiles == ()
-    assert F.perturbation <= (c - 1) * ACCURACY * norm * (1 + 1e-12)  # measured 6.9-8.1 of 12 (rowsum)
-    assert F.perturbation == pytest.approx(F.perturbation_parts["compensation"])
+    form = "block" if "block" in safeguard else "rowsum"
+    # the lift, tile-local: only tiles within LIFT_MARGIN lifts of singular get it
+    assert len(F.lifted_tiles) > 0 and F.perturbation_parts["lift"] > 0
+    assert F.perturbation <= compensation_bound(A, form) * (1 + 1e-12)
+    parts = F.perturbation_parts
+    assert max(parts["compensation"], parts["lift"]) <= F.perturbation <= parts["compensation"] + parts["lift"]
     perm = np.arange(M.shape[0]) if F.perm is None else F.perm
     L = F.to_dense()
-    # against A_tlr: ||F||_F (< eps ||A_tlr||_F, ARA's estimate with margin 2) + ||C||_F;
-    # against the exact A one more eps ||A||_F for the build
+    # against A_tlr: ||F||_F (< eps ||A_tlr||_F, ARA's estimate with margin 2) + ||C||_F
     dense_tlr = A.to_dense()[np.ix_(perm, perm)]
-    assert np.linalg.norm(L @ L.T - dense_tlr) <= 2 * ACCURACY * norm + F.perturbation
-    assert np.linalg.norm(L @ L.T - M[np.ix_(perm, perm)]) <= (c + 2) * ACCURACY * np.linalg.norm(M)
+    assert np.linalg.norm(L @ L.T - dense_tlr) <= 2 * ACCURACY * A.frobenius_norm() + F.perturbation
+    # the issue's target, ||E||_F <= 10 eps ||A||_F against the exact A (measured 3.5-7.8
+    # on these matrices; the worst-case contract above allows 2-3 times more)
+    assert np.linalg.norm(L @ L.T - M[np.ix_(perm, perm)]) <= 10 * ACCURACY * np.linalg.norm(M)
+
+
+def test_recorded_tile_errors_are_the_spectral_errors_of_the_tiles():
+    M = kernel_matrix("gaussian", 512)
+    for method in ("svd", "aca", "ara"):
+        A = tlr.TLRMatrix.from_dense(M, TILE, accuracy=ACCURACY, method=method)
+        true = np.zeros_like(A.tile_errors)
+        for (i, j), U in A.U.items():
+            true[i, j] = true[j, i] = np.linalg.norm(M[A.tile(i), A.tile(j)] - U @ A.V[i, j].T, 2)
+        np.testing.assert_array_equal(A.tile_errors, A.tile_errors.T)
+        if method == "svd":  # the dropped singular value is the error, to rounding
+            np.testing.assert_allclose(A.tile_errors, true, rtol=1e-8, atol=1e-12 * np.linalg.norm(M))
+        else:  # the truncation's part; the sampling error (budgeted, <= 0.15 tol) comes on top
+            assert np.all(np.abs(A.tile_errors - true) <= 0.15 * A.tolerance)
+
+
+def test_lowrank_factors_unpack_and_pickle():
+    U, V = np.ones((3, 1)), np.ones((2, 1))
+    pair = LowRank(U, V, 0.5)
+    left, right = pickle.loads(pickle.dumps(pair))
+    assert left is not U and np.array_equal(left, U) and np.array_equal(right, V)
+    assert pickle.loads(pickle.dumps(pair)).dropped == 0.5
+
+
+def test_lifts_without_recorded_errors_take_each_tile_at_its_tolerance():
+    lifts = compensation_lifts(None, 2.0, 5)
+    np.testing.assert_allclose(lifts, OFF_DIAGONAL_COMPENSATION * 2.0 * 2.0)
+    errors = np.array([[0.0, 3.0], [3.0, 0.0]])
+    np.testing.assert_allclose(compensation_lifts(errors, 1.0, 2), OFF_DIAGONAL_COMPENSATION * 3.0)
 
 
 @pytest.mark.parametrize("safeguard", ["compensate", "compensate-block"])
@@ -194,11 +233,14 @@ def test_compensation_of_positive_definite_input_keeps_the_contract(safeguard):
     A = tlr.TLRMatrix.from_dense(M, TILE, accuracy=accuracy)
     plain = tlr.cholesky(A)
     F = tlr.cholesky(A, safeguard=safeguard)
-    norm, c = np.linalg.norm(M), compensation_constant(A)
-    assert 0 < F.perturbation <= (c - 1) * accuracy * A.frobenius_norm() * (1 + 1e-12)
+    norm = np.linalg.norm(M)
+    form = "block" if safeguard == "compensate-block" else "rowsum"
+    # lambda_min >= nugget 1e-2, far above LIFT_MARGIN lifts: no tile is lifted, only the tails
+    assert F.lifted_tiles == () and F.perturbation_parts["lift"] == 0.0
+    assert 0 < F.perturbation <= compensation_bound(A, form) * (1 + 1e-12)
     L = F.to_dense()
     E = L @ L.T - M
-    assert np.linalg.norm(E) <= (c + 2) * accuracy * norm  # measured 7.6-8.8 eps ||A||_F of 15
+    assert np.linalg.norm(E) <= 2 * accuracy * norm + F.perturbation
     # log det(M + E) - log det(M) = trace(M^{-1} E) + O(|E|^2): at most
     # ||M^{-1}||_F ||E||_F <= sqrt(n) ||E||_F / lambda_min(M), lambda_min >= nugget 1e-2
     bound = np.sqrt(1024) * np.linalg.norm(E) / 1e-2
@@ -211,12 +253,10 @@ def test_compensation_rowsum_dominates_and_block_equals_the_tail():
     W = np.asfortranarray(rng.normal(size=(60, 40)) * np.logspace(0, -6, 40))
     tol = 1e-5
     rowsum = DiagonalFactorizer(tol, compensate="rowsum").compensation(W)
-    block = DiagonalFactorizer(tol, compensate="block").compensation(W)
-    lift = OFF_DIAGONAL_COMPENSATION * tol * np.eye(60)
-    T = block - lift
+    T = DiagonalFactorizer(tol, compensate="block").compensation(W)
     assert np.linalg.norm(T) <= tol and np.linalg.eigvalsh(T).min() >= -1e-15
-    assert np.linalg.eigvalsh(rowsum - lift - T).min() >= -1e-15  # diag(rowsum|T|) - T is PSD
-    np.testing.assert_allclose(np.diag(rowsum - lift), np.abs(T).sum(axis=1), rtol=1e-12)
+    assert np.linalg.eigvalsh(rowsum - T).min() >= -1e-15  # diag(rowsum|T|) - T is PSD
+    np.testing.assert_allclose(np.diag(rowsum), np.abs(T).sum(axis=1), rtol=1e-12)
 
 
 def test_plain_factor_is_unchanged_by_the_safeguard_machinery():
@@ -310,16 +350,19 @@ def test_pivot_norm_reads_the_updated_lower_triangle_only():
 @pytest.mark.parametrize("name", ["gaussian", "matern15-duplicated"])
 @pytest.mark.parametrize("safeguard", ["compensate", "compensate-block"])
 def test_batched_compensation_rescues_within_the_contract(name, safeguard):
-    # the packed path on the NumPy back end: the same compensation, one eigh per tile
+    # the packed path on the NumPy back end: the same compensation, one eigh per tile; the
+    # batched build records no tile errors, so the lifts take every tile at its tolerance
     M = kernel_matrix(name)
     n = M.shape[0]
     A = tlr.TLRMatrix.from_generator(lambda r, c: M[np.ix_(r, c)], n, TILE, accuracy=ACCURACY, method="batched")
+    assert A.tile_errors is None
     F = tlr.cholesky(A, safeguard=safeguard)
     assert type(F).__name__ == "PackedCholesky" and F.compensated_tiles == tuple(range(A.n_tiles))
-    norm, c = A.frobenius_norm(), compensation_constant(A)
-    assert 0 < F.perturbation <= (c - 1) * ACCURACY * norm * (1 + 1e-12)  # measured 7.0-8.1 of 12
+    assert len(F.lifted_tiles) > 0
+    form = "block" if safeguard == "compensate-block" else "rowsum"
+    assert 0 < F.perturbation <= compensation_bound(A, form) * (1 + 1e-12)
     L = F.to_dense()
-    assert np.linalg.norm(L @ L.T - M) <= (c + 2) * ACCURACY * np.linalg.norm(M)
+    assert np.linalg.norm(L @ L.T - M) <= 2 * ACCURACY * np.linalg.norm(M) + F.perturbation
 
 
 def test_batched_compensation_refuses_overwrite_a():

@@ -42,6 +42,7 @@ from tlrcore.cholesky.safeguards import (
     DiagonalFactorizer,
     check_shift,
     compensation_form,
+    compensation_lifts,
     parse_safeguard,
     shift_schedule,
 )
@@ -181,9 +182,10 @@ def _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrit
     else:
         factorization = left_looking
     extra = [0.0] + (shift_schedule(tolerance, A.n_tiles) if "shift" in guards else [])
+    lifts = compensation_lifts(A.tile_errors, tolerance, A.n_tiles) if compensation_form(guards) else None
     for attempt, added in enumerate(extra):
         diagonal = DiagonalFactorizer(tolerance, shift + added, "schur" in guards, "modified" in guards,
-                                      compensation_form(guards))
+                                      compensation_form(guards), lifts)
         try:
             factor = factorization(A, tolerance, diagonal, block_size, random_state, overwrite_a)
         except NotPositiveDefiniteError as exc:
@@ -211,4 +213,5 @@ def _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrit
         factor.perturbation_parts = diagonal.perturbation_parts
         factor.modified_tiles = tuple(diagonal.modified_tiles)
         factor.compensated_tiles = tuple(diagonal.compensated_tiles)
+        factor.lifted_tiles = tuple(diagonal.lifted_tiles)
         return factor

@@ -42,13 +42,14 @@ class TLRCholesky(TileFactor):
         ``||E||_F`` of the change the safeguards made on purpose, beyond compression:
         ``L L^T ~ A + E``. Exactly 0.0 when none was needed.
     perturbation_parts : dict of str to float
-        ``||.||_F`` of ``E`` by source (``"shift"``, ``"compensation"``, ``"schur"``,
+        ``||.||_F`` of ``E`` by source (``"shift"``, ``"compensation"`` (the update
+        tails), ``"lift"`` (the compensation of the off-diagonal errors), ``"schur"``,
         ``"modified"``); all 0.0 when nothing was changed.
     shift : float
         The diagonal shift in ``E`` (explicit plus automatic).
-    compensated_tiles, modified_tiles : tuple of int
-        Factor positions of the diagonal tiles changed by Schur compensation and by
-        modified Cholesky.
+    compensated_tiles, lifted_tiles, modified_tiles : tuple of int
+        Factor positions of the diagonal tiles changed by Schur compensation, by the
+        lift of ``"compensate"`` and by modified Cholesky.
     backend : Backend
         :data:`tlrcore.backends.NUMPY`: the factor's arrays are NumPy arrays.
     """
@@ -68,6 +69,7 @@ class TLRCholesky(TileFactor):
         self.perturbation = self.shift = 0.0
         self.perturbation_parts: dict[str, float] = {}
         self.compensated_tiles: tuple[int, ...] = ()
+        self.lifted_tiles: tuple[int, ...] = ()
         self.modified_tiles: tuple[int, ...] = ()
 
     @property
@@ -176,6 +178,7 @@ class PackedCholesky:
         self.perturbation = self.shift = 0.0
         self.perturbation_parts: dict[str, float] = {}
         self.compensated_tiles: tuple[int, ...] = ()
+        self.lifted_tiles: tuple[int, ...] = ()
         self.modified_tiles: tuple[int, ...] = ()
 
     @property

@@ -48,7 +48,7 @@ def pivoted_left_looking(A, tolerance, factorizer, block_size, random_state, ove
             order.append(p)
             D = updated.pop(p)
             W = stack([gram_root(U[p, j], V[p, j]) for j in range(k)], D.shape[0]) if (factorizer.schur or factorizer.compensate) else None
-            Lkk = factorizer.factor(D, W if W is not None else np.zeros((D.shape[0], 0)), k)
+            Lkk = factorizer.factor(D, W if W is not None else np.zeros((D.shape[0], 0)), k, tile=p)
             diagonal.append(Lkk)
             rest = sorted(updated)
             Up = stack([U[p, j] for j in range(k)], D.shape[0])

@@ -14,6 +14,7 @@ import numpy as np
 import scipy.linalg
 
 __all__ = [
+    "LowRank",
     "as_block",
     "check_block_output",
     "check_max_rank",
@@ -178,9 +179,30 @@ def check_block_output(values, expected_shape, funcname):
 
 
 # ------------------------------------------------------------------ truncation
+class LowRank(tuple):
+    """The pair ``(U, V)`` of a truncation, unpacked like a tuple, with the largest
+    singular value it dropped as ``dropped``: the spectral norm ``||M - U V^T||_2`` of the
+    truncation step (the compressors' sampling errors, budgeted below `tol`, come on top).
+    The safeguards of :mod:`tlrcore.cholesky.safeguards` compensate these errors tile by
+    tile."""
+
+    def __new__(cls, U, V, dropped=0.0):
+        pair = super().__new__(cls, (U, V))
+        pair.dropped = float(dropped)
+        return pair
+
+    def __getnewargs__(self):
+        return (*self, self.dropped)
+
+
+def _truncated(s, rank, U, V):
+    """:class:`LowRank` of the kept factors, ``dropped = s[rank]`` (0 when none is)."""
+    return LowRank(U, V, s[rank] if rank < s.size else 0.0)
+
+
 def empty_factors(m, p):
     """Return rank-0 factors ``U`` of shape (m, 0) and ``V`` of shape (p, 0)."""
-    return np.zeros((m, 0)), np.zeros((p, 0))
+    return LowRank(np.zeros((m, 0)), np.zeros((p, 0)))
 
 
 def truncation_rank(s, tol, max_rank=None):
@@ -263,7 +285,7 @@ def truncate_svd(matrix, tol, max_rank=None):
         return empty_factors(m, n)
     w, s, zt = svd(matrix)
     rank = truncation_rank(s, tol, max_rank)
-    return w[:, :rank] * s[:rank], zt[:rank].T.copy()
+    return _truncated(s, rank, w[:, :rank] * s[:rank], zt[:rank].T.copy())
 
 
 def recompress(U, V, tol, max_rank=None):
@@ -301,7 +323,7 @@ def recompress(U, V, tol, max_rank=None):
     qv, rv = scipy.linalg.qr(V, mode="economic", check_finite=False)
     w, s, zt = svd(ru @ rv.T)
     rank = truncation_rank(s, tol, max_rank)
-    return qu @ (w[:, :rank] * s[:rank]), qv @ zt[:rank].T
+    return _truncated(s, rank, qu @ (w[:, :rank] * s[:rank]), qv @ zt[:rank].T)
 
 
 def recompress_orthonormal(Q, B, tol, max_rank=None):
@@ -335,4 +357,4 @@ def recompress_orthonormal(Q, B, tol, max_rank=None):
         return empty_factors(Q.shape[0], B.shape[0])
     w, s, zt = svd(B)
     rank = truncation_rank(s, tol, max_rank)
-    return Q @ (zt[:rank].T * s[:rank]), w[:, :rank].copy()
+    return _truncated(s, rank, Q @ (zt[:rank].T * s[:rank]), w[:, :rank].copy())
