@@ -38,7 +38,7 @@ import numpy as np
 
 from tlrcore._threads import column_progress, column_seeds
 from tlrcore.cholesky.factor import PackedCholesky
-from tlrcore.cholesky.safeguards import LIFT_MARGIN, smallest_eigenvalue_estimate, tail_compensation, tile_failure
+from tlrcore.cholesky.safeguards import tail_compensation, tile_failure
 from tlrcore.compress.ara_batched import batched_ara
 from tlrcore.packed.column import TileColumn
 from tlrcore.packed.pool import PoolIndex, TilePool, store_column
@@ -97,20 +97,24 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
     flops = [0.0]
     with backend.small_kernels(), column_progress(n_t, "TLR Cholesky (batched)") as counter:
         for k in range(n_t):
+            change = None
             if factorizer.compensate:
                 # D[k] = A(k, k) + shift - W W^T, so the update W W^T is read off A's tile
                 update = P.diagonal[k] + factorizer.shift * (real[k][:, None] * xp.eye(b)) - D[k]
                 change = packed_compensation(backend, update, tolerance, factorizer.compensate)
                 D[k] += change
-                factorizer.tally(k, "compensation", float(xp.sum(change * change)))
+                factorizer.record(k, "compensation", float(xp.sum(change * change)))
                 factorizer.compensated_tiles.append(k)
             Lkk, info = backend.cholesky(D[k])
-            lift = float(factorizer.lifts[k]) if factorizer.compensate else 0.0
-            if lift and (int(info) or smallest_eigenvalue_estimate(backend, Lkk) < LIFT_MARGIN * lift):
-                D[k] += lift * (real[k][:, None] * xp.eye(b))
-                factorizer.tally(k, "lift", lift * lift * float(xp.sum(real[k])))
-                factorizer.lifted_tiles.append(k)
+            lift = factorizer.lift_needed(backend, Lkk, info, k)
+            if lift:
+                lifted = lift * (real[k][:, None] * xp.eye(b))
+                D[k] += lifted
+                change = change + lifted
+                factorizer.record(k, "lift", lift * lift * float(xp.sum(real[k])))
                 Lkk, info = backend.cholesky(D[k])
+            if change is not None:
+                factorizer.total += float(xp.sum(change * change))
             if int(info):
                 raise tile_failure(k, int(info))
             D[k] = Lkk
@@ -142,11 +146,11 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
 def packed_compensation(backend, update, tolerance, form):
     """The update-tail compensation of one padded diagonal tile with accumulated update
     `update` (``W W^T``, symmetric, zero on the padding), as in
-    :meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.compensation`
+    :meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.factor`
     (:func:`~tlrcore.cholesky.safeguards.tail_compensation` of the update's tail ``T``
-    below `tolerance`; the lift is applied by the caller, as in
-    :meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.factor`). One ``eigh`` of the
-    whole tile on the back end (no host round trip)."""
+    below `tolerance`; the lift is decided by
+    :meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.lift_needed`). One ``eigh`` of
+    the whole tile on the back end (no host round trip)."""
     xp = backend.xp
     lam, Q = backend.eigh(update)
     lam = xp.maximum(lam, 0.0)

@@ -102,7 +102,6 @@ from scipy.linalg.blas import dsyrk
 from scipy.linalg.lapack import dpotrf
 
 from tlrcore.backends import NUMPY
-
 from tlrcore.dense import modified_cholesky
 from tlrcore.errors import NotPositiveDefiniteError
 
@@ -195,9 +194,10 @@ def shift_schedule(tolerance, n_tiles):
 class DiagonalFactorizer:
     """Factors the updated diagonal tiles, with the shift and safeguards, and tallies ``E``.
 
-    A tile gets the shift and, with `compensate`, the always-on compensation, and is
-    factored. Only if that fails, the Schur compensation of the failing tile and then
-    the modification are tried, in that order.
+    A tile gets the shift and, with `compensate`, the update-tail compensation, and is
+    factored; with `compensate`, a tile that fails or is near singular is lifted and
+    factored again (:meth:`lift_needed`). Only if that fails, the Schur compensation of
+    the failing tile and then the modification are tried, in that order.
 
     Parameters
     ----------
@@ -210,6 +210,8 @@ class DiagonalFactorizer:
         Compensate, then modify, tiles that are not positive definite.
     compensate : {None, "rowsum", "block"}
         Compensate every tile (module docstring), the update's tail in this form.
+    lifts : ndarray of shape (n_tiles,), optional
+        With `compensate`: each tile's lift (:func:`compensation_lifts`), by tile of ``A``.
 
     Attributes
     ----------
@@ -217,9 +219,9 @@ class DiagonalFactorizer:
         ``||E||_F^2`` of the changes so far (each tile's changes summed before the norm).
     parts : dict of str to float
         ``||.||_F^2`` of the changes so far by source: ``"shift"``, ``"compensation"``
-        (always-on), ``"schur"`` (on failure), ``"modified"``.
-    compensated_tiles, modified_tiles : list of int
-        Factor positions of the tiles that were compensated or modified.
+        (the update tails, always on), ``"lift"``, ``"schur"`` (on failure), ``"modified"``.
+    compensated_tiles, lifted_tiles, modified_tiles : list of int
+        Factor positions of the tiles that were compensated, lifted or modified.
     """
 
     def __init__(self, tolerance, shift=0.0, schur=False, modified=False, compensate=None, lifts=None):
@@ -262,16 +264,15 @@ class DiagonalFactorizer:
                 D[diagonal] += rowsum
                 change.add_diagonal(self, "compensation", rowsum, k)
             self.compensated_tiles.append(k)
-            lift = float(self.lifts[k if tile is None else tile])
         # the lower triangle of D, kept for a second try (D's strict upper part is stale)
-        kept = D.copy(order="K") if (lift or self.schur or self.modified) else None
+        kept = D.copy(order="K") if (self.compensate or self.schur or self.modified) else None
         L, info = dpotrf(D, lower=1, clean=1, overwrite_a=True)
         if info < 0:
             raise ValueError(f"LAPACK dpotrf rejected argument {-info}.")
-        if lift and (info or smallest_eigenvalue_estimate(NUMPY, L) < LIFT_MARGIN * lift):
+        lift = self.lift_needed(NUMPY, L, info, k, tile)
+        if lift:
             kept[diagonal] += lift
             change.add_diagonal(self, "lift", np.full(b, lift), k)
-            self.lifted_tiles.append(k)
             L, info = dpotrf(kept, lower=1, clean=1)
         if info and self.schur and W.shape[1]:
             compensation = _schur_compensation(W, self.tolerance)
@@ -288,23 +289,24 @@ class DiagonalFactorizer:
         self.total += change.norm2()
         return L
 
-    def compensation(self, W):
-        """The update-tail part of the always-on compensation of a tile with update
-        ``W W^T`` (:func:`tail_compensation`; the lift is applied in :meth:`factor`)."""
-        Y = _update_tail(W, self.tolerance)
-        return tail_compensation(np, Y @ Y.T, self.compensate)
+    def lift_needed(self, backend, L, info, k, tile=None):
+        """The lift of diagonal tile `k` (`tile` of ``A``) if it needs one, else 0.0: with
+        compensation, when its Cholesky `L` failed (`info` > 0) or its smallest eigenvalue
+        is below :data:`LIFT_MARGIN` lifts (module docstring). Records it in
+        :attr:`lifted_tiles`; the caller adds it and factors again."""
+        if not self.compensate:
+            return 0.0
+        lift = float(self.lifts[k if tile is None else tile])
+        if lift and (int(info) or smallest_eigenvalue_estimate(backend, L) < LIFT_MARGIN * lift):
+            self.lifted_tiles.append(k)
+            return lift
+        return 0.0
 
     def record(self, k, part, norm2):
         """Count a change of tile `k` by `part` with ``||.||_F^2 = norm2`` in
         :attr:`parts` (the tile's total goes to :attr:`total` once, summed first)."""
         self.parts[part] += norm2
         logger.debug("diagonal tile %d, %s: ||E||_F = %.3g", k, part, np.sqrt(norm2))
-
-    def tally(self, k, part, norm2):
-        """Count a change of tile `k` by `part` with ``||.||_F^2 = norm2`` in
-        :attr:`parts` and :attr:`total` (batched path)."""
-        self.record(k, part, norm2)
-        self.total += norm2
 
     def _modified(self, M, k, change):
         if not self.tolerance > 0:
