@@ -127,8 +127,9 @@ class ProbeTraces:
         ``sum_j alpha_j^T D alpha_j`` over replicates (exact; ``alpha = P y``).
     traces : ndarray of shape (m, q)
         Per probe ``z^T G z`` for each ``D``, summed over replicates (``K``: exactly ``N``).
-    products : ndarray of shape (m, q, q)
-        Per probe ``(G_j z)^T (G_k z)``, summed over replicates.
+    products : ndarray of shape (m_I, q, q)
+        Per probe ``(G_j z)^T (G_k z)``, summed over replicates, for the first ``m_I <= m``
+        probes (those of the blocks whose products were asked for).
     """
 
     names: list
@@ -141,15 +142,24 @@ class ProbeTraces:
         """Probes per replicate group."""
         return self.traces.shape[0]
 
+    @property
+    def n_information_probes(self):
+        """Probes per replicate group with products (the information's)."""
+        return self.products.shape[0]
+
 
 def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64):
-    """Exact quadratic forms and per-probe Hutchinson traces, one block of probes at a time.
+    r"""Exact quadratic forms and per-probe Hutchinson traces, one block of probes at a time.
 
     Probe block ``b`` of group ``g`` is drawn from ``default_rng([random_state, g, b])``,
     so the same `random_state` gives the same probes at any parameters and the first
-    blocks of a longer run are those of a shorter one. Each block costs one backward
-    and ``1 + #theta`` forward TLR solves and one product with each compressed ``dR``
-    (compressed once, before the first block) per group.
+    blocks of a longer run are those of a shorter one. With ``X = L^{-T} Pi Z`` (one
+    backward TLR solve) the traces are ``z^T G_j z = x^T D_j x``: ``||x||^2`` for the
+    identity and ``x^T (dR x)`` for each compressed ``dR`` (compressed once, before the
+    first block). The products ``(G_j z)^T (G_k z)`` of the information take
+    ``1 + #theta`` forward solves more; they are computed for a block unless the
+    generator is sent False for it (``blocks.send(False)``: traces only, the score needing
+    more probes than the information).
 
     Parameters
     ----------
@@ -167,40 +177,49 @@ def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64
     Yields
     ------
     ProbeTraces
-        The cumulative estimates after each further block (an endless sequence).
+        The cumulative estimates after each further block (an endless sequence); the
+        traces of a block do not depend on whether its products were computed.
     """
     names = ["range", *(n for n in likelihood.kernel.free_shape if n in theta)]
-    apply_names = ["variance", "nugget", *names]
+    q = 2 + len(names)
     to_host = likelihood.backend.to_host
-    quad = np.zeros(len(apply_names))
+    quad = np.zeros(q)
     groups = []
     for index, (group, factor, fit) in enumerate(zip(likelihood.groups, factors, fits)):
         basis = None
         if likelihood.reml and likelihood.n_coef:
             basis = np.linalg.qr(factor.solve_lower(group.design))[0]
-        derivatives = likelihood.gradient_matrices(index, theta, names)
+        matrices = likelihood.gradient_matrices(index, theta, names)
+        derivatives = [matrices[n] for n in names]
         alpha = np.asarray(to_host(fit.alpha))
         quad += [float(np.sum(np.asarray(to_host(fit.residual)) * alpha)), float(np.sum(alpha**2)),
-                 *(float(np.sum((derivatives[n] @ alpha) * alpha)) for n in names)]
+                 *(float(np.sum((D @ alpha) * alpha)) for D in derivatives)]
         groups.append((group.r, factor, basis, derivatives))
-    traces, products = [], []
+    traces, products, with_products = [], [], True
     for block in itertools.count():
-        trace = np.zeros((block_size, len(apply_names)))
-        product = np.zeros((block_size, len(apply_names), len(apply_names)))
+        trace = np.zeros((block_size, q))
+        product = np.zeros((block_size, q, q)) if with_products else None
         for index, (weight, factor, basis, derivatives) in enumerate(groups):
             Z = np.random.default_rng([random_state, index, block]).choice(np.array([-1.0, 1.0]),
                                                                            size=(factor.n, block_size))
-            G = _apply(factor, basis, derivatives, apply_names, Z, 1.0, 0.0)
-            trace += weight * np.sum(G * Z, axis=1).T
-            for a in range(len(apply_names)):
-                for b in range(a + 1):
-                    product[:, a, b] += weight * np.sum(G[a] * G[b], axis=0)
-        product += np.triu(product.transpose(0, 2, 1), 1)
+            Z = _project(basis, Z)
+            X = factor.solve_upper(Z)
+            DX = [D @ X for D in derivatives]
+            trace[:, 1:] += weight * np.stack([np.sum(X * X, axis=0), *(np.sum(X * Y, axis=0) for Y in DX)], axis=1)
+            if with_products:
+                G = [Z, *(_project(basis, factor.solve_lower(Y)) for Y in (X, *DX))]
+                for a in range(q):
+                    for b in range(a + 1):
+                        product[:, a, b] += weight * np.sum(G[a] * G[b], axis=0)
         # tr(Pi) = tr(Pi Pi) = N exactly (N - r p under REML): no Monte Carlo error there.
-        trace[:, 0] = product[:, 0, 0] = likelihood.n_eff
+        trace[:, 0] = likelihood.n_eff
         traces.append(trace)
-        products.append(product)
-        yield ProbeTraces(["K", "eye", *names], quad, np.concatenate(traces), np.concatenate(products))
+        if with_products:
+            product += np.triu(product.transpose(0, 2, 1), 1)
+            product[:, 0, 0] = likelihood.n_eff
+            products.append(product)
+        sent = yield ProbeTraces(["K", "eye", *names], quad, np.concatenate(traces), np.concatenate(products))
+        with_products = sent is not False
 
 
 def _probes_needed(done, relative_error, rtol, block_size, max_probes):
@@ -215,13 +234,15 @@ def _probes_needed(done, relative_error, rtol, block_size, max_probes):
     return int(min(max(blocks * block_size, done + block_size), max_probes))
 
 
+def _project(basis, X):
+    """``Pi X``: `X` without its component in the span of the orthonormal `basis` (None:
+    ``Pi = I``)."""
+    return X if basis is None else X - basis @ (basis.T @ X)
+
+
 def _apply(chol, basis, derivatives, names, Z, variance, eta):
     """``G_a Z`` for every name, stacked as ``(len(names), n, m)``."""
-
-    def project(X):
-        return X if basis is None else X - basis @ (basis.T @ X)
-
-    Z = project(Z)
+    Z = _project(basis, Z)
     X = chol.solve_upper(Z)
     inverse = chol.solve_lower(X)
     out = []
@@ -232,5 +253,5 @@ def _apply(chol, basis, derivatives, names, Z, variance, eta):
             G = inverse / variance
         else:
             G = chol.solve_lower(derivatives[name] @ X)
-        out.append(project(G))
+        out.append(_project(basis, G))
     return np.stack(out)

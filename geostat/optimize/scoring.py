@@ -22,8 +22,12 @@ are added in blocks until it is below :data:`LOSS_TARGET` or a tenth of the pred
 gain (far from the optimum a rough score makes as good a step), at most
 :data:`MAX_PROBES`; the probes of one iteration include those of the previous ones. For
 ``p`` coordinates it is about ``p / (2 m)`` with ``m`` probes (the Hutchinson variance of
-``tr(P dK)`` is about ``4 I``), so the target takes a few hundred probes; a block of 64
-costs a fraction of a factorization (triangular solves with many right-hand sides).
+``tr(P dK)`` is about ``4 I``), so the target takes a few hundred probes. The information
+needs far fewer (its relative error is about ``sqrt(2 / (m r))`` for an effective rank
+``r`` of the whitened derivatives): once its diagonal is within :data:`INFORMATION_RTOL`,
+further blocks give the traces only: a block of 64 then costs one backward TLR solve and
+one product with each compressed ``dR``, without the ``1 + #theta`` forward solves of the
+products.
 
 **Fallback.** A step that cannot be made to increase the likelihood by halving, one that
 ends on a bound, or the iteration limit hands the best point to the derivative-free
@@ -61,6 +65,10 @@ FINAL_GAIN = 0.02
 STALL_GAIN = 0.01
 #: Most probes per replicate group.
 MAX_PROBES = 1024
+#: Products (the information's) are computed for further probes while the largest relative
+#: Monte Carlo error of the information's diagonal is above this: that of the standard
+#: errors (``geostat.optimize.search.FISHER_RTOL``), so that the report serves them.
+INFORMATION_RTOL = 0.02
 #: Iterations before handing over to the derivative-free search.
 MAX_ITERATIONS = 8
 #: Halvings of a step that does not increase the likelihood.
@@ -216,20 +224,26 @@ class _Probed:
         `z` (the factor at `z` is the one just evaluated).
 
         Probes are added while the loss exceeds both :data:`LOSS_TARGET` and a tenth of
-        the predicted gain (a long step needs no precise score), up to :data:`MAX_PROBES`.
+        the predicted gain (a long step needs no precise score), up to :data:`MAX_PROBES`;
+        their products (the information's) only while its relative Monte Carlo error
+        exceeds :data:`INFORMATION_RTOL`.
         """
         free, theta, eta = _theta_eta(self.space, z)
         terms, blocks = self.likelihood.probe_traces(theta, eta, self.random_state)
-        for traces in blocks:
-            if traces.n_probes < self.n_probes:
-                continue
-            score, info, covariance = score_and_information(self.space, z, terms, traces)
-            loss = monte_carlo_loss(info, covariance)
-            gain = 0.5 * float(score @ np.linalg.solve(info, score))
-            if loss <= max(LOSS_TARGET, 0.1 * gain) or traces.n_probes >= MAX_PROBES:
-                break
-            # The loss shrinks like 1 / probes: ask for what the estimate says, in blocks.
-            self.n_probes = traces.n_probes * loss / max(LOSS_TARGET, 0.1 * gain)
+        params = _natural_params(self.space, free, terms)
+        traces = next(blocks)
+        while True:
+            if traces.n_probes >= self.n_probes:
+                score, info, covariance = score_and_information(self.space, z, terms, traces)
+                loss = monte_carlo_loss(info, covariance)
+                gain = 0.5 * float(score @ np.linalg.solve(info, score))
+                if loss <= max(LOSS_TARGET, 0.1 * gain) or traces.n_probes >= MAX_PROBES:
+                    break
+                # The loss shrinks like 1 / probes: ask for what the estimate says, in blocks.
+                self.n_probes = traces.n_probes * loss / max(LOSS_TARGET, 0.1 * gain)
+            # The information is precise with fewer probes than the score: the further
+            # blocks give traces only (one TLR solve instead of 2 + #theta).
+            traces = blocks.send(natural_information(self.space, params, traces)[1] > INFORMATION_RTOL)
         self.n_probes = traces.n_probes
         return score, info, loss, gain, terms, traces
 
@@ -274,8 +288,9 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
             return _fall_back(likelihood, space, objective, z, rng, report, "the information is singular")
         step = np.linalg.solve(info, score)
         report = _report(space, z, terms, traces, loss)
-        logger.info("scoring iteration %d: loglik %.6f, predicted gain %.3g, %d probes (expected Monte Carlo "
-                    "loss %.2g)", iteration, value, gain, traces.n_probes, loss)
+        logger.info("scoring iteration %d: loglik %.6f, predicted gain %.3g, %d probes (%d for the information; "
+                    "expected Monte Carlo loss %.2g)", iteration, value, gain, traces.n_probes,
+                    traces.n_information_probes, loss)
         if gain < GAIN_TOLERANCE:
             return _converged(likelihood, z, value, iteration, f"predicted gain {gain:.2g}", report)
         final = gain < FINAL_GAIN and loss <= LOSS_TARGET
@@ -310,11 +325,14 @@ def _converged(likelihood, z, value, iteration, how, report):
     return result, 0, report
 
 
+def _natural_params(space, free, terms):
+    """Natural parameters at the free values `free` evaluated as `terms`."""
+    return space.natural(free, profiled_variance=terms.quadratic / terms.n_eff if space.profiled else None)
+
+
 def _report(space, z, terms, traces, loss):
     """The information over the estimated natural parameters at `z`, for the report."""
-    free, _, _ = _theta_eta(space, z)
-    profiled = terms.quadratic / terms.n_eff if space.profiled else None
-    params = space.natural(free, profiled_variance=profiled)
+    params = _natural_params(space, _theta_eta(space, z)[0], terms)
     info, error = natural_information(space, params, traces)
     return ScoringReport(np.array(z), info, error, traces.n_probes, loss, params)
 
