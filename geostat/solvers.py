@@ -418,7 +418,7 @@ def tlr_matrix(block, n, tile_size=None, accuracy=1e-8, method=None, random_stat
 
 #: The tlrcore safeguards each ``on_failure`` policy of a TLR factorization uses, after
 #: the plain factorization failed (None: raise).
-TLR_SAFEGUARDS = {"shift": "shift", "compensate": "compensate+shift", "step": None, "raise": None}
+TLR_SAFEGUARDS = {"shift": "shift", "compensate": "compensate-block+shift", "step": None, "raise": None}
 
 
 def tlr_factor(build, perm, random_state=0, on_failure="raise"):
@@ -435,7 +435,7 @@ def tlr_factor(build, perm, random_state=0, on_failure="raise"):
         On failure, ``"shift"`` refactors a rebuilt matrix with the smallest shift that
         works (``tlrcore.cholesky(..., safeguard="shift")``), ``"compensate"`` with the
         always-on compensation of the diagonal tiles, and the shift only if that fails
-        too (``safeguard="compensate+shift"``); the others raise.
+        too (``safeguard="compensate-block+shift"``); the others raise.
 
     Returns
     -------

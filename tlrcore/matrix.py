@@ -91,8 +91,9 @@ class TLRMatrix:
     tile_errors : ndarray of shape (n_tiles, n_tiles) or None
         Estimated spectral norm of each off-diagonal tile's compression error,
         ``||A(i, j) - U V^T||_2`` (symmetric, zero diagonal): the largest singular value the
-        truncation dropped (:class:`~tlrcore.compress._recompress.LowRank`). Recorded by
-        the one-tile compressors (``"aca"``, ``"ara"``, ``"svd"``); None for other builds.
+        truncation dropped (:class:`~tlrcore.compress._recompress.LowRank`; for
+        ``method="batched"``, :mod:`tlrcore.compress.ara_batched`). Recorded by
+        :meth:`from_generator` and :meth:`from_dense`; None for other builds.
         The safeguard ``"compensate"`` lifts each diagonal tile by these errors.
 
     Notes
@@ -205,10 +206,10 @@ class TLRMatrix:
         pin_mmap_threshold()
         rng = np.random.default_rng(check_random_state(random_state))
         if method == "batched":
-            packed, tolerance = build_packed(GeneratorOutput(block, backend, GeneratorError), n, tile_size, accuracy,
-                                             backend, rng, max_rank=max_rank)
+            packed, tolerance, errors = build_packed(GeneratorOutput(block, backend, GeneratorError), n, tile_size,
+                                                     accuracy, backend, rng, max_rank=max_rank)
             diagonal, U, V = packed.views()
-            matrix = cls(diagonal, U, V, packed.offsets, accuracy, tolerance, backend, packed)
+            matrix = cls(diagonal, U, V, packed.offsets, accuracy, tolerance, backend, packed, tile_errors=errors)
             logger.debug("TLR matrix (batched) n=%d tiles=%d tolerance=%.3g memory %.1f MB", n, matrix.n_tiles,
                         tolerance, matrix.nbytes / 1e6)
             return matrix

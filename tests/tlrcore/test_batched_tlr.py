@@ -130,9 +130,9 @@ def test_overwrite_a_releases_the_matrix():
 
 @pytest.mark.parametrize("options, error, match", [
     ({"variant": "sideways"}, ValueError, "variant"),
-    ({"variant": "batched", "safeguard": "schur"}, ValueError, "'shift' only"),
-    ({"variant": "batched", "safeguard": "pivot"}, ValueError, "'shift' only"),
-], ids=["variant", "schur", "pivot"])
+    ({"variant": "batched", "safeguard": "schur", "overwrite_a": True}, ValueError, "overwrite_a"),
+    ({"variant": "batched", "safeguard": "pivot"}, ValueError, "no tile pivoting.*'modified' and 'shift'"),
+], ids=["variant", "schur-overwrite", "pivot"])
 def test_bad_options(options, error, match):
     A = tlr.TLRMatrix.from_generator(generator(sites(300), "numpy"), 300, 100, accuracy=1e-8, method="batched")
     with pytest.raises(error, match=match):
@@ -187,8 +187,8 @@ def test_batched_ara_meets_the_tolerance_at_near_optimal_rank(tol_scale):
     X = sites(8 * 128, seed=3)
     tiles = np.stack([np.exp(-cdist(X[(i + 1) * 128:(i + 2) * 128], X[:128]) / 0.1) for i in range(7)])
     tol = tol_scale * np.linalg.norm(tiles[0])
-    U, V, ranks = batched_ara(lambda active, omega: tiles[active] @ omega,
-                              lambda Q: tiles.transpose(0, 2, 1) @ Q, 7, (128, 128), tol, NUMPY, seed=0)
+    U, V, ranks, _ = batched_ara(lambda active, omega: tiles[active] @ omega,
+                                 lambda Q: tiles.transpose(0, 2, 1) @ Q, 7, (128, 128), tol, NUMPY, seed=0)
     errors = np.linalg.norm(tiles - U @ V.transpose(0, 2, 1), axis=(1, 2))
     assert np.all(errors <= tol)
     for tile, rank in zip(tiles, ranks):
@@ -207,9 +207,11 @@ def test_batched_ara_handles_zero_and_exactly_low_rank_tiles():
     tiles = np.zeros((3, 64, 64))
     tiles[1] = rng.normal(size=(64, 3)) @ rng.normal(size=(3, 64))
     tiles[2] = rng.normal(size=(64, 64))
-    U, V, ranks = batched_ara(lambda a, o: tiles[a] @ o, lambda Q: tiles.transpose(0, 2, 1) @ Q, 3, (64, 64),
-                              1e-10, NUMPY, seed=0)
+    U, V, ranks, dropped = batched_ara(lambda a, o: tiles[a] @ o, lambda Q: tiles.transpose(0, 2, 1) @ Q, 3,
+                                       (64, 64), 1e-10, NUMPY, seed=0)
     assert list(ranks[:2]) == [0, 3] and ranks[2] == 64
+    # nothing but rounding dropped: ||tile||_2 ~ 1e2 here, and 1e-12 is 1e4 eps of that
+    assert dropped[0] == 0.0 and dropped[2] == 0.0 and dropped[1] <= 1e-12
     np.testing.assert_allclose(U @ V.transpose(0, 2, 1), tiles, atol=1e-10)
 
 

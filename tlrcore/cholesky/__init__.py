@@ -92,7 +92,7 @@ def cholesky(
         updated and recompressed after every column (:mod:`tlrcore.cholesky.right`);
         slower, for comparison, and without safeguards. ``"batched"``: left-looking on whole tile columns with
         batched kernels in the packed layout (:mod:`tlrcore.cholesky.batched`), the GPU
-        algorithm, on any back end; the ``"compensate"`` and ``"shift"`` safeguards. Default:
+        algorithm, on any back end; every safeguard but ``"pivot"``. Default:
         ``"batched"`` if `A` is in the packed layout (built with ``method="batched"``,
         e.g. on a GPU), else ``"left"``.
     safeguard : None, str or sequence of str, default None
@@ -147,12 +147,13 @@ def cholesky(
     random_state = check_random_state(random_state)
     if variant == "right" and (guards or shift):
         raise ValueError("safeguard and shift are implemented for variant='left' only; drop variant='right'.")
-    if variant == "batched" and set(guards) - {"shift", "compensate", "compensate-block"}:
-        raise ValueError(f"variant='batched' supports safeguard='compensate', 'compensate-block' and 'shift' only; "
-                         f"got {safeguard!r}.")
-    if variant == "batched" and overwrite_a and compensation_form(guards):
-        raise ValueError("variant='batched' with compensation reads A's diagonal tiles, so it cannot be combined "
-                         "with overwrite_a=True.")
+    if variant == "batched" and "pivot" in guards:
+        raise ValueError(f"variant='batched' has no tile pivoting; it supports safeguard='compensate', "
+                         f"'compensate-block', 'schur', 'modified' and 'shift' (combinations allowed); got "
+                         f"{safeguard!r}. Drop 'pivot', or use variant='left' on a matrix on the NumPy back end.")
+    if variant == "batched" and overwrite_a and (compensation_form(guards) or "schur" in guards):
+        raise ValueError("variant='batched' with compensation or 'schur' reads A's diagonal tiles, so it cannot be "
+                         "combined with overwrite_a=True.")
     if overwrite_a and "shift" in guards:
         raise ValueError("safeguard='shift' may restart from A, so it cannot be combined with overwrite_a=True.")
     tolerance = A.tolerance if accuracy is None else check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles

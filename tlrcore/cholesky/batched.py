@@ -38,14 +38,14 @@ import numpy as np
 
 from tlrcore._threads import column_progress, column_seeds
 from tlrcore.cholesky.factor import PackedCholesky
-from tlrcore.cholesky.safeguards import tail_compensation, tile_failure
+from tlrcore.cholesky.safeguards import tail_compensation
 from tlrcore.compress.ara_batched import batched_ara
 from tlrcore.packed.column import TileColumn
 from tlrcore.packed.pool import PoolIndex, TilePool, store_column
 from tlrcore.packed.tiles import PackedTiles
 from tlrcore.packed.update import ColumnUpdate
 
-__all__ = ["batched_left_looking", "packed_compensation"]
+__all__ = ["PackedTile", "batched_left_looking", "packed_compensation"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,9 +60,11 @@ _MIN_WORK_BYTES = 64 * 2**20
 
 
 def batched_left_looking(P, tolerance, factorizer, block_size, random_state, release=None):
-    """Factor the packed matrix `P`; `factorizer` supplies the diagonal shift and the
-    always-on compensation (``factorizer.compensate``, :func:`packed_compensation`; not
-    with `release`, which drops the original diagonal tiles the update is read from).
+    """Factor the packed matrix `P`; `factorizer` supplies the diagonal shift, added to
+    all diagonal tiles at once, and factors each tile under the safeguards by the rules
+    the tile path uses (:meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.safeguarded`
+    on a :class:`PackedTile`). Compensation and ``"schur"`` read the update off ``A``'s
+    diagonal tile, so not with `release`, which drops it.
 
     ``release(k)``, if given, is called when tile column `k` of the matrix is no longer
     needed (``overwrite_a``); the packed column is dropped as well, and the diagonal tiles
@@ -97,33 +99,14 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
     flops = [0.0]
     with backend.small_kernels(), column_progress(n_t, "TLR Cholesky (batched)") as counter:
         for k in range(n_t):
-            change = None
-            if factorizer.compensate:
-                # D[k] = A(k, k) + shift - W W^T, so the update W W^T is read off A's tile
-                update = P.diagonal[k] + factorizer.shift * (real[k][:, None] * xp.eye(b)) - D[k]
-                change = packed_compensation(backend, update, tolerance, factorizer.compensate)
-                D[k] += change
-                factorizer.record(k, "compensation", float(xp.sum(change * change)))
-                factorizer.compensated_tiles.append(k)
-            Lkk, info = backend.cholesky(D[k])
-            lift = factorizer.lift_needed(backend, Lkk, info, k)
-            if lift:
-                lifted = lift * (real[k][:, None] * xp.eye(b))
-                D[k] += lifted
-                change = change + lifted
-                factorizer.record(k, "lift", lift * lift * float(xp.sum(real[k])))
-                Lkk, info = backend.cholesky(D[k])
-            if change is not None:
-                factorizer.total += float(xp.sum(change * change))
-            if int(info):
-                raise tile_failure(k, int(info))
+            Lkk = factorizer.safeguarded(PackedTile(factorizer, P, D, real, k), k)
             D[k] = Lkk
             p = n_t - k - 1
             if p == 0:
                 break
             update = ColumnUpdate(P.columns[k], pool, index, k, n_t, b, backend, budget, flops)
-            U, V, r = batched_ara(update.sample, update.project, p, (b, b), tolerance, backend, int(seeds[k]),
-                                  block_size)
+            U, V, r, _ = batched_ara(update.sample, update.project, p, (b, b), tolerance, backend, int(seeds[k]),
+                                     block_size)
             width = V.shape[2]
             V = backend.solve_triangular(Lkk, V.transpose(1, 0, 2).reshape(b, p * width), lower=True)
             V = V.reshape(b, p, width).transpose(1, 0, 2)
@@ -141,6 +124,90 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
     factor.gemm_flops = flops[0]
     factor.allocated_bytes = int(D.nbytes) + pool.nbytes
     return factor
+
+
+class PackedTile:
+    """Diagonal tile `k` of the packed factorization, ``D[k] = A(k, k) + shift - W W^T``
+    (padded with the identity), for
+    :meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.safeguarded`; written with the
+    back end's array module only.
+
+    The update ``W W^T`` is not at hand as a low-rank root: it is read off ``A``'s tile,
+    ``A(k, k) + shift - D[k]``, and its tail comes from one ``eigh`` of it
+    (:func:`packed_compensation`). Changes go to the real entries only, so the padding
+    stays the identity. The modified Cholesky takes the tile to the host and its factor
+    back (one round trip of a ``b x b`` tile, on a tile that failed every other
+    safeguard): GMW is a sequential pivoted loop that no back end batches.
+    """
+
+    def __init__(self, factorizer, P, D, real, k):
+        self.factorizer, self.P, self.D, self.k = factorizer, P, D, k
+        self.backend = P.backend
+        self.real = real[k]
+        self.size = int(min(P.n - k * P.tile_size, P.tile_size))
+        self.updated = k > 0
+        self.change = None  # until the first change: no work for a tile that factors as is
+        self._update = None
+
+    def update(self):
+        """The accumulated update ``W W^T`` of the tile (zero on the padding)."""
+        if self._update is None:
+            xp, shift = self.backend.xp, self.factorizer.shift
+            self._update = self.P.diagonal[self.k] + shift * xp.diag(self.real) - self.D[self.k]
+        return self._update
+
+    def add_diagonal(self, part, values):
+        """Add `values` (a vector, or one number for every entry) to the real diagonal."""
+        self._add(part, self.backend.xp.diag(values * self.real))
+
+    def add_tail(self, form):
+        """Add the compensation of the update's tail, in `form` (``"rowsum"`` or ``"block"``)."""
+        self._add("compensation", packed_compensation(self.backend, self.update(), self.factorizer.tolerance, form))
+
+    def schur_compensation(self):
+        """``rowsum |T|`` of the update's tail ``T``."""
+        rowsum = packed_compensation(self.backend, self.update(), self.factorizer.tolerance, "rowsum")
+        return self.backend.xp.diagonal(rowsum)
+
+    def cholesky(self):
+        """``(L, info)`` of the tile as changed so far."""
+        L, info = self.backend.cholesky(self.D[self.k])
+        return L, int(info)
+
+    def symmetric(self):
+        """The real part of the tile on the host, symmetric from its lower triangle."""
+        M = self.backend.to_host(self.D[self.k][: self.size, : self.size])
+        return np.tril(M) + np.tril(M, -1).T
+
+    def tally_block(self, part, lower):
+        """Tally a change of the real part by the symmetric host matrix whose lower
+        triangle is `lower`."""
+        xp = self.backend.xp
+        block = xp.zeros(self.D.shape[1:])
+        block[: self.size, : self.size] = xp.asarray(lower + np.tril(lower, -1).T)
+        self._tally(part, block)
+
+    def from_host(self, L):
+        """The padded factor on the back end whose real part is the host factor `L`."""
+        xp = self.backend.xp
+        full = xp.eye(self.D.shape[1])
+        full[: self.size, : self.size] = xp.asarray(L)
+        return full
+
+    def change_norm2(self):
+        """``||E_k||_F^2`` of the change made to the tile (the shift apart,
+        :meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.record_shift`)."""
+        if self.change is None:
+            return 0.0
+        return float(self.backend.xp.sum(self.change * self.change))
+
+    def _add(self, part, change):
+        self.D[self.k] += change
+        self._tally(part, change)
+
+    def _tally(self, part, change):
+        self.change = change if self.change is None else self.change + change
+        self.factorizer.record(self.k, part, float(self.backend.xp.sum(change * change)))
 
 
 def packed_compensation(backend, update, tolerance, form):

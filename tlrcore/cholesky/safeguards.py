@@ -41,8 +41,10 @@ on purpose, by an ``E`` they tally, so that ``L L^T = A_tlr + F + E``:
       ``LIFT_MARGIN = 16`` lifts, so the compression errors could make it, or through
       ``L(k, k)^{-1}`` the tiles after it, indefinite. A positive definite covariance
       with a nugget far above the tolerance is never lifted, and its log-likelihood
-      moves only by the tails. Matrices without recorded errors (the batched build, or
-      built from factors) take every ``e_kj`` at its bound ``tau``.
+      moves only by the tails. The batched build records the same errors (the largest
+      singular value its truncation dropped, :mod:`tlrcore.compress.ara_batched`);
+      matrices without recorded errors (built from factors) take every ``e_kj`` at its
+      bound ``tau``.
 
     Accuracy contract: with ``b`` the tile size, ``n = n_t b``, ``tau = eps
     ||A_tlr||_F / n_t``,
@@ -86,7 +88,14 @@ on purpose, by an ``E`` they tally, so that ``L L^T = A_tlr + F + E``:
     eigenvalue lift, Cheng–Higham's (rook) 12-17 times larger (measured at ``delta`` =
     1-16 ``tau`` on Gaussian and duplicated-site Matérn tiles).
 ``"pivot"``
-    Tile pivoting (Algorithm 9), see :mod:`tlrcore.cholesky.pivoted`.
+    Tile pivoting (Algorithm 9), see :mod:`tlrcore.cholesky.pivoted`; the tile path only.
+
+Both paths, the tile layout's (:mod:`tlrcore.cholesky.left`, ``pivoted``) and the
+packed layout's (:mod:`tlrcore.cholesky.batched`), factor their diagonal tiles by the
+same rules, :meth:`DiagonalFactorizer.safeguarded`, each on its own form of the tile: the
+tile path's ``W`` is a low-rank root of the update, the packed path reads the update off
+``A``'s tile and takes its tail from an ``eigh`` of it; the packed path's modified
+Cholesky runs on the host (one ``b x b`` tile there and its factor back).
 
 ``"shift"``, ``"schur"``, ``"modified"`` and ``"pivot"`` change nothing when every tile
 factors; ``"compensate"`` changes every tile, by design.
@@ -240,53 +249,59 @@ class DiagonalFactorizer:
     def factor(self, D, W, k, tile=None):
         """Lower Cholesky factor of the updated tile `D` (``A(k, k) - W W^T``, lower
         triangle, Fortran order; overwritten), at position `k` of the factor; `tile`, the
-        tile of ``A`` it comes from, when tile pivoting moved it (default `k`).
+        tile of ``A`` it comes from, when tile pivoting moved it (default `k`). The tile
+        path: the shift, then :meth:`safeguarded`.
 
         Raises
         ------
         NotPositiveDefiniteError
             If the tile is not positive definite and the safeguards did not help.
         """
-        b = D.shape[0]
-        diagonal = np.diag_indices(b)
-        change = _Change(b)
+        work = _HostTile(self, D, W, k, keep=bool(self.compensate or self.schur or self.modified))
         if self.shift:
-            D[diagonal] += self.shift
-            change.add_diagonal(self, "shift", np.full(b, self.shift), k)
-        lift = 0.0
+            work.add_diagonal("shift", np.full(D.shape[0], self.shift))
+        return self.safeguarded(work, k, tile)
+
+    def safeguarded(self, work, k, tile=None):
+        """The factor of the diagonal tile `work` (shift already added) under the
+        safeguards, in the order of the class docstring; the rules of both paths.
+
+        `work` is the tile at position `k` in the form of its path: the tile path's
+        :class:`_HostTile`, or the packed path's
+        :class:`~tlrcore.cholesky.batched.PackedTile`. It offers ``backend``,
+        ``updated`` (whether the tile has an update, so a tail), ``add_diagonal(part,
+        values)`` and ``add_tail(form)`` (change the tile and tally the change),
+        ``schur_compensation()`` (``rowsum |T|`` of the update's tail), ``cholesky()``
+        (``(L, info)`` of the tile as changed so far), ``symmetric()`` (the tile, on the
+        host), ``tally_block(part, lower)`` (a change made outside, by its lower
+        triangle on the host), ``from_host(L)`` and ``change_norm2()``.
+
+        Raises
+        ------
+        NotPositiveDefiniteError
+            If the tile is not positive definite and the safeguards did not help.
+        """
         if self.compensate:
-            tail = _lower_gram(_update_tail(W, self.tolerance))
-            if self.compensate == "block":
-                D += tail
-                change.add_block(self, "compensation", tail, k)
-            else:
-                rowsum = _symmetric_abs_rowsum(tail)
-                D[diagonal] += rowsum
-                change.add_diagonal(self, "compensation", rowsum, k)
+            work.add_tail(self.compensate)
             self.compensated_tiles.append(k)
-        # the lower triangle of D, kept for a second try (D's strict upper part is stale)
-        kept = D.copy(order="K") if (self.compensate or self.schur or self.modified) else None
-        L, info = dpotrf(D, lower=1, clean=1, overwrite_a=True)
-        if info < 0:
-            raise ValueError(f"LAPACK dpotrf rejected argument {-info}.")
-        lift = self.lift_needed(NUMPY, L, info, k, tile)
+        L, info = work.cholesky()
+        lift = self.lift_needed(work.backend, L, info, k, tile)
         if lift:
-            kept[diagonal] += lift
-            change.add_diagonal(self, "lift", np.full(b, lift), k)
-            L, info = dpotrf(kept, lower=1, clean=1)
-        if info and self.schur and W.shape[1]:
-            compensation = _schur_compensation(W, self.tolerance)
-            kept[diagonal] += compensation
-            L, info = dpotrf(kept, lower=1, clean=1)
-            if info == 0 or self.modified:
-                change.add_diagonal(self, "schur", compensation, k)
-                if k not in self.compensated_tiles:
-                    self.compensated_tiles.append(k)
+            work.add_diagonal("lift", lift)
+            L, info = work.cholesky()
+        if info and self.schur and work.updated:
+            work.add_diagonal("schur", work.schur_compensation())
+            L, info = work.cholesky()
+            if k not in self.compensated_tiles:
+                self.compensated_tiles.append(k)
         if info and self.modified:
-            L = self._modified(np.tril(kept) + np.tril(kept, -1).T, k, change)
+            L, E = self._modified(work.symmetric(), k)
+            work.tally_block("modified", E)
+            self.modified_tiles.append(k)
+            L = work.from_host(L)
         elif info:
-            raise tile_failure(k, info)
-        self.total += change.norm2()
+            raise tile_failure(k, int(info))
+        self.total += work.change_norm2()
         return L
 
     def lift_needed(self, backend, L, info, k, tile=None):
@@ -308,7 +323,9 @@ class DiagonalFactorizer:
         self.parts[part] += norm2
         logger.debug("diagonal tile %d, %s: ||E||_F = %.3g", k, part, np.sqrt(norm2))
 
-    def _modified(self, M, k, change):
+    def _modified(self, M, k):
+        """GMW on the symmetric host tile `M` (module docstring): its factor and the lower
+        triangle of the modification ``E``, on the host."""
         if not self.tolerance > 0:
             raise NotPositiveDefiniteError(
                 f"diagonal tile {k} is not positive definite, and modified Cholesky has no smallest pivot: "
@@ -322,9 +339,7 @@ class DiagonalFactorizer:
             # An E beyond what lifting every eigenvalue by 2 delta needs comes from growth
             # in the LDL^T factor, not from the tile: refuse it rather than report it.
             if info == 0 and modification.E_norm <= 2.0 * delta * np.sqrt(M.shape[0]):
-                change.add_block(self, "modified", np.tril(modification.E), k)
-                self.modified_tiles.append(k)
-                return L
+                return L, np.tril(modification.E)
             delta *= 4.0
         raise NotPositiveDefiniteError(
             f"diagonal tile {k} stayed indefinite after modified Cholesky with delta = {self.tolerance:.3e} and "
@@ -364,13 +379,87 @@ def compensation_lifts(tile_errors, tolerance, n_tiles):
     return OFF_DIAGONAL_COMPENSATION * np.sqrt(np.sum(errors * errors, axis=1))
 
 
+class _HostTile:
+    """A diagonal tile of the tile path for :meth:`DiagonalFactorizer.safeguarded`: the
+    lower triangle of ``D = A(k, k) - W W^T`` (Fortran order, on the host; its strict upper
+    part is stale), and the change made to it.
+
+    The first Cholesky overwrites `D`; with `keep`, a copy taken before it takes the later
+    changes and tries."""
+
+    backend = NUMPY
+
+    def __init__(self, factorizer, D, W, k, keep):
+        self.factorizer, self.D, self.W, self.k, self.keep = factorizer, D, W, k, keep
+        self.change = _Change(D.shape[0])
+        self.factored = False
+
+    @property
+    def updated(self):
+        """Whether the tile has an update (``W`` has columns)."""
+        return self.W.shape[1] > 0
+
+    def add_diagonal(self, part, values):
+        """Add `values` (a vector, or one number for every entry) to the diagonal."""
+        if np.ndim(values) == 0:
+            values = np.full(self.D.shape[0], values)
+        self.D[np.diag_indices(self.D.shape[0])] += values
+        self.change.add_diagonal(self.factorizer, part, values, self.k)
+
+    def add_tail(self, form):
+        """Add the compensation of the update's tail, in `form` (``"rowsum"`` or ``"block"``)."""
+        Y, eigenvalues = _update_tail(self.W, self.factorizer.tolerance)
+        if form == "block":
+            # D += Y Y^T in place (lower triangle); ||Y Y^T||_F^2 = sum of the tail's
+            # eigenvalues squared, as Y^T Y = diag(eigenvalues): no b x b temporaries
+            if Y.shape[1]:
+                self.D = dsyrk(1.0, Y, beta=1.0, c=self.D, lower=1, overwrite_c=1)
+            self.change.add_root(self.factorizer, "compensation", Y, float(eigenvalues @ eigenvalues), self.k)
+        else:
+            self.add_diagonal("compensation", _symmetric_abs_rowsum(_lower_gram(Y)))
+
+    def schur_compensation(self):
+        """``rowsum |T|`` of the update's tail ``T``."""
+        return _schur_compensation(self.W, self.factorizer.tolerance)
+
+    def cholesky(self):
+        """``(L, info)`` of LAPACK ``dpotrf`` on the tile as changed so far."""
+        if self.factored:
+            L, info = dpotrf(self.D, lower=1, clean=1)
+        else:
+            self.factored = True
+            kept = self.D.copy(order="K") if self.keep else None
+            L, info = dpotrf(self.D, lower=1, clean=1, overwrite_a=True)
+            self.D = kept
+        if info < 0:
+            raise ValueError(f"LAPACK dpotrf rejected argument {-info}.")
+        return L, info
+
+    def symmetric(self):
+        """The tile, symmetric, from its lower triangle."""
+        return np.tril(self.D) + np.tril(self.D, -1).T
+
+    def tally_block(self, part, lower):
+        """Tally a change by the symmetric matrix whose lower triangle is `lower`."""
+        self.change.add_block(self.factorizer, part, lower, self.k)
+
+    def from_host(self, L):
+        """`L` (the tile path is on the host)."""
+        return L
+
+    def change_norm2(self):
+        """``||E_k||_F^2`` of the change made to the tile."""
+        return self.change.norm2()
+
+
 class _Change:
     """The change ``E_k`` made to one diagonal tile, summed over its sources before the
-    norm: a diagonal vector, and lower triangles of the symmetric parts that are not
-    diagonal."""
+    norm: a diagonal vector, roots ``Y`` of positive semidefinite parts ``Y Y^T`` (the
+    block-form tail), and lower triangles of the other symmetric parts."""
 
     def __init__(self, size):
         self.diagonal = np.zeros(size)
+        self.roots = []
         self.blocks = []
 
     def add_diagonal(self, factorizer, part, values, k):
@@ -381,11 +470,22 @@ class _Change:
         self.blocks.append(lower)
         factorizer.record(k, part, _symmetric_norm2(lower))
 
+    def add_root(self, factorizer, part, Y, norm2, k):
+        """A change by ``Y Y^T`` whose ``||.||_F^2`` is `norm2`."""
+        self.roots.append((Y, norm2))
+        factorizer.record(k, part, norm2)
+
     def norm2(self):
-        """``||E_k||_F^2``."""
-        if not self.blocks:
-            return float(self.diagonal @ self.diagonal)
-        lower = sum(self.blocks[1:], self.blocks[0])
+        """``||E_k||_F^2``; with one root and no block, ``||d + Y Y^T||_F^2 = ||d||^2 + 2
+        d . rowsum(Y * Y) + ||Y Y^T||_F^2`` for the diagonal ``d``, in ``O(b r)``."""
+        d = self.diagonal
+        if not self.blocks and len(self.roots) <= 1:
+            if not self.roots:
+                return float(d @ d)
+            Y, norm2 = self.roots[0]
+            return float(d @ d) + 2.0 * float(d @ np.einsum("ij,ij->i", Y, Y)) + norm2
+        blocks = self.blocks + [_lower_gram(Y) for Y, _ in self.roots]
+        lower = sum(blocks[1:], blocks[0])
         diagonal = np.diagonal(lower) + self.diagonal
         return _symmetric_norm2(lower) - float(np.diagonal(lower) @ np.diagonal(lower)) + float(diagonal @ diagonal)
 
@@ -427,32 +527,35 @@ def smallest_eigenvalue_estimate(backend, L):
 
 def _schur_compensation(W, tolerance):
     """``rowsum |T|`` for the tail ``T`` of ``W W^T`` dropped by compression to `tolerance`."""
-    return _symmetric_abs_rowsum(_lower_gram(_update_tail(W, tolerance)))
+    return _symmetric_abs_rowsum(_lower_gram(_update_tail(W, tolerance)[0]))
 
 
 def _update_tail(W, tolerance):
     """A root ``Y`` of the tail ``T = Y Y^T`` of ``W W^T`` dropped by compression to
-    `tolerance` (positive semidefinite, ``||T||_F <= tolerance``).
+    `tolerance` (positive semidefinite, ``||T||_F <= tolerance``), and the tail's
+    eigenvalues.
 
     ``W W^T = sum_j lambda_j q_j q_j^T``; the tail is the set of smallest ``lambda_j``
     with ``sqrt(sum lambda_j^2) <= tolerance``. The eigenvalues come from the smaller of
-    ``W^T W`` and ``W W^T``.
+    ``W^T W`` (its lower triangle by ``dsyrk``) and ``W W^T``; ``Y^T Y = diag(lambda)``
+    over the tail, so ``||T||_F^2 = sum lambda_j^2``.
     """
     rows, cols = W.shape
     if cols == 0:
-        return np.zeros((rows, 0))
+        return np.zeros((rows, 0)), np.zeros(0)
     # every tail eigenvalue is <= tolerance: only those eigenpairs are computed
     below = {"subset_by_value": (-np.inf, tolerance), "driver": "evr", "check_finite": False}
     if cols <= rows:
-        lam, Z = eigh(W.T @ W, **below)
-        tail = _tail_count(np.maximum(lam, 0.0), tolerance)
+        lam, Z = eigh(dsyrk(1.0, W, trans=1, lower=1), **below)
+        lam = np.maximum(lam, 0.0)
+        tail = _tail_count(lam, tolerance)
         Y = W @ Z[:, :tail]
     else:
         lam, Q = eigh(W @ W.T, **below)
         lam = np.maximum(lam, 0.0)
         tail = _tail_count(lam, tolerance)
         Y = Q[:, :tail] * np.sqrt(lam[:tail])
-    return Y
+    return Y, lam[:tail]
 
 
 def _tail_count(lam, tolerance):

@@ -4,7 +4,9 @@ The block generator is called once per chunk of a tile column (``block(rows, col
 with ``rows`` all the indices below the column's diagonal tile, in chunks that fit the
 back end's free memory) and may return arrays of the back end: on a GPU the covariance
 is evaluated on the device and never crosses to the host. The column's tiles are then
-compressed together by the batched ARA of :mod:`tlrcore.compress.ara_batched`.
+compressed together by the batched ARA of :mod:`tlrcore.compress.ara_batched`, which
+also reports each tile's largest dropped singular value: the tile errors the safeguard
+``"compensate"`` lifts the diagonal tiles by (:attr:`tlrcore.TLRMatrix.tile_errors`).
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ def build_packed(checked, n, tile_size, accuracy, backend, rng, block_size=16, m
     -------
     packed : PackedTiles
     tolerance : float
+    tile_errors : ndarray of shape (n_tiles, n_tiles)
+        On the host: the largest singular value the compression of each off-diagonal tile
+        dropped, ``||A(i, j) - U V^T||_2`` of its truncation (symmetric, zero diagonal).
     """
     xp = backend.xp
     b = tile_size
@@ -91,14 +96,17 @@ def build_packed(checked, n, tile_size, accuracy, backend, rng, block_size=16, m
     check_symmetry_sample(checked, offsets, rng, scale)
     chunk = max(1, int(_CHUNK_MEMORY * backend.free_memory() / (8 * b * b * 3)))
     columns = []
+    errors = np.zeros((n_t, n_t))
     with backend.small_kernels(), column_progress(n_t, "TLR compression") as counter:
         for j in range(n_t):
             factors = [_compress_rows(checked, offsets, j, first, min(first + chunk, n_t), tolerance, backend,
                                       int(seeds[j]) + first, block_size, max_rank)
                        for first in range(j + 1, n_t, chunk)]
-            columns.append(TileColumn.from_padded(xp, *_join(xp, factors, b)))
+            U, V, ranks, dropped = _join(xp, factors, b)
+            errors[j + 1 :, j] = errors[j, j + 1 :] = dropped
+            columns.append(TileColumn.from_padded(xp, U, V, ranks))
             counter.update()
-    return PackedTiles(backend, n, b, D, columns), tolerance
+    return PackedTiles(backend, n, b, D, columns), tolerance, errors
 
 
 def _compress_rows(checked, offsets, j, first, stop, tolerance, backend, seed, block_size, max_rank):
@@ -123,17 +131,18 @@ def _compress_rows(checked, offsets, j, first, stop, tolerance, backend, seed, b
 
 
 def _join(xp, factors, b):
-    """Concatenate chunks of one column, padding to the column's largest rank."""
+    """Concatenate chunks of one column, padding to the column's largest rank; with their
+    ranks and dropped singular values."""
     if not factors:
-        return xp.zeros((0, b, 0)), xp.zeros((0, b, 0)), np.zeros(0, dtype=np.int64)
-    width = max(U.shape[2] for U, _, _ in factors)
+        return xp.zeros((0, b, 0)), xp.zeros((0, b, 0)), np.zeros(0, dtype=np.int64), np.zeros(0)
+    width = max(U.shape[2] for U, *_ in factors)
 
     def widen(X):
         return X if X.shape[2] == width else xp.concatenate([X, xp.zeros(X.shape[:2] + (width - X.shape[2],))], axis=2)
 
-    U = xp.concatenate([widen(U) for U, _, _ in factors]) if len(factors) > 1 else widen(factors[0][0])
-    V = xp.concatenate([widen(V) for _, V, _ in factors]) if len(factors) > 1 else widen(factors[0][1])
-    return U, V, np.concatenate([r for _, _, r in factors])
+    U = xp.concatenate([widen(U) for U, *_ in factors]) if len(factors) > 1 else widen(factors[0][0])
+    V = xp.concatenate([widen(V) for _, V, *_ in factors]) if len(factors) > 1 else widen(factors[0][1])
+    return U, V, np.concatenate([r for *_, r, _ in factors]), np.concatenate([e for *_, e in factors])
 
 
 def norm_lower_estimate(diag_sq, checked, offsets, rng, xp):
