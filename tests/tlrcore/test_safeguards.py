@@ -15,7 +15,7 @@ from tlrcore.cholesky.safeguards import (
     _Change,
     _lower_gram,
     _symmetric_abs_rowsum,
-    _update_tail,
+    _update_split,
     compensation_lifts,
     parse_safeguard,
     shift_schedule,
@@ -257,7 +257,9 @@ def test_compensation_rowsum_dominates_and_block_equals_the_tail():
     rng = np.random.default_rng(0)
     W = np.asfortranarray(rng.normal(size=(60, 40)) * np.logspace(0, -6, 40))
     tol = 1e-5
-    Y, eigenvalues = _update_tail(W, tol)
+    H, Y, eigenvalues = _update_split(W, tol)
+    # the head and the tail add up to the update, to rounding of the eigenvectors
+    np.testing.assert_allclose(H @ H.T + Y @ Y.T, W @ W.T, rtol=0, atol=1e-13 * np.linalg.norm(W, 2) ** 2)
     T = Y @ Y.T
     assert np.linalg.norm(T) <= tol and np.linalg.eigvalsh(T).min() >= -1e-15
     # Y^T Y = diag(eigenvalues), so the tile path tallies ||T||_F from the eigenvalues;
@@ -279,6 +281,28 @@ def test_compensation_rowsum_dominates_and_block_equals_the_tail():
     np.testing.assert_allclose(np.tril(lower), np.tril(T), rtol=0, atol=1e-15 * np.abs(T).max())
     assert not np.triu(lower, 1).any()
     np.testing.assert_allclose(_symmetric_abs_rowsum(lower), np.diag(rowsum), rtol=1e-12)
+
+
+@pytest.mark.parametrize("form", ["block", "rowsum"])
+def test_deferred_update_gives_the_compensated_tile_of_the_updated_one(form):
+    """``factor(A(k, k), W, updated=False)`` (the left-looking path: the block form
+    subtracts the update's head only) factors the same compensated tile as ``factor(A(k,
+    k) - W W^T, W)``, to the rounding of the eigenvectors (``O(R eps ||W||_2^2)``), and
+    tallies the same change."""
+    rng = np.random.default_rng(2)
+    b, R, tol = 80, 50, 1e-6
+    W = np.asfortranarray(rng.normal(size=(b, R)) * np.logspace(0, -5, R))
+    Akk = W @ W.T + 0.1 * np.eye(b)
+    results = []
+    for updated in (True, False):
+        factorizer = DiagonalFactorizer(tol, compensate=form, lifts=np.zeros(1))
+        D = np.asfortranarray(Akk - W @ W.T if updated else Akk.copy())
+        results.append((factorizer.factor(D, W, 0, updated=updated), factorizer.perturbation))
+    (L1, p1), (L2, p2) = results
+    rounding = 100 * R * np.finfo(float).eps * np.linalg.norm(W, 2) ** 2
+    np.testing.assert_allclose(np.tril(L1) @ np.tril(L1).T, np.tril(L2) @ np.tril(L2).T, rtol=0, atol=rounding)
+    # ||T||_F <= tol; its rowsum form reaches sqrt(b) tol
+    assert 0 < p1 <= (tol if form == "block" else np.sqrt(b) * tol) and p2 == pytest.approx(p1, rel=1e-12)
 
 
 def test_tile_change_norm_sums_its_parts_before_the_norm():

@@ -16,7 +16,7 @@ from scipy.linalg.blas import dsyrk
 from tlrcore._checks import check_operand
 from tlrcore._typing import FloatArray, IntArray
 from tlrcore.backends import NUMPY
-from tlrcore.cholesky.safeguards import DiagonalFactorizer
+from tlrcore.cholesky.safeguards import DiagonalFactorizer, subtract_gram
 from tlrcore.compress import ara_compress
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "TileFactor",
     "ara_work",
     "block_diagonal",
+    "diagonal_update",
     "factor_diagonal",
     "gram_root",
     "sampled_update",
@@ -183,26 +184,26 @@ def ara_work(A, U, i, k, block_size, columns=None):
 def updated_diagonal(Akk, factors):
     """``(D, W)``: ``D = A(k, k) - W W^T`` (lower triangle) by one ``dsyrk``, with
     ``W W^T = sum_j U_j V_j^T V_j U_j^T``."""
+    D, W = diagonal_update(Akk, factors)
+    return subtract_gram(D, W), W
+
+
+def diagonal_update(Akk, factors):
+    """``(D, W)``: a Fortran-ordered copy ``D`` of ``A(k, k)`` and the root ``W`` of its
+    update, ``W W^T = sum_j U_j V_j^T V_j U_j^T``, not yet subtracted."""
     D = np.array(Akk, order="F")
     W = np.empty((D.shape[0], sum(V.shape[1] for _, V in factors)), order="F")
     col = 0
     for Uj, Vj in factors:
         gram_root(Uj, Vj, out=W[:, col : col + Vj.shape[1]])
         col += Vj.shape[1]
-    return subtract_gram(D, W), W
+    return D, W
 
 
 def gram_root(U, V, out=None):
     """``W = U R^T`` with ``V = Q R`` (thin QR), so that ``W W^T = U V^T V U^T`` (into
     `out` if given)."""
     return np.matmul(U, qr(V, mode="r", check_finite=False)[0][: V.shape[1]].T, out=out)
-
-
-def subtract_gram(D, W):
-    """``D - W W^T`` in the lower triangle of the Fortran-ordered `D`, in place (``dsyrk``)."""
-    if W.shape[1] == 0:
-        return D
-    return dsyrk(-1.0, W, beta=1.0, c=D, lower=1, overwrite_c=1)
 
 
 #: Columns per triangular solve of :func:`solve_column`.

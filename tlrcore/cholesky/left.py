@@ -48,10 +48,10 @@ from tlrcore._threads import column_progress, column_seeds, runner, start_by_wor
 from tlrcore.cholesky._steps import (
     ColumnSamples,
     ara_work,
+    diagonal_update,
     sampled_update,
     solve_column,
     stack,
-    updated_diagonal,
 )
 from tlrcore.cholesky.factor import TLRCholesky
 
@@ -69,7 +69,7 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
 
         def factor_diagonal(k):
             factors = [(U[k, j], V[k, j]) for j in range(k)]
-            return factorizer.factor(*updated_diagonal(A.diagonal[k], factors), k)
+            return factorizer.factor(*diagonal_update(A.diagonal[k], factors), k, updated=False)
 
         Lnext = factor_diagonal(0)
         for k in range(n_t):

@@ -24,7 +24,13 @@ on purpose, by an ``E`` they tally, so that ``L L^T = A_tlr + F + E``:
       ``diag(rowsum |T|) - T ⪰ 0``) or as ``T_k`` itself (``"compensate-block"``);
       ``||T_k||_F <= tau``, so the block form changes a tile by at most ``tau``, the
       rowsum form by at most ``sqrt(b) tau`` (``b`` the tile size). The eigenpairs come
-      from the ``R x R`` Gram matrix ``W^T W`` when ``W`` has ``R <= b`` columns;
+      from the ``R x R`` Gram matrix ``W^T W`` when ``W`` has ``R <= b`` columns. The
+      left-looking path subtracts the compressed update ``D̄_k = H H^T`` itself (block
+      form) instead of adding ``T_k`` to ``A(k, k) - D_k``: the tail holds about two
+      thirds of the update's ``R`` directions on kernel matrices, so this costs less than
+      the plain update, and compensation adds only the Gram, its ``eigh`` and ``W Z``
+      (measured at 32K, ``benchmarks/tlr_safeguards.py`` part 1: 6-9 % over plain in
+      block form, 10-18 % in rowsum form, which forms ``T_k`` for its rowsums);
     * the compression errors ``E_A,kj`` of ``A``'s off-diagonal tiles, recorded by the
       build as ``e_kj = ||E_A,kj||_2`` (:attr:`tlrcore.TLRMatrix.tile_errors`, the largest
       dropped singular value), are compensated tile by tile: tile ``k`` is lifted by
@@ -122,6 +128,7 @@ __all__ = [
     "compensation_form",
     "compensation_lifts",
     "smallest_eigenvalue_estimate",
+    "subtract_gram",
     "parse_safeguard",
     "shift_schedule",
     "tail_compensation",
@@ -246,18 +253,25 @@ class DiagonalFactorizer:
         self.parts["shift"] += self.shift**2 * size
         self.total += self.shift**2 * size
 
-    def factor(self, D, W, k, tile=None):
+    def factor(self, D, W, k, tile=None, updated=True):
         """Lower Cholesky factor of the updated tile `D` (``A(k, k) - W W^T``, lower
         triangle, Fortran order; overwritten), at position `k` of the factor; `tile`, the
         tile of ``A`` it comes from, when tile pivoting moved it (default `k`). The tile
         path: the shift, then :meth:`safeguarded`.
+
+        With ``updated=False``, `D` is ``A(k, k)`` itself and the update is subtracted
+        here: the block-form compensation then subtracts only the update's head,
+        ``A(k, k) - W W^T + T = A(k, k) - H H^T`` (``H``, ``Y`` the head and tail roots
+        of :func:`_update_split`), which costs less than the plain update instead of
+        adding a tail to it; the rowsum form subtracts ``H H^T`` and the tail ``T`` it
+        forms anyway for its rowsums, the cost of the plain update.
 
         Raises
         ------
         NotPositiveDefiniteError
             If the tile is not positive definite and the safeguards did not help.
         """
-        work = _HostTile(self, D, W, k, keep=bool(self.compensate or self.schur or self.modified))
+        work = _HostTile(self, D, W, k, keep=bool(self.compensate or self.schur or self.modified), updated=updated)
         if self.shift:
             work.add_diagonal("shift", np.full(D.shape[0], self.shift))
         return self.safeguarded(work, k, tile)
@@ -389,8 +403,9 @@ class _HostTile:
 
     backend = NUMPY
 
-    def __init__(self, factorizer, D, W, k, keep):
+    def __init__(self, factorizer, D, W, k, keep, updated=True):
         self.factorizer, self.D, self.W, self.k, self.keep = factorizer, D, W, k, keep
+        self.pending = not updated  # D is still A(k, k): the update W W^T is to come
         self.change = _Change(D.shape[0])
         self.factored = False
 
@@ -408,15 +423,22 @@ class _HostTile:
 
     def add_tail(self, form):
         """Add the compensation of the update's tail, in `form` (``"rowsum"`` or ``"block"``)."""
-        Y, eigenvalues = _update_tail(self.W, self.factorizer.tolerance)
+        head, Y, eigenvalues = _update_split(self.W, self.factorizer.tolerance)
         if form == "block":
-            # D += Y Y^T in place (lower triangle); ||Y Y^T||_F^2 = sum of the tail's
-            # eigenvalues squared, as Y^T Y = diag(eigenvalues): no b x b temporaries
-            if Y.shape[1]:
+            # D + Y Y^T (lower triangles, no b x b temporaries): A(k, k) - H H^T when the
+            # update is still to come; ||Y Y^T||_F^2 is the sum of the tail's eigenvalues
+            # squared, as Y^T Y = diag(eigenvalues)
+            if self.pending:
+                self.D, self.pending = subtract_gram(self.D, head), False
+            elif Y.shape[1]:
                 self.D = dsyrk(1.0, Y, beta=1.0, c=self.D, lower=1, overwrite_c=1)
             self.change.add_root(self.factorizer, "compensation", Y, float(eigenvalues @ eigenvalues), self.k)
         else:
-            self.add_diagonal("compensation", _symmetric_abs_rowsum(_lower_gram(Y)))
+            tail = _lower_gram(Y)
+            if self.pending:  # A(k, k) - H H^T - T: the plain update, with the tail at hand
+                self.D, self.pending = subtract_gram(self.D, head), False
+                self.D -= tail
+            self.add_diagonal("compensation", _symmetric_abs_rowsum(tail))
 
     def schur_compensation(self):
         """``rowsum |T|`` of the update's tail ``T``."""
@@ -424,6 +446,8 @@ class _HostTile:
 
     def cholesky(self):
         """``(L, info)`` of LAPACK ``dpotrf`` on the tile as changed so far."""
+        if self.pending:
+            self.D, self.pending = subtract_gram(self.D, self.W), False
         if self.factored:
             L, info = dpotrf(self.D, lower=1, clean=1)
         else:
@@ -503,6 +527,13 @@ def _lower_gram(Y):
     return dsyrk(1.0, Y, lower=1)
 
 
+def subtract_gram(D, W):
+    """``D - W W^T`` in the lower triangle of the Fortran-ordered `D`, in place (``dsyrk``)."""
+    if W.shape[1] == 0:
+        return D
+    return dsyrk(-1.0, W, beta=1.0, c=D, lower=1, overwrite_c=1)
+
+
 def _symmetric_abs_rowsum(lower):
     """``rowsum |M|`` of the symmetric ``M`` whose lower triangle is `lower` (upper zero)."""
     magnitude = np.abs(lower)
@@ -527,35 +558,33 @@ def smallest_eigenvalue_estimate(backend, L):
 
 def _schur_compensation(W, tolerance):
     """``rowsum |T|`` for the tail ``T`` of ``W W^T`` dropped by compression to `tolerance`."""
-    return _symmetric_abs_rowsum(_lower_gram(_update_tail(W, tolerance)[0]))
+    return _symmetric_abs_rowsum(_lower_gram(_update_split(W, tolerance)[1]))
 
 
-def _update_tail(W, tolerance):
-    """A root ``Y`` of the tail ``T = Y Y^T`` of ``W W^T`` dropped by compression to
-    `tolerance` (positive semidefinite, ``||T||_F <= tolerance``), and the tail's
-    eigenvalues.
+def _update_split(W, tolerance):
+    """Roots ``H`` and ``Y`` of the head and the tail ``T = Y Y^T`` of ``W W^T``
+    (``W W^T = H H^T + Y Y^T``), the tail being what compression to `tolerance` drops
+    (positive semidefinite, ``||T||_F <= tolerance``), and the tail's eigenvalues.
 
     ``W W^T = sum_j lambda_j q_j q_j^T``; the tail is the set of smallest ``lambda_j``
-    with ``sqrt(sum lambda_j^2) <= tolerance``. The eigenvalues come from the smaller of
+    with ``sqrt(sum lambda_j^2) <= tolerance``. The eigenpairs come from the smaller of
     ``W^T W`` (its lower triangle by ``dsyrk``) and ``W W^T``; ``Y^T Y = diag(lambda)``
     over the tail, so ``||T||_F^2 = sum lambda_j^2``.
     """
     rows, cols = W.shape
     if cols == 0:
-        return np.zeros((rows, 0)), np.zeros(0)
-    # every tail eigenvalue is <= tolerance: only those eigenpairs are computed
-    below = {"subset_by_value": (-np.inf, tolerance), "driver": "evr", "check_finite": False}
+        return W, np.zeros((rows, 0)), np.zeros(0)
     if cols <= rows:
-        lam, Z = eigh(dsyrk(1.0, W, trans=1, lower=1), **below)
+        lam, Z = eigh(dsyrk(1.0, W, trans=1, lower=1), driver="evr", check_finite=False)
         lam = np.maximum(lam, 0.0)
         tail = _tail_count(lam, tolerance)
-        Y = W @ Z[:, :tail]
+        roots = W @ Z[:, :tail], W @ Z[:, tail:]
     else:
-        lam, Q = eigh(W @ W.T, **below)
+        lam, Q = eigh(W @ W.T, driver="evr", check_finite=False)
         lam = np.maximum(lam, 0.0)
         tail = _tail_count(lam, tolerance)
-        Y = Q[:, :tail] * np.sqrt(lam[:tail])
-    return Y, lam[:tail]
+        roots = Q[:, :tail] * np.sqrt(lam[:tail]), Q[:, tail:] * np.sqrt(lam[tail:])
+    return np.asfortranarray(roots[1]), roots[0], lam[:tail]
 
 
 def _tail_count(lam, tolerance):
