@@ -158,9 +158,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         rounding. ``"default"`` uses the current default client when `fit` runs. With a
         client ``method="auto"`` means ``"tlr"`` (``"exact"`` and ``device="gpu"`` are
         refused). The pilot and polish subsamples, the derivative matrices of the Fisher
-        scoring and kriging's small products run in this process. ``on_failure="shift"``
-        shifts there as in process; the cluster has no compensation (``"compensate"``
-        shifts). Not
+        scoring and kriging's small products run in this process. ``on_failure`` takes
+        the in-process safeguards there (``"compensate"``: the always-on compensation,
+        then with shifts). Not
         pickled nor saved (a loaded or unpickled model computes in process);
         :func:`sklearn.base.clone` shares the client.
 

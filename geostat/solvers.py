@@ -481,10 +481,13 @@ def distributed_tlr_factor(client, block, n, tile_size, perm, accuracy=1e-8, ran
     accuracy : float, default 1e-8
     random_state : int, default 0
     on_failure : {"raise", "step", "shift", "compensate"}, default "raise"
-        After a failure, ``"shift"`` and ``"compensate"`` factor again with the shifts of
-        the in-process ``safeguard="shift"`` (:func:`tlrcore.cholesky.safeguards.shift_schedule`:
-        ``tau, 2 tau, 4 tau, ...``), so the first that works, and the factor, are the
-        in-process ones. The cluster has no compensation: ``"compensate"`` shifts there.
+        After a failure, factor again with the safeguards of the in-process
+        :data:`TLR_SAFEGUARDS`: ``"shift"`` with the shifts of ``safeguard="shift"``
+        (:func:`tlrcore.cholesky.safeguards.shift_schedule`: ``tau, 2 tau, 4 tau,
+        ...``), ``"compensate"`` with the always-on compensation
+        (``safeguard="compensate-block"`` in the diagonal tasks), then, if that fails,
+        with it and those shifts; so the first that works, and the factor, are the
+        in-process ones.
 
     Returns
     -------
@@ -494,7 +497,7 @@ def distributed_tlr_factor(client, block, n, tile_size, perm, accuracy=1e-8, ran
         from (in process: to ``||A_tlr||_F``, which the cluster would have to keep ``A``
         for).
     shifted : bool
-        Whether a shift was needed.
+        Whether a safeguard was needed.
 
     Raises
     ------
@@ -503,7 +506,7 @@ def distributed_tlr_factor(client, block, n, tile_size, perm, accuracy=1e-8, ran
         safeguard, or no shift of the schedule helped.
     """
     import tlrcore.distributed as td
-    from tlrcore.cholesky.safeguards import shift_schedule
+    from tlrcore.cholesky.safeguards import parse_safeguard, shift_schedule
 
     def build():
         return td.DistributedTLRMatrix.from_generator(client, block, n, tile_size, accuracy=accuracy,
@@ -518,9 +521,12 @@ def distributed_tlr_factor(client, block, n, tile_size, perm, accuracy=1e-8, ran
         if TLR_SAFEGUARDS[on_failure] is None:
             raise
         failure = exc
-    for shift in shifts:
+    # the cluster's factorization takes the tile-local safeguards; the shifts are this loop
+    tile_local = "+".join(sorted(parse_safeguard(TLR_SAFEGUARDS[on_failure]) - {"shift"})) or None
+    for shift in ([0.0] if tile_local else []) + shifts:
         try:
-            factor = td.cholesky(build(), random_state=random_state, overwrite_a=True, shift=shift)
+            factor = td.cholesky(build(), random_state=random_state, overwrite_a=True, shift=shift,
+                                 safeguard=tile_local)
         except NotPositiveDefiniteError as exc:
             failure = exc
             continue

@@ -93,8 +93,9 @@ class TLRLikelihood(Likelihood):
     client : None, "default" or distributed.Client, default None
         Build and factor the covariances on the workers of this Dask cluster
         (:func:`geostat.solvers.resolve_client`); the values equal the in-process ones to
-        rounding. ``on_failure="shift"`` refactors there with the in-process shifts (the
-        same factor); the cluster has no compensation, so ``"compensate"`` shifts too.
+        rounding. ``on_failure`` refactors there with the in-process safeguards (the
+        same factor): ``"shift"`` with the in-process shifts, ``"compensate"`` with the
+        always-on compensation in block form, then with it and the shifts.
 
     Raises
     ------

@@ -141,6 +141,27 @@ def test_a_singular_covariance_is_shifted_as_in_process(client, data):
     assert info.value.tile is not None
 
 
+def test_a_singular_covariance_is_compensated_as_in_process(client, data):
+    """``on_failure="compensate"`` on the cluster: the diagonal tasks run the in-process
+    always-on compensation (block form), so the factor reports every tile compensated,
+    the same tiles lifted, no shift, and the in-process value (to the module's 1e-10:
+    the same operations on the same tiles, the triangular solves grouped otherwise)."""
+    X = data[0][:400]
+    args = ("tlr", X, np.ones((400, 1)), np.ones((400, 1)), get_kernel("gaussian"), get_distance("euclidean"))
+    options = {"tile_size": 100, "accuracy": 1e-4, "on_failure": "compensate"}
+    remote = gs.likelihood.make_likelihood(*args, client=client, **options)
+    local = gs.likelihood.make_likelihood(*args, **options)
+    theta = {"range": 0.3}
+    value, reference = remote.terms(theta, 0.0), local.terms(theta, 0.0)
+    assert remote.n_safeguarded == local.n_safeguarded == 1
+    ((factor,), (factor0,)) = remote.factors(theta, 0.0), local.factors(theta, 0.0)
+    assert factor.shift == factor0.shift == 0.0
+    assert factor.factor.compensated_tiles == factor0.factor.compensated_tiles == (0, 1, 2, 3)
+    assert factor.factor.lifted_tiles == factor0.factor.lifted_tiles and factor.factor.lifted_tiles
+    assert factor.perturbation == pytest.approx(factor0.perturbation, rel=RTOL) and factor.perturbation > 0
+    assert value.logdet == pytest.approx(reference.logdet, rel=RTOL)
+
+
 def test_block_generator_is_small_to_ship(client):
     """The covariance generator pickles as its sites, kernel and parameters (no cached
     distances), and a worker's block equals this process's bit for bit (the same

@@ -99,10 +99,11 @@ def cholesky(
         What to do when the matrix is not positive definite at this accuracy (see
         :mod:`tlrcore.cholesky.safeguards`): ``"compensate"`` (always-on compensation of
         every diagonal tile, H2Opus sec. 5.1.1: the update's compression tail in diagonal
-        rowsum form plus ``2 tau`` for the off-diagonal compression errors; changes
-        positive definite input too, within ``||L L^T - A_tlr||_F <= (1 + 3 sqrt(b /
-        n_t)) accuracy ||A_tlr||_F``), ``"compensate-block"`` (the same with the tail as a
-        full block), ``"shift"`` (retry with the smallest sufficient diagonal shift, a
+        rowsum form, and a lift of each nearly singular tile by the compression errors
+        of its tile row, ``A.tile_errors``; changes positive definite input too, within
+        ``||L L^T - A_tlr||_F <= (1 + sqrt(b / n_t) + 1.25 sqrt(b)) accuracy
+        ||A_tlr||_F``), ``"compensate-block"`` (the same with the tail as a full block,
+        ``1 + 1 / sqrt(n_t) + 1.25 sqrt(b)``; it perturbs less), ``"shift"`` (retry with the smallest sufficient diagonal shift, a
         power-of-two multiple of the tile tolerance), ``"schur"`` (Schur compensation of
         a failing tile only), ``"modified"`` (modified Cholesky on a failing diagonal
         tile), ``"pivot"`` (tile pivoting, :mod:`tlrcore.cholesky.pivoted`); combine as
@@ -115,8 +116,9 @@ def cholesky(
     TLRCholesky or PackedCholesky
         (the latter from the batched variant, with arrays of `A`'s back end). With
         ``.perturbation = ||E||_F`` (0.0 when nothing was changed),
-        ``.perturbation_parts`` (``||.||_F`` by source: shift, compensation, schur,
-        modified), ``.shift``, ``.compensated_tiles``, ``.modified_tiles``, ``.backend`` and, with tile pivoting, ``.perm``.
+        ``.perturbation_parts`` (``||.||_F`` by source: shift, compensation, lift, schur,
+        modified), ``.shift``, ``.compensated_tiles``, ``.lifted_tiles``,
+        ``.modified_tiles``, ``.backend`` and, with tile pivoting, ``.perm``.
 
     Raises
     ------

@@ -17,7 +17,8 @@ The tiles are computed on the workers from the picklable generator ``block`` (it
 travel once), placed by tile row (row ``i`` on worker ``i mod P``), and factored by a
 task graph of the left-looking steps of :mod:`tlrcore.cholesky.left`, with the same
 seeds: the factor, its log-determinant and its solves equal the in-process ones to
-rounding. When a worker dies, the scheduler recomputes its tiles from the graph.
+rounding, also with the tile-local safeguards (``safeguard="compensate"``,
+``"compensate-block"``, ``"schur"``, ``"modified"``), which run in the diagonal tasks. When a worker dies, the scheduler recomputes its tiles from the graph.
 
 Modules
 -------

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from tlrcore.cholesky._steps import ColumnSamples, sampled_update, stack, updated_diagonal
-from tlrcore.cholesky.safeguards import DiagonalFactorizer
+from tlrcore.cholesky._steps import ColumnSamples, diagonal_update, sampled_update, stack
+from tlrcore.cholesky.safeguards import DiagonalFactorizer, compensation_lifts
 from tlrcore.compress.generated import compress_tile
 from tlrcore.dense._checks import asymmetry
 
@@ -34,6 +34,7 @@ __all__ = [
     "off_diagonal_tile",
     "row_summary",
     "start_backward",
+    "tile_error",
     "tile_squares",
     "update_tile",
 ]
@@ -72,11 +73,41 @@ def off_diagonal_tile(checked, rows, cols, i, j, tolerance, method, max_rank, se
     return compress_tile(checked, np.arange(*rows), np.arange(*cols), (i, j), tolerance, method, max_rank, seed)
 
 
-def factor_diagonal(Akk, row, k, tolerance, shift=0.0):
-    """``L(k, k) = chol(A(k, k) + shift I - sum_j L(k, j) L(k, j)^T)`` from row `k` of ``L``;
-    :class:`~tlrcore.NotPositiveDefiniteError` naming tile `k` if it breaks down."""
-    factors = list(zip(*_factors(row)))
-    return DiagonalFactorizer(tolerance, shift).factor(*updated_diagonal(Akk, factors), k)
+def tile_error(UV):
+    """The compression error ``e_ij`` the build recorded for an off-diagonal tile: the
+    largest singular value its truncation dropped (``LowRank.dropped``, see
+    :attr:`tlrcore.TLRMatrix.tile_errors`)."""
+    return UV.dropped
+
+
+def factor_diagonal(Akk, row, k, options, errors=None):
+    """``(L(k, k), tally)``: the factor of ``A(k, k) - sum_j L(k, j) L(k, j)^T`` from row
+    `k` of ``L``, by a :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer` made here
+    with `options`, its positional arguments ``[tolerance, shift, schur, modified,
+    compensate]``, exactly as in process (the update subtracted inside the factorizer,
+    ``updated=False``, as :mod:`tlrcore.cholesky.left` does). The tally is that
+    factorizer's ``(total, parts, compensated_tiles, lifted_tiles, modified_tiles)``,
+    which hold this tile's changes only.
+
+    With compensation, `errors` is tile row `k` of the recorded tile errors (``n_tiles``
+    floats, ``e_kk = 0``): the lift of tile `k` comes from it by
+    :func:`~tlrcore.cholesky.safeguards.compensation_lifts`, as in process (the same sum
+    over the same row); the factorizer reads only entry `k` of its lifts.
+
+    Raises
+    ------
+    NotPositiveDefiniteError
+        Naming tile `k`, if it is not positive definite and the safeguards did not help.
+    """
+    lifts = None
+    if errors is not None:
+        lifts = np.zeros(len(errors))
+        lifts[k] = compensation_lifts(np.array([errors], dtype=np.float64), options[0], len(errors))[0]
+    factorizer = DiagonalFactorizer(*options, lifts=lifts)
+    D, W = diagonal_update(Akk, list(zip(*_factors(row))))
+    L = factorizer.factor(D, W, k, updated=False)
+    return L, (factorizer.total, factorizer.parts, factorizer.compensated_tiles, factorizer.lifted_tiles,
+               factorizer.modified_tiles)
 
 
 class ColumnHeader:

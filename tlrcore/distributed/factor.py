@@ -20,6 +20,7 @@ from tlrcore._threads import column_progress
 from tlrcore._typing import FloatArray, IntArray
 from tlrcore.backends import NUMPY
 from tlrcore.cholesky.factor import TLRCholesky
+from tlrcore.cholesky.safeguards import DiagonalFactorizer
 from tlrcore.distributed._graph import prefix, submit
 from tlrcore.distributed._tasks import (
     backward_step,
@@ -49,24 +50,30 @@ class DistributedCholesky:
     rows : list of distributed.Future
         ``rows[i] = ([U(i, 0), ...], [V(i, 0), ...])``, ``L(i, j) = U(i, j) V(i, j)^T``
         (None for row 0).
-    shift, perturbation : float
+    shift : float
         The diagonal shift the factorization added (``shift=`` of
-        :func:`~tlrcore.distributed.cholesky`) and ``||E||_F = shift sqrt(n)``; 0.0
-        without one.
+        :func:`~tlrcore.distributed.cholesky`).
+    perturbation, perturbation_parts, compensated_tiles, lifted_tiles, modified_tiles
+        The changes the shift and safeguards made to the diagonal tiles, as
+        :func:`tlrcore.cholesky` reports them: each diagonal task returns its tile's
+        tally (that of its :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer`),
+        and the first use gathers them and sums them in tile order, as the in-process
+        factorizer does (``perturbation = ||E||_F = sqrt(sum_k ||E_k||_F^2)``).
     backend : Backend
         :data:`tlrcore.backends.NUMPY`: the results are NumPy arrays.
     """
 
-    shift = perturbation = 0.0
     backend = NUMPY
 
-    def __init__(self, client, placement, offsets, tolerance, diagonal, rows, log_diagonal):
+    def __init__(self, client, placement, offsets, tolerance, diagonal, rows, log_diagonal, tallies, shift=0.0):
         self.client, self.placement = client, placement
         self.offsets = np.asarray(offsets)
         self.n, self.n_tiles = int(self.offsets[-1]), len(diagonal)
         self.tolerance = tolerance
         self.diagonal, self.rows = diagonal, rows
         self._log_diagonal = log_diagonal
+        self._tallies, self._tally = tallies, None
+        self.shift = shift
         self._summary = None
 
     def wait(self) -> DistributedCholesky:
@@ -84,6 +91,46 @@ class DistributedCholesky:
             if future.status == "error":
                 future.result()
         return self
+
+    def _summed_tally(self):
+        """The tiles' tallies, gathered once and summed in tile order into one
+        :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer`'s."""
+        if self._tally is None:
+            tally = DiagonalFactorizer(self.tolerance)
+            for total, parts, compensated, lifted, modified in self.client.gather(self._tallies):
+                tally.total += total
+                for part, value in parts.items():
+                    tally.parts[part] += value
+                tally.compensated_tiles += compensated
+                tally.lifted_tiles += lifted
+                tally.modified_tiles += modified
+            self._tally = tally
+        return self._tally
+
+    @property
+    def perturbation(self) -> float:
+        """``||E||_F`` of the changes to the diagonal tiles (0.0 when none)."""
+        return self._summed_tally().perturbation
+
+    @property
+    def perturbation_parts(self) -> dict:
+        """``||.||_F`` of the changes by source (as :attr:`tlrcore.TLRCholesky.perturbation_parts`)."""
+        return self._summed_tally().perturbation_parts
+
+    @property
+    def compensated_tiles(self) -> tuple:
+        """The tiles compensated (tails or Schur compensation)."""
+        return tuple(self._summed_tally().compensated_tiles)
+
+    @property
+    def lifted_tiles(self) -> tuple:
+        """The tiles lifted for the compression errors of their tile row."""
+        return tuple(self._summed_tally().lifted_tiles)
+
+    @property
+    def modified_tiles(self) -> tuple:
+        """The tiles given a modified Cholesky."""
+        return tuple(self._summed_tally().modified_tiles)
 
     def logdet(self) -> float:
         """``log det(L L^T) = 2 sum_k sum log diag L(k, k)``: one scalar per tile comes back,

@@ -51,7 +51,10 @@ class DistributedTLRMatrix:
         The dense diagonal tiles (built again on first use when the matrix was made with
         ``wait=False``, which keeps only their recipe).
     tiles : dict of (int, int) to distributed.Future
-        ``(U, V)`` of each lower off-diagonal tile, ``A(i, j) ~ U V^T``.
+        ``(U, V)`` of each lower off-diagonal tile, ``A(i, j) ~ U V^T``: a
+        :class:`~tlrcore.compress._recompress.LowRank` whose ``dropped`` is the tile's
+        recorded error (:attr:`tlrcore.TLRMatrix.tile_errors`), which the safeguard
+        ``"compensate"`` reads on the tile's worker.
     """
 
     def __init__(self, client, offsets, accuracy, tolerance, placement, generator, diagonal, tiles):
@@ -211,14 +214,18 @@ class DistributedTLRMatrix:
         return math.sqrt(total)
 
     def gather(self) -> TLRMatrix:
-        """The matrix as an in-process :class:`tlrcore.TLRMatrix` (all tiles travel to the
-        client: for tests and small matrices)."""
+        """The matrix as an in-process :class:`tlrcore.TLRMatrix`, with the recorded
+        :attr:`~tlrcore.TLRMatrix.tile_errors` (all tiles travel to the client: for tests
+        and small matrices)."""
         self._check_usable()
         diagonal = self.client.gather(self.diagonal)
         factors = dict(zip(self.tiles, self.client.gather(list(self.tiles.values()))))
         U = {pair: f[0] for pair, f in factors.items()}
         V = {pair: f[1] for pair, f in factors.items()}
-        return TLRMatrix(diagonal, U, V, self.offsets, self.accuracy, self.tolerance, NUMPY)
+        errors = np.zeros((self.n_tiles, self.n_tiles))
+        for (i, j), f in factors.items():
+            errors[i, j] = errors[j, i] = f.dropped
+        return TLRMatrix(diagonal, U, V, self.offsets, self.accuracy, self.tolerance, NUMPY, tile_errors=errors)
 
     def __repr__(self) -> str:
         state = ", consumed" if self._consumed else ""
