@@ -32,7 +32,6 @@ __all__ = [
     "solve_column",
     "stack",
     "subtract_gram",
-    "updated_diagonal",
 ]
 
 
@@ -179,13 +178,6 @@ def ara_work(A, U, i, k, block_size, columns=None):
     samples = rank + block_size
     per_sample = (rows + cols) * rank + rows * stacked_i + cols * stacked_k + stacked_i * stacked_k
     return samples * (per_sample + rows * samples)
-
-
-def updated_diagonal(Akk, factors):
-    """``(D, W)``: ``D = A(k, k) - W W^T`` (lower triangle) by one ``dsyrk``, with
-    ``W W^T = sum_j U_j V_j^T V_j U_j^T``."""
-    D, W = diagonal_update(Akk, factors)
-    return subtract_gram(D, W), W
 
 
 def diagonal_update(Akk, factors):
