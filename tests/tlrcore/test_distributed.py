@@ -252,6 +252,38 @@ def test_compensation_matches_in_process(client, safeguard, wait):
     np.testing.assert_allclose(L.to_dense(), L0.to_dense(), rtol=0, atol=1e-10)
 
 
+class DuplicatedMatern:
+    """Matérn 1.5 (range 0.3) on every site twice, 1e-12 apart, in the same tile: the
+    diagonal tiles are singular and modified Cholesky rescues them (the
+    ``"matern15-duplicated"`` matrix of tests/tlrcore/test_safeguards.py)."""
+
+    def __init__(self, n, seed=0):
+        rng = np.random.default_rng(seed)
+        X = rng.uniform(size=(n // 2, 2))
+        X = X[np.lexsort([X[:, 0], np.floor(X[:, 1] * 4), np.floor(X[:, 0] * 2)])]
+        self.sites = np.repeat(X, 2, axis=0) + 1e-12 * rng.standard_normal((n, 2))
+
+    def __call__(self, rows, cols):
+        D = cdist(self.sites[rows], self.sites[cols]) * np.sqrt(3) / 0.3
+        return (1 + D) * np.exp(-D)
+
+
+@pytest.mark.parametrize("safeguard", ["modified", "schur+modified"])
+def test_modified_tiles_match_in_process(client, safeguard):
+    """``"modified"`` (and ``"schur"`` before it) on its own, where it changes tiles: the
+    cluster modifies the tiles the in-process factorization modifies, by the same
+    amount (tolerances of :func:`test_compensation_matches_in_process`)."""
+    n = 512
+    block = DuplicatedMatern(n)
+    A0 = tlrcore.TLRMatrix.from_generator(block, n, 128, accuracy=1e-4)
+    A = td.DistributedTLRMatrix.from_generator(client, block, n, 128, accuracy=1e-4)
+    L, L0 = td.cholesky(A, safeguard=safeguard, overwrite_a=True), tlrcore.cholesky(A0, safeguard=safeguard)
+    assert len(L0.modified_tiles) + len(L0.compensated_tiles) > 0
+    assert (L.modified_tiles, L.compensated_tiles) == (L0.modified_tiles, L0.compensated_tiles)
+    assert L.perturbation == pytest.approx(L0.perturbation, rel=RTOL) and L.perturbation > 0
+    assert L.logdet() == pytest.approx(L0.logdet(), rel=RTOL)
+
+
 def test_compensation_of_positive_definite_input_lifts_nothing(remote, local):
     """With a nugget far above the tolerance no tile is lifted: only the update tails are
     compensated, as in process (tolerances as in the test above)."""
