@@ -396,7 +396,9 @@ def compensation_lifts(tile_errors, tolerance, n_tiles):
 class _HostTile:
     """A diagonal tile of the tile path for :meth:`DiagonalFactorizer.safeguarded`: the
     lower triangle of ``D = A(k, k) - W W^T`` (Fortran order, on the host; its strict upper
-    part is stale), and the change made to it.
+    part is stale), and the change made to it. With ``updated=False`` `D` starts as
+    ``A(k, k)`` and the update is subtracted by the compensation or the first Cholesky,
+    whichever comes first (diagonal changes commute with it).
 
     The first Cholesky overwrites `D`; with `keep`, a copy taken before it takes the later
     changes and tries."""
