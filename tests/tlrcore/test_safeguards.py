@@ -257,7 +257,7 @@ def test_compensation_rowsum_dominates_and_block_equals_the_tail():
     rng = np.random.default_rng(0)
     W = np.asfortranarray(rng.normal(size=(60, 40)) * np.logspace(0, -6, 40))
     tol = 1e-5
-    H, Y, eigenvalues = _update_split(W, tol)
+    Y, eigenvalues, H = _update_split(W, tol, with_head=True)
     # the head and the tail add up to the update, to rounding of the eigenvectors
     np.testing.assert_allclose(H @ H.T + Y @ Y.T, W @ W.T, rtol=0, atol=1e-13 * np.linalg.norm(W, 2) ** 2)
     T = Y @ Y.T

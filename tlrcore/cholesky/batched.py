@@ -38,7 +38,7 @@ import numpy as np
 
 from tlrcore._threads import column_progress, column_seeds
 from tlrcore.cholesky.factor import PackedCholesky
-from tlrcore.cholesky.safeguards import tail_compensation
+from tlrcore.cholesky.safeguards import tail_compensation, tail_count
 from tlrcore.compress.ara_batched import batched_ara
 from tlrcore.packed.column import TileColumn
 from tlrcore.packed.pool import PoolIndex, TilePool, store_column
@@ -145,7 +145,7 @@ class PackedTile:
         self.backend = P.backend
         self.real = real[k]
         self.size = int(min(P.n - k * P.tile_size, P.tile_size))
-        self.updated = k > 0
+        self.has_update = k > 0
         self.change = None  # until the first change: no work for a tile that factors as is
         self._update = None
 
@@ -221,6 +221,6 @@ def packed_compensation(backend, update, tolerance, form):
     xp = backend.xp
     lam, Q = backend.eigh(update)
     lam = xp.maximum(lam, 0.0)
-    tail = int(xp.sum(xp.sqrt(xp.cumsum(lam * lam)) <= tolerance))
+    tail = tail_count(xp, lam, tolerance)
     T = (Q[:, :tail] * lam[:tail]) @ Q[:, :tail].T
     return tail_compensation(xp, T, form)

@@ -132,6 +132,7 @@ __all__ = [
     "parse_safeguard",
     "shift_schedule",
     "tail_compensation",
+    "tail_count",
     "tile_failure",
 ]
 
@@ -283,7 +284,7 @@ class DiagonalFactorizer:
         `work` is the tile at position `k` in the form of its path: the tile path's
         :class:`_HostTile`, or the packed path's
         :class:`~tlrcore.cholesky.batched.PackedTile`. It offers ``backend``,
-        ``updated`` (whether the tile has an update, so a tail), ``add_diagonal(part,
+        ``has_update`` (whether the tile has an update, so a tail), ``add_diagonal(part,
         values)`` and ``add_tail(form)`` (change the tile and tally the change),
         ``schur_compensation()`` (``rowsum |T|`` of the update's tail), ``cholesky()``
         (``(L, info)`` of the tile as changed so far), ``symmetric()`` (the tile, on the
@@ -303,7 +304,7 @@ class DiagonalFactorizer:
         if lift:
             work.add_diagonal("lift", lift)
             L, info = work.cholesky()
-        if info and self.schur and work.updated:
+        if info and self.schur and work.has_update:
             work.add_diagonal("schur", work.schur_compensation())
             L, info = work.cholesky()
             if k not in self.compensated_tiles:
@@ -412,7 +413,7 @@ class _HostTile:
         self.factored = False
 
     @property
-    def updated(self):
+    def has_update(self):
         """Whether the tile has an update (``W`` has columns)."""
         return self.W.shape[1] > 0
 
@@ -425,7 +426,7 @@ class _HostTile:
 
     def add_tail(self, form):
         """Add the compensation of the update's tail, in `form` (``"rowsum"`` or ``"block"``)."""
-        head, Y, eigenvalues = _update_split(self.W, self.factorizer.tolerance)
+        Y, eigenvalues, head = _update_split(self.W, self.factorizer.tolerance, with_head=self.pending)
         if form == "block":
             # D + Y Y^T (lower triangles, no b x b temporaries): A(k, k) - H H^T when the
             # update is still to come; ||Y Y^T||_F^2 is the sum of the tail's eigenvalues
@@ -560,13 +561,14 @@ def smallest_eigenvalue_estimate(backend, L):
 
 def _schur_compensation(W, tolerance):
     """``rowsum |T|`` for the tail ``T`` of ``W W^T`` dropped by compression to `tolerance`."""
-    return _symmetric_abs_rowsum(_lower_gram(_update_split(W, tolerance)[1]))
+    return _symmetric_abs_rowsum(_lower_gram(_update_split(W, tolerance)[0]))
 
 
-def _update_split(W, tolerance):
-    """Roots ``H`` and ``Y`` of the head and the tail ``T = Y Y^T`` of ``W W^T``
-    (``W W^T = H H^T + Y Y^T``), the tail being what compression to `tolerance` drops
-    (positive semidefinite, ``||T||_F <= tolerance``), and the tail's eigenvalues.
+def _update_split(W, tolerance, with_head=False):
+    """A root ``Y`` of the tail ``T = Y Y^T`` of ``W W^T`` that compression to
+    `tolerance` drops (positive semidefinite, ``||T||_F <= tolerance``), the tail's
+    eigenvalues, and with `with_head` a root ``H`` of the rest, ``W W^T = H H^T + Y Y^T``
+    (else None).
 
     ``W W^T = sum_j lambda_j q_j q_j^T``; the tail is the set of smallest ``lambda_j``
     with ``sqrt(sum lambda_j^2) <= tolerance``. The eigenpairs come from the smaller of
@@ -575,23 +577,21 @@ def _update_split(W, tolerance):
     """
     rows, cols = W.shape
     if cols == 0:
-        return W, np.zeros((rows, 0)), np.zeros(0)
-    if cols <= rows:
-        lam, Z = eigh(dsyrk(1.0, W, trans=1, lower=1), driver="evr", check_finite=False)
-        lam = np.maximum(lam, 0.0)
-        tail = _tail_count(lam, tolerance)
-        roots = W @ Z[:, :tail], W @ Z[:, tail:]
-    else:
-        lam, Q = eigh(W @ W.T, driver="evr", check_finite=False)
-        lam = np.maximum(lam, 0.0)
-        tail = _tail_count(lam, tolerance)
-        roots = Q[:, :tail] * np.sqrt(lam[:tail]), Q[:, tail:] * np.sqrt(lam[tail:])
-    return np.asfortranarray(roots[1]), roots[0], lam[:tail]
+        return np.zeros((rows, 0)), np.zeros(0), (W if with_head else None)
+    gram = cols <= rows
+    lam, Z = eigh(dsyrk(1.0, W, trans=1, lower=1) if gram else W @ W.T, driver="evr", check_finite=False)
+    lam = np.maximum(lam, 0.0)
+    tail = tail_count(np, lam, tolerance)
+    # eigenvectors Z of W^T W map to roots W Z; those of W W^T scale by sqrt(lambda)
+    root = (lambda part: W @ Z[:, part]) if gram else (lambda part: Z[:, part] * np.sqrt(lam[part]))
+    head = np.asfortranarray(root(slice(tail, None))) if with_head else None
+    return root(slice(None, tail)), lam[:tail], head
 
 
-def _tail_count(lam, tolerance):
-    """Number of leading (smallest) entries of ascending `lam` with ``||.||_2 <= tolerance``."""
-    return int(np.searchsorted(np.sqrt(np.cumsum(lam * lam)), tolerance, side="right"))
+def tail_count(xp, lam, tolerance):
+    """Number of leading (smallest) entries of the ascending nonnegative `lam` with
+    ``||.||_2 <= tolerance`` (array module `xp`, for every back end)."""
+    return int(xp.sum(xp.sqrt(xp.cumsum(lam * lam)) <= tolerance))
 
 
 def tile_failure(k, info):
