@@ -175,9 +175,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     coef_stderr_ : ndarray like `coef_`
     coef_names_ : list of str
     loglik_ : float
-        Maximized log-likelihood (restricted when ``reml=True``). For TLR, the value of an
-        evaluation at least ten times more accurate than the fit's
-        (``result_.loglik_accuracy``), so that `loglik_error_` is at most 0.01.
+        Maximized log-likelihood (restricted when ``reml=True``). For TLR, the value at the
+        fit's accuracy, or at a tighter one (``result_.loglik_accuracy``) where needed so
+        that `loglik_error_` is at most 0.01.
     n_iter_, n_evaluations_ : int
         Iterations of the local search; full-data likelihood evaluations (for TLR every
         full-data factorization, the accuracy check of `loglik_` included).
@@ -188,10 +188,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         TLR accuracy used (None when exact).
     loglik_error_ : float
         Estimated error of `loglik_` due to TLR compression (0.0 when exact): the
-        difference between `loglik_` and the evaluation ten times less accurate before it,
-        which overstates the error (about tenfold: the TLR error shrinks in proportion to
-        the accuracy). At most 0.01: the accuracy is tightened tenfold until it is (down
-        to 1e-14).
+        difference between `loglik_` and an evaluation ten times less accurate, which
+        overstates the error (about tenfold: the TLR error shrinks in proportion to the
+        accuracy). At most 0.01: the accuracy is tightened tenfold until it is (down to
+        1e-14).
     perturbation_ : float
         ``||E||_F / ||K||_F`` of the change made to factor the covariance at the estimate
         (largest over the missing-value patterns); 0.0 when none was needed.

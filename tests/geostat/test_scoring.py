@@ -156,7 +156,8 @@ def test_scoring_optimum_matches_the_derivative_free_and_the_exact_ones(field, m
         assert abs(scored.params_[name] - exact.params_[name]) <= 0.25 * exact.stderr_[name], name
         assert scored.stderr_[name] == pytest.approx(exact.stderr_[name], rel=0.05), name
     assert scored.loglik_error_ <= search.LOGLIK_TOLERANCE
-    assert scored.result_.loglik_accuracy == pytest.approx(1e-10)
+    # The fit's own value: at 1,500 sites it differs from the one at 1e-8 by far less than 0.01.
+    assert scored.result_.loglik_accuracy == pytest.approx(1e-9)
     assert scored.loglik_ == pytest.approx(exact.log_likelihood(scored.params_), abs=scored.loglik_error_ + 1e-6)
 
 
