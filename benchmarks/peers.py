@@ -11,10 +11,11 @@ constant mean:
 
 GPBoost's range ``rho`` scales the distance by ``sqrt(2 nu)``: our range is
 ``rho / sqrt(3)`` (checked at small n against its exact likelihood). Each fit is timed
-``--repeats`` times (median), both with 2 threads. The log-likelihood of each estimate is
-then evaluated by one reference: exact (dense Cholesky) up to :data:`EXACT_LIMIT` sites,
-TLR at accuracy 1e-10 beyond, with the constant mean by GLS for both (which can only
-raise GPBoost's value over the one at its own mean).
+``--repeats`` times (median), both with 2 threads, in rotated round robin (each run is
+printed too). The log-likelihood of each estimate is then evaluated by one reference:
+exact (dense Cholesky) up to :data:`EXACT_LIMIT` sites, TLR at accuracy 1e-10 beyond,
+with the constant mean by GLS for both (which can only raise GPBoost's value over the
+one at its own mean).
 
 Data: ``sim16k`` and ``sim65k`` (a simulated field: variance 1, range 0.1, nugget 0.05,
 mean 2, uniform sites of the unit square) and ``co2`` (8,192 cells of the bundled co2
@@ -76,13 +77,19 @@ def fit_gpboost(X, y, neighbors):
     return {"variance": float(variance), "range": float(rho) / np.sqrt(3.0), "nugget": float(nugget)}, model
 
 
-def timed(function, repeats):
-    times, out = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), out
+def timed_side_by_side(functions, repeats):
+    """Times and last result of each function, run in rotated round robin: round ``r``
+    starts with function ``r mod k``, so a machine that drifts, or a first run that is
+    slower, weighs on every side alike."""
+    times = [[] for _ in functions]
+    results = [None] * len(functions)
+    for round_ in range(repeats):
+        for j in range(len(functions)):
+            i = (round_ + j) % len(functions)
+            start = time.perf_counter()
+            results[i] = functions[i]()
+            times[i].append(time.perf_counter() - start)
+    return times, results
 
 
 def reference_loglik(X, y, params):
@@ -106,17 +113,23 @@ def main(argv=None):
     for name in args.cases:
         X, y = CASES[name]()
         with threadpool_limits(THREADS):
-            ours_time, (ours, est) = timed(lambda: fit_ours(X, y), args.repeats)
-            peer_time, (peer, _) = timed(lambda: fit_gpboost(X, y, 30), args.repeats)
+            sides = [lambda: fit_ours(X, y), lambda: fit_gpboost(X, y, 30)]
+            if args.default_neighbors:
+                sides.append(lambda: fit_gpboost(X, y, None))
+            times, results = timed_side_by_side(sides, args.repeats)
+            ours_time, peer_time = statistics.median(times[0]), statistics.median(times[1])
+            (ours, est), (peer, _) = results[:2]
             ours_ll, peer_ll = reference_loglik(X, y, ours), reference_loglik(X, y, peer)
             line = (f"| {name} | {len(y):,} | {ours_time:.1f} | {peer_time:.1f} | {ours_time / peer_time:.2f} | "
                     f"{est.result_.n_evaluations} ({est.method_}) | {ours_ll:.3f} | {peer_ll:.3f} | "
                     f"{ours_ll - peer_ll:+.3f} |")
             print(line, flush=True)
             if args.default_neighbors:
-                default_time, (default, _) = timed(lambda: fit_gpboost(X, y, None), args.repeats)
+                default_time, (default, _) = statistics.median(times[2]), results[2]
                 print(f"|   GPBoost default neighbours | | | {default_time:.1f} | {ours_time / default_time:.2f} | | | "
                       f"{reference_loglik(X, y, default):.3f} | |", flush=True)
+        print(f"    {name} runs (s): ours " + " ".join(f"{t:.1f}" for t in times[0])
+              + ", GPBoost 30 " + " ".join(f"{t:.1f}" for t in times[1]))
         for label, params in (("ours", ours), ("GPBoost 30", peer)):
             print(f"    {name} {label}: " + ", ".join(f"{k} {v:.5g}" for k, v in params.items()))
 
