@@ -13,6 +13,7 @@ from numpy.typing import ArrayLike
 from scipy.linalg import solve_triangular
 
 from tlrcore._checks import check_operand
+from tlrcore._threads import one_blas_thread
 from tlrcore._typing import BackendArray, FloatArray, IntArray
 from tlrcore.cholesky._steps import TileFactor
 
@@ -52,6 +53,13 @@ class TLRCholesky(TileFactor):
         lift of ``"compensate"`` and by modified Cholesky.
     backend : Backend
         :data:`tlrcore.backends.NUMPY`: the factor's arrays are NumPy arrays.
+
+    Notes
+    -----
+    The substitutions and ``multiply_lower`` run with BLAS on one thread: their calls (a
+    triangular solve per diagonal tile, two thin products per low-rank tile) are too small
+    to amortize thread synchronization. With 64 right-hand sides on the 2-core development
+    machine, two OpenBLAS threads made them 1.6-2.4 times slower (n = 16,384 and 66,560).
     """
 
     def __init__(
@@ -92,6 +100,7 @@ class TLRCholesky(TileFactor):
         out[self.perm] = x
         return out
 
+    @one_blas_thread
     def solve_lower(self, b: ArrayLike) -> FloatArray:
         """``L^{-1} P b`` by forward substitution over tiles (vector or matrix `b`; ``P`` is
         the tile pivoting's permutation, the identity without)."""
@@ -103,6 +112,7 @@ class TLRCholesky(TileFactor):
             x[rows] = solve_triangular(self.diagonal[k], x[rows], lower=True, check_finite=False)
         return x
 
+    @one_blas_thread
     def solve_upper(self, b: ArrayLike) -> FloatArray:
         """``P^T L^{-T} b`` by backward substitution over tiles."""
         x = self._check_rhs(b).copy()
@@ -113,6 +123,7 @@ class TLRCholesky(TileFactor):
             x[rows] = solve_triangular(self.diagonal[k], x[rows], lower=True, trans="T", check_finite=False)
         return self._from_factor_order(x)
 
+    @one_blas_thread
     def multiply_lower(self, z: ArrayLike) -> FloatArray:
         """``P^T L z`` (e.g. to draw Gaussian vectors with covariance ``P^T L L^T P``)."""
         z = self._check_rhs(z)
