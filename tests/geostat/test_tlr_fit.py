@@ -167,3 +167,38 @@ def test_auto_switches_to_tlr_from_the_crossover(monkeypatch, rng):
     est = gs.SpatialGP(kernel="exponential").fit(X, y)
     assert est.method_ == "tlr" and est.accuracy_ == 1e-8
     assert gs.SpatialGP(kernel="exponential").fit(X[:200], y[:200]).method_ == "exact"
+
+
+class _ScaledError:
+    """A stand-in likelihood whose value at accuracy ``a`` is ``1000 + scale * a`` (the TLR
+    error in proportion to the accuracy), failing to factor at accuracies `failing`."""
+
+    def __init__(self, accuracy, scale, failing=()):
+        self.accuracy, self.scale, self.failing, self.asked = accuracy, scale, failing, []
+
+    def log_likelihood(self, params, accuracy=None):
+        accuracy = self.accuracy if accuracy is None else accuracy
+        self.asked.append(accuracy)
+        if any(accuracy == pytest.approx(a) for a in self.failing):
+            raise gs.NotPositiveDefiniteError("not positive definite", tile=0)
+        return 1000.0 + self.scale * accuracy
+
+
+@pytest.mark.parametrize(
+    "accuracy, scale, failing, asked, reported",
+    [
+        (1e-8, 1e5, (), [1e-7], 1e-8),  # change 9e-3 from 1e-7: the fit's own value
+        (1e-8, 1e6, (), [1e-7, 1e-9], 1e-9),  # 0.09 from 1e-7, then 9e-3 from 1e-8
+        (1e-8, 1e5, (1e-7,), [1e-7, 1e-9], 1e-9),  # the coarser one fails: finer rounds
+        (0.5, 1e-3, (), [0.05], 0.05),  # no coarser accuracy than 0.5 * 10: finer only
+    ],
+)
+def test_reported_loglik_checks_a_coarser_evaluation_first(accuracy, scale, failing, asked, reported):
+    from geostat.optimize.search import reported_loglik
+
+    likelihood = _ScaledError(accuracy, scale, failing)
+    loglik, error, got = reported_loglik(likelihood, {}, likelihood.log_likelihood({}))
+    assert likelihood.asked[1:] == pytest.approx(asked)
+    assert got == pytest.approx(reported) and loglik == pytest.approx(1000.0 + scale * reported)
+    # the change from the value ten times less accurate than the reported one
+    assert error == pytest.approx(9 * scale * reported) and error <= 0.01
