@@ -25,7 +25,7 @@ import contextvars
 import functools
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from typing import Callable, ParamSpec, TypeVar
 
@@ -74,8 +74,21 @@ def tile_pool(count):
     concurrent.futures.ThreadPoolExecutor or None
         None when ``count <= 1``: the work then runs in the calling thread.
     """
-    with threadpool_limits(1, "blas"), (ThreadPoolExecutor(count) if count > 1 else nullcontext()) as pool:
+    with threadpool_limits(1, "blas"), (_executor(count) if count > 1 else nullcontext()) as pool:
         yield pool
+
+
+@contextmanager
+def _executor(count):
+    """A thread pool of `count` workers that, when the block raises, drops the calls
+    still queued (their results would be thrown away) before waiting for those running."""
+    pool = ThreadPoolExecutor(count)
+    try:
+        yield pool
+    except BaseException:
+        pool.shutdown(cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def runner(pool):
@@ -110,6 +123,44 @@ def one_blas_thread(func: Callable[_P, _R]) -> Callable[_P, _R]:
             return func(*args, **kwargs)
 
     return wrapper
+
+
+def submit(executor, func, *args):
+    """``executor.submit(func, *args)``, or without an executor (None) ``func(*args)``
+    called now (an exception propagates at once), its result in a completed future."""
+    if executor is not None:
+        return executor.submit(func, *args)
+    future = Future()
+    future.set_result(func(*args))
+    return future
+
+
+@contextmanager
+def serial_thread(pool):
+    """One more thread, for a chain of calls that must run in order beside the work of
+    `pool` (a single-thread executor); None, for calls made at once, when `pool` is None."""
+    with _executor(1) if pool is not None else nullcontext() as executor:
+        yield executor
+
+
+#: Columns per task of :func:`by_column_chunks`.
+RHS_CHUNK = 32
+
+
+def by_column_chunks(func, X):
+    """``func`` applied to the columns of `X` in chunks of :data:`RHS_CHUNK`, on the tile
+    pool; the results side by side.
+
+    Each chunk is a C-ordered copy that `func` may overwrite and return. The chunks are
+    the same whatever the number of threads, and so is the result (BLAS products may round
+    differently for other widths). A vector, or a matrix of at most :data:`RHS_CHUNK`
+    columns, is one chunk, handled in the calling thread.
+    """
+    if X.ndim == 1 or X.shape[1] <= RHS_CHUNK:
+        return func(np.array(X, order="C"))
+    chunks = [np.array(X[:, first : first + RHS_CHUNK], order="C") for first in range(0, X.shape[1], RHS_CHUNK)]
+    with tile_pool(workers()) as pool:
+        return np.hstack(list(runner(pool)(func, chunks)))
 
 
 def start_by_work(pool, func, items, work):

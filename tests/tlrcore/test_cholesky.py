@@ -68,6 +68,26 @@ def test_deterministic_and_thread_independent(variant, monkeypatch):
     np.testing.assert_array_equal(first, tlr.cholesky(A, random_state=5, variant=variant).to_dense())
 
 
+def test_many_right_hand_sides_are_solved_in_chunks_whatever_the_threads(monkeypatch, rng):
+    """Matrices wider than RHS_CHUNK go to the tile pool in column chunks: the result is
+    the same with one thread, the input is left alone, and it matches dense solves."""
+    from tlrcore._threads import RHS_CHUNK
+
+    M = covariance(700)
+    F = tlr.cholesky(tlr.TLRMatrix.from_dense(M, 100, accuracy=1e-10))
+    L = F.to_dense()
+    B = rng.normal(size=(700, 2 * RHS_CHUNK + 5))  # two full chunks and a narrow one
+    kept = B.copy()
+    results = [F.solve_lower(B), F.solve_upper(B), F.multiply_lower(B)]
+    np.testing.assert_array_equal(B, kept)
+    np.testing.assert_allclose(results[0], scipy.linalg.solve_triangular(L, B, lower=True), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(results[1], scipy.linalg.solve_triangular(L.T, B, lower=False), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(results[2], L @ B, rtol=1e-12, atol=1e-12 * np.abs(L @ B).max())
+    monkeypatch.setenv("TLRCORE_NUM_THREADS", "1")
+    for got, expected in zip([F.solve_lower(B), F.solve_upper(B), F.multiply_lower(B)], results):
+        np.testing.assert_array_equal(got, expected)
+
+
 @pytest.mark.parametrize("case", ["exp2d-ragged", "matern15-2d", "exp3d"])
 def test_variants_agree_to_the_accuracy(case):
     n, d, tile, smooth = CASES[case]

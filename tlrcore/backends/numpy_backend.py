@@ -12,6 +12,7 @@ from scipy.linalg.lapack import dpotrf
 from scipy.spatial.distance import cdist, squareform
 from threadpoolctl import threadpool_limits
 
+from tlrcore._lapack import zero_strict_upper
 from tlrcore.backends._base import Backend
 
 __all__ = ["NumpyBackend", "NUMPY"]
@@ -79,7 +80,7 @@ class NumpyBackend(Backend):
         if info < 0:
             raise ValueError(f"LAPACK dpotrf rejected argument {-info}.")
         if info == 0:
-            _zero_strict_upper(L)
+            zero_strict_upper(L)
         return L, int(info)
 
     def cholesky_solve(self, L, b):
@@ -125,13 +126,6 @@ def _dpotrf_lower(m):
         return U.T, max(int(info), 0)
     L, info = dpotrf(m, lower=1, clean=1, overwrite_a=0)
     return L, max(int(info), 0)
-
-def _zero_strict_upper(F):
-    """Zero the strict upper triangle of the Fortran-ordered `F` in place (column by
-    column: no ``n x n`` temporary)."""
-    for j in range(1, F.shape[1]):
-        F[:j, j] = 0.0
-
 
 #: Matrices per task of :func:`host_eigh`'s thread pool.
 _EIGH_CHUNK = 16

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.linalg import solve_triangular
 
 from tlrcore._checks import check_operand
-from tlrcore._threads import one_blas_thread
+from tlrcore._lapack import trsm_lower
+from tlrcore._threads import by_column_chunks, one_blas_thread
 from tlrcore._typing import BackendArray, FloatArray, IntArray
 from tlrcore.cholesky._steps import TileFactor
 
@@ -103,37 +103,48 @@ class TLRCholesky(TileFactor):
     @one_blas_thread
     def solve_lower(self, b: ArrayLike) -> FloatArray:
         """``L^{-1} P b`` by forward substitution over tiles (vector or matrix `b`; ``P`` is
-        the tile pivoting's permutation, the identity without)."""
-        x = self._to_factor_order(self._check_rhs(b))
+        the tile pivoting's permutation, the identity without). The columns of a matrix
+        are solved in chunks on the tile pool (:func:`~tlrcore._threads.by_column_chunks`)."""
+        return by_column_chunks(self._forward, self._to_factor_order(self._check_rhs(b)))
+
+    def _forward(self, x):
+        """Forward substitution in place on the C-ordered `x`."""
         for k in range(self.n_tiles):
             rows = self.tile(k)
             for j in range(k):
                 x[rows] -= self.U[k, j] @ (self.V[k, j].T @ x[self.tile(j)])
-            x[rows] = solve_triangular(self.diagonal[k], x[rows], lower=True, check_finite=False)
+            trsm_lower(self.diagonal[k], x[rows])
         return x
 
     @one_blas_thread
     def solve_upper(self, b: ArrayLike) -> FloatArray:
-        """``P^T L^{-T} b`` by backward substitution over tiles."""
-        x = self._check_rhs(b).copy()
+        """``P^T L^{-T} b`` by backward substitution over tiles (in column chunks, as
+        :meth:`solve_lower`)."""
+        return self._from_factor_order(by_column_chunks(self._backward, self._check_rhs(b)))
+
+    def _backward(self, x):
+        """Backward substitution in place on the C-ordered `x`."""
         for k in reversed(range(self.n_tiles)):
             rows = self.tile(k)
             for i in range(k + 1, self.n_tiles):
                 x[rows] -= self.V[i, k] @ (self.U[i, k].T @ x[self.tile(i)])
-            x[rows] = solve_triangular(self.diagonal[k], x[rows], lower=True, trans="T", check_finite=False)
-        return self._from_factor_order(x)
+            trsm_lower(self.diagonal[k], x[rows], trans=True)
+        return x
 
     @one_blas_thread
     def multiply_lower(self, z: ArrayLike) -> FloatArray:
-        """``P^T L z`` (e.g. to draw Gaussian vectors with covariance ``P^T L L^T P``)."""
-        z = self._check_rhs(z)
+        """``P^T L z`` (e.g. to draw Gaussian vectors with covariance ``P^T L L^T P``), in
+        column chunks as :meth:`solve_lower`."""
+        return self._from_factor_order(by_column_chunks(self._multiply, self._check_rhs(z)))
+
+    def _multiply(self, z):
         y = np.empty_like(z)
         for i in range(self.n_tiles):
             rows = self.tile(i)
             y[rows] = self.diagonal[i] @ z[rows]
             for k in range(i):
                 y[rows] += self.U[i, k] @ (self.V[i, k].T @ z[self.tile(k)])
-        return self._from_factor_order(y)
+        return y
 
     def solve(self, b: ArrayLike) -> FloatArray:
         """``(P^T L L^T P)^{-1} b``, i.e. ``A^{-1} b`` up to compression and ``E``."""

@@ -30,10 +30,18 @@ keeps a few large tiles from finishing alone at the end of a column. Results are
 by tile index and every column has its own seed, so the factor is bit-identical from run
 to run and for any number of threads.
 
-Lookahead: tile ``(k + 1, k)`` is compressed and solved first, in the calling thread,
-which then updates and factors diagonal tile ``k + 1`` while the pool compresses the
-rest of column ``k``; the dense diagonal work (a quarter to a third of the total) thus
-overlaps the tile work instead of waiting for it.
+Lookahead: diagonal tile ``k + 1`` needs only ``L(k + 1, :k + 1)``, so tile
+``(k + 1, k)`` is compressed first, and a thread of its own (the chain) solves it and
+updates and factors diagonal tile ``k + 1`` while the pool compresses the rest of column
+``k`` and, once that is solved with ``L(k, k)``, the tiles of column ``k + 1``: only
+column ``k + 1``'s triangular solve waits for ``L(k + 1, k + 1)``. The dense diagonal work
+(a quarter to a third of the total) thus runs beside the tile work instead of holding
+it up.
+
+The dense routines run on these threads (``dpotrf``, ``dsyrk``, ``dtrsm``, the SVDs of
+recompression) release the GIL (:mod:`tlrcore._lapack`); through SciPy's wrappers,
+which hold it, two threads on two cores factored 65,536 sites only 1.2 times faster than
+one thread.
 
 Reached through ``tlrcore.cholesky(A)`` (``variant="left"``, the default for a matrix in
 the tile layout).
@@ -41,10 +49,20 @@ the tile layout).
 
 from __future__ import annotations
 
-from scipy.linalg import solve_triangular
+import numpy as np
 
+from tlrcore._lapack import trsm_lower
 from tlrcore._malloc import trim_heap
-from tlrcore._threads import column_progress, column_seeds, runner, start_by_work, tile_pool, workers
+from tlrcore._threads import (
+    column_progress,
+    column_seeds,
+    runner,
+    serial_thread,
+    start_by_work,
+    submit,
+    tile_pool,
+    workers,
+)
 from tlrcore.cholesky._steps import (
     ColumnSamples,
     ara_work,
@@ -63,18 +81,21 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
     each diagonal tile factored by the :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer`."""
     n_t = A.n_tiles
     seeds = column_seeds(random_state, n_t)
-    diagonal, U, V = [], {}, {}
-    with tile_pool(workers()) as pool, column_progress(n_t, "TLR Cholesky") as counter:
+    diagonal, U, V = [None] * n_t, {}, {}
+    with tile_pool(workers()) as pool, serial_thread(pool) as chain, \
+            column_progress(n_t, "TLR Cholesky") as counter:
         run = runner(pool)
 
         def factor_diagonal(k):
             factors = [(U[k, j], V[k, j]) for j in range(k)]
-            return factorizer.factor(*diagonal_update(A.diagonal[k], factors), k, updated=False)
+            diagonal[k] = factorizer.factor(*diagonal_update(A.diagonal[k], factors), k, updated=False)
 
-        Lnext = factor_diagonal(0)
+        def solve_next(k, tile):
+            Ut, Vt = tile.result()
+            U[k + 1, k], V[k + 1, k] = Ut, trsm_lower(diagonal[k], np.asfortranarray(Vt))
+
+        factored = submit(chain, factor_diagonal, 0)
         for k in range(n_t):
-            Lkk = Lnext
-            diagonal.append(Lkk)
             Uk = stack([U[k, j] for j in range(k)], A.diagonal[k].shape[0])
             samples = ColumnSamples(Uk, block_size)
 
@@ -83,18 +104,23 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
                                       [V[i, j] for j in range(k)], Uk, [V[k, j] for j in range(k)],
                                       tolerance, block_size, seeds[k], samples)
 
+            if k + 1 < n_t:
+                # The next diagonal tile needs only L(k + 1, :k + 1): its tile of this column
+                # goes first, and the chain thread solves it and factors the tile while the
+                # pool compresses the rest of the column and, once it is solved, the next.
+                next_tile = submit(pool, update, k + 1)
+                solved_next = submit(chain, solve_next, k, next_tile)
+                next_factored = submit(chain, factor_diagonal, k + 1)
             rest = list(range(k + 2, n_t))
             collect = start_by_work(pool, update, rest, [ara_work(A, U, i, k, block_size) for i in rest])
-            if k + 1 < n_t:
-                # Lookahead: the next diagonal tile needs only L(k + 1, :k + 1); the calling
-                # thread finishes it while the pool works on the rest of the column.
-                Ut, Vt = update(k + 1)
-                U[k + 1, k], V[k + 1, k] = Ut, solve_triangular(Lkk, Vt, lower=True, check_finite=False)
-                Lnext = factor_diagonal(k + 1)
+            factored.result()  # L(k, k), or its failure raised before the column is waited for
             updated = collect()
-            solved = solve_column(Lkk, [Vt for _, Vt in updated], run)
+            solved = solve_column(diagonal[k], [Vt for _, Vt in updated], run)
             for i, (Ut, _), Vt in zip(rest, updated, solved):
                 U[i, k], V[i, k] = Ut, Vt
+            if k + 1 < n_t:
+                solved_next.result()
+                factored = next_factored
             if overwrite_a:
                 A._release_column(k)
                 trim_heap()  # A's freed tiles would stay resident beside L's (tlrcore._malloc)

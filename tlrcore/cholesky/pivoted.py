@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from tlrcore._threads import column_progress, runner, start_by_work, tile_pool, tile_seeds, workers
-from tlrcore.cholesky._steps import ara_work, gram_root, sampled_update, solve_column, stack, subtract_gram
+from tlrcore.cholesky._steps import ara_work, fortran_copy, gram_root, sampled_update, solve_column, stack, subtract_gram
 from tlrcore.cholesky.factor import TLRCholesky
 
 __all__ = ["pivoted_left_looking"]
@@ -36,7 +36,7 @@ def pivoted_left_looking(A, tolerance, factorizer, block_size, random_state, ove
     """
     n_t = A.n_tiles
     seeds = tile_seeds(random_state, n_t)
-    updated = {i: np.array(A.diagonal[i], order="F") for i in range(n_t)}
+    updated = {i: fortran_copy(A.diagonal[i]) for i in range(n_t)}
     # dsyrk updates the lower triangles only; the strict upper ones keep A's values
     stale = {i: _strict_upper_squares(D) for i, D in updated.items()}
     order, diagonal = [], []

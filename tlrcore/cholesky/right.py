@@ -37,7 +37,7 @@ import math
 import numpy as np
 
 from tlrcore._threads import column_progress, map_by_work, runner, tile_pool, workers
-from tlrcore.cholesky._steps import factor_diagonal, gram_root, solve_column, subtract_gram
+from tlrcore.cholesky._steps import factor_diagonal, fortran_copy, gram_root, solve_column, subtract_gram
 from tlrcore.cholesky.factor import TLRCholesky
 from tlrcore.compress._recompress import recompress
 
@@ -88,7 +88,7 @@ def _working_tiles(A, overwrite_a):
     factors themselves (the updates replace them, never write into them)."""
     diagonal, U, V = [], {}, {}
     for k in range(A.n_tiles):
-        diagonal.append(np.array(A.diagonal[k], order="F"))
+        diagonal.append(fortran_copy(A.diagonal[k]))
         for i in range(k + 1, A.n_tiles):
             U[i, k], V[i, k] = A.U[i, k], A.V[i, k]
         if overwrite_a:

@@ -116,6 +116,7 @@ from scipy.linalg import eigh
 from scipy.linalg.blas import dsyrk
 from scipy.linalg.lapack import dpotrf
 
+from tlrcore._lapack import potrf_lower, syrk_lower
 from tlrcore.backends import NUMPY
 from tlrcore.dense import modified_cholesky
 from tlrcore.errors import NotPositiveDefiniteError
@@ -452,15 +453,11 @@ class _HostTile:
         if self.pending:
             self.D, self.pending = subtract_gram(self.D, self.W), False
         if self.factored:
-            L, info = dpotrf(self.D, lower=1, clean=1)
+            L = self.D.copy(order="F")
         else:
             self.factored = True
-            kept = self.D.copy(order="K") if self.keep else None
-            L, info = dpotrf(self.D, lower=1, clean=1, overwrite_a=True)
-            self.D = kept
-        if info < 0:
-            raise ValueError(f"LAPACK dpotrf rejected argument {-info}.")
-        return L, info
+            L, self.D = self.D, (self.D.copy(order="K") if self.keep else None)
+        return L, potrf_lower(L)
 
     def symmetric(self):
         """The tile, symmetric, from its lower triangle."""
@@ -531,10 +528,11 @@ def _lower_gram(Y):
 
 
 def subtract_gram(D, W):
-    """``D - W W^T`` in the lower triangle of the Fortran-ordered `D`, in place (``dsyrk``)."""
+    """``D - W W^T`` in the lower triangle of the Fortran-ordered `D`, in place (``dsyrk``,
+    releasing the GIL: :mod:`tlrcore._lapack`)."""
     if W.shape[1] == 0:
         return D
-    return dsyrk(-1.0, W, beta=1.0, c=D, lower=1, overwrite_c=1)
+    return syrk_lower(-1.0, np.asfortranarray(W), 1.0, np.asfortranarray(D))
 
 
 def _symmetric_abs_rowsum(lower):

@@ -232,6 +232,10 @@ def truncation_rank(s, tol, max_rank=None):
 def svd(matrix):
     """Thin SVD ``matrix = W diag(s) Zt`` by ``gesdd``, falling back to ``gesvd``.
 
+    ``gesdd`` through NumPy, which releases the GIL while LAPACK runs (SciPy's wrapper
+    holds it: :mod:`tlrcore._lapack`), so that tiles compressed on several threads do
+    not wait for each other's SVDs.
+
     Parameters
     ----------
     matrix : ndarray of shape (m, n)
@@ -249,11 +253,10 @@ def svd(matrix):
     numpy.linalg.LinAlgError
         If neither LAPACK driver converges.
     """
-    options = {"full_matrices": False, "check_finite": False}
     try:
-        return scipy.linalg.svd(matrix, lapack_driver="gesdd", **options)
+        return np.linalg.svd(matrix, full_matrices=False)
     except np.linalg.LinAlgError:
-        return scipy.linalg.svd(matrix, lapack_driver="gesvd", **options)
+        return scipy.linalg.svd(matrix, full_matrices=False, check_finite=False, lapack_driver="gesvd")
 
 
 def truncate_svd(matrix, tol, max_rank=None):

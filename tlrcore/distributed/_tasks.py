@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from tlrcore._lapack import trsm_lower
 from tlrcore.cholesky._steps import ColumnSamples, diagonal_update, sampled_update, stack
 from tlrcore.cholesky.safeguards import DiagonalFactorizer, compensation_lifts
 from tlrcore.compress.generated import compress_tile
@@ -143,7 +144,7 @@ def update_tile(row, UV, header, tolerance, block_size, seed):
     Ui, Vi = _factors(row)
     Ut, Vt = sampled_update(UV[0], UV[1], Ui, Vi, header.Uk, header.Vk, tolerance, block_size, seed,
                             header.samples)
-    return Ui + [Ut], Vi + [solve_triangular(header.Lkk, Vt, lower=True, check_finite=False)]
+    return Ui + [Ut], Vi + [trsm_lower(header.Lkk, np.asfortranarray(Vt))]
 
 
 def log_diagonal(Lkk):
