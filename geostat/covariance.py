@@ -207,18 +207,11 @@ class Sites:
         Returns
         -------
         callable
-            ``block(rows, cols)`` -> derivative block (zero on coinciding sites).
+            ``block(rows, cols)`` -> derivative block (zero on coinciding sites), an
+            array of the back end; ``block.entries(i, j)`` gives the same derivative
+            elementwise, as for :meth:`covariance_block`.
         """
-        xp = self.backend.xp
-        shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
-        range_ = float(theta["range"])
-
-        def block(rows, cols):
-            D = kernel.evaluate(self.distances(rows, cols), range_, shape, gradient=True)[1][name]
-            D[xp.abs(D) < NEGLIGIBLE_DERIVATIVE] = 0.0
-            return D
-
-        return block
+        return _GradientBlock(self, kernel, theta, name)
 
 
 class _CovarianceBlock:
@@ -253,3 +246,27 @@ class _CovarianceBlock:
             xp = self._sites.backend.xp
             C[xp.asarray(i) == xp.asarray(j)] += self._nugget
         return C
+
+
+class _GradientBlock:
+    """``dR / d name`` of the sites, by blocks (``block(rows, cols)``) or elementwise
+    (``block.entries(i, j)``), entries below :data:`NEGLIGIBLE_DERIVATIVE` in magnitude
+    set to zero (:meth:`Sites.gradient_block`)."""
+
+    def __init__(self, sites, kernel, theta, name):
+        self._sites, self._kernel, self._name = sites, kernel, name
+        self._shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
+        self._range = float(theta["range"])
+
+    def _derivative(self, d):
+        D = self._kernel.evaluate(d, self._range, self._shape, gradient=(self._name,))[1][self._name]
+        D[abs(D) < NEGLIGIBLE_DERIVATIVE] = 0.0
+        return D
+
+    def __call__(self, rows, cols):
+        return self._derivative(self._sites.distances(rows, cols))
+
+    def entries(self, i, j):
+        """The derivative between the sites `i` and `j`, elementwise (as
+        :meth:`_CovarianceBlock.entries`)."""
+        return self._derivative(self._sites.between(i, j))

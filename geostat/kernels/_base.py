@@ -435,19 +435,25 @@ class Kernel(abc.ABC):
             Range, > 0.
         shape : dict
             Every shape parameter's value, as :meth:`resolve_shape` returns them.
-        gradient : bool, default False
+        gradient : bool or tuple of str, default False
+            True for the derivatives with respect to the range and every free shape
+            parameter; a tuple for those of its names only (the range's always comes:
+            it costs nothing beyond the others, while a shape derivative such as the
+            Matérn smoothness's can cost many times the correlation).
 
         Returns
         -------
         m : array
             ``M(d / range)`` with the shape and module of `d`.
         grads : dict of str to array
-            Empty unless `gradient`; then ``"range"`` and every free shape parameter, as
-            in :meth:`correlation_and_gradient`.
+            Empty unless `gradient`; then ``"range"`` and the free shape parameters asked
+            for, as in :meth:`correlation_and_gradient`.
         """
         xp = array_namespace(d)
         u = d.reshape(-1) / range_
-        names = self.free_shape if gradient else None
+        names = None
+        if gradient is not False:
+            names = tuple(n for n in self.free_shape if gradient is True or n in gradient)
         chunking = _CHUNKING.get(xp.__name__, _bounded)
         m, u_dm_du, dshape = chunking(lambda part, which: self._formula(part, shape, xp, which), u, names, xp)
         if not gradient:

@@ -40,3 +40,40 @@ def test_entries_equal_the_blocks(kernel, params, dim, distance):
     np.testing.assert_allclose(block.entries(i, j), expected, rtol=1e-12, atol=0)
     same = block.entries(np.arange(10), np.arange(10))
     np.testing.assert_allclose(same, params["variance"] + params.get("nugget", 0.0), rtol=1e-15)
+
+
+@pytest.mark.parametrize("kernel, theta, name", [
+    ("matern", {"range": 0.2, "smoothness": 1.5}, "range"),
+    ("matern", {"range": 0.2, "smoothness": 1.3}, "smoothness"),
+    ("exponential", {"range": 0.1}, "range"),
+], ids=["matern15-range", "matern-smoothness", "exp-range"])
+def test_gradient_entries_equal_the_blocks_and_the_kernel_derivative(kernel, theta, name):
+    rng = np.random.default_rng(6)
+    coords = rng.uniform(size=(150, 2))
+    kern = get_kernel(kernel, None if name == "smoothness" else theta.get("smoothness"))
+    sites = Sites(coords, get_distance("euclidean"), NUMPY)
+    block = sites.gradient_block(kern, theta, name)
+    rows, cols = np.arange(30, 100), np.arange(80, 130)
+    D = block(rows, cols)
+    shape = {k: v for k, v in theta.items() if k != "range"}
+    expected = kern.correlation_and_gradient(sites.distances(rows, cols), theta["range"], **shape)[1][name]
+    expected[np.abs(expected) < 1e-100] = 0.0
+    np.testing.assert_array_equal(D, expected)  # the same distances, the same formula
+    # entries: the distances summed by NumPy instead of cdist, equal to rounding; the
+    # derivatives are smooth in d away from 0, where both are exactly 0 (coinciding sites)
+    np.testing.assert_allclose(block.entries(rows[:, None], cols[None, :]), D, rtol=1e-11, atol=1e-14)
+    i = rng.integers(0, 150, size=(2, 40, 1))
+    j = rng.integers(0, 150, size=(2, 1, 3))
+    stacked = np.stack([block(i[t, :, 0], j[t, 0, :]) for t in range(2)])
+    np.testing.assert_allclose(block.entries(i, j), stacked, rtol=1e-11, atol=1e-14)
+
+
+def test_evaluate_gives_the_derivatives_asked_for():
+    kern = get_kernel("matern", None)
+    d = np.linspace(0.0, 1.0, 50)
+    m_all, all_grads = kern.evaluate(d, 0.3, {"smoothness": 1.3}, gradient=True)
+    m_range, range_only = kern.evaluate(d, 0.3, {"smoothness": 1.3}, gradient=("range",))
+    assert set(all_grads) == {"range", "smoothness"} and set(range_only) == {"range"}
+    np.testing.assert_array_equal(m_range, m_all)
+    np.testing.assert_array_equal(range_only["range"], all_grads["range"])
+    assert kern.evaluate(d, 0.3, {"smoothness": 1.3})[1] == {}
