@@ -232,20 +232,32 @@ class _CovarianceBlock:
 
     def __call__(self, rows, cols):
         C = self._covariance(self._sites.distances(rows, cols))
-        if self._nugget and rows.min() <= cols.max() and cols.min() <= rows.max():
+        if self._nugget and _overlap(rows, cols):
             xp = self._sites.backend.xp
-            i, j = xp.nonzero(xp.asarray(rows)[:, None] == xp.asarray(cols)[None, :])
-            C[i, j] += self._nugget
+            rows, cols = xp.asarray(rows), xp.asarray(cols)
+            if rows.shape == cols.shape and bool(xp.all(rows == cols)) and bool(xp.all(rows[1:] > rows[:-1])):
+                # the same increasing (so distinct) sites: the diagonal, without an m x m mask
+                diagonal = xp.arange(rows.size)
+                C[diagonal, diagonal] += self._nugget
+            else:
+                i, j = xp.nonzero(rows[:, None] == cols[None, :])
+                C[i, j] += self._nugget
         return C
 
     def entries(self, i, j):
         """The covariance between the sites `i` and `j`, elementwise (integer arrays that
         broadcast together; the result has their broadcast shape)."""
         C = self._covariance(self._sites.between(i, j))
-        if self._nugget:
+        if self._nugget and _overlap(i, j):
             xp = self._sites.backend.xp
             C[xp.asarray(i) == xp.asarray(j)] += self._nugget
         return C
+
+
+def _overlap(i, j):
+    """Whether the site indices `i` and `j` have overlapping ranges (else no pair of them
+    is one site, and the nugget adds nothing)."""
+    return bool(i.min() <= j.max()) and bool(j.min() <= i.max())
 
 
 class _GradientBlock:

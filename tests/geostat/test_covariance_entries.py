@@ -77,3 +77,22 @@ def test_evaluate_gives_the_derivatives_asked_for():
     np.testing.assert_array_equal(m_range, m_all)
     np.testing.assert_array_equal(range_only["range"], all_grads["range"])
     assert kern.evaluate(d, 0.3, {"smoothness": 1.3})[1] == {}
+
+
+def test_the_nugget_goes_on_every_pair_of_one_site():
+    coords = np.random.default_rng(7).uniform(size=(30, 2))
+    params = {"variance": 1.5, "range": 0.2, "nugget": 0.25}
+    block = Sites(coords, get_distance("euclidean"), NUMPY).covariance_block(get_kernel("exponential"), params)
+    idx = np.arange(5, 25)
+    C = block(idx, idx)  # a diagonal tile: the same increasing sites
+    np.testing.assert_allclose(np.diagonal(C), 1.75, rtol=1e-15)
+    assert np.all(C[~np.eye(20, dtype=bool)] < 1.5)
+    rows, cols = np.array([3, 4, 3, 9]), np.array([3, 3, 8])  # repeated sites: every equal pair
+    expected = block(rows, cols)
+    same = rows[:, None] == cols[None, :]
+    np.testing.assert_allclose(expected[same], 1.75, rtol=1e-15)
+    assert np.all(expected[~same] < 1.5)
+    np.testing.assert_array_equal(block(np.arange(20, 0, -1), np.arange(20, 0, -1)).diagonal(), np.full(20, 1.75))
+    far = block.entries(np.arange(0, 5)[:, None], np.arange(10, 15)[None, :])  # disjoint: no nugget
+    np.testing.assert_allclose(far, block(np.arange(0, 5), np.arange(10, 15)), rtol=1e-12)
+    assert np.all(far < 1.5)
