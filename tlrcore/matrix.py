@@ -41,6 +41,7 @@ from tlrcore.packed.build import (
     check_diagonal,
     check_scale,
     check_symmetry_sample,
+    diagonal_stats,
     norm_lower_estimate,
 )
 from tlrcore.packed.tiles import PackedTiles
@@ -221,9 +222,16 @@ class TLRMatrix:
         seeds = rng.integers(0, 2**63 - 1, size=len(pairs))
         with tile_pool(workers()) as pool:
             run = runner(pool)
-            diagonal = list(run(lambda i: checked(tiles[i], tiles[i], (i, i)), range(n_tiles)))
-            scale = check_diagonal(diagonal, n)
-            norm = norm_lower_estimate(sum(float(np.sum(D * D)) for D in diagonal), checked, offsets, rng, np)
+
+            def diagonal_tile(i):
+                # the tile and the figures the checks and the norm need, on the pool
+                D = checked(tiles[i], tiles[i], (i, i))
+                return D, diagonal_stats(D), float(np.vdot(D, D))
+
+            diagonal, stats, squares = zip(*run(diagonal_tile, range(n_tiles)))
+            diagonal = list(diagonal)
+            scale = check_diagonal(diagonal, n, stats)
+            norm = norm_lower_estimate(sum(squares), checked, offsets, rng, np)
             tolerance = accuracy * norm / n_tiles
             check_symmetry_sample(checked, offsets, rng, scale)
 

@@ -191,19 +191,26 @@ def check_scale(scale, n, what, error=GeneratorError):
         )
 
 
-def check_diagonal(diagonal, n):
+def diagonal_stats(T):
+    """``(max|T|, max|T - T^T|)`` of a diagonal tile, for :func:`check_diagonal` (computed
+    where the tile is made, e.g. on the tile pool)."""
+    return max(float(T.max()), -float(T.min())), asymmetry(T)
+
+
+def check_diagonal(diagonal, n, stats=None):
     """``max|A|`` over the diagonal tiles, after checking its range (:func:`check_scale`)
-    and that every diagonal tile is symmetric relative to it.
+    and that every diagonal tile is symmetric relative to it; `stats`, the
+    :func:`diagonal_stats` of the tiles when already computed.
 
     Raises
     ------
     GeneratorError
         Naming the tile.
     """
-    scale = max(max(float(T.max()), -float(T.min())) for T in diagonal)
+    stats = [diagonal_stats(T) for T in diagonal] if stats is None else stats
+    scale = max(largest for largest, _ in stats)
     check_scale(scale, n, "the block generator")
-    for k, T in enumerate(diagonal):
-        excess = asymmetry(T)
+    for k, (_, excess) in enumerate(stats):
         if excess > SYMMETRY_RTOL * scale:
             raise GeneratorError(
                 f"block generator (tile ({k}, {k})) returned a block that is not symmetric: "
