@@ -41,7 +41,7 @@ from tlrcore.packed.build import (
     check_diagonal,
     check_scale,
     check_symmetry_sample,
-    diagonal_stats,
+    host_diagonal_summary,
     norm_lower_estimate,
 )
 from tlrcore.packed.tiles import PackedTiles
@@ -223,14 +223,15 @@ class TLRMatrix:
         with tile_pool(workers()) as pool:
             run = runner(pool)
 
+
             def diagonal_tile(i):
                 # the tile and the figures the checks and the norm need, on the pool
                 D = checked(tiles[i], tiles[i], (i, i))
-                return D, diagonal_stats(D), float(np.vdot(D, D))
+                return D, *host_diagonal_summary(D)
 
-            diagonal, stats, squares = zip(*run(diagonal_tile, range(n_tiles)))
+            diagonal, squares, stats = zip(*run(diagonal_tile, range(n_tiles)))
             diagonal = list(diagonal)
-            scale = check_diagonal(diagonal, n, stats)
+            scale = check_diagonal(stats, n)
             norm = norm_lower_estimate(sum(squares), checked, offsets, rng, np)
             tolerance = accuracy * norm / n_tiles
             check_symmetry_sample(checked, offsets, rng, scale)

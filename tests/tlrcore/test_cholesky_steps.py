@@ -1,12 +1,14 @@
 """Steps of the left-looking TLR Cholesky (sampled tile update, column samples, column
-solve, heap trim) against dense references."""
+solve, heap trim, the tile pool and chain thread) against dense references."""
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 import scipy.linalg
 
+from tlrcore._threads import serial_thread, submit, tile_pool
 from tlrcore.cholesky._steps import SOLVE_CHUNK, ColumnSamples, sampled_update, solve_column, stack
 
 
@@ -121,3 +123,28 @@ def test_trim_heap_can_be_turned_off(monkeypatch):
     assert isinstance(trimmed, bool)
     if not sys.platform.startswith("linux"):
         assert trimmed is False
+
+
+@pytest.mark.parametrize("pool_of", [lambda: tile_pool(2), lambda: serial_thread(object())], ids=["pool", "chain"])
+def test_a_failing_block_drops_the_queued_calls(pool_of):
+    gate, ran = threading.Event(), []
+
+    def call(i):
+        gate.wait(5.0)
+        ran.append(i)
+
+    with pytest.raises(RuntimeError, match="tile failed"):
+        with pool_of() as pool:
+            for i in range(20):
+                pool.submit(call, i)
+            threading.Timer(0.2, gate.set).start()  # lets the running calls finish
+            raise RuntimeError("tile failed")
+    assert len(ran) <= 2  # at most one call per thread had started: the rest were dropped
+
+
+def test_submit_without_an_executor_calls_at_once():
+    calls = []
+    future = submit(None, lambda x: calls.append(x) or x * 2, 21)
+    assert calls == [21] and future.done() and future.result() == 42
+    with serial_thread(None) as chain:
+        assert chain is None

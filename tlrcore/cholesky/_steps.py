@@ -11,7 +11,6 @@ import threading
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.linalg import qr
-from scipy.linalg.blas import dsyrk
 
 from tlrcore._checks import check_operand
 from tlrcore._lapack import trsm_lower

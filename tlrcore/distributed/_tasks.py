@@ -19,14 +19,12 @@ from tlrcore._lapack import trsm_lower
 from tlrcore.cholesky._steps import ColumnSamples, diagonal_update, sampled_update, stack
 from tlrcore.cholesky.safeguards import DiagonalFactorizer, compensation_lifts
 from tlrcore.compress.generated import compress_tile
-from tlrcore.dense._checks import asymmetry
 
 __all__ = [
     "ColumnHeader",
     "backward_step",
     "column_header",
     "concatenate",
-    "diagonal_stats",
     "diagonal_tile",
     "factor_diagonal",
     "forward_step",
@@ -52,10 +50,6 @@ def diagonal_tile(checked, lo, hi, k):
     return checked(rows, rows, (k, k))
 
 
-def diagonal_stats(D):
-    """``(||D||_F^2, max|D|, asymmetry)`` of a diagonal tile: the scalars the client needs
-    for the norm estimate and the checks of :func:`tlrcore.packed.build.check_diagonal`."""
-    return float(np.sum(D * D)), max(float(D.max()), -float(D.min())), float(asymmetry(D))
 
 
 def tile_squares(tile):

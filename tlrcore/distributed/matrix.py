@@ -23,13 +23,12 @@ from tlrcore._checks import check_accuracy, check_int, check_random_state
 from tlrcore._typing import BlockGenerator, Seed
 from tlrcore.backends import NUMPY
 from tlrcore.compress import COMPRESSORS
-from tlrcore.dense._checks import SYMMETRY_RTOL
 from tlrcore.distributed._graph import CriticalFirst, RowPlacement, prefix, submit
 from tlrcore.compress.generated import CheckedBlock
-from tlrcore.distributed._tasks import diagonal_stats, diagonal_tile, off_diagonal_tile, tile_squares
-from tlrcore.errors import ConsumedMatrixError, GeneratorError
+from tlrcore.distributed._tasks import diagonal_tile, off_diagonal_tile, tile_squares
+from tlrcore.errors import ConsumedMatrixError
 from tlrcore.matrix import TLRMatrix
-from tlrcore.packed.build import check_scale, check_symmetry_sample, norm_lower_estimate
+from tlrcore.packed.build import check_diagonal, check_symmetry_sample, host_diagonal_summary, norm_lower_estimate
 
 __all__ = ["DistributedTLRMatrix"]
 
@@ -139,12 +138,12 @@ class DistributedTLRMatrix:
         generator = client.submit(CheckedBlock, block, key=prefix("generator"))
         name, stats = prefix("diagonal"), prefix("diagonal-stats")
         tasks = {(name, k): (diagonal_tile, generator, *span[k], k) for k in range(n_tiles)}
-        tasks.update({(stats, k): (diagonal_stats, (name, k)) for k in range(n_tiles)})
+        tasks.update({(stats, k): (host_diagonal_summary, (name, k)) for k in range(n_tiles)})
         futures = submit(client, tasks, placement, [(name, k) for k in range(n_tiles)] +
                          [(stats, k) for k in range(n_tiles)])
         diagonal, stat_futures = futures[:n_tiles], futures[n_tiles:]
-        squares, largest, excess = zip(*client.gather(stat_futures))
-        scale = _check_diagonal(largest, excess, n)
+        squares, stats = zip(*client.gather(stat_futures))
+        scale = check_diagonal(stats, n)
         norm = norm_lower_estimate(sum(squares), checked, offsets, rng, np)
         tolerance = accuracy * norm / n_tiles
         check_symmetry_sample(checked, offsets, rng, scale)
@@ -231,20 +230,6 @@ class DistributedTLRMatrix:
         state = ", consumed" if self._consumed else ""
         return (f"DistributedTLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, "
                 f"workers={len(self.placement.addresses)}{state})")
-
-
-def _check_diagonal(largest, excess, n):
-    """:func:`tlrcore.packed.build.check_diagonal` from the per-tile scalars."""
-    scale = max(largest)
-    check_scale(scale, n, "the block generator")
-    for k, value in enumerate(excess):
-        if value > SYMMETRY_RTOL * scale:
-            raise GeneratorError(
-                f"block generator (tile ({k}, {k})) returned a block that is not symmetric: "
-                f"max|block(rows, rows) - block(rows, rows).T| = {value:.3g} > {SYMMETRY_RTOL:g} * max|A|; "
-                "a TLR matrix is symmetric, so block(cols, rows) must equal block(rows, cols).T."
-            )
-    return scale
 
 
 def _raise_first_error(futures):

@@ -89,7 +89,7 @@ def build_packed(checked, n, tile_size, accuracy, backend, rng, block_size=16, m
         if idx.size < b:
             D[k, idx.size :, idx.size :] = xp.eye(b - idx.size)
     sizes = np.diff(offsets)
-    scale = check_diagonal([D[k, : sizes[k], : sizes[k]] for k in range(n_t)], n)
+    scale = check_diagonal([diagonal_stats(D[k, : sizes[k], : sizes[k]]) for k in range(n_t)], n)
     norm = norm_lower_estimate(diagonal_squares(xp, D, n), checked, offsets, rng, xp)
     tolerance = accuracy * norm / n_t
     seeds = rng.integers(0, 2**62, size=n_t)
@@ -193,21 +193,26 @@ def check_scale(scale, n, what, error=GeneratorError):
 
 def diagonal_stats(T):
     """``(max|T|, max|T - T^T|)`` of a diagonal tile, for :func:`check_diagonal` (computed
-    where the tile is made, e.g. on the tile pool)."""
-    return max(float(T.max()), -float(T.min())), asymmetry(T)
+    where the tile is made: on the tile pool, on a Dask worker)."""
+    return max(float(T.max()), -float(T.min())), float(asymmetry(T))
 
 
-def check_diagonal(diagonal, n, stats=None):
+def host_diagonal_summary(D):
+    """``(||D||_F^2, diagonal_stats(D))`` of a NumPy diagonal tile (the squared norm by
+    ``np.vdot``: no temporary of the tile's size), as every host build computes them."""
+    return float(np.vdot(D, D)), diagonal_stats(D)
+
+
+def check_diagonal(stats, n):
     """``max|A|`` over the diagonal tiles, after checking its range (:func:`check_scale`)
-    and that every diagonal tile is symmetric relative to it; `stats`, the
-    :func:`diagonal_stats` of the tiles when already computed.
+    and that every diagonal tile is symmetric relative to it; `stats` are the tiles'
+    :func:`diagonal_stats`.
 
     Raises
     ------
     GeneratorError
         Naming the tile.
     """
-    stats = [diagonal_stats(T) for T in diagonal] if stats is None else stats
     scale = max(largest for largest, _ in stats)
     check_scale(scale, n, "the block generator")
     for k, (_, excess) in enumerate(stats):
