@@ -223,7 +223,6 @@ class TLRMatrix:
         with tile_pool(workers()) as pool:
             run = runner(pool)
 
-
             def diagonal_tile(i):
                 # the tile and the figures the checks and the norm need, on the pool
                 D = checked(tiles[i], tiles[i], (i, i))

@@ -437,7 +437,7 @@ class Kernel(abc.ABC):
             Every shape parameter's value, as :meth:`resolve_shape` returns them.
         gradient : bool or tuple of str, default False
             True for the derivatives with respect to the range and every free shape
-            parameter; a tuple for those of its names only (the range's always comes:
+            parameter; a non-empty tuple for those of its names only (the range's always comes:
             it costs nothing beyond the others, while a shape derivative such as the
             Matérn smoothness's can cost many times the correlation).
 
@@ -451,9 +451,12 @@ class Kernel(abc.ABC):
         """
         xp = array_namespace(d)
         u = d.reshape(-1) / range_
-        names = None
-        if gradient is not False:
-            names = tuple(n for n in self.free_shape if gradient is True or n in gradient)
+        if not gradient:
+            names = None
+        elif gradient is True:
+            names = self.free_shape
+        else:
+            names = tuple(n for n in self.free_shape if n in gradient)
         chunking = _CHUNKING.get(xp.__name__, _bounded)
         m, u_dm_du, dshape = chunking(lambda part, which: self._formula(part, shape, xp, which), u, names, xp)
         if not gradient:

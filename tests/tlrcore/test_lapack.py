@@ -101,8 +101,10 @@ def test_the_routines_are_called_without_the_gil():
 def test_potrf_lets_other_threads_run():
     """While one thread factors (BLAS on one thread, about 0.1-0.5 s), the calling thread
     counts. A call holding the GIL (SciPy's wrapper) lets it count only for the thread
-    switch intervals (5 ms) around the call, a few percent of the time; one releasing it
-    lets it count throughout."""
+    switch intervals (5 ms) around the call: 9-14 % of its progress alone, measured on a
+    0.15 s call, less on a longer one. One releasing it lets it count throughout: 100 %
+    on two free cores, about half where the two threads share one core. The bound, 30 %,
+    sits between with a margin of 2 on either side."""
     M = spd(2500)
     started, finished = threading.Event(), threading.Event()
 
@@ -124,7 +126,7 @@ def test_potrf_lets_other_threads_run():
     timer.start()
     alone = count_until(stop)
     timer.join()
-    assert during >= 0.4 * alone
+    assert during >= 0.3 * alone
 
 
 @pytest.mark.parametrize("shape", [(5, 5), (7, 4), (4, 7), (1, 1), (0, 0)])

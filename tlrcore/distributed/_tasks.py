@@ -50,8 +50,6 @@ def diagonal_tile(checked, lo, hi, k):
     return checked(rows, rows, (k, k))
 
 
-
-
 def tile_squares(tile):
     """``||T||_F^2`` of a dense tile, or of ``U V^T`` for a pair ``(U, V)``, computed as
     in :meth:`tlrcore.TLRMatrix.frobenius_norm`."""
