@@ -53,7 +53,7 @@ from scipy.linalg import solve_triangular
 from tlrcore._checks import check_accuracy, check_int, check_random_state
 from tlrcore._typing import FloatArray, IntArray, Pivoting, Seed
 from tlrcore._threads import column_progress, start_by_work, tile_pool, tile_seeds, workers
-from tlrcore.cholesky._steps import TileFactor, ara_work, block_diagonal, stack
+from tlrcore.cholesky._steps import BlockDiagonal, TileFactor, ara_work, stack
 from tlrcore.compress import ara_compress
 from tlrcore.dense import ldl as dense_ldl
 from tlrcore.dense._checks import PIVOTING, check_choice
@@ -301,7 +301,7 @@ def _left_looking(A, tolerance, pivoting, block_size, random_state):
 
             def update(i, k=k, Uk=Uk, DVk=DVk, Lk=Lk, pk=pk):
                 Ui = stack([U[i, j] for j in range(k)], A.diagonal[i].shape[0])
-                Mik = block_diagonal([V[i, j].T @ DVk[j] for j in range(k)])
+                Mik = BlockDiagonal([V[i, j].T @ DVk[j] for j in range(k)])
                 Ua, Va = A.U[i, k], A.V[i, k]
 
                 def matmat(X):

@@ -9,7 +9,15 @@ import pytest
 import scipy.linalg
 
 from tlrcore._threads import serial_thread, submit, tile_pool
-from tlrcore.cholesky._steps import SOLVE_CHUNK, ColumnSamples, sampled_update, solve_column, stack
+from tlrcore.cholesky._steps import (
+    SOLVE_CHUNK,
+    BlockDiagonal,
+    ColumnSamples,
+    RowPanels,
+    sampled_update,
+    solve_column,
+    stack,
+)
 
 
 def low_rank(rng, rows, rank, decay):
@@ -26,7 +34,7 @@ def tile_update(seed, k=3, m=96, p=80, ranks=(6, 9, 4)):
     Uk = [low_rank(rng, p, r + 1, 0.3) for r in ranks[:k]]
     Vk = [rng.normal(size=(40, r + 1)) for r in ranks[:k]]
     dense = Ua @ Va.T - sum(U @ V.T @ W @ X.T for U, V, W, X in zip(Ui, Vi, Vk, Uk))
-    return (Ua, Va, Ui, Vi, np.hstack(Uk), Vk), dense
+    return (Ua, Va, np.hstack(Ui), Vi, np.hstack(Uk), Vk), dense
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -47,7 +55,7 @@ def test_sampled_update_meets_the_tile_tolerance(seed, relative):
 def test_sampled_update_with_nothing_to_subtract_compresses_the_tile():
     (Ua, Va, _, _, _, _), _ = tile_update(3)
     tolerance = 1e-10 * np.linalg.norm(Ua)
-    U, V = sampled_update(Ua, Va, [], [], np.zeros((Va.shape[0], 0)), [], tolerance, 16, 0)
+    U, V = sampled_update(Ua, Va, np.zeros((Ua.shape[0], 0)), [], np.zeros((Va.shape[0], 0)), [], tolerance, 16, 0)
     assert np.linalg.norm(U @ V.T - Ua @ Va.T) <= tolerance
 
 
@@ -148,3 +156,36 @@ def test_submit_without_an_executor_calls_at_once():
     assert calls == [21] and future.done() and future.result() == 42
     with serial_thread(None) as chain:
         assert chain is None
+
+
+@pytest.mark.parametrize("shapes", [[(3, 4), (0, 2), (5, 1), (2, 0), (4, 4)], [(2, 3)], [], [(0, 0), (0, 3)]])
+def test_block_diagonal_products_match_the_dense_matrix(shapes):
+    rng = np.random.default_rng(len(shapes))
+    blocks = [rng.normal(size=shape) for shape in shapes]
+    dense = scipy.linalg.block_diag(*blocks) if blocks else np.zeros((0, 0))
+    M = BlockDiagonal(blocks)
+    assert M.shape == dense.shape and M.T.shape == dense.T.shape
+    X, Y = rng.normal(size=(dense.shape[1], 7)), rng.normal(size=(dense.shape[0], 7))
+    # products of the same few numbers, summed in another order: rounding apart
+    np.testing.assert_allclose(M @ X, dense @ X, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(M.T @ Y, dense.T @ Y, rtol=1e-13, atol=1e-13)
+    X0 = X.copy()
+    M @ X
+    np.testing.assert_array_equal(X, X0)  # the operand is not touched
+
+
+def test_row_panels_stack_each_rows_tiles_as_views_and_grow():
+    rng = np.random.default_rng(9)
+    U = {}
+    panels = RowPanels(U, [6, 4], [3, 50])
+    tiles = {(0, 0): rng.normal(size=(6, 2)), (0, 1): rng.normal(size=(6, 0)), (0, 2): rng.normal(size=(6, 4)),
+             (1, 0): rng.normal(size=(4, 5))}
+    for (i, k), Ut in tiles.items():
+        panels.add(i, k, Ut)
+    # row 0 outgrew its 3 columns: every tile's view was renewed onto the new buffer
+    np.testing.assert_array_equal(panels.stacked(0), np.hstack([tiles[0, k] for k in range(3)]))
+    np.testing.assert_array_equal(panels.stacked(1), tiles[1, 0])
+    for key, Ut in tiles.items():
+        np.testing.assert_array_equal(U[key], Ut)
+        assert U[key].base is not None and np.shares_memory(U[key], panels.stacked(key[0])) or Ut.shape[1] == 0
+    assert panels.stacked(0).flags.f_contiguous

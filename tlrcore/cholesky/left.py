@@ -65,11 +65,11 @@ from tlrcore._threads import (
 )
 from tlrcore.cholesky._steps import (
     ColumnSamples,
+    RowPanels,
     ara_work,
     diagonal_update,
     sampled_update,
     solve_column,
-    stack,
 )
 from tlrcore.cholesky.factor import TLRCholesky
 
@@ -82,6 +82,10 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
     n_t = A.n_tiles
     seeds = column_seeds(random_state, n_t)
     diagonal, U, V = [None] * n_t, {}, {}
+    rows = [D.shape[0] for D in A.diagonal]
+    # L's ranks are about A's (a little below): room for a quarter more before a row grows
+    panels = RowPanels(U, rows, [sum(A.U[i, j].shape[1] for j in range(i)) * 5 // 4 + block_size
+                                 for i in range(n_t)])
     with tile_pool(workers()) as pool, serial_thread(pool) as chain, \
             column_progress(n_t, "TLR Cholesky") as counter:
         run = runner(pool)
@@ -92,15 +96,16 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
 
         def solve_next(k, tile):
             Ut, Vt = tile.result()
-            U[k + 1, k], V[k + 1, k] = Ut, trsm_lower(diagonal[k], np.asfortranarray(Vt))
+            panels.add(k + 1, k, Ut)
+            V[k + 1, k] = trsm_lower(diagonal[k], np.asfortranarray(Vt))
 
         factored = submit(chain, factor_diagonal, 0)
         for k in range(n_t):
-            Uk = stack([U[k, j] for j in range(k)], A.diagonal[k].shape[0])
+            Uk = panels.stacked(k)
             samples = ColumnSamples(Uk, block_size)
 
             def update(i, k=k, Uk=Uk, samples=samples):
-                return sampled_update(A.U[i, k], A.V[i, k], [U[i, j] for j in range(k)],
+                return sampled_update(A.U[i, k], A.V[i, k], panels.stacked(i),
                                       [V[i, j] for j in range(k)], Uk, [V[k, j] for j in range(k)],
                                       tolerance, block_size, seeds[k], samples)
 
@@ -117,7 +122,8 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             updated = collect()
             solved = solve_column(diagonal[k], [Vt for _, Vt in updated], run)
             for i, (Ut, _), Vt in zip(rest, updated, solved):
-                U[i, k], V[i, k] = Ut, Vt
+                panels.add(i, k, Ut)
+                V[i, k] = Vt
             if k + 1 < n_t:
                 solved_next.result()
                 factored = next_factored

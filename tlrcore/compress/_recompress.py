@@ -322,11 +322,51 @@ def recompress(U, V, tol, max_rank=None):
     """
     if U.shape[1] == 0:
         return empty_factors(U.shape[0], V.shape[0])
-    qu, ru = scipy.linalg.qr(U, mode="economic", check_finite=False)
-    qv, rv = scipy.linalg.qr(V, mode="economic", check_finite=False)
+    qu, ru = _householder_qr(U)
+    qv, rv = _householder_qr(V)
     w, s, zt = svd(ru @ rv.T)
     rank = truncation_rank(s, tol, max_rank)
-    return _truncated(s, rank, qu @ (w[:, :rank] * s[:rank]), qv @ zt[:rank].T)
+    return _truncated(s, rank, _apply_q(qu, w[:, :rank] * s[:rank]), _apply_q(qv, zt[:rank].T))
+
+
+#: Block size of the LAPACK workspace given to ``dgeqrf`` and ``dormqr`` (their blocked code
+#: needs ``columns x nb``, plus the ``65 x 64`` triangular factor of ``dormqr``).
+_QR_BLOCK = 64
+
+
+def _householder_qr(M):
+    """Thin QR of ``M`` (m x r) with ``Q`` kept as Householder reflectors (``dgeqrf``).
+
+    Returns
+    -------
+    reflectors : tuple
+        ``(a, tau)`` as ``dgeqrf`` returns them, for :func:`_apply_q`.
+    R : ndarray of shape (min(m, r), r)
+        Upper triangular.
+    """
+    m, r = M.shape
+    a, tau, _, info = scipy.linalg.lapack.dgeqrf(M, lwork=max(1, r * _QR_BLOCK))
+    if info != 0:
+        raise np.linalg.LinAlgError(f"dgeqrf failed (info={info}).")
+    k = min(m, r)
+    return (a[:, :k], tau), np.triu(a[:k])
+
+
+def _apply_q(reflectors, C):
+    """``Q C`` for the thin ``Q`` (m x k) of :func:`_householder_qr` and ``C`` (k x c): the
+    reflectors applied to ``[C; 0]`` (``dormqr``), without forming ``Q``, which costs as
+    much as the QR itself and more than this product."""
+    a, tau = reflectors
+    m, k = a.shape
+    padded = np.zeros((m, C.shape[1]), order="F")
+    padded[:k] = C
+    if C.shape[1] == 0 or k == 0:
+        return padded
+    product, _, info = scipy.linalg.lapack.dormqr("L", "N", a, tau, padded,
+                                                  lwork=C.shape[1] * _QR_BLOCK + 65 * _QR_BLOCK, overwrite_c=True)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"dormqr failed (info={info}).")
+    return product
 
 
 def recompress_orthonormal(Q, B, tol, max_rank=None):

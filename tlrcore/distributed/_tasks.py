@@ -134,7 +134,7 @@ def update_tile(row, UV, header, tolerance, block_size, seed):
     the sampled update of :func:`tlrcore.cholesky._steps.sampled_update` (with the
     header's shared sample products), then the triangular solve on its ``V`` side."""
     Ui, Vi = _factors(row)
-    Ut, Vt = sampled_update(UV[0], UV[1], Ui, Vi, header.Uk, header.Vk, tolerance, block_size, seed,
+    Ut, Vt = sampled_update(UV[0], UV[1], stack(Ui, UV[0].shape[0]), Vi, header.Uk, header.Vk, tolerance, block_size, seed,
                             header.samples)
     return Ui + [Ut], Vi + [trsm_lower(header.Lkk, np.asfortranarray(Vt))]
 
