@@ -165,7 +165,9 @@ def test_block_diagonal_products_match_the_dense_matrix(shapes):
     dense = scipy.linalg.block_diag(*blocks) if blocks else np.zeros((0, 0))
     M = BlockDiagonal(blocks)
     assert M.shape == dense.shape and M.T.shape == dense.T.shape
-    X, Y = rng.normal(size=(dense.shape[1], 7)), rng.normal(size=(dense.shape[0], 7))
+    for columns in (7, 0):
+        X, Y = rng.normal(size=(dense.shape[1], columns)), rng.normal(size=(dense.shape[0], columns))
+        assert (M @ X).shape == (dense.shape[0], columns) and (M.T @ Y).shape == (dense.shape[1], columns)
     # products of the same few numbers, summed in another order: rounding apart
     np.testing.assert_allclose(M @ X, dense @ X, rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(M.T @ Y, dense.T @ Y, rtol=1e-13, atol=1e-13)

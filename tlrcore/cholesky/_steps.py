@@ -124,11 +124,11 @@ class BlockDiagonal:
     def __matmul__(self, X):
         gather, _ = self._cols
         _, scatter = self._rows
-        k, _, width = self._padded.shape
+        k, height, width = self._padded.shape
         padded = np.zeros((X.shape[0] + 1, X.shape[1]))  # its last row: the padding
         padded[:-1] = X
         Y = np.matmul(self._padded, padded[gather].reshape(k, width, X.shape[1]))
-        return Y.reshape(-1, X.shape[1])[scatter]
+        return Y.reshape(k * height, X.shape[1])[scatter]
 
 
 def _padded_layout(sizes):

@@ -222,6 +222,17 @@ class _Cross:
         k = self.rank
         return self._ut[:k].T @ self._vt[:k, idx]
 
+    def row(self, i):
+        """Row `i` of the approximation, shape ``(p,)`` (a vector-matrix product, cheaper
+        than :meth:`rows` for one row)."""
+        k = self.rank
+        return self._ut[:k, i] @ self._vt[:k]
+
+    def column(self, j):
+        """Column `j` of the approximation, shape ``(m,)``."""
+        k = self.rank
+        return self._vt[:k, j] @ self._ut[:k]
+
     def factors(self):
         """``(U, V)`` with the terms as columns."""
         k = self.rank
@@ -329,14 +340,14 @@ def _cross_approximation(m, p, tau, step_limit):
     while cross.rank < step_limit:
         (row,) = yield [("rows", np.array([pivot], dtype=np.intp))]
         row = row[0]
-        residual = row - cross.rows([pivot])[0]
+        residual = row - cross.row(pivot)
         row_free[pivot] = False
         j = _masked_argmax(residual, col_free)
         if j is None or abs(residual[j]) <= _NEGLIGIBLE * np.abs(row).max():
             check = True  # the row is already approximated to rounding: no term
         else:
             (column,) = yield [("cols", np.array([j], dtype=np.intp))]
-            u = (column - cross.columns([j]))[:, 0]
+            u = column[:, 0] - cross.column(j)
             v = residual / residual[j]
             col_free[j] = False
             cross.append(u, v)
