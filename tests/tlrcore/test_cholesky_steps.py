@@ -67,21 +67,24 @@ def test_sampled_update_is_bit_identical_for_equal_inputs():
         np.testing.assert_array_equal(a, b)
 
 
-def test_column_samples_computes_each_shared_block_once():
+def test_column_samples_draw_each_shared_block_once_as_the_seed_would():
     rng = np.random.default_rng(5)
     Uk = rng.normal(size=(64, 20))
     samples = ColumnSamples(Uk, 16)
-    blocks = [rng.normal(size=(64, 16)) for _ in range(2)]
-    first = [samples.project(j, X) for j, X in enumerate(blocks)]
-    again = [samples.project(j, X.copy()) for j, X in enumerate(blocks)]
-    for a, b, X in zip(first, again, blocks):
-        assert a is b  # the cached product itself
-        np.testing.assert_array_equal(a, Uk.T @ X)
-    other = rng.normal(size=(64, 16))  # not the column's block 0: computed directly
-    np.testing.assert_array_equal(samples.project(0, other), Uk.T @ other)
-    narrow = rng.normal(size=(64, 5))  # a tile's narrower last block is never cached
-    np.testing.assert_array_equal(samples.project(2, narrow), Uk.T @ narrow)
-    assert len(samples._blocks) == 2
+    reference = np.random.default_rng(3)
+    for widths in ([16, 16, 5, 16], [16, 16, 16], [7, 16], [16, 16, 5, 16]):
+        draws, reference = samples.draws(3), np.random.default_rng(3)
+        for j, width in enumerate(widths):
+            X = draws.standard_normal((64, width))
+            np.testing.assert_array_equal(X, reference.standard_normal((64, width)))
+            product = samples.project(X)
+            np.testing.assert_array_equal(product, Uk.T @ X)
+            if width == 16 and 5 not in widths[:j] and widths[0] == 16:
+                assert X is samples.block(3, j)[0] and product is samples.block(3, j)[1]  # shared
+                assert not X.flags.writeable
+    assert len(samples._streams[3]) == 3  # three full blocks drawn for the column, once each
+    other = rng.normal(size=(64, 16))  # not a shared block: computed directly
+    np.testing.assert_array_equal(samples.project(other), Uk.T @ other)
 
 
 def test_shared_column_samples_give_the_same_tile_as_direct_products():

@@ -452,3 +452,22 @@ def test_recompress_keeps_the_svd_truncation_of_the_product(m, p, r):
     assert error <= tol
     np.testing.assert_allclose(Vk.T @ Vk, np.eye(rank), atol=1e-14 * max(p, 1) ** 0.5 * 8)
     np.testing.assert_allclose(np.linalg.norm(Uk, axis=0), s[:rank], rtol=1e-12)
+
+
+@pytest.mark.parametrize("m, p, q", [(60, 50, 12), (40, 8, 12), (30, 20, 0)])
+def test_recompress_orthonormal_keeps_the_svd_truncation_of_the_product(m, p, q):
+    from tlrcore.compress._recompress import recompress_orthonormal, truncation_rank
+
+    rng = np.random.default_rng(m + p + q)
+    Q = np.linalg.qr(rng.normal(size=(m, q)))[0]
+    B = rng.normal(size=(p, q)) * 0.5 ** np.arange(q)
+    product = Q @ B.T
+    s = np.linalg.svd(product, compute_uv=False)
+    tol = 1e-3 * s[0] if q else 0.0
+    Uk, Vk = recompress_orthonormal(Q, B, tol)
+    rank = truncation_rank(s, tol)
+    assert Uk.shape == (m, rank) and Vk.shape == (p, rank)
+    error = np.linalg.norm(Uk @ Vk.T - product)
+    assert error == pytest.approx(np.sqrt(np.sum(s[rank:] ** 2)), rel=1e-8, abs=1e-13 * max(s[:1], default=1.0))
+    assert error <= tol
+    np.testing.assert_allclose(Vk.T @ Vk, np.eye(rank), atol=1e-13)
