@@ -71,7 +71,6 @@ def test_column_samples_draw_each_shared_block_once_as_the_seed_would():
     rng = np.random.default_rng(5)
     Uk = rng.normal(size=(64, 20))
     samples = ColumnSamples(Uk, 16)
-    reference = np.random.default_rng(3)
     for widths in ([16, 16, 5, 16], [16, 16, 16], [7, 16], [16, 16, 5, 16]):
         draws, reference = samples.draws(3), np.random.default_rng(3)
         for j, width in enumerate(widths):
@@ -170,13 +169,12 @@ def test_block_diagonal_products_match_the_dense_matrix(shapes):
     assert M.shape == dense.shape and M.T.shape == dense.T.shape
     for columns in (7, 0):
         X, Y = rng.normal(size=(dense.shape[1], columns)), rng.normal(size=(dense.shape[0], columns))
+        X0 = X.copy()
         assert (M @ X).shape == (dense.shape[0], columns) and (M.T @ Y).shape == (dense.shape[1], columns)
-    # products of the same few numbers, summed in another order: rounding apart
-    np.testing.assert_allclose(M @ X, dense @ X, rtol=1e-13, atol=1e-13)
-    np.testing.assert_allclose(M.T @ Y, dense.T @ Y, rtol=1e-13, atol=1e-13)
-    X0 = X.copy()
-    M @ X
-    np.testing.assert_array_equal(X, X0)  # the operand is not touched
+        # products of the same few numbers, summed in another order: rounding apart
+        np.testing.assert_allclose(M @ X, dense @ X, rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(M.T @ Y, dense.T @ Y, rtol=1e-13, atol=1e-13)
+        np.testing.assert_array_equal(X, X0)  # the operand is not touched
 
 
 def test_row_panels_stack_each_rows_tiles_as_views_and_grow():
