@@ -722,10 +722,13 @@ class _TrainingData:
 
 @dataclasses.dataclass(frozen=True)
 class _Solvers:
-    """The likelihood of a fit and its kriging predictor (both hold covariance factors)."""
+    """The likelihood of a fit and its kriging predictor (both hold covariance factors),
+    and the fit's profile likelihood once intervals or profiles were asked for
+    (:meth:`geostat.optimize.intervals.ProfileLikelihood.of`)."""
 
     likelihood: object
     kriging: Kriging
+    profile: dict = dataclasses.field(default_factory=dict)
 
 
 #: The record classes a model file of :class:`SpatialGP` holds.

@@ -513,7 +513,7 @@ def plot_profile(
 
     level = check_level(level)
     n_points = check_positive_int(n_points, "n_points")
-    profile = ProfileLikelihood(estimator)
+    profile = ProfileLikelihood.of(estimator)
     name = profile.check_parameter(parameter)
     lower, upper, _ = profile.interval(name, level)
     estimate = estimator.params_[name]

@@ -152,7 +152,7 @@ def confidence_intervals(
     z = stats.norm.ppf(0.5 + level / 2)
     frame = pd.DataFrame({"estimate": estimate}, index=pd.Index(names, name="parameter"))
     if method == "profile":
-        profile = ProfileLikelihood(estimator)
+        profile = ProfileLikelihood.of(estimator)
         rows = [profile.interval(name, level) for name in names]
         frame["lower"] = [r[0] for r in rows]
         frame["upper"] = [r[1] for r in rows]
@@ -209,7 +209,7 @@ def profile_loglik(estimator: Any, parameter: str, values: ArrayLike) -> NDArray
         If `parameter` is not estimated or `values` are not positive finite numbers.
     """
     check_is_fitted(estimator)
-    profile = ProfileLikelihood(estimator)
+    profile = ProfileLikelihood.of(estimator)
     name = profile.check_parameter(parameter)
     values = _check_values(values, name)
     estimate = estimator.params_[name]
@@ -306,6 +306,29 @@ class ProfileLikelihood:
         unit = self.scale.params_to_unit(self.estimate)
         self.optima = {name: [(unit[name], unit)] for name in self.estimated}
         self.values = {_key(name, self.estimate[name]): self.loglik for name in self.estimated}
+
+    @classmethod
+    def of(cls, estimator):
+        """The profile likelihood of `estimator`'s fit, made once and kept with the fit's
+        likelihood: the optima and values it has found serve every later interval,
+        profile and plot of that fit (an interval drawn by
+        :func:`geostat.plotting.plot_profile` after :func:`confidence_intervals` costs no
+        new maximization). A new fit starts a new one.
+
+        Parameters
+        ----------
+        estimator : geostat.SpatialGP
+            A fitted estimator.
+
+        Returns
+        -------
+        ProfileLikelihood
+        """
+        check_is_fitted(estimator)
+        kept = estimator._fitted_solvers().profile
+        if "profile" not in kept:
+            kept["profile"] = cls(estimator)
+        return kept["profile"]
 
     def _maximum(self, estimator):
         """The maximum the profile is compared with: ``loglik_``, or for TLR the value at

@@ -202,3 +202,27 @@ def test_intervals_need_no_warnings(fitted):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fitted.confidence_intervals(level=0.8, method="profile")
+
+
+def test_the_profile_is_kept_with_the_fit_and_serves_later_intervals_and_plots(data, monkeypatch):
+    """Intervals, profiles and plots of one fit share one ProfileLikelihood: an interval
+    asked for again (here by plot_profile) runs no maximization; a new fit starts afresh."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from geostat import plotting
+
+    est = gs.SpatialGP(kernel="exponential").fit(*data)
+    first = est.confidence_intervals()
+    profile = ProfileLikelihood.of(est)
+    assert ProfileLikelihood.of(est) is profile
+    maximized = []
+    original = ProfileLikelihood._maximize
+    monkeypatch.setattr(ProfileLikelihood, "_maximize",
+                        lambda self, name, value: maximized.append(name) or original(self, name, value))
+    again = est.confidence_intervals()
+    assert again.equals(first) and maximized == []
+    plotting.plot_profile(est, "range", n_points=3)
+    assert len(maximized) <= 3  # the curve's points only, not the interval again
+    est.fit(*data)
+    assert ProfileLikelihood.of(est) is not profile

@@ -225,7 +225,10 @@ def test_tabulated_kernel_path_matches_direct_evaluation(smoothness, rng, monkey
     [
         ("exponential", {"variance": 1.3, "range": 0.1, "nugget": 0.05}, "constant", False),
         ("matern", {"variance": 0.8, "range": 0.08, "smoothness": 1.5, "nugget": 0.01}, "linear", False),
-        ("matern", {"variance": 0.8, "range": 0.08, "smoothness": 0.9, "nugget": 0.01}, "linear", True),
+        # slow (17 s): every entry a Bessel quadrature; TLR with a general smoothness is also
+        # checked against dense by test_tlr_covariance (matern08), REML by test_tlr_fit
+        pytest.param("matern", {"variance": 0.8, "range": 0.08, "smoothness": 0.9, "nugget": 0.01}, "linear", True,
+                     marks=pytest.mark.slow),
     ],
     ids=["exp-constant", "matern15-linear", "matern09-reml"],
 )

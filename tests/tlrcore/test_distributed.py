@@ -356,6 +356,7 @@ def test_import_needs_the_dask_extra_and_tlrcore_does_not_import_dask():
     assert "pip install 'geostat-tlr[dask]'" in out.stdout
 
 
+@pytest.mark.slow  # 11 s: a worker is restarted
 def test_worker_killed_mid_factorization_gives_the_same_value(client):
     """A worker dies while the factorization runs: the tiles it held are recomputed from
     the graph (generator + parameters), and the log-likelihood terms agree with those of
