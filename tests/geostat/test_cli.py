@@ -516,7 +516,7 @@ def test_the_bundled_grid_is_fitted_as_a_field(tmp_path, capsys):
     july = datasets.load("southeast_us_monthly", as_xarray=True)["tas"].isel(time=6)
     sites, values, _ = table_from_field(july)
     expected = gs.log_likelihood(sites, values, result["params"], kernel="exponential")
-    assert result["loglik"] == pytest.approx(expected, rel=1e-10)
+    assert result["loglik"] == pytest.approx(expected, rel=1e-10) and result["converged"]
 
 
 @pytest.mark.parametrize("method", ["wald", "profile"])
