@@ -431,7 +431,6 @@ def test_ara_bad_rng():
         _run_with("ara", rng="seed")
 
 
-
 @pytest.mark.parametrize("form", ["factors", "orthonormal"])
 @pytest.mark.parametrize("m, p, r", [(60, 50, 12), (8, 40, 12), (40, 8, 12), (30, 20, 0)])
 def test_recompression_keeps_the_svd_truncation_of_the_product(form, m, p, r):
