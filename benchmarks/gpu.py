@@ -361,8 +361,9 @@ def main(argv=None):
     parser.add_argument("--sizes", type=int, nargs="+", default=TLR_SIZES, help="part 2: numbers of sites")
     parser.add_argument("--accuracies", type=float, nargs="+", default=[1e-6, 1e-8], help="part 2")
     parser.add_argument("--tile", type=int, default=None, help="part 2: tile size (default 1024 to 131K, then 2048)")
-    parser.add_argument("--dense-max", type=int, default=65536,
-                        help="part 2: largest n of the dense baseline (65,536 needs 32 GiB on the device)")
+    parser.add_argument("--dense-max", type=int, default=32768,
+                        help="part 2: largest n of the dense baseline (about 24 n^2 bytes on the device: "
+                             "the distances, the covariance and its factor; 65,536 ran out of an H100's 80 GB)")
     args = parser.parse_args(argv)
     for backend in args.backend:
         try:

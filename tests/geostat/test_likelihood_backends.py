@@ -94,8 +94,10 @@ def test_correlation_matrix_matches_the_kernel_on_all_pairs(case, backend):
     np.testing.assert_allclose(backend.to_host(R), expected, rtol=1e-12, atol=1e-15)
     assert set(dR) == {"range", "smoothness"}
     for key, D in dR.items():
+        # Near zero distance a derivative is a difference of terms of order one, so device
+        # and host differ there by tens of ulp absolutely (3.6e-15 seen on an H100).
         np.testing.assert_allclose(backend.to_host(D), grads[key] - np.diag(np.diag(grads[key])), rtol=1e-10,
-                                   atol=1e-14 * np.abs(grads[key]).max())
+                                   atol=1e-13 * max(1.0, np.abs(grads[key]).max()))
 
 
 # ---------------------------------------------------------------- covariance blocks

@@ -60,6 +60,9 @@ class CupyBackend(Backend):
             shape = cupy.broadcast_shapes(a.shape[:-2], b.shape[:-2])
             a = cupy.broadcast_to(a, shape + a.shape[-2:])
             b = cupy.broadcast_to(b, shape + b.shape[-2:])
+        if b.size == 0:
+            # CuPy's batched solve divides by the stride of b's stack, which is 0 here.
+            return cupy.empty(b.shape)
         with cupyx.errstate(linalg="raise"):
             return cupyx.scipy.linalg.solve_triangular(a, b, trans=int(trans), lower=lower)
 
