@@ -7,8 +7,9 @@ array lives on the likelihood's back end (NumPy; CuPy on a GPU) and is formed by
 the small ``p x p`` and ``p x r`` trend matrices of the GLS cross to the host.
 
 Gradient traces ``tr(K^{-1} dR) = 2 sum(tril(K^{-1}) * dR)`` (``dR`` symmetric with a
-zero diagonal) use the lower triangle of the inverse (``dpotri`` on the host), and one
-product per parameter for the quadratic forms.
+zero diagonal) use the lower triangle of the inverse (``dpotri`` on the host, by blocks
+over threads for large ``n``: :mod:`tlrcore.dense.blocked`), and one product per
+parameter for the quadratic forms.
 
 Memory: see :func:`dense_bytes`.
 """
@@ -303,11 +304,11 @@ class ExactLikelihood(Likelihood):
             products = []
             for name in names:
                 if name == "variance":
-                    products.append(W @ self._block(R, arrays.sites))
+                    products.append(self.backend.matmul(W, self._block(R, arrays.sites)))
                 elif name == "nugget":
                     products.append(W)
                 else:
-                    products.append(s * (W @ self._block(dR[name], arrays.sites)))
+                    products.append(s * self.backend.matmul(W, self._block(dR[name], arrays.sites)))
             for a, A in enumerate(products):
                 for b in range(a + 1):
                     value = 0.5 * g.r * float(xp.einsum("ij,ji->", A, products[b]))

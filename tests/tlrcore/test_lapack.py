@@ -1,5 +1,6 @@
-"""tlrcore._lapack: dpotrf, dtrsm and dsyrk called without the GIL, against SciPy and
-dense references, with their checks of layout and shape."""
+"""tlrcore._lapack: dpotrf, dtrsm, dsyrk, dtrmm and dgemm called without the GIL, against
+SciPy and dense references, on whole arrays and on blocks of larger ones, with their
+checks of layout and shape."""
 
 import ctypes
 import os
@@ -12,7 +13,7 @@ import scipy.linalg
 from threadpoolctl import threadpool_limits
 
 from tlrcore import _lapack
-from tlrcore._lapack import potrf_lower, syrk_lower, trsm_lower
+from tlrcore._lapack import gemm_nt, potrf_lower, syrk_lower, trmm_lower_transposed, trsm_lower
 
 EPS = np.finfo(float).eps
 
@@ -56,6 +57,38 @@ def test_trsm_lower_solves_with_either_layout(order, trans):
     assert trsm_lower(L, np.empty((90, 0), order="F")).shape == (90, 0)
 
 
+def test_trsm_lower_from_the_right_on_a_block_of_a_larger_array():
+    rng = np.random.default_rng(4)
+    L = scipy.linalg.cholesky(spd(40, 4), lower=True)
+    for trans in (False, True):
+        op = L.T if trans else L
+        big = np.asfortranarray(rng.normal(size=(70, 90)))
+        before = big.copy(order="F")
+        block = big[10:35, 20:60]  # 25 x 40, leading dimension 70
+        B = block.copy()
+        assert trsm_lower(L, block, trans=trans, right=True) is block
+        bound = 2 * 40 * EPS * (np.abs(block) @ np.abs(op))
+        assert np.all(np.abs(block @ op - B) <= bound)
+        outside = np.ones(big.shape, dtype=bool)
+        outside[10:35, 20:60] = False
+        np.testing.assert_array_equal(big[outside], before[outside])  # nothing else written
+
+
+def test_trmm_and_gemm_on_blocks_match_numpy():
+    rng = np.random.default_rng(5)
+    big = np.asfortranarray(rng.normal(size=(80, 80)))
+    L = big[5:35, 5:35]  # a lower triangle read in place; the upper part is ignored
+    B = np.asfortranarray(rng.normal(size=(30, 6)))
+    expected = np.tril(L).T @ B
+    assert trmm_lower_transposed(L, B) is B
+    np.testing.assert_allclose(B, expected, rtol=0, atol=2 * 30 * EPS * (np.abs(np.tril(L).T) @ np.abs(B)).max())
+    C = big[40:70, 40:52]
+    A, W = big[40:70, :9], big[60:72, :9]
+    expected = 2.0 * C - 0.5 * A @ W.T
+    assert gemm_nt(-0.5, A, W, 2.0, C) is C
+    np.testing.assert_allclose(C, expected, rtol=0, atol=4 * 9 * EPS * np.abs(expected).max() + 64 * EPS)
+
+
 def test_syrk_lower_updates_the_lower_triangle_in_place():
     rng = np.random.default_rng(2)
     C = spd(60, 2)
@@ -76,7 +109,14 @@ def test_syrk_lower_updates_the_lower_triangle_in_place():
     (lambda: trsm_lower(np.eye(3), np.ones((4, 2), order="F")), "as many rows"),
     (lambda: trsm_lower(np.eye(3, dtype=np.float32), np.ones((3, 2), order="F")), "L must be"),
     (lambda: syrk_lower(1.0, np.ones((3, 2), order="F"), 0.0, np.ones((2, 2), order="F")), "C must be 3 x 3"),
-], ids=["potrf-c-order", "potrf-not-square", "trsm-b-strided", "trsm-rows", "trsm-float32", "syrk-shape"])
+    (lambda: trsm_lower(np.eye(3), np.ones((2, 4), order="F"), right=True), "as many columns"),
+    (lambda: trmm_lower_transposed(np.eye(3, order="F"), np.ones((3, 2))), "B must be a writeable Fortran-ordered"),
+    (lambda: gemm_nt(1.0, np.ones((3, 2), order="F"), np.ones((4, 3), order="F"), 0.0, np.ones((3, 4), order="F")),
+     "C must be 3 x 4"),
+    (lambda: gemm_nt(1.0, np.ones((3, 2), order="F"), np.ones((4, 2), order="F"), 0.0,
+                     np.ones((6, 4), order="F")[::2]), "C must be a writeable Fortran-ordered"),
+], ids=["potrf-c-order", "potrf-not-square", "trsm-b-strided", "trsm-rows", "trsm-float32", "syrk-shape",
+        "trsm-right-columns", "trmm-c-order", "gemm-shape", "gemm-c-strided"])
 def test_bad_layouts_are_refused(call, message):
     with pytest.raises(ValueError, match=message):
         call()
@@ -92,7 +132,7 @@ def count_until(event):
 def test_the_routines_are_called_without_the_gil():
     """ctypes releases the GIL around a foreign function unless it is declared with
     FUNCFLAG_PYTHONAPI (PYFUNCTYPE)."""
-    for function in (_lapack._dpotrf, _lapack._dtrsm, _lapack._dsyrk):
+    for function in (_lapack._dpotrf, _lapack._dtrsm, _lapack._dsyrk, _lapack._dtrmm, _lapack._dgemm):
         assert isinstance(function, ctypes._CFuncPtr)
         assert not function._flags_ & ctypes._FUNCFLAG_PYTHONAPI
 

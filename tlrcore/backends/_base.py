@@ -141,6 +141,10 @@ class Backend:
         inverse = L_inv.T @ L_inv
         return xp.tril(inverse) if lower else inverse
 
+    def matmul(self, a, b):
+        """``a @ b`` of two large matrices (the NumPy back end splits it over its threads)."""
+        return a @ b
+
     def squareform(self, values, n, diagonal):
         """The symmetric ``n x n`` matrix of condensed off-diagonal `values` (the pairs
         ``i < j`` row by row, as ``scipy.spatial.distance.pdist``) and a constant

@@ -13,6 +13,8 @@ from scipy.spatial.distance import cdist, squareform
 from threadpoolctl import threadpool_limits
 
 from tlrcore._lapack import zero_strict_upper
+from tlrcore._threads import workers
+from tlrcore.dense import blocked
 from tlrcore.backends._base import Backend
 
 __all__ = ["NumpyBackend", "NUMPY"]
@@ -73,12 +75,17 @@ class NumpyBackend(Backend):
 
     def dense_cholesky(self, a, overwrite=False):
         # LAPACK works on the transpose of a C-ordered array in place; for a symmetric
-        # matrix the transpose is the same matrix, so no copy is needed. clean=0 keeps the
-        # strict upper triangle of the work array (the matrix) for a retry after failure.
+        # matrix the transpose is the same matrix, so no copy is needed. The strict upper
+        # triangle of the work array (the matrix) is kept for a retry after failure.
+        # Large orders go by blocks over the tile pool (tlrcore.dense.blocked).
         work = a.T if a.flags.c_contiguous else np.asfortranarray(a)
-        L, info = lapack.dpotrf(work, lower=1, clean=0, overwrite_a=overwrite)
-        if info < 0:
-            raise ValueError(f"LAPACK dpotrf rejected argument {-info}.")
+        if _blocked(a.shape[0]):
+            L = work if overwrite else np.array(work, order="F")
+            info = blocked.cholesky_lower(L)
+        else:
+            L, info = lapack.dpotrf(work, lower=1, clean=0, overwrite_a=overwrite)
+            if info < 0:
+                raise ValueError(f"LAPACK dpotrf rejected argument {-info}.")
         if info == 0:
             zero_strict_upper(L)
         return L, int(info)
@@ -90,6 +97,8 @@ class NumpyBackend(Backend):
         return x
 
     def cholesky_inverse(self, L, lower=False):
+        if _blocked(L.shape[0]):
+            return blocked.inverse_lower(np.asfortranarray(L), lower=lower)
         inverse, info = lapack.dpotri(L, lower=1)
         if info != 0:
             raise ValueError(f"LAPACK dpotri failed with info={info}: the factor is singular.")
@@ -97,6 +106,9 @@ class NumpyBackend(Backend):
             for j in range(1, inverse.shape[1]):
                 inverse[:j, j] = inverse[j, :j]
         return inverse
+
+    def matmul(self, a, b):
+        return blocked.matmul(a, b) if _blocked(min(a.shape[0], b.shape[1])) else a @ b
 
     def squareform(self, values, n, diagonal):
         out = squareform(values, checks=False)
@@ -111,6 +123,13 @@ class NumpyBackend(Backend):
 
 
 NUMPY = NumpyBackend()
+
+
+def _blocked(n):
+    """Whether a dense factorization or product of order `n` goes by blocks over the tile
+    pool: from :data:`tlrcore.dense.blocked.PARALLEL_FROM`, with more than one thread (on
+    one thread LAPACK's ``dpotri`` is faster than the blocked inverse)."""
+    return n >= blocked.PARALLEL_FROM and workers() > 1
 
 
 def _dpotrf_lower(m):

@@ -12,6 +12,10 @@ modified_cholesky(M, method="gmw", pivoting="bk"), ModifiedCholesky
 
 BLAS runs on one thread inside these functions (see ``tlrcore._threads``): their per-column
 products lose more to thread synchronization than they gain.
+
+The submodule :mod:`tlrcore.dense.blocked` factors, inverts and multiplies positive
+definite matrices by blocks over the tile pool (the NumPy back end's dense Cholesky for
+large orders).
 """
 
 from tlrcore.dense.ldl import LDL, ldl
