@@ -37,7 +37,9 @@ Each endpoint is the root of :math:`z_\chi - r(\theta)`, with
 :math:`r = \sqrt{2(\hat\ell - \ell_p(\theta))}` the signed root of the deviance (nearly
 linear in :math:`\log\theta`) and :math:`z_\chi^2 = \chi^2_1(\text{level})`, found by
 Brent's method in :math:`\log\theta` (:func:`scipy.optimize.brentq`, tolerance
-:data:`LOG_XTOL`) on a bracket grown outward from the estimate: the first trial is at the
+:data:`LOG_XTOL`, or a first profile value with :math:`|z_\chi - r| \le` :data:`ROOT_TOL`:
+each value is a maximization, and digits beyond that cost two or three more) on a
+bracket grown outward from the estimate: the first trial is at the
 log-Wald endpoint, each next one where :math:`r` extrapolated linearly reaches
 :math:`z_\chi` (times :data:`OVERSHOOT`). A bound of the fit's parameter space reached
 with :math:`r \le z_\chi` is the endpoint and the interval is flagged open there
@@ -69,8 +71,11 @@ __all__ = ["METHODS", "confidence_intervals", "profile_loglik", "ProfileLikeliho
 
 #: Interval constructions of :func:`confidence_intervals`.
 METHODS = ("profile", "wald", "log-wald")
-#: Endpoints are located to this absolute tolerance in ``log theta`` (relative in theta).
+#: Endpoints are located to this absolute tolerance in ``log theta`` (relative in theta),
 LOG_XTOL = 1e-4
+#: or where the signed root of the deviance is this close to its critical value (at 95 %:
+#: a deviance within 0.002 of the chi-square quantile), whichever comes first.
+ROOT_TOL = 5e-4
 #: The first outward step in ``log theta`` is the log-Wald half-width clipped to this range.
 FIRST_STEP = (0.05, 2.0)
 #: First step when the standard error is not finite.
@@ -517,11 +522,26 @@ def _key(name, value):
     return name, float(f"{value:.{KEY_DIGITS}g}")
 
 
+class _CloseEnough(Exception):
+    """Raised with the value where `excess` came within :data:`ROOT_TOL` of 0."""
+
+
 def _root(excess, inner, outer):
     """Root of `excess` between `inner` (excess >= 0) and `outer` (< 0): in ``log theta``
-    when both are positive, else (an end at 0) in ``theta``."""
+    when both are positive, else (an end at 0) in ``theta``; the first value where
+    ``|excess| <= ROOT_TOL`` ends the search."""
+
+    def stopping(value):
+        found = excess(value)
+        if abs(found) <= ROOT_TOL:
+            raise _CloseEnough(value)
+        return found
+
     a, b = sorted((inner, outer))
-    if a > 0:
-        root = optimize.brentq(lambda t: excess(math.exp(t)), math.log(a), math.log(b), xtol=LOG_XTOL)
-        return math.exp(root)
-    return optimize.brentq(excess, a, b, xtol=LOG_XTOL * b)
+    try:
+        if a > 0:
+            return math.exp(optimize.brentq(lambda t: stopping(math.exp(t)), math.log(a), math.log(b),
+                                            xtol=LOG_XTOL))
+        return optimize.brentq(stopping, a, b, xtol=LOG_XTOL * b)
+    except _CloseEnough as close:
+        return close.args[0]

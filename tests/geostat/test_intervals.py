@@ -15,8 +15,9 @@ Z = stats.norm.ppf(0.975)
 #: Deviance tolerance at a profile endpoint re-evaluated from scratch: Brent stops within
 #: LOG_XTOL of the root in log theta, where the deviance changes by at most
 #: 2 CHI2 / |log(endpoint / estimate)| per unit (a quadratic profile in log theta; the
-#: half-widths here are at least 0.25), about 0.003; the profile maximizations agree to
-#: about 1e-6. Three times that, rounded up.
+#: half-widths here are at least 0.25), about 0.003, or at a signed root within ROOT_TOL
+#: of the critical value, a deviance within 2 * 1.96 * ROOT_TOL = 0.002; the profile
+#: maximizations agree to about 1e-6. Three times the larger, rounded up.
 DEVIANCE_TOL = 0.01
 
 
