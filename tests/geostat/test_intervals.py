@@ -1,5 +1,6 @@
 """Confidence intervals of SpatialGP: Wald, log-Wald and profile likelihood."""
 
+import math
 import warnings
 
 import numpy as np
@@ -8,7 +9,8 @@ from scipy import optimize, stats
 from sklearn.exceptions import NotFittedError
 
 import geostat as gs
-from geostat.optimize.intervals import LOG_XTOL, ProfileLikelihood, profile_loglik
+from geostat.optimize import intervals
+from geostat.optimize.intervals import LOG_XTOL, ROOT_TOL, ProfileLikelihood, profile_loglik
 
 CHI2 = stats.chi2.ppf(0.95, 1)
 Z = stats.norm.ppf(0.975)
@@ -227,3 +229,22 @@ def test_the_profile_is_kept_with_the_fit_and_serves_later_intervals_and_plots(d
     assert len(maximized) <= 3  # the curve's points only, not the interval again
     est.fit(*data)
     assert ProfileLikelihood.of(est) is not profile
+
+
+
+def test_an_endpoint_search_ends_at_the_first_value_close_enough_to_the_critical_one():
+    """Each value of `excess` is a profile maximization: once one is within ROOT_TOL of
+    zero, Brent's method is not asked for more digits of theta."""
+    calls = []
+
+    def signed_root(theta):  # nearly linear in log theta, with its root at 2
+        return 12.5 * math.log(2.0 / theta) + math.log(2.0 / theta) ** 2
+
+    def excess(theta):
+        calls.append(theta)
+        return signed_root(theta)
+
+    root = intervals._root(excess, 1.0, 5.0)
+    values = [signed_root(theta) for theta in calls]  # Brent alone asks for one more
+    assert root == calls[-1] and abs(values[-1]) <= ROOT_TOL
+    assert all(abs(value) > ROOT_TOL for value in values[:-1])
