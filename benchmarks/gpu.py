@@ -265,13 +265,16 @@ def part_tlr(args):
             tile = args.tile or (1024 if n <= 131072 else 2048)
             dense_time, dense_value = _dense_loglik(backend, X, y, kernel, distance, params, args.dense_max)
             for accuracy in args.accuracies:
-                runs = [_tlr_loglik(backend, n, accuracy, tile, kernel, distance, params, X, y)
-                        for _ in range(args.repeats)]
-                tlr_time = statistics.median(seconds for seconds, _, _ in runs)
-                _, value, factor = runs[-1]
+                times = []
+                for _ in range(args.repeats):
+                    factor = None  # one factor held at a time (the GPU's memory)
+                    seconds, value, factor = _tlr_loglik(backend, n, accuracy, tile, kernel, distance, params, X, y)
+                    times.append(seconds)
+                tlr_time = statistics.median(times)
                 ranks = factor.ranks[np.tril_indices(factor.n_tiles, -1)]
-                build, factoring, flops = _phases(backend, X, accuracy, tile, kernel, distance, params)
                 held = getattr(factor, "allocated_bytes", 0) or factor.nbytes  # pool slack included
+                del factor
+                build, factoring, flops = _phases(backend, X, accuracy, tile, kernel, distance, params)
                 ratio = f"{dense_time / tlr_time:9.2f}" if dense_time else f"{'-':>9}"
                 error = f"{abs(value - dense_value):9.1e}" if dense_value is not None else f"{'-':>9}"
                 shown = f"{dense_time:8.2f}" if dense_time else f"{'-':>8}"
