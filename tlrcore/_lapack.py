@@ -227,4 +227,3 @@ def syrk_lower(alpha, W, beta, C):
     if C.size:
         _dsyrk(b"L", b"N", _int(C.shape[0]), _int(W.shape[1]), _double(alpha), w, ldw, _double(beta), c, ldc)
     return C
-

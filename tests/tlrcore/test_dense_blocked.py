@@ -96,14 +96,20 @@ def test_the_numpy_backend_factors_large_matrices_by_blocks(monkeypatch, order, 
     monkeypatch.setattr(blocked, "cholesky_lower", lambda a: calls.append(a.shape) or factor(a))
     M = np.array(spd(520, 6), order=order)
     kept = M.copy()
+    bound = 8 * 520 * np.linalg.cond(kept) * EPS  # backward stable factor and inverse
     L, info = NUMPY.dense_cholesky(M, overwrite=overwrite)
     assert info == 0 and calls == [(520, 520)]
-    np.testing.assert_allclose(L, scipy.linalg.cholesky(kept, lower=True), rtol=0, atol=1e3 * EPS)
+    reference = scipy.linalg.cholesky(kept, lower=True)
+    np.testing.assert_allclose(L, reference, rtol=0, atol=bound * np.abs(reference).max())
     assert np.all(np.triu(L, 1) == 0)
     if not overwrite:
         np.testing.assert_array_equal(M, kept)
     inverse = NUMPY.cholesky_inverse(L)
-    np.testing.assert_allclose(inverse @ kept, np.eye(520), rtol=0, atol=1e-10)
+    np.testing.assert_allclose(inverse @ kept, np.eye(520), rtol=0, atol=bound)
+    singular = L.copy(order="F")
+    singular[300, 300] = 0.0
+    with pytest.raises(ValueError, match="info=301: the factor is singular"):
+        NUMPY.cholesky_inverse(singular)
 
 
 def test_the_numpy_backend_keeps_the_matrix_in_the_strict_upper_triangle_on_failure(monkeypatch):

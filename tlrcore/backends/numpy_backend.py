@@ -98,6 +98,9 @@ class NumpyBackend(Backend):
 
     def cholesky_inverse(self, L, lower=False):
         if _blocked(L.shape[0]):
+            zeros = np.flatnonzero(np.diagonal(L) == 0)  # dpotri's check: the solves would give inf
+            if zeros.size:
+                raise ValueError(f"LAPACK dpotri failed with info={zeros[0] + 1}: the factor is singular.")
             return blocked.inverse_lower(np.asfortranarray(L), lower=lower)
         inverse, info = lapack.dpotri(L, lower=1)
         if info != 0:
