@@ -45,6 +45,7 @@ from geostat.errors import GeostatWarning, NotPositiveDefiniteError
 from geostat.optimize.objective import Objective, run_lbfgsb
 from geostat.optimize.polish import polish_without_gradient, refine_on_subsample, subsample_objective
 from geostat.optimize.progress import current_progress
+from geostat.optimize.scaling import VARIANCE_LIKE
 from geostat.optimize.scoring import fisher_scoring
 
 __all__ = ["MLEResult", "local_maximize", "maximize_likelihood", "natural_estimate", "standard_errors"]
@@ -460,6 +461,13 @@ def _warn_bounds(at_bounds):
         warnings.warn(f"the estimate of {name} ended on its bound; {hint}.", GeostatWarning, stacklevel=4)
 
 
+def _typical_magnitudes(params, names):
+    """The size of each estimated parameter: its value, or where it is 0 (a nugget on its
+    bound) the variance for variance-like ones and 1 for the others."""
+    fallback = {name: abs(params["variance"]) if name in VARIANCE_LIKE else 1.0 for name in names}
+    return np.array([abs(params[name]) or fallback[name] or 1.0 for name in names])
+
+
 def standard_errors(likelihood, params, names, information=None):
     """Standard errors from the inverse expected Fisher information.
 
@@ -491,8 +499,11 @@ def standard_errors(likelihood, params, names, information=None):
     info, relative_error = information
     # Scale to unit diagonal: the parameters differ by orders of magnitude. A parameter with
     # no information at rounding level is left unscaled at zero (its row is singular).
+    # "Rounding level" compares the information about each parameter's relative change,
+    # I_ii theta_i^2, which does not depend on the units of the sites or observations.
     diagonal = np.diag(info)
-    informed = diagonal > np.finfo(float).eps * max(float(diagonal.max()), 0.0)
+    relative = diagonal * _typical_magnitudes(params, names) ** 2
+    informed = (diagonal > 0.0) & (relative > np.finfo(float).eps * max(float(relative.max()), 0.0))
     scale = np.zeros_like(diagonal)
     scale[informed] = 1.0 / np.sqrt(diagonal[informed])
     scaled = info * np.outer(scale, scale)

@@ -83,6 +83,23 @@ def test_the_duplicate_check_is_relative_to_the_site_spread(field):
         fit(X + np.where(np.arange(len(X))[:, None] == 17, X[5] - X[17], 0.0), y, nugget=False)
 
 
+@pytest.mark.parametrize(("site_unit", "data_unit"), [(1e-9, 1.0), (1e9, 1.0), (1e-9, 1e7), (1e9, 1e-7)])
+def test_standard_errors_do_not_depend_on_the_units(field, site_unit, data_unit):
+    """Sites in nanometres or in light years: the same fit, in those units. The information
+    about the range (units^-2) was once compared with the variance's on an absolute scale,
+    so one of them was called "not identified" (inf, with a warning) or got a wrong value."""
+    X, y = field
+    reference = fit(X, y, nugget=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scaled = fit(site_unit * X, data_unit * y, nugget=False)
+    unit = {"variance": data_unit**2, "range": site_unit}
+    for name, factor in unit.items():
+        # the optimizer runs in the same internal units either way: only rounding differs
+        assert scaled.params_[name] / factor == pytest.approx(reference.params_[name], rel=1e-4)
+        assert scaled.stderr_[name] / factor == pytest.approx(reference.stderr_[name], rel=1e-4)
+
+
 def test_duplicate_sites_with_an_estimated_nugget_fit(field):
     X, y = field
     X = X.copy()
