@@ -140,13 +140,13 @@ class SpatialData:
         return self.coords.shape[0]
 
 
-def check_table(X, argname):
+def check_table(X, argname, finite=True):
     """Refuse a table that is not rows of numbers, naming the argument and the column.
 
     Catches what a NumPy conversion or scikit-learn's validation would report without the
     argument's name: no rows or no columns, a scalar, DataFrame columns of strings,
     categories or objects, duplicate column names, ragged nested lists, strings in an
-    array, and complex values.
+    array, complex values, and (with `finite`) NaN or infinite values.
 
     Raises
     ------
@@ -166,6 +166,8 @@ def check_table(X, argname):
                 f"{argname} has non-numeric column(s) {dtypes}; every column of {argname} is a "
                 "coordinate or a trend covariate, so convert them to real numbers or drop them."
             )
+        if finite:
+            _check_finite(X.to_numpy(dtype=np.float64), [str(c) for c in X.columns], argname)
         return
     if hasattr(X, "to_pandas") and not isinstance(X, np.ndarray):
         return
@@ -190,6 +192,25 @@ def check_table(X, argname):
                     f"{argname} must hold numbers; row {row}, column {column} is {shown!r}, which float() refuses "
                     "(its argument must be a string or a number). Convert the entries to float."
                 ) from None
+    if not finite:
+        return
+    if array.dtype.kind in "OUS":
+        array = array.astype(np.float64)
+    if array.dtype.kind in "iufb" and array.ndim == 2:
+        _check_finite(array.astype(np.float64, copy=False), list(range(array.shape[1])), argname)
+
+
+def _check_finite(values, columns, argname):
+    """Refuse NaN or infinite coordinates or covariates, naming the column and rows."""
+    bad = ~np.isfinite(values)
+    if bad.any():
+        column = int(np.flatnonzero(bad.any(axis=0))[0])
+        rows = np.flatnonzero(bad[:, column])
+        shown = ", ".join(str(r) for r in rows[:5]) + (f" and {rows.size - 5} more" if rows.size > 5 else "")
+        raise ValueError(
+            f"{argname} contains NaN or infinite values in column {columns[column]!r} (row(s) {shown}); a site "
+            "needs finite coordinates and covariates: drop those rows or fill them."
+        )
 
 
 def _converts(array):
@@ -370,7 +391,7 @@ def prepare_y(y, n, argname="y"):
     elif isinstance(y, pd.Series):
         names = [y.name] if y.name is not None else None
     if isinstance(y, (pd.DataFrame, pd.Series)):
-        check_table(y, argname)
+        check_table(y, argname, finite=False)  # NaN marks a missing observation
     try:
         values = np.asarray(y)
     except ValueError as exc:  # ragged nested lists

@@ -219,6 +219,22 @@ def test_non_numeric_column_is_named(field):
         gs.log_likelihood(frame, y, EXP, kernel="exponential")
 
 
+def test_nan_or_infinite_sites_are_refused_naming_the_column_and_rows(field):
+    X, y = field
+    frame = pd.DataFrame({"x": X[:, 0], "y": X[:, 1], "elevation": np.arange(len(X), dtype=float)})
+    frame.loc[[4, 9], "elevation"] = np.nan
+    with pytest.raises(ValueError, match=r"X contains NaN or infinite values in column 'elevation' \(row\(s\) 4, 9\)"):
+        fit(frame, y, trend=["elevation"])
+    model = fit(X, y)
+    sites = X[:3].copy()
+    sites[1, 0] = np.inf
+    with pytest.raises(ValueError, match=r"column 0 \(row\(s\) 1\); .*drop those rows"):
+        model.predict(sites)
+    # missing observations stay allowed: NaN in y drops the site from the likelihood
+    y_missing = pd.Series(y).where(np.arange(len(y)) != 7)
+    assert np.isfinite(fit(X, y_missing).loglik_)
+
+
 def test_ragged_input_is_refused_naming_the_argument():
     with pytest.raises(ValueError, match="X is ragged"):
         fit([[0.0, 1.0], [2.0], [3.0, 4.0], [5.0, 6.0]], [1.0, 2.0, 3.0, 4.0])
