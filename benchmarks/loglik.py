@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -137,8 +138,13 @@ def run_dense(kernel_key, n, data="model"):
     }
 
 
-def in_subprocess(*args):
-    out = subprocess.run([sys.executable, __file__, "--child", *map(str, args)], capture_output=True, text=True)
+def in_subprocess(kind, *args):
+    """Run one configuration in a fresh interpreter. The dense baseline runs with
+    ``TLRCORE_NUM_THREADS=1``: the NumPy back end would otherwise factor by blocks on every
+    core (:mod:`tlrcore.dense.blocked`), and the reference is one-thread LAPACK."""
+    env = {**os.environ, "TLRCORE_NUM_THREADS": "1"} if kind == "dense" else None
+    out = subprocess.run([sys.executable, __file__, "--child", kind, *map(str, args)], capture_output=True,
+                         text=True, env=env)
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr else f"exit {out.returncode}"}
     return json.loads(out.stdout.strip().splitlines()[-1])
