@@ -9,7 +9,9 @@ with ``c_0 = Cov(Z(x_0), y)`` and ``C = Cov(y)``,
     \operatorname{Var} = \sigma^2 - c_0^T C^{-1} c_0 + u^T (F^T C^{-1} F)^{-1} u,
     \quad u = f_0 - F^T C^{-1} c_0,
 
-the universal-kriging variance, which includes the uncertainty of the GLS trend.
+the universal-kriging variance, which includes the uncertainty of the GLS trend (computed
+with the covariates centred, :func:`geostat.likelihood.gls.centered_design`, which leaves
+it unchanged).
 Without a nugget the predictor interpolates the data exactly. Replicates with different
 observed sites are conditioned on their own sites.
 
@@ -28,6 +30,7 @@ from scipy.linalg import cho_solve
 
 from geostat.checks import check_memory
 from geostat.errors import NotPositiveDefiniteError
+from geostat.likelihood.gls import centered_design
 from geostat.likelihood.terms import split_params
 from geostat.solvers import one_blas_thread
 
@@ -44,8 +47,13 @@ class _GroupFit:
     chol: object  # factor of K = C / variance (dense or TLR), in training-site order
     variance: float
     alpha: np.ndarray  # C^{-1} (y - F beta), (n_g, r_g)
-    cinv_f: np.ndarray  # C^{-1} F, (n_g, p)
-    ftcf_chol: np.ndarray | None  # Cholesky of F^T C^{-1} F
+    cinv_f: np.ndarray  # C^{-1} F_c, (n_g, p), F_c the centred design (centered_design)
+    ftcf_chol: np.ndarray | None  # Cholesky of F_c^T C^{-1} F_c
+    shift: np.ndarray | None  # covariate means of F_c (None: F_c = F)
+
+    def centered(self, design):
+        """Rows of a design in the basis of ``F_c`` (the same covariate means removed)."""
+        return design if self.shift is None else np.hstack([design[:, :1], design[:, 1:] - self.shift])
 
     def cinv(self, b):
         """Return ``C^{-1} b``."""
@@ -85,9 +93,10 @@ class Kriging:
         for g, chol in zip(self.lik.groups, self.lik.factors(self.theta, self.eta)):
             beta = self.coef[g.columns].T  # (p, r_g)
             alpha = chol.solve(g.y - g.design @ beta) / variance
-            cinv_f = chol.solve(g.design) / variance if g.design.shape[1] else g.design
-            ftcf_chol = np.linalg.cholesky(g.design.T @ cinv_f) if g.design.shape[1] else None
-            out.append(_GroupFit(g.sites, g.columns, chol, variance, alpha, cinv_f, ftcf_chol))
+            centered, shift = centered_design(g.design)
+            cinv_f = chol.solve(centered) / variance if g.design.shape[1] else g.design
+            ftcf_chol = np.linalg.cholesky(centered.T @ cinv_f) if g.design.shape[1] else None
+            out.append(_GroupFit(g.sites, g.columns, chol, variance, alpha, cinv_f, ftcf_chol, shift))
         return out
 
     def _cross(self, coords, sites):
@@ -127,7 +136,7 @@ class Kriging:
     def _variance(self, c0, design, g):
         var = self.params["variance"] - g.quadratic(c0.T)
         if g.ftcf_chol is not None:
-            u = design.T - g.cinv_f.T @ c0.T  # (p, m_c)
+            u = g.centered(design).T - g.cinv_f.T @ c0.T  # (p, m_c)
             var += np.einsum("ij,ij->j", u, cho_solve((g.ftcf_chol, True), u, check_finite=False))
         return np.maximum(var, 0.0)
 
@@ -140,7 +149,7 @@ class Kriging:
         cov = self.params["variance"] * self.lik.kernel.correlation(d, self.theta["range"], **shape)
         cov -= c0 @ g.cinv(c0.T)
         if g.ftcf_chol is not None:
-            u = design.T - g.cinv_f.T @ c0.T
+            u = g.centered(design).T - g.cinv_f.T @ c0.T
             cov += u.T @ cho_solve((g.ftcf_chol, True), u, check_finite=False)
         return 0.5 * (cov + cov.T)
 

@@ -14,6 +14,7 @@ __all__ = [
     "group_by_pattern",
     "check_groups",
     "GLSFit",
+    "centered_design",
     "gls",
     "gls_coefficients",
     "trend_estimates",
@@ -68,27 +69,72 @@ def check_groups(groups, n_coef):
                 f"y column {int(g.columns[0])} (replicate) has {n_g} observed sites but the trend has "
                 f"{n_coef} coefficients; use a simpler trend or drop nearly empty replicates."
             )
-        if n_coef and np.linalg.matrix_rank(g.design) < n_coef:
+        if n_coef and np.linalg.matrix_rank(_unit_columns(centered_design(g.design)[0])) < n_coef:
             raise TrendNotIdentifiableError(
                 "the trend design matrix is rank deficient on the observed sites (a constant "
                 "or repeated covariate?); drop redundant trend columns."
             )
 
 
+def centered_design(design):
+    """The design with its covariate columns centred, when column 0 is the intercept.
+
+    ``F_c = F T`` with ``T`` unit upper triangular (column ``j`` minus its mean times the
+    intercept), so ``F_c`` spans the trend space of ``F``, ``det T = 1`` leaves
+    ``log det(F^T K^{-1} F)`` (REML) unchanged, and the coefficients map back as
+    ``beta = T beta_c``. Centring removes the near-collinearity of a covariate with the
+    intercept when its offset dwarfs its variation (``1e9 + x``, ``x`` of order ``1e3``),
+    which squares into ``F^T K^{-1} F``: without it such a design was refused as rank
+    deficient, or its coefficients lost digits.
+
+    Returns
+    -------
+    centered : array of the design's back end
+    shift : ndarray of shape (p - 1,) or None
+        The column means (on the host); None when the design was left as it is.
+    """
+    if design.shape[1] < 2 or not bool((design[:, 0] == 1.0).all()):
+        return design, None
+    shift = design[:, 1:].mean(axis=0)
+    centered = design.copy()
+    centered[:, 1:] -= shift
+    return centered, np.asarray(shift.get() if hasattr(shift, "get") else shift, dtype=np.float64)
+
+
+def _unit_columns(design):
+    """`design` with its nonzero columns scaled to unit norm (a rank test then sees
+    collinearity, not the columns' units)."""
+    norms = np.linalg.norm(design, axis=0)
+    return design / np.where(norms > 0.0, norms, 1.0)
+
+
 @dataclass
 class GLSFit:
-    """GLS quantities of one group of replicates."""
+    """GLS quantities of one group of replicates, in the basis ``F_c`` of
+    :func:`centered_design` (``kinv_f``, ``ftkf_chol``, :meth:`ftkf_solve`); ``beta`` and
+    :meth:`coef_covariance` are in the basis of ``F``."""
 
     alpha: np.ndarray  # K^{-1} (y - F beta), the REML projection P y
     residual: np.ndarray  # y - F beta
     beta: np.ndarray  # (p, r)
-    kinv_f: np.ndarray | None  # K^{-1} F
-    ftkf_chol: np.ndarray | None  # Cholesky factor of F^T K^{-1} F
-    logdet_ftkf: float
+    kinv_f: np.ndarray | None  # K^{-1} F_c
+    ftkf_chol: np.ndarray | None  # Cholesky factor of F_c^T K^{-1} F_c
+    logdet_ftkf: float  # log det(F^T K^{-1} F) = log det(F_c^T K^{-1} F_c)
+    shift: np.ndarray | None = None  # covariate means of F_c (None: F_c = F)
 
     def ftkf_solve(self, b):
-        """Return ``(F^T K^{-1} F)^{-1} b``."""
+        """Return ``(F_c^T K^{-1} F_c)^{-1} b``."""
         return cho_solve((self.ftkf_chol, True), b, check_finite=False)
+
+    def coef_covariance(self):
+        """``(F^T K^{-1} F)^{-1} = T (F_c^T K^{-1} F_c)^{-1} T^T``, the coefficients'
+        covariance over the variance."""
+        inverse = self.ftkf_solve(np.eye(self.ftkf_chol.shape[0]))
+        if self.shift is None:
+            return inverse
+        T = np.eye(inverse.shape[0])
+        T[0, 1:] = -self.shift
+        return T @ inverse @ T.T
 
 
 def gls(chol, y, design):
@@ -101,11 +147,15 @@ def gls(chol, y, design):
     kinv_y = chol.solve(y)
     if design.shape[1] == 0:
         return GLSFit(kinv_y, y, np.zeros((0, y.shape[1])), None, None, 0.0)
-    kinv_f = chol.solve(design)
+    centered, shift = centered_design(design)
+    kinv_f = chol.solve(centered)
     host = chol.backend.to_host
-    ftkf_chol, beta, logdet_ftkf = gls_coefficients(host(design.T @ kinv_f), host(design.T @ kinv_y))
-    beta_b = chol.backend.like(chol.backend.asarray(beta), y)
-    return GLSFit(kinv_y - kinv_f @ beta_b, y - design @ beta_b, beta, kinv_f, ftkf_chol, logdet_ftkf)
+    ftkf_chol, beta_c, logdet_ftkf = gls_coefficients(host(centered.T @ kinv_f), host(centered.T @ kinv_y))
+    beta_b = chol.backend.like(chol.backend.asarray(beta_c), y)
+    beta = beta_c.copy()
+    if shift is not None:
+        beta[0] -= shift @ beta_c[1:]
+    return GLSFit(kinv_y - kinv_f @ beta_b, y - centered @ beta_b, beta, kinv_f, ftkf_chol, logdet_ftkf, shift)
 
 
 def gls_coefficients(ftkf, ft_kinv_y):
@@ -157,5 +207,5 @@ def trend_estimates(groups, factors, variance, n_replicates, n_coef):
         fit = gls(chol, g.y, g.design)
         if n_coef:
             coef[g.columns] = fit.beta.T
-            cov[g.columns] = variance * fit.ftkf_solve(np.eye(n_coef))
+            cov[g.columns] = variance * fit.coef_covariance()
     return coef, cov

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from geostat.likelihood.gls import centered_design
 from geostat.likelihood.terms import split_params
 from geostat.optimize.progress import current_progress
 
@@ -87,7 +88,7 @@ def stochastic_fisher_information(likelihood, factors, params, names, random_sta
     for index, (group, factor) in enumerate(zip(likelihood.groups, factors)):
         basis = None
         if likelihood.reml and likelihood.n_coef:
-            basis = np.linalg.qr(factor.solve_lower(group.design))[0]
+            basis = np.linalg.qr(factor.solve_lower(centered_design(group.design)[0]))[0]
         derivatives = likelihood.gradient_matrices(index, theta, derivative_names)
         groups.append((group.r, factor, basis, derivatives))
     samples = np.zeros((0, len(names), len(names)))
@@ -188,7 +189,7 @@ def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64
     for index, (group, factor, fit) in enumerate(zip(likelihood.groups, factors, fits)):
         basis = None
         if likelihood.reml and likelihood.n_coef:
-            basis = np.linalg.qr(factor.solve_lower(group.design))[0]
+            basis = np.linalg.qr(factor.solve_lower(centered_design(group.design)[0]))[0]
         matrices = likelihood.gradient_matrices(index, theta, names)
         derivatives = [matrices[n] for n in names]
         alpha = np.asarray(to_host(fit.alpha))

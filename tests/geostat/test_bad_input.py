@@ -129,6 +129,37 @@ def test_y_explained_exactly_by_the_trend_is_refused(field):
 
 
 # ---------------------------------------------------------------- magnitudes
+@pytest.mark.parametrize("reml", [False, True], ids=["ml", "reml"])
+@pytest.mark.parametrize(("offset", "unit"), [(1e6, 1.0), (1e9, 1e3)])
+def test_a_covariate_far_from_zero_fits_like_the_same_covariate_near_zero(field, offset, unit, reml):
+    """A covariate ``offset + unit * x`` (a timestamp, an elevation in mm) spans the same
+    trend space as ``x`` with the intercept: the same likelihood (ML and REML), slope,
+    standard error and predictions. Its near-collinearity with the intercept was squared
+    into F^T K^-1 F: the first case lost 5 digits of the log-likelihood, the second was
+    refused as rank deficient."""
+    X, y = field
+    x = np.random.default_rng(7).uniform(size=len(X))
+    y = y + 3.0 * x
+    frames = [pd.DataFrame({"x": X[:, 0], "y": X[:, 1], "covariate": shift + scale * x})
+              for shift, scale in ((0.0, 1.0), (offset, unit))]
+    near, far = (fit(frame, y, trend=["covariate"], reml=reml) for frame in frames)
+    # the covariate's own rounding (ulp(offset) / unit, at most 1.2e-10 of its spread) and
+    # the optimizer's path: far below these bounds. REML's -1/2 log det(F^T K^-1 F) moves
+    # by -log(unit) with the covariate's unit (not with its offset, a map of determinant 1).
+    assert far.loglik_ == pytest.approx(near.loglik_ - (np.log(unit) if reml else 0.0), abs=1e-6)
+    assert far.coef_[1] * unit == pytest.approx(near.coef_[1], rel=1e-5)
+    assert far.coef_stderr_[1] * unit == pytest.approx(near.coef_stderr_[1], rel=1e-5)
+    rng = np.random.default_rng(8)
+    new_sites, new_x = rng.uniform(size=(5, 2)), rng.uniform(size=5)
+    mean_near, std_near = near.predict(
+        pd.DataFrame({"x": new_sites[:, 0], "y": new_sites[:, 1], "covariate": new_x}), return_std=True)
+    mean_far, std_far = far.predict(
+        pd.DataFrame({"x": new_sites[:, 0], "y": new_sites[:, 1], "covariate": offset + unit * new_x}),
+        return_std=True)
+    np.testing.assert_allclose(mean_far, mean_near, rtol=1e-6)
+    np.testing.assert_allclose(std_far, std_near, rtol=1e-5)
+
+
 @pytest.mark.parametrize("scale", [1e-150, 1e-20, 3.0, 1e120])
 def test_fit_is_equivariant_under_scaling_of_y(field, scale):
     """Fitting s y gives s^2 times the variance and nugget, s times the trend, the same
