@@ -30,7 +30,7 @@ from scipy.linalg import cho_solve
 
 from geostat.checks import check_memory
 from geostat.errors import NotPositiveDefiniteError
-from geostat.likelihood.gls import centered_design
+from geostat.likelihood.gls import centered_design, remove_means
 from geostat.likelihood.terms import split_params
 from geostat.solvers import one_blas_thread
 
@@ -50,10 +50,6 @@ class _GroupFit:
     cinv_f: np.ndarray  # C^{-1} F_c, (n_g, p), F_c the centred design (centered_design)
     ftcf_chol: np.ndarray | None  # Cholesky of F_c^T C^{-1} F_c
     shift: np.ndarray | None  # covariate means of F_c (None: F_c = F)
-
-    def centered(self, design):
-        """Rows of a design in the basis of ``F_c`` (the same covariate means removed)."""
-        return design if self.shift is None else np.hstack([design[:, :1], design[:, 1:] - self.shift])
 
     def cinv(self, b):
         """Return ``C^{-1} b``."""
@@ -136,7 +132,7 @@ class Kriging:
     def _variance(self, c0, design, g):
         var = self.params["variance"] - g.quadratic(c0.T)
         if g.ftcf_chol is not None:
-            u = g.centered(design).T - g.cinv_f.T @ c0.T  # (p, m_c)
+            u = remove_means(design, g.shift).T - g.cinv_f.T @ c0.T  # (p, m_c)
             var += np.einsum("ij,ij->j", u, cho_solve((g.ftcf_chol, True), u, check_finite=False))
         return np.maximum(var, 0.0)
 
@@ -149,7 +145,7 @@ class Kriging:
         cov = self.params["variance"] * self.lik.kernel.correlation(d, self.theta["range"], **shape)
         cov -= c0 @ g.cinv(c0.T)
         if g.ftcf_chol is not None:
-            u = g.centered(design).T - g.cinv_f.T @ c0.T
+            u = remove_means(design, g.shift).T - g.cinv_f.T @ c0.T
             cov += u.T @ cho_solve((g.ftcf_chol, True), u, check_finite=False)
         return 0.5 * (cov + cov.T)
 

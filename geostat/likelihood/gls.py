@@ -16,6 +16,7 @@ __all__ = [
     "GLSFit",
     "centered_design",
     "gls",
+    "remove_means",
     "gls_coefficients",
     "trend_estimates",
 ]
@@ -96,9 +97,17 @@ def centered_design(design):
     if design.shape[1] < 2 or not bool((design[:, 0] == 1.0).all()):
         return design, None
     shift = design[:, 1:].mean(axis=0)
+    return remove_means(design, shift), np.asarray(shift.get() if hasattr(shift, "get") else shift, dtype=np.float64)
+
+
+def remove_means(design, shift):
+    """Rows of a design in the basis of :func:`centered_design`: `shift` subtracted from
+    the covariate columns (a copy), or `design` itself when `shift` is None."""
+    if shift is None:
+        return design
     centered = design.copy()
     centered[:, 1:] -= shift
-    return centered, np.asarray(shift.get() if hasattr(shift, "get") else shift, dtype=np.float64)
+    return centered
 
 
 def _unit_columns(design):

@@ -464,8 +464,13 @@ def _warn_bounds(at_bounds):
 def _typical_magnitudes(params, names):
     """The size of each estimated parameter: its value, or where it is 0 (a nugget on its
     bound) the variance for variance-like ones and 1 for the others."""
-    fallback = {name: abs(params["variance"]) if name in VARIANCE_LIKE else 1.0 for name in names}
-    return np.array([abs(params[name]) or fallback[name] or 1.0 for name in names])
+
+    def size(name):
+        if params[name]:
+            return abs(params[name])
+        return abs(params["variance"]) if name in VARIANCE_LIKE else 1.0
+
+    return np.array([size(name) for name in names])
 
 
 def standard_errors(likelihood, params, names, information=None):

@@ -231,7 +231,6 @@ def test_the_profile_is_kept_with_the_fit_and_serves_later_intervals_and_plots(d
     assert ProfileLikelihood.of(est) is not profile
 
 
-
 def test_an_endpoint_search_ends_at_the_first_value_close_enough_to_the_critical_one():
     """Each value of `excess` is a profile maximization: once one is within ROOT_TOL of
     zero, Brent's method is not asked for more digits of theta."""
