@@ -100,6 +100,36 @@ def test_bit_identical_on_repeat_and_seed_dependent():
     assert first.logdet() != other.logdet()
 
 
+def test_generator_calls_are_capped_and_the_result_ignores_the_free_memory(monkeypatch):
+    """No generator call returns more than ``_CHUNK_ENTRIES`` entries (on an H200 at 1M
+    sites, chunks sized by free memory alone ran out of memory in the generator), the
+    chunked build still meets its accuracy, and while the cap binds the result is the
+    same whatever memory is free."""
+    from tlrcore.backends.numpy_backend import NumpyBackend
+    from tlrcore.packed import build
+
+    n, tile = 900, 100
+    X = sites(n)
+    M = dense(X)
+    monkeypatch.setattr(build, "_CHUNK_ENTRIES", 3 * tile * tile)
+    block = generator(X, "numpy")
+    sizes = []
+
+    def counted(rows, cols):
+        if cols.size == tile:  # a chunk of a tile column (not the norm or symmetry samples)
+            sizes.append(rows.size)
+        return block(rows, cols)
+
+    dense_results = []
+    for free in (2**34, 2**40):
+        monkeypatch.setattr(NumpyBackend, "free_memory", lambda self, free=free: free)
+        A = tlr.TLRMatrix.from_generator(counted, n, tile, accuracy=1e-8, method="batched")
+        dense_results.append(A.to_dense())
+    assert max(sizes) == 3 * tile
+    assert np.array_equal(dense_results[0], dense_results[1])
+    assert np.linalg.norm(dense_results[0] - M) <= 1e-8 * np.linalg.norm(M)
+
+
 def test_shift_safeguard_and_explicit_shift(rng):
     X = sites(600)
     M = dense(X, nugget=0.0, range_=0.5, smooth=True)

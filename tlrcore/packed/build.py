@@ -26,6 +26,13 @@ __all__ = ["build_packed"]
 
 #: Fraction of the back end's free memory one chunk of dense tiles may take.
 _CHUNK_MEMORY = 0.25
+#: Most entries one generator call may return (1 GiB). The generator's temporaries
+#: (distances, scaled distances, kernel values) are each as large as its output: on an
+#: H200 at 1,048,576 sites, chunks sized by free memory alone (328 tiles of 2,048, 11 GB
+#: each) ran out of its 139 GiB. With 12 GiB or more free, this cap is what binds, so the
+#: chunks, and with them the random sketches and the result, do not depend on the memory
+#: free.
+_CHUNK_ENTRIES = 2**27
 #: Size of the random sub-block that estimates the off-diagonal mass of ``||A||_F``.
 _NORM_SAMPLE = 1024
 #: Size of the random sub-block whose entries are compared with their transposes.
@@ -94,7 +101,7 @@ def build_packed(checked, n, tile_size, accuracy, backend, rng, block_size=16, m
     tolerance = accuracy * norm / n_t
     seeds = rng.integers(0, 2**62, size=n_t)
     check_symmetry_sample(checked, offsets, rng, scale)
-    chunk = max(1, int(_CHUNK_MEMORY * backend.free_memory() / (8 * b * b * 3)))
+    chunk = max(1, min(int(_CHUNK_MEMORY * backend.free_memory() / (8 * b * b * 3)), _CHUNK_ENTRIES // (b * b)))
     columns = []
     errors = np.zeros((n_t, n_t))
     with backend.small_kernels(), column_progress(n_t, "TLR compression") as counter:
