@@ -92,12 +92,12 @@ def main():
           f"{'calls':>7} {'ms/tile':>7} {'gen/dense':>9}")
     for n in args.n:
         X = np.random.default_rng(n).uniform(size=(n, 2))
-        perm, tile_size = site_order(X, distance, "kdtree", None)
-        sites = Sites(X[perm], distance, NUMPY)
-        per_entry = dense_seconds_per_entry(sites.points, args.range)
+        per_entry = dense_seconds_per_entry(X, args.range)
         for key in args.kernels:
             name, smoothness = KERNELS[key]
             kernel = get_kernel(name, smoothness)
+            perm, tile_size = site_order(X, distance, kernel, "kdtree", None)
+            sites = Sites(X[perm], distance, NUMPY)
             params = {"variance": 1.0, "range": args.range, "nugget": 1e-2, **kernel.fixed_shape}
             runs = [one_build(sites, kernel, params, n, tile_size, args.accuracy) for _ in range(3)]
             total = statistics.median(r[0] for r in runs)

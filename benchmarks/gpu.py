@@ -291,7 +291,7 @@ def _phases(backend, X, accuracy, tile, kernel, distance, params):
     from geostat.covariance import Sites
     from geostat.solvers import site_order, tlr_matrix
 
-    perm, tile = site_order(X, distance, "kdtree", tile)
+    perm, tile = site_order(X, distance, kernel, "kdtree", tile)
     block = Sites(X[perm], distance, backend).covariance_block(kernel, params)
     backend.synchronize()
     start = time.perf_counter()

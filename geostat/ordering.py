@@ -47,8 +47,10 @@ __all__ = [
 #: Names accepted by :func:`order_points`.
 ORDERING_METHODS = ("kdtree", "morton", "none")
 
-# auto_tile_size: nearest power of two to _TILE_SCALE * sqrt(n), clipped to the bounds.
-_TILE_SCALE = 5.66
+# auto_tile_size: nearest power of two to _TILE_SCALE * sqrt(n) (_COSTLY_TILE_SCALE for a
+# costly kernel), clipped to the bounds.
+_TILE_SCALE = 15.0
+_COSTLY_TILE_SCALE = 5.66
 _MIN_AUTO_TILE = 256
 _MAX_AUTO_TILE = 2048
 # Largest number of bits per coordinate in a Morton key.
@@ -426,25 +428,51 @@ def order_points(points, method="kdtree", tile_size=None):
     return _ORDERERS[key](points, tile_size)
 
 
-def auto_tile_size(n):
+def auto_tile_size(n, costly_kernel=False):
     """Default tile size for ``n`` sites.
 
-    The rule is ``min(n, clip(2**round(log2(5.66 * sqrt(n))), 256, 2048))``: the power
-    of two nearest ``5.66 sqrt(n)`` (so the number of tiles also grows like
-    ``sqrt(n)``), at least 256 so that per-tile overheads stay small, at most 2048 so
-    that a tile stays in cache, and never more than ``n`` (fewer than 256 sites make a
-    single dense tile). This follows timings on a multicore CPU: about 512 up to 8K
-    sites, 1024 from 16K to 32K, 2048 from 64K on.
+    The rule is ``min(n, clip(2**round(log2(c sqrt(n))), 256, 2048))`` with ``c = 15``,
+    or ``c = 5.66`` for a costly kernel: the power of two nearest ``c sqrt(n)`` (so the
+    number of tiles also grows like ``sqrt(n)``), at least 256 so that per-tile overheads
+    stay small, at most 2048 so that the dense diagonal tiles (``8 n tile`` bytes) stay a
+    fraction of the factor, and never more than ``n`` (fewer than 256 sites make a single
+    dense tile).
 
-    ========  ======  ======  ======  =======  ========  ========
-    n         100     1000    8192    32768    131072    2**21
-    tile      100     256     512     1024     2048      2048
-    ========  ======  ======  ======  =======  ========  ========
+    Larger tiles mean fewer, larger BLAS calls (diagonal tiles of 1024 and more are
+    factored by blocks on all cores, :mod:`tlrcore.dense.blocked`) but more kernel
+    entries: ``n * tile`` in the dense diagonal tiles, for the covariance and for every
+    derivative. Where an entry is cheap, the larger tiles win. One TLR log-likelihood on
+    2 cores, medians of 3 (2-D, range 0.1, accuracy 1e-8):
+
+    ========  ===========================================================
+    n         seconds at tile 256 / 512 / 1024 / 2048
+    ========  ===========================================================
+    4,096     Matern 1.5: 1.41 / 1.06 / **0.69** / 0.73
+    8,192     Matern 1.5: 4.64 / 1.85 / 1.87 / 1.69; co2 cells: 2.65 at
+              512, **1.88** at 1024, 2.37 at 2048
+    16,384    Matern 1.5: 14.4 / 7.65 / 4.50 / **3.74**
+    32,768    exponential: - / 19.2 / 12.1 / **8.60**
+    ========  ===========================================================
+
+    A whole fit of the 8,192 co2 cells (Matérn 1.5 + nugget) took 29.0 s at tile 1024
+    against 42.3 s at 512 (medians of 2). Where an entry is costly (a Matérn smoothness
+    other than 0.5, 1.5, 2.5, or a shape parameter that is estimated, whose derivative
+    needs its own dense tiles), the smaller tiles of ``c = 5.66`` win: ``geostat fit
+    --dataset co2`` (26,633 cells, smoothness estimated) took 285 s at tile 1024 and
+    505 s at 2048.
+
+    ==============  ======  ======  ======  ======  =======  ========  ========
+    n               100     1000    4096    8192    16384    131072    2**21
+    tile            100     512     1024    1024    2048     2048      2048
+    tile, costly    100     256     512     512     1024     2048      2048
+    ==============  ======  ======  ======  ======  =======  ========  ========
 
     Parameters
     ----------
     n : int
         Number of sites, ``n >= 1``.
+    costly_kernel : bool, default False
+        Whether kernel entries are costly (:func:`geostat.solvers.site_order` says when).
 
     Returns
     -------
@@ -462,7 +490,8 @@ def auto_tile_size(n):
         raise TypeError(f"n must be an integer number of sites; got {n!r}.")
     if n < 1:
         raise ValueError(f"n must be at least 1; got {n}.")
-    exponent = math.floor(math.log2(_TILE_SCALE * math.sqrt(n)) + 0.5)
+    scale = _COSTLY_TILE_SCALE if costly_kernel else _TILE_SCALE
+    exponent = math.floor(math.log2(scale * math.sqrt(n)) + 0.5)
     tile = min(max(1 << exponent, _MIN_AUTO_TILE), _MAX_AUTO_TILE)
     return int(min(n, tile))
 

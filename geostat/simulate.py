@@ -115,7 +115,7 @@ def simulate(
     # factorized matrix over- or underflows whatever the variance.
     unit = {**params, "variance": 1.0, "nugget": params["nugget"] / params["variance"]}
     if client is not None:
-        perm, tile_size = site_order(data.coords, dist, ordering, tile_size)
+        perm, tile_size = site_order(data.coords, dist, kern, ordering, tile_size)
         block = Sites(data.coords[perm], dist, NUMPY).covariance_block(kern, unit)
         factor = distributed_tlr_factor(client, block, data.n, tile_size, perm, accuracy)[0]
         samples = factor.multiply_lower(rng.standard_normal((data.n, n_samples)))

@@ -566,8 +566,13 @@ def covariance_block(coords, kernel, params, distance, backend=NUMPY):
     return Sites(coords, distance, backend).covariance_block(kernel, params)
 
 
-def site_order(coords, distance, ordering="kdtree", tile_size=None):
+def site_order(coords, distance, kernel, ordering="kdtree", tile_size=None):
     """Permutation of the sites for TLR compression, and the tile size it was built for.
+
+    ``tile_size=None`` uses :func:`geostat.ordering.auto_tile_size`, with the smaller
+    tiles of a costly kernel when `kernel`'s entries are costly (a Matérn smoothness
+    without a closed form) or it has a shape parameter to estimate (whose derivative
+    takes dense diagonal tiles of its own).
 
     Returns
     -------
@@ -575,7 +580,9 @@ def site_order(coords, distance, ordering="kdtree", tile_size=None):
     tile_size : int
     """
     n = coords.shape[0]
-    tile_size = auto_tile_size(n) if tile_size is None else min(int(tile_size), n)
+    if tile_size is None:
+        tile_size = auto_tile_size(n, costly_kernel=kernel.costly or bool(kernel.free_shape))
+    tile_size = min(int(tile_size), n)
     embedded = distance.embed(coords)
     return order_points(coords if embedded is None else embedded, ordering, tile_size), tile_size
 
@@ -607,6 +614,6 @@ def tlr_covariance(coords, kernel, params, distance, accuracy=1e-8, tile_size=No
     perm : ndarray of shape (n,)
         The site permutation; undo it with ``geostat.ordering.inverse_permutation``.
     """
-    perm, tile_size = site_order(coords, distance, ordering, tile_size)
+    perm, tile_size = site_order(coords, distance, kernel, ordering, tile_size)
     block = Sites(coords[perm], distance, backend).covariance_block(kernel, params)
     return tlr_matrix(block, coords.shape[0], tile_size, accuracy, method, random_state, backend), perm

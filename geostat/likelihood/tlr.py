@@ -122,7 +122,7 @@ class TLRLikelihood(Likelihood):
         super().__init__(coords, y, design, kernel, distance, reml, on_failure, backend)
         self.accuracy = float(accuracy)
         self.tile_size, self.ordering, self.random_state = tile_size, ordering, random_state
-        self._orders = [_Order(*site_order(self._sites(g), distance, ordering, tile_size)) for g in self.groups]
+        self._orders = [_Order(*site_order(self._sites(g), distance, kernel, ordering, tile_size)) for g in self.groups]
         self._ordered_sites = {}
         self._arrays = {}
         self._cache = None

@@ -240,13 +240,30 @@ def test_ordering_lowers_offdiagonal_ranks(method, square_points, random_order_r
 
 # ---------------------------------------------------------------------- auto tile size
 @pytest.mark.parametrize(
-    "n, tile",
-    [(1, 1), (100, 100), (255, 255), (1000, 256), (8192, 512), (32768, 1024), (131072, 2048), (2**21, 2048)],
+    "n, tile, costly_tile",
+    [(1, 1, 1), (100, 100, 100), (255, 255, 255), (1000, 512, 256), (4096, 1024, 512), (8192, 1024, 512),
+     (16384, 2048, 1024), (32768, 2048, 1024), (131072, 2048, 2048), (2**21, 2048, 2048)],
     ids=lambda v: str(v),
 )
-def test_auto_tile_size(n, tile):
+def test_auto_tile_size(n, tile, costly_tile):
     assert auto_tile_size(n) == tile
+    assert auto_tile_size(n, costly_kernel=True) == costly_tile
     assert isinstance(auto_tile_size(n), int)
+
+
+@pytest.mark.parametrize(
+    "kernel, smoothness, costly",
+    [("exponential", None, False), ("matern", 1.5, False), ("matern", 1.0, True), ("matern", None, True)],
+)
+def test_site_order_takes_smaller_tiles_for_a_costly_kernel(kernel, smoothness, costly):
+    from geostat.distance import get_distance
+    from geostat.kernels import get_kernel
+    from geostat.solvers import site_order
+
+    points = np.random.default_rng(0).random((8192, 2))
+    perm, tile = site_order(points, get_distance("euclidean"), get_kernel(kernel, smoothness))
+    assert tile == auto_tile_size(8192, costly_kernel=costly)
+    np.testing.assert_array_equal(perm, order_points(points, "kdtree", tile))
 
 
 def test_auto_tile_size_is_used_by_default(rng):
