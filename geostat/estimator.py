@@ -143,7 +143,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         :class:`tlrcore.NotPositiveDefiniteError`. See :mod:`geostat.likelihood.failure`.
     verbose : None, bool or int, default None
         Progress display of `fit` on standard error (tqdm): the likelihood evaluations
-        with their stage (pilot subsample, full data, polish subsample, standard errors),
+        with their stage (pilot subsample, polish subsample or block composite, full data,
+        standard errors),
         the current and best log-likelihood, the elapsed time and, for the probes of TLR
         standard errors, the time left; on a terminal, TLR builds and factorizations
         longer than 2 s show tile-column counters. ``None``: shown when standard error is a terminal and the work lasts
@@ -157,7 +158,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         factors the covariance there, and the estimates equal the in-process ones to
         rounding. ``"default"`` uses the current default client when `fit` runs. With a
         client ``method="auto"`` means ``"tlr"`` (``"exact"`` and ``device="gpu"`` are
-        refused). The pilot and polish subsamples, the derivative matrices of the Fisher
+        refused). The pilot and polish subsamples, the block composite fit, the derivative
+        matrices of the Fisher
         scoring and kriging's small products run in this process. ``on_failure`` takes
         the in-process safeguards there (``"compensate"``: the always-on compensation,
         then with shifts). Not
@@ -842,7 +844,7 @@ def _log_fit(model, likelihood, result):
                     "(||E||_F / ||K||_F = %.3g)", model.n_safeguarded_, model.shift_, model.perturbation_)
     estimates = ", ".join(f"{name}={value:.6g} " + (f"(se {model.stderr_[name]:.3g})" if name in result.estimated
                                                      else "(fixed)") for name, value in model.params_.items())
-    logger.info("estimates: %s; loglik %.10g; %d evaluations on the full data, %d on subsamples; %s; %.1f s",
+    logger.info("estimates: %s; loglik %.10g; %d evaluations on the full data, %d on subsamples or blocks; %s; %.1f s",
                 estimates, model.loglik_, result.n_evaluations, result.n_pilot_evaluations,
                 "converged" if model.converged_ else f"not converged ({result.message})", result.elapsed)
 

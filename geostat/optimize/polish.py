@@ -22,9 +22,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import LinearConstraint, OptimizeResult, minimize
 
+from geostat.likelihood.composite import BlockCompositeLikelihood
 from geostat.optimize.objective import Objective, run_lbfgsb
 
-__all__ = ["REFINE_SIZE", "polish_without_gradient", "refine_on_subsample", "subsample_objective"]
+__all__ = ["REFINE_SIZE", "composite_objective", "polish_without_gradient", "refine_start", "subsample_objective"]
 
 #: Sites of the exact subsample fit that starts the derivative-free search.
 REFINE_SIZE = 2048
@@ -71,7 +72,7 @@ def polish_without_gradient(likelihood, space, objective, start, rng, refine_siz
     """
     bounds = np.array(space.z_bounds(), dtype=float)
     sub = subsample_objective(likelihood, space, rng, refine_size)
-    z0 = refine_on_subsample(sub, start, bounds) if refine else np.clip(start, bounds[:, 0], bounds[:, 1])
+    z0 = refine_start(sub, start, bounds) if refine else np.clip(start, bounds[:, 0], bounds[:, 1])
     transform = _whitening(sub, z0, bounds)
     final = max(MIN_STEP, FINAL_FRACTION * np.sqrt(sub.likelihood.n / likelihood.n))
 
@@ -106,13 +107,21 @@ def subsample_objective(likelihood, space, rng, refine_size=REFINE_SIZE):
     return Objective(likelihood.subset(sites), space, stage="polish subsample")
 
 
-def refine_on_subsample(subsample, start, bounds):
-    """The exact L-BFGS-B fit on the subsample objective from `start` (step 1), in the box,
-    to within about :data:`REFINE_TOLERANCE` of its maximum log-likelihood."""
+def composite_objective(likelihood, space, rng):
+    """The block composite objective of `likelihood`'s data
+    (:class:`geostat.likelihood.composite.BlockCompositeLikelihood`, blocks drawn by `rng`):
+    what starts Fisher scoring on more than :data:`REFINE_SIZE` sites."""
+    return Objective(BlockCompositeLikelihood(likelihood, rng=rng), space, stage="block composite")
+
+
+def refine_start(objective, start, bounds):
+    """The L-BFGS-B fit on an exact objective (a subsample, the block composite) from
+    `start` (step 1), in the box, to within about :data:`REFINE_TOLERANCE` of its maximum
+    log-likelihood."""
     bounds = np.asarray(bounds, dtype=float)
     # L-BFGS-B's ftol is relative to max(|f|, 1) for f the log-likelihood per observation.
-    options = {**_REFINE, "ftol": REFINE_TOLERANCE / subsample.likelihood.n_obs}
-    return np.clip(run_lbfgsb(subsample, start, bounds, options).x, bounds[:, 0], bounds[:, 1])
+    options = {**_REFINE, "ftol": REFINE_TOLERANCE / objective.likelihood.n_obs}
+    return np.clip(run_lbfgsb(objective, start, bounds, options).x, bounds[:, 0], bounds[:, 1])
 
 
 def _whitening(objective, z, bounds, step=1e-4):

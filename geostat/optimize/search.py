@@ -12,7 +12,9 @@ Strategy
    ``pilot_size`` sites; the best few grid points start L-BFGS-B runs on the pilot; the
    best pilot optimum is polished on the full data: by L-BFGS-B with analytic gradients
    (exact likelihood), or, for a TLR likelihood, which has no gradients, by an exact fit
-   on a subsample followed by Fisher scoring with traces estimated by random probes
+   of the block composite likelihood (:mod:`geostat.likelihood.composite`; of all the data
+   up to :data:`~geostat.optimize.polish.REFINE_SIZE` sites) followed by Fisher scoring
+   with traces estimated by random probes
    (:mod:`geostat.optimize.scoring`), which hands over to a derivative-free search
    (:mod:`geostat.optimize.polish`) when it stalls.
 3. **Awkward optima.** A nugget ratio that ends on its lower bound is set to exactly zero
@@ -43,7 +45,13 @@ from numpy.typing import NDArray
 
 from geostat.errors import GeostatWarning, NotPositiveDefiniteError
 from geostat.optimize.objective import Objective, run_lbfgsb
-from geostat.optimize.polish import polish_without_gradient, refine_on_subsample, subsample_objective
+from geostat.optimize.polish import (
+    REFINE_SIZE,
+    composite_objective,
+    polish_without_gradient,
+    refine_start,
+    subsample_objective,
+)
 from geostat.optimize.progress import current_progress
 from geostat.optimize.scaling import VARIANCE_LIKE
 from geostat.optimize.scoring import fisher_scoring
@@ -88,8 +96,8 @@ class MLEResult:
         Maximized log-likelihood (restricted log-likelihood when ``reml``).
     n_iter, n_evaluations, n_pilot_evaluations, n_failures : int
         Optimizer iterations of the final run, full-data likelihood evaluations (for TLR:
-        every full-data factorization, including the final accuracy check), pilot and
-        subsample evaluations, and evaluations where the covariance was not positive
+        every full-data factorization, including the final accuracy check), pilot,
+        subsample and block composite evaluations, and evaluations where the covariance was not positive
         definite.
     converged : bool
     message : str
@@ -380,18 +388,21 @@ def local_maximize(likelihood, space, objective, start, rng, *, maxiter=300, ref
     start : ndarray
         Starting point in the optimizer's coordinates.
     rng : numpy.random.Generator
-        Draws the subsample of the derivative-free polish.
+        Draws the subsample of the derivative-free polish, or the blocks of the composite
+        likelihood that starts Fisher scoring.
     maxiter : int, default 300
         Iteration limit of L-BFGS-B.
     refine : bool, default True
-        Derivative-free polish only: first move `start` by an exact fit on a subsample;
-        ``False`` searches from `start` itself (a warm start already near the optimum).
+        Without gradients: first move `start` by an exact fit (on a subsample before the
+        derivative-free polish; of the block composite likelihood, or of all the data up
+        to ``REFINE_SIZE`` sites, before Fisher scoring); ``False`` searches from `start`
+        itself (a warm start already near the optimum).
     tolerances : dict, optional
         L-BFGS-B's ``ftol`` and ``gtol`` instead of the fit's (``1e-12``, ``1e-8``), e.g.
         looser ones where the optimum is needed to fewer digits.
     scoring : bool, default False
-        Without gradients: Fisher scoring (after the subsample refinement unless
-        `refine` is False) instead of the derivative-free search.
+        Without gradients: Fisher scoring (after the refinement unless `refine` is
+        False) instead of the derivative-free search.
 
     Returns
     -------
@@ -400,7 +411,7 @@ def local_maximize(likelihood, space, objective, start, rng, *, maxiter=300, ref
         with `scoring` also ``scoring`` (:class:`geostat.optimize.scoring.ScoringReport`,
         or None).
     subsample_evaluations : int
-        Evaluations on a subsample (0 with gradients).
+        Evaluations on a subsample or of the block composite (0 with gradients).
     """
     if likelihood.has_gradient:
         options = {**_POLISH, **(tolerances or {}), "maxiter": maxiter}
@@ -409,9 +420,12 @@ def local_maximize(likelihood, space, objective, start, rng, *, maxiter=300, ref
         return polish_without_gradient(likelihood, space, objective, start, rng, refine=refine)
     subsample = 0
     if refine:
-        sub = subsample_objective(likelihood, space, rng)
-        start = refine_on_subsample(sub, start, space.z_bounds())
-        subsample = sub.n_evaluations
+        # All the data when an exact fit of them is cheap; beyond, the block composite,
+        # which sees the sites at their own spacing (a random subsample does not).
+        small = likelihood.n <= REFINE_SIZE
+        start_objective = (subsample_objective if small else composite_objective)(likelihood, space, rng)
+        start = refine_start(start_objective, start, space.z_bounds())
+        subsample = start_objective.n_evaluations
     result, fallback, report = fisher_scoring(likelihood, space, objective, start, rng)
     result.scoring = report
     return result, subsample + fallback
