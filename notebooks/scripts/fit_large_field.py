@@ -10,7 +10,7 @@ Examples
 --------
 python fit_large_field.py                    # the full co2 field
 python fit_large_field.py --accuracy 1e-6    # faster, a coarser likelihood
-python fit_large_field.py --small            # 1,200 random cells: a smoke test
+python fit_large_field.py --small            # 800 random cells: a smoke test
 """
 
 import argparse
@@ -43,7 +43,7 @@ def load_cells(args):
     """Sites (lon, lat) and observations."""
     frame = pd.read_csv(args.file) if args.file else gs.datasets.load("co2")
     if args.small:
-        frame = frame.sample(1200, random_state=0).reset_index(drop=True)
+        frame = frame.sample(800, random_state=0).reset_index(drop=True)
     return frame[["lon", "lat"]], frame[args.value]
 
 
@@ -61,7 +61,7 @@ def main():
     parser.add_argument("--accuracy", type=float, default=1e-8, help="TLR accuracy (default 1e-8)")
     parser.add_argument("--tile-size", type=int, help="TLR tile size (default: chosen from n)")
     parser.add_argument("--output", default=".", help="folder for the model, the table and the map")
-    parser.add_argument("--small", action="store_true", help="1,200 random cells (a smoke test)")
+    parser.add_argument("--small", action="store_true", help="800 random cells (a smoke test)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     out = Path(args.output)
