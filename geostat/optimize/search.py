@@ -97,8 +97,8 @@ class MLEResult:
     n_iter, n_evaluations, n_pilot_evaluations, n_failures : int
         Optimizer iterations of the final run, full-data likelihood evaluations (for TLR:
         every full-data factorization, including the final accuracy check), pilot,
-        subsample and block composite evaluations, and evaluations where the covariance was not positive
-        definite.
+        subsample and block composite evaluations, and evaluations where the covariance
+        was not positive definite.
     converged : bool
     message : str
     at_bounds : list of str
