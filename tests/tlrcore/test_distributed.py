@@ -376,3 +376,34 @@ def test_worker_killed_mid_factorization_gives_the_same_value(client):
     client.run(exit_now, workers=[A.placement.owner(n // tile - 1)], wait=False)
     assert pending > 0
     assert loglik_terms(L.wait(), z) == pytest.approx(quiet, rel=RTOL)
+
+
+class _Scheduler:
+    """A client stub whose scheduler lists no worker until `wait_for_workers` brings one
+    (`comes_back`) or times out."""
+
+    def __init__(self, comes_back):
+        self.comes_back, self.workers, self.waits = comes_back, {}, []
+
+    def scheduler_info(self, n_workers):
+        return {"workers": dict(self.workers)}
+
+    def wait_for_workers(self, n_workers, timeout):
+        self.waits.append(timeout)
+        if not self.comes_back:
+            raise TimeoutError
+        self.workers = {"tcp://127.0.0.1:2": {}, "tcp://127.0.0.1:1": {}}
+
+
+@pytest.mark.parametrize("comes_back", [True, False])
+def test_placement_waits_for_a_worker_that_is_away(comes_back, monkeypatch):
+    from tlrcore.distributed import _graph
+
+    monkeypatch.setattr(_graph, "WORKER_WAIT", 0.5)
+    client = _Scheduler(comes_back)
+    if comes_back:
+        assert _graph.RowPlacement.of(client).addresses == ["tcp://127.0.0.1:1", "tcp://127.0.0.1:2"]
+    else:
+        with pytest.raises(ValueError, match="no workers"):
+            _graph.RowPlacement.of(client)
+    assert client.waits == [0.5]

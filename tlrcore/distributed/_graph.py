@@ -16,6 +16,11 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 __all__ = ["CriticalFirst", "RowPlacement", "prefix", "submit"]
 
+#: Seconds to wait for a worker when the scheduler lists none: a worker whose nanny restarts
+#: it, or that misses heartbeats on a busy machine, is away for a few seconds (seen once in
+#: the test suite on 2 cores, between two evaluations of a fit).
+WORKER_WAIT = 10.0
+
 
 class RowPlacement:
     """Maps a task key ``(name, i, ...)`` to the worker of tile row ``i``.
@@ -33,8 +38,16 @@ class RowPlacement:
 
     @classmethod
     def of(cls, client):
-        """Cyclic map over the client's current workers (sorted by address)."""
-        return cls(sorted(client.scheduler_info(n_workers=-1)["workers"]))
+        """Cyclic map over the client's current workers (sorted by address), waiting up to
+        :data:`WORKER_WAIT` seconds for one when there are none."""
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+        if not workers:
+            try:
+                client.wait_for_workers(1, timeout=WORKER_WAIT)
+            except TimeoutError:
+                pass
+            workers = client.scheduler_info(n_workers=-1)["workers"]
+        return cls(sorted(workers))
 
     def owner(self, i):
         """Address of the worker of tile row `i`."""
