@@ -65,9 +65,6 @@ class BlockCompositeLikelihood:
     `likelihood`: each is small.
     """
 
-    has_gradient = True
-    method = "composite"
-
     def __init__(self, likelihood, block_size=BLOCK_SIZE, max_sites=MAX_SITES, rng=None):
         coords, y = likelihood.coords, _ols_residuals(likelihood.y, likelihood.design)
         embedded = likelihood.distance.embed(coords)
@@ -76,7 +73,6 @@ class BlockCompositeLikelihood:
         if perm.size > max_sites:
             rng = np.random.default_rng(0) if rng is None else rng
             starts = np.sort(rng.choice(starts, size=max(1, max_sites // block_size), replace=False))
-        self.kernel = likelihood.kernel
         self.on_failure = likelihood.on_failure
         self.blocks = []
         for start in starts:
@@ -88,11 +84,6 @@ class BlockCompositeLikelihood:
         self.n = sum(block.n for block in self.blocks)
         self.n_obs = sum(block.n_obs for block in self.blocks)
         self.n_eff = self.n_obs
-
-    @property
-    def n_safeguarded(self):
-        """Block factorizations that needed a diagonal shift."""
-        return sum(block.n_safeguarded for block in self.blocks)
 
     def terms(self, theta, eta, gradient=False):
         """The likelihood scalars of :class:`geostat.likelihood.terms.Terms`, summed over
