@@ -143,7 +143,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         :class:`tlrcore.NotPositiveDefiniteError`. See :mod:`geostat.likelihood.failure`.
     verbose : None, bool or int, default None
         Progress display of `fit` on standard error (tqdm): the likelihood evaluations
-        with their stage (pilot subsample, polish subsample or block composite, full data,
+        with their stage (pilot subsample, polish subsample or block Vecchia, full data,
         standard errors),
         the current and best log-likelihood, the elapsed time and, for the probes of TLR
         standard errors, the time left; on a terminal, TLR builds and factorizations
@@ -158,7 +158,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         factors the covariance there, and the estimates equal the in-process ones to
         rounding. ``"default"`` uses the current default client when `fit` runs. With a
         client ``method="auto"`` means ``"tlr"`` (``"exact"`` and ``device="gpu"`` are
-        refused). The pilot and polish subsamples, the block composite fit, the derivative
+        refused). The pilot and polish subsamples, the block Vecchia fit, the derivative
         matrices of the Fisher
         scoring and kriging's small products run in this process. ``on_failure`` takes
         the in-process safeguards there (``"compensate"``: the always-on compensation,

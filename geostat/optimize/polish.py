@@ -22,10 +22,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import LinearConstraint, OptimizeResult, minimize
 
-from geostat.likelihood.composite import BlockCompositeLikelihood
+from geostat.likelihood.vecchia import BlockVecchiaLikelihood
 from geostat.optimize.objective import Objective, run_lbfgsb
 
-__all__ = ["REFINE_SIZE", "composite_objective", "polish_without_gradient", "refine_start", "subsample_objective"]
+__all__ = ["REFINE_SIZE", "polish_without_gradient", "refine_start", "subsample_objective", "vecchia_objective"]
 
 #: Sites of the exact subsample fit that starts the derivative-free search.
 REFINE_SIZE = 2048
@@ -107,15 +107,15 @@ def subsample_objective(likelihood, space, rng, refine_size=REFINE_SIZE):
     return Objective(likelihood.subset(sites), space, stage="polish subsample")
 
 
-def composite_objective(likelihood, space, rng):
-    """The block composite objective of `likelihood`'s data
-    (:class:`geostat.likelihood.composite.BlockCompositeLikelihood`, blocks drawn by `rng`):
+def vecchia_objective(likelihood, space, rng):
+    """The block Vecchia objective of `likelihood`'s data
+    (:class:`geostat.likelihood.vecchia.BlockVecchiaLikelihood`, blocks drawn by `rng`):
     what starts Fisher scoring on more than :data:`REFINE_SIZE` sites."""
-    return Objective(BlockCompositeLikelihood(likelihood, rng=rng), space, stage="block composite")
+    return Objective(BlockVecchiaLikelihood(likelihood, rng=rng), space, stage="block Vecchia")
 
 
 def refine_start(objective, start, bounds):
-    """The L-BFGS-B fit on an exact objective (a subsample, the block composite) from
+    """The L-BFGS-B fit on an exact objective (a subsample, the block Vecchia likelihood) from
     `start` (step 1), in the box, to within about :data:`REFINE_TOLERANCE` of its maximum
     log-likelihood."""
     bounds = np.asarray(bounds, dtype=float)

@@ -8,8 +8,8 @@ is shown:
 * :class:`~geostat.optimize.objective.Objective` reports every likelihood evaluation
   (:meth:`Progress.evaluation`) with its stage: ``"pilot subsample"``, ``"full data"``,
   ``"polish subsample"`` (the exact subsample fit that starts a TLR polish, or Fisher
-  scoring on at most 2,048 sites) or ``"block composite"`` (the fit of the block
-  composite likelihood that starts Fisher scoring on more sites);
+  scoring on at most 2,048 sites) or ``"block Vecchia"`` (the fit of the block
+  Vecchia likelihood that starts Fisher scoring on more sites);
 * :func:`~geostat.optimize.search.maximize_likelihood` enters the stages
   ``"standard errors"`` and ``"accuracy check"`` (:meth:`Progress.stage`);
 * the stochastic Fisher information (TLR standard errors) reports its probes and an

@@ -12,7 +12,7 @@ Strategy
    ``pilot_size`` sites; the best few grid points start L-BFGS-B runs on the pilot; the
    best pilot optimum is polished on the full data: by L-BFGS-B with analytic gradients
    (exact likelihood), or, for a TLR likelihood, which has no gradients, by an exact fit
-   of the block composite likelihood (:mod:`geostat.likelihood.composite`; of all the data
+   of the block Vecchia likelihood (:mod:`geostat.likelihood.vecchia`; of all the data
    up to :data:`~geostat.optimize.polish.REFINE_SIZE` sites) followed by Fisher scoring
    with traces estimated by random probes
    (:mod:`geostat.optimize.scoring`), which hands over to a derivative-free search
@@ -47,10 +47,10 @@ from geostat.errors import GeostatWarning, NotPositiveDefiniteError
 from geostat.optimize.objective import Objective, run_lbfgsb
 from geostat.optimize.polish import (
     REFINE_SIZE,
-    composite_objective,
     polish_without_gradient,
     refine_start,
     subsample_objective,
+    vecchia_objective,
 )
 from geostat.optimize.progress import current_progress
 from geostat.optimize.scaling import VARIANCE_LIKE
@@ -97,7 +97,7 @@ class MLEResult:
     n_iter, n_evaluations, n_pilot_evaluations, n_failures : int
         Optimizer iterations of the final run, full-data likelihood evaluations (for TLR:
         every full-data factorization, including the final accuracy check), pilot,
-        subsample and block composite evaluations, and evaluations where the covariance
+        subsample and block Vecchia evaluations, and evaluations where the covariance
         was not positive definite.
     converged : bool
     message : str
@@ -388,13 +388,13 @@ def local_maximize(likelihood, space, objective, start, rng, *, maxiter=300, ref
     start : ndarray
         Starting point in the optimizer's coordinates.
     rng : numpy.random.Generator
-        Draws the subsample of the derivative-free polish, or the blocks of the composite
-        likelihood that starts Fisher scoring.
+        Draws the subsample of the derivative-free polish, or the blocks of the block
+        Vecchia likelihood that starts Fisher scoring.
     maxiter : int, default 300
         Iteration limit of L-BFGS-B.
     refine : bool, default True
         Without gradients: first move `start` by an exact fit (on a subsample before the
-        derivative-free polish; of the block composite likelihood, or of all the data up
+        derivative-free polish; of the block Vecchia likelihood, or of all the data up
         to ``REFINE_SIZE`` sites, before Fisher scoring); ``False`` searches from `start`
         itself (a warm start already near the optimum).
     tolerances : dict, optional
@@ -411,7 +411,7 @@ def local_maximize(likelihood, space, objective, start, rng, *, maxiter=300, ref
         with `scoring` also ``scoring`` (:class:`geostat.optimize.scoring.ScoringReport`,
         or None).
     subsample_evaluations : int
-        Evaluations on a subsample or of the block composite (0 with gradients).
+        Evaluations on a subsample or of the block Vecchia likelihood (0 with gradients).
     """
     if likelihood.has_gradient:
         options = {**_POLISH, **(tolerances or {}), "maxiter": maxiter}
@@ -420,10 +420,10 @@ def local_maximize(likelihood, space, objective, start, rng, *, maxiter=300, ref
         return polish_without_gradient(likelihood, space, objective, start, rng, refine=refine)
     subsample = 0
     if refine:
-        # All the data when an exact fit of them is cheap; beyond, the block composite,
+        # All the data when an exact fit of them is cheap; beyond, the block Vecchia likelihood,
         # which sees the sites at their own spacing (a random subsample does not).
         small = likelihood.n <= REFINE_SIZE
-        start_objective = (subsample_objective if small else composite_objective)(likelihood, space, rng)
+        start_objective = (subsample_objective if small else vecchia_objective)(likelihood, space, rng)
         start = refine_start(start_objective, start, space.z_bounds())
         subsample = start_objective.n_evaluations
     result, fallback, report = fisher_scoring(likelihood, space, objective, start, rng)

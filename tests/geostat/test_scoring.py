@@ -203,9 +203,9 @@ def test_a_start_at_the_optimum_ends_without_the_derivative_free_search(field, m
 
 
 @pytest.mark.slow
-def test_scoring_from_the_block_composite_finds_the_exact_optimum_on_real_data(caplog):
+def test_scoring_from_the_block_vecchia_fit_finds_the_exact_optimum_on_real_data(caplog):
     """3,000 co2 cells (real data: the model is an approximation, and a random subsample's
-    optimum is far from the full-data one): scoring starts from the block composite fit and
+    optimum is far from the full-data one): scoring starts from the block Vecchia fit and
     ends, like the derivative-free search, within 0.01 of the exact maximum."""
     frame = gs.datasets.load("co2")
     rows = np.sort(np.random.default_rng(0).choice(len(frame), size=3000, replace=False))
@@ -216,5 +216,5 @@ def test_scoring_from_the_block_composite_finds_the_exact_optimum_on_real_data(c
     with caplog.at_level(logging.INFO, logger="geostat.optimize.progress"):
         scored = fit(X, y)
     assert "Fisher scoring converged" in scored.result_.message
-    assert any("stage block composite" in record.getMessage() for record in caplog.records)
+    assert any("stage block Vecchia" in record.getMessage() for record in caplog.records)
     assert exact.log_likelihood(scored.params_) >= exact.loglik_ - 0.01
