@@ -31,7 +31,7 @@ import numpy as np
 from geostat.distance import central_angle, check_lonlat
 from geostat.kernels.tabulation import LogDistanceTable
 
-__all__ = ["NEGLIGIBLE_DERIVATIVE", "TABULATE_PAIRS", "Sites"]
+__all__ = ["NEGLIGIBLE_DERIVATIVE", "TABULATE_PAIRS", "PairCorrelation", "Sites"]
 
 #: Pair counts between which costly kernels (Bessel functions) are evaluated through a
 #: :class:`~geostat.kernels.tabulation.LogDistanceTable`; above the upper one its weights
@@ -42,6 +42,46 @@ TABULATE_PAIRS = (100_000, 50_000_000)
 #: diagonal of the correlation they are below rounding, and a TLR matrix of entries
 #: near the underflow threshold cannot be compressed (its norms underflow).
 NEGLIGIBLE_DERIVATIVE = 1e-100
+
+
+class PairCorrelation:
+    """The correlation at fixed pair distances, through a
+    :class:`~geostat.kernels.tabulation.LogDistanceTable` (made at the first use) for a
+    costly kernel between :data:`TABULATE_PAIRS` pairs.
+
+    Parameters
+    ----------
+    distances : 1-D array of the back end
+        The pair distances.
+    """
+
+    def __init__(self, distances):
+        self.distances = distances
+        self._table = None
+
+    def evaluate(self, kernel, theta, gradient=False):
+        """Correlation values and, with `gradient`, their derivatives.
+
+        Parameters
+        ----------
+        kernel : geostat.kernels.Kernel
+        theta : dict
+            ``range`` and the kernel's shape parameters.
+        gradient : bool
+
+        Returns
+        -------
+        values : array like `distances`
+        grads : dict of str to arrays like `distances`
+            ``"range"`` and each free shape parameter (empty unless `gradient`).
+        """
+        shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
+        d = self.distances
+        if getattr(kernel, "costly", False) and TABULATE_PAIRS[0] <= d.size <= TABULATE_PAIRS[1]:
+            if self._table is None:
+                self._table = LogDistanceTable(d)
+            return self._table.evaluate(kernel, theta["range"], shape, gradient)
+        return kernel.evaluate(d, theta["range"], shape, gradient)
 
 
 class Sites:
@@ -75,7 +115,7 @@ class Sites:
         self.points = backend.asarray(points)
         self.n = points.shape[0]
         self._pairs = None
-        self._table = None
+        self._correlation = None
         self._axes = None
 
     def __reduce__(self):
@@ -109,14 +149,9 @@ class Sites:
         dR : dict of str to arrays of shape (n, n)
             ``"range"`` and each free shape parameter (empty unless `gradient`).
         """
-        shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
-        d = self.pair_distances()
-        if getattr(kernel, "costly", False) and TABULATE_PAIRS[0] <= d.size <= TABULATE_PAIRS[1]:
-            if self._table is None:
-                self._table = LogDistanceTable(d)
-            values, grads = self._table.evaluate(kernel, theta["range"], shape, gradient)
-        else:
-            values, grads = kernel.evaluate(d, theta["range"], shape, gradient)
+        if self._correlation is None:
+            self._correlation = PairCorrelation(self.pair_distances())
+        values, grads = self._correlation.evaluate(kernel, theta, gradient)
         square = self.backend.squareform
         dR = {k: square(v, self.n, 0.0) for k, v in grads.items()}
         return square(values, self.n, 1.0), dR

@@ -203,8 +203,18 @@ class ExactLikelihood(Likelihood):
         return float(np.trace(fit.ftkf_solve(self.backend.to_host(fit.kinv_f.T @ A))))
 
     @one_blas_thread
-    def terms(self, theta, eta, gradient=False):
+    def terms(self, theta, eta, gradient=False, correlation=None):
         """Evaluate the likelihood scalars at correlation parameters `theta` and ratio `eta`.
+
+        Parameters
+        ----------
+        theta : dict
+        eta : float
+        gradient : bool, default False
+        correlation : (R, dR), optional
+            The correlation matrix and its derivatives at `theta` (as :meth:`correlation`
+            returns them), computed by the caller: the blocks of
+            :mod:`geostat.likelihood.vecchia` share one kernel evaluation. Overwritten.
 
         Returns
         -------
@@ -217,7 +227,7 @@ class ExactLikelihood(Likelihood):
             (after the shifts, under ``on_failure="shift"``).
         """
         xp = self.backend.xp
-        R, dR = self.correlation(theta, gradient)
+        R, dR = self.correlation(theta, gradient) if correlation is None else correlation
         reml_trend = self.reml and self.n_coef
         logdet = logdet_trend = quadratic = 0.0
         names = [*dR, "eye"] if gradient else []
