@@ -138,16 +138,13 @@ class Sites:
 
         Parameters
         ----------
-        kernel : geostat.kernels.Kernel
-        theta : dict
-            ``range`` and the kernel's shape parameters.
-        gradient : bool
+        kernel, theta, gradient
+            As :meth:`PairCorrelation.evaluate`, which evaluates the pairs.
 
         Returns
         -------
         R : array of shape (n, n) on the back end
         dR : dict of str to arrays of shape (n, n)
-            ``"range"`` and each free shape parameter (empty unless `gradient`).
         """
         if self._correlation is None:
             self._correlation = PairCorrelation(self.pair_distances())
