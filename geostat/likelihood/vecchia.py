@@ -155,7 +155,7 @@ class BlockVecchiaLikelihood:
             R = squareform(values[start:stop], checks=False)
             R[np.diag_indices_from(R)] = 1.0
             dR = {name: squareform(g[start:stop], checks=False) for name, g in grads.items()}
-            if given is not None:
+            if given is not None:  # first: the joint's factorization overwrites R
                 c = given.n
                 parts.append(given.terms(theta, eta, gradient, (R[:c, :c].copy(),
                                                                 {k: D[:c, :c].copy() for k, D in dR.items()})))
