@@ -214,7 +214,8 @@ class ExactLikelihood(Likelihood):
         correlation : (R, dR), optional
             The correlation matrix and its derivatives at `theta` (as :meth:`correlation`
             returns them), computed by the caller: the blocks of
-            :mod:`geostat.likelihood.vecchia` share one kernel evaluation. Overwritten.
+            :mod:`geostat.likelihood.vecchia` share one kernel evaluation. ``R`` is
+            overwritten; ``dR`` is only read.
 
         Returns
         -------

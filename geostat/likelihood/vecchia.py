@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.spatial import cKDTree
-from scipy.spatial.distance import squareform
 
 from geostat.covariance import PairCorrelation
 from geostat.likelihood.dense import ExactLikelihood
@@ -132,7 +131,7 @@ class BlockVecchiaLikelihood:
             given = exact(before, observed_before) if observed_before.any() else None
             self.blocks.append((exact(np.concatenate([before, sites]), observed), given))
         self.kernel = likelihood.kernel
-        pairs = [joint.sites.pair_distances() for joint, _ in self.blocks]
+        pairs = [likelihood.distance.pairwise(joint.coords) for joint, _ in self.blocks]
         self._offsets = np.cumsum([0] + [d.size for d in pairs])
         self._pairs = PairCorrelation(np.concatenate(pairs))
         self.n = sum(joint.n - (given.n if given else 0) for joint, given in self.blocks)
@@ -152,13 +151,12 @@ class BlockVecchiaLikelihood:
         values, grads = self._pairs.evaluate(self.kernel, theta, gradient)
         parts, signs = [], []
         for (joint, given), start, stop in zip(self.blocks, self._offsets, self._offsets[1:]):
-            R = squareform(values[start:stop], checks=False)
-            R[np.diag_indices_from(R)] = 1.0
-            dR = {name: squareform(g[start:stop], checks=False) for name, g in grads.items()}
+            R = NUMPY.squareform(values[start:stop], joint.n, 1.0)
+            dR = {name: NUMPY.squareform(g[start:stop], joint.n, 0.0) for name, g in grads.items()}
             if given is not None:  # first: the joint's factorization overwrites R
                 c = given.n
-                parts.append(given.terms(theta, eta, gradient, (R[:c, :c].copy(),
-                                                                {k: D[:c, :c].copy() for k, D in dR.items()})))
+                leading = (R[:c, :c].copy(), {k: D[:c, :c] for k, D in dR.items()})
+                parts.append(given.terms(theta, eta, gradient, leading))
                 signs.append(-1.0)
             parts.append(joint.terms(theta, eta, gradient, (R, dR)))
             signs.append(1.0)

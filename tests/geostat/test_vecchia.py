@@ -92,6 +92,17 @@ def test_value_matches_the_conditional_reference(replicates, missing, block_size
         np.testing.assert_allclose(value, reference(X, y, F, range_, eta, block_size, conditioning), rtol=1e-10)
 
 
+def test_a_block_without_observations_adds_nothing():
+    """Every site of one block missing on every replicate: the block has no term, its
+    sites still condition the later blocks where observed (nowhere here)."""
+    X, y, F = data(replicates=2)
+    y[order_points(X, "kdtree", 128)[128:256]] = np.nan
+    likelihood = vecchia(X, y, F, 128, 64)
+    assert likelihood.n_obs == int(np.sum(~np.isnan(y)))
+    value = likelihood.terms({"range": 0.1}, 0.05).profiled_value()
+    np.testing.assert_allclose(value, reference(X, y, F, 0.1, 0.05, 128, 64), rtol=1e-10)
+
+
 @pytest.mark.parametrize("missing", [0.0, 0.1])
 def test_gradient_matches_central_differences(missing):
     X, y, F = data(replicates=2, missing=missing)

@@ -2,8 +2,9 @@
 
 The block generator is called once per chunk of a tile column (``block(rows, cols)``
 with ``rows`` all the indices below the column's diagonal tile, in chunks that fit the
-back end's free memory and hold at most ``_CHUNK_ENTRIES`` entries) and may return arrays of the back end: on a GPU the covariance
-is evaluated on the device and never crosses to the host. The column's tiles are then
+back end's free memory and hold at most ``_CHUNK_ENTRIES`` entries) and may return
+arrays of the back end: on a GPU the covariance is evaluated on the device and never
+crosses to the host. The column's tiles are then
 compressed together by the batched ARA of :mod:`tlrcore.compress.ara_batched`, which
 also reports each tile's largest dropped singular value: the tile errors the safeguard
 ``"compensate"`` lifts the diagonal tiles by (:attr:`tlrcore.TLRMatrix.tile_errors`).
