@@ -35,7 +35,8 @@ packed layout, the batched Cholesky), at ``--sizes`` (default 65K to 1M) and
 n = 4,096; side by side with the dense log-likelihood on the same device (covariance
 built there, one Cholesky, ``potrf`` on a GPU) up to ``--dense-max``, with the difference
 of the two values, the mean rank of the factor and its memory; then the build and the
-factorization timed apart, and the rate of the factorization's low-rank products
+factorization timed apart (a second build and factorization, which ``--no-phases``
+skips), and the rate of the factorization's low-rank products
 (``PackedCholesky.gemm_flops``, counted from shapes with padding, over the factorization
 time: a lower bound of the GEMM-phase rate). On ``--backend numpy``
 this is the CPU algorithm (ACA tiles, thread-pooled left-looking Cholesky), the baseline
@@ -274,7 +275,8 @@ def part_tlr(args):
                 ranks = factor.ranks[np.tril_indices(factor.n_tiles, -1)]
                 held = getattr(factor, "allocated_bytes", 0) or factor.nbytes  # pool slack included
                 del factor
-                build, factoring, flops = _phases(backend, X, accuracy, tile, kernel, distance, params)
+                build, factoring, flops = (_phases(backend, X, accuracy, tile, kernel, distance, params)
+                                           if args.phases else (math.nan, math.nan, 0.0))
                 ratio = f"{dense_time / tlr_time:9.2f}" if dense_time else f"{'-':>9}"
                 error = f"{abs(value - dense_value):9.1e}" if dense_value is not None else f"{'-':>9}"
                 shown = f"{dense_time:8.2f}" if dense_time else f"{'-':>8}"
@@ -363,6 +365,9 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sizes", type=int, nargs="+", default=TLR_SIZES, help="part 2: numbers of sites")
     parser.add_argument("--accuracies", type=float, nargs="+", default=[1e-6, 1e-8], help="part 2")
+    parser.add_argument("--phases", action=argparse.BooleanOptionalAction, default=True,
+                        help="part 2: also time the build and the factorization apart (a second "
+                             "build and factorization per case)")
     parser.add_argument("--tile", type=int, default=None, help="part 2: tile size (default 1024 to 131K, then 2048)")
     parser.add_argument("--dense-max", type=int, default=32768,
                         help="part 2: largest n of the dense baseline (about 24 n^2 bytes on the device: "
