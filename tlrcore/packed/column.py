@@ -57,8 +57,9 @@ class TileColumn:
         Us, Vs = [], []
         for a, c in zip(bounds[:-1], bounds[1:]):
             width = int(ranks[a:c].max())
-            Us.append(xp.ascontiguousarray(U[a:c, :, :width]))
-            Vs.append(xp.ascontiguousarray(V[a:c, :, :width]))
+            # copies, never views: a view of the widest segment kept all of U and V alive
+            Us.append(U[a:c, :, :width].copy())
+            Vs.append(V[a:c, :, :width].copy())
         return cls(bounds, Us, Vs, ranks)
 
     @property
