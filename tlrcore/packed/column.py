@@ -50,14 +50,17 @@ class TileColumn:
 
     @classmethod
     def from_padded(cls, xp, U, V, ranks):
-        """Cut padded factors ``(count, b, r)`` (zero beyond each rank) into segments."""
+        """Cut padded factors ``(count, b, r)`` (zero beyond each rank) into segments.
+
+        The segments are copies, so the padded arrays can be freed: a view of the widest
+        segment (a contiguous slice) would keep all of `U` and `V` alive.
+        """
         if len(ranks) == 0:
             return cls.empty()
         bounds = segment_bounds(ranks)
         Us, Vs = [], []
         for a, c in zip(bounds[:-1], bounds[1:]):
             width = int(ranks[a:c].max())
-            # copies, never views: a view of the widest segment kept all of U and V alive
             Us.append(U[a:c, :, :width].copy())
             Vs.append(V[a:c, :, :width].copy())
         return cls(bounds, Us, Vs, ranks)
