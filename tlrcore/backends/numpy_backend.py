@@ -10,10 +10,9 @@ import scipy.linalg
 from scipy.linalg import lapack
 from scipy.linalg.lapack import dpotrf
 from scipy.spatial.distance import cdist, squareform
-from threadpoolctl import threadpool_limits
 
 from tlrcore._lapack import zero_strict_upper
-from tlrcore._threads import workers
+from tlrcore._threads import one_blas_thread_block, workers
 from tlrcore.dense import blocked
 from tlrcore.backends._base import Backend
 
@@ -30,7 +29,7 @@ class NumpyBackend(Backend):
     cholesky_off_alignment = True
 
     def small_kernels(self):
-        return threadpool_limits(1, "blas")
+        return one_blas_thread_block()
 
     def cholesky(self, a):
         a = np.asarray(a, dtype=np.float64)
@@ -157,7 +156,7 @@ def host_eigh(a):
     """``numpy.linalg.eigh`` of a stack, chunks of it on a thread pool with BLAS on one
     thread each (LAPACK's threaded eigensolvers are much slower on small matrices)."""
     a = np.asarray(a, dtype=np.float64)
-    with threadpool_limits(1, "blas"):
+    with one_blas_thread_block():
         if a.ndim == 2 or a.shape[0] <= _EIGH_CHUNK:
             return np.linalg.eigh(a)
         chunks = [slice(i, i + _EIGH_CHUNK) for i in range(0, a.shape[0], _EIGH_CHUNK)]
