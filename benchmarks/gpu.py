@@ -38,7 +38,9 @@ of the two values, the mean rank of the factor and its memory; then the build an
 factorization timed apart (a second build and factorization, which ``--no-phases``
 skips), and the rate of the factorization's low-rank products
 (``PackedCholesky.gemm_flops``, counted from shapes with padding, over the factorization
-time: a lower bound of the GEMM-phase rate). On ``--backend numpy``
+time: a lower bound of the GEMM-phase rate); ``--profile FOLDER`` runs that second build
+and factorization under cProfile (where an H200's time went at 65,536 sites:
+``docs/user_guide.md``, "On a GPU"). On ``--backend numpy``
 this is the CPU algorithm (ACA tiles, thread-pooled left-looking Cholesky), the baseline
 for the GPU's batched one. Observations are white noise, which magnifies the TLR error of
 the quadratic term (see benchmarks/loglik.py). Part 2 on a GPU:
@@ -56,8 +58,10 @@ run); on a GPU machine with CuPy,
 from __future__ import annotations
 
 import argparse
+import cProfile
 import math
 import os
+import pstats
 import resource
 import statistics
 import time
@@ -275,7 +279,8 @@ def part_tlr(args):
                 ranks = factor.ranks[np.tril_indices(factor.n_tiles, -1)]
                 held = getattr(factor, "allocated_bytes", 0) or factor.nbytes  # pool slack included
                 del factor
-                build, factoring, flops = (_phases(backend, X, accuracy, tile, kernel, distance, params)
+                build, factoring, flops = (_profiled(args.profile, f"{backend.name}-{n}-{accuracy:.0e}", _phases,
+                                                     backend, X, accuracy, tile, kernel, distance, params)
                                            if args.phases else (math.nan, math.nan, 0.0))
                 ratio = f"{dense_time / tlr_time:9.2f}" if dense_time else f"{'-':>9}"
                 error = f"{abs(value - dense_value):9.1e}" if dense_value is not None else f"{'-':>9}"
@@ -303,6 +308,20 @@ def _phases(backend, X, accuracy, tile, kernel, distance, params):
     factor = tlr.cholesky(A, overwrite_a=True)
     backend.synchronize()
     return built - start, time.perf_counter() - built, getattr(factor, "gemm_flops", 0.0)
+
+
+def _profiled(folder, name, func, *args):
+    """``func(*args)``, under cProfile when `folder` is set: the statistics are written to
+    ``folder/name.prof`` (``python -m pstats``) and the 25 functions of most own time
+    printed. On a GPU the host's waits for the device land in the calls that synchronize."""
+    if folder is None:
+        return func(*args)
+    profile = cProfile.Profile()
+    result = profile.runcall(func, *args)
+    os.makedirs(folder, exist_ok=True)
+    profile.dump_stats(os.path.join(folder, f"{name}.prof"))
+    pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+    return result
 
 
 def _tlr_loglik(backend, n, accuracy, tile, kernel, distance, params, X=None, y=None):
@@ -368,6 +387,9 @@ def main(argv=None):
     parser.add_argument("--phases", action=argparse.BooleanOptionalAction, default=True,
                         help="part 2: also time the build and the factorization apart (a second "
                              "build and factorization per case)")
+    parser.add_argument("--profile", metavar="FOLDER", default=None,
+                        help="part 2: run the timed-apart build and factorization under cProfile, the "
+                             "statistics written to FOLDER (the phase times then include its overhead)")
     parser.add_argument("--tile", type=int, default=None, help="part 2: tile size (default 1024 to 131K, then 2048)")
     parser.add_argument("--dense-max", type=int, default=32768,
                         help="part 2: largest n of the dense baseline (about 24 n^2 bytes on the device: "

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The GPU checks still open (issue 6), in order of priority, each bounded so that the
-# whole run fits one call of a lent GPU machine (4-7 minutes; device time is scarce).
+# whole run fits one call of a lent GPU machine (5-9 minutes; device time is scarce).
 # A fresh machine compiles CuPy's kernels on first use (its cache starts empty): on an H100
 # the pytest step then took over 90 s, against 26 s with the cache warm, and the 131K step
 # over 80 s; the limits below leave room for that.
@@ -32,6 +32,10 @@ step 180 pytest-gpu python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gp
 # 2. One log-likelihood at 131,072 sites (35.5-44.3 s on an H200, 48.9 s on an H100, against
 #    54-72 s on two CPU cores); the script times a second, phased evaluation after it.
 step 200 tlr131k python3 benchmarks/gpu.py --parts 2 --backend cupy --sizes 131072 --accuracies 1e-8 --repeats 1
+# 2b. Where the time of a 65,536-site build and factorization goes (cProfile; statistics in
+#    $logs/profile). An H200 took 14.5 s unprofiled: a third waiting on the column updates'
+#    sampling, then host eigensolves and small host-to-device copies.
+step 120 profile65k python3 benchmarks/gpu.py --parts 2 --backend cupy --sizes 65536 --accuracies 1e-8 --repeats 1 --profile "$logs/profile"
 # 3. Batched Cholesky and the low-rank GEMMs, medians of 3 (one run each on an H200).
 step 60 batched python3 benchmarks/gpu.py --parts 1 --backend cupy --count 2000 --repeats 3
 # 4. With GPU_CHECKS_1M=1 only, in a call of its own (about 8 minutes): 1,048,576 sites
