@@ -134,7 +134,8 @@ def one_blas_thread_block():
     call: ``threadpoolctl.threadpool_limits`` scans the process's shared libraries at
     every call, which took 12 ms a call on a GPU machine (1,300 ``stat`` calls, with
     CUDA's and a deep-learning stack's libraries loaded), a tenth of a 65,536-site GPU
-    build, and 2 ms on a CPU machine.
+    build, and 2 ms on a CPU machine. A BLAS library loaded after that first call is not
+    limited; tlrcore's products go through NumPy's and SciPy's, loaded when it is imported.
     """
     global _controller
     if _controller is None:
