@@ -36,6 +36,7 @@ import tlrcore
 from tlrcore._threads import one_blas_thread
 from tlrcore.backends import NUMPY, Backend
 from tlrcore.backends import get_backend as _tlrcore_backend
+from tlrcore.compress.worker_processes import start as start_worker_processes
 
 from geostat.covariance import Sites
 from geostat.errors import NotPositiveDefiniteError
@@ -55,6 +56,7 @@ __all__ = [
     "one_blas_thread",
     "resolve_client",
     "site_order",
+    "start_worker_processes",
     "tile_progress",
     "tlr_covariance",
     "tlr_factor",

@@ -32,7 +32,8 @@ from tlrcore._typing import BackendArray, BlockGenerator, FloatArray, IntArray, 
 from tlrcore.backends import Backend, get_backend
 from tlrcore.compress import COMPRESSORS
 from tlrcore.compress.aca_column import aca_column
-from tlrcore.compress.generated import CheckedBlock, compress_tile
+from tlrcore.compress.generated import CheckedBlock, compress_column, compress_tile
+from tlrcore.compress.worker_processes import column_compressor
 from tlrcore.dense._checks import check_symmetric
 from tlrcore.errors import ConsumedMatrixError, GeneratorError
 from tlrcore.packed.build import (
@@ -52,12 +53,6 @@ logger = logging.getLogger(__name__)
 
 #: Compression of the off-diagonal tiles (:meth:`TLRMatrix.from_generator`).
 CompressionMethod = Literal["aca", "ara", "svd", "batched"]
-
-#: Tiles of a tile column compressed together by ACA, their reads served by one generator
-#: call per round (:func:`_compress_tiles`). More tiles mean fewer calls but a larger
-#: working set (two ACA buffers of up to ~64 x tile_size each per tile), which leaves the
-#: cache beyond a few tiles.
-_TILES_TOGETHER = 8
 
 #: Placeholder of a tile freed by :meth:`TLRMatrix._release_column`.
 _RELEASED = np.full((0, 0), np.nan)
@@ -237,13 +232,17 @@ class TLRMatrix:
 
             if method == "aca":
                 with column_progress(n_tiles, "TLR compression") as counter:
+                    compress = column_compressor(
+                        block, offsets, tolerance, max_rank,
+                        lambda j: compress_column(checked, tiles, j, tolerance, max_rank))
 
-                    def compress_column(j):
-                        column = _compress_column(checked, tiles, j, tolerance, max_rank)
+                    def compress_and_count(j):
+                        column = compress(j)
                         counter.update()
                         return column
 
-                    columns = map_by_work(run, compress_column, range(n_tiles), [n_tiles - j for j in range(n_tiles)])
+                    columns = map_by_work(run, compress_and_count, range(n_tiles),
+                                          [n_tiles - j for j in range(n_tiles)])
                 factors = [columns[j][i - j - 1] for i, j in pairs]
             else:
 
@@ -452,61 +451,5 @@ class TLRMatrix:
             f"TLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, "
             f"mean_rank={self.mean_rank:.1f}, nbytes={self.nbytes})"
         )
-
-
-def _compress_column(checked, tiles, j, tolerance, max_rank):
-    """ACA factors of the tiles ``(i, j)``, ``i > j``, in order of `i`, compressed
-    :data:`_TILES_TOGETHER` at a time (:func:`_compress_tiles`)."""
-    return [factors for first in range(j + 1, len(tiles), _TILES_TOGETHER)
-            for factors in _compress_tiles(checked, tiles, j, first, min(first + _TILES_TOGETHER, len(tiles)),
-                                           tolerance, max_rank)]
-
-
-def _compress_tiles(checked, tiles, j, first, stop, tolerance, max_rank):
-    """ACA factors of the tiles ``(i, j)``, ``first <= i < stop``, compressed together
-    (:func:`~tlrcore.compress.aca_column.aca_column`).
-
-    The rows the tiles ask for in a round are read by one generator call; their columns by
-    one call of ``entries`` when the generator has it, else by one call per tile. A
-    failing read is repeated tile by tile, so that the error names the tile.
-    """
-    cols = tiles[j]
-    below = tiles[first:stop]
-    where = f"tiles {first}..{stop - 1} of column {j}"
-
-    def read_rows(parts):
-        rows = np.concatenate([below[t][idx] for t, idx in parts])
-        try:
-            values = checked(rows, cols, where)
-        except GeneratorError:
-            for t, idx in parts:
-                checked(below[t][idx], cols, (first + t, j))
-            raise
-        return np.split(values, np.cumsum([idx.size for _, idx in parts[:-1]]))
-
-    def read_columns(parts):
-        if checked.entries is None:
-            return [checked(below[t], cols[idx], (first + t, j)) for t, idx in parts]
-        # Requests of one shape are stacked: entries(i, k) broadcasts i (T, m, 1) against
-        # k (T, 1, q) into the T blocks A_t[:, idx] of shape (m, q).
-        values = [None] * len(parts)
-        groups = {}
-        for position, (t, idx) in enumerate(parts):
-            groups.setdefault((below[t].size, idx.size), []).append(position)
-        for positions in groups.values():
-            i = np.stack([below[parts[pos][0]] for pos in positions])[:, :, None]
-            k = np.stack([cols[parts[pos][1]] for pos in positions])[:, None, :]
-            try:
-                stacked = checked.entries(i, k, where)
-            except GeneratorError:
-                for pos in positions:
-                    t, idx = parts[pos]
-                    checked(below[t], cols[idx], (first + t, j))
-                raise
-            for pos, value in zip(positions, stacked):
-                values[pos] = value
-        return values
-
-    return aca_column(read_rows, read_columns, [rows.size for rows in below], cols.size, tolerance, max_rank)
 
 

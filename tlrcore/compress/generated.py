@@ -1,6 +1,6 @@
-"""Tiles read from a user's block generator: the checks on what it returns, and the
+"""Tiles read from a user's block generator: the checks on what it returns, the
 compression of one off-diagonal tile (shared by :meth:`tlrcore.TLRMatrix.from_generator`
-and :mod:`tlrcore.distributed`)."""
+and :mod:`tlrcore.distributed`) and of a whole tile column by ACA."""
 
 from __future__ import annotations
 
@@ -8,11 +8,18 @@ import numpy as np
 
 from tlrcore.compress._recompress import check_block_output
 from tlrcore.compress.aca import aca_compress
+from tlrcore.compress.aca_column import aca_column
 from tlrcore.compress.ara import ara_compress
 from tlrcore.compress.svd import svd_compress
 from tlrcore.errors import GeneratorError
 
-__all__ = ["CheckedBlock", "compress_tile"]
+__all__ = ["CheckedBlock", "compress_column", "compress_tile"]
+
+#: Tiles of a tile column compressed together by ACA, their reads served by one generator
+#: call per round (:func:`_compress_tiles`). More tiles mean fewer calls but a larger
+#: working set (two ACA buffers of up to ~64 x tile_size each per tile), which leaves the
+#: cache beyond a few tiles.
+_TILES_TOGETHER = 8
 
 
 class CheckedBlock:
@@ -67,3 +74,62 @@ def compress_tile(checked, rows, cols, tile, tolerance, method, max_rank, seed):
         return svd_compress(dense, tolerance, max_rank=max_rank)
     return ara_compress(lambda X: dense @ X, lambda X: dense.T @ X, dense.shape, tolerance, max_rank=max_rank,
                         rng=np.random.default_rng(seed))
+
+
+def compress_column(checked, tiles, j, tolerance, max_rank):
+    """ACA factors of the tiles ``(i, j)``, ``i > j``, of the tile column `j` of the
+    matrix `checked` generates (the tiles' index arrays `tiles`), in order of `i`,
+    compressed :data:`_TILES_TOGETHER` at a time (:func:`_compress_tiles`) to the absolute
+    `tolerance`: what :meth:`tlrcore.TLRMatrix.from_generator` does with each column, on
+    its threads or in a worker process (:mod:`tlrcore.compress.worker_processes`)."""
+    return [factors for first in range(j + 1, len(tiles), _TILES_TOGETHER)
+            for factors in _compress_tiles(checked, tiles, j, first, min(first + _TILES_TOGETHER, len(tiles)),
+                                           tolerance, max_rank)]
+
+
+def _compress_tiles(checked, tiles, j, first, stop, tolerance, max_rank):
+    """ACA factors of the tiles ``(i, j)``, ``first <= i < stop``, compressed together
+    (:func:`~tlrcore.compress.aca_column.aca_column`).
+
+    The rows the tiles ask for in a round are read by one generator call; their columns by
+    one call of ``entries`` when the generator has it, else by one call per tile. A
+    failing read is repeated tile by tile, so that the error names the tile.
+    """
+    cols = tiles[j]
+    below = tiles[first:stop]
+    where = f"tiles {first}..{stop - 1} of column {j}"
+
+    def read_rows(parts):
+        rows = np.concatenate([below[t][idx] for t, idx in parts])
+        try:
+            values = checked(rows, cols, where)
+        except GeneratorError:
+            for t, idx in parts:
+                checked(below[t][idx], cols, (first + t, j))
+            raise
+        return np.split(values, np.cumsum([idx.size for _, idx in parts[:-1]]))
+
+    def read_columns(parts):
+        if checked.entries is None:
+            return [checked(below[t], cols[idx], (first + t, j)) for t, idx in parts]
+        # Requests of one shape are stacked: entries(i, k) broadcasts i (T, m, 1) against
+        # k (T, 1, q) into the T blocks A_t[:, idx] of shape (m, q).
+        values = [None] * len(parts)
+        groups = {}
+        for position, (t, idx) in enumerate(parts):
+            groups.setdefault((below[t].size, idx.size), []).append(position)
+        for positions in groups.values():
+            i = np.stack([below[parts[pos][0]] for pos in positions])[:, :, None]
+            k = np.stack([cols[parts[pos][1]] for pos in positions])[:, None, :]
+            try:
+                stacked = checked.entries(i, k, where)
+            except GeneratorError:
+                for pos in positions:
+                    t, idx = parts[pos]
+                    checked(below[t], cols[idx], (first + t, j))
+                raise
+            for pos, value in zip(positions, stacked):
+                values[pos] = value
+        return values
+
+    return aca_column(read_rows, read_columns, [rows.size for rows in below], cols.size, tolerance, max_rank)

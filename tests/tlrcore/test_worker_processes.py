@@ -1,0 +1,108 @@
+"""tlrcore.compress.worker_processes (``TLRCORE_PROCESSES=1``): the ACA tile columns of a
+CPU build compressed in forked workers give the threads' matrix bit for bit, and every
+case the processes cannot serve falls back to the threads."""
+
+import os
+import sys
+from concurrent.futures.process import BrokenProcessPool
+
+import numpy as np
+import pytest
+
+import tlrcore as tlr
+from tlrcore.compress import worker_processes
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the workers are forked on Linux only")
+
+N, TILE = 1200, 200
+
+
+class Exponential:
+    """A picklable generator of ``exp(-|x_i - x_j| / 0.2) + 0.01 [i == j]`` that leaves the
+    id of the process of every call in `folder` (the workers' calls included), with NaN in
+    row `poisoned` of the first tile column when asked."""
+
+    def __init__(self, X, folder=None, poisoned=None):
+        self.X, self.folder, self.poisoned = X, folder, poisoned
+
+    def __call__(self, rows, cols):
+        if self.folder is not None:
+            (self.folder / f"pid-{os.getpid()}").touch()
+        C = np.exp(-np.linalg.norm(self.X[rows][:, None] - self.X[cols][None], axis=2) / 0.2)
+        C[rows[:, None] == cols[None, :]] += 0.01
+        if self.poisoned is not None:
+            C[(rows == self.poisoned)[:, None] & (cols < TILE)[None, :]] = np.nan
+        return C
+
+
+@pytest.fixture
+def sites():
+    X = np.random.default_rng(0).uniform(size=(N, 2))
+    return X[np.lexsort([X[:, 0], np.floor(X[:, 1] * 4)])]
+
+
+@pytest.fixture
+def processes(monkeypatch):
+    monkeypatch.setenv("TLRCORE_PROCESSES", "1")
+    monkeypatch.setenv("TLRCORE_NUM_THREADS", "2")
+    monkeypatch.setattr(worker_processes, "_broken", False)
+    yield
+    worker_processes.shutdown()
+
+
+def build(block):
+    return tlr.TLRMatrix.from_generator(block, N, TILE, accuracy=1e-9, method="aca")
+
+
+def assert_same_matrix(A, B):
+    assert A.U.keys() == B.U.keys()
+    for key in A.U:
+        assert np.array_equal(A.U[key], B.U[key]) and np.array_equal(A.V[key], B.V[key]), key
+    for D, E in zip(A.diagonal, B.diagonal):
+        assert np.array_equal(D, E)
+
+
+def test_workers_give_the_threads_matrix_bit_for_bit(sites, processes, tmp_path, monkeypatch):
+    in_workers = build(Exponential(sites, tmp_path))
+    pids = {int(p.name.split("-")[1]) for p in tmp_path.iterdir()}
+    assert len(pids - {os.getpid()}) >= 1  # the columns were compressed elsewhere
+    monkeypatch.setenv("TLRCORE_PROCESSES", "0")
+    assert not worker_processes.enabled()
+    assert_same_matrix(in_workers, build(Exponential(sites)))
+    dense = Exponential(sites)(np.arange(N), np.arange(N))
+    assert np.linalg.norm(in_workers.to_dense() - dense) <= 1e-9 * np.linalg.norm(dense)
+
+
+def test_a_generator_that_does_not_pickle_stays_on_the_threads(sites, processes):
+    inner = Exponential(sites)
+    closure = lambda rows, cols: inner(rows, cols)  # noqa: E731  (a lambda does not pickle)
+    assert_same_matrix(build(closure), build(inner))
+
+
+def test_a_generator_error_in_a_worker_names_the_tile(sites, processes):
+    with pytest.raises(tlr.GeneratorError, match=r"\(5, 0\)|column 0"):
+        # (row 1028: one that the parent's norm and symmetry samples, seeded, do not read)
+        build(Exponential(sites, poisoned=1028))
+
+
+def test_a_broken_pool_falls_back_to_the_threads_for_good(sites, processes, monkeypatch, caplog):
+    expected = build(Exponential(sites))
+
+    class Broken:
+        def submit(self, *args):
+            raise BrokenProcessPool("a worker died")
+
+    monkeypatch.setattr(worker_processes, "_get_pool", lambda: Broken())
+    monkeypatch.setattr(worker_processes, "start", lambda: None)
+    assert_same_matrix(build(Exponential(sites)), expected)
+    assert worker_processes._broken and not worker_processes.enabled()
+    assert "stopped" in caplog.text
+
+
+def test_off_with_one_worker_or_inside_a_daemonic_process(processes, monkeypatch):
+    assert worker_processes.enabled()
+    monkeypatch.setenv("TLRCORE_NUM_THREADS", "1")
+    assert not worker_processes.enabled()
+    monkeypatch.setenv("TLRCORE_NUM_THREADS", "2")
+    monkeypatch.setattr(worker_processes.multiprocessing.current_process(), "daemon", True, raising=False)
+    assert not worker_processes.enabled()
