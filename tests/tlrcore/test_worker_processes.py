@@ -2,6 +2,7 @@
 CPU build compressed in forked workers give the threads' matrix bit for bit, and every
 case the processes cannot serve falls back to the threads."""
 
+import logging
 import os
 import sys
 from concurrent.futures.process import BrokenProcessPool
@@ -77,6 +78,22 @@ def test_a_generator_that_does_not_pickle_stays_on_the_threads(sites, processes)
     inner = Exponential(sites)
     closure = lambda rows, cols: inner(rows, cols)  # noqa: E731  (a lambda does not pickle)
     assert_same_matrix(build(closure), build(inner))
+
+
+def test_a_generator_the_workers_cannot_unpickle_stays_on_the_threads(sites, processes, caplog):
+    caplog.set_level(logging.DEBUG, logger=worker_processes.__name__)
+    worker_processes.start()  # forked now: a class made after this is unknown to them
+
+    class Late(Exponential):
+        pass
+
+    Late.__module__, Late.__qualname__ = __name__, "Late"
+    globals()["Late"] = Late  # picklable here, by reference; not in the forked workers
+    try:
+        assert_same_matrix(build(Late(sites)), build(Exponential(sites)))
+        assert "cannot unpickle" in caplog.text
+    finally:
+        del globals()["Late"]
 
 
 def test_a_generator_error_in_a_worker_names_the_tile(sites, processes):

@@ -12,9 +12,11 @@ With the setting on and more than one worker (:func:`tlrcore._threads.workers`),
 tile column of :meth:`tlrcore.TLRMatrix.from_generator` (``method="aca"``) is compressed
 in a process of a persistent pool: the block generator is pickled once per build and sent
 with each column; the factors come back pickled. The tiles are those the threads would
-make, bit for bit (the same operations on the same entries). A generator that does not
-pickle (a closure), a process that may not have children (a daemonic one, such as a Dask
-worker's) or a pool that broke falls back to the threads.
+make, bit for bit (the same operations on the same entries). The generator runs in the
+workers, so its side effects (counters, caches) stay there. A generator that does not
+pickle (a closure) or that the workers cannot unpickle (a class defined after they were
+forked), a process that may not have children (a daemonic one, such as a Dask worker's)
+or a pool that broke falls back to the threads.
 
 The workers are forked (Linux only): a fork server or spawned processes would import the
 caller's main script again (running a script without a ``__main__`` guard twice) and take
@@ -84,22 +86,30 @@ def column_compressor(block, offsets, tolerance, max_rank, local):
         return local
     try:
         payload = pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
-    except (pickle.PicklingError, AttributeError, TypeError):
+    except Exception:  # whatever keeps it from pickling, the threads serve it
         return local
     start()  # between the diagonal tiles and the columns: the tile pool's threads are idle
     build = (os.getpid(), next(_builds))
+    unpicklable = []
 
     def compress(j):
         global _broken
-        if not _broken:
+        if not (_broken or unpicklable):
             try:
                 return _get_pool().submit(_compress_remote, build, payload, offsets, j, tolerance, max_rank).result()
             except BrokenProcessPool:
                 _broken = True
                 logger.warning("tlrcore: the worker processes stopped; compressing on threads from now on")
+            except _Unpicklable as exc:
+                unpicklable.append(exc)
+                logger.debug("tlrcore: the workers cannot unpickle the generator (%s); this build uses threads", exc)
         return local(j)
 
     return compress
+
+
+class _Unpicklable(Exception):
+    """A worker could not unpickle the generator (a class defined after the fork, say)."""
 
 
 def _get_pool():
@@ -118,7 +128,11 @@ def _compress_remote(build, payload, offsets, j, tolerance, max_rank):
     """In a worker: the factors of tile column `j`, as the threads compute them."""
     global _worker_build
     if _worker_build[0] != build:
-        _worker_build = (build, CheckedBlock(pickle.loads(payload)))
+        try:
+            generator = pickle.loads(payload)
+        except Exception as exc:
+            raise _Unpicklable(f"{type(exc).__name__}: {exc}") from None
+        _worker_build = (build, CheckedBlock(generator))
     tiles = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(offsets) - 1)]
     with one_blas_thread_block():
         return compress_column(_worker_build[1], tiles, j, tolerance, max_rank)
