@@ -116,6 +116,17 @@ def test_a_broken_pool_falls_back_to_the_threads_for_good(sites, processes, monk
     assert "stopped" in caplog.text
 
 
+def test_a_pool_that_cannot_start_leaves_the_threads(sites, processes, monkeypatch, caplog):
+    expected = build(Exponential(sites))
+
+    def no_semaphores():
+        raise OSError("[Errno 38] Function not implemented")  # what a sandbox without /dev/shm says
+
+    monkeypatch.setattr(worker_processes, "_get_pool", no_semaphores)
+    assert_same_matrix(build(Exponential(sites)), expected)
+    assert worker_processes._broken and "no worker processes" in caplog.text
+
+
 def test_off_with_one_worker_or_inside_a_daemonic_process(processes, monkeypatch):
     assert worker_processes.enabled()
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "1")

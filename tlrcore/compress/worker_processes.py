@@ -69,8 +69,13 @@ def start():
     Call it from a thread that holds no lock, with no other thread of the caller's
     working: a fork copies the locks of every thread as they are.
     """
+    global _broken
     if enabled():
-        _get_pool().submit(_warm_up).result()
+        try:
+            _get_pool().submit(_warm_up).result()
+        except (OSError, BrokenProcessPool) as exc:  # no fork, no semaphores (/dev/shm), a dead worker
+            _broken = True
+            logger.warning("tlrcore: no worker processes (%s); compressing on threads", exc)
 
 
 def shutdown():
@@ -91,6 +96,8 @@ def column_compressor(block, offsets, tolerance, max_rank, local):
     except Exception:  # whatever keeps it from pickling, the threads serve it
         return local
     start()  # between the diagonal tiles and the columns: the tile pool's threads are idle
+    if _broken:
+        return local
     build = (os.getpid(), next(_builds))
     unpicklable = []
 
