@@ -31,7 +31,6 @@ from tlrcore._threads import by_rows, column_progress, map_by_work, runner, tile
 from tlrcore._typing import BackendArray, BlockGenerator, FloatArray, IntArray, Seed
 from tlrcore.backends import Backend, get_backend
 from tlrcore.compress import COMPRESSORS
-from tlrcore.compress.aca_column import aca_column
 from tlrcore.compress.generated import CheckedBlock, compress_column, compress_tile
 from tlrcore.compress.worker_processes import column_compressor
 from tlrcore.dense._checks import check_symmetric

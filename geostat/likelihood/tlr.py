@@ -125,7 +125,7 @@ class TLRLikelihood(Likelihood):
         self.tile_size, self.ordering, self.random_state = tile_size, ordering, random_state
         self._orders = [_Order(*site_order(self._sites(g), distance, kernel, ordering, tile_size)) for g in self.groups]
         if self.client is None and not backend.batched_by_default:
-            start_worker_processes()  # their imports overlap the pilot fit (TLRCORE_PROCESSES=1 only)
+            start_worker_processes()  # forked now, before any large array (TLRCORE_PROCESSES=1 only)
         self._ordered_sites = {}
         self._arrays = {}
         self._cache = None
