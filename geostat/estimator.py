@@ -372,7 +372,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         likelihood = self._likelihood_of(training, kernel, distance_name, self.method, backend)
         _check_sites_and_nugget(data.coords, likelihood, natural_space, data_variance)
         space = scale.space_to_unit(dataclasses.replace(natural_space, max_distance=likelihood.max_distance))
-        with fit_progress(self.verbose, scale.factor) as progress:
+        with likelihood.fitting(), fit_progress(self.verbose, scale.factor) as progress:
             result = maximize_likelihood(
                 likelihood, space, n_starts=self.n_starts, random_state=check_random_state(self.random_state)
             )

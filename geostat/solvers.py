@@ -36,7 +36,7 @@ import tlrcore
 from tlrcore._threads import one_blas_thread
 from tlrcore.backends import NUMPY, Backend
 from tlrcore.backends import get_backend as _tlrcore_backend
-from tlrcore.compress.worker_processes import start as start_worker_processes
+from tlrcore.compress.worker_processes import session as worker_session
 
 from geostat.covariance import Sites
 from geostat.errors import NotPositiveDefiniteError
@@ -56,11 +56,11 @@ __all__ = [
     "one_blas_thread",
     "resolve_client",
     "site_order",
-    "start_worker_processes",
     "tile_progress",
     "tlr_covariance",
     "tlr_factor",
     "tlr_matrix",
+    "worker_session",
 ]
 
 #: ``with tile_progress(enabled):`` shows (or not) tile-column counters of the TLR builds and

@@ -3,6 +3,8 @@ failure policy and the generalized least-squares trend."""
 
 from __future__ import annotations
 
+import contextlib
+
 from geostat.distance import SiteDistanceExtremes
 from geostat.likelihood.failure import check_on_failure
 from geostat.likelihood.gls import check_groups, group_by_pattern, trend_estimates
@@ -52,6 +54,11 @@ class Likelihood(SiteDistanceExtremes):
         self.n_replicates = y.shape[1]
         self.n_obs = int(sum(g.y.size for g in self.groups))
         self.n_eff = self.n_obs - (self.n_coef * self.n_replicates if self.reml else 0)
+
+    def fitting(self):
+        """A context for the evaluations of one fit: here none (the TLR likelihood's
+        compresses its builds in worker processes)."""
+        return contextlib.nullcontext()
 
     def gls(self, params):
         """Generalized least-squares trend at natural parameters.

@@ -43,9 +43,9 @@ from geostat.solvers import (
     distributed_tlr_factor,
     resolve_client,
     site_order,
-    start_worker_processes,
     tlr_factor,
     tlr_matrix,
+    worker_session,
 )
 
 __all__ = ["TLRLikelihood"]
@@ -124,14 +124,21 @@ class TLRLikelihood(Likelihood):
         self.accuracy = float(accuracy)
         self.tile_size, self.ordering, self.random_state = tile_size, ordering, random_state
         self._orders = [_Order(*site_order(self._sites(g), distance, kernel, ordering, tile_size)) for g in self.groups]
-        if self.client is None and not backend.batched_by_default:
-            start_worker_processes()  # forked now, before any large array (TLRCORE_PROCESSES=1 only)
         self._ordered_sites = {}
         self._arrays = {}
         self._cache = None
         #: Factorizations by evaluations (:meth:`terms`, :meth:`log_likelihood`,
         #: :meth:`probe_traces`) at any accuracy: the count of a fit's full-data evaluations.
         self.n_factorizations = 0
+
+    def fitting(self):
+        """A context for the evaluations of one fit: on the CPU, in this process, the
+        builds' tile columns are compressed in worker processes forked when it opens
+        (:func:`tlrcore.compress.worker_processes.session`; by default for tiles of at
+        most 1024) and stopped when it closes."""
+        if self.client is not None or self.backend.batched_by_default:
+            return super().fitting()
+        return worker_session(max(order.tile_size for order in self._orders))
 
     def describe(self):
         """The settings in words, for the log: tile size, tiles, accuracy, ordering."""

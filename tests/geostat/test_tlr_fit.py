@@ -2,6 +2,7 @@
 each against the dense exact path on the same data."""
 
 import copy
+import sys
 import dataclasses
 
 import numpy as np
@@ -202,3 +203,28 @@ def test_reported_loglik_checks_a_coarser_evaluation_first(accuracy, scale, fail
     assert got == pytest.approx(reported) and loglik == pytest.approx(1000.0 + scale * reported)
     # the change from the value ten times less accurate than the reported one
     assert error == pytest.approx(9 * scale * reported) and error <= 0.01
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the worker processes are forked on Linux only")
+def test_a_cpu_fit_builds_in_worker_processes_that_stop_with_it(monkeypatch, rng):
+    from tlrcore.compress import worker_processes
+
+    monkeypatch.delenv("TLRCORE_PROCESSES", raising=False)  # the default
+    monkeypatch.setenv("TLRCORE_NUM_THREADS", "2")
+    monkeypatch.setattr(worker_processes, "_broken", False)
+    submitted = []
+    pool_of = worker_processes._get_pool
+
+    class Counting:
+        def submit(self, fn, *args):
+            submitted.append(fn.__name__)
+            return pool_of().submit(fn, *args)
+
+    monkeypatch.setattr(worker_processes, "_get_pool", Counting)
+    X, y, _ = data(600, rng, replicates=1, missing=0.0)
+    model = gs.SpatialGP(method="tlr", tile_size=128, smoothness=1.2).fit(X, y[:, 0])
+    assert "_compress_remote" in submitted
+    assert worker_processes._pool is None and worker_processes._sessions == 0
+    monkeypatch.setenv("TLRCORE_PROCESSES", "0")
+    on_threads = gs.SpatialGP(method="tlr", tile_size=128, smoothness=1.2).fit(X, y[:, 0])
+    assert on_threads.params_ == model.params_ and on_threads.loglik_ == model.loglik_

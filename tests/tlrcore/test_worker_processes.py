@@ -134,3 +134,52 @@ def test_off_with_one_worker_or_inside_a_daemonic_process(processes, monkeypatch
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "2")
     monkeypatch.setattr(worker_processes.multiprocessing.current_process(), "daemon", True, raising=False)
     assert not worker_processes.enabled()
+
+
+@pytest.fixture
+def auto(monkeypatch):
+    monkeypatch.delenv("TLRCORE_PROCESSES", raising=False)
+    monkeypatch.setenv("TLRCORE_NUM_THREADS", "2")
+    monkeypatch.setattr(worker_processes, "_broken", False)
+    yield
+    worker_processes.shutdown()
+
+
+def test_by_default_the_workers_serve_small_tiles_inside_a_session_and_stop_with_it(auto):
+    assert worker_processes.setting() == "auto"
+    assert not worker_processes.enabled(1024)  # no session open
+    with worker_processes.session(1024):
+        assert worker_processes._pool is not None  # forked when the session opened
+        assert worker_processes.enabled(1024) and worker_processes.enabled(256)
+        assert not worker_processes.enabled(worker_processes.AUTO_MAX_TILE + 1)
+        with worker_processes.session(1024):
+            pass
+        assert worker_processes._pool is not None  # an inner session's close keeps them
+    assert worker_processes._pool is None and not worker_processes.enabled(1024)
+
+
+def test_a_session_with_large_tiles_forks_nothing(auto):
+    with worker_processes.session(2048):
+        assert worker_processes._pool is None
+    assert worker_processes._sessions == 0
+
+
+def test_a_session_closes_when_its_block_raises(auto):
+    with pytest.raises(KeyError), worker_processes.session(512):
+        raise KeyError("x")
+    assert worker_processes._pool is None and worker_processes._sessions == 0
+
+
+def test_a_session_build_uses_the_workers(sites, auto, tmp_path):
+    with worker_processes.session(TILE):
+        in_workers = build(Exponential(sites, tmp_path))
+    pids = {int(p.name.split("-")[1]) for p in tmp_path.iterdir()}
+    assert len(pids - {os.getpid()}) >= 1
+    assert_same_matrix(in_workers, build(Exponential(sites)))
+
+
+@pytest.mark.parametrize("value", ["yes", "2", "true"])
+def test_a_bad_setting_names_the_variable(monkeypatch, value):
+    monkeypatch.setenv("TLRCORE_PROCESSES", value)
+    with pytest.raises(ValueError, match="TLRCORE_PROCESSES"):
+        worker_processes.enabled(512)

@@ -1,5 +1,4 @@
-"""Worker processes for the ACA compression of a CPU TLR build (opt-in:
-``TLRCORE_PROCESSES=1``).
+"""Worker processes for the ACA compression of a CPU TLR build.
 
 ACA advances one pivot row and column at a time, in Python, so on tiles of 1024 it holds
 the GIL most of the time and the tile pool's threads barely overlap: the off-diagonal
@@ -8,33 +7,45 @@ compression of 8,192 co2 cells (28 tiles) took 1.66 s on one thread, 1.34 s on t
 co2 8K fit (five builds) 13.1 s instead of 15.8 s (medians of 6). On tiles of 2048 the
 threads already reach 1.8x, and the builds take as long either way. Pages of the caller
 that exist when the workers are forked are copied on its first writes (0.6 s more for
-the first factorization at 32,768 sites when the fork came in the middle of its build).
+the first factorization at 32,768 sites when the fork came in the middle of its build),
+and stay held by the workers while they live, even once the caller frees them.
 
-With the setting on and more than one worker (:func:`tlrcore._threads.workers`), each
-tile column of :meth:`tlrcore.TLRMatrix.from_generator` (``method="aca"``) is compressed
-in a process of a persistent pool: the block generator is pickled once per build and sent
-with each column; the factors come back pickled. The tiles are those the threads would
-make, bit for bit (the same operations on the same entries). The generator runs in the
-workers, so its side effects (counters, caches) stay there. A generator that does not
-pickle (a closure) or that the workers cannot unpickle (a class defined after they were
-forked), a process that may not have children (a daemonic one, such as a Dask worker's)
-or a pool that broke falls back to the threads.
+When the workers serve a build, set by ``TLRCORE_PROCESSES``:
 
-The workers are forked (Linux only): a fork server or spawned processes would import the
-caller's main script again (running a script without a ``__main__`` guard twice) and take
-about 3 s to import NumPy, SciPy and geostat. They are forked once, from a thread with no
-other work running: by :func:`start`, which the likelihood calls when it is made, or before
-the first build's columns, while the tile pool's threads wait.
+* unset or empty (the default): inside a :func:`session` (a geostat fit opens one around
+  its optimization), for tiles of at most 1024 (:data:`AUTO_MAX_TILE`);
+* ``1``: every build, with any tile size, in a session or not;
+* ``0``: never.
+
+With more than one worker (:func:`tlrcore._threads.workers`) each tile column of
+:meth:`tlrcore.TLRMatrix.from_generator` (``method="aca"``) is then compressed in a
+process of a pool: the block generator is pickled once per build and sent with each
+column; the factors come back pickled. The tiles are those the threads would make, bit
+for bit (the same operations on the same entries). The generator runs in the workers, so
+its side effects (counters, caches) stay there. A generator that does not pickle (a
+closure) or that the workers cannot unpickle (a class defined after they were forked), a
+process that may not have children (a daemonic one, such as a Dask worker's), a platform
+other than Linux, or a pool that broke or could not start falls back to the threads.
+
+The workers are forked: a fork server or spawned processes would import the caller's
+main script again (running a script without a ``__main__`` guard twice) and take about
+3 s to import NumPy, SciPy and geostat; a fork and its warm-up take 25 ms, the shutdown
+11 ms. They are forked from a thread with no other work running: when the first session
+opens (before the fit's large arrays exist), or, with ``TLRCORE_PROCESSES=1`` outside a
+session, before the first build's columns, while the tile pool's threads wait. The last
+session to close stops them, so that they hold none of the caller's memory after a fit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import multiprocessing
 import os
 import pickle
 import sys
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -43,39 +54,83 @@ import numpy as np
 from tlrcore._threads import one_blas_thread_block, workers
 from tlrcore.compress.generated import CheckedBlock, compress_column
 
-__all__ = ["column_compressor", "enabled", "shutdown", "start"]
+__all__ = ["AUTO_MAX_TILE", "column_compressor", "enabled", "session", "setting", "shutdown", "start"]
 
 logger = logging.getLogger(__name__)
 
+#: Largest tile that the workers serve by default: at 2048 threads build as fast.
+AUTO_MAX_TILE = 1024
+
 _pool = None
 _broken = False
+_sessions = 0
+_sessions_lock = threading.Lock()
 #: Numbers the builds, so that a worker unpickles each build's generator once.
 _builds = itertools.count()
 #: In a worker: ``(build, generator)`` of the build it served last.
 _worker_build = (None, None)
 
 
-def enabled():
-    """Whether tile columns go to worker processes: ``TLRCORE_PROCESSES=1``, more than one
-    worker, Linux (the workers are forked), a process allowed children, and no pool broken
-    before."""
-    return (os.environ.get("TLRCORE_PROCESSES") == "1" and workers() > 1 and sys.platform == "linux"
-            and not _broken and not multiprocessing.current_process().daemon)
+def setting():
+    """``TLRCORE_PROCESSES``: ``"auto"`` (unset or empty), ``"always"`` (1) or ``"never"`` (0).
+
+    Raises
+    ------
+    ValueError
+        For any other value.
+    """
+    value = os.environ.get("TLRCORE_PROCESSES", "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"TLRCORE_PROCESSES={value!r} must be 1 (worker processes for every CPU build), "
+                         "0 (none) or unset (for tiles of at most 1024 during a fit).")
+    return {"": "auto", "0": "never", "1": "always"}[value]
+
+
+def enabled(tile_size=None):
+    """Whether the tile columns of a build with tiles of `tile_size` go to worker processes
+    (``None``: whether any build's would): by :func:`setting`, with more than one worker,
+    on Linux, in a process allowed children, and no pool broken before."""
+    chosen = setting()
+    if chosen == "never" or (chosen == "auto" and not (_sessions and (tile_size or 0) <= AUTO_MAX_TILE)):
+        return False
+    return workers() > 1 and sys.platform == "linux" and not _broken and not multiprocessing.current_process().daemon
+
+
+@contextlib.contextmanager
+def session(tile_size):
+    """Worker processes for the builds of the block (with tiles of `tile_size`), forked
+    when it opens unless running; the last session to close stops them.
+
+    Open it from a thread that holds no lock, with no other thread of the caller's working
+    (a fork copies the locks of every thread as they are). Sessions nest and may be open
+    in several threads at once.
+    """
+    global _sessions
+    with _sessions_lock:
+        _sessions += 1
+    try:
+        if enabled(tile_size):
+            start()
+        yield
+    finally:
+        with _sessions_lock:
+            _sessions -= 1
+            if not _sessions:
+                shutdown()
 
 
 def start():
-    """Fork the pool's workers now, unless they are running (a no-op unless :func:`enabled`).
+    """Fork the pool's workers now, unless they are running.
 
     Call it from a thread that holds no lock, with no other thread of the caller's
     working: a fork copies the locks of every thread as they are.
     """
     global _broken
-    if enabled():
-        try:
-            _get_pool().submit(_warm_up).result()
-        except (OSError, BrokenProcessPool) as exc:  # no fork, no semaphores (/dev/shm), a dead worker
-            _broken = True
-            logger.warning("tlrcore: no worker processes (%s); compressing on threads", exc)
+    try:
+        _get_pool().submit(_warm_up).result()
+    except (OSError, BrokenProcessPool) as exc:  # no fork, no semaphores (/dev/shm), a dead worker
+        _broken = True
+        logger.warning("tlrcore: no worker processes (%s); compressing on threads", exc)
 
 
 def shutdown():
@@ -87,9 +142,10 @@ def shutdown():
 
 
 def column_compressor(block, offsets, tolerance, max_rank, local):
-    """``compress(j)``: the factors of tile column `j`, from a worker process when
-    :func:`enabled` and `block` pickles, else (or once the pool broke) ``local(j)``."""
-    if not enabled():
+    """``compress(j)``: the factors of tile column `j` (tiles start at `offsets`), from a
+    worker process when :func:`enabled` and `block` pickles, else (or once the pool broke)
+    ``local(j)``."""
+    if not enabled(int(np.max(np.diff(offsets)))):
         return local
     try:
         payload = pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
