@@ -31,6 +31,7 @@ from tlrcore._threads import by_rows, column_progress, map_by_work, runner, tile
 from tlrcore._typing import BackendArray, BlockGenerator, FloatArray, IntArray, Seed
 from tlrcore.backends import Backend, get_backend
 from tlrcore.compress import COMPRESSORS
+from tlrcore.compress._recompress import recompress
 from tlrcore.compress.generated import CheckedBlock, compress_column, compress_tile
 from tlrcore.compress.worker_processes import column_compressor
 from tlrcore.dense._checks import check_symmetric
@@ -124,6 +125,9 @@ class TLRMatrix:
         self.accuracy = accuracy
         self.tolerance = tolerance
         self.backend = backend
+        #: ``||A_tlr - B_tlr||_F`` (both triangles) for a copy made by ``B.truncated()``,
+        #: from the dropped singular values; None otherwise.
+        self.truncation_error: float | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -312,6 +316,61 @@ class TLRMatrix:
             max_rank=max_rank,
             random_state=random_state,
         )
+
+    def truncated(self, accuracy: float) -> TLRMatrix:
+        r"""A copy at the coarser `accuracy`, from the factors (the generator is not read).
+
+        The diagonal tiles are copied; each off-diagonal tile's ``U V^T`` is truncated
+        (QR of both factors and an SVD, :func:`tlrcore.compress._recompress.recompress`) with the Frobenius budget
+        ``tau' - tau``, where ``tau' = tau accuracy / self.accuracy`` is the tolerance a
+        build at `accuracy` with the same norm estimate would use. A tile's two errors
+        add at most to ``tau'``, so the copy meets the module's contract at `accuracy`
+        whenever this matrix meets it at its own. :attr:`tile_errors` add likewise (a
+        bound on the spectral norms), and :attr:`truncation_error` is ``||copy - self||_F``.
+        It costs two thin QRs and an SVD of the rank's size per tile, against the kernel
+        evaluations and ACA of a new build.
+
+        Parameters
+        ----------
+        accuracy : float
+            In ``[self.accuracy, 1)``.
+
+        Returns
+        -------
+        TLRMatrix
+            On the NumPy back end, tile by tile (not packed).
+
+        Raises
+        ------
+        ValueError
+            If `accuracy` is not in ``[self.accuracy, 1)``, or the matrix is not on the
+            NumPy back end.
+        ConsumedMatrixError
+            If the matrix was consumed by ``cholesky(A, overwrite_a=True)``.
+        """
+        accuracy = check_accuracy(accuracy)
+        if accuracy < self.accuracy:
+            raise ValueError(f"accuracy must be at least the matrix's own, {self.accuracy:g} (truncation only "
+                             f"coarsens); got {accuracy:g}.")
+        if self.backend.name != "numpy":
+            raise ValueError(f"truncated() works on NumPy matrices; this one is on {self.backend.name!r}: build "
+                             "again at the coarser accuracy instead.")
+        self._check_usable()
+        tolerance = self.tolerance * (accuracy / self.accuracy)
+        budget = tolerance - self.tolerance
+        pairs = list(self.U)
+        with tile_pool(workers()) as pool:
+            factors = list(runner(pool)(lambda pair: recompress(self.U[pair], self.V[pair], budget), pairs))
+        errors = None
+        if self.tile_errors is not None:
+            errors = np.array(self.tile_errors, dtype=np.float64)
+            for (i, j), f in zip(pairs, factors):
+                errors[i, j] = errors[j, i] = errors[i, j] + f.dropped
+        copy = type(self)([np.array(D) for D in self.diagonal], {pair: f[0] for pair, f in zip(pairs, factors)},
+                          {pair: f[1] for pair, f in zip(pairs, factors)}, self.offsets, accuracy, tolerance,
+                          self.backend, tile_errors=errors)
+        copy.truncation_error = math.sqrt(2.0 * math.fsum(f.dropped_frobenius**2 for f in factors))
+        return copy
 
     # ------------------------------------------------------------------ properties
     def _check_usable(self):

@@ -34,6 +34,7 @@ Strategy
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import time
@@ -214,6 +215,28 @@ def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random
     tlrcore.NotPositiveDefiniteError
         If the covariance is not positive definite at any starting point.
     """
+    with _coarser_copies(likelihood):
+        return _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter)
+
+
+@contextlib.contextmanager
+def _coarser_copies(likelihood):
+    """A TLR likelihood keeps its builds also truncated to the accuracy of the first round
+    of :func:`reported_loglik` during the block (``keep_coarser``), so that the check at the
+    estimate factors a copy instead of building anew."""
+    coarser = None if likelihood.accuracy is None else likelihood.accuracy * ACCURACY_STEP
+    if coarser is None or coarser >= 1:
+        yield
+        return
+    likelihood.keep_coarser(coarser)
+    try:
+        yield
+    finally:
+        likelihood.keep_coarser(None)
+
+
+def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter):
+    """:func:`maximize_likelihood`."""
     start_time = time.perf_counter()
     rng = np.random.default_rng(random_state)
     bounds = space.z_bounds()
@@ -304,9 +327,12 @@ def reported_loglik(likelihood, params, loglik):
 
     The first round compares `loglik` (at the likelihood's own accuracy) with an
     evaluation :data:`ACCURACY_STEP` times *less* accurate, which costs less than a finer
-    one (at 16,384 sites, 1e-7 took 2.6 s where 1e-9 took 3.6 s). Their difference
-    estimates the coarser value's error, so it overstates that of `loglik` about tenfold:
-    the TLR error shrinks in proportion to the accuracy. While the difference exceeds
+    one: it factors the last build truncated to that accuracy, kept by the likelihood
+    during :func:`maximize_likelihood` (``keep_coarser``; 0.6 s at 8,192 co2 cells
+    against 1.7 s for a new build and factorization), or builds anew. Their difference
+    estimates the coarser value's error, so it overstates that of `loglik`: the TLR
+    error shrinks about in proportion to the accuracy (by 1.6 to 91 times on the cases of
+    ``benchmarks/loglik_error.py``). While the difference exceeds
     :data:`LOGLIK_TOLERANCE`, further rounds evaluate ten times *more* accurately and
     report that value, the difference from the previous value being the estimate, down to
     :data:`FINEST_ACCURACY`. A coarser evaluation that fails (not positive definite) only

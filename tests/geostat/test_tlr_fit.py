@@ -10,6 +10,7 @@ import pytest
 
 import geostat as gs
 import geostat.likelihood
+import tlrcore
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
 from geostat.likelihood import ExactLikelihood, TLRLikelihood
@@ -228,3 +229,51 @@ def test_a_cpu_fit_builds_in_worker_processes_that_stop_with_it(monkeypatch, rng
     monkeypatch.setenv("TLRCORE_PROCESSES", "0")
     on_threads = gs.SpatialGP(method="tlr", tile_size=128, smoothness=1.2).fit(X, y[:, 0])
     assert on_threads.params_ == model.params_ and on_threads.loglik_ == model.loglik_
+
+
+def test_the_check_evaluation_factors_a_truncated_copy_instead_of_building(monkeypatch, rng):
+    import geostat.likelihood.tlr as tlr_module
+
+    _, tlr = pair(600, rng, accuracy=1e-9, replicates=1, missing=0.0)
+    params = {"variance": 1.0, **THETA, "nugget": 0.05}
+    fresh = tlr.log_likelihood(params, accuracy=1e-8)  # built at 1e-8
+    builds = []
+    real_build = tlr_module.tlr_matrix
+    monkeypatch.setattr(tlr_module, "tlr_matrix", lambda *a, **k: builds.append(a[3]) or real_build(*a, **k))
+    tlr.keep_coarser(1e-8)
+    own = tlr.log_likelihood(params)
+    assert builds == [1e-9]
+    from_copy = tlr.log_likelihood(params, accuracy=1e-8)
+    assert builds == [1e-9]  # the copy, not a new build
+    # both meet the contract at 1e-8: their values differ by about what each differs from the exact one
+    assert from_copy == pytest.approx(fresh, abs=max(1e-3, 20 * abs(fresh - own)))
+    assert tlr.log_likelihood(params, accuracy=1e-8) == fresh  # the copy is used once, then builds
+    assert builds == [1e-9, 1e-8]
+    tlr.log_likelihood({**params, "range": 0.1})  # another evaluation replaces the copy
+    (key, accuracy), _ = tlr._coarser[0]
+    assert dict(key[0])["range"] == 0.1 and accuracy == 1e-8
+    monkeypatch.setattr(tlr_module, "CHECK_COPY_BYTES", 0)  # too large a matrix: no copy
+    tlr.log_likelihood({**params, "range": 0.11})
+    assert tlr._coarser == {}
+    monkeypatch.undo()
+    truncate = tlrcore.TLRMatrix.truncated
+
+    def truncating_nothing(matrix, accuracy):
+        copy = truncate(matrix, accuracy)
+        copy.truncation_error = 0.0  # as if every tile's spectrum had a gap: the copy would equal the build
+        return copy
+
+    monkeypatch.setattr(tlrcore.TLRMatrix, "truncated", truncating_nothing)
+    tlr.log_likelihood({**params, "range": 0.12})
+    assert tlr._coarser == {}  # the check would build anew
+    tlr.keep_coarser(None)
+    with pytest.raises(ValueError, match="coarser than the likelihood's"):
+        tlr.keep_coarser(1e-10)
+
+
+def test_a_fit_keeps_no_copies_after_it(rng):
+    X, y, _ = data(500, rng, replicates=1, missing=0.0)
+    model = gs.SpatialGP(method="tlr", tile_size=128, smoothness=1.2).fit(X, y[:, 0])
+    likelihood = model._solvers.likelihood
+    assert likelihood.coarser_accuracy is None and likelihood._coarser == {}
+    assert model.loglik_error_ <= 0.01

@@ -266,3 +266,38 @@ def test_mmap_threshold_is_pinned_once_and_can_be_disabled(monkeypatch):
     pinned = _malloc.pin_mmap_threshold()
     assert pinned is (platform.libc_ver()[0] == "glibc")
     assert _malloc.pin_mmap_threshold() is pinned
+
+
+@pytest.mark.parametrize("case", ["2d-ragged", "3d", "tiny-tiles"])
+@pytest.mark.parametrize("own, coarser", [(1e-9, 1e-8), (1e-10, 1e-6), (1e-6, 1e-6)], ids=str)
+def test_truncated_meets_the_coarser_accuracy_from_the_factors(case, own, coarser):
+    n, d, tile = CASES[case]
+    block = exponential_block(sorted_points(n, d), nugget=0.01)
+    A = tlr.TLRMatrix.from_generator(block, n, tile, accuracy=own)
+    before = A.to_dense()
+    T = A.truncated(coarser)
+    M = dense_of(block, n)
+    assert T.accuracy == coarser and T.tolerance == pytest.approx(A.tolerance * coarser / own, rel=1e-12)
+    # the contract of the module docstring: each tile's two errors add to at most tau'
+    assert np.linalg.norm(T.to_dense() - M) <= np.sqrt(T.n_tiles * (T.n_tiles - 1)) * T.tolerance * (1 + 1e-12)
+    assert np.linalg.norm(T.to_dense() - M) <= coarser * np.linalg.norm(M)
+    # (abs: the rounding of recomputed factors, about k eps per entry over n^2 entries, when nothing is dropped)
+    assert T.truncation_error == pytest.approx(np.linalg.norm(T.to_dense() - before), rel=1e-6, abs=1e-9)
+    for key in A.U:
+        assert T.U[key].shape[1] <= A.U[key].shape[1]
+        assert T.tile_errors[key] >= A.tile_errors[key]
+    np.testing.assert_array_equal(A.to_dense(), before)  # the original is untouched...
+    T.diagonal[0][0, 0] += 1.0
+    assert A.diagonal[0][0, 0] == before[0, 0]  # ...and shares no tile with the copy
+
+
+def test_truncated_refuses_a_finer_accuracy_and_a_consumed_matrix():
+    block = exponential_block(sorted_points(400, 2), nugget=0.01)
+    A = tlr.TLRMatrix.from_generator(block, 400, 100, accuracy=1e-6)
+    with pytest.raises(ValueError, match="accuracy must be at least"):
+        A.truncated(1e-8)
+    with pytest.raises(ValueError, match="accuracy must be in"):
+        A.truncated(1.0)
+    tlr.cholesky(A, overwrite_a=True)
+    with pytest.raises(tlr.ConsumedMatrixError):
+        A.truncated(1e-4)

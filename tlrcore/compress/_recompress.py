@@ -182,22 +182,25 @@ def check_block_output(values, expected_shape, funcname):
 class LowRank(tuple):
     """The pair ``(U, V)`` of a truncation, unpacked like a tuple, with the largest
     singular value it dropped as ``dropped``: the spectral norm ``||M - U V^T||_2`` of the
-    truncation step (the compressors' sampling errors, budgeted below `tol`, come on top).
-    The safeguards of :mod:`tlrcore.cholesky.safeguards` compensate these errors tile by
-    tile."""
+    truncation step (the compressors' sampling errors, budgeted below `tol`, come on top),
+    and the Frobenius norm of all it dropped as ``dropped_frobenius``. The safeguards of
+    :mod:`tlrcore.cholesky.safeguards` compensate these errors tile by tile."""
 
-    def __new__(cls, U, V, dropped=0.0):
+    def __new__(cls, U, V, dropped=0.0, dropped_frobenius=0.0):
         pair = super().__new__(cls, (U, V))
         pair.dropped = float(dropped)
+        pair.dropped_frobenius = float(dropped_frobenius)
         return pair
 
     def __getnewargs__(self):
-        return (*self, self.dropped)
+        return (*self, self.dropped, self.dropped_frobenius)
 
 
 def _truncated(s, rank, U, V):
-    """:class:`LowRank` of the kept factors, ``dropped = s[rank]`` (0 when none is)."""
-    return LowRank(U, V, s[rank] if rank < s.size else 0.0)
+    """:class:`LowRank` of the kept factors, ``dropped = s[rank]`` (0 when none is) and
+    ``dropped_frobenius = ||s[rank:]||``."""
+    tail = s[rank:]
+    return LowRank(U, V, tail[0] if tail.size else 0.0, math.sqrt(float(np.sum(tail[::-1] ** 2))))
 
 
 def empty_factors(m, p):
