@@ -1,6 +1,7 @@
-"""tlrcore.compress.worker_processes (``TLRCORE_PROCESSES=1``): the ACA tile columns of a
-CPU build compressed in forked workers give the threads' matrix bit for bit, and every
-case the processes cannot serve falls back to the threads."""
+"""tlrcore.compress.worker_processes: the ACA tile columns of a CPU build compressed in
+forked workers give the threads' matrix bit for bit; by default the workers serve tiles of
+at most 1024 inside a session (a fit) and stop with it, ``TLRCORE_PROCESSES=1`` sends
+every build to them; every case the processes cannot serve falls back to the threads."""
 
 import logging
 import os
