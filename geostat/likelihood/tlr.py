@@ -59,7 +59,8 @@ ERROR_REFERENCE_FACTOR = 10.0
 DERIVATIVE_ACCURACY = 1e-6
 #: Largest matrix (bytes) of which :meth:`TLRLikelihood.keep_coarser` keeps a truncated
 #: copy: the copy holds at most as much again until the next evaluation. On 8,192 co2
-#: cells (92 MB) the truncation took 0.03 s where a build took 1.0 s.
+#: cells (92 MB) the truncation took 0.2-0.3 s (a third of it copying the diagonal
+#: tiles) where a build took 1.0-1.3 s.
 CHECK_COPY_BYTES = 2**29
 
 
