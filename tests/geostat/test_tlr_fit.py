@@ -207,7 +207,7 @@ def test_reported_loglik_checks_a_coarser_evaluation_first(accuracy, scale, fail
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the worker processes are forked on Linux only")
-def test_a_cpu_fit_builds_in_worker_processes_that_stop_with_it(monkeypatch, rng):
+def test_a_cpu_fit_builds_in_worker_processes_and_leaves_neither_them_nor_copies(monkeypatch, rng):
     from tlrcore.compress import worker_processes
 
     monkeypatch.delenv("TLRCORE_PROCESSES", raising=False)  # the default
@@ -222,10 +222,12 @@ def test_a_cpu_fit_builds_in_worker_processes_that_stop_with_it(monkeypatch, rng
             return pool_of().submit(fn, *args)
 
     monkeypatch.setattr(worker_processes, "_get_pool", Counting)
-    X, y, _ = data(600, rng, replicates=1, missing=0.0)
+    X, y, _ = data(600, rng, replicates=1, missing=0.0)  # above the pilot's 500 sites, as a real fit
     model = gs.SpatialGP(method="tlr", tile_size=128, smoothness=1.2).fit(X, y[:, 0])
     assert "_compress_remote" in submitted
     assert worker_processes._pool is None and worker_processes._sessions == 0
+    likelihood = model._solvers.likelihood  # nor does the fit leave truncated copies behind
+    assert likelihood.coarser_accuracy is None and likelihood._coarser == {} and model.loglik_error_ <= 0.01
     monkeypatch.setenv("TLRCORE_PROCESSES", "0")
     on_threads = gs.SpatialGP(method="tlr", tile_size=128, smoothness=1.2).fit(X, y[:, 0])
     assert on_threads.params_ == model.params_ and on_threads.loglik_ == model.loglik_
@@ -234,7 +236,7 @@ def test_a_cpu_fit_builds_in_worker_processes_that_stop_with_it(monkeypatch, rng
 def test_the_check_evaluation_factors_a_truncated_copy_instead_of_building(monkeypatch, rng):
     import geostat.likelihood.tlr as tlr_module
 
-    _, tlr = pair(600, rng, accuracy=1e-9, replicates=1, missing=0.0)
+    _, tlr = pair(400, rng, accuracy=1e-9, replicates=1, missing=0.0)
     params = {"variance": 1.0, **THETA, "nugget": 0.05}
     fresh = tlr.log_likelihood(params, accuracy=1e-8)  # built at 1e-8
     builds = []
@@ -270,10 +272,3 @@ def test_the_check_evaluation_factors_a_truncated_copy_instead_of_building(monke
     with pytest.raises(ValueError, match="coarser than the likelihood's"):
         tlr.keep_coarser(1e-10)
 
-
-def test_a_fit_keeps_no_copies_after_it(rng):
-    X, y, _ = data(500, rng, replicates=1, missing=0.0)
-    model = gs.SpatialGP(method="tlr", tile_size=128, smoothness=1.2).fit(X, y[:, 0])
-    likelihood = model._solvers.likelihood
-    assert likelihood.coarser_accuracy is None and likelihood._coarser == {}
-    assert model.loglik_error_ <= 0.01
