@@ -29,7 +29,7 @@ from tlrcore._checks import check_accuracy, check_int, check_operand, check_rand
 from tlrcore._malloc import pin_mmap_threshold
 from tlrcore._threads import by_rows, column_progress, map_by_work, runner, tile_pool, workers
 from tlrcore._typing import BackendArray, BlockGenerator, FloatArray, IntArray, Seed
-from tlrcore.backends import Backend, get_backend
+from tlrcore.backends import NUMPY, Backend, get_backend
 from tlrcore.compress import COMPRESSORS
 from tlrcore.compress._recompress import recompress
 from tlrcore.compress.generated import CheckedBlock, compress_column, compress_tile
@@ -321,8 +321,8 @@ class TLRMatrix:
         r"""A copy at the coarser `accuracy`, from the factors (the generator is not read).
 
         The diagonal tiles are copied; each off-diagonal tile's ``U V^T`` is truncated
-        (QR of both factors and an SVD, :func:`tlrcore.compress._recompress.recompress`) with the Frobenius budget
-        ``tau' - tau``, where ``tau' = tau accuracy / self.accuracy`` is the tolerance a
+        (QR of both factors and an SVD, :func:`tlrcore.compress._recompress.recompress`)
+        with the Frobenius budget ``tau' - tau``, where ``tau' = tau accuracy / self.accuracy`` is the tolerance a
         build at `accuracy` with the same norm estimate would use. A tile's two errors
         add at most to ``tau'``, so the copy meets the module's contract at `accuracy`
         whenever this matrix meets it at its own. :attr:`tile_errors` add likewise (a
@@ -352,7 +352,7 @@ class TLRMatrix:
         if accuracy < self.accuracy:
             raise ValueError(f"accuracy must be at least the matrix's own, {self.accuracy:g} (truncation only "
                              f"coarsens); got {accuracy:g}.")
-        if self.backend.name != "numpy":
+        if self.backend.name != NUMPY.name:
             raise ValueError(f"truncated() works on NumPy matrices; this one is on {self.backend.name!r}: build "
                              "again at the coarser accuracy instead.")
         self._check_usable()

@@ -56,8 +56,8 @@ class Likelihood(SiteDistanceExtremes):
         self.n_eff = self.n_obs - (self.n_coef * self.n_replicates if self.reml else 0)
 
     def fitting(self):
-        """A context for the evaluations of one fit: here none (the TLR likelihood's
-        compresses its builds in worker processes)."""
+        """A context for the evaluations of one fit: here an empty one (the TLR likelihood's
+        runs its builds' compression in worker processes)."""
         return contextlib.nullcontext()
 
     def gls(self, params):

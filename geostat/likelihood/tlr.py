@@ -236,11 +236,11 @@ class TLRLikelihood(Likelihood):
                     # bound on A's own compression error (else, e.g. where the tiles' spectra have
                     # gaps and nothing was truncated, a new build at the coarser accuracy does).
                     own_bound = math.sqrt(A.n_tiles * (A.n_tiles - 1)) * A.tolerance
-                    if copy.truncation_error >= own_bound:
+                    serves = copy.truncation_error >= own_bound
+                    if serves:
                         self._coarser[index] = ((key, coarser), copy)
                     logger.debug("truncated copy at %.0e: ||copy - A||_F = %.3g, %s A's error bound %.3g", coarser,
-                                 copy.truncation_error, "above" if copy.truncation_error >= own_bound else "below",
-                                 own_bound)
+                                 copy.truncation_error, "above" if serves else "below", own_bound)
                 return A
 
             factor, shifted = tlr_factor(build, order.perm, self.random_state, self.on_failure)
