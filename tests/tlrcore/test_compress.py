@@ -242,7 +242,11 @@ def test_empty_block(method, shape):
     assert U.shape == (shape[0], 0) and V.shape == (shape[1], 0)
 
 
-@pytest.mark.parametrize("shape", [(1, 40), (40, 1), (1, 1), (2, 3)], ids=lambda s: f"{s[0]}x{s[1]}")
+# (2, 2), (3, 3), (4, 4): ACA's term limit ceil(m p / (m + p)) is below the first block of
+# rows; the rows read but not pivoted must stay unused, or the spot check finds no free row
+# and passes a rank-1 cross of a full-rank block.
+@pytest.mark.parametrize("shape", [(1, 40), (40, 1), (1, 1), (2, 3), (2, 2), (3, 3), (4, 4)],
+                         ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("method", METHODS)
 def test_tiny_blocks(method, shape):
     block = read_only(np.random.default_rng(4).standard_normal(shape))
@@ -305,6 +309,32 @@ def test_aca_reads_few_entries(case):
     # one row and one column per step, some steps past the final rank, spot checks
     assert entries <= 3 * (U.shape[1] + 10) * (m + p)
     assert entries < m * p
+
+
+@pytest.mark.parametrize("case", ["exp-2d-separated", "matern32-3d-adjacent"])
+def test_aca_reads_rows_in_blocks(case):
+    """ACA reads its pivot rows a block at a time (4 to 16, by the rank so far) and their
+    columns in one call: far fewer calls than terms."""
+    m, p = 600, 700
+    kernel, dim, geometry = case.split("-")
+    block = kernel_block(kernel, int(dim[0]), geometry, m, p)
+    calls = {"rows": 0, "rows read": 0, "cols": 0}
+
+    def get_rows(idx):
+        calls["rows"] += 1
+        calls["rows read"] += idx.size
+        return block[idx, :]
+
+    def get_cols(idx):
+        calls["cols"] += 1
+        return block[:, idx]
+
+    U, V = aca_compress(get_rows, get_cols, (m, p), 1e-8 * np.linalg.norm(block))
+    assert frobenius_error(block, U, V) <= 1e-8 * np.linalg.norm(block)
+    # every round but the first reads at least 4 rows, a spot check 8 (its failure resumes
+    # from one row); one at a time would take a call per term, at least the final rank
+    assert calls["rows read"] >= 4 * calls["rows"]
+    assert calls["cols"] <= calls["rows"] < U.shape[1]
 
 
 # ------------------------------------------------------------------ interface
