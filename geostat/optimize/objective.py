@@ -76,6 +76,7 @@ class Objective:
         return self.evaluate(z, gradient=True)
 
 
-def run_lbfgsb(objective, z0, bounds, options):
-    """Minimize `objective` (value and gradient) by L-BFGS-B within box `bounds`."""
-    return minimize(objective, z0, jac=True, method="L-BFGS-B", bounds=bounds, options=options)
+def run_lbfgsb(objective, z0, bounds, options, callback=None):
+    """Minimize `objective` (value and gradient) by L-BFGS-B within box `bounds`; a
+    `callback` that raises ``StopIteration`` ends the run at the current iterate."""
+    return minimize(objective, z0, jac=True, method="L-BFGS-B", bounds=bounds, options=options, callback=callback)

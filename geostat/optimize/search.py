@@ -174,6 +174,12 @@ def _start_grid(space, likelihood_scale):
 
 
 _EXPLORE = {"maxiter": 20, "ftol": 1e-9, "gtol": 1e-6, "maxls": 30}
+#: An exploration on a pilot subsample stops once an iterate is within this distance (largest
+#: coordinate difference, in the optimizer's mostly logarithmic coordinates) of an earlier
+#: exploration's optimum: it has joined that optimum's basin, whose value is known. On the
+#: 8,192 co2 cells the three explorations all reached one optimum; the second and third came
+#: within 0.05 of it 4 and 5 evaluations before their end.
+JOINED = 0.05
 _POLISH = {"ftol": 1e-12, "gtol": 1e-8, "maxls": 40}
 
 
@@ -390,9 +396,28 @@ def _starting_point(likelihood, space, full, n_starts, pilot_size, rng):
             tile=0,
         )
     order = np.argsort(scores, kind="stable")[: max(1, n_starts)]
-    runs = [run_lbfgsb(pilot, grid[i], space.z_bounds(), _EXPLORE) for i in order]
+    runs = []
+    for i in order:
+        # On all the data the explorations run to their end (their optimum is the search's
+        # start); on a subsample one that joins an earlier optimum stops there.
+        joined = None if pilot is full else _stop_when_joined([run.x for run in runs])
+        runs.append(run_lbfgsb(pilot, grid[i], space.z_bounds(), _EXPLORE, callback=joined))
     best = min(runs, key=lambda r: r.fun).x
     return best, (0 if pilot is full else pilot.n_evaluations)
+
+
+def _stop_when_joined(optima):
+    """An L-BFGS-B callback that stops the run at an iterate within :data:`JOINED` of one
+    of `optima` (None when there are none)."""
+    if not optima:
+        return None
+
+    def callback(intermediate_result):
+        z = intermediate_result.x
+        if any(np.max(np.abs(z - optimum)) <= JOINED for optimum in optima):
+            raise StopIteration
+
+    return callback
 
 
 def local_maximize(likelihood, space, objective, start, rng, *, maxiter=300, refine=True, tolerances=None,
