@@ -1,11 +1,15 @@
 """Worker processes for the ACA compression of a CPU TLR build.
 
-ACA advances one pivot row and column at a time, in Python, so on tiles of 1024 it holds
-the GIL most of the time and the tile pool's threads barely overlap: the off-diagonal
-compression of 8,192 co2 cells (28 tiles) took 1.66 s on one thread, 1.34 s on two
-(1.24x) and 0.94 s in two processes (1.77x) on the 2-core development machine; a whole
-co2 8K fit (five builds) 13.1 s instead of 15.8 s (medians of 6). On tiles of 2048 the
-threads already reach 1.8x, and the builds take as long either way. Pages of the caller
+ACA runs in Python between its BLAS calls, so on tiles of 1024 it holds the GIL much of the
+time and the tile pool's threads overlap poorly. When ACA advanced one pivot row and
+column at a time, the off-diagonal compression of 8,192 co2 cells (28 tiles) took 1.66 s
+on one thread, 1.34 s on two (1.24x) and 0.94 s in two processes (1.77x) on a 2-core AMD
+machine, and a whole co2 8K fit (five builds) 13.1 s instead of 15.8 s (medians of 6).
+With ACA in block steps (:mod:`tlrcore.compress.aca`) far less of it is Python: on a
+2-core Intel machine a whole build of those cells took 0.45-0.49 s in processes against
+0.56 s on threads (medians of 5), and whole co2 8K fits took the same time either way
+(6.9-7.3 s, 4 pairs). On tiles of 2048 the threads already reach 1.8x, and the builds
+take as long either way. Pages of the caller
 that exist when the workers are forked are copied on its first writes (0.6 s more for
 the first factorization at 32,768 sites when the fork came in the middle of its build),
 and stay held by the workers while they live, even once the caller frees them.
