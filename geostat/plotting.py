@@ -487,7 +487,9 @@ def plot_profile(
     r"""Profile log-likelihood of one covariance parameter with its confidence intervals.
 
     Draws :math:`\ell_p(\theta)` (:func:`geostat.optimize.intervals.profile_loglik`) at
-    `n_points` values spanning the profile interval with a margin, the threshold
+    `n_points` values spanning the profile interval with a margin (a value already
+    profiled, e.g. while the interval was found, stands in for those near it and every
+    one in the span is drawn), the threshold
     :math:`\hat\ell - \chi^2_1(\text{level}) / 2`, the profile interval's endpoints as
     vertical lines, and the Wald interval :math:`\hat\theta \pm z\,\mathrm{se}` shaded.
     The range, the nugget and the variance are drawn on a logarithmic axis (linear when
@@ -501,8 +503,8 @@ def plot_profile(
         An estimated parameter (``estimator.result_.estimated``).
     level : float, default 0.95
     n_points : int, default 15
-        Profile evaluations for the curve (each is a maximization over the other
-        parameters).
+        Evenly spread values of the curve (each a maximization over the other parameters,
+        unless a value already profiled is within half a spacing of it).
     ax : matplotlib Axes, optional
 
     Returns
@@ -518,7 +520,8 @@ def plot_profile(
     lower, upper, _ = profile.interval(name, level)
     estimate = estimator.params_[name]
     logarithmic = name in LOG_AXIS and lower > 0
-    grid = _profile_grid(lower, upper, estimate, n_points, logarithmic, profile.bounds(name))
+    grid = _profile_grid(lower, upper, estimate, n_points, logarithmic, profile.bounds(name),
+                         profile.profiled_values(name))
     values = np.array([profile(name, v) for v in grid])
     threshold = estimator.loglik_ - 0.5 * stats.chi2.ppf(level, 1)
     if ax is None:
@@ -557,18 +560,27 @@ def _plain_log_ticks(axis):
     axis.set_minor_formatter(plain)
 
 
-def _profile_grid(lower, upper, estimate, n_points, logarithmic, bounds):
+def _profile_grid(lower, upper, estimate, n_points, logarithmic, bounds, known):
     """`n_points` values from a margin below `lower` to a margin above `upper` (within
-    `bounds`), evenly in log or linear scale, with the endpoints and the estimate."""
+    `bounds`), evenly in log or linear scale, with the endpoints and the estimate; the
+    `known` values (already profiled) in that span are added, and an even value within
+    half a spacing of one of them is dropped."""
     if logarithmic:
         span = math.log(upper / lower)
         ends = math.log(lower) - 0.25 * span, math.log(upper) + 0.25 * span
-        grid = np.exp(np.linspace(*ends, n_points))
+        even = np.exp(np.linspace(*ends, n_points))
     else:
         span = upper - lower
-        grid = np.linspace(lower - 0.25 * span, upper + 0.25 * span, n_points)
-    grid = np.clip(grid, *bounds)
-    return np.unique(np.concatenate([grid, [lower, estimate, upper]]))
+        even = np.linspace(lower - 0.25 * span, upper + 0.25 * span, n_points)
+    even = np.clip(even, *bounds)
+    known = np.asarray(known, dtype=float)
+    known = known[(known >= even.min()) & (known <= even.max())]
+    scale = (lambda v: np.log(np.maximum(v, np.finfo(float).tiny))) if logarithmic else (lambda v: v)
+    if known.size and n_points > 1:
+        spacing = (scale(even.max()) - scale(even.min())) / (n_points - 1)
+        near = np.abs(scale(even)[:, None] - scale(known)[None, :]).min(axis=1) <= 0.5 * spacing
+        even = even[~near]
+    return np.unique(np.concatenate([even, known, [lower, estimate, upper]]))
 
 
 # ---------------------------------------------------------------------- ranks

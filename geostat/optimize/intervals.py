@@ -354,6 +354,11 @@ class ProfileLikelihood:
                              f"use one of {self.estimated}.")
         return parameter
 
+    def profiled_values(self, name):
+        """The values of `name` (natural units) whose profile log-likelihood is known, the
+        estimate's included, sorted."""
+        return np.array(sorted(value for key, value in self.values if key == name))
+
     def __call__(self, name, value):
         """Profile log-likelihood (in the units of the fitted ``y``) at `name` = `value`
         (natural units); each value is maximized once (the estimate gives ``loglik_``)."""

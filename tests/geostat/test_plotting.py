@@ -246,6 +246,32 @@ def test_plot_profile_marks_the_profile_and_wald_intervals(small_fit):
         plot_profile(est, "smoothness")
 
 
+def test_plot_profile_draws_the_values_already_profiled_instead_of_new_ones_near_them(monkeypatch):
+    """After the interval, the curve's points near values its endpoint search profiled are
+    those values: fewer maximizations than points, and every plotted value is the profile."""
+    from geostat.optimize.intervals import ProfileLikelihood
+
+    X = np.random.default_rng(5).uniform(size=(150, 2))
+    y = 3.0 + gs.simulate(X, {"variance": 1.0, "range": 0.15, "nugget": 0.1}, kernel="exponential", random_state=6)
+    est = gs.SpatialGP(kernel="exponential").fit(X, y)
+    est.confidence_intervals(method="profile")
+    profile = ProfileLikelihood.of(est)
+    known = profile.profiled_values("range")
+    maximized = []
+    original = ProfileLikelihood._maximize
+    monkeypatch.setattr(ProfileLikelihood, "_maximize",
+                        lambda self, name, value: maximized.append(value) or original(self, name, value))
+    ax = plot_profile(est, "range", n_points=15)
+    (curve,) = by_gid(ax.lines, "profile")
+    x, values = curve.get_xdata(), curve.get_ydata()
+    inside = known[(known >= x.min()) & (known <= x.max())]
+    assert inside.size >= 4  # the estimate, both endpoints and the search's trials
+    assert np.isin(inside, x).all()
+    assert len(maximized) <= 15 - (inside.size - 3)
+    assert len(x) >= 15
+    np.testing.assert_array_equal(values, [profile("range", v) for v in x])
+
+
 def test_importing_geostat_does_not_import_matplotlib():
     import subprocess
     import sys
