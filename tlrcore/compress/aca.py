@@ -361,10 +361,9 @@ def _cross_approximation(m, p, tau, step_limit):
     while cross.rank < step_limit:
         (values,) = yield [("rows", rows)]
         residual = values - cross.rows(rows)
-        pivots, v_new = _pivot_block(rows, values, residual, row_free, col_free, step_limit - cross.rank)
-        check = not pivots
-        if pivots:
-            columns = np.array([j for _, j in pivots], dtype=np.intp)
+        columns, v_new = _pivot_block(rows, values, residual, row_free, col_free, step_limit - cross.rank)
+        check = columns.size == 0
+        if columns.size:
             (read,) = yield [("cols", columns)]
             u_new = _column_terms(read - cross.columns(columns), v_new, columns)
             for u, v in zip(u_new.T, v_new):
@@ -393,18 +392,18 @@ def _pivot_block(rows, values, residual, row_free, col_free, limit):
 
     Returns
     -------
-    pivots : list of (int, int)
-        ``(r, j)``: row of the block and column of each term.
-    v : ndarray of shape (len(pivots), p)
+    columns : ndarray of intp
+        The pivot column of each term, in order.
+    v : ndarray of shape (len(columns), p)
         The terms' ``v``, each scaled to 1 at its pivot column.
     """
     b, p = residual.shape
     scale = np.abs(values).max(axis=1)
     v = np.empty((min(b, limit), p))
     c = np.empty((b, min(b, limit)))
-    pivots = []
+    columns = []
     for r in range(b):
-        t = len(pivots)
+        t = len(columns)
         if t == limit:
             break
         row = residual[r] - c[r, :t] @ v[:t] if t else residual[r]
@@ -415,8 +414,8 @@ def _pivot_block(rows, values, residual, row_free, col_free, limit):
         v[t] = row / row[j]
         c[:, t] = residual[:, j] - c[:, :t] @ v[:t, j]
         col_free[j] = False
-        pivots.append((r, j))
-    return pivots, v[: len(pivots)]
+        columns.append(j)
+    return np.array(columns, dtype=np.intp), v[: len(columns)]
 
 
 def _column_terms(columns, v, pivot_columns):
