@@ -320,7 +320,14 @@ class TLRMatrix:
     def truncated(self, accuracy: float) -> TLRMatrix:
         r"""A copy at the coarser `accuracy`, from the factors (the generator is not read).
 
-        The diagonal tiles are copied; each off-diagonal tile's ``U V^T`` is truncated
+        The diagonal tiles are this matrix's arrays, as read-only views: tlrcore's
+        factorizations of a matrix in the tile layout copy a diagonal tile before updating
+        it, also with ``overwrite_a=True`` (which only drops the matrix's references), so
+        neither matrix's factorization changes the other, and the copy costs no memory
+        for them (``8 n tile`` bytes: 268 MB at 16,384 sites in tiles of 2048, where
+        copying took 0.2-0.6 s). A matrix in the packed layout, whose batched
+        factorization with ``overwrite_a=True`` factors its diagonal tiles in place, has
+        them copied. Each off-diagonal tile's ``U V^T`` is truncated
         (QR of both factors and an SVD, :func:`tlrcore.compress._recompress.recompress`)
         with the Frobenius budget ``tau' - tau``, where ``tau' = tau accuracy / self.accuracy`` is the tolerance a
         build at `accuracy` with the same norm estimate would use. A tile's two errors
@@ -366,7 +373,8 @@ class TLRMatrix:
             errors = np.array(self.tile_errors, dtype=np.float64)
             for (i, j), f in zip(pairs, factors):
                 errors[i, j] = errors[j, i] = errors[i, j] + f.dropped
-        copy = type(self)([np.array(D) for D in self.diagonal], {pair: f[0] for pair, f in zip(pairs, factors)},
+        diagonal = [np.array(D) if self.packed is not None else _read_only(D) for D in self.diagonal]
+        copy = type(self)(diagonal, {pair: f[0] for pair, f in zip(pairs, factors)},
                           {pair: f[1] for pair, f in zip(pairs, factors)}, self.offsets, accuracy, tolerance,
                           self.backend, tile_errors=errors)
         copy.truncation_error = math.sqrt(2.0 * math.fsum(f.dropped_frobenius**2 for f in factors))
@@ -511,3 +519,10 @@ class TLRMatrix:
         )
 
 
+
+
+def _read_only(array):
+    """A view of `array` that cannot be written through."""
+    view = array.view()
+    view.flags.writeable = False
+    return view

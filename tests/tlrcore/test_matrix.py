@@ -287,9 +287,36 @@ def test_truncated_meets_the_coarser_accuracy_from_the_factors(case, own, coarse
     for key in A.U:
         assert T.U[key].shape[1] <= A.U[key].shape[1]
         assert T.tile_errors[key] >= A.tile_errors[key]
-    np.testing.assert_array_equal(A.to_dense(), before)  # the original is untouched...
-    T.diagonal[0][0, 0] += 1.0
-    assert A.diagonal[0][0, 0] == before[0, 0]  # ...and shares no tile with the copy
+    np.testing.assert_array_equal(A.to_dense(), before)  # the original is untouched
+    for D, E in zip(A.diagonal, T.diagonal):  # its diagonal tiles serve the copy, which cannot write them
+        assert np.shares_memory(D, E) and not E.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        T.diagonal[0][0, 0] += 1.0
+
+
+def test_a_truncated_copy_is_unchanged_by_factoring_the_original_in_place_and_factors_alike():
+    """The copy shares the original's diagonal tiles: factoring the original with
+    overwrite_a=True (which releases them) leaves the copy as it was, and its factor is that
+    of an independent copy of the same tiles, bit for bit."""
+    n, d, tile = CASES["2d-ragged"]
+    A = tlr.TLRMatrix.from_generator(exponential_block(sorted_points(n, d), nugget=0.01), n, tile, accuracy=1e-9)
+    T = A.truncated(1e-7)
+    before = T.to_dense()
+    independent = tlr.TLRMatrix([np.array(D) for D in T.diagonal], dict(T.U), dict(T.V), T.offsets, T.accuracy,
+                                T.tolerance, T.backend)
+    tlr.cholesky(A, overwrite_a=True)
+    np.testing.assert_array_equal(T.to_dense(), before)
+    shared, own = tlr.cholesky(T, overwrite_a=True), tlr.cholesky(independent)
+    np.testing.assert_array_equal(shared.to_dense(), own.to_dense())
+
+
+def test_a_packed_matrix_truncates_to_a_copy_with_its_own_diagonal_tiles():
+    n, d, tile = CASES["2d-ragged"]
+    A = tlr.TLRMatrix.from_generator(exponential_block(sorted_points(n, d), nugget=0.01), n, tile, accuracy=1e-9,
+                                     method="batched")
+    T = A.truncated(1e-7)
+    assert T.packed is None
+    assert not any(np.shares_memory(D, E) for D, E in zip(A.diagonal, T.diagonal))
 
 
 def test_truncated_refuses_a_finer_accuracy_and_a_consumed_matrix():
