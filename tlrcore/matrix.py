@@ -317,6 +317,38 @@ class TLRMatrix:
             random_state=random_state,
         )
 
+    def shared(self) -> TLRMatrix:
+        """A second matrix on the same tile arrays, as read-only views, at no copy.
+
+        It stays usable after ``cholesky(self, overwrite_a=True)``, which releases this
+        matrix's references to its tiles but writes into none of them (tlrcore's
+        factorizations of a matrix in the tile layout copy a diagonal tile before
+        updating it and replace, never update, the low-rank factors), so that the tiles
+        can serve later, e.g. :meth:`truncated` after the factorization. The tiles stay
+        in memory while it lives.
+
+        Returns
+        -------
+        TLRMatrix
+
+        Raises
+        ------
+        ValueError
+            For a matrix in the packed layout (its batched factorization with
+            ``overwrite_a=True`` factors the diagonal tiles in place).
+        ConsumedMatrixError
+            If the matrix was consumed by ``cholesky(A, overwrite_a=True)``.
+        """
+        self._check_usable()
+        if self.packed is not None:
+            raise ValueError("shared() works on matrices in the tile layout; this one is packed (built with "
+                             "method='batched'), whose factorization may overwrite its tiles: copy it instead.")
+        view = type(self)([_read_only(D) for D in self.diagonal], {key: _read_only(U) for key, U in self.U.items()},
+                          {key: _read_only(V) for key, V in self.V.items()}, self.offsets, self.accuracy,
+                          self.tolerance, self.backend, tile_errors=self.tile_errors)
+        view.truncation_error = self.truncation_error
+        return view
+
     def truncated(self, accuracy: float) -> TLRMatrix:
         r"""A copy at the coarser `accuracy`, from the factors (the generator is not read).
 

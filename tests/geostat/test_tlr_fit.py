@@ -245,6 +245,8 @@ def test_the_check_evaluation_factors_a_truncated_copy_instead_of_building(monke
     tlr.keep_coarser(1e-8)
     own = tlr.log_likelihood(params)
     assert builds == [1e-9]
+    (_, kept) = tlr._coarser[0]  # the build's own tiles, not yet truncated
+    assert kept.accuracy == 1e-9 and not kept.diagonal[0].flags.writeable
     from_copy = tlr.log_likelihood(params, accuracy=1e-8)
     assert builds == [1e-9]  # the copy, not a new build
     # the copy is another matrix than the build, as close to the exact one as a build at 1e-8 (both meet the
@@ -269,8 +271,11 @@ def test_the_check_evaluation_factors_a_truncated_copy_instead_of_building(monke
         return copy
 
     monkeypatch.setattr(tlrcore.TLRMatrix, "truncated", truncating_nothing)
+    monkeypatch.setattr(tlr_module, "tlr_matrix", lambda *a, **k: builds.append(a[3]) or real_build(*a, **k))
+    builds.clear()
     tlr.log_likelihood({**params, "range": 0.12})
-    assert tlr._coarser == {}  # the check would build anew
+    tlr.log_likelihood({**params, "range": 0.12}, accuracy=1e-8)
+    assert builds == [1e-9, 1e-8]  # a copy that would not move from the build: the check builds anew
     tlr.keep_coarser(None)
     with pytest.raises(ValueError, match="coarser than the likelihood's"):
         tlr.keep_coarser(1e-10)

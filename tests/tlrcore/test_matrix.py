@@ -310,6 +310,30 @@ def test_a_truncated_copy_is_unchanged_by_factoring_the_original_in_place_and_fa
     np.testing.assert_array_equal(shared.to_dense(), own.to_dense())
 
 
+def test_shared_is_the_same_tiles_read_only_and_outlives_factoring_the_matrix_in_place():
+    n, d, tile = CASES["2d-ragged"]
+    A = tlr.TLRMatrix.from_generator(exponential_block(sorted_points(n, d), nugget=0.01), n, tile, accuracy=1e-9)
+    before = A.to_dense()
+    S = A.shared()
+    tiles = list(zip(A.diagonal, S.diagonal)) + [(A.U[key], S.U[key]) for key in A.U] + [(A.V[key], S.V[key])
+                                                                                           for key in A.V]
+    assert all(np.shares_memory(a, b) and not b.flags.writeable for a, b in tiles)
+    assert (S.accuracy, S.tolerance, S.n_tiles) == (A.accuracy, A.tolerance, A.n_tiles)
+    F = tlr.cholesky(A, overwrite_a=True)  # releases A's tiles, writes into none
+    np.testing.assert_array_equal(S.to_dense(), before)
+    np.testing.assert_array_equal(tlr.cholesky(S).to_dense(), F.to_dense())
+    with pytest.raises(tlr.ConsumedMatrixError):
+        A.shared()
+
+
+def test_shared_refuses_a_packed_matrix():
+    n, d, tile = CASES["2d-ragged"]
+    A = tlr.TLRMatrix.from_generator(exponential_block(sorted_points(n, d), nugget=0.01), n, tile, accuracy=1e-9,
+                                     method="batched")
+    with pytest.raises(ValueError, match="packed"):
+        A.shared()
+
+
 def test_a_packed_matrix_truncates_to_a_copy_with_its_own_diagonal_tiles():
     n, d, tile = CASES["2d-ragged"]
     A = tlr.TLRMatrix.from_generator(exponential_block(sorted_points(n, d), nugget=0.01), n, tile, accuracy=1e-9,
