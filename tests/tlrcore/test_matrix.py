@@ -326,6 +326,34 @@ def test_shared_is_the_same_tiles_read_only_and_outlives_factoring_the_matrix_in
         A.shared()
 
 
+def singular_tiles_matrix():
+    """Matern 1.5 on sites each duplicated (to 1e-12) inside its tile: every diagonal tile is
+    singular, so the plain factorization fails and the safeguards act on every tile."""
+    rng = np.random.default_rng(0)
+    X = np.repeat(sorted_points(256, 2), 2, axis=0) + 1e-12 * rng.standard_normal((512, 2))
+    D = cdist(X, X) * np.sqrt(3) / 0.3
+    return tlr.TLRMatrix.from_dense((1 + D) * np.exp(-D), 128, accuracy=1e-4)
+
+
+@pytest.mark.parametrize("variant, safeguard", [("left", None), ("right", None), ("left", "pivot"),
+                                               ("left", "modified"), ("left", "compensate"),
+                                               ("left", "schur+modified")])
+def test_no_factorization_in_place_writes_into_the_tiles_a_shared_matrix_reads(variant, safeguard):
+    """shared() rests on this: cholesky(A, overwrite_a=True) of a matrix in the tile layout, with any
+    variant or safeguard, releases A's tiles but writes into none of them, also when the safeguards
+    change every diagonal tile."""
+    if safeguard in (None, "pivot"):
+        n, d, tile = CASES["2d-ragged"]
+        A = tlr.TLRMatrix.from_generator(exponential_block(sorted_points(n, d), nugget=1e-6), n, tile, accuracy=1e-6)
+    else:
+        A = singular_tiles_matrix()
+    S = A.shared()
+    before = S.to_dense()
+    F = tlr.cholesky(A, overwrite_a=True, variant=variant, safeguard=safeguard)
+    assert safeguard in (None, "pivot") or F.modified_tiles or F.compensated_tiles
+    np.testing.assert_array_equal(S.to_dense(), before)
+
+
 def test_shared_refuses_a_packed_matrix():
     n, d, tile = CASES["2d-ragged"]
     A = tlr.TLRMatrix.from_generator(exponential_block(sorted_points(n, d), nugget=0.01), n, tile, accuracy=1e-9,
