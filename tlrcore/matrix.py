@@ -551,8 +551,6 @@ class TLRMatrix:
         )
 
 
-
-
 def _read_only(array):
     """A view of `array` that cannot be written through."""
     view = array.view()
