@@ -80,7 +80,8 @@ def errors(X, y, kernel, params, trend):
     likelihood.keep_coarser(1e-7)
     e = {a: likelihood.log_likelihood(params, accuracy=a) - reference for a in ACCURACIES if a != 1e-8}
     e[1e-8] = likelihood.log_likelihood(params) - reference
-    if not likelihood._coarser:  # the copy moved less than the build's error bound: a new build serves the check
+    kept = likelihood._coarser.get(0)  # the 1e-8 build's tiles, which the check truncates
+    if kept is None or likelihood._truncated(kept[1], 1e-7) is None:  # a copy would not serve: a new build does
         return e, None
     truncated = likelihood.log_likelihood(params, accuracy=1e-7) - reference  # from the 1e-8 build's copy
     return e, truncated

@@ -227,9 +227,9 @@ def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random
 
 @contextlib.contextmanager
 def _coarser_copies(likelihood):
-    """A TLR likelihood keeps its builds also truncated to the accuracy of the first round
-    of :func:`reported_loglik` during the block (``keep_coarser``), so that the check at the
-    estimate factors a copy instead of building anew."""
+    """A TLR likelihood keeps the tiles of its last build during the block
+    (``keep_coarser``), so that the first round of :func:`reported_loglik` factors them
+    truncated to its accuracy instead of building anew."""
     coarser = None if likelihood.accuracy is None else likelihood.accuracy * ACCURACY_STEP
     if coarser is None or coarser >= 1:
         yield
@@ -333,12 +333,12 @@ def reported_loglik(likelihood, params, loglik):
 
     The first round compares `loglik` (at the likelihood's own accuracy) with an
     evaluation :data:`ACCURACY_STEP` times *less* accurate, which costs less than a finer
-    one: it factors the last build truncated to that accuracy, kept by the likelihood
-    during :func:`maximize_likelihood` (``keep_coarser``; 0.6 s at 8,192 co2 cells
-    against 1.7 s for a new build and factorization), or builds anew. Their difference
-    estimates the coarser value's error, so it overstates that of `loglik`: the TLR
-    error shrinks about in proportion to the accuracy (by 1.6 to 91 times on the cases of
-    ``benchmarks/loglik_error.py``). While the difference exceeds
+    one: it factors the last build's tiles, kept by the likelihood during
+    :func:`maximize_likelihood` (``keep_coarser``), truncated to that accuracy (0.6 s at
+    8,192 co2 cells against 1.7 s for a new build and factorization), or builds anew.
+    Their difference estimates the coarser value's error, so it overstates that of
+    `loglik`: the TLR error shrinks about in proportion to the accuracy (the estimate was
+    1.6 to 93 times the error on the cases of ``benchmarks/loglik_error.py``). While the difference exceeds
     :data:`LOGLIK_TOLERANCE`, further rounds evaluate ten times *more* accurately and
     report that value, the difference from the previous value being the estimate, down to
     :data:`FINEST_ACCURACY`. A coarser evaluation that fails (not positive definite) only
