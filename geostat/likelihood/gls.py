@@ -37,11 +37,13 @@ class Group:
 
 
 def group_by_pattern(y, design):
+    """The replicates (columns of `y`) grouped by their set of observed (not NaN) sites,
+    in the lexicographic order of the observed masks; replicates observed nowhere are left out."""
     observed = ~np.isnan(y)
-    patterns, inverse = np.unique(observed.T, axis=0, return_inverse=True)
-    inverse = np.asarray(inverse).reshape(-1)
+    inverse, first = _pattern_ids(observed)
     groups = []
-    for k, pattern in enumerate(patterns):
+    for k, column in enumerate(first):
+        pattern = observed[:, column]
         columns = np.flatnonzero(inverse == k)
         if not pattern.any():
             continue
@@ -51,6 +53,20 @@ def group_by_pattern(y, design):
             sites = np.flatnonzero(pattern)
             groups.append(Group(sites, columns, y[np.ix_(sites, columns)], design[sites]))
     return groups
+
+
+def _pattern_ids(observed):
+    """For each column of the boolean `observed`, the index of its pattern among the
+    distinct ones sorted lexicographically, and a column holding each pattern.
+
+    Each column is packed into bytes, most significant bit first, so that comparing the
+    bytes compares the masks lexicographically; ``np.unique(observed.T, axis=0)`` gives the
+    same order but views each row as a record of ``n`` fields, which took 0.15 s at 8,192 sites.
+    """
+    packed = np.ascontiguousarray(np.packbits(observed, axis=0).T)
+    keys = packed.view(np.dtype((np.void, packed.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return np.asarray(inverse).reshape(-1), first
 
 
 def check_groups(groups, n_coef):

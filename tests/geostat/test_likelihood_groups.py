@@ -107,3 +107,25 @@ def test_failing_group_raises_under_the_raise_policy(rng):
     lik = likelihood(*replicates(rng, duplicate=True), on_failure="raise")
     with pytest.raises(gs.NotPositiveDefiniteError, match="not positive definite"):
         lik.terms({"range": 0.2}, 0.0)
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 90, 1000])
+def test_group_by_pattern_groups_replicates_by_observed_sites_in_lexicographic_order(rng, n):
+    from geostat.likelihood.gls import group_by_pattern
+
+    Y = rng.standard_normal((n, 40))
+    Y[rng.random(Y.shape) < 0.3] = np.nan
+    Y[:, 20:30] = Y[:, [0]]  # repeated patterns
+    Y[:, 30] = np.nan  # observed nowhere: left out
+    Y[:, 31] = 1.0  # observed everywhere
+    design = np.column_stack([np.ones(n), np.arange(n)])
+    groups = group_by_pattern(Y, design)
+    masks = {tuple(~np.isnan(Y[:, j])) for j in range(Y.shape[1]) if not np.isnan(Y[:, j]).all()}
+    assert [tuple(np.isin(np.arange(n), g.sites) if g.sites is not None else np.ones(n, bool)) for g in groups] \
+        == sorted(masks)
+    assert sorted(np.concatenate([g.columns for g in groups]).tolist()) == [j for j in range(40) if not np.isnan(Y[:, j]).all()]
+    for g in groups:
+        rows = np.arange(n) if g.sites is None else g.sites
+        np.testing.assert_array_equal(g.y, Y[np.ix_(rows, g.columns)])
+        np.testing.assert_array_equal(g.design, design[rows])
+        assert all(np.array_equal(~np.isnan(Y[:, j]), ~np.isnan(Y[:, g.columns[0]])) for j in g.columns)
