@@ -33,9 +33,11 @@ from __future__ import annotations
 import numpy as np
 
 import tlrcore
-from tlrcore._threads import one_blas_thread
+from tlrcore._threads import one_blas_thread, one_blas_thread_block
+from tlrcore._threads import workers as tile_threads
 from tlrcore.backends import NUMPY, Backend
 from tlrcore.backends import get_backend as _tlrcore_backend
+from tlrcore.compress.worker_processes import Shared as InWorkerProcesses
 from tlrcore.compress.worker_processes import session as worker_session
 
 from geostat.covariance import Sites
@@ -46,6 +48,7 @@ __all__ = [
     "DEVICES",
     "NUMPY",
     "DenseCholesky",
+    "InWorkerProcesses",
     "PermutedTLR",
     "TLRFactor",
     "covariance_block",
@@ -54,9 +57,11 @@ __all__ = [
     "get_backend",
     "not_positive_definite",
     "one_blas_thread",
+    "one_blas_thread_block",
     "resolve_client",
     "site_order",
     "tile_progress",
+    "tile_threads",
     "tlr_covariance",
     "tlr_factor",
     "tlr_matrix",

@@ -22,6 +22,7 @@ matrices ``dR`` of the probe traces are compressed in this process.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import math
@@ -142,14 +143,20 @@ class TLRLikelihood(Likelihood):
         #: :meth:`probe_traces`) at any accuracy: the count of a fit's full-data evaluations.
         self.n_factorizations = 0
 
+    @contextlib.contextmanager
     def fitting(self):
-        """A context for the evaluations of one fit: on the CPU, in this process, the
-        builds' tile columns are compressed in worker processes forked when it opens
-        (:func:`tlrcore.compress.worker_processes.session`; by default for tiles of at
-        most 1024) and stopped when it closes."""
-        if self.client is not None or self.backend.batched_by_default:
-            return super().fitting()
-        return worker_session(max(order.tile_size for order in self._orders))
+        """A context for the evaluations of one fit: BLAS on one thread in this process
+        (:meth:`Likelihood.fitting`), and on the CPU, in this process, worker processes
+        forked when it opens (:func:`tlrcore.compress.worker_processes.session`) and
+        stopped when it closes. They compress the builds' tile columns (by default for
+        tiles of at most 1024) and evaluate the block Vecchia likelihood that starts
+        Fisher scoring (:mod:`geostat.likelihood.vecchia`)."""
+        with super().fitting():
+            if self.client is not None or self.backend.batched_by_default:
+                yield
+                return
+            with worker_session(max(order.tile_size for order in self._orders)):
+                yield
 
     def describe(self):
         """The settings in words, for the log: tile size, tiles, accuracy, ordering."""

@@ -40,33 +40,56 @@ not do better, and blocks taken in a random order instead of the k-d tree order 
 on the half; at the 26,633 co2 cells with the smoothness estimated, a third of the
 blocks put it 6.6 below. Hence :data:`MAX_SITES`.
 
-The kernel is evaluated once per evaluation for all the blocks' pairs
+Each block is factored
+once: with the conditioning sites first, the Cholesky factor ``L`` of the joint
+``K`` has the factor of the conditioning sites' ``K_cc`` as its leading block ``L_11``, so
+with ``w = L^{-1} y`` and ``X = L^{-1}`` (leading block ``X_11 = L_11^{-1}``)
+
+.. math::
+
+    \log\det K - \log\det K_{cc} = 2 \sum_{i > c} \log L_{ii}, \qquad
+    y^T K^{-1} y - y_c^T K_{cc}^{-1} y_c = \lVert w_{c+1:} \rVert^2,
+
+    \operatorname{tr}(K^{-1} D) - \operatorname{tr}(K_{cc}^{-1} D_{cc})
+    = \langle X^T X, D \rangle - \langle X_{11}^T X_{11}, D_{cc} \rangle.
+
+Factoring the conditioning sites again, as a likelihood of their own, made an evaluation
+with gradients at the 8,192 co2 cells take 82-88 ms instead of 75 ms (one process; 2
+cores). A failed factorization is shifted as an exact likelihood's (``on_failure``); the
+conditioning sites' part is then the leading block of the shifted joint matrix.
+
+The blocks are cut into as many sets as the tile pool has threads (every ``k``-th block).
+The kernel is evaluated once per evaluation for all the pairs of a set's blocks
 (:class:`~geostat.covariance.PairCorrelation`: a costly kernel, such as a Matérn whose
-smoothness is estimated, through one table of the log-distances), and the conditioning
-sites' correlation is the leading block of the joint one.
+smoothness is estimated, through one table of the log-distances). In a fit each set is
+evaluated in a worker process
+(:class:`tlrcore.compress.worker_processes.Shared`): 42 ms instead of 75 ms per
+evaluation at the co2 cells. On threads the same sets took longer than one after the
+other (86 ms): the blocks are small, and the Python between their LAPACK calls holds the
+GIL.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import lapack, solve_triangular
 from scipy.spatial import cKDTree
 
 from geostat.covariance import PairCorrelation
-from geostat.likelihood.dense import ExactLikelihood
+from geostat.likelihood.failure import dense_shifts
 from geostat.likelihood.gls import group_by_pattern
 from geostat.likelihood.terms import Terms
 from geostat.ordering import inverse_permutation, order_points
-from geostat.solvers import NUMPY
+from geostat.solvers import NUMPY, DenseCholesky, InWorkerProcesses, one_blas_thread, tile_threads
 
-__all__ = ["BLOCK_SIZE", "CONDITIONING", "MAX_SITES", "BlockVecchiaLikelihood"]
+__all__ = ["BLOCK_SIZE", "CONDITIONING", "MAX_SITES", "BlockVecchiaLikelihood", "VecchiaBlock"]
 
 #: Sites per block.
 BLOCK_SIZE = 128
 #: Sites each block is conditioned on.
 CONDITIONING = 64
-#: Most sites in the kept blocks (256 blocks). One evaluation with gradients on 2 cores:
-#: 0.13-0.25 s for 8,192 sites (Matérn 1.5); 0.35 s for the 26,633 co2 cells, 0.83 s with
-#: the smoothness estimated.
+#: Most sites in the kept blocks (256 blocks). One evaluation with gradients on 2 cores
+#: (worker processes): about 0.04 s for 8,192 sites (Matérn 1.5).
 MAX_SITES = 32768
 
 
@@ -90,16 +113,19 @@ class BlockVecchiaLikelihood:
 
     Attributes
     ----------
-    blocks : list of (ExactLikelihood, ExactLikelihood or None)
-        For each kept block, the likelihoods of its sites with their conditioning sites
-        (the conditioning sites first) and of the conditioning sites alone.
+    blocks : list of VecchiaBlock
+        The kept blocks, each with its conditioning sites.
+    n : int
+        Sites in the kept blocks.
+    n_obs : int
+        Observed values on those sites.
 
     Notes
     -----
-    The blocks are dense exact likelihoods on the host (NumPy), whatever the back end of
-    `likelihood`: each is small. Evaluating them in stacks of one shape (one batched
-    factorization and batched products) was tried and was about twice as slow (0.32-0.42 s
-    against 0.14-0.24 s per evaluation with gradients at 8,192 sites): the work is the
+    The blocks are dense on the host (NumPy), whatever the back end of `likelihood`: each
+    is small. Evaluating them in stacks of one shape (one batched factorization and
+    batched products) was tried and was about twice as slow (0.32-0.42 s against
+    0.14-0.24 s per evaluation with gradients at 8,192 sites): the work is the
     ``O((b + c)^3)`` factorizations and inverses, not the calls.
     """
 
@@ -115,32 +141,27 @@ class BlockVecchiaLikelihood:
         if perm.size > max_sites:
             rng = np.random.default_rng(0) if rng is None else rng
             starts = np.sort(rng.choice(starts, size=max(1, max_sites // block_size), replace=False))
-        self.on_failure = likelihood.on_failure
-
-        def exact(sites, columns):
-            return ExactLikelihood(coords[sites], y[np.ix_(sites, columns)], np.zeros((sites.size, 0)),
-                                   likelihood.kernel, likelihood.distance, reml=False,
-                                   on_failure=likelihood.on_failure, backend=NUMPY)
-
+        self.kernel, self.on_failure = likelihood.kernel, likelihood.on_failure
         self.blocks = []
         for start in starts:
             sites = perm[start:start + block_size]
             before = _nearest_before(tree, points, position, sites, start, conditioning)
-            observed = ~np.all(np.isnan(y[sites]), axis=0)
-            observed_before = observed & ~np.all(np.isnan(y[before]), axis=0)
-            given = exact(before, observed_before) if observed_before.any() else None
-            self.blocks.append((exact(np.concatenate([before, sites]), observed), given))
-        self.kernel = likelihood.kernel
-        pairs = [likelihood.distance.pairwise(joint.coords) for joint, _ in self.blocks]
-        self._offsets = np.cumsum([0] + [d.size for d in pairs])
-        self._pairs = PairCorrelation(np.concatenate(pairs))
-        self.n = sum(joint.n - (given.n if given else 0) for joint, given in self.blocks)
-        self.n_obs = sum(joint.n_obs - (given.n_obs if given else 0) for joint, given in self.blocks)
+            joint = np.concatenate([before, sites])
+            self.blocks.append(VecchiaBlock(joint, before.size, coords[joint], y[joint]))
+        self.n = sum(block.sites.size - block.conditioning for block in self.blocks)
+        self.n_obs = sum(block.n_obs for block in self.blocks)
         self.n_eff = self.n_obs
+        sets = _BlockSets(self.blocks, min(tile_threads(), len(self.blocks)), likelihood.kernel, likelihood.distance,
+                          likelihood.on_failure)
+        self._sets = InWorkerProcesses(sets)
 
     def terms(self, theta, eta, gradient=False):
         """The likelihood scalars of :class:`geostat.likelihood.terms.Terms`: those of
         each block with its conditioning sites, less those of the conditioning sites.
+
+        The blocks are cut into as many sets as the tile pool has threads, each evaluated
+        apart: in a worker process when :mod:`tlrcore.compress.worker_processes` runs them
+        (in a fit, by default), else one after the other here, with the same result.
 
         Raises
         ------
@@ -148,27 +169,134 @@ class BlockVecchiaLikelihood:
             If some ``R + eta I`` is not numerically positive definite (after the shifts
             of ``on_failure``).
         """
-        values, grads = self._pairs.evaluate(self.kernel, theta, gradient)
-        parts, signs = [], []
-        for (joint, given), start, stop in zip(self.blocks, self._offsets, self._offsets[1:]):
-            R = NUMPY.squareform(values[start:stop], joint.n, 1.0)
-            dR = {name: NUMPY.squareform(g[start:stop], joint.n, 0.0) for name, g in grads.items()}
-            if given is not None:  # first: the joint's factorization overwrites R
-                c = given.n
-                leading = (R[:c, :c].copy(), {k: D[:c, :c] for k, D in dR.items()})
-                parts.append(given.terms(theta, eta, gradient, leading))
-                signs.append(-1.0)
-            parts.append(joint.terms(theta, eta, gradient, (R, dR)))
-            signs.append(1.0)
-        names = parts[0].quad.keys()
-        return Terms(
-            self.n_obs, self.n_eff,
-            logdet=sum(s * t.logdet for s, t in zip(signs, parts)),
-            logdet_trend=0.0,
-            quadratic=sum(s * t.quadratic for s, t in zip(signs, parts)),
-            quad={k: sum(s * t.quad[k] for s, t in zip(signs, parts)) for k in names},
-            trace={k: sum(s * t.trace[k] for s, t in zip(signs, parts)) for k in names},
-        )
+        sets = self._sets.obj
+        parts = self._sets.map("terms", [(index, theta, eta, gradient) for index in range(len(sets.sets))])
+        names = [*parts[0][2]] if gradient else []
+        return Terms(self.n_obs, self.n_eff, logdet=sum(p[0] for p in parts), logdet_trend=0.0,
+                     quadratic=sum(p[1] for p in parts), quad={k: sum(p[2][k] for p in parts) for k in names},
+                     trace={k: sum(p[3][k] for p in parts) for k in names})
+
+
+class _BlockSets:
+    """The blocks in `count` sets (every `count`-th block), each evaluated apart, with one
+    kernel evaluation for all the pairs of its blocks (made at its first use)."""
+
+    def __init__(self, blocks, count, kernel, distance, on_failure):
+        self.sets = [blocks[i::count] for i in range(count)]
+        self.kernel, self.distance, self.on_failure = kernel, distance, on_failure
+        self._pairs = [None] * count
+
+    def __getstate__(self):
+        # The distances are made again where the set is evaluated.
+        return {**self.__dict__, "_pairs": [None] * len(self.sets)}
+
+    def _pair_correlation(self, index):
+        if self._pairs[index] is None:
+            pairs = [self.distance.pairwise(block.coords) for block in self.sets[index]]
+            self._pairs[index] = (PairCorrelation(np.concatenate(pairs)), np.cumsum([0] + [d.size for d in pairs]))
+        return self._pairs[index]
+
+    @one_blas_thread
+    def terms(self, index, theta, eta, gradient):
+        """``(log det, quadratic, quad, trace)`` summed over the blocks of set `index`
+        (:meth:`VecchiaBlock.terms`)."""
+        pairs, offsets = self._pair_correlation(index)
+        values, grads = pairs.evaluate(self.kernel, theta, gradient)
+        shifts = dense_shifts(1.0 + eta) if self.on_failure in ("shift", "compensate") else ()
+        names = [*grads, "eye"] if gradient else []
+        logdet = quadratic = 0.0
+        quad, trace = dict.fromkeys(names, 0.0), dict.fromkeys(names, 0.0)
+        for block, start, stop in zip(self.sets[index], offsets, offsets[1:]):
+            n = block.sites.size
+            R = NUMPY.squareform(values[start:stop], n, 1.0)
+            dR = {name: NUMPY.squareform(g[start:stop], n, 0.0) for name, g in grads.items()} if gradient else None
+            part = block.terms(R, dR, eta, shifts)
+            logdet += part[0]
+            quadratic += part[1]
+            for name in names:
+                quad[name] += part[2].get(name, 0.0)
+                trace[name] += part[3].get(name, 0.0)
+        return logdet, quadratic, quad, trace
+
+
+class VecchiaBlock:
+    """A block's sites with its conditioning sites first, and its observations.
+
+    Parameters
+    ----------
+    sites : ndarray of int
+        Indices of the conditioning sites, then of the block's own sites.
+    conditioning : int
+        How many of `sites` condition the block.
+    coords : ndarray of shape (sites.size, d)
+        Their coordinates.
+    y : ndarray of shape (sites.size, r)
+        The residuals on `sites` (NaN where not observed).
+
+    Attributes
+    ----------
+    sites, conditioning, coords
+    n_obs : int
+        Observed values on the block's own sites.
+    """
+
+    def __init__(self, sites, conditioning, coords, y):
+        self.sites, self.conditioning, self.coords = sites, conditioning, coords
+        observed = ~np.all(np.isnan(y), axis=0)
+        self._groups = group_by_pattern(y[:, observed], np.zeros((sites.size, 0)))
+        # How many of each group's observed sites condition it: they come first.
+        self._leading = [conditioning if g.sites is None else int(np.searchsorted(g.sites, conditioning))
+                         for g in self._groups]
+        self.n_obs = sum(g.r * (g.y.shape[0] - m) for g, m in zip(self._groups, self._leading))
+
+    def terms(self, R, dR, eta, shifts):
+        """``(log det, quadratic, quad, trace)`` of the block given its conditioning sites
+        (module docstring), ``quad`` and ``trace`` for each ``dR`` and ``"eye"`` when `dR`
+        is given (``None`` for no gradient; an empty dict for none but the nugget ratio's).
+
+        `R` (the correlation on :attr:`sites`) is overwritten; `dR` must have a zero
+        diagonal (a correlation's derivative) and is only read.
+        """
+        logdet = quadratic = 0.0
+        quad, trace = {}, {}
+        for g, m in zip(self._groups, self._leading):
+            if g.sites is None:  # the last group (the masks are sorted): R is not needed after it
+                K = R
+            else:
+                K = R[np.ix_(g.sites, g.sites)]
+            K[np.diag_indices_from(K)] += eta
+            L = DenseCholesky(K, NUMPY, overwrite=True, shifts=shifts).L
+            w = solve_triangular(L, g.y, lower=True, check_finite=False)
+            logdet += 2.0 * g.r * float(np.sum(np.log(np.diagonal(L)[m:])))
+            quadratic += float(np.sum(w[m:] ** 2))
+            if dR is None:
+                continue
+            alpha = solve_triangular(L, w, lower=True, trans="T", check_finite=False)
+            X = _lapack(lapack.dtrtri, L, lower=1)
+            W = _lapack(lapack.dlauum, X, lower=1)  # lower triangle of K^{-1}
+            # the conditioning sites' alone (m may be 0: empty arrays)
+            alpha_c = X[:m, :m].T @ w[:m]
+            W_c = _lapack(lapack.dlauum, X[:m, :m], lower=1) if m else np.zeros((0, 0))
+            for name, D in dR.items():
+                Dg = D if g.sites is None else D[np.ix_(g.sites, g.sites)]
+                D_c = Dg[:m, :m]
+                quad[name] = quad.get(name, 0.0) + float(np.sum((Dg @ alpha) * alpha)
+                                                         - np.sum((D_c @ alpha_c) * alpha_c))
+                # <W, D> with W's lower triangle only: the diagonal of D is zero
+                trace[name] = trace.get(name, 0.0) + 2.0 * g.r * float(np.einsum("ij,ij->", W, Dg)
+                                                                       - np.einsum("ij,ij->", W_c, D_c))
+            quad["eye"] = quad.get("eye", 0.0) + float(np.sum(alpha**2) - np.sum(alpha_c**2))
+            trace["eye"] = trace.get("eye", 0.0) + g.r * float(np.sum(X * X) - np.sum(X[:m, :m] ** 2))
+        return logdet, quadratic, quad, trace
+
+
+def _lapack(routine, a, **options):
+    """`routine`'s result on a copy of `a`; LAPACK's ``info`` must be 0 (it cannot be
+    otherwise on a Cholesky factor with a positive diagonal)."""
+    out, info = routine(a, **options)
+    if info != 0:
+        raise ValueError(f"LAPACK {routine.__name__} failed with info={info}.")
+    return out
 
 
 def _nearest_before(tree, points, position, sites, start, count):

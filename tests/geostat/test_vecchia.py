@@ -1,6 +1,8 @@
 """The block Vecchia likelihood against a SciPy reference built from the conditional
 Gaussian distributions of the same blocks."""
 
+import sys
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -121,12 +123,9 @@ def test_blocks_are_conditioned_on_the_nearest_earlier_sites():
     likelihood = vecchia(X, y, F, 128, 64)
     expected = conditioning_sets(X, 128, 64)
     assert len(likelihood.blocks) == len(expected)
-    for (joint, given), (sites, earlier) in zip(likelihood.blocks, expected):
-        np.testing.assert_array_equal(joint.coords, X[np.concatenate([earlier, sites])])
-        if earlier.size:
-            np.testing.assert_array_equal(given.coords, X[earlier])
-        else:
-            assert given is None
+    for block, (sites, earlier) in zip(likelihood.blocks, expected):
+        np.testing.assert_array_equal(X[block.sites], X[np.concatenate([earlier, sites])])
+        assert block.conditioning == earlier.size
 
 
 def test_blocks_partition_the_sites_and_the_input_is_not_changed():
@@ -134,7 +133,7 @@ def test_blocks_partition_the_sites_and_the_input_is_not_changed():
     copies = X.copy(), y.copy(), F.copy()
     likelihood = vecchia(X, y, F, 128, 64)
     assert likelihood.n == 1000
-    assert max(joint.n - (given.n if given else 0) for joint, given in likelihood.blocks) <= 128
+    assert max(block.sites.size - block.conditioning for block in likelihood.blocks) <= 128
     assert likelihood.n_obs == int(np.sum(~np.isnan(y)))
     for before, after in zip(copies, (X, y, F)):
         np.testing.assert_array_equal(before, after)
@@ -150,24 +149,72 @@ def test_beyond_max_sites_a_random_subset_of_blocks_is_kept():
 
 
 
-def test_a_costly_kernel_is_evaluated_once_through_a_table_for_all_blocks():
-    """Matérn with the smoothness free: the blocks' 290,000 pairs go through one table of
-    log-distances (each block alone, with 18,000 pairs, would evaluate its Bessel functions
-    directly); the values agree with the blocks' own evaluations to the table's accuracy
-    (about 1e-13 of each correlation, so 1e-9 of the log-likelihood here)."""
+def test_a_costly_kernel_is_evaluated_once_through_a_table_for_each_set_of_blocks(monkeypatch):
+    """Matérn with the smoothness free: each of the two sets of blocks (two threads), with
+    145,000 pairs, goes through one table of log-distances (each block alone, with 18,000
+    pairs, would evaluate its Bessel functions directly); the values agree with the blocks'
+    own evaluations to the table's accuracy (about 1e-13 of each correlation, so 1e-9 of
+    the log-likelihood here)."""
     from geostat.covariance import TABULATE_PAIRS
 
+    monkeypatch.setenv("TLRCORE_NUM_THREADS", "2")
     X, y, F = data(n=2048)
-    exact = ExactLikelihood(X, y, F, get_kernel("matern"), get_distance("euclidean"))
-    likelihood = BlockVecchiaLikelihood(exact, block_size=128, conditioning=64)
-    assert likelihood._pairs.distances.size >= TABULATE_PAIRS[0] > max(j.sites.pair_distances().size
-                                                                          for j, _ in likelihood.blocks)
+    kernel, distance = get_kernel("matern"), get_distance("euclidean")
+    likelihood = BlockVecchiaLikelihood(ExactLikelihood(X, y, F, kernel, distance), block_size=128, conditioning=64)
+    sets = likelihood._sets.obj
+    assert len(sets.sets) == 2
+    assert min(sets._pair_correlation(i)[0].distances.size for i in range(2)) >= TABULATE_PAIRS[0] \
+        > max(b.sites.size**2 for b in likelihood.blocks)
     theta, eta = {"range": 0.1, "smoothness": 0.8}, 0.05
     got = likelihood.terms(theta, eta, gradient=True)
-    own = [(joint.terms(theta, eta, True), given and given.terms(theta, eta, True)) for joint, given in likelihood.blocks]
+    residuals = ols_residuals(y, F)
+
+    def own(sites):  # each block's joint and conditioning likelihoods alone, kernel evaluated directly
+        if not sites.size:
+            return None
+        exact = ExactLikelihood(X[sites], residuals[sites], np.zeros((sites.size, 0)), kernel, distance, reml=False)
+        return exact.terms(theta, eta, True)
+
+    parts = [(own(b.sites), own(b.sites[:b.conditioning])) for b in likelihood.blocks]
     for name in ("logdet", "quadratic"):
-        expected = sum(getattr(j, name) - (getattr(g, name) if g else 0.0) for j, g in own)
+        expected = sum(getattr(j, name) - (getattr(g, name) if g else 0.0) for j, g in parts)
         np.testing.assert_allclose(getattr(got, name), expected, rtol=1e-9)
     for name in ("range", "smoothness", "eye"):
-        expected = sum(j.trace[name] - (g.trace[name] if g else 0.0) for j, g in own)
-        np.testing.assert_allclose(got.trace[name], expected, rtol=1e-7)
+        for kind in ("trace", "quad"):
+            expected = sum(getattr(j, kind)[name] - (getattr(g, kind)[name] if g else 0.0) for j, g in parts)
+            np.testing.assert_allclose(getattr(got, kind)[name], expected, rtol=1e-7)
+
+
+@pytest.fixture
+def worker_processes_on(monkeypatch):
+    from tlrcore.compress import worker_processes
+
+    monkeypatch.setenv("TLRCORE_PROCESSES", "1")
+    monkeypatch.setenv("TLRCORE_NUM_THREADS", "2")
+    monkeypatch.setattr(worker_processes, "_broken", False)
+    yield worker_processes
+    worker_processes.shutdown()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="worker processes are forked on Linux only")
+def test_sets_of_blocks_evaluated_in_worker_processes_give_the_same_terms(worker_processes_on, monkeypatch):
+    X, y, F = data(n=1000, replicates=2, missing=0.1)
+    likelihood = vecchia(X, y, F, 100, 50)
+    theta, eta = {"range": 0.1}, 0.05
+    in_workers = likelihood.terms(theta, eta, gradient=True)
+    assert worker_processes_on._pool is not None and not worker_processes_on._broken
+    worker_processes_on.shutdown()
+    monkeypatch.setenv("TLRCORE_PROCESSES", "0")
+    here = likelihood.terms(theta, eta, gradient=True)
+    assert in_workers == here  # the same operations on the same data, bit for bit
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="worker processes are forked on Linux only")
+def test_a_block_that_fails_in_a_worker_raises_the_not_positive_definite_error_here(worker_processes_on):
+    from geostat.errors import NotPositiveDefiniteError
+
+    X, y, F = data(n=1000)
+    exact = ExactLikelihood(X, y, F, get_kernel("matern", smoothness=1.5), get_distance("euclidean"),
+                            on_failure="raise")
+    with pytest.raises(NotPositiveDefiniteError):  # R - 0.9 I is indefinite
+        BlockVecchiaLikelihood(exact, block_size=100, conditioning=50).terms({"range": 0.1}, -0.9)

@@ -184,3 +184,69 @@ def test_a_bad_setting_names_the_variable(monkeypatch, value):
     monkeypatch.setenv("TLRCORE_PROCESSES", value)
     with pytest.raises(ValueError, match="TLRCORE_PROCESSES"):
         worker_processes.enabled(512)
+
+
+class Summer:
+    """A picklable object whose method sums part of its data, tells the process it ran in,
+    counts its unpicklings (in the process that unpickles it) and raises on request."""
+
+    unpickled = 0
+
+    def __init__(self, data):
+        self.data = data
+
+    def __setstate__(self, state):
+        Summer.unpickled += 1
+        self.__dict__.update(state)
+
+    def part(self, index, count):
+        if index < 0:
+            raise ValueError(f"part {index} does not exist")
+        return float(np.sum(self.data[index::count])), os.getpid(), Summer.unpickled
+
+
+def test_shared_calls_run_in_the_workers_and_give_the_local_results(processes):
+    data = np.random.default_rng(1).standard_normal(10_001)
+    shared = worker_processes.Shared(Summer(data))
+    calls = [(i, 4) for i in range(4)]
+    first, second = shared.map("part", calls), shared.map("part", calls)
+    assert {pid for _, pid, _ in first + second} - {os.getpid()}  # run elsewhere
+    for values in (first, second):
+        assert [v for v, _, _ in values] == [float(np.sum(data[i::4])) for i in range(4)]  # same operations
+    # each worker unpickled the object once: the second calls found it kept
+    assert max(count for _, _, count in second) <= Summer.unpickled + 1
+
+
+def test_shared_calls_run_here_when_the_workers_are_off_or_the_object_does_not_pickle(processes, monkeypatch):
+    data = np.arange(10.0)
+    unpicklable = Summer(data)
+    unpicklable.hook = lambda: None  # a lambda does not pickle
+    assert {pid for _, pid, _ in worker_processes.Shared(unpicklable).map("part", [(0, 2), (1, 2)])} == {os.getpid()}
+    monkeypatch.setenv("TLRCORE_PROCESSES", "0")
+    values = worker_processes.Shared(Summer(data)).map("part", [(0, 2), (1, 2)])
+    assert values == [(20.0, os.getpid(), 0), (25.0, os.getpid(), 0)]
+
+
+def test_a_shared_call_that_raises_in_a_worker_raises_its_own_error_here(processes):
+    shared = worker_processes.Shared(Summer(np.arange(10.0)))
+    with pytest.raises(ValueError, match="part -1 does not exist"):
+        shared.map("part", [(0, 2), (-1, 2)])
+
+
+def test_shared_calls_after_the_pool_broke_run_here(processes, monkeypatch, caplog):
+    class Broken:
+        def submit(self, *args):
+            raise BrokenProcessPool("a worker died")
+
+    monkeypatch.setattr(worker_processes, "_get_pool", lambda: Broken())
+    monkeypatch.setattr(worker_processes, "start", lambda: None)
+    values = worker_processes.Shared(Summer(np.arange(10.0))).map("part", [(0, 2), (1, 2)])
+    assert [v for v, _, _ in values] == [20.0, 25.0] and {pid for _, pid, _ in values} == {os.getpid()}
+    assert worker_processes._broken and "stopped" in caplog.text
+
+
+def test_a_shared_object_pickles_as_its_object():
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(worker_processes.Shared(Summer(np.arange(4.0)))))
+    assert np.array_equal(copy.obj.data, np.arange(4.0)) and copy.map("part", [(1, 2)])[0][0] == 4.0

@@ -1,4 +1,5 @@
-"""Worker processes for the ACA compression of a CPU TLR build.
+"""Worker processes for the ACA compression of a CPU TLR build, and for other work of a
+caller that holds the GIL (:class:`Shared`: geostat's block Vecchia likelihood).
 
 ACA runs in Python between its BLAS calls, so on tiles of 1024 it holds the GIL much of the
 time and the tile pool's threads overlap poorly. When ACA advanced one pivot row and
@@ -21,6 +22,10 @@ When the workers serve a build, set by ``TLRCORE_PROCESSES``:
 * ``1``: every build, with any tile size, in a session or not;
 * ``0``: never.
 
+The same setting decides where the calls of a :class:`Shared` object run, with no tile
+size: by default in any session (forking the workers at the first call if the session's
+tiles were too large for them), always with ``1``, never with ``0``.
+
 With more than one worker (:func:`tlrcore._threads.workers`) each tile column of
 :meth:`tlrcore.TLRMatrix.from_generator` (``method="aca"``) is then compressed in a
 process of a pool: the block generator is pickled once per build and sent with each
@@ -36,13 +41,16 @@ main script again (running a script without a ``__main__`` guard twice) and take
 3 s to import NumPy, SciPy and geostat; a fork and its warm-up take 25 ms, the shutdown
 11 ms. They are forked from a thread with no other work running: when the first session
 opens (before the fit's large arrays exist), or, with ``TLRCORE_PROCESSES=1`` outside a
-session, before the first build's columns, while the tile pool's threads wait. The last
+session, before the first build's columns, while the tile pool's threads wait, or at a
+:class:`Shared` object's first calls (in a fit with tiles above 1024: the block Vecchia
+likelihood, before the first build). The last
 session to close stops them, so that they hold none of the caller's memory after a fit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import multiprocessing
@@ -58,7 +66,7 @@ import numpy as np
 from tlrcore._threads import one_blas_thread_block, workers
 from tlrcore.compress.generated import CheckedBlock, compress_column
 
-__all__ = ["AUTO_MAX_TILE", "column_compressor", "enabled", "session", "setting", "shutdown", "start"]
+__all__ = ["AUTO_MAX_TILE", "Shared", "column_compressor", "enabled", "session", "setting", "shutdown", "start"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +81,9 @@ _sessions_lock = threading.Lock()
 _builds = itertools.count()
 #: In a worker: ``(build, generator)`` of the build it served last.
 _worker_build = (None, None)
+#: In a worker: the :class:`Shared` objects it used last, by key (at most :data:`_KEPT`).
+_worker_shared = {}
+_KEPT = 4
 
 
 def setting():
@@ -92,8 +103,9 @@ def setting():
 
 def enabled(tile_size=None):
     """Whether the tile columns of a build with tiles of `tile_size` go to worker processes
-    (``None``: whether any build's would): by :func:`setting`, with more than one worker,
-    on Linux, in a process allowed children, and no pool broken before."""
+    (``None``: whether the calls of a :class:`Shared` object do): by :func:`setting`, with
+    more than one worker, on Linux, in a process allowed children, and no pool broken
+    before."""
     chosen = setting()
     if chosen == "never" or (chosen == "auto" and not (_sessions and (tile_size or 0) <= AUTO_MAX_TILE)):
         return False
@@ -175,6 +187,95 @@ def column_compressor(block, offsets, tolerance, max_rank, local):
         return local(j)
 
     return compress
+
+
+class Shared:
+    """An object whose methods run in the worker processes, each call in one of them.
+
+    The object is pickled here once, at the first :meth:`map` that the workers serve; a
+    worker unpickles it at its first call and keeps it
+    (with the last few others), so what it builds lazily (say, distances) stays there.
+    When the workers are not :func:`enabled`, the object does not pickle, or the pool
+    breaks, the calls run here; a call that raises in a worker runs here again, so that
+    its exception is the object's own. The results are the same either way (the same
+    operations on the same data), provided the object's methods do not depend on state
+    that the calls change.
+
+    Parameters
+    ----------
+    obj : object
+        Its methods are what :meth:`map` calls.
+    """
+
+    def __init__(self, obj):
+        self.obj = obj
+        self.key = (os.getpid(), next(_builds))
+        self._payload = None
+        self._local_only = False
+
+    def _pickled(self):
+        """The pickled object, or None (then the calls run here)."""
+        if self._payload is None and not self._local_only:
+            try:
+                self._payload = pickle.dumps(self.obj, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:  # whatever keeps it from pickling, the calls run here
+                self._local_only = True
+        return self._payload
+
+    def map(self, method, calls):
+        """``[getattr(obj, method)(*args) for args in calls]``, the calls spread over the
+        workers when they are enabled."""
+        global _broken
+        local = [functools.partial(getattr(self.obj, method), *args) for args in calls]
+        if len(calls) < 2 or not enabled() or self._pickled() is None:
+            return [here() for here in local]
+        start()
+        futures = []
+        try:
+            if not _broken:
+                futures = [_get_pool().submit(_call_remote, self.key, self._payload, method, args) for args in calls]
+        except BrokenProcessPool:
+            futures = []
+        results = []
+        for future, here in zip(futures, local):
+            try:
+                results.append(future.result())
+            except BrokenProcessPool:
+                break
+            except _Unpicklable as exc:
+                logger.debug("tlrcore: the workers cannot unpickle %s (%s); it runs here", type(self.obj), exc)
+                self._payload, self._local_only = None, True
+                results.append(here())
+            except Exception:  # raised there: here, the object's own exception (or result)
+                results.append(here())
+        if len(results) < len(local):  # the pool broke (or could not start)
+            if not _broken:
+                logger.warning("tlrcore: the worker processes stopped; running here from now on")
+            _broken = True
+            results += [here() for here in local[len(results):]]
+        return results
+
+    def __getstate__(self):
+        # Pickled as the object alone (for joblib or Dask): the payload is made again.
+        return {"obj": self.obj}
+
+    def __setstate__(self, state):
+        self.__init__(state["obj"])
+
+
+def _call_remote(key, payload, method, args):
+    """In a worker: ``getattr(obj, method)(*args)`` for the :class:`Shared` object `key`."""
+    obj = _worker_shared.pop(key, None)
+    if obj is None:
+        try:
+            obj = pickle.loads(payload)
+        except Exception as exc:
+            raise _Unpicklable(f"{type(exc).__name__}: {exc}") from None
+        while len(_worker_shared) >= _KEPT:
+            _worker_shared.pop(next(iter(_worker_shared)))
+    _worker_shared[key] = obj  # most recently used last
+    with one_blas_thread_block():
+        return getattr(obj, method)(*args)
 
 
 class _Unpicklable(Exception):
