@@ -68,6 +68,17 @@ def test_products_match_dense(method, rng):
     np.testing.assert_allclose(D, D.T)
 
 
+def test_products_are_the_same_on_any_number_of_threads(rng, monkeypatch):
+    """Each row tile of ``A @ X`` is one task, computed the same way on any thread."""
+    n = 1000
+    A = tlr.TLRMatrix.from_generator(exponential_block(sorted_points(n, 2), range_=0.3), n, 128, accuracy=1e-10)
+    X = rng.normal(size=(n, 40))
+    monkeypatch.setenv("TLRCORE_NUM_THREADS", "1")
+    one = A @ X
+    monkeypatch.setenv("TLRCORE_NUM_THREADS", "3")
+    assert np.array_equal(A @ X, one)
+
+
 def test_from_dense_ranks_nbytes_and_repr():
     n = 1100
     M = dense_of(exponential_block(sorted_points(n, 2), range_=0.1), n)
