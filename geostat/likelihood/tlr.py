@@ -146,11 +146,12 @@ class TLRLikelihood(Likelihood):
     @contextlib.contextmanager
     def fitting(self):
         """A context for the evaluations of one fit: BLAS on one thread in this process
-        (:meth:`Likelihood.fitting`), and on the CPU, in this process, worker processes
-        forked when it opens (:func:`tlrcore.compress.worker_processes.session`) and
-        stopped when it closes. They compress the builds' tile columns (by default for
-        tiles of at most 1024) and evaluate the block Vecchia likelihood that starts
-        Fisher scoring (:mod:`geostat.likelihood.vecchia`)."""
+        (:meth:`Likelihood.fitting`), and on the CPU, in this process, a session of worker
+        processes (:func:`tlrcore.compress.worker_processes.session`), stopped when it
+        closes. They compress the builds' tile columns (by default for tiles of at most
+        1024; they are then forked when it opens) and evaluate the block Vecchia likelihood
+        that starts Fisher scoring (:mod:`geostat.likelihood.vecchia`; forked at its first
+        evaluation, if not before)."""
         with super().fitting():
             if self.client is not None or self.backend.batched_by_default:
                 yield
