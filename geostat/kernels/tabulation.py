@@ -173,8 +173,9 @@ class RadialTable(RadialFunction):
     def __init__(self, kernel, range_, shape, name=None, step=STEP):
         super().__init__(kernel, range_, shape, name)
         self.step = step
-        self._first = math.floor(math.log(self.range * SPAN[0]) / step)
-        self._count = math.ceil(math.log(self.range * SPAN[1]) / step) - self._first
+        # (the logs added: the products can underflow or overflow; nodes beyond e^700 would)
+        self._first = math.floor((math.log(self.range) + math.log(SPAN[0])) / step)
+        self._count = math.ceil(min(math.log(self.range) + math.log(SPAN[1]), 700.0) / step) - self._first
         self._coefficients = None
 
     def __getstate__(self):

@@ -47,3 +47,14 @@ def test_an_entry_does_not_depend_on_the_block_or_on_pickling(rng):
     copy = pickle.loads(pickle.dumps(table))
     assert copy._coefficients is None  # made again where it is used
     assert np.array_equal(copy(d), whole) and whole.shape == d.shape
+
+
+@pytest.mark.parametrize("range_", [1e-300, 1e-3, 1e300])
+def test_extreme_ranges_are_tabulated_without_overflow(range_, rng):
+    kernel = get_kernel("matern")
+    shape = kernel.resolve_shape({"smoothness": 0.78})
+    d = range_ * np.concatenate([[0.0], rng.uniform(0, 10, 1000)])
+    with np.errstate(over="raise", invalid="raise"):
+        table = RadialTable(kernel, range_, shape)(d)
+    exact = RadialFunction(kernel, range_, shape)(d)
+    np.testing.assert_allclose(table, exact, rtol=0, atol=1e-11)
