@@ -515,7 +515,8 @@ class TLRMatrix:
             return self.packed.symmetric_matmul(check_operand(x, self.n, "x", self.backend.xp))
         x = check_operand(x, self.n, "x")
         y = np.empty_like(x)
-        terms = [[] for _ in range(self.n_tiles)]  # (j, left, right): left @ right^T @ x_j
+        terms: list[list[tuple[int, BackendArray, BackendArray]]] = [[] for _ in range(self.n_tiles)]
+        # (j, left, right): left @ right^T @ x_j joins row tile i
         for (i, j), U in self.U.items():
             terms[i].append((j, U, self.V[i, j]))
             terms[j].append((i, self.V[i, j], U))

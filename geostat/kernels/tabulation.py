@@ -202,7 +202,7 @@ class RadialTable(RadialFunction):
             f = s - k
             k -= self._first
             inside = (k >= 0) & (k <= self._count)
-        interval = xp.where(inside, k, 0.0).astype(xp.intp)
+        interval = xp.where(inside, k, 0.0).astype(xp.int64)
         out = xp.take(c3, interval)
         out *= f
         out += xp.take(c2, interval)

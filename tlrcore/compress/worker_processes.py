@@ -82,7 +82,7 @@ _builds = itertools.count()
 #: In a worker: ``(build, generator)`` of the build it served last.
 _worker_build = (None, None)
 #: In a worker: the :class:`Shared` objects it used last, by key (at most :data:`_KEPT`).
-_worker_shared = {}
+_worker_shared: dict[tuple[int, int], object] = {}
 _KEPT = 4
 
 
