@@ -280,3 +280,30 @@ def test_the_check_evaluation_factors_a_truncated_copy_instead_of_building(monke
     with pytest.raises(ValueError, match="coarser than the likelihood's"):
         tlr.keep_coarser(1e-10)
 
+
+
+@pytest.mark.parametrize("method", ["exact", "tlr"])
+def test_a_fit_runs_with_blas_on_one_thread_and_restores_it_after(monkeypatch, rng, method):
+    """Between its steps, a multithreaded BLAS call left OpenBLAS threads spinning on the
+    cores that the next step's threads and worker processes needed (Likelihood.fitting)."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    import geostat.estimator
+
+    def blas_threads():
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    seen = []
+    maximize = geostat.estimator.maximize_likelihood
+
+    def spy(*args, **kwargs):
+        seen.append(blas_threads())
+        return maximize(*args, **kwargs)
+
+    monkeypatch.setattr(geostat.estimator, "maximize_likelihood", spy)
+    X, y, _ = data(300, rng, replicates=1, missing=0.0)
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        gs.SpatialGP(method=method, tile_size=128, smoothness=1.5).fit(X, y[:, 0])
+        assert blas_threads() == before
+    assert seen and all(n == 1 for n in seen[0])
