@@ -471,15 +471,21 @@ def local_maximize(likelihood, space, objective, start, rng, *, maxiter=300, ref
         return polish_without_gradient(likelihood, space, objective, start, rng, refine=refine)
     subsample = 0
     if refine:
-        # All the data when an exact fit of them is cheap; beyond, the block Vecchia likelihood,
-        # which sees the sites at their own spacing (a random subsample does not).
-        small = likelihood.n <= REFINE_SIZE
-        start_objective = (subsample_objective if small else vecchia_objective)(likelihood, space, rng)
-        start = refine_start(start_objective, start, space.z_bounds())
-        subsample = start_objective.n_evaluations
+        start, subsample = _refined_start(likelihood, space, start, rng)
     result, fallback, report = fisher_scoring(likelihood, space, objective, start, rng)
     result.scoring = report
     return result, subsample + fallback
+
+
+def _refined_start(likelihood, space, start, rng):
+    """The start of Fisher scoring moved by an exact fit (:func:`refine_start`), and the
+    evaluations it took. Its objective is freed on return, with what it holds (the block
+    Vecchia likelihood's blocks, in this process and in the worker processes)."""
+    # All the data when an exact fit of them is cheap; beyond, the block Vecchia likelihood,
+    # which sees the sites at their own spacing (a random subsample does not).
+    small = likelihood.n <= REFINE_SIZE
+    objective = (subsample_objective if small else vecchia_objective)(likelihood, space, rng)
+    return refine_start(objective, start, space.z_bounds()), objective.n_evaluations
 
 
 def natural_estimate(likelihood, space, z):

@@ -199,6 +199,11 @@ class Summer:
         Summer.unpickled += 1
         self.__dict__.update(state)
 
+    @staticmethod
+    def cached():
+        """The process, and the keys of the Shared objects it keeps."""
+        return os.getpid(), set(worker_processes._worker_shared)
+
     def part(self, index, count):
         if index < 0:
             raise ValueError(f"part {index} does not exist")
@@ -250,3 +255,18 @@ def test_a_shared_object_pickles_as_its_object():
 
     copy = pickle.loads(pickle.dumps(worker_processes.Shared(Summer(np.arange(4.0)))))
     assert np.array_equal(copy.obj.data, np.arange(4.0)) and copy.map("part", [(1, 2)])[0][0] == 4.0
+
+
+def test_the_workers_drop_a_shared_object_gone_here_at_their_next_task(processes):
+    import gc
+
+    data = np.arange(100.0)
+    first = worker_processes.Shared(Summer(data))
+    first.map("part", [(i, 4) for i in range(4)])
+    key = first.key
+    del first
+    gc.collect()
+    assert key in worker_processes._released
+    answers = worker_processes.Shared(Summer(data)).map("cached", [()] * 4)
+    assert {pid for pid, _ in answers} - {os.getpid()}
+    assert all(key not in keys for _, keys in answers)
