@@ -183,7 +183,7 @@ def column_compressor(block, offsets, tolerance, max_rank, local):
         if not (_broken or unpicklable):
             try:
                 return _get_pool().submit(_compress_remote, build, payload, offsets, j, tolerance, max_rank,
-                                          tuple(_released)).result()
+                                          _released_keys()).result()
             except BrokenProcessPool:
                 _broken = True
                 logger.warning("tlrcore: the worker processes stopped; compressing on threads from now on")
@@ -244,7 +244,7 @@ class Shared:
         futures = []
         try:
             if not _broken:
-                released = tuple(_released)
+                released = _released_keys()
                 futures = [_get_pool().submit(_call_remote, self.key, self._payload, method, args, released)
                            for args in calls]
         except BrokenProcessPool:
@@ -291,6 +291,12 @@ def _call_remote(key, payload, method, args, released):
     _worker_shared[key] = obj  # most recently used last
     with one_blas_thread_block():
         return getattr(obj, method)(*args)
+
+
+def _released_keys():
+    """The keys of :data:`_released`, from a copy: a garbage collection during the
+    iteration could run a finalizer that adds to the set."""
+    return tuple(_released.copy())
 
 
 def _drop(released):
