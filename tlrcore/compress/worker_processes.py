@@ -146,6 +146,8 @@ def start():
     working: a fork copies the locks of every thread as they are.
     """
     global _broken
+    if _pool is not None:  # running: a dead worker shows at the next submission
+        return
     try:
         _get_pool().submit(_warm_up).result()
     except (OSError, BrokenProcessPool) as exc:  # no fork, no semaphores (/dev/shm), a dead worker
