@@ -259,7 +259,8 @@ class _CovarianceBlock:
         self._nugget = float(params.get("nugget", 0.0))
 
     def _covariance(self, d):
-        C = self._correlation(d)
+        """The covariance at the distances `d`, a new array that it overwrites."""
+        C = self._correlation(d, overwrite_d=True)
         C *= self._variance
         return C
 

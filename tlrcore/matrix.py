@@ -18,6 +18,7 @@ sample overestimates the off-diagonal mass by more than a factor of two.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from typing import Literal
@@ -118,6 +119,10 @@ class TLRMatrix:
         self._diagonal = diagonal
         self._U, self._V = U, V
         self._consumed = False
+        #: Whether views made by :meth:`shared` or :meth:`truncated` read the diagonal
+        #: tiles, which ``cholesky(A, overwrite_a=True)`` then copies instead of factoring
+        #: them in place.
+        self._diagonal_shared = False
         self.offsets = np.asarray(offsets)
         self.n = int(self.offsets[-1])
         self.n_tiles = len(diagonal)
@@ -218,7 +223,11 @@ class TLRMatrix:
         tiles = [np.arange(offsets[i], offsets[i + 1]) for i in range(n_tiles)]
         pairs = [(i, j) for i in range(n_tiles) for j in range(i)]
         seeds = rng.integers(0, 2**63 - 1, size=len(pairs))
-        with tile_pool(workers()) as pool:
+        # Worker processes, if any, are forked before the first tile (column_compressor)
+        compressor = (column_compressor(block, offsets, max_rank,
+                                        lambda j, tolerance: compress_column(checked, tiles, j, tolerance, max_rank))
+                      if method == "aca" else contextlib.nullcontext())
+        with compressor as compress, tile_pool(workers()) as pool:
             run = runner(pool)
 
             def diagonal_tile(i):
@@ -235,12 +244,9 @@ class TLRMatrix:
 
             if method == "aca":
                 with column_progress(n_tiles, "TLR compression") as counter:
-                    compress = column_compressor(
-                        block, offsets, tolerance, max_rank,
-                        lambda j: compress_column(checked, tiles, j, tolerance, max_rank))
 
                     def compress_and_count(j):
-                        column = compress(j)
+                        column = compress(j, tolerance)
                         counter.update()
                         return column
 
@@ -321,11 +327,12 @@ class TLRMatrix:
         """A second matrix on the same tile arrays, as read-only views, at no copy.
 
         It stays usable after ``cholesky(self, overwrite_a=True)``, which releases this
-        matrix's references to its tiles but writes into none of them (tlrcore's
-        factorizations of a matrix in the tile layout copy a diagonal tile before
-        updating it and replace, never update, the low-rank factors), so that the tiles
-        can serve later, e.g. :meth:`truncated` after the factorization. The tiles stay
-        in memory while it lives.
+        matrix's references to its tiles but then writes into none of them (tlrcore's
+        factorizations replace, never update, the low-rank factors, and a matrix with
+        shared tiles has its diagonal tiles copied before they are updated, where
+        ``overwrite_a=True`` otherwise factors them in place), so that the tiles can
+        serve later, e.g. :meth:`truncated` after the factorization. The tiles stay in
+        memory while it lives.
 
         Returns
         -------
@@ -340,6 +347,7 @@ class TLRMatrix:
             If the matrix was consumed by ``cholesky(A, overwrite_a=True)``.
         """
         self._check_usable()
+        self._diagonal_shared = True
         if self.packed is not None:
             raise ValueError("shared() works on matrices in the tile layout; this one is packed (built with "
                              "method='batched'), whose factorization may overwrite its tiles: copy it instead.")
@@ -353,8 +361,8 @@ class TLRMatrix:
         r"""A copy at the coarser `accuracy`, from the factors (the generator is not read).
 
         The diagonal tiles are this matrix's arrays, as read-only views: tlrcore's
-        factorizations of a matrix in the tile layout copy a diagonal tile before updating
-        it, also with ``overwrite_a=True`` (which only drops the matrix's references), so
+        factorizations then copy a diagonal tile of either matrix before updating it, also
+        with ``overwrite_a=True`` (which otherwise factors the tiles in place), so
         neither matrix's factorization changes the other, and the copy costs no memory
         for them (``8 n tile`` bytes: 268 MB at 16,384 sites in tiles of 2048, where
         copying took 0.2-0.6 s). A matrix in the packed layout, whose batched
@@ -406,6 +414,7 @@ class TLRMatrix:
             for (i, j), f in zip(pairs, factors):
                 errors[i, j] = errors[j, i] = errors[i, j] + f.dropped
         diagonal = [np.array(D) if self.packed is not None else _read_only(D) for D in self.diagonal]
+        self._diagonal_shared = self._diagonal_shared or self.packed is None
         copy = type(self)(diagonal, {pair: f[0] for pair, f in zip(pairs, factors)},
                           {pair: f[1] for pair, f in zip(pairs, factors)}, self.offsets, accuracy, tolerance,
                           self.backend, tile_errors=errors)
@@ -544,15 +553,37 @@ class TLRMatrix:
             A[self.tile(j), self.tile(i)] = T.T
         return A
 
+    def _diagonal_in_place(self, k):
+        """Diagonal tile `k` as a Fortran-ordered array to factor in place: the tile itself
+        (a C-ordered tile through its transpose, the same symmetric matrix), or None where
+        it must be copied (shared with views, read-only or not contiguous).
+
+        Only for ``cholesky(A, overwrite_a=True)``, which consumes the matrix.
+        """
+        D = self._diagonal[k]
+        if self._diagonal_shared or not D.flags.writeable:
+            return None
+        if D.flags.f_contiguous:
+            return D
+        return D.T if D.flags.c_contiguous else None
+
     def _release_column(self, k):
         """Free tile column `k` (the diagonal tile and the tiles below it).
 
         Only for ``cholesky(A, overwrite_a=True)``, which marks the matrix consumed when
         it returns or raises (:meth:`_consume`); until then it still reads the tiles.
+
+        Returns
+        -------
+        int
+            Bytes of the low-rank factors released.
         """
         self._diagonal[k] = _RELEASED
+        released = 0
         for i in range(k + 1, self.n_tiles):
+            released += self._U[i, k].nbytes + self._V[i, k].nbytes
             self._U[i, k] = self._V[i, k] = _RELEASED
+        return released
 
     def _consume(self):
         """Mark the matrix consumed: every later use raises :class:`ConsumedMatrixError`."""

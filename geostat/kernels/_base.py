@@ -187,12 +187,12 @@ def array_namespace(x):
     return importlib.import_module(type(x).__module__.partition(".")[0])
 
 
-def _threaded(formula, u, names, xp):
+def _threaded(formula, u, names, xp, out=None):
     """NumPy: the whole array at once when small, else chunks on the thread pool written
-    into preallocated outputs."""
+    into preallocated outputs (the values into `out` when given, which may be `u`)."""
     if u.size <= _PARALLEL_MIN_SIZE:
         return formula(u, names)
-    m = np.empty(u.size)
+    m = np.empty(u.size) if out is None else out
     u_dm_du = None if names is None else np.empty(u.size)
     dshape = {name: np.empty(u.size) for name in names or ()}
 
@@ -208,12 +208,13 @@ def _threaded(formula, u, names, xp):
     return m, u_dm_du, dshape
 
 
-def _bounded(formula, u, names, xp):
+def _bounded(formula, u, names, xp, out=None):
     """Other array modules: chunks of :data:`DEVICE_CHUNK` entries one after the other
-    (the temporaries of one chunk at a time)."""
+    (the temporaries of one chunk at a time; the values into `out` when given, which may
+    be `u`)."""
     if u.size <= DEVICE_CHUNK:
         return formula(u, names)
-    m = xp.empty(u.size)
+    m = xp.empty(u.size) if out is None else out
     u_dm_du = None if names is None else xp.empty(u.size)
     dshape = {name: xp.empty(u.size) for name in names or ()}
     for start in range(0, u.size, DEVICE_CHUNK):
@@ -422,7 +423,7 @@ class Kernel(abc.ABC):
         d, rng = self._prepare(d, range)
         return self.evaluate(d, rng, self.resolve_shape(shape), gradient=True)
 
-    def evaluate(self, d, range_, shape, gradient=False):
+    def evaluate(self, d, range_, shape, gradient=False, overwrite_d=False):
         """The correlation (and gradient) without validation: the likelihoods' path.
 
         Parameters
@@ -440,6 +441,12 @@ class Kernel(abc.ABC):
             parameter; a non-empty tuple for those of its names only (the range's always comes:
             it costs nothing beyond the others, while a shape derivative such as the
             Matérn smoothness's can cost many times the correlation).
+        overwrite_d : bool, default False
+            Without `gradient`, let the correlation overwrite `d` (C-contiguous) where it is
+            large, instead of two temporaries of its size (scaled distances and values):
+            fresh memory of a tile's size is zeroed by the system at its first touch,
+            which had cost more than the exponential itself in the diagonal tiles of a
+            TLR build.
 
         Returns
         -------
@@ -450,7 +457,12 @@ class Kernel(abc.ABC):
             for, as in :meth:`correlation_and_gradient`.
         """
         xp = array_namespace(d)
-        u = d.reshape(-1) / range_
+        in_place = overwrite_d and not gradient and d.flags.c_contiguous
+        if in_place:
+            u = d.reshape(-1)
+            u /= range_
+        else:
+            u = d.reshape(-1) / range_
         if not gradient:
             names = None
         elif gradient is True:
@@ -458,7 +470,8 @@ class Kernel(abc.ABC):
         else:
             names = tuple(n for n in self.free_shape if n in gradient)
         chunking = _CHUNKING.get(xp.__name__, _bounded)
-        m, u_dm_du, dshape = chunking(lambda part, which: self._formula(part, shape, xp, which), u, names, xp)
+        m, u_dm_du, dshape = chunking(lambda part, which: self._formula(part, shape, xp, which), u, names, xp,
+                                      u if in_place else None)
         if not gradient:
             return m.reshape(d.shape), {}
         u_dm_du *= -1.0 / range_  # dM/drange = dM/du * du/drange = -(u dM/du) / range

@@ -147,10 +147,11 @@ class RadialFunction:
     def __init__(self, kernel, range_, shape, name=None):
         self.kernel, self.range, self.shape, self.name = kernel, float(range_), shape, name
 
-    def __call__(self, d):
-        """``g`` at the distances `d` (an array of any shape and module)."""
+    def __call__(self, d, overwrite_d=False):
+        """``g`` at the distances `d` (an array of any shape and module), which the
+        correlation may overwrite with `overwrite_d` (:meth:`~geostat.kernels.Kernel.evaluate`)."""
         if self.name is None:
-            return self.kernel.evaluate(d, self.range, self.shape)[0]
+            return self.kernel.evaluate(d, self.range, self.shape, overwrite_d=overwrite_d)[0]
         return self.kernel.evaluate(d, self.range, self.shape, gradient=(self.name,))[1][self.name]
 
 
@@ -191,8 +192,9 @@ class RadialTable(RadialFunction):
                                   -before / 6 + at / 2 - after / 2 + next_ / 6)
         return self._coefficients
 
-    def __call__(self, d):
-        """``g`` at the distances `d` (an array of any shape and module)."""
+    def __call__(self, d, overwrite_d=False):
+        """``g`` at the distances `d` (an array of any shape and module; `overwrite_d`
+        changes nothing: the interpolation's own temporaries are needed anyway)."""
         xp = array_namespace(d)
         c0, c1, c2, c3 = self._table(xp)
         flat = d.reshape(-1)

@@ -61,6 +61,33 @@ def test_bounded_chunks_equal_the_whole_array(case, monkeypatch):
     assert same(kernel.evaluate(d, 0.3, values)[0], whole)
 
 
+@pytest.mark.parametrize("chunking", ["threaded", "bounded"])
+@pytest.mark.parametrize("case", ["exponential", "matern-1.3", "powexp-1.3"])
+def test_overwrite_d_gives_the_same_values_in_the_distances_own_memory(case, chunking, monkeypatch):
+    """``overwrite_d`` writes the correlation of a large block into its distances (no
+    temporary of their size), with the values of a plain evaluation bit for bit (the same
+    operations); with a gradient, or for a non-contiguous array, `d` is left as it was."""
+    kernel, shape = KERNELS[case]
+    values = kernel.resolve_shape(shape)
+    if chunking == "bounded":
+        monkeypatch.setattr(kernel_base, "_CHUNKING", {})
+        monkeypatch.setattr(kernel_base, "DEVICE_CHUNK", 1000)
+    else:
+        monkeypatch.setattr(kernel_base, "_PARALLEL_MIN_SIZE", 1000)
+        monkeypatch.setattr(kernel_base, "_CHUNK_SIZE", 777)
+    d = np.abs(np.random.default_rng(1).normal(size=(60, 70))) * 3.0
+    plain = kernel.evaluate(d, 0.3, values)[0]
+    kept = d.copy()
+    for gradient in (True, ("range",)):
+        kernel.evaluate(d, 0.3, values, gradient=gradient, overwrite_d=True)
+        assert same(d, kept)
+    view = np.asfortranarray(d)
+    kernel.evaluate(view, 0.3, values, overwrite_d=True)
+    assert same(view, kept)
+    overwritten = kernel.evaluate(d, 0.3, values, overwrite_d=True)[0]
+    assert same(overwritten, plain) and np.shares_memory(overwritten, d)
+
+
 @pytest.mark.parametrize("shape", [(0,), (0, 3), (1,), (4, 1)])
 def test_shapes_are_kept_including_empty(shape):
     d = np.ones(shape)

@@ -145,6 +145,23 @@ def test_overwrite_a_gives_the_same_factor_and_consumes_a(variant):
         A @ np.ones(900)
 
 
+@pytest.mark.parametrize("safeguard", [None, "modified", "compensate", "schur+modified"])
+def test_overwrite_a_factors_the_diagonal_tiles_in_place_bit_for_bit(safeguard):
+    """The left-looking factorization with overwrite_a=True writes the diagonal factors into
+    A's own tiles (a C-ordered array read through its transpose, the same symmetric tile),
+    and gets the factor of copies bit for bit, also when the safeguards change the tiles."""
+    X = np.repeat(np.random.default_rng(1).uniform(size=(300, 2)), 2, axis=0)  # duplicated sites
+    M = np.exp(-cdist(X, X) / 0.2) + (1e-2 if safeguard is None else 0.0) * np.eye(600)
+    keep = tlr.cholesky(tlr.TLRMatrix.from_dense(M, 128, accuracy=1e-6), safeguard=safeguard)
+    A = tlr.TLRMatrix.from_dense(M, 128, accuracy=1e-6)
+    tiles = list(A.diagonal)
+    F = tlr.cholesky(A, overwrite_a=True, safeguard=safeguard)
+    assert safeguard is None or F.modified_tiles or F.compensated_tiles
+    if safeguard is None:  # (a safeguard may give a tile's factor a new array)
+        assert all(np.shares_memory(L, D) for L, D in zip(F.diagonal, tiles))
+    np.testing.assert_array_equal(F.to_dense(), keep.to_dense())
+
+
 CONSUMED = r"A was consumed by tlr.cholesky\(A, overwrite_a=True\).*build the matrix again"
 #: Every public use of a TLRMatrix.
 USES = {

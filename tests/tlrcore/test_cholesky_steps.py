@@ -14,6 +14,7 @@ from tlrcore.cholesky._steps import (
     BlockDiagonal,
     ColumnSamples,
     RowPanels,
+    gram_root,
     sampled_update,
     solve_column,
     stack,
@@ -71,16 +72,19 @@ def test_column_samples_draw_each_shared_block_once_as_the_seed_would():
     rng = np.random.default_rng(5)
     Uk = rng.normal(size=(64, 20))
     samples = ColumnSamples(Uk, 16)
-    for widths in ([16, 16, 5, 16], [16, 16, 16], [7, 16], [16, 16, 5, 16]):
+    assert [samples.width(j) for j in range(3)] == [32, 16, 16]  # ARA's first product samples two blocks
+    for widths in ([32, 16, 5, 16], [32, 16, 16], [7, 16], [16, 16], [32, 16, 5, 16]):
         draws, reference = samples.draws(3), np.random.default_rng(3)
         for j, width in enumerate(widths):
             X = draws.standard_normal((64, width))
             np.testing.assert_array_equal(X, reference.standard_normal((64, width)))
             product = samples.project(X)
             np.testing.assert_array_equal(product, Uk.T @ X)
-            if width == 16 and 5 not in widths[:j] and widths[0] == 16:
+            if widths[: j + 1] == [samples.width(i) for i in range(j + 1)]:
                 assert X is samples.block(3, j)[0] and product is samples.block(3, j)[1]  # shared
                 assert not X.flags.writeable
+            else:
+                assert X.flags.writeable  # the tile's own draw
     assert len(samples._streams[3]) == 3  # three full blocks drawn for the column, once each
     other = rng.normal(size=(64, 16))  # not a shared block: computed directly
     np.testing.assert_array_equal(samples.project(other), Uk.T @ other)
@@ -192,3 +196,24 @@ def test_row_panels_stack_each_rows_tiles_as_views_and_grow():
         np.testing.assert_array_equal(U[key], Ut)
         assert U[key].base is not None and np.shares_memory(U[key], panels.stacked(key[0])) or Ut.shape[1] == 0
     assert panels.stacked(0).flags.f_contiguous
+
+
+@pytest.mark.parametrize("case", ["full-rank", "dependent-columns", "no-columns"])
+def test_gram_root_gives_the_update_to_rounding(case):
+    """W W^T = U V^T V U^T, from the Cholesky factor of V^T V, or the QR of V where the
+    Gram matrix is singular (dependent columns)."""
+    rng = np.random.default_rng(12)
+    r = 0 if case == "no-columns" else 6
+    U, V = rng.normal(size=(50, r)), rng.normal(size=(40, r))
+    if case == "dependent-columns":
+        V[:, 1] = V[:, 0]
+        with pytest.raises(np.linalg.LinAlgError):
+            np.linalg.cholesky(V.T @ V)
+    W = gram_root(U, V)
+    exact = U @ V.T @ V @ U.T
+    # both roots round at eps ||U||^2 ||V||^2 (a few hundred operations per entry)
+    scale = np.linalg.norm(U) ** 2 * np.linalg.norm(V) ** 2
+    np.testing.assert_allclose(W @ W.T, exact, rtol=0, atol=1e3 * np.finfo(float).eps * max(scale, 1.0))
+    out = np.empty((50, r), order="F")
+    assert gram_root(U, V, out=out) is out
+

@@ -1,7 +1,8 @@
 """tlrcore.compress.worker_processes: the ACA tile columns of a CPU build compressed in
 forked workers give the threads' matrix bit for bit; by default the workers serve tiles of
-at most 1024 inside a session (a fit) and stop with it, ``TLRCORE_PROCESSES=1`` sends
-every build to them; every case the processes cannot serve falls back to the threads."""
+at most 1024 inside a session (a fit) and builds of many tile columns, and stop with them;
+``TLRCORE_PROCESSES=1`` sends every build to them; every case the processes cannot serve
+falls back to the threads."""
 
 import logging
 import os
@@ -164,6 +165,26 @@ def test_a_session_with_large_tiles_forks_nothing(auto):
     with worker_processes.session(2048):
         assert worker_processes._pool is None
     assert worker_processes._sessions == 0
+
+
+def test_by_default_a_build_of_many_columns_uses_the_workers_for_itself_alone(sites, auto, tmp_path, monkeypatch):
+    """Outside any session, a build of AUTO_MIN_COLUMNS tile columns or more (of any tile
+    size) forks the workers before its first tile and stops them when it ends; a smaller
+    build stays on the threads."""
+    columns = worker_processes.AUTO_MIN_COLUMNS
+    assert worker_processes.enabled(4096, columns) and not worker_processes.enabled(4096, columns - 1)
+    n, tile = columns * 50, 50
+    many = tlr.TLRMatrix.from_generator(Exponential(sites[:n], tmp_path), n, tile, accuracy=1e-9, method="aca")
+    pids = {int(p.name.split("-")[1]) for p in tmp_path.iterdir()}
+    assert len(pids - {os.getpid()}) >= 1
+    assert worker_processes._pool is None and worker_processes._sessions == 0
+    for p in tmp_path.iterdir():
+        p.unlink()
+    few = tlr.TLRMatrix.from_generator(Exponential(sites[:n], tmp_path), n, 2 * tile, accuracy=1e-9, method="aca")
+    assert {int(p.name.split("-")[1]) for p in tmp_path.iterdir()} == {os.getpid()}
+    assert few.n_tiles == columns // 2 and worker_processes._pool is None
+    monkeypatch.setenv("TLRCORE_PROCESSES", "0")
+    assert_same_matrix(many, tlr.TLRMatrix.from_generator(Exponential(sites[:n]), n, tile, accuracy=1e-9))
 
 
 def test_a_session_closes_when_its_block_raises(auto):

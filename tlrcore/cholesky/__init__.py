@@ -82,7 +82,10 @@ def cholesky(
         uses neither this nor `block_size`.)
     overwrite_a : bool, default False
         Release the tiles of `A` as soon as the factorization no longer needs them, which
-        keeps the peak memory near the larger of `A` and its factor. `A` is consumed,
+        keeps the peak memory near the larger of `A` and its factor; the left-looking
+        variant also factors the diagonal tiles in place (unless views of
+        :meth:`~tlrcore.TLRMatrix.shared` or :meth:`~tlrcore.TLRMatrix.truncated` read
+        them). `A` is consumed,
         whether the factorization succeeds or fails: any later use of it raises
         :class:`~tlrcore.ConsumedMatrixError`. Not with ``safeguard="shift"``, which may
         restart from `A`.

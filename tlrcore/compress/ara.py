@@ -152,6 +152,13 @@ def _as_generator(rng):
 def _range_finder(sample, shape, tau, limit, block_size, rng):
     """Orthonormal basis ``Q`` of at most `limit` columns with estimated error ``<= tau``.
 
+    The blocks are drawn one after the other, except that the first two (when `limit`
+    leaves room for both) come from one draw of ``2 block_size`` columns and are sampled
+    by one product: most tiles of a TLR factorization stop after their second block, and
+    a product with twice the columns costs far less than two (each reads the operator's
+    factors from memory once: in the left-looking factorization at 131,072 sites, 1.7 ms
+    against 2 x 1.27 ms for a stacked factor of 2048 x 320).
+
     Returns
     -------
     Q : ndarray of shape (m, k)
@@ -164,8 +171,16 @@ def _range_finder(sample, shape, tau, limit, block_size, rng):
     m, p = shape
     Q = np.empty((m, 0))
     estimate = math.inf
+    ahead = None
     while Q.shape[1] < limit:
-        Y = sample(rng.standard_normal((p, min(block_size, limit - Q.shape[1]))))
+        if ahead is not None:
+            Y, ahead = ahead, None
+        elif Q.shape[1] == 0 and limit >= 2 * block_size:
+            # The first two blocks in one product: the second measures the basis of the first.
+            both = sample(rng.standard_normal((p, 2 * block_size)))
+            Y, ahead = both[:, :block_size], both[:, block_size:]
+        else:
+            Y = sample(rng.standard_normal((p, min(block_size, limit - Q.shape[1]))))
         noise = _NOISE * np.linalg.norm(Y)
         Y = _project_out(Q, Y)
         estimate = np.linalg.norm(Y) / math.sqrt(Y.shape[1])
@@ -189,11 +204,15 @@ def _orthonormal_panel(Q, Y, noise):
     Pivoted QR of ``Y`` drops directions whose ``|R_jj| <= noise`` (rounding noise, whose
     basis vectors would not be orthogonal to ``Q``); a second projection and QR restore
     orthogonality to working precision (block Gram-Schmidt with re-orthogonalization).
+    With no ``Q`` yet, the Householder QR's columns are the basis: orthonormal to working
+    precision already.
     """
     panel, r, _ = scipy.linalg.qr(Y, mode="economic", pivoting=True, check_finite=False)
     kept = int(np.count_nonzero(np.abs(np.diag(r)) > noise))
     if kept == 0:
         return np.empty((Q.shape[0], 0))
+    if Q.shape[1] == 0:
+        return panel[:, :kept]
     panel = _project_out(Q, panel[:, :kept])
     panel, _ = scipy.linalg.qr(panel, mode="economic", check_finite=False)
     return panel

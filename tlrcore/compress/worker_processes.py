@@ -9,8 +9,8 @@ machine, and a whole co2 8K fit (five builds) 13.1 s instead of 15.8 s (medians 
 With ACA in block steps (:mod:`tlrcore.compress.aca`) far less of it is Python: on a
 2-core Intel machine a whole build of those cells took 0.45-0.49 s in processes against
 0.56 s on threads (medians of 5), and whole co2 8K fits took the same time either way
-(6.9-7.3 s, 4 pairs). On tiles of 2048 the threads already reach 1.8x, and the builds
-take as long either way. Pages of the caller
+(6.9-7.3 s, 4 pairs). On tiles of 2048 the processes gain with the build's size: 5 %
+at 32,768 sites, 20 % at 131,072 (:data:`AUTO_MIN_COLUMNS`). Pages of the caller
 that exist when the workers are forked are copied on its first writes (0.6 s more for
 the first factorization at 32,768 sites when the fork came in the middle of its build),
 and stay held by the workers while they live, even once the caller frees them.
@@ -18,7 +18,9 @@ and stay held by the workers while they live, even once the caller frees them.
 When the workers serve a build, set by ``TLRCORE_PROCESSES``:
 
 * unset or empty (the default): inside a :func:`session` (a geostat fit opens one around
-  its optimization), for tiles of at most 1024 (:data:`AUTO_MAX_TILE`);
+  its optimization), for tiles of at most 1024 (:data:`AUTO_MAX_TILE`); and with any
+  tile size, in a session or not, for builds of at least :data:`AUTO_MIN_COLUMNS` tile
+  columns (outside a session, the workers are forked for that build and stop with it);
 * ``1``: every build, with any tile size, in a session or not;
 * ``0``: never.
 
@@ -40,8 +42,8 @@ The workers are forked: a fork server or spawned processes would import the call
 main script again (running a script without a ``__main__`` guard twice) and take about
 3 s to import NumPy, SciPy and geostat; a fork and its warm-up take 25 ms, the shutdown
 11 ms. They are forked from a thread with no other work running: when the first session
-opens (before the fit's large arrays exist), or, with ``TLRCORE_PROCESSES=1`` outside a
-session, before the first build's columns, while the tile pool's threads wait, or at a
+opens (before the fit's large arrays exist), or, for a build they serve outside a session,
+before its first tile, while the tile pool's threads wait, or at a
 :class:`Shared` object's first calls (in a fit with tiles above 1024: the block Vecchia
 likelihood, before the first build). The last
 session to close stops them, so that they hold none of the caller's memory after a fit.
@@ -68,12 +70,20 @@ from tlrcore._malloc import trim_heap
 from tlrcore._threads import one_blas_thread_block, workers
 from tlrcore.compress.generated import CheckedBlock, compress_column
 
-__all__ = ["AUTO_MAX_TILE", "Shared", "column_compressor", "enabled", "session", "setting", "shutdown", "start"]
+__all__ = ["AUTO_MAX_TILE", "AUTO_MIN_COLUMNS", "Shared", "column_compressor", "enabled", "session", "setting", "shutdown", "start"]
 
 logger = logging.getLogger(__name__)
 
-#: Largest tile that the workers serve by default: at 2048 threads build as fast.
+#: Largest tile that the workers serve by default in a session, whatever the build's size.
 AUTO_MAX_TILE = 1024
+#: Fewest tile columns of a build that the workers serve by default with tiles of any
+#: size, in a session or not (outside one, for that build alone). Measured on a 2-core
+#: Intel machine (2-D exponential kernel, accuracy 1e-8, tiles of 2048, builds outside a
+#: session, two runs each): 16 columns (32,768 sites) 2.05-2.13 s against 2.21-2.28 s on
+#: threads, 32 columns 5.2-5.5 s against 6.0-6.1 s, 64 columns 12.0-13.9 s against
+#: 15.1-16.9 s (ACA's Python holds the GIL, and two threads fault pages in one address
+#: space: the build's system time doubled).
+AUTO_MIN_COLUMNS = 16
 
 _pool = None
 _broken = False
@@ -101,17 +111,19 @@ def setting():
     value = os.environ.get("TLRCORE_PROCESSES", "")
     if value not in ("", "0", "1"):
         raise ValueError(f"TLRCORE_PROCESSES={value!r} must be 1 (worker processes for every CPU build), "
-                         "0 (none) or unset (for tiles of at most 1024 during a fit).")
+                         "0 (none) or unset (for tiles of at most 1024 during a fit, and for builds of at least "
+                         f"{AUTO_MIN_COLUMNS} tile columns).")
     return {"": "auto", "0": "never", "1": "always"}[value]
 
 
-def enabled(tile_size=None):
-    """Whether the tile columns of a build with tiles of `tile_size` go to worker processes
-    (``None``: whether the calls of a :class:`Shared` object do): by :func:`setting`, with
-    more than one worker, on Linux, in a process allowed children, and no pool broken
-    before."""
+def enabled(tile_size=None, n_tiles=0):
+    """Whether the tile columns of a build with `n_tiles` tiles of `tile_size` go to worker
+    processes (``None``: whether the calls of a :class:`Shared` object do): by
+    :func:`setting`, with more than one worker, on Linux, in a process allowed children,
+    and no pool broken before."""
     chosen = setting()
-    if chosen == "never" or (chosen == "auto" and not (_sessions and (tile_size or 0) <= AUTO_MAX_TILE)):
+    auto = (_sessions and (tile_size or 0) <= AUTO_MAX_TILE) or n_tiles >= AUTO_MIN_COLUMNS
+    if chosen == "never" or (chosen == "auto" and not auto):
         return False
     return workers() > 1 and sys.platform == "linux" and not _broken and not multiprocessing.current_process().daemon
 
@@ -164,23 +176,40 @@ def shutdown():
         _pool = None
 
 
-def column_compressor(block, offsets, tolerance, max_rank, local):
-    """``compress(j)``: the factors of tile column `j` (tiles start at `offsets`), from a
-    worker process when :func:`enabled` and `block` pickles, else (or once the pool broke)
-    ``local(j)``."""
-    if not enabled(int(np.max(np.diff(offsets)))):
-        return local
+@contextlib.contextmanager
+def column_compressor(block, offsets, max_rank, local):
+    """A context for one build, giving ``compress(j, tolerance)``: the factors of tile
+    column `j` (tiles start at `offsets`), from a worker process when :func:`enabled` and
+    `block` pickles, else (or once the pool broke) ``local(j, tolerance)``.
+
+    Open it before the build's first tile: it forks the workers if they are not running,
+    and a fork then copies no page of the build. (The caller's later writes to pages that
+    exist when the workers are forked are copies: a factorization with ``overwrite_a``
+    writes its diagonal factors into the tiles, and at 131,072 sites took 27.6-28.1 s
+    instead of 20-21.5 s when the workers had been forked after the diagonal tiles.) It
+    is a :func:`session` of its own, so that workers forked for a build outside any
+    session stop with it.
+    """
+    if not enabled(int(np.max(np.diff(offsets))), len(offsets) - 1):
+        yield local
+        return
+    with session(None):
+        yield _remote_compressor(block, offsets, max_rank, local)
+
+
+def _remote_compressor(block, offsets, max_rank, local):
+    """:func:`column_compressor`'s ``compress``, in a session."""
     try:
         payload = pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # whatever keeps it from pickling, the threads serve it
         return local
-    start()  # between the diagonal tiles and the columns: the tile pool's threads are idle
+    start()  # before the tiles: the tile pool's threads are idle
     if _broken:
         return local
     build = (os.getpid(), next(_builds))
     unpicklable = []
 
-    def compress(j):
+    def compress(j, tolerance):
         global _broken
         if not (_broken or unpicklable):
             try:
@@ -192,7 +221,7 @@ def column_compressor(block, offsets, tolerance, max_rank, local):
             except _Unpicklable as exc:
                 unpicklable.append(exc)
                 logger.debug("tlrcore: the workers cannot unpickle the generator (%s); this build uses threads", exc)
-        return local(j)
+        return local(j, tolerance)
 
     return compress
 
