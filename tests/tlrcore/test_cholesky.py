@@ -162,6 +162,19 @@ def test_overwrite_a_factors_the_diagonal_tiles_in_place_bit_for_bit(safeguard):
     np.testing.assert_array_equal(F.to_dense(), keep.to_dense())
 
 
+@pytest.mark.parametrize("trim_bytes, trims", [(0, 8), (1 << 40, 1)])
+def test_overwrite_a_trims_the_heap_once_enough_is_released_and_at_the_end(monkeypatch, trim_bytes, trims):
+    """The heap is trimmed when A's released low-rank factors add up to TRIM_BYTES (each
+    column with 0), and once at the end in any case."""
+    left = __import__("sys").modules["tlrcore.cholesky.left"]
+    calls = []
+    monkeypatch.setattr(left, "trim_heap", lambda: calls.append(1))
+    monkeypatch.setattr(left, "TRIM_BYTES", trim_bytes)
+    A = tlr.TLRMatrix.from_dense(covariance(1000), 125, accuracy=1e-8)
+    tlr.cholesky(A, overwrite_a=True)
+    assert len(calls) == trims
+
+
 CONSUMED = r"A was consumed by tlr.cholesky\(A, overwrite_a=True\).*build the matrix again"
 #: Every public use of a TLRMatrix.
 USES = {

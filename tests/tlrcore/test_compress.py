@@ -284,6 +284,24 @@ def test_ara_accuracy_over_seeds(seed):
     assert frobenius_error(block, U, V) <= tol
 
 
+@pytest.mark.parametrize("block_size, shape, widths", [(16, (120, 150), [32, 16]), (16, (120, 20), [16, 4]),
+                                                       (8, (120, 150), [16, 8])])
+def test_ara_samples_its_first_two_blocks_in_one_product(block_size, shape, widths):
+    """The first product samples two blocks when the basis has room for both (the second
+    measures the first's basis); narrower blocks come one product at a time."""
+    block = case_block("exp-2d-adjacent")[: shape[0], : shape[1]]
+    seen = []
+
+    def matmat(X):
+        seen.append(X.shape[1])
+        return block @ X
+
+    U, V = ara_compress(matmat, lambda Y: block.T @ Y, shape, 1e-6 * np.linalg.norm(block), block_size=block_size,
+                        rng=3)
+    assert seen[: len(widths)] == widths
+    assert frobenius_error(block, U, V) <= 1e-6 * np.linalg.norm(block)
+
+
 # ------------------------------------------------------------------ ACA reads O(k (m + p)) entries
 @pytest.mark.parametrize("case", ["exp-2d-separated", "gauss-3d-separated", "matern32-2d-adjacent"])
 def test_aca_reads_few_entries(case):

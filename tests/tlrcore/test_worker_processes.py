@@ -38,6 +38,20 @@ class Exponential:
         return C
 
 
+class Watched(Exponential):
+    """:class:`Exponential` that notes, at each call in the process that made it, whether
+    the workers were running then."""
+
+    def __init__(self, X, folder=None):
+        super().__init__(X, folder)
+        self.parent, self.forked_first = os.getpid(), []
+
+    def __call__(self, rows, cols):
+        if os.getpid() == self.parent:
+            self.forked_first.append(worker_processes._pool is not None)
+        return super().__call__(rows, cols)
+
+
 @pytest.fixture
 def sites():
     X = np.random.default_rng(0).uniform(size=(N, 2))
@@ -174,7 +188,9 @@ def test_by_default_a_build_of_many_columns_uses_the_workers_for_itself_alone(si
     columns = worker_processes.AUTO_MIN_COLUMNS
     assert worker_processes.enabled(4096, columns) and not worker_processes.enabled(4096, columns - 1)
     n, tile = columns * 50, 50
-    many = tlr.TLRMatrix.from_generator(Exponential(sites[:n], tmp_path), n, tile, accuracy=1e-9, method="aca")
+    watched = Watched(sites[:n], tmp_path)
+    many = tlr.TLRMatrix.from_generator(watched, n, tile, accuracy=1e-9, method="aca")
+    assert watched.forked_first and all(watched.forked_first)  # the fork copied no tile
     pids = {int(p.name.split("-")[1]) for p in tmp_path.iterdir()}
     assert len(pids - {os.getpid()}) >= 1
     assert worker_processes._pool is None and worker_processes._sessions == 0
