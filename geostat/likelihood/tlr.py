@@ -149,7 +149,9 @@ class TLRLikelihood(Likelihood):
         (:meth:`Likelihood.fitting`), and on the CPU, in this process, a session of worker
         processes (:func:`tlrcore.compress.worker_processes.session`), stopped when it
         closes. They compress the builds' tile columns (by default for tiles of at most
-        1024; they are then forked when it opens) and evaluate the block Vecchia likelihood
+        1024, when they are forked as it opens, and for builds of at least
+        :data:`~tlrcore.compress.worker_processes.AUTO_MIN_COLUMNS` tile columns) and
+        evaluate the block Vecchia likelihood
         that starts Fisher scoring (:mod:`geostat.likelihood.vecchia`; forked at its first
         evaluation, if not before)."""
         with super().fitting():

@@ -70,7 +70,8 @@ from tlrcore._malloc import trim_heap
 from tlrcore._threads import one_blas_thread_block, workers
 from tlrcore.compress.generated import CheckedBlock, compress_column
 
-__all__ = ["AUTO_MAX_TILE", "AUTO_MIN_COLUMNS", "Shared", "column_compressor", "enabled", "session", "setting", "shutdown", "start"]
+__all__ = ["AUTO_MAX_TILE", "AUTO_MIN_COLUMNS", "Shared", "column_compressor", "enabled", "session", "setting",
+           "shutdown", "start"]
 
 logger = logging.getLogger(__name__)
 
