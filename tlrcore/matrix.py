@@ -347,10 +347,10 @@ class TLRMatrix:
             If the matrix was consumed by ``cholesky(A, overwrite_a=True)``.
         """
         self._check_usable()
-        self._diagonal_shared = True
         if self.packed is not None:
             raise ValueError("shared() works on matrices in the tile layout; this one is packed (built with "
                              "method='batched'), whose factorization may overwrite its tiles: copy it instead.")
+        self._diagonal_shared = True
         view = type(self)([_read_only(D) for D in self.diagonal], {key: _read_only(U) for key, U in self.U.items()},
                           {key: _read_only(V) for key, V in self.V.items()}, self.offsets, self.accuracy,
                           self.tolerance, self.backend, tile_errors=self.tile_errors)

@@ -2,9 +2,10 @@ r"""Left-looking TLR Cholesky factorization (H2Opus, Algorithms 3-6).
 
 For each tile column ``k``:
 
-1. **Diagonal update.** ``D = A(k, k) - sum_{j<k} L(k, j) L(k, j)^T``. With the thin QR
-   ``V(k, j) = Q_j R_j``, ``L(k, j) L(k, j)^T = (U(k, j) R_j^T)(U(k, j) R_j^T)^T``, so
-   ``D = A(k, k) - W W^T`` with ``W = [U(k, 0) R_0^T | ... ]``: one symmetric rank-k update
+1. **Diagonal update.** ``D = A(k, k) - sum_{j<k} L(k, j) L(k, j)^T``. With the Cholesky
+   factor ``C_j C_j^T = V(k, j)^T V(k, j)`` of the small Gram matrix
+   (:func:`~tlrcore.cholesky._steps.gram_root`), ``L(k, j) L(k, j)^T = (U(k, j) C_j)(U(k, j) C_j)^T``,
+   so ``D = A(k, k) - W W^T`` with ``W = [U(k, 0) C_0 | ... ]``: one symmetric rank-k update
    (``dsyrk``, lower triangle only); then ``L(k, k) = chol(D)``. With ``overwrite_a``,
    ``D`` is ``A(k, k)``'s own array (a C-ordered tile through its transpose, the same
    symmetric matrix), updated and factored in place: the 64 diagonal tiles of 131,072
