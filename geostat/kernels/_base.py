@@ -442,8 +442,8 @@ class Kernel(abc.ABC):
             it costs nothing beyond the others, while a shape derivative such as the
             Matérn smoothness's can cost many times the correlation).
         overwrite_d : bool, default False
-            Without `gradient`, let the correlation overwrite `d` (C-contiguous) where it is
-            large, instead of two temporaries of its size (scaled distances and values):
+            Without `gradient`, let the correlation overwrite `d` (when C-contiguous and
+            writeable) where it is large, instead of two temporaries of its size (scaled distances and values):
             fresh memory of a tile's size is zeroed by the system at its first touch,
             which had cost more than the exponential itself in the diagonal tiles of a
             TLR build.
@@ -457,7 +457,7 @@ class Kernel(abc.ABC):
             for, as in :meth:`correlation_and_gradient`.
         """
         xp = array_namespace(d)
-        in_place = overwrite_d and not gradient and d.flags.c_contiguous
+        in_place = overwrite_d and not gradient and d.flags.c_contiguous and d.flags.writeable
         if in_place:
             u = d.reshape(-1)
             u /= range_

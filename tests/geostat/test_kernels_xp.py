@@ -66,7 +66,8 @@ def test_bounded_chunks_equal_the_whole_array(case, monkeypatch):
 def test_overwrite_d_gives_the_same_values_in_the_distances_own_memory(case, chunking, monkeypatch):
     """``overwrite_d`` writes the correlation of a large block into its distances (no
     temporary of their size), with the values of a plain evaluation bit for bit (the same
-    operations); with a gradient, or for a non-contiguous array, `d` is left as it was."""
+    operations); with a gradient, or for a non-contiguous or read-only array, `d` is left as
+    it was."""
     kernel, shape = KERNELS[case]
     values = kernel.resolve_shape(shape)
     if chunking == "bounded":
@@ -84,6 +85,9 @@ def test_overwrite_d_gives_the_same_values_in_the_distances_own_memory(case, chu
     view = np.asfortranarray(d)
     kernel.evaluate(view, 0.3, values, overwrite_d=True)
     assert same(view, kept)
+    frozen = d.copy()
+    frozen.flags.writeable = False
+    assert same(kernel.evaluate(frozen, 0.3, values, overwrite_d=True)[0], plain) and same(frozen, kept)
     overwritten = kernel.evaluate(d, 0.3, values, overwrite_d=True)[0]
     assert same(overwritten, plain) and np.shares_memory(overwritten, d)
 

@@ -191,22 +191,27 @@ def column_compressor(block, offsets, max_rank, local):
     is a :func:`session` of its own, so that workers forked for a build outside any
     session stop with it.
     """
-    if not enabled(int(np.max(np.diff(offsets))), len(offsets) - 1):
+    tile_size = int(np.max(np.diff(offsets)))
+    payload = _pickled(block) if enabled(tile_size, len(offsets) - 1) else None
+    if payload is None:
         yield local
         return
-    with session(None):
-        yield _remote_compressor(block, offsets, max_rank, local)
+    with session(tile_size):
+        start()  # before the tiles: the tile pool's threads are idle
+        yield local if _broken else _remote_compressor(payload, offsets, max_rank, local)
 
 
-def _remote_compressor(block, offsets, max_rank, local):
-    """:func:`column_compressor`'s ``compress``, in a session."""
+def _pickled(obj):
+    """`obj` pickled, or None where it does not pickle (the caller then does the work)."""
     try:
-        payload = pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # whatever keeps it from pickling, the threads serve it
-        return local
-    start()  # before the tiles: the tile pool's threads are idle
-    if _broken:
-        return local
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # whatever keeps it from pickling
+        return None
+
+
+def _remote_compressor(payload, offsets, max_rank, local):
+    """:func:`column_compressor`'s ``compress``, in a session, for the pickled generator
+    `payload`."""
     build = (os.getpid(), next(_builds))
     unpicklable = []
 
@@ -259,10 +264,8 @@ class Shared:
     def _pickled(self):
         """The pickled object, or None (then the calls run here)."""
         if self._payload is None and not self._local_only:
-            try:
-                self._payload = pickle.dumps(self.obj, protocol=pickle.HIGHEST_PROTOCOL)
-            except Exception:  # whatever keeps it from pickling, the calls run here
-                self._local_only = True
+            self._payload = _pickled(self.obj)
+            self._local_only = self._payload is None
         return self._payload
 
     def map(self, method, calls):
