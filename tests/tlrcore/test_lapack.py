@@ -175,3 +175,17 @@ def test_zero_strict_upper(shape):
     expected = np.tril(F)
     _lapack.zero_strict_upper(F)
     np.testing.assert_array_equal(F, expected)
+
+
+def test_zero_strict_upper_of_a_block_leaves_the_rest():
+    big = np.asfortranarray(np.arange(1.0, 1.0 + 9 * 8).reshape(9, 8))
+    before = big.copy()
+    _lapack.zero_strict_upper(big[2:7, 1:6])
+    expected = before.copy()
+    expected[2:7, 1:6] = np.tril(before[2:7, 1:6])
+    np.testing.assert_array_equal(big, expected)
+
+
+def test_zero_strict_upper_refuses_a_c_ordered_array():
+    with pytest.raises(ValueError, match="Fortran-ordered"):
+        _lapack.zero_strict_upper(np.ones((3, 4)))
