@@ -21,6 +21,17 @@ def backend(request):
     return request.param
 
 
+@pytest.fixture(autouse=True)
+def _no_idle_worker_processes():
+    """Stop the worker processes a test left waiting for the next session
+    (``tlrcore.compress.worker_processes.IDLE_TIMEOUT``), so that the next test forks its
+    own, with its own settings."""
+    yield
+    from tlrcore.compress import worker_processes
+
+    worker_processes.shutdown()
+
+
 @pytest.fixture
 def rng():
     """A seeded random generator."""

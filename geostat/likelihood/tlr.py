@@ -147,8 +147,8 @@ class TLRLikelihood(Likelihood):
     def fitting(self):
         """A context for the evaluations of one fit: BLAS on one thread in this process
         (:meth:`Likelihood.fitting`), and on the CPU, in this process, a session of worker
-        processes (:func:`tlrcore.compress.worker_processes.session`), stopped when it
-        closes. They compress the builds' tile columns (by default for tiles of at most
+        processes (:func:`tlrcore.compress.worker_processes.session`; when it closes they
+        wait idle for the next fit, then stop). They compress the builds' tile columns (by default for tiles of at most
         1024, when they are forked as it opens, and for builds of at least
         :data:`~tlrcore.compress.worker_processes.AUTO_MIN_COLUMNS` tile columns) and
         evaluate the block Vecchia likelihood

@@ -207,7 +207,7 @@ def test_reported_loglik_checks_a_coarser_evaluation_first(accuracy, scale, fail
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the worker processes are forked on Linux only")
-def test_a_cpu_fit_builds_in_worker_processes_and_leaves_neither_them_nor_copies(monkeypatch, rng):
+def test_a_cpu_fit_builds_in_worker_processes_and_leaves_them_idle_and_no_copies(monkeypatch, rng):
     from tlrcore.compress import worker_processes
 
     monkeypatch.delenv("TLRCORE_PROCESSES", raising=False)  # the default
@@ -225,7 +225,7 @@ def test_a_cpu_fit_builds_in_worker_processes_and_leaves_neither_them_nor_copies
     X, y, _ = data(600, rng, replicates=1, missing=0.0)  # above the pilot's 500 sites, as a real fit
     model = gs.SpatialGP(method="tlr", tile_size=128, smoothness=1.2).fit(X, y[:, 0])
     assert "_compress_remote" in submitted
-    assert worker_processes._pool is None and worker_processes._sessions == 0
+    assert worker_processes._sessions == 0 and worker_processes._idle_timer is not None  # stopping when idle
     likelihood = model._solvers.likelihood  # nor does the fit leave truncated copies behind
     assert likelihood.coarser_accuracy is None and likelihood._coarser == {} and model.loglik_error_ <= 0.01
     monkeypatch.setenv("TLRCORE_PROCESSES", "0")

@@ -1,12 +1,15 @@
 """tlrcore.compress.worker_processes: the ACA tile columns of a CPU build compressed in
 forked workers give the threads' matrix bit for bit; by default the workers serve tiles of
-at most 1024 inside a session (a fit) and builds of many tile columns, and stop with them;
+at most 1024 inside a session (a fit) and builds of many tile columns; after the last
+session they drop what they keep and wait idle for the next one, then stop;
 ``TLRCORE_PROCESSES=1`` sends every build to them; every case the processes cannot serve
 falls back to the threads."""
 
 import logging
 import os
 import sys
+import threading
+import time
 from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
@@ -155,11 +158,69 @@ def test_off_with_one_worker_or_inside_a_daemonic_process(processes, monkeypatch
 
 @pytest.fixture
 def auto(monkeypatch):
+    """The default setting, with workers that stop as the last session closes (no idle
+    wait: :func:`test_idle_workers_serve_the_next_session_then_stop` tests that)."""
     monkeypatch.delenv("TLRCORE_PROCESSES", raising=False)
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "2")
     monkeypatch.setattr(worker_processes, "_broken", False)
+    monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 0.0)
     yield
     worker_processes.shutdown()
+
+
+def every_worker():
+    """What each worker of the running pool keeps, one answer per worker (they meet at a
+    barrier, as in the release): ``(pid, keys of its Shared objects, whether it keeps a
+    build's generator)``."""
+    pool, parties = worker_processes._get_pool(), worker_processes._barrier.parties
+    return [future.result(timeout=30) for future in [pool.submit(_kept_at_barrier) for _ in range(parties)]]
+
+
+def _kept_at_barrier():
+    worker_processes._barrier.wait(10)
+    return Summer.cached()
+
+
+def worker_pids():
+    return {pid for pid, _, _ in every_worker()}
+
+
+def test_idle_workers_serve_the_next_session_then_stop(auto, monkeypatch):
+    monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 0.5)
+    with worker_processes.session(1024):
+        pool, pids = worker_processes._pool, worker_pids()
+    assert worker_processes._pool is pool and worker_processes._sessions == 0  # idle, not stopped
+    assert not worker_processes.enabled(1024)  # outside a session, small tiles stay on the threads
+    with worker_processes.session(1024):
+        assert worker_processes._pool is pool and worker_pids() == pids  # no new fork
+    deadline = time.monotonic() + 10
+    while worker_processes._pool is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert worker_processes._pool is None  # stopped once idle for IDLE_TIMEOUT
+
+
+def test_the_workers_drop_what_they_keep_when_the_last_session_closes(sites, processes, monkeypatch):
+    monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 30.0)
+    kept = worker_processes.Shared(Summer(np.arange(100.0)))  # still alive here
+    with worker_processes.session(TILE):
+        build(Exponential(sites))
+        kept.map("part", [(i, 4) for i in range(4)])
+        during = every_worker()
+    assert any(kept.key in keys for _, keys, _ in during) and any(built for _, _, built in during)
+    assert worker_processes._pool is not None  # idle
+    after = every_worker()
+    assert {pid for pid, _, _ in after} == {pid for pid, _, _ in during}
+    assert not any(kept.key in keys or built for _, keys, built in after)
+
+
+def test_workers_that_miss_the_release_are_stopped(auto, monkeypatch):
+    """A worker that does not reach the release (here: the barrier waits for one more
+    worker than there is) makes the last session's close stop the pool at once."""
+    monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 30.0)
+    monkeypatch.setattr(worker_processes, "_RELEASE_WAIT", 0.2)  # before the fork: the workers' own
+    with worker_processes.session(1024):
+        monkeypatch.setattr(worker_processes, "_barrier", threading.Barrier(worker_processes._barrier.parties + 1))
+    assert worker_processes._pool is None and worker_processes._idle_timer is None
 
 
 def test_by_default_the_workers_serve_small_tiles_inside_a_session_and_stop_with_it(auto):
@@ -183,8 +244,9 @@ def test_a_session_with_large_tiles_forks_nothing(auto):
 
 def test_by_default_a_build_of_many_columns_uses_the_workers_for_itself_alone(sites, auto, tmp_path, monkeypatch):
     """Outside any session, a build of AUTO_MIN_COLUMNS tile columns or more (of any tile
-    size) forks the workers before its first tile and stops them when it ends; a smaller
-    build stays on the threads."""
+    size) forks the workers before its first tile and stops them when it ends (they do not
+    wait idle for another session); a smaller build stays on the threads."""
+    monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 30.0)
     columns = worker_processes.AUTO_MIN_COLUMNS
     assert worker_processes.enabled(4096, columns) and not worker_processes.enabled(4096, columns - 1)
     n, tile = columns * 50, 50
@@ -239,8 +301,9 @@ class Summer:
 
     @staticmethod
     def cached():
-        """The process, and the keys of the Shared objects it keeps."""
-        return os.getpid(), set(worker_processes._worker_shared)
+        """The process, the keys of the Shared objects it keeps and whether it keeps a
+        build's generator."""
+        return os.getpid(), set(worker_processes._worker_shared), worker_processes._worker_build[0] is not None
 
     def part(self, index, count):
         if index < 0:
@@ -306,5 +369,5 @@ def test_the_workers_drop_a_shared_object_gone_here_at_their_next_task(processes
     gc.collect()
     assert key in worker_processes._released
     answers = worker_processes.Shared(Summer(data)).map("cached", [()] * 4)
-    assert {pid for pid, _ in answers} - {os.getpid()}
-    assert all(key not in keys for _, keys in answers)
+    assert {pid for pid, _, _ in answers} - {os.getpid()}
+    assert all(key not in keys for _, keys, _ in answers)

@@ -20,7 +20,8 @@ When the workers serve a build, set by ``TLRCORE_PROCESSES``:
 * unset or empty (the default): inside a :func:`session` (a geostat fit opens one around
   its optimization), for tiles of at most 1024 (:data:`AUTO_MAX_TILE`); and with any
   tile size, in a session or not, for builds of at least :data:`AUTO_MIN_COLUMNS` tile
-  columns (outside a session, the workers are forked for that build and stop with it);
+  columns (outside a session, the build opens one of its own, and the workers stop
+  with it);
 * ``1``: every build, with any tile size, in a session or not;
 * ``0``: never.
 
@@ -45,8 +46,18 @@ main script again (running a script without a ``__main__`` guard twice) and take
 opens (before the fit's large arrays exist), or, for a build they serve outside a session,
 before its first tile, while the tile pool's threads wait, or at a
 :class:`Shared` object's first calls (in a fit with tiles above 1024: the block Vecchia
-likelihood, before the first build). The last
-session to close stops them, so that they hold none of the caller's memory after a fit.
+likelihood, before the first build).
+
+When the last session closes (unless it was a build's own), each worker drops the generator and the :class:`Shared`
+objects it keeps and trims its heap; the workers then wait :data:`IDLE_TIMEOUT` seconds
+(a minute) for the next session, which uses them without a fork, and stop if none
+comes. Forking anew for every fit cost more than the fork: the caller's pages become
+copy-on-write, and its first write to each (in a fit, mostly to the free memory of its
+heaps) is a page fault. A co2 fit of 8,192 cells after others in the same process took
+4.6-4.8 s with idle workers against 5.0-5.3 s with workers forked for it (system time
+0.3-0.5 s against 1.0-1.3 s). While idle, the workers hold little of their own, but
+keep the caller's pages as they were at the fork: what the caller frees meanwhile stays
+allocated until they stop (:func:`shutdown` stops them at once).
 """
 
 from __future__ import annotations
@@ -70,8 +81,8 @@ from tlrcore._malloc import trim_heap
 from tlrcore._threads import one_blas_thread_block, workers
 from tlrcore.compress.generated import CheckedBlock, compress_column
 
-__all__ = ["AUTO_MAX_TILE", "AUTO_MIN_COLUMNS", "Shared", "column_compressor", "enabled", "session", "setting",
-           "shutdown", "start"]
+__all__ = ["AUTO_MAX_TILE", "AUTO_MIN_COLUMNS", "IDLE_TIMEOUT", "Shared", "column_compressor", "enabled", "session",
+           "setting", "shutdown", "start"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,8 +96,18 @@ AUTO_MAX_TILE = 1024
 #: 15.1-16.9 s (ACA's Python holds the GIL, and two threads fault pages in one address
 #: space: the build's system time doubled).
 AUTO_MIN_COLUMNS = 16
+#: Seconds the workers wait, idle, after the last session closes, for the next session of
+#: the process (the next fit of a notebook, a benchmark's repeats) to use them instead of
+#: forking new ones; then they stop. ``0`` stops them when the session closes.
+IDLE_TIMEOUT = 60.0
+#: Seconds a worker waits for the others at the release of :func:`_rest`.
+_RELEASE_WAIT = 10.0
 
 _pool = None
+#: The pool's workers meet at this barrier in :func:`_release`, so that each takes one task.
+_barrier = None
+#: Stops the idle workers :data:`IDLE_TIMEOUT` seconds after the last session closed.
+_idle_timer = None
 _broken = False
 _sessions = 0
 _sessions_lock = threading.Lock()
@@ -130,17 +151,20 @@ def enabled(tile_size=None, n_tiles=0):
 
 
 @contextlib.contextmanager
-def session(tile_size):
+def session(tile_size, linger=True):
     """Worker processes for the builds of the block (with tiles of `tile_size`), forked
-    when it opens unless running; the last session to close stops them.
+    when it opens unless running.
 
     Open it from a thread that holds no lock, with no other thread of the caller's working
     (a fork copies the locks of every thread as they are). Sessions nest and may be open
-    in several threads at once.
+    in several threads at once. When the last one closes, the workers drop what they keep
+    and wait :data:`IDLE_TIMEOUT` seconds for the next session before they stop
+    (:func:`_rest`), or, if that session was opened with ``linger=False``, stop at once.
     """
     global _sessions
     with _sessions_lock:
         _sessions += 1
+        _cancel_idle_stop()
     try:
         if enabled(tile_size):
             start()
@@ -149,7 +173,7 @@ def session(tile_size):
         with _sessions_lock:
             _sessions -= 1
             if not _sessions:
-                shutdown()
+                _rest(linger)
 
 
 def start():
@@ -171,10 +195,55 @@ def start():
 def shutdown():
     """Stop the workers (the next use forks new ones)."""
     global _pool
+    _cancel_idle_stop()
     _released.clear()
     if _pool is not None:
         _pool.shutdown()
         _pool = None
+
+
+def _rest(linger):
+    """After the last session: the workers drop the generator and the :class:`Shared`
+    objects they keep and trim their heaps (:func:`_release`), then stay idle for
+    :data:`IDLE_TIMEOUT` seconds unless a session opens (see the module's notes); they
+    are stopped at once when not to `linger`, with no timeout, or when some could not be
+    reached."""
+    global _idle_timer
+    if _pool is None:
+        return
+    if not linger or IDLE_TIMEOUT <= 0 or not _released_everywhere():
+        shutdown()
+        return
+    _idle_timer = threading.Timer(IDLE_TIMEOUT, _stop_if_idle)
+    _idle_timer.daemon = True
+    _idle_timer.start()
+
+
+def _released_everywhere():
+    """Run :func:`_release` once in every worker (each waits at the barrier for the others,
+    so none takes two); whether all did."""
+    try:
+        futures = [_pool.submit(_release) for _ in range(_barrier.parties)]
+        for future in futures:
+            future.result(timeout=2 * _RELEASE_WAIT)
+    except Exception:  # a broken pool or barrier, a worker that did not answer
+        return False
+    _released.clear()
+    return True
+
+
+def _stop_if_idle():
+    """The idle timer's end: stop the workers unless a session opened meanwhile."""
+    with _sessions_lock:
+        if not _sessions:
+            shutdown()
+
+
+def _cancel_idle_stop():
+    global _idle_timer
+    if _idle_timer is not None:
+        _idle_timer.cancel()
+        _idle_timer = None
 
 
 @contextlib.contextmanager
@@ -188,15 +257,16 @@ def column_compressor(block, offsets, max_rank, local):
     exist when the workers are forked are copies: a factorization with ``overwrite_a``
     writes its diagonal factors into the tiles, and at 131,072 sites took 27.6-28.1 s
     instead of 20-21.5 s when the workers had been forked after the diagonal tiles.) It
-    is a :func:`session` of its own, so that workers forked for a build outside any
-    session stop with it.
+    is a :func:`session` of its own, not lingering: workers that served a build outside
+    any session stop with it (idle ones would hold about 125 MB beside the factorization
+    that follows a 131,072-site build, and a fork costs little beside such a build).
     """
     tile_size = int(np.max(np.diff(offsets)))
     payload = _pickled(block) if enabled(tile_size, len(offsets) - 1) else None
     if payload is None:
         yield local
         return
-    with session(tile_size):
+    with session(tile_size, linger=False):
         start()  # before the tiles: the tile pool's threads are idle
         yield local if _broken else _remote_compressor(payload, offsets, max_rank, local)
 
@@ -347,10 +417,22 @@ class _Unpicklable(Exception):
 
 
 def _get_pool():
-    global _pool
+    global _pool, _barrier
     if _pool is None:
-        _pool = ProcessPoolExecutor(workers(), mp_context=multiprocessing.get_context("fork"))
+        context = multiprocessing.get_context("fork")
+        _barrier = context.Barrier(workers())  # the workers inherit it when forked
+        _pool = ProcessPoolExecutor(workers(), mp_context=context)
     return _pool
+
+
+def _release():
+    """In a worker: drop the kept generator and :class:`Shared` objects, give the memory
+    back to the system, and wait for the other workers to do the same."""
+    global _worker_build
+    _worker_build = (None, None)
+    _worker_shared.clear()
+    trim_heap()
+    _barrier.wait(_RELEASE_WAIT)
 
 
 def _warm_up():
