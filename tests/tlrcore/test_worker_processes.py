@@ -199,7 +199,7 @@ def test_idle_workers_serve_the_next_session_then_stop(auto, monkeypatch):
     assert worker_processes._pool is None  # stopped once idle for IDLE_TIMEOUT
 
 
-def test_the_workers_drop_what_they_keep_when_the_last_session_closes(sites, processes, monkeypatch):
+def test_the_workers_drop_what_they_keep_when_the_last_session_closes(sites, auto, monkeypatch):
     monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 30.0)
     kept = worker_processes.Shared(Summer(np.arange(100.0)))  # still alive here
     with worker_processes.session(TILE):
@@ -211,6 +211,15 @@ def test_the_workers_drop_what_they_keep_when_the_last_session_closes(sites, pro
     after = every_worker()
     assert {pid for pid, _, _ in after} == {pid for pid, _, _ in during}
     assert not any(kept.key in keys or built for _, keys, built in after)
+
+
+def test_with_the_workers_forced_on_they_stop_with_the_last_session(processes, monkeypatch):
+    """``TLRCORE_PROCESSES=1`` also sends Shared calls made outside any session to the
+    workers, which an idle timer could stop under them: the workers do not wait idle."""
+    monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 30.0)
+    with worker_processes.session(1024):
+        assert worker_processes._pool is not None
+    assert worker_processes._pool is None and worker_processes._idle_timer is None
 
 
 def test_workers_that_miss_the_release_are_stopped(auto, monkeypatch):

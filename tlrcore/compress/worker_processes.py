@@ -48,10 +48,10 @@ before its first tile, while the tile pool's threads wait, or at a
 :class:`Shared` object's first calls (in a fit with tiles above 1024: the block Vecchia
 likelihood, before the first build).
 
-When the last session closes (unless it was a build's own), each worker drops the generator and the :class:`Shared`
-objects it keeps and trims its heap; the workers then wait :data:`IDLE_TIMEOUT` seconds
-(a minute) for the next session, which uses them without a fork, and stop if none
-comes. Forking anew for every fit cost more than the fork: the caller's pages become
+By default, when the last session closes (unless it was a build's own), each worker
+drops the generator and the :class:`Shared` objects it keeps and trims its heap; the
+workers then wait :data:`IDLE_TIMEOUT` seconds (a minute) for the next session, which
+uses them without a fork, and stop if none comes. Forking anew for every fit cost more than the fork: the caller's pages become
 copy-on-write, and its first write to each (in a fit, mostly to the free memory of its
 heaps) is a page fault. A co2 fit of 8,192 cells after others in the same process took
 4.6-4.8 s with idle workers against 5.0-5.3 s with workers forked for it (system time
@@ -205,13 +205,18 @@ def shutdown():
 def _rest(linger):
     """After the last session: the workers drop the generator and the :class:`Shared`
     objects they keep and trim their heaps (:func:`_release`), then stay idle for
-    :data:`IDLE_TIMEOUT` seconds unless a session opens (see the module's notes); they
-    are stopped at once when not to `linger`, with no timeout, or when some could not be
-    reached."""
+    :data:`IDLE_TIMEOUT` seconds unless a session opens (see the module's notes).
+
+    They are stopped at once when not to `linger`, with no timeout, when some could not
+    be reached, or with ``TLRCORE_PROCESSES`` set: only by default does every use of the
+    pool happen in a session (``1`` sends :class:`Shared` calls to it outside sessions
+    too, which the idle timer could meet as it stops the pool).
+    """
     global _idle_timer
     if _pool is None:
         return
-    if not linger or IDLE_TIMEOUT <= 0 or not _released_everywhere():
+    by_default = os.environ.get("TLRCORE_PROCESSES", "") == ""
+    if not (linger and by_default) or IDLE_TIMEOUT <= 0 or not _released_everywhere():
         shutdown()
         return
     _idle_timer = threading.Timer(IDLE_TIMEOUT, _stop_if_idle)
