@@ -53,11 +53,12 @@ drops the generator and the :class:`Shared` objects it keeps and trims its heap;
 workers then wait :data:`IDLE_TIMEOUT` seconds (a minute) for the next session, which
 uses them without a fork, and stop if none comes. Forking anew for every fit cost more
 than the fork: the caller's pages become copy-on-write, and its first write to each (in
-a fit, mostly to the free memory of its heaps) is a page fault. A co2 fit of 8,192 cells after others in the same process took
-4.6-4.8 s with idle workers against 5.0-5.3 s with workers forked for it (system time
-0.3-0.5 s against 1.0-1.3 s). While idle, the workers hold little of their own, but
-keep the caller's pages as they were at the fork: what the caller frees meanwhile stays
-allocated until they stop (:func:`shutdown` stops them at once).
+a fit, mostly to the free memory of its heaps) is a page fault. A co2 fit of 8,192 cells
+after others in the same process took 4.6-4.8 s with idle workers against 5.0-5.3 s with
+workers forked for it (system time 0.3-0.5 s against 1.0-1.3 s). While idle, the workers
+hold little of their own, but keep the caller's pages as they were at the fork: what the
+caller frees meanwhile stays allocated until they stop (:func:`shutdown` stops them at
+once).
 """
 
 from __future__ import annotations
