@@ -199,6 +199,15 @@ def test_idle_workers_serve_the_next_session_then_stop(auto, monkeypatch):
     assert worker_processes._pool is None  # stopped once idle for IDLE_TIMEOUT
 
 
+def test_a_session_asking_for_another_number_of_workers_replaces_idle_ones(auto, monkeypatch):
+    monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 30.0)
+    with worker_processes.session(1024):
+        idle = worker_processes._pool
+    monkeypatch.setenv("TLRCORE_NUM_THREADS", "3")
+    with worker_processes.session(1024):
+        assert worker_processes._pool is not idle and len(worker_pids()) == 3
+
+
 def test_the_workers_drop_what_they_keep_when_the_last_session_closes(sites, auto, monkeypatch):
     monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 30.0)
     kept = worker_processes.Shared(Summer(np.arange(100.0)))  # still alive here

@@ -163,9 +163,12 @@ def session(tile_size, linger=True):
     (:func:`_rest`), or, if that session was opened with ``linger=False``, stop at once.
     """
     global _sessions
+    size = workers()
     with _sessions_lock:
         _sessions += 1
         _cancel_idle_stop()
+        if _sessions == 1 and _pool is not None and _barrier.parties != size:
+            shutdown()  # idle workers of another number than now asked for
     try:
         if enabled(tile_size):
             start()
