@@ -231,6 +231,14 @@ def test_with_the_workers_forced_on_they_stop_with_the_last_session(processes, m
     assert worker_processes._pool is None and worker_processes._idle_timer is None
 
 
+def test_a_setting_made_bad_during_the_session_stops_the_workers_at_its_close(auto, monkeypatch):
+    monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 30.0)
+    with worker_processes.session(1024):
+        assert worker_processes._pool is not None
+        monkeypatch.setenv("TLRCORE_PROCESSES", "yes")
+    assert worker_processes._pool is None and worker_processes._idle_timer is None
+
+
 def test_workers_that_miss_the_release_are_stopped(auto, monkeypatch):
     """A worker that does not reach the release (here: the barrier waits for one more
     worker than there is) makes the last session's close stop the pool at once."""

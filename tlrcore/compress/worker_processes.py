@@ -54,7 +54,7 @@ workers then wait :data:`IDLE_TIMEOUT` seconds (a minute) for the next session, 
 uses them without a fork, and stop if none comes. Forking anew for every fit cost more
 than the fork: the caller's pages become copy-on-write, and its first write to each (in
 a fit, mostly to the free memory of its heaps) is a page fault. A co2 fit of 8,192 cells
-after others in the same process took 4.6-4.8 s with idle workers against 5.0-5.3 s with
+after others in the same process took 4.5-4.8 s with idle workers against 5.0-5.3 s with
 workers forked for it (system time 0.3-0.5 s against 1.0-1.3 s). While idle, the workers
 hold little of their own, but keep the caller's pages as they were at the fork: what the
 caller frees meanwhile stays allocated until they stop (:func:`shutdown` stops them at
@@ -219,7 +219,10 @@ def _rest(linger):
     global _idle_timer
     if _pool is None:
         return
-    by_default = os.environ.get("TLRCORE_PROCESSES", "") == ""
+    try:
+        by_default = setting() == "auto"
+    except ValueError:  # set to a bad value since the session opened: stop the workers
+        by_default = False
     if not (linger and by_default) or IDLE_TIMEOUT <= 0 or not _released_everywhere():
         shutdown()
         return
