@@ -368,13 +368,13 @@ class TLRMatrix:
         copying took 0.2-0.6 s). A matrix in the packed layout, whose batched
         factorization with ``overwrite_a=True`` factors its diagonal tiles in place, has
         them copied. Each off-diagonal tile's ``U V^T`` is truncated
-        (QR of both factors and an SVD, :func:`tlrcore.compress._recompress.recompress`)
+        (orthonormal bases of both factors and an SVD, :func:`tlrcore.compress._recompress.recompress`)
         with the Frobenius budget ``tau' - tau``, where ``tau' = tau accuracy / self.accuracy`` is the tolerance a
         build at `accuracy` with the same norm estimate would use. A tile's two errors
         add at most to ``tau'``, so the copy meets the module's contract at `accuracy`
         whenever this matrix meets it at its own. :attr:`tile_errors` add likewise (a
         bound on the spectral norms), and :attr:`truncation_error` is ``||copy - self||_F``.
-        It costs two thin QRs and an SVD of the rank's size per tile, against the kernel
+        It costs two thin factorizations and an SVD of the rank's size per tile, against the kernel
         evaluations and ACA of a new build.
 
         Parameters

@@ -50,7 +50,8 @@ tolerances 1e-2 to 1e-10, 120 to 1024 rows and columns, four random draws) at mo
 ``0.057 tol`` (median ``0.003 tol``), against ``0.068 tol`` (``0.012 tol``) one term at
 a time on the same blocks.
 
-Recompression: QR of both factors and SVD of the small core, truncated with budget
+Recompression: orthonormal bases of both factors and SVD of the small core
+(:func:`~tlrcore.compress._recompress.recompress`), truncated with budget
 ``(1 - _ACA_SHARE) tol = 0.85 tol``. By the triangle inequality the final error is at
 most ACA error + truncation error ``<= tol`` when the ACA error is ``<= 0.15 tol``, a
 factor 2 above the worst case observed. The rank is then the SVD optimum or one or two
