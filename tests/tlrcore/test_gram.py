@@ -29,15 +29,15 @@ def _scaled_factor(rng, m, k, condition, spread):
 
 def _kernel_factors(rng, m, distance):
     """Low-rank factors of an exponential kernel block between two clusters of `m` points
-    in the plane, `distance` apart, as ACA makes them (columns and pivot-scaled rows),
-    and the block."""
+    in the plane, `distance` apart, as ACA makes them (columns and pivot-scaled rows, with
+    full pivoting until the residual is below 1e-15), and the block."""
     a = rng.uniform(size=(m, 2))
     b = rng.uniform(size=(m, 2)) + [distance, 0.0]
     block = np.exp(-np.linalg.norm(a[:, None] - b[None], axis=2) / 0.3)
     residual, us, vs = block.copy(), [], []
-    for _ in range(40):
+    for _ in range(m):
         i, j = np.unravel_index(np.argmax(np.abs(residual)), residual.shape)
-        if abs(residual[i, j]) < 1e-13:
+        if abs(residual[i, j]) < 1e-15:
             break
         us.append(residual[:, j].copy())
         vs.append(residual[i] / residual[i, j])

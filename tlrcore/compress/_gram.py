@@ -47,7 +47,7 @@ from scipy.linalg import lapack
 
 from tlrcore._lapack import potrf_lower, trsm_lower
 
-__all__ = ["DEPARTURE", "EPS", "GramBasis", "gram_basis", "rounding_bound"]
+__all__ = ["DEPARTURE", "GramBasis", "gram_basis", "rounding_bound"]
 
 EPS = float(np.finfo(np.float64).eps)
 #: Largest bound on ``||P^T P - I||_2`` with which a basis is returned.
