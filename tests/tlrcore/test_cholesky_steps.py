@@ -12,8 +12,10 @@ from tlrcore._threads import serial_thread, submit, tile_pool
 from tlrcore.cholesky._steps import (
     SOLVE_CHUNK,
     BlockDiagonal,
+    ColumnGrams,
     ColumnSamples,
     RowPanels,
+    cross_grams,
     gram_root,
     sampled_update,
     solve_column,
@@ -35,15 +37,15 @@ def tile_update(seed, k=3, m=96, p=80, ranks=(6, 9, 4)):
     Uk = [low_rank(rng, p, r + 1, 0.3) for r in ranks[:k]]
     Vk = [rng.normal(size=(40, r + 1)) for r in ranks[:k]]
     dense = Ua @ Va.T - sum(U @ V.T @ W @ X.T for U, V, W, X in zip(Ui, Vi, Vk, Uk))
-    return (Ua, Va, np.hstack(Ui), Vi, np.hstack(Uk), Vk), dense
+    return (Ua, Va, np.hstack(Ui), np.hstack(Uk), cross_grams(Vi, Vk)), dense
 
 
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize("relative", [1e-4, 1e-9])
 def test_sampled_update_meets_the_tile_tolerance(seed, relative):
-    (Ua, Va, Ui, Vi, Uk, Vk), dense = tile_update(seed)
+    args, dense = tile_update(seed)
     tolerance = relative * np.linalg.norm(dense)
-    U, V = sampled_update(Ua, Va, Ui, Vi, Uk, Vk, tolerance, 16, seed)
+    U, V = sampled_update(*args, tolerance, 16, seed)
     # ARA meets the tolerance with high probability (failure ~1e-3 for a residual in a
     # single direction, tlrcore.compress.ara); for these fixed seeds it holds outright.
     assert np.linalg.norm(U @ V.T - dense) <= tolerance
@@ -54,9 +56,9 @@ def test_sampled_update_meets_the_tile_tolerance(seed, relative):
 
 
 def test_sampled_update_with_nothing_to_subtract_compresses_the_tile():
-    (Ua, Va, _, _, _, _), _ = tile_update(3)
+    (Ua, Va, *_), _ = tile_update(3)
     tolerance = 1e-10 * np.linalg.norm(Ua)
-    U, V = sampled_update(Ua, Va, np.zeros((Ua.shape[0], 0)), [], np.zeros((Va.shape[0], 0)), [], tolerance, 16, 0)
+    U, V = sampled_update(Ua, Va, np.zeros((Ua.shape[0], 0)), np.zeros((Va.shape[0], 0)), [], tolerance, 16, 0)
     assert np.linalg.norm(U @ V.T - Ua @ Va.T) <= tolerance
 
 
@@ -93,7 +95,7 @@ def test_column_samples_draw_each_shared_block_once_as_the_seed_would():
 def test_shared_column_samples_give_the_same_tile_as_direct_products():
     args, dense = tile_update(6)
     tolerance = 1e-9 * np.linalg.norm(dense)
-    samples = ColumnSamples(args[4], 16)
+    samples = ColumnSamples(args[3], 16)
     direct = sampled_update(*args, tolerance, 16, 11)
     for _ in range(2):  # first fills the cache, then reads it
         cached = sampled_update(*args, tolerance, 16, 11, samples)
@@ -164,7 +166,8 @@ def test_submit_without_an_executor_calls_at_once():
         assert chain is None
 
 
-@pytest.mark.parametrize("shapes", [[(3, 4), (0, 2), (5, 1), (2, 0), (4, 4)], [(2, 3)], [], [(0, 0), (0, 3)]])
+@pytest.mark.parametrize("shapes", [[(3, 4), (0, 2), (5, 1), (2, 0), (4, 4)], [(2, 3)], [], [(0, 0), (0, 3)],
+                                    [(1, 1), (17, 3), (2, 70), (16, 16), (65, 5), (130, 128), (6, 9), (4, 1)]])
 def test_block_diagonal_products_match_the_dense_matrix(shapes):
     rng = np.random.default_rng(len(shapes))
     blocks = [rng.normal(size=shape) for shape in shapes]
@@ -179,6 +182,18 @@ def test_block_diagonal_products_match_the_dense_matrix(shapes):
         np.testing.assert_allclose(M @ X, dense @ X, rtol=1e-13, atol=1e-13)
         np.testing.assert_allclose(M.T @ Y, dense.T @ Y, rtol=1e-13, atol=1e-13)
         np.testing.assert_array_equal(X, X0)  # the operand is not touched
+    # blocks grouped by shape: padding at most quadruples each dimension of a block
+    assert sum(P.size for P, _, _ in M._groups) <= 16 * sum(r * c for r, c in shapes)
+    assert sum(P.shape[0] for P, _, _ in M._groups) == sum(r * c > 0 for r, c in shapes)
+
+
+def test_block_diagonal_pads_only_blocks_of_similar_shapes():
+    """Ranks 4-11 beside one of 130 (a tile row next to a near tile): in one group every
+    block would be padded to 130 x 130, 30 times the entries at 131,072 sites."""
+    shapes = [(130, 128)] + [(r, c) for r in (4, 6, 11) for c in (5, 9)]
+    M = BlockDiagonal([np.ones(shape) for shape in shapes])
+    padded = sorted(P.shape for P, _, _ in M._groups)
+    assert padded == [(1, 130, 128), (2, 4, 9), (4, 11, 9)]  # size classes (1, 4], (4, 16], (64, 256]
 
 
 def test_row_panels_stack_each_rows_tiles_as_views_and_grow():
@@ -217,3 +232,56 @@ def test_gram_root_gives_the_update_to_rounding(case):
     out = np.empty((50, r), order="F")
     assert gram_root(U, V, out=out) is out
 
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+def test_column_grams_give_each_tiles_cross_products(threads):
+    """:class:`ColumnGrams` as the left-looking factorization drives it: column ``j``
+    added once ``V(:, j)`` is solved, waited for by column ``k``, released after it.
+
+    Its blocks are ``V(i, j)^T V(k, j)``, computed through one Gram matrix (or the thin
+    product with ``V(j+1, j)``) instead of the pair's own product: entry by entry the
+    same dot product of length ``p`` in another summation order, hence equal within
+    ``2 p eps ||v_a|| ||v_b||`` (``|fl(x^T y) - x^T y| <= p eps |x|^T |y|``).
+    """
+    rng = np.random.default_rng(9)
+    n_t, p = 7, 50
+    ranks = {(i, j): int(rng.integers(0, 6)) for j in range(n_t) for i in range(j + 1, n_t)}
+    V = {pair: rng.normal(size=(p, r)) * 10.0 ** rng.integers(-3, 3, size=r) for pair, r in ranks.items()}
+    with ThreadPoolExecutor(threads) if threads else _no_pool() as pool:
+        grams = ColumnGrams(n_t)
+        for k in range(n_t):
+            grams.wait(k)
+            for i in range(k + 1, n_t):
+                blocks = grams.blocks(i, k)
+                expected = cross_grams([V[i, j] for j in range(k)], [V[k, j] for j in range(k)])
+                assert [b.shape for b in blocks] == [e.shape for e in expected]
+                for j, (b, e) in enumerate(zip(blocks, expected)):
+                    bound = 2 * p * np.finfo(float).eps * np.outer(np.linalg.norm(V[i, j], axis=0),
+                                                                   np.linalg.norm(V[k, j], axis=0))
+                    assert np.all(np.abs(b - e) <= bound)
+            if k + 2 < n_t:
+                rest = [V[i, k] for i in range(k + 2, n_t)]
+                grams.add(k, V[k + 1, k], stack(rest, p), [v.shape[1] for v in rest], pool)
+            grams.release(k)
+            assert grams._by_column[k] == {}
+
+
+class _no_pool:
+    """``None`` in a ``with`` statement: :func:`tlrcore._threads.submit` then calls at once."""
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_column_grams_raise_a_failed_gram_matrix_when_waited_for():
+    grams = ColumnGrams(3)
+    S = np.array([[None]])  # its Gram matrix fails in the pool (the thin product has no terms)
+    with ThreadPoolExecutor(1) as pool:
+        grams.add(0, np.ones((1, 0)), S, [1], pool)
+        grams.wait(1)  # column 1 reads only the thin product
+        with pytest.raises(TypeError):
+            grams.wait(2)

@@ -106,8 +106,9 @@ def cholesky(
         of its tile row, ``A.tile_errors``; changes positive definite input too, within
         ``||L L^T - A_tlr||_F <= (1 + sqrt(b / n_t) + 1.25 sqrt(b)) accuracy
         ||A_tlr||_F``), ``"compensate-block"`` (the same with the tail as a full block,
-        ``1 + 1 / sqrt(n_t) + 1.25 sqrt(b)``; it perturbs less), ``"shift"`` (retry with the smallest sufficient diagonal shift, a
-        power-of-two multiple of the tile tolerance), ``"schur"`` (Schur compensation of
+        ``1 + 1 / sqrt(n_t) + 1.25 sqrt(b)``; it perturbs less), ``"shift"`` (retry with
+        the smallest sufficient diagonal shift, a power-of-two multiple of the tile
+        tolerance), ``"schur"`` (Schur compensation of
         a failing tile only), ``"modified"`` (modified Cholesky on a failing diagonal
         tile), ``"pivot"`` (tile pivoting, :mod:`tlrcore.cholesky.pivoted`); combine as
         ``"compensate+modified"`` or ``("compensate", "shift")``. None raises.

@@ -13,6 +13,7 @@ from scipy.linalg import qr
 
 from tlrcore._checks import check_operand
 from tlrcore._lapack import trsm_lower
+from tlrcore._threads import submit
 from tlrcore._typing import FloatArray, IntArray
 from tlrcore.backends import NUMPY
 from tlrcore.cholesky.safeguards import DiagonalFactorizer, subtract_gram
@@ -21,16 +22,19 @@ from tlrcore.compress import ara_compress
 __all__ = [
     "SOLVE_CHUNK",
     "BlockDiagonal",
+    "ColumnGrams",
     "ColumnSamples",
     "RowPanels",
     "TileFactor",
     "ara_work",
+    "cross_grams",
     "diagonal_update",
     "factor_diagonal",
     "fortran_copy",
     "gram_root",
     "sampled_update",
     "solve_column",
+    "solve_stacked",
     "stack",
     "subtract_gram",
 ]
@@ -90,56 +94,71 @@ def stack(blocks, rows):
 
 
 class BlockDiagonal:
-    """``blockdiag(M_0, ..., M_{k-1})`` kept as its blocks, zero-padded to a common shape.
+    """``blockdiag(M_0, ..., M_{k-1})`` kept as its blocks, in groups of similar shapes,
+    each zero-padded to its largest.
 
-    A product ``M X`` is one batched product of the padded blocks with the matching rows
-    of ``X``, gathered (with zero rows as padding) and scattered back by precomputed
-    indices: a few NumPy calls, whatever `k`, and ``2 k r_max c_max`` flops per column
-    of ``X`` instead of the ``2 (sum_j r_j)(sum_j c_j)`` of the dense matrix. In the
-    sampled update of tile column ``k`` of a 64-column factor the dense form was a mostly
-    zero ``R_i x R_k`` matrix of some 1,000 x 1,000, whose products cost half as much as
-    those with ``U_i`` itself; a loop of one product per block held the GIL long enough
-    to leave the second core idle a third of the time.
+    A product ``M X`` is one batched product per group of its padded blocks with the
+    matching rows of ``X``, gathered (with a zero row as padding) and scattered back by
+    precomputed indices: a few NumPy calls per group, whatever `k`, and
+    ``2 sum_g k_g r_g c_g`` flops per column of ``X`` instead of the
+    ``2 (sum_j r_j)(sum_j c_j)`` of the dense matrix. The groups are the blocks whose row
+    and column counts fall into the same intervals ``(4^(m-1), 4^m]``
+    (:func:`_shape_class`), so that padding at most quadruples each dimension of a
+    block. In the sampled update of tile column ``k`` of a 64-column factor the dense form
+    was a mostly zero ``R_i x R_k`` matrix of some 1,000 x 1,000; one group for all blocks
+    was padded to the one or two blocks of rank 130 next to mostly ranks 4-11 (30 times
+    the entries of the blocks at 131,072 sites, against 1.5 times in these groups); a
+    loop of one product per block held the GIL long enough to leave the second core idle
+    a third of the time.
     """
 
     def __init__(self, blocks):
         rows = np.array([M.shape[0] for M in blocks], dtype=np.intp)
         cols = np.array([M.shape[1] for M in blocks], dtype=np.intp)
-        self._padded = np.zeros((len(blocks), rows.max(initial=0), cols.max(initial=0)))
-        for j, M in enumerate(blocks):
-            self._padded[j, : M.shape[0], : M.shape[1]] = M
-        self._rows, self._cols = _padded_layout(rows), _padded_layout(cols)
         self.shape = (int(rows.sum()), int(cols.sum()))
+        first_row, first_col = np.cumsum(rows) - rows, np.cumsum(cols) - cols
+        members = {}
+        for j, M in enumerate(blocks):
+            if M.size:
+                members.setdefault((_shape_class(M.shape[0]), _shape_class(M.shape[1])), []).append(j)
+        self._groups = []  # (padded blocks, their rows' and columns' positions in M)
+        for group in (members[key] for key in sorted(members)):
+            padded = np.zeros((len(group), rows[group].max(), cols[group].max()))
+            for position, j in enumerate(group):
+                padded[position, : rows[j], : cols[j]] = blocks[j]
+            self._groups.append((padded, _padded_positions(rows[group], first_row[group], self.shape[0]),
+                                 _padded_positions(cols[group], first_col[group], self.shape[1])))
 
     @property
     def T(self):
         """The transpose, ``blockdiag(M_0^T, ...)`` (sharing the blocks)."""
         transposed = object.__new__(BlockDiagonal)
-        transposed._padded = self._padded.transpose(0, 2, 1)
-        transposed._rows, transposed._cols = self._cols, self._rows
+        transposed._groups = [(padded.transpose(0, 2, 1), cols, rows) for padded, rows, cols in self._groups]
         transposed.shape = self.shape[::-1]
         return transposed
 
     def __matmul__(self, X):
-        gather, _ = self._cols
-        _, scatter = self._rows
-        k, height, width = self._padded.shape
-        padded = np.zeros((X.shape[0] + 1, X.shape[1]))  # its last row: the padding
-        padded[:-1] = X
-        Y = np.matmul(self._padded, padded[gather].reshape(k, width, X.shape[1]))
-        return Y.reshape(k * height, X.shape[1])[scatter]
+        columns = X.shape[1]
+        operand = np.zeros((X.shape[0] + 1, columns))  # its last row: the padding
+        operand[:-1] = X
+        out = np.zeros((self.shape[0] + 1, columns))  # the last row collects the padding
+        for padded, rows, cols in self._groups:
+            k, height, width = padded.shape
+            out[rows] = np.matmul(padded, operand[cols].reshape(k, width, columns)).reshape(k * height, columns)
+        return out[:-1]
 
 
-def _padded_layout(sizes):
-    """``(gather, scatter)`` for blocks of `sizes` rows padded to the largest: `gather`
-    picks, for each padded position, its row of the stacked operand, or the zero row
-    appended after them; `scatter` picks the real rows of a padded result."""
-    width = sizes.max(initial=0)
-    offsets = np.cumsum(sizes) - sizes
-    position = np.arange(width)
-    real = position[None, :] < sizes[:, None]
-    gather = np.where(real, offsets[:, None] + position[None, :], sizes.sum())
-    return gather.ravel(), np.flatnonzero(real.ravel())
+def _shape_class(size):
+    """``m`` with ``4^(m-1) < size <= 4^m`` (0 for 1): ``ceil(log_4 size)``."""
+    return ((int(size) - 1).bit_length() + 1) // 2
+
+
+def _padded_positions(sizes, firsts, end):
+    """For blocks of `sizes` rows, starting at rows `firsts` of a stacked operand, padded to
+    the largest: each padded row's row of the operand, or `end` (the zero row appended
+    after them) for the padding."""
+    position = np.arange(sizes.max())
+    return np.where(position[None, :] < sizes[:, None], firsts[:, None] + position[None, :], end).ravel()
 
 
 class RowPanels:
@@ -183,17 +202,18 @@ class RowPanels:
         self._buffers[i] = new
 
 
-def sampled_update(Ua, Va, Ui, Vi_list, Uk, Vk_list, tolerance, block_size, seed, samples=None):
+def sampled_update(Ua, Va, Ui, Uk, cross, tolerance, block_size, seed, samples=None):
     """ARA compression of ``Ua Va^T - sum_j U_ij V_ij^T V_kj U_kj^T`` (never formed), through
     products with ``Ua Va^T - U_i M_ik U_k^T``, with the stacked ``U_i = [U_i0 | ...]`` and
-    ``U_k`` and the :class:`BlockDiagonal` ``M_ik = blockdiag(V_ij^T V_kj)``.
+    ``U_k`` and the :class:`BlockDiagonal` ``M_ik = blockdiag(V_ij^T V_kj)`` of the blocks
+    `cross` (:func:`cross_grams`, or :meth:`ColumnGrams.blocks`).
 
     With `samples` (the :class:`ColumnSamples` of ``Uk``, and the same `seed` for every
     tile of the column, hence the same Gaussian blocks), the blocks and ``Uk^T Omega``
     come from the column's cache instead of being drawn and multiplied for each tile; the
     result is the same.
     """
-    Mik = BlockDiagonal([Vij.T @ Vkj for Vij, Vkj in zip(Vi_list, Vk_list)])
+    Mik = BlockDiagonal(cross)
 
     def matmat(X):
         UkX = Uk.T @ X if samples is None else samples.project(X)
@@ -205,6 +225,62 @@ def sampled_update(Ua, Va, Ui, Vi_list, Uk, Vk_list, tolerance, block_size, seed
     shape = (Ua.shape[0], Va.shape[0])
     rng = np.random.default_rng(seed) if samples is None else samples.draws(seed)
     return ara_compress(matmat, rmatmat, shape, tolerance, block_size=block_size, rng=rng)
+
+
+def cross_grams(Vi, Vk):
+    """``[V_i0^T V_k0, V_i1^T V_k1, ...]``, the blocks of ``M_ik`` in :func:`sampled_update`."""
+    return [Vij.T @ Vkj for Vij, Vkj in zip(Vi, Vk)]
+
+
+class ColumnGrams:
+    """The blocks ``V(i, j)^T V(k, j)`` (``i > k > j``) that the sampled updates of tile
+    column ``k`` read, from one Gram matrix per finished tile column ``j`` of ``L``.
+
+    Block ``(i, k)`` of ``G_j = S_j^T S_j``, with the column's stacked
+    ``S_j = [V(j+2, j) | ... | V(n_t-1, j)]``, is ``V(i, j)^T V(k, j)``: one product of
+    ``p x R`` (2048 x ~900 at 131,072 sites), which NumPy computes as a symmetric rank-k
+    update at the speed of a large product with the GIL released, in place of
+    ``(n_t - j)^2 / 2`` separate ``p x r x r`` products (about 30 us each at r = 15,
+    holding the GIL: a sixth of the GIL-held time of a two-thread factorization).
+
+    Column ``j + 1`` reads the blocks with ``V(j+1, j)`` (solved apart, by the lookahead),
+    taken from the thin ``S_j^T V(j+1, j)`` computed at once by :meth:`add`; ``G_j``,
+    first read by column ``j + 2``, is computed by a pool thread meanwhile, and kept as
+    one copy per tile column ``k`` of its block column ``G_j[k:, k]``, each dropped by
+    :meth:`release` once column ``k`` is updated (at 131,072 sites the whole ``G_j``
+    would add up to 150 MB).
+    """
+
+    def __init__(self, n_tiles):
+        self._by_column = [{} for _ in range(n_tiles)]  # k -> {j: (block column, first rows)}
+        self._pending = {}  # j -> future of G_j, until waited for
+
+    def add(self, j, Vnext, S, ranks, pool):
+        """Record finished column `j`: ``Vnext = V(j+1, j)`` and the stacked ``S`` of the
+        ``V(i, j)``, ``i = j+2, ...``, of `ranks` columns each; ``G_j`` goes to `pool`."""
+        first = np.concatenate([np.zeros(j + 3, dtype=np.intp), np.cumsum(ranks)])
+        self._by_column[j + 1][j] = ((Vnext.T @ S).T, first)  # a third faster than S.T @ Vnext
+        self._pending[j] = submit(pool, self._gram, j, S, first)
+
+    def _gram(self, j, S, first):
+        G = S.T @ S
+        for k in range(j + 2, len(self._by_column)):
+            self._by_column[k][j] = (np.array(G[first[k] :, first[k] : first[k + 1]]), first - first[k])
+
+    def wait(self, k):
+        """Wait until the Gram matrices that column `k` reads, ``G_j`` for ``j < k - 1``, are
+        computed (raising their errors)."""
+        for j in sorted(j for j in self._pending if j < k - 1):
+            self._pending.pop(j).result()
+
+    def blocks(self, i, k):
+        """``[V(i, j)^T V(k, j) for j < k]``."""
+        columns = self._by_column[k]
+        return [C[first[i] : first[i + 1]] for C, first in (columns[j] for j in range(k))]
+
+    def release(self, k):
+        """Drop the blocks of column `k`."""
+        self._by_column[k] = {}
 
 
 class ColumnSamples:
@@ -356,23 +432,28 @@ SOLVE_CHUNK = 128
 
 
 def solve_column(Lkk, factors, run):
-    """``L(k, k)^{-1} V`` for every ``V`` of a tile column, as a few wide solves.
-
-    The right-hand sides are stacked in one Fortran-ordered array and cut into chunks of
-    a fixed width, each solved in place (``dtrsm``, releasing the GIL:
-    :mod:`tlrcore._lapack`), so that the rounding, and hence the factor, does not depend on
-    the number of threads. The results are views into that array.
-    """
+    """``L(k, k)^{-1} V`` for every ``V`` of a tile column, as a few wide solves
+    (:func:`solve_stacked`); the results are views into one Fortran-ordered array."""
     if not factors:
         return []
-    stacked = stack(factors, Lkk.shape[0])
+    stacked = solve_stacked(Lkk, stack(factors, Lkk.shape[0]), run)
+    return np.hsplit(stacked, np.cumsum([V.shape[1] for V in factors])[:-1])
+
+
+def solve_stacked(Lkk, stacked, run):
+    """``L(k, k)^{-1} X`` in place for the Fortran-ordered `stacked` ``X``, returned.
+
+    ``X`` is cut into chunks of a fixed width, each solved in place (``dtrsm``, releasing
+    the GIL: :mod:`tlrcore._lapack`), so that the rounding, and hence the factor, does not
+    depend on the number of threads.
+    """
 
     def solve(first):
         cols = slice(first, min(first + SOLVE_CHUNK, stacked.shape[1]))
         trsm_lower(Lkk, stacked[:, cols])
 
     list(run(solve, range(0, stacked.shape[1], SOLVE_CHUNK)))
-    return np.hsplit(stacked, np.cumsum([V.shape[1] for V in factors])[:-1])
+    return stacked
 
 
 def factor_diagonal(D, k):

@@ -20,7 +20,10 @@ For each tile column ``k``:
    (:class:`~tlrcore.cholesky._steps.RowPanels`); ``M_ik`` is kept as its blocks
    (:class:`~tlrcore.cholesky._steps.BlockDiagonal`). At 131,072 sites (64 tile
    columns) the per-tile copy of ``U_i`` and the dense, mostly zero ``M_ik`` had cost
-   an eighth of the factorization.
+   an eighth of the factorization. The blocks ``V(i, j)^T V(k, j)`` come from one Gram
+   matrix per finished column ``j`` (:class:`~tlrcore.cholesky._steps.ColumnGrams`),
+   computed by a pool thread while the next column is updated: a 131,072-site
+   factorization 5-7 % faster than with each tile's own small products.
 3. **Triangular solve on V only.** ``L(i, k) = U V^T L(k, k)^{-T} = U (L(k, k)^{-1} V)^T``,
    for all tiles of the column at once (their ``V`` side by side: one BLAS-3 solve that
    reads ``L(k, k)`` once, split across the worker threads).
@@ -74,12 +77,14 @@ from tlrcore._threads import (
     workers,
 )
 from tlrcore.cholesky._steps import (
+    ColumnGrams,
     ColumnSamples,
     RowPanels,
     ara_work,
     diagonal_update,
     sampled_update,
-    solve_column,
+    solve_stacked,
+    stack,
 )
 from tlrcore.cholesky.factor import TLRCholesky
 
@@ -118,14 +123,15 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             panels.add(k + 1, k, Ut)
             V[k + 1, k] = trsm_lower(diagonal[k], np.asfortranarray(Vt))
 
+        grams = ColumnGrams(n_t)
         factored = submit(chain, factor_diagonal, 0)
         for k in range(n_t):
+            grams.wait(k)
             Uk = panels.stacked(k)
             samples = ColumnSamples(Uk, block_size)
 
             def update(i, k=k, Uk=Uk, samples=samples):
-                return sampled_update(A.U[i, k], A.V[i, k], panels.stacked(i),
-                                      [V[i, j] for j in range(k)], Uk, [V[k, j] for j in range(k)],
+                return sampled_update(A.U[i, k], A.V[i, k], panels.stacked(i), Uk, grams.blocks(i, k),
                                       tolerance, block_size, seeds[k], samples)
 
             if k + 1 < n_t:
@@ -139,13 +145,17 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             collect = start_by_work(pool, update, rest, [ara_work(A, U, i, k, block_size) for i in rest])
             factored.result()  # L(k, k), or its failure raised before the column is waited for
             updated = collect()
-            solved = solve_column(diagonal[k], [Vt for _, Vt in updated], run)
-            for i, (Ut, _), Vt in zip(rest, updated, solved):
+            ranks = [Vt.shape[1] for _, Vt in updated]
+            solved = solve_stacked(diagonal[k], stack([Vt for _, Vt in updated], rows[k]), run)
+            for i, (Ut, _), Vt in zip(rest, updated, np.hsplit(solved, np.cumsum(ranks)[:-1]) if rest else []):
                 panels.add(i, k, Ut)
                 V[i, k] = Vt
             if k + 1 < n_t:
                 solved_next.result()
                 factored = next_factored
+            if rest:
+                grams.add(k, V[k + 1, k], solved, ranks, pool)
+            grams.release(k)
             if overwrite_a:
                 released += A._release_column(k)
                 if released >= TRIM_BYTES or k + 1 == n_t:

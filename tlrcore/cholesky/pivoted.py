@@ -22,7 +22,16 @@ from __future__ import annotations
 import numpy as np
 
 from tlrcore._threads import column_progress, runner, start_by_work, tile_pool, tile_seeds, workers
-from tlrcore.cholesky._steps import ara_work, fortran_copy, gram_root, sampled_update, solve_column, stack, subtract_gram
+from tlrcore.cholesky._steps import (
+    ara_work,
+    cross_grams,
+    fortran_copy,
+    gram_root,
+    sampled_update,
+    solve_column,
+    stack,
+    subtract_gram,
+)
 from tlrcore.cholesky.factor import TLRCholesky
 
 __all__ = ["pivoted_left_looking"]
@@ -47,7 +56,9 @@ def pivoted_left_looking(A, tolerance, factorizer, block_size, random_state, ove
             p = max(updated, key=lambda i: (_frobenius(updated[i], stale[i]), -i))
             order.append(p)
             D = updated.pop(p)
-            W = stack([gram_root(U[p, j], V[p, j]) for j in range(k)], D.shape[0]) if (factorizer.schur or factorizer.compensate) else None
+            W = None
+            if factorizer.schur or factorizer.compensate:
+                W = stack([gram_root(U[p, j], V[p, j]) for j in range(k)], D.shape[0])
             Lkk = factorizer.factor(D, W if W is not None else np.zeros((D.shape[0], 0)), k, tile=p)
             diagonal.append(Lkk)
             rest = sorted(updated)
@@ -55,8 +66,9 @@ def pivoted_left_looking(A, tolerance, factorizer, block_size, random_state, ove
 
             def update(i, k=k, p=p, Up=Up):
                 Ua, Va = (A.U[i, p], A.V[i, p]) if i > p else (A.V[p, i], A.U[p, i])
-                return sampled_update(Ua, Va, stack([U[i, j] for j in range(k)], Ua.shape[0]), [V[i, j] for j in range(k)], Up,
-                                      [V[p, j] for j in range(k)], tolerance, block_size, seeds[max(i, p), min(i, p)])
+                cross = cross_grams([V[i, j] for j in range(k)], [V[p, j] for j in range(k)])
+                return sampled_update(Ua, Va, stack([U[i, j] for j in range(k)], Ua.shape[0]), Up, cross, tolerance,
+                                      block_size, seeds[max(i, p), min(i, p)])
 
             work = [ara_work(A, U, i, p, block_size, columns=k) for i in rest]
             columns = start_by_work(pool, update, rest, work)()

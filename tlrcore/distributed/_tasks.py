@@ -16,7 +16,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from tlrcore._lapack import trsm_lower
-from tlrcore.cholesky._steps import ColumnSamples, diagonal_update, sampled_update, stack
+from tlrcore.cholesky._steps import ColumnSamples, cross_grams, diagonal_update, sampled_update, stack
 from tlrcore.cholesky.safeguards import DiagonalFactorizer, compensation_lifts
 from tlrcore.compress.generated import compress_tile
 
@@ -134,8 +134,8 @@ def update_tile(row, UV, header, tolerance, block_size, seed):
     the sampled update of :func:`tlrcore.cholesky._steps.sampled_update` (with the
     header's shared sample products), then the triangular solve on its ``V`` side."""
     Ui, Vi = _factors(row)
-    Ut, Vt = sampled_update(UV[0], UV[1], stack(Ui, UV[0].shape[0]), Vi, header.Uk, header.Vk, tolerance, block_size, seed,
-                            header.samples)
+    Ut, Vt = sampled_update(UV[0], UV[1], stack(Ui, UV[0].shape[0]), header.Uk, cross_grams(Vi, header.Vk), tolerance,
+                            block_size, seed, header.samples)
     return Ui + [Ut], Vi + [trsm_lower(header.Lkk, np.asfortranarray(Vt))]
 
 
