@@ -20,6 +20,7 @@ from tlrcore.cholesky._steps import (
     sampled_update,
     solve_column,
     stack,
+    thin_product,
 )
 
 
@@ -285,3 +286,15 @@ def test_column_grams_raise_a_failed_gram_matrix_when_waited_for():
         grams.wait(1)  # column 1 reads only the thin product
         with pytest.raises(TypeError):
             grams.wait(2)
+
+
+def test_thin_product_is_the_product_in_fortran_order():
+    rng = np.random.default_rng(10)
+    A = np.asfortranarray(rng.normal(size=(300, 40)))[:, :35]  # a block of a wider buffer, as RowPanels gives
+    B = rng.normal(size=(35, 7))
+    P = thin_product(A, B)
+    assert P.shape == (300, 7) and P.flags.f_contiguous
+    # the same dot products of length 35, possibly summed in another order
+    bound = 35 * np.finfo(float).eps * (np.abs(A) @ np.abs(B))
+    assert np.all(np.abs(P - A @ B) <= bound)
+    np.testing.assert_array_equal(thin_product(A, B), P)  # the same call on the same data: the same bits
