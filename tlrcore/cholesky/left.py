@@ -119,9 +119,7 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             diagonal[k] = factorizer.factor(*diagonal_update(A.diagonal[k], factors, in_place), k, updated=False)
 
         def solve_next(k, tile):
-            Ut, Vt = tile.result()
-            panels.add(k + 1, k, Ut)
-            V[k + 1, k] = trsm_lower(diagonal[k], np.asfortranarray(Vt))
+            V[k + 1, k] = trsm_lower(diagonal[k], np.asfortranarray(tile.result()))
 
         grams = ColumnGrams(n_t)
         factored = submit(chain, factor_diagonal, 0)
@@ -131,8 +129,12 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             samples = ColumnSamples(Uk, block_size)
 
             def update(i, k=k, Uk=Uk, samples=samples):
-                return sampled_update(A.U[i, k], A.V[i, k], panels.stacked(i), Uk, grams.blocks(i, k),
-                                      tolerance, block_size, seeds[k], samples)
+                """``V`` of the updated tile ``(i, k)``, its ``U`` appended to row `i` (the
+                only row the tile writes to, and no other tile of the column reads)."""
+                Ut, Vt = sampled_update(A.U[i, k], A.V[i, k], panels.stacked(i), Uk, grams.blocks(i, k),
+                                        tolerance, block_size, seeds[k], samples)
+                panels.add(i, k, Ut)
+                return Vt
 
             if k + 1 < n_t:
                 # The next diagonal tile needs only L(k + 1, :k + 1): its tile of this column
@@ -145,10 +147,9 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             collect = start_by_work(pool, update, rest, [ara_work(A, U, i, k, block_size) for i in rest])
             factored.result()  # L(k, k), or its failure raised before the column is waited for
             updated = collect()
-            ranks = [Vt.shape[1] for _, Vt in updated]
-            solved = solve_stacked(diagonal[k], stack([Vt for _, Vt in updated], rows[k]), run)
-            for i, (Ut, _), Vt in zip(rest, updated, np.hsplit(solved, np.cumsum(ranks)[:-1]) if rest else []):
-                panels.add(i, k, Ut)
+            ranks = [Vt.shape[1] for Vt in updated]
+            solved = solve_stacked(diagonal[k], stack(updated, rows[k]), run)
+            for i, Vt in zip(rest, np.hsplit(solved, np.cumsum(ranks)[:-1]) if rest else []):
                 V[i, k] = Vt
             if k + 1 < n_t:
                 solved_next.result()
