@@ -258,8 +258,8 @@ class ColumnGrams:
     taken from the thin ``S_j^T V(j+1, j)`` computed at once by :meth:`add`; ``G_j``,
     first read by column ``j + 2``, is computed by a pool thread meanwhile, and kept as
     one copy per tile column ``k`` of its block column ``G_j[k:, k]``, each dropped by
-    :meth:`release` once column ``k`` is updated (at 131,072 sites the whole ``G_j``
-    would add up to 150 MB).
+    :meth:`release` once column ``k`` is updated (kept whole until the end, the ``G_j``
+    of 131,072 sites would add up to 150 MB).
     """
 
     def __init__(self, n_tiles):
