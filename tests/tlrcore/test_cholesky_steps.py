@@ -1,6 +1,7 @@
 """Steps of the left-looking TLR Cholesky (sampled tile update, column samples, column
 solve, heap trim, the tile pool and chain thread) against dense references."""
 
+import contextlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -249,7 +250,8 @@ def test_column_grams_give_each_tiles_cross_products(threads):
     n_t, p = 7, 50
     ranks = {(i, j): int(rng.integers(0, 6)) for j in range(n_t) for i in range(j + 1, n_t)}
     V = {pair: rng.normal(size=(p, r)) * 10.0 ** rng.integers(-3, 3, size=r) for pair, r in ranks.items()}
-    with ThreadPoolExecutor(threads) if threads else _no_pool() as pool:
+    # no pool (None): tlrcore._threads.submit calls at once
+    with ThreadPoolExecutor(threads) if threads else contextlib.nullcontext() as pool:
         grams = ColumnGrams(n_t)
         for k in range(n_t):
             grams.wait(k)
@@ -266,16 +268,6 @@ def test_column_grams_give_each_tiles_cross_products(threads):
                 grams.add(k, V[k + 1, k], stack(rest, p), [v.shape[1] for v in rest], pool)
             grams.release(k)
             assert grams._by_column[k] == {}
-
-
-class _no_pool:
-    """``None`` in a ``with`` statement: :func:`tlrcore._threads.submit` then calls at once."""
-
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def test_column_grams_raise_a_failed_gram_matrix_when_waited_for():

@@ -149,7 +149,7 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             updated = collect()
             ranks = [Vt.shape[1] for Vt in updated]
             solved = solve_stacked(diagonal[k], stack(updated, rows[k]), run)
-            for i, Vt in zip(rest, np.hsplit(solved, np.cumsum(ranks)[:-1]) if rest else []):
+            for i, Vt in zip(rest, np.hsplit(solved, np.cumsum(ranks)[:-1])):
                 V[i, k] = Vt
             if k + 1 < n_t:
                 solved_next.result()

@@ -467,4 +467,3 @@ def recompress_orthonormal(Q, B, tol, max_rank=None):
     w, s, zt = svd(R)
     rank = truncation_rank(s, tol, max_rank)
     return _truncated(s, rank, Q @ (zt[:rank].T * s[:rank]), _apply_q(reflectors, w[:, :rank]))
-
