@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 import tlrcore
+from tlrcore._malloc import small_pages
 from tlrcore._threads import one_blas_thread, one_blas_thread_block
 from tlrcore._threads import workers as tile_threads
 from tlrcore.backends import NUMPY, Backend
@@ -60,6 +61,7 @@ __all__ = [
     "one_blas_thread_block",
     "resolve_client",
     "site_order",
+    "small_pages",
     "tile_progress",
     "tile_threads",
     "tlr_covariance",

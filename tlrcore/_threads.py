@@ -33,6 +33,8 @@ from typing import Callable, ParamSpec, TypeVar
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from tlrcore._malloc import small_pages
+
 __all__ = [
     "PROGRESS_DELAY",
     "by_rows",
@@ -80,14 +82,16 @@ def workers():
 
 @contextmanager
 def tile_pool(count):
-    """BLAS pinned to one thread, and a thread pool of `count` workers (None for one).
+    """BLAS pinned to one thread, new arrays on small pages
+    (:func:`tlrcore._malloc.small_pages`), and a thread pool of `count` workers (None for
+    one).
 
     Yields
     ------
     concurrent.futures.ThreadPoolExecutor or None
         None when ``count <= 1``: the work then runs in the calling thread.
     """
-    with one_blas_thread_block(), (_executor(count) if count > 1 else nullcontext()) as pool:
+    with one_blas_thread_block(), small_pages(), (_executor(count) if count > 1 else nullcontext()) as pool:
         yield pool
 
 

@@ -44,6 +44,7 @@ from geostat.solvers import (
     distributed_tlr_factor,
     resolve_client,
     site_order,
+    small_pages,
     tlr_factor,
     tlr_matrix,
     worker_session,
@@ -146,15 +147,16 @@ class TLRLikelihood(Likelihood):
     @contextlib.contextmanager
     def fitting(self):
         """A context for the evaluations of one fit: BLAS on one thread in this process
-        (:meth:`Likelihood.fitting`), and on the CPU, in this process, a session of worker
-        processes (:func:`tlrcore.compress.worker_processes.session`; when it closes they
-        wait idle for the next fit, then stop). They compress the builds' tile columns (by default for tiles of at most
-        1024, when they are forked as it opens, and for builds of at least
-        :data:`~tlrcore.compress.worker_processes.AUTO_MIN_COLUMNS` tile columns) and
-        evaluate the block Vecchia likelihood
-        that starts Fisher scoring (:mod:`geostat.likelihood.vecchia`; forked at its first
-        evaluation, if not before)."""
-        with super().fitting():
+        (:meth:`Likelihood.fitting`); new arrays on small pages, for the probe blocks and
+        solves of the scoring iterations as well as the tile algorithms
+        (:func:`tlrcore._malloc.small_pages`); and on the CPU, in this process, a session of
+        worker processes (:func:`tlrcore.compress.worker_processes.session`; when it closes
+        they wait idle for the next fit, then stop). They compress the builds' tile columns
+        (by default for tiles of at most 1024, when they are forked as it opens, and for
+        builds of at least :data:`~tlrcore.compress.worker_processes.AUTO_MIN_COLUMNS` tile
+        columns) and evaluate the block Vecchia likelihood that starts Fisher scoring
+        (:mod:`geostat.likelihood.vecchia`; forked at its first evaluation, if not before)."""
+        with super().fitting(), small_pages():
             if self.client is not None or self.backend.batched_by_default:
                 yield
                 return

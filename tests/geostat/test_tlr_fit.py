@@ -307,3 +307,31 @@ def test_a_fit_runs_with_blas_on_one_thread_and_restores_it_after(monkeypatch, r
         gs.SpatialGP(method=method, tile_size=128, smoothness=1.5).fit(X, y[:, 0])
         assert blas_threads() == before
     assert seen and all(n == 1 for n in seen[0])
+
+
+@pytest.mark.parametrize("method", ["exact", "tlr"])
+def test_a_tlr_fit_keeps_new_arrays_off_huge_pages_and_restores_numpys_advice(monkeypatch, rng, method):
+    """The probe blocks of the scoring iterations are made outside the tile pools: the TLR
+    likelihood's fitting context turns NumPy's huge-page advice off for the whole fit
+    (tlrcore._malloc.small_pages); the exact fit's dense factors keep it."""
+    multiarray = pytest.importorskip("numpy._core.multiarray")
+    if not hasattr(multiarray, "_get_madvise_hugepage") or not tlrcore._malloc._tuning_enabled():
+        pytest.skip("no huge-page switch in this NumPy, or allocator tuning off here")
+    import geostat.estimator
+
+    seen = []
+    maximize = geostat.estimator.maximize_likelihood
+
+    def spy(*args, **kwargs):
+        seen.append(multiarray._get_madvise_hugepage())
+        return maximize(*args, **kwargs)
+
+    monkeypatch.setattr(geostat.estimator, "maximize_likelihood", spy)
+    X, y, _ = data(300, rng, replicates=1, missing=0.0)
+    before = multiarray._set_madvise_hugepage(True)
+    try:
+        gs.SpatialGP(method=method, tile_size=128, smoothness=1.5).fit(X, y[:, 0])
+        assert multiarray._get_madvise_hugepage()
+    finally:
+        multiarray._set_madvise_hugepage(before)
+    assert seen == [method == "exact"]

@@ -1,11 +1,14 @@
 """tlrcore._threads.one_blas_thread_block: BLAS on one thread inside a block, nested blocks
 of a thread leaving the setting to the outermost, which restores it, and the BLAS libraries
-found once."""
+found once; the tile pools' small pages (tlrcore._malloc.small_pages)."""
+
+import threading
 
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from tlrcore import _threads
+from tlrcore import _malloc, _threads
+from tlrcore._malloc import small_pages
 from tlrcore._threads import one_blas_thread, one_blas_thread_block
 
 
@@ -59,3 +62,50 @@ def test_the_libraries_are_found_once(monkeypatch, two_blas_threads):
         with one_blas_thread_block():
             pass
     assert len(made) == 1
+
+
+@pytest.fixture
+def huge_page_advice(monkeypatch):
+    """NumPy's switch of the huge-page advice, on at the start (restored after)."""
+    multiarray = pytest.importorskip("numpy._core.multiarray")
+    if not hasattr(multiarray, "_get_madvise_hugepage") or _malloc._set_madvise_hugepage is None:
+        pytest.skip("this NumPy has no huge-page switch")
+    if not _malloc._tuning_enabled():
+        pytest.skip("allocator tuning is off here (not Linux, or TLRCORE_MALLOC_TUNING=0)")
+    before = multiarray._set_madvise_hugepage(True)
+    yield multiarray._get_madvise_hugepage
+    multiarray._set_madvise_hugepage(before)
+
+
+def test_tile_pools_keep_new_arrays_off_huge_pages_until_the_last_closes(huge_page_advice):
+    """The advice is off while any block is open, in any thread, and back on when the last
+    one closes, whatever order the threads close them in (and when a block raises)."""
+    opened, release = threading.Event(), threading.Event()
+
+    def other_thread():
+        with _threads.tile_pool(1):
+            opened.set()
+            release.wait(10)
+
+    with _threads.tile_pool(2) as pool:
+        assert not huge_page_advice()
+        with small_pages():
+            assert not huge_page_advice()
+        assert not huge_page_advice()
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        assert opened.wait(10)
+        assert pool.submit(huge_page_advice).result() is False
+    assert not huge_page_advice()  # the other thread's block is still open
+    release.set()
+    thread.join(10)
+    assert huge_page_advice()
+    with pytest.raises(RuntimeError), small_pages():
+        raise RuntimeError
+    assert huge_page_advice()
+
+
+def test_small_pages_can_be_turned_off(huge_page_advice, monkeypatch):
+    monkeypatch.setenv("TLRCORE_MALLOC_TUNING", "0")
+    with small_pages():
+        assert huge_page_advice()
