@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from geostat.distance import central_angle, check_lonlat
+from geostat.kernels._base import array_namespace, map_chunks
 from geostat.kernels.tabulation import LogDistanceTable, RadialFunction, RadialTable
 
 __all__ = ["NEGLIGIBLE_DERIVATIVE", "TABULATE_PAIRS", "PairCorrelation", "Sites"]
@@ -259,7 +260,11 @@ class _CovarianceBlock:
         self._nugget = float(params.get("nugget", 0.0))
 
     def _covariance(self, d):
-        """The covariance at the distances `d`, a new array that it overwrites."""
+        """The covariance at the distances `d`, a new array that it overwrites (in chunks:
+        :func:`~geostat.kernels._base.map_chunks`)."""
+        return _in_place(self._scaled_correlation, d)
+
+    def _scaled_correlation(self, d):
         C = self._correlation(d, overwrite_d=True)
         C *= self._variance
         return C
@@ -288,6 +293,15 @@ class _CovarianceBlock:
         return C
 
 
+def _in_place(func, d):
+    """The elementwise `func` of the new array `d`, written over it (over a C-ordered copy
+    if it is not C-ordered) chunk by chunk."""
+    d = array_namespace(d).ascontiguousarray(d)
+    flat = d.reshape(-1)
+    map_chunks(func, flat, flat)
+    return d
+
+
 def _radial(kernel, range_, shape, name=None):
     """The correlation of `kernel` (or its derivative `name`) as a function of distance:
     a :class:`~geostat.kernels.tabulation.RadialTable` for a costly kernel, whose blocks'
@@ -313,6 +327,11 @@ class _GradientBlock:
         self._derivative_of = _radial(kernel, theta["range"], shape, name)
 
     def _derivative(self, d):
+        """The derivative at the distances `d`, a new array that it overwrites (in chunks,
+        as :meth:`_CovarianceBlock._covariance`)."""
+        return _in_place(self._significant_derivative, d)
+
+    def _significant_derivative(self, d):
         D = self._derivative_of(d)
         D[abs(D) < NEGLIGIBLE_DERIVATIVE] = 0.0
         return D

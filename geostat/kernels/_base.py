@@ -46,7 +46,7 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["DEVICE_CHUNK", "Kernel", "array_namespace", "get_num_threads", "set_num_threads"]
+__all__ = ["DEVICE_CHUNK", "Kernel", "array_namespace", "get_num_threads", "map_chunks", "set_num_threads"]
 
 logger = logging.getLogger(__name__)
 
@@ -192,9 +192,24 @@ def _threaded(formula, u, names, xp, out=None):
     into preallocated outputs (the values into `out` when given, which may be `u`)."""
     if u.size <= _PARALLEL_MIN_SIZE:
         return formula(u, names)
-    m = np.empty(u.size) if out is None else out
-    u_dm_du = None if names is None else np.empty(u.size)
-    dshape = {name: np.empty(u.size) for name in names or ()}
+    return _into_outputs(formula, u, names, np.empty, out, _for_chunks)
+
+
+def _bounded(formula, u, names, xp, out=None):
+    """Other array modules: chunks of :data:`DEVICE_CHUNK` entries one after the other
+    (the temporaries of one chunk at a time; the values into `out` when given, which may
+    be `u`)."""
+    if u.size <= DEVICE_CHUNK:
+        return formula(u, names)
+    return _into_outputs(formula, u, names, xp.empty, out, _device_chunks)
+
+
+def _into_outputs(formula, u, names, empty, out, loop):
+    """`formula` of the chunks of `u` that ``loop(work, u.size)`` visits, written into
+    outputs made by `empty` (the values into `out` when given)."""
+    m = empty(u.size) if out is None else out
+    u_dm_du = None if names is None else empty(u.size)
+    dshape = {name: empty(u.size) for name in names or ()}
 
     def work(start, stop):
         part = slice(start, stop)
@@ -204,31 +219,42 @@ def _threaded(formula, u, names, xp, out=None):
             for name in names:
                 dshape[name][part] = dshape_part[name]
 
-    _for_chunks(work, u.size)
+    loop(work, u.size)
     return m, u_dm_du, dshape
 
 
-def _bounded(formula, u, names, xp, out=None):
-    """Other array modules: chunks of :data:`DEVICE_CHUNK` entries one after the other
-    (the temporaries of one chunk at a time; the values into `out` when given, which may
-    be `u`)."""
-    if u.size <= DEVICE_CHUNK:
-        return formula(u, names)
-    m = xp.empty(u.size) if out is None else out
-    u_dm_du = None if names is None else xp.empty(u.size)
-    dshape = {name: xp.empty(u.size) for name in names or ()}
-    for start in range(0, u.size, DEVICE_CHUNK):
-        part = slice(start, start + DEVICE_CHUNK)
-        m[part], u_dm_du_part, dshape_part = formula(u[part], names)
-        if names is not None:
-            u_dm_du[part] = u_dm_du_part
-            for name in names:
-                dshape[name][part] = dshape_part[name]
-    return m, u_dm_du, dshape
+def _device_chunks(func, size):
+    """Call ``func(start, stop)`` on consecutive slices of :data:`DEVICE_CHUNK` entries
+    covering ``range(size)``, one after the other."""
+    for start in range(0, size, DEVICE_CHUNK):
+        func(start, min(start + DEVICE_CHUNK, size))
+
+
+def map_chunks(func, x, out):
+    """``out[part] = func(x[part])`` over consecutive parts of the 1-D arrays `x` and `out`
+    (which may be `x`), for an elementwise `func`.
+
+    NumPy arrays go in chunks of ``_CHUNK_SIZE`` entries on the kernel thread pool, as the
+    formulas (:func:`_for_chunks`), so that every temporary of `func` stays in the cache
+    instead of being a fresh array of `x`'s size (whose memory the system zeroes at its
+    first touch); other modules' arrays go in chunks of :data:`DEVICE_CHUNK` entries.
+
+    Returns
+    -------
+    out
+    """
+
+    def work(start, stop):
+        out[start:stop] = func(x[start:stop])
+
+    _CHUNK_LOOPS.get(array_namespace(x).__name__, _device_chunks)(work, x.size)
+    return out
 
 
 #: Chunking strategy by array module (module name); others use :func:`_bounded`.
 _CHUNKING = {"numpy": _threaded}
+#: Loop over chunks of :func:`map_chunks` by array module; others use :func:`_device_chunks`.
+_CHUNK_LOOPS = {"numpy": _for_chunks}
 
 
 def _check_real(value, argname):

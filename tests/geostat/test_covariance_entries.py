@@ -4,9 +4,11 @@ blocks give it."""
 import numpy as np
 import pytest
 
+import geostat.kernels._base as kernel_base
 from geostat.covariance import Sites
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
+from geostat.kernels.tabulation import RadialFunction, RadialTable
 from geostat.solvers import NUMPY
 
 
@@ -99,3 +101,39 @@ def test_the_nugget_goes_on_every_pair_of_one_site():
     far = block.entries(np.arange(0, 5)[:, None], np.arange(10, 15)[None, :])  # disjoint: no nugget
     np.testing.assert_allclose(far, block(np.arange(0, 5), np.arange(10, 15)), rtol=1e-12)
     assert np.all(far < 1.5)
+
+
+@pytest.mark.parametrize("chunking", ["threaded", "bounded"])
+@pytest.mark.parametrize("smoothness", [1.5, 0.8], ids=["formula", "table"])
+def test_blocks_evaluated_in_chunks_equal_one_evaluation_of_the_distances(smoothness, chunking, monkeypatch):
+    """A block large enough to be cut into chunks (:func:`~geostat.kernels._base.map_chunks`)
+    holds, chunk by chunk in the memory of its distances, what one evaluation of all its
+    distances gives: bit for bit through a formula (elementwise); to the table's rounding
+    through a :class:`~geostat.kernels.tabulation.RadialTable`, whose log and floor may
+    be vectorized differently on another length."""
+    coords = np.random.default_rng(8).uniform(size=(300, 2))
+    kern = get_kernel("matern", None if smoothness == 0.8 else smoothness)
+    sites = Sites(coords, get_distance("euclidean"), NUMPY)
+    theta = {"range": 0.2, "smoothness": smoothness}
+    rows, cols = np.arange(0, 120), np.arange(50, 300)  # 30,000 entries: one evaluation
+    d = sites.distances(rows, cols)
+    shape = kern.resolve_shape({"smoothness": smoothness})
+    radial = RadialTable if kern.costly else RadialFunction
+    expected_C = 2.0 * radial(kern, 0.2, shape)(d.copy()) + 0.1 * (rows[:, None] == cols[None, :])
+    expected_D = radial(kern, 0.2, shape, "range")(d.copy())
+    expected_D[np.abs(expected_D) < 1e-100] = 0.0
+    if chunking == "bounded":  # the loop of arrays other than NumPy's, on NumPy
+        monkeypatch.setattr(kernel_base, "_CHUNK_LOOPS", {})
+        monkeypatch.setattr(kernel_base, "DEVICE_CHUNK", 1000)
+    else:
+        monkeypatch.setattr(kernel_base, "_PARALLEL_MIN_SIZE", 1000)
+        monkeypatch.setattr(kernel_base, "_CHUNK_SIZE", 777)
+    C = sites.covariance_block(kern, {"variance": 2.0, "nugget": 0.1, **theta})(rows, cols)
+    D = sites.gradient_block(kern, theta, "range")(rows, cols)
+    if kern.costly:
+        np.testing.assert_allclose(C, expected_C, rtol=0, atol=1e-12 * np.abs(expected_C).max())
+        np.testing.assert_allclose(D, expected_D, rtol=0, atol=1e-12 * np.abs(expected_D).max())
+    else:
+        np.testing.assert_array_equal(C, expected_C)
+        np.testing.assert_array_equal(D, expected_D)
+    assert C.flags.c_contiguous and C.shape == D.shape == (120, 250)
