@@ -27,11 +27,13 @@ compact and zero 2 MiB pages, and the time that takes varies widely: touching 2 
 without the advice. The tile algorithms make and drop such arrays all the time (dense
 diagonal tiles, stacked factors, samples, blocks of right-hand sides), so inside their
 thread pools (:func:`tlrcore._threads.tile_pool`) :func:`small_pages` turns the advice
-off. Measured there (NumPy 2.4, two cores, alternating runs): the build of 131,072 sites
-(exponential kernel, accuracy 1e-8) 11.0-11.2 s against 12.7-13.0 s, its factorization
-14.8-15.4 s against 15.7-16.0 s; a Fisher-scoring fit of 16,384 sites 11.4-11.8 s against
-12.6-12.7 s. Dense code outside the tile algorithms keeps NumPy's default (SciPy's dense
-Cholesky of 16,384 sites was 12 % slower without huge pages).
+off; a caller may hold it open across the steps between them (geostat's TLR fits do).
+Measured (NumPy 2.4, two cores, with and without, alternating runs): the build of 131,072
+sites (exponential kernel, accuracy 1e-8) 12.6-12.7 s against 14.1-14.9 s, its
+factorization 16.7-16.9 s against 17.3 s; a Fisher-scoring fit of 16,384 sites 12.7-13.1 s
+against 13.2-13.7 s; the build of 262,144 sites unchanged (51.8-52.6 s against
+50.8-52.5 s). Dense code outside the tile algorithms keeps NumPy's default: SciPy's dense
+Cholesky of 16,384 sites was 13 % slower without huge pages.
 
 The tiles below the threshold (low-rank factors of a few hundred KiB) live in the heap.
 When ``cholesky(A, overwrite_a=True)`` frees a tile column of ``A``, glibc keeps the freed
