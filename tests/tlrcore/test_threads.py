@@ -65,7 +65,7 @@ def test_the_libraries_are_found_once(monkeypatch, two_blas_threads):
 
 
 @pytest.fixture
-def huge_page_advice(monkeypatch):
+def huge_page_advice():
     """NumPy's switch of the huge-page advice, on at the start (restored after)."""
     multiarray = pytest.importorskip("numpy._core.multiarray")
     if not hasattr(multiarray, "_get_madvise_hugepage") or _malloc._set_madvise_hugepage is None:
@@ -78,8 +78,9 @@ def huge_page_advice(monkeypatch):
 
 
 def test_tile_pools_keep_new_arrays_off_huge_pages_until_the_last_closes(huge_page_advice):
-    """The advice is off while any block is open, in any thread, and back on when the last
-    one closes, whatever order the threads close them in (and when a block raises)."""
+    """The advice is off while any block is open, in any thread, and back on only when the
+    last one closes (here another thread's, after the first thread's), also after a block
+    that raises."""
     opened, release = threading.Event(), threading.Event()
 
     def other_thread():
