@@ -32,6 +32,9 @@ step 180 pytest-gpu python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gp
 # 2. One log-likelihood at 131,072 sites (35.5-44.3 s on an H200, 48.9 s on an H100, against
 #    54-72 s on two CPU cores); the script times a second, phased evaluation after it.
 step 200 tlr131k python3 benchmarks/gpu.py --parts 2 --backend cupy --sizes 131072 --accuracies 1e-8 --repeats 1
+# 2a. A whole TLR fit by Fisher scoring on the GPU (issue 17): Matern 1.5 + nugget + mean at
+#    16,384 sites, in evaluation equivalents (the field is simulated on the CPU first).
+step 150 fit16k python3 benchmarks/fit_tlr.py --n 16384 --search scoring --device gpu
 # 2b. Where the time of a 65,536-site build and factorization goes (cProfile; statistics in
 #    $logs/profile). An H200 took 14.5 s unprofiled: a third waiting on the column updates'
 #    sampling, then host eigensolves and small host-to-device copies.

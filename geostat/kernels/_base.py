@@ -187,6 +187,11 @@ def array_namespace(x):
     return importlib.import_module(type(x).__module__.partition(".")[0])
 
 
+def _writeable(a):
+    """Whether `a` may be written: NumPy's flag; CuPy's flags have none (its arrays always are)."""
+    return getattr(a.flags, "writeable", True)
+
+
 def _threaded(formula, u, names, xp, out=None):
     """NumPy: the whole array at once when small, else chunks on the thread pool written
     into preallocated outputs (the values into `out` when given, which may be `u`)."""
@@ -483,7 +488,7 @@ class Kernel(abc.ABC):
             for, as in :meth:`correlation_and_gradient`.
         """
         xp = array_namespace(d)
-        in_place = overwrite_d and not gradient and d.flags.c_contiguous and d.flags.writeable
+        in_place = overwrite_d and not gradient and d.flags.c_contiguous and _writeable(d)
         if in_place:
             u = d.reshape(-1)
             u /= range_

@@ -92,6 +92,32 @@ def test_overwrite_d_gives_the_same_values_in_the_distances_own_memory(case, chu
     assert same(overwritten, plain) and np.shares_memory(overwritten, d)
 
 
+class DeviceFlags(np.ndarray):
+    """NumPy memory with CuPy's flags: contiguity and ownership, no ``writeable``."""
+
+    @property
+    def flags(self):
+        own = np.ndarray.flags.__get__(self)
+        return types.SimpleNamespace(c_contiguous=own.c_contiguous, f_contiguous=own.f_contiguous,
+                                     owndata=own.owndata)
+
+
+@pytest.mark.parametrize("case", ["exponential", "matern-1.3"])
+def test_overwrite_d_asks_only_for_flags_cupy_has(case, monkeypatch):
+    """CuPy's flags have no ``writeable`` (its arrays always are): such an array is
+    overwritten like a writeable NumPy one, in the GPU's chunks (an H200 run once failed
+    on the missing flag)."""
+    kernel, shape = KERNELS[case]
+    monkeypatch.setattr(kernel_base, "_CHUNKING", {})
+    monkeypatch.setattr(kernel_base, "DEVICE_CHUNK", 1000)
+    values = kernel.resolve_shape(shape)
+    d = np.abs(np.random.default_rng(2).normal(size=(40, 50))) * 3.0
+    plain = kernel.evaluate(d, 0.3, values)[0]
+    device = d.copy().view(DeviceFlags)
+    overwritten = kernel.evaluate(device, 0.3, values, overwrite_d=True)[0]
+    assert np.array_equal(overwritten, plain) and np.shares_memory(overwritten, device)
+
+
 @pytest.mark.parametrize("shape", [(0,), (0, 3), (1,), (4, 1)])
 def test_shapes_are_kept_including_empty(shape):
     d = np.ones(shape)

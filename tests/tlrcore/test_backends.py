@@ -1,11 +1,14 @@
 """The array back ends against SciPy: Cholesky with per-matrix info, triangular solves,
 reproducible samples, and the errors of get_backend."""
 
+import functools
+
 import numpy as np
 import pytest
 import scipy.linalg
+from scipy.spatial.distance import squareform
 
-from tlrcore.backends import NUMPY, cupy_available, get_backend
+from tlrcore.backends import NUMPY, Backend, cupy_available, get_backend
 
 
 def spd(rng, m, count=None):
@@ -53,6 +56,17 @@ def test_normal_is_reproducible(backend):
     first, again, other = (B.to_host(B.normal(seed, (50, 3))) for seed in (7, 7, 8))
     assert np.array_equal(first, again) and not np.array_equal(first, other)
     assert abs(first.mean()) < 0.5 and 0.5 < first.std() < 1.5
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 300])
+def test_squareform_matches_scipy(backend, n):
+    """The generic squareform (the GPU's) and NumPy's: SciPy's matrix, bit for bit (copies)."""
+    values = np.random.default_rng(n).uniform(size=n * (n - 1) // 2)
+    expected = squareform(values, checks=False)
+    np.fill_diagonal(expected, 2.5)
+    B = get_backend(backend)
+    for square in (B.squareform, functools.partial(Backend.squareform, B)):
+        assert np.array_equal(B.to_host(square(B.asarray(values), n, 2.5)), expected)
 
 
 def test_get_backend_names_arrays_and_errors():

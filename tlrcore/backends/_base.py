@@ -148,16 +148,14 @@ class Backend:
     def squareform(self, values, n, diagonal):
         """The symmetric ``n x n`` matrix of condensed off-diagonal `values` (the pairs
         ``i < j`` row by row, as ``scipy.spatial.distance.pdist``) and a constant
-        `diagonal`."""
+        `diagonal`: one masked copy into each triangle (a mask of ``n^2`` bytes), not a
+        copy per row (on an H200, 30 ms at 1,024 sites: a kernel launch per copy)."""
         xp = self.xp
+        upper = xp.arange(n)[:, None] < xp.arange(n)  # the pairs i < j, row by row: pdist's order
         out = xp.empty((n, n))
-        start = 0
-        for i in range(n):
-            stop = start + n - 1 - i
-            out[i, i + 1 :] = values[start:stop]
-            out[i + 1 :, i] = values[start:stop]
-            out[i, i] = diagonal
-            start = stop
+        out[upper] = values
+        out.T[upper] = values
+        xp.fill_diagonal(out, diagonal)
         return out
 
     def cdist(self, a, b):
