@@ -349,7 +349,9 @@ def recompress(U, V, tol, max_rank=None):
             V_new, norm_v = right.times(zt[:rank].T)
             return U_new, V_new, U.shape[1], norm_u + (s[0] if s.size else 0.0) * norm_v
 
-        kept = _gram_truncation(s, tol, max_rank, 1.0 + left.departure + right.departure, products)
+        residual = _product_residual(U, V, left.residual, right.residual)
+        kept = _gram_truncation(s, tol, max_rank, 1.0 + left.departure + right.departure, products, residual,
+                                spare=0.02)
         if kept is not None:
             return kept
     qu, ru = _householder_qr(U)
@@ -359,24 +361,47 @@ def recompress(U, V, tol, max_rank=None):
     return _truncated(s, rank, _apply_q(qu, w[:, :rank] * s[:rank]), _apply_q(qv, zt[:rank].T))
 
 
-def _gram_truncation(s, tol, max_rank, inflation, products):
+def _product_residual(U, V, residual_u, residual_v):
+    """Bound on ``||U V^T - (P_U R_U)(P_V R_V)^T||_F`` for bases with residuals
+    ``||U - P_U R_U||_F <= residual_u`` and ``||V - P_V R_V||_F <= residual_v``."""
+    if residual_u == 0.0 and residual_v == 0.0:
+        return 0.0
+    return residual_u * float(np.linalg.norm(V)) + (float(np.linalg.norm(U)) + residual_u) * residual_v
+
+
+def _gram_truncation(s, tol, max_rank, inflation, products, residual=0.0, spare=0.0):
     """The truncation of singular values `s` through Cholesky-Gram bases, or None where its
     error bound is not certified within `tol`.
 
     The rank is that of the budget ``tol / inflation``; ``products(rank)`` returns the
     kept factors, the bases' column count ``k`` and the size of the products' rounding
-    (:func:`~tlrcore.compress._gram.rounding_bound`). The error is then at most
-    ``inflation ||s[rank:]|| + rounding``; a truncation is kept when that is within
-    `tol`, or when `max_rank` cut the rank below the budget's (the tolerance is then not
-    asked for).
+    (:func:`~tlrcore.compress._gram.rounding_bound`); `residual` bounds the distance of
+    the product factored by the bases from the given one (second-pass bases). The error
+    is then at most ``inflation ||s[rank:]|| + rounding + residual``; a truncation is
+    kept when that is within `tol`, or when `max_rank` cut the rank below the budget's
+    (the tolerance is then not asked for). A rank whose tail leaves no room for the
+    rounding found is tried once more with the rank of the budget less that rounding
+    (near-field tiles: their tails fill the budget to within the few per cent that the
+    rounding bound takes). A rank more than ``1 + spare h`` above the rank ``h`` of the
+    budget itself (the Householder path's) is not kept. :func:`recompress` spares 2 %:
+    at 65,536 sites its near-field tiles (ranks 175-192) keep up to 3 more, 0.1 % more
+    memory in all, instead of two Householder QRs each, which took 10-15 % of the
+    build's CPU time; :func:`recompress_orthonormal` (one QR to save) spares none.
     """
-    needed = truncation_rank(s, tol / inflation)
-    rank = needed if max_rank is None else min(needed, max_rank)
-    U, V, k, size = products(rank)
-    rounding = rounding_bound(k, inflation * size)
-    tail = math.sqrt(float(np.sum(s[rank:][::-1] ** 2)))
-    if rank < needed or inflation * tail + rounding <= tol:
-        return _truncated(s, rank, U, V, inflation, rounding)
+    budget = tol - residual
+    rank, householder = -1, truncation_rank(s, tol)
+    most = householder + 1 + int(spare * householder)
+    for _ in range(2):
+        needed = truncation_rank(s, budget / inflation) if budget > 0.0 else s.size
+        if needed > most or (needed if max_rank is None else min(needed, max_rank)) == rank:
+            return None
+        rank = needed if max_rank is None else min(needed, max_rank)
+        U, V, k, size = products(rank)
+        rounding = rounding_bound(k, inflation * size) + residual
+        tail = math.sqrt(float(np.sum(s[rank:][::-1] ** 2)))
+        if rank < needed or inflation * tail + rounding <= tol:
+            return _truncated(s, rank, U, V, inflation, rounding)
+        budget = tol - rounding
     return None
 
 
@@ -460,7 +485,7 @@ def recompress_orthonormal(Q, B, tol, max_rank=None):
             V, norm = basis.times(w[:, :rank])
             return Q @ (zt[:rank].T * s[:rank]), V, B.shape[1], (s[0] if s.size else 0.0) * norm
 
-        kept = _gram_truncation(s, tol, max_rank, 1.0 + basis.departure, products)
+        kept = _gram_truncation(s, tol, max_rank, 1.0 + basis.departure, products, basis.residual)
         if kept is not None:
             return kept
     reflectors, R = _householder_qr(B)
