@@ -19,11 +19,12 @@ round by ``|dG_ij| <= m eps ||x_i|| ||x_j||``, Cholesky's backward error is
 .. math:: \delta = \|P^T P - I\|_2 \le (m + k + 1)\,\varepsilon\,\mathrm{tr}(G)\,\|L^{-1}\|_F^2,
 
 computed (with a 1 % margin) from the small ``L^{-1}``. A basis whose bound is above
-:data:`DEPARTURE` (a condition number of ``M_s`` above about 5e4 at ``m = 2048``) gets a
-second pass (below); where the Gram matrix's Cholesky refuses, :func:`gram_basis`
-returns None and the caller falls back to Householder QR. A truncation ``P_U X P_V^T`` has Frobenius norm
-within the factors ``1 +- (delta_U + delta_V)`` of ``||X||_F``, so a caller that divides
-its budget by ``1 + delta_U + delta_V`` keeps its tolerance.
+:data:`DEPARTURE` (a condition number of ``M_s`` above about 5e4 at ``m = 2048``) gets
+a second pass (below); where the Gram matrix's Cholesky refuses, :func:`gram_basis`
+returns None and the caller falls back to Householder QR. A truncation
+``P_U X P_V^T`` has Frobenius norm within the factors ``1 +- (delta_U + delta_V)`` of
+``||X||_F``, so a caller that divides its budget by ``1 + delta_U + delta_V`` keeps its
+tolerance.
 
 **Second pass (CholeskyQR2).** Where the bound is above :data:`DEPARTURE` but the Gram
 matrix's Cholesky succeeds (near-field ACA factors of rank about 220, condition numbers
@@ -32,9 +33,10 @@ nearly orthonormal: its own Gram basis ``P_1 = P R_2`` passes the bound, and
 ``M = P R_2 R_1`` with ``R_1 = L_1^T D``. The solve's backward error, row by row
 ``|m_i - p_i L_1^T| <= gamma_k |p_i| |L_1^T|`` (Higham, *Accuracy and Stability*, Thm
 8.5), scaled by ``D``, leaves a residual
-``||M - P R||_F <= 2 (k + 1) eps ||P_1||_F ||R_1||_F`` (doubled for blocked BLAS), which
-the callers add to their error; it is 0 for one pass. Householder QR remains for factors whose Gram
-matrix is not positive definite, or whose second pass fails the bound.
+``||M - P R||_F <= 2 (k + 1) eps ||P_1||_F ||R_1||_F`` (doubled for blocked BLAS),
+which the callers add to their error; it is 0 for one pass. Householder QR remains for
+factors whose Gram matrix is not positive definite, or whose second pass fails the
+bound.
 
 **Rounding of the products.** ``M_s Z`` with ``Z = L^{-T} Y`` rounds by at most
 ``k eps ||M_s||_F ||Z||_F = k^{3/2} eps ||Z||_F`` (first order), and the solve's backward
@@ -47,8 +49,9 @@ Measured on 229 ACA tiles of the 131,072-site exponential build (2048 rows, rank
 before truncation) and 34 of the co2 8,192-cell Matérn fit: the ranks of Householder QR
 (one tile of the 263 one higher), recompression 20 % and 30 % faster; on 189 projections
 of ARA in the 131K factorization (``recompress_orthonormal``), 35 % faster. With the
-second pass, the 45 of 496 tiles of the 65,536-site build that had fallen back to
-Householder QR (1.7 of 10.0 CPU seconds in its QR and reflectors) no longer do: recompression 3.2 -> 2.35 CPU s.
+second pass (and the retry of ``_recompress._gram_truncation``), none of the 496 tiles
+of the 65,536-site build falls back to Householder QR, where 45 had (1.7 of its 10.0
+CPU seconds in their QRs and reflectors): recompression 3.2 -> 2.4 CPU seconds.
 """
 
 from __future__ import annotations
