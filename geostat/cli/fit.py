@@ -38,6 +38,7 @@ def run_fit(args):
         method=args.method,
         accuracy=args.accuracy,
         tile_size=args.tile_size,
+        device=args.device,
         reml=args.reml,
         random_state=args.seed,
         verbose=verbose_level(args),
@@ -58,6 +59,7 @@ def run_fit(args):
         "kernel": fitted_kernel(model),
         "distance": model.distance_,
         "method": model.method_,
+        "device": args.device,
         "accuracy": model.accuracy_,
         "loglik_error": model.loglik_error_,
         "reml": bool(args.reml),
@@ -130,6 +132,7 @@ def table(result, model):
         f"geostat fit: {result['data']}  (value: {value}, transform: {result['transform']})",
         f"kernel {result['kernel']}, distance {result['distance']}, method {result['method']}"
         + (f" (accuracy {result['accuracy']:g})" if result["accuracy"] is not None else "")
+        + (" on the GPU" if result["device"] == "gpu" else "")
         + (", REML" if result["reml"] else ""),
         "",
         f"{'parameter':<14}{'estimate':>14}{'std. error':>14}" + interval_header(result["intervals"]),

@@ -40,6 +40,8 @@ def build_parser():
     fit.add_argument("--method", default="auto", help="auto, exact or tlr (auto: tlr from 4096 sites)")
     fit.add_argument("--accuracy", type=float, default=1e-8, help="relative accuracy of the TLR method")
     fit.add_argument("--tile-size", type=int, help="TLR tile size (default grows like sqrt(n))")
+    fit.add_argument("--device", default="cpu", choices=["cpu", "gpu"], help="where the likelihood is evaluated "
+                     "(gpu: a CUDA GPU through CuPy, the 'gpu' extra)")
     fit.add_argument("--reml", action="store_true", help="maximize the restricted likelihood")
     fit.add_argument("--seed", type=int, default=0, help="random seed of the optimizer's pilot stage")
     fit.add_argument("--output", help="write the results as JSON to this file")

@@ -16,6 +16,7 @@ import geostat as gs
 from geostat import cli, datasets
 from geostat.data.fields import table_from_field
 from geostat.estimator import SpatialGP
+from tlrcore.backends import cupy_available
 
 
 def test_main_job_prints_table_and_writes_json_and_model(tmp_path, capsys):
@@ -74,6 +75,45 @@ def test_fit_with_the_tlr_method_reports_accuracy_and_error(tmp_path, capsys):
     assert "method tlr (accuracy 1e-09)" in printed and "estimated TLR error" in printed
     result = json.loads(out.read_text())
     assert result["method"] == "tlr" and result["accuracy"] == 1e-9 and 0 <= result["loglik_error"] < 1e-3
+
+
+def test_device_gpu_fits_through_the_gpu_back_end(tmp_path, capsys, monkeypatch):
+    """``--device gpu`` reaches the estimator: with NumPy standing in for CuPy, the TLR fit
+    runs the GPU's code paths and finds the CPU's estimates."""
+    from standin import StandIn
+
+    import geostat.estimator
+
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame({"x": rng.uniform(size=300), "y": rng.uniform(size=300)})
+    frame["z"] = np.sin(6 * frame.x) + 0.1 * rng.normal(size=300)
+    path = tmp_path / "data.csv"
+    frame.to_csv(path, index=False)
+    argv = ["fit", str(path), "--coords", "x,y", "--value", "z", "--kernel", "exponential", "--method", "tlr",
+            "--tile-size", "64"]
+    results, asked = {}, []
+
+    def standing_in(device):
+        asked.append(device)
+        return StandIn()
+
+    for device in ("cpu", "gpu"):
+        out = tmp_path / f"{device}.json"
+        with monkeypatch.context() as patch:
+            if device == "gpu":
+                patch.setattr(geostat.estimator, "get_backend", standing_in)
+            assert cli.main([*argv, "--device", device, "--output", str(out)]) == 0
+        results[device] = json.loads(out.read_text())
+        assert ("on the GPU" in capsys.readouterr().out) == (device == "gpu")
+    assert asked and set(asked) == {"gpu"}
+    assert results["gpu"]["device"] == "gpu" and results["cpu"]["device"] == "cpu"
+    for name, value in results["cpu"]["params"].items():
+        assert results["gpu"]["params"][name] == pytest.approx(value, rel=1e-4)  # TLR factors at 1e-8
+
+
+@pytest.mark.skipif(cupy_available(), reason="CuPy and a GPU are available")
+def test_device_gpu_without_cupy_fails_with_one_line(capsys):
+    assert "needs CuPy" in _fails(["fit", "--device", "gpu"], capsys)
 
 
 ARGS = ["--coords", "x,y", "--value", "z", "--kernel", "exponential"]
