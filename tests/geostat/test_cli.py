@@ -13,9 +13,11 @@ import pandas as pd
 import pytest
 
 import geostat as gs
+import geostat.estimator
 from geostat import cli, datasets
 from geostat.data.fields import table_from_field
 from geostat.estimator import SpatialGP
+from standin import StandIn
 from tlrcore.backends import cupy_available
 
 
@@ -80,10 +82,6 @@ def test_fit_with_the_tlr_method_reports_accuracy_and_error(tmp_path, capsys):
 def test_device_gpu_fits_through_the_gpu_back_end(tmp_path, capsys, monkeypatch):
     """``--device gpu`` reaches the estimator: with NumPy standing in for CuPy, the TLR fit
     runs the GPU's code paths and finds the CPU's estimates."""
-    from standin import StandIn
-
-    import geostat.estimator
-
     rng = np.random.default_rng(4)
     frame = pd.DataFrame({"x": rng.uniform(size=300), "y": rng.uniform(size=300)})
     frame["z"] = np.sin(6 * frame.x) + 0.1 * rng.normal(size=300)
