@@ -32,12 +32,14 @@ tiles were too large for them), always with ``1``, never with ``0``.
 With more than one worker (:func:`tlrcore._threads.workers`) each tile column of
 :meth:`tlrcore.TLRMatrix.from_generator` (``method="aca"``) is then compressed in a
 process of a pool: the block generator is pickled once per build and sent with each
-column; the factors come back pickled. The tiles are those the threads would make, bit
-for bit (the same operations on the same entries). The generator runs in the workers, so
-its side effects (counters, caches) stay there. A generator that does not pickle (a
-closure) or that the workers cannot unpickle (a class defined after they were forked), a
-process that may not have children (a daemonic one, such as a Dask worker's), a platform
-other than Linux, or a pool that broke or could not start falls back to the threads.
+column; the factors come back through a file in shared memory
+(:mod:`tlrcore.compress._spool`), or pickled where none can be written. The tiles are
+those the threads would make, bit for bit (the same operations on the same entries). The
+generator runs in the workers, so its side effects (counters, caches) stay there. A
+generator that does not pickle (a closure) or that the workers cannot unpickle (a class
+defined after they were forked), a process that may not have children (a daemonic one,
+such as a Dask worker's), a platform other than Linux, or a pool that broke or could not
+start falls back to the threads.
 
 The workers are forked: a fork server or spawned processes would import the caller's
 main script again (running a script without a ``__main__`` guard twice) and take about
@@ -80,6 +82,7 @@ import numpy as np
 
 from tlrcore._malloc import trim_heap
 from tlrcore._threads import one_blas_thread_block, workers
+from tlrcore.compress._spool import remove_spools, spool, unspool
 from tlrcore.compress.generated import CheckedBlock, compress_column
 
 __all__ = ["AUTO_MAX_TILE", "AUTO_MIN_COLUMNS", "IDLE_TIMEOUT", "Shared", "column_compressor", "enabled", "session",
@@ -278,9 +281,13 @@ def column_compressor(block, offsets, max_rank, local):
     if payload is None:
         yield local
         return
+    build = (os.getpid(), next(_builds))
     with session(tile_size, linger=False):
         start()  # before the tiles: the tile pool's threads are idle
-        yield local if _broken else _remote_compressor(payload, offsets, max_rank, local)
+        try:
+            yield local if _broken else _remote_compressor(build, payload, offsets, max_rank, local)
+        finally:
+            remove_spools(_spool_prefix(build))
 
 
 def _pickled(obj):
@@ -291,27 +298,35 @@ def _pickled(obj):
         return None
 
 
-def _remote_compressor(payload, offsets, max_rank, local):
+def _remote_compressor(build, payload, offsets, max_rank, local):
     """:func:`column_compressor`'s ``compress``, in a session, for the pickled generator
-    `payload`."""
-    build = (os.getpid(), next(_builds))
+    `payload` of the build numbered `build`. The factors come back through spool files
+    (:mod:`tlrcore.compress._spool`) where the workers can write them."""
     unpicklable = []
 
     def compress(j, tolerance):
         global _broken
         if not (_broken or unpicklable):
             try:
-                return _get_pool().submit(_compress_remote, build, payload, offsets, j, tolerance, max_rank,
-                                          _released_keys()).result()
+                return unspool(_get_pool().submit(_compress_remote, build, payload, offsets, j, tolerance,
+                                                  max_rank, _released_keys()).result())
             except BrokenProcessPool:
                 _broken = True
                 logger.warning("tlrcore: the worker processes stopped; compressing on threads from now on")
             except _Unpicklable as exc:
                 unpicklable.append(exc)
                 logger.debug("tlrcore: the workers cannot unpickle the generator (%s); this build uses threads", exc)
+            except OSError as exc:  # a spool file not read in full
+                logger.warning("tlrcore: tile column %d lost on its way from a worker (%s); compressing it here",
+                               j, exc)
         return local(j, tolerance)
 
     return compress
+
+
+def _spool_prefix(build):
+    """The start of the names of the spool files of the build numbered `build`."""
+    return f"tlrcore-{build[0]}-{build[1]}-"
 
 
 class Shared:
@@ -454,7 +469,8 @@ def _warm_up():
 
 def _compress_remote(build, payload, offsets, j, tolerance, max_rank, released):
     """In a worker: the factors of tile column `j`, as the threads compute them (after
-    dropping the :class:`Shared` objects `released`)."""
+    dropping the :class:`Shared` objects `released`), in a spool file where it can be
+    written."""
     global _worker_build
     _drop(released)
     if _worker_build[0] != build:
@@ -465,4 +481,5 @@ def _compress_remote(build, payload, offsets, j, tolerance, max_rank, released):
         _worker_build = (build, CheckedBlock(generator))
     tiles = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(offsets) - 1)]
     with one_blas_thread_block():
-        return compress_column(_worker_build[1], tiles, j, tolerance, max_rank)
+        factors = compress_column(_worker_build[1], tiles, j, tolerance, max_rank)
+    return spool(factors, _spool_prefix(build))
