@@ -61,6 +61,12 @@ def test_factors_that_are_not_spooled_pass_through():
     assert _spool.unspool(sent) is sent
 
 
+def test_factors_other_than_low_rank_pairs_take_the_pipe(directory):
+    sent = [*factors(), (np.ones((3, 1)), np.ones((2, 1)))]
+    assert _spool.spool(sent, PREFIX) is sent
+    assert not list(directory.iterdir())
+
+
 def test_without_a_spool_directory_the_factors_take_the_pipe(tmp_path, monkeypatch):
     monkeypatch.setattr(_spool, "SPOOL_DIRECTORY", str(tmp_path / "absent"))
     sent = factors()

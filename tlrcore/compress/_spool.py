@@ -58,7 +58,9 @@ class Spooled:
 def spool(factors, prefix):
     """In a worker: `factors` (a list of :class:`LowRank`) written to a new spool file
     whose name starts with `prefix`, as a :class:`Spooled`; the list itself where the
-    file cannot be written (removed then)."""
+    file cannot be written (removed then), or where they are not all :class:`LowRank`."""
+    if not all(isinstance(pair, LowRank) for pair in factors):
+        return factors
     try:
         descriptor, path = tempfile.mkstemp(prefix=prefix, dir=SPOOL_DIRECTORY)
     except OSError as exc:
