@@ -105,6 +105,22 @@ def test_remove_spools_removes_the_prefix_alone(directory):
     assert sorted(p.name for p in directory.iterdir()) == ["tlrcore-other-c"]
 
 
+def test_orphans_of_processes_that_stopped_are_removed_and_no_other_file(directory):
+    import subprocess
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    dead = int(gone.stdout)
+    names = [_spool.build_prefix(dead, 3) + "x", _spool.build_prefix(os.getpid(), 1) + "y",
+             _spool.build_prefix(1, 0) + "z", "tlrcore-benchmark-w", "other-v"]
+    for name in names:
+        (directory / name).write_bytes(b"x")
+    _spool.remove_orphans()
+    # the process that ran is gone (its id unused since, as the process ids wrap slowly);
+    # this process and process 1 run, and the other names are not a build's
+    assert sorted(p.name for p in directory.iterdir()) == sorted(names[1:])
+
+
 # ------------------------------------------------------------------ in a build
 N, TILE = 1200, 200
 
@@ -195,3 +211,15 @@ def test_spool_files_of_results_lost_with_a_broken_pool_are_removed_at_the_end_o
     monkeypatch.setattr(worker_processes, "unspool", broken)
     assert_same_matrix(build(X), expected)
     assert left and not list(tmp_path.iterdir())
+
+
+def test_stopping_the_workers_removes_the_spool_files_of_every_build_of_this_process(processes, tmp_path,
+                                                                                      monkeypatch):
+    monkeypatch.setattr(_spool, "SPOOL_DIRECTORY", str(tmp_path))
+    worker_processes.start()
+    mine = [_spool.build_prefix(os.getpid(), b) + "x" for b in (7, 8)]  # interrupted builds' columns
+    other = _spool.build_prefix(1, 7) + "x"
+    for name in (*mine, other):
+        (tmp_path / name).write_bytes(b"x")
+    worker_processes.shutdown()
+    assert [p.name for p in tmp_path.iterdir()] == [other]

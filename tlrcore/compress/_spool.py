@@ -6,10 +6,10 @@ buffer into another bytes object and unpickled into new arrays: three copies and
 16,000 reads a gigabyte, on a thread of the caller that holds the GIL while it
 unpickles, beside the tile pool's threads. A build of 131,072 sites sends about a
 gigabyte. A *spool* file in ``/dev/shm`` (memory, not disk) is written once in the worker
-and read once here, straight into the arrays, then removed. Handing 64 results of 21 MB
-from two forked workers took 3.5-6.2 s through the pipe and 1.8-2.2 s through spool
-files, and 2.2-4.7 s against 0.8-0.9 s of the caller's CPU (``/tmp/s47/pipe.py``, a
-2-core Intel machine).
+and read once here, straight into the arrays, then removed
+(``benchmarks/worker_transfer.py`` compares the two ways; in the 131,072-site build the
+caller's CPU went from 8.2-8.8 s to 6.5-7.0 s and the build from 15.6-15.9 s to
+13.9-14.0 s, on a 2-core Intel machine).
 
 Mapping the file here instead of reading it would spare the copy (at 131,072 sites the
 caller's CPU in the build was 4.7 s mapped against 6.5-7.1 s read, the build 0-1 s
@@ -22,7 +22,8 @@ The arrays come back equal bit for bit, with the memory order the pipe gives the
 that later products take the same paths. Where no file can be written (no ``/dev/shm``,
 or one too small: Docker gives containers 64 MB), :func:`spool` returns the factors
 themselves and they take the pipe, column by column. The spool files of one build share a
-prefix; :func:`remove_spools` clears what a broken pool left behind.
+prefix (:func:`build_prefix`); :func:`remove_spools` clears what a broken pool left
+behind, and :func:`remove_orphans` what a caller killed with a column on its way left.
 """
 
 from __future__ import annotations
@@ -31,18 +32,26 @@ import contextlib
 import glob
 import logging
 import os
+import re
 import tempfile
 
 import numpy as np
 
 from tlrcore.compress._recompress import LowRank
 
-__all__ = ["SPOOL_DIRECTORY", "Spooled", "remove_spools", "spool", "unspool"]
+__all__ = ["SPOOL_DIRECTORY", "Spooled", "build_prefix", "remove_orphans", "remove_spools", "spool", "unspool"]
 
 logger = logging.getLogger(__name__)
 
 #: Where the spool files are written: memory on Linux.
 SPOOL_DIRECTORY = "/dev/shm"
+_BUILD_FILES = re.compile(r"tlrcore-(\d+)-\d+-")
+
+
+def build_prefix(pid, build=None):
+    """The start of the names of the spool files of build number `build` of process `pid`
+    (of all its builds when `build` is None)."""
+    return f"tlrcore-{pid}-" if build is None else f"tlrcore-{pid}-{build}-"
 
 
 class Spooled:
@@ -118,3 +127,22 @@ def remove_spools(prefix):
     for path in glob.glob(os.path.join(SPOOL_DIRECTORY, glob.escape(prefix) + "*")):
         with contextlib.suppress(OSError):
             os.unlink(path)
+
+
+def remove_orphans():
+    """Remove the spool files of builds (:func:`build_prefix`) whose process no longer runs."""
+    for path in glob.glob(os.path.join(SPOOL_DIRECTORY, "tlrcore-*")):
+        match = _BUILD_FILES.match(os.path.basename(path))
+        if match and not _running(int(match.group(1))):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
+def _running(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process, say
+        return True
+    return True

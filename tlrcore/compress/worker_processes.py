@@ -82,7 +82,7 @@ import numpy as np
 
 from tlrcore._malloc import trim_heap
 from tlrcore._threads import one_blas_thread_block, workers
-from tlrcore.compress._spool import remove_spools, spool, unspool
+from tlrcore.compress._spool import build_prefix, remove_orphans, remove_spools, spool, unspool
 from tlrcore.compress.generated import CheckedBlock, compress_column
 
 __all__ = ["AUTO_MAX_TILE", "AUTO_MIN_COLUMNS", "IDLE_TIMEOUT", "Shared", "column_compressor", "enabled", "session",
@@ -207,6 +207,7 @@ def shutdown():
     if _pool is not None:
         _pool.shutdown()
         _pool = None
+        remove_spools(build_prefix(os.getpid()))  # of builds interrupted while the workers wrote
 
 
 def _rest(linger):
@@ -287,7 +288,7 @@ def column_compressor(block, offsets, max_rank, local):
         try:
             yield local if _broken else _remote_compressor(build, payload, offsets, max_rank, local)
         finally:
-            remove_spools(_spool_prefix(build))
+            remove_spools(build_prefix(*build))
 
 
 def _pickled(obj):
@@ -322,11 +323,6 @@ def _remote_compressor(build, payload, offsets, max_rank, local):
         return local(j, tolerance)
 
     return compress
-
-
-def _spool_prefix(build):
-    """The start of the names of the spool files of the build numbered `build`."""
-    return f"tlrcore-{build[0]}-{build[1]}-"
 
 
 class Shared:
@@ -449,6 +445,7 @@ def _get_pool():
         context = multiprocessing.get_context("fork")
         _barrier = context.Barrier(workers())  # the workers inherit it when forked
         _pool = ProcessPoolExecutor(workers(), mp_context=context)
+        remove_orphans()  # spool files of callers killed while a column was on its way
     return _pool
 
 
@@ -482,4 +479,4 @@ def _compress_remote(build, payload, offsets, j, tolerance, max_rank, released):
     tiles = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(offsets) - 1)]
     with one_blas_thread_block():
         factors = compress_column(_worker_build[1], tiles, j, tolerance, max_rank)
-    return spool(factors, _spool_prefix(build))
+    return spool(factors, build_prefix(*build))
