@@ -1,8 +1,8 @@
 """tlrcore.compress._spool: tile factors written to a spool file come back as the pipe
 (pickle) would give them, bit for bit and in the same memory order; where the file cannot
 be written the factors themselves are returned; a file that ends early is an error and is
-removed; a build leaves no spool file behind, and a worker that cannot spool still serves
-the build."""
+removed; leftover files are removed by prefix, and those of stopped processes. (The spool
+files in a build: ``test_worker_processes.py``.)"""
 
 import os
 import pickle
@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from tlrcore.compress import _spool, worker_processes
+from tlrcore.compress import _spool
 from tlrcore.compress._recompress import LowRank
 
 PREFIX = "tlrcore-test-spool-"
@@ -119,107 +119,3 @@ def test_orphans_of_processes_that_stopped_are_removed_and_no_other_file(directo
     # the process that ran is gone (its id unused since, as the process ids wrap slowly);
     # this process and process 1 run, and the other names are not a build's
     assert sorted(p.name for p in directory.iterdir()) == sorted(names[1:])
-
-
-# ------------------------------------------------------------------ in a build
-N, TILE = 1200, 200
-
-
-class Exponential:
-    """A picklable generator of ``exp(-|x_i - x_j| / 0.2) + 0.01 [i == j]``."""
-
-    def __init__(self, X):
-        self.X = X
-
-    def __call__(self, rows, cols):
-        C = np.exp(-np.linalg.norm(self.X[rows][:, None] - self.X[cols][None], axis=2) / 0.2)
-        C[rows[:, None] == cols[None, :]] += 0.01
-        return C
-
-
-@pytest.fixture
-def processes(monkeypatch):
-    if sys.platform != "linux":
-        pytest.skip("the workers are forked on Linux only")
-    monkeypatch.setenv("TLRCORE_PROCESSES", "1")
-    monkeypatch.setenv("TLRCORE_NUM_THREADS", "2")
-    monkeypatch.setattr(worker_processes, "_broken", False)
-    yield
-    worker_processes.shutdown()
-
-
-def build(X):
-    import tlrcore as tlr
-
-    return tlr.TLRMatrix.from_generator(Exponential(X), N, TILE, accuracy=1e-9, method="aca")
-
-
-def assert_same_matrix(A, B):
-    assert A.U.keys() == B.U.keys()
-    for key in A.U:
-        assert np.array_equal(A.U[key], B.U[key]) and np.array_equal(A.V[key], B.V[key]), key
-
-
-@pytest.mark.parametrize("spool_directory", ["tmp", "absent"])
-def test_a_build_in_the_workers_spools_or_not_and_leaves_no_file(processes, tmp_path, monkeypatch,
-                                                                  spool_directory):
-    X = np.random.default_rng(0).uniform(size=(N, 2))
-    monkeypatch.setenv("TLRCORE_PROCESSES", "0")
-    expected = build(X)
-    monkeypatch.setenv("TLRCORE_PROCESSES", "1")
-    directory = tmp_path / spool_directory
-    if spool_directory == "tmp":
-        directory.mkdir()
-    spooled = []
-    monkeypatch.setattr(_spool, "SPOOL_DIRECTORY", str(directory))  # before the fork: the workers see it
-    monkeypatch.setattr(worker_processes, "unspool", lambda result: spooled.append(
-        isinstance(result, _spool.Spooled)) or _spool.unspool(result))
-    assert_same_matrix(build(X), expected)
-    assert spooled and all(spooled) == (spool_directory == "tmp") and any(spooled) == all(spooled)
-    assert not directory.exists() or not list(directory.iterdir())
-
-
-def test_a_column_lost_on_its_way_is_compressed_here(processes, tmp_path, monkeypatch, caplog):
-    X = np.random.default_rng(0).uniform(size=(N, 2))
-    monkeypatch.setenv("TLRCORE_PROCESSES", "0")
-    expected = build(X)
-    monkeypatch.setenv("TLRCORE_PROCESSES", "1")
-    monkeypatch.setattr(_spool, "SPOOL_DIRECTORY", str(tmp_path))
-
-    def lost(result):
-        os.unlink(result.path)
-        return _spool.unspool(result)
-
-    monkeypatch.setattr(worker_processes, "unspool", lost)
-    assert_same_matrix(build(X), expected)
-    assert "compressing it here" in caplog.text and not list(tmp_path.iterdir())
-
-
-def test_spool_files_of_results_lost_with_a_broken_pool_are_removed_at_the_end_of_the_build(
-        processes, tmp_path, monkeypatch):
-    X = np.random.default_rng(0).uniform(size=(N, 2))
-    monkeypatch.setenv("TLRCORE_PROCESSES", "0")
-    expected = build(X)
-    monkeypatch.setenv("TLRCORE_PROCESSES", "1")
-    monkeypatch.setattr(_spool, "SPOOL_DIRECTORY", str(tmp_path))
-    left = []
-
-    def broken(result):  # the pool broke with this result written and not read
-        left.append(result.path)
-        raise worker_processes.BrokenProcessPool("a worker died")
-
-    monkeypatch.setattr(worker_processes, "unspool", broken)
-    assert_same_matrix(build(X), expected)
-    assert left and not list(tmp_path.iterdir())
-
-
-def test_stopping_the_workers_removes_the_spool_files_of_every_build_of_this_process(processes, tmp_path,
-                                                                                      monkeypatch):
-    monkeypatch.setattr(_spool, "SPOOL_DIRECTORY", str(tmp_path))
-    worker_processes.start()
-    mine = [_spool.build_prefix(os.getpid(), b) + "x" for b in (7, 8)]  # interrupted builds' columns
-    other = _spool.build_prefix(1, 7) + "x"
-    for name in (*mine, other):
-        (tmp_path / name).write_bytes(b"x")
-    worker_processes.shutdown()
-    assert [p.name for p in tmp_path.iterdir()] == [other]

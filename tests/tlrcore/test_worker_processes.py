@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import tlrcore as tlr
+from tlrcore.compress import _spool as spooling
 from tlrcore.compress import worker_processes
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the workers are forked on Linux only")
@@ -397,3 +398,66 @@ def test_the_workers_drop_a_shared_object_gone_here_at_their_next_task(processes
     answers = worker_processes.Shared(Summer(data)).map("cached", [()] * 4)
     assert {pid for pid, _, _ in answers} - {os.getpid()}
     assert all(key not in keys for _, keys, _ in answers)
+
+
+# ------------------------------------------------------------------ spool files (tlrcore.compress._spool)
+@pytest.mark.parametrize("spool_directory", ["tmp", "absent"])
+def test_a_build_in_the_workers_spools_or_not_and_leaves_no_file(sites, processes, tmp_path, monkeypatch,
+                                                                  spool_directory):
+    monkeypatch.setenv("TLRCORE_PROCESSES", "0")
+    expected = build(Exponential(sites))
+    monkeypatch.setenv("TLRCORE_PROCESSES", "1")
+    directory = tmp_path / spool_directory
+    if spool_directory == "tmp":
+        directory.mkdir()
+    spooled = []
+    monkeypatch.setattr(spooling, "SPOOL_DIRECTORY", str(directory))  # before the fork: the workers see it
+    monkeypatch.setattr(worker_processes, "unspool", lambda result: spooled.append(
+        isinstance(result, spooling.Spooled)) or spooling.unspool(result))
+    assert_same_matrix(build(Exponential(sites)), expected)
+    assert spooled and all(spooled) == (spool_directory == "tmp") and any(spooled) == all(spooled)
+    assert not directory.exists() or not list(directory.iterdir())
+
+
+def test_a_column_lost_on_its_way_is_compressed_here(sites, processes, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("TLRCORE_PROCESSES", "0")
+    expected = build(Exponential(sites))
+    monkeypatch.setenv("TLRCORE_PROCESSES", "1")
+    monkeypatch.setattr(spooling, "SPOOL_DIRECTORY", str(tmp_path))
+
+    def lost(result):
+        os.unlink(result.path)
+        return spooling.unspool(result)
+
+    monkeypatch.setattr(worker_processes, "unspool", lost)
+    assert_same_matrix(build(Exponential(sites)), expected)
+    assert "compressing it here" in caplog.text and not list(tmp_path.iterdir())
+
+
+def test_spool_files_of_results_lost_with_a_broken_pool_are_removed_at_the_end_of_the_build(
+        sites, processes, tmp_path, monkeypatch):
+    monkeypatch.setenv("TLRCORE_PROCESSES", "0")
+    expected = build(Exponential(sites))
+    monkeypatch.setenv("TLRCORE_PROCESSES", "1")
+    monkeypatch.setattr(spooling, "SPOOL_DIRECTORY", str(tmp_path))
+    left = []
+
+    def broken(result):  # the pool broke with this result written and not read
+        left.append(result.path)
+        raise BrokenProcessPool("a worker died")
+
+    monkeypatch.setattr(worker_processes, "unspool", broken)
+    assert_same_matrix(build(Exponential(sites)), expected)
+    assert left and not list(tmp_path.iterdir())
+
+
+def test_stopping_the_workers_removes_the_spool_files_of_every_build_of_this_process(processes, tmp_path,
+                                                                                      monkeypatch):
+    monkeypatch.setattr(spooling, "SPOOL_DIRECTORY", str(tmp_path))
+    worker_processes.start()
+    mine = [spooling.build_prefix(os.getpid(), b) + "x" for b in (7, 8)]  # interrupted builds' columns
+    other = spooling.build_prefix(1, 7) + "x"
+    for name in (*mine, other):
+        (tmp_path / name).write_bytes(b"x")
+    worker_processes.shutdown()
+    assert [p.name for p in tmp_path.iterdir()] == [other]
