@@ -73,6 +73,22 @@ def test_without_a_spool_directory_the_factors_take_the_pipe(tmp_path, monkeypat
     assert _spool.spool(sent, PREFIX) is sent
 
 
+@pytest.mark.parametrize("spare_blocks", [1, -1])
+def test_a_spool_file_leaves_a_quarter_of_the_directory_free(directory, monkeypatch, spare_blocks):
+    sent = factors()
+    size = sum(array.nbytes for pair in sent for array in pair)
+
+    class Space:  # a directory of 4,000 blocks of 4 KiB, with room for the file and a quarter, give or take a block
+        f_frsize, f_blocks = 4096, 4000
+        f_bavail = 1000 + -(-size // 4096) + spare_blocks
+
+    monkeypatch.setattr(_spool.os, "statvfs", lambda path: Space)
+    spooled = _spool.spool(sent, PREFIX)
+    assert (spooled is sent) == (spare_blocks < 0)
+    assert bool(list(directory.iterdir())) == (spare_blocks > 0)
+    _spool.unspool(spooled)
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device that is always full")
 def test_a_full_spool_directory_leaves_no_file_and_the_factors_take_the_pipe(directory, monkeypatch):
     made = []
