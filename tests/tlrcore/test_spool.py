@@ -19,7 +19,9 @@ PREFIX = "tlrcore-test-spool-"
 
 @pytest.fixture
 def directory(tmp_path, monkeypatch):
+    """A spool directory on the temporary file system, however full that is otherwise."""
     monkeypatch.setattr(_spool, "SPOOL_DIRECTORY", str(tmp_path))
+    monkeypatch.setattr(_spool, "RESERVE", 0.0)
     return tmp_path
 
 
@@ -83,6 +85,7 @@ def test_a_spool_file_leaves_a_quarter_of_the_directory_free(directory, monkeypa
         f_bavail = 1000 + -(-size // 4096) + spare_blocks
 
     monkeypatch.setattr(_spool.os, "statvfs", lambda path: Space)
+    monkeypatch.setattr(_spool, "RESERVE", 0.25)
     spooled = _spool.spool(sent, PREFIX)
     assert (spooled is sent) == (spare_blocks < 0)
     assert bool(list(directory.iterdir())) == (spare_blocks > 0)

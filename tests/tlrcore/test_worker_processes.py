@@ -412,6 +412,7 @@ def test_a_build_in_the_workers_spools_or_not_and_leaves_no_file(sites, processe
         directory.mkdir()
     spooled = []
     monkeypatch.setattr(spooling, "SPOOL_DIRECTORY", str(directory))  # before the fork: the workers see it
+    monkeypatch.setattr(spooling, "RESERVE", 0.0)  # however full the temporary file system is otherwise
     monkeypatch.setattr(worker_processes, "unspool", lambda result: spooled.append(
         isinstance(result, spooling.Spooled)) or spooling.unspool(result))
     assert_same_matrix(build(Exponential(sites)), expected)
@@ -424,6 +425,7 @@ def test_a_column_lost_on_its_way_is_compressed_here(sites, processes, tmp_path,
     expected = build(Exponential(sites))
     monkeypatch.setenv("TLRCORE_PROCESSES", "1")
     monkeypatch.setattr(spooling, "SPOOL_DIRECTORY", str(tmp_path))
+    monkeypatch.setattr(spooling, "RESERVE", 0.0)
 
     def lost(result):
         os.unlink(result.path)
@@ -440,6 +442,7 @@ def test_spool_files_of_results_lost_with_a_broken_pool_are_removed_at_the_end_o
     expected = build(Exponential(sites))
     monkeypatch.setenv("TLRCORE_PROCESSES", "1")
     monkeypatch.setattr(spooling, "SPOOL_DIRECTORY", str(tmp_path))
+    monkeypatch.setattr(spooling, "RESERVE", 0.0)
     left = []
 
     def broken(result):  # the pool broke with this result written and not read
@@ -454,6 +457,7 @@ def test_spool_files_of_results_lost_with_a_broken_pool_are_removed_at_the_end_o
 def test_stopping_the_workers_removes_the_spool_files_of_every_build_of_this_process(processes, tmp_path,
                                                                                       monkeypatch):
     monkeypatch.setattr(spooling, "SPOOL_DIRECTORY", str(tmp_path))
+    monkeypatch.setattr(spooling, "RESERVE", 0.0)
     worker_processes.start()
     mine = [spooling.build_prefix(os.getpid(), b) + "x" for b in (7, 8)]  # interrupted builds' columns
     other = spooling.build_prefix(1, 7) + "x"
