@@ -1,6 +1,7 @@
 """tlrcore.compress._spool: tile factors written to a spool file come back as the pipe
 (pickle) would give them, bit for bit and in the same memory order; where the file cannot
-be written the factors themselves are returned; a file that ends early is an error and is
+be written, or would leave less than a quarter of the directory free, the factors
+themselves are returned; a file that ends early is an error and is
 removed; leftover files are removed by prefix, and those of stopped processes. (The spool
 files in a build: ``test_worker_processes.py``.)"""
 
