@@ -1,6 +1,9 @@
 """Tests of geostat.kernels: formulas, numerics, derivatives and bookkeeping."""
 
 import math
+import multiprocessing
+import sys
+import threading
 import warnings
 
 import numpy as np
@@ -279,6 +282,33 @@ def test_chunked_threaded_evaluation_is_identical(monkeypatch, kernel, shape):
     np.testing.assert_array_equal(chunked[0], serial[0])
     for key in serial[1]:
         np.testing.assert_array_equal(chunked[1][key], serial[1][key])
+
+
+def test_the_kernel_pool_serves_the_main_thread_alone(monkeypatch):
+    d = np.random.default_rng(5).exponential(size=300_000)  # above _PARALLEL_MIN_SIZE: chunked
+    pooled = []
+    real = kernel_base._get_pool
+    monkeypatch.setattr(kernel_base, "_get_pool", lambda: pooled.append(threading.current_thread().name) or real())
+    previous = kernel_base.set_num_threads(2)
+    try:
+        expected = Exponential().correlation(d, 0.3)
+        assert pooled == [threading.main_thread().name]
+        pooled.clear()
+        elsewhere = []
+        thread = threading.Thread(target=lambda: elsewhere.append(Exponential().correlation(d, 0.3)))
+        thread.start()
+        thread.join()
+        assert not pooled  # its chunks ran one after the other in that thread
+        np.testing.assert_array_equal(elsewhere[0], expected)
+    finally:
+        kernel_base.set_num_threads(previous)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="forks on Linux only")
+def test_a_forked_process_evaluates_its_chunks_itself():
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply(kernel_base._pool_serves_here) is False
+    assert kernel_base._pool_serves_here()
 
 
 @pytest.mark.parametrize("d, range_, error", [
