@@ -122,6 +122,27 @@ def test_a_generator_error_in_a_worker_names_the_tile(sites, processes):
         build(Exponential(sites, poisoned=1028))
 
 
+class FailingInWorkers(Exponential):
+    """:class:`Exponential` whose calls outside the process that made it raise an OSError
+    (a file the generator reads, gone in the workers)."""
+
+    def __init__(self, X):
+        super().__init__(X)
+        self.parent = os.getpid()
+
+    def __call__(self, rows, cols):
+        if os.getpid() != self.parent:
+            raise OSError("data file gone")
+        return super().__call__(rows, cols)
+
+
+def test_an_os_error_of_the_generator_in_a_worker_is_raised_not_taken_for_a_lost_column(sites, processes,
+                                                                                          caplog):
+    with pytest.raises(OSError, match="data file gone"):
+        build(FailingInWorkers(sites))
+    assert "lost on its way" not in caplog.text
+
+
 def test_a_broken_pool_falls_back_to_the_threads_for_good(sites, processes, monkeypatch, caplog):
     expected = build(Exponential(sites))
 
@@ -436,6 +457,15 @@ def test_a_column_lost_on_its_way_is_compressed_here(sites, processes, tmp_path,
     assert "compressing it here" in caplog.text and not list(tmp_path.iterdir())
 
 
+_COMPRESS_REMOTE = worker_processes._compress_remote
+
+
+def _spool_then_die(*args):
+    """In a worker: write the column's spool file, then die before returning it."""
+    _COMPRESS_REMOTE(*args)
+    os._exit(1)
+
+
 def test_spool_files_of_results_lost_with_a_broken_pool_are_removed_at_the_end_of_the_build(
         sites, processes, tmp_path, monkeypatch):
     monkeypatch.setenv("TLRCORE_PROCESSES", "0")
@@ -443,15 +473,19 @@ def test_spool_files_of_results_lost_with_a_broken_pool_are_removed_at_the_end_o
     monkeypatch.setenv("TLRCORE_PROCESSES", "1")
     monkeypatch.setattr(spooling, "SPOOL_DIRECTORY", str(tmp_path))
     monkeypatch.setattr(spooling, "RESERVE", 0.0)
+    monkeypatch.setattr(worker_processes, "_compress_remote", _spool_then_die)  # before the fork
     left = []
 
-    def broken(result):  # the pool broke with this result written and not read
-        left.append(result.path)
-        raise BrokenProcessPool("a worker died")
+    def listing_first(prefix):
+        left.extend(p.name for p in tmp_path.iterdir())
+        real_remove_spools(prefix)
 
-    monkeypatch.setattr(worker_processes, "unspool", broken)
-    assert_same_matrix(build(Exponential(sites)), expected)
-    assert left and not list(tmp_path.iterdir())
+    real_remove_spools = worker_processes.remove_spools
+    monkeypatch.setattr(worker_processes, "remove_spools", listing_first)
+    with worker_processes.session(TILE):  # which outlives the build: its end, not the workers' stop, removes them
+        assert_same_matrix(build(Exponential(sites)), expected)
+        assert worker_processes._broken
+        assert left and not list(tmp_path.iterdir())  # written, never read, removed at the build's end
 
 
 def test_stopping_the_workers_removes_the_spool_files_of_every_build_of_this_process(processes, tmp_path,

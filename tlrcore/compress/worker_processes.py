@@ -309,17 +309,20 @@ def _remote_compressor(build, payload, offsets, max_rank, local):
         global _broken
         if not (_broken or unpicklable):
             try:
-                return unspool(_get_pool().submit(_compress_remote, build, payload, offsets, j, tolerance,
-                                                  max_rank, _released_keys()).result())
+                result = _get_pool().submit(_compress_remote, build, payload, offsets, j, tolerance, max_rank,
+                                            _released_keys()).result()
             except BrokenProcessPool:
                 _broken = True
                 logger.warning("tlrcore: the worker processes stopped; compressing on threads from now on")
             except _Unpicklable as exc:
                 unpicklable.append(exc)
                 logger.debug("tlrcore: the workers cannot unpickle the generator (%s); this build uses threads", exc)
-            except OSError as exc:  # a spool file not read in full
-                logger.warning("tlrcore: tile column %d lost on its way from a worker (%s); compressing it here",
-                               j, exc)
+            else:
+                try:
+                    return unspool(result)
+                except OSError as exc:  # its spool file not read in full
+                    logger.warning("tlrcore: tile column %d lost on its way from a worker (%s); compressing it here",
+                                   j, exc)
         return local(j, tolerance)
 
     return compress
