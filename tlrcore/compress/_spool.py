@@ -24,9 +24,9 @@ or one too small: Docker gives containers 64 MB), or where it would leave less t
 quarter of ``/dev/shm`` free (a file system filled even for a moment fails the other
 programs that use it), :func:`spool` returns the factors themselves and they take the
 pipe, column by column. (At 131,072 sites the columns are 18.6 MB on average, 29.3 MB at
-most.) The spool files of one build share a
-prefix (:func:`build_prefix`); :func:`remove_spools` clears what a broken pool left
-behind, and :func:`remove_orphans` what a caller killed with a column on its way left.
+most.) The spool files of one build share a prefix (:func:`build_prefix`);
+:func:`remove_spools` clears what a broken pool left behind, and :func:`remove_orphans`
+what a caller killed with a column on its way left.
 """
 
 from __future__ import annotations
