@@ -1,13 +1,18 @@
 """Tile factors from forked worker processes to the caller: through the pool's pipe
-(pickled, as before) against spool files in ``/dev/shm`` (:mod:`tlrcore.compress._spool`).
+(pickled) against the spool, a memory file shared with the workers
+(:mod:`tlrcore.compress._spool`).
 
 Each of `--columns` tasks makes the factors of one tile column, `--tiles` pairs ``(U, V)``
 of shape ``(--rows, --rank)`` (:class:`tlrcore.compress._recompress.LowRank`), in one of
 two forked workers, and returns them either pickled or spooled. The caller receives them
 as :mod:`tlrcore.compress.worker_processes` does (``future.result()``, then
-:func:`~tlrcore.compress._spool.unspool`), the two ways alternating, each `--repeats`
-times. Printed: the wall time and the caller's CPU time of each way (medians), and their
-ratios. The defaults send 64 columns of 21 MB, about the 1.3 GB of a 131,072-site build.
+:func:`~tlrcore.compress._spool.unspool`, which maps the column's region), and keeps
+every column until the last has come, as a build does. A third way, ``spool+copy``,
+copies each mapped array into a new one, as the previous spool (a file in ``/dev/shm``
+read into new arrays) did. The ways alternate, each `--repeats` times. Printed: the wall
+time and the caller's CPU time (user and system) of each way (medians), and their ratios
+to the pipe. The defaults send 64 columns of 21 MB, about the 1.3 GB of a 131,072-site
+build.
 
 Run: ``python benchmarks/worker_transfer.py`` (or ``--columns 32 --repeats 5``).
 """
@@ -23,9 +28,10 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 from tlrcore.compress._recompress import LowRank
-from tlrcore.compress._spool import remove_spools, spool, unspool
+from tlrcore.compress._spool import Spool, unspool
 
-PREFIX = "tlrcore-benchmark-"
+#: Made before the workers are forked, which inherit it.
+SPOOL = Spool.open()
 
 
 def factors(seed, tiles, rows, rank):
@@ -34,19 +40,21 @@ def factors(seed, tiles, rows, rank):
             for _ in range(tiles)]
 
 
-def pickled(seed, tiles, rows, rank):
-    return factors(seed, tiles, rows, rank)
+def made(seed, tiles, rows, rank, region=None):
+    """In a worker: the column's factors, written to the spool's `region` when given."""
+    sent = factors(seed, tiles, rows, rank)
+    return sent if region is None else SPOOL.write(sent, *region)
 
 
-def spooled(seed, tiles, rows, rank):
-    return spool(factors(seed, tiles, rows, rank), PREFIX)
-
-
-def receive(pool, task, args):
-    """Wall and caller CPU seconds to receive every column of `task`."""
+def receive(pool, way, args):
+    """Wall and caller CPU seconds to receive every column the `way` named."""
+    size = 2 * args.tiles * (args.rows * args.rank * 8 + 64)
     wall, cpu = time.perf_counter(), time.process_time()
-    futures = [pool.submit(task, column, *args.shape) for column in range(args.columns)]
-    received = [unspool(future.result()) for future in futures]
+    futures = [pool.submit(made, column, *args.shape, None if way == "pipe" else (SPOOL.region(size), size))
+               for column in range(args.columns)]
+    received = [unspool(SPOOL, future.result()) for future in futures]
+    if way == "spool+copy":
+        received = [[LowRank(np.array(U), np.array(V)) for U, V in column] for column in received]
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     assert len(received) == args.columns and all(len(column) == args.shape[0] for column in received)
     return wall, cpu
@@ -62,22 +70,21 @@ def main():
     args = parser.parse_args()
     args.shape = (args.tiles, args.rows, args.rank)
     gigabytes = args.columns * args.tiles * 2 * args.rows * args.rank * 8 / 1e9
-    times = {"pipe": [], "spool": []}
+    if SPOOL is None:
+        parser.exit(1, "no memory files on this system: nothing to compare\n")
+    times = {"pipe": [], "spool": [], "spool+copy": []}
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
-        try:
-            receive(pool, pickled, argparse.Namespace(columns=2, shape=args.shape))  # fork and warm up
-            for _ in range(args.repeats):
-                times["pipe"].append(receive(pool, pickled, args))
-                times["spool"].append(receive(pool, spooled, args))
-        finally:
-            remove_spools(PREFIX)
+        receive(pool, "pipe", argparse.Namespace(columns=2, tiles=args.tiles, rows=args.rows, rank=args.rank,
+                                                 shape=args.shape))  # fork and warm up
+        for _ in range(args.repeats):
+            for way in times:
+                times[way].append(receive(pool, way, args))
     print(f"{args.columns} columns of {args.tiles} tiles, U and V {args.rows} x {args.rank}: "
           f"{gigabytes:.2f} GB; medians of {args.repeats}")
     medians = {way: [statistics.median(t[i] for t in runs) for i in range(2)] for way, runs in times.items()}
     for way, (wall, cpu) in medians.items():
-        print(f"  {way:6s} wall {wall:6.2f} s   caller CPU {cpu:6.2f} s")
-    print(f"  spool / pipe: wall {medians['spool'][0] / medians['pipe'][0]:.2f}, "
-          f"caller CPU {medians['spool'][1] / medians['pipe'][1]:.2f}")
+        print(f"  {way:10s} wall {wall:6.2f} s   caller CPU {cpu:6.2f} s   "
+              f"/ pipe: wall {wall / medians['pipe'][0]:.2f}, caller CPU {cpu / medians['pipe'][1]:.2f}")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,14 @@
-"""tlrcore.compress._spool: tile factors written to a spool file come back as the pipe
-(pickle) would give them, bit for bit and in the same memory order; where the file cannot
-be written, or would leave less than a quarter of the directory free, the factors
-themselves are returned; a file that ends early is an error and is
-removed; leftover files are removed by prefix, and those of stopped processes. (The spool
-files in a build: ``test_worker_processes.py``.)"""
+"""tlrcore.compress._spool: tile factors written to a region of the spool (a memory file)
+come back as views of the mapped region, equal to what the pipe (pickle) would give, bit
+for bit and in the same memory order; the region's memory goes back to the system when
+the last of its factors is gone, and at once when the factors cannot be written or
+mapped; regions never overlap; where no spool can be made, or the factors are not
+low-rank pairs or do not fit, they take the pipe. (The spool in a build:
+``test_worker_processes.py``.)"""
 
+import errno
+import gc
+import mmap
 import os
 import pickle
 import sys
@@ -15,15 +19,16 @@ import pytest
 from tlrcore.compress import _spool
 from tlrcore.compress._recompress import LowRank
 
-PREFIX = "tlrcore-test-spool-"
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="memory files are Linux's")
+
+SIZE = 1 << 16
 
 
 @pytest.fixture
-def directory(tmp_path, monkeypatch):
-    """A spool directory on the temporary file system, however full that is otherwise."""
-    monkeypatch.setattr(_spool, "SPOOL_DIRECTORY", str(tmp_path))
-    monkeypatch.setattr(_spool, "RESERVE", 0.0)
-    return tmp_path
+def spool():
+    made = _spool.Spool.open()
+    assert made is not None
+    return made
 
 
 def factors():
@@ -48,94 +53,112 @@ def assert_same_factors(got, expected):
             assert (x.flags.c_contiguous, x.flags.f_contiguous) == (y.flags.c_contiguous, y.flags.f_contiguous)
 
 
-def test_spooled_factors_come_back_as_the_pipe_gives_them(directory):
+def test_spooled_factors_come_back_as_the_pipe_gives_them(spool):
     sent = factors()
-    spooled = _spool.spool(sent, PREFIX)
+    spooled = spool.write(sent, spool.region(SIZE), SIZE)
     assert isinstance(spooled, _spool.Spooled)
-    assert os.path.dirname(spooled.path) == str(directory) and os.path.basename(spooled.path).startswith(PREFIX)
     assert len(pickle.dumps(spooled)) < 2000  # what crosses the pipe: the layouts alone
     through_pipe = pickle.loads(pickle.dumps(sent, protocol=pickle.HIGHEST_PROTOCOL))
-    assert_same_factors(_spool.unspool(pickle.loads(pickle.dumps(spooled))), through_pipe)
-    assert not list(directory.iterdir())  # read, then removed
+    got = _spool.unspool(spool, pickle.loads(pickle.dumps(spooled)))
+    assert_same_factors(got, through_pipe)
+    for pair in got:
+        for array in pair:
+            assert array.flags.writeable
+            if array.size:
+                assert array.ctypes.data % _spool.ALIGNMENT == 0
 
 
-def test_factors_that_are_not_spooled_pass_through():
+def test_the_memory_goes_back_when_the_last_factor_of_the_column_is_gone(spool):
+    offset = spool.region(SIZE)
+    got = _spool.unspool(spool, spool.write(factors(), offset, SIZE))
+    assert spool.allocated() >= sum(array.nbytes for pair in got for array in pair)
+    kept = got[1][0]
+    del got
+    gc.collect()
+    assert spool.allocated() > 0 and np.isfinite(kept).all()  # a view keeps its column's region
+    del kept
+    gc.collect()
+    assert spool.allocated() == 0
+
+
+def test_regions_are_pages_of_their_own_and_never_given_twice(spool, monkeypatch):
+    offsets = [spool.region(size) for size in (1, mmap.PAGESIZE, mmap.PAGESIZE + 1, 0, 5)]
+    assert offsets == [k * mmap.PAGESIZE for k in (0, 1, 2, 4, 5)]
+    monkeypatch.setattr(_spool, "LAST_OFFSET", 7 * mmap.PAGESIZE)
+    assert spool.region(mmap.PAGESIZE) == 6 * mmap.PAGESIZE
+    assert spool.region(1) is None and spool.region(1) is None  # used up: the columns take the pipe
+
+
+def test_factors_that_are_not_spooled_pass_through(spool):
     sent = factors()
-    assert _spool.unspool(sent) is sent
+    assert _spool.unspool(spool, sent) is sent
 
 
-def test_factors_other_than_low_rank_pairs_take_the_pipe(directory):
+def test_factors_other_than_low_rank_pairs_take_the_pipe(spool):
     sent = [*factors(), (np.ones((3, 1)), np.ones((2, 1)))]
-    assert _spool.spool(sent, PREFIX) is sent
-    assert not list(directory.iterdir())
+    assert spool.write(sent, spool.region(SIZE), SIZE) is sent
+    assert spool.allocated() == 0
 
 
-def test_without_a_spool_directory_the_factors_take_the_pipe(tmp_path, monkeypatch):
-    monkeypatch.setattr(_spool, "SPOOL_DIRECTORY", str(tmp_path / "absent"))
-    sent = factors()
-    assert _spool.spool(sent, PREFIX) is sent
-
-
-@pytest.mark.parametrize("spare_blocks", [1, -1])
-def test_a_spool_file_leaves_a_quarter_of_the_directory_free(directory, monkeypatch, spare_blocks):
+def test_factors_larger_than_their_region_take_the_pipe(spool):
     sent = factors()
     size = sum(array.nbytes for pair in sent for array in pair)
-
-    class Space:  # a directory of 4,000 blocks of 4 KiB, with room for the file and a quarter, give or take a block
-        f_frsize, f_blocks = 4096, 4000
-        f_bavail = 1000 + -(-size // 4096) + spare_blocks
-
-    monkeypatch.setattr(_spool.os, "statvfs", lambda path: Space)
-    monkeypatch.setattr(_spool, "RESERVE", 0.25)
-    spooled = _spool.spool(sent, PREFIX)
-    assert (spooled is sent) == (spare_blocks < 0)
-    assert bool(list(directory.iterdir())) == (spare_blocks > 0)
-    _spool.unspool(spooled)
+    assert spool.write(sent, spool.region(size // 2), size // 2) is sent
+    assert spool.allocated() == 0
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device that is always full")
-def test_a_full_spool_directory_leaves_no_file_and_the_factors_take_the_pipe(directory, monkeypatch):
-    made = []
+def test_a_failed_write_gives_back_what_was_written_and_the_factors_take_the_pipe(spool, monkeypatch):
+    written, real_pwrite = [], os.pwrite
 
-    def full(prefix, dir):
-        path = os.path.join(dir, prefix + "full")
-        open(path, "wb").close()
-        made.append(path)
-        return os.open("/dev/full", os.O_WRONLY), path  # every write fails with ENOSPC
+    def fails_second(descriptor, data, offset):
+        if written:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(offset)
+        return real_pwrite(descriptor, data, offset)
 
-    monkeypatch.setattr(_spool.tempfile, "mkstemp", full)
+    monkeypatch.setattr(_spool.os, "pwrite", fails_second)
     sent = factors()
-    assert _spool.spool(sent, PREFIX) is sent
-    assert made and not os.path.exists(made[0])
+    assert spool.write(sent, spool.region(SIZE), SIZE) is sent
+    assert written and spool.allocated() == 0
 
 
-def test_a_spool_file_that_ends_early_is_an_error_and_is_removed(directory):
-    spooled = _spool.spool(factors(), PREFIX)
-    with open(spooled.path, "r+b") as file:
-        file.truncate(os.path.getsize(spooled.path) - 8)
+def test_a_short_write_is_completed(spool, monkeypatch):
+    real_pwrite = os.pwrite
+    monkeypatch.setattr(_spool.os, "pwrite", lambda fd, data, offset: real_pwrite(fd, data[:5], offset))
+    sent = factors()
+    spooled = spool.write(sent, spool.region(SIZE), SIZE)
+    monkeypatch.undo()
+    assert_same_factors(_spool.unspool(spool, spooled), pickle.loads(pickle.dumps(sent)))
+
+
+def test_a_region_that_ends_early_is_an_error_and_is_given_back(spool):
+    spooled = spool.write(factors(), spool.region(SIZE), SIZE)
+    assert spool.allocated() > 0
+    spooled.length = SIZE * 4  # beyond the end of the file: mapped, it would fault (SIGBUS)
     with pytest.raises(OSError, match="ends early"):
-        _spool.unspool(spooled)
-    assert not os.path.exists(spooled.path)
+        _spool.unspool(spool, spooled)
+    assert spool.allocated() == 0
 
 
-def test_remove_spools_removes_the_prefix_alone(directory):
-    for name in (PREFIX + "a", PREFIX + "b", "tlrcore-other-c"):
-        (directory / name).write_bytes(b"x")
-    _spool.remove_spools(PREFIX)
-    assert sorted(p.name for p in directory.iterdir()) == ["tlrcore-other-c"]
+def test_the_file_is_closed_when_the_spool_and_its_columns_are_gone():
+    spool = _spool.Spool.open()
+    descriptor = spool.descriptor
+    got = _spool.unspool(spool, spool.write(factors(), spool.region(SIZE), SIZE))
+    del spool
+    gc.collect()
+    os.fstat(descriptor)  # open: the columns read from it keep it
+    assert_same_factors(got, pickle.loads(pickle.dumps(factors())))
+    del got
+    gc.collect()
+    with pytest.raises(OSError):
+        os.fstat(descriptor)
 
 
-def test_orphans_of_processes_that_stopped_are_removed_and_no_other_file(directory):
-    import subprocess
+def test_without_memory_files_there_is_no_spool(monkeypatch):
+    def refused(name, flags=0):
+        raise OSError(errno.ENOSYS, "Function not implemented")
 
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True, check=True)
-    dead = int(gone.stdout)
-    names = [_spool.build_prefix(dead, 3) + "x", _spool.build_prefix(os.getpid(), 1) + "y",
-             _spool.build_prefix(1, 0) + "z", "tlrcore-benchmark-w", "other-v"]
-    for name in names:
-        (directory / name).write_bytes(b"x")
-    _spool.remove_orphans()
-    # the process that ran is gone (its id unused since, as the process ids wrap slowly);
-    # this process and process 1 run, and the other names are not a build's
-    assert sorted(p.name for p in directory.iterdir()) == sorted(names[1:])
+    monkeypatch.setattr(_spool.os, "memfd_create", refused)
+    assert _spool.Spool.open() is None
+    monkeypatch.delattr(_spool.os, "memfd_create")
+    assert _spool.Spool.open() is None

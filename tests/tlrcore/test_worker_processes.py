@@ -5,6 +5,7 @@ session they drop what they keep and wait idle for the next one, then stop;
 ``TLRCORE_PROCESSES=1`` sends every build to them; every case the processes cannot serve
 falls back to the threads."""
 
+import gc
 import logging
 import os
 import sys
@@ -407,8 +408,6 @@ def test_a_shared_object_pickles_as_its_object():
 
 
 def test_the_workers_drop_a_shared_object_gone_here_at_their_next_task(processes):
-    import gc
-
     data = np.arange(100.0)
     first = worker_processes.Shared(Summer(data))
     first.map("part", [(i, 4) for i in range(4)])
@@ -421,81 +420,90 @@ def test_the_workers_drop_a_shared_object_gone_here_at_their_next_task(processes
     assert all(key not in keys for _, keys, _ in answers)
 
 
-# ------------------------------------------------------------------ spool files (tlrcore.compress._spool)
-@pytest.mark.parametrize("spool_directory", ["tmp", "absent"])
-def test_a_build_in_the_workers_spools_or_not_and_leaves_no_file(sites, processes, tmp_path, monkeypatch,
-                                                                  spool_directory):
+# ------------------------------------------------------------------ the spool (tlrcore.compress._spool)
+class SpoolWatch:
+    """Records, for each column the workers send, whether it came through the spool, and
+    the spool itself (which the pool drops when it stops)."""
+
+    def __init__(self, monkeypatch, lose=False):
+        self.spooled, self.spools, self.lose = [], [], lose
+        monkeypatch.setattr(worker_processes, "unspool", self)
+
+    def __call__(self, spool, result):
+        self.spooled.append(isinstance(result, spooling.Spooled))
+        self.spools.append(spool)
+        if self.lose and self.spooled[-1]:
+            result.length *= 1 << 20  # past the end of the file: not mapped
+        return spooling.unspool(spool, result)
+
+    def allocated(self):
+        return self.spools[0].allocated()
+
+
+@pytest.mark.parametrize("with_spool", [True, False])
+def test_a_build_in_the_workers_spools_or_not_and_gives_the_memory_back(sites, processes, monkeypatch, with_spool):
     monkeypatch.setenv("TLRCORE_PROCESSES", "0")
     expected = build(Exponential(sites))
     monkeypatch.setenv("TLRCORE_PROCESSES", "1")
-    directory = tmp_path / spool_directory
-    if spool_directory == "tmp":
-        directory.mkdir()
-    spooled = []
-    monkeypatch.setattr(spooling, "SPOOL_DIRECTORY", str(directory))  # before the fork: the workers see it
-    monkeypatch.setattr(spooling, "RESERVE", 0.0)  # however full the temporary file system is otherwise
-    monkeypatch.setattr(worker_processes, "unspool", lambda result: spooled.append(
-        isinstance(result, spooling.Spooled)) or spooling.unspool(result))
-    assert_same_matrix(build(Exponential(sites)), expected)
-    assert spooled and all(spooled) == (spool_directory == "tmp") and any(spooled) == all(spooled)
-    assert not directory.exists() or not list(directory.iterdir())
+    if not with_spool:
+        monkeypatch.setattr(spooling.Spool, "open", classmethod(lambda cls: None))
+    watch = SpoolWatch(monkeypatch)
+    A = build(Exponential(sites))
+    assert worker_processes._pool is None  # the build's own session: the workers stopped with it
+    assert_same_matrix(A, expected)
+    assert watch.spooled and all(watch.spooled) == with_spool and any(watch.spooled) == with_spool
+    if with_spool:
+        assert watch.allocated() >= sum(U.nbytes + V.nbytes for U, V in zip(A.U.values(), A.V.values()))
+        del A
+        gc.collect()
+        assert watch.allocated() == 0
 
 
-def test_a_column_lost_on_its_way_is_compressed_here(sites, processes, tmp_path, monkeypatch, caplog):
+def test_a_column_lost_on_its_way_is_compressed_here_and_its_region_given_back(sites, processes, monkeypatch,
+                                                                              caplog):
     monkeypatch.setenv("TLRCORE_PROCESSES", "0")
     expected = build(Exponential(sites))
     monkeypatch.setenv("TLRCORE_PROCESSES", "1")
-    monkeypatch.setattr(spooling, "SPOOL_DIRECTORY", str(tmp_path))
-    monkeypatch.setattr(spooling, "RESERVE", 0.0)
-
-    def lost(result):
-        os.unlink(result.path)
-        return spooling.unspool(result)
-
-    monkeypatch.setattr(worker_processes, "unspool", lost)
+    watch = SpoolWatch(monkeypatch, lose=True)
     assert_same_matrix(build(Exponential(sites)), expected)
-    assert "compressing it here" in caplog.text and not list(tmp_path.iterdir())
+    assert all(watch.spooled) and "compressing it here" in caplog.text
+    assert watch.allocated() == 0
 
 
 _COMPRESS_REMOTE = worker_processes._compress_remote
 
 
 def _spool_then_die(*args):
-    """In a worker: write the column's spool file, then die before returning it."""
+    """In a worker: write the column to the spool, then die before returning it."""
     _COMPRESS_REMOTE(*args)
     os._exit(1)
 
 
-def test_spool_files_of_results_lost_with_a_broken_pool_are_removed_at_the_end_of_the_build(
-        sites, processes, tmp_path, monkeypatch):
+def test_the_regions_of_results_lost_with_a_broken_pool_are_given_back(sites, processes, monkeypatch):
     monkeypatch.setenv("TLRCORE_PROCESSES", "0")
     expected = build(Exponential(sites))
     monkeypatch.setenv("TLRCORE_PROCESSES", "1")
-    monkeypatch.setattr(spooling, "SPOOL_DIRECTORY", str(tmp_path))
-    monkeypatch.setattr(spooling, "RESERVE", 0.0)
     monkeypatch.setattr(worker_processes, "_compress_remote", _spool_then_die)  # before the fork
-    left = []
-
-    def listing_first(prefix):
-        left.extend(p.name for p in tmp_path.iterdir())
-        real_remove_spools(prefix)
-
-    real_remove_spools = worker_processes.remove_spools
-    monkeypatch.setattr(worker_processes, "remove_spools", listing_first)
-    with worker_processes.session(TILE):  # which outlives the build: its end, not the workers' stop, removes them
+    spools = []
+    real_open = spooling.Spool.open
+    monkeypatch.setattr(spooling.Spool, "open", classmethod(lambda cls: spools.append(real_open()) or spools[-1]))
+    with worker_processes.session(TILE):
         assert_same_matrix(build(Exponential(sites)), expected)
         assert worker_processes._broken
-        assert left and not list(tmp_path.iterdir())  # written, never read, removed at the build's end
+    assert len(spools) == 1 and spools[0].allocated() == 0  # written by the dying workers, cut out here
 
 
-def test_stopping_the_workers_removes_the_spool_files_of_every_build_of_this_process(processes, tmp_path,
-                                                                                      monkeypatch):
-    monkeypatch.setattr(spooling, "SPOOL_DIRECTORY", str(tmp_path))
-    monkeypatch.setattr(spooling, "RESERVE", 0.0)
-    worker_processes.start()
-    mine = [spooling.build_prefix(os.getpid(), b) + "x" for b in (7, 8)]  # interrupted builds' columns
-    other = spooling.build_prefix(1, 7) + "x"
-    for name in (*mine, other):
-        (tmp_path / name).write_bytes(b"x")
+def test_tiles_from_the_spool_outlive_the_workers(sites, processes, monkeypatch):
+    monkeypatch.setenv("TLRCORE_PROCESSES", "0")
+    expected = build(Exponential(sites))
+    monkeypatch.setenv("TLRCORE_PROCESSES", "1")
+    watch = SpoolWatch(monkeypatch)
+    with worker_processes.session(TILE):
+        A = build(Exponential(sites))
     worker_processes.shutdown()
-    assert [p.name for p in tmp_path.iterdir()] == [other]
+    assert worker_processes._pool is None and worker_processes._spool is None
+    assert all(watch.spooled)
+    assert_same_matrix(A, expected)
+    del A
+    gc.collect()
+    assert watch.allocated() == 0

@@ -1,161 +1,213 @@
-"""Tile factors handed from a worker process to the caller through a file in shared memory.
+"""Tile factors handed from a worker process to the caller through a shared memory file.
 
 A tile column's factors that return through the process pool's pipe are pickled into one
 bytes object in the worker, written to the pipe, read back here in pieces of the pipe's
 buffer into another bytes object and unpickled into new arrays: three copies and about
 16,000 reads a gigabyte, on a thread of the caller that holds the GIL while it
-unpickles, beside the tile pool's threads. A build of 131,072 sites sends about a
-gigabyte. A *spool* file in ``/dev/shm`` (memory, not disk) is written once in the worker
-and read once here, straight into the arrays, then removed
-(``benchmarks/worker_transfer.py`` compares the two ways; in the 131,072-site build the
-caller's CPU went from 8.2-8.8 s to 6.5-7.0 s and the build from 15.6-15.9 s to
-13.9-14.0 s, on a 2-core Intel machine).
+unpickles. A build of 131,072 sites sends about a gigabyte.
 
-Mapping the file here instead of reading it would spare the copy (at 131,072 sites the
-caller's CPU in the build was 4.7 s mapped against 6.5-7.1 s read, the build 0-1 s
-shorter), but the tiles would then hold ``/dev/shm`` for the matrix's life (1.1 GB at that
-size), where the semaphores of :mod:`multiprocessing` and other programs need room. Read
-and removed, a file holds it only while one tile column is on its way.
+Instead, the caller makes one memory file (``memfd_create``) before it forks the workers,
+which inherit its descriptor: the :class:`Spool`. Each tile column is given a region of
+it that no other column ever gets (:meth:`Spool.region`, large enough for any factors of
+the column's shape); the worker writes the factors there (``pwrite``, one copy), and only
+their layouts cross the pipe. The caller maps the region and the factors are views of the
+mapping: no copy here, and no new page to be zeroed. When the last of a column's factors
+is gone, its region is cut out of the file (``fallocate(FALLOC_FL_PUNCH_HOLE)``) and the
+memory goes back to the system.
 
-The arrays come back equal bit for bit, with the memory order the pipe gives them
-(Fortran order for an array that is Fortran- but not C-contiguous, C order otherwise), so
-that later products take the same paths. Where no file can be written (no ``/dev/shm``,
-or one too small: Docker gives containers 64 MB), or where it would leave less than a
-quarter of ``/dev/shm`` free (a file system filled even for a moment fails the other
-programs that use it), :func:`spool` returns the factors themselves and they take the
-pipe, column by column. (At 131,072 sites the columns are 18.6 MB on average, 29.3 MB at
-most.) The spool files of one build share a prefix (:func:`build_prefix`);
-:func:`remove_spools` clears what a broken pool left behind, and :func:`remove_orphans`
-what a caller killed with a column on its way left.
+Measured at 131,072 sites (2-D exponential kernel, accuracy 1e-8, tiles of 2048, two
+cores; ``benchmarks/worker_transfer.py`` compares the three ways on synthetic columns):
+
+- pickled through the pipe: the caller's CPU 8.2-8.8 s, the build 15.6-15.9 s (a 2-core
+  Intel machine);
+- written to a file in ``/dev/shm`` and read here into new arrays (the previous way): on
+  that machine 6.5-7.0 s and 13.9-14.0 s; on a 2-core AMD machine the caller's system
+  time in the build was 2.9-3.5 s, most of it zeroing the pages of the new arrays
+  (``perf``: ``clear_page_erms`` under the reads);
+- mapped: on the AMD machine the caller's system time 0.7-0.8 s, the build 7.9-8.1 s
+  against 8.2-8.4 s (alternating runs). The workers' system time rose by 1.5 s: the
+  pages they write are now new ones, not those of the file read and removed before.
+
+A memory file is not ``/dev/shm``: Docker gives containers a ``/dev/shm`` of 64 MB,
+which a file there would fill for the matrix's life. It is freed with the processes (no
+file is left behind by a killed caller), and its pages count as the caller's memory
+once mapped, as a matrix's arrays would.
+
+The arrays are equal bit for bit to those the pipe gives, in the same memory order
+(Fortran order for an array that is Fortran- but not C-contiguous, C order otherwise),
+so later products take the same paths; each starts at a multiple of
+:data:`ALIGNMENT` bytes. Where no memory file can be made (not Linux), where the
+factors are not :class:`~tlrcore.compress._recompress.LowRank`, or where a write fails,
+they take the pipe.
 """
 
 from __future__ import annotations
 
-import contextlib
-import glob
+import ctypes
 import logging
+import mmap
 import os
-import re
-import tempfile
+import threading
+import weakref
 
 import numpy as np
 
 from tlrcore.compress._recompress import LowRank
 
-__all__ = ["RESERVE", "SPOOL_DIRECTORY", "Spooled", "build_prefix", "remove_orphans", "remove_spools", "spool",
-           "unspool"]
+__all__ = ["ALIGNMENT", "Spool", "Spooled", "unspool"]
 
 logger = logging.getLogger(__name__)
 
-#: Where the spool files are written: memory on Linux.
-SPOOL_DIRECTORY = "/dev/shm"
-#: Share of :data:`SPOOL_DIRECTORY`'s size that a spool file leaves free, for other users.
-RESERVE = 0.25
-_BUILD_FILES = re.compile(r"tlrcore-(\d+)-\d+-")
+#: Each array of a spooled column starts at a multiple of this many bytes.
+ALIGNMENT = 64
+#: Regions are handed out below this offset (tmpfs files may reach ``2**63 - 1`` bytes).
+LAST_OFFSET = 1 << 62
+_PUNCH_HOLE_KEEP_SIZE = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
 
 
-def build_prefix(pid, build=None):
-    """The start of the names of the spool files of build number `build` of process `pid`
-    (of all its builds when `build` is None)."""
-    return f"tlrcore-{pid}-" if build is None else f"tlrcore-{pid}-{build}-"
+def _fallocate():
+    """The C library's ``fallocate``, or None."""
+    try:
+        function = ctypes.CDLL(None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    function.restype = ctypes.c_int
+    return function
+
+
+_FALLOCATE = _fallocate()
 
 
 class Spooled:
-    """What crosses the pipe in place of a list of :class:`LowRank` factors: the spool
-    file's `path` and, per tile, the layouts of ``U`` and ``V`` (shape, dtype, Fortran
-    order) and the two dropped norms."""
+    """What crosses the pipe in place of a list of :class:`LowRank` factors: the
+    column's region of the spool (`offset`, `length` bytes written) and, per tile, the
+    layouts of ``U`` and ``V`` (shape, dtype, Fortran order, offset in the region) and the
+    two dropped norms."""
 
-    def __init__(self, path, tiles):
-        self.path = path
+    def __init__(self, offset, length, tiles):
+        self.offset = offset
+        self.length = length
         self.tiles = tiles
 
 
-def spool(factors, prefix):
-    """In a worker: `factors` (a list of :class:`LowRank`) written to a new spool file
-    whose name starts with `prefix`, as a :class:`Spooled`; the list itself where the
-    file cannot be written (removed then), would leave less than :data:`RESERVE` of the
-    directory's size free, or where the factors are not all :class:`LowRank`."""
-    if not all(isinstance(pair, LowRank) for pair in factors):
-        return factors
-    size = sum(array.nbytes for pair in factors for array in pair)
-    try:
-        space = os.statvfs(SPOOL_DIRECTORY)
-        if (space.f_bavail - RESERVE * space.f_blocks) * space.f_frsize < size:
-            logger.debug("tlrcore: %s too full for a spool file of %d bytes; the factors take the pipe",
-                         SPOOL_DIRECTORY, size)
-            return factors
-        descriptor, path = tempfile.mkstemp(prefix=prefix, dir=SPOOL_DIRECTORY)
-    except OSError as exc:
-        logger.debug("tlrcore: no spool file in %s (%s); the factors take the pipe", SPOOL_DIRECTORY, exc)
-        return factors
-    tiles = []
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            for pair in factors:
-                layouts = []
-                for array in pair:
-                    fortran = array.flags.f_contiguous and not array.flags.c_contiguous
-                    data = array.T if fortran else np.ascontiguousarray(array)
-                    if data.size:
-                        file.write(memoryview(data).cast("B"))
-                    layouts.append((array.shape, array.dtype.str, fortran))
-                tiles.append((*layouts, pair.dropped, pair.dropped_frobenius))
-    except OSError as exc:  # the file system is full
-        logger.debug("tlrcore: spool file %s not written (%s); the factors take the pipe", path, exc)
-        os.unlink(path)
-        return factors
-    return Spooled(path, tiles)
+class Spool:
+    """A memory file shared with the worker processes forked after it is made.
 
-
-def unspool(result):
-    """Here: the factors of `result`, read from its spool file (then removed) when it is a
-    :class:`Spooled`, else `result` itself.
-
-    Raises
-    ------
-    OSError
-        When the spool file cannot be read in full.
+    Parameters
+    ----------
+    descriptor : int
+        The file's descriptor; closed when the spool and every column read from it
+        are gone.
     """
-    if not isinstance(result, Spooled):
-        return result
-    try:
-        with open(result.path, "rb") as file:
-            return [LowRank(_read(file, *u), _read(file, *v), dropped, dropped_frobenius)
-                    for u, v, dropped, dropped_frobenius in result.tiles]
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(result.path)
+
+    def __init__(self, descriptor):
+        self.descriptor = descriptor
+        self._next = 0
+        self._lock = threading.Lock()
+        weakref.finalize(self, os.close, descriptor).atexit = False
+
+    @classmethod
+    def open(cls):
+        """A new spool, or None where the system makes no memory files."""
+        try:
+            return cls(os.memfd_create("tlrcore-spool", os.MFD_CLOEXEC))
+        except (AttributeError, OSError) as exc:  # not Linux, or too old
+            logger.debug("tlrcore: no memory file for the workers' tiles (%s); they take the pipe", exc)
+            return None
+
+    def region(self, size):
+        """Here: the offset of a new region of `size` bytes (never handed out before), or
+        None once the file's offsets are used up."""
+        with self._lock:
+            offset = self._next
+            end = offset + -(-max(size, 1) // mmap.PAGESIZE) * mmap.PAGESIZE
+            if end > LAST_OFFSET:
+                return None
+            self._next = end
+            return offset
+
+    def write(self, factors, offset, size):
+        """In a worker: `factors` (a list of :class:`LowRank`) written to the region at
+        `offset`, as a :class:`Spooled`; the list itself where the factors are not all
+        :class:`LowRank`, would not fit in the region's `size` bytes, or cannot be
+        written (what was written is then cut out)."""
+        if not all(isinstance(pair, LowRank) for pair in factors):
+            return factors
+        pieces, tiles, at = [], [], 0
+        for pair in factors:
+            layouts = []
+            for array in pair:
+                fortran = array.flags.f_contiguous and not array.flags.c_contiguous
+                at = -(-at // ALIGNMENT) * ALIGNMENT
+                if array.size:
+                    pieces.append((at, array.T if fortran else np.ascontiguousarray(array)))
+                layouts.append((array.shape, array.dtype.str, fortran, at))
+                at += array.nbytes
+            tiles.append((*layouts, pair.dropped, pair.dropped_frobenius))
+        if at > size:
+            return factors
+        try:
+            for start, data in pieces:
+                _write_all(self.descriptor, memoryview(data).cast("B"), offset + start)
+        except OSError as exc:
+            logger.debug("tlrcore: tile column not written to the spool (%s); it takes the pipe", exc)
+            self.discard(offset, at)
+            return factors
+        return Spooled(offset, at, tiles)
+
+    def read(self, spooled):
+        """Here: the factors of `spooled`, views of its region mapped from the file.
+
+        Raises
+        ------
+        OSError
+            When the region cannot be mapped (it is then cut out of the file).
+        """
+        if spooled.length:
+            try:
+                if os.fstat(self.descriptor).st_size < spooled.offset + spooled.length:
+                    raise OSError(f"spool region at {spooled.offset} ends early")
+                mapped = mmap.mmap(self.descriptor, spooled.length, offset=spooled.offset)
+            except (OSError, ValueError) as exc:
+                self.discard(spooled.offset, spooled.length)
+                raise OSError(f"spool region at {spooled.offset} not mapped: {exc}") from exc
+            memory = np.frombuffer(mapped, dtype=np.uint8)
+            weakref.finalize(memory, self.discard, spooled.offset, spooled.length).atexit = False
+        else:
+            memory = np.empty(0, dtype=np.uint8)
+
+        def view(shape, dtype, fortran, start):
+            order = "F" if fortran else "C"
+            if 0 in shape:
+                return np.empty(shape, dtype=dtype, order=order)
+            return np.ndarray(shape, dtype=dtype, buffer=memory, offset=start, order=order)
+
+        return [LowRank(view(*u), view(*v), dropped, dropped_frobenius)
+                for u, v, dropped, dropped_frobenius in spooled.tiles]
+
+    def discard(self, offset, length):
+        """Cut the region at `offset` out of the file, giving its memory back (where the
+        system allows; else it is freed with the file)."""
+        if _FALLOCATE is None or not length:
+            return
+        length = -(-length // mmap.PAGESIZE) * mmap.PAGESIZE  # the region's last page is its own
+        if _FALLOCATE(self.descriptor, _PUNCH_HOLE_KEEP_SIZE, offset, length) != 0:
+            logger.debug("tlrcore: spool region at %d not freed (%s)", offset, os.strerror(ctypes.get_errno()))
+
+    def allocated(self):
+        """Bytes of the file that hold memory (written and not yet cut out)."""
+        return os.fstat(self.descriptor).st_blocks * 512
 
 
-def _read(file, shape, dtype, fortran):
-    array = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
-    if array.size and file.readinto(memoryview(array.T if fortran else array).cast("B")) != array.nbytes:
-        raise OSError(f"spool file {file.name} ends early")
-    return array
+def unspool(spool, result):
+    """Here: the factors of `result`, read from `spool` when it is a :class:`Spooled`,
+    else `result` itself (see :meth:`Spool.read`)."""
+    return spool.read(result) if isinstance(result, Spooled) else result
 
 
-def remove_spools(prefix):
-    """Remove the spool files whose names start with `prefix` (those of results lost with
-    a broken pool)."""
-    for path in glob.glob(os.path.join(SPOOL_DIRECTORY, glob.escape(prefix) + "*")):
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-
-
-def remove_orphans():
-    """Remove the spool files of builds (:func:`build_prefix`) whose process no longer runs."""
-    for path in glob.glob(os.path.join(SPOOL_DIRECTORY, "tlrcore-*")):
-        match = _BUILD_FILES.match(os.path.basename(path))
-        if match and not _running(int(match.group(1))):
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-
-
-def _running(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process, say
-        return True
-    return True
+def _write_all(descriptor, data, offset):
+    """``pwrite`` all of `data` at `offset`."""
+    while data:
+        written = os.pwrite(descriptor, data, offset)
+        data, offset = data[written:], offset + written

@@ -32,8 +32,8 @@ tiles were too large for them), always with ``1``, never with ``0``.
 With more than one worker (:func:`tlrcore._threads.workers`) each tile column of
 :meth:`tlrcore.TLRMatrix.from_generator` (``method="aca"``) is then compressed in a
 process of a pool: the block generator is pickled once per build and sent with each
-column; the factors come back through a file in shared memory
-(:mod:`tlrcore.compress._spool`), or pickled where none can be written. The tiles are
+column; the factors come back through a memory file that the workers share with the caller
+(:mod:`tlrcore.compress._spool`), or pickled where none can be made. The tiles are
 those the threads would make, bit for bit (the same operations on the same entries). The
 generator runs in the workers, so its side effects (counters, caches) stay there. A
 generator that does not pickle (a closure) or that the workers cannot unpickle (a class
@@ -82,7 +82,7 @@ import numpy as np
 
 from tlrcore._malloc import trim_heap
 from tlrcore._threads import one_blas_thread_block, workers
-from tlrcore.compress._spool import build_prefix, remove_orphans, remove_spools, spool, unspool
+from tlrcore.compress._spool import ALIGNMENT, Spool, unspool
 from tlrcore.compress.generated import CheckedBlock, compress_column
 
 __all__ = ["AUTO_MAX_TILE", "AUTO_MIN_COLUMNS", "IDLE_TIMEOUT", "Shared", "column_compressor", "enabled", "session",
@@ -108,6 +108,8 @@ IDLE_TIMEOUT = 60.0
 _RELEASE_WAIT = 10.0
 
 _pool = None
+#: The memory file through which the pool's workers hand back tile columns (inherited at the fork).
+_spool = None
 #: The pool's workers meet at this barrier in :func:`_release`, so that each takes one task.
 _barrier = None
 #: Stops the idle workers :data:`IDLE_TIMEOUT` seconds after the last session closed.
@@ -201,13 +203,13 @@ def start():
 
 def shutdown():
     """Stop the workers (the next use forks new ones)."""
-    global _pool
+    global _pool, _spool
     _cancel_idle_stop()
     _released.clear()
     if _pool is not None:
         _pool.shutdown()
         _pool = None
-        remove_spools(build_prefix(os.getpid()))  # of builds interrupted while the workers wrote
+        _spool = None  # its file lives on while tiles read from it do
 
 
 def _rest(linger):
@@ -285,10 +287,7 @@ def column_compressor(block, offsets, max_rank, local):
     build = (os.getpid(), next(_builds))
     with session(tile_size, linger=False):
         start()  # before the tiles: the tile pool's threads are idle
-        try:
-            yield local if _broken else _remote_compressor(build, payload, offsets, max_rank, local)
-        finally:
-            remove_spools(build_prefix(*build))
+        yield local if _broken else _remote_compressor(build, payload, offsets, max_rank, local)
 
 
 def _pickled(obj):
@@ -301,26 +300,33 @@ def _pickled(obj):
 
 def _remote_compressor(build, payload, offsets, max_rank, local):
     """:func:`column_compressor`'s ``compress``, in a session, for the pickled generator
-    `payload` of the build numbered `build`. The factors come back through spool files
-    (:mod:`tlrcore.compress._spool`) where the workers can write them."""
+    `payload` of the build numbered `build`. The factors come back through the pool's
+    spool (:mod:`tlrcore.compress._spool`) where there is one."""
     unpicklable = []
 
     def compress(j, tolerance):
         global _broken
         if not (_broken or unpicklable):
+            pool, spool, region = _get_pool(), _spool, None
+            if spool is not None:
+                size = _column_bytes(offsets, j)
+                offset = spool.region(size)
+                region = None if offset is None else (offset, size)
             try:
-                result = _get_pool().submit(_compress_remote, build, payload, offsets, j, tolerance, max_rank,
-                                            _released_keys()).result()
+                result = pool.submit(_compress_remote, build, payload, offsets, j, tolerance, max_rank,
+                                     _released_keys(), region).result()
             except BrokenProcessPool:
                 _broken = True
+                if region is not None:
+                    spool.discard(*region)  # the worker may have written the column before it died
                 logger.warning("tlrcore: the worker processes stopped; compressing on threads from now on")
             except _Unpicklable as exc:
                 unpicklable.append(exc)
                 logger.debug("tlrcore: the workers cannot unpickle the generator (%s); this build uses threads", exc)
             else:
                 try:
-                    return unspool(result)
-                except OSError as exc:  # its spool file not read in full
+                    return unspool(spool, result)
+                except OSError as exc:  # its spool region not mapped
                     logger.warning("tlrcore: tile column %d lost on its way from a worker (%s); compressing it here",
                                    j, exc)
         return local(j, tolerance)
@@ -442,13 +448,21 @@ class _Unpicklable(Exception):
     """A worker could not unpickle the generator (a class defined after the fork, say)."""
 
 
+def _column_bytes(offsets, j):
+    """Bytes in which any factors of tile column `j` fit: every tile at full rank, in
+    complex numbers, each array aligned (:data:`~tlrcore.compress._spool.ALIGNMENT`)."""
+    sizes = np.diff(np.asarray(offsets, dtype=np.int64))
+    below, width = sizes[j + 1 :], sizes[j]
+    return int(np.sum((below + width) * np.minimum(below, width))) * 16 + 2 * ALIGNMENT * below.size
+
+
 def _get_pool():
-    global _pool, _barrier
+    global _pool, _barrier, _spool
     if _pool is None:
         context = multiprocessing.get_context("fork")
         _barrier = context.Barrier(workers())  # the workers inherit it when forked
+        _spool = Spool.open()  # and this
         _pool = ProcessPoolExecutor(workers(), mp_context=context)
-        remove_orphans()  # spool files of callers killed while a column was on its way
     return _pool
 
 
@@ -467,10 +481,10 @@ def _warm_up():
     return os.getpid()
 
 
-def _compress_remote(build, payload, offsets, j, tolerance, max_rank, released):
+def _compress_remote(build, payload, offsets, j, tolerance, max_rank, released, region):
     """In a worker: the factors of tile column `j`, as the threads compute them (after
-    dropping the :class:`Shared` objects `released`), in a spool file where it can be
-    written."""
+    dropping the :class:`Shared` objects `released`), written to the spool's `region`
+    (``(offset, size)``, or None) where they can be."""
     global _worker_build
     _drop(released)
     if _worker_build[0] != build:
@@ -482,4 +496,4 @@ def _compress_remote(build, payload, offsets, j, tolerance, max_rank, released):
     tiles = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(offsets) - 1)]
     with one_blas_thread_block():
         factors = compress_column(_worker_build[1], tiles, j, tolerance, max_rank)
-    return spool(factors, build_prefix(*build))
+    return factors if region is None or _spool is None else _spool.write(factors, *region)
