@@ -5,9 +5,10 @@
 Each of `--columns` tasks makes the factors of one tile column, `--tiles` pairs ``(U, V)``
 of shape ``(--rows, --rank)`` (:class:`tlrcore.compress._recompress.LowRank`), in one of
 two forked workers, and returns them either pickled or spooled. The caller receives them
-as :mod:`tlrcore.compress.worker_processes` does (``future.result()``, then
+as :mod:`tlrcore.compress.worker_processes` does in a build (two threads, each sending a
+column and waiting for it: ``future.result()``, then
 :func:`~tlrcore.compress._spool.unspool`, which maps the column's region), and keeps
-every column until the last has come, as a build does. A third way, ``spool+copy``,
+every column until the last has come. A third way, ``spool+copy``,
 copies each mapped array into a new one, as the previous spool (a file in ``/dev/shm``
 read into new arrays) did. The ways alternate, each `--repeats` times. Printed: the wall
 time and the caller's CPU time (user and system) of each way (medians), and their ratios
@@ -23,7 +24,7 @@ import argparse
 import multiprocessing
 import statistics
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from tlrcore.compress._recompress import LowRank
 from tlrcore.compress._spool import Spool, unspool
 
 #: Made before the workers are forked, which inherit it.
-SPOOL = Spool.open()
+SPOOL = Spool.open(2)
 
 
 def factors(seed, tiles, rows, rank):
@@ -49,12 +50,20 @@ def made(seed, tiles, rows, rank, region=None):
 def receive(pool, way, args):
     """Wall and caller CPU seconds to receive every column the `way` named."""
     size = 2 * args.tiles * (args.rows * args.rank * 8 + 64)
+
+    def column(seed):
+        region = None if way == "pipe" else SPOOL.region(size)
+        try:
+            spooling = None if region is None else (region, size)
+            got = unspool(SPOOL, pool.submit(made, seed, *args.shape, spooling).result())
+        finally:
+            if region is not None:
+                SPOOL.done(region)
+        return [LowRank(np.array(U), np.array(V)) for U, V in got] if way == "spool+copy" else got
+
     wall, cpu = time.perf_counter(), time.process_time()
-    futures = [pool.submit(made, column, *args.shape, None if way == "pipe" else (SPOOL.region(size), size))
-               for column in range(args.columns)]
-    received = [unspool(SPOOL, future.result()) for future in futures]
-    if way == "spool+copy":
-        received = [[LowRank(np.array(U), np.array(V)) for U, V in column] for column in received]
+    with ThreadPoolExecutor(2) as threads:
+        received = list(threads.map(column, range(args.columns)))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     assert len(received) == args.columns and all(len(column) == args.shape[0] for column in received)
     return wall, cpu

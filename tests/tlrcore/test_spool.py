@@ -2,8 +2,9 @@
 come back as views of the mapped region, equal to what the pipe (pickle) would give, bit
 for bit and in the same memory order; the region's memory goes back to the system when
 the last of its factors is gone, and at once when the factors cannot be written or
-mapped; regions never overlap; where no spool can be made, or the factors are not
-low-rank pairs or do not fit, they take the pipe. (The spool in a build:
+mapped; regions never overlap, and a file serves one column on its way at a time; where
+no spool can be made, or the factors are not low-rank pairs or do not fit, they take
+the pipe. (The spool in a build:
 ``test_worker_processes.py``.)"""
 
 import errno
@@ -26,7 +27,7 @@ SIZE = 1 << 16
 
 @pytest.fixture
 def spool():
-    made = _spool.Spool.open()
+    made = _spool.Spool.open(2)
     assert made is not None
     return made
 
@@ -82,11 +83,26 @@ def test_the_memory_goes_back_when_the_last_factor_of_the_column_is_gone(spool):
 
 
 def test_regions_are_pages_of_their_own_and_never_given_twice(spool, monkeypatch):
-    offsets = [spool.region(size) for size in (1, mmap.PAGESIZE, mmap.PAGESIZE + 1, 0, 5)]
-    assert offsets == [k * mmap.PAGESIZE for k in (0, 1, 2, 4, 5)]
+    regions = []
+    for size in (1, mmap.PAGESIZE, mmap.PAGESIZE + 1, 0, 5):
+        regions.append(spool.region(size))
+        spool.done(regions[-1])
+    assert [offset for _, offset in regions] == [k * mmap.PAGESIZE for k in (0, 1, 2, 4, 5)]
+    assert {file for file, _ in regions} == {1}  # the file given back last is given first
     monkeypatch.setattr(_spool, "LAST_OFFSET", 7 * mmap.PAGESIZE)
-    assert spool.region(mmap.PAGESIZE) == 6 * mmap.PAGESIZE
-    assert spool.region(1) is None and spool.region(1) is None  # used up: the columns take the pipe
+    assert spool.region(mmap.PAGESIZE) == (1, 6 * mmap.PAGESIZE)
+    assert spool.region(1) == (0, 0)  # the other file
+    assert spool.region(1) is None  # every file in use: the column takes the pipe
+    spool.done((1, None))
+    assert spool.region(1) is None  # that file's offsets used up
+
+
+def test_a_file_serves_one_column_on_its_way_at_a_time(spool):
+    first, second = spool.region(SIZE), spool.region(SIZE)
+    assert first[0] != second[0] and spool.region(SIZE) is None
+    spool.done(first)
+    third = spool.region(SIZE)
+    assert third[0] == first[0] and third[1] >= first[1] + SIZE
 
 
 def test_factors_that_are_not_spooled_pass_through(spool):
@@ -141,24 +157,33 @@ def test_a_region_that_ends_early_is_an_error_and_is_given_back(spool):
 
 
 def test_the_file_is_closed_when_the_spool_and_its_columns_are_gone():
-    spool = _spool.Spool.open()
-    descriptor = spool.descriptor
+    spool = _spool.Spool.open(2)
+    descriptors = spool.descriptors
     got = _spool.unspool(spool, spool.write(factors(), spool.region(SIZE), SIZE))
     del spool
     gc.collect()
-    os.fstat(descriptor)  # open: the columns read from it keep it
+    for descriptor in descriptors:
+        os.fstat(descriptor)  # open: the columns read from the spool keep its files
     assert_same_factors(got, pickle.loads(pickle.dumps(factors())))
     del got
     gc.collect()
+    for descriptor in descriptors:
+        with pytest.raises(OSError):
+            os.fstat(descriptor)
+
+
+def test_without_memory_files_there_is_no_spool_and_no_file_left_open(monkeypatch):
+    made, real_memfd_create = [], os.memfd_create
+
+    def second_refused(name, flags=0):
+        if made:
+            raise OSError(errno.EMFILE, "Too many open files")
+        made.append(real_memfd_create(name, flags))
+        return made[-1]
+
+    monkeypatch.setattr(_spool.os, "memfd_create", second_refused)
+    assert _spool.Spool.open(2) is None
     with pytest.raises(OSError):
-        os.fstat(descriptor)
-
-
-def test_without_memory_files_there_is_no_spool(monkeypatch):
-    def refused(name, flags=0):
-        raise OSError(errno.ENOSYS, "Function not implemented")
-
-    monkeypatch.setattr(_spool.os, "memfd_create", refused)
-    assert _spool.Spool.open() is None
-    monkeypatch.delattr(_spool.os, "memfd_create")
-    assert _spool.Spool.open() is None
+        os.fstat(made[0])
+    monkeypatch.delattr(_spool.os, "memfd_create")  # not Linux
+    assert _spool.Spool.open(2) is None

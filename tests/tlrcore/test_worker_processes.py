@@ -446,7 +446,7 @@ def test_a_build_in_the_workers_spools_or_not_and_gives_the_memory_back(sites, p
     expected = build(Exponential(sites))
     monkeypatch.setenv("TLRCORE_PROCESSES", "1")
     if not with_spool:
-        monkeypatch.setattr(spooling.Spool, "open", classmethod(lambda cls: None))
+        monkeypatch.setattr(spooling.Spool, "open", classmethod(lambda cls, files: None))
     watch = SpoolWatch(monkeypatch)
     A = build(Exponential(sites))
     assert worker_processes._pool is None  # the build's own session: the workers stopped with it
@@ -484,9 +484,13 @@ def test_the_regions_of_results_lost_with_a_broken_pool_are_given_back(sites, pr
     expected = build(Exponential(sites))
     monkeypatch.setenv("TLRCORE_PROCESSES", "1")
     monkeypatch.setattr(worker_processes, "_compress_remote", _spool_then_die)  # before the fork
-    spools = []
-    real_open = spooling.Spool.open
-    monkeypatch.setattr(spooling.Spool, "open", classmethod(lambda cls: spools.append(real_open()) or spools[-1]))
+    spools, real_open = [], spooling.Spool.open
+
+    def kept(cls, files):
+        spools.append(real_open(files))
+        return spools[-1]
+
+    monkeypatch.setattr(spooling.Spool, "open", classmethod(kept))
     with worker_processes.session(TILE):
         assert_same_matrix(build(Exponential(sites)), expected)
         assert worker_processes._broken

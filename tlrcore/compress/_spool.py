@@ -6,14 +6,16 @@ buffer into another bytes object and unpickled into new arrays: three copies and
 16,000 reads a gigabyte, on a thread of the caller that holds the GIL while it
 unpickles. A build of 131,072 sites sends about a gigabyte.
 
-Instead, the caller makes one memory file (``memfd_create``) before it forks the workers,
-which inherit its descriptor: the :class:`Spool`. Each tile column is given a region of
-it that no other column ever gets (:meth:`Spool.region`, large enough for any factors of
-the column's shape); the worker writes the factors there (``pwrite``, one copy), and only
-their layouts cross the pipe. The caller maps the region and the factors are views of the
-mapping: no copy here, and no new page to be zeroed. When the last of a column's factors
-is gone, its region is cut out of the file (``fallocate(FALLOC_FL_PUNCH_HOLE)``) and the
-memory goes back to the system.
+Instead, the caller makes memory files (``memfd_create``) before it forks the workers,
+which inherit their descriptors: the :class:`Spool`. Each tile column is given a region of
+one of them that no other column ever gets (:meth:`Spool.region`, large enough for any
+factors of the column's shape), in a file that no other column on its way is written to
+(a write holds its file's lock: two workers writing to one file spent 1.4 % of a
+131,072-site evaluation's samples spinning on it); the worker writes the factors there
+(``pwrite``, one copy), and only their layouts cross the pipe. The caller maps the
+region and the factors are views of the mapping: no copy here, and no new page to be
+zeroed. When the last of a column's factors is gone, its region is cut out of the file
+(``fallocate(FALLOC_FL_PUNCH_HOLE)``) and the memory goes back to the system.
 
 Measured at 131,072 sites (2-D exponential kernel, accuracy 1e-8, tiles of 2048, two
 cores; ``benchmarks/worker_transfer.py`` compares the three ways on synthetic columns):
@@ -22,11 +24,12 @@ cores; ``benchmarks/worker_transfer.py`` compares the three ways on synthetic co
   Intel machine);
 - written to a file in ``/dev/shm`` and read here into new arrays (the previous way): on
   that machine 6.5-7.0 s and 13.9-14.0 s; on a 2-core AMD machine the caller's system
-  time in the build was 2.9-3.5 s, most of it zeroing the pages of the new arrays
+  time in the build was 2.4-3.5 s, most of it zeroing the pages of the new arrays
   (``perf``: ``clear_page_erms`` under the reads);
-- mapped: on the AMD machine the caller's system time 0.7-0.8 s, the build 7.9-8.1 s
-  against 8.2-8.4 s (alternating runs). The workers' system time rose by 1.5 s: the
-  pages they write are now new ones, not those of the file read and removed before.
+- mapped: on the AMD machine the caller's system time 0.6-0.8 s against 2.4-3.4 s, the
+  build 7.3-7.4 s against 7.9-8.4 s (alternating runs). The workers' system time rose by
+  about 1 s: the pages they write are now new ones, not those of the file read and
+  removed before.
 
 A memory file is not ``/dev/shm``: Docker gives containers a ``/dev/shm`` of 64 MB,
 which a file there would fill for the matrix's life. It is freed with the processes (no
@@ -81,55 +84,74 @@ _FALLOCATE = _fallocate()
 
 class Spooled:
     """What crosses the pipe in place of a list of :class:`LowRank` factors: the
-    column's region of the spool (`offset`, `length` bytes written) and, per tile, the
-    layouts of ``U`` and ``V`` (shape, dtype, Fortran order, offset in the region) and the
-    two dropped norms."""
+    column's region of the spool (`file`, `offset`, `length` bytes written) and, per
+    tile, the layouts of ``U`` and ``V`` (shape, dtype, Fortran order, offset in the
+    region) and the two dropped norms."""
 
-    def __init__(self, offset, length, tiles):
+    def __init__(self, file, offset, length, tiles):
+        self.file = file
         self.offset = offset
         self.length = length
         self.tiles = tiles
 
 
 class Spool:
-    """A memory file shared with the worker processes forked after it is made.
+    """Memory files shared with the worker processes forked after they are made.
 
     Parameters
     ----------
-    descriptor : int
-        The file's descriptor; closed when the spool and every column read from it
-        are gone.
+    descriptors : list of int
+        The files' descriptors; each is closed when the spool and every column read
+        from it are gone.
     """
 
-    def __init__(self, descriptor):
-        self.descriptor = descriptor
-        self._next = 0
+    def __init__(self, descriptors):
+        self.descriptors = list(descriptors)
+        self._next = [0] * len(self.descriptors)
+        self._free = list(range(len(self.descriptors)))
         self._lock = threading.Lock()
-        weakref.finalize(self, os.close, descriptor).atexit = False
+        for descriptor in self.descriptors:
+            weakref.finalize(self, os.close, descriptor).atexit = False
 
     @classmethod
-    def open(cls):
-        """A new spool, or None where the system makes no memory files."""
+    def open(cls, files):
+        """A new spool of `files` files, or None where the system makes no memory files."""
+        descriptors = []
         try:
-            return cls(os.memfd_create("tlrcore-spool", os.MFD_CLOEXEC))
+            for _ in range(files):
+                descriptors.append(os.memfd_create("tlrcore-spool", os.MFD_CLOEXEC))
         except (AttributeError, OSError) as exc:  # not Linux, or too old
+            for descriptor in descriptors:
+                os.close(descriptor)
             logger.debug("tlrcore: no memory file for the workers' tiles (%s); they take the pipe", exc)
             return None
+        return cls(descriptors)
 
     def region(self, size):
-        """Here: the offset of a new region of `size` bytes (never handed out before), or
-        None once the file's offsets are used up."""
+        """Here: ``(file, offset)`` of a new region of `size` bytes (never handed out
+        before) in a file that no other column on its way is written to, or None when
+        every file is in use or the file's offsets are used up. The file is in use until
+        :meth:`done`."""
         with self._lock:
-            offset = self._next
+            if not self._free:
+                return None
+            file = self._free[-1]
+            offset = self._next[file]
             end = offset + -(-max(size, 1) // mmap.PAGESIZE) * mmap.PAGESIZE
             if end > LAST_OFFSET:
                 return None
-            self._next = end
-            return offset
+            self._free.pop()
+            self._next[file] = end
+            return file, offset
 
-    def write(self, factors, offset, size):
-        """In a worker: `factors` (a list of :class:`LowRank`) written to the region at
-        `offset`, as a :class:`Spooled`; the list itself where the factors are not all
+    def done(self, region):
+        """Here: the file of `region` (from :meth:`region`) is free for another column."""
+        with self._lock:
+            self._free.append(region[0])
+
+    def write(self, factors, region, size):
+        """In a worker: `factors` (a list of :class:`LowRank`) written to `region` (``(file,
+        offset)``), as a :class:`Spooled`; the list itself where the factors are not all
         :class:`LowRank`, would not fit in the region's `size` bytes, or cannot be
         written (what was written is then cut out)."""
         if not all(isinstance(pair, LowRank) for pair in factors):
@@ -147,14 +169,15 @@ class Spool:
             tiles.append((*layouts, pair.dropped, pair.dropped_frobenius))
         if at > size:
             return factors
+        file, offset = region
         try:
             for start, data in pieces:
-                _write_all(self.descriptor, memoryview(data).cast("B"), offset + start)
+                _write_all(self.descriptors[file], memoryview(data).cast("B"), offset + start)
         except OSError as exc:
             logger.debug("tlrcore: tile column not written to the spool (%s); it takes the pipe", exc)
-            self.discard(offset, at)
+            self.discard(file, offset, at)
             return factors
-        return Spooled(offset, at, tiles)
+        return Spooled(file, offset, at, tiles)
 
     def read(self, spooled):
         """Here: the factors of `spooled`, views of its region mapped from the file.
@@ -164,16 +187,18 @@ class Spool:
         OSError
             When the region cannot be mapped (it is then cut out of the file).
         """
-        if spooled.length:
+        file, offset, length = spooled.file, spooled.offset, spooled.length
+        if length:
+            descriptor = self.descriptors[file]
             try:
-                if os.fstat(self.descriptor).st_size < spooled.offset + spooled.length:
-                    raise OSError(f"spool region at {spooled.offset} ends early")
-                mapped = mmap.mmap(self.descriptor, spooled.length, offset=spooled.offset)
+                if os.fstat(descriptor).st_size < offset + length:
+                    raise OSError(f"spool region at {offset} of file {file} ends early")
+                mapped = mmap.mmap(descriptor, length, offset=offset)
             except (OSError, ValueError) as exc:
-                self.discard(spooled.offset, spooled.length)
-                raise OSError(f"spool region at {spooled.offset} not mapped: {exc}") from exc
+                self.discard(file, offset, length)
+                raise OSError(f"spool region at {offset} of file {file} not mapped: {exc}") from exc
             memory = np.frombuffer(mapped, dtype=np.uint8)
-            weakref.finalize(memory, self.discard, spooled.offset, spooled.length).atexit = False
+            weakref.finalize(memory, self.discard, file, offset, length).atexit = False
         else:
             memory = np.empty(0, dtype=np.uint8)
 
@@ -186,18 +211,19 @@ class Spool:
         return [LowRank(view(*u), view(*v), dropped, dropped_frobenius)
                 for u, v, dropped, dropped_frobenius in spooled.tiles]
 
-    def discard(self, offset, length):
-        """Cut the region at `offset` out of the file, giving its memory back (where the
+    def discard(self, file, offset, length):
+        """Cut the region at `offset` out of `file`, giving its memory back (where the
         system allows; else it is freed with the file)."""
         if _FALLOCATE is None or not length:
             return
         length = -(-length // mmap.PAGESIZE) * mmap.PAGESIZE  # the region's last page is its own
-        if _FALLOCATE(self.descriptor, _PUNCH_HOLE_KEEP_SIZE, offset, length) != 0:
-            logger.debug("tlrcore: spool region at %d not freed (%s)", offset, os.strerror(ctypes.get_errno()))
+        if _FALLOCATE(self.descriptors[file], _PUNCH_HOLE_KEEP_SIZE, offset, length) != 0:
+            logger.debug("tlrcore: spool region at %d of file %d not freed (%s)", offset, file,
+                         os.strerror(ctypes.get_errno()))
 
     def allocated(self):
-        """Bytes of the file that hold memory (written and not yet cut out)."""
-        return os.fstat(self.descriptor).st_blocks * 512
+        """Bytes of the files that hold memory (written and not yet cut out)."""
+        return sum(os.fstat(descriptor).st_blocks for descriptor in self.descriptors) * 512
 
 
 def unspool(spool, result):

@@ -307,18 +307,16 @@ def _remote_compressor(build, payload, offsets, max_rank, local):
     def compress(j, tolerance):
         global _broken
         if not (_broken or unpicklable):
-            pool, spool, region = _get_pool(), _spool, None
-            if spool is not None:
-                size = _column_bytes(offsets, j)
-                offset = spool.region(size)
-                region = None if offset is None else (offset, size)
+            pool, spool = _get_pool(), _spool
+            size = _column_bytes(offsets, j)
+            region = None if spool is None else spool.region(size)
             try:
                 result = pool.submit(_compress_remote, build, payload, offsets, j, tolerance, max_rank,
-                                     _released_keys(), region).result()
+                                     _released_keys(), None if region is None else (region, size)).result()
             except BrokenProcessPool:
                 _broken = True
                 if region is not None:
-                    spool.discard(*region)  # the worker may have written the column before it died
+                    spool.discard(*region, size)  # the worker may have written the column before it died
                 logger.warning("tlrcore: the worker processes stopped; compressing on threads from now on")
             except _Unpicklable as exc:
                 unpicklable.append(exc)
@@ -329,6 +327,9 @@ def _remote_compressor(build, payload, offsets, max_rank, local):
                 except OSError as exc:  # its spool region not mapped
                     logger.warning("tlrcore: tile column %d lost on its way from a worker (%s); compressing it here",
                                    j, exc)
+            finally:
+                if region is not None:
+                    spool.done(region)
         return local(j, tolerance)
 
     return compress
@@ -461,7 +462,7 @@ def _get_pool():
     if _pool is None:
         context = multiprocessing.get_context("fork")
         _barrier = context.Barrier(workers())  # the workers inherit it when forked
-        _spool = Spool.open()  # and this
+        _spool = Spool.open(workers())  # and these
         _pool = ProcessPoolExecutor(workers(), mp_context=context)
     return _pool
 
@@ -481,10 +482,11 @@ def _warm_up():
     return os.getpid()
 
 
-def _compress_remote(build, payload, offsets, j, tolerance, max_rank, released, region):
+def _compress_remote(build, payload, offsets, j, tolerance, max_rank, released, spooling):
     """In a worker: the factors of tile column `j`, as the threads compute them (after
-    dropping the :class:`Shared` objects `released`), written to the spool's `region`
-    (``(offset, size)``, or None) where they can be."""
+    dropping the :class:`Shared` objects `released`), written to the spool where they
+    can be (`spooling`: ``(region, size)`` of :meth:`~tlrcore.compress._spool.Spool.region`,
+    or None)."""
     global _worker_build
     _drop(released)
     if _worker_build[0] != build:
@@ -496,4 +498,4 @@ def _compress_remote(build, payload, offsets, j, tolerance, max_rank, released, 
     tiles = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(offsets) - 1)]
     with one_blas_thread_block():
         factors = compress_column(_worker_build[1], tiles, j, tolerance, max_rank)
-    return factors if region is None or _spool is None else _spool.write(factors, *region)
+    return factors if spooling is None or _spool is None else _spool.write(factors, *spooling)
