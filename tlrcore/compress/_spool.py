@@ -69,14 +69,14 @@ _PUNCH_HOLE_KEEP_SIZE = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZ
 #: Shared, and mapped at once (``MAP_POPULATE``): the pages, already there, are then the
 #: caller's resident memory from the start, as read arrays were (peak-memory figures
 #: from ``getrusage`` stay true), and are entered in one call rather than fault by fault.
-_MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+_MAP_FLAGS = getattr(mmap, "MAP_SHARED", 0) | getattr(mmap, "MAP_POPULATE", 0)  # (no flags on Windows)
 
 
 def _fallocate():
     """The C library's ``fallocate``, or None."""
     try:
         function = ctypes.CDLL(None, use_errno=True).fallocate
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # TypeError: no CDLL(None) on Windows
         return None
     function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
     function.restype = ctypes.c_int
