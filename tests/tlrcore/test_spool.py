@@ -147,6 +147,13 @@ def test_a_short_write_is_completed(spool, monkeypatch):
     assert_same_factors(_spool.unspool(spool, spooled), pickle.loads(pickle.dumps(sent)))
 
 
+def test_a_write_that_makes_no_progress_is_an_error_not_a_loop(spool, monkeypatch):
+    monkeypatch.setattr(_spool.os, "pwrite", lambda fd, data, offset: 0)
+    sent = factors()
+    assert spool.write(sent, spool.region(SIZE), SIZE) is sent
+    assert spool.allocated() == 0
+
+
 def test_a_region_that_ends_early_is_an_error_and_is_given_back(spool):
     spooled = spool.write(factors(), spool.region(SIZE), SIZE)
     assert spool.allocated() > 0

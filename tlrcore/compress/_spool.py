@@ -39,9 +39,10 @@ once mapped, as a matrix's arrays would.
 The arrays are equal bit for bit to those the pipe gives, in the same memory order
 (Fortran order for an array that is Fortran- but not C-contiguous, C order otherwise),
 so later products take the same paths; each starts at a multiple of
-:data:`ALIGNMENT` bytes. Where no memory file can be made (not Linux), where the
-factors are not :class:`~tlrcore.compress._recompress.LowRank`, or where a write fails,
-they take the pipe.
+:data:`ALIGNMENT` bytes. Where no memory file can be made (not Linux), where every
+file is in use (more columns on their way than workers), where the factors are not
+:class:`~tlrcore.compress._recompress.LowRank`, or where a write fails, they take the
+pipe.
 """
 
 from __future__ import annotations
@@ -240,4 +241,6 @@ def _write_all(descriptor, data, offset):
     """``pwrite`` all of `data` at `offset`."""
     while data:
         written = os.pwrite(descriptor, data, offset)
+        if written <= 0:
+            raise OSError(f"pwrite wrote nothing at offset {offset}")
         data, offset = data[written:], offset + written

@@ -32,7 +32,7 @@ tiles were too large for them), always with ``1``, never with ``0``.
 With more than one worker (:func:`tlrcore._threads.workers`) each tile column of
 :meth:`tlrcore.TLRMatrix.from_generator` (``method="aca"``) is then compressed in a
 process of a pool: the block generator is pickled once per build and sent with each
-column; the factors come back through a memory file that the workers share with the caller
+column; the factors come back through memory files that the workers share with the caller
 (:mod:`tlrcore.compress._spool`), or pickled where none can be made. The tiles are
 those the threads would make, bit for bit (the same operations on the same entries). The
 generator runs in the workers, so its side effects (counters, caches) stay there. A
@@ -108,7 +108,7 @@ IDLE_TIMEOUT = 60.0
 _RELEASE_WAIT = 10.0
 
 _pool = None
-#: The memory file through which the pool's workers hand back tile columns (inherited at the fork).
+#: The memory files through which the pool's workers hand back tile columns (inherited at the fork).
 _spool = None
 #: The pool's workers meet at this barrier in :func:`_release`, so that each takes one task.
 _barrier = None
@@ -209,7 +209,7 @@ def shutdown():
     if _pool is not None:
         _pool.shutdown()
         _pool = None
-        _spool = None  # its file lives on while tiles read from it do
+        _spool = None  # its files live on while tiles read from them do
 
 
 def _rest(linger):
