@@ -41,10 +41,11 @@ def factors(seed, tiles, rows, rank):
             for _ in range(tiles)]
 
 
-def made(seed, tiles, rows, rank, region=None):
-    """In a worker: the column's factors, written to the spool's `region` when given."""
+def made(seed, tiles, rows, rank, spooling=None):
+    """In a worker: the column's factors, written to the spool when `spooling` (``(region,
+    size)``) is given."""
     sent = factors(seed, tiles, rows, rank)
-    return sent if region is None else SPOOL.write(sent, *region)
+    return sent if spooling is None else SPOOL.write(sent, *spooling)
 
 
 def receive(pool, way, args):
