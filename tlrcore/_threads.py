@@ -49,6 +49,7 @@ __all__ = [
     "terminal_width",
     "tile_pool",
     "tile_seeds",
+    "tile_work",
     "workers",
 ]
 
@@ -91,8 +92,17 @@ def tile_pool(count):
     concurrent.futures.ThreadPoolExecutor or None
         None when ``count <= 1``: the work then runs in the calling thread.
     """
-    with one_blas_thread_block(), small_pages(), (_executor(count) if count > 1 else nullcontext()) as pool:
+    with tile_work(), (_executor(count) if count > 1 else nullcontext()) as pool:
         yield pool
+
+
+@contextmanager
+def tile_work():
+    """Context manager for tile work outside a :func:`tile_pool` (in a worker process):
+    BLAS on one thread (:func:`one_blas_thread_block`) and new arrays on small pages
+    (:func:`tlrcore._malloc.small_pages`), as in the pool."""
+    with one_blas_thread_block(), small_pages():
+        yield
 
 
 @contextmanager

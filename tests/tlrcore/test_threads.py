@@ -1,13 +1,17 @@
 """tlrcore._threads.one_blas_thread_block: BLAS on one thread inside a block, nested blocks
 of a thread leaving the setting to the outermost, which restores it, and the BLAS libraries
-found once; the tile pools' small pages (tlrcore._malloc.small_pages)."""
+found once; the tile pools' small pages (tlrcore._malloc.small_pages), also for the
+arrays the factorization makes before its pool's work starts."""
 
 import threading
 
+import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
+import tlrcore as tlr
 from tlrcore import _malloc, _threads
+from tlrcore.cholesky import _steps, left
 from tlrcore._malloc import small_pages
 from tlrcore._threads import one_blas_thread, one_blas_thread_block
 
@@ -110,3 +114,21 @@ def test_small_pages_can_be_turned_off(huge_page_advice, monkeypatch):
     monkeypatch.setenv("TLRCORE_MALLOC_TUNING", "0")
     with small_pages():
         assert huge_page_advice()
+
+
+def test_the_left_looking_factorization_makes_its_row_panels_on_small_pages(huge_page_advice, monkeypatch):
+    """The row panels of L (a few MiB each, filled tile by tile over the whole
+    factorization) are made inside the tile pool's block, off huge pages."""
+    made_with_advice = []
+
+    class Spied(_steps.RowPanels):
+        def __init__(self, *args):
+            made_with_advice.append(huge_page_advice())
+            super().__init__(*args)
+
+    monkeypatch.setattr(left, "RowPanels", Spied)
+    x = np.linspace(0, 1, 400)
+    A = tlr.TLRMatrix.from_dense(np.exp(-abs(x[:, None] - x[None]) / 0.3) + 0.01 * np.eye(400), 100)
+    tlr.cholesky(A)
+    assert made_with_advice == [False]
+    assert huge_page_advice()

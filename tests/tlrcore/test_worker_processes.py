@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import tlrcore as tlr
+from tlrcore import _malloc
 from tlrcore.compress import _spool as spooling
 from tlrcore.compress import worker_processes
 
@@ -93,6 +94,38 @@ def test_workers_give_the_threads_matrix_bit_for_bit(sites, processes, tmp_path,
     assert_same_matrix(in_workers, build(Exponential(sites)))
     dense = Exponential(sites)(np.arange(N), np.arange(N))
     assert np.linalg.norm(in_workers.to_dense() - dense) <= 1e-9 * np.linalg.norm(dense)
+
+
+class AdviceWatched(Exponential):
+    """:class:`Exponential` that leaves, at each call, a file in `folder` naming the
+    process and whether NumPy's huge-page advice was on."""
+
+    def __call__(self, rows, cols):
+        multiarray = pytest.importorskip("numpy._core.multiarray")
+        (self.folder / f"{os.getpid()}-{multiarray._get_madvise_hugepage()}").touch()
+        return Exponential(self.X)(rows, cols)
+
+    @staticmethod
+    def advice(_):
+        return os.getpid(), pytest.importorskip("numpy._core.multiarray")._get_madvise_hugepage()
+
+
+def test_the_workers_tile_work_is_off_huge_pages_though_forked_with_the_advice_on(sites, processes, tmp_path):
+    """A build forks the workers before its tile pool turns NumPy's huge-page advice off
+    (tlrcore._malloc.small_pages); the workers turn it off for their own work."""
+    multiarray = pytest.importorskip("numpy._core.multiarray")
+    if not hasattr(multiarray, "_get_madvise_hugepage") or not _malloc._tuning_enabled():
+        pytest.skip("no huge-page switch in this NumPy, or allocator tuning off here")
+    before = multiarray._set_madvise_hugepage(True)
+    try:
+        build(AdviceWatched(sites, tmp_path))
+        shared = worker_processes.Shared(AdviceWatched(sites)).map("advice", [(0,), (1,)])
+    finally:
+        multiarray._set_madvise_hugepage(before)
+    calls = {tuple(p.name.split("-")) for p in tmp_path.iterdir()}
+    assert {pid for pid, _ in calls} - {str(os.getpid())}  # the workers made tiles
+    assert {advice for _, advice in calls} == {"False"}
+    assert {pid for pid, _ in shared} - {os.getpid()} and {advice for _, advice in shared} == {False}
 
 
 def test_a_generator_that_does_not_pickle_stays_on_the_threads(sites, processes):

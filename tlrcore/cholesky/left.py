@@ -106,11 +106,11 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
     diagonal, U, V = [None] * n_t, {}, {}
     released = 0  # bytes of A's low-rank factors released since the heap was last trimmed
     rows = [D.shape[0] for D in A.diagonal]
-    # L's ranks are about A's (a little below): room for a quarter more before a row grows
-    panels = RowPanels(U, rows, [sum(A.U[i, j].shape[1] for j in range(i)) * 5 // 4 + block_size
-                                 for i in range(n_t)])
     with tile_pool(workers()) as pool, serial_thread(pool) as chain, \
             column_progress(n_t, "TLR Cholesky") as counter:
+        # L's ranks are about A's (a little below): room for a quarter more before a row grows
+        panels = RowPanels(U, rows, [sum(A.U[i, j].shape[1] for j in range(i)) * 5 // 4 + block_size
+                                     for i in range(n_t)])
         run = runner(pool)
 
         def factor_diagonal(k):

@@ -81,7 +81,7 @@ from concurrent.futures.process import BrokenProcessPool
 import numpy as np
 
 from tlrcore._malloc import trim_heap
-from tlrcore._threads import one_blas_thread_block, workers
+from tlrcore._threads import tile_work, workers
 from tlrcore.compress._spool import ALIGNMENT, Spool, unspool
 from tlrcore.compress.generated import CheckedBlock, compress_column
 
@@ -427,7 +427,7 @@ def _call_remote(key, payload, method, args, released):
         while len(_worker_shared) >= _KEPT:
             _worker_shared.pop(next(iter(_worker_shared)))
     _worker_shared[key] = obj  # most recently used last
-    with one_blas_thread_block():
+    with tile_work():
         return getattr(obj, method)(*args)
 
 
@@ -496,6 +496,6 @@ def _compress_remote(build, payload, offsets, j, tolerance, max_rank, released, 
             raise _Unpicklable(f"{type(exc).__name__}: {exc}") from None
         _worker_build = (build, CheckedBlock(generator))
     tiles = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(offsets) - 1)]
-    with one_blas_thread_block():
+    with tile_work():
         factors = compress_column(_worker_build[1], tiles, j, tolerance, max_rank)
     return factors if spooling is None or _spool is None else _spool.write(factors, *spooling)
