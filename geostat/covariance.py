@@ -252,6 +252,11 @@ class _CovarianceBlock:
     (``block(rows, cols)``) or elementwise (``block.entries(i, j)``); the parameters are
     validated once, when it is made (:meth:`Sites.covariance_block`)."""
 
+    #: A function of the distances, which are symmetric (coordinate differences squared,
+    #: or the haversine's even terms): tlrcore need not scan the diagonal tiles for
+    #: asymmetry (:meth:`tlrcore.TLRMatrix.from_generator`).
+    symmetric_blocks = True
+
     def __init__(self, sites, kernel, params):
         self._sites = sites
         shape = kernel.resolve_shape({k: params[k] for k in kernel.shape_names if k in params})
@@ -320,6 +325,9 @@ class _GradientBlock:
     """``dR / d name`` of the sites, by blocks (``block(rows, cols)``) or elementwise
     (``block.entries(i, j)``), entries below :data:`NEGLIGIBLE_DERIVATIVE` in magnitude
     set to zero (:meth:`Sites.gradient_block`)."""
+
+    #: As :attr:`_CovarianceBlock.symmetric_blocks`.
+    symmetric_blocks = True
 
     def __init__(self, sites, kernel, theta, name):
         self._sites = sites

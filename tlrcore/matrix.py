@@ -45,6 +45,7 @@ from tlrcore.packed.build import (
     check_symmetry_sample,
     host_diagonal_summary,
     norm_lower_estimate,
+    promises_symmetry,
 )
 from tlrcore.packed.tiles import PackedTiles
 
@@ -160,7 +161,11 @@ class TLRMatrix:
             returning ``A[i, j]`` elementwise for integer arrays that broadcast together
             (of their broadcast shape), ACA reads the columns of all the tiles of a tile
             column with one call of it per round (:mod:`tlrcore.compress.aca_column`)
-            instead of one ``block`` call per tile.
+            instead of one ``block`` call per tile. A generator whose blocks are
+            symmetric by construction (``block(cols, rows)`` is ``block(rows, cols).T``
+            to rounding) may say so with an attribute ``symmetric_blocks = True``: its
+            diagonal tiles are then not scanned for asymmetry (the random sample below
+            still is).
         n : int
             Order of the matrix.
         tile_size : int
@@ -190,9 +195,10 @@ class TLRMatrix:
         ValueError
             For a bad `n`, `tile_size`, `accuracy`, `method` or `max_rank`, and
             (:class:`GeneratorError`) when `block` returns a wrong shape or non-finite
-            values, when a diagonal tile, or one of a random sample of 64 x 64 entries
-            compared with their transposes, is not symmetric to ``1e-10 max|A|`` (the
-            criterion of :mod:`tlrcore.dense`), or when the entries are too large or too
+            values, when a diagonal tile (unless the generator promises
+            ``symmetric_blocks``), or one of a random sample of 64 x 64 entries compared
+            with their transposes, is not symmetric to ``1e-10 max|A|`` (the criterion of
+            :mod:`tlrcore.dense`), or when the entries are too large or too
             small for the norms (``max|A|`` outside about ``[1e-134, 1e134]``, see
             :func:`tlrcore.packed.build.check_scale`); the message names the tile.
         """
@@ -230,10 +236,12 @@ class TLRMatrix:
         with compressor as compress, tile_pool(workers()) as pool:
             run = runner(pool)
 
+            symmetric = promises_symmetry(block)
+
             def diagonal_tile(i):
                 # the tile and the figures the checks and the norm need, on the pool
                 D = checked(tiles[i], tiles[i], (i, i))
-                return D, *host_diagonal_summary(D)
+                return D, *host_diagonal_summary(D, symmetric)
 
             diagonal, squares, stats = zip(*run(diagonal_tile, range(n_tiles)))
             diagonal = list(diagonal)

@@ -138,3 +138,33 @@ def test_blocks_evaluated_in_chunks_equal_one_evaluation_of_the_distances(smooth
         np.testing.assert_allclose(C, expected_C, rtol=8 * np.finfo(float).eps, atol=0)
         np.testing.assert_allclose(D, expected_D, rtol=8 * np.finfo(float).eps, atol=0)
     assert C.flags.c_contiguous and C.shape == D.shape == (120, 250)
+
+
+@pytest.mark.parametrize("distance, dim", [("euclidean", 1), ("euclidean", 2), ("euclidean", 3), ("great_circle", 2)])
+@pytest.mark.parametrize("kernel, smoothness", [("exponential", None), ("matern", 1.5), ("matern", 0.8)])
+def test_diagonal_blocks_keep_the_symmetry_they_promise_to_tlrcore(distance, dim, kernel, smoothness):
+    """The covariance and derivative blocks promise tlrcore symmetric blocks
+    (``symmetric_blocks``: their diagonal tiles are not scanned): ``block(r, r)`` equals its
+    transpose bit for bit, on an odd number of sites (vector loops with a remainder), with
+    repeated sites, and for the tabulated Matérn of a general smoothness."""
+    rng = np.random.default_rng(dim)
+    m = 203
+    if distance == "great_circle":
+        coords = np.column_stack([rng.uniform(-180, 180, m), rng.uniform(-89, 89, m)])
+        range_ = 2000.0
+    else:
+        coords = rng.uniform(size=(m, dim))
+        range_ = 0.2
+    coords[7] = coords[100]
+    sites = Sites(coords, get_distance(distance), NUMPY)
+    params = {"variance": 1.7, "range": range_, "nugget": 0.05}
+    theta = {"range": range_} if smoothness is None else {"range": range_, "smoothness": smoothness}
+    names = ["range"] + (["smoothness"] if kernel == "matern" else [])
+    generators = [sites.covariance_block(get_kernel(kernel, smoothness), params)]
+    generators += [sites.gradient_block(get_kernel(kernel, None), theta, name) for name in names]
+    rows = rng.permutation(m)[: m - 2]
+    rows.sort()
+    for block in generators:
+        assert block.symmetric_blocks is True
+        B = block(rows, rows)
+        assert np.array_equal(B, B.T), type(block).__name__

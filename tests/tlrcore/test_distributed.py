@@ -312,6 +312,24 @@ def test_errors_come_back_naming_the_tile(client, block):
     assert info.value.tile is not None
 
 
+class PromisingAsymmetric(Exponential):
+    """The generator with the promise ``symmetric_blocks = True`` and ``1e-3`` added to the
+    strict lower triangle of diagonal tile (3, 3)."""
+
+    symmetric_blocks = True
+
+    def __call__(self, rows, cols):
+        block = super().__call__(rows, cols)
+        inside = (rows[:, None] // TILE == 3) & (cols[None, :] // TILE == 3) & (rows[:, None] > cols[None, :])
+        return block + 1e-3 * inside
+
+
+def test_a_promise_of_symmetric_blocks_skips_the_diagonal_scan_but_not_the_sample(client, block):
+    """As in-process (tests/tlrcore/test_matrix.py): the sample names the entries."""
+    with pytest.raises(GeneratorError, match=r"tile \(3, 3\)\) is not symmetric: A\[\d+, \d+\] differs"):
+        td.DistributedTLRMatrix.from_generator(client, PromisingAsymmetric(block.sites), N, TILE)
+
+
 class NaNInCorner(Exponential):
     """The generator with NaN at entry ``(n - 1, 0)`` only, in the off-diagonal tile
     ``(n_tiles - 1, 0)`` (which the checks made before the off-diagonal tiles are built

@@ -207,6 +207,45 @@ def test_asymmetric_diagonal_tile_is_refused(method):
         tlr.TLRMatrix.from_generator(perturbed_block(X, 3, 3), 600, 100, method=method)
 
 
+class Promising:
+    """`block` with the promise ``symmetric_blocks = True``."""
+
+    symmetric_blocks = True
+
+    def __init__(self, block):
+        self.block = block
+
+    def __call__(self, rows, cols):
+        return self.block(rows, cols)
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_a_promise_of_symmetric_blocks_skips_the_diagonal_scan_but_not_the_sample(method):
+    """The diagonal tiles of a generator promising ``symmetric_blocks`` are not scanned:
+    an asymmetric one is then caught by the random sample (about 57 of its pairs fall in
+    tile (3, 3)), whose message names the entries. Only ``True`` is a promise."""
+    X = sorted_points(600, 2)
+    promising = Promising(perturbed_block(X, 3, 3))
+    with pytest.raises(tlr.GeneratorError, match=r"tile \(3, 3\)\) is not symmetric: A\[\d+, \d+\] differs"):
+        tlr.TLRMatrix.from_generator(promising, 600, 100, method=method)
+    promising.symmetric_blocks = 1
+    with pytest.raises(tlr.GeneratorError, match=r"tile \(3, 3\)\) returned a block that is not symmetric"):
+        tlr.TLRMatrix.from_generator(promising, 600, 100, method=method)
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_a_promise_of_symmetric_blocks_changes_no_tile(method):
+    X = sorted_points(600, 2)
+    block = exponential_block(X, range_=0.2, nugget=0.01)
+    A, B = (tlr.TLRMatrix.from_generator(g, 600, 100, method=method) for g in (block, Promising(block)))
+    assert A.tolerance == B.tolerance
+    for D, E in zip(A.diagonal, B.diagonal):
+        np.testing.assert_array_equal(D, E)
+    for pair in A.U:
+        np.testing.assert_array_equal(A.U[pair], B.U[pair])
+        np.testing.assert_array_equal(A.V[pair], B.V[pair])
+
+
 def test_asymmetric_dense_matrix_is_refused():
     n = 600
     M = dense_of(exponential_block(sorted_points(n, 2), range_=0.2), n)

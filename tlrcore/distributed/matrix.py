@@ -28,7 +28,13 @@ from tlrcore.compress.generated import CheckedBlock
 from tlrcore.distributed._tasks import diagonal_tile, off_diagonal_tile, tile_squares
 from tlrcore.errors import ConsumedMatrixError
 from tlrcore.matrix import TLRMatrix
-from tlrcore.packed.build import check_diagonal, check_symmetry_sample, host_diagonal_summary, norm_lower_estimate
+from tlrcore.packed.build import (
+    check_diagonal,
+    check_symmetry_sample,
+    host_diagonal_summary,
+    norm_lower_estimate,
+    promises_symmetry,
+)
 
 __all__ = ["DistributedTLRMatrix"]
 
@@ -138,7 +144,8 @@ class DistributedTLRMatrix:
         generator = client.submit(CheckedBlock, block, key=prefix("generator"))
         name, stats = prefix("diagonal"), prefix("diagonal-stats")
         tasks = {(name, k): (diagonal_tile, generator, *span[k], k) for k in range(n_tiles)}
-        tasks.update({(stats, k): (host_diagonal_summary, (name, k)) for k in range(n_tiles)})
+        symmetric = promises_symmetry(block)
+        tasks.update({(stats, k): (host_diagonal_summary, (name, k), symmetric) for k in range(n_tiles)})
         futures = submit(client, tasks, placement, [(name, k) for k in range(n_tiles)] +
                          [(stats, k) for k in range(n_tiles)])
         diagonal, stat_futures = futures[:n_tiles], futures[n_tiles:]
