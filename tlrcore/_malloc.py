@@ -44,10 +44,14 @@ The tiles below the threshold (low-rank factors of a few hundred KiB) live in th
 When ``cholesky(A, overwrite_a=True)`` frees a tile column of ``A``, glibc keeps the freed
 pages resident, while the factor's tile columns (one wide array each) come from ``mmap``:
 the process then holds both. :func:`trim_heap` (``malloc_trim``) hands the free heap
-pages back once the released tiles add up to
-:data:`tlrcore.cholesky.left.TRIM_BYTES`. Measured (trimming after every column) at n = 131,072 (exponential kernel,
-accuracy 1e-8; ``A`` 3.10 GiB, ``L`` 2.94 GiB): peak resident memory of the factorization
-3.79 GiB without, 3.45 GiB with it (the build's own peak being 3.35 GiB).
+pages back once the released tiles in the heap add up to
+:data:`tlrcore.cholesky.left.TRIM_BYTES`. Measured (trimming after every column) at
+n = 131,072 (exponential kernel, accuracy 1e-8; ``A`` 3.10 GiB, ``L`` 2.94 GiB), before
+the build's worker processes handed their tiles back through memory files: peak
+resident memory of the factorization 3.79 GiB without, 3.45 GiB with it (the build's own
+peak being 3.35 GiB). Tiles read from a memory file (:mod:`tlrcore.compress._spool`)
+give their memory back themselves when released, and are not counted
+(:func:`numpy_allocated_bytes`).
 """
 
 from __future__ import annotations
@@ -60,7 +64,9 @@ import sys
 import threading
 from contextlib import contextmanager
 
-__all__ = ["pin_mmap_threshold", "small_pages", "trim_heap"]
+import numpy as np
+
+__all__ = ["numpy_allocated_bytes", "pin_mmap_threshold", "small_pages", "trim_heap"]
 
 
 def _huge_page_switch():
@@ -153,6 +159,17 @@ def small_pages():
             _pages_blocks -= 1
             if _pages_blocks == 0:
                 _set_madvise_hugepage(_pages_saved)
+
+
+def numpy_allocated_bytes(array):
+    """``array.nbytes`` if NumPy allocated its memory (through the C allocator: what
+    :func:`trim_heap` may hand back once it is freed), else 0: a view of memory NumPy did
+    not allocate, such as a tile read from a worker's memory file
+    (:mod:`tlrcore.compress._spool`, which gives its memory back itself)."""
+    owner = array
+    while isinstance(owner, np.ndarray) and owner.base is not None:
+        owner = owner.base
+    return array.nbytes if isinstance(owner, np.ndarray) else 0
 
 
 def trim_heap():

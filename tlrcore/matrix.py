@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from tlrcore._checks import check_accuracy, check_int, check_operand, check_random_state
-from tlrcore._malloc import pin_mmap_threshold
+from tlrcore._malloc import numpy_allocated_bytes, pin_mmap_threshold
 from tlrcore._threads import by_rows, column_progress, map_by_work, runner, tile_pool, workers
 from tlrcore._typing import BackendArray, BlockGenerator, FloatArray, IntArray, Seed
 from tlrcore.backends import NUMPY, Backend, get_backend
@@ -584,12 +584,14 @@ class TLRMatrix:
         Returns
         -------
         int
-            Bytes of the low-rank factors released.
+            Bytes of the low-rank factors released that NumPy had allocated
+            (:func:`~tlrcore._malloc.numpy_allocated_bytes`): those of factors read from a
+            worker's memory file go back to the system without a heap trim.
         """
         self._diagonal[k] = _RELEASED
         released = 0
         for i in range(k + 1, self.n_tiles):
-            released += self._U[i, k].nbytes + self._V[i, k].nbytes
+            released += numpy_allocated_bytes(self._U[i, k]) + numpy_allocated_bytes(self._V[i, k])
             self._U[i, k] = self._V[i, k] = _RELEASED
         return released
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
+from tlrcore import _malloc
 from tlrcore._threads import serial_thread, submit, tile_pool
 from tlrcore.cholesky._steps import (
     SOLVE_CHUNK,
@@ -129,10 +130,17 @@ def test_stack_is_fortran_ordered_and_exact():
     assert stack([], 5).shape == (5, 0)
 
 
+def test_numpy_allocated_bytes_counts_what_numpy_allocated_and_not_views_of_other_memory():
+    owned = np.ones((30, 4))
+    assert _malloc.numpy_allocated_bytes(owned) == owned.nbytes
+    assert _malloc.numpy_allocated_bytes(owned[:, :2].T) == 30 * 2 * 8  # a view of NumPy's memory
+    foreign = np.frombuffer(bytearray(960), dtype=np.float64).reshape(30, 4)  # as a spool's mapping
+    assert _malloc.numpy_allocated_bytes(foreign) == 0
+    assert _malloc.numpy_allocated_bytes(foreign[:, 1:]) == 0
+
+
 def test_trim_heap_can_be_turned_off(monkeypatch):
     import sys
-
-    from tlrcore import _malloc
 
     monkeypatch.setenv("TLRCORE_MALLOC_TUNING", "0")
     assert _malloc.trim_heap() is False

@@ -530,6 +530,29 @@ def test_the_regions_of_results_lost_with_a_broken_pool_are_given_back(sites, pr
     assert len(spools) == 1 and spools[0].allocated() == 0  # written by the dying workers, cut out here
 
 
+def test_tiles_read_from_the_spool_are_not_counted_towards_a_heap_trim(sites, processes, monkeypatch):
+    """Their memory goes back to the system when released (tlrcore._malloc): with every
+    released byte of the heap asking for a trim, the factorization trims after the columns
+    with a tile that came through the pipe (or from the threads) and once at the end."""
+    left = sys.modules["tlrcore.cholesky.left"]
+    monkeypatch.setattr(left, "TRIM_BYTES", 1)
+    n_tiles = N // TILE
+    for setting in ("1", "0"):
+        monkeypatch.setenv("TLRCORE_PROCESSES", setting)
+        calls = []
+        monkeypatch.setattr(left, "trim_heap", lambda: calls.append(1))
+        watch = SpoolWatch(monkeypatch)
+        A = build(Exponential(sites))
+        in_heap = [any(_malloc.numpy_allocated_bytes(A.U[i, k]) for i in range(k + 1, n_tiles))
+                   for k in range(n_tiles - 1)]
+        if setting == "1":
+            assert any(watch.spooled) and not all(in_heap)
+        else:
+            assert not watch.spooled and all(in_heap)
+        tlr.cholesky(A, overwrite_a=True)
+        assert len(calls) == sum(in_heap) + 1, setting
+
+
 def test_tiles_from_the_spool_outlive_the_workers(sites, processes, monkeypatch):
     monkeypatch.setenv("TLRCORE_PROCESSES", "0")
     expected = build(Exponential(sites))
