@@ -150,14 +150,20 @@ def one_blas_thread_block():
     CUDA's and a deep-learning stack's libraries loaded), a tenth of a 65,536-site GPU
     build, and 2 ms on a CPU machine. A BLAS library loaded after that first call is not
     limited; tlrcore's products go through NumPy's and SciPy's, loaded when it is imported.
+
+    Where every BLAS library is on one thread already, the block sets nothing: in a
+    process forked with that setting (the build's workers,
+    :mod:`tlrcore.compress.worker_processes`), setting it would start OpenBLAS's
+    threads, which a fork stops, and each new one spins for about 0.1 s of CPU time
+    before it sleeps.
     """
     global _controller
     if _controller is None:
-        _controller = ThreadpoolController()
+        _controller = ThreadpoolController().select(user_api="blas")
     depth = getattr(_open_blocks, "depth", 0)
     _open_blocks.depth = depth + 1
     try:
-        if depth:
+        if depth or all(lib.get_num_threads() == 1 for lib in _controller.lib_controllers):
             yield
         else:
             with _controller.limit(limits=1, user_api="blas"):

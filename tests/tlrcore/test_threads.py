@@ -132,3 +132,18 @@ def test_the_left_looking_factorization_makes_its_row_panels_on_small_pages(huge
     tlr.cholesky(A)
     assert made_with_advice == [False]
     assert huge_page_advice()
+
+
+def test_a_block_sets_nothing_where_blas_is_on_one_thread_already(monkeypatch):
+    """Setting it would start OpenBLAS's threads in a process forked without them (the
+    build's workers), each spinning 0.1 s of CPU time."""
+    with one_blas_thread_block():
+        pass  # the libraries are found
+    calls = []
+    real = _threads._controller.limit
+    monkeypatch.setattr(_threads._controller, "limit", lambda **kwargs: calls.append(kwargs) or real(**kwargs))
+    with threadpool_limits(1, "blas"), one_blas_thread_block():
+        assert not calls
+    if blas_threads() and max(blas_threads()) > 1:
+        with one_blas_thread_block():
+            assert calls == [{"limits": 1, "user_api": "blas"}] and set(blas_threads()) == {1}

@@ -15,6 +15,8 @@ from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 import pytest
+import scipy.linalg
+from threadpoolctl import threadpool_info
 
 import tlrcore as tlr
 from tlrcore import _malloc
@@ -403,6 +405,30 @@ def test_shared_calls_run_in_the_workers_and_give_the_local_results(processes):
         assert [v for v, _, _ in values] == [float(np.sum(data[i::4])) for i in range(4)]  # same operations
     # each worker unpickled the object once: the second calls found it kept
     assert max(count for _, _, count in second) <= Summer.unpickled + 1
+
+
+class ThreadCounter:
+    """A picklable object whose method does BLAS work (in the worker's tile-work block,
+    :func:`_call_remote`) and returns the process and its number of threads."""
+
+    @staticmethod
+    def blas_work(seed):
+        M = np.random.default_rng(seed).standard_normal((300, 300))
+        scipy.linalg.qr(M @ M.T)
+        return os.getpid(), len(os.listdir("/proc/self/task"))
+
+
+def test_the_workers_do_their_blas_work_without_starting_blas_threads(processes):
+    """Forked with BLAS on one thread, the workers never set it: setting it would start
+    OpenBLAS's threads (which a fork stops), and each spins 0.1 s of CPU time. A worker
+    keeps its one thread."""
+    libraries = threadpool_info()
+    if not any(lib["user_api"] == "blas" and lib["num_threads"] > 1 for lib in libraries) or \
+            any(lib["user_api"] == "blas" and lib["internal_api"] != "openblas" for lib in libraries):
+        pytest.skip("needs OpenBLAS on more than one thread")
+    counts = worker_processes.Shared(ThreadCounter()).map("blas_work", [(seed,) for seed in range(4)])
+    assert {pid for pid, _ in counts} - {os.getpid()}
+    assert {threads for _, threads in counts} == {1}, counts
 
 
 def test_shared_calls_run_here_when_the_workers_are_off_or_the_object_does_not_pickle(processes, monkeypatch):

@@ -81,7 +81,7 @@ from concurrent.futures.process import BrokenProcessPool
 import numpy as np
 
 from tlrcore._malloc import trim_heap
-from tlrcore._threads import tile_work, workers
+from tlrcore._threads import one_blas_thread_block, tile_work, workers
 from tlrcore.compress._spool import ALIGNMENT, Spool, unspool
 from tlrcore.compress.generated import CheckedBlock, compress_column
 
@@ -195,7 +195,9 @@ def start():
     if _pool is not None:  # running: a dead worker shows at the next submission
         return
     try:
-        _get_pool().submit(_warm_up).result()
+        # forked with BLAS on one thread, the workers keep it so and never start BLAS's threads
+        with one_blas_thread_block():
+            _get_pool().submit(_warm_up).result()
     except (OSError, BrokenProcessPool) as exc:  # no fork, no semaphores (/dev/shm), a dead worker
         _broken = True
         logger.warning("tlrcore: no worker processes (%s); compressing on threads", exc)
