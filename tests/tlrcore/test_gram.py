@@ -52,7 +52,7 @@ def test_the_basis_is_orthonormal_within_its_bound(condition, spread):
     basis = gram_basis(M)
     assert basis is not None and basis.departure <= DEPARTURE
     assert np.array_equal(basis.R, np.triu(basis.R))
-    P, _ = basis.times(np.eye(30))
+    P = basis.apply(basis.coefficients(np.eye(30))[0])
     departure = np.linalg.norm(P.T @ P - np.eye(30), 2)
     # the bound holds, and is the rounding it claims: (m + k + 1) eps tr(G) ||L^-1||_F^2
     assert departure <= basis.departure
@@ -60,12 +60,13 @@ def test_the_basis_is_orthonormal_within_its_bound(condition, spread):
     np.testing.assert_allclose(P @ basis.R, M, rtol=0, atol=1e-13 * np.abs(M).max())
 
 
-def test_times_bounds_its_solve_by_the_norm_it_returns():
+def test_coefficients_bound_the_solve_by_the_norm_they_return():
     rng = np.random.default_rng(5)
     M = _scaled_factor(rng, 500, 12, 1e3, 3)
     basis = gram_basis(M)
     Y = rng.standard_normal((12, 4))
-    PY, norm = basis.times(Y)
+    Z, norm = basis.coefficients(Y)
+    PY = basis.apply(Z)
     np.testing.assert_allclose(PY, M @ np.linalg.solve(basis.R, Y), rtol=1e-10, atol=1e-12)
     # ||Z||_F with P Y = M_s Z: the scaled solve that the product's rounding follows
     scale = np.linalg.norm(M, axis=0)
@@ -88,7 +89,7 @@ def test_the_basis_is_refused_where_cholesky_qr_would_be_wrong(case):
 def _certified(basis, M):
     """The basis's claims hold for `M`: ``P`` orthonormal within ``departure``, ``P R``
     equal to `M` within ``residual``, ``R`` upper triangular."""
-    P, _ = basis.times(np.eye(M.shape[1]))
+    P = basis.apply(basis.coefficients(np.eye(M.shape[1]))[0])
     assert np.linalg.norm(P.T @ P - np.eye(M.shape[1]), 2) <= basis.departure <= DEPARTURE
     assert np.linalg.norm(P @ basis.R - M) <= basis.residual
     assert np.array_equal(basis.R, np.triu(basis.R))
@@ -197,11 +198,21 @@ def test_second_pass_recompressions_match_householder(monkeypatch, relative_tol)
         assert slow[0].shape[1] <= fast[0].shape[1] <= slow[0].shape[1] + 1
 
 
-def _truncation_products(rounding, k=50):
+def _truncation_products(rounding, k=50, made=None):
     """``products`` for ``_gram_truncation`` whose rounding bound is `rounding` at every
-    rank (factors of the right rank, their values immaterial here)."""
+    rank (factors of the right rank, their values immaterial here); the ranks whose
+    factors are made are appended to `made`."""
     size = rounding / recompression.rounding_bound(k, 1.0)
-    return lambda rank: (np.zeros((3, rank)), np.zeros((4, rank)), k, size)
+    made = [] if made is None else made
+
+    def products(rank):
+        def factors():
+            made.append(rank)
+            return np.zeros((3, rank)), np.zeros((4, rank))
+
+        return factors, k, size
+
+    return products
 
 
 @pytest.mark.parametrize("spare, kept", [(0.0, None), (0.25, 10)])
@@ -212,12 +223,14 @@ def test_a_rank_whose_tail_leaves_no_room_for_the_rounding_is_tried_once_more(sp
     tol = 1.001 * np.sqrt(np.sum(s[8:] ** 2))  # the budget's rank is 8 (Householder's)
     rounding = 0.6 * tol  # leaves a budget of rank 10 (0.4 tol)
     assert recompression.truncation_rank(s, tol - rounding) == 10
-    got = recompression._gram_truncation(s, tol, None, 1.0, _truncation_products(rounding), spare=spare)
+    made = []
+    got = recompression._gram_truncation(s, tol, None, 1.0, _truncation_products(rounding, made=made), spare=spare)
     if kept is None:
-        assert got is None  # 2 ranks above Householder's, 1 allowed
+        assert got is None and made == []  # 2 ranks above Householder's, 1 allowed
     else:
         assert got[0].shape[1] == kept and got.dropped <= tol
         assert got.dropped == pytest.approx(s[kept] + rounding)
+        assert made == [kept]  # the factors of the rank refused (8) are never made
     # a small rounding: the budget's rank at once; a rounding above the budget: refused
     once = recompression._gram_truncation(s, tol, None, 1.0, _truncation_products(1e-6 * tol))
     assert once[0].shape[1] == 8

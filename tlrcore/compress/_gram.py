@@ -41,7 +41,7 @@ bound.
 **Rounding of the products.** ``M_s Z`` with ``Z = L^{-T} Y`` rounds by at most
 ``k eps ||M_s||_F ||Z||_F = k^{3/2} eps ||Z||_F`` (first order), and the solve's backward
 error ``k eps |L|`` adds as much: ``2 k^{3/2} eps ||Z||_F`` in all, with ``||Z||_F``
-returned by :meth:`GramBasis.times`. For the singular vectors of a truncation ``Z`` is
+returned by :meth:`GramBasis.coefficients`. For the singular vectors of a truncation ``Z`` is
 small (``L^{-T} W S = D R_V^T Z`` for ``R_U R_V^T = W S Z^T``: no inverse appears), but a
 caller adds the bound to its error all the same, and falls back where it is large.
 
@@ -92,14 +92,20 @@ class GramBasis:
         self.R = L.T * norms if leading is None else (L.T * norms) @ leading
         self._L, self._scale = L, 1.0 / norms
 
-    def times(self, Y):
-        """``(P Y, ||Z||_F)`` for a ``k x c`` `Y`: ``P Y = M_s Z`` with ``Z = L^{-T} Y`` and
-        ``M_s`` the column-scaled `M`; the product rounds by at most
-        ``2 k^{3/2} eps ||Z||_F`` (module docstring)."""
+    def coefficients(self, Y):
+        """``(Z, ||L^{-T} Y||_F)`` for a ``k x c`` `Y`, with ``P Y = M Z``: ``Z`` is
+        ``L^{-T} Y`` scaled by the inverse column norms, and the product :meth:`apply`
+        makes rounds by at most ``2 k^{3/2} eps ||L^{-T} Y||_F`` (module docstring).
+        The norm comes before the product, so that a caller can choose a rank by the
+        rounding before it pays for the product."""
         Z = trsm_lower(self._L, np.array(Y, order="F"), trans=True)
         norm = float(np.linalg.norm(Z))
         Z *= self._scale[:, None]
-        return self.M @ Z, norm
+        return Z, norm
+
+    def apply(self, Z):
+        """``P Y = M Z`` for the ``Z`` of :meth:`coefficients`."""
+        return self.M @ Z
 
 
 def gram_basis(M):
@@ -146,6 +152,6 @@ def _cholesky_gram(M):
 
 def rounding_bound(k, size):
     """``2 k^{3/2} eps size``: the rounding of a product through a basis of `k` columns,
-    with `size` the ``||Z||_F`` of :meth:`GramBasis.times` times the spectral norm of
+    with `size` the ``||Z||_F`` of :meth:`GramBasis.coefficients` times the spectral norm of
     the factor it multiplies (module docstring)."""
     return 2.0 * k * math.sqrt(k) * EPS * size

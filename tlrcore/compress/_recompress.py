@@ -345,9 +345,13 @@ def recompress(U, V, tol, max_rank=None):
         w, s, zt = svd(left.R @ right.R.T)
 
         def products(rank):
-            U_new, norm_u = left.times(w[:, :rank] * s[:rank])
-            V_new, norm_v = right.times(zt[:rank].T)
-            return U_new, V_new, U.shape[1], norm_u + (s[0] if s.size else 0.0) * norm_v
+            Zu, norm_u = left.coefficients(w[:, :rank] * s[:rank])
+            Zv, norm_v = right.coefficients(zt[:rank].T)
+
+            def factors():
+                return left.apply(Zu), right.apply(Zv)
+
+            return factors, U.shape[1], norm_u + (s[0] if s.size else 0.0) * norm_v
 
         residual = _product_residual(U, V, left.residual, right.residual)
         kept = _gram_truncation(s, tol, max_rank, 1.0 + left.departure + right.departure, products, residual,
@@ -373,9 +377,13 @@ def _gram_truncation(s, tol, max_rank, inflation, products, residual=0.0, spare=
     """The truncation of singular values `s` through Cholesky-Gram bases, or None where its
     error bound is not certified within `tol`.
 
-    The rank is that of the budget ``tol / inflation``; ``products(rank)`` returns the
-    kept factors, the bases' column count ``k`` and the size of the products' rounding
-    (:func:`~tlrcore.compress._gram.rounding_bound`); `residual` bounds the distance of
+    The rank is that of the budget ``tol / inflation``; ``products(rank)`` returns a
+    callable that makes the kept factors, the bases' column count ``k`` and the size of
+    the products' rounding (:func:`~tlrcore.compress._gram.rounding_bound`), known before
+    the products (:meth:`~tlrcore.compress._gram.GramBasis.coefficients`), which are made
+    for the rank kept only (the near-field tiles of the 131,072-site build, most of them
+    tried twice, spent a fifth of their recompression on the products of the rank
+    refused); `residual` bounds the distance of
     the product factored by the bases from the given one (second-pass bases). The error
     is then at most ``inflation ||s[rank:]|| + rounding + residual``; a truncation is
     kept when that is within `tol`, or when `max_rank` cut the rank below the budget's
@@ -396,11 +404,11 @@ def _gram_truncation(s, tol, max_rank, inflation, products, residual=0.0, spare=
         if needed > most or (needed if max_rank is None else min(needed, max_rank)) == rank:
             return None
         rank = needed if max_rank is None else min(needed, max_rank)
-        U, V, k, size = products(rank)
+        factors, k, size = products(rank)
         rounding = rounding_bound(k, inflation * size) + residual
         tail = math.sqrt(float(np.sum(s[rank:][::-1] ** 2)))
         if rank < needed or inflation * tail + rounding <= tol:
-            return _truncated(s, rank, U, V, inflation, rounding)
+            return _truncated(s, rank, *factors(), inflation, rounding)
         budget = tol - rounding
     return None
 
@@ -482,8 +490,12 @@ def recompress_orthonormal(Q, B, tol, max_rank=None):
         w, s, zt = svd(basis.R)
 
         def products(rank):
-            V, norm = basis.times(w[:, :rank])
-            return Q @ (zt[:rank].T * s[:rank]), V, B.shape[1], (s[0] if s.size else 0.0) * norm
+            Z, norm = basis.coefficients(w[:, :rank])
+
+            def factors():
+                return Q @ (zt[:rank].T * s[:rank]), basis.apply(Z)
+
+            return factors, B.shape[1], (s[0] if s.size else 0.0) * norm
 
         kept = _gram_truncation(s, tol, max_rank, 1.0 + basis.departure, products, basis.residual)
         if kept is not None:
