@@ -77,20 +77,26 @@ def test_column_samples_draw_each_shared_block_once_as_the_seed_would():
     rng = np.random.default_rng(5)
     Uk = rng.normal(size=(64, 20))
     samples = ColumnSamples(Uk, 16)
-    assert [samples.width(j) for j in range(3)] == [32, 16, 16]  # ARA's first product samples two blocks
-    for widths in ([32, 16, 5, 16], [32, 16, 16], [7, 16], [16, 16], [32, 16, 5, 16]):
+    assert [samples.width(32, j) for j in range(3)] == [32, 16, 16]  # ARA's first product samples two blocks
+    assert [samples.width(80, j) for j in range(2)] == [80, 16]  # or more, for a tile with a rank hint
+    for widths in ([32, 16, 5, 16], [32, 16, 16], [7, 16], [16, 16], [32, 16, 5, 16], [80, 16], [48, 16, 16],
+                   [80, 16, 16], [40, 16]):
         draws, reference = samples.draws(3), np.random.default_rng(3)
+        first = widths[0]
+        shared = first >= 32 and first % 16 == 0
         for j, width in enumerate(widths):
             X = draws.standard_normal((64, width))
             np.testing.assert_array_equal(X, reference.standard_normal((64, width)))
             product = samples.project(X)
             np.testing.assert_array_equal(product, Uk.T @ X)
-            if widths[: j + 1] == [samples.width(i) for i in range(j + 1)]:
-                assert X is samples.block(3, j)[0] and product is samples.block(3, j)[1]  # shared
+            if shared and widths[: j + 1] == [samples.width(first, i) for i in range(j + 1)]:
+                assert X is samples.block(3, first, j)[0] and product is samples.block(3, first, j)[1]  # shared
                 assert not X.flags.writeable
             else:
                 assert X.flags.writeable  # the tile's own draw
-    assert len(samples._streams[3]) == 3  # three full blocks drawn for the column, once each
+    # three full blocks drawn once each for the tiles of two blocks first, two for those of five
+    assert len(samples._streams[3, 32]) == 3 and len(samples._streams[3, 80]) == 3
+    assert sorted(samples._streams) == [(3, 32), (3, 48), (3, 80)]
     other = rng.normal(size=(64, 16))  # not a shared block: computed directly
     np.testing.assert_array_equal(samples.project(other), Uk.T @ other)
 

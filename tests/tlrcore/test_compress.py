@@ -302,6 +302,44 @@ def test_ara_samples_its_first_two_blocks_in_one_product(block_size, shape, widt
     assert frobenius_error(block, U, V) <= 1e-6 * np.linalg.norm(block)
 
 
+@pytest.mark.parametrize("hint, first", [(None, 32), (0, 32), (16, 32), (17, 48), (40, 64), (150, 112)])
+def test_ara_samples_the_blocks_a_rank_hint_asks_for_in_its_first_product(hint, first):
+    """A rank hint covers the rank expected and one block more in the first product (at
+    least two blocks, at most what the basis has room for: 120 rows leave 7 blocks); the
+    blocks are still appended one at a time, so the basis stops where the samples say."""
+    block = case_block("exp-2d-adjacent")[:120, :150]
+    tol = 1e-6 * np.linalg.norm(block)
+    seen = []
+
+    def matmat(X):
+        seen.append(X.shape[1])
+        return block @ X
+
+    U, V = ara_compress(matmat, lambda Y: block.T @ Y, block.shape, tol, rng=3, rank_hint=hint)
+    assert seen[0] == first
+    assert frobenius_error(block, U, V) <= tol
+    plain = ara_compress(lambda X: block @ X, lambda Y: block.T @ Y, block.shape, tol, rng=3)
+    assert abs(U.shape[1] - plain[0].shape[1]) <= 1  # the SVD's truncation, either way
+
+
+def test_a_rank_hint_far_above_the_rank_leaves_the_basis_as_small():
+    """Blocks sampled past the estimate's stop are not appended: a rank-6 block hinted at
+    100 gets a basis of one block, as unhinted."""
+    rng = np.random.default_rng(4)
+    block = rng.normal(size=(300, 6)) @ rng.normal(size=(6, 250))
+    widths = []
+
+    def rmatmat(Y):
+        widths.append(Y.shape[1])
+        return block.T @ Y
+
+    for hint in (None, 100):
+        U, V = ara_compress(lambda X: block @ X, rmatmat, block.shape, 1e-9 * np.linalg.norm(block), rng=1,
+                            rank_hint=hint)
+        assert U.shape[1] == 6 and frobenius_error(block, U, V) <= 1e-9 * np.linalg.norm(block)
+    assert widths == [6, 6]
+
+
 # ------------------------------------------------------------------ ACA reads O(k (m + p)) entries
 @pytest.mark.parametrize("case", ["exp-2d-separated", "gauss-3d-separated", "matern32-2d-adjacent"])
 def test_aca_reads_few_entries(case):
@@ -477,6 +515,12 @@ def test_ara_bad_block_size(value):
 def test_ara_bad_rng():
     with pytest.raises(ValueError, match="rng"):
         _run_with("ara", rng="seed")
+
+
+@pytest.mark.parametrize("value", [-1, 2.5, True, "10"], ids=str)
+def test_ara_bad_rank_hint(value):
+    with pytest.raises(ValueError, match="rank_hint"):
+        _run_with("ara", rank_hint=value)
 
 
 @pytest.mark.parametrize("form", ["factors", "orthonormal"])
