@@ -84,7 +84,6 @@ from tlrcore.cholesky._steps import (
     diagonal_update,
     sampled_update,
     solve_stacked,
-    stack,
 )
 from tlrcore.cholesky.factor import TLRCholesky
 
@@ -120,6 +119,15 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             in_place = A._diagonal_in_place(k) if overwrite_a else None
             diagonal[k] = factorizer.factor(*diagonal_update(A.diagonal[k], factors, in_place), k, updated=False)
 
+        def release(k, released):
+            """Free A's column `k`; trim the heap once the bytes freed since the last trim
+            (`released`, returned updated) reach :data:`TRIM_BYTES`."""
+            released += A._release_column(k)
+            if released >= TRIM_BYTES:
+                trim_heap()
+                return 0
+            return released
+
         def solve_next(k, tile):
             V[k + 1, k] = trsm_lower(diagonal[k], np.asfortranarray(tile.result()))
 
@@ -147,10 +155,12 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
                 next_factored = submit(chain, factor_diagonal, k + 1)
             rest = list(range(k + 2, n_t))
             collect = start_by_work(pool, update, rest, [ara_work(A, U, i, k, block_size) for i in rest])
+            if overwrite_a and k:
+                released = release(k - 1, released)  # while the pool works: column k - 1 is read no more
             factored.result()  # L(k, k), or its failure raised before the column is waited for
             updated = collect()
             ranks = [Vt.shape[1] for Vt in updated]
-            solved = solve_stacked(diagonal[k], stack(updated, rows[k]), run)
+            solved = solve_stacked(diagonal[k], updated, run)
             for i, Vt in zip(rest, np.hsplit(solved, np.cumsum(ranks)[:-1])):
                 V[i, k] = Vt
             if k + 1 < n_t:
@@ -159,10 +169,8 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             if rest:
                 grams.add(k, V[k + 1, k], solved, ranks, pool)
             grams.release(k)
-            if overwrite_a:
-                released += A._release_column(k)
-                if released >= TRIM_BYTES or k + 1 == n_t:
-                    trim_heap()  # A's freed heap tiles would stay resident beside L's (tlrcore._malloc)
-                    released = 0
             counter.update()
+        if overwrite_a:
+            A._release_column(n_t - 1)
+            trim_heap()  # A's freed heap tiles would stay resident beside L's (tlrcore._malloc)
     return TLRCholesky(diagonal, U, V, A.offsets, tolerance)
