@@ -13,7 +13,10 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.spatial.distance import cdist
+from strategies import PROPERTY_SETTINGS
 
 from tlrcore.compress import COMPRESSORS, aca_compress, ara_compress, compress_dense, svd_compress
 
@@ -551,3 +554,25 @@ def test_recompression_keeps_the_svd_truncation_of_the_product(form, m, p, r):
     assert error <= tol
     np.testing.assert_allclose(Vk.T @ Vk, np.eye(rank), atol=1e-13)
     np.testing.assert_allclose(np.linalg.norm(Uk, axis=0), s[:rank], rtol=1e-12)
+
+
+# ------------------------------------------------------------------ ACA's helpers
+@settings(**PROPERTY_SETTINGS, max_examples=200)
+@given(values=st.lists(st.sampled_from([-1.0, 0.0, 0.5, 1.0, 2.0, 3.5]) | st.floats(-1.0, 4.0), min_size=1,
+                       max_size=80),
+       count=st.integers(1, 90))
+def test_the_largest_rows_come_as_a_stable_sort_would_give_them(values, count):
+    """ACA's extra pivot rows: the `count` largest, largest first, ties in index order,
+    found without sorting every row (ties are common: rows already used score -1)."""
+    from tlrcore.compress.aca import _largest_first
+
+    values = np.array(values)
+    np.testing.assert_array_equal(_largest_first(values, count), np.argsort(-values, kind="stable")[:count])
+
+
+def test_the_golden_order_is_computed_once_per_size_and_read_only():
+    from tlrcore.compress.aca import _golden_order
+
+    order = _golden_order(2048)
+    assert order is _golden_order(2048) and not order.flags.writeable
+    np.testing.assert_array_equal(order, np.argsort(np.argsort((np.arange(2048) * (1 + 5**0.5) / 2) % 1.0)))
