@@ -443,16 +443,17 @@ def _column_terms(columns, v, pivot_columns):
 def _next_rows(u, row_free, count):
     """Up to `count` free rows for the next block: where each new term's ``|u|`` is
     largest (the row ACA would take after it), the last term first, then the rows of the
-    largest ``max_t |u_t|``."""
-    scores = np.where(row_free[:, None], np.abs(u), -1.0)
+    largest ``max_t |u_t|``. The scores are kept term by term (``b x m``), so that each
+    term's maximum and the peaks over the terms run along contiguous memory."""
+    scores = np.where(row_free, np.abs(u.T, order="C"), -1.0)
     chosen = []
     for t in range(u.shape[1] - 1, -1, -1):
-        best = int(np.argmax(scores[:, t]))
-        if len(chosen) < count and scores[best, t] >= 0.0:
+        best = int(np.argmax(scores[t]))
+        if len(chosen) < count and scores[t, best] >= 0.0:
             chosen.append(best)
-            scores[best] = -1.0
+            scores[:, best] = -1.0
     if len(chosen) < count:
-        peaks = scores.max(axis=1, initial=-1.0)
+        peaks = scores.max(axis=0, initial=-1.0)
         chosen += [int(i) for i in _largest_first(peaks, count - len(chosen)) if peaks[i] >= 0.0]
     return np.array(chosen, dtype=np.intp)
 
