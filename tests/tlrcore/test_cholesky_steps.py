@@ -77,28 +77,48 @@ def test_column_samples_draw_each_shared_block_once_as_the_seed_would():
     rng = np.random.default_rng(5)
     Uk = rng.normal(size=(64, 20))
     samples = ColumnSamples(Uk, 16)
-    assert [samples.width(32, j) for j in range(3)] == [32, 16, 16]  # ARA's first product samples two blocks
-    assert [samples.width(80, j) for j in range(2)] == [80, 16]  # or more, for a tile with a rank hint
-    for widths in ([32, 16, 5, 16], [32, 16, 16], [7, 16], [16, 16], [32, 16, 5, 16], [80, 16], [48, 16, 16],
-                   [80, 16, 16], [40, 16]):
+    assert [samples.width(j) for j in range(3)] == [32, 16, 16]  # ARA's first product samples two blocks
+    for widths in ([32, 16, 5, 16], [32, 16, 16], [7, 16], [16, 16], [32, 16, 5, 16]):
         draws, reference = samples.draws(3), np.random.default_rng(3)
-        first = widths[0]
-        shared = first >= 32 and first % 16 == 0
         for j, width in enumerate(widths):
             X = draws.standard_normal((64, width))
             np.testing.assert_array_equal(X, reference.standard_normal((64, width)))
             product = samples.project(X)
             np.testing.assert_array_equal(product, Uk.T @ X)
-            if shared and widths[: j + 1] == [samples.width(first, i) for i in range(j + 1)]:
-                assert X is samples.block(3, first, j)[0] and product is samples.block(3, first, j)[1]  # shared
+            if widths[: j + 1] == [samples.width(i) for i in range(j + 1)]:
+                assert X is samples.block(3, j)[0] and product is samples.block(3, j)[1]  # shared
                 assert not X.flags.writeable
             else:
                 assert X.flags.writeable  # the tile's own draw
-    # three full blocks drawn once each for the tiles of two blocks first, two for those of five
-    assert len(samples._streams[3, 32]) == 3 and len(samples._streams[3, 80]) == 3
-    assert sorted(samples._streams) == [(3, 32), (3, 48), (3, 80)]
+    assert len(samples._streams[3]) == 3  # three full blocks drawn for the column, once each
     other = rng.normal(size=(64, 16))  # not a shared block: computed directly
     np.testing.assert_array_equal(samples.project(other), Uk.T @ other)
+
+
+@pytest.mark.parametrize("widths", [[80, 16], [48, 16, 5], [64]])
+def test_a_first_draw_of_more_blocks_is_the_columns_first_blocks_side_by_side(widths):
+    """ARA's rank hint draws several blocks at once: the column's first blocks (two, one,
+    one, ...) side by side, whose product is theirs, and the draws go on after them."""
+    rng = np.random.default_rng(6)
+    Uk = rng.normal(size=(64, 20))
+    samples = ColumnSamples(Uk, 16)
+    draws, blocks = samples.draws(3), widths[0] // 16
+    X = draws.standard_normal((64, widths[0]))
+    parts = [samples.block(3, j) for j in range(blocks - 1)]
+    np.testing.assert_array_equal(X, np.hstack([part[0] for part in parts]))
+    assert samples.project(X) is samples.project(samples.first(3, blocks))  # one array per column and width
+    np.testing.assert_array_equal(samples.project(X), np.hstack([part[1] for part in parts]))
+    assert not X.flags.writeable and X is samples.draws(3).standard_normal((64, widths[0]))
+    handed = blocks - 1  # the stream's entries handed out: the first has two blocks
+    for width in widths[1:]:  # a full block from the stream, or the generator's own draw after it
+        Y = draws.standard_normal((64, width))
+        if width == 16:
+            assert Y is samples.block(3, handed)[0]
+            handed += 1
+        else:
+            generator = np.random.default_rng(3)
+            generator.bit_generator.state = samples.block(3, handed - 1)[2]
+            np.testing.assert_array_equal(Y, generator.standard_normal((64, width)))
 
 
 def test_shared_column_samples_give_the_same_tile_as_direct_products():

@@ -211,8 +211,8 @@ def sampled_update(Ua, Va, Ui, Uk, cross, tolerance, block_size, seed, samples=N
 
     With `samples` (the :class:`ColumnSamples` of ``Uk``, and the same `seed` for every
     tile of the column, hence the same Gaussian blocks), the blocks and ``Uk^T Omega``
-    come from the column's cache instead of being drawn and multiplied for each tile; the
-    result is the same.
+    come from the column's cache instead of being drawn and multiplied for each tile
+    (without, from a cache of the tile's own); the result is the same.
 
     The rank of ``A(i, k)`` is ARA's rank hint: the update's rank is close to it (near-field
     tiles of 131,072 sites: ranks 100-190 in ``L`` for 130-140 in ``A``), so its first
@@ -220,16 +220,16 @@ def sampled_update(Ua, Va, Ui, Uk, cross, tolerance, block_size, seed, samples=N
     15 % less time, a factorization 0.7 CPU seconds less).
     """
     Mik = BlockDiagonal(cross)
+    samples = ColumnSamples(Uk, block_size) if samples is None else samples
 
     def matmat(X):
-        UkX = Uk.T @ X if samples is None else samples.project(X)
-        return thin_product(Ua, Va.T @ X) - thin_product(Ui, Mik @ UkX)
+        return thin_product(Ua, Va.T @ X) - thin_product(Ui, Mik @ samples.project(X))
 
     def rmatmat(Y):
         return thin_product(Va, Ua.T @ Y) - thin_product(Uk, Mik.T @ (Y.T @ Ui).T)
 
     shape = (Ua.shape[0], Va.shape[0])
-    rng = np.random.default_rng(seed) if samples is None else samples.draws(seed)
+    rng = samples.draws(seed)
     return ara_compress(matmat, rmatmat, shape, tolerance, block_size=block_size, rng=rng, rank_hint=Ua.shape[1])
 
 
@@ -303,18 +303,19 @@ class ColumnSamples:
     """The Gaussian blocks ``Omega_j`` that the tiles of a column sample with, and their
     products ``Uk^T Omega_j``, each drawn and computed once for the column.
 
-    All tiles of a column seed their samples alike (one seed per column). ARA's first
-    draw takes a tile's first blocks at once (two, or more for a tile whose rank hint
-    asks for more: :func:`tlrcore.compress.ara._range_finder`), then `block_size`
-    columns at a time; tiles whose first draw has the same width thus draw equal
-    ``j``-th blocks while they draw full blocks: the generator :meth:`draws` hands a tile
-    returns the column's shared arrays for those (read-only, one stream per first
-    width), and :meth:`project` recognizes them. A tile whose draws leave its stream (a
-    narrower block, when its basis nears ``min(m, p)``) goes on from the state of the
-    column's generator after its last shared block. Every tile's draws are thus those of
-    ``numpy.random.default_rng(seed)``, whichever tile asks first and whatever the
-    threads; drawing them once saves the tiles' own Gaussian draws, which had cost about
-    4 % of a factorization.
+    All tiles of a column seed their samples alike (one seed per column) and draw full
+    blocks in the same sequence: ``2 block_size`` columns first (the two blocks ARA
+    samples in one product), then `block_size` columns at a time. A tile's ``j``-th
+    block is thus the column's: the generator :meth:`draws` hands a tile returns the
+    column's shared arrays (read-only), and :meth:`project` recognizes them. A first
+    draw of more blocks at once (ARA's rank hint, :func:`tlrcore.compress.ara_compress`)
+    is the column's first blocks side by side (:meth:`first`), its product theirs; a
+    tile whose draws leave the sequence (a narrower block, when its basis nears
+    ``min(m, p)``) goes on from the state of the column's generator after its last
+    shared block. Every tile's draws are thus determined by the seed alone, whichever
+    tile asks first and whatever the threads; drawing them once saves the tiles' own
+    Gaussian draws, which had cost about 4 % of a factorization, and a near-field tile
+    that samples ten blocks at once shares their products with the column's other tiles.
 
     Parameters
     ----------
@@ -327,8 +328,9 @@ class ColumnSamples:
     def __init__(self, Uk, block_size):
         self.Uk = Uk
         self.block_size = block_size
-        self._streams = {}  # (seed, first width) -> [(Omega_j, Uk^T Omega_j, generator state after it)]
-        self._products = {}  # id(Omega_j) -> Uk^T Omega_j
+        self._streams = {}  # seed -> [(Omega_j, Uk^T Omega_j, generator state after it)]
+        self._firsts = {}  # (seed, blocks) -> the first blocks side by side
+        self._products = {}  # id(Omega) -> Uk^T Omega, for the blocks and their first runs
         self._lock = threading.Lock()
 
     def draws(self, seed):
@@ -336,32 +338,43 @@ class ColumnSamples:
         column's shared ones."""
         return _SharedDraws(self, seed)
 
-    def block(self, seed, first, j):
-        """``(Omega_j, Uk^T Omega_j, state)``: the `j`-th full block drawn from `seed` by a
-        tile whose first block has `first` columns, its product and the generator's state
-        after it."""
+    def block(self, seed, j):
+        """``(Omega_j, Uk^T Omega_j, state)``: the `j`-th full block drawn from `seed`, its
+        product and the generator's state after it."""
         with self._lock:
-            stream = self._streams.setdefault((seed, first), [])
+            stream = self._streams.setdefault(seed, [])
             while len(stream) <= j:
                 generator = np.random.default_rng(seed)
                 if stream:
                     generator.bit_generator.state = stream[-1][2]
-                Omega = generator.standard_normal((self.Uk.shape[0], self.width(first, len(stream))))
+                Omega = generator.standard_normal((self.Uk.shape[0], self.width(len(stream))))
                 Omega.flags.writeable = False
                 product = self.Uk.T @ Omega
                 self._products[id(Omega)] = product
                 stream.append((Omega, product, generator.bit_generator.state))
             return stream[j]
 
-    def width(self, first, j):
-        """Columns of the `j`-th full block of a stream whose first block has `first`."""
-        return first if j == 0 else self.block_size
+    def first(self, seed, blocks):
+        """The first `blocks` blocks of `block_size` columns drawn from `seed` side by side
+        (full blocks ``0 .. blocks - 2``: the first has two), read-only, their product
+        recognized by :meth:`project`."""
+        key = (seed, blocks)
+        with self._lock:
+            found = self._firsts.get(key)
+        if found is None:
+            parts = [self.block(seed, j) for j in range(blocks - 1)]
+            Omega = np.hstack([part[0] for part in parts])
+            Omega.flags.writeable = False
+            product = np.hstack([part[1] for part in parts])
+            with self._lock:
+                found = self._firsts.setdefault(key, Omega)
+                self._products.setdefault(id(found), product)
+        return found
 
-    def shares_first(self, size):
-        """Whether a first draw of `size` starts a shared stream: whole blocks, two or more
-        (ARA's first product, :func:`tlrcore.compress.ara._range_finder`)."""
-        return (isinstance(size, tuple) and len(size) == 2 and size[0] == self.Uk.shape[0]
-                and size[1] >= 2 * self.block_size and size[1] % self.block_size == 0)
+    def width(self, j):
+        """Columns of the `j`-th full block: two blocks' first (ARA samples them in one
+        product, :func:`tlrcore.compress.ara._range_finder`), then `block_size`."""
+        return 2 * self.block_size if j == 0 else self.block_size
 
     def project(self, X):
         """``Uk^T X``: the column's product when `X` is one of its shared blocks."""
@@ -370,27 +383,31 @@ class ColumnSamples:
 
 
 class _SharedDraws(np.random.Generator):
-    """``numpy.random.default_rng(seed)`` for one tile, whose full blocks
+    """A generator for one tile, seeded with `seed`, whose full blocks
     (``standard_normal((p, width))``, :meth:`ColumnSamples.width`) are the
-    :class:`ColumnSamples`' shared arrays."""
+    :class:`ColumnSamples`' shared arrays, and whose first draw of more than two blocks
+    is the column's first blocks side by side (:meth:`ColumnSamples.first`)."""
 
     def __init__(self, samples, seed):
         super().__init__(np.random.PCG64(seed))
         self._samples, self._seed = samples, seed
         self._shared = 0  # shared blocks handed out; None once the draws left them
-        self._first = None  # columns of the first block: the stream shared
 
     def standard_normal(self, size=None, dtype=np.float64, out=None):
-        if self._shared == 0 and self._samples.shares_first(size):
-            self._first = size[1]
-        full = None if self._first is None or self._shared is None else \
-            (self._samples.Uk.shape[0], self._samples.width(self._first, self._shared))
-        if full is not None and size == full and dtype is np.float64 and out is None:
-            Omega = self._samples.block(self._seed, self._first, self._shared)[0]
+        samples = self._samples
+        rows, b = samples.Uk.shape[0], samples.block_size
+        plain = dtype is np.float64 and out is None
+        if (self._shared == 0 and plain and isinstance(size, tuple) and len(size) == 2 and size[0] == rows
+                and size[1] > 2 * b and size[1] % b == 0):
+            self._shared = size[1] // b - 1
+            return samples.first(self._seed, size[1] // b)
+        full = None if self._shared is None else (rows, samples.width(self._shared))
+        if self._shared is not None and size == full and plain:
+            Omega = samples.block(self._seed, self._shared)[0]
             self._shared += 1
             return Omega
         if self._shared:
-            self.bit_generator.state = self._samples.block(self._seed, self._first, self._shared - 1)[2]
+            self.bit_generator.state = samples.block(self._seed, self._shared - 1)[2]
         self._shared = None
         return super().standard_normal(size, dtype, out)
 
