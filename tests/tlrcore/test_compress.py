@@ -571,8 +571,8 @@ def test_the_largest_rows_come_as_a_stable_sort_would_give_them(values, count):
 
 
 def test_the_golden_order_is_computed_once_per_size_and_read_only():
-    from tlrcore.compress.aca import _golden_order
+    from tlrcore.compress.aca import _GOLDEN, _golden_order
 
     order = _golden_order(2048)
     assert order is _golden_order(2048) and not order.flags.writeable
-    np.testing.assert_array_equal(order, np.argsort(np.argsort((np.arange(2048) * (1 + 5**0.5) / 2) % 1.0)))
+    np.testing.assert_array_equal(order, np.argsort(np.argsort((np.arange(2048) * _GOLDEN) % 1.0)))

@@ -378,9 +378,8 @@ def _cross_approximation(m, p, tau, step_limit):
             (read,) = yield [("cols", columns)]
             u_new = _column_terms(read - cross.columns(columns), v_new, columns)
             cross.extend(u_new, v_new)
-            last = range(max(0, columns.size - _SMALL_TERMS), columns.size)  # all that `recent` keeps
-            recent = (recent + [float(np.linalg.norm(u_new[:, t]) * np.linalg.norm(v_new[t])) for t in last])[
-                -_SMALL_TERMS:]
+            for t in range(max(0, columns.size - _SMALL_TERMS), columns.size):  # all that `recent` keeps
+                recent = recent[1:] + [float(np.linalg.norm(u_new[:, t]) * np.linalg.norm(v_new[t]))]
             rows = _next_rows(u_new, row_free, _block_size(cross.rank))
             check = max(recent) <= tau or rows.size == 0
         if check:

@@ -176,8 +176,8 @@ def _range_finder(sample, shape, tau, limit, block_size, rng, first_blocks=2):
     block, and a product with twice the columns costs far less than two (each reads the
     operator's factors from memory once: in the left-looking factorization at 131,072
     sites, 1.7 ms against 2 x 1.27 ms for a stacked factor of 2048 x 320). The blocks
-    sampled together are appended one at a time, each measured first, as if drawn one
-    after the other; the blocks left when the estimate is met go unused.
+    sampled together are still measured and appended one at a time, as blocks drawn one
+    after the other would be; those left when the estimate is met go unused.
 
     Returns
     -------
