@@ -108,9 +108,13 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         stochastic traces), or ``"auto"``: TLR from
         :data:`geostat.likelihood.TLR_FROM` sites on (on the GPU: exact up to
         :data:`geostat.likelihood.DEVICE_EXACT_MAX` sites when it fits in GPU memory).
-    accuracy : float, default 1e-8
+    accuracy : "auto" or float, default "auto"
         Relative accuracy of tile low-rank compression and factorization
-        (``method="tlr"``).
+        (``method="tlr"``). ``"auto"`` lets the optimizer choose the accuracy of each
+        evaluation so that its error stays well below the differences it compares
+        (:mod:`geostat.optimize.accuracy`): from 1e-8, coarser far from the optimum,
+        tighter near it where the covariance is badly conditioned (a small nugget). A
+        number fixes it.
     tile_size : int or None, default None
         Tile size of the TLR representation; ``None`` chooses one from ``n``.
     ordering : {"kdtree", "morton", "none"}, default "kdtree"
@@ -187,7 +191,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     method_ : str
         ``"exact"`` or ``"tlr"``.
     accuracy_ : float or None
-        TLR accuracy used (None when exact).
+        TLR accuracy of the fitted factors, those of the last evaluations of the search
+        (None when exact).
     loglik_error_ : float
         Estimated error of `loglik_` due to TLR compression (0.0 when exact): the
         difference between `loglik_` and an evaluation ten times less accurate, which
@@ -242,7 +247,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         trend: TrendSpec = "constant",
         distance: str | Distance = "auto",
         method: Method = "auto",
-        accuracy: float = 1e-8,
+        accuracy: float | str = "auto",
         tile_size: int | None = None,
         ordering: Ordering = "kdtree",
         device: Device = "cpu",
@@ -293,8 +298,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r} is not one of {METHODS}.")
         check_choice(self.ordering, "ordering", ORDERINGS)
-        if isinstance(self.accuracy, bool) or not isinstance(self.accuracy, (int, float)) or not 0 < self.accuracy < 1:
-            raise ValueError(f"accuracy must be a number in (0, 1); got {self.accuracy!r}.")
+        auto = isinstance(self.accuracy, str) and self.accuracy == "auto"
+        number = not isinstance(self.accuracy, (bool, str)) and isinstance(self.accuracy, (int, float))
+        if not auto and not (number and 0 < self.accuracy < 1):
+            raise ValueError(f"accuracy must be 'auto' or a number in (0, 1); got {self.accuracy!r}.")
         check_tile_size(self.tile_size)
         check_bool(self.reml, "reml")
         check_positive_int(self.n_starts, "n_starts")
@@ -695,19 +702,22 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             check_is_fitted(self)
             backend = _available_backend(self.device)
             with tile_progress(shows_tile_progress(getattr(self, "verbose", None))):
-                likelihood = self._likelihood_of(self._training, self.kernel_, self.distance_, self.method_, backend)
+                likelihood = self._likelihood_of(self._training, self.kernel_, self.distance_, self.method_, backend,
+                                                 self.accuracy_)
                 # the estimates in fitting units: exactly those fit used (the scale is a power of two)
                 params, coef = self._scale.params_to_unit(self.params_), self.result_.coef / self._scale.factor
                 solvers = self._solvers = _Solvers(likelihood, Kriging(likelihood, params, coef))
         return solvers
 
-    def _likelihood_of(self, training, kernel, distance_name, method, backend):
+    def _likelihood_of(self, training, kernel, distance_name, method, backend, accuracy=None):
         """The likelihood of `training` (a :class:`_TrainingData`) with this estimator's
-        settings."""
+        settings, at `accuracy` instead of the `accuracy` setting when given (the fitted
+        one, for the fitted factors)."""
         seed = int(self.random_state) if isinstance(self.random_state, (int, np.integer)) else 0
         return make_likelihood(
             method, training.coords, training.y, training.design, kernel, get_distance(distance_name), self.reml,
-            accuracy=self.accuracy, tile_size=self.tile_size, ordering=self.ordering, random_state=seed,
+            accuracy=self.accuracy if accuracy is None else accuracy, tile_size=self.tile_size, ordering=self.ordering,
+            random_state=seed,
             on_failure=self.on_failure, backend=backend, client=resolve_client(getattr(self, "client", None)),
         )
 

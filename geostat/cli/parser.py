@@ -38,7 +38,8 @@ def build_parser():
     fit.add_argument("--nugget", default="estimate", help="'estimate', 'none', or a fixed value")
     fit.add_argument("--distance", default="auto", help="auto, euclidean, chordal or great_circle")
     fit.add_argument("--method", default="auto", help="auto, exact or tlr (auto: tlr from 4096 sites)")
-    fit.add_argument("--accuracy", type=float, default=1e-8, help="relative accuracy of the TLR method")
+    fit.add_argument("--accuracy", type=_accuracy, default="auto", help="relative accuracy of the TLR method: 'auto' "
+                     "(default: chosen by the optimizer for each evaluation) or a number in (0, 1)")
     fit.add_argument("--tile-size", type=int, help="TLR tile size (default grows like sqrt(n))")
     fit.add_argument("--device", default="cpu", choices=["cpu", "gpu"], help="where the likelihood is evaluated "
                      "(gpu: a CUDA GPU through CuPy, the 'gpu' extra)")
@@ -80,3 +81,12 @@ def verbose_level(args):
     """``SpatialGP(verbose=...)`` of the -v/-q options: 1, 0, or None (automatic)."""
     return 1 if args.verbose else 0 if args.quiet else None
 
+
+def _accuracy(text):
+    """``--accuracy``: ``"auto"`` or a number."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a number in (0, 1), got {text!r}") from None

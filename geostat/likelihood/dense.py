@@ -108,6 +108,7 @@ class ExactLikelihood(Likelihood):
     has_gradient = True
     method = "exact"
     accuracy = None
+    adaptive = False
 
     def __init__(self, coords, y, design, kernel, distance, reml=False, on_failure="shift", backend=NUMPY):
         super().__init__(coords, y, design, kernel, distance, reml, on_failure, backend)

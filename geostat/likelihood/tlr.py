@@ -56,6 +56,9 @@ logger = logging.getLogger(__name__)
 
 #: The likelihood error is estimated against an evaluation this many times more accurate.
 ERROR_REFERENCE_FACTOR = 10.0
+#: Accuracy of the first evaluations of a likelihood with ``accuracy="auto"``; the
+#: optimizer then tightens it (:mod:`geostat.optimize.accuracy`).
+AUTO_START_ACCURACY = 1e-8
 #: Accuracy of the compressed derivatives ``dR`` of the probe traces (the likelihood's own
 #: when that is coarser): see :meth:`TLRLikelihood.gradient_matrices`.
 DERIVATIVE_ACCURACY = 1e-6
@@ -81,8 +84,11 @@ class TLRLikelihood(Likelihood):
     coords, y, design, kernel, distance
         As for :class:`~geostat.likelihood.base.Likelihood`.
     reml : bool, default False
-    accuracy : float, default 1e-8
+    accuracy : float or "auto", default 1e-8
         Relative Frobenius accuracy of the compression and of the factorization.
+        ``"auto"`` starts at :data:`AUTO_START_ACCURACY` and lets the optimizer change it
+        (:attr:`adaptive`, :meth:`set_accuracy`); the accuracy in effect is always
+        :attr:`accuracy`.
     tile_size : int, optional
         Default :func:`geostat.ordering.auto_tile_size` of each group's size.
     ordering : {"kdtree", "morton", "none"}, default "kdtree"
@@ -109,7 +115,7 @@ class TLRLikelihood(Likelihood):
     Raises
     ------
     ValueError
-        If `accuracy` is not in (0, 1), for a `client` with a back end other than NumPy,
+        If `accuracy` is neither ``"auto"`` nor in (0, 1), for a `client` with a back end other than NumPy,
         and as :class:`~geostat.likelihood.base.Likelihood`.
     TypeError, ImportError
         For a bad `client`, or one without Dask installed (:func:`~geostat.solvers.resolve_client`).
@@ -122,8 +128,12 @@ class TLRLikelihood(Likelihood):
 
     def __init__(self, coords, y, design, kernel, distance, reml=False, accuracy=1e-8, tile_size=None,
                  ordering="kdtree", random_state=0, on_failure="shift", backend=NUMPY, client=None):
-        if not (isinstance(accuracy, (float, int, np.floating)) and 0 < accuracy < 1):
-            raise ValueError(f"accuracy must be a number in (0, 1); got {accuracy!r}.")
+        #: Whether the optimizer chooses the accuracy of each evaluation (``accuracy="auto"``).
+        self.adaptive = isinstance(accuracy, str) and accuracy == "auto"
+        if self.adaptive:
+            accuracy = AUTO_START_ACCURACY
+        if isinstance(accuracy, bool) or not (isinstance(accuracy, (float, int, np.floating)) and 0 < accuracy < 1):
+            raise ValueError(f"accuracy must be 'auto' or a number in (0, 1); got {accuracy!r}.")
         self.client = resolve_client(client)
         if self.client is not None and backend.name != NUMPY.name:
             raise ValueError(f"client= runs the TLR method on the cluster's CPUs; use device='cpu' with it "
@@ -317,6 +327,24 @@ class TLRLikelihood(Likelihood):
                              f"got {accuracy!r}.")
         self.coarser_accuracy = accuracy
         self._coarser = {}
+
+    def set_accuracy(self, accuracy):
+        """Evaluate at `accuracy` from now on (the optimizer's choice for an adaptive
+        likelihood). The kept factors and tiles are released; a check copy kept by
+        :meth:`keep_coarser` moves with it, the same factor coarser. Values depend only on
+        the parameters and the accuracy, never on the calls before.
+
+        Parameters
+        ----------
+        accuracy : float
+            In (0, 1).
+        """
+        if isinstance(accuracy, bool) or not (isinstance(accuracy, (float, int, np.floating)) and 0 < accuracy < 1):
+            raise ValueError(f"accuracy must be a number in (0, 1); got {accuracy!r}.")
+        ratio = None if self.coarser_accuracy is None else round(self.coarser_accuracy / self.accuracy, 6)
+        self.accuracy = float(accuracy)
+        self.release_factors()
+        self.coarser_accuracy = None if ratio is None or self.accuracy * ratio >= 1 else self.accuracy * ratio
 
     def release_factors(self):
         """Drop the kept factors (their memory is freed; the next use recomputes them)."""

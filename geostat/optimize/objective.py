@@ -31,15 +31,18 @@ class Objective:
         self.n_failures = 0
         self.worst = 0.0
 
-    def evaluate(self, z, gradient=True):
+    def evaluate(self, z, gradient=True, accuracy=None):
+        """The objective (and with `gradient` its gradient) at `z`; a TLR likelihood's at
+        `accuracy` instead of its own when given."""
         space = self.space
+        other = {} if accuracy is None else {"accuracy": accuracy}
         free = space.to_natural(np.asarray(z, dtype=float))
         theta = space.theta(free)
         self.n_evaluations += 1
         try:
             if space.profiled:
                 eta = free.get("ratio", 0.0)
-                terms = self.likelihood.terms(theta, eta, gradient)
+                terms = self.likelihood.terms(theta, eta, gradient, **other)
                 value = terms.profiled_value()
                 if gradient:
                     keys = {n: ("eye" if n == "ratio" else n) for n in space.names}
@@ -48,7 +51,7 @@ class Objective:
             else:
                 params = space.natural(free)
                 eta = params["nugget"] / params["variance"]
-                terms = self.likelihood.terms(theta, eta, gradient)
+                terms = self.likelihood.terms(theta, eta, gradient, **other)
                 value = terms.full_value(params["variance"])
                 if gradient:
                     g = terms.full_gradient(params["variance"], eta, space.names)

@@ -29,10 +29,38 @@ further blocks give the traces only: a block of 64 then costs one backward TLR s
 one product with each compressed ``dR``, without the ``1 + #theta`` forward solves of the
 products.
 
-**Fallback.** A step that cannot be made to increase the likelihood by halving, one that
-ends on a bound, or the iteration limit hands the best point to the derivative-free
-search (:func:`geostat.optimize.polish.polish_without_gradient`, without its subsample
-refinement).
+**Accuracy.** For a likelihood with ``accuracy="auto"`` every comparison is made at an
+accuracy whose TLR error is well below the predicted gain
+(:class:`geostat.optimize.accuracy.AccuracyPolicy`): coarse far from the optimum, tight
+at it. A step that no halving makes increase the likelihood is first blamed on that error:
+it is measured again at the current point and, where it is larger than the gain allows,
+the point is evaluated more accurately and the step tried again.
+
+**Bounds.** A step that would leave the box from inside it goes :data:`BOX_SHARE` of the
+way to the bound it crosses (a long step from a distant start); only one from a point on
+the bound, pushing outwards, ends on it.
+
+**Fallback.** A step that cannot be made to increase the likelihood by halving (and not
+for a TLR error), one that ends on a bound, or the iteration limit hands the best point to
+the derivative-free search (:func:`geostat.optimize.polish.polish_without_gradient`,
+without its subsample refinement).
+
+**Distance to the maximum.** At convergence the report bounds, at confidence
+:data:`BOUND_LEVEL`, how far the scoring optimum's log-likelihood lies below the maximum
+of the likelihood whose score was estimated: the gain predicted at the last point (a
+quarter of it after a final step: what a step of curvature ``rho`` times the information
+leaves is ``(1 - rho)^2 / rho`` of the prediction, below a quarter for ``rho`` in
+[0.64, 1.56]), combined with the Monte Carlo loss's quantile as score errors combine,
+``(sqrt(gain) + sqrt(loss))^2`` (:func:`monte_carlo_loss_quantile`).
+:func:`geostat.optimize.search.maximize_likelihood` adds the TLR error of the values.
+
+References
+----------
+.. [1] Guinness, J. (2021). Gaussian process learning via Fisher scoring of Vecchia's
+   approximation. Statistics and Computing 31, 25. doi:10.1007/s11222-021-09999-2
+.. [2] Hutchinson, M. F. (1990). A stochastic estimator of the trace of the influence
+   matrix for Laplacian smoothing splines. Communications in Statistics - Simulation and
+   Computation 19(2), 433-450. doi:10.1080/03610919008812866
 """
 
 from __future__ import annotations
@@ -42,10 +70,13 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import OptimizeResult
+from scipy.stats import chi2
 
+from geostat.optimize.accuracy import AccuracyPolicy
 from geostat.optimize.polish import polish_without_gradient
 
-__all__ = ["ScoringReport", "fisher_scoring", "monte_carlo_loss", "natural_information", "score_and_information"]
+__all__ = ["ScoringReport", "fisher_scoring", "monte_carlo_loss", "monte_carlo_loss_quantile", "natural_information",
+           "score_and_information"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +104,12 @@ INFORMATION_RTOL = 0.02
 MAX_ITERATIONS = 8
 #: Halvings of a step that does not increase the likelihood.
 MAX_HALVINGS = 3
+#: A step that would leave the box goes this share of the way to the bound it crosses.
+BOX_SHARE = 0.9
+#: Confidence of :attr:`ScoringReport.gap_bound`.
+BOUND_LEVEL = 0.95
+#: Share of a final step's predicted gain that the bound takes as left after it.
+FINAL_GAIN_LEFT = 0.25
 
 
 @dataclass
@@ -99,6 +136,14 @@ class ScoringReport:
         Whether the derivative-free search finished the job.
     x : ndarray or None
         The optimum found by scoring (None after a fallback).
+    loss_quantile : float
+        The :data:`BOUND_LEVEL` quantile of the log-likelihood lost to the score's Monte
+        Carlo error at `z` (:func:`monte_carlo_loss_quantile`).
+    gain : float
+        Gain predicted at `z`.
+    gain_left : float
+        Predicted gain left at the optimum found: `gain` where no step was taken from
+        `z`, :data:`FINAL_GAIN_LEFT` of it after a final step (NaN before convergence).
     """
 
     z: np.ndarray
@@ -107,8 +152,20 @@ class ScoringReport:
     n_probes: int
     loss: float
     params: dict
+    loss_quantile: float = 0.0
+    gain: float = 0.0
     fell_back: bool = False
     x: np.ndarray | None = None
+    gain_left: float = float("nan")
+
+    @property
+    def gap_bound(self):
+        """Bound, at confidence :data:`BOUND_LEVEL`, on how far the optimum found lies
+        below the maximum of the estimated likelihood, ``(sqrt(gain_left) +
+        sqrt(loss_quantile))^2``; ``inf`` after a fallback or before convergence."""
+        if self.fell_back or self.x is None or not np.isfinite(self.gain_left):
+            return float("inf")
+        return float((np.sqrt(self.gain_left) + np.sqrt(self.loss_quantile)) ** 2)
 
 
 def _theta_eta(space, z):
@@ -189,6 +246,22 @@ def monte_carlo_loss(information, covariance):
     return 0.5 * float(np.trace(np.linalg.solve(information, covariance)))
 
 
+def monte_carlo_loss_quantile(information, covariance, level=BOUND_LEVEL):
+    """Quantile `level` of the loss ``1/2 d^T I^{-1} d`` for a Gaussian score error ``d``
+    of covariance `covariance`.
+
+    The loss is ``sum_i lambda_i chi^2_1`` over the eigenvalues ``lambda_i`` of ``1/2
+    I^{-1} Cov``; its quantile is taken from the scaled chi-square with the same mean and
+    variance (Welch-Satterthwaite), ``c chi^2_k`` with ``c = sum lambda^2 / sum lambda``
+    and ``k = (sum lambda)^2 / sum lambda^2``.
+    """
+    weights = np.clip(0.5 * np.linalg.eigvals(np.linalg.solve(information, covariance)).real, 0.0, None)
+    total, squares = float(weights.sum()), float(np.sum(weights**2))
+    if total <= 0.0:
+        return 0.0
+    return float(squares / total * chi2.ppf(level, total**2 / squares))
+
+
 def natural_information(space, params, traces):
     """Expected Fisher information over ``space.estimated`` at natural `params`, and the
     largest relative Monte Carlo standard error of its diagonal."""
@@ -213,15 +286,17 @@ class _Probed:
         self.random_state = random_state
         self.n_probes = 0
 
-    def value(self, z):
-        """Log-likelihood at `z` (``-inf`` where the covariance is not positive definite)."""
+    def value(self, z, accuracy=None):
+        """Log-likelihood at `z` (``-inf`` where the covariance is not positive definite),
+        at the likelihood's accuracy or at `accuracy`."""
         failures = self.objective.n_failures
-        f = self.objective.evaluate(z, gradient=False)
+        f = self.objective.evaluate(z, gradient=False, accuracy=accuracy)
         return -np.inf if self.objective.n_failures > failures else -f * self.likelihood.n_obs
 
     def derivatives(self, z):
-        """Score, information, Monte Carlo loss, predicted gain, terms and probe traces at
-        `z` (the factor at `z` is the one just evaluated).
+        """Score, information, the score's Monte Carlo covariance, Monte Carlo loss,
+        predicted gain, terms and probe traces at `z` (the factor at `z` is the one just
+        evaluated).
 
         Probes are added while the loss exceeds both :data:`LOSS_TARGET` and a tenth of
         the predicted gain (a long step needs no precise score), up to :data:`MAX_PROBES`;
@@ -245,7 +320,7 @@ class _Probed:
             # blocks give traces only (one TLR solve instead of 2 + #theta).
             traces = blocks.send(natural_information(self.space, params, traces)[1] > INFORMATION_RTOL)
         self.n_probes = traces.n_probes
-        return score, info, loss, gain, terms, traces
+        return score, info, covariance, loss, gain, terms, traces
 
 
 def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
@@ -254,6 +329,7 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
     Parameters
     ----------
     likelihood : geostat.likelihood.TLRLikelihood
+        With ``adaptive`` set, the accuracy of its evaluations follows the iteration.
     space : geostat.optimize.ParameterSpace
     objective : geostat.optimize.objective.Objective
         The full-data objective; it counts the evaluations.
@@ -276,6 +352,7 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
     """
     bounds = np.array(space.z_bounds(), dtype=float)
     probed = _Probed(likelihood, space, objective, random_state)
+    policy = AccuracyPolicy(likelihood) if likelihood.adaptive else None
     z = np.clip(np.asarray(start, dtype=float), bounds[:, 0], bounds[:, 1])
     value = probed.value(z)
     if not np.isfinite(value):
@@ -283,43 +360,80 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
     report = None
     for iteration in range(1, MAX_ITERATIONS + 1):
         try:
-            score, info, loss, gain, terms, traces = probed.derivatives(z)
+            score, info, covariance, loss, gain, terms, traces = probed.derivatives(z)
         except np.linalg.LinAlgError:
             return _fall_back(likelihood, space, objective, z, rng, report, "the information is singular")
         step = np.linalg.solve(info, score)
-        report = _report(space, z, terms, traces, loss)
+        report = _report(space, z, terms, traces, info, covariance, loss, gain)
         logger.info("scoring iteration %d: loglik %.6f, predicted gain %.3g, %d probes (%d for the information; "
                     "expected Monte Carlo loss %.2g)", iteration, value, gain, traces.n_probes,
                     traces.n_information_probes, loss)
+        if policy is not None:
+            if policy.change is None:
+                policy.measure(lambda accuracy: probed.value(z, accuracy))
+            if policy.follow(gain):
+                value = probed.value(z)
         if gain < GAIN_TOLERANCE:
-            return _converged(likelihood, z, value, iteration, f"predicted gain {gain:.2g}", report)
-        final = gain < FINAL_GAIN and loss <= LOSS_TARGET
-        for _ in range(MAX_HALVINGS + 1):
-            trial = np.clip(z + step, bounds[:, 0], bounds[:, 1])
-            on_bound = bool(np.any((trial <= bounds[:, 0]) | (trial >= bounds[:, 1])))
-            trial_value = probed.value(trial)
-            if trial_value > value or on_bound:
-                break
-            step = 0.5 * step
+            return _converged(likelihood, z, value, iteration, f"predicted gain {gain:.2g}", report, gain)
+        final = gain < FINAL_GAIN and loss <= LOSS_TARGET and _inside(z + step, bounds)
+        # A final step is tried once: what it could still gain is small, and stays in the bound.
+        trial, trial_value, on_bound = _line_search(probed, z, value, step, bounds, 0 if final else MAX_HALVINGS)
+        if trial_value <= value and not (on_bound or final) and policy is not None:
+            # Noise or curvature? Measure the TLR error here; where it is too large for the
+            # gain, evaluate more accurately and try again.
+            policy.measure(lambda accuracy: probed.value(z, accuracy))
+            if policy.follow(gain):
+                value = probed.value(z)
+                trial, trial_value, on_bound = _line_search(probed, z, value, step, bounds, MAX_HALVINGS)
         accepted = trial_value > value
         if accepted:
             logger.info("scoring step: loglik %+.3g (predicted %+.3g)", trial_value - value, gain)
             z, value = trial, trial_value
+        if final and not on_bound:
+            how = "final step" if accepted else "no increase from a final step"
+            return _converged(likelihood, z, value, iteration, f"{how} of predicted gain {gain:.2g}", report,
+                              FINAL_GAIN_LEFT * gain if accepted else gain)
         if not (on_bound or accepted) and gain < STALL_GAIN and loss <= LOSS_TARGET:
             return _converged(likelihood, z, value, iteration,
-                              f"no step increased the likelihood from a predicted gain of {gain:.2g}", report)
+                              f"no step increased the likelihood from a predicted gain of {gain:.2g}", report, gain)
         if on_bound or not accepted:
             reason = "a step ended on a bound" if on_bound else "no step increased the likelihood"
             return _fall_back(likelihood, space, objective, z, rng, report, reason)
-        if final:
-            return _converged(likelihood, z, value, iteration, f"final step of predicted gain {gain:.2g}", report)
     return _fall_back(likelihood, space, objective, z, rng, report,
                       f"scoring did not converge in {MAX_ITERATIONS} iterations")
 
 
-def _converged(likelihood, z, value, iteration, how, report):
-    """:func:`fisher_scoring`'s answer when it converged at `z`."""
+def _line_search(probed, z, value, step, bounds, halvings):
+    """The step from `z` (of log-likelihood `value`), halved up to `halvings` times until
+    it increases the log-likelihood or ends on a bound: the last point tried, its value
+    and whether it is on a bound. A step that would leave the box from inside it is first
+    shortened to :data:`BOX_SHARE` of the way to the nearest bound it crosses (a long step
+    from a distant start, not an optimum on the bound)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        room = np.where(step > 0, (bounds[:, 1] - z) / step, np.where(step < 0, (bounds[:, 0] - z) / step, np.inf))
+    fraction = float(np.min(room, initial=np.inf))
+    if 0 < fraction < 1:
+        step = BOX_SHARE * fraction * step
+    for _ in range(halvings + 1):
+        trial = np.clip(z + step, bounds[:, 0], bounds[:, 1])
+        on_bound = bool(np.any((trial <= bounds[:, 0]) | (trial >= bounds[:, 1])))
+        trial_value = probed.value(trial)
+        if trial_value > value or on_bound:
+            break
+        step = 0.5 * step
+    return trial, trial_value, on_bound
+
+
+def _inside(z, bounds):
+    """Whether `z` lies strictly inside the box."""
+    return bool(np.all((z > bounds[:, 0]) & (z < bounds[:, 1])))
+
+
+def _converged(likelihood, z, value, iteration, how, report, gain_left):
+    """:func:`fisher_scoring`'s answer when it converged at `z`, `gain_left` the predicted
+    gain left there."""
     report.x = np.array(z)
+    report.gain_left = float(gain_left)
     result = OptimizeResult(x=z, fun=-value / likelihood.n_obs, success=True, nit=iteration,
                             message=f"Fisher scoring converged ({how})")
     return result, 0, report
@@ -330,11 +444,14 @@ def _natural_params(space, free, terms):
     return space.natural(free, profiled_variance=terms.quadratic / terms.n_eff if space.profiled else None)
 
 
-def _report(space, z, terms, traces, loss):
-    """The information over the estimated natural parameters at `z`, for the report."""
+def _report(space, z, terms, traces, information, covariance, loss, gain):
+    """The information over the estimated natural parameters at `z`, the Monte Carlo
+    loss's quantile and the predicted gain, for the report (`information` and
+    `covariance` in the optimizer's coordinates)."""
     params = _natural_params(space, _theta_eta(space, z)[0], terms)
     info, error = natural_information(space, params, traces)
-    return ScoringReport(np.array(z), info, error, traces.n_probes, loss, params)
+    return ScoringReport(np.array(z), info, error, traces.n_probes, loss, params,
+                         loss_quantile=monte_carlo_loss_quantile(information, covariance), gain=float(gain))
 
 
 def _fall_back(likelihood, space, objective, z, rng, report, reason):

@@ -30,6 +30,13 @@ Strategy
    :data:`LOGLIK_TOLERANCE` (the difference overstates its error, the TLR error shrinking
    about in proportion to the accuracy); otherwise the accuracy is tightened tenfold until
    consecutive values agree that well (:func:`reported_loglik`).
+6. **Distance to the exact maximum** (:attr:`MLEResult.gap_bound`, TLR with Fisher
+   scoring): with ``l`` the exact and ``l~`` the TLR log-likelihood, ``e = l~ - l``, the
+   estimate ``x`` and the exact maximum ``x*``,
+   ``l(x*) - l(x) <= [l~(x*) - l~(x)] + |e(x)| + |e(x*)|``: the scoring's bound on the
+   first term (:attr:`geostat.optimize.scoring.ScoringReport.gap_bound`) plus twice the
+   TLR error estimated at the estimate for the accuracy of the last values compared
+   (:data:`geostat.optimize.accuracy.ERROR_FROM_CHANGE` times the change of the check).
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from geostat.errors import GeostatWarning, NotPositiveDefiniteError
+from geostat.optimize.accuracy import ERROR_FROM_CHANGE
 from geostat.optimize.objective import Objective, run_lbfgsb
 from geostat.optimize.polish import (
     REFINE_SIZE,
@@ -125,6 +133,13 @@ class MLEResult:
     scoring_loss : float
         Expected log-likelihood lost to the Monte Carlo error of the scores at the
         scoring optimum, ``1/2 tr(I^{-1} Cov(score))`` (0.0 without scoring).
+    gap_bound : float
+        How far the exact log-likelihood at the estimate may lie below the exact maximum,
+        at confidence :data:`geostat.optimize.scoring.BOUND_LEVEL`: the scoring's bound
+        plus twice the estimated TLR error of the values it compared (see the module
+        docstring). 0.0 for a converged exact fit (analytic gradients), ``inf`` where no
+        bound is known (a derivative-free search finished the fit, or it did not
+        converge).
     """
 
     params: dict[str, float]
@@ -150,6 +165,7 @@ class MLEResult:
     loglik_accuracy: float | None = None
     n_probes: int = 0
     scoring_loss: float = 0.0
+    gap_bound: float = 0.0
 
 
 def _start_grid(space, likelihood_scale):
@@ -295,9 +311,13 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter):
     stderr, covariance, fisher_error = standard_errors(likelihood, params, space.estimated, information)
     coef, coef_cov = likelihood.gls(params)
     loglik_error, loglik_accuracy = 0.0, None
+    gap_bound = 0.0 if converged else np.inf
     if likelihood.accuracy is not None:
         progress.stage("accuracy check")
-        loglik, loglik_error, loglik_accuracy = reported_loglik(likelihood, params, loglik)
+        loglik, loglik_error, loglik_accuracy, own_error = reported_loglik(likelihood, params, loglik)
+        gap_bound = np.inf if report is None else report.gap_bound + 2.0 * own_error
+        logger.info("distance to the exact maximum at most %.2g (scoring %.2g, TLR error %.2g)", gap_bound,
+                    np.inf if report is None else report.gap_bound, own_error)
     coef_stderr = np.sqrt(np.maximum(np.diagonal(coef_cov, axis1=1, axis2=2), 0.0))
     logger.debug("MLE (fitting units) %s loglik=%.10g evaluations=%d", params, loglik, full.n_evaluations)
     return MLEResult(
@@ -325,6 +345,7 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter):
         loglik_accuracy=loglik_accuracy,
         n_probes=report.n_probes if report is not None else 0,
         scoring_loss=report.loss if report is not None else 0.0,
+        gap_bound=float(gap_bound),
     )
 
 
@@ -356,23 +377,33 @@ def reported_loglik(likelihood, params, loglik):
     loglik : float
     error : float
     accuracy : float
+    own_error : float
+        Estimated error of `loglik` as given (at the likelihood's accuracy):
+        :data:`~geostat.optimize.accuracy.ERROR_FROM_CHANGE` times the first round's
+        change, or where the coarser evaluation failed the change to the first finer one
+        (``inf`` where neither is known).
     """
     accuracy = likelihood.accuracy
-    error = np.inf
+    error = own_error = np.inf
     if accuracy * ACCURACY_STEP < 1:
         coarser = accuracy * ACCURACY_STEP
         try:
             error = abs(loglik - likelihood.log_likelihood(params, accuracy=coarser))
+            own_error = ERROR_FROM_CHANGE * error
         except NotPositiveDefiniteError:
             pass
         logger.info("log-likelihood at accuracy %.0e: %.6f (change from %.0e: %.2g)", accuracy, loglik, coarser, error)
     # (the accuracies are repeated divisions: 1e-6 / 10^8 is 1.0000000000000002e-14)
+    first_round = True
     while error > LOGLIK_TOLERANCE and accuracy > FINEST_ACCURACY * (1 + 1e-9):
         accuracy /= ACCURACY_STEP
         finer = likelihood.log_likelihood(params, accuracy=accuracy)
         error, loglik = abs(finer - loglik), finer
+        if first_round and not np.isfinite(own_error):
+            own_error = error
+        first_round = False
         logger.info("log-likelihood at accuracy %.0e: %.6f (change %.2g)", accuracy, loglik, error)
-    return loglik, error, accuracy
+    return loglik, error, accuracy, own_error
 
 
 def _starting_point(likelihood, space, full, n_starts, pilot_size, rng):

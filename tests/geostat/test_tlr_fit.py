@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import geostat as gs
+from geostat.optimize import accuracy
 import geostat.likelihood
 import tlrcore
 from geostat.distance import get_distance
@@ -167,7 +168,10 @@ def test_auto_switches_to_tlr_from_the_crossover(monkeypatch, rng):
     y = gs.simulate(X, {"variance": 1.0, "range": 0.2, "nugget": 0.1}, kernel="exponential", random_state=1)
     monkeypatch.setitem(geostat.likelihood.EXACT_UP_TO, "numpy", 299)
     est = gs.SpatialGP(kernel="exponential").fit(X, y)
-    assert est.method_ == "tlr" and est.accuracy_ == 1e-8
+    # accuracy="auto": the accuracy of the last evaluations, one of the policy's decades
+    assert est.method_ == "tlr" and accuracy.MOST_ACCURATE <= est.accuracy_ <= accuracy.LEAST_ACCURATE
+    assert np.log10(est.accuracy_) == pytest.approx(round(np.log10(est.accuracy_)))
+    assert gs.SpatialGP(kernel="exponential", accuracy=1e-8).fit(X, y).accuracy_ == 1e-8
     assert gs.SpatialGP(kernel="exponential").fit(X[:200], y[:200]).method_ == "exact"
 
 
@@ -187,19 +191,24 @@ class _ScaledError:
 
 
 @pytest.mark.parametrize(
-    "accuracy, scale, failing, asked, reported",
+    "accuracy, scale, failing, asked, reported, own_change",
     [
-        (1e-8, 1e5, (), [1e-7], 1e-8),  # change 9e-3 from 1e-7: the fit's own value
-        (1e-8, 1e6, (), [1e-7, 1e-9], 1e-9),  # 0.09 from 1e-7, then 9e-3 from 1e-8
-        (1e-8, 1e5, (1e-7,), [1e-7, 1e-9], 1e-9),  # the coarser one fails: finer rounds
-        (0.5, 1e-3, (), [0.05], 0.05),  # no coarser accuracy than 0.5 * 10: finer only
+        (1e-8, 1e5, (), [1e-7], 1e-8, 9e-3),  # change 9e-3 from 1e-7: the fit's own value
+        (1e-8, 1e6, (), [1e-7, 1e-9], 1e-9, 9e-2),  # 0.09 from 1e-7, then 9e-3 from 1e-8
+        (1e-8, 1e5, (1e-7,), [1e-7, 1e-9], 1e-9, None),  # the coarser one fails: finer rounds
+        (0.5, 1e-3, (), [0.05], 0.05, None),  # no coarser accuracy than 0.5 * 10: finer only
     ],
 )
-def test_reported_loglik_checks_a_coarser_evaluation_first(accuracy, scale, failing, asked, reported):
+def test_reported_loglik_checks_a_coarser_evaluation_first(accuracy, scale, failing, asked, reported, own_change):
+    from geostat.optimize.accuracy import ERROR_FROM_CHANGE
     from geostat.optimize.search import reported_loglik
 
     likelihood = _ScaledError(accuracy, scale, failing)
-    loglik, error, got = reported_loglik(likelihood, {}, likelihood.log_likelihood({}))
+    loglik, error, got, own_error = reported_loglik(likelihood, {}, likelihood.log_likelihood({}))
+    # The error of the value at the fit's own accuracy: a share of the change from the coarser
+    # evaluation, or where there is none, the change to the first finer one (which estimates it).
+    expected = ERROR_FROM_CHANGE * own_change if own_change else abs(scale * accuracy - scale * accuracy / 10)
+    assert own_error == pytest.approx(expected)
     assert likelihood.asked[1:] == pytest.approx(asked)
     assert got == pytest.approx(reported) and loglik == pytest.approx(1000.0 + scale * reported)
     # the change from the value ten times less accurate than the reported one

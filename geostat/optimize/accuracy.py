@@ -1,0 +1,158 @@
+r"""The accuracy of a fit's TLR evaluations, chosen to follow the optimizer (``accuracy="auto"``).
+
+Fisher scoring (:mod:`geostat.optimize.scoring`) compares log-likelihood values: a step of
+predicted gain ``g`` is taken when it increases the value. A TLR value at accuracy ``a``
+errs by some ``e(a)``; the comparison is sound while ``e(a)`` is well below ``g``, and the
+estimate's distance to the exact maximum includes about ``2 e(a)`` of the last values
+compared. So each comparison is made at the coarsest accuracy (in decades, between
+:data:`MOST_ACCURATE` and :data:`LEAST_ACCURATE`) whose estimated error is at most
+
+.. math:: t(g) = \max(\text{ERROR\_SHARE} \cdot g,\ \text{FINAL\_ERROR}),
+
+coarse far from the optimum, tight at it; a value whose error exceeds ``t(g)`` is evaluated
+again, more accurately, before it is compared.
+
+**Error model.** The TLR error shrinks about in proportion to the accuracy (the covariance's
+compression error is ``a ||K||_F`` and the factorization's of the same order, and the
+log-likelihood's error is linear in them to first order). Once per fit, at the first scoring
+point ``z_0`` with accuracy ``a_0``, the change ``d = |l(10 a_0) - l(a_0)|`` is measured
+(from the build at ``a_0`` truncated to ``10 a_0``, :meth:`TLRLikelihood.keep_coarser`); it
+estimates ``e(10 a_0)``, so
+
+.. math:: e(a) \approx \text{ERROR\_FROM\_CHANGE} \cdot d \cdot a / a_0 .
+
+With exact proportionality ``ERROR_FROM_CHANGE`` would be 1/9 (``d = 9 e(a_0)``); it is
+1/4 because the measured ratio ``d / |e(a_0)|`` was as low as 4.1 on the cases of
+``benchmarks/loglik_error.py`` (and 13 on a simulated field with a nugget of 1e-5 of the
+variance). The error depends on the parameters too (through the
+conditioning: ``K^{-1}`` magnifies the compression error by up to ``1 / eta`` for a nugget
+ratio ``eta``), but scoring starts near the optimum (from the block Vecchia fit), and the
+fit's final check (:func:`geostat.optimize.search.reported_loglik`) measures the change
+again at the estimate.
+
+Nothing here depends on earlier fits: the policy lives for one scoring run, and a value
+depends only on the parameters and the accuracy of its evaluation.
+
+References
+----------
+.. [1] Abdulah, S., Ltaief, H., Sun, Y., Genton, M. G., and Keyes, D. E. (2018).
+   Parallel approximation of the maximum likelihood estimation for the prediction of
+   large-scale geostatistics simulations. IEEE CLUSTER, 98-108.
+   doi:10.1109/CLUSTER.2018.00089
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+
+__all__ = ["AccuracyPolicy", "ERROR_FROM_CHANGE", "FINAL_ERROR"]
+
+logger = logging.getLogger(__name__)
+
+#: A value is compared with the error it may have at most this share of the predicted gain.
+ERROR_SHARE = 0.1
+#: ... and needs no error below this: the estimate's distance to the exact maximum owes
+#: at most twice it to the TLR error of the last values compared.
+FINAL_ERROR = 2e-3
+#: ``e(a_0) <= ERROR_FROM_CHANGE * |l(10 a_0) - l(a_0)|`` (see the module docstring).
+ERROR_FROM_CHANGE = 0.25
+#: Coarsest and finest accuracies the policy chooses.
+LEAST_ACCURATE, MOST_ACCURATE = 1e-7, 1e-12
+#: Accuracies are chosen in steps of this factor.
+STEP = 10.0
+
+
+class AccuracyPolicy:
+    """The accuracy of an adaptive TLR likelihood's evaluations during one scoring run.
+
+    Parameters
+    ----------
+    likelihood : geostat.likelihood.TLRLikelihood
+        With ``adaptive`` set; :meth:`follow` and :meth:`tighten` change its accuracy
+        (:meth:`~geostat.likelihood.TLRLikelihood.set_accuracy`).
+
+    Attributes
+    ----------
+    change : float or None
+        The measured change ``|l(10 a_0) - l(a_0)|`` (None before :meth:`measure`).
+    measured_at : float or None
+        ``a_0``.
+    """
+
+    def __init__(self, likelihood):
+        self.likelihood = likelihood
+        self.change = None
+        self.measured_at = None
+
+    @property
+    def accuracy(self):
+        """The likelihood's accuracy in effect."""
+        return self.likelihood.accuracy
+
+    def measure(self, value_at):
+        """Measure the change at a point whose log-likelihood at an accuracy is
+        ``value_at(accuracy)`` (``-inf`` where not positive definite): between the current
+        accuracy and a ten times coarser one, or where that one fails, a ten times finer
+        one (whose change estimates the current error itself)."""
+        accuracy = self.accuracy
+        value, coarser = value_at(accuracy), value_at(accuracy * STEP)
+        if np.isfinite(coarser):
+            self.change, self.measured_at = abs(coarser - value), accuracy
+        else:
+            self.change, self.measured_at = abs(value_at(accuracy / STEP) - value) / ERROR_FROM_CHANGE, accuracy
+        logger.info("TLR error model: change %.2g from accuracy %.0e to %.0e, estimated error %.2g at %.0e",
+                    self.change, self.measured_at * STEP, self.measured_at, self.error(), accuracy)
+
+    def error(self, accuracy=None):
+        """Estimated error of a value at `accuracy` (default the current one); ``inf``
+        before :meth:`measure`."""
+        if self.change is None:
+            return math.inf
+        return ERROR_FROM_CHANGE * self.change * (self.accuracy if accuracy is None else accuracy) / self.measured_at
+
+    @staticmethod
+    def tolerance(gain):
+        """The error a value may have when compared for a predicted gain `gain`."""
+        return max(ERROR_SHARE * gain, FINAL_ERROR)
+
+    def follow(self, gain):
+        """Set the coarsest accuracy whose error is within :meth:`tolerance` of `gain`.
+
+        Returns
+        -------
+        bool
+            Whether values at the previous accuracy are too inaccurate for `gain` (they
+            must be evaluated again before they are compared).
+        """
+        tolerance = self.tolerance(gain)
+        stale = self.error() > tolerance
+        accuracy = self.accuracy
+        while accuracy / STEP >= MOST_ACCURATE * (1 - 1e-9) and self.error(accuracy) > tolerance:
+            accuracy /= STEP
+        while accuracy * STEP <= LEAST_ACCURATE * (1 + 1e-9) and self.error(accuracy * STEP) <= tolerance:
+            accuracy *= STEP
+        self._set(accuracy)
+        return stale
+
+    def tighten(self):
+        """Make the accuracy :data:`STEP` times finer, if above :data:`MOST_ACCURATE`.
+
+        Returns
+        -------
+        bool
+            Whether it changed.
+        """
+        if self.accuracy / STEP < MOST_ACCURATE * (1 - 1e-9):
+            return False
+        self._set(self.accuracy / STEP)
+        return True
+
+    def _set(self, accuracy):
+        accuracy = float(f"{accuracy:.6e}")  # 1e-8 * 10 is 1.0000000000000001e-07
+        if accuracy != self.accuracy:
+            logger.info("TLR accuracy %.0e -> %.0e (estimated error %.2g -> %.2g)", self.accuracy, accuracy,
+                        self.error(), self.error(accuracy))
+            self.likelihood.set_accuracy(accuracy)
