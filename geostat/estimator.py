@@ -183,7 +183,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     loglik_ : float
         Maximized log-likelihood (restricted when ``reml=True``). For TLR, the value at the
         fit's accuracy, or at a tighter one (``result_.loglik_accuracy``) where needed so
-        that `loglik_error_` is at most 0.01.
+        that `loglik_error_` is at most 0.01; ``result_.gap_bound`` bounds how far the
+        exact log-likelihood at the estimate lies below the exact maximum (95 %).
     n_iter_, n_evaluations_ : int
         Iterations of the local search; full-data likelihood evaluations (for TLR every
         full-data factorization, the accuracy check of `loglik_` included).
@@ -854,8 +855,10 @@ def _log_fit(model, likelihood, result):
                     "(||E||_F / ||K||_F = %.3g)", model.n_safeguarded_, model.shift_, model.perturbation_)
     estimates = ", ".join(f"{name}={value:.6g} " + (f"(se {model.stderr_[name]:.3g})" if name in result.estimated
                                                      else "(fixed)") for name, value in model.params_.items())
-    logger.info("estimates: %s; loglik %.10g; %d evaluations on the full data, %d on subsamples or blocks; %s; %.1f s",
-                estimates, model.loglik_, result.n_evaluations, result.n_pilot_evaluations,
+    logger.info("estimates: %s; loglik %.10g%s; %d evaluations on the full data, %d on subsamples or blocks; %s; "
+                "%.1f s", estimates, model.loglik_,
+                f" (the exact maximum at most {result.gap_bound:.2g} above, 95%)" if result.method == "tlr" else "",
+                result.n_evaluations, result.n_pilot_evaluations,
                 "converged" if model.converged_ else f"not converged ({result.message})", result.elapsed)
 
 

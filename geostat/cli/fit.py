@@ -62,6 +62,8 @@ def run_fit(args):
         "device": args.device,
         "accuracy": model.accuracy_,
         "loglik_error": model.loglik_error_,
+        # how far the exact maximum may lie above the estimate's value (None: no bound known)
+        "gap_bound": model.result_.gap_bound if np.isfinite(model.result_.gap_bound) else None,
         "reml": bool(args.reml),
         "params": model.params_,
         "stderr": model.stderr_,
@@ -155,7 +157,9 @@ def table(result, model):
     lines += [
         "",
         f"log-likelihood {result['loglik']:.6f}   n = {result['n']}   observations = {result['n_observations']}",
-        *([f"estimated TLR error of the log-likelihood {result['loglik_error']:.2g}"] if result["accuracy"] else []),
+        *([f"estimated TLR error of the log-likelihood {result['loglik_error']:.2g}; distance to the exact maximum "
+           + ("unknown (derivative-free search)" if result["gap_bound"] is None
+              else f"at most {result['gap_bound']:.2g} (95%)")] if result["accuracy"] else []),
         f"converged: {result['converged']}   iterations {result['n_iter']}   evaluations {result['n_evaluations']}",
         f"wall time {result['wall_time_s']:.2f} s",
     ]

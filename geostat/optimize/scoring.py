@@ -6,12 +6,14 @@ optimizer's coordinates (:meth:`geostat.likelihood.TLRLikelihood.probe_traces`):
 quadratic forms exactly, the traces ``tr(P dK)`` and ``tr(P dK P dK)`` as averages over
 fixed Rademacher probes. With the variance profiled out, ``I`` is the Schur complement of
 the full information over (variance, free coordinates), the expected curvature of the
-profile likelihood. The step ``s = I^{-1} g`` (as GpGp takes it) is accepted when the
-log-likelihood increases, halved otherwise; the iteration stops when the predicted gain
+profile likelihood. The step ``s = I^{-1} g`` (as GpGp takes it [1]_, at most
+:data:`MAX_STEP` long in each coordinate) is accepted when the log-likelihood increases,
+halved otherwise; the iteration stops when the predicted gain
 ``1/2 g^T I^{-1} g`` falls below :data:`GAIN_TOLERANCE`, or after a step of predicted
-gain below :data:`FINAL_GAIN` taken from a score within the Monte Carlo target (what such
-a step leaves is below the tolerance unless the curvature differs much from ``I``; the
-increase it made is logged against the prediction).
+gain below :data:`FINAL_GAIN` taken from a score within the Monte Carlo target whose
+increase agrees with the prediction (:func:`_quadratic_along`: what such a step leaves is
+then at most :data:`FINAL_GAIN_LEFT` of the prediction; where the curvature differs much
+from ``I``, as for a nugget of 1e-6 of the variance, the iteration goes on).
 
 **Monte Carlo error.** The same probes serve every iteration (common random numbers), so
 the estimated score is a smooth function of ``z`` and the iteration converges to its
@@ -36,21 +38,22 @@ at it. A step that no halving makes increase the likelihood is first blamed on t
 it is measured again at the current point and, where it is larger than the gain allows,
 the point is evaluated more accurately and the step tried again.
 
-**Bounds.** A step that would leave the box from inside it goes :data:`BOX_SHARE` of the
-way to the bound it crosses (a long step from a distant start); only one from a point on
-the bound, pushing outwards, ends on it.
+**Bounds.** The steps are projected on the box, and a coordinate on a bound whose score
+points out of the box stays there (a projected Newton method [3]_): a nugget whose
+maximum is zero ends on its bound by scoring, and the gain and loss are those of the
+other coordinates.
 
 **Fallback.** A step that cannot be made to increase the likelihood by halving (and not
-for a TLR error), one that ends on a bound, or the iteration limit hands the best point to
+for a TLR error), a singular information or the iteration limit hands the best point to
 the derivative-free search (:func:`geostat.optimize.polish.polish_without_gradient`,
 without its subsample refinement).
 
 **Distance to the maximum.** At convergence the report bounds, at confidence
 :data:`BOUND_LEVEL`, how far the scoring optimum's log-likelihood lies below the maximum
 of the likelihood whose score was estimated: the gain predicted at the last point (a
-quarter of it after a final step: what a step of curvature ``rho`` times the information
-leaves is ``(1 - rho)^2 / rho`` of the prediction, below a quarter for ``rho`` in
-[0.64, 1.56]), combined with the Monte Carlo loss's quantile as score errors combine,
+quarter of it after a final step whose increase showed a curvature ``rho`` times the
+information with ``rho`` in [0.64, 1.56], for which the gain left, ``(1 - rho)^2 / rho``
+of the prediction, is below a quarter), combined with the Monte Carlo loss's quantile as score errors combine,
 ``(sqrt(gain) + sqrt(loss))^2`` (:func:`monte_carlo_loss_quantile`).
 :func:`geostat.optimize.search.maximize_likelihood` adds the TLR error of the values.
 
@@ -61,6 +64,9 @@ References
 .. [2] Hutchinson, M. F. (1990). A stochastic estimator of the trace of the influence
    matrix for Laplacian smoothing splines. Communications in Statistics - Simulation and
    Computation 19(2), 433-450. doi:10.1080/03610919008812866
+.. [3] Bertsekas, D. P. (1982). Projected Newton methods for optimization problems with
+   simple constraints. SIAM Journal on Control and Optimization 20(2), 221-246.
+   doi:10.1137/0320018
 """
 
 from __future__ import annotations
@@ -104,8 +110,9 @@ INFORMATION_RTOL = 0.02
 MAX_ITERATIONS = 8
 #: Halvings of a step that does not increase the likelihood.
 MAX_HALVINGS = 3
-#: A step that would leave the box goes this share of the way to the bound it crosses.
-BOX_SHARE = 0.9
+#: Longest step in any of the optimizer's coordinates (mostly logarithms: a factor e), as
+#: GpGp limits its steps far from the optimum.
+MAX_STEP = 1.0
 #: Confidence of :attr:`ScoringReport.gap_bound`.
 BOUND_LEVEL = 0.95
 #: Share of a final step's predicted gain that the bound takes as left after it.
@@ -293,25 +300,25 @@ class _Probed:
         f = self.objective.evaluate(z, gradient=False, accuracy=accuracy)
         return -np.inf if self.objective.n_failures > failures else -f * self.likelihood.n_obs
 
-    def derivatives(self, z):
-        """Score, information, the score's Monte Carlo covariance, Monte Carlo loss,
-        predicted gain, terms and probe traces at `z` (the factor at `z` is the one just
-        evaluated).
+    def derivatives(self, z, bounds):
+        """Score, information, the score's Monte Carlo covariance, the step, its
+        Monte Carlo loss and predicted gain, terms and probe traces at `z` (the factor at
+        `z` is the one just evaluated), for a step within `bounds`.
 
-        Probes are added while the loss exceeds both :data:`LOSS_TARGET` and a tenth of
-        the predicted gain (a long step needs no precise score), up to :data:`MAX_PROBES`;
-        their products (the information's) only while its relative Monte Carlo error
-        exceeds :data:`INFORMATION_RTOL`.
+        The step moves the free coordinates (:func:`_free_coordinates`) only, and its gain
+        and loss are theirs. Probes are added while the loss exceeds both
+        :data:`LOSS_TARGET` and a tenth of the predicted gain (a long step needs no
+        precise score), up to :data:`MAX_PROBES`; their products (the information's) only
+        while its relative Monte Carlo error exceeds :data:`INFORMATION_RTOL`.
         """
-        free, theta, eta = _theta_eta(self.space, z)
+        values, theta, eta = _theta_eta(self.space, z)
         terms, blocks = self.likelihood.probe_traces(theta, eta, self.random_state)
-        params = _natural_params(self.space, free, terms)
+        params = _natural_params(self.space, values, terms)
         traces = next(blocks)
         while True:
             if traces.n_probes >= self.n_probes:
                 score, info, covariance = score_and_information(self.space, z, terms, traces)
-                loss = monte_carlo_loss(info, covariance)
-                gain = 0.5 * float(score @ np.linalg.solve(info, score))
+                step, gain, loss = _projected_step(z, score, info, covariance, bounds)
                 if loss <= max(LOSS_TARGET, 0.1 * gain) or traces.n_probes >= MAX_PROBES:
                     break
                 # The loss shrinks like 1 / probes: ask for what the estimate says, in blocks.
@@ -320,7 +327,7 @@ class _Probed:
             # blocks give traces only (one TLR solve instead of 2 + #theta).
             traces = blocks.send(natural_information(self.space, params, traces)[1] > INFORMATION_RTOL)
         self.n_probes = traces.n_probes
-        return score, info, covariance, loss, gain, terms, traces
+        return score, info, covariance, step, loss, gain, terms, traces
 
 
 def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
@@ -360,73 +367,100 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
     report = None
     for iteration in range(1, MAX_ITERATIONS + 1):
         try:
-            score, info, covariance, loss, gain, terms, traces = probed.derivatives(z)
+            score, info, covariance, step, loss, gain, terms, traces = probed.derivatives(z, bounds)
         except np.linalg.LinAlgError:
             return _fall_back(likelihood, space, objective, z, rng, report, "the information is singular")
-        step = np.linalg.solve(info, score)
-        report = _report(space, z, terms, traces, info, covariance, loss, gain)
+        report = _report(space, z, terms, traces, info, covariance, loss, gain, _free_coordinates(z, score, bounds))
         logger.info("scoring iteration %d: loglik %.6f, predicted gain %.3g, %d probes (%d for the information; "
                     "expected Monte Carlo loss %.2g)", iteration, value, gain, traces.n_probes,
                     traces.n_information_probes, loss)
         if policy is not None:
+            # The values compared next at an accuracy fit for the gain; at the optimum, the
+            # score again at the accuracy of the end, if it was not that accurate.
             if policy.change is None:
                 policy.measure(lambda accuracy: probed.value(z, accuracy))
-            if policy.follow(gain):
+            settled = gain < GAIN_TOLERANCE and policy.settled()
+            if not settled and policy.follow(gain):
                 value = probed.value(z)
+                if gain < GAIN_TOLERANCE:
+                    continue
         if gain < GAIN_TOLERANCE:
             return _converged(likelihood, z, value, iteration, f"predicted gain {gain:.2g}", report, gain)
-        final = gain < FINAL_GAIN and loss <= LOSS_TARGET and _inside(z + step, bounds)
+        final = gain < FINAL_GAIN and loss <= LOSS_TARGET
         # A final step is tried once: what it could still gain is small, and stays in the bound.
-        trial, trial_value, on_bound = _line_search(probed, z, value, step, bounds, 0 if final else MAX_HALVINGS)
-        if trial_value <= value and not (on_bound or final) and policy is not None:
+        trial, trial_value = _line_search(probed, z, value, step, bounds, 0 if final else MAX_HALVINGS)
+        if trial_value <= value and not final and policy is not None:
             # Noise or curvature? Measure the TLR error here; where it is too large for the
             # gain, evaluate more accurately and try again.
             policy.measure(lambda accuracy: probed.value(z, accuracy))
             if policy.follow(gain):
                 value = probed.value(z)
-                trial, trial_value, on_bound = _line_search(probed, z, value, step, bounds, MAX_HALVINGS)
+                trial, trial_value = _line_search(probed, z, value, step, bounds, MAX_HALVINGS)
         accepted = trial_value > value
+        report_value = value
         if accepted:
             logger.info("scoring step: loglik %+.3g (predicted %+.3g)", trial_value - value, gain)
             z, value = trial, trial_value
-        if final and not on_bound:
-            how = "final step" if accepted else "no increase from a final step"
-            return _converged(likelihood, z, value, iteration, f"{how} of predicted gain {gain:.2g}", report,
-                              FINAL_GAIN_LEFT * gain if accepted else gain)
-        if not (on_bound or accepted) and gain < STALL_GAIN and loss <= LOSS_TARGET:
+        if final and not accepted:
+            return _converged(likelihood, z, value, iteration, f"no increase from a final step of predicted gain "
+                              f"{gain:.2g}", report, gain)
+        if final and _quadratic_along(trial_value - report_value, gain):
+            return _converged(likelihood, z, value, iteration, f"final step of predicted gain {gain:.2g}", report,
+                              FINAL_GAIN_LEFT * gain)
+        if not accepted and gain < STALL_GAIN and loss <= LOSS_TARGET:
             return _converged(likelihood, z, value, iteration,
                               f"no step increased the likelihood from a predicted gain of {gain:.2g}", report, gain)
-        if on_bound or not accepted:
-            reason = "a step ended on a bound" if on_bound else "no step increased the likelihood"
-            return _fall_back(likelihood, space, objective, z, rng, report, reason)
+        if not accepted:
+            return _fall_back(likelihood, space, objective, z, rng, report, "no step increased the likelihood")
     return _fall_back(likelihood, space, objective, z, rng, report,
                       f"scoring did not converge in {MAX_ITERATIONS} iterations")
 
 
+def _quadratic_along(increase, gain):
+    """Whether a step of predicted gain `gain` that increased the log-likelihood by
+    `increase` leaves at most :data:`FINAL_GAIN_LEFT` of it: along a step ``s = I^{-1} g``
+    of a log-likelihood with curvature ``rho`` times the information, the increase is ``(2
+    - rho)`` times the prediction and the gain left ``(1 - rho)^2 / rho`` times it, at most
+    the share ``c`` for ``rho`` between the roots of ``rho^2 - (2 + c) rho + 1``."""
+    half = 1.0 + 0.5 * FINAL_GAIN_LEFT
+    low, high = half - np.sqrt(half**2 - 1.0), half + np.sqrt(half**2 - 1.0)
+    return 2.0 - high <= increase / gain <= 2.0 - low
+
+
 def _line_search(probed, z, value, step, bounds, halvings):
-    """The step from `z` (of log-likelihood `value`), halved up to `halvings` times until
-    it increases the log-likelihood or ends on a bound: the last point tried, its value
-    and whether it is on a bound. A step that would leave the box from inside it is first
-    shortened to :data:`BOX_SHARE` of the way to the nearest bound it crosses (a long step
-    from a distant start, not an optimum on the bound)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        room = np.where(step > 0, (bounds[:, 1] - z) / step, np.where(step < 0, (bounds[:, 0] - z) / step, np.inf))
-    fraction = float(np.min(room, initial=np.inf))
-    if 0 < fraction < 1:
-        step = BOX_SHARE * fraction * step
+    """The step from `z` (of log-likelihood `value`), at most :data:`MAX_STEP` long in every
+    coordinate, projected on the box and halved up to `halvings` times until it increases
+    the log-likelihood: the last point tried and its value."""
+    longest = float(np.max(np.abs(step), initial=0.0))
+    if longest > MAX_STEP:
+        step = step * (MAX_STEP / longest)
     for _ in range(halvings + 1):
         trial = np.clip(z + step, bounds[:, 0], bounds[:, 1])
-        on_bound = bool(np.any((trial <= bounds[:, 0]) | (trial >= bounds[:, 1])))
         trial_value = probed.value(trial)
-        if trial_value > value or on_bound:
+        if trial_value > value:
             break
         step = 0.5 * step
-    return trial, trial_value, on_bound
+    return trial, trial_value
 
 
-def _inside(z, bounds):
-    """Whether `z` lies strictly inside the box."""
-    return bool(np.all((z > bounds[:, 0]) & (z < bounds[:, 1])))
+def _projected_step(z, score, info, covariance, bounds):
+    """The scoring step ``I^{-1} g`` over the free coordinates (zero in the others), its
+    predicted gain ``1/2 g^T I^{-1} g`` and Monte Carlo loss, theirs too."""
+    free = _free_coordinates(z, score, bounds)
+    step = np.zeros_like(score)
+    if not free.any():
+        return step, 0.0, 0.0
+    pair = np.ix_(free, free)
+    step[free] = np.linalg.solve(info[pair], score[free])
+    return step, 0.5 * float(score[free] @ step[free]), monte_carlo_loss(info[pair], covariance[pair])
+
+
+def _free_coordinates(z, score, bounds):
+    """The coordinates a step may move: all but those on a bound whose score points out of
+    the box (they stay there, as in a projected Newton method)."""
+    at_low = (z <= bounds[:, 0] + 1e-10 * np.maximum(1.0, np.abs(bounds[:, 0]))) & (score < 0)
+    at_high = (z >= bounds[:, 1] - 1e-10 * np.maximum(1.0, np.abs(bounds[:, 1]))) & (score > 0)
+    return ~(at_low | at_high)
 
 
 def _converged(likelihood, z, value, iteration, how, report, gain_left):
@@ -444,14 +478,16 @@ def _natural_params(space, free, terms):
     return space.natural(free, profiled_variance=terms.quadratic / terms.n_eff if space.profiled else None)
 
 
-def _report(space, z, terms, traces, information, covariance, loss, gain):
+def _report(space, z, terms, traces, information, covariance, loss, gain, free):
     """The information over the estimated natural parameters at `z`, the Monte Carlo
-    loss's quantile and the predicted gain, for the report (`information` and
-    `covariance` in the optimizer's coordinates)."""
+    loss's quantile over the `free` coordinates and the predicted gain, for the report
+    (`information` and `covariance` in the optimizer's coordinates)."""
     params = _natural_params(space, _theta_eta(space, z)[0], terms)
     info, error = natural_information(space, params, traces)
-    return ScoringReport(np.array(z), info, error, traces.n_probes, loss, params,
-                         loss_quantile=monte_carlo_loss_quantile(information, covariance), gain=float(gain))
+    pair = np.ix_(free, free)
+    quantile = monte_carlo_loss_quantile(information[pair], covariance[pair]) if free.any() else 0.0
+    return ScoringReport(np.array(z), info, error, traces.n_probes, loss, params, loss_quantile=quantile,
+                         gain=float(gain))
 
 
 def _fall_back(likelihood, space, objective, z, rng, report, reason):

@@ -200,14 +200,13 @@ class _ScaledError:
     ],
 )
 def test_reported_loglik_checks_a_coarser_evaluation_first(accuracy, scale, failing, asked, reported, own_change):
-    from geostat.optimize.accuracy import ERROR_FROM_CHANGE
     from geostat.optimize.search import reported_loglik
 
     likelihood = _ScaledError(accuracy, scale, failing)
     loglik, error, got, own_error = reported_loglik(likelihood, {}, likelihood.log_likelihood({}))
-    # The error of the value at the fit's own accuracy: a share of the change from the coarser
-    # evaluation, or where there is none, the change to the first finer one (which estimates it).
-    expected = ERROR_FROM_CHANGE * own_change if own_change else abs(scale * accuracy - scale * accuracy / 10)
+    # The error of the value at the fit's own accuracy, overstated: the change from the coarser
+    # evaluation, or where there is none, the change to the first finer one.
+    expected = own_change if own_change else abs(scale * accuracy - scale * accuracy / 10)
     assert own_error == pytest.approx(expected)
     assert likelihood.asked[1:] == pytest.approx(asked)
     assert got == pytest.approx(reported) and loglik == pytest.approx(1000.0 + scale * reported)
