@@ -283,7 +283,10 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter):
         for name, value, (low, high) in zip(space.names, z, bounds)
         if value <= low + 1e-6 * max(1.0, abs(low)) or value >= high - 1e-6 * max(1.0, abs(high))
     ]
-    params, loglik = natural_estimate(likelihood, space, z)
+    # Scoring's projected steps end a nugget whose maximum is zero on its bound; one inside
+    # the box is its optimum, and zero is not tried (an evaluation saved).
+    scored_inside = report is not None and report.x is not None and "nugget" not in at_bounds
+    params, loglik = natural_estimate(likelihood, space, z, zero_trial=not scored_inside)
     tiny_nugget = params["nugget"] <= NUMERICAL_ZERO * params["variance"]
     if space.nugget_value is None and tiny_nugget and "nugget" not in at_bounds:
         at_bounds.append("nugget")
@@ -546,12 +549,12 @@ def _off_the_nugget_plateau(objective, space, start):
     return min(candidates, key=lambda z: objective.evaluate(z, gradient=False))
 
 
-def natural_estimate(likelihood, space, z):
+def natural_estimate(likelihood, space, z, zero_trial=True):
     """Natural parameters and log-likelihood at the optimizer's point.
 
-    In log coordinates the optimizer only creeps towards a nugget of zero, so a small
-    estimated nugget (below ``ZERO_NUGGET_TRIAL`` times the variance) is compared with
-    exactly zero, which wins unless it lowers the likelihood or makes the covariance
+    In log coordinates L-BFGS-B only creeps towards a nugget of zero, so with `zero_trial`
+    a small estimated nugget (below ``ZERO_NUGGET_TRIAL`` times the variance) is compared
+    with exactly zero, which wins unless it lowers the likelihood or makes the covariance
     singular (or the nugget has a lower bound of the user's).
     """
     free = space.to_natural(z)
@@ -567,7 +570,7 @@ def natural_estimate(likelihood, space, z):
         return params, float(terms.full_value(params["variance"]))
 
     params, loglik = evaluate(free)
-    trial = space.nugget_value is None and "nugget" not in space.bounds
+    trial = zero_trial and space.nugget_value is None and "nugget" not in space.bounds
     if trial and params["nugget"] < ZERO_NUGGET_TRIAL * params["variance"]:
         name = "ratio" if space.profiled else "nugget"
         try:
