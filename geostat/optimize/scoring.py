@@ -10,7 +10,8 @@ profile likelihood. The step ``s = I^{-1} g`` (as GpGp takes it [1]_, at most
 :data:`MAX_STEP` long in each coordinate; after the first, ``I`` is corrected along the
 previous step to the curvature its scores measured, :func:`_curvature`) is accepted when
 the log-likelihood increases, halved otherwise; the iteration stops when the predicted gain
-``1/2 g^T I^{-1} g`` falls below :data:`GAIN_TOLERANCE`, or after a step of predicted
+``1/2 g^T I^{-1} g`` falls below :data:`GAIN_TOLERANCE` (or twice the Monte Carlo loss,
+which it includes in expectation), or after a step of predicted
 gain below :data:`FINAL_GAIN` taken from a score within the Monte Carlo target whose
 increase agrees with the prediction (:func:`_quadratic_along`: what such a step leaves is
 then at most :data:`FINAL_GAIN_LEFT` of the prediction; where the curvature differs much
@@ -89,8 +90,10 @@ logger = logging.getLogger(__name__)
 
 #: Expected log-likelihood lost to the Monte Carlo error of the score at the optimum.
 LOSS_TARGET = 2e-3
-#: Scoring stops when the predicted gain of the next step is below this.
+#: Scoring stops when the predicted gain of the next step is below this, or below
+#: :data:`NOISE_GAIN` times the Monte Carlo loss (:func:`_settled`).
 GAIN_TOLERANCE = 1e-3
+NOISE_GAIN = 2.0
 #: A step of smaller predicted gain, from a score within :data:`LOSS_TARGET`, is the last:
 #: the gain left after it is about ``(1 - rho)^2 / rho`` times this for a curvature ``rho``
 #: times the information along the step (0.1 of it for ``rho`` in [0.75, 1.3]).
@@ -380,21 +383,30 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
         logger.info("scoring iteration %d: loglik %.6f, predicted gain %.3g, %d probes (%d for the information; "
                     "expected Monte Carlo loss %.2g)", iteration, value, gain, traces.n_probes,
                     traces.n_information_probes, loss)
+        margin = 0.0
         if policy is not None:
             # The values compared next at an accuracy fit for the gain; at the optimum, the
             # score again at the accuracy of the end, if it was not that accurate.
             if policy.change is None:
                 policy.measure(lambda accuracy: probed.value(z, accuracy))
-            settled = gain < GAIN_TOLERANCE and policy.settled()
-            if not settled and policy.follow(gain):
-                value = probed.value(z)
-                if gain < GAIN_TOLERANCE:
+            previous = policy.accuracy
+            converged = _settled(gain, loss)
+            if not (converged and policy.settled()) and policy.follow(gain):
+                if converged:
+                    value = probed.value(z)
                     continue
-        if gain < GAIN_TOLERANCE:
+                # The value at z errs by more than this comparison allows: a step that clears
+                # the errors of both values needs no new one.
+                margin = policy.error(previous) + policy.error()
+        if _settled(gain, loss):
             return _converged(likelihood, z, value, iteration, f"predicted gain {gain:.2g}", report, gain)
         final = gain < FINAL_GAIN and loss <= LOSS_TARGET
         # A final step is tried once: what it could still gain is small, and stays in the bound.
-        trial, trial_value = _line_search(probed, z, value, step, bounds, 0 if final else MAX_HALVINGS)
+        halvings = 0 if final else MAX_HALVINGS
+        trial, trial_value = _line_search(probed, z, value + margin, step, bounds, 0 if margin else halvings)
+        if margin and trial_value <= value + margin:
+            value, margin = probed.value(z), 0.0
+            trial, trial_value = _line_search(probed, z, value, step, bounds, halvings, first=trial_value)
         if trial_value <= value and not final and policy is not None:
             # Noise or curvature? Measure the TLR error here; where it is too large for the
             # gain, evaluate more accurately and try again.
@@ -410,7 +422,7 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
         if final and not accepted:
             return _converged(likelihood, z, value, iteration, f"no increase from a final step of predicted gain "
                               f"{gain:.2g}", report, gain)
-        if final and _quadratic_along(increase, gain):
+        if final and _quadratic_along(increase, gain, margin):
             return _converged(likelihood, z, value, iteration, f"final step of predicted gain {gain:.2g}", report,
                               FINAL_GAIN_LEFT * gain)
         if not accepted and gain < STALL_GAIN and loss <= LOSS_TARGET:
@@ -422,27 +434,39 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
                       f"scoring did not converge in {MAX_ITERATIONS} iterations")
 
 
-def _quadratic_along(increase, gain):
+def _settled(gain, loss):
+    """Whether the search has converged at a point of predicted gain `gain` and Monte Carlo
+    loss `loss`: the gain is below :data:`GAIN_TOLERANCE`, or within :data:`NOISE_GAIN`
+    times the loss (the Monte Carlo error of the score adds about the loss to the predicted
+    gain, ``E[1/2 g^T I^{-1} g] = gain + loss``: the rest is within the loss already
+    accepted)."""
+    return gain < max(GAIN_TOLERANCE, NOISE_GAIN * loss)
+
+
+def _quadratic_along(increase, gain, margin=0.0):
     """Whether a step of predicted gain `gain` that increased the log-likelihood by
-    `increase` leaves at most :data:`FINAL_GAIN_LEFT` of it: along a step ``s = I^{-1} g``
-    of a log-likelihood with curvature ``rho`` times the information, the increase is ``(2
-    - rho)`` times the prediction and the gain left ``(1 - rho)^2 / rho`` times it, at most
-    the share ``c`` for ``rho`` between the roots of ``rho^2 - (2 + c) rho + 1``."""
+    `increase` (within `margin`) leaves at most :data:`FINAL_GAIN_LEFT` of it: along a step
+    ``s = I^{-1} g`` of a log-likelihood with curvature ``rho`` times the information, the
+    increase is ``(2 - rho)`` times the prediction and the gain left ``(1 - rho)^2 / rho``
+    times it, at most the share ``c`` for ``rho`` between the roots of ``rho^2 - (2 + c) rho
+    + 1``."""
     half = 1.0 + 0.5 * FINAL_GAIN_LEFT
     low, high = half - np.sqrt(half**2 - 1.0), half + np.sqrt(half**2 - 1.0)
-    return 2.0 - high <= increase / gain <= 2.0 - low
+    return (2.0 - high) * gain <= increase - margin and increase + margin <= (2.0 - low) * gain
 
 
-def _line_search(probed, z, value, step, bounds, halvings):
+def _line_search(probed, z, value, step, bounds, halvings, first=None):
     """The step from `z` (of log-likelihood `value`), at most :data:`MAX_STEP` long in every
     coordinate, projected on the box and halved up to `halvings` times until it increases
-    the log-likelihood: the last point tried and its value."""
+    the log-likelihood: the last point tried and its value (`first`, where given, is the
+    value of the whole step, already evaluated)."""
     longest = float(np.max(np.abs(step), initial=0.0))
     if longest > MAX_STEP:
         step = step * (MAX_STEP / longest)
     for _ in range(halvings + 1):
         trial = np.clip(z + step, bounds[:, 0], bounds[:, 1])
-        trial_value = probed.value(trial)
+        trial_value = probed.value(trial) if first is None else first
+        first = None
         if trial_value > value:
             break
         step = 0.5 * step

@@ -18,7 +18,8 @@ Strategy
    (:mod:`geostat.optimize.scoring`), which hands over to a derivative-free search
    (:mod:`geostat.optimize.polish`) when it stalls.
 3. **Awkward optima.** A nugget ratio that ends on its lower bound is set to exactly zero
-   (as is a small nugget that zero beats); a range or shape on a bound is reported in
+   (as is a small nugget that zero beats, unless Fisher scoring ended it inside the box,
+   where it is the optimum); a range or shape on a bound is reported in
    :attr:`MLEResult.at_bounds` with a warning (a range far larger than the domain leaves
    only ``variance / range^(2 nu)`` identified).
 4. **Standard errors** come from the expected Fisher information at the estimate (traces

@@ -1,0 +1,93 @@
+"""The steps of Fisher scoring (geostat.optimize.scoring): the curvature corrected along the
+last step, projected steps on the bounds, the check of a final step, and the starts off the
+nugget plateau (geostat.optimize.search)."""
+
+import numpy as np
+import pytest
+
+import geostat.optimize.scoring as scoring
+import geostat.optimize.search as search
+from geostat.kernels import get_kernel
+from geostat.optimize import ParameterSpace
+
+
+def _information(rng, k=3):
+    basis = np.linalg.qr(rng.standard_normal((k, k)))[0]
+    return basis @ np.diag(rng.uniform(0.5, 4.0, k)) @ basis.T
+
+
+def test_the_curvature_takes_the_secant_along_the_last_step_and_the_information_elsewhere(rng):
+    info = _information(rng)
+    hessian = info + 0.8 * np.outer(info[:, 0], info[:, 0])  # more curved than I
+    step = rng.standard_normal(3)
+    before = rng.standard_normal(3)
+    score = before - hessian @ step  # the scores of a quadratic log-likelihood
+    curvature = scoring._curvature(info, score, (step, before))
+    assert step @ curvature @ step == pytest.approx(step @ hessian @ step, rel=1e-12)
+    # directions I-orthogonal to the step keep the information's curvature
+    other = np.linalg.svd((info @ step)[None, :])[2][1:]
+    np.testing.assert_allclose(other @ curvature @ other.T, other @ info @ other.T, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(curvature, curvature.T)
+    assert scoring._curvature(info, score, None) is info
+
+
+@pytest.mark.parametrize("secant_scale, rho", [(100.0, scoring.CURVATURE_MAX), (1e-3, scoring.CURVATURE_MIN)])
+def test_the_correction_is_clipped_and_skipped_where_the_secant_is_not_positive(rng, secant_scale, rho):
+    info = _information(rng)
+    step = rng.standard_normal(3)
+    before = np.zeros(3)
+    score = -secant_scale * info @ step
+    curvature = scoring._curvature(info, score, (step, before))
+    assert step @ curvature @ step == pytest.approx(rho * step @ info @ step, rel=1e-12)
+    assert scoring._curvature(info, -score, (step, before)) is info
+
+
+def test_a_coordinate_on_its_bound_pushing_out_is_held_and_the_others_step():
+    bounds = np.array([[-5.0, 5.0], [-20.0, 7.0]])
+    info = np.array([[2.0, 0.5], [0.5, 1.0]])
+    covariance = 0.01 * np.eye(2)
+    z = np.array([0.0, -20.0])
+    out = np.array([0.4, -3.0])  # the second coordinate wants to go below its bound
+    step, gain, loss = scoring._projected_step(z, out, info, covariance, bounds)
+    assert step[1] == 0.0 and step[0] == pytest.approx(0.4 / 2.0)
+    assert gain == pytest.approx(0.5 * 0.4**2 / 2.0) and loss == pytest.approx(0.5 * 0.01 / 2.0)
+    inward = np.array([0.4, 3.0])
+    step, gain, _ = scoring._projected_step(z, inward, info, covariance, bounds)
+    np.testing.assert_allclose(step, np.linalg.solve(info, inward))
+    held = scoring._projected_step(np.array([5.0, -20.0]), np.array([1.0, -1.0]), info, covariance, bounds)
+    assert held[1] == held[2] == 0.0 and not held[0].any()
+
+
+def test_a_final_step_ends_the_search_only_where_its_increase_agrees_with_the_prediction():
+    # increase = (2 - rho) * gain; the gain left (1 - rho)^2 / rho is at most FINAL_GAIN_LEFT
+    for rho in (0.7, 1.0, 1.5):
+        assert scoring._quadratic_along((2 - rho) * 0.01, 0.01)
+        assert (1 - rho) ** 2 / rho <= scoring.FINAL_GAIN_LEFT
+    for rho in (0.1, 0.5, 1.7):
+        assert not scoring._quadratic_along((2 - rho) * 0.01, 0.01)
+        assert (1 - rho) ** 2 / rho > scoring.FINAL_GAIN_LEFT
+
+
+class _RatioObjective:
+    """An objective whose value depends only on the log ratio, lowest at `best`."""
+
+    def __init__(self, space, best):
+        self.space, self.best, self.calls = space, best, []
+
+    def evaluate(self, z, gradient=False):
+        self.calls.append(np.array(z))
+        return (z[self.space.names.index("ratio")] - np.log(self.best)) ** 2
+
+
+def test_a_start_on_the_nugget_plateau_also_tries_larger_ratios():
+    space = ParameterSpace(get_kernel("matern", 1.5))
+    start = space.to_z({"range": 0.1, "ratio": 1e-8})
+    objective = _RatioObjective(space, best=2e-5)
+    got = search._off_the_nugget_plateau(objective, space, start)
+    assert space.to_natural(got)["ratio"] == pytest.approx(1e-5)
+    assert space.to_natural(got)["range"] == pytest.approx(0.1)
+    assert len(objective.calls) == 1 + len(search.PLATEAU_TRIALS)
+    # a start off the plateau is kept, without evaluations
+    objective.calls.clear()
+    inside = space.to_z({"range": 0.1, "ratio": 1e-3})
+    assert search._off_the_nugget_plateau(objective, space, inside) is inside and not objective.calls
