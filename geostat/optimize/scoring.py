@@ -12,10 +12,10 @@ previous step to the curvature its scores measured, :func:`_curvature`) is accep
 the log-likelihood increases, halved otherwise; the iteration stops when the predicted gain
 ``1/2 g^T I^{-1} g`` falls below :data:`GAIN_TOLERANCE` (or twice the Monte Carlo loss,
 which it includes in expectation), or after a step of predicted
-gain below :data:`FINAL_GAIN` taken from a score within the Monte Carlo target whose
-increase agrees with the prediction (:func:`_quadratic_along`: what such a step leaves is
-then at most :data:`FINAL_GAIN_LEFT` of the prediction; where the curvature differs much
-from ``I``, as for a nugget of 1e-6 of the variance, the iteration goes on).
+gain below :data:`FINAL_GAIN` taken from a score within the Monte Carlo target (the gain
+it leaves follows from its increase against the prediction, :func:`_gain_left`; where the
+increase shows a curvature far below ``I``, as for a nugget of 1e-6 of the variance, the
+iteration goes on).
 
 **Monte Carlo error.** The same probes serve every iteration (common random numbers), so
 the estimated score is a smooth function of ``z`` and the iteration converges to its
@@ -52,11 +52,11 @@ without its subsample refinement).
 
 **Distance to the maximum.** At convergence the report bounds, at confidence
 :data:`BOUND_LEVEL`, how far the scoring optimum's log-likelihood lies below the maximum
-of the likelihood whose score was estimated: the gain predicted at the last point (a
-quarter of it after a final step whose increase showed a curvature ``rho`` times the
-information with ``rho`` in [0.64, 1.56], for which the gain left, ``(1 - rho)^2 / rho``
-of the prediction, is below a quarter), combined with the Monte Carlo loss's quantile as
-score errors combine, ``(sqrt(gain) + sqrt(loss))^2`` (:func:`monte_carlo_loss_quantile`).
+of the likelihood whose score was estimated: the gain predicted at the last point, or after
+a final step the gain it left (``(1 - rho)^2 / rho`` of the prediction for the curvature
+``rho`` times the information that its increase shows, at least a quarter of it), combined
+with the Monte Carlo loss's quantile as score errors combine, ``(sqrt(gain) +
+sqrt(loss))^2`` (:func:`monte_carlo_loss_quantile`).
 :func:`geostat.optimize.search.maximize_likelihood` adds the TLR error of the values.
 
 References
@@ -121,7 +121,7 @@ MAX_STEP = 1.0
 CURVATURE_MIN, CURVATURE_MAX = 0.25, 4.0
 #: Confidence of :attr:`ScoringReport.gap_bound`.
 BOUND_LEVEL = 0.95
-#: Share of a final step's predicted gain that the bound takes as left after it.
+#: Smallest share of a final step's predicted gain that the bound takes as left after it.
 FINAL_GAIN_LEFT = 0.25
 
 
@@ -156,7 +156,8 @@ class ScoringReport:
         Gain predicted at `z`.
     gain_left : float
         Predicted gain left at the optimum found: `gain` where no step was taken from
-        `z`, :data:`FINAL_GAIN_LEFT` of it after a final step (NaN before convergence).
+        `z`, what a final step left of it after (:func:`_gain_left`; NaN before
+        convergence).
     """
 
     z: np.ndarray
@@ -422,9 +423,10 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
         if final and not accepted:
             return _converged(likelihood, z, value, iteration, f"no increase from a final step of predicted gain "
                               f"{gain:.2g}", report, gain)
-        if final and _quadratic_along(increase, gain, margin):
+        left = _gain_left(increase, gain, margin) if final and accepted else None
+        if left is not None:
             return _converged(likelihood, z, value, iteration, f"final step of predicted gain {gain:.2g}", report,
-                              FINAL_GAIN_LEFT * gain)
+                              left)
         if not accepted and gain < STALL_GAIN and loss <= LOSS_TARGET:
             return _converged(likelihood, z, value, iteration,
                               f"no step increased the likelihood from a predicted gain of {gain:.2g}", report, gain)
@@ -443,16 +445,22 @@ def _settled(gain, loss):
     return gain < max(GAIN_TOLERANCE, NOISE_GAIN * loss)
 
 
-def _quadratic_along(increase, gain, margin=0.0):
-    """Whether a step of predicted gain `gain` that increased the log-likelihood by
-    `increase` (within `margin`) leaves at most :data:`FINAL_GAIN_LEFT` of it: along a step
-    ``s = I^{-1} g`` of a log-likelihood with curvature ``rho`` times the information, the
-    increase is ``(2 - rho)`` times the prediction and the gain left ``(1 - rho)^2 / rho``
-    times it, at most the share ``c`` for ``rho`` between the roots of ``rho^2 - (2 + c) rho
-    + 1``."""
-    half = 1.0 + 0.5 * FINAL_GAIN_LEFT
-    low, high = half - np.sqrt(half**2 - 1.0), half + np.sqrt(half**2 - 1.0)
-    return (2.0 - high) * gain <= increase - margin and increase + margin <= (2.0 - low) * gain
+def _gain_left(increase, gain, margin=0.0):
+    """The gain left after a final step of predicted gain `gain` that increased the
+    log-likelihood by `increase` (within `margin`), or None where the increase shows a
+    curvature below :data:`CURVATURE_MIN` times the information, even at the end of the
+    margin (the search goes on).
+
+    Along a step ``s = I^{-1} g`` of a log-likelihood with curvature ``rho`` times the
+    information, the increase is ``(2 - rho)`` times the prediction and the gain left
+    ``(1 - rho)^2 / rho`` times it: the largest over the ``rho`` the increase allows (at
+    least :data:`CURVATURE_MIN`), and at least :data:`FINAL_GAIN_LEFT` of the prediction.
+    """
+    high = min(2.0 - (increase - margin) / gain, 2.0)
+    if high < CURVATURE_MIN:
+        return None
+    low = max(2.0 - (increase + margin) / gain, CURVATURE_MIN)
+    return gain * max(FINAL_GAIN_LEFT, *((1.0 - rho) ** 2 / rho for rho in (low, high)))
 
 
 def _line_search(probed, z, value, step, bounds, halvings, first=None):

@@ -58,14 +58,18 @@ def test_a_coordinate_on_its_bound_pushing_out_is_held_and_the_others_step():
     assert held[1] == held[2] == 0.0 and not held[0].any()
 
 
-def test_a_final_step_ends_the_search_only_where_its_increase_agrees_with_the_prediction():
-    # increase = (2 - rho) * gain; the gain left (1 - rho)^2 / rho is at most FINAL_GAIN_LEFT
-    for rho in (0.7, 1.0, 1.5):
-        assert scoring._quadratic_along((2 - rho) * 0.01, 0.01)
-        assert (1 - rho) ** 2 / rho <= scoring.FINAL_GAIN_LEFT
-    for rho in (0.1, 0.5, 1.7):
-        assert not scoring._quadratic_along((2 - rho) * 0.01, 0.01)
-        assert (1 - rho) ** 2 / rho > scoring.FINAL_GAIN_LEFT
+def test_the_gain_left_by_a_final_step_follows_from_its_increase():
+    # increase = (2 - rho) * gain leaves (1 - rho)^2 / rho of the gain, at least FINAL_GAIN_LEFT
+    for rho in (0.3, 0.5, 0.7, 1.0, 1.5, 1.9):
+        left = scoring._gain_left((2 - rho) * 0.01, 0.01)
+        assert left == pytest.approx(0.01 * max(scoring.FINAL_GAIN_LEFT, (1 - rho) ** 2 / rho))
+    # within a margin, the worst curvature the increase allows
+    assert scoring._gain_left(0.01, 0.01, margin=0.005) == pytest.approx(0.01 * (1 - 0.5) ** 2 / 0.5)
+    # a curvature far below the information: no bound from this step, the search goes on
+    assert scoring._gain_left((2 - 0.1) * 0.01, 0.01) is None
+    # ... unless the margin allows a curvature above CURVATURE_MIN: the worst allowed counts
+    rho = scoring.CURVATURE_MIN
+    assert scoring._gain_left((2 - 0.1) * 0.01, 0.01, margin=0.002) == pytest.approx(0.01 * (1 - rho) ** 2 / rho)
 
 
 class _RatioObjective:
