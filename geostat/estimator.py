@@ -112,8 +112,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         Relative accuracy of tile low-rank compression and factorization
         (``method="tlr"``). ``"auto"`` lets the optimizer choose the accuracy of each
         evaluation so that its error stays well below the differences it compares
-        (:mod:`geostat.optimize.accuracy`): from 1e-8, coarser far from the optimum,
-        tighter near it where the covariance is badly conditioned (a small nugget). A
+        (:mod:`geostat.optimize.accuracy`): 1e-8 far from the optimum, tighter (down to
+        1e-12) near it where the covariance is badly conditioned (a small nugget). A
         number fixes it.
     tile_size : int or None, default None
         Tile size of the TLR representation; ``None`` chooses one from ``n``.

@@ -35,8 +35,8 @@ products.
 
 **Accuracy.** For a likelihood with ``accuracy="auto"`` every comparison is made at an
 accuracy whose TLR error is well below the predicted gain
-(:class:`geostat.optimize.accuracy.AccuracyPolicy`): coarse far from the optimum, tight
-at it. A step that no halving makes increase the likelihood is first blamed on that error:
+(:class:`geostat.optimize.accuracy.AccuracyPolicy`): the start's far from the optimum,
+tighter near it. A step that no halving makes increase the likelihood is first blamed on that error:
 it is measured again at the current point and, where it is larger than the gain allows,
 the point is evaluated more accurately and the step tried again.
 

@@ -40,8 +40,8 @@ def test_the_policy_takes_the_coarsest_decade_within_the_tolerance():
     assert policy.change == pytest.approx(0.09) and policy.measured_at == 1e-8
     assert policy.error() == pytest.approx(accuracy.ERROR_FROM_CHANGE * 0.09)
     assert policy.error() >= 0.01  # an upper estimate of the true error
-    # gain 10: tolerance 1, so the coarsest accuracy allowed
-    assert not policy.follow(10.0) and likelihood.accuracy == accuracy.LEAST_ACCURATE
+    # gain 10: tolerance 1, so the coarsest accuracy allowed, the start
+    assert not policy.follow(10.0) and likelihood.accuracy == 1e-8
     # gain 0.05: tolerance 0.005; 1e-8 errs by 0.0225 (model), 1e-9 by 0.00225: stale values
     assert policy.follow(0.05) and likelihood.accuracy == 1e-9
     # near the optimum: the final tolerance
