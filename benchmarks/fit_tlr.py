@@ -69,9 +69,9 @@ def fit(X, y, args, how):
     one = evaluation_time(est)
     r = est.result_
     print(f"[{how}] fit {elapsed:.1f} s = {elapsed / one:.1f} evaluation equivalents (one TLR evaluation at "
-          f"{EQUIVALENT_ACCURACY:g}: {one:.2f} s); accuracy at the end {est.accuracy_:g}; bound on the distance to "
-          f"the exact maximum {r.gap_bound:.3g}; full-data evaluations {r.n_evaluations} (+ {r.n_pilot_evaluations} exact on "
-          f"subsamples); probes {r.n_probes} (expected Monte Carlo loss {r.scoring_loss:.2g}); converged "
+          f"{EQUIVALENT_ACCURACY:g}: {one:.2f} s); accuracy at the end {est.accuracy_:g}; bound on the distance "
+          f"to the exact maximum {r.gap_bound:.3g}; full-data evaluations {r.n_evaluations} "
+          f"(+ {r.n_pilot_evaluations} exact on subsamples); probes {r.n_probes} (expected Monte Carlo loss {r.scoring_loss:.2g}); converged "
           f"{r.converged}: {r.message}")
     print(f"[{how}] loglik {r.loglik:.4f} at accuracy {r.loglik_accuracy:g}, estimated error {r.loglik_error:.2e}; "
           f"Fisher information Monte Carlo error {100 * r.fisher_relative_error:.1f}%")

@@ -3,36 +3,35 @@ r"""The accuracy of a fit's TLR evaluations, chosen to follow the optimizer (``a
 Fisher scoring (:mod:`geostat.optimize.scoring`) compares log-likelihood values: a step of
 predicted gain ``g`` is taken when it increases the value. A TLR value at accuracy ``a``
 errs by some ``e(a)``; the comparison is sound while ``e(a)`` is well below ``g``, and the
-estimate's distance to the exact maximum includes about ``2 e(a)`` of the last values
-compared. So each comparison is made at the coarsest accuracy (in decades, between the
-start and :data:`MOST_ACCURATE`) whose estimated error is at most
+estimate's distance to the exact maximum includes up to ``2 e(a)`` of the last values
+compared. So each comparison is made at the coarsest accuracy (in decades, from the start
+down to :data:`MOST_ACCURATE`) whose estimated error is at most
 
 .. math:: t(g) = \max(\text{ERROR\_SHARE} \cdot g,\ \text{FINAL\_ERROR}),
 
-as coarse as the start far from the optimum, tight at it; a value whose error exceeds ``t(g)`` is evaluated
-again, more accurately, before it is compared. Scoring that converges from values less
-accurate than :data:`SETTLED_ERROR` estimates the score once more at ``t(0)``.
+the start's far from the optimum, tighter at it. A value evaluated less accurately than a
+comparison needs is compared with both errors as the margin, and evaluated again only
+where the step does not clear it; scoring that converges from values less accurate than
+:data:`SETTLED_ERROR` estimates the score once more at ``t(0)``.
 
-**Error model.** The TLR error shrinks about in proportion to the accuracy (the covariance's
-compression error is ``a ||K||_F`` and the factorization's of the same order, and the
-log-likelihood's error is linear in them to first order). Once per fit, at the first scoring
-point ``z_0`` with accuracy ``a_0``, the change ``d = |l(10 a_0) - l(a_0)|`` is measured
-(from the build at ``a_0`` truncated to ``10 a_0``, :meth:`TLRLikelihood.keep_coarser`); it
-estimates ``e(10 a_0)``, so
+**Error model.** The TLR error shrinks about in proportion to the accuracy (the compression
+error is ``a ||K||_F``, the factorization's of the same order, and the log-likelihood's
+error is linear in them to first order). At the first scoring point, with accuracy
+``a_0``, the change ``d = |l(10 a_0) - l(a_0)|`` is measured (from the build at ``a_0``
+truncated to ``10 a_0``, :meth:`~geostat.likelihood.TLRLikelihood.keep_coarser`), and
+again where a step fails; ``d`` estimates ``e(10 a_0)``, so
 
 .. math:: e(a) \approx \text{ERROR\_FROM\_CHANGE} \cdot d \cdot a / a_0 .
 
-With exact proportionality ``ERROR_FROM_CHANGE`` would be 1/9 (``d = 9 e(a_0)``). The
-measured ratio ``d / |e(a_0)|`` was 1.6 to 93 on the cases of
-``benchmarks/loglik_error.py`` (median 17; 13 on a simulated field with a nugget of 1e-5
-of the variance), so 1/4 is a typical estimate, not a bound: where it is 2.5 times too
-small a comparison errs by a quarter of the gain instead of a tenth, still within it. The
-bound on the distance to the maximum takes ``d`` itself
-(:func:`geostat.optimize.search.reported_loglik`). The error depends on the parameters too (through the
-conditioning: ``K^{-1}`` magnifies the compression error by up to ``1 / eta`` for a nugget
-ratio ``eta``), but scoring starts near the optimum (from the block Vecchia fit), and the
-fit's final check (:func:`geostat.optimize.search.reported_loglik`) measures the change
-again at the estimate.
+With exact proportionality ``ERROR_FROM_CHANGE`` would be 1/9. The measured ratio
+``d / |e(a_0)|`` was 1.6 to 93 on the cases of ``benchmarks/loglik_error.py`` (median 17;
+13 on a simulated field with a nugget of 1e-5 of the variance), so 1/4 is a typical
+estimate, not a bound: where it is 2.5 times too small a comparison errs by a quarter of
+the gain instead of a tenth, still within it. The bound on the distance to the maximum
+takes ``d`` itself (:func:`geostat.optimize.search.reported_loglik`). The error depends on
+the parameters too (``K^{-1}`` magnifies it by up to ``1 / eta`` for a nugget ratio
+``eta``), but scoring starts near the optimum and the fit's final check measures the
+change again at the estimate.
 
 Nothing here depends on earlier fits: the policy lives for one scoring run, and a value
 depends only on the parameters and the accuracy of its evaluation.

@@ -314,10 +314,11 @@ class _Probed:
 
         The curvature is the information corrected along the `last` step (a pair of the
         step and the score before it; :func:`_curvature`). The step moves the free
-        coordinates (:func:`_free_coordinates`) only, and its gain and loss are theirs. Probes are added while the loss exceeds both
-        :data:`LOSS_TARGET` and a tenth of the predicted gain (a long step needs no
-        precise score), up to :data:`MAX_PROBES`; their products (the information's) only
-        while its relative Monte Carlo error exceeds :data:`INFORMATION_RTOL`.
+        coordinates (:func:`_free_coordinates`) only, and its gain and loss are theirs.
+        Probes are added while the loss exceeds both :data:`LOSS_TARGET` and a tenth of
+        the predicted gain (a long step needs no precise score), up to
+        :data:`MAX_PROBES`; their products (the information's) only while its relative
+        Monte Carlo error exceeds :data:`INFORMATION_RTOL`.
         """
         values, theta, eta = _theta_eta(self.space, z)
         terms, blocks = self.likelihood.probe_traces(theta, eta, self.random_state)
