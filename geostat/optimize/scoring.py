@@ -403,13 +403,14 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
         if _settled(gain, loss):
             return _converged(likelihood, z, value, iteration, f"predicted gain {gain:.2g}", report, gain)
         final = gain < FINAL_GAIN and loss <= LOSS_TARGET
-        # A final step is tried once: what it could still gain is small, and stays in the bound.
-        halvings = 0 if final else MAX_HALVINGS
+        # A final step of gain below STALL_GAIN is tried once: what it could still gain is
+        # small, and stays in the bound.
+        halvings = 0 if final and gain < STALL_GAIN else MAX_HALVINGS
         trial, trial_value = _line_search(probed, z, value + margin, step, bounds, 0 if margin else halvings)
         if margin and trial_value <= value + margin:
             value, margin = probed.value(z), 0.0
             trial, trial_value = _line_search(probed, z, value, step, bounds, halvings, first=trial_value)
-        if trial_value <= value and not final and policy is not None:
+        if trial_value <= value and halvings and policy is not None:
             # Noise or curvature? Measure the TLR error here; where it is too large for the
             # gain, evaluate more accurately and try again.
             policy.measure(lambda accuracy: probed.value(z, accuracy))
@@ -421,7 +422,7 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
         if accepted:
             logger.info("scoring step: loglik %+.3g (predicted %+.3g)", increase, gain)
             z, value, last = trial, trial_value, (trial - z, score)
-        if final and not accepted:
+        if final and not accepted and gain < STALL_GAIN:
             return _converged(likelihood, z, value, iteration, f"no increase from a final step of predicted gain "
                               f"{gain:.2g}", report, gain)
         left = _gain_left(increase, gain, margin) if final and accepted else None
