@@ -115,8 +115,8 @@ class TLRLikelihood(Likelihood):
     Raises
     ------
     ValueError
-        If `accuracy` is neither ``"auto"`` nor in (0, 1), for a `client` with a back end other than NumPy,
-        and as :class:`~geostat.likelihood.base.Likelihood`.
+        If `accuracy` is neither ``"auto"`` nor in (0, 1), for a `client` with a back end
+        other than NumPy, and as :class:`~geostat.likelihood.base.Likelihood`.
     TypeError, ImportError
         For a bad `client`, or one without Dask installed (:func:`~geostat.solvers.resolve_client`).
     TrendNotIdentifiableError
