@@ -1,4 +1,4 @@
-"""GPU back end (issue 6): the same code on ``--backend numpy`` and ``--backend cupy``,
+"""GPU back end: the same code on ``--backend numpy`` and ``--backend cupy``,
 side by side with CPU baselines.
 
 Part 1 (batched kernels). Batched Cholesky throughput, GFLOP/s counting ``m^3 / 3``

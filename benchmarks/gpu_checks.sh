@@ -1,5 +1,5 @@
 #!/bin/bash
-# The GPU checks still open (issue 6), in order of priority, each bounded so that the
+# The GPU checks, in order of priority, each bounded so that the
 # whole run fits one call of a lent GPU machine (the limits add up to 590 s, under a call's 600 s;
 # about 5 minutes in practice; device time is scarce).
 # A fresh machine compiles CuPy's kernels on first use (its cache starts empty): on an H100
@@ -7,8 +7,8 @@
 # over 80 s; the limits below leave room for that.
 # Run from the repository root on a machine with CuPy:
 #   bash benchmarks/gpu_checks.sh [LOG_DIR]
-# Logs go to LOG_DIR (default: $OUT, else ./gpu-logs). Measured so far (H100, Nov 2026):
-# the user guide's "On a GPU" section.
+# Logs go to LOG_DIR (default: $OUT, else ./gpu-logs). Record what they show in
+# docs/performance.md.
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 logs=${1:-${OUT:-gpu-logs}}
@@ -25,28 +25,23 @@ step() {  # step SECONDS NAME COMMAND...: run COMMAND with a time limit, log to 
     tail -15 "$logs/$name.log"
 }
 
-# 1. Every CuPy test case (133 of 133 passed on an H200 in session 46: 81 s, cold kernel
-#    cache).
+# 1. Every CuPy test case.
 step 180 pytest-gpu python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu --durations=10 \
     tests/tlrcore/test_backends.py tests/tlrcore/test_batched.py tests/tlrcore/test_batched_tlr.py \
     tests/geostat/test_kernels_xp.py tests/geostat/test_likelihood_backends.py \
     tests/geostat/test_tlr_batched_likelihood.py tests/geostat/test_persistence.py
-# 2. One log-likelihood at 131,072 sites (35.5-44.3 s on an H200, 48.9 s on an H100; 28-30 s
-#    on two CPU cores since session 45); the script times a second, phased evaluation after it.
+# 2. One log-likelihood at 131,072 sites; the script times a second, phased evaluation after it.
 step 180 tlr131k python3 benchmarks/gpu.py --parts 2 --backend cupy --sizes 131072 --accuracies 1e-8 --repeats 1
-# 2a. A whole TLR fit by Fisher scoring on the GPU (issue 17): Matern 1.5 + nugget + mean at
-#    16,384 sites, in evaluation equivalents (the field is simulated on the CPU first); 7.5-13 s
-#    on an H200 after step 1 (session 46).
+# 2a. A whole TLR fit by Fisher scoring on the GPU: Matern 1.5 + nugget + mean at 16,384 sites,
+#    in evaluation equivalents (the field is simulated on the CPU first).
 step 80 fit16k python3 benchmarks/fit_tlr.py --n 16384 --search scoring --device gpu --predict 100
 # 2b. Where the time of a 65,536-site build and factorization goes (cProfile; statistics in
-#    $logs/profile). An H200 took 14.5 s unprofiled: a third waiting on the column updates'
-#    sampling, then host eigensolves and small host-to-device copies.
+#    $logs/profile).
 step 90 profile65k python3 benchmarks/gpu.py --parts 2 --backend cupy --sizes 65536 --accuracies 1e-8 --repeats 1 --profile "$logs/profile"
-# 3. Batched Cholesky and the low-rank GEMMs, medians of 3 (one run each on an H200).
+# 3. Batched Cholesky and the low-rank GEMMs, medians of 3.
 step 60 batched python3 benchmarks/gpu.py --parts 1 --backend cupy --count 2000 --repeats 3
 # 4. With GPU_CHECKS_1M=1 only, in a call of its own (about 8 minutes): 1,048,576 sites
-#    at 1e-6, 432 s on an H200 (build 110, factor 322, L 52 GiB; the target is 120 s). It needs
-#    an H200: CuPy's pool held 114 GiB at the end, more than an H100 has.
-#    One evaluation, no second one timing the phases apart.
+#    at 1e-6, one evaluation, no second one timing the phases apart. It needs more GPU
+#    memory than an H100 has (docs/performance.md).
 [ "${GPU_CHECKS_1M:-0}" = 1 ] && step 520 tlr1m python3 benchmarks/gpu.py --parts 2 --backend cupy --sizes 1048576 --accuracies 1e-6 --repeats 1 --no-phases
 nvidia-smi --query-gpu=memory.used,memory.total --format=csv

@@ -15,7 +15,7 @@ total over that of the next smaller n (e.g. 262,144 over 131,072).
 Run: ``python benchmarks/loglik.py`` (2-D exponential and Matern 1.5, range 0.1, n up to
 131,072; 3-D exponential, range 0.2, up to 65,536; accuracies 1e-6 and 1e-8; dense up to
 32,768) or e.g.
-``python benchmarks/loglik.py --n 32768 --accuracy 1e-8 --kernels exp2d``; the issue's
+``python benchmarks/loglik.py --n 32768 --accuracy 1e-8 --kernels exp2d``; the
 targets: ``python benchmarks/loglik.py --n 131072 262144 --accuracy 1e-8 --kernels exp2d
 --dense-max 0 --repeats 3 --repeats-max 131072`` (262,144 once).
 """
@@ -40,7 +40,7 @@ KERNELS = {
     "matern15_2d": ("matern", 1.5, 2, 0.1),
     "exp3d": ("exponential", None, 3, 0.2),
 }
-#: Largest n per kernel (the issue's table stops 3-D at 64K).
+#: Largest n per kernel (3-D stops at 64K).
 MAX_N = {"exp3d": 65536}
 NUGGET = 1e-2
 

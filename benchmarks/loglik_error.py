@@ -14,8 +14,8 @@ GLS trend as in a fit), per case:
   quadratic form magnifies the compression error).
 
 The column ``d_c / |e(a)|`` at ``a = 1e-8`` is the reported error's margin: at least 1 for
-the report to be an upper estimate. Measured on the 2-core machine (session 37): 5.2, 139,
-11.9, 4.1 and 81. A fit now takes its check value from the 1e-8 build truncated to 1e-7
+the report to be an upper estimate. Measured on a 2-core machine: 5.2, 139, 11.9, 4.1 and
+81. A fit now takes its check value from the 1e-8 build truncated to 1e-7
 (``TLRLikelihood.keep_coarser``) rather than from a new build at 1e-7: its error is the
 column "truncated 1e-07", its margin ``d_t / |e(1e-8)|`` the last column.
 

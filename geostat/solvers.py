@@ -21,8 +21,7 @@ tile-column counters of TLR builds and factorizations for a block of code.
 Threads: dense LAPACK and BLAS calls run on one thread (:func:`one_blas_thread`, tlrcore's
 pinning, re-exported for the statistics). On a
 busy two-core machine threaded OpenBLAS was 80x slower for a 300 x 300 Cholesky factor and
-2.5-4x slower from 1,000 to 3,000, and its in-place ``dpotrf`` crashed at 16,000
-(DESIGN.md section 5). Parallel work comes from the kernel evaluation and, from
+2.5-4x slower from 1,000 to 3,000, and its in-place ``dpotrf`` crashed at 16,000. Parallel work comes from the kernel evaluation and, from
 :data:`tlrcore.dense.blocked.PARALLEL_FROM` sites, from tlrcore's blocked Cholesky factor,
 inverse and products (:mod:`tlrcore.dense.blocked`: blocks on the tile pool, one BLAS
 thread each), which the NumPy back end uses for :class:`DenseCholesky`.

@@ -1,4 +1,4 @@
-"""Shared helpers of the property-based tests (issue 13).
+"""Shared helpers of the property-based tests.
 
 ``call_checked`` runs one public call under the contract of ``docs/errors.md``: it returns
 the result (and the warnings it gave) or ``None`` when the call raised an acceptable
@@ -45,7 +45,7 @@ _OUR_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (tlrcore, __impo
 #: to the same standard: they must name the argument).
 _VALIDATORS = (os.path.join("sklearn", "utils", "validation.py"),)
 
-#: Messages NumPy, SciPy or pandas give for input they cannot use (issue 13's list).
+#: Messages NumPy, SciPy or pandas give for input they cannot use.
 RAW_MESSAGES = (
     "could not convert string to float",
     "setting an array element with a sequence",

@@ -1,5 +1,5 @@
 """Inputs that once gave a silent wrong answer or a raw error: each now gives the correct
-result, a named error, or a warning (issue 13)."""
+result, a named error, or a warning (the contract of ``docs/errors.md``)."""
 
 import warnings
 

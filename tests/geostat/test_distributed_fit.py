@@ -6,7 +6,7 @@ the in-process factorization steps (tests/tlrcore/test_distributed.py), so the f
 are the in-process ones up to rounding (BLAS may round a tile differently at another
 address); the triangular solves sum in another grouping. The likelihood terms then
 differ by about ``cond(L) eps n_tiles`` relative, ~1e-13 here (cond(L) < 1e3 with the
-nugget ratio 0.05), and are held to the issue's contract, 1e-10 relative.
+nugget ratio 0.05), and are held to the distributed path's contract, 1e-10 relative.
 """
 
 import pickle
@@ -28,7 +28,7 @@ distributed = pytest.importorskip("distributed")
 
 N, TILE = 1500, 256
 PARAMS = {"variance": 2.0, "range": 0.15, "smoothness": 1.5, "nugget": 0.1}
-#: The issue's agreement of distributed and in-process log-likelihoods.
+#: The promised agreement of distributed and in-process log-likelihoods.
 RTOL = 1e-10
 
 

@@ -1,4 +1,4 @@
-"""Property-based tests of the public geostat API (issue 13).
+"""Property-based tests of the public geostat API.
 
 Random shapes, dtypes, containers, NaN patterns, duplicate sites and parameter values go
 into ``gs.log_likelihood``, ``gs.simulate`` and ``SpatialGP``. Every call must give a
@@ -488,7 +488,7 @@ def test_fit_gives_finite_estimates_or_a_named_error(data):
     check_fit(table["X"], y, table["n"], **settings_)
 
 
-# ---------------------------------------------------------------- the cases issue 13 listed
+# ---------------------------------------------------------------- bad inputs once mishandled
 def _field(n=30, seed=0):
     X = np.random.default_rng(seed).uniform(size=(n, 2))
     return X, np.sin(3 * X).sum(axis=1) + np.random.default_rng(seed + 1).standard_normal(n)

@@ -1,5 +1,5 @@
 """Bad arguments to the tlrcore entry points: an error naming the argument, never a raw
-NumPy error or a silent conversion (issue 13)."""
+NumPy error or a silent conversion."""
 
 import numpy as np
 import pytest

@@ -7,7 +7,7 @@ the tiles of ``A`` (the same compression of the same blocks) are compared bit fo
 The factor's triangular solves are grouped differently (one tile per task, against
 stacked tile columns in process), which on this machine's BLAS gives the same bits; on
 another BLAS the rounding may differ in the last place, so the factor is compared at the
-issue's contract, 1e-10 relative on the log-likelihood terms.
+distributed path's contract, 1e-10 relative on the log-likelihood terms.
 """
 
 import os
@@ -26,7 +26,7 @@ distributed = pytest.importorskip("distributed")
 td = pytest.importorskip("tlrcore.distributed")
 
 N, TILE, ACCURACY = 2000, 256, 1e-8
-#: The issue's agreement of distributed and in-process log-likelihood terms.
+#: The promised agreement of distributed and in-process log-likelihood terms.
 RTOL = 1e-10
 
 
@@ -380,8 +380,8 @@ def test_worker_killed_mid_factorization_gives_the_same_value(client):
     the graph (generator + parameters), and the log-likelihood terms agree with those of
     an undisturbed run on the same cluster. They are the same tasks on the same data and
     usually agree bit for bit, but in some runs the recomputed factor differed in the
-    last bits (cause not identified; see the report of issue 18), so the test holds them
-    to the issue's contract, 1e-10 relative."""
+    last bits (cause not identified), so the test holds them to the distributed path's
+    contract, 1e-10 relative."""
     n, tile = 3000, 200
     block = Exponential(sites(n, seed=1))
     z = np.random.default_rng(2).standard_normal(n)

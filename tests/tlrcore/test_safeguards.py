@@ -196,7 +196,7 @@ def test_compensation_rescues_without_shift_within_the_contract(hard, safeguard)
     # against A_tlr: ||F||_F (< eps ||A_tlr||_F, ARA's estimate with margin 2) + ||C||_F
     dense_tlr = A.to_dense()[np.ix_(perm, perm)]
     assert np.linalg.norm(L @ L.T - dense_tlr) <= 2 * ACCURACY * A.frobenius_norm() + F.perturbation
-    # the target, ||E||_F <= 10 eps ||A||_F against the exact A (measured 6.1-8.6
+    # the target, ||E||_F <= 10 eps ||A||_F against the exact A (measured 6.1-8.6
     # on these matrices; the worst-case contract above allows 2-3 times more)
     assert np.linalg.norm(L @ L.T - M[np.ix_(perm, perm)]) <= 10 * ACCURACY * np.linalg.norm(M)
 
@@ -458,7 +458,7 @@ def test_batched_compensation_rescues_within_the_contract(name, safeguard):
     L = F.to_dense()
     E = np.linalg.norm(L @ L.T - M)
     assert E <= 2 * ACCURACY * np.linalg.norm(M) + F.perturbation
-    assert E <= 10 * ACCURACY * np.linalg.norm(M)  # the target; measured 6.9-8.5
+    assert E <= 10 * ACCURACY * np.linalg.norm(M)  # the target; measured 6.9-8.5
     # without recorded errors every e_kj is taken at its bound tau: larger lifts (the
     # recorded ones are 0.4-0.8 tau here; measured 1.6 times the lift)
     unrecorded = tlr.TLRMatrix(A.diagonal, A.U, A.V, A.offsets, A.accuracy, A.tolerance, A.backend, A.packed)
@@ -499,7 +499,7 @@ def test_batched_schur_and_modified_rescue_within_the_contract(name, n, safeguar
     L = F.to_dense()
     E = np.linalg.norm(L @ L.T - M)
     assert E <= F.perturbation + 4 * ACCURACY * norm  # L L^T = A + E up to compression errors
-    assert E <= 10 * ACCURACY * norm  # the target; measured 0.8-8.5
+    assert E <= 10 * ACCURACY * norm  # the target; measured 0.8-8.5
 
 
 def test_batched_modified_refuses_growing_changes_like_the_tile_path():

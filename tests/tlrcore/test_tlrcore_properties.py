@@ -1,4 +1,4 @@
-"""Property-based tests of the tlrcore entry points (issue 13).
+"""Property-based tests of the tlrcore entry points.
 
 (Named ``test_tlrcore_properties.py``, not ``test_properties.py``: the test folders have
 no ``__init__.py``, so two test modules with one basename cannot be collected together.)
@@ -519,7 +519,7 @@ def test_batched_cholesky_names_the_first_indefinite_matrix(data):
         assert first_bad is None
 
 
-# ---------------------------------------------------------------- the cases issue 13 listed
+# ---------------------------------------------------------------- bad inputs once mishandled
 def _asymmetric(n=40):
     M = np.exp(-np.abs(np.subtract.outer(np.linspace(0, 1, n), np.linspace(0, 1, n))) / 0.2)
     M[5, 30] += 1e-3

@@ -1,8 +1,7 @@
 """Adaptive randomized approximation (ARA), then SVD recompression.
 
-Algorithm 1 (sec. 3.1) of the batched GPU tile low-rank Cholesky paper
-(shared/papers/tlr-cholesky-gpu-ara-batched.txt): the block ``A`` (m x p) is touched
-only through ``A @ X`` and ``A.T @ X``. Gaussian blocks ``Omega`` of `block_size`
+Algorithm 1 (sec. 3.1) of the batched tile low-rank Cholesky of Boukaram et al. [1]_: the
+block ``A`` (m x p) is touched only through ``A @ X`` and ``A.T @ X``. Gaussian blocks ``Omega`` of `block_size`
 columns are drawn, ``Y = A Omega`` is made orthogonal to the basis ``Q`` built so far
 (block Gram-Schmidt and QR of the panel, done twice) and appended, until the samples
 show that ``Q`` captures ``A``. Then ``B = A^T Q`` and ``Q B^T = Q Q^T A`` is truncated
@@ -42,6 +41,12 @@ most of them well below their tolerance: at n = 8,192 (exponential, Matern 1.5 a
 kernels, accuracy 1e-6 to 1e-10) ``||L L^T - A||_F`` came out at 0.52-0.69 of the
 requested ``accuracy * ||A||_F``, with this rule as with the appended block. Ranks come
 out at the SVD optimum or one above.
+
+References
+----------
+.. [1] Boukaram, W., Zampini, S., Turkiyyah, G., and Keyes, D. E. (2021). H2OPUS-TLR:
+   High performance tile low rank symmetric factorizations using adaptive randomized
+   approximation. arXiv:2108.11932.
 """
 
 import math

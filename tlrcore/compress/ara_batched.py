@@ -1,7 +1,7 @@
 r"""Adaptive randomized approximation of a batch of tiles at once, from products only.
 
-The batched form of :mod:`tlrcore.compress.ara` (Algorithm 5 of
-shared/papers/tlr-cholesky-gpu-ara-batched.txt) for the GPU and the other back ends.
+The batched form of :mod:`tlrcore.compress.ara` (Algorithm 5 of Boukaram et al. [1]_)
+for the GPU and the other back ends.
 ``count`` tiles ``T_i`` (each ``m x p``) are seen only through ``sample(active, Omega)``
 (``T_i Omega`` for the tiles still sampling) and ``project(Q)`` (``T_i^T Q_i``). All
 tiles share the Gaussian block ``Omega`` of a round: each tile's own estimates stay
@@ -52,6 +52,12 @@ error to ``3e-3 tol``. Where the Gram matrix cannot resolve the tail (tolerance 
 about ``sqrt(eps) ||T||``, above) the rounding of ``Q Q^T T`` comes on top: at accuracy
 1e-8 and 1e-10 the part not recorded, ``sqrt(true^2 - dropped^2)``, reached ``0.57 tol``
 (recorded ``0.54 tol``, true ``0.78 tol``; every true error stayed below ``tol``).
+
+References
+----------
+.. [1] Boukaram, W., Zampini, S., Turkiyyah, G., and Keyes, D. E. (2021). H2OPUS-TLR:
+   High performance tile low rank symmetric factorizations using adaptive randomized
+   approximation. arXiv:2108.11932.
 """
 
 from __future__ import annotations
