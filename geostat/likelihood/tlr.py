@@ -132,8 +132,7 @@ class TLRLikelihood(Likelihood):
         self.adaptive = isinstance(accuracy, str) and accuracy == "auto"
         if self.adaptive:
             accuracy = AUTO_START_ACCURACY
-        if isinstance(accuracy, bool) or not (isinstance(accuracy, (float, int, np.floating)) and 0 < accuracy < 1):
-            raise ValueError(f"accuracy must be 'auto' or a number in (0, 1); got {accuracy!r}.")
+        _check_accuracy(accuracy, "'auto' or ")
         self.client = resolve_client(client)
         if self.client is not None and backend.name != NUMPY.name:
             raise ValueError(f"client= runs the TLR method on the cluster's CPUs; use device='cpu' with it "
@@ -339,8 +338,7 @@ class TLRLikelihood(Likelihood):
         accuracy : float
             In (0, 1).
         """
-        if isinstance(accuracy, bool) or not (isinstance(accuracy, (float, int, np.floating)) and 0 < accuracy < 1):
-            raise ValueError(f"accuracy must be a number in (0, 1); got {accuracy!r}.")
+        _check_accuracy(accuracy)
         ratio = None if self.coarser_accuracy is None else round(self.coarser_accuracy / self.accuracy, 6)
         self.accuracy = float(accuracy)
         self.release_factors()
@@ -470,6 +468,13 @@ class TLRLikelihood(Likelihood):
                               order.perm)
             for name in names
         }
+
+
+def _check_accuracy(accuracy, alternatives=""):
+    """ValueError unless `accuracy` is a number in (0, 1); the message offers
+    `alternatives` before that."""
+    if isinstance(accuracy, bool) or not (isinstance(accuracy, (float, int, np.floating)) and 0 < accuracy < 1):
+        raise ValueError(f"accuracy must be {alternatives}a number in (0, 1); got {accuracy!r}.")
 
 
 def _factor_summary(factor):

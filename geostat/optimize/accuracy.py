@@ -51,6 +51,8 @@ import math
 
 import numpy as np
 
+from geostat.errors import NotPositiveDefiniteError
+
 __all__ = ["AccuracyPolicy"]
 
 logger = logging.getLogger(__name__)
@@ -81,7 +83,7 @@ class AccuracyPolicy:
     Parameters
     ----------
     likelihood : geostat.likelihood.TLRLikelihood
-        With ``adaptive`` set; :meth:`follow` and :meth:`tighten` change its accuracy
+        With ``adaptive`` set; :meth:`follow` changes its accuracy
         (:meth:`~geostat.likelihood.TLRLikelihood.set_accuracy`), never to coarser than it
         is at the start.
 
@@ -110,7 +112,11 @@ class AccuracyPolicy:
         accuracy and a ten times coarser one, or where that one fails, a ten times finer
         one (whose change estimates the current error itself)."""
         accuracy = self.accuracy
-        value, coarser = value_at(accuracy), value_at(accuracy * STEP)
+        value = value_at(accuracy)
+        try:
+            coarser = value_at(accuracy * STEP)
+        except NotPositiveDefiniteError:  # on_failure="raise": only the finer one then
+            coarser = -math.inf
         if np.isfinite(coarser):
             self.change, self.measured_at = abs(coarser - value), accuracy
         else:
@@ -153,19 +159,6 @@ class AccuracyPolicy:
             accuracy *= STEP
         self._set(accuracy)
         return stale
-
-    def tighten(self):
-        """Make the accuracy :data:`STEP` times finer, if above :data:`MOST_ACCURATE`.
-
-        Returns
-        -------
-        bool
-            Whether it changed.
-        """
-        if self.accuracy / STEP < MOST_ACCURATE * (1 - 1e-9):
-            return False
-        self._set(self.accuracy / STEP)
-        return True
 
     def _set(self, accuracy):
         accuracy = float(f"{accuracy:.6e}")  # 1e-8 * 10 is 1.0000000000000001e-07

@@ -152,11 +152,9 @@ class ScoringReport:
     loss_quantile : float
         The :data:`BOUND_LEVEL` quantile of the log-likelihood lost to the score's Monte
         Carlo error at `z` (:func:`monte_carlo_loss_quantile`).
-    gain : float
-        Gain predicted at `z`.
     gain_left : float
-        Predicted gain left at the optimum found: `gain` where no step was taken from
-        `z`, what a final step left of it after (:func:`_gain_left`; NaN before
+        Predicted gain left at the optimum found: the gain predicted at `z` where no step
+        was taken from it, what a final step left of it after (:func:`_gain_left`; NaN before
         convergence).
     """
 
@@ -167,7 +165,6 @@ class ScoringReport:
     loss: float
     params: dict
     loss_quantile: float = 0.0
-    gain: float = 0.0
     fell_back: bool = False
     x: np.ndarray | None = None
     gain_left: float = float("nan")
@@ -380,8 +377,7 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
             score, curvature, covariance, step, loss, gain, terms, traces = probed.derivatives(z, bounds, last)
         except np.linalg.LinAlgError:
             return _fall_back(likelihood, space, objective, z, rng, report, "the information is singular")
-        report = _report(space, z, terms, traces, curvature, covariance, loss, gain,
-                         _free_coordinates(z, score, bounds))
+        report = _report(space, z, terms, traces, curvature, covariance, loss, _free_coordinates(z, score, bounds))
         logger.info("scoring iteration %d: loglik %.6f, predicted gain %.3g, %d probes (%d for the information; "
                     "expected Monte Carlo loss %.2g)", iteration, value, gain, traces.n_probes,
                     traces.n_information_probes, loss)
@@ -542,16 +538,15 @@ def _natural_params(space, free, terms):
     return space.natural(free, profiled_variance=terms.quadratic / terms.n_eff if space.profiled else None)
 
 
-def _report(space, z, terms, traces, curvature, covariance, loss, gain, free):
-    """The information over the estimated natural parameters at `z`, the Monte Carlo
-    loss's quantile over the `free` coordinates and the predicted gain, for the report
-    (`curvature` and `covariance` in the optimizer's coordinates)."""
+def _report(space, z, terms, traces, curvature, covariance, loss, free):
+    """The information over the estimated natural parameters at `z` and the Monte Carlo
+    loss's quantile over the `free` coordinates, for the report (`curvature` and
+    `covariance` in the optimizer's coordinates)."""
     params = _natural_params(space, _theta_eta(space, z)[0], terms)
     info, error = natural_information(space, params, traces)
     pair = np.ix_(free, free)
     quantile = monte_carlo_loss_quantile(curvature[pair], covariance[pair]) if free.any() else 0.0
-    return ScoringReport(np.array(z), info, error, traces.n_probes, loss, params, loss_quantile=quantile,
-                         gain=float(gain))
+    return ScoringReport(np.array(z), info, error, traces.n_probes, loss, params, loss_quantile=quantile)
 
 
 def _fall_back(likelihood, space, objective, z, rng, report, reason):

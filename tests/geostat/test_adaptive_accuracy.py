@@ -47,9 +47,9 @@ def test_the_policy_takes_the_coarsest_decade_within_the_tolerance():
     # near the optimum: the final tolerance
     policy.follow(0.0)
     assert policy.error() <= accuracy.FINAL_ERROR < policy.error(likelihood.accuracy * 10)
-    assert policy.tighten() and likelihood.accuracy == pytest.approx(1e-11)
-    policy.tighten()
-    assert not policy.tighten() and likelihood.accuracy == accuracy.MOST_ACCURATE
+    # no finer than MOST_ACCURATE, whatever the error
+    policy.change *= 1e9
+    assert policy.follow(0.0) and likelihood.accuracy == accuracy.MOST_ACCURATE
 
 
 def test_a_coarser_evaluation_that_fails_is_measured_against_a_finer_one():
@@ -57,6 +57,21 @@ def test_a_coarser_evaluation_that_fails_is_measured_against_a_finer_one():
     policy = AccuracyPolicy(likelihood)
     policy.measure(likelihood.value_at)
     # the change to 1e-9 (0.009) estimates the error at 1e-8 itself
+    assert policy.error() == pytest.approx(0.009)
+
+
+def test_a_coarser_evaluation_that_raises_is_measured_against_a_finer_one():
+    """With ``on_failure="raise"`` the coarser evaluation raises instead of failing
+    softly: the measurement goes to the finer one just the same."""
+    likelihood = _ProportionalError(1e-8, 1e6)
+
+    def value_at(a):
+        if np.isclose(a, 1e-7):
+            raise gs.NotPositiveDefiniteError("not positive definite", tile=0)
+        return likelihood.value_at(a)
+
+    policy = AccuracyPolicy(likelihood)
+    policy.measure(value_at)
     assert policy.error() == pytest.approx(0.009)
 
 
