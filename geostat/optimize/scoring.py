@@ -6,11 +6,18 @@ optimizer's coordinates (:meth:`geostat.likelihood.TLRLikelihood.probe_traces`):
 quadratic forms exactly, the traces ``tr(P dK)`` and ``tr(P dK P dK)`` as averages over
 fixed Rademacher probes. With the variance profiled out, ``I`` is the Schur complement of
 the full information over (variance, free coordinates), the expected curvature of the
-profile likelihood. The step ``s = I^{-1} g`` (as GpGp takes it [1]_, at most
-:data:`MAX_STEP` long in each coordinate; after the first, ``I`` is corrected along the
-previous step to the curvature its scores measured, :func:`_curvature`) is accepted when
+profile likelihood. The step is ``s = B^{-1} g`` (at most :data:`MAX_STEP` long in each
+coordinate) for a curvature ``B`` that starts from the observed information
+(:func:`observed_information`: twice the exact average information [4]_ less ``I``,
+without the terms of second derivatives, which vanish with the score), its eigenvalues
+relative to ``I`` clipped to [:data:`CURVATURE_MIN`, :data:`CURVATURE_MAX`], then
+corrected along the previous step to the curvature its scores measured
+(:func:`_curvature`). On real data, where the model is an approximation, the observed
+curvature can differ from the expected one (as GpGp's scoring [1]_ takes it) by a factor
+of three either way: the expected information then misjudges both the step and the
+Monte Carlo loss. The step is accepted when
 the log-likelihood increases, halved otherwise; the iteration stops when the predicted gain
-``1/2 g^T I^{-1} g`` falls below :data:`GAIN_TOLERANCE` (or twice the Monte Carlo loss,
+``1/2 g^T B^{-1} g`` falls below :data:`GAIN_TOLERANCE` (or twice the Monte Carlo loss,
 which it includes in expectation), or after a step of predicted
 gain below :data:`FINAL_GAIN` taken from a score within the Monte Carlo target (the gain
 it leaves follows from its increase against the prediction, :func:`_gain_left`; where the
@@ -19,9 +26,9 @@ iteration goes on).
 
 **Monte Carlo error.** The same probes serve every iteration (common random numbers), so
 the estimated score is a smooth function of ``z`` and the iteration converges to its
-zero, which is off the true optimum by about ``I^{-1} d`` for the score error ``d``; the
-log-likelihood lost there is ``1/2 d^T I^{-1} d``, whose expectation
-``1/2 tr(I^{-1} Cov(d))`` is estimated from the spread of the per-probe scores. Probes
+zero, which is off the true optimum by about ``B^{-1} d`` for the score error ``d``; the
+log-likelihood lost there is ``1/2 d^T B^{-1} d``, whose expectation
+``1/2 tr(B^{-1} Cov(d))`` is estimated from the spread of the per-probe scores. Probes
 are added in blocks until it is below :data:`LOSS_TARGET` or a tenth of the predicted
 gain (far from the optimum a rough score makes as good a step), at most
 :data:`MAX_PROBES`; the probes of one iteration include those of the previous ones. For
@@ -69,6 +76,9 @@ References
 .. [3] Bertsekas, D. P. (1982). Projected Newton methods for optimization problems with
    simple constraints. SIAM Journal on Control and Optimization 20(2), 221-246.
    doi:10.1137/0320018
+.. [4] Gilmour, A. R., Thompson, R. and Cullis, B. R. (1995). Average information REML:
+   an efficient algorithm for variance parameter estimation in linear mixed models.
+   Biometrics 51(4), 1440-1450. doi:10.2307/2533274
 """
 
 from __future__ import annotations
@@ -84,7 +94,7 @@ from geostat.optimize.accuracy import AccuracyPolicy
 from geostat.optimize.polish import polish_without_gradient
 
 __all__ = ["ScoringReport", "fisher_scoring", "monte_carlo_loss", "monte_carlo_loss_quantile", "natural_information",
-           "score_and_information"]
+           "observed_information", "score_and_information"]
 
 logger = logging.getLogger(__name__)
 
@@ -237,18 +247,50 @@ def score_and_information(space, z, terms, traces):
     M = _rows(names, traces.names, variance, eta)
     # Per probe: 1/2 M (alpha^T D alpha / s - z^T G z), and the mean information 1/2 M T M^T.
     samples = 0.5 * (traces.quad / variance - traces.traces) @ M.T
-    info = 0.5 * M @ traces.products.mean(axis=0) @ M.T
     if space.profiled:
-        # Schur complement over the scale: the expected curvature of the profile
-        # likelihood (its score, zero at the profiled scale, drops out).
-        info = info[1:, 1:] - np.outer(info[1:, 0], info[0, 1:]) / info[0, 0]
         samples = samples[:, 1:]
     chain = np.where(space.log_scale, np.array([free[n] for n in space.names]), 1.0)
     samples = samples * chain
-    info = 0.5 * (info + info.T) * np.outer(chain, chain)
     score = samples.mean(axis=0)
     covariance = np.atleast_2d(np.cov(samples, rowvar=False)) / samples.shape[0]
-    return score, info, covariance
+    return score, _curvature_in(space, chain, 0.5 * M @ traces.products.mean(axis=0) @ M.T), covariance
+
+
+def observed_information(space, z, terms, traces):
+    """The observed information in the optimizer's coordinates without the terms of the
+    second derivatives of the covariance (and of the coordinates), which vanish with the
+    score: ``1/2 M (2 A / s - T) M^T`` for the exact ``A`` of
+    :attr:`~geostat.likelihood.stochastic_fisher.ProbeTraces.average` (so twice the
+    average information less the expected information [1]_).
+
+    On real data, where the model is an approximation, it can differ from the expected
+    information by a factor of three either way (the nugget of a smooth field), which the
+    expected information cannot see; it is the same for a well-specified model in
+    expectation.
+
+    References
+    ----------
+    .. [1] Gilmour, A. R., Thompson, R. and Cullis, B. R. (1995). Average information
+       REML: an efficient algorithm for variance parameter estimation in linear mixed
+       models. Biometrics 51(4), 1440-1450. doi:10.2307/2533274
+    """
+    free, _, eta = _theta_eta(space, z)
+    variance = terms.quadratic / terms.n_eff if space.profiled else space.natural(free)["variance"]
+    names = (["scale"] if space.profiled else []) + list(space.names)
+    M = _rows(names, traces.names, variance, eta)
+    chain = np.where(space.log_scale, np.array([free[n] for n in space.names]), 1.0)
+    matrix = 2.0 * traces.average / variance - traces.products.mean(axis=0)
+    return _curvature_in(space, chain, 0.5 * M @ matrix @ M.T)
+
+
+def _curvature_in(space, chain, matrix):
+    """A curvature over (the scale when profiled, then) the space's natural coordinates in
+    the optimizer's: the Schur complement over the scale (the curvature of the profile
+    likelihood, whose score is zero at the profiled scale) and the chain rule of the log
+    coordinates."""
+    if space.profiled:
+        matrix = matrix[1:, 1:] - np.outer(matrix[1:, 0], matrix[0, 1:]) / matrix[0, 0]
+    return 0.5 * (matrix + matrix.T) * np.outer(chain, chain)
 
 
 def monte_carlo_loss(information, covariance):
@@ -324,8 +366,9 @@ class _Probed:
         while True:
             if traces.n_probes >= self.n_probes:
                 score, info, covariance = score_and_information(self.space, z, terms, traces)
-                curvature = _curvature(info, score, last)
-                step, gain, loss = _projected_step(z, score, curvature, covariance, bounds)
+                observed = _bounded_by(observed_information(self.space, z, terms, traces), info)
+                curvature = _curvature(observed, score, last)
+                step, gain, loss = _projected_step(z, score, curvature, covariance, bounds, info)
                 if loss <= max(LOSS_TARGET, 0.1 * gain) or traces.n_probes >= MAX_PROBES:
                     break
                 # The loss shrinks like 1 / probes: ask for what the estimate says, in blocks.
@@ -334,7 +377,7 @@ class _Probed:
             # blocks give traces only (one TLR solve instead of 2 + #theta).
             traces = blocks.send(natural_information(self.space, params, traces)[1] > INFORMATION_RTOL)
         self.n_probes = traces.n_probes
-        return score, curvature, covariance, step, loss, gain, terms, traces
+        return score, (curvature, info), covariance, step, loss, gain, terms, traces
 
 
 def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
@@ -374,10 +417,10 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
     report = last = None
     for iteration in range(1, MAX_ITERATIONS + 1):
         try:
-            score, curvature, covariance, step, loss, gain, terms, traces = probed.derivatives(z, bounds, last)
+            score, metrics, covariance, step, loss, gain, terms, traces = probed.derivatives(z, bounds, last)
         except np.linalg.LinAlgError:
             return _fall_back(likelihood, space, objective, z, rng, report, "the information is singular")
-        report = _report(space, z, terms, traces, curvature, covariance, loss, _free_coordinates(z, score, bounds))
+        report = _report(space, z, terms, traces, metrics, covariance, loss, _free_coordinates(z, score, bounds))
         logger.info("scoring iteration %d: loglik %.6f, predicted gain %.3g, %d probes (%d for the information; "
                     "expected Monte Carlo loss %.2g)", iteration, value, gain, traces.n_probes,
                     traces.n_information_probes, loss)
@@ -480,14 +523,14 @@ def _line_search(probed, z, value, step, bounds, halvings, first=None):
 
 
 def _curvature(info, score, last):
-    """The information `info` at a point of score `score`, corrected along the `last` step
+    """The curvature `info` at a point of score `score`, corrected along the `last` step
     ``s`` (from a point of score ``g0``) to the curvature the scores measured there.
 
     Along ``s`` the log-likelihood's curvature is ``s^T (g0 - g)`` (the secant of the
-    scores, smooth at fixed probes), ``rho`` times the information's ``s^T I s``; on real
-    data, where the model is an approximation, ``rho`` was 1.5 to 2 (co2_true at 8,192
-    cells), and full steps then overshoot. The correction is of rank one,
-    ``B = I + (rho - 1) (I s)(I s)^T / (s^T I s)``, with ``rho`` clipped to
+    scores, smooth at fixed probes), ``rho`` times ``s^T B s``: the observed information
+    leaves out the second derivatives of the covariance in the range, which on real data
+    (the smooth co2_true field) weigh half the range's curvature. The correction is of rank
+    one, ``B + (rho - 1) (B s)(B s)^T / (s^T B s)``, with ``rho`` clipped to
     [:data:`CURVATURE_MIN`, :data:`CURVATURE_MAX`]; none where the secant is not positive
     or there was no step."""
     if last is None:
@@ -502,17 +545,34 @@ def _curvature(info, score, last):
     return info + (rho - 1.0) * np.outer(direction, direction) / along
 
 
-def _projected_step(z, score, info, covariance, bounds):
-    """The scoring step ``B^{-1} g`` for the curvature `info` over the free coordinates
+def _bounded_by(curvature, info):
+    """`curvature` with its eigenvalues relative to the information `info` (those of ``L^{-1}
+    curvature L^{-T}`` for ``info = L L^T``) clipped to [:data:`CURVATURE_MIN`,
+    :data:`CURVATURE_MAX`]: positive definite, and a step never more than four times
+    longer or shorter than the scoring step in any direction."""
+    factor = np.linalg.cholesky(info)
+    relative = np.linalg.solve(factor, np.linalg.solve(factor, curvature).T)
+    values, vectors = np.linalg.eigh(0.5 * (relative + relative.T))
+    root = factor @ vectors * np.sqrt(np.clip(values, CURVATURE_MIN, CURVATURE_MAX))
+    return root @ root.T
+
+
+def _projected_step(z, score, curvature, covariance, bounds, information=None):
+    """The scoring step ``B^{-1} g`` for the `curvature` ``B`` over the free coordinates
     (zero in the others), its predicted gain ``1/2 g^T B^{-1} g`` and Monte Carlo loss,
-    theirs too."""
+    theirs too: the larger of those for ``B`` and for the expected `information` where
+    given (the loss of a curvature that errs high in a direction the last step did not
+    measure is too small there; the information's is not, where the model is right or
+    errs the other way)."""
     free = _free_coordinates(z, score, bounds)
     step = np.zeros_like(score)
     if not free.any():
         return step, 0.0, 0.0
     pair = np.ix_(free, free)
-    step[free] = np.linalg.solve(info[pair], score[free])
-    return step, 0.5 * float(score[free] @ step[free]), monte_carlo_loss(info[pair], covariance[pair])
+    step[free] = np.linalg.solve(curvature[pair], score[free])
+    loss = max(monte_carlo_loss(metric[pair], covariance[pair])
+               for metric in (curvature, information) if metric is not None)
+    return step, 0.5 * float(score[free] @ step[free]), loss
 
 
 def _free_coordinates(z, score, bounds):
@@ -538,14 +598,15 @@ def _natural_params(space, free, terms):
     return space.natural(free, profiled_variance=terms.quadratic / terms.n_eff if space.profiled else None)
 
 
-def _report(space, z, terms, traces, curvature, covariance, loss, free):
+def _report(space, z, terms, traces, metrics, covariance, loss, free):
     """The information over the estimated natural parameters at `z` and the Monte Carlo
-    loss's quantile over the `free` coordinates, for the report (`curvature` and
-    `covariance` in the optimizer's coordinates)."""
+    loss's quantile over the `free` coordinates (the larger for the `metrics`, the
+    curvature and the expected information, as :func:`_projected_step`), for the report
+    (`metrics` and `covariance` in the optimizer's coordinates)."""
     params = _natural_params(space, _theta_eta(space, z)[0], terms)
     info, error = natural_information(space, params, traces)
     pair = np.ix_(free, free)
-    quantile = monte_carlo_loss_quantile(curvature[pair], covariance[pair]) if free.any() else 0.0
+    quantile = max(monte_carlo_loss_quantile(metric[pair], covariance[pair]) for metric in metrics) if free.any() else 0.0
     return ScoringReport(np.array(z), info, error, traces.n_probes, loss, params, loss_quantile=quantile)
 
 

@@ -510,7 +510,8 @@ def local_maximize(likelihood, space, objective, start, rng, *, maxiter=300, ref
     subsample = 0
     if refine:
         start, subsample = _refined_start(likelihood, space, start, rng)
-    result, fallback, report = fisher_scoring(likelihood, space, objective, start, rng)
+    result, fallback, report = fisher_scoring(likelihood, space, objective, start, rng,
+                                              random_state=int(rng.integers(2**31)))
     result.scoring = report
     return result, subsample + fallback
 

@@ -1,0 +1,90 @@
+"""Atomic file writes: a file is replaced whole or not at all.
+
+Every file geostat writes (model files, the command line's CSV, NetCDF and JSON outputs)
+is written to a temporary file in the destination's folder, flushed to disk and renamed
+over the destination (:func:`os.replace`, atomic on POSIX and Windows within one file
+system). A write that fails or is interrupted (an exception, a full disk, Ctrl-C, a killed
+process) leaves the previous file as it was; of concurrent writers to one path, the last
+rename wins and the file is always one writer's complete output.
+
+References
+----------
+.. [1] The Open Group (2018). rename(). The Open Group Base Specifications Issue 7,
+   IEEE Std 1003.1-2017.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text"]
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path to write instead of `path`, moved onto `path` on success.
+
+    The temporary file is created empty (mode ``0o666`` less the umask, as a new file
+    would be) in the folder of `path`, named ``.<name>.<random>.tmp<suffixes>`` so that
+    writers that choose a format or compression from the file name (pandas, xarray) see
+    the suffixes of `path`. On leaving the block normally it is flushed to disk (``fsync``)
+    and renamed onto `path`; on an exception it is removed and `path` is untouched.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The destination. Its folder must exist; an existing file there is replaced only
+        when the block succeeds.
+
+    Yields
+    ------
+    pathlib.Path
+        The temporary file to write (by name: it may be reopened or replaced).
+
+    Raises
+    ------
+    IsADirectoryError
+        If `path` is a folder.
+    OSError
+        If the temporary file cannot be created or renamed (e.g. a read-only folder).
+    """
+    path = Path(os.fsdecode(path))
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot write {path}: it is a folder; give a file name")
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp{''.join(path.suffixes)}")
+    os.close(os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    try:
+        yield temporary
+        with open(temporary, "rb+") as written:
+            os.fsync(written.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    _sync_folder(path.parent)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` to `path` atomically (:func:`atomic_path`)."""
+    with atomic_path(path) as temporary:
+        temporary.write_bytes(data)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> None:
+    """Write `text` to `path` atomically (:func:`atomic_path`)."""
+    atomic_write_bytes(path, text.encode(encoding))
+
+
+def _sync_folder(folder: Path) -> None:
+    """Flush the rename to disk where the platform allows opening a folder (POSIX)."""
+    with contextlib.suppress(OSError):
+        descriptor = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
