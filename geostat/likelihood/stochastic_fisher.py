@@ -131,23 +131,12 @@ class ProbeTraces:
     products : ndarray of shape (m_I, q, q)
         Per probe ``(G_j z)^T (G_k z)``, summed over replicates, for the first ``m_I <= m``
         probes (those of the blocks whose products were asked for).
-    average : ndarray of shape (q, q)
-        ``sum (D_j alpha)^T P (D_k alpha)`` over replicates (exact): with the products' mean
-        ``T``, ``2 average / s - T`` is the observed information without the second
-        derivatives of ``D`` (the average-information matrix [1]_ is ``average / s``).
-
-    References
-    ----------
-    .. [1] Gilmour, A. R., Thompson, R. and Cullis, B. R. (1995). Average information REML:
-       an efficient algorithm for variance parameter estimation in linear mixed models.
-       Biometrics 51(4), 1440-1450. doi:10.2307/2533274
     """
 
     names: list
     quad: np.ndarray
     traces: np.ndarray
     products: np.ndarray
-    average: np.ndarray
 
     @property
     def n_probes(self):
@@ -195,7 +184,7 @@ def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64
     names = ["range", *(n for n in likelihood.kernel.free_shape if n in theta)]
     q = 2 + len(names)
     to_host = likelihood.backend.to_host
-    quad, average = np.zeros(q), np.zeros((q, q))
+    quad = np.zeros(q)
     groups = []
     for index, (group, factor, fit) in enumerate(zip(likelihood.groups, factors, fits)):
         basis = None
@@ -203,12 +192,9 @@ def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64
             basis = np.linalg.qr(factor.solve_lower(centered_design(group.design)[0]))[0]
         matrices = likelihood.gradient_matrices(index, theta, names)
         derivatives = [matrices[n] for n in names]
-        alpha, residual = np.asarray(to_host(fit.alpha)), np.asarray(to_host(fit.residual))
-        # D alpha for D = (K, I, dR...): K alpha is the GLS residual.
-        applied = [residual, alpha, *(D @ alpha for D in derivatives)]
-        quad += [float(np.sum(v * alpha)) for v in applied]
-        whitened = [_project(basis, factor.solve_lower(v)) for v in applied]
-        average += np.array([[float(np.sum(a * b)) for b in whitened] for a in whitened])
+        alpha = np.asarray(to_host(fit.alpha))
+        quad += [float(np.sum(np.asarray(to_host(fit.residual)) * alpha)), float(np.sum(alpha**2)),
+                 *(float(np.sum((D @ alpha) * alpha)) for D in derivatives)]
         groups.append((group.r, factor, basis, derivatives))
     traces, products, with_products = [], [], True
     for block in itertools.count():
@@ -233,8 +219,7 @@ def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64
             product += np.triu(product.transpose(0, 2, 1), 1)
             product[:, 0, 0] = likelihood.n_eff
             products.append(product)
-        sent = yield ProbeTraces(["K", "eye", *names], quad, np.concatenate(traces), np.concatenate(products),
-                                 average)
+        sent = yield ProbeTraces(["K", "eye", *names], quad, np.concatenate(traces), np.concatenate(products))
         with_products = sent is not False
 
 

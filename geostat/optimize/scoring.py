@@ -7,19 +7,15 @@ quadratic forms exactly, the traces ``tr(P dK)`` and ``tr(P dK P dK)`` as averag
 fixed Rademacher probes. With the variance profiled out, ``I`` is the Schur complement of
 the full information over (variance, free coordinates), the expected curvature of the
 profile likelihood. The step is ``s = B^{-1} g`` (at most :data:`MAX_STEP` long in each
-coordinate) for a curvature ``B`` that starts from the observed information
-(:func:`observed_information`: twice the exact average information [4]_ less ``I``,
-without the terms of second derivatives, which vanish with the score), its eigenvalues
-relative to ``I`` clipped to [:data:`CURVATURE_MIN`, :data:`CURVATURE_MAX`], then
-corrected along the previous step to the curvature its scores measured
-(:func:`_curvature`). On real data, where the model is an approximation, the observed
-curvature can differ from the expected one (as GpGp's scoring [1]_ takes it) by a factor
-of three either way: the expected information then misjudges both the step and the
-Monte Carlo loss. The step is accepted when
-the log-likelihood increases, halved otherwise; the iteration stops when the predicted gain
-``1/2 g^T B^{-1} g`` falls below :data:`GAIN_TOLERANCE` (or twice the Monte Carlo loss,
-which it includes in expectation), or after a step of predicted
-gain below :data:`FINAL_GAIN` taken from a score within the Monte Carlo target (the gain
+coordinate) for the information ``B = I`` at the first point (as GpGp takes it [1]_) and,
+after steps, the information corrected in their span to the curvature their scores
+measured (:func:`_curvature`): on real data, where the model is an approximation, the
+curvature of the log-likelihood can differ from the expected one by a factor of three
+either way, and ``I`` alone then misjudges both the step and the Monte Carlo loss. The
+step is accepted when the log-likelihood increases, halved otherwise; the iteration stops
+when the predicted gain ``1/2 g^T B^{-1} g`` falls below :data:`GAIN_TOLERANCE` (or twice
+the Monte Carlo loss, which it includes in expectation), or after a step of predicted gain
+below :data:`FINAL_GAIN` taken from a score within the Monte Carlo target (the gain
 it leaves follows from its increase against the prediction, :func:`_gain_left`; where the
 increase shows a curvature far below ``I``, as for a nugget of 1e-6 of the variance, the
 iteration goes on).
@@ -76,9 +72,9 @@ References
 .. [3] Bertsekas, D. P. (1982). Projected Newton methods for optimization problems with
    simple constraints. SIAM Journal on Control and Optimization 20(2), 221-246.
    doi:10.1137/0320018
-.. [4] Gilmour, A. R., Thompson, R. and Cullis, B. R. (1995). Average information REML:
-   an efficient algorithm for variance parameter estimation in linear mixed models.
-   Biometrics 51(4), 1440-1450. doi:10.2307/2533274
+.. [4] Schnabel, R. B. (1983). Quasi-Newton methods using multiple secant equations.
+   Technical Report CU-CS-247-83, Department of Computer Science, University of Colorado
+   at Boulder.
 """
 
 from __future__ import annotations
@@ -94,7 +90,7 @@ from geostat.optimize.accuracy import AccuracyPolicy
 from geostat.optimize.polish import polish_without_gradient
 
 __all__ = ["ScoringReport", "fisher_scoring", "monte_carlo_loss", "monte_carlo_loss_quantile", "natural_information",
-           "observed_information", "score_and_information"]
+           "score_and_information"]
 
 logger = logging.getLogger(__name__)
 
@@ -127,8 +123,11 @@ MAX_HALVINGS = 3
 #: Longest step in any of the optimizer's coordinates (mostly logarithms: a factor e), as
 #: GpGp limits its steps far from the optimum.
 MAX_STEP = 1.0
-#: Range of the information's correction along the last step (:func:`_curvature`).
+#: Range of the information's correction along the last steps (:func:`_curvature`).
 CURVATURE_MIN, CURVATURE_MAX = 0.25, 4.0
+#: Smallest sine of the angle between a step and the span of newer steps for its secant to
+#: correct the information (:func:`_curvature`).
+SECANT_ANGLE = 0.3
 #: Confidence of :attr:`ScoringReport.gap_bound`.
 BOUND_LEVEL = 0.95
 #: Smallest share of a final step's predicted gain that the bound takes as left after it.
@@ -256,33 +255,6 @@ def score_and_information(space, z, terms, traces):
     return score, _curvature_in(space, chain, 0.5 * M @ traces.products.mean(axis=0) @ M.T), covariance
 
 
-def observed_information(space, z, terms, traces):
-    """The observed information in the optimizer's coordinates without the terms of the
-    second derivatives of the covariance (and of the coordinates), which vanish with the
-    score: ``1/2 M (2 A / s - T) M^T`` for the exact ``A`` of
-    :attr:`~geostat.likelihood.stochastic_fisher.ProbeTraces.average` (so twice the
-    average information less the expected information [1]_).
-
-    On real data, where the model is an approximation, it can differ from the expected
-    information by a factor of three either way (the nugget of a smooth field), which the
-    expected information cannot see; it is the same for a well-specified model in
-    expectation.
-
-    References
-    ----------
-    .. [1] Gilmour, A. R., Thompson, R. and Cullis, B. R. (1995). Average information
-       REML: an efficient algorithm for variance parameter estimation in linear mixed
-       models. Biometrics 51(4), 1440-1450. doi:10.2307/2533274
-    """
-    free, _, eta = _theta_eta(space, z)
-    variance = terms.quadratic / terms.n_eff if space.profiled else space.natural(free)["variance"]
-    names = (["scale"] if space.profiled else []) + list(space.names)
-    M = _rows(names, traces.names, variance, eta)
-    chain = np.where(space.log_scale, np.array([free[n] for n in space.names]), 1.0)
-    matrix = 2.0 * traces.average / variance - traces.products.mean(axis=0)
-    return _curvature_in(space, chain, 0.5 * M @ matrix @ M.T)
-
-
 def _curvature_in(space, chain, matrix):
     """A curvature over (the scale when profiled, then) the space's natural coordinates in
     the optimizer's: the Schur complement over the scale (the curvature of the profile
@@ -346,13 +318,13 @@ class _Probed:
         f = self.objective.evaluate(z, gradient=False, accuracy=accuracy)
         return -np.inf if self.objective.n_failures > failures else -f * self.likelihood.n_obs
 
-    def derivatives(self, z, bounds, last=None):
+    def derivatives(self, z, bounds, history=()):
         """Score, curvature, the score's Monte Carlo covariance, the step, its Monte Carlo
         loss and predicted gain, terms and probe traces at `z` (the factor at `z` is the
         one just evaluated), for a step within `bounds`.
 
-        The curvature is the information corrected along the `last` step (a pair of the
-        step and the score before it; :func:`_curvature`). The step moves the free
+        The curvature is the information corrected along the steps of the `history` (pairs
+        of a step and the score before it; :func:`_curvature`). The step moves the free
         coordinates (:func:`_free_coordinates`) only, and its gain and loss are theirs.
         Probes are added while the loss exceeds both :data:`LOSS_TARGET` and a tenth of
         the predicted gain (a long step needs no precise score), up to
@@ -366,8 +338,7 @@ class _Probed:
         while True:
             if traces.n_probes >= self.n_probes:
                 score, info, covariance = score_and_information(self.space, z, terms, traces)
-                observed = _bounded_by(observed_information(self.space, z, terms, traces), info)
-                curvature = _curvature(observed, score, last)
+                curvature = _curvature(info, score, history)
                 step, gain, loss = _projected_step(z, score, curvature, covariance, bounds, info)
                 if loss <= max(LOSS_TARGET, 0.1 * gain) or traces.n_probes >= MAX_PROBES:
                     break
@@ -414,10 +385,10 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
     value = probed.value(z)
     if not np.isfinite(value):
         return _fall_back(likelihood, space, objective, z, rng, None, "the start is not positive definite")
-    report = last = None
+    report, history = None, []
     for iteration in range(1, MAX_ITERATIONS + 1):
         try:
-            score, metrics, covariance, step, loss, gain, terms, traces = probed.derivatives(z, bounds, last)
+            score, metrics, covariance, step, loss, gain, terms, traces = probed.derivatives(z, bounds, history)
         except np.linalg.LinAlgError:
             return _fall_back(likelihood, space, objective, z, rng, report, "the information is singular")
         report = _report(space, z, terms, traces, metrics, covariance, loss, _free_coordinates(z, score, bounds))
@@ -460,7 +431,8 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
         accepted = increase > 0
         if accepted:
             logger.info("scoring step: loglik %+.3g (predicted %+.3g)", increase, gain)
-            z, value, last = trial, trial_value, (trial - z, score)
+            history.append((trial - z, score))
+            z, value = trial, trial_value
         if final and not accepted and gain < STALL_GAIN:
             return _converged(likelihood, z, value, iteration, f"no increase from a final step of predicted gain "
                               f"{gain:.2g}", report, gain)
@@ -522,39 +494,64 @@ def _line_search(probed, z, value, step, bounds, halvings, first=None):
     return trial, trial_value
 
 
-def _curvature(info, score, last):
-    """The curvature `info` at a point of score `score`, corrected along the `last` step
-    ``s`` (from a point of score ``g0``) to the curvature the scores measured there.
+def _curvature(info, score, history):
+    """The information `info` at a point of score `score`, corrected in the span of the last
+    steps of the `history` to the curvature their scores measured.
 
-    Along ``s`` the log-likelihood's curvature is ``s^T (g0 - g)`` (the secant of the
-    scores, smooth at fixed probes), ``rho`` times ``s^T B s``: the observed information
-    leaves out the second derivatives of the covariance in the range, which on real data
-    (the smooth co2_true field) weigh half the range's curvature. The correction is of rank
-    one, ``B + (rho - 1) (B s)(B s)^T / (s^T B s)``, with ``rho`` clipped to
-    [:data:`CURVATURE_MIN`, :data:`CURVATURE_MAX`]; none where the secant is not positive
-    or there was no step."""
-    if last is None:
+    A step ``s_i`` from a point of score ``g_i`` to one of score ``g_{i+1}`` (the next
+    step's, or `score` for the last) measures ``s_j^T (g_i - g_{i+1}) = s_j^T H s_i`` for
+    the log-likelihood's curvature ``H`` (secants of the scores, smooth at fixed probes).
+    On real data, where the model is an approximation, ``H`` differs from the expected
+    information: for the smooth co2_true field (8,192 cells, a nugget of 2e-5 of the
+    variance) it is a third of it in one direction and 1.8 times it in another, and steps
+    by ``I`` alone stop a hundredth of a log-likelihood unit short. With ``S`` the newest
+    steps that are independent in the metric of ``I`` (at most one per coordinate, none
+    closer than :data:`SECANT_ANGLE` to the span of the newer ones) and ``R`` the
+    symmetric part of ``S^T Y`` for their secants ``Y``, the curvature is
+
+        ``B = I + I S G^{-1} (R' - G) G^{-1} S^T I``,  ``G = S^T I S``,
+
+    which has ``S^T B S = R'``: ``R`` with its eigenvalues relative to ``G`` clipped to
+    [:data:`CURVATURE_MIN`, :data:`CURVATURE_MAX`], and non-positive ones (no curvature
+    measured there) set to 1. One step gives the rank-one correction
+    ``I + (rho - 1) (I s)(I s)^T / (s^T I s)`` for ``rho = s^T y / s^T I s``; as many
+    independent steps as coordinates, the secant curvature in every direction (a
+    multi-secant quasi-Newton update [4]_ from ``I``).
+    """
+    if not history:
         return info
-    step, before = last
-    along = float(step @ info @ step)
-    secant = float(step @ (before - score))
-    if along <= 0.0 or secant <= 0.0:
+    befores = [before for _, before in history]
+    pairs = list(zip((step for step, _ in history), (b - a for b, a in zip(befores, [*befores[1:], score]))))
+    steps, secants = _independent(info, pairs[::-1])
+    if steps.size == 0:
         return info
-    rho = min(max(secant / along, CURVATURE_MIN), CURVATURE_MAX)
-    direction = info @ step
-    return info + (rho - 1.0) * np.outer(direction, direction) / along
-
-
-def _bounded_by(curvature, info):
-    """`curvature` with its eigenvalues relative to the information `info` (those of ``L^{-1}
-    curvature L^{-T}`` for ``info = L L^T``) clipped to [:data:`CURVATURE_MIN`,
-    :data:`CURVATURE_MAX`]: positive definite, and a step never more than four times
-    longer or shorter than the scoring step in any direction."""
-    factor = np.linalg.cholesky(info)
-    relative = np.linalg.solve(factor, np.linalg.solve(factor, curvature).T)
+    gram = steps.T @ info @ steps
+    factor = np.linalg.cholesky(gram)
+    measured = steps.T @ secants
+    relative = np.linalg.solve(factor, np.linalg.solve(factor, 0.5 * (measured + measured.T)).T)
     values, vectors = np.linalg.eigh(0.5 * (relative + relative.T))
-    root = factor @ vectors * np.sqrt(np.clip(values, CURVATURE_MIN, CURVATURE_MAX))
-    return root @ root.T
+    values = np.where(values > 0.0, np.clip(values, CURVATURE_MIN, CURVATURE_MAX), 1.0)
+    root = factor @ vectors
+    change = root @ np.diag(values - 1.0) @ root.T
+    across = np.linalg.solve(gram, steps.T @ info)
+    return info + across.T @ change @ across
+
+
+def _independent(info, pairs):
+    """The steps and secants of `pairs` (newest first) that are independent in the metric
+    of `info`: each at least :data:`SECANT_ANGLE` (its sine) from the span of those
+    kept before it, at most one per coordinate; as columns."""
+    kept, basis = [], []
+    for step, secant in pairs:
+        norm = np.sqrt(max(float(step @ info @ step), 0.0))
+        if norm == 0.0 or len(kept) == len(step):
+            continue
+        rest = step / norm - sum(float(b @ info @ (step / norm)) * b for b in basis)
+        length = np.sqrt(max(float(rest @ info @ rest), 0.0))
+        if length >= SECANT_ANGLE:
+            kept.append((step, secant))
+            basis.append(rest / length)
+    return np.array([k[0] for k in kept]).T, np.array([k[1] for k in kept]).T
 
 
 def _projected_step(z, score, curvature, covariance, bounds, information=None):

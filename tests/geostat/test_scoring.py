@@ -6,7 +6,6 @@ import logging
 
 import numpy as np
 import pytest
-from scipy import optimize
 from scipy.spatial.distance import squareform
 from scipy.stats import chi2
 
@@ -22,12 +21,12 @@ from geostat.optimize.objective import Objective
 from geostat.optimize.polish import subsample_objective
 
 
-def likelihoods(n, rng, reml=False, kernel="matern", smoothness=None):
+def likelihoods(n, rng, reml=False, kernel="matern"):
     X = rng.uniform(size=(n, 2))
     F = np.column_stack([np.ones(n), X[:, 0]])
     y = gs.simulate(X, {"variance": 1.0, "range": 0.12, "smoothness": 1.2, "nugget": 0.05}, kernel="matern",
                     random_state=3, method="exact") + F @ np.array([0.5, -1.0])
-    args = (X, y[:, None], F, get_kernel(kernel, smoothness), get_distance("euclidean"), reml)
+    args = (X, y[:, None], F, get_kernel(kernel), get_distance("euclidean"), reml)
     return ExactLikelihood(*args), TLRLikelihood(*args, accuracy=1e-10, tile_size=128)
 
 
@@ -76,47 +75,6 @@ def test_stochastic_score_and_information_match_the_dense_ones(reml, profiled, r
     scale = np.sqrt(np.outer(np.diag(expected), np.diag(expected)))
     assert 0 < relative < 0.05
     assert np.max(np.abs(got - expected) / scale) <= 4 * relative
-
-
-def test_observed_information_is_the_hessian_where_the_second_derivatives_vanish(rng):
-    """With the range held, ``C = variance R + nugget I`` is linear in the parameters and
-    the log coordinates' chain term is the score times the coordinate: at the REML maximum
-    the Hessian is exactly ``2 A - T`` (twice the average information less the expected
-    one). Against a central difference of the exact score there (step 1e-4: error ~1e-8
-    relative), within 4 Monte Carlo standard errors of the information's diagonal (the
-    Monte Carlo part is that of ``T``), and unlike the expected information by more than
-    that (the field is not Matern 1.0 at range 0.1, so they differ)."""
-    exact, tlr = likelihoods(400, rng, reml=True, smoothness=1.0)
-    space = ParameterSpace(exact.kernel, bounds={"nugget": (1e-6, 10.0)}, fixed={"range": 0.1})
-    objective = Objective(exact, space)
-    result = optimize.minimize(objective, space.to_z({"variance": 1.0, "nugget": 0.05}), jac=True,
-                               method="BFGS", options={"gtol": 1e-10})
-    z = result.x
-    step = 1e-4
-    hessian = np.column_stack([(objective(z + step * e)[1] - objective(z - step * e)[1]) / (2 * step)
-                               for e in np.eye(len(z))]) * exact.n_obs
-    terms, traces = probed(tlr, space, z, blocks=4)
-    _, info, _ = scoring.score_and_information(space, z, terms, traces)
-    observed = scoring.observed_information(space, z, terms, traces)
-    params = space.natural(space.to_natural(z))
-    _, relative = scoring.natural_information(space, params, traces)
-    scale = np.sqrt(np.outer(np.diag(info), np.diag(info)))
-    assert np.max(np.abs(observed - hessian) / scale) <= 4 * relative
-    assert np.max(np.abs(info - hessian) / scale) > 4 * relative
-
-
-def test_a_curvature_bounded_by_the_information_keeps_its_eigenvectors_within_the_clip():
-    """``_bounded_by``: eigenvalues relative to the information clipped to
-    [CURVATURE_MIN, CURVATURE_MAX]; a curvature inside the clip comes back unchanged, an
-    indefinite one positive definite."""
-    info = np.array([[4.0, 1.0], [1.0, 2.0]])
-    inside = 1.5 * info
-    np.testing.assert_allclose(scoring._bounded_by(inside, info), inside, rtol=1e-12)
-    indefinite = np.array([[1.0, 3.0], [3.0, -50.0]])
-    bounded = scoring._bounded_by(indefinite, info)
-    relative = np.linalg.eigvals(np.linalg.solve(info, bounded)).real
-    assert np.all(relative >= scoring.CURVATURE_MIN * (1 - 1e-12))
-    assert np.all(relative <= scoring.CURVATURE_MAX * (1 + 1e-12))
 
 
 def test_probe_traces_are_deterministic_and_prefix_stable(rng):

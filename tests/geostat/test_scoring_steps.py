@@ -1,5 +1,5 @@
 """The steps of Fisher scoring (geostat.optimize.scoring): the curvature corrected along the
-last step, projected steps on the bounds, the check of a final step, and the starts off the
+last steps, projected steps on the bounds, the check of a final step, and the starts off the
 nugget plateau (geostat.optimize.search)."""
 
 import numpy as np
@@ -22,13 +22,13 @@ def test_the_curvature_takes_the_secant_along_the_last_step_and_the_information_
     step = rng.standard_normal(3)
     before = rng.standard_normal(3)
     score = before - hessian @ step  # the scores of a quadratic log-likelihood
-    curvature = scoring._curvature(info, score, (step, before))
+    curvature = scoring._curvature(info, score, [(step, before)])
     assert step @ curvature @ step == pytest.approx(step @ hessian @ step, rel=1e-12)
     # directions I-orthogonal to the step keep the information's curvature
     other = np.linalg.svd((info @ step)[None, :])[2][1:]
     np.testing.assert_allclose(other @ curvature @ other.T, other @ info @ other.T, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(curvature, curvature.T)
-    assert scoring._curvature(info, score, None) is info
+    assert scoring._curvature(info, score, []) is info
 
 
 @pytest.mark.parametrize("secant_scale, rho", [(100.0, scoring.CURVATURE_MAX), (1e-3, scoring.CURVATURE_MIN)])
@@ -37,9 +37,44 @@ def test_the_correction_is_clipped_and_skipped_where_the_secant_is_not_positive(
     step = rng.standard_normal(3)
     before = np.zeros(3)
     score = -secant_scale * info @ step
-    curvature = scoring._curvature(info, score, (step, before))
+    curvature = scoring._curvature(info, score, [(step, before)])
     assert step @ curvature @ step == pytest.approx(rho * step @ info @ step, rel=1e-12)
-    assert scoring._curvature(info, -score, (step, before)) is info
+    np.testing.assert_allclose(scoring._curvature(info, -score, [(step, before)]), info, rtol=1e-12, atol=1e-12)
+
+
+def _quadratic_history(hessian, steps, start):
+    """Steps and the scores before each on a quadratic log-likelihood of curvature
+    `hessian` (score ``g - H s`` after a step), and the score at the end."""
+    history, score = [], start
+    for step in steps:
+        history.append((step, score))
+        score = score - hessian @ step
+    return history, score
+
+
+def test_as_many_independent_steps_as_coordinates_give_the_hessian(rng):
+    """Secants in every direction: the multi-secant curvature is the quadratic's Hessian
+    (within the clip: its eigenvalues relative to I between 0.5 and 2)."""
+    info = _information(rng)
+    root = np.linalg.cholesky(info)
+    basis = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+    hessian = root @ basis @ np.diag([0.5, 1.3, 2.0]) @ basis.T @ root.T
+    history, score = _quadratic_history(hessian, rng.standard_normal((3, 3)), rng.standard_normal(3))
+    np.testing.assert_allclose(scoring._curvature(info, score, history), hessian, rtol=1e-10, atol=1e-10)
+
+
+def test_a_step_along_newer_ones_is_left_out(rng):
+    """An older step within SECANT_ANGLE of the span of the newer ones adds nothing (its
+    secant would make the small system ill-conditioned): the curvature is that of the
+    newest step alone."""
+    info = _information(rng)
+    hessian = 2.0 * info
+    newest = rng.standard_normal(3)
+    older = 3.0 * newest + 1e-3 * rng.standard_normal(3)
+    history, score = _quadratic_history(hessian, [older, newest], rng.standard_normal(3))
+    alone = scoring._curvature(info, score, history[1:])
+    np.testing.assert_allclose(scoring._curvature(info, score, history), alone, rtol=1e-12)
+    assert newest @ alone @ newest == pytest.approx(2.0 * newest @ info @ newest, rel=1e-12)
 
 
 def test_a_coordinate_on_its_bound_pushing_out_is_held_and_the_others_step():
