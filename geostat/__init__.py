@@ -19,9 +19,9 @@ Modules
     (euclidean, chordal, great-circle), :mod:`geostat.optimize` (``MLEResult``).
 Errors and warnings
     :mod:`geostat.errors`: :class:`GeostatWarning`, :class:`PerturbationWarning`,
-    :class:`TrendNotIdentifiableError` and tlrcore's :class:`NotPositiveDefiniteError`,
-    :class:`FactorizationError`, :class:`GeneratorError`, :class:`ConsumedMatrixError`
-    (``docs/errors.md``).
+    :class:`TrendNotIdentifiableError`, :class:`ModelFileError` and tlrcore's
+    :class:`NotPositiveDefiniteError`, :class:`FactorizationError`, :class:`GeneratorError`,
+    :class:`ConsumedMatrixError` (``docs/errors.md``).
 """
 
 from geostat._version import __version__ as __version__
@@ -30,6 +30,7 @@ from geostat.errors import (
     ConsumedMatrixError,
     FactorizationError,
     GeneratorError,
+    ModelFileError,
     GeostatWarning,
     NotPositiveDefiniteError,
     PerturbationWarning,
@@ -62,4 +63,5 @@ __all__ = [
     "GeneratorError",
     "ConsumedMatrixError",
     "TrendNotIdentifiableError",
+    "ModelFileError",
 ]

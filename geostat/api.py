@@ -85,8 +85,8 @@ def log_likelihood(
     ValueError, TypeError
         For bad arguments (the message names the argument), an unknown `method` or
         `device`, ``device="gpu"`` without CuPy or a GPU, ``method="exact"`` or
-        ``device="gpu"`` with a `client`, ``client="default"`` without a client, or a
-        `client` that is not a ``distributed.Client``.
+        ``device="gpu"`` with a `client`, ``client="default"`` without a client, a
+        closed `client`, or a `client` that is not a ``distributed.Client``.
     ImportError
         For a `client` without the ``dask`` extra installed.
     MemoryError

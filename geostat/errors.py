@@ -15,6 +15,7 @@ __all__ = [
     "FactorizationError",
     "GeneratorError",
     "GeostatWarning",
+    "ModelFileError",
     "NotPositiveDefiniteError",
     "PerturbationWarning",
     "TrendNotIdentifiableError",
@@ -23,6 +24,13 @@ __all__ = [
 
 class TrendNotIdentifiableError(ValueError):
     """The trend design matrix is rank deficient on the observed sites."""
+
+
+class ModelFileError(ValueError):
+    """A file given as a model file (:func:`geostat.load`, ``geostat predict``) is not one
+    that :meth:`SpatialGP.save` writes: not a regular file, not a model file, damaged,
+    beyond the size limits of :mod:`geostat.data.model_file`, or of a newer format version.
+    The message names the file, what is wrong and what to do."""
 
 
 class GeostatWarning(UserWarning):

@@ -43,6 +43,9 @@ from geostat.data import (
     table_from_field,
     write_model,
 )
+from geostat.data.model_file import FITTED_ATTRIBUTES, damaged_file_error
+from geostat.data.model_file import VERSION as MODEL_FILE_VERSION
+from geostat.data.tables import align_observations
 from geostat.data.types import (
     Device,
     FieldOutput,
@@ -60,7 +63,7 @@ from geostat.data.types import (
     XarrayObject,
 )
 from geostat.distance import Distance, get_distance, nearest_pair, warn_if_invalid_on_sphere
-from geostat.errors import GeostatWarning, PerturbationWarning
+from geostat.errors import GeostatWarning, ModelFileError, PerturbationWarning
 from geostat.kernels import Kernel, get_kernel
 from geostat.likelihood import METHODS, make_likelihood, split_params
 from geostat.likelihood.failure import NEGLIGIBLE, check_on_failure, warning_threshold
@@ -69,7 +72,7 @@ from geostat.optimize.progress import check_verbose, fit_progress, shows_tile_pr
 from geostat.optimize.scaling import DataScale, residual_variance
 from geostat.optimize.search import LOGLIK_TOLERANCE
 from geostat.predict import Kriging
-from geostat.solvers import get_backend, resolve_client, tile_progress
+from geostat.solvers import DEVICES, get_backend, resolve_client, tile_progress
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -322,12 +325,19 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             its lon/lat (or longitude/latitude, or x/y) coordinates the sites, on a grid
             or along a station dimension, another dimension (e.g. ``time``) the
             replicates, NaN cells missing values (see :func:`geostat.data.table_from_field`);
-            trend covariates are its coordinates. Or an xarray ``Dataset``, with `y` the
-            name of the observed variable and covariates among its variables. A
-            Dask-backed field is reduced to its mask chunk by chunk, then loaded.
+            trend covariates are its coordinates. Dimensions of length 1 (a file's
+            ``time=1`` or ``zlev=1``) are dropped; select along any further dimension
+            first, e.g. ``fit(da.sel(level=850))`` or ``fit(da.isel(member=0))``. Or an
+            xarray ``Dataset``, with `y` the name of the observed variable and covariates
+            among its variables. A Dask-backed field is reduced to its mask chunk by
+            chunk, then loaded. The model remembers its coordinates (the names, in their
+            order, of the columns that are not covariates) and reads a prediction
+            template's by those names. A trend covariate cannot be one of the coordinates.
         y : array-like of shape (n,) or (n, r), or str
             Observations; with ``r`` replicates (e.g. days) sharing the covariance
-            parameters, NaN marks a site missing on a replicate. Observations of any
+            parameters, NaN marks a site missing on a replicate. A Series or DataFrame
+            `y` with a DataFrame `X` is paired with the sites by index label (not by
+            position); their indexes must hold the same labels. Observations of any
             magnitude are fitted in units of order one (:mod:`geostat.optimize.scaling`); the
             estimates are reported in the units of `y`. With `X` a ``Dataset``: the name
             of the observed variable.
@@ -358,6 +368,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
         check_table(X, "X")
+        y = align_observations(X, y)
         validate_data(self, X, reset=True, dtype="numeric")
         kernel = get_kernel(self.kernel, self.smoothness)
         data, distance_name = prepare_coords(X, trend, self.distance)
@@ -416,13 +427,41 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         return self
 
     def _template_sites(self, X):
-        """Sites of an xarray template (a table with the fitted position names, then any
-        trend covariates), its layout, the fitted one, and which cells have complete
-        covariates."""
+        """Sites of an xarray template (a table of its coordinates read by the fitted
+        names, in the fitted order, then any trend covariates), its layout, the fitted
+        one, and which cells have complete covariates."""
         check_is_fitted(self)
-        fitted = self._field or self._table_layout()
-        sites, here, complete = sites_of_template(X, fitted, "X", self._trend.columns)
+        position = self._coordinate_names()
+        fitted = self._field or self._table_layout(position)
+        hint = "" if hasattr(self, "feature_names_in_") else (
+            f" The model was fitted on an array without column names, whose coordinate columns are read from "
+            f"coordinates named {list(position)}; fit it on a DataFrame to read coordinates of other names.")
+        sites, here, complete = sites_of_template(X, position, "X", self._covariate_names(), hint)
         return sites, here, fitted, complete
+
+    def _coordinate_names(self):
+        """The names of the fitted coordinate columns, in the order the distance takes
+        them (longitude first for a spherical distance): the fitted column names; for a
+        model fitted on an unnamed array with two coordinate columns, ``("x", "y")``, or
+        ``("lon", "lat")`` for a spherical distance."""
+        _, coord_pos, _ = self._layout
+        if hasattr(self, "feature_names_in_"):
+            return tuple(str(self.feature_names_in_[i]) for i in coord_pos)
+        if len(coord_pos) != 2:
+            raise ValueError(
+                f"the model was fitted on an array with {len(coord_pos)} coordinate column(s) and no column names, so "
+                "the coordinates of an xarray template X cannot be matched to them; fit it on a DataFrame whose "
+                "columns are named like the template's coordinates."
+            )
+        return ("x", "y") if self.distance_ == "euclidean" else ("lon", "lat")
+
+    def _covariate_names(self):
+        """The names of the trend covariates in a template: the fitted column names, or
+        the `trend` entries for a model fitted on an unnamed array."""
+        _, _, cov_pos = self._layout
+        if hasattr(self, "feature_names_in_"):
+            return tuple(str(self.feature_names_in_[i]) for i in cov_pos)
+        return self._trend.columns
 
     def _new_sites(self, X):
         check_is_fitted(self)
@@ -452,8 +491,13 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         ----------
         X : array-like of shape (m, d), DataFrame, or xarray DataArray/Dataset
             New sites, with the same columns as at fit time; or an xarray template with
-            the fitted position coordinates and trend covariates (as variables or
-            coordinates): every cell is predicted, NaN where a covariate is NaN. On a
+            the fitted coordinates and trend covariates (as variables or coordinates):
+            every cell is predicted, NaN where a covariate is NaN. The template's
+            coordinates are read by the fitted column names (a model fitted on an unnamed
+            array reads ``x``, ``y``, or ``lon``, ``lat`` for a spherical distance),
+            whatever the order of its dimensions and whatever other coordinates it has
+            (the 2-D lon/lat of a projected grid are ignored by a model fitted on x/y);
+            a template without them is refused, with the rename that fixes it. On a
             Dask-backed template the result is Dask-backed too, computed chunk by chunk
             when asked (``.compute()``, ``.to_netcdf()``, ``.plot()``).
         return_std : bool, default False
@@ -478,12 +522,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         mean = self._kriging.predict(data.coords, data.design)
         return as_output(factor * mean, data.index, self._y_names, self._y_one_d)
 
-    def _table_layout(self):
-        """The field layout of a model fitted on a table: its first two columns (or x, y)
-        are the position; replicates (columns of a 2-D `y`) form a ``replicate`` dimension
-        labelled by their names."""
-        named = hasattr(self, "feature_names_in_")
-        position = tuple(self.feature_names_in_[:2]) if named else ("x", "y")
+    def _table_layout(self, position):
+        """The field layout of a model fitted on a table: its coordinate columns
+        (`position`) are the position; replicates (columns of a 2-D `y`) form a
+        ``replicate`` dimension labelled by their names."""
         if self._y_one_d:
             return FieldLayout(position, ())
         labels = np.asarray(self._y_names) if self._y_names else np.arange(len(self.coef_))
@@ -515,9 +557,12 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         return outputs
 
     def _fitted_input(self, sites):
-        """A template's sites table in the form of the fitted input (a frame with the fitted
-        feature names, or an array for a model fitted on arrays)."""
-        return sites if hasattr(self, "feature_names_in_") else sites.to_numpy()
+        """A template's sites table (coordinates, then covariates) in the form of the
+        fitted input: its columns in the fitted order, as a frame with the fitted feature
+        names, or an array for a model fitted on arrays."""
+        _, coord_pos, cov_pos = self._layout
+        ordered = sites.iloc[:, np.argsort([*coord_pos, *cov_pos])]
+        return ordered if hasattr(self, "feature_names_in_") else ordered.to_numpy()
 
     @overload
     def sample_y(self, X: pd.DataFrame, n_samples: int = ..., random_state: Seed = ...) -> pd.DataFrame: ...
@@ -531,6 +576,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (m, d), DataFrame, or xarray DataArray/Dataset template
+            As for :meth:`predict` (a template's coordinates are read by the fitted names).
         n_samples : int, default 1
         random_state : int, numpy Generator or None
             ``None`` uses the estimator's ``random_state``.
@@ -567,6 +613,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         ----------
         X : array-like of shape (m, d) or DataFrame
         y : array-like of shape (m,) or (m, r)
+            A Series or DataFrame is paired with a DataFrame `X` by index label.
         sample_weight : array-like of shape (m,), optional
 
         Returns
@@ -575,6 +622,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         """
         from sklearn.metrics import r2_score
 
+        y = align_observations(X, y)
         truth = np.asarray(y, dtype=np.float64)
         prepare_y(truth, truth.shape[0])  # a replicate with no observed value cannot be scored
         if not np.isnan(truth).any():
@@ -645,7 +693,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         with fit_progress(verbose, self._scale.factor, name="geostat profile"):
             return confidence_intervals(self, level, method)
 
-    def save(self, path: str | os.PathLike[str]) -> None:
+    def save(self, path: str | bytes | os.PathLike[str]) -> None:
         """Write the fitted model to a file that :func:`geostat.load` reads back.
 
         The file (a zip archive of JSON and ``.npy`` arrays, see
@@ -653,11 +701,14 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         data (sites, observations, trend design), not the covariance factor: that is
         recomputed at the first prediction after loading, so predictions and simulations
         equal this estimator's. Nor the Dask `client`: a loaded model computes in process.
-        Loading runs no pickle, so a model file from elsewhere is safe to open.
+        Loading runs no pickle, so a model file from elsewhere is safe to open. The file
+        is written atomically: a failed or interrupted save (an error, a full disk,
+        Ctrl-C) leaves an existing file at `path` as it was, and of concurrent saves to one
+        path the file is one of them, whole.
 
         Parameters
         ----------
-        path : str or os.PathLike
+        path : str, bytes or os.PathLike
             The file to write (for example ``"model.npz"``); an existing one is replaced.
 
         Raises
@@ -667,13 +718,17 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         ValueError
             If a setting cannot be stored without pickle (a kernel class of your own, a
             NumPy ``Generator`` as ``random_state``): the message names it.
+        TypeError
+            If `path` is not a str, bytes or os.PathLike.
         OSError
-            If the file cannot be written.
+            If the file cannot be written (:class:`IsADirectoryError` when `path` is a folder).
         """
         check_is_fitted(self)
+        path = _path_argument(path)
         params = self.get_params(deep=False)
-        fitted = {k: v for k, v in self.__getstate__().items() if k not in params and k != "_sklearn_version"}
         del params["client"]  # a connection, not a setting of the model: a loaded model computes in process
+        required, optional = FITTED_ATTRIBUTES[MODEL_FILE_VERSION]
+        fitted = {k: v for k, v in self.__getstate__().items() if k in required | optional}
         write_model(path, params, fitted)
 
     def __getstate__(self):
@@ -748,16 +803,20 @@ class _Solvers:
 _SAVED_RECORDS = (MLEResult, Trend, FieldLayout, DataScale, _TrainingData)
 
 
-def load(path: str | os.PathLike[str]) -> SpatialGP:
+def load(path: str | bytes | os.PathLike[str]) -> SpatialGP:
     """Read a model written by :meth:`SpatialGP.save` (or ``geostat fit --save-model``).
 
     No pickle is involved: the file is JSON and ``.npy`` arrays, so a model file from
-    elsewhere is safe to open. The covariance factor is recomputed at the first prediction
-    (on the CPU for a model fitted on a GPU, where no GPU is available).
+    elsewhere is safe to open. The file is checked before anything it declares is
+    allocated (:mod:`geostat.data.model_file`), then every setting and fitted value is
+    checked as a fit would have made it: of the right type, finite, positive where it
+    must be, in shapes that agree with the training data. The covariance factor is
+    recomputed at the first prediction (on the CPU for a model fitted on a GPU, where no
+    GPU is available).
 
     Parameters
     ----------
-    path : str or os.PathLike
+    path : str, bytes or os.PathLike
 
     Returns
     -------
@@ -768,24 +827,231 @@ def load(path: str | os.PathLike[str]) -> SpatialGP:
     ------
     OSError
         If `path` cannot be read (:class:`FileNotFoundError` when it does not exist).
-    ValueError
-        If `path` is not a geostat model file, is damaged (truncated or corrupted), or was
-        written by a newer geostat in a format this one cannot read: the message names the
-        file and what to do.
+    geostat.errors.ModelFileError
+        A :class:`ValueError`: if `path` is not a regular file, is not a geostat model
+        file, is damaged (truncated, corrupted, or holding values no fit gives), exceeds
+        the size limits of a model file, or was written by a newer geostat in a format
+        this one cannot read. The message names the file, what is wrong and what to do.
 
     Examples
     --------
     >>> est.save("model.npz")                      # doctest: +SKIP
     >>> gs.load("model.npz").predict(new_sites)    # doctest: +SKIP
     """
+    path = _path_argument(path)
     params, fitted = read_model(path, _SAVED_RECORDS)
-    unknown = sorted(set(params) - set(SpatialGP().get_params(deep=False)))
+    unknown = sorted(set(params) - (set(SpatialGP().get_params(deep=False)) - {"client"}))
     if unknown:
-        raise ValueError(f"{path} sets {unknown}, which this geostat's SpatialGP does not have; upgrade geostat "
-                         "to load it.")
+        raise ModelFileError(f"{path} sets {[name[:100] for name in unknown[:5]]}, which this geostat's SpatialGP "
+                             "does not have; upgrade geostat to load it.")
     model = SpatialGP(**params)
+    try:
+        _check_saved_settings(model)
+        _check_fitted_state(fitted)
+    except (ValueError, TypeError, OverflowError) as exc:  # OverflowError: an integer beyond float range
+        raise damaged_file_error(path, str(exc).rstrip(".")) from None
     model.__dict__.update(fitted)
     return model
+
+
+def _path_argument(path):
+    """`path` (str, bytes or os.PathLike) as a str; TypeError naming `path` for anything else."""
+    try:
+        return os.fsdecode(path)
+    except TypeError:
+        raise TypeError(f"path must be a file name (str, bytes or os.PathLike); got {type(path).__name__}.") from None
+
+
+def _check_saved_settings(model):
+    """Raise ValueError or TypeError for a setting of a loaded model that `fit` refuses."""
+    model._check_settings()
+    check_choice(model.device, "device", DEVICES)
+    Trend.parse(model.trend)
+    if not (isinstance(model.distance, str) and model.distance.strip().lower() == "auto"):
+        get_distance(model.distance)
+    ParameterSpace(get_kernel(model.kernel, model.smoothness), nugget=model.nugget,
+                   fixed=check_mapping(model.fixed, "fixed", "{'range': 100.0}"),
+                   bounds=check_mapping(model.bounds, "bounds", "{'range': (1.0, 500.0)}"))
+
+
+def _check_fitted_state(state):
+    """Raise ValueError (or TypeError) naming the first fitted attribute of a loaded model
+    that no fit gives: a wrong type, a non-finite or out-of-range value, or a shape that
+    disagrees with the training data (``n`` sites of ``d`` coordinates, ``r``
+    replicates, ``p`` trend coefficients)."""
+    n, d, r, p = _check_training(state["_training"])
+    for name, kind in _FITTED_KINDS.items():
+        _check_kind(state[name], name, kind)
+    scale = state["_scale"]
+    _require(isinstance(scale, DataScale) and isinstance(scale.factor, float) and _is_finite(scale.factor)
+             and scale.factor > 0 and np.frexp(scale.factor)[0] == 0.5,
+             f"_scale is {_brief(scale)}, not a data scale (a positive power of two)")
+    _require(not state["_y_one_d"] or r == 1, f"_y_one_d is True but the training data have {r} replicates")
+    names = state["_y_names"]
+    _require(names is None or isinstance(names, list) and len(names) == r and all(map(_is_label, names)),
+             f"_y_names is not None nor a list of {r} replicate names")
+    _require(len(state["coef_names_"]) == p, f"coef_names_ has {len(state['coef_names_'])} names for {p} coefficients")
+    _check_estimates(state, r, p)
+    _check_columns(state, d, p)
+    _check_field(state["_field"], r)
+    get_distance(state["distance_"])
+    method, accuracy = state["method_"], state["accuracy_"]
+    _require(method in set(METHODS) - {"auto"}, f"method_ is {_brief(method)}, not one of the fitted methods")
+    _require(accuracy is None and method == "exact" or _is_number(accuracy) and 0 < accuracy < 1,
+             f"accuracy_ is {_brief(accuracy)}, not None (exact) or a TLR accuracy in (0, 1)")
+
+
+def _check_training(training):
+    """``(n, d, r, p)`` of a loaded model's training data, once checked."""
+    _require(isinstance(training, _TrainingData), "_training is not a training data record")
+    n, d = _check_floats(training.coords, "_training.coords", (None, None)).shape
+    r = _check_floats(training.y, "_training.y", (n, None), allow="nan").shape[1]
+    p = _check_floats(training.design, "_training.design", (n, None)).shape[1]
+    _require(n >= 1 and d >= 1 and r >= 1, f"the training data have {n} sites, {d} coordinates and {r} replicates")
+    _require(bool(np.all(np.any(~np.isnan(training.y), axis=0))), "_training.y has a replicate without observations")
+    return n, d, r, p
+
+
+def _check_estimates(state, r, p):
+    """The estimates: parameters valid for the kernel, standard errors, and the trend
+    coefficients, equal in ``params_``/``coef_`` and in ``result_``."""
+    kernel, params, result = state["kernel_"], state["params_"], state["result_"]
+    _require(isinstance(kernel, Kernel), "kernel_ is not a kernel")
+    checked = check_params(params, kernel, "params_")
+    _require(checked.keys() == params.keys(), f"params_ has the keys {_brief(sorted(params))}, not {sorted(checked)}")
+    _require(isinstance(result, MLEResult), "result_ is not a fit result record")
+    for name, kind in _RESULT_KINDS.items():
+        _check_kind(getattr(result, name), f"result_.{name}", kind)
+    _require(isinstance(result.params, dict) and result.params.keys() == params.keys()
+             and check_params(result.params, kernel, "result_.params") == checked, "result_.params differ from params_")
+    for name, stderr in (("stderr_", state["stderr_"]), ("result_.stderr", result.stderr)):
+        _require(isinstance(stderr, dict) and stderr.keys() == params.keys()
+                 and all(_is_number(v) and not v < 0 for v in stderr.values()),
+                 f"{name} is not a non-negative standard error for each of {sorted(params)}")
+    k = len(result.estimated)
+    _check_floats(result.covariance, "result_.covariance", (k, k), allow="nan inf")
+    _check_floats(result.coef, "result_.coef", (r, p))
+    _check_floats(result.coef_stderr, "result_.coef_stderr", (r, p), allow="nan inf")
+    shape = (p,) if state["_y_one_d"] else (r, p)
+    coef = _check_floats(state["coef_"], "coef_", shape)
+    _check_floats(state["coef_stderr_"], "coef_stderr_", shape, allow="nan inf")
+    _require(np.array_equal(coef, result.coef.reshape(shape)), "coef_ differs from result_.coef")
+
+
+def _check_columns(state, d, p):
+    """The input columns: ``_layout`` splits ``n_features_in_`` columns into the ``d``
+    coordinates and the covariates of ``_trend``, which gives ``p`` coefficients."""
+    layout, trend = state["_layout"], state["_trend"]
+    _require(isinstance(layout, tuple) and len(layout) == 3 and _is_count(layout[0])
+             and all(isinstance(pos, list) and all(map(_is_count, pos)) for pos in layout[1:]),
+             "_layout is not (number of columns, coordinate positions, covariate positions)")
+    n_columns, coord_pos, cov_pos = layout
+    _require(sorted(coord_pos + cov_pos) == list(range(n_columns)) and len(coord_pos) == d,
+             f"_layout does not split {n_columns} columns into {d} coordinates and covariates")
+    _require(state["n_features_in_"] == n_columns, f"n_features_in_ is not {n_columns}, the columns of _layout")
+    names = state.get("feature_names_in_")
+    _require(names is None or isinstance(names, np.ndarray) and names.shape == (n_columns,)
+             and all(isinstance(name, str) for name in names), f"feature_names_in_ is not {n_columns} column names")
+    _require(isinstance(trend, Trend) and isinstance(trend.columns, (tuple, list))
+             and all(map(_is_label, trend.columns)), "_trend is not a trend record")
+    terms = {"none": 0, "constant": 1, "linear": 1 + d, "covariates": 1 + len(cov_pos)}
+    _require(terms.get(trend.kind if isinstance(trend.kind, str) else None) == p,
+             f"_trend ({_brief(trend.kind)}) does not give the {p} columns of the training design")
+    _require(len(trend.columns) == len(cov_pos) and (trend.kind == "covariates" or not trend.columns),
+             "_layout and _trend disagree on the covariate columns")
+
+
+def _check_field(field, r):
+    """``_field``: None (fitted on a table) or the layout of a fitted xarray field."""
+    if field is None:
+        return
+    _require(isinstance(field, FieldLayout) and isinstance(field.position, tuple) and len(field.position) == 2
+             and isinstance(field.space_dims, tuple) and len(field.space_dims) in (1, 2)
+             and all(map(_is_label, field.position + field.space_dims))
+             and (field.replicate_dim is None or _is_label(field.replicate_dim)),
+             "_field is not the layout of a field (two position coordinates, one or two dimensions)")
+    replicates = field.replicates
+    _require(replicates is None or isinstance(replicates, np.ndarray) and replicates.shape == (r,),
+             f"_field.replicates is not None nor the {r} replicate labels")
+
+
+def _check_floats(value, name, shape, allow=""):
+    """`value` if it is a float64 array of `shape` (None: any length) of finite values, or
+    also NaN (`allow` has ``"nan"``) or infinite ones (``"inf"``)."""
+    _require(isinstance(value, np.ndarray) and value.dtype == np.float64 and value.ndim == len(shape)
+             and all(want is None or want == got for want, got in zip(shape, value.shape)),
+             f"{name} is not a float64 array of shape {tuple('any' if s is None else s for s in shape)}")
+    bad = ~np.isfinite(value)
+    for word, test in (("nan", np.isnan), ("inf", np.isinf)):
+        if word in allow.split():
+            bad &= ~test(value)
+    _require(not bad.any(), f"{name} holds {'infinite' if 'nan' in allow else 'non-finite'} values")
+    return value
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_finite(value):
+    """Whether `value` is a number that a float holds, finite."""
+    try:
+        return _is_number(value) and bool(np.isfinite(float(value)))
+    except OverflowError:
+        return False
+
+
+def _is_count(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_label(value):
+    """Whether `value` can name a column, replicate or dimension read from a model file."""
+    return isinstance(value, (str, int, float, tuple)) and not isinstance(value, bool)
+
+
+#: The type of each scalar or list attribute of a fit (its arrays and records are checked
+#: on their own), and of each such field of its result record.
+_FITTED_KINDS = {
+    "n_features_in_": "count", "n_safeguarded_": "count", "n_iter_": "count", "n_evaluations_": "count",
+    "converged_": "flag", "_y_one_d": "flag", "loglik_": "finite number", "loglik_error_": "number",
+    "perturbation_": "non-negative number", "shift_": "non-negative number", "coef_names_": "names",
+    "distance_": "text", "method_": "text",
+}
+_RESULT_KINDS = {
+    "estimated": "names", "loglik": "finite number", "n_iter": "count", "n_evaluations": "count",
+    "n_pilot_evaluations": "count", "n_failures": "count", "converged": "flag", "message": "text",
+    "at_bounds": "names", "reml": "flag", "elapsed": "non-negative number", "method": "text",
+    "accuracy": "TLR accuracy or None", "loglik_error": "number", "fisher_relative_error": "number",
+    "loglik_accuracy": "TLR accuracy or None", "n_probes": "count", "scoring_loss": "number", "gap_bound": "number",
+}
+#: Diagnostics ("number") may be NaN or infinite, as a fit reports them.
+_KIND_TESTS = {
+    "count": _is_count,
+    "flag": lambda v: isinstance(v, bool),
+    "number": _is_number,
+    "finite number": _is_finite,
+    "non-negative number": lambda v: _is_number(v) and v >= 0,
+    "TLR accuracy or None": lambda v: v is None or _is_number(v) and 0 < v < 1,
+    "text": lambda v: isinstance(v, str),
+    "names": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+}
+
+
+def _check_kind(value, name, kind):
+    _require(_KIND_TESTS[kind](value), f"{name} is {_brief(value)}, not a {kind}")
+
+
+def _brief(value):
+    """`value` for a message: its repr, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _require(condition, message):
+    """Raise ValueError(`message`) unless `condition`."""
+    if not condition:
+        raise ValueError(message)
 
 
 def _available_backend(device):

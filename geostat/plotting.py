@@ -441,7 +441,9 @@ def plot_kriging(
     estimator : geostat.SpatialGP
         Fitted on lon/lat (or x/y) positions.
     template : xarray.DataArray or xarray.Dataset
-        A 2-D grid with the fitted position coordinates (every cell is predicted).
+        A 2-D grid with the fitted position coordinates (every cell is predicted); they
+        are read, and drawn, by the fitted names (other position coordinates, such as
+        the 2-D lon/lat of a projected grid under an x/y model, are ignored).
     axes : sequence of 2 matplotlib Axes, optional
     sites : bool or array-like, default True
         ``True`` overlays the training sites, an ``(n, 2)`` array other sites.
@@ -463,8 +465,12 @@ def plot_kriging(
     extra = [d for d in mean.dims if d not in spatial]
     if extra:
         mean, std = (a.isel({extra[0]: replicate}) for a in (mean, std))
+    names = estimator._coordinate_names()
+    if any(set(pair) == set(names) for pair in XARRAY_POSITIONS):  # drawn on the fitted coordinates
+        others = [c for pair in XARRAY_POSITIONS for c in pair if c in mean.coords and c not in names]
+        mean, std = (a.drop_vars(others) for a in (mean, std))
     if sites is True:
-        sites = estimator._likelihood.coords
+        sites = pd.DataFrame(estimator._likelihood.coords, columns=list(names))
     elif sites is False:
         sites = None
     if axes is None:

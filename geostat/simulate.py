@@ -88,7 +88,7 @@ def simulate(
     ------
     ValueError, TypeError
         For bad arguments (the message names the argument), ``method="exact"`` with a
-        `client`, or a bad `client`.
+        `client`, or a bad or closed `client`.
     ImportError
         For a `client` without the ``dask`` extra installed.
     MemoryError

@@ -132,7 +132,8 @@ def resolve_client(client):
     ImportError
         If `client` is not None and ``dask.distributed`` is not installed.
     ValueError
-        For ``"default"`` when no client exists, or another string.
+        For ``"default"`` when no client exists, another string, or a closed client
+        (whose calls would fail with Dask's bare "IOLoop is closed").
     TypeError
         For any other object.
     """
@@ -154,6 +155,10 @@ def resolve_client(client):
             ) from None
     if not isinstance(client, distributed.Client):
         raise TypeError(f"client must be None, 'default' or a distributed.Client; got {type(client).__name__}.")
+    if client.status in ("closing", "closed"):
+        raise ValueError(f"client is a closed Dask client (status {client.status!r}): make a new one, "
+                         "client = distributed.Client(...), and pass it, or pass client=None to compute in this "
+                         "process.")
     return client
 
 

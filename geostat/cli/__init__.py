@@ -9,6 +9,10 @@ dimension, e.g. time, as replicates, NaN cells missing), and ``--save-model`` wr
 fitted model. ``geostat predict`` kriges a saved model at the sites of a CSV table or on
 the grid of a NetCDF file, into a CSV or NetCDF file. ``geostat datasets`` lists the
 bundled datasets. Bad input stops with one line on standard error and exit status 2.
+
+No output may be one of the inputs; an existing output file is replaced only with
+``--force``; every output is written whole or not at all, so a failed or interrupted run
+leaves the previous file as it was (:mod:`geostat.cli.files`).
 """
 
 from __future__ import annotations

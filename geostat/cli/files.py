@@ -1,45 +1,126 @@
 """Files of the ``geostat`` command: which are fields, reading CSV and NetCDF, checking
-and writing outputs (every failure a ``ValueError`` with one line saying what to do)."""
+and writing outputs (every failure a ``ValueError`` with one line saying what to do).
+
+Outputs are checked before any work: an output may not be one of the command's inputs
+(the same file by name, link or resolved path), two outputs may not share a file, and a
+file that exists is replaced only with ``--force``. Every output is written whole or not
+at all (:func:`geostat.data.atomic.atomic_path`): a failed or interrupted write leaves
+the previous file as it was. Through a symbolic link, the file it points to is written.
+"""
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
+import json
+import math
+import os
+import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from geostat._version import DISTRIBUTION
+from geostat.data.atomic import atomic_path, atomic_write_text
 
-__all__ = ["FIELD_SUFFIXES", "OUTPUT_SUFFIXES", "check_input", "check_output", "is_field", "open_field", "read_csv",
-           "separator", "write_predictions", "xarray_module"]
+__all__ = ["FALLBACK_ENCODING", "FIELD_SUFFIXES", "MAX_SAMPLE_COLUMNS", "MAX_SAMPLE_VALUES", "OUTPUT_SUFFIXES",
+           "check_input", "check_outputs", "is_field", "open_field", "read_csv", "separator", "strict_json", "warn",
+           "write_json", "write_predictions", "written_path", "xarray_module"]
 
 #: File name endings read with xarray (as NetCDF and the like); any other file is read as CSV.
 FIELD_SUFFIXES = (".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5", ".zarr", ".grib", ".grib2", ".grb", ".grb2")
 #: File name endings ``geostat predict`` writes.
 OUTPUT_SUFFIXES = (".csv", ".nc")
+#: The most simulated values (sites or cells × replicates × samples) one ``geostat predict`` writes.
+MAX_SAMPLE_VALUES = 10**7
+#: The most sample columns (samples × replicates) of a prediction at the sites of a table.
+MAX_SAMPLE_COLUMNS = 10**4
+#: The encoding a CSV file is read in when it is not valid UTF-8 and no ``--encoding`` is given.
+FALLBACK_ENCODING = "latin-1"
 NETCDF_EXTRA = f'pip install "{DISTRIBUTION}[netcdf]"'
+#: How much of a CSV file is inspected to tell text in another encoding from binary data.
+_SNIFF_BYTES = 1 << 20
+#: Control characters never found in a text file (all below 0x20 but tab, LF, FF and CR; DEL).
+_CONTROL_BYTES = bytes([*range(0x09), 0x0B, *range(0x0E, 0x20), 0x7F])
 
 
 def is_field(path):
     return path.suffix.lower() in FIELD_SUFFIXES
 
 
+def warn(message):
+    """Write ``geostat: warning: message`` on standard error (the command goes on)."""
+    sys.stderr.write(f"geostat: warning: {message}\n")
+
+
 def check_input(path, what="a CSV file"):
+    """Refuse an input that is missing, a folder (unless a field format stored as one, like
+    Zarr) or not a regular file (a pipe or device, which could block or be read once only)."""
     if not path.exists():
         raise ValueError(f"no such file: {path}")
-    if path.is_dir() and not is_field(path):
-        raise ValueError(f"{path} is a folder; give {what}")
+    if path.is_dir():
+        if not is_field(path):
+            raise ValueError(f"{path} is a folder; give {what}")
+    elif not path.is_file():
+        raise ValueError(f"{path} is not a regular file (a pipe, device or socket); save the data to a file and "
+                         f"give {what}")
 
 
-def read_csv(path, sep=","):
+def read_csv(path, sep=",", encoding=None):
+    """A CSV file as a DataFrame.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+    sep : str
+        Column separator (``"\\t"`` spelled out for a tab).
+    encoding : str, optional
+        The file's text encoding. By default UTF-8 (a byte-order mark is skipped); a
+        file that is not valid UTF-8 but holds text is read as Latin-1 (ISO-8859-1, the
+        usual encoding of spreadsheet exports in Western Europe), with a warning on
+        standard error. Numbers, separators and quotes are ASCII in both, so the fallback
+        can only change how accented letters in names and text columns read.
+
+    Raises
+    ------
+    ValueError
+        If the file cannot be read as CSV: binary data (compressed, an image, UTF-16),
+        text that is not in `encoding`, or a parser error.
+    """
     check_input(path)
     try:
-        return pd.read_csv(path, sep=separator(sep))
+        return _parse_csv(path, sep, encoding or "utf-8")
+    except UnicodeDecodeError as exc:
+        if encoding is not None:
+            raise ValueError(f"{path} is not {encoding} text (byte {exc.object[exc.start]:#04x} cannot be decoded); "
+                             "give its encoding with --encoding") from None
+        if _looks_binary(path):
+            raise ValueError(f"{path} is not a text CSV file (it holds binary data, e.g. compressed, an image or "
+                             "UTF-16); give a CSV file with a header row") from None
+    warn(f"{path} is not UTF-8 text; read as {FALLBACK_ENCODING} (give --encoding to choose another encoding)")
+    return _parse_csv(path, sep, FALLBACK_ENCODING)
+
+
+def _parse_csv(path, sep, encoding):
+    """``pandas.read_csv``, every failure but a decoding one turned into a one-line ValueError."""
+    try:
+        return pd.read_csv(path, sep=separator(sep), encoding=encoding)
     except UnicodeDecodeError:
-        raise ValueError(f"{path} is not a text CSV file (it holds binary data); give a CSV file with a header row") from None
+        raise
     except Exception as exc:  # any parser or decompression failure is bad input
-        raise ValueError(f"cannot read {path} as CSV ({str(exc).strip()}); give a {separator_name(sep)}-separated file "
-                         "with a header row (--sep sets the separator)") from None
+        raise ValueError(f"cannot read {path} as CSV ({' '.join(str(exc).split())}); give a "
+                         f"{separator_name(sep)}-separated file with a header row (--sep sets the separator)") from None
+
+
+def _looks_binary(path):
+    """Whether the start of a file that is not UTF-8 holds data rather than text in an
+    8-bit encoding: control characters, or mostly bytes above ASCII."""
+    with open(path, "rb") as stream:
+        head = stream.read(_SNIFF_BYTES)
+    controls = len(head) - len(head.translate(None, _CONTROL_BYTES))
+    high = len(head) - len(head.translate(None, bytes(range(0x80, 0x100))))
+    return controls > 0 or high > 0.3 * len(head)
 
 
 def separator(text):
@@ -71,30 +152,100 @@ def open_field(path):
                          "(or another format xarray reads)") from None
 
 
-def check_output(text, option):
-    """Refuse an output path that cannot be written, before any work."""
-    path = Path(text)
-    if path.is_dir():
-        raise ValueError(f"{option} {path} is a folder; give the name of a file (in it or elsewhere)")
-    if not path.parent.is_dir():
-        raise ValueError(f"{option} {path}: folder {path.parent} does not exist; create it or choose another path")
-    existed = path.exists()
+# ----------------------------------------------------------------------------- outputs
+def check_outputs(outputs, inputs, force):
+    """Refuse, before any work, outputs that would replace an input, each other, or an
+    existing file (without `force`), or that cannot be written.
+
+    Parameters
+    ----------
+    outputs : sequence of (str, str or None)
+        ``(option, path)`` of each output (None: not asked for).
+    inputs : sequence of (str, str or None)
+        ``(what, path)`` of each input file, e.g. ``("input file", "data.csv")``.
+    force : bool
+        Whether existing outputs may be replaced (``--force``).
+
+    Raises
+    ------
+    ValueError
+        Naming the option, the path and the fix.
+    """
+    outputs = [(option, path) for option, path in outputs if path]
+    for option, path in outputs:
+        for what, source in inputs:
+            if source and same_file(path, source):
+                raise ValueError(f"{option} {path} is the {what} {source}: writing it would replace the input; "
+                                 "choose another output path")
+    for (first, a), (second, b) in itertools.combinations(outputs, 2):
+        if same_file(a, b):
+            raise ValueError(f"{first} {a} and {second} {b} name the same file; give each output its own path")
+    for option, path in outputs:
+        check_output(path, option, force)
+
+
+def same_file(a, b):
+    """Whether paths `a` and `b` name one file: by resolved path (links followed), or as
+    the same file on disk (hard links, case-insensitive file systems)."""
+    if os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b)):
+        return True
     try:
-        path.open("a").close()
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def written_path(text):
+    """The file an output path writes: the path itself, or the file a symbolic link points to."""
+    return Path(os.path.realpath(text))
+
+
+def check_output(text, option, force):
+    """Refuse an output path that cannot be written, or that exists (without `force`)."""
+    path, target = Path(text), written_path(text)
+    if target.is_dir():
+        raise ValueError(f"{option} {path} is a folder; give the name of a file (in it or elsewhere)")
+    if not target.parent.is_dir():
+        raise ValueError(f"{option} {path}: folder {target.parent} does not exist; create it or choose another path")
+    if target.exists():
+        if not target.is_file():
+            raise ValueError(f"{option} {path} is not a regular file (a pipe, device or socket); give the name of a "
+                             "file")
+        if not force:
+            raise ValueError(f"{option} {path} exists; add --force to replace it, or choose another path")
+    try:  # the output is written to a new file in its folder, then renamed: the folder must take one
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", suffix=".probe"):
+            pass
     except OSError as exc:
         raise ValueError(f"{option} {path} cannot be written ({exc.strerror}); choose a writable path") from None
-    if not existed:
-        path.unlink()
+
+
+def strict_json(value):
+    """`value` with every non-finite float (NaN, infinity) replaced by None, so that
+    :func:`json.dumps` writes strict JSON (``null`` there)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: strict_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(item) for item in value]
+    return value
+
+
+def write_json(result, text):
+    """`result` as strict JSON (non-finite numbers as ``null``) to the file `text` names, atomically."""
+    atomic_write_text(written_path(text), json.dumps(strict_json(result), indent=2, allow_nan=False) + "\n")
 
 
 def write_predictions(predictions, path, sep):
-    """Predictions (a table or an xarray Dataset) as CSV or NetCDF, by the name of `path`."""
+    """Predictions (a table or an xarray Dataset) as CSV (UTF-8) or NetCDF, by the name of
+    `path`, atomically."""
     table = isinstance(predictions, pd.DataFrame)
-    if path.suffix.lower() == ".csv":
-        (predictions if table else predictions.to_dataframe().reset_index()).to_csv(path, index=False,
-                                                                                   sep=separator(sep))
-    elif table:
-        xarray_module(path).Dataset.from_dataframe(predictions.rename_axis("site")).to_netcdf(path)
-    else:
-        predictions.to_netcdf(path)
-
+    with atomic_path(written_path(path)) as temporary:
+        if path.suffix.lower() == ".csv":
+            frame = predictions if table else predictions.to_dataframe().reset_index()
+            frame.to_csv(temporary, index=False, sep=separator(sep))
+        elif table:
+            xarray_module(path).Dataset.from_dataframe(predictions.rename_axis("site")).to_netcdf(temporary)
+        else:
+            predictions.to_netcdf(temporary)

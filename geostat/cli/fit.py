@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 
-from geostat.cli.files import check_output
+from geostat.cli.files import check_outputs, write_json, written_path
 from geostat.cli.inputs import load_fit_data
 from geostat.cli.parser import verbose_level
 from geostat.optimize.intervals import check_level
@@ -19,13 +17,18 @@ __all__ = ["run_fit", "table"]
 
 def run_fit(args):
     """``geostat fit``: fit, write the JSON and the model if asked; return the report (the
-    table, then the files written)."""
+    table, then the files written).
+
+    The output paths are checked before the data are read: neither may be the input
+    file nor each other, nor an existing file unless ``--force``. The JSON is strict
+    (non-finite numbers written as ``null``) and written atomically; the model file too
+    (:meth:`SpatialGP.save`).
+    """
     from geostat.estimator import SpatialGP
 
     start = time.perf_counter()
-    for option, path in (("--output", args.output), ("--save-model", args.save_model)):
-        if path:
-            check_output(path, option)
+    check_outputs([("--output", args.output), ("--save-model", args.save_model)], [("input file", args.file)],
+                  args.force)
     if args.ci:
         check_level(args.level)  # before the fit, not after it
     data = load_fit_data(args)
@@ -83,10 +86,10 @@ def run_fit(args):
     }
     lines = [table(result, model)]
     if args.output:
-        Path(args.output).write_text(json.dumps(result, indent=2))
+        write_json(result, args.output)
         lines.append(f"results written to {args.output}")
     if args.save_model:
-        model.save(args.save_model)
+        model.save(written_path(args.save_model))
         lines.append(f"model written to {args.save_model}")
     return "\n".join(lines)
 

@@ -1,8 +1,21 @@
 """What ``geostat fit`` fits: a CSV table, a bundled dataset or a NetCDF field, read into
-sites, observations and covariates, with the options that select and transform them."""
+sites, observations and covariates, with the options that select and transform them.
+
+A column has one role: a column named twice, or as both a coordinate and a covariate (or
+the value), is refused. Coordinate columns named like longitude and latitude but not
+recognised as such (``lon_deg``, ``latitude_n``) whose values lie in degree ranges get a
+warning under ``--distance auto`` (they are taken as Euclidean x/y), and are put in
+longitude, latitude order under ``--distance chordal`` or ``great_circle``.
+
+A NetCDF field is first restricted by ``--select DIM=VALUE`` (by coordinate label), then
+its length-1 dimensions other than the spatial ones are dropped (the first of them stays
+when all have length 1: it holds the single replicate), so that a file with, e.g.,
+dimensions ``(time=1, zlev=1, lat, lon)`` is a single field.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,13 +23,17 @@ import numpy as np
 import pandas as pd
 
 from geostat import datasets
-from geostat.cli.files import FIELD_SUFFIXES, is_field, open_field, read_csv
+from geostat.cli.files import FIELD_SUFFIXES, is_field, open_field, read_csv, warn
 from geostat.data import XARRAY_POSITIONS, table_from_field
 from geostat.distance import find_lonlat
 
-__all__ = ["TRANSFORMS", "FitData", "load_fit_data", "numbers", "split_names"]
+__all__ = ["TRANSFORMS", "FitData", "drop_singletons", "load_fit_data", "numbers", "select_field", "spatial_dims",
+           "split_names"]
 
 TRANSFORMS = {"none": lambda v: v, "log": np.log, "log10": np.log10}
+#: Words of a column name that mark a longitude or a latitude (``lon`` in ``lon_deg``).
+LONGITUDE_WORDS = frozenset({"lon", "long", "lng", "longitude"})
+LATITUDE_WORDS = frozenset({"lat", "latitude"})
 
 
 @dataclass
@@ -43,12 +60,16 @@ def load_fit_data(args):
             return load_field(args, dataset, str(args.file))
     if args.dataset and datasets.info(args.dataset)["layout"] == "grid":
         return load_field(args, datasets.load(args.dataset, as_xarray=True), args.dataset)
-    for option, value in (("--var", args.var), ("--time-slice", args.time_slice), ("--time-index", args.time_index)):
+    for option, value in (("--var", args.var), ("--time-slice", args.time_slice), ("--time-index", args.time_index),
+                          ("--select", args.select)):
         if value is not None:
             raise ValueError(f"{option} applies to a NetCDF file (named *{', *'.join(FIELD_SUFFIXES[:4])}, ...), "
                              f"not to {args.file or 'a bundled dataset'}; name the column of a table with --value")
+    if args.encoding and not args.file:
+        raise ValueError(f"--encoding applies to a CSV file, not to the bundled dataset "
+                         f"{args.dataset or datasets.DEFAULT}")
     if args.file:
-        frame = read_csv(Path(args.file), args.sep)
+        frame = read_csv(Path(args.file), args.sep, args.encoding)
         info = {"coords": None, "value": None, "transform": None}
         source = args.file
     else:
@@ -61,10 +82,13 @@ def load_fit_data(args):
     value = [value] if isinstance(value, str) else list(value)
     transform = args.transform or info.get("transform") or "none"
     covariates = split_names(args.covariates)
+    check_roles(("coordinate", "--coords" if args.coords else "the default coordinates", coords),
+                ("value", "--value", value), ("covariate", "--covariates", covariates))
     missing = [c for c in [*coords, *value, *covariates] if c not in frame.columns]
     if missing:
         raise ValueError(f"columns {missing} are not in the data; it has {list(frame.columns)}")
     y = np.column_stack([transformed(numbers(frame, c, "value", missing_ok=True), c, transform) for c in value])
+    coords = spherical_order(frame, coords, args.distance)
     X = pd.DataFrame({c: numbers(frame, c, "coordinate") for c in coords} | {c: numbers(frame, c, "covariate") for c in covariates})
     return FitData(source, X, y[:, 0] if len(value) == 1 else y, value if len(value) > 1 else value[0], transform,
                     covariates, len(X), int(np.isfinite(y).sum()), len(value))
@@ -72,6 +96,72 @@ def load_fit_data(args):
 
 def split_names(text):
     return [part.strip() for part in text.split(",") if part.strip()] if text else []
+
+
+def check_roles(*roles):
+    """Refuse a column named twice: within one role, or in two roles.
+
+    Parameters
+    ----------
+    *roles : tuple of (str, str, list of str)
+        ``(role, origin, names)``: e.g. ``("covariate", "--covariates", ["elevation"])``,
+        the origin being the option that named them, for the message.
+
+    Raises
+    ------
+    ValueError
+        Naming the column, its roles and the options that gave them.
+    """
+    for _, origin, names in roles:
+        repeated = sorted({c for c in names if names.count(c) > 1})
+        if repeated:
+            raise ValueError(f"{origin} names {repeated} more than once; give each column once")
+    for i, (role, origin, names) in enumerate(roles):
+        for other, other_origin, other_names in roles[i + 1:]:
+            shared = [c for c in names if c in other_names]
+            if shared:
+                raise ValueError(f"{shared} is both a {role} ({origin}) and a {other} ({other_origin}); a column "
+                                 "has one role: drop it from one of them")
+
+
+def name_words(name):
+    """The lower-case words of a column name (``"lonDeg"`` and ``"LON_DEG"``: ``{"lon", "deg"}``)."""
+    return {word.lower() for word in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", str(name))}
+
+
+def degree_columns(frame, coords):
+    """``(i_lon, i_lat)``: positions among two coordinate columns of a longitude and a latitude
+    named so only in part (``lon_deg``, ``Latitude_N``), not as the library recognises them,
+    whose values lie within [-180, 360] and [-90, 90]; None otherwise."""
+    if len(coords) != 2 or find_lonlat(coords) is not None:
+        return None
+    kinds = [("lon" if name_words(c) & LONGITUDE_WORDS else "") + ("lat" if name_words(c) & LATITUDE_WORDS else "")
+             for c in coords]
+    if sorted(kinds) != ["lat", "lon"]:
+        return None
+    i_lon = kinds.index("lon")
+    lon = pd.to_numeric(frame[coords[i_lon]], errors="coerce")
+    lat = pd.to_numeric(frame[coords[1 - i_lon]], errors="coerce")
+    if lon.between(-180, 360).all() and lat.between(-90, 90).all():
+        return i_lon, 1 - i_lon
+    return None
+
+
+def spherical_order(frame, coords, distance):
+    """`coords`, longitude first for a spherical `distance` when their names are degree-like
+    (:func:`degree_columns`); under ``auto`` a warning that they are taken as Euclidean."""
+    found = degree_columns(frame, coords)
+    if found is None:
+        return coords
+    lon, lat = (coords[i] for i in found)
+    if str(distance).strip().lower() in ("chordal", "great_circle"):
+        return [lon, lat]
+    if str(distance).strip().lower() == "auto":
+        warn(f"coordinate columns {coords} look like longitude and latitude in degrees, but only columns named "
+             "lon/lat (or longitude/latitude) get a distance on the sphere: they are used as Euclidean x/y (the "
+             "range in degrees). Give --distance chordal (or great_circle) for distances in km, or rename them "
+             "lon and lat; --distance euclidean keeps x/y without this warning")
+    return coords
 
 
 def numbers(frame, column, role, missing_ok=False):
@@ -116,12 +206,15 @@ def detect_coords(frame, source):
 
 def load_field(args, dataset, path):
     """The field to fit from an xarray Dataset (a NetCDF file's, or a gridded bundled dataset)."""
-    for option, value in (("--coords", args.coords), ("--value", args.value)):
+    for option, value in (("--coords", args.coords), ("--value", args.value), ("--encoding", args.encoding)):
         if value:
             raise ValueError(f"{option} applies to CSV files; a NetCDF field's sites are its lon/lat (or x/y) "
                              "coordinates and --var names its variable")
     covariates = split_names(args.covariates)
+    dataset = select_field(dataset, args.select, path)
     name = variable(dataset, args.var or default_variable(path), path)
+    check_roles(("value", "--var", [name]), ("covariate", "--covariates", covariates))
+    dataset = drop_singletons(dataset, dataset[name].dims, spatial_dims(dataset), keep_replicate=True)
     label = f"variable {name!r} of {path}"
     dataset = select_steps(dataset, dataset[name], args, label)
     kept = [name, *(c for c in covariates if c in dataset.data_vars)]
@@ -150,10 +243,99 @@ def variable(dataset, var, path):
     return var
 
 
+def spatial_dims(dataset, position=None):
+    """The dimensions that the position coordinates of an xarray object span: those named
+    `position`, else every pair of :data:`XARRAY_POSITIONS` it has."""
+    pairs = [position] if position else XARRAY_POSITIONS
+    return {d for pair in pairs if set(pair) <= set(map(str, dataset.coords)) for name in pair
+            for d in dataset[name].dims}
+
+
+def select_field(dataset, selections, label, position=None):
+    """`dataset` at the labels of ``--select DIM=VALUE``.
+
+    Parameters
+    ----------
+    dataset : xarray.Dataset
+    selections : list of (str, str) or None
+        ``(DIM, VALUE)`` of each ``--select``. VALUE is a label of DIM's coordinate
+        (``.sel``): a number for a numeric coordinate, a date or a partial date
+        (``1999-07``) for a time coordinate, else text; a dimension without a coordinate
+        is selected by position (from 0). A partial date may keep several steps.
+    label : str
+        The file, for messages.
+    position : tuple of str, optional
+        The position coordinates (default: those :data:`XARRAY_POSITIONS` finds).
+
+    Raises
+    ------
+    ValueError
+        For a dimension the file lacks, a spatial dimension, one selected twice, or a
+        label it lacks (the message gives the dimension's range).
+    """
+    spatial = spatial_dims(dataset, position)
+    sizes = {str(d): n for d, n in dataset.sizes.items()}
+    chosen = [dim for dim, _ in selections or ()]
+    repeated = sorted({dim for dim in chosen if chosen.count(dim) > 1})
+    if repeated:
+        raise ValueError(f"--select names dimension(s) {repeated} more than once; select each dimension once")
+    for dim, text in selections or ():
+        if dim not in dataset.dims:
+            raise ValueError(f"--select {dim}={text}: {label} has no dimension {dim!r}; its dimensions are {sizes}")
+        if dim in spatial:
+            raise ValueError(f"--select {dim}={text}: {dim} is a spatial dimension of {label}; --select picks "
+                             f"along the others ({sorted(map(str, set(dataset.dims) - spatial))})")
+        dataset = select_label(dataset, dim, text, label)
+    return dataset
+
+
+def drop_singletons(dataset, dims, spatial, keep_replicate):
+    """`dataset` without the length-1 dimensions among `dims` other than the `spatial` ones.
+
+    With `keep_replicate`, when every such dimension has length 1, the first one stays:
+    it holds the field's single replicate (and its label, e.g. the date), as
+    :func:`geostat.data.table_from_field` reads such a field.
+    """
+    others = [d for d in dims if d not in spatial]
+    singletons = [d for d in others if dataset.sizes[d] == 1]
+    if keep_replicate and singletons and len(singletons) == len(others):
+        singletons = singletons[1:]
+    return dataset.squeeze(singletons, drop=True) if singletons else dataset
+
+
+def select_label(dataset, dim, text, label):
+    """`dataset` at label `text` of dimension `dim` (or position, without a coordinate)."""
+    size = dataset.sizes[dim]
+    if dim not in dataset.indexes:
+        try:
+            position = int(text)
+        except ValueError:
+            position = size
+        if not 0 <= position < size:
+            raise ValueError(f"--select {dim}={text}: {dim} of {label} has no coordinate values, so VALUE is a "
+                             f"position from 0 to {size - 1}")
+        return dataset.isel({dim: position}, drop=True)
+    values = dataset.indexes[dim]
+    span = f"{dim} has {size} value(s), from {step_label(values[0])} to {step_label(values[-1])}"
+    key = text
+    if values.dtype.kind in "iuf":
+        try:
+            key = float(text)
+        except ValueError:
+            raise ValueError(f"--select {dim}={text}: {dim} of {label} holds numbers; give one ({span})") from None
+        key = int(key) if values.dtype.kind in "iu" and key.is_integer() else key
+    try:
+        chosen = dataset.sel({dim: key}, drop=True)
+    except (KeyError, ValueError, TypeError):
+        chosen = None
+    if chosen is None or (dim in chosen.dims and chosen.sizes[dim] == 0):
+        raise ValueError(f"--select {dim}={text}: {label} has no {dim} {text}; {span}")
+    return chosen
+
+
 def replicate_dimension(da, label):
     """The one dimension of a field besides the spatial ones (e.g. time)."""
-    spatial = {d for pair in XARRAY_POSITIONS if set(pair) <= set(map(str, da.coords)) for name in pair
-               for d in da[name].dims}
+    spatial = spatial_dims(da)
     others = [str(d) for d in da.dims if d not in spatial]
     if not spatial or len(others) != 1:
         raise ValueError(
@@ -194,7 +376,7 @@ def select_steps(dataset, da, args, label):
 
 def step_label(value):
     """A coordinate value as a user writes it (dates without a midnight time of day)."""
-    if isinstance(value, np.datetime64):
+    if isinstance(value, (np.datetime64, pd.Timestamp)):
         return str(pd.Timestamp(value)).removesuffix(" 00:00:00")
     return str(value)
 

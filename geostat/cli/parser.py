@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 
 from geostat import datasets
 from geostat._version import DISTRIBUTION, __version__
-from geostat.cli.files import FIELD_SUFFIXES
+from geostat.cli.files import FALLBACK_ENCODING, FIELD_SUFFIXES, MAX_SAMPLE_COLUMNS, MAX_SAMPLE_VALUES
 from geostat.cli.inputs import TRANSFORMS
 
 __all__ = ["build_parser", "verbose_level"]
@@ -28,7 +29,9 @@ def build_parser():
                      "may be left out) of a NetCDF field's time dimension, e.g. 1999-01:1999-06")
     fit.add_argument("--time-index", type=int, metavar="I", help="fit only step I (from 0) of a NetCDF field's "
                      "time dimension")
+    add_select(fit)
     fit.add_argument("--sep", default=",", help="column separator of a CSV file (default ','; '\\t' for tab)")
+    add_encoding(fit)
     fit.add_argument("--transform", choices=sorted(TRANSFORMS), help="transform of the observations")
     fit.add_argument("--covariates", default="", help="comma-separated covariate columns (or variables of a "
                      "NetCDF file) for the trend")
@@ -45,28 +48,57 @@ def build_parser():
                      "(gpu: a CUDA GPU through CuPy, the 'gpu' extra)")
     fit.add_argument("--reml", action="store_true", help="maximize the restricted likelihood")
     fit.add_argument("--seed", type=int, default=0, help="random seed of the optimizer's pilot stage")
-    fit.add_argument("--output", help="write the results as JSON to this file")
+    fit.add_argument("--output", help="write the results as JSON to this file (strict JSON: a non-finite number, "
+                     "e.g. an infinite standard error or an unbounded confidence limit, is written as null)")
     fit.add_argument("--save-model", metavar="PATH", help="write the fitted model to this file (for 'geostat "
                      "predict' and geostat.load), e.g. model.npz")
     fit.add_argument("--ci", nargs="?", const="profile", choices=["profile", "wald", "log-wald"],
                      help="95%% confidence intervals of the covariance parameters (default method: profile "
                           "likelihood; wald or log-wald are instant)")
     fit.add_argument("--level", type=float, default=0.95, help="confidence level of --ci (default 0.95)")
+    add_force(fit)
     add_verbosity(fit)
     predict = commands.add_parser("predict", help="kriging predictions of a saved model at new sites")
     predict.add_argument("model", help="model file written by 'geostat fit --save-model' or SpatialGP.save")
     predict.add_argument("sites", help="CSV file of sites (the fitted coordinate and covariate columns), or a "
                          "NetCDF file whose grid (lon/lat or x/y coordinates) is predicted")
     predict.add_argument("-o", "--output", required=True, help="output file: .csv (the sites' columns, then mean, "
-                         "std, samples) or .nc (variables mean, std, sample)")
+                         "std, sample_K; sites with columns of these names are refused) or .nc (variables mean, std, "
+                         "sample)")
     predict.add_argument("--std", action="store_true", help="also write the kriging standard deviation")
-    predict.add_argument("--samples", type=int, metavar="K", help="also write K conditional simulations")
+    predict.add_argument("--samples", type=int, metavar="K", help="also write K conditional simulations (at most "
+                         f"{MAX_SAMPLE_VALUES:,} values in all, sites x replicates x K; at CSV sites, where each is a "
+                         f"column, at most {MAX_SAMPLE_COLUMNS:,} columns)")
     predict.add_argument("--seed", type=int, metavar="S", help="random seed of the simulations (default: the "
                          "model's random_state)")
     predict.add_argument("--sep", default=",", help="column separator of CSV files (default ','; '\\t' for tab)")
+    add_encoding(predict)
+    add_select(predict)
+    add_force(predict)
     add_verbosity(predict)
     commands.add_parser("datasets", help="list the bundled datasets")
     return parser
+
+
+def add_force(command):
+    """--force: replace existing output files (refused by default, so that no result is lost)."""
+    command.add_argument("--force", action="store_true", help="replace output files that already exist (without "
+                         "it they are refused; an output may never be one of the input files)")
+
+
+def add_encoding(command):
+    """--encoding of CSV input files."""
+    command.add_argument("--encoding", type=_encoding, help=f"text encoding of a CSV file (default: UTF-8, and "
+                         f"{FALLBACK_ENCODING} with a warning for a file that is not valid UTF-8)")
+
+
+def add_select(command):
+    """--select DIM=VALUE (repeatable) for NetCDF inputs."""
+    command.add_argument("--select", action="append", type=_selection, metavar="DIM=VALUE", help="keep one label "
+                         "of a dimension of the NetCDF file besides the spatial ones, e.g. zlev=0, level=850 or "
+                         "time=1999-07 (a number, a date or a partial date, or text; a position from 0 for a "
+                         "dimension without coordinate values); repeatable. Other dimensions of length 1 are "
+                         "dropped in any case (one stays when all have length 1: the single replicate of a fit)")
 
 
 def add_verbosity(command):
@@ -80,6 +112,22 @@ def add_verbosity(command):
 def verbose_level(args):
     """``SpatialGP(verbose=...)`` of the -v/-q options: 1, 0, or None (automatic)."""
     return 1 if args.verbose else 0 if args.quiet else None
+
+
+def _selection(text):
+    """``--select``: ``(DIM, VALUE)`` of ``DIM=VALUE``."""
+    dim, equals, value = text.partition("=")
+    if not equals or not dim.strip() or not value.strip():
+        raise argparse.ArgumentTypeError(f"expected DIM=VALUE, e.g. zlev=0 or time=1999-07; got {text!r}")
+    return dim.strip(), value.strip()
+
+
+def _encoding(text):
+    """``--encoding``: a codec name Python knows."""
+    try:
+        return codecs.lookup(text).name
+    except LookupError:
+        raise argparse.ArgumentTypeError(f"unknown encoding {text!r}; e.g. utf-8, latin-1, cp1252") from None
 
 
 def _accuracy(text):

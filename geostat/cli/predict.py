@@ -1,16 +1,26 @@
 """``geostat predict``: kriging (and conditional simulation) of a saved model at the sites
-of a CSV table or on the grid of a NetCDF file."""
+of a CSV table or on the grid of a NetCDF file.
+
+Outputs are bounded: ``--samples`` writes at most ``MAX_SAMPLE_VALUES`` values (sites or
+cells × replicates × samples), and at CSV sites, where each draw is a column, at most
+``MAX_SAMPLE_COLUMNS`` columns (:mod:`geostat.cli.files`); larger requests are refused before any work. At CSV
+sites the output repeats the sites' columns and adds ``mean``, ``std`` and ``sample_K``
+(with replicates ``mean_R``, ``std_R``, ``sample_R_K``); a sites file that already has a
+column of one of these names is refused rather than overwritten.
+"""
 
 from __future__ import annotations
 
 import itertools
+import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from geostat.cli.files import (OUTPUT_SUFFIXES, check_input, check_output, is_field, open_field, read_csv,
-                               write_predictions, xarray_module)
-from geostat.cli.inputs import numbers
+from geostat.cli.files import (MAX_SAMPLE_COLUMNS, MAX_SAMPLE_VALUES, OUTPUT_SUFFIXES, check_input, check_outputs,
+                               is_field, open_field, read_csv, write_predictions, xarray_module)
+from geostat.cli.inputs import drop_singletons, numbers, select_field, spatial_dims
 from geostat.cli.parser import verbose_level
 from geostat.data import Trend
 
@@ -20,25 +30,81 @@ __all__ = ["run_predict"]
 def run_predict(args):
     """``geostat predict``: krige a saved model at the given sites, write the output file;
     return the line that says what was written."""
-    from geostat.estimator import load
-
     if args.samples is not None and args.samples < 1:
         raise ValueError(f"--samples must be a positive number of simulations; got {args.samples}")
     output = Path(args.output)
     if output.suffix.lower() not in OUTPUT_SUFFIXES:
         raise ValueError(f"-o {output}: the output file must end in {' or '.join(OUTPUT_SUFFIXES)} (CSV or NetCDF)")
-    check_output(args.output, "-o")
-    model_path = Path(args.model)
-    check_input(model_path, "a model file")
-    model = load(model_path).set_params(verbose=verbose_level(args))
+    check_outputs([("-o", args.output)], [("model file", args.model), ("sites file", args.sites)], args.force)
     sites = Path(args.sites)
+    if not is_field(sites) and args.select:
+        raise ValueError(f"--select applies to a NetCDF file of sites, not to {sites}")
+    model = load_model(Path(args.model), args)
     if is_field(sites):
         with open_field(sites) as template:
             predictions = predict_field(model, template, sites, args)
     else:
-        predictions = predict_table(model, read_csv(sites, args.sep), sites, args)
+        predictions = predict_table(model, read_csv(sites, args.sep, args.encoding), sites, args)
     write_predictions(predictions, output, args.sep)
     return f"predictions {extent(predictions)} written to {output}"
+
+
+def load_model(path, args):
+    """The model saved at `path`; any failure to read it is one line naming the file."""
+    from geostat.estimator import load
+
+    check_input(path, "a model file")
+    try:
+        model = load(path)
+    except MemoryError as exc:
+        raise ValueError(f"not enough memory to load the model file {path} ({' '.join(str(exc).split())}); a damaged "
+                         "file can announce arrays larger than it holds: save the model again") from None
+    except Exception as exc:  # a model file is untrusted input: whatever it breaks is bad input
+        message = " ".join(str(exc).split())
+        if isinstance(exc, (ValueError, OSError)) and str(path) in message:
+            raise ValueError(message) from None
+        raise ValueError(f"{path} is not a usable geostat model file ({type(exc).__name__}: {message}); give a file "
+                         "written by SpatialGP.save or 'geostat fit --save-model'") from None
+    return model.set_params(verbose=verbose_level(args))
+
+
+def replicate_count(model):
+    """How many replicates the model predicts at each site (its rows of trend coefficients)."""
+    coef = np.asarray(model.coef_)
+    return 1 if coef.ndim < 2 else coef.shape[0]
+
+
+def check_sample_size(samples, sites, replicates, columns):
+    """Refuse ``--samples`` beyond the output bounds, before any work.
+
+    Parameters
+    ----------
+    samples : int or None
+    sites : int
+        Sites (or grid cells) predicted.
+    replicates : int
+    columns : bool
+        Whether each draw is a column of the output (a prediction at the sites of a table).
+
+    Raises
+    ------
+    ValueError
+        Naming ``--samples``, the size asked for, the bound and the most samples allowed.
+    """
+    if not samples:
+        return
+    by_values = MAX_SAMPLE_VALUES // max(sites * replicates, 1)
+    most = min(by_values, MAX_SAMPLE_COLUMNS // replicates) if columns else by_values
+    if samples <= most:
+        return
+    fewer = f"ask for at most {most} samples" if most else "predict at fewer sites"
+    if samples > by_values:
+        raise ValueError(f"--samples {samples}: {sites} sites x {replicates} replicate(s) x {samples} samples is "
+                         f"{sites * replicates * samples:,} values, above the {MAX_SAMPLE_VALUES:,} that geostat "
+                         f"predict writes; {fewer}")
+    raise ValueError(f"--samples {samples}: at the sites of a table each draw is a column, and "
+                     f"{samples * replicates:,} columns exceed the {MAX_SAMPLE_COLUMNS:,} allowed; {fewer}, or predict "
+                     "on a NetCDF grid (draws along a 'sample' dimension)")
 
 
 def site_columns(model, columns, path):
@@ -55,27 +121,42 @@ def site_columns(model, columns, path):
 
 
 def predict_table(model, frame, path, args):
+    """The sites' table followed by the kriging columns (and the draws) at its rows."""
     names = site_columns(model, frame.columns, path)
     sites = pd.DataFrame({c: numbers(frame, c, "site") for c in names})
-    table = frame.copy()
+    check_sample_size(args.samples, len(sites), replicate_count(model), columns=True)
     if args.std:
         mean, std = model.predict(sites, return_std=True)
-        outputs = {"mean": mean, "std": std}
+        outputs = {"mean": pd.DataFrame(mean), "std": pd.DataFrame(std)}
     else:
-        outputs = {"mean": model.predict(sites)}
+        outputs = {"mean": pd.DataFrame(model.predict(sites))}
+    added = {}
     for name, values in outputs.items():
-        values = pd.DataFrame(values)
         for label in values.columns:
-            table[name if values.shape[1] == 1 else f"{name}_{label}"] = values[label].to_numpy()
+            added[name if values.shape[1] == 1 else f"{name}_{label}"] = values[label].to_numpy()
+    labels = outputs["mean"].columns
+    replicates = [""] if len(labels) == 1 else [f"{label}_" for label in labels]
+    sample_names = [f"sample_{replicate}{k}"
+                    for replicate, k in itertools.product(replicates, range(args.samples or 0))]
+    check_new_columns(frame.columns, [*added, *sample_names], path, args.output)
     if args.samples:
         draws = model.sample_y(sites, n_samples=args.samples, random_state=args.seed)  # pandas: one column a draw
-        replicates = [""] if draws.columns.nlevels == 1 else [f"{label}_" for label in pd.DataFrame(outputs["mean"]).columns]
-        for j, (replicate, k) in enumerate(itertools.product(replicates, range(args.samples))):
-            table[f"sample_{replicate}{k}"] = draws.iloc[:, j].to_numpy()
-    return table
+        added |= {name: draws.iloc[:, j].to_numpy() for j, name in enumerate(sample_names)}
+    return pd.concat([frame, pd.DataFrame(added, index=frame.index)], axis=1)
+
+
+def check_new_columns(columns, new, path, output):
+    """Refuse output columns that the sites' table already has (they would be overwritten),
+    and a site column named ``site`` in a NetCDF output (its dimension)."""
+    reserved = [*new, *(["site"] if Path(output).suffix.lower() == ".nc" else [])]
+    clashes = [str(c) for c in columns if str(c) in reserved]
+    if clashes:
+        raise ValueError(f"{path} has column(s) {clashes}, which the output would overwrite with its own (mean, std, "
+                         "sample_K, and site in NetCDF); rename or drop those columns of the sites file")
 
 
 def predict_field(model, template, path, args):
+    """Kriging (and draws) on every cell of a NetCDF template, as an xarray Dataset."""
     xarray = xarray_module(path)
     covariates = Trend.parse(model.trend).columns
     coordinates = [c for c in getattr(model, "feature_names_in_", ("x", "y")) if c not in covariates]
@@ -83,6 +164,11 @@ def predict_field(model, template, path, args):
     if missing:
         raise ValueError(f"{path} lacks the coordinate(s) {missing} the model was fitted on; it has "
                          f"{sorted(map(str, template.coords))}")
+    template = select_field(template, args.select, path, tuple(coordinates))
+    spatial = spatial_dims(template, tuple(coordinates))
+    template = drop_singletons(template, template.dims, spatial, keep_replicate=False)
+    cells = math.prod(template.sizes[d] for d in spatial)
+    check_sample_size(args.samples, cells, replicate_count(model), columns=False)
     if args.std:
         mean, std = model.predict(template, return_std=True)
         fields = {"mean": mean, "std": std}
@@ -98,4 +184,3 @@ def extent(predictions):
     if isinstance(predictions, pd.DataFrame):
         return f"at {len(predictions)} sites"
     return "on " + " x ".join(f"{d} {n}" for d, n in predictions["mean"].sizes.items())
-

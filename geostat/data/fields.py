@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from geostat.distance import find_lonlat
+
 __all__ = ["XARRAY_POSITIONS", "is_xarray", "is_chunked", "FieldLayout", "field_to_fit", "table_from_field",
            "sites_of_template", "field_from_values", "lazy_field"]
 
@@ -45,18 +47,26 @@ class FieldLayout:
     replicates: object = None
 
 
-def _field_layout(obj, argname):
+def _field_layout(obj, argname, position=None):
+    """The layout of `obj`'s horizontal position: the coordinates named `position` (a
+    fitted model's, read by name and in that order), else the first pair of
+    :data:`XARRAY_POSITIONS` that `obj` has."""
+    if position is None:
+        position = _recognised_position(obj, argname)
+    spanned = {d for name in position for d in obj.coords[name].dims}
+    return FieldLayout(tuple(position), tuple(d for d in obj.dims if d in spanned))
+
+
+def _recognised_position(obj, argname):
+    """The first pair of :data:`XARRAY_POSITIONS` among `obj`'s coordinates."""
     coords = set(obj.coords)
     for position in XARRAY_POSITIONS:
         if set(position) <= coords:
-            break
-    else:
-        raise ValueError(
-            f"{argname} has no horizontal coordinates: give it coordinates named lon/lat (or longitude/latitude, "
-            f"or x/y); it has {sorted(map(str, coords))}."
-        )
-    spanned = {d for name in position for d in obj.coords[name].dims}
-    return FieldLayout(position, tuple(d for d in obj.dims if d in spanned))
+            return position
+    raise ValueError(
+        f"{argname} has no horizontal coordinates: give it coordinates named lon/lat (or longitude/latitude, "
+        f"or x/y); it has {sorted(map(str, coords))}."
+    )
 
 
 def _sites_of(obj, layout):
@@ -110,10 +120,16 @@ def table_from_field(da, argname="X", covariates=(), source=None):
     """Sites and observations of an xarray ``DataArray`` field.
 
     The horizontal position comes from coordinates named lon/lat (or longitude/latitude,
-    or x/y): dimensions of a grid, or coordinates along a station dimension. At most one
-    other dimension (``time`` or any name) holds replicates. NaN cells are missing values;
-    cells missing on every replicate (a land or sea mask) are dropped. A Dask-backed
-    field is reduced to its mask block by block and only then brought into memory.
+    or x/y), in that order of preference: dimensions of a grid, 2-D (curvilinear)
+    coordinates, or coordinates along a station dimension. At most one other dimension
+    longer than 1 (``time`` or any name) holds replicates; the other dimensions must have
+    length 1 and are dropped (squeezed), so that a file's ``(time=1, zlev=1, lat, lon)``
+    variable fits as it comes. When every other dimension has length 1, the first one
+    holds the single replicate (its label, e.g. the date, then labels the predictions).
+    Select along the dimensions that are longer first, e.g. ``da.sel(level=850)`` or
+    ``da.isel(member=0)``. NaN cells are missing values; cells missing on every
+    replicate (a land or sea mask) are dropped. A Dask-backed field is reduced to its
+    mask block by block and only then brought into memory.
 
     Parameters
     ----------
@@ -121,7 +137,8 @@ def table_from_field(da, argname="X", covariates=(), source=None):
     argname : str
     covariates : sequence of str
         Trend covariates: variables or coordinates of `source` over the spatial
-        dimensions only (the trend design is shared by the replicates).
+        dimensions only (the trend design is shared by the replicates; dimensions of
+        length 1 are dropped), and not the position coordinates themselves.
     source : xarray.Dataset or xarray.DataArray, optional
         Where the covariates are looked up (default `da`'s coordinates).
 
@@ -136,17 +153,14 @@ def table_from_field(da, argname="X", covariates=(), source=None):
     Raises
     ------
     ValueError
-        Without position coordinates, with more than one non-spatial dimension, when
-        no cell is observed, or for a covariate that is missing, varies along the
-        replicates, or is NaN at an observed cell.
+        Without position coordinates, with more than one non-spatial dimension longer
+        than 1, when no cell is observed, or for a covariate that is missing, is a
+        position coordinate, varies along the replicates, or is NaN at an observed cell.
     """
     layout = _field_layout(da, argname)
-    other = [d for d in da.dims if d not in layout.space_dims]
-    if len(other) > 1:
-        raise ValueError(
-            f"{argname} has dimensions {list(da.dims)}: besides the spatial ones ({list(layout.space_dims)}) at most "
-            f"one (e.g. time) can hold replicates; select or stack the others (da.isel, da.stack) first."
-        )
+    _check_covariates_are_not_position(covariates, layout, argname)
+    other, squeezed = _replicate_dims(da, layout, argname)
+    da = da.squeeze(squeezed)
     if other:
         layout.replicate_dim = other[0]
         layout.replicates = np.asarray(da[other[0]].values) if other[0] in da.coords else None
@@ -169,6 +183,34 @@ def table_from_field(da, argname="X", covariates=(), source=None):
     return frame, (y if layout.replicate_dim else y[:, 0]), layout
 
 
+def _replicate_dims(da, layout, argname):
+    """``([replicate dimension] or [], dimensions to squeeze)`` of a field: the one
+    non-spatial dimension longer than 1 (else the first non-spatial one) holds the
+    replicates, the others must have length 1."""
+    other = [d for d in da.dims if d not in layout.space_dims]
+    longer = [d for d in other if da.sizes[d] > 1]
+    if len(longer) > 1:
+        sizes = {str(d): da.sizes[d] for d in da.dims}
+        raise ValueError(
+            f"{argname} has dimensions {sizes}: besides the spatial ones ({list(layout.space_dims)}) at most one "
+            f"longer than 1 (e.g. time) can hold replicates; select along the others first, e.g. "
+            f"{argname}.isel({longer[1]}=0) or {argname}.sel({longer[1]}=<value>), or stack them ({argname}.stack)."
+        )
+    kept = longer or other[:1]
+    return kept, [d for d in other if d not in kept]
+
+
+def _check_covariates_are_not_position(covariates, layout, argname):
+    """Refuse a trend covariate that is one of the position coordinates."""
+    both = [str(name) for name in covariates if name in layout.position]
+    if both:
+        raise ValueError(
+            f"trend names {both}, position coordinate(s) of {argname}: a coordinate cannot also be a trend "
+            "covariate. Use trend='linear' for a trend in the coordinates, or give the covariate its own name "
+            "(a copy of the coordinate)."
+        )
+
+
 def _covariates_of(source, layout, names, argname):
     """Each covariate of `source` as a float column over every cell of the layout's grid."""
     available = set(map(str, source.coords)) | set(map(str, getattr(source, "data_vars", ())))
@@ -180,6 +222,7 @@ def _covariates_of(source, layout, names, argname):
                 f"it has {sorted(available)}."
             )
         variable = source[name]
+        variable = variable.squeeze([d for d in variable.dims if d not in layout.space_dims and variable.sizes[d] == 1])
         extra = [d for d in variable.dims if d not in layout.space_dims]
         if extra:
             raise ValueError(
@@ -194,39 +237,64 @@ def _covariates_of(source, layout, names, argname):
     return columns
 
 
-def sites_of_template(template, layout, argname="X", covariates=()):
+def sites_of_template(template, position, argname="X", covariates=(), hint=""):
     """Cells of an xarray ``DataArray`` or ``Dataset`` template as a sites table.
+
+    The position is read from the coordinates named `position`, in that order, whatever
+    the order of the template's dimensions and whatever other position coordinates it has
+    (e.g. the 2-D lon/lat of a projected grid read by an x/y model).
 
     Parameters
     ----------
     template : xarray.DataArray or xarray.Dataset
         Needs the fitted position coordinates; its values are never read, so a
         Dask-backed template is not computed.
-    layout : FieldLayout
-        The fitted field's layout (its position names).
+    position : sequence of str
+        The fitted coordinate names, in the order of the fitted coordinate columns.
     argname : str
     covariates : sequence of str
         Trend covariates, looked up among the template's variables and coordinates.
+    hint : str, optional
+        Appended to the error for missing coordinates (where the names come from).
 
     Returns
     -------
     sites : DataFrame
         One row per cell, in the order of the template's spatial dimensions: the
-        position columns, then the covariates (NaN where the template has none).
+        position columns named and ordered as `position`, then the covariates (NaN where
+        the template has none).
     here : FieldLayout
         The template's layout.
     complete : ndarray of bool
         Which rows have finite covariates (every row without covariates).
+
+    Raises
+    ------
+    ValueError
+        If the template lacks a fitted coordinate (the message lists those it has and
+        how to rename them), or a covariate.
     """
-    missing = [name for name in layout.position if name not in template.coords]
+    missing = [name for name in position if name not in template.coords]
     if missing:
-        raise ValueError(f"{argname} lacks the coordinates {missing} of the fitted field; it has "
-                         f"{sorted(map(str, template.coords))}.")
-    here = _field_layout(template, argname)
-    sites = pd.DataFrame(_sites_of(template, here), columns=list(layout.position))
+        raise ValueError(_missing_position_message(template, position, missing, argname) + hint)
+    here = _field_layout(template, argname, position)
+    sites = pd.DataFrame(_sites_of(template, here), columns=list(position))
     for name, column in _covariates_of(template, here, covariates, argname).items():
         sites[name] = column
     return sites, here, np.isfinite(sites.to_numpy()).all(axis=1)
+
+
+def _missing_position_message(template, position, missing, argname):
+    """Why a template without the fitted coordinates is refused, with the rename that
+    fixes it when the template has longitude/latitude under other names."""
+    has = sorted(map(str, template.coords))
+    message = (f"{argname} lacks the coordinate(s) {missing} the model was fitted on (its coordinates are "
+               f"{list(position)}, read by name); {argname} has {has}.")
+    fitted, found = find_lonlat(position), find_lonlat(has)
+    if fitted is not None and found is not None and len(position) == 2:
+        rename = {has[found[k]]: position[fitted[k]] for k in (0, 1) if has[found[k]] != position[fitted[k]]}
+        return f"{message} If those are the same coordinates, rename them: {argname}.rename({rename})."
+    return f"{message} Give {argname} coordinates with those names (e.g. {argname}.rename(...))."
 
 
 def field_from_values(values, template, here, fitted, name, samples=False, complete=None):

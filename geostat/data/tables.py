@@ -9,14 +9,17 @@ container.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from geostat.distance import check_lonlat, resolve_distance
+from geostat.errors import GeostatWarning
 
-__all__ = ["Trend", "SpatialData", "check_table", "prepare_coords", "prepare_y", "as_output", "samples_output"]
+__all__ = ["Trend", "SpatialData", "check_table", "prepare_coords", "align_observations", "prepare_y", "as_output",
+           "samples_output"]
 
 _TREND_WORDS = ("none", "constant", "linear")
 
@@ -299,6 +302,8 @@ def prepare_coords(X, trend, distance="auto", argname="X", layout=None):
         check_lonlat(coords, argname)
     else:
         _check_spread(coords, argname)
+    if layout is None and _is_auto(distance) and distance_name == "euclidean" and isinstance(X, pd.DataFrame):
+        _warn_if_degrees(coords, [str(columns[i]) for i in coord_pos], argname)
     data = SpatialData(
         coords=coords,
         design=trend.design(coords, covariates),
@@ -312,25 +317,92 @@ def prepare_coords(X, trend, distance="auto", argname="X", layout=None):
 
 def _layout(columns, trend, distance, named, argname):
     """Positions of coordinate and covariate columns, and the resolved distance."""
-    cov_pos = []
-    if trend.kind == "covariates":
-        for column in trend.columns:
-            if column in columns:
-                cov_pos.append(columns.index(column))
-            elif isinstance(column, (int, np.integer)) and 0 <= column < len(columns):
-                cov_pos.append(int(column))
-            else:
-                raise ValueError(
-                    f"trend names column {column!r}, which {argname} does not have; its columns are {columns}."
-                )
+    cov_pos = _covariate_positions(columns, trend, argname)
     coord_pos = [i for i in range(len(columns)) if i not in cov_pos]
     if not coord_pos:
         raise ValueError(f"{argname} has no coordinate columns left after removing the trend covariates.")
     names = [str(columns[i]) for i in coord_pos] if named else None
+    if named:
+        _check_no_split_position(names, [str(columns[i]) for i in cov_pos], argname)
     distance_name, lonlat = resolve_distance(distance, names)
     if lonlat is not None and len(coord_pos) == 2:
         coord_pos = [coord_pos[lonlat[0]], coord_pos[lonlat[1]]]
     return coord_pos, cov_pos, distance_name
+
+
+def _covariate_positions(columns, trend, argname):
+    """Positions of the trend covariates among `columns` (names, or integer positions for
+    unnamed columns); a column named twice, by its name and its position, is refused."""
+    cov_pos = []
+    if trend.kind != "covariates":
+        return cov_pos
+    for column in trend.columns:
+        if column in columns:
+            position = columns.index(column)
+        elif isinstance(column, (int, np.integer)) and 0 <= column < len(columns):
+            position = int(column)
+        else:
+            raise ValueError(
+                f"trend names column {column!r}, which {argname} does not have; its columns are {columns}."
+            )
+        if position in cov_pos:
+            raise ValueError(
+                f"trend names column {columns[position]!r} of {argname} twice (by name and by position: "
+                f"{list(trend.columns)}); list each covariate once."
+            )
+        cov_pos.append(position)
+    return cov_pos
+
+
+#: Pairs of coordinate names that belong together: a trend covariate named like one half
+#: of a pair while the other half stays a coordinate splits the position.
+_POSITION_PAIRS = (({"lon", "long", "lng", "longitude"}, {"lat", "latitude"}), ({"x"}, {"y"}))
+
+
+def _check_no_split_position(coord_names, covariate_names, argname):
+    """Refuse a trend covariate that is half of the position whose other half is a
+    coordinate (e.g. ``trend=["lon"]`` with columns lon, lat): it would silently leave a
+    model on the other coordinate alone."""
+    coords = {name.strip().lower() for name in coord_names}
+    for name in covariate_names:
+        key = name.strip().lower()
+        for first, second in _POSITION_PAIRS:
+            partner = second if key in first else first if key in second else set()
+            if coords & partner:
+                rest = [c for c in coord_names if c.strip().lower() in partner]
+                raise ValueError(
+                    f"trend names {name!r}, which with {rest} forms the position of {argname}: as a trend covariate "
+                    f"it would leave {rest} alone as the coordinates. Use trend='linear' for a trend in the "
+                    "coordinates, or give the covariate its own name (a copy of the column)."
+                )
+
+
+#: Longitude and latitude in degrees lie within these bounds.
+_DEGREE_BOUNDS = ((-180.0, 360.0), (-90.0, 90.0))
+
+
+def _warn_if_degrees(coords, names, argname):
+    """Warn when two Euclidean coordinate columns look like longitude and latitude in
+    degrees under other names (``lon_deg``, ``Latitude_N``): names containing lon (or
+    lng) and lat, values within [-180, 360] x [-90, 90]."""
+    if len(names) != 2:
+        return
+    lowered = [name.lower() for name in names]
+    lon = [i for i, name in enumerate(lowered) if "lon" in name or "lng" in name]
+    lat = [i for i, name in enumerate(lowered) if "lat" in name]
+    if len(lon) != 1 or len(lat) != 1 or lon == lat:
+        return
+    within = all(low <= coords[:, i].min() and coords[:, i].max() <= high
+                 for i, (low, high) in zip((lon[0], lat[0]), _DEGREE_BOUNDS))
+    if within:
+        warnings.warn(
+            f"{argname} coordinate columns {list(names)} look like longitude and latitude in degrees, but are not "
+            "named lon/lat (or longitude/latitude), so distance='auto' takes them as Euclidean coordinates: "
+            "distances and the range are then in degrees. Rename them to lon and lat for chordal distances in "
+            "km, or pass distance='euclidean' to keep Euclidean distances.",
+            GeostatWarning,
+            stacklevel=4,
+        )
 
 
 #: Coordinates beyond the upper limit, or spread over less than the lower one, make squared
@@ -353,6 +425,11 @@ def _check_spread(coords, argname):
         )
 
 
+def _is_auto(distance):
+    """Whether the ``distance`` setting is ``"auto"`` (chosen from the column names)."""
+    return isinstance(distance, str) and distance.strip().lower() == "auto"
+
+
 def _numeric(frame, what):
     values = frame.to_numpy(dtype=np.float64, copy=True)
     bad = ~np.isfinite(values)
@@ -363,6 +440,52 @@ def _numeric(frame, what):
             "drop or fill those rows before fitting."
         )
     return values
+
+
+def align_observations(X, y, argname="y"):
+    """`y` in the row order of `X`, paired by index label when both are pandas objects.
+
+    scikit-learn pairs rows by position; a ``y`` Series or DataFrame whose index is a
+    permutation of ``X``'s (after a sort or a shuffle of one of them) would then pair
+    each site with another site's observation. Pandas inputs are paired by label
+    instead, and refused when their labels disagree.
+
+    Parameters
+    ----------
+    X : array-like or DataFrame
+        The sites.
+    y : array-like, Series or DataFrame
+        The observations.
+    argname : str
+
+    Returns
+    -------
+    y
+        Unchanged unless both are pandas objects with equal, unique index sets in
+        different orders: then `y` reindexed to ``X.index``. Unequal lengths are left
+        to :func:`prepare_y`, which names them.
+
+    Raises
+    ------
+    ValueError
+        If both are pandas objects of the same length whose indexes hold different
+        labels, or the same labels in another order with some repeated.
+    """
+    if not (isinstance(X, (pd.DataFrame, pd.Series)) and isinstance(y, (pd.DataFrame, pd.Series))):
+        return y
+    if len(X.index) != len(y.index) or y.index.equals(X.index):
+        return y
+    repeated = X.index.has_duplicates or y.index.has_duplicates
+    if not repeated and X.index.isin(y.index).all():
+        return y.reindex(X.index)
+    absent = X.index[~X.index.isin(y.index)]
+    why = (f"{absent.size} label(s) of X's index are not in {argname}'s (e.g. {list(absent[:3])})" if absent.size
+           else "they hold the same labels in another order, with some repeated")
+    raise ValueError(
+        f"{argname} and X are pandas objects whose indexes disagree: {why}. Observations are paired with sites by "
+        f"index label; align them first ({argname}.reindex(X.index), or reset both indexes), or pass "
+        f"{argname}.to_numpy() to pair them by position."
+    )
 
 
 def prepare_y(y, n, argname="y"):

@@ -143,7 +143,7 @@ class ScoringReport:
     z : ndarray
         The last point where the information was estimated: the optimum found, or the
         point before the final step (within ``sqrt(2 FINAL_GAIN) = 0.2`` standard errors
-        of it, where the information differs by less than its Monte Carlo error).
+        of it).
     information : ndarray of shape (k, k)
         Expected Fisher information over the space's estimated natural parameters at `z`.
     information_error : float

@@ -24,8 +24,10 @@ Strategy
    only ``variance / range^(2 nu)`` identified).
 4. **Standard errors** come from the expected Fisher information at the estimate (traces
    estimated with random probes through TLR solves for a TLR likelihood: those of the
-   last scoring iteration, at the estimate or within a fifth of a standard error of it,
-   when they are accurate enough).
+   last scoring iteration when it was at the estimate and they are accurate enough;
+   estimated again at the estimate after a final step, which moves it by up to a fifth of
+   a standard error: enough to change the standard error of a variance on the ridge of
+   ``variance / range^(2 nu)`` by several percent).
 5. **Reported log-likelihood** (TLR): the fit's own value when an evaluation
    :data:`ACCURACY_STEP` times less accurate differs from it by at most
    :data:`LOGLIK_TOLERANCE` (the difference overstates its error, the TLR error shrinking
@@ -311,7 +313,7 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter):
     progress = current_progress()
     progress.stage("standard errors")
     information = None
-    if report is not None and report.x is not None and np.array_equal(report.x, z):
+    if report is not None and report.x is not None and np.array_equal(report.z, z):
         # Not when the nugget was set to zero: the information is then another one's.
         same_nugget = (params["nugget"] == 0) == (report.params["nugget"] == 0)
         if same_nugget and report.information_error <= FISHER_RTOL:

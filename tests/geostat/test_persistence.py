@@ -7,6 +7,7 @@ import pickle
 import re
 import time
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,7 @@ from sklearn.exceptions import NotFittedError
 import geostat as gs
 import geostat.estimator
 from geostat.data.model_file import FORMAT, VERSION
+from geostat.errors import ModelFileError
 from standin import StandIn
 from tlrcore.backends import cupy_available
 
@@ -257,14 +259,15 @@ def test_a_newer_format_version_asks_to_upgrade(small, tmp_path):
     path = _saved(small, tmp_path)
     _rewrite_header(path, lambda header: header.update(version=VERSION + 1, geostat="9.0"))
     expected = rf"{re.escape(str(path))}.*format version {VERSION + 1}.*geostat 9\.0.*Upgrade geostat"
-    with pytest.raises(ValueError, match=expected):
+    with pytest.raises(ModelFileError, match=expected):
         gs.load(path)
 
 
 def test_a_setting_this_version_does_not_know_asks_to_upgrade(small, tmp_path):
     path = _saved(small, tmp_path)
     _rewrite_header(path, lambda header: header["params"].update(jitter=True))
-    with pytest.raises(ValueError, match=r"sets \['jitter'\], which this geostat's SpatialGP does not have; upgrade"):
+    expected = r"sets \['jitter'\], which this geostat's SpatialGP does not have; upgrade"
+    with pytest.raises(ModelFileError, match=expected):
         gs.load(path)
 
 
@@ -291,7 +294,7 @@ def _other_format(tmp_path):
 def test_a_file_that_is_not_a_model_is_refused(make, tmp_path):
     path = make(tmp_path)
     expected = rf"{re.escape(str(path))} is not a geostat model file; give a file written by SpatialGP.save"
-    with pytest.raises(ValueError, match=expected):
+    with pytest.raises(ModelFileError, match=expected):
         gs.load(path)
 
 
@@ -316,8 +319,24 @@ def _unknown_record(path):
 def test_a_damaged_model_file_is_refused(damage, small, tmp_path):
     path = _saved(small, tmp_path)
     damage(path)
-    with pytest.raises(ValueError, match=rf"{re.escape(str(path))} is a damaged geostat model file.*save the model"):
+    expected = rf"{re.escape(str(path))} is a damaged geostat model file.*save the model"
+    with pytest.raises(ModelFileError, match=expected):
         gs.load(path)
+
+
+def test_a_reference_file_of_format_version_1_still_loads_and_predicts():
+    """``reference/model_format_1.npz``: a Matérn (smoothness 1.5) fit with an elevation
+    trend and two replicates on 40 sites, written by the version-1 writer before reading
+    checked every value; the predictions were those of the fitted estimator."""
+    model = gs.load(Path(__file__).parent / "reference" / "model_format_1.npz")
+    sites = pd.DataFrame({"x": [0.25, 0.5, 0.75], "y": [0.5, 0.25, 0.75], "elevation": [0.1, 1.0, 1.9]})
+    mean, std = model.predict(sites, return_std=True)
+    assert list(mean.columns) == ["day1", "day2"] and model.coef_names_ == ["intercept", "elevation"]
+    np.testing.assert_allclose(mean.to_numpy(), [[0.1693117670241967, -0.13552890428893694],
+                                                 [1.083561882924703, 1.532740716028941],
+                                                 [2.2068365602401503, 2.360125157370859]], rtol=1e-9)
+    np.testing.assert_allclose(std.to_numpy()[:, 0], [0.6392056709542705, 0.6590392986430256, 0.7129320331151979],
+                               rtol=1e-9)
 
 
 def test_a_missing_model_file_raises_file_not_found(tmp_path):

@@ -61,17 +61,43 @@ workers forked for it (system time 0.3-0.5 s against 1.0-1.3 s). While idle, the
 hold little of their own, but keep the caller's pages as they were at the fork: what the
 caller frees meanwhile stays allocated until they stop (:func:`shutdown` stops them at
 once).
+
+The workers end with the caller, however it ends. When it exits or is interrupted
+(Ctrl-C), they stop as they always did. A caller killed (``SIGKILL``, ``SIGTERM``,
+``timeout``, a batch scheduler's time limit, the OOM killer) stops nothing, and the
+workers, waiting on the pool's queue, would wait for good, holding their copies of its
+pages. So each worker,
+as it starts (:func:`_end_with_the_caller`), asks the kernel for ``SIGKILL`` when its
+parent ends (``prctl(PR_SET_PDEATHSIG)`` [1]_), then exits at once if the caller has
+already ended (its parent is then another process). That signal follows the *thread*
+that forked the worker, not the process: a worker forked from another thread than the
+caller's main thread (a fit run on a thread pool's thread) would be killed when that
+thread ends, with the caller alive and the pool broken. Such a worker, and one whose
+kernel refuses the request, instead watches on a daemon thread of its own the pipe by
+which :mod:`multiprocessing` tells a child that its parent has ended
+(:func:`multiprocessing.parent_process`), blocked in ``poll`` until the caller's end
+closes it, and then exits. The pipe of each worker is also held open by the workers
+forked after it (which end in turn, the last first) and by any child that the caller
+forks without ``exec`` while the worker lives (a :mod:`subprocess` child does not hold
+it): a watching worker outlives the caller as long as such a child does.
+
+References
+----------
+.. [1] prctl(2), Linux man-pages, ``PR_SET_PDEATHSIG``:
+   https://man7.org/linux/man-pages/man2/prctl.2.html
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import itertools
 import logging
 import multiprocessing
 import os
 import pickle
+import signal
 import sys
 import threading
 import weakref
@@ -126,6 +152,11 @@ _worker_shared: dict[tuple[int, int], object] = {}
 _KEPT = 4
 #: Keys of the :class:`Shared` objects gone here: every task tells the workers to drop them.
 _released: set[tuple[int, int]] = set()
+#: Whether the last fork of this process was made from its main thread (in a worker:
+#: whether the caller forked it from its main thread), noted just before each fork.
+_forked_from_main_thread = False
+#: ``option`` of ``prctl`` that sets the signal sent at the parent's end (``<linux/prctl.h>``).
+_PR_SET_PDEATHSIG = 1
 
 
 def setting():
@@ -465,8 +496,62 @@ def _get_pool():
         context = multiprocessing.get_context("fork")
         _barrier = context.Barrier(workers())  # the workers inherit it when forked
         _spool = Spool.open(workers())  # and these
-        _pool = ProcessPoolExecutor(workers(), mp_context=context)
+        _pool = ProcessPoolExecutor(workers(), mp_context=context, initializer=_end_with_the_caller)
     return _pool
+
+
+def _note_the_forking_thread():
+    """Before each fork of this process: note whether its main thread makes it (the
+    child keeps the note, :data:`_forked_from_main_thread`)."""
+    global _forked_from_main_thread
+    _forked_from_main_thread = threading.current_thread() is threading.main_thread()
+
+
+os.register_at_fork(before=_note_the_forking_thread)
+
+
+def _end_with_the_caller():
+    """In a worker, as it starts: arrange that it ends when the caller does, however the
+    caller ends (see the module's notes).
+
+    Forked from the caller's main thread, the worker asks the kernel for ``SIGKILL`` at
+    the caller's end (:func:`_ask_for_parent_death_signal`); forked from another thread,
+    or refused, it watches the caller from a daemon thread (:func:`_exit_with`). Either
+    way, it exits at once if the caller ended before the request: the worker's parent is
+    then another process.
+    """
+    caller = multiprocessing.parent_process()
+    if not (_forked_from_main_thread and _ask_for_parent_death_signal()):
+        threading.Thread(target=_exit_with, args=(caller,), name="tlrcore-caller-watch", daemon=True).start()
+    if os.getppid() != caller.pid:
+        os._exit(1)
+
+
+def _ask_for_parent_death_signal():
+    """Ask the kernel to send this process ``SIGKILL`` when the thread that forked it
+    ends: ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` [1]_. Whether it agreed.
+
+    The request is this process's alone: a fork's child does not inherit it.
+
+    References
+    ----------
+    .. [1] prctl(2), Linux man-pages, ``PR_SET_PDEATHSIG``:
+       https://man7.org/linux/man-pages/man2/prctl.2.html
+    """
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # no C library to ask, or no prctl in it
+        return False
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+
+
+def _exit_with(caller):
+    """In a worker's watch thread: wait, blocked, for the end of `caller` (the
+    :func:`multiprocessing.parent_process`: its pipe closes), then exit the worker."""
+    caller.join()
+    os._exit(1)
 
 
 def _release():

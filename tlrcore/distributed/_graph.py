@@ -14,7 +14,7 @@ from uuid import uuid4
 
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
-__all__ = ["CriticalFirst", "RowPlacement", "prefix", "submit"]
+__all__ = ["CriticalFirst", "RowPlacement", "check_open", "prefix", "submit"]
 
 #: Seconds to wait for a worker when the scheduler lists none: a worker whose nanny restarts
 #: it, or that misses heartbeats on a busy machine, is away for a few seconds (seen once in
@@ -78,6 +78,27 @@ class CriticalFirst:
         if key[0] == self.row and key[1] != key[2] + 1:
             return -key[2]
         return self.n_tiles
+
+
+def check_open(client, holder=None):
+    """Raise a ValueError, saying what to do, when `client` is closed or closing: its calls
+    would fail with Dask's bare ``RuntimeError: IOLoop is closed``.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    holder : str or None
+        What keeps its tiles on the client's cluster (``"matrix"``, ``"factor"``): its
+        tiles went with the client. None for a `client` argument.
+    """
+    if client.status not in ("closing", "closed"):
+        return
+    if holder is None:
+        raise ValueError(f"client is a closed Dask client (status {client.status!r}): make a new one, "
+                         "client = distributed.Client(...), and pass it.")
+    raise ValueError(f"the Dask client of this {holder} is closed (status {client.status!r}), and the {holder}'s "
+                     f"tiles went with it: build the {holder} again with an open client "
+                     "(client = distributed.Client(...)).")
 
 
 def prefix(kind):

@@ -21,7 +21,7 @@ from tlrcore._typing import FloatArray, IntArray
 from tlrcore.backends import NUMPY
 from tlrcore.cholesky.factor import TLRCholesky
 from tlrcore.cholesky.safeguards import DiagonalFactorizer
-from tlrcore.distributed._graph import prefix, submit
+from tlrcore.distributed._graph import check_open, prefix, submit
 from tlrcore.distributed._tasks import (
     backward_step,
     concatenate,
@@ -76,11 +76,17 @@ class DistributedCholesky:
         self.shift = shift
         self._summary = None
 
+    def _check_usable(self):
+        """Raise a ValueError when the client (and the tiles with it) is gone
+        (:func:`~tlrcore.distributed._graph.check_open`)."""
+        check_open(self.client, "factor")
+
     def wait(self) -> DistributedCholesky:
         """Block until every tile is computed; raise the first failure (e.g.
         :class:`~tlrcore.NotPositiveDefiniteError` naming the tile). Inside
         :func:`tlrcore.progress` a counter ticks as each diagonal tile ``L(k, k)`` is
         factored (the critical path, one per tile column)."""
+        self._check_usable()
         with column_progress(self.n_tiles, "TLR Cholesky on the cluster") as counter:
             for future in self.diagonal:
                 wait(future)
@@ -96,6 +102,7 @@ class DistributedCholesky:
         """The tiles' tallies, gathered once and summed in tile order into one
         :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer`'s."""
         if self._tally is None:
+            self._check_usable()
             tally = DiagonalFactorizer(self.tolerance)
             for total, parts, compensated, lifted, modified in self.client.gather(self._tallies):
                 tally.total += total
@@ -135,6 +142,7 @@ class DistributedCholesky:
     def logdet(self) -> float:
         """``log det(L L^T) = 2 sum_k sum log diag L(k, k)``: one scalar per tile comes back,
         summed in tile order (as :meth:`tlrcore.TLRCholesky.logdet`)."""
+        self._check_usable()
         return 2.0 * float(sum(self.client.gather(self._log_diagonal)))
 
     def _rhs_tiles(self, b):
@@ -162,6 +170,7 @@ class DistributedCholesky:
         return name, -1
 
     def _run(self, tasks, key):
+        self._check_usable()
         return self.client.gather(submit(self.client, tasks, self.placement, [key]))[0]
 
     def solve_lower(self, b: ArrayLike) -> FloatArray:
@@ -189,6 +198,7 @@ class DistributedCholesky:
         may round a tile's products differently at another address). `z` is sent once
         to each worker, as a task of the graph (recomputable after a worker is lost)."""
         z = check_operand(z, self.n, "z")
+        self._check_usable()
         name = prefix("multiply")
         offsets = [int(value) for value in self.offsets]
         tasks: dict[tuple, tuple] = {(name, -1): (np.asarray, z)}
@@ -200,6 +210,7 @@ class DistributedCholesky:
     def _row_summaries(self):
         """``(bytes, ranks)`` of every tile row, gathered once."""
         if self._summary is None:
+            self._check_usable()
             name = prefix("summary")
             tasks = {(name, k): (row_summary, self.rows[k], self.diagonal[k]) for k in range(self.n_tiles)}
             keys = [(name, k) for k in range(self.n_tiles)]
@@ -223,6 +234,7 @@ class DistributedCholesky:
     def gather(self) -> TLRCholesky:
         """The factor as an in-process :class:`tlrcore.TLRCholesky` (every tile travels to
         the client: for tests and small matrices)."""
+        self._check_usable()
         diagonal = self.client.gather(self.diagonal)
         rows = self.client.gather([row for row in self.rows if row is not None])
         U, V = {}, {}

@@ -23,7 +23,7 @@ from tlrcore._checks import check_accuracy, check_int, check_random_state
 from tlrcore._typing import BlockGenerator, Seed
 from tlrcore.backends import NUMPY
 from tlrcore.compress import COMPRESSORS
-from tlrcore.distributed._graph import CriticalFirst, RowPlacement, prefix, submit
+from tlrcore.distributed._graph import CriticalFirst, RowPlacement, check_open, prefix, submit
 from tlrcore.compress.generated import CheckedBlock
 from tlrcore.distributed._tasks import diagonal_tile, off_diagonal_tile, tile_squares
 from tlrcore.errors import ConsumedMatrixError
@@ -122,10 +122,12 @@ class DistributedTLRMatrix:
         ------
         ValueError, GeneratorError
             As :meth:`tlrcore.TLRMatrix.from_generator` (a generator error raised on a
-            worker comes back as itself, naming the tile).
+            worker comes back as itself, naming the tile); a ValueError also for a
+            closed `client`.
         """
         if not isinstance(client, Client):
             raise TypeError(f"client must be a distributed.Client; got {type(client).__name__}.")
+        check_open(client)
         n = check_int(n, "n", 1)
         tile_size = check_int(tile_size, "tile_size", 1, n)
         accuracy = check_accuracy(accuracy)
@@ -173,6 +175,7 @@ class DistributedTLRMatrix:
                 "A was consumed by tlrcore.distributed.cholesky(A, overwrite_a=True) (its tiles were released); "
                 "build the matrix again, or factor it without overwrite_a=True to keep it."
             )
+        check_open(self.client, "matrix")
 
     @property
     def diagonal(self) -> list:
