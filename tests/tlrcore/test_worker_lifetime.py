@@ -148,11 +148,16 @@ def test_no_worker_outlives_the_caller(tmp_path, ending, forking_thread):
         assert wait_until(lambda: not any(running(pid) for pid in workers), END_WAIT), \
             f"workers {sorted(pid for pid in workers if running(pid))} outlived the caller"
     finally:
-        caller.kill()
-        caller.wait()
-        for pid in workers:
-            if running(pid):
-                os.kill(pid, signal.SIGKILL)
+        reap(caller, workers)
+
+
+def reap(caller, workers):
+    """Kill the caller and any worker left, whatever the test found."""
+    caller.kill()
+    caller.wait()
+    for pid in workers:
+        if running(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_worker_whose_caller_ended_before_it_started_exits(tmp_path):
@@ -166,8 +171,4 @@ def test_a_worker_whose_caller_ended_before_it_started_exits(tmp_path):
         assert wait_until(lambda: not any(running(pid) for pid in workers), END_WAIT)
         assert not (tmp_path / "survived").exists()
     finally:
-        caller.kill()
-        caller.wait()
-        for pid in workers:
-            if running(pid):
-                os.kill(pid, signal.SIGKILL)
+        reap(caller, workers)
