@@ -169,7 +169,9 @@ def main():
         local = [child(n, args.tile) for _ in range(args.repeats)]
         remote = [distributed(n, args.tile) for _ in range(args.repeats)]
         if args.save:
-            Path(f"{args.save}{n}.json").write_text(json.dumps(remote[0]))
+            from geostat.data.atomic import atomic_write_text
+
+            atomic_write_text(f"{args.save}{n}.json", json.dumps(remote[0], allow_nan=False))
         t_local = statistics.median(r["seconds"] for r in local)
         t_remote = statistics.median(r["seconds"] for r in remote)
         m_local = statistics.median(r["peak_mb"] for r in local)

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from geostat.data.atomic import atomic_write_text
+
 KERNELS = {
     "exp2d": ("exponential", None, 2, 0.1),
     "matern15_2d": ("matern", 1.5, 2, 0.1),
@@ -264,7 +266,7 @@ def main(argv=None):
     print("peak GiB = maximum resident set of the configuration's process (build: by the end of the build); "
           "A GiB, L GiB = bytes of the TLR matrix and of its factor.")
     if args.json:
-        Path(args.json).write_text(json.dumps(records, indent=1))
+        atomic_write_text(args.json, json.dumps(records, indent=1, allow_nan=False))
 
 
 if __name__ == "__main__":
