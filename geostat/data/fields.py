@@ -191,10 +191,12 @@ def _replicate_dims(da, layout, argname):
     longer = [d for d in other if da.sizes[d] > 1]
     if len(longer) > 1:
         sizes = {str(d): da.sizes[d] for d in da.dims}
+        name = argname if argname.isidentifier() else "da"
         raise ValueError(
             f"{argname} has dimensions {sizes}: besides the spatial ones ({list(layout.space_dims)}) at most one "
             f"longer than 1 (e.g. time) can hold replicates; select along the others first, e.g. "
-            f"{argname}.isel({longer[1]}=0) or {argname}.sel({longer[1]}=<value>), or stack them ({argname}.stack)."
+            f"{name}.isel({longer[1]}=0) or {name}.sel({longer[1]}=<value>) (geostat fit: --select "
+            f"{longer[1]}=<value>), or stack them ({name}.stack)."
         )
     kept = longer or other[:1]
     return kept, [d for d in other if d not in kept]
