@@ -18,10 +18,12 @@ ROOT = DOCS.parent
 if (ROOT / "geostat").is_dir():  # document this checkout, even where another copy is installed
     sys.path.insert(0, str(ROOT))
 
+from geostat._version import __version__  # noqa: E402  (after the path above)
+
 project = "geostat + tlrcore"
 author = "geostat developers"
 copyright = "geostat developers"
-release = version = "0.1.0"
+release = version = __version__
 
 extensions = [
     "sphinx.ext.autodoc",
