@@ -23,7 +23,7 @@ def backend(request):
 
 @pytest.fixture(autouse=True)
 def _no_idle_worker_processes():
-    """Stop the worker processes a test left waiting for the next session
+    """Stop the worker processes a test left waiting idle for the next fit
     (``tlrcore.compress.worker_processes.IDLE_TIMEOUT``), so that the next test forks its
     own, with its own settings."""
     yield

@@ -9,8 +9,7 @@ rename wins and the file is always one writer's complete output.
 
 References
 ----------
-.. [1] The Open Group (2018). rename(). The Open Group Base Specifications Issue 7,
-   IEEE Std 1003.1-2017.
+.. [1] The Open Group (2018). rename(). POSIX.1-2017, IEEE Std 1003.1-2017.
 """
 
 from __future__ import annotations

@@ -158,8 +158,8 @@ class TLRLikelihood(Likelihood):
         """A context for the evaluations of one fit: BLAS on one thread in this process
         (:meth:`Likelihood.fitting`); new arrays on small pages, for the probe blocks and
         solves of the scoring iterations as well as the tile algorithms
-        (:func:`tlrcore._malloc.small_pages`); and on the CPU, in this process, a session of
-        worker processes (:func:`tlrcore.compress.worker_processes.session`; when it closes
+        (:func:`tlrcore._malloc.small_pages`); and on the CPU, in this process, worker
+        processes held for the fit (:func:`tlrcore.compress.worker_processes.session`; when it closes
         they wait idle for the next fit, then stop). They compress the builds' tile columns
         (by default for tiles of at most 1024, when they are forked as it opens, and for
         builds of at least :data:`~tlrcore.compress.worker_processes.AUTO_MIN_COLUMNS` tile

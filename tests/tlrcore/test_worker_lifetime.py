@@ -22,7 +22,7 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 READY_WAIT, END_WAIT = 120.0, 30.0
 
 #: The caller: forks the workers (from its main thread, or from a thread that then ends),
-#: builds a matrix on them inside a session (each block call leaves a file named after
+#: builds a matrix on them while it holds them (each block call leaves a file named after
 #: its process in the folder), marks itself ready, and waits to be ended.
 CALLER = """
 import os, sys, threading, time

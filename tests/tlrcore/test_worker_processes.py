@@ -1,7 +1,7 @@
 """tlrcore.compress.worker_processes: the ACA tile columns of a CPU build compressed in
 forked workers give the threads' matrix bit for bit; by default the workers serve tiles of
-at most 1024 inside a session (a fit) and builds of many tile columns; after the last
-session they drop what they keep and wait idle for the next one, then stop;
+at most 1024 while a fit holds them and builds of many tile columns; after the last
+fit they drop what they keep and wait idle for the next one, then stop;
 ``TLRCORE_PROCESSES=1`` sends every build to them; every case the processes cannot serve
 falls back to the threads."""
 
