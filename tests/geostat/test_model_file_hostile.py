@@ -321,16 +321,21 @@ def _long_coefficients(members):
     members[name] = buffer.getvalue()
 
 
+def _refused_after(saved, change, match):
+    """`change` the members of the model file `saved`, write it again, and check it is refused."""
+    members = _members(saved)
+    change(members)
+    _rewrite(saved, members)
+    _refused(saved, match)
+
+
 @pytest.mark.parametrize("change, match", [
     (_coords_with_nan, "_training.coords holds non-finite values"),
     (_fewer_observations, r"_training.y is not a float64 array of shape \(60, 'any'\)"),
     (_long_coefficients, r"coef_ is not a float64 array of shape \(1,\)"),
 ], ids=["nan-site", "n-mismatch", "p-mismatch"])
 def test_arrays_that_disagree_with_the_training_data_are_refused(saved, change, match):
-    members = _members(saved)
-    change(members)
-    _rewrite(saved, members)
-    _refused(saved, match)
+    _refused_after(saved, change, match)
 
 
 # ---------------------------------------------------------------------------- the zip directory
@@ -359,10 +364,7 @@ def _structured_array(members):
     (_structured_array, "holds values of dtype"),
 ], ids=["unexpected-member", "unused-array", "object-dtype", "structured-dtype"])
 def test_members_the_writer_never_writes_are_refused(saved, change, match):
-    members = _members(saved)
-    change(members)
-    _rewrite(saved, members)
-    _refused(saved, match)
+    _refused_after(saved, change, match)
 
 
 def test_a_member_compressed_with_another_method_is_refused(saved):
