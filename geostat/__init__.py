@@ -3,7 +3,8 @@
 Kernels
     :class:`Exponential`, :class:`Matern`, :class:`PoweredExponential`,
     :class:`Gaussian` — ``C(h) = variance * M(h / range) + nugget * I`` in the
-    convention of ExaGeoStat and R fields.
+    convention of ExaGeoStat and R fields; :class:`Anisotropic` (geometric anisotropy)
+    and :class:`SpaceTime` (separable and Gneiting space-time correlations).
 Estimation
     :class:`SpatialGP` — scikit-learn estimator: ``fit``, ``predict(return_std=...)``,
     ``sample_y``, ``score``, ``log_likelihood``; fitted ``params_``, ``stderr_``,
@@ -37,7 +38,7 @@ from geostat.errors import (
     TrendNotIdentifiableError,
 )
 from geostat.estimator import SpatialGP, load
-from geostat.kernels import Exponential, Gaussian, Kernel, Matern, PoweredExponential
+from geostat.kernels import Anisotropic, Exponential, Gaussian, Kernel, Matern, PoweredExponential, SpaceTime
 from geostat.api import log_likelihood
 from geostat.optimize import MLEResult
 from geostat.simulate import simulate
@@ -50,6 +51,8 @@ __all__ = [
     "Matern",
     "PoweredExponential",
     "Gaussian",
+    "Anisotropic",
+    "SpaceTime",
     "log_likelihood",
     "simulate",
     "datasets",

@@ -30,9 +30,15 @@ import numpy as np
 
 from geostat.distance import central_angle, check_lonlat
 from geostat.kernels._base import array_namespace, map_chunks
+from geostat.kernels.lags import requested_names
 from geostat.kernels.tabulation import LogDistanceTable, RadialFunction, RadialTable
 
-__all__ = ["NEGLIGIBLE_DERIVATIVE", "TABULATE_PAIRS", "PairCorrelation", "Sites"]
+__all__ = ["LAG_BLOCK", "NEGLIGIBLE_DERIVATIVE", "TABULATE_PAIRS", "PairCorrelation", "Sites", "condensed_pairs",
+           "cross_correlation"]
+
+#: Entries per block of rows in which a whole correlation matrix of a kernel of coordinate
+#: differences is formed (each block holds a few temporaries of this size).
+LAG_BLOCK = 1 << 21
 
 #: Pair counts between which costly kernels (Bessel functions) are evaluated through a
 #: :class:`~geostat.kernels.tabulation.LogDistanceTable`; above the upper one its weights
@@ -45,20 +51,49 @@ TABULATE_PAIRS = (100_000, 50_000_000)
 NEGLIGIBLE_DERIVATIVE = 1e-100
 
 
-class PairCorrelation:
-    """The correlation at fixed pair distances, through a
-    :class:`~geostat.kernels.tabulation.LogDistanceTable` (made at the first use) for a
-    costly kernel between :data:`TABULATE_PAIRS` pairs.
+def condensed_pairs(coords, distance, kernel):
+    """The pairs ``i < j`` of sites (``scipy.spatial.distance.pdist`` order) as a kernel reads
+    them: their distances, or for a kernel of coordinate differences one array of
+    differences ``points[i] - points[j]`` per embedded axis.
 
     Parameters
     ----------
-    distances : 1-D array of the back end
-        The pair distances.
+    coords : ndarray of shape (n, d)
+    distance : geostat.distance.Distance
+    kernel : geostat.kernels.Kernel
+
+    Returns
+    -------
+    ndarray of shape (n (n - 1) / 2,) or list of such arrays
+    """
+    if not kernel.structured:
+        return distance.pairwise(coords)
+    points = distance.embed(coords)
+    i, j = np.triu_indices(points.shape[0], 1)
+    return [points[i, k] - points[j, k] for k in range(points.shape[1])]
+
+
+class PairCorrelation:
+    """The correlation at fixed pairs of sites: their distances, through a
+    :class:`~geostat.kernels.tabulation.LogDistanceTable` (made at the first use) for a
+    costly kernel between :data:`TABULATE_PAIRS` pairs; or their coordinate differences
+    for a kernel of them.
+
+    Parameters
+    ----------
+    distances : 1-D array of the back end, or list of them
+        The pair distances, or the differences along each embedded axis
+        (:func:`condensed_pairs`).
     """
 
     def __init__(self, distances):
         self.distances = distances
         self._table = None
+
+    @property
+    def size(self):
+        """int: The number of pairs."""
+        return (self.distances[0] if isinstance(self.distances, list) else self.distances).size
 
     def evaluate(self, kernel, theta, gradient=False):
         """Correlation values and, with `gradient`, their derivatives.
@@ -78,11 +113,37 @@ class PairCorrelation:
         """
         shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
         d = self.distances
+        if kernel.structured:
+            return kernel.lag_evaluate(d, theta["range"], shape, gradient)
         if getattr(kernel, "costly", False) and TABULATE_PAIRS[0] <= d.size <= TABULATE_PAIRS[1]:
             if self._table is None:
                 self._table = LogDistanceTable(d)
             return self._table.evaluate(kernel, theta["range"], shape, gradient)
         return kernel.evaluate(d, theta["range"], shape, gradient)
+
+
+def cross_correlation(kernel, distance, theta, a, b):
+    """The correlation between two sets of sites, on the host.
+
+    Parameters
+    ----------
+    kernel : geostat.kernels.Kernel
+    distance : geostat.distance.Distance
+    theta : dict
+        ``range`` and the kernel's shape parameters.
+    a : ndarray of shape (m, d)
+    b : ndarray of shape (n, d)
+
+    Returns
+    -------
+    ndarray of shape (m, n)
+    """
+    shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
+    if kernel.structured:
+        pa, pb = distance.embed(a), distance.embed(b)
+        lags = [pa[:, k, None] - pb[None, :, k] for k in range(pa.shape[1])]
+        return kernel.lag_evaluate(lags, theta["range"], shape)[0]
+    return kernel.correlation(distance.cross(a, b), theta["range"], **shape)
 
 
 class Sites:
@@ -147,12 +208,59 @@ class Sites:
         R : array of shape (n, n) on the back end
         dR : dict of str to arrays of shape (n, n)
         """
+        if kernel.structured:
+            return self._lag_correlation(kernel, theta, gradient)
         if self._correlation is None:
             self._correlation = PairCorrelation(self.pair_distances())
         values, grads = self._correlation.evaluate(kernel, theta, gradient)
         square = self.backend.squareform
         dR = {k: square(v, self.n, 0.0) for k, v in grads.items()}
         return square(values, self.n, 1.0), dR
+
+    def _lag_correlation(self, kernel, theta, gradient):
+        """:meth:`correlation` of a kernel of coordinate differences, by blocks of rows
+        (about :data:`LAG_BLOCK` entries each) written into the whole matrices."""
+        xp = self.backend.xp
+        shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
+        names = requested_names(kernel, gradient)
+        R = xp.empty((self.n, self.n))
+        dR = {name: xp.empty((self.n, self.n)) for name in names}
+        step = max(1, LAG_BLOCK // max(1, self.n))
+        for start in range(0, self.n, step):
+            rows = slice(start, min(start + step, self.n))
+            R[rows], grads = kernel.lag_evaluate(self.lags(rows), theta["range"], shape, gradient)
+            for name in names:
+                dR[name][rows] = grads[name]
+        return R, dR
+
+    def lags(self, rows=None, cols=None):
+        """Coordinate differences ``points[rows] - points[cols]`` of the embedded sites,
+        one array of shape ``(len(rows), len(cols))`` per axis, on the back end.
+
+        Parameters
+        ----------
+        rows, cols : 1-D integer arrays or slices, optional
+            Site indices; None means all sites.
+
+        Returns
+        -------
+        list of arrays
+        """
+        a = self.points if rows is None else self.points[rows]
+        b = self.points if cols is None else self.points[cols]
+        return [a[:, k, None] - b[None, :, k] for k in range(a.shape[1])]
+
+    def lags_between(self, i, j):
+        """Coordinate differences of the sites `i` and `j`, elementwise (integer arrays
+        that broadcast together), one array per axis."""
+        return [axis[i] - axis[j] for axis in self._point_axes()]
+
+    def _point_axes(self):
+        """Each coordinate of the points, contiguous: gathers of single values."""
+        if self._axes is None:
+            xp = self.backend.xp
+            self._axes = [xp.ascontiguousarray(self.points[:, k]) for k in range(self.points.shape[1])]
+        return self._axes
 
     # ------------------------------------------------------------------ blocks
     def distances(self, rows=None, cols=None):
@@ -189,10 +297,7 @@ class Sites:
         -------
         array of the broadcast shape
         """
-        if self._axes is None:  # each coordinate contiguous: gathers of single values
-            xp = self.backend.xp
-            self._axes = [xp.ascontiguousarray(self.points[:, k]) for k in range(self.points.shape[1])]
-        x = self._axes
+        x = self._point_axes()
         if self._spherical:
             xp = self.backend.xp
             return central_angle(x[0][i], x[1][i], x[0][j], x[1][j], xp=xp) * self.distance.radius
@@ -223,7 +328,7 @@ class Sites:
             elementwise for index arrays that broadcast together (the tile generators read
             scattered entries with it).
         """
-        return _CovarianceBlock(self, kernel, params)
+        return (_LagCovarianceBlock if kernel.structured else _CovarianceBlock)(self, kernel, params)
 
     def gradient_block(self, kernel, theta, name):
         """Block generator of ``dR / d name``, the derivative of the correlation matrix
@@ -244,7 +349,7 @@ class Sites:
             array of the back end; ``block.entries(i, j)`` gives the same derivative
             elementwise, as for :meth:`covariance_block`.
         """
-        return _GradientBlock(self, kernel, theta, name)
+        return (_LagGradientBlock if kernel.structured else _GradientBlock)(self, kernel, theta, name)
 
 
 class _CovarianceBlock:
@@ -274,8 +379,16 @@ class _CovarianceBlock:
         C *= self._variance
         return C
 
+    def _block(self, rows, cols):
+        """The covariance without the nugget between the sites `rows` and `cols`."""
+        return self._covariance(self._sites.distances(rows, cols))
+
+    def _pairs(self, i, j):
+        """The covariance without the nugget between the sites `i` and `j`, elementwise."""
+        return self._covariance(self._sites.between(i, j))
+
     def __call__(self, rows, cols):
-        C = self._covariance(self._sites.distances(rows, cols))
+        C = self._block(rows, cols)
         if self._nugget and _overlap(rows, cols):
             xp = self._sites.backend.xp
             rows, cols = xp.asarray(rows), xp.asarray(cols)
@@ -291,7 +404,7 @@ class _CovarianceBlock:
     def entries(self, i, j):
         """The covariance between the sites `i` and `j`, elementwise (integer arrays that
         broadcast together; the result has their broadcast shape)."""
-        C = self._covariance(self._sites.between(i, j))
+        C = self._pairs(i, j)
         if self._nugget and _overlap(i, j):
             xp = self._sites.backend.xp
             C[xp.asarray(i) == xp.asarray(j)] += self._nugget
@@ -351,3 +464,54 @@ class _GradientBlock:
         """The derivative between the sites `i` and `j`, elementwise (as
         :meth:`_CovarianceBlock.entries`)."""
         return self._derivative(self._sites.between(i, j))
+
+
+class _LagCovarianceBlock(_CovarianceBlock):
+    """:class:`_CovarianceBlock` of a kernel of coordinate differences
+    (:class:`~geostat.kernels.lags.LagKernel`): symmetric too, its differences entering
+    through even functions."""
+
+    def __init__(self, sites, kernel, params):
+        self._sites = sites
+        self._kernel = kernel
+        self._range = float(params["range"])
+        self._shape = kernel.resolve_shape({k: params[k] for k in kernel.shape_names if k in params})
+        self._variance = float(params["variance"])
+        self._nugget = float(params.get("nugget", 0.0))
+
+    def _scaled(self, deltas):
+        C = self._kernel.lag_evaluate(deltas, self._range, self._shape)[0]
+        C *= self._variance
+        return C
+
+    def _block(self, rows, cols):
+        return self._scaled(self._sites.lags(rows, cols))
+
+    def _pairs(self, i, j):
+        return self._scaled(self._sites.lags_between(i, j))
+
+
+class _LagGradientBlock:
+    """``dR / d name`` of a kernel of coordinate differences, by blocks or elementwise, as
+    :class:`_GradientBlock`."""
+
+    symmetric_blocks = True
+
+    def __init__(self, sites, kernel, theta, name):
+        self._sites = sites
+        self._kernel = kernel
+        self._range = theta["range"]
+        self._shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
+        self._name = name
+
+    def _derivative(self, deltas):
+        D = self._kernel.lag_evaluate(deltas, self._range, self._shape, gradient=(self._name,))[1][self._name]
+        D[abs(D) < NEGLIGIBLE_DERIVATIVE] = 0.0
+        return D
+
+    def __call__(self, rows, cols):
+        return self._derivative(self._sites.lags(rows, cols))
+
+    def entries(self, i, j):
+        """The derivative between the sites `i` and `j`, elementwise."""
+        return self._derivative(self._sites.lags_between(i, j))

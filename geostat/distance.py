@@ -48,6 +48,10 @@ __all__ = [
     "EUCLIDEAN",
     "GREAT_CIRCLE",
     "Distance",
+    "SpaceTimeDistance",
+    "TANGENT_MAX_DEGREES",
+    "TANGENT_WARN_DEGREES",
+    "TangentPlaneDistance",
     "central_angle",
     "check_lonlat",
     "chordal",
@@ -57,6 +61,8 @@ __all__ = [
     "get_distance",
     "great_circle",
     "lonlat_to_xyz",
+    "model_distance",
+    "ordering_points",
     "nearest_pair",
     "resolve_distance",
     "warn_if_invalid_on_sphere",
@@ -373,6 +379,154 @@ class Distance:
         return hash((self.name, self.radius))
 
 
+#: Largest angle (degrees) between the centre of the sites and a site at which a tangent
+#: plane projection is used without a warning: distances toward the centre shrink by the
+#: cosine of that angle, 1.5 % at 10 degrees.
+TANGENT_WARN_DEGREES = 10.0
+#: Largest such angle at all (distances shrink by 29 % at 45 degrees).
+TANGENT_MAX_DEGREES = 45.0
+
+
+class TangentPlaneDistance(Distance):
+    """Longitude/latitude sites projected onto the plane tangent to the sphere at their
+    centre: coordinates in km east and north, in which an anisotropic model measures its
+    angle (counterclockwise from east).
+
+    The projection is orthographic: the chordal embedding (:func:`lonlat_to_xyz`)
+    followed by the orthogonal projection onto the tangent plane, a linear map, so every
+    kernel that is positive definite in the plane stays positive definite on the sites.
+    Distances are exact at the centre and shrink toward it by the cosine of a site's
+    angular distance from the centre: 1.5 % at 10 degrees (the data of a region), which
+    is why a wider extent warns, and a hemisphere-wide one is refused.
+
+    Parameters
+    ----------
+    center : tuple of float
+        Longitude and latitude (degrees) of the tangent point.
+    radius : float, default EARTH_RADIUS_KM
+    """
+
+    def __init__(self, center: tuple[float, float], radius: float = EARTH_RADIUS_KM) -> None:
+        super().__init__("chordal", radius)
+        lon, lat = np.radians(np.asarray(center, dtype=np.float64))
+        self.center = (float(np.degrees(lon)), float(np.degrees(lat)))
+        self._axes = np.array([[-np.sin(lon), np.cos(lon), 0.0],
+                               [-np.sin(lat) * np.cos(lon), -np.sin(lat) * np.sin(lon), np.cos(lat)]])
+
+    @classmethod
+    def around(cls, coords: ArrayLike, radius: float = EARTH_RADIUS_KM) -> TangentPlaneDistance:
+        """The tangent plane at the centre of the sites (the direction of the mean of
+        their unit vectors), checked against their extent.
+
+        Raises
+        ------
+        ValueError
+            If a site lies more than :data:`TANGENT_MAX_DEGREES` from the centre.
+
+        Warns
+        -----
+        GeostatWarning
+            If a site lies more than :data:`TANGENT_WARN_DEGREES` from it.
+        """
+        unit = lonlat_to_xyz(check_lonlat(coords, "coords"), 1.0)
+        mean = unit.mean(axis=0)
+        norm = float(np.linalg.norm(mean))
+        if norm < 1e-9:
+            raise ValueError("the sites surround the globe: no tangent plane represents them; fit them isotropically.")
+        mean /= norm
+        widest = float(np.degrees(np.arccos(np.clip(np.min(unit @ mean), -1.0, 1.0))))
+        if widest > TANGENT_MAX_DEGREES:
+            raise ValueError(
+                f"the sites extend {widest:.0f} degrees from their centre; an anisotropy in one tangent plane "
+                f"distorts distances by {100 * (1 - np.cos(np.radians(widest))):.0f} % there (at most "
+                f"{TANGENT_MAX_DEGREES:g} degrees are accepted). Fit a smaller region, or an isotropic model."
+            )
+        if widest > TANGENT_WARN_DEGREES:
+            warnings.warn(
+                f"the sites extend {widest:.0f} degrees from their centre: in the tangent plane of the anisotropy "
+                f"distances toward the centre shrink by up to {100 * (1 - np.cos(np.radians(widest))):.1f} %.",
+                GeostatWarning,
+                stacklevel=4,
+            )
+        center = (float(np.degrees(np.arctan2(mean[1], mean[0]))), float(np.degrees(np.arcsin(mean[2]))))
+        return cls(center, radius)
+
+    def embed(self, coords: ArrayLike) -> NDArray[np.float64]:
+        """Kilometres east and north of the centre, in the tangent plane."""
+        return lonlat_to_xyz(coords, self.radius) @ self._axes.T
+
+    def pairwise(self, coords: ArrayLike) -> NDArray[np.float64]:
+        """Condensed distances in the tangent plane."""
+        return pdist(self.embed(coords))
+
+    def cross(self, a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
+        """Distances in the tangent plane."""
+        return cdist(self.embed(a), self.embed(b))
+
+    def __repr__(self) -> str:
+        return f"TangentPlaneDistance(center={self.center!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TangentPlaneDistance):
+            return NotImplemented
+        return (self.center, self.radius) == (other.center, other.radius)
+
+    def __hash__(self) -> int:
+        return hash(("tangent", self.center, self.radius))
+
+
+class SpaceTimeDistance(Distance):
+    """Sites in space and time: a spatial :class:`Distance` of all columns but the last,
+    which is time (in its own units).
+
+    ``embed`` gives the embedded spatial coordinates followed by the time, the coordinates
+    whose differences a space-time kernel reads
+    (:class:`~geostat.kernels.space_time.SpaceTime`); ``pairwise`` is the spatial
+    distance; ``cross`` the Euclidean distance of the embedded points (zero only for one
+    site at one time), which tells duplicates apart.
+
+    Parameters
+    ----------
+    space : Distance
+        ``"euclidean"`` or ``"chordal"`` (great-circle distances have no embedding).
+    """
+
+    def __init__(self, space: Distance) -> None:
+        if not isinstance(space, Distance) or isinstance(space, SpaceTimeDistance):
+            raise TypeError(f"space must be a spatial Distance, got {space!r}.")
+        if space.embed(np.zeros((1, 2))) is None:
+            raise ValueError(
+                f"a space-time model needs coordinates with Euclidean differences; distance={space.name!r} has none. "
+                "Use distance='chordal' for longitude/latitude."
+            )
+        super().__init__(space.name, space.radius)
+        self.space = space
+
+    def embed(self, coords: ArrayLike) -> NDArray[np.float64]:
+        """Embedded spatial coordinates, then the time column."""
+        points = _as_points(coords, "coords")
+        return np.hstack([self.space.embed(points[:, :-1]), points[:, -1:]])
+
+    def pairwise(self, coords: ArrayLike) -> NDArray[np.float64]:
+        """Condensed spatial distances of all pairs (time ignored)."""
+        return self.space.pairwise(_as_points(coords, "coords")[:, :-1])
+
+    def cross(self, a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
+        """Euclidean distances of the embedded space-time points."""
+        return euclidean(self.embed(a), self.embed(b))
+
+    def __repr__(self) -> str:
+        return f"SpaceTimeDistance({self.space!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SpaceTimeDistance):
+            return NotImplemented
+        return self.space == other.space
+
+    def __hash__(self) -> int:
+        return hash(("space-time", self.space))
+
+
 EUCLIDEAN = Distance("euclidean")
 CHORDAL = Distance("chordal")
 GREAT_CIRCLE = Distance("great_circle")
@@ -414,6 +568,40 @@ def get_distance(name_or_instance: str | Distance) -> Distance:
             f"Unknown distance {name_or_instance!r}; valid names are {list(DISTANCE_NAMES)}.{extra}"
         )
     return _BY_NAME[key]
+
+
+def model_distance(name: str, kernel: Kernel, coords: ArrayLike) -> Distance:
+    """The :class:`Distance` of a resolved distance name for a model of the sites `coords`:
+    for an anisotropic kernel on longitude/latitude the :class:`TangentPlaneDistance` at
+    their centre, and wrapped in a :class:`SpaceTimeDistance` when the kernel's last
+    coordinate is time."""
+    distance = get_distance(name)
+    spatial = np.asarray(coords)[:, :-1] if kernel.time_axis else coords
+    if kernel.anisotropic and distance.lonlat:
+        if distance.name != "chordal":
+            raise ValueError(f"an anisotropic model on longitude/latitude measures distances in a tangent plane, "
+                             f"not by distance={distance.name!r}; pass distance='chordal' or 'auto'.")
+        distance = TangentPlaneDistance.around(spatial, distance.radius)
+    return SpaceTimeDistance(distance) if kernel.time_axis else distance
+
+
+def ordering_points(coords: NDArray[np.float64], distance: Distance) -> NDArray[np.float64]:
+    """Points whose KD-tree clusters sites that are close in the covariance's sense.
+
+    The embedded coordinates (:meth:`Distance.embed`; the coordinates themselves for the
+    great-circle distance, which has no embedding); for a :class:`SpaceTimeDistance`, the time axis rescaled to the extent of the spatial
+    ones, so that a tree splits space and time alike rather than along whichever axis
+    has the larger numbers in its units.
+    """
+    points = distance.embed(coords)
+    if points is None:
+        return coords
+    if isinstance(distance, SpaceTimeDistance) and points.shape[0]:
+        space_extent = float(np.max(np.ptp(points[:, :-1], axis=0))) if points.shape[1] > 1 else 0.0
+        time_extent = float(np.ptp(points[:, -1]))
+        if space_extent > 0 and time_extent > 0:
+            points[:, -1] *= space_extent / time_extent
+    return points
 
 
 def find_lonlat(column_names: Sequence[Any]) -> tuple[int, int] | None:
@@ -601,6 +789,9 @@ def distance_extremes(coords: NDArray[np.float64], distance: Distance) -> tuple[
     n = coords.shape[0]
     if n < 2:
         return np.inf, 0.0
+    if isinstance(distance, SpaceTimeDistance):  # nearest in space-time, farthest in space
+        spatial = np.unique(coords[:, :-1], axis=0)
+        return nearest_pair(coords, distance)[2], distance_extremes(spatial, distance.space)[1]
     points, tree = _search_tree(coords, distance)
     smallest = nearest_pair(coords, distance, tree)[2]
     if distance.lonlat:

@@ -62,9 +62,10 @@ from geostat.data.types import (
     TrendSpec,
     XarrayObject,
 )
-from geostat.distance import Distance, get_distance, nearest_pair, warn_if_invalid_on_sphere
+from geostat.distance import Distance, get_distance, model_distance, nearest_pair, warn_if_invalid_on_sphere
 from geostat.errors import GeostatWarning, ModelFileError, PerturbationWarning
 from geostat.kernels import Kernel, get_kernel
+from geostat.kernels.models import axis_spans, model_kernel, time_column
 from geostat.likelihood import METHODS, make_likelihood, split_params
 from geostat.likelihood.failure import NEGLIGIBLE, check_on_failure, warning_threshold
 from geostat.optimize import MLEResult, ParameterSpace, maximize_likelihood
@@ -94,9 +95,22 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     ----------
     kernel : str or Kernel, default "matern"
         ``"exponential"``, ``"matern"``, ``"powered_exponential"``, ``"gaussian"`` or a
-        kernel object such as ``geostat.Matern(smoothness=1.5)``.
+        kernel object such as ``geostat.Matern(smoothness=1.5)``, an anisotropic one
+        (:class:`geostat.Anisotropic`) or a space-time one (:class:`geostat.SpaceTime`,
+        whose last coordinate is time: see `time`).
     smoothness : float or None, default None
         Matern smoothness; ``None`` estimates it.
+    anisotropy : None or "geometric", default None
+        ``"geometric"`` estimates a geometric anisotropy of the (spatial) kernel:
+        ``params_`` gains ``"anisotropy_ratio"`` (minor/major range, in (0, 1]) and
+        ``"anisotropy_angle"`` (of the major axis, radians counterclockwise from the x
+        axis, in [0, pi)), and ``"range"`` is the major range; with three spatial
+        coordinates, also ``"vertical_range"`` of the third. Needs projected x/y
+        coordinates (see :mod:`geostat.kernels.anisotropic`).
+    time : None, str or int, default None
+        With a space-time kernel, the time column of ``X`` (name or position); None takes a
+        column named ``"time"``, else the last coordinate column. Lags are in the units of
+        that column.
     nugget : bool or float, default True
         ``True`` estimates a nugget (measurement error), ``False`` omits it, a number
         fixes it.
@@ -248,6 +262,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         self,
         kernel: str | Kernel = "matern",
         smoothness: float | None = None,
+        anisotropy: str | None = None,
+        time: str | int | None = None,
         nugget: bool | float = True,
         trend: TrendSpec = "constant",
         distance: str | Distance = "auto",
@@ -267,6 +283,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     ) -> None:
         self.kernel = kernel
         self.smoothness = smoothness
+        self.anisotropy = anisotropy
+        self.time = time
         self.nugget = nugget
         self.trend = trend
         self.distance = distance
@@ -303,6 +321,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r} is not one of {METHODS}.")
         check_choice(self.ordering, "ordering", ORDERINGS)
+        if self.anisotropy is not None:
+            check_choice(self.anisotropy, "anisotropy", ("geometric",))
         auto = isinstance(self.accuracy, str) and self.accuracy == "auto"
         number = not isinstance(self.accuracy, (bool, str)) and isinstance(self.accuracy, (int, float))
         if not auto and not (number and 0 < self.accuracy < 1):
@@ -371,8 +391,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         check_table(X, "X")
         y = align_observations(X, y)
         validate_data(self, X, reset=True, dtype="numeric")
-        kernel = get_kernel(self.kernel, self.smoothness)
-        data, distance_name = prepare_coords(X, trend, self.distance)
+        family = get_kernel(self.kernel, self.smoothness)
+        data, distance_name = prepare_coords(X, trend, self.distance, time=time_column(family, self.time, X))
+        kernel = model_kernel(family, self.anisotropy, data.coords.shape[1], distance_name)
         values, names, one_d = prepare_y(y, data.n)
         warn_if_invalid_on_sphere(distance_name, kernel)
         fixed = check_mapping(self.fixed, "fixed", "{'range': 100.0}")
@@ -387,7 +408,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             )
         data_variance = residual_variance(values, data.design)
         scale = DataScale.nearest(np.sqrt(data_variance))
-        natural_space = ParameterSpace(kernel, nugget=self.nugget, fixed=fixed, bounds=bounds, data_variance=data_variance)
+        natural_space = ParameterSpace(kernel, nugget=self.nugget, fixed=fixed, bounds=bounds, data_variance=data_variance,
+                                       spans=axis_spans(kernel, data.coords))
         training = _TrainingData(data.coords, values / scale.factor, data.design)
         likelihood = self._likelihood_of(training, kernel, distance_name, self.method, backend)
         _check_sites_and_nugget(data.coords, likelihood, natural_space, data_variance)
@@ -468,7 +490,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         check_table(X, "X")
         validate_data(self, X, reset=False, dtype="numeric")
-        data, _ = prepare_coords(X, self._trend, self.distance_, layout=self._layout)
+        data, _ = prepare_coords(X, self._trend, self.distance_, layout=self._layout,
+                                 time=True if self.kernel_.time_axis else None)
         return data
 
     @overload
@@ -638,6 +661,28 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             scores.append(r2_score(truth[seen, j], pred[seen, j], sample_weight=w))
         return float(np.mean(scores))
 
+    @property
+    def n_params_(self) -> int:
+        """int: Parameters estimated by the fit: the covariance parameters of
+        ``result_.estimated`` (the variance included when profiled) and every trend
+        coefficient of every replicate."""
+        check_is_fitted(self)
+        return len(self.result_.estimated) + int(np.size(self.coef_))
+
+    @property
+    def aic_(self) -> float:
+        r"""float: Akaike's information criterion ``2 k - 2 loglik_`` with ``k`` =
+        :attr:`n_params_`. Lower is better. With ``reml=True`` it compares models of one
+        trend only (the restricted likelihoods of different trends are of different data)."""
+        return 2.0 * self.n_params_ - 2.0 * self.loglik_
+
+    @property
+    def bic_(self) -> float:
+        r"""float: Schwarz's Bayesian information criterion ``k log N - 2 loglik_`` with
+        ``k`` = :attr:`n_params_` and ``N`` the number of observed values."""
+        n_obs = int(np.sum(~np.isnan(self._training.y)))
+        return self.n_params_ * float(np.log(n_obs)) - 2.0 * self.loglik_
+
     def log_likelihood(self, params: Params) -> float:
         """Log-likelihood of the training data at given parameters (trend by GLS).
 
@@ -772,7 +817,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         one, for the fitted factors)."""
         seed = int(self.random_state) if isinstance(self.random_state, (int, np.integer)) else 0
         return make_likelihood(
-            method, training.coords, training.y, training.design, kernel, get_distance(distance_name), self.reml,
+            method, training.coords, training.y, training.design, kernel,
+            model_distance(distance_name, kernel, training.coords), self.reml,
             accuracy=self.accuracy if accuracy is None else accuracy, tile_size=self.tile_size, ordering=self.ordering,
             random_state=seed,
             on_failure=self.on_failure, backend=backend, client=resolve_client(getattr(self, "client", None)),

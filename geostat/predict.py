@@ -29,6 +29,7 @@ import numpy as np
 from scipy.linalg import cho_solve
 
 from geostat.checks import check_memory
+from geostat.covariance import cross_correlation
 from geostat.errors import NotPositiveDefiniteError
 from geostat.likelihood.gls import centered_design, remove_means
 from geostat.likelihood.terms import split_params
@@ -97,9 +98,11 @@ class Kriging:
 
     def _cross(self, coords, sites):
         train = self.lik.coords if sites is None else self.lik.coords[sites]
-        d = self.lik.distance.cross(coords, train)
-        shape = {k: v for k, v in self.theta.items() if k != "range"}
-        return self.params["variance"] * self.lik.kernel.correlation(d, self.theta["range"], **shape)
+        return self._covariance(coords, train)
+
+    def _covariance(self, a, b):
+        """The covariance of the latent process between the sites `a` and `b`."""
+        return self.params["variance"] * cross_correlation(self.lik.kernel, self.lik.distance, self.theta, a, b)
 
     @one_blas_thread
     def predict(self, coords, design, return_var=False):
@@ -140,9 +143,7 @@ class Kriging:
         """Joint covariance of the kriging errors at new sites for one group of replicates."""
         g = self.groups[group]
         c0 = self._cross(coords, g.sites)
-        shape = {k: v for k, v in self.theta.items() if k != "range"}
-        d = self.lik.distance.cross(coords, coords)
-        cov = self.params["variance"] * self.lik.kernel.correlation(d, self.theta["range"], **shape)
+        cov = self._covariance(coords, coords)
         cov -= c0 @ g.cinv(c0.T)
         if g.ftcf_chol is not None:
             u = remove_means(design, g.shift).T - g.cinv_f.T @ c0.T

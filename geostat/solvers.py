@@ -41,6 +41,7 @@ from tlrcore.compress.worker_processes import Shared as InWorkerProcesses
 from tlrcore.compress.worker_processes import session as worker_session
 
 from geostat.covariance import Sites
+from geostat.distance import ordering_points
 from geostat.errors import NotPositiveDefiniteError
 from geostat.ordering import auto_tile_size, order_points
 
@@ -596,8 +597,7 @@ def site_order(coords, distance, kernel, ordering="kdtree", tile_size=None):
     if tile_size is None:
         tile_size = auto_tile_size(n, costly_kernel=kernel.costly or bool(kernel.free_shape))
     tile_size = min(int(tile_size), n)
-    embedded = distance.embed(coords)
-    return order_points(coords if embedded is None else embedded, ordering, tile_size), tile_size
+    return order_points(ordering_points(coords, distance), ordering, tile_size), tile_size
 
 
 def tlr_covariance(coords, kernel, params, distance, accuracy=1e-8, tile_size=None, ordering="kdtree",

@@ -262,7 +262,7 @@ def _as_frame(X, argname):
     return pd.DataFrame(array)
 
 
-def prepare_coords(X, trend, distance="auto", argname="X", layout=None):
+def prepare_coords(X, trend, distance="auto", argname="X", layout=None, time=None):
     """Split ``X`` into coordinates and covariates and check them.
 
     Parameters
@@ -277,6 +277,10 @@ def prepare_coords(X, trend, distance="auto", argname="X", layout=None):
     layout : tuple, optional
         ``(n_columns, coord_positions, covariate_positions)`` from a fit: a prediction
         input is split by the same column positions.
+    time : str, int, True or None, default None
+        The time column of a space-time model (a name, a position, or True for the last
+        coordinate column): it becomes the last coordinate, and the distance is resolved
+        on the others. None: no time.
 
     Returns
     -------
@@ -287,7 +291,8 @@ def prepare_coords(X, trend, distance="auto", argname="X", layout=None):
     frame = _as_frame(X, argname)
     columns = list(frame.columns)
     if layout is None:
-        coord_pos, cov_pos, distance_name = _layout(columns, trend, distance, isinstance(X, pd.DataFrame), argname)
+        coord_pos, cov_pos, distance_name = _layout(columns, trend, distance, isinstance(X, pd.DataFrame), argname,
+                                                    time)
     else:
         n_columns, coord_pos, cov_pos = layout
         if len(columns) != n_columns:
@@ -298,8 +303,11 @@ def prepare_coords(X, trend, distance="auto", argname="X", layout=None):
         distance_name = distance
     coords = _numeric(frame.iloc[:, coord_pos], f"{argname} coordinates")
     covariates = _numeric(frame.iloc[:, cov_pos], f"{argname} covariates") if cov_pos else np.empty((len(frame), 0))
+    spatial = coords[:, :-1] if time is not None else coords
+    if time is not None and spatial.shape[1] == 0:
+        raise ValueError(f"{argname} has a time column but no spatial coordinate columns.")
     if distance_name in ("chordal", "great_circle"):
-        check_lonlat(coords, argname)
+        check_lonlat(spatial, argname)
     else:
         _check_spread(coords, argname)
     if layout is None and _is_auto(distance) and distance_name == "euclidean" and isinstance(X, pd.DataFrame):
@@ -315,19 +323,42 @@ def prepare_coords(X, trend, distance="auto", argname="X", layout=None):
     return data, distance_name
 
 
-def _layout(columns, trend, distance, named, argname):
-    """Positions of coordinate and covariate columns, and the resolved distance."""
+def _layout(columns, trend, distance, named, argname, time=None):
+    """Positions of coordinate and covariate columns (the time column last), and the
+    resolved distance."""
     cov_pos = _covariate_positions(columns, trend, argname)
     coord_pos = [i for i in range(len(columns)) if i not in cov_pos]
     if not coord_pos:
         raise ValueError(f"{argname} has no coordinate columns left after removing the trend covariates.")
+    time_pos = None if time is None else _time_position(columns, coord_pos, cov_pos, time, argname)
+    if time_pos is not None:
+        coord_pos.remove(time_pos)
     names = [str(columns[i]) for i in coord_pos] if named else None
     if named:
         _check_no_split_position(names, [str(columns[i]) for i in cov_pos], argname)
     distance_name, lonlat = resolve_distance(distance, names)
     if lonlat is not None and len(coord_pos) == 2:
         coord_pos = [coord_pos[lonlat[0]], coord_pos[lonlat[1]]]
+    if time_pos is not None:
+        coord_pos.append(time_pos)
     return coord_pos, cov_pos, distance_name
+
+
+def _time_position(columns, coord_pos, cov_pos, time, argname):
+    """Position of the time column: a name, an integer position, or True for the last
+    coordinate column."""
+    if time is True:
+        return coord_pos[-1]
+    if time in columns:
+        position = columns.index(time)
+    elif isinstance(time, (int, np.integer)) and not isinstance(time, (bool, np.bool_)) and -len(columns) <= time < len(columns):
+        position = int(time) % len(columns)
+    else:
+        raise ValueError(f"time={time!r} is not a column of {argname}; its columns are {columns}. Name the time "
+                         "column (e.g. time='time') or give its position.")
+    if position in cov_pos:
+        raise ValueError(f"time={time!r} is also a trend covariate; a column is either the time or a covariate.")
+    return position
 
 
 def _covariate_positions(columns, trend, argname):

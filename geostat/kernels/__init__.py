@@ -1,4 +1,4 @@
-"""Isotropic correlation kernels.
+"""Correlation kernels: isotropic families, geometric anisotropy and space-time models.
 
 The covariance between sites at distance ``h`` is
 ``variance * M(h / range) + nugget * [h == 0]``; a kernel is the correlation ``M``.
@@ -11,6 +11,9 @@ Kernel
     module), shape bookkeeping.
 Exponential, Matern, PoweredExponential, Gaussian
     The families (``M(u) = exp(-u)``, Matérn, ``exp(-u**power)``, ``exp(-u**2)``).
+Anisotropic, SpaceTime
+    Kernels of coordinate differences (:mod:`geostat.kernels.lags`): geometric
+    anisotropy of a family; separable and Gneiting space-time correlations.
 KERNEL_NAMES
     Canonical family names accepted by :func:`get_kernel`.
 get_kernel
@@ -20,18 +23,22 @@ get_kernel
 from __future__ import annotations
 
 from geostat.kernels._base import Kernel
+from geostat.kernels.anisotropic import Anisotropic
 from geostat.kernels.exponential import Exponential
 from geostat.kernels.gaussian import Gaussian
 from geostat.kernels.matern import Matern
 from geostat.kernels.powered_exponential import PoweredExponential
+from geostat.kernels.space_time import SpaceTime
 
 __all__ = [
     "KERNEL_NAMES",
+    "Anisotropic",
     "Exponential",
     "Gaussian",
     "Kernel",
     "Matern",
     "PoweredExponential",
+    "SpaceTime",
     "get_kernel",
 ]
 

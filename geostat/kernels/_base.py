@@ -49,6 +49,7 @@ from __future__ import annotations
 import abc
 import concurrent.futures
 import importlib
+import inspect
 import logging
 import math
 import numbers
@@ -59,7 +60,7 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["DEVICE_CHUNK", "Kernel", "array_namespace", "get_num_threads", "map_chunks", "set_num_threads"]
+__all__ = ["DEVICE_CHUNK", "Kernel", "array_namespace", "check_in_domain", "get_num_threads", "map_chunks", "set_num_threads"]
 
 logger = logging.getLogger(__name__)
 
@@ -289,6 +290,19 @@ def _check_real(value, argname):
     return float(value)
 
 
+def check_in_domain(key, value, domain, argname=None):
+    """`value` as a float, validated against ``domain = (low, high, high_inclusive)``
+    (low excluded); ValueError or TypeError naming `argname` (default `key`)."""
+    argname = argname or key
+    value = _check_real(value, argname)
+    low, high, high_inclusive = domain
+    upper_ok = value <= high if high_inclusive else value < high
+    if not (math.isfinite(value) and value > low and upper_ok):
+        closing = "]" if high_inclusive else ")"
+        raise ValueError(f"{argname} must be finite and in ({low:g}, {high:g}{closing}, got {value!r}.")
+    return value
+
+
 class Kernel(abc.ABC):
     """Abstract isotropic correlation function ``M(d / range)``.
 
@@ -315,6 +329,16 @@ class Kernel(abc.ABC):
     _SHAPE_DOMAIN: dict[str, tuple[float, float, bool]] = {}
     _DEFAULT_BOUNDS: dict[str, tuple[float, float]] = {}
     _DEFAULT_START: dict[str, float] = {}
+    #: Shape parameters searched on their natural scale (the others on a log scale).
+    _LINEAR_SHAPE: tuple[str, ...] = ()
+    #: Whether the correlation is a function of coordinate differences
+    #: (:class:`geostat.kernels.lags.LagKernel`) rather than of the distance.
+    structured = False
+    #: Whether the model is geometrically anisotropic (measured in a tangent plane on
+    #: longitude/latitude).
+    anisotropic = False
+    #: Whether the last coordinate is time (:class:`geostat.kernels.space_time.SpaceTime`).
+    time_axis = False
 
     def __init__(
         self, shape: Mapping[str, float | None] | None = None, bounds: dict[str, tuple[float, float]] | None = None
@@ -333,16 +357,7 @@ class Kernel(abc.ABC):
     @classmethod
     def _check_shape_value(cls, key, value, argname=None):
         """Validate one shape parameter value and return it as a float."""
-        argname = argname or key
-        value = _check_real(value, argname)
-        low, high, high_inclusive = cls._SHAPE_DOMAIN[key]
-        upper_ok = value <= high if high_inclusive else value < high
-        if not (math.isfinite(value) and value > low and upper_ok):
-            closing = "]" if high_inclusive else ")"
-            raise ValueError(
-                f"{argname} must be finite and in ({low:g}, {high:g}{closing}, got {value!r}."
-            )
-        return value
+        return check_in_domain(key, value, cls._SHAPE_DOMAIN[key], argname)
 
     def _check_bounds(self, bounds):
         merged = {key: tuple(self._DEFAULT_BOUNDS[key]) for key in self._SHAPE_NAMES}
@@ -583,6 +598,29 @@ class Kernel(abc.ABC):
             value = self._DEFAULT_START[key]
             start[key] = value if low <= value <= high else math.sqrt(low * high)
         return start
+
+    @property
+    def linear_shape(self) -> tuple[str, ...]:
+        """tuple of str: Shape parameters the optimizer searches on their natural scale (the
+        others on a log scale)."""
+        return self._LINEAR_SHAPE
+
+    @property
+    def spanned(self) -> dict[str, int]:
+        """dict of str to int: Shape parameters whose default bounds scale with the extent of
+        a coordinate axis (a time or vertical range), by axis; none for an isotropic family."""
+        return {}
+
+    def wrap(self, values: Mapping[str, float]) -> Mapping[str, float]:
+        """`values` reduced to their canonical representatives (identity here; an angle
+        modulo ``pi`` for :class:`~geostat.kernels.anisotropic.Anisotropic`)."""
+        return values
+
+    def init_arguments(self) -> dict[str, object]:
+        """The constructor arguments that rebuild this kernel (a model file stores them)."""
+        custom = {k: v for k, v in self._bounds.items() if v != tuple(self._DEFAULT_BOUNDS[k])}
+        values = {"bounds": custom or None, **self._shape}
+        return {name: values[name] for name in inspect.signature(type(self)).parameters}
 
     @property
     def great_circle_valid(self) -> bool:

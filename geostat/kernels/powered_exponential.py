@@ -33,6 +33,7 @@ class PoweredExponential(Kernel):
     _SHAPE_DOMAIN = {"power": (0.0, 2.0, True)}
     _DEFAULT_BOUNDS = {"power": (0.05, 2.0)}
     _DEFAULT_START = {"power": 1.0}
+    _LINEAR_SHAPE = ("power",)
 
     def __init__(self, power: float | None = None, bounds: dict[str, tuple[float, float]] | None = None) -> None:
         super().__init__({"power": power}, bounds)

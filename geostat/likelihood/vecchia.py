@@ -75,7 +75,8 @@ import numpy as np
 from scipy.linalg import lapack, solve_triangular
 from scipy.spatial import cKDTree
 
-from geostat.covariance import PairCorrelation
+from geostat.covariance import PairCorrelation, condensed_pairs
+from geostat.distance import ordering_points
 from geostat.likelihood.failure import dense_shifts
 from geostat.likelihood.gls import group_by_pattern
 from geostat.likelihood.terms import Terms
@@ -133,8 +134,7 @@ class BlockVecchiaLikelihood:
     def __init__(self, likelihood, block_size=BLOCK_SIZE, conditioning=CONDITIONING, max_sites=MAX_SITES,
                  rng=None):
         coords, y = likelihood.coords, _ols_residuals(likelihood.y, likelihood.design)
-        embedded = likelihood.distance.embed(coords)
-        points = coords if embedded is None else embedded
+        points = ordering_points(coords, likelihood.distance)
         perm = order_points(points, "kdtree", block_size)
         position = inverse_permutation(perm)
         tree = cKDTree(points)
@@ -193,8 +193,12 @@ class _BlockSets:
 
     def _pair_correlation(self, index):
         if self._pairs[index] is None:
-            pairs = [self.distance.pairwise(block.coords) for block in self.sets[index]]
-            self._pairs[index] = (PairCorrelation(np.concatenate(pairs)), np.cumsum([0] + [d.size for d in pairs]))
+            pairs = [PairCorrelation(condensed_pairs(block.coords, self.distance, self.kernel))
+                     for block in self.sets[index]]
+            joined = [p.distances for p in pairs]
+            joined = ([np.concatenate(axis) for axis in zip(*joined)] if self.kernel.structured
+                      else np.concatenate(joined))
+            self._pairs[index] = (PairCorrelation(joined), np.cumsum([0] + [p.size for p in pairs]))
         return self._pairs[index]
 
     @one_blas_thread

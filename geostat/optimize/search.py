@@ -186,15 +186,30 @@ def _start_grid(space, likelihood_scale):
             grid = [0.01, 0.1, 1.0]
         elif name == "smoothness":
             grid = [0.5, 1.5]
-        elif name == "power":
+        elif name in ("power", "time_power"):
             grid = [1.0, 1.8]
+        elif name == "time_smoothness":
+            grid = [0.5, 1.5]
         elif name == "variance":
             grid = [likelihood_scale]
-        else:  # nugget in full mode
+        elif name == "nugget":  # in full mode
             grid = [0.01 * likelihood_scale, 0.3 * likelihood_scale]
+        elif name in space.kernel.spanned:  # a time or vertical range
+            grid = [f * space.spans.get(name, 1.0) for f in (0.05, 0.3)]
+        else:
+            grid = _SHAPE_GRID.get(name, [space.kernel.shape_start.get(name, 0.5 * (low + high))])
         axes[name] = [min(max(v, low * 1.001), high * 0.999) for v in grid]
     return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
 
+
+#: Starting values of the shape parameters of anisotropic and space-time kernels: the
+#: angle of the major axis at four directions (a likelihood of the angle can have a
+#: saddle across the true direction), a moderate ratio and interaction.
+_SHAPE_GRID = {
+    "anisotropy_ratio": [0.5],
+    "anisotropy_angle": [0.0, 0.25 * np.pi, 0.5 * np.pi, 0.75 * np.pi],
+    "separability": [0.5],
+}
 
 _EXPLORE = {"maxiter": 20, "ftol": 1e-9, "gtol": 1e-6, "maxls": 30}
 #: An exploration on a pilot subsample stops once an iterate is within this distance (largest
@@ -309,7 +324,7 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter):
             GeostatWarning,
             stacklevel=3,
         )
-    _warn_bounds(at_bounds)
+    _warn_bounds(at_bounds, params)
     progress = current_progress()
     progress.stage("standard errors")
     information = None
@@ -586,9 +601,15 @@ def natural_estimate(likelihood, space, z, zero_trial=True):
     return params, loglik
 
 
-def _warn_bounds(at_bounds):
+#: Values at which a parameter is on the edge of the model itself, not of a search box: an
+#: isotropic field (ratio 1), a separable or a fully non-separable space-time field. An
+#: estimate there is an answer, not a reason to widen bounds.
+MODEL_EDGES = {"anisotropy_ratio": (1.0,), "separability": (0.0, 1.0)}
+
+
+def _warn_bounds(at_bounds, params):
     for name in at_bounds:
-        if name == "nugget":
+        if name == "nugget" or params.get(name) in MODEL_EDGES.get(name, ()):
             continue
         hint = {
             "range": "only variance / range^(2 smoothness) is identified on a flat ridge; "

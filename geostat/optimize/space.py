@@ -1,7 +1,9 @@
 """The parameter space of the optimizer: what is estimated, bounds, and coordinates.
 
 The optimizer works on an unconstrained-ish vector ``z`` with box bounds: ``log range``,
-``log smoothness`` (power on its natural scale), and either the log nugget-to-variance
+the log of each shape parameter (those of :attr:`~geostat.kernels.Kernel.linear_shape`,
+such as the power, an anisotropy angle and the space-time separability, on their natural
+scale), and either the log nugget-to-variance
 ratio with the variance profiled out (the default), or, when the variance or a non-zero
 nugget is held fixed or either is bounded, ``log variance`` and ``log nugget``.
 """
@@ -37,6 +39,10 @@ class ParameterSpace:
         Largest separation of the sites; scales the default range bounds.
     data_variance : float
         Sample variance of the detrended data; scales the variance and nugget bounds.
+    spans : dict, optional
+        Extent of the coordinate axis of each of the kernel's
+        :attr:`~geostat.kernels.Kernel.spanned` parameters (a time range's time span);
+        scales their default bounds as ``max_distance`` scales the range's.
     """
 
     kernel: object
@@ -45,6 +51,7 @@ class ParameterSpace:
     bounds: dict = field(default_factory=dict)
     max_distance: float = 1.0
     data_variance: float = 1.0
+    spans: dict = field(default_factory=dict)
 
     def __post_init__(self):
         for name in self.fixed:
@@ -78,6 +85,10 @@ class ParameterSpace:
             "ratio": (RATIO_FLOOR, 1e3),
             **self.kernel.shape_bounds,
         }
+        for name in self.kernel.spanned:
+            extent = self.spans.get(name, 1.0)
+            extent = extent if extent > 0 else 1.0
+            default[name] = (1e-4 * extent, 1e2 * extent)
         for name, pair in self.bounds.items():
             if name not in default or name == "ratio":
                 raise ValueError(f"bounds has unknown parameter {name!r}; use one of {sorted(default)}.")
@@ -85,7 +96,7 @@ class ParameterSpace:
                 low, high = (float(v) for v in pair)
             except (TypeError, ValueError):
                 raise ValueError(f"bounds[{name!r}] must be a pair of numbers (low, high); got {pair!r}.") from None
-            if not (0 < low < high < np.inf):
+            if not (np.isfinite(low) and low < high < np.inf and (0 < low or name in self.kernel.linear_shape)):
                 raise ValueError(f"bounds[{name!r}] must satisfy 0 < low < high; got {pair}.")
             default[name] = (low, high)
         self.natural_bounds = default
@@ -98,7 +109,7 @@ class ParameterSpace:
         if self.nugget_value is None:
             names.append("ratio" if self.profiled else "nugget")
         self.names = names
-        self.log_scale = np.array([n != "power" for n in names])
+        self.log_scale = np.array([n not in self.kernel.linear_shape for n in names], dtype=bool)
 
     @property
     def estimated(self):
@@ -127,14 +138,15 @@ class ParameterSpace:
     def to_z(self, values):
         """Map named free values to the optimizer's vector."""
         v = np.array([values[n] for n in self.names], dtype=float)
-        return np.where(self.log_scale, np.log(v), v)
+        v[self.log_scale] = np.log(v[self.log_scale])
+        return v
 
     def theta(self, free):
         """Correlation parameters (range and all shape parameters)."""
         theta = {"range": free.get("range", self.fixed.get("range"))}
         theta.update(self.kernel.fixed_shape)
         theta.update({k: free[k] for k in self.kernel.free_shape})
-        return theta
+        return dict(self.kernel.wrap(theta))
 
     def natural(self, free, profiled_variance=None):
         """Full natural parameters from free values (and the profiled variance)."""
