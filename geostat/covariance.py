@@ -34,11 +34,11 @@ from geostat.kernels.lags import requested_names
 from geostat.kernels.tabulation import LogDistanceTable, RadialFunction, RadialTable
 
 __all__ = ["LAG_BLOCK", "NEGLIGIBLE_DERIVATIVE", "TABULATE_PAIRS", "PairCorrelation", "Sites", "condensed_pairs",
-           "cross_correlation"]
+           "cross_correlation", "lag_rows"]
 
-#: Entries per block of rows in which a whole correlation matrix of a kernel of coordinate
-#: differences is formed (each block holds a few temporaries of this size).
-LAG_BLOCK = 1 << 21
+#: Entries per block of rows in which a kernel of coordinate differences is evaluated
+#: (:func:`lag_rows`): each block's temporaries stay in the cache.
+LAG_BLOCK = 1 << 15
 
 #: Pair counts between which costly kernels (Bessel functions) are evaluated through a
 #: :class:`~geostat.kernels.tabulation.LogDistanceTable`; above the upper one its weights
@@ -140,10 +140,47 @@ def cross_correlation(kernel, distance, theta, a, b):
     """
     shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
     if kernel.structured:
-        pa, pb = distance.embed(a), distance.embed(b)
-        lags = [pa[:, k, None] - pb[None, :, k] for k in range(pa.shape[1])]
-        return kernel.lag_evaluate(lags, theta["range"], shape)[0]
+        return lag_rows(kernel, distance.embed(a), distance.embed(b), theta["range"], shape)[0]
     return kernel.correlation(distance.cross(a, b), theta["range"], **shape)
+
+
+def lag_rows(kernel, a, b, range_, shape, gradient=False):
+    """A kernel of coordinate differences between the points `a` and `b`, by blocks of rows
+    of about :data:`LAG_BLOCK` entries (whose differences and temporaries stay in the
+    cache, instead of fresh arrays of the whole block's size, which the system zeroes at
+    their first touch) written into the whole matrices.
+
+    Parameters
+    ----------
+    kernel : geostat.kernels.lags.LagKernel
+    a : array of shape (m, k) of the back end
+    b : array of shape (n, k) of the back end
+    range_ : float
+    shape : dict
+        Every shape parameter's value.
+    gradient : bool or tuple of str
+        As :meth:`~geostat.kernels.lags.LagKernel.lag_evaluate`.
+
+    Returns
+    -------
+    R : array of shape (m, n)
+    dR : dict of str to arrays of shape (m, n)
+    """
+    xp = array_namespace(a)
+    m, n = a.shape[0], b.shape[0]
+    names = requested_names(kernel, gradient)
+    R = xp.empty((m, n))
+    dR = {name: xp.empty((m, n)) for name in names}
+    step = max(1, LAG_BLOCK // max(1, n))
+    columns = [b[None, :, k] for k in range(b.shape[1])]
+    for start in range(0, m, step):
+        rows = slice(start, min(start + step, m))
+        part = a[rows]
+        R[rows], grads = kernel.lag_evaluate([part[:, k, None] - column for k, column in enumerate(columns)],
+                                             range_, shape, gradient)
+        for name in names:
+            dR[name][rows] = grads[name]
+    return R, dR
 
 
 class Sites:
@@ -218,37 +255,9 @@ class Sites:
         return square(values, self.n, 1.0), dR
 
     def _lag_correlation(self, kernel, theta, gradient):
-        """:meth:`correlation` of a kernel of coordinate differences, by blocks of rows
-        (about :data:`LAG_BLOCK` entries each) written into the whole matrices."""
-        xp = self.backend.xp
+        """:meth:`correlation` of a kernel of coordinate differences (:func:`lag_rows`)."""
         shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
-        names = requested_names(kernel, gradient)
-        R = xp.empty((self.n, self.n))
-        dR = {name: xp.empty((self.n, self.n)) for name in names}
-        step = max(1, LAG_BLOCK // max(1, self.n))
-        for start in range(0, self.n, step):
-            rows = slice(start, min(start + step, self.n))
-            R[rows], grads = kernel.lag_evaluate(self.lags(rows), theta["range"], shape, gradient)
-            for name in names:
-                dR[name][rows] = grads[name]
-        return R, dR
-
-    def lags(self, rows=None, cols=None):
-        """Coordinate differences ``points[rows] - points[cols]`` of the embedded sites,
-        one array of shape ``(len(rows), len(cols))`` per axis, on the back end.
-
-        Parameters
-        ----------
-        rows, cols : 1-D integer arrays or slices, optional
-            Site indices; None means all sites.
-
-        Returns
-        -------
-        list of arrays
-        """
-        a = self.points if rows is None else self.points[rows]
-        b = self.points if cols is None else self.points[cols]
-        return [a[:, k, None] - b[None, :, k] for k in range(a.shape[1])]
+        return lag_rows(kernel, self.points, self.points, theta["range"], shape, gradient)
 
     def lags_between(self, i, j):
         """Coordinate differences of the sites `i` and `j`, elementwise (integer arrays
@@ -479,16 +488,16 @@ class _LagCovarianceBlock(_CovarianceBlock):
         self._variance = float(params["variance"])
         self._nugget = float(params.get("nugget", 0.0))
 
-    def _scaled(self, deltas):
-        C = self._kernel.lag_evaluate(deltas, self._range, self._shape)[0]
+    def _block(self, rows, cols):
+        points = self._sites.points
+        C = lag_rows(self._kernel, points[rows], points[cols], self._range, self._shape)[0]
         C *= self._variance
         return C
 
-    def _block(self, rows, cols):
-        return self._scaled(self._sites.lags(rows, cols))
-
     def _pairs(self, i, j):
-        return self._scaled(self._sites.lags_between(i, j))
+        C = self._kernel.lag_evaluate(self._sites.lags_between(i, j), self._range, self._shape)[0]
+        C *= self._variance
+        return C
 
 
 class _LagGradientBlock:
@@ -504,14 +513,16 @@ class _LagGradientBlock:
         self._shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
         self._name = name
 
-    def _derivative(self, deltas):
-        D = self._kernel.lag_evaluate(deltas, self._range, self._shape, gradient=(self._name,))[1][self._name]
+    def _significant(self, D):
         D[abs(D) < NEGLIGIBLE_DERIVATIVE] = 0.0
         return D
 
     def __call__(self, rows, cols):
-        return self._derivative(self._sites.lags(rows, cols))
+        points = self._sites.points
+        return self._significant(lag_rows(self._kernel, points[rows], points[cols], self._range, self._shape,
+                                          (self._name,))[1][self._name])
 
     def entries(self, i, j):
         """The derivative between the sites `i` and `j`, elementwise."""
-        return self._derivative(self._sites.lags_between(i, j))
+        deltas = self._sites.lags_between(i, j)
+        return self._significant(self._kernel.lag_evaluate(deltas, self._range, self._shape, (self._name,))[1][self._name])

@@ -170,9 +170,12 @@ def _variogram(coords, values, distance_name, n_bins, max_distance, random_state
     })
 
 
-def model_semivariogram(estimator: SpatialGP, h: ArrayLike) -> NDArray[np.float64]:
+def model_semivariogram(estimator: SpatialGP, h: ArrayLike, angle: float | None = None) -> NDArray[np.float64]:
     r"""The fitted semivariogram :math:`\gamma(h) = \tau^2 + \sigma^2 (1 - M(h / \rho))` for
     ``h > 0`` (and 0 at ``h = 0``).
+
+    For an anisotropic model, along the direction `angle` (default: the major axis); for
+    a space-time model, between sites at the same time (time lag 0).
 
     Parameters
     ----------
@@ -180,6 +183,9 @@ def model_semivariogram(estimator: SpatialGP, h: ArrayLike) -> NDArray[np.float6
         Fitted.
     h : array-like of float
         Non-negative distances in the fit's units.
+    angle : float, optional
+        Direction (radians counterclockwise from x / east) of an anisotropic model's
+        separations; ignored by isotropic ones.
 
     Returns
     -------
@@ -189,8 +195,27 @@ def model_semivariogram(estimator: SpatialGP, h: ArrayLike) -> NDArray[np.float6
     kernel = estimator.kernel_
     h = np.asarray(h, dtype=float)
     shape = {name: params[name] for name in kernel.free_shape}
-    gamma = params["nugget"] + params["variance"] * (1.0 - kernel.correlation(h, params["range"], **shape))
+    if kernel.structured:
+        correlation = _lag_correlation_along(estimator, h, params.get("anisotropy_angle", 0.0) if angle is None
+                                             else angle)
+    else:
+        correlation = kernel.correlation(h, params["range"], **shape)
+    gamma = params["nugget"] + params["variance"] * (1.0 - correlation)
     return np.where(h > 0, gamma, 0.0)
+
+
+def _lag_correlation_along(estimator, h, angle):
+    """The correlation of a kernel of coordinate differences at separations `h` in the
+    direction `angle` of the first two embedded axes, at time lag 0 (every other
+    coordinate difference zero)."""
+    kernel, params = estimator.kernel_, estimator.params_
+    n_axes = estimator._likelihood.distance.embed(estimator._training.coords[:1]).shape[1]
+    flat = h.reshape(-1)
+    deltas = [np.zeros_like(flat) for _ in range(n_axes)]
+    deltas[0] = flat * math.cos(angle)
+    deltas[1] = flat * math.sin(angle)
+    shape = kernel.resolve_shape({k: params[k] for k in kernel.shape_names})
+    return kernel.lag_evaluate(deltas, params["range"], shape)[0].reshape(h.shape)
 
 
 def _training_residuals(estimator):
@@ -209,6 +234,17 @@ def _new_residuals(estimator, X, y):
         raise ValueError(f"y has {values.shape[1]} column(s) but the model was fitted with {coef.shape[0]} "
                          "replicate(s); pass one column per fitted replicate.")
     return data.coords, values - data.design @ coef.T
+
+
+def _sites_by_times(coords, residuals):
+    """Space-time residuals (one column, a row per site and time) as a table of the
+    distinct sites by the distinct times (NaN where a site has no value at a time), so
+    that the empirical variogram pairs sites at the same time."""
+    sites, site = np.unique(coords[:, :-1], axis=0, return_inverse=True)
+    times, time = np.unique(coords[:, -1], return_inverse=True)
+    table = np.full((sites.shape[0], times.size), np.nan)
+    table[site.reshape(-1), time.reshape(-1)] = residuals[:, 0]
+    return sites, table
 
 
 def _distance_label(distance_name):
@@ -239,9 +275,10 @@ def plot_variogram(
 
     Points: Matheron's estimator (:func:`empirical_variogram`) of the residuals
     ``y - F beta_hat`` of the training data (or of `X`, `y`), marker area proportional to
-    the number of pairs. Line: the fitted
-    :math:`\gamma(h) = \tau^2 + \sigma^2 (1 - M(h / \rho))` for ``h > 0``
-    (:func:`model_semivariogram`); its limit at ``h -> 0`` is the nugget.
+    the number of pairs; for a space-time model, of the pairs of sites at one time. Line:
+    the fitted :math:`\gamma(h) = \tau^2 + \sigma^2 (1 - M(h / \rho))` for ``h > 0``
+    (:func:`model_semivariogram`); its limit at ``h -> 0`` is the nugget. An anisotropic
+    model draws it along its major axis and, dashed, along its minor axis.
 
     Parameters
     ----------
@@ -264,6 +301,8 @@ def plot_variogram(
     if (X is None) != (y is None):
         raise ValueError("pass both X and y (other data) or neither (the training data).")
     coords, residuals = _training_residuals(estimator) if X is None else _new_residuals(estimator, X, y)
+    if estimator.kernel_.time_axis:
+        coords, residuals = _sites_by_times(coords, residuals)
     # the estimator's seed when it has one (a Generator of its own is not drawn from)
     seed = estimator.random_state if isinstance(estimator.random_state, (int, np.integer)) else 0
     table = _variogram(coords, residuals, estimator.distance_, n_bins, max_distance, seed)
@@ -274,7 +313,14 @@ def plot_variogram(
                label="empirical (GLS residuals)", zorder=3, gid="empirical")
     right = 1.02 * max(table["distance"].max(), max_distance or 0.0)
     h = np.linspace(right / 400, right, 400)
-    ax.plot(h, model_semivariogram(estimator, h), color="C1", linewidth=2, label="fitted model", gid="model")
+    if estimator.kernel_.anisotropic:
+        major = estimator.params_["anisotropy_angle"]
+        ax.plot(h, model_semivariogram(estimator, h), color="C1", linewidth=2, label="fitted model, major axis",
+                gid="model")
+        ax.plot(h, model_semivariogram(estimator, h, major + 0.5 * math.pi), color="C1", linewidth=2,
+                linestyle="--", label="fitted model, minor axis", gid="model-minor")
+    else:
+        ax.plot(h, model_semivariogram(estimator, h), color="C1", linewidth=2, label="fitted model", gid="model")
     ax.set_xlim(0, right)
     ax.set_ylim(bottom=0)
     ax.set_xlabel(_distance_label(estimator.distance_))

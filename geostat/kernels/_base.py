@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import abc
 import concurrent.futures
+import copy
 import importlib
 import inspect
 import logging
@@ -615,6 +616,21 @@ class Kernel(abc.ABC):
         """`values` reduced to their canonical representatives (identity here; an angle
         modulo ``pi`` for :class:`~geostat.kernels.anisotropic.Anisotropic`)."""
         return values
+
+    def with_fixed(self, name: str, value: float) -> Kernel:
+        """A copy of this kernel with the shape parameter `name` held at `value` (a profile
+        likelihood holds one parameter while the others are estimated).
+
+        Raises
+        ------
+        ValueError
+            If `name` is not a shape parameter or `value` is outside its domain.
+        """
+        if name not in self._SHAPE_NAMES:
+            raise ValueError(f"{name!r} is not a shape parameter of {self!r}; those are {list(self._SHAPE_NAMES)}.")
+        held = copy.copy(self)
+        held._shape = {**self._shape, name: self._check_shape_value(name, value)}
+        return held
 
     def init_arguments(self) -> dict[str, object]:
         """The constructor arguments that rebuild this kernel (a model file stores them)."""

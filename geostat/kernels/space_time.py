@@ -163,9 +163,9 @@ class SpaceTime(LagKernel):
             return u2, du2
         u2 = deltas[0] * deltas[0]
         for delta in deltas[1:]:
-            u2 = u2 + delta * delta
-        u2 = u2 / (range_ * range_)
-        return u2, {"range": -2.0 * u2 / range_} if "range" in names else {}
+            u2 += delta * delta
+        u2 *= 1.0 / (range_ * range_)
+        return u2, {"range": (-2.0 / range_) * u2} if "range" in names else {}
 
     def lag_evaluate(self, deltas, range_, shape, gradient=False):
         xp = array_namespace(deltas[0])
@@ -177,24 +177,33 @@ class SpaceTime(LagKernel):
         geometric = tuple(n for n in names if n == "range" or (n in self.space.shape_names
                                                                and n not in space_family.shape_names))
         u2, du2 = self._spatial_square(spatial, range_, shape, geometric)
-        tau2 = (lag / a_t) ** 2
-        log_psi = xp.log1p(tau2)
-        shrink = xp.exp(-0.5 * beta * log_psi)  # psi^(-beta/2)
-        v = xp.sqrt(u2) * shrink
+        v = xp.sqrt(u2)
+        log_psi = damp = None
+        if beta:
+            tau2 = lag * (1.0 / a_t)
+            tau2 *= tau2
+            log_psi = xp.log1p(tau2)
+            shrink = xp.exp((-0.5 * beta) * log_psi)  # psi^(-beta/2)
+            v *= shrink
+            damp = shrink * shrink if d >= 2 else shrink  # psi^(-beta d/2)
+            for _ in range(d - 2):
+                damp *= shrink
         space_names = None if not gradient else tuple(n for n in names if n in space_family.shape_names)
         m, v_dm_dv, space_grads = family_derivatives(space_family, v, {k: shape[k] for k in space_family.shape_names},
                                                      space_names)
         time_shape = {k: shape[p] for k, p in self._time_names.items()}
         time_names = tuple(k for k, p in self._time_names.items() if p in names)
         if not gradient:
-            t = self.time.evaluate(lag, a_t, time_shape)[0]
-        else:
-            t, time_grads = self.time.evaluate(lag, a_t, time_shape, gradient=("range", *time_names))
-        damp = shrink**d  # psi^(-beta d/2)
-        g = t * damp
-        value = g * m
-        if not gradient:
+            value = self.time.evaluate(lag, a_t, time_shape)[0]
+            if damp is not None:
+                value *= damp
+            value *= m  # (T damp) M, as the gradient path's g M
             return value, {}
+        t, time_grads = self.time.evaluate(lag, a_t, time_shape, gradient=("range", *time_names))
+        if damp is None:
+            damp = xp.ones_like(t)
+            log_psi = xp.log1p((lag * (1.0 / a_t)) ** 2)
+        g = t * damp
         grads = {}
         for name in geometric:
             grads[name] = scaled_derivative(g * v_dm_dv, u2, du2[name], xp)
@@ -204,7 +213,8 @@ class SpaceTime(LagKernel):
         if SEPARABILITY in names:
             grads[SEPARABILITY] = -0.5 * log_psi * g * k
         if TIME_RANGE in names:
+            tau2 = (lag * (1.0 / a_t)) ** 2
             grads[TIME_RANGE] = time_grads["range"] * damp * m + (beta / a_t) * (tau2 / (1.0 + tau2)) * g * k
         for family_name in time_names:
             grads[self._time_names[family_name]] = time_grads[family_name] * damp * m
-        return value, grads
+        return g * m, grads

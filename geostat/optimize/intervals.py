@@ -202,7 +202,8 @@ def profile_loglik(estimator: Any, parameter: str, values: ArrayLike) -> NDArray
         One of its estimated parameters (``estimator.result_.estimated``).
     values : array-like of float
         Values of the parameter in its natural units (the units of ``params_``); positive
-        (the nugget may be 0).
+        (the nugget may be 0; an angle or the separability any finite number, within its
+        bounds).
 
     Returns
     -------
@@ -218,10 +219,10 @@ def profile_loglik(estimator: Any, parameter: str, values: ArrayLike) -> NDArray
     check_is_fitted(estimator)
     profile = ProfileLikelihood.of(estimator)
     name = profile.check_parameter(parameter)
-    values = _check_values(values, name)
-    estimate = estimator.params_[name]
+    values = _check_values(values, name, profile._linear(name))
+    coordinate = profile._coordinate(name)
     # Nearest to the estimate first: each value is warm-started from a neighbour's optimum.
-    order = np.argsort(np.abs(_log(values) - _log(np.array([estimate]))), kind="stable")
+    order = np.argsort(np.abs(coordinate(values) - coordinate(estimator.params_[name])), kind="stable")
     out = np.empty(values.size)
     for i in order:
         out[i] = profile(name, float(values[i]))
@@ -233,14 +234,14 @@ def _log(values):
     return np.log(np.maximum(values, np.finfo(float).tiny))
 
 
-def _check_values(values, name):
+def _check_values(values, name, linear=False):
     try:
         array = np.asarray(values, dtype=float).reshape(-1)
     except (TypeError, ValueError):
         raise ValueError(f"values must be an array of numbers (values of {name!r}); got {values!r}.") from None
-    ok = np.isfinite(array) & ((array >= 0) if name == "nugget" else (array > 0))
+    ok = np.isfinite(array) & (True if linear else (array >= 0) if name == "nugget" else (array > 0))
     if array.size == 0 or not ok.all():
-        need = "non-negative" if name == "nugget" else "positive"
+        need = "" if linear else "non-negative" if name == "nugget" else "positive"
         raise ValueError(f"values of {name!r} must be {need} finite numbers (at least one); got {values!r}.")
     return array
 
@@ -272,8 +273,7 @@ def held_space(space, name, value):
         return dataclasses.replace(space, fixed={**space.fixed, name: value}, bounds=bounds)
     if name == "nugget":
         return dataclasses.replace(space, nugget=value, bounds=bounds)
-    kernel = type(space.kernel)(**{**space.kernel.fixed_shape, name: value})
-    return dataclasses.replace(space, kernel=kernel, bounds=bounds)
+    return dataclasses.replace(space, kernel=space.kernel.with_fixed(name, value), bounds=bounds)
 
 
 def start_in(space, params):
@@ -415,16 +415,17 @@ class ProfileLikelihood:
         only the estimate known, along its tangent at the estimate
         (:meth:`_tangent_path`).
         """
-        target = _log(unit)
-        near = sorted(self.optima[name], key=lambda pair: abs(_log(pair[0]) - target))[:2]
+        coordinate = self._coordinate(name)
+        target = coordinate(unit)
+        near = sorted(self.optima[name], key=lambda pair: abs(coordinate(pair[0]) - target))[:2]
         if len(near) < 2:
             return start_in(space, self._tangent_path(name, unit))
         (v0, p0), (v1, p1) = near
         z0, z1 = start_in(space, p0), start_in(space, p1)
-        gap = _log(v1) - _log(v0)
+        gap = coordinate(v1) - coordinate(v0)
         if gap == 0:
             return z0
-        weight = np.clip((target - _log(v0)) / gap, -MAX_EXTRAPOLATION, MAX_EXTRAPOLATION)
+        weight = np.clip((target - coordinate(v0)) / gap, -MAX_EXTRAPOLATION, MAX_EXTRAPOLATION)
         low, high = np.array(space.z_bounds(), dtype=float).T
         return np.clip(z0 + weight * (z1 - z0), low, high)
 
@@ -436,18 +437,31 @@ class ProfileLikelihood:
         estimate = self.scale.params_to_unit(self.estimate)
         i = self.estimated.index(name)
         column = self.covariance[:, i]
-        if not (unit > 0 and estimate[name] > 0 and np.all(np.isfinite(column)) and column[i] > 0):
+        linear = self._linear(name)
+        if not ((linear or (unit > 0 and estimate[name] > 0)) and np.all(np.isfinite(column)) and column[i] > 0):
             return estimate
-        shift = math.log(unit / estimate[name])
+        shift = unit - estimate[name] if linear else math.log(unit / estimate[name])
         out = dict(estimate)
         for j, other in enumerate(self.estimated):
             if other != name and self.estimate[other] > 0:
-                slope = column[j] * self.estimate[name] / (column[i] * self.estimate[other])
+                slope = column[j] * (1.0 if linear else self.estimate[name]) / (column[i] * self.estimate[other])
                 out[other] = estimate[other] * math.exp(np.clip(slope * shift, -MAX_LOG_MOVE, MAX_LOG_MOVE))
         return out
 
+    def _linear(self, name):
+        """Whether `name` is profiled on its natural scale (an angle, the separability: the
+        kernel's :attr:`~geostat.kernels.Kernel.linear_shape`), not in its logarithm."""
+        return name in self.space.kernel.linear_shape
+
+    def _coordinate(self, name):
+        """The scale on which the profile path of `name` is followed: natural or log."""
+        return (lambda value: value) if self._linear(name) else _log
+
     def bounds(self, name):
-        """``(low, high)`` of a parameter in natural units: the fit's box, 0 below a nugget."""
+        """``(low, high)`` of a parameter in natural units: the fit's box, 0 below a nugget,
+        a quarter turn either side of an anisotropy angle (its axes repeat beyond)."""
+        if name == "anisotropy_angle":
+            return self.estimate[name] - 0.5 * math.pi, self.estimate[name] + 0.5 * math.pi
         low, high = self.space.natural_bounds[name]
         factor = self.scale.factor**2 if name in VARIANCE_LIKE else 1.0
         return (0.0 if name == "nugget" else low * factor), high * factor
@@ -481,6 +495,28 @@ class ProfileLikelihood:
             return DEFAULT_STEP
         return float(np.clip(stats.norm.ppf(0.5 + level / 2) * stderr / estimate, *FIRST_STEP))
 
+    def _linear_endpoint(self, name, excess, critical, direction):
+        """:meth:`_endpoint` of a parameter on its natural scale: trials at the estimate
+        plus `direction` times ``critical * stderr`` (a tenth of the box without one),
+        doubling, then the root between the last two."""
+        estimate = self.estimate[name]
+        low, high = self.bounds(name)
+        bound = high if direction > 0 else low
+        stderr = self.stderr[name]
+        step = critical * stderr if 0 < stderr < np.inf else 0.1 * (high - low)
+        inner = estimate
+        if direction * (bound - estimate) <= 0:
+            return bound, True
+        while True:
+            outer = estimate + direction * step
+            if direction * (outer - bound) >= 0:
+                outer = bound
+            if excess(outer) < 0:
+                return _root(excess, inner, outer, linear=True), False
+            if outer == bound:
+                return bound, True
+            inner, step = outer, 2.0 * step
+
     def _endpoint(self, name, excess, critical, direction, level):
         """One endpoint (`direction` -1: lower, +1: upper) and whether it is a bound.
 
@@ -490,6 +526,8 @@ class ProfileLikelihood:
         From an estimate of 0 (a nugget) the trials are ``t0 exp(s)`` with
         ``s = 0, d, 3d, 7d, ...`` from a typical magnitude ``t0``.
         """
+        if self._linear(name):
+            return self._linear_endpoint(name, excess, critical, direction)
         estimate = self.estimate[name]
         low, high = self.bounds(name)
         bound = high if direction > 0 else low
@@ -533,10 +571,10 @@ class _CloseEnough(Exception):
     """Raised with the value where `excess` came within :data:`ROOT_TOL` of 0."""
 
 
-def _root(excess, inner, outer):
+def _root(excess, inner, outer, linear=False):
     """Root of `excess` between `inner` (excess >= 0) and `outer` (< 0): in ``log theta``
-    when both are positive, else (an end at 0) in ``theta``; the first value where
-    ``|excess| <= ROOT_TOL`` ends the search."""
+    when both are positive and the parameter is not `linear`, else (an end at 0, an
+    angle) in ``theta``; the first value where ``|excess| <= ROOT_TOL`` ends the search."""
 
     def stopping(value):
         found = excess(value)
@@ -546,9 +584,9 @@ def _root(excess, inner, outer):
 
     a, b = sorted((inner, outer))
     try:
-        if a > 0:
+        if a > 0 and not linear:
             return math.exp(optimize.brentq(lambda t: stopping(math.exp(t)), math.log(a), math.log(b),
                                             xtol=LOG_XTOL))
-        return optimize.brentq(stopping, a, b, xtol=LOG_XTOL * b)
+        return optimize.brentq(stopping, a, b, xtol=LOG_XTOL * max(abs(a), abs(b)))
     except _CloseEnough as close:
         return close.args[0]
