@@ -40,6 +40,7 @@ from geostat.errors import (
 from geostat.estimator import SpatialGP, load
 from geostat.kernels import Anisotropic, Exponential, Gaussian, Kernel, Matern, PoweredExponential, SpaceTime
 from geostat.api import log_likelihood
+from geostat.optimize.model_choice import likelihood_ratio_test
 from geostat.optimize import MLEResult
 from geostat.simulate import simulate
 
@@ -54,6 +55,7 @@ __all__ = [
     "Anisotropic",
     "SpaceTime",
     "log_likelihood",
+    "likelihood_ratio_test",
     "simulate",
     "datasets",
     "distance",

@@ -8,10 +8,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from geostat.checks import ORDERINGS, check_bool, check_choice, check_params, check_tile_size
-from geostat.data import Trend, prepare_coords, prepare_y
+from geostat.data import Trend, convert_time_column, prepare_coords, prepare_y, time_position
 from geostat.data.types import Device, Method, Observations, Ordering, Params, SitesLike, TrendSpec
-from geostat.distance import Distance, get_distance, warn_if_invalid_on_sphere
+from geostat.distance import Distance, model_distance, warn_if_invalid_on_sphere
 from geostat.kernels import Kernel, get_kernel
+from geostat.kernels.models import model_kernel, time_column
 from geostat.likelihood import make_likelihood, resolve_method
 from geostat.optimize.scaling import DataScale
 from geostat.solvers import get_backend, resolve_client
@@ -33,6 +34,7 @@ def log_likelihood(
     reml: bool = False,
     device: Device = "cpu",
     client: Any = None,
+    time: str | int | None = None,
 ) -> float:
     """Gaussian log-likelihood of observations at given covariance parameters.
 
@@ -72,6 +74,11 @@ def log_likelihood(
         (:mod:`tlrcore.distributed`) and only ``n``-vectors and scalars come back; the
         value equals the in-process one to rounding. ``"default"`` uses the current
         default client. With a client ``method="auto"`` means ``"tlr"``.
+    time : None, str or int, default None
+        With a space-time kernel (:class:`geostat.SpaceTime`), the time column of `X`
+        (name or position); None takes a column named ``"time"``, else the last
+        coordinate column. Numbers, ``datetime64`` values or cftime dates (as days since
+        1970-01-01, so ``time_range`` is in days), as for :class:`~geostat.SpatialGP`.
 
     Returns
     -------
@@ -83,7 +90,8 @@ def log_likelihood(
     tlrcore.NotPositiveDefiniteError
         If the covariance matrix is not numerically positive definite.
     ValueError, TypeError
-        For bad arguments (the message names the argument), an unknown `method` or
+        For bad arguments (the message names the argument; `time` with a kernel without
+        time, or naming no column), an unknown `method` or
         `device`, ``device="gpu"`` without CuPy or a GPU, ``method="exact"`` or
         ``device="gpu"`` with a `client`, ``client="default"`` without a client, a
         closed `client`, or a `client` that is not a ``distributed.Client``.
@@ -106,7 +114,11 @@ def log_likelihood(
             raise ValueError(f"trend as a design matrix must be 2-D (n, p); got shape {trend.shape}.")
         design = np.asarray(trend, dtype=np.float64)
         trend = None
-    data, distance_name = prepare_coords(X, Trend.parse(trend), distance)
+    trend = Trend.parse(trend)
+    time = time_column(kern, time, X)
+    X, _ = convert_time_column(X, time_position(X, trend, time, "X"), "X")
+    data, distance_name = prepare_coords(X, trend, distance, time=time)
+    kern = model_kernel(kern, None, data.coords.shape[1], distance_name)
     warn_if_invalid_on_sphere(distance_name, kern, params)
     if design is not None:
         if design.shape[0] != data.n or not np.isfinite(design).all():
@@ -118,7 +130,8 @@ def log_likelihood(
     # Evaluated for y / s with s^2 near the variance (geostat.optimize.scaling): no intermediate
     # quantity over- or underflows whatever the magnitude of y.
     scale = DataScale.nearest(np.sqrt(params["variance"]))
-    lik = make_likelihood(method, data.coords, values / scale.factor, data.design, kern, get_distance(distance_name),
+    lik = make_likelihood(method, data.coords, values / scale.factor, data.design, kern,
+                          model_distance(distance_name, kern, data.coords),
                           reml, accuracy=accuracy, tile_size=tile_size, ordering=ordering, on_failure="raise",
                           backend=backend, client=client)
     return scale.loglik_from_unit(lik.log_likelihood(scale.params_to_unit(params)), lik.n_eff)

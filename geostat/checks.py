@@ -159,7 +159,8 @@ def check_params(params, kernel, argname="params"):
     TypeError
         If `params` is not a mapping or holds non-numbers.
     ValueError
-        For missing, unknown, non-finite or non-positive values.
+        For missing, unknown or non-finite values, non-positive variance or range, a negative
+        nugget, or a shape value outside the kernel's domain.
     """
     if not hasattr(params, "keys"):
         raise TypeError(f"{argname} must be a dict such as {{'variance': 1.0, 'range': 0.1}}; got {type(params).__name__}.")
@@ -181,8 +182,9 @@ def check_params(params, kernel, argname="params"):
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
             raise TypeError(f"{argname}[{name!r}] must be a number; got {type(value).__name__}.")
         value = float(value)
-        positive = value >= 0 if name == "nugget" else value > 0
-        if not (np.isfinite(value) and positive):
+        if name in kernel.shape_names:  # the family's domain: an angle, a separability of 0
+            value = kernel._check_shape_value(name, value, f"{argname}[{name!r}]")
+        elif not (np.isfinite(value) and (value >= 0 if name == "nugget" else value > 0)):
             need = "non-negative" if name == "nugget" else "positive"
             raise ValueError(f"{argname}[{name!r}] must be {need} and finite; got {value}.")
         if name in kernel.fixed_shape and not np.isclose(value, kernel.fixed_shape[name], rtol=1e-12, atol=0):
@@ -191,6 +193,4 @@ def check_params(params, kernel, argname="params"):
                 f"{name}=None to vary it."
             )
         out[name] = value
-    if "power" in out and not out["power"] <= 2.0:
-        raise ValueError(f"{argname}['power'] must be in (0, 2]; got {out['power']}.")
     return out

@@ -30,6 +30,7 @@ from geostat.data import (
     Trend,
     as_output,
     check_table,
+    convert_time_column,
     field_from_values,
     field_to_fit,
     is_chunked,
@@ -41,6 +42,7 @@ from geostat.data import (
     samples_output,
     sites_of_template,
     table_from_field,
+    time_position,
     write_model,
 )
 from geostat.data.model_file import FITTED_ATTRIBUTES, damaged_file_error
@@ -230,6 +232,12 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         Fisher information, so it can exceed `n_evaluations_`).
     distance_ : str
         The distance used (``"auto"`` resolved).
+    time_unit_ : str or None
+        The unit of the time coordinate of a space-time model fitted on dates:
+        ``"days since 1970-01-01"`` (``datetime64`` times), with the calendar for cftime
+        dates (e.g. ``"days since 1970-01-01 (noleap)"``); ``time_range`` is then in days,
+        and prediction times must be dates of the same kind. None for numeric times (in
+        their own unit) and for models without time.
     kernel_ : Kernel
     result_ : geostat.optimize.MLEResult
     n_features_in_, feature_names_in_
@@ -253,6 +261,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     shift_: float
     n_safeguarded_: int
     distance_: str
+    time_unit_: str | None
     kernel_: Kernel
     result_: MLEResult
     n_features_in_: int
@@ -354,6 +363,12 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             chunk, then loaded. The model remembers its coordinates (the names, in their
             order, of the columns that are not covariates) and reads a prediction
             template's by those names. A trend covariate cannot be one of the coordinates.
+            With a space-time kernel (:class:`geostat.SpaceTime`) a field is one
+            realization instead: every non-NaN cell (site, time) is an observation at
+            (position, time), the time read from the coordinate of the non-spatial
+            dimension (or the coordinate named by `time`). A time column or coordinate
+            may hold numbers, ``datetime64`` values or cftime dates; dates become float
+            days since 1970-01-01 (see `time_unit_` and :mod:`geostat.data.times`).
         y : array-like of shape (n,) or (n, r), or str
             Observations; with ``r`` replicates (e.g. days) sharing the covariance
             parameters, NaN marks a site missing on a replicate. A Series or DataFrame
@@ -381,18 +396,13 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         """
         self._check_settings()
         backend = get_backend(self.device)
-        field = None
         trend = Trend.parse(self.trend)
-        if is_xarray(X):
-            da, source = field_to_fit(X, y, "X")
-            X, y, field = table_from_field(da, "X", trend.columns, source)
-        if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
+        family = get_kernel(self.kernel, self.smoothness)
+        X, y, field, time, time_unit = self._fit_inputs(X, y, trend, family)
         check_table(X, "X")
         y = align_observations(X, y)
         validate_data(self, X, reset=True, dtype="numeric")
-        family = get_kernel(self.kernel, self.smoothness)
-        data, distance_name = prepare_coords(X, trend, self.distance, time=time_column(family, self.time, X))
+        data, distance_name = prepare_coords(X, trend, self.distance, time=time)
         kernel = model_kernel(family, self.anisotropy, data.coords.shape[1], distance_name)
         values, names, one_d = prepare_y(y, data.n)
         warn_if_invalid_on_sphere(distance_name, kernel)
@@ -447,7 +457,25 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         self._training = training
         self._solvers = _Solvers(likelihood, Kriging(likelihood, result.params, result.coef))
         self._field = field
+        self.time_unit_ = time_unit
         return self
+
+    def _fit_inputs(self, X, y, trend, family):
+        """The table, observations, field layout (None for a table), time column (see
+        :func:`geostat.data.prepare_coords`) and time unit of a fit's `X` and `y`: a field
+        becomes its table (a space-time field one row per observed cell), and a time
+        column of dates becomes float days (:mod:`geostat.data.times`)."""
+        field = None
+        time = time_column(family, self.time, X)
+        if is_xarray(X):
+            da, source = field_to_fit(X, y, "X")
+            field_time = (True if self.time is None else self.time) if family.time_axis else None
+            X, y, field = table_from_field(da, "X", trend.columns, source, time=field_time)
+            time = True if family.time_axis else None  # the time coordinate is the last coordinate column
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
+        X, time_unit = convert_time_column(X, time_position(X, trend, time, "X"), "X")
+        return X, y, field, time, time_unit
 
     def _template_sites(self, X):
         """Sites of an xarray template (a table of its coordinates read by the fitted
@@ -459,6 +487,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         hint = "" if hasattr(self, "feature_names_in_") else (
             f" The model was fitted on an array without column names, whose coordinate columns are read from "
             f"coordinates named {list(position)}; fit it on a DataFrame to read coordinates of other names.")
+        if self.kernel_.time_axis:
+            hint += (f" A space-time model predicts at the times of the coordinate {position[-1]!r}: give the template "
+                     f"one, e.g. X.expand_dims({position[-1]}=times).")
         sites, here, complete = sites_of_template(X, position, "X", self._covariate_names(), hint)
         return sites, here, fitted, complete
 
@@ -470,13 +501,14 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         _, coord_pos, _ = self._layout
         if hasattr(self, "feature_names_in_"):
             return tuple(str(self.feature_names_in_[i]) for i in coord_pos)
-        if len(coord_pos) != 2:
+        time = ("time",) if self.kernel_.time_axis else ()
+        if len(coord_pos) != 2 + len(time):
             raise ValueError(
                 f"the model was fitted on an array with {len(coord_pos)} coordinate column(s) and no column names, so "
                 "the coordinates of an xarray template X cannot be matched to them; fit it on a DataFrame whose "
                 "columns are named like the template's coordinates."
             )
-        return ("x", "y") if self.distance_ == "euclidean" else ("lon", "lat")
+        return (("x", "y") if self.distance_ == "euclidean" else ("lon", "lat")) + time
 
     def _covariate_names(self):
         """The names of the trend covariates in a template: the fitted column names, or
@@ -488,6 +520,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
 
     def _new_sites(self, X):
         check_is_fitted(self)
+        if self.kernel_.time_axis:
+            X, _ = convert_time_column(X, self._layout[1][-1], "X", expected=getattr(self, "time_unit_", None))
         check_table(X, "X")
         validate_data(self, X, reset=False, dtype="numeric")
         data, _ = prepare_coords(X, self._trend, self.distance_, layout=self._layout,

@@ -6,9 +6,18 @@ fit would have made it: of the right type, finite, positive where it must be, in
 that agree with the training data, the estimates equal in ``params_``/``coef_`` and in
 ``result_``. A file that passes predicts what the saved model predicted; one that does
 not is refused with the first attribute that no fit gives.
+
+The estimates of a kernel of coordinate differences (:class:`~geostat.kernels.Anisotropic`,
+:class:`~geostat.kernels.SpaceTime`) are checked against the ranges a fit reports them in:
+``anisotropy_ratio`` in (0, 1], ``anisotropy_angle`` in [0, pi) (the correlation is
+pi-periodic in it and a fit reduces it there), ``separability`` in [0, 1] (0: separable),
+``time_range`` and ``vertical_range`` positive, the families' shape parameters in their
+domains, and every value finite.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -30,8 +39,10 @@ def check_fitted_state(state, training_record):
     Parameters
     ----------
     state : dict
-        The fitted attributes read from a model file, by name (every name of the format's
-        schema, :data:`geostat.data.model_file.FITTED_ATTRIBUTES`).
+        The fitted attributes read from a model file, by name (every required name of the
+        format's schema, :data:`geostat.data.model_file.FITTED_ATTRIBUTES`; an optional
+        one that is absent counts as its default,
+        :data:`geostat.data.model_file.FITTED_DEFAULTS`).
     training_record : type
         The record class of the training data (``coords``, ``y``, ``design``).
 
@@ -44,7 +55,7 @@ def check_fitted_state(state, training_record):
     """
     n, d, r, p = _check_training(state["_training"], training_record)
     for name, kind in _FITTED_KINDS.items():
-        _check_kind(state[name], name, kind)
+        _check_kind(state.get(name), name, kind)
     scale = state["_scale"]
     _require(isinstance(scale, DataScale) and isinstance(scale.factor, float) and _is_finite(scale.factor)
              and scale.factor > 0 and np.frexp(scale.factor)[0] == 0.5,
@@ -58,6 +69,8 @@ def check_fitted_state(state, training_record):
     _check_columns(state, d, p)
     _check_field(state["_field"], r)
     get_distance(state["distance_"])
+    if state["kernel_"].structured:  # a kernel of coordinate differences applies to these columns (as fit checks)
+        state["kernel_"].check_axes(d, state["distance_"] != "euclidean")
     method, accuracy = state["method_"], state["accuracy_"]
     _require(method in set(METHODS) - {"auto"}, f"method_ is {_brief(method)}, not one of the fitted methods")
     _require(accuracy is None and method == "exact" or _is_number(accuracy) and 0 < accuracy < 1,
@@ -80,13 +93,16 @@ def _check_estimates(state, r, p):
     coefficients, equal in ``params_``/``coef_`` and in ``result_``."""
     kernel, params, result = state["kernel_"], state["params_"], state["result_"]
     _require(isinstance(kernel, Kernel), "kernel_ is not a kernel")
-    checked = check_params(params, kernel, "params_")
+    checked = _checked_params(params, kernel, "params_")
     _require(checked.keys() == params.keys(), f"params_ has the keys {_brief(sorted(params))}, not {sorted(checked)}")
     _require(isinstance(result, MLEResult), "result_ is not a fit result record")
     for name, kind in _RESULT_KINDS.items():
         _check_kind(getattr(result, name), f"result_.{name}", kind)
     _require(isinstance(result.params, dict) and result.params.keys() == params.keys()
-             and check_params(result.params, kernel, "result_.params") == checked, "result_.params differ from params_")
+             and _checked_params(result.params, kernel, "result_.params") == checked,
+             "result_.params differ from params_")
+    _require(set(result.estimated) <= params.keys() and len(set(result.estimated)) == len(result.estimated),
+             f"result_.estimated {_brief(result.estimated)} is not a set of names of params_")
     for name, stderr in (("stderr_", state["stderr_"]), ("result_.stderr", result.stderr)):
         _require(isinstance(stderr, dict) and stderr.keys() == params.keys()
                  and all(_is_number(v) and not v < 0 for v in stderr.values()),
@@ -99,6 +115,50 @@ def _check_estimates(state, r, p):
     coef = _check_floats(state["coef_"], "coef_", shape)
     _check_floats(state["coef_stderr_"], "coef_stderr_", shape, allow="nan inf")
     _require(np.array_equal(coef, result.coef.reshape(shape)), "coef_ differs from result_.coef")
+
+
+#: ``{name: (low, high, low included, high included)}``: the range a fit reports each
+#: geometric parameter of a kernel of coordinate differences in.
+_LAG_RANGES = {
+    "anisotropy_ratio": (0.0, 1.0, False, True),
+    "anisotropy_angle": (0.0, math.pi, True, False),
+    "separability": (0.0, 1.0, True, True),
+    "time_range": (0.0, math.inf, False, False),
+    "vertical_range": (0.0, math.inf, False, False),
+}
+
+
+def _checked_params(params, kernel, argname):
+    """`params` as plain floats once checked against `kernel`: by
+    :func:`geostat.checks.check_params` for an isotropic family; for a kernel of
+    coordinate differences, every parameter present, finite and in the range a fit
+    reports it in (:data:`_LAG_RANGES`, the families' domains), fixed ones at their value."""
+    if not kernel.structured:
+        return check_params(params, kernel, argname)
+    _require(isinstance(params, dict), f"{argname} is not a dict")
+    names = ("variance", "range", *kernel.shape_names, "nugget")
+    _require(params.keys() == set(names), f"{argname} has the keys {_brief(sorted(params))}, not {sorted(names)}")
+    fixed = kernel.wrap(kernel.fixed_shape)
+    out = {}
+    for name in names:
+        value = params[name]
+        where = f"{argname}[{name!r}]"
+        _require(_is_finite(value), f"{where} is {_brief(value)}, not a finite number")
+        value = float(value)
+        if name in _LAG_RANGES:
+            low, high, low_in, high_in = _LAG_RANGES[name]
+            inside = (value >= low if low_in else value > low) and (value <= high if high_in else value < high)
+            _require(inside, f"{where} is {value!r}, outside {'[' if low_in else '('}{low:g}, "
+                             f"{high:g}{']' if high_in else ')'}")
+        elif name in kernel.shape_names:
+            kernel._check_shape_value(name, value, where)  # the family's domain (ValueError naming `where`)
+        else:
+            _require(value >= 0 if name == "nugget" else value > 0,
+                     f"{where} is {value!r}, not {'non-negative' if name == 'nugget' else 'positive'}")
+        _require(name not in fixed or math.isclose(value, fixed[name], rel_tol=1e-12, abs_tol=0.0),
+                 f"{where} is {value!r} but the kernel fixes it at {fixed.get(name)!r}")
+        out[name] = value
+    return out
 
 
 def _check_columns(state, d, p):
@@ -179,7 +239,7 @@ _FITTED_KINDS = {
     "n_features_in_": "count", "n_safeguarded_": "count", "n_iter_": "count", "n_evaluations_": "count",
     "converged_": "flag", "_y_one_d": "flag", "loglik_": "finite number", "loglik_error_": "number",
     "perturbation_": "non-negative number", "shift_": "non-negative number", "coef_names_": "names",
-    "distance_": "text", "method_": "text",
+    "distance_": "text", "method_": "text", "time_unit_": "text or None",
 }
 _RESULT_KINDS = {
     "estimated": "names", "loglik": "finite number", "n_iter": "count", "n_evaluations": "count",
@@ -197,6 +257,7 @@ _KIND_TESTS = {
     "non-negative number": lambda v: _is_number(v) and v >= 0,
     "TLR accuracy or None": lambda v: v is None or _is_number(v) and 0 < v < 1,
     "text": lambda v: isinstance(v, str),
+    "text or None": lambda v: v is None or isinstance(v, str),
     "names": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
 }
 

@@ -16,10 +16,11 @@ from geostat.checks import (
     check_tile_size,
 )
 from geostat.covariance import Sites
-from geostat.data import Trend, prepare_coords
+from geostat.data import Trend, convert_time_column, prepare_coords, time_position
 from geostat.data.types import FloatArray, Method, Ordering, Params, Seed, SitesLike
-from geostat.distance import Distance, get_distance, warn_if_invalid_on_sphere
+from geostat.distance import Distance, model_distance, warn_if_invalid_on_sphere
 from geostat.kernels import Kernel, get_kernel
+from geostat.kernels.models import model_kernel, time_column
 from geostat.likelihood import resolve_method
 from geostat.solvers import (
     NUMPY,
@@ -48,6 +49,7 @@ def simulate(
     tile_size: int | None = None,
     ordering: Ordering = "kdtree",
     client: Any = None,
+    time: str | int | None = None,
 ) -> FloatArray:
     """Draw zero-mean Gaussian random fields with the given covariance.
 
@@ -78,6 +80,11 @@ def simulate(
         ``docs/cluster.md``); the white noise is drawn here from `random_state` and the
         draws equal the in-process ones to rounding. With a client ``method="auto"``
         means ``"tlr"``; ``"exact"`` is refused.
+    time : None, str or int, default None
+        With a space-time kernel (:class:`geostat.SpaceTime`), the time column of `X`
+        (name or position); None takes a column named ``"time"``, else the last
+        coordinate column. Numbers, ``datetime64`` values or cftime dates (as days since
+        1970-01-01, so ``time_range`` is in days), as for :class:`~geostat.SpatialGP`.
 
     Returns
     -------
@@ -87,7 +94,8 @@ def simulate(
     Raises
     ------
     ValueError, TypeError
-        For bad arguments (the message names the argument), ``method="exact"`` with a
+        For bad arguments (the message names the argument; `time` with a kernel without
+        time, or naming no column), ``method="exact"`` with a
         `client`, or a bad or closed `client`.
     ImportError
         For a `client` without the ``dask`` extra installed.
@@ -108,8 +116,11 @@ def simulate(
                          "process only: use method='tlr' (or 'auto') with a client, or client=None.")
     kern = get_kernel(kernel)
     params = check_params(params, kern)
-    data, distance_name = prepare_coords(X, Trend("none"), distance)
-    dist = get_distance(distance_name)
+    time = time_column(kern, time, X)
+    X, _ = convert_time_column(X, time_position(X, Trend("none"), time, "X"), "X")
+    data, distance_name = prepare_coords(X, Trend("none"), distance, time=time)
+    kern = model_kernel(kern, None, data.coords.shape[1], distance_name)
+    dist = model_distance(distance_name, kern, data.coords)
     warn_if_invalid_on_sphere(distance_name, kern, params, stacklevel=4)  # under @one_blas_thread
     # Draws of K = R + (nugget / variance) I, scaled by sqrt(variance): no entry of the
     # factorized matrix over- or underflows whatever the variance.

@@ -6,9 +6,13 @@ estimates with standard errors, the log-likelihood, n, the method and the wall t
 also fits a CSV table (one row per site; lon/lat or x/y columns are found by name) or a
 NetCDF field (any file xarray opens: a lon/lat or x/y grid or station dimension, its other
 dimension, e.g. time, as replicates, NaN cells missing), and ``--save-model`` writes the
-fitted model. ``geostat predict`` kriges a saved model at the sites of a CSV table or on
-the grid of a NetCDF file, into a CSV or NetCDF file. ``geostat datasets`` lists the
-bundled datasets. Bad input stops with one line on standard error and exit status 2.
+fitted model. With ``--space-time`` the field (or a CSV table with a time column, one row
+per site and time) is one space-time field fitted with a ``SpaceTime`` kernel; dates
+become days since 1970-01-01. ``--anisotropy geometric`` estimates a geometric
+anisotropy. ``geostat predict`` kriges a saved model at the sites of a CSV table or on the
+grid of a NetCDF file (for a space-time model at the times of its time coordinate), into a
+CSV or NetCDF file. ``geostat datasets`` lists the bundled datasets. Bad input stops with
+one line on standard error and exit status 2.
 
 No output may be one of the inputs; an existing output file is replaced only with
 ``--force``; every output is written whole or not at all, so a failed or interrupted run

@@ -31,10 +31,13 @@ def run_fit(args):
                   args.force)
     if args.ci:
         check_level(args.level)  # before the fit, not after it
+    kernel, smoothness = kernel_option(args)
     data = load_fit_data(args)
     model = SpatialGP(
-        kernel=args.kernel,
-        smoothness=args.smoothness,
+        kernel=kernel,
+        smoothness=smoothness,
+        anisotropy=args.anisotropy,
+        time=data.time,
         nugget=nugget_option(args.nugget),
         trend=data.covariates if data.covariates else (None if args.trend == "none" else args.trend),
         distance=args.distance,
@@ -56,6 +59,8 @@ def run_fit(args):
         "value": data.value,
         "replicates": data.replicates,
         "replicate_dimension": data.replicate_dimension,
+        "time": data.time,
+        "time_unit": model.time_unit_,
         "transform": data.transform,
         "n": data.n,
         "n_observations": data.n_observations,
@@ -94,6 +99,23 @@ def run_fit(args):
     return "\n".join(lines)
 
 
+def kernel_option(args):
+    """``(kernel, smoothness)`` of SpatialGP for the kernel options: ``--kernel`` and
+    ``--smoothness``, or with ``--space-time`` a :class:`geostat.SpaceTime` of them in
+    space and ``--time-kernel`` in time (``--separable``: separability fixed at 0)."""
+    from geostat.kernels import SpaceTime, get_kernel
+
+    if not args.space_time:
+        for option, given in (("--time-kernel", args.time_kernel), ("--separable", args.separable),
+                              ("--time", args.time)):
+            if given:
+                raise ValueError(f"{option} applies to a space-time fit; add --space-time")
+        return args.kernel, args.smoothness
+    space = get_kernel(args.kernel, args.smoothness)
+    return SpaceTime(space=space, time=args.time_kernel or "exponential",
+                     separability=0.0 if args.separable else None), None
+
+
 def nugget_option(text):
     if text == "estimate":
         return True
@@ -126,8 +148,30 @@ def interval_header(intervals):
     return f"{percent + ' lower':>14}{percent + ' upper':>14}  ({intervals['method']})"
 
 
+def parameter_rows(result, model):
+    """``(label, estimate, std. error or "fixed", interval or None, at bound)`` of each
+    parameter: the range in km on the sphere, the time range in days for dates, and the
+    anisotropy angle also in degrees."""
+    units = "km" if model.distance_ in ("chordal", "great_circle") else ""
+    time_unit = result.get("time_unit")
+    labels = {"range": units, "vertical_range": units,
+              "time_range": "days" if time_unit else "", "anisotropy_angle": "rad"}
+    rows = []
+    for name, value in result["params"].items():
+        fixed = name not in model.result_.estimated
+        se = None if fixed else result["stderr"][name]
+        bounds = (result["intervals"] or {}).get(name)
+        mark = name in result["at_bounds"]
+        label = f"{name} ({labels[name]})" if labels.get(name) else name
+        rows.append((label, value, se, bounds, mark))
+        if name == "anisotropy_angle":
+            degrees = np.degrees
+            rows.append(("anisotropy_angle (deg)", degrees(value), None if se is None else degrees(se),
+                         None if bounds is None else [degrees(b) for b in bounds], mark))
+    return rows
+
+
 def table(result, model):
-    units = " km" if model.distance_ in ("chordal", "great_circle") else ""
     value = result["value"]
     if isinstance(value, list):
         value = f"{len(value)} replicates {value[0]} ... {value[-1]}"
@@ -139,20 +183,20 @@ def table(result, model):
         + (f" (accuracy {result['accuracy']:g})" if result["accuracy"] is not None else "")
         + (" on the GPU" if result["device"] == "gpu" else "")
         + (", REML" if result["reml"] else ""),
+        *([f"space-time: time {result['time']!r}"
+           + (f" in {result['time_unit']}" if result["time_unit"] else " in its own unit")] if result["time"] else []),
         "",
-        f"{'parameter':<14}{'estimate':>14}{'std. error':>14}" + interval_header(result["intervals"]),
     ]
-    for name, value in result["params"].items():
-        fixed = name not in model.result_.estimated
-        se = "fixed" if fixed else f"{result['stderr'][name]:.4g}"
-        label = f"{name} ({units.strip()})" if name == "range" and units else name
-        mark = "*" if name in result["at_bounds"] else " "
-        bounds = (result["intervals"] or {}).get(name)
+    rows = parameter_rows(result, model)
+    coef = result["coef"] if isinstance(result["coef"], dict) else {}
+    width = max(14, *(len(row[0]) + 2 for row in rows))
+    lines.append(f"{'parameter':<{width}}{'estimate':>14}{'std. error':>14}" + interval_header(result["intervals"]))
+    for label, value, se, bounds, at_bound in rows:
+        se = "fixed" if se is None else f"{se:.4g}"
         interval = f"{bounds[0]:>14.5g}{bounds[1]:>14.5g}" if bounds else ""
-        lines.append(f"{label:<14}{value:>14.6g}{mark}{se:>13}{interval}")
-    if isinstance(result["coef"], dict):
-        for name, value in result["coef"].items():
-            lines.append(f"{name:<14}{value:>14.6g}{result['coef_stderr'][name]:>14.4g}")
+        lines.append(f"{label:<{width}}{value:>14.6g}{'*' if at_bound else ' '}{se:>13}{interval}")
+    for name, value in coef.items():
+        lines.append(f"{name:<{width}}{value:>14.6g}{result['coef_stderr'][name]:>14.4g}")
     if result["at_bounds"]:
         on_bound = ", ".join(f"{name} = {result['params'][name]:.4g}" for name in result["at_bounds"])
         lines.append(f"* on its bound: {on_bound} (the likelihood is highest at the edge of the parameter space; "

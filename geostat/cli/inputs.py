@@ -11,6 +11,10 @@ A NetCDF field is first restricted by ``--select DIM=VALUE`` (by coordinate labe
 its length-1 dimensions other than the spatial ones are dropped (the first of them stays
 when all have length 1: it holds the single replicate), so that a file with, e.g.,
 dimensions ``(time=1, zlev=1, lat, lon)`` is a single field.
+
+With ``--space-time`` a NetCDF field is one space-time field (every observed cell is an
+observation at its position and time), and a table needs a time column (``--time``, else
+one named ``time``) of numbers or dates, one row per site and time.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from geostat.data import XARRAY_POSITIONS, table_from_field
 from geostat.distance import find_lonlat
 
 __all__ = ["TRANSFORMS", "FitData", "drop_singletons", "load_fit_data", "numbers", "select_field", "spatial_dims",
-           "split_names"]
+           "split_names", "times"]
 
 TRANSFORMS = {"none": lambda v: v, "log": np.log, "log10": np.log10}
 #: Words of a column name that mark a longitude or a latitude (``lon`` in ``lon_deg``).
@@ -50,6 +54,7 @@ class FitData:
     n_observations: int
     replicates: int
     replicate_dimension: object = None  # a field's replicate dimension (e.g. "time"), or None
+    time: object = None  # the time column or coordinate of a space-time fit, or None
 
 
 def load_fit_data(args):
@@ -82,16 +87,52 @@ def load_fit_data(args):
     value = [value] if isinstance(value, str) else list(value)
     transform = args.transform or info.get("transform") or "none"
     covariates = split_names(args.covariates)
+    time = table_time_column(frame, args, source)
     check_roles(("coordinate", "--coords" if args.coords else "the default coordinates", coords),
-                ("value", "--value", value), ("covariate", "--covariates", covariates))
+                ("value", "--value", value), ("covariate", "--covariates", covariates),
+                ("time", "--time" if args.time else "the default time column", [time] if time else []))
     missing = [c for c in [*coords, *value, *covariates] if c not in frame.columns]
     if missing:
         raise ValueError(f"columns {missing} are not in the data; it has {list(frame.columns)}")
+    if time and len(value) > 1:
+        raise ValueError(f"--space-time fits one value column (each row is a site at a time); got --value {value}")
     y = np.column_stack([transformed(numbers(frame, c, "value", missing_ok=True), c, transform) for c in value])
     coords = spherical_order(frame, coords, args.distance)
-    X = pd.DataFrame({c: numbers(frame, c, "coordinate") for c in coords} | {c: numbers(frame, c, "covariate") for c in covariates})
+    X = pd.DataFrame({c: numbers(frame, c, "coordinate") for c in coords}
+                     | ({time: times(frame, time)} if time else {})
+                     | {c: numbers(frame, c, "covariate") for c in covariates})
     return FitData(source, X, y[:, 0] if len(value) == 1 else y, value if len(value) > 1 else value[0], transform,
-                    covariates, len(X), int(np.isfinite(y).sum()), len(value))
+                    covariates, len(X), int(np.isfinite(y).sum()), len(value), time=time)
+
+
+def table_time_column(frame, args, source):
+    """The time column of a table for ``--space-time`` (``--time``, else the column named
+    ``time``); None without ``--space-time``."""
+    if not args.space_time:
+        return None
+    if args.time:
+        if args.time not in frame.columns:
+            raise ValueError(f"--time {args.time}: {source} has no such column; it has {list(frame.columns)}")
+        return args.time
+    if "time" in frame.columns:
+        return "time"
+    raise ValueError(f"--space-time needs a time column: name it with --time; {source} has columns "
+                     f"{list(frame.columns)}")
+
+
+def times(frame, column):
+    """A time column as numbers, or as dates (``datetime64``) when it holds dates such as
+    ``1999-07-15``; anything else, or a missing value, is an error."""
+    raw = frame[column]
+    if pd.api.types.is_numeric_dtype(raw) or pd.to_numeric(raw, errors="coerce").notna().all():
+        return numbers(frame, column, "time")
+    parsed = pd.to_datetime(raw, errors="coerce", format="ISO8601")
+    bad = np.flatnonzero(parsed.isna().to_numpy())
+    if bad.size:
+        first = "a missing value" if pd.isna(raw.iloc[bad[0]]) else repr(raw.iloc[bad[0]])
+        raise ValueError(f"time column {column!r} must hold numbers or dates (e.g. 1999-07-15): {bad.size} value(s) "
+                         f"are neither; the first, in data row {bad[0] + 1}, is {first}; fix or drop those rows")
+    return parsed.to_numpy()
 
 
 def split_names(text):
@@ -221,9 +262,11 @@ def load_field(args, dataset, path):
     dataset = dataset[kept].load()
     transform = args.transform or "none"
     dataset[name] = transformed_field(dataset[name], label, transform)
-    X, y, layout = table_from_field(dataset[name], label, covariates, dataset)
+    time = (args.time or True) if args.space_time else None
+    X, y, layout = table_from_field(dataset[name], label, covariates, dataset, time=time)
     return FitData(str(path), dataset, name, name, transform, covariates, len(X), int(np.isfinite(y).sum()),
-                    1 if y.ndim == 1 else y.shape[1], layout.replicate_dim)
+                    1 if y.ndim == 1 else y.shape[1], layout.replicate_dim,
+                    time=str(X.columns[len(layout.position)]) if time else None)
 
 
 def default_variable(source):

@@ -38,6 +38,17 @@ def build_parser():
     fit.add_argument("--trend", default="constant", choices=["none", "constant", "linear"], help="trend without covariates")
     fit.add_argument("--kernel", default="matern", help="exponential, matern, powered_exponential or gaussian")
     fit.add_argument("--smoothness", type=float, help="fix the Matern smoothness (default: estimate it)")
+    fit.add_argument("--anisotropy", choices=["geometric"], help="estimate a geometric anisotropy of the spatial "
+                     "kernel (anisotropy_ratio, anisotropy_angle; x/y or lon/lat in a tangent plane)")
+    fit.add_argument("--space-time", action="store_true", help="fit one space-time field: every observed cell "
+                     "(site, time) is an observation, with a SpaceTime kernel (--kernel in space, --time-kernel in "
+                     "time); dates become days since 1970-01-01")
+    fit.add_argument("--time-kernel", help="temporal family of --space-time (default exponential)")
+    fit.add_argument("--separable", action="store_true", help="with --space-time: the separable model "
+                     "(separability fixed at 0)")
+    fit.add_argument("--time", metavar="NAME", help="with --space-time: the time column of a CSV file (default: the "
+                     "column named time), or the time coordinate of a NetCDF field (default: that of its non-spatial "
+                     "dimension); numbers or dates")
     fit.add_argument("--nugget", default="estimate", help="'estimate', 'none', or a fixed value")
     fit.add_argument("--distance", default="auto", help="auto, euclidean, chordal or great_circle")
     fit.add_argument("--method", default="auto", help="auto, exact or tlr (auto: tlr from 4096 sites)")

@@ -20,9 +20,10 @@ import pandas as pd
 
 from geostat.cli.files import (MAX_SAMPLE_COLUMNS, MAX_SAMPLE_VALUES, OUTPUT_SUFFIXES, check_input, check_outputs,
                                is_field, open_field, read_csv, write_predictions, xarray_module)
-from geostat.cli.inputs import drop_singletons, numbers, select_field, spatial_dims
+from geostat.cli.inputs import drop_singletons, numbers, select_field, spatial_dims, times
 from geostat.cli.parser import verbose_level
 from geostat.data import Trend
+from geostat.kernels.models import time_column
 
 __all__ = ["run_predict"]
 
@@ -120,10 +121,24 @@ def site_columns(model, columns, path):
     return names
 
 
+def time_name(model, columns):
+    """The time column of a space-time model among its fitted `columns` (coordinates and
+    covariates, in the fitted order); None for a spatial model."""
+    if not model.kernel_.time_axis:
+        return None
+    coordinates = [c for c in columns if c not in Trend.parse(model.trend).columns]
+    time = time_column(model.kernel_, model.time, pd.DataFrame(columns=coordinates))
+    if time is True:
+        return coordinates[-1]
+    return coordinates[time] if isinstance(time, int) else time
+
+
 def predict_table(model, frame, path, args):
-    """The sites' table followed by the kriging columns (and the draws) at its rows."""
+    """The sites' table followed by the kriging columns (and the draws) at its rows; a
+    space-time model's time column may hold numbers or dates, as at fit time."""
     names = site_columns(model, frame.columns, path)
-    sites = pd.DataFrame({c: numbers(frame, c, "site") for c in names})
+    time = time_name(model, names)
+    sites = pd.DataFrame({c: times(frame, c) if c == time else numbers(frame, c, "site") for c in names})
     check_sample_size(args.samples, len(sites), replicate_count(model), columns=True)
     if args.std:
         mean, std = model.predict(sites, return_std=True)
@@ -164,6 +179,9 @@ def predict_field(model, template, path, args):
     if missing:
         raise ValueError(f"{path} lacks the coordinate(s) {missing} the model was fitted on; it has "
                          f"{sorted(map(str, template.coords))}")
+    time = time_name(model, list(getattr(model, "feature_names_in_", ())))
+    if time is not None:
+        check_no_time_selection(template, args.select, time, path)
     template = select_field(template, args.select, path, tuple(coordinates))
     spatial = spatial_dims(template, tuple(coordinates))
     template = drop_singletons(template, template.dims, spatial, keep_replicate=False)
@@ -177,6 +195,16 @@ def predict_field(model, template, path, args):
     if args.samples:
         fields["sample"] = model.sample_y(template, n_samples=args.samples, random_state=args.seed)
     return xarray.Dataset({name: field.load() for name, field in fields.items()}, attrs=dict(template.attrs))
+
+
+def check_no_time_selection(template, selections, time, path):
+    """Refuse ``--select`` along the time of a space-time model: the template's times are
+    the times predicted."""
+    dims = set(template[time].dims) if time in template.coords else set()
+    chosen = [f"{dim}={value}" for dim, value in selections or () if dim in dims or dim == time]
+    if chosen:
+        raise ValueError(f"--select {chosen[0]}: the model is a space-time one, and the times of {path} ({time!r}) "
+                         "are the times it predicts; give a sites file with only the times wanted instead")
 
 
 def extent(predictions):

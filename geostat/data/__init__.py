@@ -6,6 +6,8 @@
 ``fields``
     xarray ``DataArray`` / ``Dataset`` fields: sites and replicates in, ``DataArray``
     predictions out.
+``times``
+    Time columns of dates (``datetime64``, cftime) as float days since 1970-01-01.
 ``model_file``
     Model files of fitted estimators: JSON and ``.npy`` arrays in a zip archive, read
     without pickle.
@@ -20,6 +22,7 @@ from geostat.data.fields import (
     is_xarray,
     lazy_field,
     sites_of_template,
+    space_time_table,
     table_from_field,
 )
 from geostat.data.model_file import read_model, write_model
@@ -31,7 +34,9 @@ from geostat.data.tables import (
     prepare_coords,
     prepare_y,
     samples_output,
+    time_position,
 )
+from geostat.data.times import convert_time_column
 
 __all__ = [
     "Trend",
@@ -47,6 +52,9 @@ __all__ = [
     "FieldLayout",
     "field_to_fit",
     "table_from_field",
+    "space_time_table",
+    "time_position",
+    "convert_time_column",
     "sites_of_template",
     "field_from_values",
     "lazy_field",

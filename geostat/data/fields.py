@@ -1,6 +1,12 @@
 """xarray fields in and out: a ``DataArray`` on a lon/lat (or x/y) grid or station
 dimension becomes a sites table and observations; predictions on a template become
 ``DataArray`` objects on its coordinates. xarray itself is imported only to build results.
+
+For a spatial model the other dimension (e.g. ``time``) holds replicates. For a
+space-time model the field is one realization: every observed cell (site, time) is an
+observation with coordinates (position, time) (:func:`space_time_table`), and a template
+is predicted on every cell of its spatial and time coordinates, in the order of its
+dimensions. Dates stay as they are here; :mod:`geostat.data.times` makes them numbers.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import pandas as pd
 from geostat.distance import find_lonlat
 
 __all__ = ["XARRAY_POSITIONS", "is_xarray", "is_chunked", "FieldLayout", "field_to_fit", "table_from_field",
-           "sites_of_template", "field_from_values", "lazy_field"]
+           "space_time_table", "sites_of_template", "field_from_values", "lazy_field"]
 
 #: Coordinate names recognised as the horizontal position of an xarray field, in order of
 #: preference: longitude/latitude (as for DataFrame columns), then x/y.
@@ -70,16 +76,20 @@ def _recognised_position(obj, argname):
 
 
 def _sites_of(obj, layout):
-    """Coordinates of every cell of the spatial dimensions, as an ``(n, 2)`` array."""
+    """Coordinates of every cell of the layout's dimensions, one column per name of its
+    position (named so): floats, or the raw values of a date coordinate (``datetime64``
+    or cftime objects, converted by :mod:`geostat.data.times`)."""
     shape = tuple(obj.sizes[d] for d in layout.space_dims)
-    columns = []
+    columns = {}
     for name in layout.position:
         coord = obj.coords[name]
         own = [d for d in layout.space_dims if d in coord.dims]
-        values = np.asarray(coord.transpose(*own).values, dtype=float)
+        values = np.asarray(coord.transpose(*own).values)
+        if values.dtype.kind not in "MO":
+            values = values.astype(float)
         expanded = values.reshape([obj.sizes[d] if d in coord.dims else 1 for d in layout.space_dims])
-        columns.append(np.broadcast_to(expanded, shape).reshape(-1))
-    return np.column_stack(columns)
+        columns[name] = np.broadcast_to(expanded, shape).reshape(-1)
+    return pd.DataFrame(columns, columns=list(layout.position))
 
 
 def field_to_fit(X, y, argname="X"):
@@ -116,7 +126,7 @@ def field_to_fit(X, y, argname="X"):
     return X, X
 
 
-def table_from_field(da, argname="X", covariates=(), source=None):
+def table_from_field(da, argname="X", covariates=(), source=None, time=None):
     """Sites and observations of an xarray ``DataArray`` field.
 
     The horizontal position comes from coordinates named lon/lat (or longitude/latitude,
@@ -141,6 +151,10 @@ def table_from_field(da, argname="X", covariates=(), source=None):
         length 1 are dropped), and not the position coordinates themselves.
     source : xarray.Dataset or xarray.DataArray, optional
         Where the covariates are looked up (default `da`'s coordinates).
+    time : None, True or str, default None
+        None: the other dimension holds replicates (as above). Otherwise the field is
+        one space-time field (:func:`space_time_table`): True takes the time coordinate
+        of the one non-spatial dimension, a str names the time coordinate.
 
     Returns
     -------
@@ -157,6 +171,8 @@ def table_from_field(da, argname="X", covariates=(), source=None):
         than 1, when no cell is observed, or for a covariate that is missing, is a
         position coordinate, varies along the replicates, or is NaN at an observed cell.
     """
+    if time is not None:
+        return space_time_table(da, argname, covariates, source, time)
     layout = _field_layout(da, argname)
     _check_covariates_are_not_position(covariates, layout, argname)
     other, squeezed = _replicate_dims(da, layout, argname)
@@ -170,7 +186,7 @@ def table_from_field(da, argname="X", covariates=(), source=None):
     if not observed.any():
         raise ValueError(f"{argname} has no observed value (every cell is NaN).")
     values = np.asarray(ordered.values, dtype=float).reshape(-1, n_replicates)
-    frame = pd.DataFrame(_sites_of(da, layout)[observed], columns=list(layout.position))
+    frame = _sites_of(da, layout)[observed].reset_index(drop=True)
     for name, column in _covariates_of(source if source is not None else da, layout, covariates, argname).items():
         column = column[observed]
         if np.isnan(column).any():
@@ -181,6 +197,103 @@ def table_from_field(da, argname="X", covariates=(), source=None):
         frame[name] = column
     y = values[observed]
     return frame, (y if layout.replicate_dim else y[:, 0]), layout
+
+
+def space_time_table(da, argname="X", covariates=(), source=None, time=True):
+    """Observations of a space-time field: one row per observed cell (site, time).
+
+    Every non-NaN cell of the spatial dimensions and the time dimension is an
+    observation whose coordinates are the position, then the time (raw: numbers,
+    ``datetime64`` or cftime dates, converted by :mod:`geostat.data.times`), in the
+    order of `da`'s dimensions. Other dimensions must have length 1 and are dropped.
+
+    Parameters
+    ----------
+    da : xarray.DataArray
+    argname : str
+    covariates : sequence of str
+        Trend covariates over the spatial dimensions, the time dimension or both (the
+        ones missing are broadcast), not the position or time coordinates.
+    source : xarray.Dataset or xarray.DataArray, optional
+        Where the covariates are looked up (default `da`'s coordinates).
+    time : True or str, default True
+        True: the coordinate of the one non-spatial dimension (longer than 1, else the
+        first); a str: the name of a one-dimensional time coordinate of `da`.
+
+    Returns
+    -------
+    X : DataFrame
+        One row per observed cell: the position names, the time coordinate's name (the
+        last coordinate column), then the covariates.
+    y : ndarray of shape (n,)
+    layout : FieldLayout
+        The spatial layout (no replicate dimension: the field is one realization).
+
+    Raises
+    ------
+    ValueError
+        Without position coordinates or a time coordinate, with another dimension longer
+        than 1, when no cell is observed, or for a covariate that is missing, is a
+        coordinate of the model, or is NaN at an observed cell.
+    """
+    layout = _field_layout(da, argname)
+    time_name, time_dim = _time_coordinate(da, layout, time, argname)
+    _check_covariates_are_not_position(covariates, FieldLayout(layout.position + (time_name,), ()), argname)
+    others = [d for d in da.dims if d not in layout.space_dims and d != time_dim]
+    longer = [d for d in others if da.sizes[d] > 1]
+    if longer:
+        name = argname if argname.isidentifier() else "da"
+        raise ValueError(f"{argname} has dimensions {_sizes(da)}: besides the spatial ones {list(layout.space_dims)} "
+                         f"and the time ({time_dim!r}) no dimension may be longer than 1; select along the others "
+                         f"first, e.g. {name}.isel({longer[0]}=0).")
+    da = da.squeeze(others)
+    cells = FieldLayout(layout.position + (time_name,), tuple(d for d in da.dims))
+    observed = np.asarray(da.notnull().values).reshape(-1)
+    if not observed.any():
+        raise ValueError(f"{argname} has no observed value (every cell is NaN).")
+    frame = _sites_of(da, cells)[observed].reset_index(drop=True)
+    for name, column in _covariates_of(source if source is not None else da, cells, covariates, argname).items():
+        column = column[observed]
+        if np.isnan(column).any():
+            raise ValueError(
+                f"trend covariate {name!r} is NaN at {int(np.isnan(column).sum())} observed cell(s) of {argname}; "
+                "fill it there or set those observations to NaN."
+            )
+        frame[name] = column
+    return frame, np.asarray(da.values, dtype=float).reshape(-1)[observed], layout
+
+
+def _sizes(da):
+    return {str(d): da.sizes[d] for d in da.dims}
+
+
+def _time_coordinate(da, layout, time, argname):
+    """``(name, dimension)`` of the time coordinate of a space-time field (see
+    :func:`space_time_table`); the dimension is None for a scalar time."""
+    if time is True:
+        other = [d for d in da.dims if d not in layout.space_dims]
+        longer = [d for d in other if da.sizes[d] > 1]
+        if len(longer) > 1:
+            raise ValueError(f"{argname} has dimensions {_sizes(da)}: besides the spatial ones "
+                             f"{list(layout.space_dims)}, several are longer than 1 ({longer}); name the time "
+                             f"coordinate with time=..., and select along the others first.")
+        if not (longer or other):
+            raise ValueError(f"{argname} has no time dimension (its dimensions are {_sizes(da)}); a space-time model "
+                             "needs one, with time coordinate values.")
+        dim = (longer or other)[0]
+        if dim not in da.coords:
+            raise ValueError(f"{argname} has no coordinate values along its time dimension {dim!r}; assign them, "
+                             f"e.g. da.assign_coords({dim}=dates).")
+        return dim, dim
+    if not isinstance(time, str) or time not in da.coords:
+        raise ValueError(f"time={time!r} is not a coordinate of {argname}; with a field, time names its time "
+                         f"coordinate (it has {sorted(map(str, da.coords))}), or is None for the coordinate of its "
+                         "one non-spatial dimension.")
+    dims = da.coords[time].dims
+    if len(dims) > 1 or set(dims) & set(layout.space_dims):
+        raise ValueError(f"time={time!r} is a coordinate of {argname} along {list(dims)}; the time coordinate must "
+                         "be one-dimensional, along a dimension other than the spatial ones.")
+    return time, (dims[0] if dims else None)
 
 
 def _replicate_dims(da, layout, argname):
@@ -280,10 +393,16 @@ def sites_of_template(template, position, argname="X", covariates=(), hint=""):
     if missing:
         raise ValueError(_missing_position_message(template, position, missing, argname) + hint)
     here = _field_layout(template, argname, position)
-    sites = pd.DataFrame(_sites_of(template, here), columns=list(position))
+    sites = _sites_of(template, here)
     for name, column in _covariates_of(template, here, covariates, argname).items():
         sites[name] = column
-    return sites, here, np.isfinite(sites.to_numpy()).all(axis=1)
+    return sites, here, _complete_rows(sites)
+
+
+def _complete_rows(sites):
+    """Which rows of a sites table have finite numbers and no missing date."""
+    numeric = sites.select_dtypes("number").to_numpy(dtype=float)
+    return np.isfinite(numeric).all(axis=1) & sites.notna().to_numpy().all(axis=1)
 
 
 def _missing_position_message(template, position, missing, argname):

@@ -12,13 +12,23 @@ A model file is a zip archive (deflate-compressed) holding
 
 The state is a tree of dicts with string keys, lists, tuples, numbers, strings, None,
 NumPy arrays, kernels (:mod:`geostat.kernels`, stored by family name with their
-constructor arguments: fixed shape parameters, bounds) and records (dataclasses, stored
-by class name and fields). In the JSON, a tuple, an array, an array of Python strings
-(such as ``feature_names_in_``), a kernel and a record are objects with a single key
-starting with ``$``; floats are written exactly (shortest round-trip form; ``NaN`` and
-``Infinity`` as Python's :mod:`json` writes them, and read back as such: whether a value
-may be NaN or infinite is up to the reader of that value). The fitted state holds exactly
-the attributes :data:`FITTED_ATTRIBUTES` lists for the file's format version.
+constructor arguments, :meth:`~geostat.kernels.Kernel.init_arguments`: fixed shape
+parameters, custom bounds, and the kernels an :class:`~geostat.kernels.Anisotropic` or
+:class:`~geostat.kernels.SpaceTime` one is made of, nested at most
+:data:`MAX_KERNEL_DEPTH` deep) and records (dataclasses, stored by class name and fields).
+In the JSON, a tuple, an array, an array of Python strings (such as ``feature_names_in_``),
+a kernel and a record are objects with a single key starting with ``$``; floats are
+written exactly (shortest round-trip form; ``NaN`` and ``Infinity`` as Python's
+:mod:`json` writes them, and read back as such: whether a value may be NaN or infinite
+is up to the reader of that value). The fitted state holds exactly
+the attributes :data:`FITTED_ATTRIBUTES` lists for the file's format version; an optional
+attribute that a file of an older version cannot hold reads as its default,
+:data:`FITTED_DEFAULTS`.
+
+Format versions: 1 holds isotropic kernels (exponential, Matérn, powered exponential,
+Gaussian); 2 adds the anisotropic and space-time kernels and the fitted ``time_unit_``
+(text or None: the unit of the time coordinate of a space-time model). This module writes
+version 2 and reads both.
 
 Writing is atomic (:func:`geostat.data.atomic.atomic_path`): a failed or interrupted save
 leaves the previous file as it was, and of concurrent saves to one path the file is one
@@ -71,14 +81,16 @@ import numpy as np
 from geostat._version import __version__
 from geostat.data.atomic import atomic_path
 from geostat.errors import ModelFileError
-from geostat.kernels import Exponential, Gaussian, Kernel, Matern, PoweredExponential
+from geostat.kernels import Anisotropic, Exponential, Gaussian, Kernel, Matern, PoweredExponential, SpaceTime
 
 __all__ = [
     "FITTED_ATTRIBUTES",
+    "FITTED_DEFAULTS",
     "FORMAT",
     "MAX_FILE_BYTES",
     "MAX_JSON_BYTES",
     "MAX_JSON_DEPTH",
+    "MAX_KERNEL_DEPTH",
     "MAX_MEMBERS",
     "MAX_MODEL_BYTES",
     "VERSION",
@@ -89,23 +101,26 @@ __all__ = [
 
 #: The ``format`` entry of every model file.
 FORMAT = "geostat-model"
-#: The format version this module writes, and the newest it reads.
-VERSION = 1
+#: The format version this module writes, and the newest it reads (it reads every older one).
+VERSION = 2
 
+_REQUIRED_1 = frozenset({
+    "n_features_in_", "kernel_", "distance_", "method_", "accuracy_", "n_safeguarded_", "perturbation_", "shift_",
+    "result_", "loglik_error_", "params_", "stderr_", "coef_", "coef_stderr_", "coef_names_", "loglik_", "n_iter_",
+    "n_evaluations_", "converged_", "_trend", "_layout", "_y_names", "_y_one_d", "_scale", "_training", "_field",
+})
 #: ``{version: (required, optional)}``: the fitted attributes of a model file of each
 #: format version (a model fitted on a DataFrame also has ``feature_names_in_``). A file
 #: with any other attribute, or without a required one, is refused.
 FITTED_ATTRIBUTES = {
-    1: (
-        frozenset({
-            "n_features_in_", "kernel_", "distance_", "method_", "accuracy_", "n_safeguarded_", "perturbation_",
-            "shift_", "result_", "loglik_error_", "params_", "stderr_", "coef_", "coef_stderr_", "coef_names_",
-            "loglik_", "n_iter_", "n_evaluations_", "converged_", "_trend", "_layout", "_y_names", "_y_one_d",
-            "_scale", "_training", "_field",
-        }),
-        frozenset({"feature_names_in_"}),
-    ),
+    1: (_REQUIRED_1, frozenset({"feature_names_in_"})),
+    2: (_REQUIRED_1, frozenset({"feature_names_in_", "time_unit_"})),
 }
+#: ``{name: value}``: optional fitted attributes that :func:`read_model` sets when a file
+#: lacks them (a file of an older version, or one saved before the attribute existed).
+FITTED_DEFAULTS = {"time_unit_": None}
+#: Deepest nesting of kernels in a model file: ``SpaceTime(space=Anisotropic(Matern()))``.
+MAX_KERNEL_DEPTH = 3
 
 #: Largest model file read, in bytes (the largest zip archive without ZIP64 end records).
 MAX_FILE_BYTES = 2**31 - 1
@@ -114,7 +129,8 @@ MAX_FILE_BYTES = 2**31 - 1
 MAX_MODEL_BYTES = 2**31
 #: Largest ``model.json``, in bytes.
 MAX_JSON_BYTES = 2**24
-#: Deepest nesting of lists and objects in ``model.json`` (files written today reach 8).
+#: Deepest nesting of lists and objects in ``model.json`` (files written today reach 14, with
+#: kernels nested :data:`MAX_KERNEL_DEPTH` deep).
 MAX_JSON_DEPTH = 32
 #: Most members of a model file (``model.json`` and one per array).
 MAX_MEMBERS = 1024
@@ -139,7 +155,9 @@ _MAX_DIRECTORY_BYTES = MAX_MEMBERS * 512
 _ARRAY_KINDS = frozenset("biufcmMSU")
 _NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 _READ_CHUNK = 2**20
-_KERNELS = {cls.name: cls for cls in (Exponential, Matern, PoweredExponential, Gaussian)}
+_ISOTROPIC = {cls.name: cls for cls in (Exponential, Matern, PoweredExponential, Gaussian)}
+#: ``{version: {family name: class}}``: the kernels a model file of each version holds.
+_KERNELS = {1: _ISOTROPIC, 2: {**_ISOTROPIC, Anisotropic.name: Anisotropic, SpaceTime.name: SpaceTime}}
 #: What the zip, zlib, JSON, ``.npy`` and dataclass readers raise on bad input.
 _DAMAGE = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, KeyError, TypeError, struct.error, OverflowError,
            NotImplementedError)
@@ -207,8 +225,9 @@ def read_model(path, records):
     -------
     params : dict
     fitted : dict
-        Exactly the attributes :data:`FITTED_ATTRIBUTES` lists for the file's version
-        (the values are checked by the caller, who knows what they mean).
+        Exactly the attributes :data:`FITTED_ATTRIBUTES` lists for the file's version,
+        and those of :data:`FITTED_DEFAULTS` that the file lacks, at their default (the
+        values are checked by the caller, who knows what they mean).
 
     Raises
     ------
@@ -316,12 +335,12 @@ def _read_archive(archive, directory_offset, records, path):
     members = _check_directory(archive, directory_offset, path)
     header = _read_header(archive, members.pop(_JSON_MEMBER))
     _check_header(header, path)
-    decoder = _Decoder(archive, members, {cls.__name__: cls for cls in records})
+    decoder = _Decoder(archive, members, {cls.__name__: cls for cls in records}, _KERNELS[header["version"]])
     params, fitted = decoder.decode(header["params"]), decoder.decode(header["fitted"])
     unread = sorted(set(members) - decoder.read)
     if unread:
         raise _Malformed(f"it holds arrays that model.json does not use: {unread[:3]}")
-    return params, fitted
+    return params, {**FITTED_DEFAULTS, **fitted}
 
 
 def _check_directory(archive, directory_offset, path):
@@ -463,8 +482,9 @@ def _check_header(header, path):
 
 
 # ---------------------------------------------------------------------------- encoding
-def _encode(value, where, arrays):
-    """`value` as JSON-ready data; arrays go to `arrays` under names made from `where`."""
+def _encode(value, where, arrays, kernels=0):
+    """`value` as JSON-ready data; arrays go to `arrays` under names made from `where`
+    (`kernels`: how many kernels `value` is nested in)."""
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, np.generic) and value.dtype.kind in "biuf":
@@ -474,12 +494,12 @@ def _encode(value, where, arrays):
     if isinstance(value, np.ndarray):
         return _encode_array(value, where, arrays)
     if isinstance(value, (list, tuple)):
-        items = [_encode(v, f"{where}.{i}", arrays) for i, v in enumerate(value)]
+        items = [_encode(v, f"{where}.{i}", arrays, kernels) for i, v in enumerate(value)]
         return {"$tuple": items} if isinstance(value, tuple) else items
     if isinstance(value, dict):
-        return _encode_dict(value, where, arrays)
+        return _encode_dict(value, where, arrays, kernels)
     if isinstance(value, Kernel):
-        return {"$kernel": _encode_kernel(value, where, arrays)}
+        return {"$kernel": _encode_kernel(value, where, arrays, kernels + 1)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
         return {"$record": [type(value).__name__, _encode_dict(fields, where, arrays)]}
@@ -489,12 +509,12 @@ def _encode(value, where, arrays):
     )
 
 
-def _encode_dict(value, where, arrays):
+def _encode_dict(value, where, arrays, kernels=0):
     bad = [k for k in value if not isinstance(k, str) or k.startswith("$")]
     if bad:
         raise ValueError(f"{where} has the key {bad[0]!r}; a model file holds dicts keyed by names (str not "
                          "starting with '$').")
-    return {k: _encode(v, f"{where}.{k}", arrays) for k, v in value.items()}
+    return {k: _encode(v, f"{where}.{k}", arrays, kernels) for k, v in value.items()}
 
 
 def _encode_array(value, where, arrays):
@@ -512,25 +532,38 @@ def _encode_array(value, where, arrays):
     return {"$array": name}
 
 
-def _encode_kernel(kernel, where, arrays):
-    if _KERNELS.get(kernel.name) is not type(kernel):
+def _encode_kernel(kernel, where, arrays, depth):
+    """A kernel as its family name and constructor arguments (:meth:`Kernel.init_arguments`,
+    whose kernels are encoded in turn); `depth` counts it among the kernels it is nested in."""
+    families = _KERNELS[VERSION]
+    if families.get(kernel.name) is not type(kernel):
         raise ValueError(
-            f"{where} is a {type(kernel).__name__}, not one of the built-in kernels {sorted(_KERNELS)}: a model "
+            f"{where} is a {type(kernel).__name__}, not one of the built-in kernels {sorted(families)}: a model "
             "file stores kernels by family name. Use a built-in kernel, or pickle the estimator instead."
         )
-    values = {"bounds": kernel.shape_bounds, **{k: kernel.fixed_shape.get(k) for k in kernel.shape_names}}
-    arguments = {name: values[name] for name in inspect.signature(type(kernel)).parameters}
-    return _encode_dict({"name": kernel.name, "arguments": arguments}, where, arrays)
+    if depth > MAX_KERNEL_DEPTH:
+        raise ValueError(
+            f"{where} nests kernels more than {MAX_KERNEL_DEPTH} deep (or in a cycle); a model file holds at most "
+            "SpaceTime(space=Anisotropic(<family>)). Build the kernel from built-in families only."
+        )
+    arguments = kernel.init_arguments()
+    expected = set(inspect.signature(type(kernel)).parameters)
+    if not isinstance(arguments, dict) or set(arguments) != expected:
+        raise ValueError(f"{where}: {type(kernel).__name__}.init_arguments() does not give the constructor arguments "
+                         f"{sorted(expected)}, so a model file cannot rebuild it.")
+    return _encode_dict({"name": kernel.name, "arguments": arguments}, f"{where}.{kernel.name}", arrays, depth)
 
 
 # ---------------------------------------------------------------------------- decoding
 class _Decoder:
     """Rebuilds a state tree from its JSON data, reading each array of the archive once."""
 
-    def __init__(self, archive, members, records):
+    def __init__(self, archive, members, records, kernels):
         self.archive = archive
         self.members = members
         self.records = records
+        self.kernels = kernels  # {family name: class} of the file's version
+        self.depth = 0  # kernels the value being decoded is nested in
         self.read = set()
 
     def decode(self, data):
@@ -553,7 +586,7 @@ class _Decoder:
         if key == "$strings" and isinstance(value, list) and all(isinstance(v, str) for v in value):
             return np.array(value, dtype=object)
         if key == "$kernel":
-            return self._kernel(self.decode(value))
+            return self._kernel(value)
         if key == "$record" and isinstance(value, list) and len(value) == 2 and value[0] in self.records:
             fields = self.decode(value[1])
             if not isinstance(fields, dict):
@@ -562,11 +595,31 @@ class _Decoder:
         raise _Malformed(f"it has an unknown or malformed {key[:40]!r} entry")
 
     def _kernel(self, state):
-        if not isinstance(state, dict) or state.keys() != {"name", "arguments"} or state["name"] not in _KERNELS:
-            raise _Malformed(f"a kernel is not one of the built-in families {sorted(_KERNELS)}")
+        """A kernel of a built-in family from its name and constructor arguments, each
+        kernel among them decoded first, at most :data:`MAX_KERNEL_DEPTH` deep."""
+        if (not isinstance(state, dict) or state.keys() != {"name", "arguments"} or not isinstance(state["name"], str)
+                or state["name"] not in self.kernels):
+            name = state.get("name") if isinstance(state, dict) else None
+            raise _Malformed(f"a kernel ({str(name)[:40]!r}) is not one of the built-in families "
+                             f"{sorted(self.kernels)} of its format version")
+        cls = self.kernels[state["name"]]
         if not isinstance(state["arguments"], dict):
-            raise _Malformed("the arguments of a kernel are not an object")
-        return _KERNELS[state["name"]](**state["arguments"])
+            raise _Malformed(f"the arguments of its {cls.__name__} kernel are not an object")
+        unknown = sorted(set(state["arguments"]) - set(inspect.signature(cls).parameters))
+        if unknown:
+            raise _Malformed(f"its {cls.__name__} kernel has the argument(s) {[k[:40] for k in unknown[:3]]}")
+        if self.depth >= MAX_KERNEL_DEPTH:
+            raise _Malformed(f"it nests kernels more than {MAX_KERNEL_DEPTH} deep")
+        self.depth += 1
+        try:
+            arguments = self.decode(state["arguments"])
+        finally:
+            self.depth -= 1
+        try:
+            return cls(**arguments)
+        except (TypeError, ValueError) as exc:
+            detail = str(exc)[:200]
+            raise _Malformed(f"its {cls.__name__} kernel cannot be built from its arguments ({detail})") from None
 
     def _array(self, name):
         if name not in self.members or name in self.read:

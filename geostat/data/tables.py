@@ -18,8 +18,8 @@ import pandas as pd
 from geostat.distance import check_lonlat, resolve_distance
 from geostat.errors import GeostatWarning
 
-__all__ = ["Trend", "SpatialData", "check_table", "prepare_coords", "align_observations", "prepare_y", "as_output",
-           "samples_output"]
+__all__ = ["Trend", "SpatialData", "check_table", "prepare_coords", "time_position", "align_observations", "prepare_y",
+           "as_output", "samples_output"]
 
 _TREND_WORDS = ("none", "constant", "linear")
 
@@ -342,6 +342,46 @@ def _layout(columns, trend, distance, named, argname, time=None):
     if time_pos is not None:
         coord_pos.append(time_pos)
     return coord_pos, cov_pos, distance_name
+
+
+def time_position(X, trend, time, argname="X"):
+    """Position of the time column among the columns of `X`, as :func:`prepare_coords`
+    finds it.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, d) or DataFrame
+    trend : Trend
+    time : str, int, True or None
+        As for :func:`prepare_coords`.
+    argname : str
+
+    Returns
+    -------
+    int or None
+        None without `time`, or for an `X` that is not a table (left to
+        :func:`check_table` to refuse with its message).
+
+    Raises
+    ------
+    ValueError
+        If `time` names no column of `X`, or a trend covariate.
+    """
+    if time is None:
+        return None
+    if isinstance(X, pd.DataFrame):
+        columns = list(X.columns)
+    else:
+        try:
+            shape = np.shape(X)
+        except ValueError:  # ragged rows
+            return None
+        if len(shape) != 2:
+            return None
+        columns = list(range(shape[1]))
+    cov_pos = _covariate_positions(columns, trend, argname)
+    coord_pos = [i for i in range(len(columns)) if i not in cov_pos]
+    return _time_position(columns, coord_pos, cov_pos, time, argname) if coord_pos else None
 
 
 def _time_position(columns, coord_pos, cov_pos, time, argname):

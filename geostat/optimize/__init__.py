@@ -19,6 +19,9 @@ scaling
 intervals
     :func:`confidence_intervals` (Wald, log-Wald, profile likelihood) and
     :func:`profile_loglik` of a fitted estimator.
+model_choice
+    :func:`likelihood_ratio_test` of nested fitted models (information criteria are the
+    estimator's ``aic_`` and ``bic_``).
 """
 
 from geostat.optimize.intervals import confidence_intervals, profile_loglik
