@@ -30,12 +30,13 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import statistics
 import subprocess
 import sys
 import time
 
 import numpy as np
+
+from fit_tlr import EQUIVALENT_ACCURACY, evaluation_time
 
 import geostat as gs
 from geostat.distance import EUCLIDEAN, SpaceTimeDistance
@@ -45,7 +46,6 @@ TRUTH = {"variance": 1.0, "range": 0.1, "smoothness": 0.5, "time_smoothness": 0.
          "separability": 0.5, "nugget": 0.05}
 MEAN = 2.0
 KERNEL = gs.SpaceTime(space="exponential", time="exponential")
-EQUIVALENT_ACCURACY = 1e-8
 
 
 def sites_and_times(n_sites, n_times, seed):
@@ -81,19 +81,6 @@ def measured(method, n, times):
             f"print(json.dumps(b.one_loglik({method!r}, {n}, {times})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def evaluation_time(est):
-    """Median time of one TLR log-likelihood at the estimate at :data:`EQUIVALENT_ACCURACY`."""
-    likelihood = est._solvers.likelihood
-    params = est._solvers.kriging.params
-    times = []
-    for _ in range(3):
-        likelihood.release_factors()
-        start = time.perf_counter()
-        likelihood.log_likelihood(params, accuracy=EQUIVALENT_ACCURACY)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def fit(X, y, method):

@@ -75,6 +75,21 @@ def _recognised_position(obj, argname):
     )
 
 
+def _observed_table(da, source, layout, covariates, observed, argname):
+    """The sites (their coordinates by `layout`) and trend covariates of the `observed`
+    cells of `da`, as a table; a covariate that is NaN at an observed cell is refused."""
+    frame = _sites_of(da, layout)[observed].reset_index(drop=True)
+    for name, column in _covariates_of(source if source is not None else da, layout, covariates, argname).items():
+        column = column[observed]
+        if np.isnan(column).any():
+            raise ValueError(
+                f"trend covariate {name!r} is NaN at {int(np.isnan(column).sum())} observed cell(s) of {argname}; "
+                "fill it there or set those observations to NaN."
+            )
+        frame[name] = column
+    return frame
+
+
 def _sites_of(obj, layout):
     """Coordinates of every cell of the layout's dimensions, one column per name of its
     position (named so): floats, or the raw values of a date coordinate (``datetime64``
@@ -186,15 +201,7 @@ def table_from_field(da, argname="X", covariates=(), source=None, time=None):
     if not observed.any():
         raise ValueError(f"{argname} has no observed value (every cell is NaN).")
     values = np.asarray(ordered.values, dtype=float).reshape(-1, n_replicates)
-    frame = _sites_of(da, layout)[observed].reset_index(drop=True)
-    for name, column in _covariates_of(source if source is not None else da, layout, covariates, argname).items():
-        column = column[observed]
-        if np.isnan(column).any():
-            raise ValueError(
-                f"trend covariate {name!r} is NaN at {int(np.isnan(column).sum())} observed cell(s) of {argname}; "
-                "fill it there or set those observations to NaN."
-            )
-        frame[name] = column
+    frame = _observed_table(da, source, layout, covariates, observed, argname)
     y = values[observed]
     return frame, (y if layout.replicate_dim else y[:, 0]), layout
 
@@ -251,15 +258,7 @@ def space_time_table(da, argname="X", covariates=(), source=None, time=True):
     observed = np.asarray(da.notnull().values).reshape(-1)
     if not observed.any():
         raise ValueError(f"{argname} has no observed value (every cell is NaN).")
-    frame = _sites_of(da, cells)[observed].reset_index(drop=True)
-    for name, column in _covariates_of(source if source is not None else da, cells, covariates, argname).items():
-        column = column[observed]
-        if np.isnan(column).any():
-            raise ValueError(
-                f"trend covariate {name!r} is NaN at {int(np.isnan(column).sum())} observed cell(s) of {argname}; "
-                "fill it there or set those observations to NaN."
-            )
-        frame[name] = column
+    frame = _observed_table(da, source, cells, covariates, observed, argname)
     return frame, np.asarray(da.values, dtype=float).reshape(-1)[observed], layout
 
 

@@ -24,7 +24,8 @@ def model_kernel(kernel: Kernel, anisotropy: str | None, n_axes: int, distance_n
     n_axes : int
         Coordinate columns of the data (the time column included).
     distance_name : str
-        The resolved distance; anisotropy needs ``"euclidean"``.
+        The resolved distance (on longitude/latitude an anisotropy is measured in a tangent
+        plane, :class:`geostat.distance.TangentPlaneDistance`).
 
     Returns
     -------
