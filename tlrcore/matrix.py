@@ -165,7 +165,11 @@ class TLRMatrix:
             symmetric by construction (``block(cols, rows)`` is ``block(rows, cols).T``
             to rounding) may say so with an attribute ``symmetric_blocks = True``: its
             diagonal tiles are then not scanned for asymmetry (the random sample below
-            still is).
+            still is). A generator whose off-diagonal tiles may hold a few large
+            entries in rows and columns that partial pivoting need not visit (ACA's
+            known failure mode, :mod:`tlrcore.compress.aca`) says so with
+            ``cross_approximation = False``: its tiles are then compressed by ARA by
+            default, which sees whole tiles.
         n : int
             Order of the matrix.
         tile_size : int
@@ -177,7 +181,8 @@ class TLRMatrix:
             ``"svd"``, on NumPy arrays), or ``"batched"``: a tile column at a time, one
             generator call per column chunk returning arrays of the back end, into the
             packed layout (:mod:`tlrcore.packed.build`), the GPU path. Default
-            ``"aca"`` on NumPy and ``"batched"`` on other back ends.
+            ``"aca"`` on NumPy (``"ara"`` for a generator with
+            ``cross_approximation = False``) and ``"batched"`` on other back ends.
         max_rank : int, optional
             Cap on every tile's rank (the accuracy may then not be met; see
             :meth:`error_bound`).
@@ -208,7 +213,8 @@ class TLRMatrix:
         max_rank = check_int(max_rank, "max_rank", 0, allow_none=True)
         backend = get_backend(backend)
         if method is None:
-            method = "batched" if backend.batched_by_default else "aca"
+            sampled = getattr(block, "cross_approximation", True)
+            method = "batched" if backend.batched_by_default else "aca" if sampled else "ara"
         if method not in (*COMPRESSORS, "batched"):
             raise ValueError(f"method={method!r} is not one of {sorted([*COMPRESSORS, 'batched'])}.")
         if method != "batched" and backend.batched_by_default:

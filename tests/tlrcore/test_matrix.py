@@ -428,3 +428,32 @@ def test_truncated_refuses_a_finer_accuracy_and_a_consumed_matrix():
     tlr.cholesky(A, overwrite_a=True)
     with pytest.raises(tlr.ConsumedMatrixError):
         A.truncated(1e-4)
+
+
+class _PlantedBlock:
+    """A smooth 1-D exponential covariance plus a symmetric 4 x 4 block of 0.5 planted in
+    one off-diagonal tile: a few large entries in rows and columns that ACA's partial
+    pivoting need not visit. The generator says so (``cross_approximation = False``)."""
+
+    cross_approximation = False
+    symmetric_blocks = True
+
+    def __init__(self, n=1024):
+        x = np.linspace(0.0, 1.0, n)
+        self.dense = np.exp(-np.abs(x[:, None] - x[None, :]) / 0.002)
+        rows, cols = np.arange(700, 704), np.arange(130, 134)
+        self.dense[np.ix_(rows, cols)] += 0.5
+        self.dense[np.ix_(cols, rows)] += 0.5
+
+    def __call__(self, rows, cols):
+        return self.dense[np.ix_(rows, cols)]
+
+
+def test_a_generator_without_cross_approximation_is_compressed_from_whole_tiles():
+    block = _PlantedBlock()
+    A = tlr.TLRMatrix.from_generator(block, block.dense.shape[0], 128, accuracy=1e-8)
+    error = np.linalg.norm(A.to_dense() - block.dense) / np.linalg.norm(block.dense)
+    assert error <= 1e-8
+    assert A.ranks[5, 1] >= 1, "the planted block is found"
+    ara = tlr.TLRMatrix.from_generator(block, block.dense.shape[0], 128, accuracy=1e-8, method="ara")
+    np.testing.assert_array_equal(A.to_dense(), ara.to_dense())  # the same build: ARA chosen by default
