@@ -103,7 +103,7 @@ class LagKernel(Kernel):
         return hash((type(self).__name__, repr(self)))
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.init_arguments().items() if v is not None)
+        args = ", ".join(f"{k}={v!r}" for k, v in self.init_arguments().items() if v is not None and v is not False)
         return f"{type(self).__name__}({args})"
 
 

@@ -34,7 +34,7 @@ def model_kernel(kernel: Kernel, anisotropy: str | None, n_axes: int, distance_n
     Raises
     ------
     ValueError
-        When the kernel does not apply to the coordinates (see
+        When the kernel does not apply to the coordinates or the distance (great-circle; see
         :meth:`~geostat.kernels.lags.LagKernel.check_axes`), or `anisotropy` is given
         for a kernel that is anisotropic already.
     """
@@ -49,6 +49,11 @@ def model_kernel(kernel: Kernel, anisotropy: str | None, n_axes: int, distance_n
         else:
             kernel = space
     if kernel.structured:
+        if distance_name == "great_circle":
+            raise ValueError(
+                f"{kernel!r} reads coordinate differences, which great-circle distances do not have; "
+                "use distance='chordal' (or 'auto') for longitude/latitude."
+            )
         kernel.check_axes(n_axes, distance_name != "euclidean")
     return kernel
 
