@@ -107,8 +107,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         ``params_`` gains ``"anisotropy_ratio"`` (minor/major range, in (0, 1]) and
         ``"anisotropy_angle"`` (of the major axis, radians counterclockwise from the x
         axis, in [0, pi)), and ``"range"`` is the major range; with three spatial
-        coordinates, also ``"vertical_range"`` of the third. Needs projected x/y
-        coordinates (see :mod:`geostat.kernels.anisotropic`).
+        coordinates, also ``"vertical_range"`` of the third. On longitude/latitude it acts
+        in the plane tangent to the sphere at the sites' centre, the angle
+        counterclockwise from east (:class:`geostat.distance.TangentPlaneDistance`; sites
+        more than 45 degrees from the centre are refused).
     time : None, str or int, default None
         With a space-time kernel, the time column of ``X`` (name or position); None takes a
         column named ``"time"``, else the last coordinate column. Lags are in the units of
