@@ -31,7 +31,7 @@ from tlrcore._malloc import numpy_allocated_bytes, pin_mmap_threshold
 from tlrcore._threads import by_rows, column_progress, map_by_work, runner, tile_pool, workers
 from tlrcore._typing import BackendArray, BlockGenerator, FloatArray, IntArray, Seed
 from tlrcore.backends import NUMPY, Backend, get_backend
-from tlrcore.compress import COMPRESSORS
+from tlrcore.compress import COMPRESSORS, generator_method
 from tlrcore.compress._recompress import recompress
 from tlrcore.compress.generated import CheckedBlock, compress_column, compress_tile
 from tlrcore.compress.worker_processes import column_compressor
@@ -213,8 +213,7 @@ class TLRMatrix:
         max_rank = check_int(max_rank, "max_rank", 0, allow_none=True)
         backend = get_backend(backend)
         if method is None:
-            sampled = getattr(block, "cross_approximation", True)
-            method = "batched" if backend.batched_by_default else "aca" if sampled else "ara"
+            method = "batched" if backend.batched_by_default else generator_method(block)
         if method not in (*COMPRESSORS, "batched"):
             raise ValueError(f"method={method!r} is not one of {sorted([*COMPRESSORS, 'batched'])}.")
         if method != "batched" and backend.batched_by_default:

@@ -16,6 +16,8 @@ ara_compress(matmat, rmatmat, shape, tol, block_size=16, max_rank=None, rng=None
     Adaptive randomized approximation from products with ``A`` and ``A^T``.
 COMPRESSORS
     ``{"svd": svd_compress, "aca": aca_compress, "ara": ara_compress}``.
+generator_method(block)
+    The default compressor of a block generator's tiles.
 compress_dense(block, tol, method="aca", max_rank=None, rng=None)
     Any of the three on a dense array.
 """
@@ -25,10 +27,28 @@ from tlrcore.compress.aca import aca_compress
 from tlrcore.compress.ara import ara_compress
 from tlrcore.compress.svd import svd_compress
 
-__all__ = ["COMPRESSORS", "aca_compress", "ara_compress", "compress_dense", "svd_compress"]
+__all__ = ["COMPRESSORS", "aca_compress", "ara_compress", "compress_dense", "generator_method", "svd_compress"]
 
 #: Compressor by method name.
 COMPRESSORS = {"svd": svd_compress, "aca": aca_compress, "ara": ara_compress}
+
+
+def generator_method(block):
+    """The default compressor of the off-diagonal tiles of a block generator on the host:
+    ``"aca"``, or ``"ara"`` when the generator says ``cross_approximation = False`` (its
+    tiles may hold a few large entries that partial pivoting need not visit,
+    :mod:`tlrcore.compress.aca`).
+
+    Parameters
+    ----------
+    block : callable
+        A block generator (:meth:`tlrcore.TLRMatrix.from_generator`).
+
+    Returns
+    -------
+    str
+    """
+    return "aca" if getattr(block, "cross_approximation", True) else "ara"
 
 
 def compress_dense(block, tol, method="aca", max_rank=None, rng=None):

@@ -22,7 +22,7 @@ from distributed import Client
 from tlrcore._checks import check_accuracy, check_int, check_random_state
 from tlrcore._typing import BlockGenerator, Seed
 from tlrcore.backends import NUMPY
-from tlrcore.compress import COMPRESSORS
+from tlrcore.compress import COMPRESSORS, generator_method
 from tlrcore.distributed._graph import CriticalFirst, RowPlacement, check_open, prefix, submit
 from tlrcore.compress.generated import CheckedBlock
 from tlrcore.distributed._tasks import diagonal_tile, off_diagonal_tile, tile_squares
@@ -82,7 +82,7 @@ class DistributedTLRMatrix:
         n: int,
         tile_size: int,
         accuracy: float = 1e-8,
-        method: str = "aca",
+        method: str | None = None,
         max_rank: int | None = None,
         random_state: Seed = 0,
         wait: bool = True,
@@ -102,8 +102,9 @@ class DistributedTLRMatrix:
             large array: it is sent to the workers once).
         n, tile_size, accuracy, max_rank, random_state
             As in :meth:`tlrcore.TLRMatrix.from_generator`.
-        method : {"aca", "ara", "svd"}, default "aca"
-            Compression of the off-diagonal tiles (the NumPy methods).
+        method : {"aca", "ara", "svd"}, optional
+            Compression of the off-diagonal tiles (the NumPy methods); default as in
+            process (:func:`tlrcore.compress.generator_method`).
         wait : bool, default True
             Return when every tile is built (raising the generator's errors here). With
             False, return once the tolerance is known: the off-diagonal tiles are
@@ -132,6 +133,7 @@ class DistributedTLRMatrix:
         tile_size = check_int(tile_size, "tile_size", 1, n)
         accuracy = check_accuracy(accuracy)
         max_rank = check_int(max_rank, "max_rank", 0, allow_none=True)
+        method = generator_method(block) if method is None else method
         if method not in COMPRESSORS:
             raise ValueError(f"method={method!r} is not one of {sorted(COMPRESSORS)} (on a cluster).")
         checked = CheckedBlock(block)
