@@ -50,7 +50,6 @@ has lower endpoint 0, flagged the same way.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import numbers
 from typing import Any, Literal

@@ -28,6 +28,7 @@ import pandas as pd
 import pytest
 
 import geostat as gs
+from model_files import rewrite_header
 from geostat import cli
 from geostat.data.model_file import FITTED_ATTRIBUTES, MAX_MODEL_BYTES, VERSION
 from geostat.errors import ModelFileError
@@ -103,14 +104,6 @@ def _rewrite(path, members, replace=None):
     entries = {name: _entry(name, data) for name, data in members.items()}
     entries.update(replace or {})
     path.write_bytes(_zip_bytes(list(entries.values())))
-
-
-def _change_header(path, change):
-    members = _members(path)
-    header = json.loads(members["model.json"])
-    change(header)
-    members["model.json"] = json.dumps(header).encode()
-    _rewrite(path, members)
 
 
 def _npy_header(shape, descr="<f8"):
@@ -234,13 +227,13 @@ def test_deeply_nested_json_is_refused(saved, depth):
 
 @pytest.mark.parametrize("name", ["predict", "fit", "__class__", "_solvers"])
 def test_a_json_key_named_predict_is_refused(saved, name):
-    _change_header(saved, lambda header: header["fitted"].update({name: {"$strings": ["x"]}}))
+    rewrite_header(saved, lambda header: header["fitted"].update({name: {"$strings": ["x"]}}))
     _refused(saved, rf"sets \['{name}'\], which are not fitted attributes")
 
 
 @pytest.mark.parametrize("name", ["params_", "_training"])
 def test_missing_params_or_training_is_refused(saved, name):
-    _change_header(saved, lambda header: header["fitted"].pop(name))
+    rewrite_header(saved, lambda header: header["fitted"].pop(name))
     _refused(saved, rf"lacks the fitted attribute\(s\) \['{name}'\]")
 
 
@@ -267,7 +260,7 @@ def _fixed_as_list(header):
     (_fixed_as_list, "fixed must be a dict"),
 ])
 def test_a_list_where_a_dict_belongs_is_refused(saved, change, match):
-    _change_header(saved, change)
+    rewrite_header(saved, change)
     _refused(saved, match)
 
 
@@ -288,13 +281,13 @@ def _zero_data_scale(header):
     (_set_param("nugget", -1.0), r"params_\['nugget'\] must be non-negative and finite"),
 ], ids=["data-scale", "range", "negative-nugget"])
 def test_a_zero_scale_is_refused(saved, change, match):
-    _change_header(saved, change)
+    rewrite_header(saved, change)
     _refused(saved, match)
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
 def test_a_nan_or_infinite_variance_is_refused(saved, value):
-    _change_header(saved, _set_param("variance", value))
+    rewrite_header(saved, _set_param("variance", value))
     _refused(saved, rf"params_\['variance'\] must be positive and finite; got {value}")
 
 
@@ -503,7 +496,7 @@ def test_geostat_predict_on_a_damaged_model_file_exits_2_naming_it(tmp_path, cap
     y = gs.simulate(sites.to_numpy(), EXPONENTIAL, kernel="exponential", random_state=60).ravel()
     saved = tmp_path / "model.npz"
     gs.SpatialGP(kernel="exponential", n_starts=1).fit(sites, y).save(saved)
-    _change_header(saved, lambda header: header["fitted"].pop("params_"))
+    rewrite_header(saved, lambda header: header["fitted"].pop("params_"))
     sites.iloc[:3].to_csv(tmp_path / "sites.csv", index=False)
     assert cli.main(["predict", str(saved), str(tmp_path / "sites.csv"), "-o", str(tmp_path / "out.csv")]) == 2
     error = capsys.readouterr().err

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import geostat as gs
+from model_files import rewrite_header
 from geostat.data.model_file import MAX_KERNEL_DEPTH, VERSION
 from geostat.errors import ModelFileError
 
@@ -107,7 +108,7 @@ def test_a_version_1_file_loads_without_a_time_unit():
 
 def test_a_version_1_file_cannot_hold_an_anisotropic_kernel(anisotropic, tmp_path):
     path = _saved(anisotropic, tmp_path)
-    _change_header(path, lambda header: (header.update(version=1), header["fitted"].pop("time_unit_", None)))
+    rewrite_header(path, lambda header: (header.update(version=1), header["fitted"].pop("time_unit_", None)))
     _refused(path, r"kernel \('anisotropic'\) is not one of the built-in families")
 
 
@@ -131,17 +132,6 @@ def _saved(fitted, tmp_path):
 def _header(path):
     with zipfile.ZipFile(path) as archive:
         return json.loads(archive.read("model.json"))
-
-
-def _change_header(path, change):
-    with zipfile.ZipFile(path) as archive:
-        members = {name: archive.read(name) for name in archive.namelist()}
-    header = json.loads(members["model.json"])
-    change(header)
-    members["model.json"] = json.dumps(header).encode()
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
 
 
 def _refused(path, match):
@@ -186,7 +176,7 @@ _MATERN = _kernel("matern", smoothness=1.5, bounds=None)
         "ratio-argument-5", "unknown-argument", "family-as-text"])
 def test_a_hostile_kernel_is_refused(anisotropic, tmp_path, kernel, match):
     path = _saved(anisotropic, tmp_path)
-    _change_header(path, _set_kernel(kernel))
+    rewrite_header(path, _set_kernel(kernel))
     _refused(path, match)
 
 
@@ -195,7 +185,7 @@ def test_kernels_nested_far_deeper_are_refused(anisotropic, tmp_path):
     for _ in range(40):
         kernel = _anisotropic_of(kernel)
     path = _saved(anisotropic, tmp_path)
-    _change_header(path, _set_kernel(kernel))
+    rewrite_header(path, _set_kernel(kernel))
     _refused(path, "nests")
 
 
@@ -220,7 +210,7 @@ def _set_estimate(name, value):
         "fixed-smoothness"])
 def test_an_anisotropy_estimate_outside_its_range_is_refused(anisotropic, tmp_path, name, value, match):
     path = _saved(anisotropic, tmp_path)
-    _change_header(path, _set_estimate(name, value))
+    rewrite_header(path, _set_estimate(name, value))
     _refused(path, match)
 
 
@@ -237,20 +227,20 @@ def test_an_anisotropy_estimate_outside_its_range_is_refused(anisotropic, tmp_pa
         "time-range-inf", "fixed-time-smoothness", "ratio-above-1"])
 def test_a_space_time_estimate_outside_its_range_is_refused(space_time, tmp_path, name, value, match):
     path = _saved(space_time, tmp_path)
-    _change_header(path, _set_estimate(name, value))
+    rewrite_header(path, _set_estimate(name, value))
     _refused(path, match)
 
 
 def test_an_unknown_or_missing_estimate_is_refused(space_time, tmp_path):
     path = _saved(space_time, tmp_path)
-    _change_header(path, lambda header: header["fitted"]["params_"].pop("separability"))
+    rewrite_header(path, lambda header: header["fitted"]["params_"].pop("separability"))
     _refused(path, r"params_ has the keys")
 
 
 @pytest.mark.parametrize("value", [5, ["days"], {"$tuple": ["days"]}], ids=["number", "list", "tuple"])
 def test_a_time_unit_that_is_not_text_is_refused(space_time, tmp_path, value):
     path = _saved(space_time, tmp_path)
-    _change_header(path, lambda header: header["fitted"].update(time_unit_=value))
+    rewrite_header(path, lambda header: header["fitted"].update(time_unit_=value))
     _refused(path, "time_unit_ is .*, not a text or None")
 
 
@@ -267,5 +257,5 @@ def test_a_space_time_kernel_on_too_few_columns_is_refused(anisotropic, tmp_path
             params["vertical_range"] = 1.0
         header["fitted"]["stderr_"]["vertical_range"] = 0.0
         header["fitted"]["result_"]["$record"][1]["stderr"]["vertical_range"] = 0.0
-    _change_header(path, change)
+    rewrite_header(path, change)
     _refused(path, "applies to 3 coordinate columns, got 2")

@@ -16,6 +16,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 import geostat as gs
+from model_files import rewrite_header
 import geostat.estimator
 from geostat.data.model_file import FORMAT, VERSION
 from geostat.errors import ModelFileError
@@ -244,20 +245,9 @@ def _saved(small, tmp_path):
     return path
 
 
-def _rewrite_header(path, change):
-    with zipfile.ZipFile(path) as archive:
-        members = {name: archive.read(name) for name in archive.namelist()}
-    header = json.loads(members["model.json"])
-    change(header)
-    members["model.json"] = json.dumps(header).encode()
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-
-
 def test_a_newer_format_version_asks_to_upgrade(small, tmp_path):
     path = _saved(small, tmp_path)
-    _rewrite_header(path, lambda header: header.update(version=VERSION + 1, geostat="9.0"))
+    rewrite_header(path, lambda header: header.update(version=VERSION + 1, geostat="9.0"))
     expected = rf"{re.escape(str(path))}.*format version {VERSION + 1}.*geostat 9\.0.*Upgrade geostat"
     with pytest.raises(ModelFileError, match=expected):
         gs.load(path)
@@ -265,7 +255,7 @@ def test_a_newer_format_version_asks_to_upgrade(small, tmp_path):
 
 def test_a_setting_this_version_does_not_know_asks_to_upgrade(small, tmp_path):
     path = _saved(small, tmp_path)
-    _rewrite_header(path, lambda header: header["params"].update(jitter=True))
+    rewrite_header(path, lambda header: header["params"].update(jitter=True))
     expected = r"sets \['jitter'\], which this geostat's SpatialGP does not have; upgrade"
     with pytest.raises(ModelFileError, match=expected):
         gs.load(path)
@@ -311,7 +301,7 @@ def _corrupt(path):
 
 
 def _unknown_record(path):
-    _rewrite_header(path, lambda header: header["fitted"].update(_scale={"$record": ["Evil", {}]}))
+    rewrite_header(path, lambda header: header["fitted"].update(_scale={"$record": ["Evil", {}]}))
 
 
 @pytest.mark.parametrize("damage", [_truncate, _corrupt, _unknown_record],
