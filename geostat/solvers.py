@@ -38,7 +38,7 @@ from tlrcore._threads import workers as tile_threads
 from tlrcore.backends import NUMPY, Backend
 from tlrcore.backends import get_backend as _tlrcore_backend
 from tlrcore.compress.worker_processes import Shared as InWorkerProcesses
-from tlrcore.compress.worker_processes import session as worker_session
+from tlrcore.compress.worker_processes import hold as worker_hold
 
 from geostat.covariance import Sites
 from geostat.distance import ordering_points
@@ -67,7 +67,7 @@ __all__ = [
     "tlr_covariance",
     "tlr_factor",
     "tlr_matrix",
-    "worker_session",
+    "worker_hold",
 ]
 
 #: ``with tile_progress(enabled):`` shows (or not) tile-column counters of the TLR builds and

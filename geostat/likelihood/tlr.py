@@ -47,7 +47,7 @@ from geostat.solvers import (
     small_pages,
     tlr_factor,
     tlr_matrix,
-    worker_session,
+    worker_hold,
 )
 
 __all__ = ["TLRLikelihood"]
@@ -159,7 +159,7 @@ class TLRLikelihood(Likelihood):
         (:meth:`Likelihood.fitting`); new arrays on small pages, for the probe blocks and
         solves of the scoring iterations as well as the tile algorithms
         (:func:`tlrcore._malloc.small_pages`); and on the CPU, in this process, worker
-        processes held for the fit (:func:`tlrcore.compress.worker_processes.session`; when it closes
+        processes held for the fit (:func:`tlrcore.compress.worker_processes.hold`; when it closes
         they wait idle for the next fit, then stop). They compress the builds' tile columns
         (by default for tiles of at most 1024, when they are forked as it opens, and for
         builds of at least :data:`~tlrcore.compress.worker_processes.AUTO_MIN_COLUMNS` tile
@@ -169,7 +169,7 @@ class TLRLikelihood(Likelihood):
             if self.client is not None or self.backend.batched_by_default:
                 yield
                 return
-            with worker_session(max(order.tile_size for order in self._orders)):
+            with worker_hold(max(order.tile_size for order in self._orders)):
                 yield
 
     def describe(self):

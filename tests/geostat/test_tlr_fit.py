@@ -233,7 +233,7 @@ def test_a_cpu_fit_builds_in_worker_processes_and_leaves_them_idle_and_no_copies
     X, y, _ = data(600, rng, replicates=1, missing=0.0)  # above the pilot's 500 sites, as a real fit
     model = gs.SpatialGP(method="tlr", tile_size=128, smoothness=1.2).fit(X, y[:, 0])
     assert "_compress_remote" in submitted
-    assert worker_processes._sessions == 0 and worker_processes._idle_timer is not None  # stopping when idle
+    assert worker_processes._holds == 0 and worker_processes._idle_timer is not None  # stopping when idle
     likelihood = model._solvers.likelihood  # nor does the fit leave truncated copies behind
     assert likelihood.coarser_accuracy is None and likelihood._coarser == {} and model.loglik_error_ <= 0.01
     monkeypatch.setenv("TLRCORE_PROCESSES", "0")

@@ -52,7 +52,7 @@ if forking_thread == "other":
     forker.start()
     forker.join()  # the thread that forked the workers has ended
 X = np.sort(np.random.default_rng(0).uniform(size=N))
-with worker_processes.session(TILE):
+with worker_processes.hold(TILE):
     tlr.TLRMatrix.from_generator(Exponential(X, folder), N, TILE, accuracy=1e-9, method="aca")
     (folder / "ready").touch()
     time.sleep(600)

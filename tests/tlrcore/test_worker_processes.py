@@ -216,8 +216,8 @@ def test_off_with_one_worker_or_inside_a_daemonic_process(processes, monkeypatch
 
 @pytest.fixture
 def auto(monkeypatch):
-    """The default setting, with workers that stop as the last session closes (no idle
-    wait: :func:`test_idle_workers_serve_the_next_session_then_stop` tests that)."""
+    """The default setting, with workers that stop as the last hold closes (no idle
+    wait: :func:`test_idle_workers_serve_the_next_hold_then_stop` tests that)."""
     monkeypatch.delenv("TLRCORE_PROCESSES", raising=False)
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "2")
     monkeypatch.setattr(worker_processes, "_broken", False)
@@ -243,13 +243,13 @@ def worker_pids():
     return {pid for pid, _, _ in every_worker()}
 
 
-def test_idle_workers_serve_the_next_session_then_stop(auto, monkeypatch):
+def test_idle_workers_serve_the_next_hold_then_stop(auto, monkeypatch):
     monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 0.5)
-    with worker_processes.session(1024):
+    with worker_processes.hold(1024):
         pool, pids = worker_processes._pool, worker_pids()
-    assert worker_processes._pool is pool and worker_processes._sessions == 0  # idle, not stopped
-    assert not worker_processes.enabled(1024)  # outside a session, small tiles stay on the threads
-    with worker_processes.session(1024):
+    assert worker_processes._pool is pool and worker_processes._holds == 0  # idle, not stopped
+    assert not worker_processes.enabled(1024)  # outside a hold, small tiles stay on the threads
+    with worker_processes.hold(1024):
         assert worker_processes._pool is pool and worker_pids() == pids  # no new fork
     deadline = time.monotonic() + 10
     while worker_processes._pool is not None and time.monotonic() < deadline:
@@ -257,19 +257,19 @@ def test_idle_workers_serve_the_next_session_then_stop(auto, monkeypatch):
     assert worker_processes._pool is None  # stopped once idle for IDLE_TIMEOUT
 
 
-def test_a_session_asking_for_another_number_of_workers_replaces_idle_ones(auto, monkeypatch):
+def test_a_hold_asking_for_another_number_of_workers_replaces_idle_ones(auto, monkeypatch):
     monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 30.0)
-    with worker_processes.session(1024):
+    with worker_processes.hold(1024):
         idle = worker_processes._pool
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "3")
-    with worker_processes.session(1024):
+    with worker_processes.hold(1024):
         assert worker_processes._pool is not idle and len(worker_pids()) == 3
 
 
-def test_the_workers_drop_what_they_keep_when_the_last_session_closes(sites, auto, monkeypatch):
+def test_the_workers_drop_what_they_keep_when_the_last_hold_closes(sites, auto, monkeypatch):
     monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 30.0)
     kept = worker_processes.Shared(Summer(np.arange(100.0)))  # still alive here
-    with worker_processes.session(TILE):
+    with worker_processes.hold(TILE):
         build(Exponential(sites))
         kept.map("part", [(i, 4) for i in range(4)])
         during = every_worker()
@@ -280,18 +280,18 @@ def test_the_workers_drop_what_they_keep_when_the_last_session_closes(sites, aut
     assert not any(kept.key in keys or built for _, keys, built in after)
 
 
-def test_with_the_workers_forced_on_they_stop_with_the_last_session(processes, monkeypatch):
-    """``TLRCORE_PROCESSES=1`` also sends Shared calls made outside any session to the
+def test_with_the_workers_forced_on_they_stop_with_the_last_hold(processes, monkeypatch):
+    """``TLRCORE_PROCESSES=1`` also sends Shared calls made outside any hold to the
     workers, which an idle timer could stop under them: the workers do not wait idle."""
     monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 30.0)
-    with worker_processes.session(1024):
+    with worker_processes.hold(1024):
         assert worker_processes._pool is not None
     assert worker_processes._pool is None and worker_processes._idle_timer is None
 
 
-def test_a_setting_made_bad_during_the_session_stops_the_workers_at_its_close(auto, monkeypatch):
+def test_a_setting_made_bad_during_the_hold_stops_the_workers_at_its_close(auto, monkeypatch):
     monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 30.0)
-    with worker_processes.session(1024):
+    with worker_processes.hold(1024):
         assert worker_processes._pool is not None
         monkeypatch.setenv("TLRCORE_PROCESSES", "yes")
     assert worker_processes._pool is None and worker_processes._idle_timer is None
@@ -299,37 +299,37 @@ def test_a_setting_made_bad_during_the_session_stops_the_workers_at_its_close(au
 
 def test_workers_that_miss_the_release_are_stopped(auto, monkeypatch):
     """A worker that does not reach the release (here: the barrier waits for one more
-    worker than there is) makes the last session's close stop the pool at once."""
+    worker than there is) makes the last hold's close stop the pool at once."""
     monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 30.0)
     monkeypatch.setattr(worker_processes, "_RELEASE_WAIT", 0.2)  # before the fork: the workers' own
-    with worker_processes.session(1024):
+    with worker_processes.hold(1024):
         monkeypatch.setattr(worker_processes, "_barrier", threading.Barrier(worker_processes._barrier.parties + 1))
     assert worker_processes._pool is None and worker_processes._idle_timer is None
 
 
-def test_by_default_the_workers_serve_small_tiles_inside_a_session_and_stop_with_it(auto):
+def test_by_default_the_workers_serve_small_tiles_inside_a_hold_and_stop_with_it(auto):
     assert worker_processes.setting() == "auto"
-    assert not worker_processes.enabled(1024)  # no session open
-    with worker_processes.session(1024):
-        assert worker_processes._pool is not None  # forked when the session opened
+    assert not worker_processes.enabled(1024)  # no hold open
+    with worker_processes.hold(1024):
+        assert worker_processes._pool is not None  # forked when the hold opened
         assert worker_processes.enabled(1024) and worker_processes.enabled(256)
         assert not worker_processes.enabled(worker_processes.AUTO_MAX_TILE + 1)
-        with worker_processes.session(1024):
+        with worker_processes.hold(1024):
             pass
-        assert worker_processes._pool is not None  # an inner session's close keeps them
+        assert worker_processes._pool is not None  # an inner hold's close keeps them
     assert worker_processes._pool is None and not worker_processes.enabled(1024)
 
 
-def test_a_session_with_large_tiles_forks_nothing(auto):
-    with worker_processes.session(2048):
+def test_a_hold_with_large_tiles_forks_nothing(auto):
+    with worker_processes.hold(2048):
         assert worker_processes._pool is None
-    assert worker_processes._sessions == 0
+    assert worker_processes._holds == 0
 
 
 def test_by_default_a_build_of_many_columns_uses_the_workers_for_itself_alone(sites, auto, tmp_path, monkeypatch):
-    """Outside any session, a build of AUTO_MIN_COLUMNS tile columns or more (of any tile
+    """Outside any hold, a build of AUTO_MIN_COLUMNS tile columns or more (of any tile
     size) forks the workers before its first tile and stops them when it ends (they do not
-    wait idle for another session); a smaller build stays on the threads."""
+    wait idle for another hold); a smaller build stays on the threads."""
     monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 30.0)
     columns = worker_processes.AUTO_MIN_COLUMNS
     assert worker_processes.enabled(4096, columns) and not worker_processes.enabled(4096, columns - 1)
@@ -339,7 +339,7 @@ def test_by_default_a_build_of_many_columns_uses_the_workers_for_itself_alone(si
     assert watched.forked_first and all(watched.forked_first)  # the fork copied no tile
     pids = {int(p.name.split("-")[1]) for p in tmp_path.iterdir()}
     assert len(pids - {os.getpid()}) >= 1
-    assert worker_processes._pool is None and worker_processes._sessions == 0
+    assert worker_processes._pool is None and worker_processes._holds == 0
     for p in tmp_path.iterdir():
         p.unlink()
     few = tlr.TLRMatrix.from_generator(Exponential(sites[:n], tmp_path), n, 2 * tile, accuracy=1e-9, method="aca")
@@ -349,14 +349,14 @@ def test_by_default_a_build_of_many_columns_uses_the_workers_for_itself_alone(si
     assert_same_matrix(many, tlr.TLRMatrix.from_generator(Exponential(sites[:n]), n, tile, accuracy=1e-9))
 
 
-def test_a_session_closes_when_its_block_raises(auto):
-    with pytest.raises(KeyError), worker_processes.session(512):
+def test_a_hold_closes_when_its_block_raises(auto):
+    with pytest.raises(KeyError), worker_processes.hold(512):
         raise KeyError("x")
-    assert worker_processes._pool is None and worker_processes._sessions == 0
+    assert worker_processes._pool is None and worker_processes._holds == 0
 
 
-def test_a_session_build_uses_the_workers(sites, auto, tmp_path):
-    with worker_processes.session(TILE):
+def test_a_hold_build_uses_the_workers(sites, auto, tmp_path):
+    with worker_processes.hold(TILE):
         in_workers = build(Exponential(sites, tmp_path))
     pids = {int(p.name.split("-")[1]) for p in tmp_path.iterdir()}
     assert len(pids - {os.getpid()}) >= 1
@@ -508,7 +508,7 @@ def test_a_build_in_the_workers_spools_or_not_and_gives_the_memory_back(sites, p
         monkeypatch.setattr(spooling.Spool, "open", classmethod(lambda cls, files: None))
     watch = SpoolWatch(monkeypatch)
     A = build(Exponential(sites))
-    assert worker_processes._pool is None  # the build's own session: the workers stopped with it
+    assert worker_processes._pool is None  # the build's own hold: the workers stopped with it
     assert_same_matrix(A, expected)
     assert watch.spooled and all(watch.spooled) == with_spool and any(watch.spooled) == with_spool
     if with_spool:
@@ -550,7 +550,7 @@ def test_the_regions_of_results_lost_with_a_broken_pool_are_given_back(sites, pr
         return spools[-1]
 
     monkeypatch.setattr(spooling.Spool, "open", classmethod(kept))
-    with worker_processes.session(TILE):
+    with worker_processes.hold(TILE):
         assert_same_matrix(build(Exponential(sites)), expected)
         assert worker_processes._broken
     assert len(spools) == 1 and spools[0].allocated() == 0  # written by the dying workers, cut out here
@@ -584,7 +584,7 @@ def test_tiles_from_the_spool_outlive_the_workers(sites, processes, monkeypatch)
     expected = build(Exponential(sites))
     monkeypatch.setenv("TLRCORE_PROCESSES", "1")
     watch = SpoolWatch(monkeypatch)
-    with worker_processes.session(TILE):
+    with worker_processes.hold(TILE):
         A = build(Exponential(sites))
     worker_processes.shutdown()
     assert worker_processes._pool is None and worker_processes._spool is None

@@ -17,16 +17,16 @@ and stay held by the workers while they live, even once the caller frees them.
 
 When the workers serve a build, set by ``TLRCORE_PROCESSES``:
 
-* unset or empty (the default): inside a :func:`session` (a geostat fit opens one around
+* unset or empty (the default): inside a :func:`hold` (a geostat fit opens one around
   its optimization), for tiles of at most 1024 (:data:`AUTO_MAX_TILE`); and with any
-  tile size, in a session or not, for builds of at least :data:`AUTO_MIN_COLUMNS` tile
-  columns (outside a session, the build opens one of its own, and the workers stop
+  tile size, in a hold or not, for builds of at least :data:`AUTO_MIN_COLUMNS` tile
+  columns (outside a hold, the build opens one of its own, and the workers stop
   with it);
-* ``1``: every build, with any tile size, in a session or not;
+* ``1``: every build, with any tile size, in a hold or not;
 * ``0``: never.
 
 The same setting decides where the calls of a :class:`Shared` object run, with no tile
-size: by default in any session (forking the workers at the first call if the session's
+size: by default in any hold (forking the workers at the first call if the hold's
 tiles were too large for them), always with ``1``, never with ``0``.
 
 With more than one worker (:func:`tlrcore._threads.workers`) each tile column of
@@ -44,15 +44,15 @@ start falls back to the threads.
 The workers are forked: a fork server or spawned processes would import the caller's
 main script again (running a script without a ``__main__`` guard twice) and take about
 3 s to import NumPy, SciPy and geostat; a fork and its warm-up take 25 ms, the shutdown
-11 ms. They are forked from a thread with no other work running: when the first session
-opens (before the fit's large arrays exist), or, for a build they serve outside a session,
+11 ms. They are forked from a thread with no other work running: when the first hold
+opens (before the fit's large arrays exist), or, for a build they serve outside a hold,
 before its first tile, while the tile pool's threads wait, or at a
 :class:`Shared` object's first calls (in a fit with tiles above 1024: the block Vecchia
 likelihood, before the first build).
 
-By default, when the last session closes (unless it was a build's own), each worker
+By default, when the last hold closes (unless it was a build's own), each worker
 drops the generator and the :class:`Shared` objects it keeps and trims its heap; the
-workers then wait :data:`IDLE_TIMEOUT` seconds (a minute) for the next session, which
+workers then wait :data:`IDLE_TIMEOUT` seconds (a minute) for the next hold, which
 uses them without a fork, and stop if none comes. Forking anew for every fit cost more
 than the fork: the caller's pages become copy-on-write, and its first write to each (in
 a fit, mostly to the free memory of its heaps) is a page fault. A co2 fit of 8,192 cells
@@ -111,24 +111,24 @@ from tlrcore._threads import one_blas_thread_block, tile_work, workers
 from tlrcore.compress._spool import ALIGNMENT, Spool, unspool
 from tlrcore.compress.generated import CheckedBlock, compress_column
 
-__all__ = ["AUTO_MAX_TILE", "AUTO_MIN_COLUMNS", "IDLE_TIMEOUT", "Shared", "column_compressor", "enabled", "session",
+__all__ = ["AUTO_MAX_TILE", "AUTO_MIN_COLUMNS", "IDLE_TIMEOUT", "Shared", "column_compressor", "enabled", "hold",
            "setting", "shutdown", "start"]
 
 logger = logging.getLogger(__name__)
 
-#: Largest tile that the workers serve by default in a session, whatever the build's size.
+#: Largest tile that the workers serve by default in a hold, whatever the build's size.
 AUTO_MAX_TILE = 1024
 #: Fewest tile columns of a build that the workers serve by default with tiles of any
-#: size, in a session or not (outside one, for that build alone). Measured on a 2-core
+#: size, in a hold or not (outside one, for that build alone). Measured on a 2-core
 #: Intel machine (2-D exponential kernel, accuracy 1e-8, tiles of 2048, builds outside a
-#: session, two runs each): 16 columns (32,768 sites) 2.05-2.13 s against 2.21-2.28 s on
+#: hold, two runs each): 16 columns (32,768 sites) 2.05-2.13 s against 2.21-2.28 s on
 #: threads, 32 columns 5.2-5.5 s against 6.0-6.1 s, 64 columns 12.0-13.9 s against
 #: 15.1-16.9 s (ACA's Python holds the GIL, and two threads fault pages in one address
 #: space: the build's system time doubled).
 AUTO_MIN_COLUMNS = 16
-#: Seconds the workers wait, idle, after the last session closes, for the next session of
+#: Seconds the workers wait, idle, after the last hold closes, for the next hold of
 #: the process (the next fit of a notebook, a benchmark's repeats) to use them instead of
-#: forking new ones; then they stop. ``0`` stops them when the session closes.
+#: forking new ones; then they stop. ``0`` stops them when the hold closes.
 IDLE_TIMEOUT = 60.0
 #: Seconds a worker waits for the others at the release of :func:`_rest`.
 _RELEASE_WAIT = 10.0
@@ -138,11 +138,11 @@ _pool = None
 _spool = None
 #: The pool's workers meet at this barrier in :func:`_release`, so that each takes one task.
 _barrier = None
-#: Stops the idle workers :data:`IDLE_TIMEOUT` seconds after the last session closed.
+#: Stops the idle workers :data:`IDLE_TIMEOUT` seconds after the last hold closed.
 _idle_timer = None
 _broken = False
-_sessions = 0
-_sessions_lock = threading.Lock()
+_holds = 0
+_holds_lock = threading.Lock()
 #: Numbers the builds, so that a worker unpickles each build's generator once.
 _builds = itertools.count()
 #: In a worker: ``(build, generator)`` of the build it served last.
@@ -181,38 +181,39 @@ def enabled(tile_size=None, n_tiles=0):
     :func:`setting`, with more than one worker, on Linux, in a process allowed children,
     and no pool broken before."""
     chosen = setting()
-    auto = (_sessions and (tile_size or 0) <= AUTO_MAX_TILE) or n_tiles >= AUTO_MIN_COLUMNS
+    auto = (_holds and (tile_size or 0) <= AUTO_MAX_TILE) or n_tiles >= AUTO_MIN_COLUMNS
     if chosen == "never" or (chosen == "auto" and not auto):
         return False
     return workers() > 1 and sys.platform == "linux" and not _broken and not multiprocessing.current_process().daemon
 
 
 @contextlib.contextmanager
-def session(tile_size, linger=True):
-    """Worker processes for the builds of the block (with tiles of `tile_size`), forked
-    when it opens unless running.
+def hold(tile_size, linger=True):
+    """A hold on worker processes for the builds inside the block (with tiles of
+    `tile_size`): they are forked when it opens unless running, and kept while any hold is
+    open.
 
     Open it from a thread that holds no lock, with no other thread of the caller's working
-    (a fork copies the locks of every thread as they are). Sessions nest and may be open
+    (a fork copies the locks of every thread as they are). Holds nest and may be open
     in several threads at once. When the last one closes, the workers drop what they keep
-    and wait :data:`IDLE_TIMEOUT` seconds for the next session before they stop
-    (:func:`_rest`), or, if that session was opened with ``linger=False``, stop at once.
+    and wait :data:`IDLE_TIMEOUT` seconds for the next hold before they stop
+    (:func:`_rest`), or, if that hold was opened with ``linger=False``, stop at once.
     """
-    global _sessions
+    global _holds
     size = workers()
-    with _sessions_lock:
-        _sessions += 1
+    with _holds_lock:
+        _holds += 1
         _cancel_idle_stop()
-        if _sessions == 1 and _pool is not None and _barrier.parties != size:
+        if _holds == 1 and _pool is not None and _barrier.parties != size:
             shutdown()  # idle workers of another number than now asked for
     try:
         if enabled(tile_size):
             start()
         yield
     finally:
-        with _sessions_lock:
-            _sessions -= 1
-            if not _sessions:
+        with _holds_lock:
+            _holds -= 1
+            if not _holds:
                 _rest(linger)
 
 
@@ -246,13 +247,13 @@ def shutdown():
 
 
 def _rest(linger):
-    """After the last session: the workers drop the generator and the :class:`Shared`
+    """After the last hold: the workers drop the generator and the :class:`Shared`
     objects they keep and trim their heaps (:func:`_release`), then stay idle for
-    :data:`IDLE_TIMEOUT` seconds unless a session opens (see the module's notes).
+    :data:`IDLE_TIMEOUT` seconds unless a hold opens (see the module's notes).
 
     They are stopped at once when not to `linger`, with no timeout, when some could not
     be reached, or with ``TLRCORE_PROCESSES`` set: only by default does every use of the
-    pool happen in a session (``1`` sends :class:`Shared` calls to it outside sessions
+    pool happen in a hold (``1`` sends :class:`Shared` calls to it outside holds
     too, which the idle timer could meet as it stops the pool).
     """
     global _idle_timer
@@ -260,7 +261,7 @@ def _rest(linger):
         return
     try:
         by_default = setting() == "auto"
-    except ValueError:  # set to a bad value since the session opened: stop the workers
+    except ValueError:  # set to a bad value since the hold opened: stop the workers
         by_default = False
     if not (linger and by_default) or IDLE_TIMEOUT <= 0 or not _released_everywhere():
         shutdown()
@@ -284,9 +285,9 @@ def _released_everywhere():
 
 
 def _stop_if_idle():
-    """The idle timer's end: stop the workers unless a session opened meanwhile."""
-    with _sessions_lock:
-        if not _sessions:
+    """The idle timer's end: stop the workers unless a hold opened meanwhile."""
+    with _holds_lock:
+        if not _holds:
             shutdown()
 
 
@@ -308,8 +309,8 @@ def column_compressor(block, offsets, max_rank, local):
     exist when the workers are forked are copies: a factorization with ``overwrite_a``
     writes its diagonal factors into the tiles, and at 131,072 sites took 27.6-28.1 s
     instead of 20-21.5 s when the workers had been forked after the diagonal tiles.) It
-    is a :func:`session` of its own, not lingering: workers that served a build outside
-    any session stop with it (idle ones would hold about 125 MB beside the factorization
+    is a :func:`hold` of its own, not lingering: workers that served a build outside
+    any hold stop with it (idle ones would hold about 125 MB beside the factorization
     that follows a 131,072-site build, and a fork costs little beside such a build).
     """
     tile_size = int(np.max(np.diff(offsets)))
@@ -318,7 +319,7 @@ def column_compressor(block, offsets, max_rank, local):
         yield local
         return
     build = (os.getpid(), next(_builds))
-    with session(tile_size, linger=False):
+    with hold(tile_size, linger=False):
         start()  # before the tiles: the tile pool's threads are idle
         yield local if _broken else _remote_compressor(build, payload, offsets, max_rank, local)
 
@@ -332,7 +333,7 @@ def _pickled(obj):
 
 
 def _remote_compressor(build, payload, offsets, max_rank, local):
-    """:func:`column_compressor`'s ``compress``, in a session, for the pickled generator
+    """:func:`column_compressor`'s ``compress``, in a hold, for the pickled generator
     `payload` of the build numbered `build`. The factors come back through the pool's
     spool (:mod:`tlrcore.compress._spool`) where there is one."""
     unpicklable = []
