@@ -1,4 +1,4 @@
-"""Shared helper of the model-file tests: rewrite the JSON header of a saved model."""
+"""Shared helpers of the model-file tests: save a fitted model, rewrite its JSON header."""
 
 import json
 import zipfile
@@ -15,3 +15,11 @@ def rewrite_header(path, change):
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, data in members.items():
             archive.writestr(name, data)
+
+
+def saved_model(fitted, tmp_path):
+    """The path of ``model.npz`` in `tmp_path` where ``fitted[0]`` (a fixture's estimator)
+    was saved."""
+    path = tmp_path / "model.npz"
+    fitted[0].save(path)
+    return path

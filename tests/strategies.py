@@ -199,7 +199,7 @@ def assert_unchanged(before, after, what):
 
 
 # ---------------------------------------------------------------- TLR log-likelihood error scale
-def tlr_loglik_error_scale(X, Y, F, kernel, params, accuracy, reml=False):
+def tlr_loglik_error_scale(X, Y, F, kernel, params, accuracy, reml=False, distance=None):
     """Size of the error a TLR evaluation at `accuracy` makes in a Gaussian log-likelihood.
 
     To first order the log-likelihood moves by ``tr(G E)`` when the covariance ``C`` of a
@@ -213,14 +213,17 @@ def tlr_loglik_error_scale(X, Y, F, kernel, params, accuracy, reml=False):
     deviation ``sqrt(2) ||G||_F ||E||_F / n``. That is returned, summed over the groups
     (replicates with their own missing sites): assert a few times it.
 
-    Euclidean distances; `kernel` a geostat kernel, `params` in the convention of
-    ``gs.log_likelihood``; ``Y`` of shape (n, r) with NaN for missing values.
+    Euclidean distances unless `distance` (a ``geostat.distance.Distance``, such as the
+    space-time one of a lag kernel) is given; `kernel` a geostat kernel, `params` in the
+    convention of ``gs.log_likelihood``; ``Y`` of shape (n, r) with NaN for missing values.
     """
     import scipy.linalg
-    from scipy.spatial.distance import cdist
 
-    shape = {k: params[k] for k in kernel.shape_names if k in params}
-    C = params["variance"] * kernel.correlation(cdist(X, X), params["range"], **shape)
+    from geostat.covariance import cross_correlation
+    from geostat.distance import EUCLIDEAN
+
+    theta = {k: params[k] for k in ("range", *kernel.shape_names) if k in params}
+    C = params["variance"] * cross_correlation(kernel, distance or EUCLIDEAN, theta, X, X)
     C[np.diag_indices_from(C)] = params["variance"] + params.get("nugget", 0.0)
     total = 0.0
     for y in np.asarray(Y, dtype=float).reshape(len(X), -1).T:

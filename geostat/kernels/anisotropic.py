@@ -133,7 +133,6 @@ class Anisotropic(LagKernel):
 
     def scaled_square(self, deltas, range_, shape, names):
         """``u^2`` and its derivatives along `names` (range and geometric names only)."""
-        xp = array_namespace(deltas[0])
         rho, theta = shape[RATIO], shape[ANGLE]
         c, s = math.cos(theta), math.sin(theta)
         dx, dy = deltas[0], deltas[1]
@@ -156,12 +155,13 @@ class Anisotropic(LagKernel):
                 du2[name] = (2.0 * (1.0 - 1.0 / (rho * rho)) / (range_ * range_)) * (a * b)
             elif name == VERTICAL:
                 du2[name] = -2.0 * dz2 / shape[VERTICAL]
-        return u2, du2, xp
+        return u2, du2
 
     def lag_evaluate(self, deltas, range_, shape, gradient=False):
         names = requested_names(self, gradient)
         own = tuple(n for n in names if n == "range" or n not in self.family.shape_names)
-        u2, du2, xp = self.scaled_square(deltas, range_, shape, own)
+        xp = array_namespace(deltas[0])
+        u2, du2 = self.scaled_square(deltas, range_, shape, own)
         family_shape = {k: shape[k] for k in self.family.shape_names}
         family_names = None if not gradient else tuple(n for n in names if n in self.family.shape_names)
         m, u_dm_du, grads = family_derivatives(self.family, xp.sqrt(u2), family_shape, family_names)

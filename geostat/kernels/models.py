@@ -92,7 +92,27 @@ def time_column(kernel: Kernel, time, X):
     return "time" if "time" in columns else True
 
 
+#: What a single value of a spanned parameter's axis is, and the fix.
+_SINGLE_VALUE = {
+    "time_range": ("time", "fit a spatial kernel, or observations at more than one time"),
+    "vertical_range": ("value of the third coordinate", "fit on the two horizontal coordinates alone"),
+}
+
+
 def axis_spans(kernel: Kernel, coords: np.ndarray) -> dict[str, float]:
     """Extent of the coordinate axis of each of the kernel's
-    :attr:`~geostat.kernels.Kernel.spanned` parameters (max minus min)."""
-    return {name: float(np.ptp(coords[:, axis])) if coords.size else 1.0 for name, axis in kernel.spanned.items()}
+    :attr:`~geostat.kernels.Kernel.spanned` parameters (max minus min).
+
+    Raises
+    ------
+    ValueError
+        If such an axis has a single value (all observations at one time, or at one
+        height): its range cannot be estimated.
+    """
+    spans = {}
+    for name, axis in kernel.spanned.items():
+        spans[name] = float(np.ptp(coords[:, axis]))
+        if not spans[name] > 0:
+            what, fix = _SINGLE_VALUE.get(name, ("value of its axis", "drop that axis"))
+            raise ValueError(f"X has a single {what} ({coords[0, axis]:g}), so {name!r} cannot be estimated; {fix}.")
+    return spans

@@ -159,8 +159,7 @@ class SpaceTime(LagKernel):
     def _spatial_square(self, deltas, range_, shape, names):
         """``u_s^2`` and its derivatives along the spatial geometric `names`."""
         if isinstance(self.space, Anisotropic):
-            u2, du2, _ = self.space.scaled_square(deltas, range_, shape, names)
-            return u2, du2
+            return self.space.scaled_square(deltas, range_, shape, names)
         u2 = deltas[0] * deltas[0]
         for delta in deltas[1:]:
             u2 += delta * delta

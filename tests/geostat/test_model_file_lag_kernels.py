@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import geostat as gs
-from model_files import rewrite_header
+from model_files import rewrite_header, saved_model
 from geostat.data.model_file import MAX_KERNEL_DEPTH, VERSION
 from geostat.errors import ModelFileError
 
@@ -107,7 +107,7 @@ def test_a_version_1_file_loads_without_a_time_unit():
 
 
 def test_a_version_1_file_cannot_hold_an_anisotropic_kernel(anisotropic, tmp_path):
-    path = _saved(anisotropic, tmp_path)
+    path = saved_model(anisotropic, tmp_path)
     rewrite_header(path, lambda header: (header.update(version=1), header["fitted"].pop("time_unit_", None)))
     _refused(path, r"kernel \('anisotropic'\) is not one of the built-in families")
 
@@ -123,12 +123,6 @@ def test_saving_a_kernel_nested_in_itself_is_refused(anisotropic, tmp_path, monk
 
 
 # ---------------------------------------------------------------------------- hostile files
-def _saved(fitted, tmp_path):
-    path = tmp_path / "model.npz"
-    fitted[0].save(path)
-    return path
-
-
 def _header(path):
     with zipfile.ZipFile(path) as archive:
         return json.loads(archive.read("model.json"))
@@ -175,7 +169,7 @@ _MATERN = _kernel("matern", smoothness=1.5, bounds=None)
 ], ids=["four-deep", "unknown-family-inside-space-time", "space-time-of-space-time", "anisotropic-of-anisotropic",
         "ratio-argument-5", "unknown-argument", "family-as-text"])
 def test_a_hostile_kernel_is_refused(anisotropic, tmp_path, kernel, match):
-    path = _saved(anisotropic, tmp_path)
+    path = saved_model(anisotropic, tmp_path)
     rewrite_header(path, _set_kernel(kernel))
     _refused(path, match)
 
@@ -184,7 +178,7 @@ def test_kernels_nested_far_deeper_are_refused(anisotropic, tmp_path):
     kernel = _MATERN
     for _ in range(40):
         kernel = _anisotropic_of(kernel)
-    path = _saved(anisotropic, tmp_path)
+    path = saved_model(anisotropic, tmp_path)
     rewrite_header(path, _set_kernel(kernel))
     _refused(path, "nests")
 
@@ -209,7 +203,7 @@ def _set_estimate(name, value):
 ], ids=["ratio-5", "ratio-0", "ratio-nan", "angle-pi", "angle-negative", "angle-inf", "ratio-text", "ratio-bool",
         "fixed-smoothness"])
 def test_an_anisotropy_estimate_outside_its_range_is_refused(anisotropic, tmp_path, name, value, match):
-    path = _saved(anisotropic, tmp_path)
+    path = saved_model(anisotropic, tmp_path)
     rewrite_header(path, _set_estimate(name, value))
     _refused(path, match)
 
@@ -226,20 +220,20 @@ def test_an_anisotropy_estimate_outside_its_range_is_refused(anisotropic, tmp_pa
 ], ids=["separability-1.5", "separability-negative", "separability-nan", "time-range-0", "time-range-negative",
         "time-range-inf", "fixed-time-smoothness", "ratio-above-1"])
 def test_a_space_time_estimate_outside_its_range_is_refused(space_time, tmp_path, name, value, match):
-    path = _saved(space_time, tmp_path)
+    path = saved_model(space_time, tmp_path)
     rewrite_header(path, _set_estimate(name, value))
     _refused(path, match)
 
 
 def test_an_unknown_or_missing_estimate_is_refused(space_time, tmp_path):
-    path = _saved(space_time, tmp_path)
+    path = saved_model(space_time, tmp_path)
     rewrite_header(path, lambda header: header["fitted"]["params_"].pop("separability"))
     _refused(path, r"params_ has the keys")
 
 
 @pytest.mark.parametrize("value", [5, ["days"], {"$tuple": ["days"]}], ids=["number", "list", "tuple"])
 def test_a_time_unit_that_is_not_text_is_refused(space_time, tmp_path, value):
-    path = _saved(space_time, tmp_path)
+    path = saved_model(space_time, tmp_path)
     rewrite_header(path, lambda header: header["fitted"].update(time_unit_=value))
     _refused(path, "time_unit_ is .*, not a text or None")
 
@@ -247,7 +241,7 @@ def test_a_time_unit_that_is_not_text_is_refused(space_time, tmp_path, value):
 def test_a_space_time_kernel_on_too_few_columns_is_refused(anisotropic, tmp_path):
     """An anisotropic kernel needs two (or three) coordinates: a file claiming one on the
     training data of another model is refused at loading, not at the first prediction."""
-    path = _saved(anisotropic, tmp_path)
+    path = saved_model(anisotropic, tmp_path)
     kernel = _kernel("anisotropic", kernel=_kernel("exponential"), ratio=None, angle=None, vertical=True,
                      bounds=None)
 

@@ -16,7 +16,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 import geostat as gs
-from model_files import rewrite_header
+from model_files import rewrite_header, saved_model
 import geostat.estimator
 from geostat.data.model_file import FORMAT, VERSION
 from geostat.errors import ModelFileError
@@ -239,14 +239,8 @@ def test_a_setting_that_needs_pickle_is_named_and_nothing_is_written(small, tmp_
 
 
 # ------------------------------------------------------------------------- bad files
-def _saved(small, tmp_path):
-    path = tmp_path / "model.npz"
-    small[0].save(path)
-    return path
-
-
 def test_a_newer_format_version_asks_to_upgrade(small, tmp_path):
-    path = _saved(small, tmp_path)
+    path = saved_model(small, tmp_path)
     rewrite_header(path, lambda header: header.update(version=VERSION + 1, geostat="9.0"))
     expected = rf"{re.escape(str(path))}.*format version {VERSION + 1}.*geostat 9\.0.*Upgrade geostat"
     with pytest.raises(ModelFileError, match=expected):
@@ -254,7 +248,7 @@ def test_a_newer_format_version_asks_to_upgrade(small, tmp_path):
 
 
 def test_a_setting_this_version_does_not_know_asks_to_upgrade(small, tmp_path):
-    path = _saved(small, tmp_path)
+    path = saved_model(small, tmp_path)
     rewrite_header(path, lambda header: header["params"].update(jitter=True))
     expected = r"sets \['jitter'\], which this geostat's SpatialGP does not have; upgrade"
     with pytest.raises(ModelFileError, match=expected):
@@ -307,7 +301,7 @@ def _unknown_record(path):
 @pytest.mark.parametrize("damage", [_truncate, _corrupt, _unknown_record],
                          ids=["truncated", "corrupted", "unknown-record"])
 def test_a_damaged_model_file_is_refused(damage, small, tmp_path):
-    path = _saved(small, tmp_path)
+    path = saved_model(small, tmp_path)
     damage(path)
     expected = rf"{re.escape(str(path))} is a damaged geostat model file.*save the model"
     with pytest.raises(ModelFileError, match=expected):
