@@ -177,11 +177,13 @@ class SpaceTime(LagKernel):
                                                                and n not in space_family.shape_names))
         u2, du2 = self._spatial_square(spatial, range_, shape, geometric)
         v = xp.sqrt(u2)
-        log_psi = damp = None
-        if beta:
+        tau2 = log_psi = None
+        damp = 1.0
+        if beta or gradient:
             tau2 = lag * (1.0 / a_t)
             tau2 *= tau2
             log_psi = xp.log1p(tau2)
+        if beta:
             shrink = xp.exp((-0.5 * beta) * log_psi)  # psi^(-beta/2)
             v *= shrink
             damp = shrink * shrink if d >= 2 else shrink  # psi^(-beta d/2)
@@ -194,14 +196,11 @@ class SpaceTime(LagKernel):
         time_names = tuple(k for k, p in self._time_names.items() if p in names)
         if not gradient:
             value = self.time.evaluate(lag, a_t, time_shape)[0]
-            if damp is not None:
+            if beta:
                 value *= damp
             value *= m  # (T damp) M, as the gradient path's g M
             return value, {}
         t, time_grads = self.time.evaluate(lag, a_t, time_shape, gradient=("range", *time_names))
-        if damp is None:
-            damp = xp.ones_like(t)
-            log_psi = xp.log1p((lag * (1.0 / a_t)) ** 2)
         g = t * damp
         grads = {}
         for name in geometric:
@@ -212,7 +211,6 @@ class SpaceTime(LagKernel):
         if SEPARABILITY in names:
             grads[SEPARABILITY] = -0.5 * log_psi * g * k
         if TIME_RANGE in names:
-            tau2 = (lag * (1.0 / a_t)) ** 2
             grads[TIME_RANGE] = time_grads["range"] * damp * m + (beta / a_t) * (tau2 / (1.0 + tau2)) * g * k
         for family_name in time_names:
             grads[self._time_names[family_name]] = time_grads[family_name] * damp * m
