@@ -33,12 +33,17 @@ from geostat.covariance import cross_correlation
 from geostat.errors import NotPositiveDefiniteError
 from geostat.likelihood.gls import centered_design, remove_means
 from geostat.likelihood.terms import split_params
-from geostat.solvers import one_blas_thread
+from geostat.solvers import compressed_cross_product, one_blas_thread
 
 __all__ = ["Kriging"]
 
 #: Largest cross-covariance block (prediction sites x training sites) held at once.
 _BLOCK_ENTRIES = 2**24
+#: Cross-covariance entries (targets x training sites) from which the kriging mean goes
+#: through compressed tiles; below, dense blocks are as fast.
+COMPRESSED_FROM = 2**26
+#: Accuracy of the compressed cross-covariance when the likelihood has none (exact).
+CROSS_ACCURACY = 1e-8
 
 
 @dataclass
@@ -121,6 +126,10 @@ class Kriging:
         """
         m, r = coords.shape[0], self.coef.shape[0]
         mean = design @ self.coef.T if self.coef.shape[1] else np.zeros((m, r))
+        if not return_var and self._compresses(m):
+            for g in self.groups:
+                mean[:, g.columns] += self._compressed_mean(coords, g)
+            return mean
         var = np.empty((m, r)) if return_var else None
         chunk = max(1, min(4096, _BLOCK_ENTRIES // max(1, self.lik.n)))
         for start in range(0, m, chunk):
@@ -131,6 +140,26 @@ class Kriging:
                 if return_var:
                     var[rows, g.columns] = self._variance(c0, design[rows], g)[:, None]
         return (mean, var) if return_var else mean
+
+    def _compresses(self, m):
+        """Whether the mean at `m` targets goes through compressed tiles: for many
+        entries, on a kernel of distances (those of coordinate differences may hold large
+        entries that ACA's partial pivoting need not visit)."""
+        n = max(self.lik.n if g.sites is None else g.sites.size for g in self.lik.groups)
+        return m * n >= COMPRESSED_FROM and not self.lik.kernel.structured
+
+    def _compressed_mean(self, coords, g):
+        """``c_0^T alpha`` of group `g` at the targets `coords`, the cross-covariance
+        compressed tile by tile to the likelihood's accuracy."""
+        sites = self.lik.coords if g.sites is None else self.lik.coords[g.sites]
+        kernel, distance = self.lik.kernel, self.lik.distance
+        accuracy = getattr(self.lik, "accuracy", None) or CROSS_ACCURACY
+
+        def block(i, j):
+            return cross_correlation(kernel, distance, self.theta, coords[i], sites[j])
+
+        return self.params["variance"] * compressed_cross_product(block, coords, sites, g.alpha, accuracy,
+                                                                  distance, kernel)
 
     def _variance(self, c0, design, g):
         var = self.params["variance"] - g.quadratic(c0.T)

@@ -30,6 +30,7 @@ thread each), which the NumPy back end uses for :class:`DenseCholesky`.
 from __future__ import annotations
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 import tlrcore
 from tlrcore._malloc import small_pages
@@ -38,6 +39,7 @@ from tlrcore._threads import workers as tile_threads
 from tlrcore.backends import NUMPY, Backend
 from tlrcore.backends import get_backend as _tlrcore_backend
 from tlrcore.compress.worker_processes import Shared as InWorkerProcesses
+from tlrcore.compress.tiled_product import tiled_product
 from tlrcore.compress.worker_processes import hold as worker_hold
 
 from geostat.covariance import Sites
@@ -52,6 +54,7 @@ __all__ = [
     "InWorkerProcesses",
     "PermutedTLR",
     "TLRFactor",
+    "compressed_cross_product",
     "covariance_block",
     "dense_cholesky_batch",
     "distributed_tlr_factor",
@@ -598,6 +601,74 @@ def site_order(coords, distance, kernel, ordering="kdtree", tile_size=None):
         tile_size = auto_tile_size(n, costly_kernel=kernel.costly or bool(kernel.free_shape))
     tile_size = min(int(tile_size), n)
     return order_points(ordering_points(coords, distance), ordering, tile_size), tile_size
+
+
+#: Most targets in one row tile of :func:`compressed_cross_product` (ACA's working set is
+#: two buffers of about ``rank x row tile`` per tile of the row tile).
+CROSS_ROW_TILE = 8192
+#: Targets at which :func:`compressed_cross_product` forms the product densely to learn its
+#: size.
+CROSS_SAMPLE = 64
+
+
+def compressed_cross_product(block, targets, sites, X, accuracy, distance, kernel):
+    r"""``A @ X`` for the cross-covariance ``A = block(targets, sites)``, through tiles
+    compressed on the fly (:func:`tlrcore.compress.tiled_product.tiled_product`).
+
+    The sites are ordered and tiled as for a TLR factor (:func:`site_order`); each target
+    joins the tile of its nearest site (in the points of
+    :func:`geostat.distance.ordering_points`), so targets are ordered like the sites and
+    a row tile (at most :data:`CROSS_ROW_TILE` targets) lies in the region of one site
+    tile. That tile is generated whole; every other is compressed by ACA to the absolute
+    Frobenius tolerance ``tau = 0.1 accuracy P sqrt(r c) / ||X||_F``, with ``r x c`` the
+    largest tile and ``P`` the largest entry of the product at :data:`CROSS_SAMPLE`
+    random targets (formed densely). An error ``E_b`` of a tile whose entries are
+    uncorrelated with ``X_b`` changes a row by ``e_b^T X_b`` of mean square
+    ``||E_b||_F^2 ||X_b||_F^2 / (r c)``, so the rows err by ``0.1 accuracy P`` in the
+    root mean square over the tiles: a tenth of `accuracy` relative to the product's
+    size (the largest row error over many rows a few times that). Kriging weights
+    ``X = C^{-1} (y - F beta)`` are large against the mean they give (for a small
+    nugget), which a tolerance relative to the entries of ``A`` alone would miss.
+
+    Parameters
+    ----------
+    block : callable
+        ``block(i, j)`` -> the dense correlation block between the targets ``i`` and the
+        sites ``j`` (integer index arrays).
+    targets, sites : ndarray of shape (m, d) and (n, d)
+    X : ndarray of shape (n, q)
+    accuracy : float
+        In (0, 1).
+    distance : geostat.distance.Distance
+    kernel : geostat.kernels.Kernel
+
+    Returns
+    -------
+    ndarray of shape (m, q)
+    """
+    perm, tile_size = site_order(sites, distance, kernel, "kdtree")
+    site_tiles = [perm[start:start + tile_size] for start in range(0, perm.size, tile_size)]
+    owner = np.empty(perm.size, dtype=np.intp)
+    for t, tile in enumerate(site_tiles):
+        owner[tile] = t
+    _, nearest = cKDTree(ordering_points(sites, distance)).query(ordering_points(targets, distance))
+    target_tile = owner[nearest]
+    order = np.argsort(target_tile, kind="stable")
+    bounds = np.searchsorted(target_tile[order], np.arange(len(site_tiles) + 1))
+    row_tiles, dense_rows = [], []
+    for t in range(len(site_tiles)):
+        members = order[bounds[t]:bounds[t + 1]]
+        for start in range(0, members.size, CROSS_ROW_TILE):
+            row_tiles.append(members[start:start + CROSS_ROW_TILE])
+            dense_rows.append(t)
+    dense = np.zeros((len(row_tiles), len(site_tiles)), dtype=bool)
+    dense[np.arange(len(row_tiles)), dense_rows] = True
+    sample = np.random.default_rng(0).choice(targets.shape[0], min(CROSS_SAMPLE, targets.shape[0]), replace=False)
+    size = float(np.abs(block(np.sort(sample), np.arange(perm.size)) @ X).max(initial=0.0))
+    largest = max((tile.size for tile in row_tiles), default=1)
+    weight = max(float(np.linalg.norm(X)), np.finfo(float).tiny)
+    tolerance = 0.1 * accuracy * (size if size > 0 else 1.0) * np.sqrt(largest * tile_size) / weight
+    return tiled_product(block, row_tiles, site_tiles, X, tolerance, dense, description="cross-covariance")
 
 
 def tlr_covariance(coords, kernel, params, distance, accuracy=1e-8, tile_size=None, ordering="kdtree",
