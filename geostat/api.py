@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from geostat.checks import ORDERINGS, check_bool, check_choice, check_params, check_tile_size
 from geostat.data import Trend, convert_time_column, prepare_coords, prepare_y, time_position
+from geostat.data.tables import prepare_noise
 from geostat.data.types import Device, Method, Observations, Ordering, Params, SitesLike, TrendSpec
 from geostat.distance import Distance, model_distance, warn_if_invalid_on_sphere
 from geostat.kernels import Kernel, get_kernel
@@ -35,6 +36,7 @@ def log_likelihood(
     device: Device = "cpu",
     client: Any = None,
     time: str | int | None = None,
+    noise_variance: ArrayLike | None = None,
 ) -> float:
     """Gaussian log-likelihood of observations at given covariance parameters.
 
@@ -79,6 +81,11 @@ def log_likelihood(
         (name or position); None takes a column named ``"time"``, else the last
         coordinate column. Numbers, ``datetime64`` values or cftime dates (as days since
         1970-01-01, so ``time_range`` is in days), as for :class:`~geostat.SpatialGP`.
+    noise_variance : array-like of shape (n,), (n, 1) or (n, r), optional
+        Known measurement-error variances of the observations (units of `y` squared),
+        added to the diagonal: ``C = variance R + nugget I + diag(noise_variance)``; one
+        per site, shared by the replicates (as for :meth:`SpatialGP.fit
+        <geostat.SpatialGP.fit>`), in the row order of `y`.
 
     Returns
     -------
@@ -127,11 +134,12 @@ def log_likelihood(
             )
         data.design = design
     values, _, _ = prepare_y(y, data.n)
+    noise = None if noise_variance is None else prepare_noise(noise_variance, values)
     # Evaluated for y / s with s^2 near the variance (geostat.optimize.scaling): no intermediate
     # quantity over- or underflows whatever the magnitude of y.
     scale = DataScale.nearest(np.sqrt(params["variance"]))
     lik = make_likelihood(method, data.coords, values / scale.factor, data.design, kern,
                           model_distance(distance_name, kern, data.coords),
                           reml, accuracy=accuracy, tile_size=tile_size, ordering=ordering, on_failure="raise",
-                          backend=backend, client=client)
+                          backend=backend, client=client, noise=None if noise is None else noise / scale.factor**2)
     return scale.loglik_from_unit(lik.log_likelihood(scale.params_to_unit(params)), lik.n_eff)

@@ -318,7 +318,7 @@ class Sites:
             d2 += diff
         return self.backend.xp.sqrt(d2, out=d2)
 
-    def covariance_block(self, kernel, params):
+    def covariance_block(self, kernel, params, diagonal=None):
         """Block generator of the covariance matrix of these sites.
 
         Parameters
@@ -327,17 +327,21 @@ class Sites:
         params : dict
             ``variance``, ``range``, ``nugget`` (default 0) and the kernel's shape
             parameters.
+        diagonal : array of shape (n,), optional
+            A variance of each site added on the diagonal besides the nugget (known
+            measurement-error variances), on the back end or the host (copied to the back
+            end once).
 
         Returns
         -------
         callable
-            ``block(rows, cols)`` -> ``variance * M(d / range) + nugget * [rows == cols]``,
-            an array of the back end, for 1-D integer index arrays; ``block.entries(i,
-            j)`` gives the same covariance between the sites ``i[k]`` and ``j[k]``,
-            elementwise for index arrays that broadcast together (the tile generators read
-            scattered entries with it).
+            ``block(rows, cols)`` -> ``variance * M(d / range) + (nugget + diagonal[rows])
+            * [rows == cols]``, an array of the back end, for 1-D integer index arrays;
+            ``block.entries(i, j)`` gives the same covariance between the sites ``i[k]``
+            and ``j[k]``, elementwise for index arrays that broadcast together (the tile
+            generators read scattered entries with it).
         """
-        return (_LagCovarianceBlock if kernel.structured else _CovarianceBlock)(self, kernel, params)
+        return (_LagCovarianceBlock if kernel.structured else _CovarianceBlock)(self, kernel, params, diagonal)
 
     def gradient_block(self, kernel, theta, name):
         """Block generator of ``dR / d name``, the derivative of the correlation matrix
@@ -362,21 +366,26 @@ class Sites:
 
 
 class _CovarianceBlock:
-    """``variance * M(d / range) + nugget * [same site]`` of the sites, by blocks
-    (``block(rows, cols)``) or elementwise (``block.entries(i, j)``); the parameters are
-    validated once, when it is made (:meth:`Sites.covariance_block`)."""
+    """``variance * M(d / range) + (nugget + diagonal_i) * [same site]`` of the sites, by
+    blocks (``block(rows, cols)``) or elementwise (``block.entries(i, j)``); the parameters
+    are validated once, when it is made (:meth:`Sites.covariance_block`)."""
 
     #: A function of the distances, which are symmetric (coordinate differences squared,
     #: or the haversine's even terms): tlrcore need not scan the diagonal tiles for
     #: asymmetry (:meth:`tlrcore.TLRMatrix.from_generator`).
     symmetric_blocks = True
 
-    def __init__(self, sites, kernel, params):
+    def __init__(self, sites, kernel, params, diagonal=None):
         self._sites = sites
         shape = kernel.resolve_shape({k: params[k] for k in kernel.shape_names if k in params})
         self._correlation = _radial(kernel, params["range"], shape)
+        self._set_diagonal(params, diagonal)
+
+    def _set_diagonal(self, params, diagonal):
+        """The variance, the nugget and the per-site `diagonal` (None: none) on the back end."""
         self._variance = float(params["variance"])
         self._nugget = float(params.get("nugget", 0.0))
+        self._diagonal = None if diagonal is None else self._sites.backend.asarray(diagonal)
 
     def _covariance(self, d):
         """The covariance at the distances `d`, a new array that it overwrites (in chunks:
@@ -396,27 +405,34 @@ class _CovarianceBlock:
         """The covariance without the nugget between the sites `i` and `j`, elementwise."""
         return self._covariance(self._sites.between(i, j))
 
+    def _on_diagonal(self, sites):
+        """What the diagonal adds at the (coinciding) `sites`: the nugget, plus the per-site
+        diagonal there."""
+        return self._nugget if self._diagonal is None else self._nugget + self._diagonal[sites]
+
     def __call__(self, rows, cols):
         C = self._block(rows, cols)
-        if self._nugget and _overlap(rows, cols):
+        if (self._nugget or self._diagonal is not None) and _overlap(rows, cols):
             xp = self._sites.backend.xp
             rows, cols = xp.asarray(rows), xp.asarray(cols)
             if rows.shape == cols.shape and bool(xp.all(rows == cols)) and bool(xp.all(rows[1:] > rows[:-1])):
                 # the same increasing (so distinct) sites: the diagonal, without an m x m mask
                 diagonal = xp.arange(rows.size)
-                C[diagonal, diagonal] += self._nugget
+                C[diagonal, diagonal] += self._on_diagonal(rows)
             else:
                 i, j = xp.nonzero(rows[:, None] == cols[None, :])
-                C[i, j] += self._nugget
+                C[i, j] += self._on_diagonal(rows[i])
         return C
 
     def entries(self, i, j):
         """The covariance between the sites `i` and `j`, elementwise (integer arrays that
         broadcast together; the result has their broadcast shape)."""
         C = self._pairs(i, j)
-        if self._nugget and _overlap(i, j):
+        if (self._nugget or self._diagonal is not None) and _overlap(i, j):
             xp = self._sites.backend.xp
-            C[xp.asarray(i) == xp.asarray(j)] += self._nugget
+            i, j = xp.broadcast_arrays(xp.asarray(i), xp.asarray(j))
+            same = i == j
+            C[same] += self._on_diagonal(i[same])
         return C
 
 
@@ -491,13 +507,12 @@ class _LagCovarianceBlock(_CovarianceBlock):
 
     cross_approximation = False
 
-    def __init__(self, sites, kernel, params):
+    def __init__(self, sites, kernel, params, diagonal=None):
         self._sites = sites
         self._kernel = kernel
         self._range = float(params["range"])
         self._shape = kernel.resolve_shape({k: params[k] for k in kernel.shape_names if k in params})
-        self._variance = float(params["variance"])
-        self._nugget = float(params.get("nugget", 0.0))
+        self._set_diagonal(params, diagonal)
 
     def _block(self, rows, cols):
         points = self._sites.points

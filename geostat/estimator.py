@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
@@ -47,7 +47,7 @@ from geostat.data import (
 )
 from geostat.data.model_file import FITTED_ATTRIBUTES, damaged_file_error
 from geostat.data.model_file import VERSION as MODEL_FILE_VERSION
-from geostat.data.tables import align_observations
+from geostat.data.tables import align_observations, prepare_noise
 from geostat.data.types import (
     Device,
     FieldOutput,
@@ -68,14 +68,16 @@ from geostat.distance import Distance, get_distance, model_distance, nearest_pai
 from geostat.errors import GeostatWarning, ModelFileError, PerturbationWarning
 from geostat.kernels import Kernel, get_kernel
 from geostat.kernels.models import axis_spans, model_kernel, time_column
-from geostat.likelihood import METHODS, make_likelihood, split_params
+from geostat.likelihood import METHODS, make_likelihood
 from geostat.likelihood.failure import NEGLIGIBLE, check_on_failure, warning_threshold
 from geostat.optimize import MLEResult, ParameterSpace, maximize_likelihood
+from geostat.optimize.identification import identification_of
 from geostat.optimize.progress import check_verbose, fit_progress, shows_tile_progress
 from geostat.optimize.scaling import DataScale, residual_variance
 from geostat.optimize.search import LOGLIK_TOLERANCE
 from geostat.predict import Kriging
 from geostat.saved_state import check_fitted_state
+from geostat.validation import cross_validate
 from geostat.solvers import DEVICES, get_backend, resolve_client, tile_progress
 
 if TYPE_CHECKING:
@@ -90,8 +92,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
 
     The covariance between sites at distance ``h`` is
     ``variance * M(h / range) + nugget * [same observation]``, with ``M`` the kernel
-    correlation (Matern convention of ExaGeoStat and R fields). The trend is estimated by
-    generalized least squares and the variance is profiled out of the likelihood.
+    correlation (Matern convention of ExaGeoStat and R fields), plus a known
+    measurement-error variance of each observation where `fit` is given them
+    (``noise_variance``). The trend is estimated by generalized least squares and the
+    variance is profiled out of the likelihood (without known noise).
 
     Parameters
     ----------
@@ -234,6 +238,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         Fisher information, so it can exceed `n_evaluations_`).
     distance_ : str
         The distance used (``"auto"`` resolved).
+    noise_variance_ : ndarray of shape (n,) or None
+        The known measurement-error variance of each training site given to `fit` (in the
+        units of ``y`` squared; kept with the training data and saved in model files), or
+        None when none was given.
     time_unit_ : str or None
         The unit of the time coordinate of a space-time model fitted on dates:
         ``"days since 1970-01-01"`` (``datetime64`` times), with the calendar for cftime
@@ -346,7 +354,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         check_verbose(self.verbose)
         resolve_client(self.client)
 
-    def fit(self, X: SitesOrField, y: Observations | str | None = None) -> Self:
+    def fit(self, X: SitesOrField, y: Observations | str | None = None,
+            noise_variance: ArrayLike | None = None) -> Self:
         """Estimate the covariance parameters and trend by maximum likelihood.
 
         Parameters
@@ -379,6 +388,19 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             magnitude are fitted in units of order one (:mod:`geostat.optimize.scaling`); the
             estimates are reported in the units of `y`. With `X` a ``Dataset``: the name
             of the observed variable.
+        noise_variance : array-like of shape (n,), (n, 1) or (n, r), optional
+            Known measurement-error variances of the observations (in the units of `y`
+            squared; 0 for an observation without known error), added to the diagonal of
+            the covariance besides the nugget:
+            ``C = variance * R + nugget * I + diag(noise_variance)``. The variance is then
+            not profiled out (``C / variance`` depends on it) but searched like the other
+            parameters; ``nugget=True`` estimates an error common to all observations on
+            top, ``nugget=False`` leaves only the known one. One variance per site,
+            shared by the replicates: an ``(n, r)`` array must agree across the observed
+            replicates of each site (NaN where `y` is NaN is allowed). Paired with a
+            DataFrame `X` by index label when it is a Series or DataFrame. Not supported
+            for an xarray field `X`. Kriging predicts the latent process: the noise enters
+            only through the covariance of the data (see `noise_variance_`).
 
         Returns
         -------
@@ -400,13 +422,22 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         backend = get_backend(self.device)
         trend = Trend.parse(self.trend)
         family = get_kernel(self.kernel, self.smoothness)
+        if noise_variance is not None and is_xarray(X):
+            raise ValueError(
+                "noise_variance is supported with a table X (array or DataFrame) and y, not with an xarray field X; "
+                "pass the field's observed cells as a table (X the sites, y the values) with noise_variance "
+                "in the same rows."
+            )
         X, y, field, time, time_unit = self._fit_inputs(X, y, trend, family)
         check_table(X, "X")
         y = align_observations(X, y)
+        if noise_variance is not None:
+            noise_variance = align_observations(X, noise_variance, "noise_variance")
         validate_data(self, X, reset=True, dtype="numeric")
         data, distance_name = prepare_coords(X, trend, self.distance, time=time)
         kernel = model_kernel(family, self.anisotropy, data.coords.shape[1], distance_name)
         values, names, one_d = prepare_y(y, data.n)
+        noise = None if noise_variance is None else prepare_noise(noise_variance, values)
         warn_if_invalid_on_sphere(distance_name, kernel)
         fixed = check_mapping(self.fixed, "fixed", "{'range': 100.0}")
         bounds = check_mapping(self.bounds, "bounds", "{'range': (1.0, 500.0)}")
@@ -421,16 +452,17 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         data_variance = residual_variance(values, data.design)
         scale = DataScale.nearest(np.sqrt(data_variance))
         natural_space = ParameterSpace(kernel, nugget=self.nugget, fixed=fixed, bounds=bounds, data_variance=data_variance,
-                                       spans=axis_spans(kernel, data.coords))
-        training = _TrainingData(data.coords, values / scale.factor, data.design)
+                                       spans=axis_spans(kernel, data.coords), known_noise=noise is not None)
+        training = _TrainingData(data.coords, values / scale.factor, data.design,
+                                 None if noise is None else noise / scale.factor**2)
         likelihood = self._likelihood_of(training, kernel, distance_name, self.method, backend)
-        _check_sites_and_nugget(data.coords, likelihood, natural_space, data_variance)
+        _check_sites_and_nugget(data.coords, likelihood, natural_space, data_variance, noise)
         space = scale.space_to_unit(dataclasses.replace(natural_space, max_distance=likelihood.max_distance))
         with likelihood.fitting(), fit_progress(self.verbose, scale.factor) as progress:
             result = maximize_likelihood(
                 likelihood, space, n_starts=self.n_starts, random_state=check_random_state(self.random_state)
             )
-            progress.finish(scale.loglik_from_unit(result.loglik, likelihood.n_eff))
+            progress.finish(scale.loglik_from_unit(result.loglik, likelihood.n_eff), result.n_evaluations)
         self.kernel_ = kernel
         self.distance_ = distance_name
         self.method_ = likelihood.method
@@ -719,6 +751,36 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         n_obs = int(np.sum(~np.isnan(self._training.y)))
         return self.n_params_ * float(np.log(n_obs)) - 2.0 * self.loglik_
 
+    @property
+    def weakly_identified_(self) -> dict:
+        """dict: The weakly identified parameters of the fit, each with its reasons and a
+        remedy (:func:`geostat.optimize.identification.weakly_identified`): a relative
+        standard error above 0.5, an estimate on its search bound, a range comparable to
+        the largest site separation. Empty when every parameter is well identified. Its
+        profile intervals add their own reasons:
+        ``identification_of(est, est.confidence_intervals())``."""
+        return identification_of(self)
+
+    def cross_validate(
+        self,
+        cv: Literal["loo"] | int = "loo",
+        scoring: str | Iterable[str] | None = None,
+        level: float = 0.9,
+        refit: bool = False,
+        random_state: Seed = 0,
+        folds: ArrayLike | None = None,
+    ) -> pd.DataFrame:
+        """Leave-one-out or K-fold cross-validation at the fitted parameters.
+
+        Each observation (or fold of sites) is predicted from the others by universal
+        kriging, in closed form from the fitted factor (Dubrule 1983); see
+        :func:`geostat.validation.cross_validate` for the parameters, the cost and the
+        table returned (``.attrs["scores"]``: RMSE, MAE, CRPS, log score, coverage and
+        the moments of the standardized residuals).
+        """
+        return cross_validate(self, cv=cv, scoring=scoring, level=level, refit=refit, random_state=random_state,
+                              folds=folds)
+
     def log_likelihood(self, params: Params) -> float:
         """Log-likelihood of the training data at given parameters (trend by GLS).
 
@@ -759,7 +821,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         pandas.DataFrame
             One row per estimated parameter; columns ``estimate``, ``lower``, ``upper``
             and, for ``"profile"``, ``at_bound`` (an endpoint is a bound of the parameter
-            space, e.g. a nugget interval reaching 0: the interval is open there).
+            space, e.g. a nugget interval reaching 0: the interval is open there), and
+            ``one_sided``: the estimate is on a bound (a nugget of 0), so the interval runs
+            from the bound to where the deviance reaches the one-sided critical value
+            (the 50:50 mixture of chi-squared 0 and 1 of Self and Liang 1987), never NaN.
 
         Raises
         ------
@@ -858,17 +923,30 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             accuracy=self.accuracy if accuracy is None else accuracy, tile_size=self.tile_size, ordering=self.ordering,
             random_state=seed,
             on_failure=self.on_failure, backend=backend, client=resolve_client(getattr(self, "client", None)),
+            noise=training.noise,
         )
+
+    @property
+    def noise_variance_(self) -> FloatArray | None:
+        """ndarray of shape (n,) or None: The known measurement-error variance of each
+        training site, in the units of ``y`` squared (a copy); None when `fit` was given
+        none."""
+        check_is_fitted(self)
+        noise = self._training.noise
+        return None if noise is None else noise * self._scale.factor**2
 
 
 @dataclasses.dataclass(frozen=True)
 class _TrainingData:
     """What the likelihood of a fit is built from: sites, observations in fitting units
-    (divided by the data scale, :mod:`geostat.optimize.scaling`) and the trend design."""
+    (divided by the data scale, :mod:`geostat.optimize.scaling`), the trend design and
+    the known noise variances of the sites in fitting units (divided by the scale
+    squared; None: none known)."""
 
     coords: np.ndarray
     y: np.ndarray
     design: np.ndarray
+    noise: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -970,8 +1048,7 @@ def _perturbation_at(likelihood, params):
     (largest over groups); no refactorization when no evaluation needed a shift."""
     if likelihood.n_safeguarded == 0:
         return 0.0, 0.0
-    theta, eta = split_params(params, likelihood.kernel)
-    factors = likelihood.factors(theta, eta)
+    factors = likelihood.factors_at(params)
     relative = max(f.relative_perturbation for f in factors)
     shift = max(f.shift for f in factors) * params["variance"]
     return float(relative), float(shift)
@@ -982,13 +1059,16 @@ def _perturbation_at(likelihood, params):
 LARGEST_FIXED_NUGGET = 1e6
 
 
-def _check_sites_and_nugget(coords, likelihood, space, data_variance):
+def _check_sites_and_nugget(coords, likelihood, space, data_variance, noise=None):
     """Refuse a fixed nugget far above the data variance, sites all at one place, and
     sites that coincide to within :data:`~geostat.likelihood.failure.NEGLIGIBLE` of the
     largest separation when the nugget is held at a value negligible against the data
-    variance: the covariance is then singular in floating point (or made regular only by
-    a range at its lower bound), and the fit would explain the difference between the
-    twins' values by an inflated variance."""
+    variance and the twins' known `noise` variances (natural units; None: none) add up to
+    a negligible one too: the covariance is then singular in floating point (or made
+    regular only by a range at its lower bound), and the fit would explain the
+    difference between the twins' values by an inflated variance. (The twins' block
+    ``[[v + n_i, v], [v, v + n_j]]`` has determinant ``v (n_i + n_j) + n_i n_j``.) The
+    nearest pair of sites is the one checked."""
     if likelihood.max_distance == 0.0:
         raise ValueError("all sites of X are at the same place: no spatial covariance can be estimated.")
     nugget = space.nugget_value
@@ -1003,10 +1083,14 @@ def _check_sites_and_nugget(coords, likelihood, space, data_variance):
     i, j, gap = nearest_pair(coords, likelihood.distance)
     if gap > NEGLIGIBLE * likelihood.max_distance:
         return
+    known = 0.0 if noise is None else float(noise[i] + noise[j])
+    if nugget + known > NEGLIGIBLE * data_variance:
+        return
     apart = "at the same place" if gap == 0 else f"{gap:.3g} apart ({gap / likelihood.max_distance:.2g} of the largest separation)"
+    without = "" if noise is None else " and no known noise_variance at either"
     raise ValueError(
         f"X has duplicate sites: rows {i} and {j} are {apart}. With the nugget held at {nugget:g} "
-        f"(negligible against the data variance {data_variance:.3g}) their covariance is singular. "
+        f"(negligible against the data variance {data_variance:.3g}){without} their covariance is singular. "
         "Use nugget=True to estimate the nugget, or average the observations of each site."
     )
 

@@ -18,6 +18,9 @@ plot_profile
     Profile log-likelihood of one covariance parameter with its intervals.
 plot_ranks
     Tile ranks of a TLR matrix.
+plot_standardized_residuals
+    Histogram and normal Q-Q plot of standardized cross-validation residuals
+    (:func:`geostat.validation.cross_validate`).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from geostat.checks import check_positive_int, check_random_state
 from geostat.data import XARRAY_POSITIONS, Trend, prepare_coords, prepare_y
 from geostat.distance import get_distance
 from geostat.errors import GeostatWarning
-from geostat.optimize.intervals import ProfileLikelihood, check_level, wald
+from geostat.optimize.intervals import ProfileLikelihood, check_level, one_sided_critical, wald
 
 if TYPE_CHECKING:  # matplotlib is imported only when a plot is drawn
     from typing import Protocol
@@ -72,6 +75,7 @@ __all__ = [
     "plot_kriging",
     "plot_profile",
     "plot_ranks",
+    "plot_standardized_residuals",
     "plot_variogram",
 ]
 
@@ -575,14 +579,17 @@ def plot_profile(
     grid = _profile_grid(lower, upper, estimate, n_points, logarithmic, profile.bounds(name),
                          profile.profiled_values(name))
     values = np.array([profile(name, v) for v in grid])
-    threshold = estimator.loglik_ - 0.5 * stats.chi2.ppf(level, 1)
+    one_sided = name in profile.sides
+    critical = one_sided_critical(level) ** 2 if one_sided else stats.chi2.ppf(level, 1)
+    threshold = estimator.loglik_ - 0.5 * critical
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 4.4))
     if logarithmic:
         ax.set_xscale("log")
     ax.plot(grid, values, "o-", color="C0", markersize=3, label="profile log-likelihood", gid="profile")
     ax.plot([estimate], [estimator.loglik_], "D", color="k", label="estimate", gid="estimate")
-    ax.axhline(threshold, color="C3", linestyle=":", label=rf"$\hat\ell - \chi^2_1({level:g})/2$", gid="threshold")
+    critical_label = rf"\chi^2_1({2 * level - 1:g})" if one_sided else rf"\chi^2_1({level:g})"
+    ax.axhline(threshold, color="C3", linestyle=":", label=rf"$\hat\ell - {critical_label}/2$", gid="threshold")
     ax.axvline(lower, color="C3", linestyle="--", label=f"profile {level:.0%} interval", gid="profile interval")
     ax.axvline(upper, color="C3", linestyle="--", gid="profile interval")
     z = stats.norm.ppf(0.5 + level / 2)
@@ -670,3 +677,79 @@ def plot_ranks(matrix: _TileRanks, ax: Axes | None = None, cmap: str = "viridis"
             if i != j:
                 ax.text(j, i, str(value), ha="center", va="center", fontsize=7, color="w")
     return ax
+
+
+# ---------------------------------------------------------------------- cross-validation
+def plot_standardized_residuals(
+    cv_result: pd.DataFrame, *, axes: Sequence[Axes] | None = None, bins: int | str = "auto"
+) -> NDArray[np.object_]:
+    r"""Histogram and normal Q-Q plot of the standardized cross-validation residuals.
+
+    A calibrated model gives standardized residuals
+    :math:`z_i = (y_i - \hat y_{-i}) / \sigma_{-i}` with mean 0 and variance 1 (each is
+    standard normal under the model; Dubrule 1983): the histogram is drawn with the
+    :math:`N(0, 1)` density, and the Q-Q panel the sorted :math:`z_i` against the normal
+    quantiles :math:`\Phi^{-1}((i - 1/2) / m)` with the identity line. Residuals spread
+    wider than the line mean predictive standard deviations too small (and the reverse).
+
+    Parameters
+    ----------
+    cv_result : pandas.DataFrame
+        The table of :func:`geostat.validation.cross_validate` (its ``standardized``
+        column; its ``.attrs["scores"]``, when present, titles the panels).
+    axes : sequence of 2 matplotlib Axes, optional
+        Histogram, Q-Q plot; new ones side by side by default.
+    bins : int or str, default "auto"
+        Histogram bins, as :func:`numpy.histogram_bin_edges` takes them.
+
+    Returns
+    -------
+    ndarray of 2 matplotlib Axes
+        Histogram, Q-Q plot.
+
+    Raises
+    ------
+    ValueError
+        If `cv_result` has no ``standardized`` column or no finite value in it.
+
+    References
+    ----------
+    .. [1] Dubrule, O. (1983). Cross validation of kriging in a unique neighborhood.
+       Mathematical Geology 15(6), 687-699.
+    """
+    import matplotlib.pyplot as plt
+
+    if not isinstance(cv_result, pd.DataFrame) or "standardized" not in cv_result.columns:
+        raise ValueError("cv_result must be the table of geostat.validation.cross_validate, with a 'standardized' "
+                         "column; pass that function's result.")
+    z = np.asarray(cv_result["standardized"], dtype=np.float64)
+    z = np.sort(z[np.isfinite(z)])
+    if not z.size:
+        raise ValueError("cv_result has no finite standardized residual to plot; pass the table of "
+                         "geostat.validation.cross_validate.")
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    histogram, qq = axes
+    scores = cv_result.attrs.get("scores", {})
+    histogram.hist(z, bins=bins, density=True, color="C0", alpha=0.6, label="standardized residuals",
+                   gid="histogram")
+    reach = max(4.0, float(np.abs(z).max()))
+    grid = np.linspace(-reach, reach, 201)
+    histogram.plot(grid, stats.norm.pdf(grid), color="k", label="N(0, 1) density", gid="normal density")
+    histogram.set_xlabel("standardized residual")
+    histogram.set_ylabel("density")
+    spread = f", sd {np.std(z, ddof=1):.3g}" if z.size > 1 else ""
+    histogram.set_title(f"{z.size} held-out observations: mean {np.mean(z):.3g}{spread}", fontsize=10)
+    histogram.legend(fontsize=8)
+    normal = stats.norm.ppf((np.arange(1, z.size + 1) - 0.5) / z.size)
+    qq.plot(normal, z, "o", color="C0", markersize=3, gid="quantiles")
+    ends = [min(normal[0], z[0]), max(normal[-1], z[-1])]
+    qq.plot(ends, ends, color="k", linewidth=1, label="identity", gid="identity")
+    qq.set_xlabel("N(0, 1) quantile")
+    qq.set_ylabel("standardized residual")
+    level = cv_result.attrs.get("level")
+    coverage = scores.get("coverage")
+    qq.set_title("normal Q-Q plot" + (f": {coverage:.1%} inside the central {level:.0%} intervals"
+                                      if coverage is not None and level is not None else ""), fontsize=10)
+    qq.legend(fontsize=8, loc="upper left")
+    return np.asarray(axes)

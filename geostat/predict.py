@@ -92,7 +92,7 @@ class Kriging:
         """Per group of replicates: its factor and the GLS quantities of the predictor."""
         variance = self.params["variance"]
         out = []
-        for g, chol in zip(self.lik.groups, self.lik.factors(self.theta, self.eta)):
+        for g, chol in zip(self.lik.groups, self.lik.factors_at(self.params)):
             beta = self.coef[g.columns].T  # (p, r_g)
             alpha = chol.solve(g.y - g.design @ beta) / variance
             centered, shift = centered_design(g.design)

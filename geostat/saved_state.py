@@ -44,7 +44,7 @@ def check_fitted_state(state, training_record):
         one that is absent counts as its default,
         :data:`geostat.data.model_file.FITTED_DEFAULTS`).
     training_record : type
-        The record class of the training data (``coords``, ``y``, ``design``).
+        The record class of the training data (``coords``, ``y``, ``design``, ``noise``).
 
     Raises
     ------
@@ -83,6 +83,9 @@ def _check_training(training, record):
     n, d = _check_floats(training.coords, "_training.coords", (None, None)).shape
     r = _check_floats(training.y, "_training.y", (n, None), allow="nan").shape[1]
     p = _check_floats(training.design, "_training.design", (n, None)).shape[1]
+    if training.noise is not None:
+        noise = _check_floats(training.noise, "_training.noise", (n,))
+        _require(bool(np.all(noise >= 0)), "_training.noise holds negative variances")
     _require(n >= 1 and d >= 1 and r >= 1, f"the training data have {n} sites, {d} coordinates and {r} replicates")
     _require(bool(np.all(np.any(~np.isnan(training.y), axis=0))), "_training.y has a replicate without observations")
     return n, d, r, p

@@ -11,8 +11,9 @@ per site and time) is one space-time field fitted with a ``SpaceTime`` kernel; d
 become days since 1970-01-01. ``--anisotropy geometric`` estimates a geometric
 anisotropy. ``geostat predict`` kriges a saved model at the sites of a CSV table or on the
 grid of a NetCDF file (for a space-time model at the times of its time coordinate), into a
-CSV or NetCDF file. ``geostat datasets`` lists the bundled datasets. Bad input stops with
-one line on standard error and exit status 2.
+CSV or NetCDF file. ``geostat cv`` cross-validates a saved model (leave-one-out or K-fold,
+from the training data its file holds) and prints the scores. ``geostat datasets`` lists
+the bundled datasets. Bad input stops with one line on standard error and exit status 2.
 
 No output may be one of the inputs; an existing output file is replaced only with
 ``--force``; every output is written whole or not at all, so a failed or interrupted run
@@ -26,6 +27,7 @@ import sys
 import numpy as np
 
 from geostat import datasets
+from geostat.cli.cv import run_cv
 from geostat.cli.fit import run_fit
 from geostat.cli.parser import build_parser
 from geostat.cli.predict import run_predict
@@ -47,7 +49,7 @@ def main(argv=None):
             from geostat.optimize.progress import log_to_stderr
 
             log_handler = log_to_stderr()
-        report = {"fit": run_fit, "predict": run_predict, "datasets": list_datasets}[args.command](args)
+        report = {"fit": run_fit, "predict": run_predict, "cv": run_cv, "datasets": list_datasets}[args.command](args)
         sys.stdout.write(report + "\n")
         return 0
     except INPUT_ERRORS as exc:

@@ -87,6 +87,20 @@ def build_parser():
     add_select(predict)
     add_force(predict)
     add_verbosity(predict)
+    cv = commands.add_parser("cv", help="cross-validation of a saved model at its fitted parameters")
+    cv.add_argument("model", help="model file written by 'geostat fit --save-model' or SpatialGP.save (it holds the "
+                    "training data)")
+    cv.add_argument("--cv", type=_folds, default="loo", metavar="loo|K", help="leave-one-out (default) or K folds "
+                    "of randomly shuffled sites")
+    cv.add_argument("--level", type=float, default=0.9, help="probability of the central predictive intervals of "
+                    "the coverage score (default 0.9)")
+    cv.add_argument("--refit", action="store_true", help="with K folds: refit the model by maximum likelihood on "
+                    "each training fold (K fits) instead of keeping the fitted parameters")
+    cv.add_argument("--seed", type=int, default=0, help="random seed of the folds (default 0)")
+    cv.add_argument("-o", "--output", help="write the per-observation results to this CSV file (site, coordinates, "
+                    "replicate, fold, observed, mean, std, standardized)")
+    add_force(cv)
+    add_verbosity(cv)
     commands.add_parser("datasets", help="list the bundled datasets")
     return parser
 
@@ -139,6 +153,19 @@ def _encoding(text):
         return codecs.lookup(text).name
     except LookupError:
         raise argparse.ArgumentTypeError(f"unknown encoding {text!r}; e.g. utf-8, latin-1, cp1252") from None
+
+
+def _folds(text):
+    """``--cv``: ``"loo"`` or a number of folds."""
+    if text == "loo":
+        return text
+    try:
+        folds = int(text)
+    except ValueError:
+        folds = 0
+    if folds < 2:
+        raise argparse.ArgumentTypeError(f"expected 'loo' or a number of folds of at least 2 such as 5, got {text!r}")
+    return folds
 
 
 def _accuracy(text):

@@ -27,8 +27,10 @@ attribute that a file of an older version cannot hold reads as its default,
 
 Format versions: 1 holds isotropic kernels (exponential, Matérn, powered exponential,
 Gaussian); 2 adds the anisotropic and space-time kernels and the fitted ``time_unit_``
-(text or None: the unit of the time coordinate of a space-time model). This module writes
-version 2 and reads both.
+(text or None: the unit of the time coordinate of a space-time model); 3 adds the known
+noise variances of the training sites to the training data record (``noise``: an array of
+one variance per site in fitting units, or None; a record of an older file, without it,
+reads as None). This module writes version 3 and reads all three.
 
 Writing is atomic (:func:`geostat.data.atomic.atomic_path`): a failed or interrupted save
 leaves the previous file as it was, and of concurrent saves to one path the file is one
@@ -102,7 +104,7 @@ __all__ = [
 #: The ``format`` entry of every model file.
 FORMAT = "geostat-model"
 #: The format version this module writes, and the newest it reads (it reads every older one).
-VERSION = 2
+VERSION = 3
 
 _REQUIRED_1 = frozenset({
     "n_features_in_", "kernel_", "distance_", "method_", "accuracy_", "n_safeguarded_", "perturbation_", "shift_",
@@ -115,6 +117,7 @@ _REQUIRED_1 = frozenset({
 FITTED_ATTRIBUTES = {
     1: (_REQUIRED_1, frozenset({"feature_names_in_"})),
     2: (_REQUIRED_1, frozenset({"feature_names_in_", "time_unit_"})),
+    3: (_REQUIRED_1, frozenset({"feature_names_in_", "time_unit_"})),
 }
 #: ``{name: value}``: optional fitted attributes that :func:`read_model` sets when a file
 #: lacks them (a file of an older version, or one saved before the attribute existed).
@@ -157,7 +160,8 @@ _NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.form
 _READ_CHUNK = 2**20
 _ISOTROPIC = {cls.name: cls for cls in (Exponential, Matern, PoweredExponential, Gaussian)}
 #: ``{version: {family name: class}}``: the kernels a model file of each version holds.
-_KERNELS = {1: _ISOTROPIC, 2: {**_ISOTROPIC, Anisotropic.name: Anisotropic, SpaceTime.name: SpaceTime}}
+_ALL_KERNELS = {**_ISOTROPIC, Anisotropic.name: Anisotropic, SpaceTime.name: SpaceTime}
+_KERNELS = {1: _ISOTROPIC, 2: _ALL_KERNELS, 3: _ALL_KERNELS}
 #: What the zip, zlib, JSON, ``.npy`` and dataclass readers raise on bad input.
 _DAMAGE = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, KeyError, TypeError, struct.error, OverflowError,
            NotImplementedError)

@@ -19,7 +19,7 @@ from geostat.distance import check_lonlat, resolve_distance
 from geostat.errors import GeostatWarning
 
 __all__ = ["Trend", "SpatialData", "check_table", "prepare_coords", "time_position", "align_observations", "prepare_y",
-           "as_output", "samples_output"]
+           "prepare_noise", "as_output", "samples_output"]
 
 _TREND_WORDS = ("none", "constant", "linear")
 
@@ -622,6 +622,72 @@ def prepare_y(y, n, argname="y"):
             "drop the empty replicates before fitting."
         )
     return values.copy(), names, one_d
+
+
+def prepare_noise(noise, y, argname="noise_variance"):
+    """Check known measurement-error variances and return one per site.
+
+    The noise is a property of the sites, shared by the replicates: ``(n,)`` or
+    ``(n, 1)``, or ``(n, r)`` like `y` when the replicates observed at each site agree on
+    its variance (a cell where `y` is NaN may then be NaN too). Zero means a site without
+    known noise.
+
+    Parameters
+    ----------
+    noise : array-like of shape (n,), (n, 1) or (n, r), Series or DataFrame
+        Variances in the units of `y` squared.
+    y : ndarray of shape (n, r)
+        The observations (:func:`prepare_y`; NaN marks a missing value).
+    argname : str
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        A new float64 array (the input is not changed); 0.0 at a site observed on no
+        replicate.
+
+    Raises
+    ------
+    ValueError
+        If `noise` is not numbers of one of those shapes, has a negative or non-finite
+        variance (at an observed cell), or gives one site different variances on
+        different replicates.
+    """
+    n, r = y.shape
+    shapes = f"({n},), ({n}, 1)" + (f" or ({n}, {r})" if r > 1 else "")
+    try:
+        raw = np.asarray(noise)
+    except ValueError as exc:  # ragged nested lists
+        raise ValueError(f"{argname} is ragged; pass numbers (variances) of shape {shapes}.") from exc
+    if raw.dtype.kind not in "iuf":
+        raise ValueError(f"{argname} must be real numbers (variances) of shape {shapes}; got values of dtype "
+                         f"{raw.dtype}.")
+    values = raw.astype(np.float64)  # a copy: the input is never changed
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.shape not in ((n,), (n, r)):
+        raise ValueError(f"{argname} must have shape {shapes} (one variance per site, in the units of y squared); "
+                         f"got shape {values.shape}.")
+    observed = ~np.isnan(y) if values.ndim == 2 else np.ones(n, dtype=bool)
+    bad = observed & ~(np.isfinite(values) & (values >= 0))
+    bad |= ~observed & ~(np.isnan(values) | (np.isfinite(values) & (values >= 0)))
+    if bad.any():
+        where = tuple(np.argwhere(bad)[0])
+        raise ValueError(f"{argname} must hold finite, non-negative variances (NaN only where y is missing); "
+                         f"row {int(where[0])} has {float(values[where])!r} ({int(bad.sum())} such value(s)).")
+    if values.ndim == 1:
+        return values
+    per_site = np.where(observed, values, np.inf).min(axis=1)
+    spread = np.where(observed, values, -np.inf).max(axis=1)
+    differs = np.flatnonzero(observed.any(axis=1) & (spread != per_site))
+    if differs.size:
+        i = int(differs[0])
+        raise ValueError(
+            f"{argname} gives site (row) {i} the variances {per_site[i]:g} and {spread[i]:g} on different "
+            f"replicates ({differs.size} such site(s)); the known noise is one variance per site, shared by the "
+            f"replicates: pass shape ({n},), or fit replicates of different noise separately."
+        )
+    return np.where(observed.any(axis=1), per_site, 0.0)
 
 
 def as_output(values, index=None, names=None, one_d=True):

@@ -87,7 +87,7 @@ def resolve_method(method, n, backend=NUMPY, n_gradients=1):
 
 
 def make_likelihood(method, coords, y, design, kernel, distance, reml=False, accuracy=1e-8, tile_size=None,
-                    ordering="kdtree", random_state=0, on_failure="shift", backend=NUMPY, client=None):
+                    ordering="kdtree", random_state=0, on_failure="shift", backend=NUMPY, client=None, noise=None):
     """The likelihood `method` resolves to, on a back end (or a Dask cluster).
 
     Parameters
@@ -104,6 +104,9 @@ def make_likelihood(method, coords, y, design, kernel, distance, reml=False, acc
     client : None, "default" or distributed.Client, default None
         Run the TLR method on this Dask cluster (:class:`TLRLikelihood`); with a client
         ``"auto"`` means ``"tlr"``.
+    noise : ndarray of shape (n,), optional
+        Known noise variances of the sites, in the units of `y` squared
+        (:class:`~geostat.likelihood.base.Likelihood`).
 
     Raises
     ------
@@ -121,9 +124,9 @@ def make_likelihood(method, coords, y, design, kernel, distance, reml=False, acc
     if chosen == "tlr":
         likelihood = TLRLikelihood(coords, y, design, kernel, distance, reml, accuracy=accuracy, tile_size=tile_size,
                                    ordering=ordering, random_state=random_state, on_failure=on_failure,
-                                   backend=backend, client=client)
+                                   backend=backend, client=client, noise=noise)
     else:
-        likelihood = ExactLikelihood(coords, y, design, kernel, distance, reml, on_failure, backend)
+        likelihood = ExactLikelihood(coords, y, design, kernel, distance, reml, on_failure, backend, noise)
     if logger.isEnabledFor(logging.INFO):
         where, why = ((_device(backend), _why(method, chosen, coords.shape[0], backend, n_gradients)) if client is None
                       else ("a Dask cluster", f"method={method!r} with client="))

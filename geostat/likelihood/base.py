@@ -3,6 +3,8 @@ failure policy and the generalized least-squares trend."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from geostat.distance import SiteDistanceExtremes
 from geostat.likelihood.failure import check_on_failure
 from geostat.likelihood.gls import check_groups, group_by_pattern, trend_estimates
@@ -29,6 +31,17 @@ class Likelihood(SiteDistanceExtremes):
         See :mod:`geostat.likelihood.failure`.
     backend : tlrcore.backends.Backend
         Where the matrices live (:func:`geostat.solvers.get_backend`).
+    noise : ndarray of shape (n,), optional
+        Known measurement-error variances of the sites, in the units of `y` squared,
+        added to the covariance: ``C = variance R + nugget I + diag(noise)``
+        (:mod:`geostat.likelihood.terms`). Copied; the caller checks it (finite,
+        non-negative).
+
+    Attributes
+    ----------
+    noise : ndarray of shape (n,) or None
+    group_noise : list
+        The noise on each replicate group's observed sites (None without known noise).
 
     Raises
     ------
@@ -38,7 +51,7 @@ class Likelihood(SiteDistanceExtremes):
         If the design matrix is rank deficient on the observed sites.
     """
 
-    def __init__(self, coords, y, design, kernel, distance, reml, on_failure, backend):
+    def __init__(self, coords, y, design, kernel, distance, reml, on_failure, backend, noise=None):
         self.backend = backend
         self.on_failure = check_on_failure(on_failure)
         self.n_safeguarded = 0
@@ -53,6 +66,20 @@ class Likelihood(SiteDistanceExtremes):
         self.n_replicates = y.shape[1]
         self.n_obs = int(sum(g.y.size for g in self.groups))
         self.n_eff = self.n_obs - (self.n_coef * self.n_replicates if self.reml else 0)
+        self.noise = None if noise is None else np.array(noise, dtype=np.float64)
+        self.group_noise = [None if self.noise is None else self.noise if g.sites is None else self.noise[g.sites]
+                            for g in self.groups]
+
+    def split(self, params):
+        """``(theta, eta, noise_ratio)`` of natural parameters: the correlation parameters,
+        the nugget ratio and ``1 / variance`` (None without known noise)."""
+        theta, eta = split_params(params, self.kernel)
+        return theta, eta, None if self.noise is None else 1.0 / float(params["variance"])
+
+    def factors_at(self, params):
+        """The factors of ``K = C / variance`` at natural parameters (``factors``)."""
+        theta, eta, noise_ratio = self.split(params)
+        return self.factors(theta, eta, noise_ratio=noise_ratio)
 
     def fitting(self):
         """A context for the evaluations of one fit: BLAS on one thread in this process
@@ -83,6 +110,5 @@ class Likelihood(SiteDistanceExtremes):
         coef_cov : ndarray of shape (r, p, p)
             Covariance of each replicate's coefficient estimate.
         """
-        theta, eta = split_params(params, self.kernel)
-        factors = self.factors(theta, eta)
-        return trend_estimates(self.groups, factors, params["variance"], self.n_replicates, self.n_coef)
+        return trend_estimates(self.groups, self.factors_at(params), params["variance"], self.n_replicates,
+                               self.n_coef)

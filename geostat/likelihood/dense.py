@@ -1,6 +1,7 @@
 r"""Exact Gaussian log-likelihood through dense Cholesky factors, on any array back end.
 
-The model and the scalars are those of :mod:`geostat.likelihood.terms`. Every ``n x n``
+The model and the scalars are those of :mod:`geostat.likelihood.terms`, with known noise
+variances ``V`` where given (``K = R + eta I + nu V``). Every ``n x n``
 array lives on the likelihood's back end (NumPy; CuPy on a GPU) and is formed by
 :class:`geostat.covariance.Sites`; the factors are :class:`geostat.solvers.DenseCholesky`
 (LAPACK ``dpotrf`` in place on the host, cuSOLVER ``potrf`` on a GPU). Only scalars and
@@ -9,7 +10,9 @@ the small ``p x p`` and ``p x r`` trend matrices of the GLS cross to the host.
 Gradient traces ``tr(K^{-1} dR) = 2 sum(tril(K^{-1}) * dR)`` (``dR`` symmetric with a
 zero diagonal) use the lower triangle of the inverse (``dpotri`` on the host, by blocks
 over threads for large ``n``: :mod:`tlrcore.dense.blocked`), and one product per
-parameter for the quadratic forms.
+parameter for the quadratic forms. The traces of the diagonal derivatives are
+``tr(K^{-1}) = sum diag(W)`` and ``tr(K^{-1} V) = sum diag(W) * noise``, less the REML
+trend part.
 
 Memory: see :func:`dense_bytes`.
 """
@@ -25,7 +28,7 @@ from geostat.errors import NotPositiveDefiniteError
 from geostat.likelihood.base import Likelihood
 from geostat.likelihood.failure import dense_shifts
 from geostat.likelihood.gls import gls
-from geostat.likelihood.terms import Terms, split_params
+from geostat.likelihood.terms import Terms, resolve_noise_ratio
 from geostat.solvers import NUMPY, DenseCholesky, dense_cholesky_batch, one_blas_thread
 
 __all__ = ["ExactLikelihood", "dense_bytes", "fits_in_memory", "fitting_runs"]
@@ -83,6 +86,8 @@ class _GroupArrays:
     sites: object  # indices of the observed sites, or None for all
     y: object  # (n_g, r_g)
     design: object  # (n_g, p)
+    noise: object  # (n_g,) known noise variances, or None
+    largest_noise: float  # their largest (0.0 without)
 
 
 class ExactLikelihood(Likelihood):
@@ -95,6 +100,8 @@ class ExactLikelihood(Likelihood):
     reml : bool, default False
     on_failure : {"shift", "compensate", "step", "raise"}, default "shift"
     backend : tlrcore.backends.Backend, default NUMPY
+    noise : ndarray of shape (n,), optional
+        Known noise variances (:class:`~geostat.likelihood.base.Likelihood`).
 
     Raises
     ------
@@ -110,14 +117,16 @@ class ExactLikelihood(Likelihood):
     accuracy = None
     adaptive = False
 
-    def __init__(self, coords, y, design, kernel, distance, reml=False, on_failure="shift", backend=NUMPY):
-        super().__init__(coords, y, design, kernel, distance, reml, on_failure, backend)
+    def __init__(self, coords, y, design, kernel, distance, reml=False, on_failure="shift", backend=NUMPY,
+                 noise=None):
+        super().__init__(coords, y, design, kernel, distance, reml, on_failure, backend, noise)
         self._check_memory()
         self.sites = Sites(coords, distance, backend)
         xp, put = backend.xp, backend.asarray
         self._arrays = [
-            _GroupArrays(None if g.sites is None else xp.asarray(g.sites), put(g.y), put(g.design))
-            for g in self.groups
+            _GroupArrays(None if g.sites is None else xp.asarray(g.sites), put(g.y), put(g.design),
+                         None if noise is None else put(noise), 0.0 if noise is None else float(noise.max(initial=0.0)))
+            for g, noise in zip(self.groups, self.group_noise)
         ]
 
     def _check_memory(self):
@@ -144,7 +153,7 @@ class ExactLikelihood(Likelihood):
         """The likelihood of the same model on the sites `sites` only (same back end)."""
         return ExactLikelihood(
             self.coords[sites], self.y[sites], self.design[sites], self.kernel, self.distance, self.reml,
-            self.on_failure, self.backend,
+            self.on_failure, self.backend, None if self.noise is None else self.noise[sites],
         )
 
     def correlation(self, theta, gradient=False):
@@ -158,25 +167,27 @@ class ExactLikelihood(Likelihood):
             return matrix.copy() if copy else matrix
         return matrix[sites[:, None], sites[None, :]]
 
-    def _group_matrix(self, R, sites, eta, copy):
-        """``K = R + eta I`` on a group's sites (in `R`'s memory unless copied or a subset)."""
-        K = self._block(R, sites, copy)
+    def _group_matrix(self, R, arrays, eta, nu, copy):
+        """``K = R + eta I + nu V`` on a group's sites (in `R`'s memory unless copied or a
+        subset)."""
+        K = self._block(R, arrays.sites, copy)
         diagonal = self.backend.xp.arange(K.shape[0])
-        K[diagonal, diagonal] += eta
+        K[diagonal, diagonal] += eta if arrays.noise is None else eta + nu * arrays.noise
         return K
 
-    def _factor(self, K, eta):
-        """Factor of ``K = R + eta I`` (overwritten), shifted on failure under
-        ``on_failure="shift"``."""
-        shifts = dense_shifts(1.0 + eta) if self.on_failure in ("shift", "compensate") else ()
+    def _factor(self, K, arrays, eta, nu):
+        """Factor of a group's ``K = R + eta I + nu V`` (overwritten), shifted on failure
+        under ``on_failure="shift"`` (the shifts scaled by the largest diagonal entry)."""
+        top = 1.0 + eta + nu * arrays.largest_noise
+        shifts = dense_shifts(top) if self.on_failure in ("shift", "compensate") else ()
         chol = DenseCholesky(K, self.backend, overwrite=True, shifts=shifts)
         if chol.shift:
             self.n_safeguarded += 1
         return chol
 
-    def _group_factors(self, R, eta):
+    def _group_factors(self, R, eta, nu):
         """``((group, arrays), factor)`` for each group of replicates: the Cholesky factor
-        of ``K = R + eta I`` on the group's sites.
+        of ``K = R + eta I + nu V`` on the group's sites.
 
         One group is factored in `R`'s memory (``R`` is overwritten when every site is
         observed). Several go through :func:`geostat.solvers.dense_cholesky_batch`, as
@@ -188,14 +199,15 @@ class ExactLikelihood(Likelihood):
         """
         pairs = list(zip(self.groups, self._arrays))
         if len(pairs) == 1:
-            yield pairs[0], self._factor(self._group_matrix(R, pairs[0][1].sites, eta, copy=False), eta)
+            arrays = pairs[0][1]
+            yield pairs[0], self._factor(self._group_matrix(R, arrays, eta, nu, copy=False), arrays, eta, nu)
             return
         for run in fitting_runs(pairs, self.n * self.n, order=lambda pair: pair[0].y.shape[0]):
-            Ks = [self._group_matrix(R, arrays.sites, eta, copy=True) for _, arrays in run]
+            Ks = [self._group_matrix(R, arrays, eta, nu, copy=True) for _, arrays in run]
             try:
                 factors = dense_cholesky_batch(Ks, self.backend)
             except NotPositiveDefiniteError:
-                factors = [self._factor(K, eta) for K in Ks]
+                factors = [self._factor(K, arrays, eta, nu) for K, (_, arrays) in zip(Ks, run)]
             del Ks
             yield from zip(run, factors)
 
@@ -204,7 +216,7 @@ class ExactLikelihood(Likelihood):
         return float(np.trace(fit.ftkf_solve(self.backend.to_host(fit.kinv_f.T @ A))))
 
     @one_blas_thread
-    def terms(self, theta, eta, gradient=False, correlation=None):
+    def terms(self, theta, eta, gradient=False, correlation=None, noise_ratio=None):
         """Evaluate the likelihood scalars at correlation parameters `theta` and ratio `eta`.
 
         Parameters
@@ -212,11 +224,16 @@ class ExactLikelihood(Likelihood):
         theta : dict
         eta : float
         gradient : bool, default False
+            Also ``quad`` and ``trace`` of each ``dR``, of ``"eye"`` and, with known noise,
+            of ``"noise"`` (``V``).
         correlation : (R, dR), optional
             The correlation matrix and its derivatives at `theta` (as :meth:`correlation`
             returns them), computed by the caller: the blocks of
             :mod:`geostat.likelihood.vecchia` share one kernel evaluation. ``R`` is
             overwritten; ``dR`` is only read.
+        noise_ratio : float, optional
+            ``nu = 1 / variance`` of ``K = R + eta I + nu V``; required with known noise,
+            ignored without (:func:`~geostat.likelihood.terms.resolve_noise_ratio`).
 
         Returns
         -------
@@ -225,17 +242,20 @@ class ExactLikelihood(Likelihood):
         Raises
         ------
         NotPositiveDefiniteError
-            If ``R + eta I`` is not numerically positive definite on some group of sites
-            (after the shifts, under ``on_failure="shift"``).
+            If ``K`` is not numerically positive definite on some group of sites (after
+            the shifts, under ``on_failure="shift"``).
+        ValueError
+            With known noise and no `noise_ratio`.
         """
         xp = self.backend.xp
+        nu = resolve_noise_ratio(self.noise, noise_ratio)
         R, dR = self.correlation(theta, gradient) if correlation is None else correlation
         reml_trend = self.reml and self.n_coef
         logdet = logdet_trend = quadratic = 0.0
-        names = [*dR, "eye"] if gradient else []
+        names = ([*dR, "eye"] + ([] if self.noise is None else ["noise"])) if gradient else []
         quad = dict.fromkeys(names, 0.0)
         trace = dict.fromkeys(names, 0.0)
-        for (g, arrays), chol in self._group_factors(R, eta):
+        for (g, arrays), chol in self._group_factors(R, eta, nu):
             fit = gls(chol, arrays.y, arrays.design)
             logdet += g.r * chol.logdet()
             quadratic += float(xp.sum(fit.residual * fit.alpha))
@@ -257,23 +277,37 @@ class ExactLikelihood(Likelihood):
             if reml_trend:
                 tr -= self._trend_trace(fit, fit.kinv_f)
             trace["eye"] += g.r * tr
-        return Terms(self.n_obs, self.n_eff, logdet, logdet_trend, quadratic, quad, trace)
+            if arrays.noise is not None:
+                quad["noise"] += float(xp.sum(fit.alpha**2 * arrays.noise[:, None]))
+                tr = float(xp.sum(xp.diagonal(W) * arrays.noise))
+                if reml_trend:
+                    tr -= self._trend_trace(fit, arrays.noise[:, None] * fit.kinv_f)
+                trace["noise"] += g.r * tr
+        return Terms(self.n_obs, self.n_eff, logdet, logdet_trend, quadratic, quad, trace, nu)
 
     @one_blas_thread
-    def factors(self, theta, eta):
-        """Cholesky factors of ``K = R + eta I`` on each group's sites.
+    def factors(self, theta, eta, noise_ratio=None):
+        """Cholesky factors of ``K = R + eta I + nu V`` on each group's sites.
+
+        Parameters
+        ----------
+        theta : dict
+        eta : float
+        noise_ratio : float, optional
+            ``nu = 1 / variance``, required with known noise (:meth:`factors_at` finds it).
 
         Returns
         -------
         list of geostat.solvers.DenseCholesky
         """
+        nu = resolve_noise_ratio(self.noise, noise_ratio)
         R, _ = self.correlation(theta)
-        return [chol for _, chol in self._group_factors(R, eta)]
+        return [chol for _, chol in self._group_factors(R, eta, nu)]
 
     def log_likelihood(self, params):
         """Full log-likelihood at natural parameters with the trend profiled by GLS."""
-        theta, eta = split_params(params, self.kernel)
-        return float(self.terms(theta, eta).full_value(params["variance"]))
+        theta, eta, noise_ratio = self.split(params)
+        return float(self.terms(theta, eta, noise_ratio=noise_ratio).full_value(params["variance"]))
 
     def loglik_error(self, params):
         """Error of the log-likelihood due to approximation: none (0.0) for dense factors."""
@@ -300,12 +334,13 @@ class ExactLikelihood(Likelihood):
         relative_error : float, only when `return_error`
         """
         xp = self.backend.xp
-        theta, eta = split_params(params, self.kernel)
+        theta, eta, noise_ratio = self.split(params)
+        nu = resolve_noise_ratio(self.noise, noise_ratio)
         s = params["variance"]
         R, dR = self.correlation(theta, gradient=True)
         info = np.zeros((len(names), len(names)))
         for g, arrays in zip(self.groups, self._arrays):
-            chol = self._factor(self._group_matrix(R, arrays.sites, eta, copy=True), eta)
+            chol = self._factor(self._group_matrix(R, arrays, eta, nu, copy=True), arrays, eta, nu)
             W = chol.inverse()
             W /= s
             if self.reml and self.n_coef:

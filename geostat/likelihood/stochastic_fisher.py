@@ -1,16 +1,17 @@
 r"""Expected Fisher information with traces estimated by random probes.
 
-With ``C = s K``, ``K = L L^T`` and ``P`` the inverse covariance (ML) or the REML
+With ``C = s K``, ``K = R + eta I + nu V = L L^T`` (``V`` the known noise variances,
+where given, and ``nu = 1 / s``) and ``P`` the inverse covariance (ML) or the REML
 projection, ``I_ab = 1/2 tr(P D_a P D_b)`` for the covariance derivatives
-``D_variance = R``, ``D_nugget = I`` and ``D_theta = s dR/dtheta``. Writing
-``P = L^{-T} Pi L^{-1} / s`` with ``Pi = I - Q Q^T`` (``Q`` an orthonormal basis of
-``L^{-1} F`` under REML, ``Pi = I`` otherwise), ``I_ab = 1/2 tr(G_a G_b)`` with the
+``D_variance = R = K - eta I - nu V``, ``D_nugget = I`` and ``D_theta = s dR/dtheta``.
+Writing ``P = L^{-T} Pi L^{-1} / s`` with ``Pi = I - Q Q^T`` (``Q`` an orthonormal basis
+of ``L^{-1} F`` under REML, ``Pi = I`` otherwise), ``I_ab = 1/2 tr(G_a G_b)`` with the
 symmetric
 
 .. math::
 
     G_a = \Pi L^{-1} D_a L^{-T} \Pi / s, \qquad
-    G_\mathrm{variance} = \Pi (I - \eta L^{-1} L^{-T}) \Pi / s, \qquad
+    G_\mathrm{variance} = \Pi (I - \eta L^{-1} L^{-T} - \nu L^{-1} V L^{-T}) \Pi / s, \qquad
     G_\mathrm{nugget} = \Pi L^{-1} L^{-T} \Pi / s,
 
 and ``G_theta = Pi L^{-1} dR L^{-T} Pi``. For Rademacher probes ``z``,
@@ -25,9 +26,11 @@ With a factor of reordered sites, ``K = P^T L L^T P``, the same holds with ``L^{
 
 Scores (:func:`probe_traces`, for Fisher scoring): with ``alpha = P y`` (``P`` of ``K``),
 every derivative ``dC_a = s sum_j M_aj D_j`` is a combination of
-``D = (K, I, dR/dtheta...)``, so the score ``1/2 y^T P_C dC_a P_C y - 1/2 tr(P_C dC_a)``
-is ``1/2 sum_j M_aj (alpha^T D_j alpha / s - tr(G_j))`` and the information is
-``1/2 M T M^T`` with ``T_jk = tr(G_j G_k)``, ``G_K = Pi`` (trace ``N`` exact). The
+``D = (K, I, V, dR/dtheta...)`` (``V`` only with known noise: a diagonal operator), so
+the score ``1/2 y^T P_C dC_a P_C y - 1/2 tr(P_C dC_a)`` is
+``1/2 sum_j M_aj (alpha^T D_j alpha / s - tr(G_j))`` and the information is
+``1/2 M T M^T`` with ``T_jk = tr(G_j G_k)``, ``G_K = Pi`` (its trace is the number of
+observations, less ``r p`` under REML: exact). The
 quadratic forms are exact; the traces are averages over fixed probes, so the estimates
 are smooth functions of the parameters (common random numbers).
 """
@@ -42,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from geostat.likelihood.gls import centered_design
-from geostat.likelihood.terms import split_params
+from geostat.likelihood.terms import resolve_noise_ratio
 from geostat.optimize.progress import current_progress
 
 __all__ = ["ProbeTraces", "probe_traces", "stochastic_fisher_information"]
@@ -60,7 +63,7 @@ def stochastic_fisher_information(likelihood, factors, params, names, random_sta
         Provides the groups, their designs and compressed ``dR`` matrices (in the
         factors' site order).
     factors : list of geostat.solvers.TLRFactor
-        Factors of ``K = R + eta I`` at `params`, one per group.
+        Factors of ``K = R + eta I + nu V`` at `params`, one per group.
     params : dict
         Natural parameters.
     names : sequence of str
@@ -80,7 +83,8 @@ def stochastic_fisher_information(likelihood, factors, params, names, random_sta
         Largest relative Monte Carlo standard error of a diagonal entry.
     """
     names = list(names)
-    theta, eta = split_params(params, likelihood.kernel)
+    theta, eta, noise_ratio = likelihood.split(params)
+    nu = resolve_noise_ratio(likelihood.noise, noise_ratio)
     variance = params["variance"]
     derivative_names = [n for n in names if n not in ("variance", "nugget")]
     rng = np.random.default_rng(random_state)
@@ -90,14 +94,14 @@ def stochastic_fisher_information(likelihood, factors, params, names, random_sta
         if likelihood.reml and likelihood.n_coef:
             basis = np.linalg.qr(factor.solve_lower(centered_design(group.design)[0]))[0]
         derivatives = likelihood.gradient_matrices(index, theta, derivative_names)
-        groups.append((group.r, factor, basis, derivatives))
+        groups.append((group.r, factor, basis, derivatives, likelihood.group_noise[index]))
     samples = np.zeros((0, len(names), len(names)))
     relative_error = np.inf
     while samples.shape[0] < max_probes:
         block = np.zeros((block_size, len(names), len(names)))
-        for weight, chol, basis, derivatives in groups:
+        for weight, chol, basis, derivatives, noise in groups:
             Z = rng.choice(np.array([-1.0, 1.0]), size=(chol.n, block_size))
-            G = _apply(chol, basis, derivatives, names, Z, variance, eta)
+            G = _apply(chol, basis, derivatives, names, Z, variance, eta, noise, nu)
             block += 0.5 * weight * np.einsum("aik,bik->kab", G, G)
         samples = np.concatenate([samples, block])
         info = samples.mean(axis=0)
@@ -118,12 +122,13 @@ def stochastic_fisher_information(likelihood, factors, params, names, random_sta
 
 @dataclass
 class ProbeTraces:
-    """Quadratic forms and per-probe trace estimates of ``D = (K, I, dR/dtheta...)``.
+    """Quadratic forms and per-probe trace estimates of ``D = (K, I, V, dR/dtheta...)``.
 
     Attributes
     ----------
     names : list of str
-        ``["K", "eye", *theta_names]``.
+        ``["K", "eye", *theta_names]``, with ``"noise"`` (``V``) after ``"eye"`` when the
+        likelihood has known noise.
     quad : ndarray of shape (q,)
         ``sum_j alpha_j^T D alpha_j`` over replicates (exact; ``alpha = P y``).
     traces : ndarray of shape (m, q)
@@ -156,9 +161,10 @@ def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64
     so the same `random_state` gives the same probes at any parameters and the first
     blocks of a longer run are those of a shorter one. With ``X = L^{-T} Pi Z`` (one
     backward TLR solve) the traces are ``z^T G_j z = x^T D_j x``: ``||x||^2`` for the
-    identity and ``x^T (dR x)`` for each compressed ``dR`` (compressed once, before the
-    first block). The products ``(G_j z)^T (G_k z)`` of the information take
-    ``1 + #theta`` forward solves more; they are computed for a block unless the
+    identity, ``sum noise * x^2`` for the known noise and ``x^T (dR x)`` for each
+    compressed ``dR`` (compressed once, before the first block). The products
+    ``(G_j z)^T (G_k z)`` of the information take ``1 + #theta`` forward solves more (one
+    more with known noise); they are computed for a block unless the
     generator is sent False for it (``blocks.send(False)``: traces only, the score needing
     more probes than the information).
 
@@ -166,7 +172,7 @@ def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64
     ----------
     likelihood : geostat.likelihood.tlr.TLRLikelihood
     factors : list of geostat.solvers.TLRFactor
-        Factors of ``K = R + eta I`` at `theta`, one per group.
+        Factors of ``K = R + eta I + nu V`` at `theta`, one per group.
     fits : list of geostat.likelihood.gls.GLSFit
         The GLS fits of the groups through `factors` (their ``alpha = P y``).
     theta : dict
@@ -182,7 +188,8 @@ def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64
         traces of a block do not depend on whether its products were computed.
     """
     names = ["range", *(n for n in likelihood.kernel.free_shape if n in theta)]
-    q = 2 + len(names)
+    diagonals = ["eye"] if likelihood.noise is None else ["eye", "noise"]
+    q = 1 + len(diagonals) + len(names)
     to_host = likelihood.backend.to_host
     quad = np.zeros(q)
     groups = []
@@ -192,23 +199,26 @@ def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64
             basis = np.linalg.qr(factor.solve_lower(centered_design(group.design)[0]))[0]
         matrices = likelihood.gradient_matrices(index, theta, names)
         derivatives = [matrices[n] for n in names]
+        # the diagonal operators: the identity, and the known noise
+        diagonal = [None] + ([] if likelihood.noise is None else [likelihood.group_noise[index][:, None]])
         alpha = np.asarray(to_host(fit.alpha))
-        quad += [float(np.sum(np.asarray(to_host(fit.residual)) * alpha)), float(np.sum(alpha**2)),
+        quad += [float(np.sum(np.asarray(to_host(fit.residual)) * alpha)),
+                 *(float(np.sum(alpha**2 if d is None else d * alpha**2)) for d in diagonal),
                  *(float(np.sum((D @ alpha) * alpha)) for D in derivatives)]
-        groups.append((group.r, factor, basis, derivatives))
+        groups.append((group.r, factor, basis, derivatives, diagonal))
     traces, products, with_products = [], [], True
     for block in itertools.count():
         trace = np.zeros((block_size, q))
         product = np.zeros((block_size, q, q)) if with_products else None
-        for index, (weight, factor, basis, derivatives) in enumerate(groups):
+        for index, (weight, factor, basis, derivatives, diagonal) in enumerate(groups):
             Z = np.random.default_rng([random_state, index, block]).choice(np.array([-1.0, 1.0]),
                                                                            size=(factor.n, block_size))
             Z = _project(basis, Z)
             X = factor.solve_upper(Z)
-            DX = [D @ X for D in derivatives]
-            trace[:, 1:] += weight * np.stack([np.sum(X * X, axis=0), *(np.sum(X * Y, axis=0) for Y in DX)], axis=1)
+            DX = [X if d is None else d * X for d in diagonal] + [D @ X for D in derivatives]
+            trace[:, 1:] += weight * np.stack([np.sum(X * Y, axis=0) for Y in DX], axis=1)
             if with_products:
-                G = [Z, *(_project(basis, factor.solve_lower(Y)) for Y in (X, *DX))]
+                G = [Z, *(_project(basis, factor.solve_lower(Y)) for Y in DX)]
                 for a in range(q):
                     for b in range(a + 1):
                         product[:, a, b] += weight * np.sum(G[a] * G[b], axis=0)
@@ -219,7 +229,7 @@ def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64
             product += np.triu(product.transpose(0, 2, 1), 1)
             product[:, 0, 0] = likelihood.n_eff
             products.append(product)
-        sent = yield ProbeTraces(["K", "eye", *names], quad, np.concatenate(traces), np.concatenate(products))
+        sent = yield ProbeTraces(["K", *diagonals, *names], quad, np.concatenate(traces), np.concatenate(products))
         with_products = sent is not False
 
 
@@ -241,15 +251,19 @@ def _project(basis, X):
     return X if basis is None else X - basis @ (basis.T @ X)
 
 
-def _apply(chol, basis, derivatives, names, Z, variance, eta):
-    """``G_a Z`` for every name, stacked as ``(len(names), n, m)``."""
+def _apply(chol, basis, derivatives, names, Z, variance, eta, noise=None, nu=0.0):
+    """``G_a Z`` for every name, stacked as ``(len(names), n, m)`` (`noise`: the group's
+    known noise variances, with ratio `nu`; None without)."""
     Z = _project(basis, Z)
     X = chol.solve_upper(Z)
     inverse = chol.solve_lower(X)
     out = []
     for name in names:
         if name == "variance":
-            G = (Z - eta * inverse) / variance
+            G = Z - eta * inverse
+            if noise is not None:
+                G = G - nu * chol.solve_lower(noise[:, None] * X)
+            G = G / variance
         elif name == "nugget":
             G = inverse / variance
         else:

@@ -1,7 +1,8 @@
 """Gaussian log-likelihood through tile low-rank Cholesky factors.
 
 For each group of replicates sharing observed sites, the sites are ordered once (KD-tree
-or Morton); at every evaluation the correlation ``K = R + eta I`` of those sites is
+or Morton); at every evaluation the correlation ``K = R + eta I + nu V`` of those sites
+(``V`` the known noise variances, where given: :mod:`geostat.likelihood.terms`) is
 compressed into a :class:`tlrcore.TLRMatrix` and factored by :func:`tlrcore.cholesky`.
 The GLS trend, quadratic form and log-determinant then come from the factor exactly as
 in the dense path (:mod:`geostat.likelihood.dense`), so both likelihoods return the same
@@ -37,7 +38,7 @@ from geostat.likelihood.base import Likelihood
 from geostat.likelihood.dense import ExactLikelihood
 from geostat.likelihood.gls import gls
 from geostat.likelihood.stochastic_fisher import probe_traces, stochastic_fisher_information
-from geostat.likelihood.terms import Terms, split_params
+from geostat.likelihood.terms import Terms, resolve_noise_ratio
 from geostat.solvers import (
     NUMPY,
     PermutedTLR,
@@ -111,6 +112,9 @@ class TLRLikelihood(Likelihood):
         rounding. ``on_failure`` refactors there with the in-process safeguards (the
         same factor): ``"shift"`` with the in-process shifts, ``"compensate"`` with the
         always-on compensation in block form, then with it and the shifts.
+    noise : ndarray of shape (n,), optional
+        Known noise variances (:class:`~geostat.likelihood.base.Likelihood`), added to
+        the diagonal of every build.
 
     Raises
     ------
@@ -127,7 +131,7 @@ class TLRLikelihood(Likelihood):
     method = "tlr"
 
     def __init__(self, coords, y, design, kernel, distance, reml=False, accuracy=1e-8, tile_size=None,
-                 ordering="kdtree", random_state=0, on_failure="shift", backend=NUMPY, client=None):
+                 ordering="kdtree", random_state=0, on_failure="shift", backend=NUMPY, client=None, noise=None):
         #: Whether the optimizer chooses the accuracy of each evaluation (``accuracy="auto"``).
         self.adaptive = isinstance(accuracy, str) and accuracy == "auto"
         if self.adaptive:
@@ -137,7 +141,7 @@ class TLRLikelihood(Likelihood):
         if self.client is not None and backend.name != NUMPY.name:
             raise ValueError(f"client= runs the TLR method on the cluster's CPUs; use device='cpu' with it "
                              f"(got the {backend.name} back end).")
-        super().__init__(coords, y, design, kernel, distance, reml, on_failure, backend)
+        super().__init__(coords, y, design, kernel, distance, reml, on_failure, backend, noise)
         self.accuracy = float(accuracy)
         self.tile_size, self.ordering, self.random_state = tile_size, ordering, random_state
         self._orders = [_Order(*site_order(self._sites(g), distance, kernel, ordering, tile_size)) for g in self.groups]
@@ -194,11 +198,11 @@ class TLRLikelihood(Likelihood):
         """The dense likelihood of the same model on the sites `sites` only (for pilots)."""
         return ExactLikelihood(
             self.coords[sites], self.y[sites], self.design[sites], self.kernel, self.distance, self.reml,
-            self.on_failure, self.backend,
+            self.on_failure, self.backend, None if self.noise is None else self.noise[sites],
         )
 
-    def factors(self, theta, eta, accuracy=None):
-        """TLR Cholesky factors of ``K = R + eta I`` on each group's sites.
+    def factors(self, theta, eta, accuracy=None, noise_ratio=None):
+        """TLR Cholesky factors of ``K = R + eta I + nu V`` on each group's sites.
 
         The factors of the most recent parameters at the likelihood's own accuracy are
         kept, so the estimate, trend, standard errors and kriging share one
@@ -210,12 +214,15 @@ class TLRLikelihood(Likelihood):
         eta : float
         accuracy : float, optional
             Another accuracy (such factors are not kept).
+        noise_ratio : float, optional
+            ``nu = 1 / variance``, required with known noise (:meth:`factors_at` finds it).
 
         Returns
         -------
         list of geostat.solvers.TLRFactor
         """
-        key = (tuple(sorted(theta.items())), float(eta))
+        nu = resolve_noise_ratio(self.noise, noise_ratio)
+        key = (tuple(sorted(theta.items())), float(eta), nu)
         own = accuracy is None or accuracy == self.accuracy
         if own and self._cache is not None and self._cache[0] == key:
             return self._cache[1]
@@ -223,7 +230,8 @@ class TLRLikelihood(Likelihood):
             self._cache = None
             self._coarser = {}
         params = {"variance": 1.0, **theta, "nugget": float(eta)}
-        blocks = [self._ordered(index).covariance_block(self.kernel, params) for index in range(len(self._orders))]
+        blocks = [self._ordered(index).covariance_block(self.kernel, params, self._ordered_diagonal(index, nu))
+                  for index in range(len(self._orders))]
         out = []
         for factor, shifted in self._map_groups(lambda index: self._factor(index, blocks[index], accuracy, key)):
             self.n_safeguarded += shifted
@@ -300,6 +308,12 @@ class TLRLikelihood(Likelihood):
             self._ordered_sites[index] = Sites(coords, self.distance, self.backend)
         return self._ordered_sites[index]
 
+    def _ordered_diagonal(self, index, nu):
+        """``nu`` times the known noise of group `index` in the factor's order (None without
+        known noise)."""
+        noise = self.group_noise[index]
+        return None if noise is None else nu * noise[self._orders[index].perm]
+
     def keep_coarser(self, accuracy):
         """From now on, keep the tiles of each build at the likelihood's own accuracy
         (:meth:`tlrcore.TLRMatrix.shared`: no copy; its factorization releases but does not
@@ -349,26 +363,30 @@ class TLRLikelihood(Likelihood):
         self._cache = None
         self._coarser = {}
 
-    def terms(self, theta, eta, gradient=False, accuracy=None):
-        """Likelihood scalars at correlation parameters `theta` and ratio `eta`.
+    def terms(self, theta, eta, gradient=False, accuracy=None, noise_ratio=None):
+        """Likelihood scalars at correlation parameters `theta`, ratio `eta` and, with known
+        noise, noise ratio `noise_ratio` (``nu = 1 / variance``, then required).
 
         Raises
         ------
         ValueError
-            If `gradient` is requested (TLR evaluation has no analytic gradient).
+            If `gradient` is requested (TLR evaluation has no analytic gradient), or with
+            known noise and no `noise_ratio`.
         tlrcore.NotPositiveDefiniteError
             If the compressed covariance is not positive definite at this accuracy.
         """
         if gradient:
             raise ValueError("the TLR likelihood has no analytic gradient; use gradient=False.")
-        return self._evaluate(theta, eta, accuracy)[0]
+        return self._evaluate(theta, eta, accuracy, noise_ratio)[0]
 
-    def _evaluate(self, theta, eta, accuracy=None):
-        """:class:`Terms`, factors and GLS fits of every group at `theta` and `eta`."""
+    def _evaluate(self, theta, eta, accuracy=None, noise_ratio=None):
+        """:class:`Terms`, factors and GLS fits of every group at `theta`, `eta` and
+        `noise_ratio`."""
+        nu = resolve_noise_ratio(self.noise, noise_ratio)
         logdet = logdet_trend = quadratic = 0.0
         xp = self.backend.xp
         kept = self._cache
-        factors = self.factors(theta, eta, accuracy)
+        factors = self.factors(theta, eta, accuracy, noise_ratio=nu)
         self.n_factorizations += kept is None or factors is not kept[1]
         fits = self._map_groups(lambda index: self._gls(index, self.groups[index], factors[index]))
         for g, chol, fit in zip(self.groups, factors, fits):
@@ -376,9 +394,9 @@ class TLRLikelihood(Likelihood):
             quadratic += float(xp.sum(fit.residual * fit.alpha))
             if self.reml and self.n_coef:
                 logdet_trend += g.r * fit.logdet_ftkf
-        return Terms(self.n_obs, self.n_eff, logdet, logdet_trend, quadratic), factors, fits
+        return Terms(self.n_obs, self.n_eff, logdet, logdet_trend, quadratic, noise_ratio=nu), factors, fits
 
-    def probe_traces(self, theta, eta, random_state=0):
+    def probe_traces(self, theta, eta, random_state=0, noise_ratio=None):
         """One evaluation with stochastic derivative traces, for Fisher scoring.
 
         Parameters
@@ -387,6 +405,8 @@ class TLRLikelihood(Likelihood):
         eta : float
         random_state : int, default 0
             Seeds the probes: the same value gives the same probes at any parameters.
+        noise_ratio : float, optional
+            ``nu = 1 / variance``; required with known noise (as :meth:`terms`).
 
         Returns
         -------
@@ -400,7 +420,7 @@ class TLRLikelihood(Likelihood):
         tlrcore.NotPositiveDefiniteError
             As :meth:`terms`.
         """
-        terms, factors, fits = self._evaluate(theta, eta)
+        terms, factors, fits = self._evaluate(theta, eta, noise_ratio=noise_ratio)
         return terms, probe_traces(self, factors, fits, theta, random_state)
 
     def _gls(self, index, group, chol):
@@ -413,8 +433,8 @@ class TLRLikelihood(Likelihood):
 
     def log_likelihood(self, params, accuracy=None):
         """Full log-likelihood at natural parameters with the trend profiled by GLS."""
-        theta, eta = split_params(params, self.kernel)
-        return float(self.terms(theta, eta, accuracy=accuracy).full_value(params["variance"]))
+        theta, eta, noise_ratio = self.split(params)
+        return float(self.terms(theta, eta, accuracy=accuracy, noise_ratio=noise_ratio).full_value(params["variance"]))
 
     def loglik_error(self, params):
         """Estimated error of the log-likelihood at `params` due to compression.
@@ -438,10 +458,8 @@ class TLRLikelihood(Likelihood):
         relative_error : float, only when `return_error`
             Largest Monte Carlo standard error of a diagonal entry, relative to it.
         """
-        theta, eta = split_params(params, self.kernel)
-        info, error = stochastic_fisher_information(
-            self, self.factors(theta, eta), params, names, random_state=random_state
-        )
+        info, error = stochastic_fisher_information(self, self.factors_at(params), params, names,
+                                                    random_state=random_state)
         return (info, error) if return_error else info
 
     def gradient_matrices(self, group_index, theta, names):

@@ -11,7 +11,8 @@ Statist. Soc. B* 50; blocks, or "grouping": Guinness, 2018, *Technometrics* 60):
     = \sum_b \Bigl[\ell\bigl(y_{c(b) \cup b}\bigr) - \ell\bigl(y_{c(b)}\bigr)\Bigr],
 
 each ``\ell`` an exact Gaussian log-density of the residuals ``y - F \tilde\beta`` under
-``\sigma^2 K(\theta, \eta)``, ``K`` the correlation plus nugget ratio, and
+``\sigma^2 K(\theta, \eta)``, ``K`` the correlation plus nugget ratio (plus ``nu V``,
+the known noise variances times ``nu = 1 / \sigma^2``, where given), and
 ``\tilde\beta`` the ordinary least-squares trend of each replicate on all its observed
 sites (fixed: a shared GLS trend would couple the blocks). Every scalar of
 :class:`~geostat.likelihood.terms.Terms` (log-determinant, quadratic form, their
@@ -79,7 +80,7 @@ from geostat.covariance import PairCorrelation, condensed_pairs
 from geostat.distance import ordering_points
 from geostat.likelihood.failure import dense_shifts
 from geostat.likelihood.gls import group_by_pattern
-from geostat.likelihood.terms import Terms
+from geostat.likelihood.terms import Terms, resolve_noise_ratio
 from geostat.ordering import inverse_permutation, order_points
 from geostat.solvers import NUMPY, DenseCholesky, InWorkerProcesses, one_blas_thread, tile_threads
 
@@ -101,8 +102,9 @@ class BlockVecchiaLikelihood:
     Parameters
     ----------
     likelihood : geostat.likelihood.base.Likelihood
-        Its sites, observations (NaN marks a missing value), trend design, kernel,
-        distance and failure policy are used; REML is not (the trend is fixed).
+        Its sites, observations (NaN marks a missing value), trend design, known noise
+        variances, kernel, distance and failure policy are used; REML is not (the trend
+        is fixed).
     block_size : int, default BLOCK_SIZE
     conditioning : int, default CONDITIONING
         Sites each block is conditioned on (fewer for the first blocks; 0 makes the
@@ -121,6 +123,8 @@ class BlockVecchiaLikelihood:
         Sites in the kept blocks.
     n_obs : int
         Observed values on those sites.
+    noise : ndarray of shape (n,) or None
+        The known noise variances of `likelihood`.
 
     Notes
     -----
@@ -142,13 +146,14 @@ class BlockVecchiaLikelihood:
         if perm.size > max_sites:
             rng = np.random.default_rng(0) if rng is None else rng
             starts = np.sort(rng.choice(starts, size=max(1, max_sites // block_size), replace=False))
-        self.kernel, self.on_failure = likelihood.kernel, likelihood.on_failure
+        self.kernel, self.on_failure, self.noise = likelihood.kernel, likelihood.on_failure, likelihood.noise
         self.blocks = []
         for start in starts:
             sites = perm[start:start + block_size]
             before = _nearest_before(tree, points, position, sites, start, conditioning)
             joint = np.concatenate([before, sites])
-            self.blocks.append(VecchiaBlock(joint, before.size, coords[joint], y[joint]))
+            self.blocks.append(VecchiaBlock(joint, before.size, coords[joint], y[joint],
+                                            None if self.noise is None else self.noise[joint]))
         self.n = sum(block.sites.size - block.conditioning for block in self.blocks)
         self.n_obs = sum(block.n_obs for block in self.blocks)
         self.n_eff = self.n_obs
@@ -156,9 +161,13 @@ class BlockVecchiaLikelihood:
                           likelihood.on_failure)
         self._sets = InWorkerProcesses(sets)
 
-    def terms(self, theta, eta, gradient=False):
+    def terms(self, theta, eta, gradient=False, noise_ratio=None):
         """The likelihood scalars of :class:`geostat.likelihood.terms.Terms`: those of
         each block with its conditioning sites, less those of the conditioning sites.
+
+        With known noise, `noise_ratio` (``nu = 1 / variance``) is required
+        (:func:`~geostat.likelihood.terms.resolve_noise_ratio`), and the gradient has
+        ``"noise"`` terms too.
 
         The blocks are cut into as many sets as the tile pool has threads, each evaluated
         apart: in a worker process when :mod:`tlrcore.compress.worker_processes` runs them
@@ -167,15 +176,18 @@ class BlockVecchiaLikelihood:
         Raises
         ------
         NotPositiveDefiniteError
-            If some ``R + eta I`` is not numerically positive definite (after the shifts
-            of ``on_failure``).
+            If some ``K`` is not numerically positive definite (after the shifts of
+            ``on_failure``).
+        ValueError
+            With known noise and no `noise_ratio`.
         """
+        nu = resolve_noise_ratio(self.noise, noise_ratio)
         sets = self._sets.obj
-        parts = self._sets.map("terms", [(index, theta, eta, gradient) for index in range(len(sets.sets))])
+        parts = self._sets.map("terms", [(index, theta, eta, gradient, nu) for index in range(len(sets.sets))])
         names = [*parts[0][2]] if gradient else []
         return Terms(self.n_obs, self.n_eff, logdet=sum(p[0] for p in parts), logdet_trend=0.0,
                      quadratic=sum(p[1] for p in parts), quad={k: sum(p[2][k] for p in parts) for k in names},
-                     trace={k: sum(p[3][k] for p in parts) for k in names})
+                     trace={k: sum(p[3][k] for p in parts) for k in names}, noise_ratio=nu)
 
 
 class _BlockSets:
@@ -202,20 +214,24 @@ class _BlockSets:
         return self._pairs[index]
 
     @one_blas_thread
-    def terms(self, index, theta, eta, gradient):
+    def terms(self, index, theta, eta, gradient, nu=0.0):
         """``(log det, quadratic, quad, trace)`` summed over the blocks of set `index`
-        (:meth:`VecchiaBlock.terms`)."""
+        (:meth:`VecchiaBlock.terms`), at noise ratio `nu` where the blocks have known
+        noise."""
         pairs, offsets = self._pair_correlation(index)
         values, grads = pairs.evaluate(self.kernel, theta, gradient)
-        shifts = dense_shifts(1.0 + eta) if self.on_failure in ("shift", "compensate") else ()
-        names = [*grads, "eye"] if gradient else []
+        blocks = self.sets[index]
+        noisy = blocks[0].noise is not None
+        top = 1.0 + eta + (nu * max(float(np.max(block.noise, initial=0.0)) for block in blocks) if noisy else 0.0)
+        shifts = dense_shifts(top) if self.on_failure in ("shift", "compensate") else ()
+        names = ([*grads, "eye"] + (["noise"] if noisy else [])) if gradient else []
         logdet = quadratic = 0.0
         quad, trace = dict.fromkeys(names, 0.0), dict.fromkeys(names, 0.0)
         for block, start, stop in zip(self.sets[index], offsets, offsets[1:]):
             n = block.sites.size
             R = NUMPY.squareform(values[start:stop], n, 1.0)
             dR = {name: NUMPY.squareform(g[start:stop], n, 0.0) for name, g in grads.items()} if gradient else None
-            part = block.terms(R, dR, eta, shifts)
+            part = block.terms(R, dR, eta, shifts, nu)
             logdet += part[0]
             quadratic += part[1]
             for name in names:
@@ -237,6 +253,8 @@ class VecchiaBlock:
         Their coordinates.
     y : ndarray of shape (sites.size, r)
         The residuals on `sites` (NaN where not observed).
+    noise : ndarray of shape (sites.size,), optional
+        The known noise variances of `sites`.
 
     Attributes
     ----------
@@ -245,8 +263,8 @@ class VecchiaBlock:
         Observed values on the block's own sites.
     """
 
-    def __init__(self, sites, conditioning, coords, y):
-        self.sites, self.conditioning, self.coords = sites, conditioning, coords
+    def __init__(self, sites, conditioning, coords, y, noise=None):
+        self.sites, self.conditioning, self.coords, self.noise = sites, conditioning, coords, noise
         observed = ~np.all(np.isnan(y), axis=0)
         self._groups = group_by_pattern(y[:, observed], np.zeros((sites.size, 0)))
         # How many of each group's observed sites condition it: they come first.
@@ -254,10 +272,11 @@ class VecchiaBlock:
                          for g in self._groups]
         self.n_obs = sum(g.r * (g.y.shape[0] - m) for g, m in zip(self._groups, self._leading))
 
-    def terms(self, R, dR, eta, shifts):
+    def terms(self, R, dR, eta, shifts, nu=0.0):
         """``(log det, quadratic, quad, trace)`` of the block given its conditioning sites
-        (module docstring), ``quad`` and ``trace`` for each ``dR`` and ``"eye"`` when `dR`
-        is given (``None`` for no gradient; an empty dict for none but the nugget ratio's).
+        (module docstring), ``quad`` and ``trace`` for each ``dR``, ``"eye"`` and, with
+        known noise, ``"noise"`` when `dR` is given (``None`` for no gradient; an empty dict
+        for none but the diagonal ones), for ``K = R + eta I + nu V``.
 
         `R` (the correlation on :attr:`sites`) is overwritten; `dR` must have a zero
         diagonal (a correlation's derivative) and is only read.
@@ -269,7 +288,8 @@ class VecchiaBlock:
                 K = R
             else:
                 K = R[np.ix_(g.sites, g.sites)]
-            K[np.diag_indices_from(K)] += eta
+            noise = None if self.noise is None else self.noise if g.sites is None else self.noise[g.sites]
+            K[np.diag_indices_from(K)] += eta if noise is None else eta + nu * noise
             L = DenseCholesky(K, NUMPY, overwrite=True, shifts=shifts).L
             w = solve_triangular(L, g.y, lower=True, check_finite=False)
             logdet += 2.0 * g.r * float(np.sum(np.log(np.diagonal(L)[m:])))
@@ -292,6 +312,12 @@ class VecchiaBlock:
                                                                        - np.einsum("ij,ij->", W_c, D_c))
             quad["eye"] = quad.get("eye", 0.0) + float(np.sum(alpha**2) - np.sum(alpha_c**2))
             trace["eye"] = trace.get("eye", 0.0) + g.r * float(np.sum(X * X) - np.sum(X[:m, :m] ** 2))
+            if noise is not None:
+                # diag(K^{-1}) = column sums of X * X (K^{-1} = X^T X), and of the leading block for K_cc
+                quad["noise"] = quad.get("noise", 0.0) + float(np.sum(noise[:, None] * alpha**2)
+                                                               - np.sum(noise[:m, None] * alpha_c**2))
+                trace["noise"] = trace.get("noise", 0.0) + g.r * float(
+                    np.sum(noise * np.sum(X * X, axis=0)) - np.sum(noise[:m] * np.sum(X[:m, :m] ** 2, axis=0)))
         return logdet, quadratic, quad, trace
 
 

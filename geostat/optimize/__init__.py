@@ -17,16 +17,20 @@ progress
 scaling
     :class:`DataScale`: fitting in units in which the data variance is near one.
 intervals
-    :func:`confidence_intervals` (Wald, log-Wald, profile likelihood) and
-    :func:`profile_loglik` of a fitted estimator.
+    :func:`confidence_intervals` (Wald, log-Wald, profile likelihood; one-sided for an
+    estimate on a bound) and :func:`profile_loglik` of a fitted estimator.
+identification
+    :func:`weakly_identified` parameters of a fit, with reasons and remedies, and
+    :func:`identification_of` a fitted estimator.
 model_choice
     :func:`likelihood_ratio_test` of nested fitted models (information criteria are the
     estimator's ``aic_`` and ``bic_``).
 """
 
+from geostat.optimize.identification import identification_of, weakly_identified
 from geostat.optimize.intervals import confidence_intervals, profile_loglik
 from geostat.optimize.search import MLEResult, maximize_likelihood, standard_errors
 from geostat.optimize.space import ParameterSpace
 
-__all__ = ["MLEResult", "ParameterSpace", "confidence_intervals", "maximize_likelihood", "profile_loglik",
-           "standard_errors"]
+__all__ = ["MLEResult", "ParameterSpace", "confidence_intervals", "identification_of", "maximize_likelihood",
+           "profile_loglik", "standard_errors", "weakly_identified"]

@@ -43,8 +43,40 @@ bracket grown outward from the estimate: the first trial is at the
 log-Wald endpoint, each next one where :math:`r` extrapolated linearly reaches
 :math:`z_\chi` (times :data:`OVERSHOOT`). A bound of the fit's parameter space reached
 with :math:`r \le z_\chi` is the endpoint and the interval is flagged open there
-(``at_bound``); a nugget interval that contains 0 (in particular when the estimate is 0)
-has lower endpoint 0, flagged the same way.
+(``at_bound``); a nugget interval that contains 0 has lower endpoint 0, flagged the same
+way.
+
+Estimates on a bound
+--------------------
+An estimate on a bound of the parameter space (:func:`estimate_at_bound`: a nugget of 0
+or at its floor, where the nugget-to-variance ratio reaches ``RATIO_FLOOR``; a parameter
+in ``result_.at_bounds``, such as an anisotropy ratio of 1 or a separability of 0 or 1,
+the model edges of :data:`geostat.optimize.search.MODEL_EDGES`, or a range on its search
+bound) gets a one-sided interval, flagged in the column ``one_sided``: the end on the
+bound's side is the bound (0 for a nugget), the other end solves
+
+.. math:: 2\bigl(\hat\ell - \ell_p(\theta)\bigr) = \chi^2_1(1 - 2\alpha),
+
+the :math:`1 - \alpha` quantile of the likelihood-ratio statistic when the true value is
+on the boundary, the 50:50 mixture :math:`\tfrac12\chi^2_0 + \tfrac12\chi^2_1`
+(chi-bar-squared; Self and Liang 1987): :math:`P(D > c) = \tfrac12 P(\chi^2_1 > c)
+= \alpha`. Its square root, :math:`z_{1-\alpha} = \Phi^{-1}(\text{level})`, is the
+one-sided normal quantile, so the end is also the one-sided signed-root bound. At level
+0.95 the deviance at the end is 2.706, not 3.841.
+
+A Wald or log-Wald interval of such an estimate (its standard error describes no
+symmetric spread there) is the one-sided profile interval when one at that level was
+already computed for the fit, otherwise the bound and
+:math:`\hat\theta \pm z_{1-\alpha}\,\mathrm{se}(\hat\theta)` on the other side
+(``exp(log estimate -/+ z_{1-alpha} se / estimate)`` for log-Wald of a positive
+estimate), kept within the box, or the other end of the box where the standard error is
+not finite. No end is NaN.
+
+References
+----------
+Self, S. G. and Liang, K.-Y. (1987). Asymptotic properties of maximum likelihood
+estimators and likelihood ratio tests under nonstandard conditions. *Journal of the
+American Statistical Association* 82(398), 605-610.
 """
 
 from __future__ import annotations
@@ -61,15 +93,19 @@ from scipy import optimize, stats
 from sklearn.utils.validation import check_is_fitted
 
 from geostat.checks import check_choice, check_mapping
+from geostat.kernels.models import axis_spans
 from geostat.optimize.objective import Objective
 from geostat.optimize.scaling import VARIANCE_LIKE, residual_variance
 from geostat.optimize.search import ZERO_NUGGET_TRIAL, local_maximize, natural_estimate
 from geostat.optimize.space import ParameterSpace
 
-__all__ = ["METHODS", "confidence_intervals", "profile_loglik", "ProfileLikelihood"]
+__all__ = ["METHODS", "ONE_SIDED", "ProfileLikelihood", "confidence_intervals", "estimate_at_bound",
+           "one_sided_critical", "parameter_bounds", "profile_loglik"]
 
 #: Interval constructions of :func:`confidence_intervals`.
 METHODS = ("profile", "wald", "log-wald")
+#: What the ``one_sided`` column of :func:`confidence_intervals` flags.
+ONE_SIDED = "one-sided (estimate at bound)"
 #: Endpoints are located to this absolute tolerance in ``log theta`` (relative in theta),
 LOG_XTOL = 1e-4
 #: or where the signed root of the deviance is this close to its critical value (at 95 %:
@@ -133,15 +169,19 @@ def confidence_intervals(
         Confidence level, in (0, 1).
     method : {"profile", "wald", "log-wald"}, default "profile"
         See the module docstring: profile likelihood, :math:`\\hat\\theta \\pm z\\,\\mathrm{se}`,
-        or :math:`\\exp(\\log\\hat\\theta \\pm z\\,\\mathrm{se} / \\hat\\theta)`.
+        or :math:`\\exp(\\log\\hat\\theta \\pm z\\,\\mathrm{se} / \\hat\\theta)`; for an
+        estimate on a bound, the one-sided interval of the module docstring.
 
     Returns
     -------
     pandas.DataFrame
         Indexed by parameter name (the estimated ones: variance, range, free shape
-        parameters, nugget), columns ``estimate``, ``lower``, ``upper`` and, for
-        ``"profile"``, ``at_bound`` (True when an endpoint is a bound of the parameter
-        space, so the interval is open there). ``attrs`` holds ``level`` and ``method``.
+        parameters, nugget), columns ``estimate``, ``lower``, ``upper``, for
+        ``"profile"`` ``at_bound`` (True when an endpoint is a bound of the parameter
+        space, so the interval is open there), and last ``one_sided`` (True for an
+        estimate on a bound: :data:`ONE_SIDED`, the end on that side is the bound and the
+        other comes from the one-sided test). No end is NaN. ``attrs`` holds ``level``
+        and ``method``.
 
     Raises
     ------
@@ -155,7 +195,7 @@ def confidence_intervals(
     method = check_choice(method, "method", METHODS)
     names = list(estimator.result_.estimated)
     estimate = np.array([estimator.params_[n] for n in names], dtype=float)
-    z = stats.norm.ppf(0.5 + level / 2)
+    sides = estimate_at_bound(estimator)
     frame = pd.DataFrame({"estimate": estimate}, index=pd.Index(names, name="parameter"))
     if method == "profile":
         profile = ProfileLikelihood.of(estimator)
@@ -165,8 +205,18 @@ def confidence_intervals(
         frame["at_bound"] = [r[2] for r in rows]
     else:
         stderr = np.array([estimator.stderr_[n] for n in names], dtype=float)
-        frame["lower"], frame["upper"] = (wald(estimate, stderr, z) if method == "wald"
-                                          else log_wald(estimate, stderr, z))
+        z = stats.norm.ppf(0.5 + level / 2)
+        lower, upper = wald(estimate, stderr, z) if method == "wald" else log_wald(estimate, stderr, z)
+        if sides:
+            bounds = parameter_bounds(estimator)
+            kept = ProfileLikelihood.kept(estimator)
+            for name, side in sides.items():
+                i = names.index(name)
+                known = None if kept is None else kept.intervals.get((name, level))
+                lower[i], upper[i] = known[:2] if known is not None else one_sided_wald(
+                    estimate[i], stderr[i], level, bounds[name], side, logarithmic=method == "log-wald")
+        frame["lower"], frame["upper"] = lower, upper
+    frame["one_sided"] = [name in sides for name in names]
     frame.attrs.update(level=level, method=method)
     return frame
 
@@ -177,13 +227,149 @@ def wald(estimate, stderr, z):
 
 
 def log_wald(estimate, stderr, z):
-    """``exp(log estimate -/+ z stderr / estimate)``; ``(0, NaN)`` where the estimate is 0."""
+    """``exp(log estimate -/+ z stderr / estimate)``; ``(0, NaN)`` where the estimate is 0
+    (:func:`confidence_intervals` replaces those: such an estimate is on a bound)."""
     positive = estimate > 0
     safe = np.where(positive, estimate, 1.0)
     half = z * stderr / safe
     lower = np.where(positive, safe * np.exp(-half), 0.0)
     upper = np.where(positive, safe * np.exp(half), np.nan)
     return lower, upper
+
+
+def one_sided_critical(level):
+    """The signed root of the deviance at the free end of a one-sided interval.
+
+    The likelihood-ratio statistic of a parameter whose true value is on the boundary
+    is asymptotically the 50:50 mixture :math:`\\tfrac12\\chi^2_0 + \\tfrac12\\chi^2_1`
+    (Self and Liang 1987); its :math:`1 - \\alpha` quantile is :math:`\\chi^2_1(1 - 2\\alpha)`
+    for :math:`\\alpha < 1/2` (0 beyond, the mass of :math:`\\chi^2_0`), whose square root
+    is :math:`\\Phi^{-1}(1 - \\alpha)`.
+
+    Parameters
+    ----------
+    level : float
+        Confidence level :math:`1 - \\alpha`, in (0, 1).
+
+    Returns
+    -------
+    float
+        :math:`\\Phi^{-1}(\\max(\\text{level}, 1/2))`: 1.645 at 0.95 (a deviance of 2.706).
+
+    References
+    ----------
+    Self, S. G. and Liang, K.-Y. (1987). Asymptotic properties of maximum likelihood
+    estimators and likelihood ratio tests under nonstandard conditions. *Journal of the
+    American Statistical Association* 82(398), 605-610.
+    """
+    return float(stats.norm.ppf(max(check_level(level), 0.5)))
+
+
+def one_sided_wald(estimate, stderr, level, bounds, side, logarithmic=False):
+    """``(lower, upper)`` of the one-sided Wald interval of an estimate on a bound.
+
+    The end on `side` (-1: the lower bound, +1: the upper) is that bound; the other is
+    :math:`\\hat\\theta \\mp z_{1-\\alpha}\\,\\mathrm{se}` with
+    :math:`z_{1-\\alpha}` = :func:`one_sided_critical` (`logarithmic`: for a positive
+    estimate :math:`\\hat\\theta \\exp(\\mp z_{1-\\alpha}\\,\\mathrm{se}/\\hat\\theta)`),
+    kept within `bounds` (a separability of 0 with a large standard error gets [0, 1], not
+    an end beyond the model), or the other bound where the standard error is not finite.
+
+    Parameters
+    ----------
+    estimate, stderr : float
+    level : float
+        Confidence level, in (0, 1).
+    bounds : tuple of float
+        ``(low, high)`` of the parameter (:func:`parameter_bounds`).
+    side : {-1, +1}
+    logarithmic : bool, default False
+
+    Returns
+    -------
+    tuple of float
+    """
+    low, high = bounds
+    if not math.isfinite(stderr):
+        return low, high
+    z = one_sided_critical(level)
+    if logarithmic and estimate > 0:
+        other = estimate * math.exp(-side * z * stderr / estimate)
+    else:
+        other = estimate - side * z * stderr
+    other = min(max(other, low), high)
+    return (low, other) if side < 0 else (other, high)
+
+
+def parameter_bounds(estimator):
+    """``{name: (low, high)}`` of the estimated parameters of a fit, in natural units.
+
+    The box the fit searched (:class:`~geostat.optimize.ParameterSpace`), with 0 below a
+    nugget and a quarter turn either side of an anisotropy angle (its axes repeat
+    beyond).
+
+    Parameters
+    ----------
+    estimator : geostat.SpatialGP
+        A fitted estimator.
+
+    Returns
+    -------
+    dict
+    """
+    check_is_fitted(estimator)
+    space, factor = fitted_space(estimator), estimator._scale.factor
+    return {name: _natural_bounds(space, factor, estimator.params_, name) for name in estimator.result_.estimated}
+
+
+def _natural_bounds(space, factor, estimate, name):
+    """:func:`parameter_bounds` of one parameter; `space` in fitting units, `factor` the data scale."""
+    if name == "anisotropy_angle":
+        return estimate[name] - 0.5 * math.pi, estimate[name] + 0.5 * math.pi
+    low, high = space.natural_bounds[name]
+    factor = factor**2 if name in VARIANCE_LIKE else 1.0
+    return (0.0 if name == "nugget" else low * factor), high * factor
+
+
+def estimate_at_bound(estimator):
+    """``{name: side}`` of the estimated parameters on a bound: -1 on the lower, +1 on the upper.
+
+    A nugget of 0, or one in ``result_.at_bounds`` (on its floor, or below
+    ``NUMERICAL_ZERO`` times the variance), is on its lower bound 0; another parameter in
+    ``result_.at_bounds`` (a range or a shape parameter on its search bound; the model edges
+    of :data:`geostat.optimize.search.MODEL_EDGES`, e.g. an anisotropy ratio of 1) is on
+    the nearer end of its box, on the scale it is searched on. An anisotropy angle is never
+    on a bound: its axes repeat.
+
+    Parameters
+    ----------
+    estimator : geostat.SpatialGP
+        A fitted estimator.
+
+    Returns
+    -------
+    dict
+    """
+    check_is_fitted(estimator)
+    result = estimator.result_
+    named = set(result.at_bounds) | ({"nugget"} if estimator.params_.get("nugget") == 0 else set())
+    named = [n for n in result.estimated if n in named and n != "anisotropy_angle"]
+    if not named:
+        return {}
+    bounds = parameter_bounds(estimator)
+    linear = estimator.kernel_.linear_shape
+    sides = {}
+    for name in named:
+        if name == "nugget":
+            sides[name] = -1
+            continue
+        low, high = bounds[name]
+        value = estimator.params_[name]
+        if name in linear:
+            sides[name] = -1 if abs(value - low) <= abs(high - value) else 1
+        else:
+            sides[name] = -1 if abs(math.log(value / low)) <= abs(math.log(high / value)) else 1
+    return sides
 
 
 def profile_loglik(estimator: Any, parameter: str, values: ArrayLike) -> NDArray[np.float64]:
@@ -256,6 +442,8 @@ def fitted_space(estimator):
         bounds=check_mapping(estimator.bounds, "bounds", "{'range': (1.0, 500.0)}"),
         max_distance=likelihood.max_distance,
         data_variance=residual_variance(likelihood.y, likelihood.design) * scale.factor**2,
+        spans=axis_spans(estimator.kernel_, likelihood.coords),
+        known_noise=likelihood.noise is not None,
     )
     return scale.space_to_unit(natural)
 
@@ -307,6 +495,10 @@ class ProfileLikelihood:
         self.estimate = dict(estimator.params_)
         self.stderr = dict(estimator.stderr_)
         self.loglik = self._maximum(estimator)
+        #: ``{name: side}`` of the estimates on a bound (:func:`estimate_at_bound`).
+        self.sides = estimate_at_bound(estimator)
+        #: ``{(name, level): (lower, upper, at_bound)}`` of the intervals computed.
+        self.intervals = {}
         seed = estimator.random_state if isinstance(estimator.random_state, (int, np.integer)) else 0
         self.rng = np.random.default_rng(int(seed))
         unit = self.scale.params_to_unit(self.estimate)
@@ -335,6 +527,13 @@ class ProfileLikelihood:
         if "profile" not in kept:
             kept["profile"] = cls(estimator)
         return kept["profile"]
+
+    @classmethod
+    def kept(cls, estimator):
+        """The profile likelihood kept with `estimator`'s fit (:meth:`of`), or None when
+        no interval or profile was asked for since the fit."""
+        check_is_fitted(estimator)
+        return estimator._fitted_solvers().profile.get("profile")
 
     def _maximum(self, estimator):
         """The maximum the profile is compared with: ``loglik_``, or for TLR the value at
@@ -459,20 +658,30 @@ class ProfileLikelihood:
     def bounds(self, name):
         """``(low, high)`` of a parameter in natural units: the fit's box, 0 below a nugget,
         a quarter turn either side of an anisotropy angle (its axes repeat beyond)."""
-        if name == "anisotropy_angle":
-            return self.estimate[name] - 0.5 * math.pi, self.estimate[name] + 0.5 * math.pi
-        low, high = self.space.natural_bounds[name]
-        factor = self.scale.factor**2 if name in VARIANCE_LIKE else 1.0
-        return (0.0 if name == "nugget" else low * factor), high * factor
+        return _natural_bounds(self.space, self.scale.factor, self.estimate, name)
 
     def nugget_floor(self):
         """The smallest positive nugget the fit searches (natural units)."""
         return self.space.natural_bounds["nugget"][0] * self.scale.factor**2
 
     def interval(self, name, level):
-        """``(lower, upper, at_bound)`` of the profile interval of `name` at `level`."""
+        """``(lower, upper, at_bound)`` of the profile interval of `name` at `level`.
+
+        Two-sided, :math:`2(\\hat\\ell - \\ell_p) \\le \\chi^2_1(\\text{level})`; for an
+        estimate on a bound (:attr:`sides`) one-sided: that bound, and on the other side
+        the end where the deviance is :math:`\\chi^2_1(2\\,\\text{level} - 1)`
+        (:func:`one_sided_critical`). Computed once per `name` and `level`.
+        """
         self.check_parameter(name)
-        critical = math.sqrt(stats.chi2.ppf(check_level(level), 1))
+        level = check_level(level)
+        if (name, level) not in self.intervals:
+            self.intervals[name, level] = self._interval(name, level)
+        return self.intervals[name, level]
+
+    def _interval(self, name, level):
+        """:meth:`interval`, computed."""
+        side = self.sides.get(name)
+        critical = math.sqrt(stats.chi2.ppf(level, 1)) if side is None else one_sided_critical(level)
 
         def excess(value):
             # The signed root of the deviance is nearly linear in log theta: Brent's
@@ -483,6 +692,12 @@ class ProfileLikelihood:
                 return -critical
             return critical - math.sqrt(max(2.0 * (self.loglik - loglik), 0.0))
 
+        if side is not None:
+            low, high = self.bounds(name)
+            if critical == 0:  # a level of at most 1/2: the estimate itself
+                return (low, self.estimate[name], True) if side < 0 else (self.estimate[name], high, True)
+            other, _ = self._endpoint(name, excess, critical, -side, level)
+            return (low, other, True) if side < 0 else (other, high, True)
         lower, lower_open = self._endpoint(name, excess, critical, -1, level)
         upper, upper_open = self._endpoint(name, excess, critical, +1, level)
         return lower, upper, bool(lower_open or upper_open)

@@ -214,8 +214,9 @@ def _check_model(model, argname):
 
 
 def _check_same_data(small, big):
-    """ValueError unless both models were fitted on the same data, trend, likelihood
-    (``reml``) and distance; a replicate model against a space-time one is named as such."""
+    """ValueError unless both models were fitted on the same data (with the same known
+    noise variances), trend, likelihood (``reml``) and distance; a replicate model against
+    a space-time one is named as such."""
     if small.kernel_.time_axis != big.kernel_.time_axis:
         which = "small" if big.kernel_.time_axis else "big"
         raise ValueError(
@@ -228,6 +229,10 @@ def _check_same_data(small, big):
     if not (a.coords.shape == b.coords.shape and np.array_equal(a.coords, b.coords) and same_y):
         raise ValueError("small and big were fitted on different data (sites, coordinates or observations); fit both "
                          "on the same X and y.")
+    noise_a, noise_b = small.noise_variance_, big.noise_variance_  # in the units of y^2: exact (powers of two)
+    if (noise_a is None) != (noise_b is None) or noise_a is not None and not np.array_equal(noise_a, noise_b):
+        raise ValueError("small and big were fitted with different known noise variances (noise_variance), so their "
+                         "likelihoods are of different models of the errors; fit both with the same noise_variance.")
     if not (a.design.shape == b.design.shape and np.array_equal(a.design, b.design)):
         raise ValueError("small and big have different trends (trend designs); the test compares covariance models, "
                          "so fit both with the same trend.")

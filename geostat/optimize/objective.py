@@ -37,11 +37,10 @@ class Objective:
         space = self.space
         other = {} if accuracy is None else {"accuracy": accuracy}
         free = space.to_natural(np.asarray(z, dtype=float))
-        theta = space.theta(free)
+        theta, eta, noise_ratio = space.point(free)
         self.n_evaluations += 1
         try:
             if space.profiled:
-                eta = free.get("ratio", 0.0)
                 terms = self.likelihood.terms(theta, eta, gradient, **other)
                 value = terms.profiled_value()
                 if gradient:
@@ -50,8 +49,7 @@ class Objective:
                     grad = np.array([g[keys[n]] for n in space.names])
             else:
                 params = space.natural(free)
-                eta = params["nugget"] / params["variance"]
-                terms = self.likelihood.terms(theta, eta, gradient, **other)
+                terms = self.likelihood.terms(theta, eta, gradient, noise_ratio=noise_ratio, **other)
                 value = terms.full_value(params["variance"])
                 if gradient:
                     g = terms.full_gradient(params["variance"], eta, space.names)

@@ -16,12 +16,31 @@ is shown:
   estimate of how many it will need (:meth:`Progress.probes`), from which the remaining
   time is estimated.
 
-:class:`Progress` itself shows nothing (the null display, also the current one outside a
-fit); it logs each evaluation at DEBUG (at INFO with ``verbose=2``) and each new stage at
-INFO. :class:`ProgressBar` adds a tqdm counter on standard error::
+What is counted
+---------------
+Evaluations are counted in two kinds, the same two that the fit reports:
 
-    geostat fit (full data): 23 evaluations [00:41, loglik -1391.221, best -1389.207]
-    geostat fit (standard errors): 31 evaluations [01:02, probes 32 of ~80, ~00:25 left]
+* **full-data evaluations** (:attr:`Progress.n_evaluations`): evaluations of the
+  likelihood of all the data (stage ``"full data"``): for an exact fit the objective's
+  evaluations, for a TLR fit its full-data factorizations (those of the objective's
+  evaluations that built a new factor, and those outside the objective: the trial of a
+  zero nugget, the probes of the Fisher information at a new point, the accuracy check
+  of the reported log-likelihood), as ``n_evaluations_``
+  (:attr:`geostat.optimize.MLEResult.n_evaluations`) counts them. While the fit runs
+  the display counts the objective's evaluations; :meth:`Progress.finish` sets the
+  count the fit reports, so the display ends at ``n_evaluations_``;
+* **subsample evaluations** (:attr:`Progress.n_subsample_evaluations`): the pilot
+  subsample, the polish subsample and the block Vecchia likelihood
+  (:data:`SUBSAMPLE_STAGES`), which ``result_.n_pilot_evaluations`` counts.
+
+:class:`Progress` itself shows nothing (the null display, also the current one outside a
+fit); it logs each evaluation at DEBUG (at INFO with ``verbose=2``), numbered within its
+kind, and each new stage at INFO. :class:`ProgressBar` adds a tqdm counter on standard
+error::
+
+    geostat fit (pilot subsample): 0 full-data evaluations + 54 on subsamples [00:01, loglik -57.61]
+    geostat fit (full data): 14 full-data evaluations + 77 on subsamples [00:05, loglik 226.0584 (best)]
+    geostat fit (done): 21 full-data evaluations + 77 on subsamples [00:07, loglik 226.1159]
 
 The optimizer's number of evaluations is not known in advance, so it is a count, not a
 percentage. TLR builds and factorizations inside the fit show their own tile-column
@@ -44,6 +63,7 @@ from geostat.solvers import tile_progress
 
 __all__ = [
     "DELAY",
+    "SUBSAMPLE_STAGES",
     "Progress",
     "ProgressBar",
     "TqdmHandler",
@@ -59,6 +79,8 @@ logger = logging.getLogger(__name__)
 
 #: Seconds of work after which the automatic display (``verbose=None``) appears.
 DELAY = 2.0
+#: Stages whose evaluations are of a subsample or an approximation, counted apart.
+SUBSAMPLE_STAGES = ("pilot subsample", "polish subsample", "block Vecchia")
 #: The loggers of the two packages (their children inherit handlers and levels).
 PACKAGE_LOGGERS = ("geostat", "tlrcore")
 
@@ -106,8 +128,11 @@ def shows_tile_progress(verbose, stream=None):
 class Progress:
     """The progress of one fit, shown nowhere (the null display).
 
-    Counts evaluations, tracks the stage and the current and best log-likelihood of the
-    stage, and logs: each new stage at `stage_level`, each evaluation at `level`.
+    Counts evaluations in two kinds (see the module docstring): full-data ones in
+    :attr:`n_evaluations`, those of the stages :data:`SUBSAMPLE_STAGES` in
+    :attr:`n_subsample_evaluations`. Tracks the stage and the current and best
+    log-likelihood of the stage, and logs: each new stage at `stage_level`, each
+    evaluation at `level`.
 
     Parameters
     ----------
@@ -126,7 +151,10 @@ class Progress:
         self.log_scale = math.log(scale)
         self.variance_factor = scale * scale
         self.level, self.stage_level = level, stage_level
+        #: Full-data evaluations (stage ``"full data"``, or any stage not of :data:`SUBSAMPLE_STAGES`).
         self.n_evaluations = 0
+        #: Evaluations of the stages :data:`SUBSAMPLE_STAGES`.
+        self.n_subsample_evaluations = 0
         self.n_failures = 0
         self.stage_name = None
         self.current = self.best = math.nan
@@ -142,12 +170,20 @@ class Progress:
         self.probes_done = self.probes_total = 0
         self.stage_start = time.perf_counter()
         if logger.isEnabledFor(self.stage_level):
-            logger.log(self.stage_level, "%s: stage %s, after %d evaluations (%.1f s)", self.name, name,
-                       self.n_evaluations, self.stage_start - self.start)
+            logger.log(self.stage_level, "%s: stage %s, after %s (%.1f s)", self.name, name, self.counts(),
+                       self.stage_start - self.start)
         self._show(force=True)
 
+    def counts(self):
+        """The two counts in words: ``"21 full-data evaluations + 77 on subsamples"`` (the
+        second part only when there are subsample evaluations)."""
+        text = f"{self.n_evaluations} full-data evaluations"
+        return text + (f" + {self.n_subsample_evaluations} on subsamples" if self.n_subsample_evaluations else "")
+
     def evaluation(self, stage, loglik, n_eff, free=None):
-        """Count one likelihood evaluation of stage `stage`.
+        """Count one likelihood evaluation of stage `stage`: in
+        :attr:`n_subsample_evaluations` for a stage of :data:`SUBSAMPLE_STAGES`, else in
+        :attr:`n_evaluations`.
 
         Parameters
         ----------
@@ -160,7 +196,12 @@ class Progress:
             The free parameters evaluated (fitting units), for the log record.
         """
         self.stage(stage)
-        self.n_evaluations += 1
+        if stage in SUBSAMPLE_STAGES:
+            self.n_subsample_evaluations += 1
+            number = self.n_subsample_evaluations
+        else:
+            self.n_evaluations += 1
+            number = self.n_evaluations
         value = float(loglik) - n_eff * self.log_scale
         if math.isfinite(value):
             self.current = value
@@ -170,7 +211,7 @@ class Progress:
             self.n_failures += 1
             self.current = math.nan
         if logger.isEnabledFor(self.level):
-            logger.log(self.level, "evaluation %d (%s): %s -> loglik %s", self.n_evaluations, stage,
+            logger.log(self.level, "evaluation %d (%s): %s -> loglik %s", number, stage,
                        self._format_free(free), f"{value:.10g}" if math.isfinite(value) else "failed (not positive "
                        "definite)")
         self._show()
@@ -188,8 +229,12 @@ class Progress:
         elapsed = time.perf_counter() - self.stage_start
         return elapsed / self.probes_done * (self.probes_total - self.probes_done)
 
-    def finish(self, loglik):
-        """The fit is done with maximized log-likelihood `loglik` (units of ``y``)."""
+    def finish(self, loglik, n_evaluations=None):
+        """The fit is done with maximized log-likelihood `loglik` (units of ``y``) after
+        `n_evaluations` full-data evaluations as the fit counts them (the display's own
+        count when None)."""
+        if n_evaluations is not None:
+            self.n_evaluations = int(n_evaluations)
         self.stage_name = "done"
         self.current = self.best = float(loglik)
         self.probes_done = self.probes_total = 0
@@ -245,14 +290,17 @@ class ProgressBar(Progress):
         terminal = shows_progress(None, file)
         self._bar = tqdm(total=None, desc=self.name, file=file, delay=delay, leave=True,
                          mininterval=0.5 if terminal else 5.0, **_width(file, terminal),
-                         bar_format="{desc}: {n_fmt} evaluations [{elapsed}{postfix}]")
+                         bar_format="{desc} [{elapsed}{postfix}]")
 
     def _show(self, force=False):
+        # The counts are in the description; tqdm's own count, of both kinds, paces the redraws.
         bar = self._bar
-        bar.set_description_str(f"{self.name} ({self.stage_name})" if self.stage_name else self.name, refresh=False)
+        name = f"{self.name} ({self.stage_name})" if self.stage_name else self.name
+        bar.set_description_str(f"{name}: {self.counts()}", refresh=False)
         bar.set_postfix_str(self.status(), refresh=False)
-        if self.n_evaluations > bar.n:
-            bar.update(self.n_evaluations - bar.n)  # tqdm shows it when due
+        total = self.n_evaluations + self.n_subsample_evaluations
+        if total > bar.n:
+            bar.update(total - bar.n)  # tqdm shows it when due
         if force and time.perf_counter() - self.start >= self.delay:
             bar.refresh()
 

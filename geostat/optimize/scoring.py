@@ -188,27 +188,27 @@ class ScoringReport:
         return float((np.sqrt(self.gain_left) + np.sqrt(self.loss_quantile)) ** 2)
 
 
-def _theta_eta(space, z):
-    """Free values, correlation parameters, nugget ratio and natural parameters at `z`
-    (the variance of a profiled space is left to the caller)."""
+def _point(space, z):
+    """Free values, correlation parameters, nugget ratio and noise ratio (None without
+    known noise) at `z` (:meth:`~geostat.optimize.ParameterSpace.point`)."""
     free = space.to_natural(np.asarray(z, dtype=float))
-    theta = space.theta(free)
-    if space.profiled:
-        return free, theta, free.get("ratio", 0.0)
-    params = space.natural(free)
-    return free, theta, params["nugget"] / params["variance"]
+    return (free, *space.point(free))
 
 
 def _rows(names, derivative_names, variance, eta):
-    """``M`` with ``dC_a = variance * sum_j M_aj D_j`` over ``D = (K, I, dR/dtheta...)``.
+    """``M`` with ``dC_a = variance * sum_j M_aj D_j`` over ``D = (K, I, V, dR/dtheta...)``
+    (`derivative_names`; ``V``, the known noise, only where it has ``"noise"``).
 
-    ``"variance"`` and ``"nugget"`` are those of ``C = variance R + nugget I``;
-    ``"scale"`` and ``"ratio"`` those of ``C = scale (R + ratio I)``.
+    ``"variance"`` and ``"nugget"`` are those of ``C = variance R + nugget I + V``, with
+    ``R = K - eta I - V / variance``; ``"scale"`` and ``"ratio"`` those of
+    ``C = scale (R + ratio I)``.
     """
     M = np.zeros((len(names), len(derivative_names)))
     for a, name in enumerate(names):
         if name == "variance":
             M[a, :2] = 1.0 / variance, -eta / variance
+            if "noise" in derivative_names:
+                M[a, derivative_names.index("noise")] = -1.0 / variance**2
         elif name == "nugget":
             M[a, 1] = 1.0 / variance
         elif name == "scale":
@@ -240,7 +240,7 @@ def score_and_information(space, z, terms, traces):
     covariance : ndarray of shape (p, p)
         Monte Carlo covariance of `score`, from the spread of the per-probe scores.
     """
-    free, _, eta = _theta_eta(space, z)
+    free, _, eta, _ = _point(space, z)
     variance = terms.quadratic / terms.n_eff if space.profiled else space.natural(free)["variance"]
     names = (["scale"] if space.profiled else []) + list(space.names)
     M = _rows(names, traces.names, variance, eta)
@@ -331,8 +331,8 @@ class _Probed:
         :data:`MAX_PROBES`; their products (the information's) only while its relative
         Monte Carlo error exceeds :data:`INFORMATION_RTOL`.
         """
-        values, theta, eta = _theta_eta(self.space, z)
-        terms, blocks = self.likelihood.probe_traces(theta, eta, self.random_state)
+        values, theta, eta, noise_ratio = _point(self.space, z)
+        terms, blocks = self.likelihood.probe_traces(theta, eta, self.random_state, noise_ratio=noise_ratio)
         params = _natural_params(self.space, values, terms)
         traces = next(blocks)
         while True:
@@ -600,7 +600,7 @@ def _report(space, z, terms, traces, metrics, covariance, loss, free):
     loss's quantile over the `free` coordinates (the larger for the `metrics`, the
     curvature and the expected information, as :func:`_projected_step`), for the report
     (`metrics` and `covariance` in the optimizer's coordinates)."""
-    params = _natural_params(space, _theta_eta(space, z)[0], terms)
+    params = _natural_params(space, _point(space, z)[0], terms)
     info, error = natural_information(space, params, traces)
     pair = np.ix_(free, free)
     quantile = max(monte_carlo_loss_quantile(metric[pair], covariance[pair]) for metric in metrics) if free.any() else 0.0

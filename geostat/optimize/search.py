@@ -5,8 +5,8 @@ Strategy
 1. **Parameter space.** The optimizer works on an unconstrained-ish vector ``z`` with box
    bounds: ``log range``, ``log smoothness`` (power on its natural scale), and either the
    log nugget-to-variance ratio with the variance profiled out (the default), or, when the
-   variance or a non-zero nugget is held fixed or either is bounded, ``log variance`` and
-   ``log nugget``.
+   variance or a non-zero nugget is held fixed or either is bounded, or the data have
+   known noise variances, ``log variance`` and ``log nugget``.
 2. **Starting values.** A coarse grid over range (fractions of the largest site
    separation), nugget ratio and shape is scored on a pilot subsample of at most
    ``pilot_size`` sites; the best few grid points start L-BFGS-B runs on the pilot; the
@@ -577,15 +577,15 @@ def natural_estimate(likelihood, space, z, zero_trial=True):
     singular (or the nugget has a lower bound of the user's).
     """
     free = space.to_natural(z)
-    theta = space.theta(free)
 
     def evaluate(values):
+        theta, eta, noise_ratio = space.point(values)
         if space.profiled:
-            terms = likelihood.terms(theta, values.get("ratio", 0.0))
+            terms = likelihood.terms(theta, eta)
             params = space.natural(values, profiled_variance=terms.quadratic / terms.n_eff)
         else:
             params = space.natural(values)
-            terms = likelihood.terms(theta, params["nugget"] / params["variance"])
+            terms = likelihood.terms(theta, eta, noise_ratio=noise_ratio)
         return params, float(terms.full_value(params["variance"]))
 
     params, loglik = evaluate(free)

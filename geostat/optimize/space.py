@@ -5,7 +5,10 @@ the log of each shape parameter (those of :attr:`~geostat.kernels.Kernel.linear_
 such as the power, an anisotropy angle and the space-time separability, on their natural
 scale), and either the log nugget-to-variance
 ratio with the variance profiled out (the default), or, when the variance or a non-zero
-nugget is held fixed or either is bounded, ``log variance`` and ``log nugget``.
+nugget is held fixed or either is bounded, or the data have known noise variances,
+``log variance`` and ``log nugget``. With known noise ``V`` the correlation matrix
+``K = C / variance = R + eta I + V / variance`` depends on the variance, so the variance
+cannot be profiled out.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ class ParameterSpace:
         Extent of the coordinate axis of each of the kernel's
         :attr:`~geostat.kernels.Kernel.spanned` parameters (a time range's time span);
         scales their default bounds as ``max_distance`` scales the range's.
+    known_noise : bool, default False
+        Whether the likelihood has known noise variances on the diagonal: the variance is
+        then a coordinate (never profiled), and :meth:`point` gives the noise ratio.
     """
 
     kernel: object
@@ -52,6 +58,7 @@ class ParameterSpace:
     max_distance: float = 1.0
     data_variance: float = 1.0
     spans: dict = field(default_factory=dict)
+    known_noise: bool = False
 
     def __post_init__(self):
         for name in self.fixed:
@@ -73,9 +80,11 @@ class ParameterSpace:
             if not estimated.get(name, True):
                 held = "nugget=" + repr(self.nugget) if name == "nugget" else f"fixed[{name!r}]"
                 raise ValueError(f"bounds[{name!r}] is given but {name} is held by {held}; drop one of the two.")
-        # A bound on the variance or the nugget needs both as coordinates of the search.
+        # A bound on the variance or the nugget needs both as coordinates of the search, as
+        # does known noise (K then depends on the variance).
         self.profiled = (
             "variance" not in self.fixed and not self.nugget_value and not {"variance", "nugget"} & set(self.bounds)
+            and not self.known_noise
         )
         span = self.max_distance if self.max_distance > 0 else 1.0
         default = {
@@ -147,6 +156,17 @@ class ParameterSpace:
         theta.update(self.kernel.fixed_shape)
         theta.update({k: free[k] for k in self.kernel.free_shape})
         return dict(self.kernel.wrap(theta))
+
+    def point(self, free):
+        """``(theta, eta, noise_ratio)`` of an evaluation at the free values `free`: the
+        correlation parameters, the nugget ratio and ``1 / variance`` where the space has
+        known noise (None otherwise); a profiled space's ratio is its coordinate."""
+        theta = self.theta(free)
+        if self.profiled:
+            return theta, free.get("ratio", 0.0), None
+        params = self.natural(free)
+        noise_ratio = 1.0 / params["variance"] if self.known_noise else None
+        return theta, params["nugget"] / params["variance"], noise_ratio
 
     def natural(self, free, profiled_variance=None):
         """Full natural parameters from free values (and the profiled variance)."""

@@ -45,7 +45,8 @@ def profile(fitted):
 def test_wald_is_estimate_plus_minus_z_stderr(fitted):
     ci = fitted.confidence_intervals(method="wald")
     assert list(ci.index) == ["variance", "range", "nugget"]
-    assert list(ci.columns) == ["estimate", "lower", "upper"]
+    assert list(ci.columns) == ["estimate", "lower", "upper", "one_sided"]
+    assert not ci["one_sided"].any()
     assert Z == pytest.approx(1.96, abs=1e-4)
     for name, row in ci.iterrows():
         assert row["estimate"] == fitted.params_[name]
@@ -65,8 +66,8 @@ def test_log_wald_is_positive_and_the_delta_method_on_the_log_scale(fitted):
 
 
 def test_profile_endpoints_are_where_the_deviance_is_the_chi2_quantile(fitted, profile):
-    assert list(profile.columns) == ["estimate", "lower", "upper", "at_bound"]
-    assert not profile["at_bound"].any()
+    assert list(profile.columns) == ["estimate", "lower", "upper", "at_bound", "one_sided"]
+    assert not profile["at_bound"].any() and not profile["one_sided"].any()
     for name, row in profile.iterrows():
         assert 0 < row["lower"] < row["estimate"] < row["upper"]
         deviance = 2 * (fitted.loglik_ - profile_loglik(fitted, name, [row["lower"], row["upper"]]))
@@ -136,6 +137,8 @@ def test_a_bound_reached_inside_the_threshold_is_the_endpoint(data):
 
 
 def test_a_nugget_estimated_at_zero_has_lower_endpoint_zero():
+    """Its interval is one-sided: the upper end at the chi-bar-squared quantile
+    chi2_1(0.90) (tests/geostat/test_intervals_at_bound.py tests that rule)."""
     X = np.random.default_rng(1).uniform(size=(160, 2))
     y = gs.simulate(X, {"variance": 1.0, "range": 0.2, "smoothness": 1.5}, random_state=0)
     est = gs.SpatialGP(smoothness=1.5).fit(X, y)
@@ -143,12 +146,13 @@ def test_a_nugget_estimated_at_zero_has_lower_endpoint_zero():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ci = est.confidence_intervals()
-    assert ci.loc["nugget", "lower"] == 0.0 and ci.loc["nugget", "at_bound"]
+    assert ci.loc["nugget", "lower"] == 0.0 and ci.loc["nugget", "at_bound"] and ci.loc["nugget", "one_sided"]
     upper = ci.loc["nugget", "upper"]
     assert upper > 0
-    assert 2 * (est.loglik_ - profile_loglik(est, "nugget", [upper])[0]) == pytest.approx(CHI2, abs=DEVIANCE_TOL)
-    log_wald = est.confidence_intervals(method="log-wald")
-    assert log_wald.loc["nugget", "lower"] == 0.0 and np.isnan(log_wald.loc["nugget", "upper"])
+    deviance = 2 * (est.loglik_ - profile_loglik(est, "nugget", [upper])[0])
+    assert deviance == pytest.approx(stats.chi2.ppf(0.90, 1), abs=DEVIANCE_TOL)
+    log_wald = est.confidence_intervals(method="log-wald")  # the profile's, computed above
+    assert (log_wald.loc["nugget", "lower"], log_wald.loc["nugget", "upper"]) == (0.0, upper)
 
 
 def test_tlr_profile_uses_the_tlr_likelihood_and_agrees_with_exact():

@@ -254,3 +254,39 @@ def test_cli_verbose_and_quiet_exclude_each_other(csv, capsys):
     with pytest.raises(SystemExit) as stop:
         cli.main(["fit", csv, "-v", "-q"])
     assert stop.value.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
+def test_the_display_counts_full_data_evaluations_as_the_fit_does_and_subsamples_apart(capsys):
+    """600 sites, more than the pilot subsample's 500: the display ends at the fit's
+    ``n_evaluations_`` full-data evaluations, plus its pilot evaluations labelled apart."""
+    rng = np.random.default_rng(4)
+    X = rng.uniform(size=(600, 2))
+    y = gs.simulate(X, {"variance": 1.0, "range": 0.2, "nugget": 0.1}, kernel="exponential", random_state=1)
+    est = gs.SpatialGP(**SETTINGS, verbose=1).fit(X, y)
+    final = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert est.result_.n_pilot_evaluations > 0
+    expected = (f"geostat fit (done): {est.n_evaluations_} full-data evaluations "
+                f"+ {est.result_.n_pilot_evaluations} on subsamples [")
+    assert final.startswith(expected), final
+
+
+def test_subsample_stages_are_counted_and_numbered_apart(caplog):
+    caplog.set_level(logging.DEBUG, logger="geostat")
+    progress = Progress()
+    for stage in ("pilot subsample", "pilot subsample", "full data", "block Vecchia", "full data"):
+        progress.evaluation(stage, -1.0, 1)
+    assert progress.n_evaluations == 2 and progress.n_subsample_evaluations == 3
+    assert progress.counts() == "2 full-data evaluations + 3 on subsamples"
+    numbered = [r.getMessage().split(":")[0] for r in caplog.records if r.getMessage().startswith("evaluation ")]
+    assert numbered == ["evaluation 1 (pilot subsample)", "evaluation 2 (pilot subsample)",
+                        "evaluation 1 (full data)", "evaluation 3 (block Vecchia)", "evaluation 2 (full data)"]
+    assert Progress().counts() == "0 full-data evaluations"
+
+
+def test_cli_display_and_summary_give_one_count(csv, capsys):
+    assert cli.main(["fit", csv, "--value", "z", "--kernel", "exponential", "-v"]) == 0
+    captured = capsys.readouterr()
+    final = captured.err.replace("\r", "\n").strip().splitlines()
+    shown = next(line for line in reversed(final) if "(done): " in line)
+    count = int(shown.split("(done): ")[1].split()[0])
+    assert f"   full-data evaluations {count}\n" in captured.out  # 200 sites: no pilot subsample

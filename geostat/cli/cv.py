@@ -1,0 +1,74 @@
+"""``geostat cv``: cross-validation of a saved model, from the training data its file holds.
+
+A model file keeps the training sites, observations and trend design, so the model is
+cross-validated without the data file: leave-one-out or K-fold at the fitted parameters
+(closed form, :func:`geostat.validation.cross_validate`), or K-fold refitted on each
+training fold (``--refit``). The scores are printed as a table; ``--output`` writes the
+per-observation results to a CSV file, atomically.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from pathlib import Path
+
+from geostat.cli.files import check_outputs, write_predictions
+from geostat.cli.predict import load_model
+from geostat.optimize.intervals import check_level
+from geostat.validation import SCORES, cross_validate
+
+__all__ = ["run_cv", "score_table"]
+
+#: What each score is ideally (a calibrated model), or how it compares, for the table.
+IDEAL = {"crps": "lower is better", "log_score": "lower is better", "rmse": "lower is better",
+         "mae": "lower is better", "standardized_mean": "0", "standardized_std": "1"}
+
+
+def run_cv(args):
+    """``geostat cv``: cross-validate the saved model, write the CSV if asked; return the
+    report (the table of scores, then the file written).
+
+    The output path is checked before the model is read: it may not be the model file,
+    nor an existing file unless ``--force``, and must end in ``.csv``; so are ``--level``
+    and ``--refit`` (which needs K folds).
+    """
+    start = time.perf_counter()
+    check_outputs([("--output", args.output)], [("model file", args.model)], args.force)
+    if args.output and Path(args.output).suffix.lower() != ".csv":
+        raise ValueError(f"--output {args.output}: the per-observation results are a table; give a file name ending "
+                         "in .csv")
+    level = check_level(args.level)  # before any work
+    if args.refit and args.cv == "loo":
+        raise ValueError("--refit refits the model on each training fold of K-fold cross-validation; add --cv K "
+                         "(e.g. --cv 5), or drop --refit for leave-one-out")
+    model = load_model(Path(args.model), args)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = cross_validate(model, cv=args.cv, level=level, refit=args.refit, random_state=args.seed)
+    lines = [score_table(result, args.model, model, time.perf_counter() - start)]
+    lines += [f"warning: {message}" for message in dict.fromkeys(str(w.message) for w in caught)]
+    if args.output:
+        write_predictions(result, Path(args.output), ",")
+        lines.append(f"results of {len(result)} observations written to {args.output}")
+    return "\n".join(lines)
+
+
+def score_table(result, source, model, elapsed):
+    """The report of ``geostat cv``: what was held out, then one row per score."""
+    attrs = result.attrs
+    scheme = "leave-one-out" if attrs["cv"] == "loo" else f"{attrs['cv']} folds" + (
+        ", refitted on each" if attrs["refit"] else "")
+    lines = [
+        f"geostat cv: {source}  ({scheme}; {len(result)} observations at {result['site'].nunique()} sites; "
+        f"method {model.method_})",
+        "",
+        f"{'score':<20}{'value':>14}  ideal",
+    ]
+    for name in SCORES:
+        ideal = f"{attrs['level']:g}" if name == "coverage" else IDEAL[name]
+        label = f"coverage ({attrs['level']:.0%})" if name == "coverage" else name
+        lines.append(f"{label:<20}{attrs['scores'][name]:>14.6g}  {ideal}")
+    lines += ["", "rmse, mae and crps are in the units of the observations; log_score is the mean negative log "
+              "predictive density", f"wall time {elapsed:.2f} s"]
+    return "\n".join(lines)

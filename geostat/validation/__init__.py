@@ -1,0 +1,277 @@
+r"""Cross-validation of a fitted :class:`geostat.SpatialGP` at its estimated parameters.
+
+Each observation (or each fold of sites) is held out and predicted from the others by
+universal kriging, the GLS trend re-estimated without it; the prediction is of the
+observation, so its variance includes the nugget (measurement error).
+
+With :math:`C` the covariance of the observations (nugget included), :math:`F` the trend
+design and
+
+.. math::
+
+    P = C^{-1} - C^{-1} F (F^T C^{-1} F)^{-1} F^T C^{-1},
+
+(so that :math:`P y = C^{-1}(y - F\hat\beta)`, the kriging weights of the fit), the
+leave-one-out residual and predictive variance of observation :math:`i` are
+
+.. math::
+
+    e_i = y_i - \hat y_{-i} = \frac{(P y)_i}{P_{ii}}, \qquad
+    \operatorname{Var}(y_i - \hat y_{-i}) = \frac{1}{P_{ii}},
+
+and holding out a set :math:`V` of sites,
+
+.. math::
+
+    e_V = P_{VV}^{-1} (P y)_V, \qquad \operatorname{Cov}(e_V) = P_{VV}^{-1}
+
+(Dubrule 1983, who derived them from the inverse of the kriging system; :math:`P` is the
+lower-right block of that inverse). No refit: all of it comes from one factorization of
+:math:`C` (:mod:`geostat.validation.closed_form`). The scores are those of
+:mod:`geostat.validation.scores` (CRPS and the log score of Gneiting and Raftery 2007).
+
+Public names
+------------
+cross_validate
+    Leave-one-out or K-fold cross-validation: a table of held-out predictions with their
+    scores.
+SCORES
+    The score names.
+gaussian_crps, gaussian_log_score
+    The scores of Gaussian predictive distributions, observation by observation.
+
+References
+----------
+.. [1] Dubrule, O. (1983). Cross validation of kriging in a unique neighborhood.
+   Mathematical Geology 15(6), 687-699.
+.. [2] Gneiting, T. and Raftery, A. E. (2007). Strictly proper scoring rules,
+   prediction, and estimation. Journal of the American Statistical Association 102(477),
+   359-378.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+from sklearn.utils.validation import check_is_fitted
+
+from geostat.checks import check_bool, check_random_state
+from geostat.data.types import Seed
+from geostat.optimize.intervals import check_level
+from geostat.validation.closed_form import closed_form_residuals
+from geostat.validation.refit import refit_predictions
+from geostat.validation.scores import SCORES, check_scoring, gaussian_crps, gaussian_log_score, score_predictions
+
+__all__ = ["RESULT_COLUMNS", "SCORES", "cross_validate", "gaussian_crps", "gaussian_log_score"]
+
+logger = logging.getLogger(__name__)
+
+#: Columns of :func:`cross_validate`'s table besides the site coordinates.
+RESULT_COLUMNS = ("site", "replicate", "fold", "observed", "mean", "std", "standardized")
+
+
+def cross_validate(
+    model: Any,
+    cv: Literal["loo"] | int = "loo",
+    scoring: str | Iterable[str] | None = None,
+    level: float = 0.9,
+    refit: bool = False,
+    random_state: Seed = 0,
+    folds: ArrayLike | None = None,
+) -> pd.DataFrame:
+    r"""Leave-one-out or K-fold cross-validation of a fitted model.
+
+    Every observation is predicted from the others: leave-one-out holds out one
+    observation at a time; K-fold holds out the sites of a fold together (at all their
+    replicates). The prediction is universal kriging of the observation: the GLS trend is
+    re-estimated without the held-out data and the predictive variance includes the
+    nugget. Without `refit` the covariance parameters stay at the fitted ones and the
+    results come in closed form from the fitted factorization (Dubrule 1983):
+    :math:`e_i = (P y)_i / P_{ii}` with variance :math:`1 / P_{ii}`, and for a fold
+    :math:`V`, :math:`e_V = P_{VV}^{-1} (P y)_V` with covariance :math:`P_{VV}^{-1}`
+    (marginal standard deviations reported), where
+    :math:`P = C^{-1} - C^{-1} F (F^T C^{-1} F)^{-1} F^T C^{-1}`.
+
+    Cost: an exact (dense) model computes the inverse of its covariance once per group of
+    replicates observed at the same sites (about the cost of its factorization, and as
+    much memory). A TLR model solves with columns of the identity through its factor:
+    leave-one-out needs ``n`` forward (triangular) solves, K-fold ``n`` full solves (``n``
+    the sites of each group), in blocks of bounded memory
+    (:data:`geostat.validation.closed_form.SOLVE_BLOCK_BYTES`), logged at INFO; each fold
+    then factors its ``|V| x |V|`` block of :math:`P`.
+
+    Parameters
+    ----------
+    model : geostat.SpatialGP
+        Fitted (on a table or a field; replicates and NaN observations allowed).
+    cv : "loo" or int, default "loo"
+        Leave-one-out, or the number of folds ``K`` (from 2 to the number of sites with
+        an observation): the observed sites are shuffled (`random_state`) and dealt
+        into ``K`` folds of sizes differing by at most one.
+    scoring : str, sequence of str or None, default None
+        Scores to compute, from :data:`SCORES` (None: all): ``"rmse"``, ``"mae"``,
+        ``"crps"`` (mean closed-form Gaussian CRPS), ``"log_score"`` (mean negative log
+        predictive density: lower is better), ``"coverage"`` (fraction of observations in
+        their central `level` interval), ``"standardized_mean"``, ``"standardized_std"``
+        (of the standardized residuals; ideally 0 and 1). See
+        :mod:`geostat.validation.scores`.
+    level : float, default 0.9
+        Nominal probability of the central predictive interval of ``"coverage"``, in (0, 1).
+    refit : bool, default False
+        K-fold only: refit a clone of `model` (:func:`sklearn.base.clone`, maximum
+        likelihood on the other folds) for each fold and predict the fold with it, its
+        nugget added to the kriging variance. ``K`` fits.
+    random_state : int, numpy Generator or None, default 0
+        Seeds the assignment of sites to folds (K-fold without `folds`).
+    folds : array-like of int of shape (n,), optional
+        A fold label for each training site, in the order of the fitted data, e.g.
+        spatial blocks; the sites of a label are held out together. It defines the folds
+        in place of `cv` (an integer `cv` must then equal the number of labels).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per held-out observation, ordered by site, then replicate, with columns
+        ``site`` (position among the training sites), the site coordinates under the
+        model's coordinate names (as fitted: a space-time model's dates as float days,
+        see ``time_unit_``), ``replicate`` (the label of the column of ``y``, only with
+        replicates), ``fold`` (K-fold only), ``observed``, ``mean`` (the prediction from
+        the other data), ``std`` (its predictive standard deviation, the nugget included),
+        in the units of ``y``, and ``standardized`` = ``(observed - mean) / std``.
+        ``.attrs["scores"]`` holds the dict of scores, ``.attrs["cv"]`` ``"loo"`` or the
+        number of folds, ``.attrs["level"]`` and ``.attrs["refit"]``. A model fitted on an
+        xarray field gives the same table (one row per observed cell), not a field.
+
+    Raises
+    ------
+    sklearn.exceptions.NotFittedError
+        If `model` is not fitted.
+    ValueError
+        For a `cv` that is neither ``"loo"`` nor a number of folds in range, a `level`
+        outside (0, 1), unknown `scoring` names, `refit` with leave-one-out, `folds` of
+        the wrong length or with fewer than two labels, or a fold whose removal leaves
+        the trend unidentifiable: the message names the argument and the fix.
+    TypeError
+        For `folds` that are not integers, or a `refit` that is not a bool.
+    MemoryError
+        If the dense inverse (exact model) or a fold's block would not fit in memory.
+
+    References
+    ----------
+    .. [1] Dubrule, O. (1983). Cross validation of kriging in a unique neighborhood.
+       Mathematical Geology 15(6), 687-699.
+    .. [2] Gneiting, T. and Raftery, A. E. (2007). Strictly proper scoring rules,
+       prediction, and estimation. JASA 102(477), 359-378.
+
+    Examples
+    --------
+    >>> result = cross_validate(est, cv=5)                        # doctest: +SKIP
+    >>> result.attrs["scores"]["crps"], result.attrs["scores"]["coverage"]  # doctest: +SKIP
+    """
+    check_is_fitted(model)
+    names = check_scoring(scoring)
+    level = check_level(level)
+    refit = check_bool(refit, "refit")
+    rng = check_random_state(random_state)
+    training = model._training
+    seen = ~np.isnan(training.y)
+    observed_sites = np.flatnonzero(seen.any(axis=1))
+    labels = _fold_labels(cv, folds, rng, training.coords.shape[0], observed_sites, refit)
+    factor = model._scale.factor
+    if refit:
+        site, replicate, mean, std = refit_predictions(model, labels)
+        observed = training.y[site, replicate] * factor
+    else:
+        site, replicate, observed_unit, residual, variance = _closed_form_rows(model, labels)
+        observed, mean, std = factor * observed_unit, factor * (observed_unit - residual), factor * np.sqrt(variance)
+    order = np.lexsort((replicate, site))
+    site, replicate, observed, mean, std = (a[order] for a in (site, replicate, observed, mean, std))
+    table = _result_table(model, site, replicate, None if labels is None else labels[site], observed, mean, std)
+    table.attrs.update(scores=score_predictions(observed, mean, std, names, level),
+                       cv="loo" if labels is None else int(np.unique(labels[observed_sites]).size),
+                       level=level, refit=refit)
+    logger.info("cross-validation (%s) of %d observations at %d sites: %s",
+                "leave-one-out" if labels is None else f"{table.attrs['cv']} folds" + (", refitted" if refit else ""),
+                len(table), observed_sites.size,
+                ", ".join(f"{name} {value:.4g}" for name, value in table.attrs["scores"].items()))
+    return table
+
+
+def _fold_labels(cv, folds, rng, n, observed_sites, refit):
+    """The fold label of each training site (None: leave-one-out), after checking `cv`,
+    `folds` and `refit` together; random folds are drawn from the Generator `rng`."""
+    m = observed_sites.size
+    loo = isinstance(cv, str) and cv == "loo"
+    if not loo and (isinstance(cv, (bool, np.bool_)) or not isinstance(cv, (int, np.integer)) or not 2 <= cv <= m):
+        raise ValueError(f"cv must be 'loo' (leave-one-out) or a number of folds from 2 to {m} (the sites with an "
+                         f"observation), such as cv=5; got {cv!r}.")
+    if folds is not None:
+        labels = np.asarray(folds)
+        if labels.shape != (n,):
+            raise ValueError(f"folds must hold one fold label per training site, shape ({n},); got shape "
+                             f"{labels.shape}.")
+        if labels.dtype.kind not in "iu":
+            raise TypeError(f"folds must be integer fold labels (e.g. the block number of each site); got dtype "
+                            f"{labels.dtype}.")
+        k = np.unique(labels[observed_sites]).size
+        if k < 2:
+            raise ValueError("folds gives every observed site the same label; give at least 2 distinct labels "
+                             "(e.g. spatial blocks).")
+        if not loo and cv != k:
+            raise ValueError(f"cv={cv} disagrees with the {k} labels of folds; leave cv at its default (the folds "
+                             "define the folds) or give folds with as many labels.")
+        return labels
+    if loo:
+        if refit:
+            raise ValueError("refit=True refits the model for each fold of K-fold cross-validation; give a number "
+                             "of folds, such as cv=5, or use refit=False for leave-one-out.")
+        return None
+    labels = np.full(n, -1)
+    labels[rng.permutation(observed_sites)] = np.arange(m) % cv
+    return labels
+
+
+def _closed_form_rows(model, labels):
+    """``(site, replicate, observed, residual, variance)`` of every held-out observation,
+    in fitting units, from the fitted factors."""
+    y = model._training.y
+    parts = []
+    for group in closed_form_residuals(model._kriging, labels):
+        site = np.broadcast_to(group.sites[:, None], group.residual.shape).ravel()
+        replicate = np.broadcast_to(group.columns[None, :], group.residual.shape).ravel()
+        variance = np.broadcast_to(group.variance[:, None], group.residual.shape).ravel()
+        parts.append((site, replicate, y[site, replicate], group.residual.ravel(), variance))
+    return tuple(np.concatenate(a) for a in zip(*parts))
+
+
+def _result_table(model, site, replicate, fold, observed, mean, std):
+    """The table of :func:`cross_validate` (without its attrs)."""
+    coords = model._training.coords[site]
+    names = _coordinate_names(model, coords.shape[1])
+    clashes = [name for name in names if name in RESULT_COLUMNS]
+    if clashes:
+        raise ValueError(f"the model's coordinate(s) {clashes} have the names of result columns {RESULT_COLUMNS}; "
+                         "refit the model with those coordinate columns renamed.")
+    columns = {"site": site, **{name: coords[:, j] for j, name in enumerate(names)}}
+    if not model._y_one_d:
+        labels = np.asarray(model._y_names) if model._y_names else np.arange(model._training.y.shape[1])
+        columns["replicate"] = labels[replicate]
+    if fold is not None:
+        columns["fold"] = fold
+    columns |= {"observed": observed, "mean": mean, "std": std, "standardized": (observed - mean) / std}
+    return pd.DataFrame(columns)
+
+
+def _coordinate_names(model, d):
+    """The model's coordinate names (:meth:`geostat.SpatialGP._coordinate_names`), or
+    ``x0, x1, ...`` for a model fitted on an unnamed array whose coordinates have no
+    conventional names (not two, or two and a time)."""
+    try:
+        return [str(name) for name in model._coordinate_names()]
+    except ValueError:
+        return [f"x{j}" for j in range(d)]

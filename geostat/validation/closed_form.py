@@ -1,0 +1,231 @@
+r"""Cross-validation residuals from the fitted covariance factors, without refitting.
+
+For one group of replicates (:class:`geostat.predict.Kriging` ``groups``: the replicates
+observed at the same sites share one factor of :math:`K = C / \sigma^2`), with
+:math:`G = L_M^{-1} F_c^T C^{-1}` (:math:`L_M` the Cholesky factor of
+:math:`M = F_c^T C^{-1} F_c`, :math:`F_c` the centred design), the matrix
+
+.. math::
+
+    P = C^{-1} - C^{-1} F (F^T C^{-1} F)^{-1} F^T C^{-1} = K^{-1} / \sigma^2 - G^T G
+
+gives the residuals of kriging a held-out set ``V`` from the rest (the GLS trend
+re-estimated without ``V``): :math:`e_V = P_{VV}^{-1} (P y)_V`, with covariance
+:math:`P_{VV}^{-1}`; for one site :math:`e_i = (P y)_i / P_{ii}`, variance
+:math:`1 / P_{ii}` (Dubrule 1983). ``P y`` is the kriging's
+:math:`\alpha = C^{-1}(y - F\hat\beta)` with the GLS condition
+:math:`F_c^T P y = 0` enforced: :math:`P y = \alpha - C^{-1} F_c M^{-1} F_c^T \alpha`
+(the correction vanishes when :math:`\hat\beta` is the GLS estimate of these factors,
+and removes the difference when the coefficients came from an evaluation at another TLR
+accuracy).
+
+The entries of :math:`K^{-1}` come from the dense inverse of a dense factor
+(:meth:`geostat.solvers.DenseCholesky.inverse`, a new matrix: the factor is kept), and
+from solves with columns of the identity through a TLR factor, in blocks of at most
+:data:`SOLVE_BLOCK_BYTES`: the diagonal needs only forward solves,
+:math:`(K^{-1})_{ii} = \|L^{-1} P e_i\|^2`, and a fold's block :math:`(K^{-1})_{VV}`
+the rows ``V`` of full solves with the columns ``V``.
+
+References
+----------
+.. [1] Dubrule, O. (1983). Cross validation of kriging in a unique neighborhood.
+   Mathematical Geology 15(6), 687-699.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+from scipy.linalg import LinAlgError, cho_solve, cholesky, solve_triangular
+
+from geostat.checks import check_memory
+from geostat.likelihood.gls import remove_means
+from geostat.solvers import DenseCholesky
+
+__all__ = ["SOLVE_BLOCK_BYTES", "GroupResiduals", "closed_form_residuals"]
+
+logger = logging.getLogger(__name__)
+
+#: Bytes of the right-hand sides (and as many of solutions) solved at once through a TLR
+#: factor for the entries of the inverse covariance.
+SOLVE_BLOCK_BYTES = 2**27
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupResiduals:
+    """Held-out residuals of one group of replicates, in fitting units.
+
+    Attributes
+    ----------
+    sites : ndarray of shape (n_g,)
+        Indices of the group's sites among the training sites.
+    columns : ndarray of shape (r_g,)
+        The group's replicates (columns of ``y``).
+    residual : ndarray of shape (n_g, r_g)
+        ``y - prediction`` of each observation held out.
+    variance : ndarray of shape (n_g,)
+        Predictive variance of each observation (the same for the group's replicates).
+    """
+
+    sites: np.ndarray
+    columns: np.ndarray
+    residual: np.ndarray
+    variance: np.ndarray
+
+
+def closed_form_residuals(kriging, folds=None):
+    """Leave-one-out (`folds` None) or K-fold residuals of every group of replicates.
+
+    Parameters
+    ----------
+    kriging : geostat.predict.Kriging
+        The fitted predictor (its factors and GLS quantities are used as they are).
+    folds : ndarray of shape (n,), optional
+        Fold label of each training site; the sites of a label are held out together.
+
+    Returns
+    -------
+    list of GroupResiduals
+
+    Raises
+    ------
+    ValueError
+        If a fold leaves too few sites of a replicate to estimate the trend, naming the
+        fold and the fix.
+    MemoryError
+        If a dense inverse or a fold's block would not fit in memory.
+    """
+    out = []
+    solved = blocks = 0
+    for group, fit in zip(kriging.lik.groups, kriging.groups):
+        n_g = group.y.shape[0]
+        sites = np.arange(n_g) if group.sites is None else np.asarray(group.sites)
+        inverse = _InverseEntries(fit.chol, n_g)
+        projected = _projected_observations(group, fit)
+        trend_root = _trend_root(fit)
+        if folds is None:
+            precision = inverse.diagonal() / fit.variance - np.einsum("ij,ij->j", trend_root, trend_root)
+            residual, variance = projected / precision[:, None], 1.0 / precision
+        else:
+            residual, variance = _fold_residuals(inverse, fit, group, projected, trend_root, folds[sites])
+        solved, blocks = solved + inverse.columns_solved, blocks + inverse.blocks_solved
+        out.append(GroupResiduals(sites, np.asarray(group.columns), residual, variance))
+    if solved:
+        logger.info("cross-validation: %d columns of the identity solved through the TLR factors in %d blocks "
+                    "(%s)", solved, blocks, "forward solves" if folds is None else "forward and backward solves")
+    return out
+
+
+def _projected_observations(group, fit):
+    """``P y`` of a group, (n_g, r_g): the kriging's ``alpha`` with ``F_c^T P y = 0`` enforced."""
+    if fit.ftcf_chol is None:
+        return fit.alpha
+    centered = remove_means(group.design, fit.shift)
+    return fit.alpha - fit.cinv_f @ cho_solve((fit.ftcf_chol, True), centered.T @ fit.alpha, check_finite=False)
+
+
+def _trend_root(fit):
+    """``G = L_M^{-1} (C^{-1} F_c)^T``, (p, n_g), with ``P = K^{-1} / variance - G^T G``."""
+    if fit.ftcf_chol is None:
+        return np.zeros((0, fit.alpha.shape[0]))
+    return solve_triangular(fit.ftcf_chol, fit.cinv_f.T, lower=True, check_finite=False)
+
+
+def _fold_residuals(inverse, fit, group, projected, trend_root, labels):
+    """Residuals and variances of a group with its sites held out fold by fold (`labels`)."""
+    residual = np.empty_like(projected)
+    variance = np.empty(projected.shape[0])
+    centered = remove_means(group.design, fit.shift)
+    for label in np.unique(labels):
+        held = np.flatnonzero(labels == label)
+        _check_trend_identified(centered, held, label, group)
+        check_memory(3 * 8.0 * held.size**2, f"a fold of {held.size:,} sites",
+                     "use more folds (a larger cv), so that each holds fewer sites.")
+        root = trend_root[:, held]
+        block = inverse.block(held) / fit.variance - root.T @ root
+        try:
+            factor = cholesky(0.5 * (block + block.T), lower=True, check_finite=False)
+        except LinAlgError:
+            raise ValueError(f"fold {label} cannot be predicted from the other sites of {_replicates(group)}: its "
+                             "conditional covariance is numerically singular; use "
+                             "more folds (a larger cv) or folds that leave sites spread over the domain.") from None
+        residual[held] = cho_solve((factor, True), projected[held], check_finite=False)
+        root_inverse = solve_triangular(factor, np.eye(held.size), lower=True, check_finite=False)
+        variance[held] = np.einsum("ij,ij->j", root_inverse, root_inverse)
+    return residual, variance
+
+
+def _check_trend_identified(centered, held, label, group):
+    """Refuse a fold whose other sites cannot estimate the group's trend coefficients."""
+    p = centered.shape[1]
+    if not p:
+        return
+    rest = np.delete(centered, held, axis=0)
+    norms = np.linalg.norm(rest, axis=0)
+    if rest.shape[0] < p or np.linalg.matrix_rank(rest / np.where(norms > 0.0, norms, 1.0)) < p:
+        raise ValueError(f"fold {label} leaves {rest.shape[0]} observed site(s) of {_replicates(group)}, which cannot "
+                         f"estimate the {p} trend coefficient(s); use more folds (a larger cv), or folds that keep "
+                         "sites of every replicate and spread over the covariates' values.")
+
+
+def _replicates(group):
+    """``"replicate(s) [0, 3]"`` (positions of the columns of ``y``) of a group, for messages."""
+    return f"replicate(s) {[int(j) for j in group.columns[:5]]}{' ...' if len(group.columns) > 5 else ''}"
+
+
+class _InverseEntries:
+    """Entries of ``K^{-1}`` of one factor: from its dense inverse, or by solves with
+    columns of the identity (counted in `columns_solved` and `blocks_solved`)."""
+
+    def __init__(self, chol, n):
+        self.chol, self.n = chol, n
+        self.dense = isinstance(chol, DenseCholesky)
+        self.columns_solved = self.blocks_solved = 0
+        self._inverse = None
+
+    def _dense_inverse(self, lower):
+        check_memory(2 * 8.0 * self.n**2, f"the inverse covariance of {self.n:,} sites",
+                     "fit with method='tlr' (its cross-validation solves in blocks).")
+        return self.chol.inverse(lower=lower)
+
+    def diagonal(self):
+        """``diag(K^{-1})``."""
+        if self.dense:
+            backend = self.chol.backend
+            return np.array(backend.to_host(backend.xp.diagonal(self._dense_inverse(lower=True))), dtype=np.float64)
+        out = np.empty(self.n)
+        for _, columns in self._column_blocks(np.arange(self.n)):
+            solution = self.chol.solve_lower(self._identity_columns(columns))
+            out[columns] = np.einsum("ij,ij->j", solution, solution)
+        return out
+
+    def block(self, rows):
+        """``(K^{-1})[rows][:, rows]``."""
+        if self.dense:
+            if self._inverse is None:
+                self._inverse = self._dense_inverse(lower=False)
+            backend = self.chol.backend
+            index = backend.xp.asarray(rows)
+            return np.asarray(backend.to_host(self._inverse[index[:, None], index[None, :]]), dtype=np.float64)
+        out = np.empty((rows.size, rows.size))
+        for start, columns in self._column_blocks(rows):
+            out[:, start:start + columns.size] = self.chol.solve(self._identity_columns(columns))[rows]
+        return out
+
+    def _column_blocks(self, columns):
+        """``(start, block)`` of `columns` in consecutive blocks whose right-hand sides
+        (``n x block`` doubles) take at most :data:`SOLVE_BLOCK_BYTES`, counted as solved."""
+        size = max(1, SOLVE_BLOCK_BYTES // (8 * self.n))
+        for start in range(0, columns.size, size):
+            block = columns[start:start + size]
+            self.columns_solved += block.size
+            self.blocks_solved += 1
+            yield start, block
+
+    def _identity_columns(self, columns):
+        """The columns `columns` of the ``n x n`` identity."""
+        out = np.zeros((self.n, columns.size))
+        out[columns, np.arange(columns.size)] = 1.0
+        return out
