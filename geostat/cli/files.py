@@ -25,8 +25,8 @@ from geostat._version import DISTRIBUTION
 from geostat.data.atomic import atomic_path, atomic_write_text
 
 __all__ = ["FALLBACK_ENCODING", "FIELD_SUFFIXES", "MAX_SAMPLE_COLUMNS", "MAX_SAMPLE_VALUES", "OUTPUT_SUFFIXES",
-           "check_input", "check_outputs", "is_field", "open_field", "read_csv", "separator", "strict_json", "warn",
-           "write_json", "write_predictions", "written_path", "xarray_module"]
+           "appended_history", "check_input", "check_outputs", "is_field", "open_field", "read_csv", "separator",
+           "strict_json", "warn", "write_json", "write_predictions", "written_path", "xarray_module"]
 
 #: File name endings read with xarray (as NetCDF and the like); any other file is read as CSV.
 FIELD_SUFFIXES = (".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5", ".zarr", ".grib", ".grib2", ".grb", ".grb2")
@@ -237,15 +237,37 @@ def write_json(result, text):
     atomic_write_text(written_path(text), json.dumps(strict_json(result), indent=2, allow_nan=False) + "\n")
 
 
-def write_predictions(predictions, path, sep):
+def write_predictions(predictions, path, sep, history=None):
     """Predictions (a table or an xarray Dataset) as CSV (UTF-8) or NetCDF, by the name of
-    `path`, atomically."""
+    `path`, atomically.
+
+    Parameters
+    ----------
+    predictions : DataFrame or xarray.Dataset
+        Never modified.
+    path : pathlib.Path
+    sep : str
+        Column separator of a CSV file.
+    history : str, optional
+        A line for the global ``history`` attribute of a NetCDF file, appended to the
+        history the predictions have (on a line of its own, as CF asks of every program
+        that writes a file).
+    """
     table = isinstance(predictions, pd.DataFrame)
     with atomic_path(written_path(path)) as temporary:
         if path.suffix.lower() == ".csv":
             frame = predictions if table else predictions.to_dataframe().reset_index()
             frame.to_csv(temporary, index=False, sep=separator(sep))
-        elif table:
-            xarray_module(path).Dataset.from_dataframe(predictions.rename_axis("site")).to_netcdf(temporary)
         else:
-            predictions.to_netcdf(temporary)
+            dataset = (xarray_module(path).Dataset.from_dataframe(predictions.rename_axis("site")) if table
+                       else predictions)
+            if history:
+                dataset = dataset.assign_attrs(history=appended_history(dataset.attrs.get("history"), history))
+            dataset.to_netcdf(temporary)
+
+
+def appended_history(previous, line):
+    """A ``history`` attribute with `line` appended: on a new line after a previous history
+    (CF, NCO), else alone."""
+    previous = str(previous).rstrip("\n") if previous else ""
+    return f"{previous}\n{line}" if previous else line

@@ -7,12 +7,27 @@ cells × replicates × samples), and at CSV sites, where each draw is a column, 
 sites the output repeats the sites' columns and adds ``mean``, ``std`` and ``sample_K``
 (with replicates ``mean_R``, ``std_R``, ``sample_R_K``); a sites file that already has a
 column of one of these names is refused rather than overwritten.
+
+On a NetCDF grid the output is what climate tools read: the variables are named after
+the variable of the sites file they predict (``tas_mean``, ``tas_std``, ``tas_sample``;
+``mean``, ``std``, ``sample`` when the file has no such variable, or several, besides the
+trend covariates), keep its order of dimensions in the file (``(time, lat, lon)``, also
+when ``--select`` or a length-1 dimension leaves the time out of the grid), its coordinates
+with their attributes and encoding (units, calendar), the CF attributes of the variable
+that describe a prediction of it (:func:`geostat.data.fields.prediction_attrs`: units,
+standard name, a long name such as "kriging mean of air temperature", the grid mapping),
+its grid-mapping variable and the bounds variables of its coordinates, and the file's
+global attributes. Every NetCDF output gets a ``history`` line
+``<UTC time> geostat predict <arguments>``, appended to the history of the sites file
+(CF: one line per program run, each starting with its time).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import shlex
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +38,7 @@ from geostat.cli.files import (MAX_SAMPLE_COLUMNS, MAX_SAMPLE_VALUES, OUTPUT_SUF
 from geostat.cli.inputs import drop_singletons, numbers, select_field, spatial_dims, times
 from geostat.cli.parser import verbose_level
 from geostat.data import Trend
+from geostat.data.fields import grid_mapping_names, prediction_attrs
 from geostat.kernels.models import time_column
 
 __all__ = ["run_predict"]
@@ -46,8 +62,31 @@ def run_predict(args):
             predictions = predict_field(model, template, sites, args)
     else:
         predictions = predict_table(model, read_csv(sites, args.sep, args.encoding), sites, args)
-    write_predictions(predictions, output, args.sep)
+    write_predictions(predictions, output, args.sep, history=history_line(args))
     return f"predictions {extent(predictions)} written to {output}"
+
+
+def history_line(args):
+    """The CF ``history`` line of this run: ``<UTC time, ISO 8601> geostat predict <arguments>``."""
+    return f"{datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ} geostat predict {command_arguments(args)}"
+
+
+def command_arguments(args):
+    """The arguments of a parsed ``geostat predict`` command as a shell reads them: the
+    model and sites files, then every option given (a flag when set; ``--select`` once
+    per selection)."""
+    words = [args.model, args.sites]
+    for key, value in vars(args).items():
+        if key in ("command", "model", "sites") or value is None or value is False:
+            continue
+        option = "--" + key.replace("_", "-")
+        if value is True:
+            words.append(option)
+        elif isinstance(value, list):
+            words += [word for item in value for word in (option, "=".join(map(str, item)))]
+        else:
+            words += [option, str(value)]
+    return shlex.join(words)
 
 
 def load_model(path, args):
@@ -171,7 +210,8 @@ def check_new_columns(columns, new, path, output):
 
 
 def predict_field(model, template, path, args):
-    """Kriging (and draws) on every cell of a NetCDF template, as an xarray Dataset."""
+    """Kriging (and draws) on every cell of a NetCDF template, as an xarray Dataset named,
+    ordered and described after the template's variable (see the module notes)."""
     xarray = xarray_module(path)
     covariates = Trend.parse(model.trend).columns
     coordinates = [c for c in getattr(model, "feature_names_in_", ("x", "y")) if c not in covariates]
@@ -182,6 +222,7 @@ def predict_field(model, template, path, args):
     time = time_name(model, list(getattr(model, "feature_names_in_", ())))
     if time is not None:
         check_no_time_selection(template, args.select, time, path)
+    stored = template  # the order of its variable's dimensions in the file, length-1 ones included
     template = select_field(template, args.select, path, tuple(coordinates))
     spatial = spatial_dims(template, tuple(coordinates))
     template = drop_singletons(template, template.dims, spatial, keep_replicate=False)
@@ -194,7 +235,37 @@ def predict_field(model, template, path, args):
         fields = {"mean": model.predict(template)}
     if args.samples:
         fields["sample"] = model.sample_y(template, n_samples=args.samples, random_state=args.seed)
-    return xarray.Dataset({name: field.load() for name, field in fields.items()}, attrs=dict(template.attrs))
+    name = input_variable(template, covariates, spatial)
+    coords = {k: c for field in fields.values() for k, c in field.coords.items()}
+    carried = carried_variables(template, name, coords)
+    outputs = {}
+    for kind, field in fields.items():
+        if name is not None:
+            field = field.transpose(*[d for d in stored[name].dims if d in field.dims], ...)
+            field.attrs = prediction_attrs(template[name], kind, {*carried, *coords})
+        outputs[kind if name is None else f"{name}_{kind}"] = field.load()
+    return xarray.Dataset(outputs | {v: template[v] for v in carried}, attrs=dict(template.attrs))
+
+
+def input_variable(template, covariates, spatial):
+    """The variable of a sites file that the predictions stand for: its one data variable
+    over every spatial dimension that is not a trend covariate; None when it has no such
+    variable, or several."""
+    names = [str(n) for n, v in template.data_vars.items() if set(spatial) <= set(v.dims) and n not in covariates]
+    return names[0] if len(names) == 1 else None
+
+
+def carried_variables(template, name, coords):
+    """The variables of the template that the predictions refer to and that are not among
+    their coordinates `coords`: the grid mapping of the variable `name` (CF
+    ``grid_mapping``), and the bounds of the coordinates (CF ``bounds``)."""
+    wanted = []
+    if name is not None:
+        source = template[name]
+        mapping = source.attrs.get("grid_mapping", source.encoding.get("grid_mapping"))
+        wanted += grid_mapping_names(mapping) if mapping else []
+    wanted += [str(c.attrs["bounds"]) for c in coords.values() if "bounds" in c.attrs]
+    return [v for v in dict.fromkeys(wanted) if v in template.variables and v not in coords]
 
 
 def check_no_time_selection(template, selections, time, path):
@@ -208,7 +279,8 @@ def check_no_time_selection(template, selections, time, path):
 
 
 def extent(predictions):
-    """``"at 12 sites"`` for a table, ``"on lat 8 x lon 10"`` (the mean's dimensions) for a field."""
+    """``"at 12 sites"`` for a table, ``"on lat 8 x lon 10"`` (the dimensions of the mean, its
+    first variable) for a field."""
     if isinstance(predictions, pd.DataFrame):
         return f"at {len(predictions)} sites"
-    return "on " + " x ".join(f"{d} {n}" for d, n in predictions["mean"].sizes.items())
+    return "on " + " x ".join(f"{d} {n}" for d, n in predictions[next(iter(predictions.data_vars))].sizes.items())

@@ -7,6 +7,11 @@ space-time model the field is one realization: every observed cell (site, time) 
 observation with coordinates (position, time) (:func:`space_time_table`), and a template
 is predicted on every cell of its spatial and time coordinates, in the order of its
 dimensions. Dates stay as they are here; :mod:`geostat.data.times` makes them numbers.
+
+Predictions keep what climate tools read from the template: its order of dimensions,
+its coordinates with their attributes (units, standard names, axes, and the encoding of
+a time coordinate: units and calendar), and CF attributes of the predicted variable
+(:func:`prediction_attrs`).
 """
 
 from __future__ import annotations
@@ -18,12 +23,15 @@ import pandas as pd
 
 from geostat.distance import find_lonlat
 
-__all__ = ["XARRAY_POSITIONS", "is_xarray", "is_chunked", "FieldLayout", "field_to_fit", "table_from_field",
-           "space_time_table", "sites_of_template", "field_from_values", "lazy_field"]
+__all__ = ["XARRAY_POSITIONS", "PREDICTION_LABELS", "is_xarray", "is_chunked", "FieldLayout", "field_to_fit",
+           "table_from_field", "space_time_table", "sites_of_template", "field_from_values", "lazy_field",
+           "prediction_attrs", "grid_mapping_names"]
 
 #: Coordinate names recognised as the horizontal position of an xarray field, in order of
 #: preference: longitude/latitude (as for DataFrame columns), then x/y.
 XARRAY_POSITIONS = (("lon", "lat"), ("longitude", "latitude"), ("x", "y"))
+#: What each kind of prediction is, for its ``long_name`` ("kriging mean of ...").
+PREDICTION_LABELS = {"mean": "kriging mean", "std": "kriging standard deviation", "sample": "conditional simulation"}
 
 
 def is_xarray(obj):
@@ -430,7 +438,8 @@ def field_from_values(values, template, here, fitted, name, samples=False, compl
         The template's layout.
     fitted : FieldLayout
         The fitted field's layout (its replicate dimension labels the replicates).
-    name : str
+    name : {"mean", "std", "sample"}
+        The output's name and kind (:func:`prediction_attrs`).
     samples : bool, default False
         The last axis holds draws (dimension ``sample``).
     complete : ndarray of bool, optional
@@ -440,8 +449,12 @@ def field_from_values(values, template, here, fitted, name, samples=False, compl
     Returns
     -------
     xarray.DataArray
-        Dimensions: the template's spatial ones, the fitted replicate dimension (if any),
-        then ``sample``; the template's coordinates and attributes.
+        Dimensions: the template's spatial ones and the fitted replicate dimension (if
+        any), in the template's order of dimensions where it has them (that of its
+        widest data variable over the spatial dimensions for a ``Dataset``), then
+        ``sample``; the template's coordinates over them, with their attributes (the
+        replicate coordinate is the template's own when it holds the fitted labels);
+        for a ``DataArray`` template the CF attributes of :func:`prediction_attrs`.
     """
     import xarray
 
@@ -452,23 +465,114 @@ def field_from_values(values, template, here, fitted, name, samples=False, compl
         full[complete] = values
         values = full
     dims, coords = _output_dims(template, here, fitted, samples, values.shape[-1] if samples else 0)
-    return xarray.DataArray(values.reshape(shape + values.shape[1:]), dims=dims, coords=coords, name=name,
-                            attrs=dict(template.attrs))
+    field = xarray.DataArray(values.reshape(shape + values.shape[1:]), dims=dims, coords=coords, name=name,
+                             attrs=_template_attrs(template, name, coords))
+    return field.transpose(*_output_order(template, here, dims))
 
 
 def _output_dims(template, here, fitted, samples, n_samples):
     """Dimensions and coordinates of an output on a template: its spatial dimensions, the
-    fitted replicate dimension, then ``sample``."""
+    fitted replicate dimension, then ``sample`` (the order of the values; the output is
+    transposed to :func:`_output_order` afterwards)."""
     dims = list(here.space_dims)
     coords = {k: c for k, c in template.coords.items() if set(c.dims) <= set(here.space_dims)}
     if fitted.replicate_dim is not None:
         dims.append(fitted.replicate_dim)
         if fitted.replicates is not None:
-            coords[fitted.replicate_dim] = fitted.replicates
+            coords[fitted.replicate_dim] = _replicate_coordinate(template, fitted)
     if samples:
         dims.append("sample")
         coords["sample"] = np.arange(n_samples)
     return dims, coords
+
+
+def _replicate_coordinate(template, fitted):
+    """The fitted replicate labels as a coordinate: the template's own coordinate of that
+    dimension when it holds the same labels (its attributes and encoding, e.g. the units
+    and calendar of a time axis, come along), else the bare labels."""
+    own = template.coords.get(fitted.replicate_dim)
+    labels = fitted.replicates
+    if (own is not None and own.dims == (fitted.replicate_dim,) and own.dtype == labels.dtype
+            and own.shape == labels.shape and np.array_equal(own.values, labels)):
+        return own
+    return labels
+
+
+def _output_order(template, here, dims):
+    """`dims` in the template's order of dimensions (:func:`_template_dims`), then those the
+    template lacks (a fitted replicate dimension it does not have, ``sample``) in the
+    order of `dims`: a ``(time, lat, lon)`` field is predicted as ``(time, lat, lon)``."""
+    reference = [d for d in _template_dims(template, here) if d in dims]
+    return reference + [d for d in dims if d not in reference]
+
+
+def _template_dims(template, here):
+    """The order of a template's dimensions: a ``DataArray``'s own; for a ``Dataset``,
+    that of its data variable over every spatial dimension with the most dimensions (the
+    first of them), else the ``Dataset``'s."""
+    if not hasattr(template, "data_vars"):
+        return tuple(template.dims)
+    spanning = [v for v in template.data_vars.values() if set(here.space_dims) <= set(v.dims)]
+    widest = max(spanning, key=lambda v: len(v.dims), default=None)
+    return tuple(template.dims) if widest is None else tuple(widest.dims)
+
+
+def _template_attrs(template, kind, carried):
+    """The attributes of an output on a template: those of :func:`prediction_attrs` for a
+    ``DataArray`` template (the variable predicted); none for a ``Dataset``, whose own
+    attributes are global ones and which names no one variable."""
+    return {} if hasattr(template, "data_vars") else prediction_attrs(template, kind, carried)
+
+
+def prediction_attrs(variable, kind, carried=()):
+    """CF attributes of a prediction of `variable`.
+
+    * ``units`` — copied (a standard deviation and a simulation have the units of the
+      variable);
+    * ``standard_name`` — copied for ``mean`` and ``sample``; for ``std`` with the CF
+      modifier ``standard_error`` (``"air_temperature standard_error"``);
+    * ``long_name`` — ``"<label> of <long_name>"`` (the variable's name without one), the
+      label from :data:`PREDICTION_LABELS`, e.g. ``"kriging mean of air temperature"``;
+    * ``grid_mapping`` — copied when every variable it names is among `carried`.
+
+    Other attributes (``_FillValue``, ``valid_range``, ``cell_methods``, packing) describe
+    the stored variable, not its prediction, and are not copied.
+
+    Parameters
+    ----------
+    variable : xarray.DataArray
+        The variable predicted: its attributes and name are read (a ``grid_mapping``
+        moved to its encoding by ``decode_coords="all"`` too); never modified.
+    kind : {"mean", "std", "sample"}
+    carried : collection of str, optional
+        Names of the variables that come with the prediction (its coordinates, or the
+        other variables of the file it goes to).
+
+    Returns
+    -------
+    dict
+    """
+    attrs = variable.attrs
+    out = {}
+    if "units" in attrs:
+        out["units"] = attrs["units"]
+    if attrs.get("standard_name"):
+        out["standard_name"] = f"{attrs['standard_name']} standard_error" if kind == "std" else attrs["standard_name"]
+    label = attrs.get("long_name") or variable.name
+    if label is not None:
+        out["long_name"] = f"{PREDICTION_LABELS[kind]} of {label}"
+    mapping = attrs.get("grid_mapping", variable.encoding.get("grid_mapping"))
+    if mapping and set(grid_mapping_names(mapping)) <= {str(name) for name in carried}:
+        out["grid_mapping"] = mapping
+    return out
+
+
+def grid_mapping_names(value):
+    """The variables a CF ``grid_mapping`` attribute names: ``"crs"``, or in the extended
+    form ``"crsOSGB: x y crsWGS84: lat lon"`` each name before a colon."""
+    words = str(value).split()
+    named = [word[:-1] for word in words if word.endswith(":")]
+    return named if named else words[:1]
 
 
 def is_chunked(template):
@@ -499,6 +603,7 @@ def lazy_field(predict_cells, template, here, fitted, names, n_replicates):
     tuple of xarray.DataArray
         Dask-backed, chunked like the template's spatial dimensions; nothing is
         computed until the caller asks (``.compute()``, ``.to_netcdf()``, ``.plot()``).
+        Dimensions, coordinates and attributes as for :func:`field_from_values`.
     """
     import dask.array
     import xarray
@@ -518,7 +623,9 @@ def lazy_field(predict_cells, template, here, fitted, names, n_replicates):
     stacked = cells.map_blocks(block, dtype=float, meta=np.empty((0,) * (len(shape) + len(new_axes))), new_axis=new_axes,
                                chunks=chunks + tuple((e,) for e in extra) + ((len(names),),))
     dims, coords = _output_dims(template, here, fitted, False, 0)
+    order = _output_order(template, here, dims)
     return tuple(
-        xarray.DataArray(stacked[..., i], dims=dims, coords=coords, name=name, attrs=dict(template.attrs))
+        xarray.DataArray(stacked[..., i], dims=dims, coords=coords, name=name,
+                         attrs=_template_attrs(template, name, coords)).transpose(*order)
         for i, name in enumerate(names)
     )

@@ -484,9 +484,9 @@ def test_predict_on_a_netcdf_grid_writes_a_dataset(saved_models, field_file, tmp
     out = tmp_path / "predictions.nc"
     argv = ["predict", str(saved_models["field"]), str(field_file[0]), "-o", str(out), "--std", "--samples", "2"]
     assert cli.main(argv) == 0
-    assert "predictions on lat 10 x lon 15 x time 3" in capsys.readouterr().out
+    assert "predictions on time 3 x lat 10 x lon 15" in capsys.readouterr().out
     with xr.open_dataset(out) as written:
-        assert written["mean"].dims == ("lat", "lon", "time") and written["sample"].dims[-1] == "sample"
+        assert written["mean"].dims == ("time", "lat", "lon") and written["sample"].dims[-1] == "sample"
         mean, std = gs.load(saved_models["field"]).predict(field_file[1], return_std=True)
         np.testing.assert_allclose(written["mean"], mean, rtol=1e-12)
         np.testing.assert_allclose(written["std"], std, rtol=1e-12)

@@ -401,8 +401,8 @@ def test_predict_on_a_grid_with_singleton_dimensions(tmp_path, capsys):
     assert cli.main(["predict", str(saved), str(path), "-o", str(out), "--select", "zlev=0", "-q"]) == 0
     expected = gs.load(saved).predict(ds.isel(zlev=0, drop=True))
     with xr.open_dataset(out) as written:
-        assert written["mean"].dims == expected.dims == ("lat", "lon", "time")
-        np.testing.assert_allclose(written["mean"], expected, rtol=1e-12)
+        assert written["sst_mean"].dims == expected.dims == ("time", "lat", "lon")
+        np.testing.assert_allclose(written["sst_mean"], expected, rtol=1e-12)
 
 
 # ---------------------------------------------------------------- properties

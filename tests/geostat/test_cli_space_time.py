@@ -56,9 +56,9 @@ def test_fit_a_netcdf_field_as_one_space_time_field(field_file, tmp_path, capsys
     future.to_netcdf(template)
     assert cli.main(["predict", str(model), str(template), "-o", str(predicted), "--std", "--samples", "2"]) == 0
     with xr.open_dataset(predicted) as written:
-        assert written["mean"].dims == ("time", "lat", "lon")
+        assert written["tas_mean"].dims == ("time", "lat", "lon")
         np.testing.assert_array_equal(written.time.values, future.time.values)
-        assert np.isfinite(written["mean"].values).all() and written["sample"].sizes["sample"] == 2
+        assert np.isfinite(written["tas_mean"].values).all() and written["tas_sample"].sizes["sample"] == 2
     assert cli.main(["predict", str(model), str(template), "-o", str(tmp_path / "p.nc"), "--select",
                      "time=2000-03-05"]) == 2
     assert "times it predicts" in capsys.readouterr().err
