@@ -77,6 +77,7 @@ from geostat.optimize.scaling import DataScale, residual_variance
 from geostat.optimize.search import LOGLIK_TOLERANCE
 from geostat.predict import Kriging
 from geostat.saved_state import check_fitted_state
+from geostat.transforms import BoxCox, Identity, Log, Transform, get_transform
 from geostat.validation import cross_validate
 from geostat.solvers import DEVICES, get_backend, resolve_client, tile_progress
 
@@ -86,6 +87,10 @@ if TYPE_CHECKING:
 __all__ = ["SpatialGP", "load"]
 
 logger = logging.getLogger(__name__)
+
+#: Most sites of the exact fits that profile the likelihood of a Box-Cox ``lambda``
+#: (``target_transform="boxcox"``).
+BOX_COX_SITES = 512
 
 class SpatialGP(RegressorMixin, BaseEstimator):
     """Gaussian-process regression for spatial data, fitted by maximum likelihood.
@@ -195,6 +200,15 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         then with shifts). Not
         pickled nor saved (a loaded or unpickled model computes in process);
         :func:`sklearn.base.clone` shares the client.
+    target_transform : None, "log", "boxcox" or a transform, default None
+        Fit the Gaussian process to ``g(y)`` (:mod:`geostat.transforms`): ``"log"``, or
+        ``"boxcox"`` with ``lambda`` estimated by maximum likelihood (on the exact
+        likelihood of at most :data:`BOX_COX_SITES` sites, the Jacobian included), or a
+        transform object such as ``geostat.transforms.BoxCox(lmbda=0.5)``. Parameters are
+        in the units of ``g(y)``; `loglik_` is the density of ``y`` (the Jacobian
+        ``sum log g'(y_i)`` added); `predict` returns the mean (and standard deviation) in
+        the units of ``y`` (lognormal: ``exp(mu + s^2 / 2)``), `predict_quantiles` the
+        median and quantiles, `sample_y` draws in the units of ``y``.
 
     Attributes
     ----------
@@ -299,6 +313,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         on_failure: OnFailure = "shift",
         verbose: bool | int | None = None,
         client: Any = None,
+        target_transform: str | Transform | None = None,
     ) -> None:
         self.kernel = kernel
         self.smoothness = smoothness
@@ -320,6 +335,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         self.on_failure = on_failure
         self.verbose = verbose
         self.client = client
+        self.target_transform = target_transform
 
     def __sklearn_clone__(self):
         """An unfitted copy with the same parameters (scikit-learn's :func:`~sklearn.base.clone`),
@@ -348,6 +364,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             raise ValueError(f"accuracy must be 'auto' or a number in (0, 1); got {self.accuracy!r}.")
         check_tile_size(self.tile_size)
         check_bool(self.reml, "reml")
+        get_transform(self.target_transform)
         check_positive_int(self.n_starts, "n_starts")
         check_random_state(self.random_state)
         check_on_failure(self.on_failure)
@@ -438,6 +455,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         kernel = model_kernel(family, self.anisotropy, data.coords.shape[1], distance_name)
         values, names, one_d = prepare_y(y, data.n)
         noise = None if noise_variance is None else prepare_noise(noise_variance, values)
+        transform = self._transform_of(X, values, noise)
+        jacobian = transform.log_jacobian(values)
+        values = transform.forward(values)
         warn_if_invalid_on_sphere(distance_name, kernel)
         fixed = check_mapping(self.fixed, "fixed", "{'range': 100.0}")
         bounds = check_mapping(self.bounds, "bounds", "{'range': (1.0, 500.0)}")
@@ -450,7 +470,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
                 f"estimates {n_params} parameters; pass more sites or fix parameters."
             )
         data_variance = residual_variance(values, data.design)
-        scale = DataScale.nearest(np.sqrt(data_variance))
+        scale = DataScale(DataScale.nearest(np.sqrt(data_variance)).factor, jacobian)
         natural_space = ParameterSpace(kernel, nugget=self.nugget, fixed=fixed, bounds=bounds, data_variance=data_variance,
                                        spans=axis_spans(kernel, data.coords), known_noise=noise is not None)
         training = _TrainingData(data.coords, values / scale.factor, data.design,
@@ -492,7 +512,36 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         self._solvers = _Solvers(likelihood, Kriging(likelihood, result.params, result.coef))
         self._field = field
         self.time_unit_ = time_unit
+        self.transform_ = transform
         return self
+
+    def _transform_of(self, X, values, noise):
+        """The target transform of a fit: `target_transform`, with a Box-Cox ``lambda``
+        that is not given estimated by maximum likelihood, the Gaussian part profiled by
+        exact fits of this model (one start) at :data:`BOX_COX_SITES` random sites with an
+        observation (all of them, when there are no more)."""
+        transform = get_transform(self.target_transform)
+        if noise is not None and transform.name != "identity":
+            raise ValueError(f"noise_variance is given in the units of y, but target_transform="
+                             f"{self.target_transform!r} fits a transform of y; fit with one of the two.")
+        if not transform.n_estimated:
+            return transform
+        seed = int(self.random_state) if isinstance(self.random_state, (int, np.integer)) else 0
+        observed = np.flatnonzero(~np.isnan(values).all(axis=1))
+        rows = np.sort(np.random.default_rng(seed).choice(observed, min(BOX_COX_SITES, observed.size), replace=False))
+        pilot = clone(self).set_params(target_transform=None, method="exact", verbose=0, n_starts=1, client=None)
+        sites = X.iloc[rows] if isinstance(X, pd.DataFrame) else np.asarray(X)[rows]
+
+        def profile_loglik(z):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", GeostatWarning)
+                return pilot.fit(sites, z).loglik_
+
+        return transform.resolve(values[rows], profile_loglik)
+
+    def _transform(self):
+        """The fitted target transform (the identity for a model saved without one)."""
+        return getattr(self, "transform_", None) or Identity()
 
     def _fit_inputs(self, X, y, trend, family):
         """The table, observations, field layout (None for a table), time column (see
@@ -606,13 +655,76 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         if is_xarray(X):
             return self._predict_field(X, return_std)
         data = self._new_sites(X)
+        transform = self._transform()
+        wrap = lambda a: as_output(a, data.index, self._y_names, self._y_one_d)  # noqa: E731
+        if not return_std and transform.name == "identity":
+            with tile_progress(shows_tile_progress(getattr(self, "verbose", None))):
+                return wrap(self._scale.factor * self._kriging.predict(data.coords, data.design))
+        mu, s = self._gaussian_prediction(data)
+        mean = transform.mean(mu, s)
+        return (wrap(mean), wrap(transform.std(mu, s))) if return_std else wrap(mean)
+
+    def _gaussian_prediction(self, data, include_nugget=False):
+        """Kriging mean and standard deviation of ``g(y)`` (the transformed scale) at
+        checked sites, ``(m, r)`` each; with `include_nugget`, of a new observation."""
         factor = self._scale.factor
-        if return_std:
-            mean, var = self._kriging.predict(data.coords, data.design, return_var=True)
-            wrap = lambda a: as_output(factor * a, data.index, self._y_names, self._y_one_d)  # noqa: E731
-            return wrap(mean), wrap(np.sqrt(var))
-        mean = self._kriging.predict(data.coords, data.design)
-        return as_output(factor * mean, data.index, self._y_names, self._y_one_d)
+        mean, var = self._kriging.predict(data.coords, data.design, return_var=True)
+        if include_nugget:
+            var = var + (self.params_.get("nugget", 0.0) + self.shift_) / factor**2
+        return factor * mean, factor * np.sqrt(var)
+
+    def predict_quantiles(self, X: SitesOrField, quantiles: ArrayLike = (0.05, 0.5, 0.95),
+                          include_nugget: bool = False) -> Any:
+        """Quantiles of the kriging predictive distribution at new sites, in the units of ``y``.
+
+        With a target transform ``g`` the predictive distribution of ``g(y)`` is Gaussian
+        (mean ``mu``, standard deviation ``s``) and the quantile ``q`` of ``y`` is
+        ``g^{-1}(mu + s Phi^{-1}(q))``: the median ``g^{-1}(mu)`` (below the mean of a
+        lognormal), and intervals in the units of ``y`` whose coverage is that of the
+        Gaussian ones.
+
+        Parameters
+        ----------
+        X : array-like of shape (m, d), DataFrame, or xarray DataArray/Dataset template
+            As for :meth:`predict`.
+        quantiles : sequence of float, default (0.05, 0.5, 0.95)
+            Probabilities in (0, 1).
+        include_nugget : bool, default False
+            Quantiles of a new observation (the nugget and any factorization shift added
+            to the kriging variance) instead of the latent process.
+
+        Returns
+        -------
+        ndarray of shape (m, k), or (m, r, k) with replicates; for a DataFrame `X` a
+            DataFrame on its index with one column per quantile (columns named
+            ``quantile``; with replicates a ``(replicate, quantile)`` MultiIndex); for an
+            xarray template a DataArray named ``quantile`` with a trailing ``quantile``
+            dimension labelled by the probabilities
+
+        Raises
+        ------
+        ValueError
+            If a quantile is not a number in (0, 1).
+        """
+        check_is_fitted(self)
+        q = np.atleast_1d(np.asarray(quantiles, dtype=float)) if _numbers(quantiles) else None
+        if q is None or q.ndim != 1 or q.size == 0 or not np.all((q > 0) & (q < 1)):
+            raise ValueError(f"quantiles must be probabilities in (0, 1), e.g. (0.05, 0.5, 0.95); got {quantiles!r}.")
+        include_nugget = check_bool(include_nugget, "include_nugget")
+        transform = self._transform()
+
+        def values_at(data):
+            mu, s = self._gaussian_prediction(data, include_nugget)
+            return np.stack([transform.quantile(mu, s, p) for p in q], axis=-1)
+
+        if is_xarray(X):
+            sites, here, fitted, complete = self._template_sites(X)
+            values = values_at(self._new_sites(self._fitted_input(sites[complete])))
+            field = field_from_values(values[:, 0, :] if self._y_one_d else values, X, here, fitted, "sample",
+                                      samples=True, complete=complete)
+            return field.rename(sample="quantile").assign_coords(quantile=q).rename("quantile")
+        data = self._new_sites(X)
+        return samples_output(values_at(data), data.index, self._y_names, self._y_one_d, axis="quantile", labels=q)
 
     def _table_layout(self, position):
         """The field layout of a model fitted on a table: its coordinate columns
@@ -692,8 +804,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         return samples_output(self._draws(data, n_samples, rng), data.index, self._y_names, self._y_one_d)
 
     def _draws(self, data, n_samples, rng):
-        """Conditional draws at checked sites, ``(m, r, n_samples)`` in the units of `y`."""
-        return self._scale.factor * self._kriging.sample(data.coords, data.design, n_samples, rng)
+        """Conditional draws at checked sites, ``(m, r, n_samples)`` in the units of `y`
+        (drawn for ``g(y)`` and transformed back)."""
+        return self._transform().inverse(self._scale.factor * self._kriging.sample(data.coords, data.design,
+                                                                                   n_samples, rng))
 
     def score(self, X: SitesLike, y: Observations, sample_weight: ArrayLike | None = None) -> float:
         """Coefficient of determination R^2 of the kriging mean.
@@ -732,10 +846,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     @property
     def n_params_(self) -> int:
         """int: Parameters estimated by the fit: the covariance parameters of
-        ``result_.estimated`` (the variance included when profiled) and every trend
-        coefficient of every replicate."""
+        ``result_.estimated`` (the variance included when profiled), every trend
+        coefficient of every replicate and an estimated Box-Cox ``lambda``."""
         check_is_fitted(self)
-        return len(self.result_.estimated) + int(np.size(self.coef_))
+        return len(self.result_.estimated) + int(np.size(self.coef_)) + get_transform(self.target_transform).n_estimated
 
     @property
     def aic_(self) -> float:
@@ -961,7 +1075,7 @@ class _Solvers:
 
 
 #: The record classes a model file of :class:`SpatialGP` holds.
-_SAVED_RECORDS = (MLEResult, Trend, FieldLayout, DataScale, _TrainingData)
+_SAVED_RECORDS = (MLEResult, Trend, FieldLayout, DataScale, _TrainingData, Identity, Log, BoxCox)
 
 
 def load(path: str | bytes | os.PathLike[str]) -> SpatialGP:
@@ -1009,10 +1123,28 @@ def load(path: str | bytes | os.PathLike[str]) -> SpatialGP:
     try:
         _check_saved_settings(model)
         check_fitted_state(fitted, _TrainingData)
+        _check_fitted_transform(fitted["transform_"])
     except (ValueError, TypeError, OverflowError) as exc:  # OverflowError: an integer beyond float range
         raise damaged_file_error(path, str(exc).rstrip(".")) from None
     model.__dict__.update(fitted)
+    model.transform_ = fitted["transform_"] or Identity()
     return model
+
+
+def _numbers(values):
+    """Whether `values` converts to a float array."""
+    try:
+        np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _check_fitted_transform(transform):
+    """ValueError unless `transform` (a model file's ``transform_``) is None or a transform
+    with nothing left to estimate."""
+    if transform is not None and not (isinstance(transform, Transform) and not transform.n_estimated):
+        raise ValueError(f"transform_ is a {type(transform).__name__}, not a fitted target transform")
 
 
 def _path_argument(path):

@@ -58,8 +58,9 @@ def check_fitted_state(state, training_record):
         _check_kind(state.get(name), name, kind)
     scale = state["_scale"]
     _require(isinstance(scale, DataScale) and isinstance(scale.factor, float) and _is_finite(scale.factor)
-             and scale.factor > 0 and np.frexp(scale.factor)[0] == 0.5,
-             f"_scale is {_brief(scale)}, not a data scale (a positive power of two)")
+             and scale.factor > 0 and np.frexp(scale.factor)[0] == 0.5
+             and isinstance(scale.log_jacobian, float) and _is_finite(scale.log_jacobian),
+             f"_scale is {_brief(scale)}, not a data scale (a positive power of two and a finite log-Jacobian)")
     _require(not state["_y_one_d"] or r == 1, f"_y_one_d is True but the training data have {r} replicates")
     names = state["_y_names"]
     _require(names is None or isinstance(names, list) and len(names) == r and all(map(_is_label, names)),

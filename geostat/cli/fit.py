@@ -74,6 +74,7 @@ def run_fit(args):
         reml=args.reml,
         random_state=args.seed,
         verbose=verbose_level(args),
+        target_transform=None if data.transform == "none" else data.transform,
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -89,6 +90,7 @@ def run_fit(args):
         "time": data.time,
         "time_unit": model.time_unit_,
         "transform": data.transform,
+        "boxcox_lambda": getattr(model.transform_, "lmbda", None),
         "n": data.n,
         "n_observations": data.n_observations,
         "kernel": fitted_kernel(model),
@@ -272,7 +274,8 @@ def table(result, model):
     elif result["replicate_dimension"]:
         value = f"{value}, {result['replicates']} replicates along {result['replicate_dimension']}"
     lines = [
-        f"geostat fit: {result['data']}  (value: {value}, transform: {result['transform']})",
+        f"geostat fit: {result['data']}  (value: {value}, transform: {result['transform']}"
+        + ("" if result["boxcox_lambda"] is None else f", lambda {result['boxcox_lambda']:.3g}") + ")",
         f"kernel {result['kernel']}, distance {result['distance']}, method {result['method']}"
         + (f" (accuracy {result['accuracy']:g})" if result["accuracy"] is not None else "")
         + (" on the GPU" if result["device"] == "gpu" else "")

@@ -34,7 +34,10 @@ from geostat.distance import find_lonlat
 __all__ = ["TRANSFORMS", "FitData", "drop_singletons", "load_fit_data", "numbers", "select_field", "spatial_dims",
            "split_names", "times"]
 
-TRANSFORMS = {"none": lambda v: v, "log": np.log, "log10": np.log10}
+#: Values of ``--transform``: the estimator's ``target_transform`` (``"none"``: None), so
+#: that the fit reports the likelihood of the data in their own units and ``geostat
+#: predict`` writes values in them.
+TRANSFORMS = ("none", "log", "boxcox")
 #: Words of a column name that mark a longitude or a latitude (``lon`` in ``lon_deg``).
 LONGITUDE_WORDS = frozenset({"lon", "long", "lng", "longitude"})
 LATITUDE_WORDS = frozenset({"lat", "latitude"})
@@ -96,7 +99,7 @@ def load_fit_data(args):
         raise ValueError(f"columns {missing} are not in the data; it has {list(frame.columns)}")
     if time and len(value) > 1:
         raise ValueError(f"--space-time fits one value column (each row is a site at a time); got --value {value}")
-    y = np.column_stack([transformed(numbers(frame, c, "value", missing_ok=True), c, transform) for c in value])
+    y = np.column_stack([positive_for(numbers(frame, c, "value", missing_ok=True), c, transform) for c in value])
     coords = spherical_order(frame, coords, args.distance)
     X = pd.DataFrame({c: numbers(frame, c, "coordinate") for c in coords}
                      | ({time: times(frame, time)} if time else {})
@@ -221,14 +224,15 @@ def numbers(frame, column, role, missing_ok=False):
     return values
 
 
-def transformed(values, column, transform):
+def positive_for(values, column, transform):
+    """`values` of a value column, checked positive where `transform` needs it."""
     bad = np.flatnonzero(values <= 0)
     if transform != "none" and bad.size:
         raise ValueError(
             f"--transform {transform} needs positive values, but value column {column!r} has {bad.size} value(s) <= 0 "
             f"(the first {values[bad[0]]:g} in data row {bad[0] + 1}); use --transform none or shift the column"
         )
-    return TRANSFORMS[transform](values)
+    return values
 
 
 def detect_coords(frame, source):
@@ -261,7 +265,7 @@ def load_field(args, dataset, path):
     kept = [name, *(c for c in covariates if c in dataset.data_vars)]
     dataset = dataset[kept].load()
     transform = args.transform or "none"
-    dataset[name] = transformed_field(dataset[name], label, transform)
+    check_positive_field(dataset[name], label, transform)
     time = (args.time or True) if args.space_time else None
     X, y, layout = table_from_field(dataset[name], label, covariates, dataset, time=time)
     return FitData(str(path), dataset, name, name, transform, covariates, len(X), int(np.isfinite(y).sum()),
@@ -438,7 +442,8 @@ def slice_bounds(text, numeric):
                          "numbers") from None
 
 
-def transformed_field(da, label, transform):
+def check_positive_field(da, label, transform):
+    """ValueError unless the values of `da` are positive where `transform` needs it."""
     values = da.values
     bad = values <= 0  # NaN cells compare False: they stay missing
     if transform != "none" and bad.any():
@@ -446,5 +451,4 @@ def transformed_field(da, label, transform):
             f"--transform {transform} needs positive values, but {label} has {int(bad.sum())} value(s) <= 0 "
             f"(the first {values[bad][0]:g}); use --transform none"
         )
-    return da.copy(data=TRANSFORMS[transform](values))
 

@@ -32,7 +32,10 @@ def build_parser():
     add_select(fit)
     fit.add_argument("--sep", default=",", help="column separator of a CSV file (default ','; '\\t' for tab)")
     add_encoding(fit)
-    fit.add_argument("--transform", choices=sorted(TRANSFORMS), help="transform of the observations")
+    fit.add_argument("--transform", choices=TRANSFORMS,
+                     help="fit the Gaussian process to log(value) or its Box-Cox transform (lambda by maximum "
+                          "likelihood); estimates are in the transformed units, the log-likelihood and "
+                          "'geostat predict' output in the units of the value")
     fit.add_argument("--covariates", default="", help="comma-separated covariate columns (or variables of a "
                      "NetCDF file) for the trend")
     fit.add_argument("--trend", default="constant", choices=["none", "constant", "linear"], help="trend without covariates")

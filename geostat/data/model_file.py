@@ -30,7 +30,9 @@ Gaussian); 2 adds the anisotropic and space-time kernels and the fitted ``time_u
 (text or None: the unit of the time coordinate of a space-time model); 3 adds the known
 noise variances of the training sites to the training data record (``noise``: an array of
 one variance per site in fitting units, or None; a record of an older file, without it,
-reads as None). This module writes version 3 and reads all three.
+reads as None), the fitted target transform ``transform_`` (a record of
+:mod:`geostat.transforms`; absent: none) and the log-Jacobian of the data scale. This
+module writes version 3 and reads all three.
 
 Writing is atomic (:func:`geostat.data.atomic.atomic_path`): a failed or interrupted save
 leaves the previous file as it was, and of concurrent saves to one path the file is one
@@ -117,11 +119,11 @@ _REQUIRED_1 = frozenset({
 FITTED_ATTRIBUTES = {
     1: (_REQUIRED_1, frozenset({"feature_names_in_"})),
     2: (_REQUIRED_1, frozenset({"feature_names_in_", "time_unit_"})),
-    3: (_REQUIRED_1, frozenset({"feature_names_in_", "time_unit_"})),
+    3: (_REQUIRED_1, frozenset({"feature_names_in_", "time_unit_", "transform_"})),
 }
 #: ``{name: value}``: optional fitted attributes that :func:`read_model` sets when a file
 #: lacks them (a file of an older version, or one saved before the attribute existed).
-FITTED_DEFAULTS = {"time_unit_": None}
+FITTED_DEFAULTS = {"time_unit_": None, "transform_": None}
 #: Deepest nesting of kernels in a model file: ``SpaceTime(space=Anisotropic(Matern()))``.
 MAX_KERNEL_DEPTH = 3
 

@@ -717,8 +717,8 @@ def as_output(values, index=None, names=None, one_d=True):
     return pd.DataFrame(values, index=index, columns=names)
 
 
-def samples_output(draws, index=None, names=None, one_d=True):
-    """Return conditional draws in the caller's container.
+def samples_output(draws, index=None, names=None, one_d=True, axis="sample", labels=None):
+    """Return conditional draws (or another trailing axis of values) in the caller's container.
 
     Parameters
     ----------
@@ -726,12 +726,16 @@ def samples_output(draws, index=None, names=None, one_d=True):
         ``k`` draws of ``r`` replicates at ``m`` sites.
     index : pandas.Index or None
         When given, the result is a DataFrame with this index: one column per draw
-        (columns named ``sample`` 0..k-1), or with replicates a ``(replicate, sample)``
-        column MultiIndex.
+        (columns named `axis`, labelled `labels`), or with replicates a ``(replicate,
+        axis)`` column MultiIndex.
     names : list of str, optional
         Replicate names (default 0..r-1).
     one_d : bool
         Whether there is a single replicate (no replicate level or axis).
+    axis : str, default "sample"
+        The name of the last axis (e.g. ``"quantile"``).
+    labels : sequence, optional
+        Its labels (default 0..k-1).
 
     Returns
     -------
@@ -740,7 +744,8 @@ def samples_output(draws, index=None, names=None, one_d=True):
     m, r, k = draws.shape
     if index is None:
         return draws[:, 0, :] if one_d else draws
+    labels = pd.RangeIndex(k, name=axis) if labels is None else pd.Index(labels, name=axis)
     if one_d:
-        return pd.DataFrame(draws[:, 0, :], index=index, columns=pd.RangeIndex(k, name="sample"))
-    columns = pd.MultiIndex.from_product([names if names else range(r), range(k)], names=["replicate", "sample"])
+        return pd.DataFrame(draws[:, 0, :], index=index, columns=labels)
+    columns = pd.MultiIndex.from_product([names if names else range(r), labels], names=["replicate", axis])
     return pd.DataFrame(draws.reshape(m, r * k), index=index, columns=columns)

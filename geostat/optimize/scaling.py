@@ -15,7 +15,10 @@ one works); and since the density of ``y`` is ``s^{-N}`` times that of ``y / s``
     \ell(\sigma^2, \tau^2, \beta; y) = \ell(\sigma^2 / s^2, \tau^2 / s^2, \beta / s; y / s)
     - N_\text{eff} \log s,
 
-with ``N_eff`` the number of observed values (minus ``r p`` for REML). Variance and
+with ``N_eff`` the number of observed values (minus ``r p`` for REML). A target transform
+``z = g(y)`` (:mod:`geostat.transforms`) adds its log-Jacobian ``sum_i log g'(y_i)``, a
+constant at a fixed transform, so that every log-likelihood reported is the density of
+the data in their own units. Variance and
 nugget (and their standard errors) scale by ``s^2``, trend coefficients, predictions and
 their standard deviations by ``s``; range, shape parameters and the nugget ratio not at all.
 """
@@ -101,9 +104,13 @@ class DataScale:
     ----------
     factor : float
         ``s``, a power of two.
+    log_jacobian : float
+        ``sum_i log g'(y_i)`` of the target transform ``g`` (0 without one), added to
+        every log-likelihood reported.
     """
 
     factor: float
+    log_jacobian: float = 0.0
 
     @classmethod
     def nearest(cls, magnitude):
@@ -120,8 +127,8 @@ class DataScale:
         return {k: (v * self.factor**2 if k in VARIANCE_LIKE else v) for k, v in params.items()}
 
     def loglik_from_unit(self, value, n_eff):
-        """A log-likelihood of ``y / s`` as one of ``y``."""
-        return value - n_eff * math.log(self.factor)
+        """A log-likelihood of ``g(y) / s`` as one of ``y``."""
+        return value - n_eff * math.log(self.factor) + self.log_jacobian
 
     def space_to_unit(self, space):
         """A :class:`~geostat.optimize.ParameterSpace` (fixed values, bounds, fixed nugget

@@ -124,8 +124,8 @@ class Transform:
         """
         raise NotImplementedError
 
-    def _log_derivative(self, y):
-        """``log g'(y)`` at checked values."""
+    def log_derivative(self, y):
+        """``log g'(y)`` elementwise, at values where ``g`` is defined."""
         raise NotImplementedError
 
     def log_jacobian(self, y):
@@ -150,7 +150,7 @@ class Transform:
         """
         y = self._checked(y)
         observed = y[~np.isnan(y)]
-        return float(np.sum(self._log_derivative(observed))) if observed.size else 0.0
+        return float(np.sum(self.log_derivative(observed))) if observed.size else 0.0
 
     def _checked(self, y):
         """`y` as a float array (a new one where `y` is not already one: never written to)."""
@@ -344,7 +344,7 @@ class Identity(Transform):
     def inverse(self, z):
         return _floats(z, "z").copy()
 
-    def _log_derivative(self, y):
+    def log_derivative(self, y):
         return np.zeros_like(y)
 
     def mean(self, mu, s):
@@ -386,7 +386,7 @@ class Log(Transform):
     def inverse(self, z):
         return np.exp(_floats(z, "z"))
 
-    def _log_derivative(self, y):
+    def log_derivative(self, y):
         return -np.log(y)
 
     def mean(self, mu, s):
@@ -494,7 +494,7 @@ class BoxCox(Transform):
     def inverse(self, z):
         return _box_cox_inverse(_floats(z, "z"), self._lambda())
 
-    def _log_derivative(self, y):
+    def log_derivative(self, y):
         return (self._lambda() - 1.0) * np.log(y)
 
     def mean(self, mu, s):

@@ -142,7 +142,11 @@ def cross_validate(
         see ``time_unit_``), ``replicate`` (the label of the column of ``y``, only with
         replicates), ``fold`` (K-fold only), ``observed``, ``mean`` (the prediction from
         the other data), ``std`` (its predictive standard deviation, the nugget included),
-        in the units of ``y``, and ``standardized`` = ``(observed - mean) / std``.
+        in the units of ``y``, and ``standardized`` = ``(observed - mean) / std``. With a
+        target transform ``g`` (`target_transform`) the predictions are made for
+        ``g(y)`` and reported in the units of ``y`` (the back-transformed mean and
+        standard deviation); ``standardized``, ``coverage`` and ``crps`` are those of
+        ``g(y)``, the log score that of the density of ``y``.
         ``.attrs["scores"]`` holds the dict of scores, ``.attrs["cv"]`` ``"loo"`` or the
         number of folds, ``.attrs["level"]`` and ``.attrs["refit"]``. A model fitted on an
         xarray field gives the same table (one row per observed cell), not a field.
@@ -191,8 +195,14 @@ def cross_validate(
         observed, mean, std = factor * observed_unit, factor * (observed_unit - residual), factor * np.sqrt(variance)
     order = np.lexsort((replicate, site))
     site, replicate, observed, mean, std = (a[order] for a in (site, replicate, observed, mean, std))
-    table = _result_table(model, site, replicate, None if labels is None else labels[site], observed, mean, std)
-    table.attrs.update(scores=score_predictions(observed, mean, std, names, level),
+    standardized = (observed - mean) / std
+    scores = score_predictions(observed, mean, std, names, level)
+    transform = model._transform()
+    if transform.name != "identity":
+        observed, mean, std, scores = _in_units_of_y(transform, observed, mean, std, scores)
+    table = _result_table(model, site, replicate, None if labels is None else labels[site], observed, mean, std,
+                          standardized)
+    table.attrs.update(scores=scores,
                        cv="loo" if labels is None else int(np.unique(labels[observed_sites]).size),
                        level=level, refit=refit)
     logger.info("cross-validation (%s) of %d observations at %d sites: %s",
@@ -249,7 +259,23 @@ def _closed_form_rows(model, labels):
     return tuple(np.concatenate(a) for a in zip(*parts))
 
 
-def _result_table(model, site, replicate, fold, observed, mean, std):
+def _in_units_of_y(transform, observed, mean, std, scores):
+    """Observations, predictive means and standard deviations of ``g(y)`` (Gaussian) in
+    the units of ``y``, and the scores of the Gaussian predictions moved there: RMSE and
+    MAE of the back-transformed means, the log score of the density of ``y`` (that of
+    ``g(y)`` minus ``log g'(y)``); coverage and the standardized residuals are those of
+    ``g(y)`` (a monotone transform keeps intervals and ranks), CRPS stays in the units
+    of ``g(y)``."""
+    observed_y = transform.inverse(observed)
+    mean_y, std_y = transform.mean(mean, std), transform.std(mean, std)
+    error = observed_y - mean_y
+    moved = {"rmse": lambda: np.sqrt(np.mean(error**2)), "mae": lambda: np.mean(np.abs(error)),
+             "log_score": lambda: scores["log_score"] - np.mean(transform.log_derivative(observed_y))}
+    return observed_y, mean_y, std_y, {name: float(moved[name]()) if name in moved else value
+                                       for name, value in scores.items()}
+
+
+def _result_table(model, site, replicate, fold, observed, mean, std, standardized):
     """The table of :func:`cross_validate` (without its attrs)."""
     coords = model._training.coords[site]
     names = _coordinate_names(model, coords.shape[1])
@@ -263,7 +289,7 @@ def _result_table(model, site, replicate, fold, observed, mean, std):
         columns["replicate"] = labels[replicate]
     if fold is not None:
         columns["fold"] = fold
-    columns |= {"observed": observed, "mean": mean, "std": std, "standardized": (observed - mean) / std}
+    columns |= {"observed": observed, "mean": mean, "std": std, "standardized": standardized}
     return pd.DataFrame(columns)
 
 

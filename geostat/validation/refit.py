@@ -13,13 +13,13 @@ def refit_predictions(model, labels):
     """Predictions of the observations of each fold by a clone of `model` fitted on the
     other folds.
 
-    Each clone (:func:`sklearn.base.clone`: the settings, not the estimates) is fitted by
-    maximum likelihood on the training sites of the other folds and predicts the fold's
-    sites with ``return_std=True``. :meth:`geostat.SpatialGP.predict` predicts the latent
-    process, so the clone's nugget (and any diagonal shift it needed, ``shift_``) and the
+    Each clone (:func:`sklearn.base.clone`: the settings, not the estimates, with the
+    fitted target transform held) is fitted by maximum likelihood on the training sites
+    of the other folds and predicts the fold's sites in the Gaussian scale ``g(y)`` of
+    the transform, its nugget (and any diagonal shift it needed, ``shift_``) and the
     known noise variance of each held-out site (``noise_variance_`` of `model`, which the
-    clone is fitted with on its training sites) are added to the kriging variance: the
-    result predicts the observation.
+    clone is fitted with on its training sites) added to the kriging variance of the
+    latent process: the result predicts the observation.
 
     Parameters
     ----------
@@ -34,10 +34,12 @@ def refit_predictions(model, labels):
     site, replicate : ndarray of int
         Training site and replicate (column of ``y``) of each held-out observation.
     mean, std : ndarray of float
-        Predictive mean and standard deviation of each observation, in the units of ``y``.
+        Predictive mean and standard deviation of ``g(y)`` for each observation (in the
+        units of ``y`` without a transform).
     """
     training = model._training
-    observed = training.y * model._scale.factor
+    transform = model._transform()
+    observed = transform.inverse(training.y * model._scale.factor)
     seen = ~np.isnan(observed)
     table = _training_table(model)
     known = None if training.noise is None else training.noise * model._scale.factor**2
@@ -46,11 +48,11 @@ def refit_predictions(model, labels):
         held = labels == label
         kept = ~held & seen.any(axis=1)
         values = observed[kept, 0] if model._y_one_d else observed[kept]
-        estimator = clone(model).fit(_rows(table, kept), values, noise_variance=None if known is None else known[kept])
-        mean, std = estimator.predict(_rows(table, held), return_std=True)
-        noise = estimator.params_.get("nugget", 0.0) + estimator.shift_ + (0.0 if known is None else known[held])
-        mean = np.asarray(mean, dtype=np.float64).reshape(int(held.sum()), -1)
-        std = np.sqrt(np.asarray(std, dtype=np.float64).reshape(mean.shape) ** 2 + np.reshape(noise, (-1, 1)))
+        estimator = clone(model).set_params(target_transform=transform)
+        estimator.fit(_rows(table, kept), values, noise_variance=None if known is None else known[kept])
+        mean, std = estimator._gaussian_prediction(estimator._new_sites(_rows(table, held)), include_nugget=True)
+        if known is not None:
+            std = np.sqrt(std**2 + known[held][:, None])
         rows, columns = np.nonzero(seen[held])
         sites.append(np.flatnonzero(held)[rows])
         replicates.append(columns)

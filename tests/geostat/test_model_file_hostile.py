@@ -276,7 +276,7 @@ def _zero_data_scale(header):
 
 
 @pytest.mark.parametrize("change, match", [
-    (_zero_data_scale, r"_scale is DataScale\(factor=0.0\), not a data scale \(a positive power of two\)"),
+    (_zero_data_scale, r"_scale is DataScale\(factor=0.0, log_jacobian=0.0\), not a data scale \(a positive power of two"),
     (_set_param("range", 0.0), r"params_\['range'\] must be positive and finite; got 0.0"),
     (_set_param("nugget", -1.0), r"params_\['nugget'\] must be non-negative and finite"),
 ], ids=["data-scale", "range", "negative-nugget"])
