@@ -1,15 +1,17 @@
-"""Kriging mean on many targets: compressed cross-covariance against dense blocks, side by side.
+"""Kriging on many targets at scale against dense cross-covariance blocks, side by side.
 
 A 2-D exponential model (range 0.1, nugget 0.01, constant mean) on ``n`` uniform sites,
 its TLR factor at accuracy 1e-8 (the factor's time is reported, not counted), then the
-kriging mean on ``m`` cells of a regular grid two ways in the same run: through
-compressed tiles (:func:`geostat.solvers.compressed_cross_product`, what
-``SpatialGP.predict(X, return_std=False)`` does from ``predict.COMPRESSED_FROM``
-entries) and through dense cross-covariance blocks (the path of the standard deviation).
-Where the dense path would take long (more than ``--dense-max`` targets) it is timed on
-that many cells and scaled by ``m``. The error is that of the compressed mean against
-the dense product ``c_0^T alpha`` on 1,000 random cells (the same alpha), relative to
-the largest value there. Medians of ``--repeats``.
+kriging mean, and the mean with the standard deviation, on ``m`` cells of a regular grid
+two ways in the same run: at scale (what ``SpatialGP.predict`` does from
+``predict.COMPRESSED_FROM`` target-site pairs: compressed cross-covariance tiles,
+:func:`geostat.solvers.compressed_cross_product`, and local neighbourhoods for the
+variance) and through dense cross-covariance blocks with a TLR solve per target. Where
+the dense path would take long (more than ``--dense-max`` targets for the mean, a tenth
+of that for the standard deviation) it is timed on that many cells and scaled by ``m``.
+The errors are those at scale against the dense path on 1,000 random cells: of the mean
+relative to its largest value there, of the standard deviation relative to each cell's.
+Medians of ``--repeats``.
 
 Run: ``python benchmarks/prediction.py`` (n = 16,384, m = 262,144), or e.g.
 ``python benchmarks/prediction.py --n 131072 --m 1048576 --repeats 1``.
@@ -75,24 +77,31 @@ def main():
     design = np.ones((args.m, 1))
     previous = predict.COMPRESSED_FROM
     predict.COMPRESSED_FROM = 0
-    compressed_time, mean = timed(lambda: krige.predict(targets, design), args.repeats)
+    mean_time, mean = timed(lambda: krige.predict(targets, design), args.repeats)
+    both_time, (_, var) = timed(lambda: krige.predict(targets, design, return_var=True), args.repeats)
     predict.COMPRESSED_FROM = 2**62
-    timed_rows = min(args.m, args.dense_max)
-    dense_time, _ = timed(lambda: krige.predict(targets[:timed_rows], design[:timed_rows]), args.repeats)
-    dense_time *= args.m / timed_rows
+    mean_rows, std_rows = min(args.m, args.dense_max), min(args.m, max(1, args.dense_max // 10))
+    dense_mean_time, _ = timed(lambda: krige.predict(targets[:mean_rows], design[:mean_rows]), args.repeats)
+    dense_both_time, _ = timed(lambda: krige.predict(targets[:std_rows], design[:std_rows], return_var=True),
+                               args.repeats)
+    dense_mean_time *= args.m / mean_rows
+    dense_both_time *= args.m / std_rows
+    check = np.sort(np.random.default_rng(1).choice(args.m, min(1000, args.m), replace=False))
+    reference, reference_var = krige.predict(targets[check], design[check], return_var=True)
     predict.COMPRESSED_FROM = previous
-    check = np.random.default_rng(1).choice(args.m, min(1000, args.m), replace=False)
-    reference = krige.predict(targets[check], design[check])
-    error = np.abs(mean[check] - reference).max() / np.abs(reference).max()
+    mean_error = np.abs(mean[check] - reference).max() / np.abs(reference).max()
+    std_error = np.abs(np.sqrt(var[check] / reference_var) - 1).max()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    scaled = " (scaled from %d targets)" % timed_rows if timed_rows < args.m else ""
     print(f"n = {args.n:,} sites, m = {args.m:,} targets, accuracy {args.accuracy:g}, medians of {args.repeats}")
-    print(f"  TLR factor and weights       {factor_time:8.2f} s (not counted)")
-    print(f"  mean, compressed tiles       {compressed_time:8.2f} s")
-    print(f"  mean, dense blocks           {dense_time:8.2f} s{scaled}")
-    print(f"  dense / compressed           {dense_time / compressed_time:8.2f} x")
-    print(f"  error on {check.size} cells (relative) {error:.2e}")
-    print(f"  peak resident memory         {peak:8.2f} GiB")
+    print(f"  TLR factor and weights         {factor_time:8.2f} s (not counted)")
+    print(f"  mean at scale                  {mean_time:8.2f} s")
+    print(f"  mean, dense blocks             {dense_mean_time:8.2f} s (scaled from {mean_rows:,} targets)")
+    print(f"  mean and std at scale          {both_time:8.2f} s")
+    print(f"  mean and std, dense blocks     {dense_both_time:8.2f} s (scaled from {std_rows:,} targets)")
+    print(f"  dense / at scale: mean {dense_mean_time / mean_time:.2f} x, with std {dense_both_time / both_time:.2f} x")
+    print(f"  error on {check.size} cells: mean {mean_error:.2e} (relative to its largest), "
+          f"std {std_error:.2e} (largest relative)")
+    print(f"  peak resident memory           {peak:8.2f} GiB")
 
 
 if __name__ == "__main__":

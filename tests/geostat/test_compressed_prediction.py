@@ -60,12 +60,51 @@ def test_replicates_and_missing_values(monkeypatch, compressed):
     assert np.abs(got - reference).max() <= 1e-7 * np.abs(reference).max()
 
 
-def test_std_keeps_the_dense_path(monkeypatch, compressed):
-    """``return_std=True`` forms the cross-covariance for the variance: its mean is the dense one."""
+def dense_prediction(model, X, monkeypatch):
+    with monkeypatch.context() as patch:
+        patch.setattr(predict, "COMPRESSED_FROM", 2**62)
+        return model.predict(X, return_std=True)
+
+
+@pytest.mark.parametrize("trend", ["constant", "linear"])
+def test_std_from_all_sites_as_neighbours_is_the_dense_one(trend, monkeypatch, compressed):
+    """With every site a neighbour the local variance is the exact one."""
     rng = np.random.default_rng(6)
     X, y = rng.random((300, 2)), rng.standard_normal(300)
-    model = gs.SpatialGP(kernel="exponential", fixed={"range": 0.2}).fit(X, y)
-    new = rng.random((200, 2))
+    model = gs.SpatialGP(kernel="exponential", fixed={"range": 0.2}, trend=trend).fit(X, y)
+    new = rng.random((500, 2))
+    monkeypatch.setattr(predict, "LOCAL_NEIGHBOURS", 300)
     mean, std = model.predict(new, return_std=True)
-    np.testing.assert_array_equal(mean, dense_mean(model, new, monkeypatch))
-    assert np.all(std > 0)
+    dense_mean, dense_std = dense_prediction(model, new, monkeypatch)
+    np.testing.assert_allclose(std, dense_std, rtol=1e-8)
+    assert np.abs(mean - dense_mean).max() <= 1e-7 * np.abs(dense_mean).max()
+
+
+@pytest.mark.parametrize("nugget", [0.05, 1e-4])
+def test_local_std_bounds_the_exact_one_from_above(nugget, monkeypatch, compressed):
+    """Conditioning on fewer sites cannot lower the variance; with 100 of 1,500 sites as
+    neighbours the screening effect keeps the excess far below 1 %."""
+    rng = np.random.default_rng(7)
+    X = rng.random((1500, 2))
+    y = np.sin(5 * X[:, 0]) + rng.standard_normal(1500) * nugget**0.5
+    model = gs.SpatialGP(kernel="matern", smoothness=1.5, method="exact",
+                         fixed={"range": 0.1, "variance": 1.0}, nugget=nugget).fit(X, y)
+    new = rng.random((2000, 2))
+    monkeypatch.setattr(predict, "LOCAL_NEIGHBOURS", 100)
+    _, std = model.predict(new, return_std=True)
+    _, dense_std = dense_prediction(model, new, monkeypatch)
+    # Both variances are 1 - ||L^{-1} c_0||^2 >= 1e-4 with rounding errors of order
+    # eps cond(K) <= 1e-16 / 1e-4 each: 1e-6 relative is a wide margin.
+    assert np.all(std >= dense_std * (1 - 1e-6))
+    assert np.all(std <= dense_std * 1.01)
+
+
+def test_known_noise_enters_the_local_variance(monkeypatch, compressed):
+    rng = np.random.default_rng(8)
+    X, y = rng.random((300, 2)), rng.standard_normal(300)
+    noise = rng.uniform(0.01, 0.5, 300)
+    model = gs.SpatialGP(kernel="exponential", fixed={"range": 0.2}).fit(X, y, noise_variance=noise)
+    new = rng.random((400, 2))
+    monkeypatch.setattr(predict, "LOCAL_NEIGHBOURS", 300)
+    _, std = model.predict(new, return_std=True)
+    np.testing.assert_allclose(std, dense_prediction(model, new, monkeypatch)[1], rtol=1e-8)
