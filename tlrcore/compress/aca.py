@@ -158,11 +158,14 @@ def aca_compress(get_rows, get_cols, shape, tol, max_rank=None):
         return done.value
 
 
-def aca_steps(m, p, tol, max_rank=None):
+def aca_steps(m, p, tol, max_rank=None, recompressed=True):
     """:func:`aca_compress` as a coroutine that asks for the entries it reads.
 
     The caller serves the requests, so that it can serve those of many blocks at once
-    (:mod:`tlrcore.compress.aca_column`); the arithmetic is that of :func:`aca_compress`.
+    (:mod:`tlrcore.compress.aca_column`); the arithmetic is that of :func:`aca_compress`,
+    or without `recompressed` that of ACA alone: its terms as they are (a few more than
+    the SVD's rank, not orthogonal, within the tolerance by the same stopping rule), for
+    a product applied once, where recompression would cost more than it saves.
 
     Parameters
     ----------
@@ -194,8 +197,10 @@ def aca_steps(m, p, tol, max_rank=None):
     cross, converged = yield from _cross_approximation(m, p, _SAFETY * tol, step_limit)
     if not converged and step_limit == dense_limit:
         (dense,) = yield [("rows", np.arange(m))]
-        return truncate_svd(dense, tol, max_rank)
-    return recompress(*cross.factors(), (1.0 - _ACA_SHARE) * tol, max_rank)
+        if recompressed:
+            return truncate_svd(dense, tol, max_rank)
+        return (np.eye(m), dense.T) if m <= p else (dense, np.eye(p))  # the block itself, as two factors
+    return recompress(*cross.factors(), (1.0 - _ACA_SHARE) * tol, max_rank) if recompressed else cross.factors()
 
 
 class _Block:

@@ -16,7 +16,7 @@ from tlrcore.compress.aca import aca_steps
 __all__ = ["aca_column"]
 
 
-def aca_column(read_rows, read_columns, sizes, p, tol, max_rank=None):
+def aca_column(read_rows, read_columns, sizes, p, tol, max_rank=None, recompressed=True):
     """Compress the blocks ``A_t`` of shapes ``(sizes[t], p)`` by ACA, all together.
 
     Parameters
@@ -34,6 +34,8 @@ def aca_column(read_rows, read_columns, sizes, p, tol, max_rank=None):
         Absolute Frobenius tolerance of every block (checked by the caller).
     max_rank : int or None, default None
         As in :func:`~tlrcore.compress.aca_compress` (checked by the caller).
+    recompressed : bool, default True
+        Recompress each block's ACA terms (:func:`~tlrcore.compress.aca.aca_steps`).
 
     Returns
     -------
@@ -41,7 +43,7 @@ def aca_column(read_rows, read_columns, sizes, p, tol, max_rank=None):
         One pair per block, equal to what :func:`~tlrcore.compress.aca_compress` returns
         for that block given the same entries.
     """
-    steps = [aca_steps(m, p, tol, max_rank) for m in sizes]
+    steps = [aca_steps(m, p, tol, max_rank, recompressed) for m in sizes]
     results = [None] * len(steps)
     pending = {}
     for t in range(len(steps)):

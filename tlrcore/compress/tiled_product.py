@@ -13,7 +13,9 @@ tiles ``J_b``. For each row tile the product is
 with the tiles of ``D_a`` (those the caller marks dense, e.g. where rows and columns
 are near each other) generated whole and the others compressed by ACA with partial
 pivoting (:func:`~tlrcore.compress.aca_column.aca_column`, the tiles of one row tile
-together, their reads served by one generator call per round). A compressed tile of
+together, their reads served by one generator call per round; the terms applied as ACA
+leaves them, since an SVD recompression costs more than the product it would shorten).
+A compressed tile of
 rank ``k`` reads ``k (|I_a| + |J_b|)`` entries instead of ``|I_a| |J_b|``; its
 factors are applied and dropped, so memory is that of one row tile's work per thread.
 
@@ -127,4 +129,5 @@ def _compress_row_tile(checked, rows, col_tiles, a, tolerance):
     def read_columns(parts):
         return [checked(rows[idx], col_tiles[t], where).T for t, idx in parts]
 
-    return aca_column(read_rows, read_columns, [tile.size for tile in col_tiles], rows.size, tolerance)
+    return aca_column(read_rows, read_columns, [tile.size for tile in col_tiles], rows.size, tolerance,
+                      recompressed=False)
