@@ -77,8 +77,8 @@ def build_parser():
     predict.add_argument("sites", help="CSV file of sites (the fitted coordinate and covariate columns), or a "
                          "NetCDF file whose grid (lon/lat or x/y coordinates) is predicted")
     predict.add_argument("-o", "--output", required=True, help="output file: .csv (the sites' columns, then mean, "
-                         "std, sample_K; sites with columns of these names are refused) or .nc (variables mean, std, "
-                         "sample)")
+                         "std, sample_K; sites with columns of these names are refused) or .nc (variables VAR_mean, "
+                         "VAR_std, VAR_sample named after the grid's variable, else mean, std, sample)")
     predict.add_argument("--std", action="store_true", help="also write the kriging standard deviation")
     predict.add_argument("--samples", type=int, metavar="K", help="also write K conditional simulations (at most "
                          f"{MAX_SAMPLE_VALUES:,} values in all, sites x replicates x K; at CSV sites, where each is a "
