@@ -657,10 +657,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         data = self._new_sites(X)
         transform = self._transform()
         wrap = lambda a: as_output(a, data.index, self._y_names, self._y_one_d)  # noqa: E731
-        if not return_std and transform.name == "identity":
-            with tile_progress(shows_tile_progress(getattr(self, "verbose", None))):
+        with tile_progress(shows_tile_progress(getattr(self, "verbose", None))):
+            if not return_std and transform.name == "identity":
                 return wrap(self._scale.factor * self._kriging.predict(data.coords, data.design))
-        mu, s = self._gaussian_prediction(data)
+            mu, s = self._gaussian_prediction(data)
         mean = transform.mean(mu, s)
         return (wrap(mean), wrap(transform.std(mu, s))) if return_std else wrap(mean)
 

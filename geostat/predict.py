@@ -37,7 +37,7 @@ from geostat.errors import NotPositiveDefiniteError
 from geostat.likelihood.gls import centered_design, remove_means
 from geostat.likelihood.terms import split_params
 from geostat.ordering import order_points
-from geostat.solvers import compressed_cross_product, one_blas_thread, tile_threads
+from geostat.solvers import compressed_cross_product, one_blas_thread, progress_counter, tile_threads
 
 __all__ = ["Kriging"]
 
@@ -210,8 +210,10 @@ class Kriging:
 
         per_chunk = max(1, LOCAL_CHUNK // LOCAL_GROUP)
         chunks = [groups[i:i + per_chunk] for i in range(0, len(groups), per_chunk)]
-        with ThreadPoolExecutor(max(1, min(tile_threads(), len(chunks)))) as pool:
-            list(pool.map(chunk, chunks))
+        with ThreadPoolExecutor(max(1, min(tile_threads(), len(chunks)))) as pool, \
+                progress_counter(len(chunks), "kriging variance", unit="chunk") as counter:
+            for _ in pool.map(chunk, chunks):
+                counter.update()
         return out
 
     def _compresses(self, m):

@@ -34,6 +34,7 @@ from scipy.spatial import cKDTree
 
 import tlrcore
 from tlrcore._malloc import small_pages
+from tlrcore._threads import column_progress as progress_counter
 from tlrcore._threads import one_blas_thread, one_blas_thread_block
 from tlrcore._threads import workers as tile_threads
 from tlrcore.backends import NUMPY, Backend
@@ -62,6 +63,7 @@ __all__ = [
     "not_positive_definite",
     "one_blas_thread",
     "one_blas_thread_block",
+    "progress_counter",
     "resolve_client",
     "site_order",
     "small_pages",
