@@ -108,7 +108,8 @@ def test_a_version_1_file_loads_without_a_time_unit():
 
 def test_a_version_1_file_cannot_hold_an_anisotropic_kernel(anisotropic, tmp_path):
     path = saved_model(anisotropic, tmp_path)
-    rewrite_header(path, lambda header: (header.update(version=1), header["fitted"].pop("time_unit_", None)))
+    rewrite_header(path, lambda header: (header.update(version=1), header["fitted"].pop("time_unit_", None),
+                                         header["fitted"].pop("transform_", None)))
     _refused(path, r"kernel \('anisotropic'\) is not one of the built-in families")
 
 
