@@ -990,8 +990,6 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         del params["client"]  # a connection, not a setting of the model: a loaded model computes in process
         required, optional = FITTED_ATTRIBUTES[MODEL_FILE_VERSION]
         fitted = {k: v for k, v in self.__getstate__().items() if k in required | optional}
-        if isinstance(fitted.get("transform_"), Identity):  # as a file without one reads
-            del fitted["transform_"]
         write_model(path, params, fitted)
 
     def __getstate__(self):
