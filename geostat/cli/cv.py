@@ -69,6 +69,10 @@ def score_table(result, source, model, elapsed):
         ideal = f"{attrs['level']:g}" if name == "coverage" else IDEAL[name]
         label = f"coverage ({attrs['level']:.0%})" if name == "coverage" else name
         lines.append(f"{label:<20}{attrs['scores'][name]:>14.6g}  {ideal}")
-    lines += ["", "rmse, mae and crps are in the units of the observations; log_score is the mean negative log "
-              "predictive density", f"wall time {elapsed:.2f} s"]
+    transform = model._transform().name
+    units = ("rmse, mae and crps are in the units of the observations" if transform == "identity" else
+             f"rmse and mae are in the units of the observations, crps on the {transform} scale the model was "
+             f"fitted on (as the standardized residuals and the coverage)")
+    lines += ["", f"{units}; log_score is the mean negative log predictive density of the observations",
+              f"wall time {elapsed:.2f} s"]
     return "\n".join(lines)
