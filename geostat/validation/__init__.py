@@ -100,9 +100,9 @@ def cross_validate(
     Cost: an exact (dense) model computes the inverse of its covariance once per group of
     replicates observed at the same sites (about the cost of its factorization, and as
     much memory). A TLR model solves with columns of the identity through its factor:
-    leave-one-out needs ``n`` forward (triangular) solves, K-fold ``n`` full solves (``n``
-    the sites of each group), in blocks of bounded memory
-    (:data:`geostat.validation.closed_form.SOLVE_BLOCK_BYTES`), logged at INFO; each fold
+    ``n`` forward (triangular) solves (``n`` the sites of each group), for leave-one-out
+    in blocks of bounded memory (:data:`geostat.validation.closed_form.SOLVE_BLOCK_BYTES`),
+    for K-fold a fold's at once (its ``n x |V|`` solution held), logged at INFO; each fold
     then factors its ``|V| x |V|`` block of :math:`P`.
 
     Parameters

@@ -21,10 +21,10 @@ accuracy).
 
 The entries of :math:`K^{-1}` come from the dense inverse of a dense factor
 (:meth:`geostat.solvers.DenseCholesky.inverse`, a new matrix: the factor is kept), and
-from solves with columns of the identity through a TLR factor, in blocks of at most
-:data:`SOLVE_BLOCK_BYTES`: the diagonal needs only forward solves,
-:math:`(K^{-1})_{ii} = \|L^{-1} P e_i\|^2`, and a fold's block :math:`(K^{-1})_{VV}`
-the rows ``V`` of full solves with the columns ``V``.
+from forward solves with columns of the identity through a TLR factor: the diagonal
+:math:`(K^{-1})_{ii} = \|L^{-1} P e_i\|^2` in blocks of at most
+:data:`SOLVE_BLOCK_BYTES`, and a fold's block :math:`(K^{-1})_{VV} = W^T W` with
+:math:`W = L^{-1} P E_V` solved for the whole fold at once.
 
 References
 ----------
@@ -114,7 +114,7 @@ def closed_form_residuals(kriging, folds=None):
         out.append(GroupResiduals(sites, np.asarray(group.columns), residual, variance))
     if solved:
         logger.info("cross-validation: %d columns of the identity solved through the TLR factors in %d blocks "
-                    "(%s)", solved, blocks, "forward solves" if folds is None else "forward and backward solves")
+                    "(forward solves)", solved, blocks)
     return out
 
 
@@ -209,10 +209,13 @@ class _InverseEntries:
             backend = self.chol.backend
             index = backend.xp.asarray(rows)
             return np.asarray(backend.to_host(self._inverse[index[:, None], index[None, :]]), dtype=np.float64)
-        out = np.empty((rows.size, rows.size))
-        for start, columns in self._column_blocks(rows):
-            out[:, start:start + columns.size] = self.chol.solve(self._identity_columns(columns))[rows]
-        return out
+        # (K^{-1})_VV = W^T W with W = L^{-1} P E_V: forward solves only, W held whole
+        check_memory(2 * 8.0 * self.n * rows.size, f"the forward solves of a fold of {rows.size:,} sites",
+                     "use more folds (a larger cv), so that each holds fewer sites.")
+        self.columns_solved += rows.size
+        self.blocks_solved += 1
+        solution = self.chol.solve_lower(self._identity_columns(rows))
+        return solution.T @ solution
 
     def _column_blocks(self, columns):
         """``(start, block)`` of `columns` in consecutive blocks whose right-hand sides
