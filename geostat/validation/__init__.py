@@ -25,10 +25,10 @@ and holding out a set :math:`V` of sites,
 
     e_V = P_{VV}^{-1} (P y)_V, \qquad \operatorname{Cov}(e_V) = P_{VV}^{-1}
 
-(Dubrule 1983, who derived them from the inverse of the kriging system; :math:`P` is the
+(Dubrule 1983 [1]_, who derived them from the inverse of the kriging system; :math:`P` is the
 lower-right block of that inverse). No refit: all of it comes from one factorization of
 :math:`C` (:mod:`geostat.validation.closed_form`). The scores are those of
-:mod:`geostat.validation.scores` (CRPS and the log score of Gneiting and Raftery 2007).
+:mod:`geostat.validation.scores` (CRPS and the log score of Gneiting and Raftery 2007 [2]_).
 
 Public names
 ------------
