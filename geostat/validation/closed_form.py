@@ -184,6 +184,10 @@ class _InverseEntries:
         self.dense = isinstance(chol, DenseCholesky)
         self.columns_solved = self.blocks_solved = 0
         self._inverse = None
+        # The position of each site in the factor: columns of the identity solved in that
+        # order start at their first tile (the forward substitution skips the zero tiles).
+        perm = getattr(chol, "perm", None)
+        self.position = np.arange(n) if perm is None else np.argsort(np.asarray(perm))
 
     def _dense_inverse(self, lower):
         check_memory(2 * 8.0 * self.n**2, f"the inverse covariance of {self.n:,} sites",
@@ -196,7 +200,7 @@ class _InverseEntries:
             backend = self.chol.backend
             return np.array(backend.to_host(backend.xp.diagonal(self._dense_inverse(lower=True))), dtype=np.float64)
         out = np.empty(self.n)
-        for _, columns in self._column_blocks(np.arange(self.n)):
+        for _, columns in self._column_blocks(np.argsort(self.position)):
             solution = self.chol.solve_lower(self._identity_columns(columns))
             out[columns] = np.einsum("ij,ij->j", solution, solution)
         return out
@@ -214,8 +218,11 @@ class _InverseEntries:
                      "use more folds (a larger cv), so that each holds fewer sites.")
         self.columns_solved += rows.size
         self.blocks_solved += 1
-        solution = self.chol.solve_lower(self._identity_columns(rows))
-        return solution.T @ solution
+        order = np.argsort(self.position[rows], kind="stable")
+        solution = self.chol.solve_lower(self._identity_columns(rows[order]))
+        back = np.empty_like(order)
+        back[order] = np.arange(order.size)
+        return (solution.T @ solution)[np.ix_(back, back)]
 
     def _column_blocks(self, columns):
         """``(start, block)`` of `columns` in consecutive blocks whose right-hand sides

@@ -108,10 +108,17 @@ class TLRCholesky(TileFactor):
         return by_column_chunks(self._forward, self._to_factor_order(self._check_rhs(b)))
 
     def _forward(self, x):
-        """Forward substitution in place on the C-ordered `x`."""
-        for k in range(self.n_tiles):
+        """Forward substitution in place on the C-ordered `x`. The tiles before the first
+        nonzero row of `x` stay zero (``L^{-1}`` is lower triangular) and are skipped,
+        which leaves the result as it is: the columns of the identity a cross-validation
+        solves with, grouped by factor position, start late."""
+        nonzero = np.flatnonzero(np.any(x.reshape(x.shape[0], -1) != 0, axis=1))
+        if not nonzero.size:
+            return x
+        first = int(np.searchsorted(self.offsets, nonzero[0], side="right")) - 1
+        for k in range(first, self.n_tiles):
             rows = self.tile(k)
-            for j in range(k):
+            for j in range(first, k):
                 x[rows] -= self.U[k, j] @ (self.V[k, j].T @ x[self.tile(j)])
             trsm_lower(self.diagonal[k], x[rows])
         return x
