@@ -643,7 +643,16 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             when asked (``.compute()``, ``.to_netcdf()``, ``.plot()``).
         return_std : bool, default False
             Also return the kriging standard deviation (universal kriging: it includes
-            the uncertainty of the trend coefficients; it excludes the nugget).
+            the uncertainty of the trend coefficients; it excludes the nugget). Without
+            it only the mean is computed.
+
+        With a target transform ``g`` (`target_transform`) the mean and standard
+        deviation are those of ``g^{-1}`` of the latent process, in the units of ``y``
+        (the mean needs the kriging variance, which is then computed too); see
+        :meth:`predict_quantiles` for medians and intervals. For many targets (from
+        :data:`geostat.predict.COMPRESSED_FROM` target-site pairs) the cross-covariance
+        is compressed tile by tile and the variance conditioned on local neighbourhoods
+        (:mod:`geostat.predict`).
 
         Returns
         -------
