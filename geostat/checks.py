@@ -21,6 +21,7 @@ __all__ = [
     "check_memory",
     "check_params",
     "check_positive_int",
+    "check_probabilities",
     "check_random_state",
     "check_tile_size",
 ]
@@ -92,6 +93,18 @@ def check_positive_int(value, argname):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{argname} must be a positive integer; got {value!r}.")
     return int(value)
+
+
+def check_probabilities(values, argname, example):
+    """`values` as a non-empty 1-D float array of probabilities in (0, 1), else ValueError
+    naming `argname` with an `example`."""
+    try:
+        out = np.atleast_1d(np.asarray(values, dtype=float))
+    except (TypeError, ValueError):
+        out = None
+    if out is None or out.ndim != 1 or out.size == 0 or not np.all((out > 0) & (out < 1)):
+        raise ValueError(f"{argname} must be probabilities in (0, 1), e.g. {example}; got {values!r}.")
+    return out
 
 
 def check_tile_size(tile_size, argname="tile_size"):

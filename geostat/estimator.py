@@ -22,6 +22,7 @@ from geostat.checks import (
     check_mapping,
     check_params,
     check_positive_int,
+    check_probabilities,
     check_random_state,
     check_tile_size,
 )
@@ -716,9 +717,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             If a quantile is not a number in (0, 1).
         """
         check_is_fitted(self)
-        q = np.atleast_1d(np.asarray(quantiles, dtype=float)) if _numbers(quantiles) else None
-        if q is None or q.ndim != 1 or q.size == 0 or not np.all((q > 0) & (q < 1)):
-            raise ValueError(f"quantiles must be probabilities in (0, 1), e.g. (0.05, 0.5, 0.95); got {quantiles!r}.")
+        q = check_probabilities(quantiles, "quantiles", "(0.05, 0.5, 0.95)")
         include_nugget = check_bool(include_nugget, "include_nugget")
         transform = self._transform()
 
@@ -1138,15 +1137,6 @@ def load(path: str | bytes | os.PathLike[str]) -> SpatialGP:
     model.__dict__.update(fitted)
     model.transform_ = fitted["transform_"] or Identity()
     return model
-
-
-def _numbers(values):
-    """Whether `values` converts to a float array."""
-    try:
-        np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def _check_fitted_transform(transform):
