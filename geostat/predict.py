@@ -190,6 +190,8 @@ class Kriging:
         order = order_points(points, "kdtree", min(LOCAL_GROUP, coords.shape[0]))
         groups = [order[start:start + LOCAL_GROUP] for start in range(0, order.size, LOCAL_GROUP)]
         k = min(LOCAL_NEIGHBOURS, sites.shape[0])
+        # the nugget, and the diagonal shift of the fitted factor where it needed one
+        diagonal = self.params.get("nugget", 0.0) + self.params["variance"] * getattr(g.chol, "shift", 0.0)
         out = np.empty(coords.shape[0])
 
         def chunk(members):
@@ -201,9 +203,14 @@ class Kriging:
                 neighbours = np.unique(nearest[start:start + group.size])
                 start += group.size
                 cov = self._covariance(sites[neighbours], sites[neighbours])
-                cov[np.diag_indices_from(cov)] += self.params.get("nugget", 0.0) + (
-                    0.0 if g.noise is None else g.noise[neighbours])
-                root = np.linalg.cholesky(cov)
+                cov[np.diag_indices_from(cov)] += diagonal + (0.0 if g.noise is None else g.noise[neighbours])
+                try:
+                    root = np.linalg.cholesky(cov)
+                except np.linalg.LinAlgError:
+                    raise NotPositiveDefiniteError(
+                        f"the covariance of the {neighbours.size} training sites nearest to targets "
+                        f"{group[:3].tolist()}... is not positive definite (sites duplicated without a nugget?); "
+                        "fit with a nugget, or predict with return_std=False.", tile=0) from None
                 w = solve_triangular(root, self._covariance(sites[neighbours], coords[group]), lower=True,
                                      check_finite=False)
                 out[group] = self.params["variance"] - np.einsum("ij,ij->j", w, w)
