@@ -88,8 +88,10 @@ def main():
     parser.add_argument("--range", type=float, default=0.1)
     args = parser.parse_args()
     distance = get_distance("euclidean")
-    print(f"{'kernel':>9} {'n':>7} {'tiles':>5} {'rank':>5} {'build s':>8} {'gen s':>7} {'rest s':>7} "
-          f"{'calls':>7} {'ms/tile':>7} {'gen/dense':>9}")
+    print(
+        f"{'kernel':>9} {'n':>7} {'tiles':>5} {'rank':>5} {'build s':>8} {'gen s':>7} {'rest s':>7} "
+        f"{'calls':>7} {'ms/tile':>7} {'gen/dense':>9}"
+    )
     for n in args.n:
         X = np.random.default_rng(n).uniform(size=(n, 2))
         per_entry = dense_seconds_per_entry(X, args.range)
@@ -105,9 +107,11 @@ def main():
             timed, n_tiles, rank = runs[0][1], runs[0][2], runs[0][3]
             off_tiles = n_tiles * (n_tiles - 1) // 2
             dense = timed.entries_read * per_entry
-            print(f"{key:>9} {n:>7} {n_tiles:>5} {rank:>5.1f} {total:>8.2f} {gen:>7.2f} {total - gen:>7.2f} "
-                  f"{timed.calls:>7} {1e3 * (total - gen) / max(off_tiles, 1):>7.2f} {gen / dense:>9.1f}",
-                  flush=True)
+            print(
+                f"{key:>9} {n:>7} {n_tiles:>5} {rank:>5.1f} {total:>8.2f} {gen:>7.2f} {total - gen:>7.2f} "
+                f"{timed.calls:>7} {1e3 * (total - gen) / max(off_tiles, 1):>7.2f} {gen / dense:>9.1f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

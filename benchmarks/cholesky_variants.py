@@ -100,8 +100,10 @@ def tile_times(A):
         columns.append((np.asarray(work, dtype=float), np.asarray(seconds)))
         return lambda: results
 
-    with mock.patch.dict(os.environ, {"TLRCORE_NUM_THREADS": "1"}), \
-            mock.patch.object(LEFT_LOOKING, "start_by_work", timed):
+    with (
+        mock.patch.dict(os.environ, {"TLRCORE_NUM_THREADS": "1"}),
+        mock.patch.object(LEFT_LOOKING, "start_by_work", timed),
+    ):
         tlr.cholesky(A)
     return columns
 
@@ -117,8 +119,12 @@ def makespan(seconds, workers):
 def scheduling_model(columns, workers):
     """Summed column makespans: index order, sorted by estimated work, lower bound."""
     index = sum(makespan(seconds, workers) for _, seconds in columns)
-    ranked = sum(makespan(seconds[np.argsort(-work, kind="stable")], workers) for work, seconds in columns)
-    bound = sum(max(seconds.sum() / workers, seconds.max()) for _, seconds in columns if seconds.size)
+    ranked = sum(
+        makespan(seconds[np.argsort(-work, kind="stable")], workers) for work, seconds in columns
+    )
+    bound = sum(
+        max(seconds.sum() / workers, seconds.max()) for _, seconds in columns if seconds.size
+    )
     return index, ranked, bound
 
 
@@ -136,9 +142,13 @@ def main(argv=None):
     parser.add_argument("--model-threads", type=int, nargs="+", default=[2, 4, 8])
     args = parser.parse_args(argv)
 
-    print(f"2-D exponential, range {RANGE}, nugget {NUGGET}, accuracy {args.accuracy:g}, "
-          f"{library_threads()} threads\n")
-    print("| n | tile | rank A | variant | runs | factor s (median) | min s | rank L | MB | |dlogdet| |")
+    print(
+        f"2-D exponential, range {RANGE}, nugget {NUGGET}, accuracy {args.accuracy:g}, "
+        f"{library_threads()} threads\n"
+    )
+    print(
+        "| n | tile | rank A | variant | runs | factor s (median) | min s | rank L | MB | |dlogdet| |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     ratios, models = [], []
     for n in args.n:
@@ -147,24 +157,38 @@ def main(argv=None):
         times, factors = measure(A, repeats)
         reference = factors["left, sorted"].logdet()
         for name, F in factors.items():
-            print(f"| {n} | {A.tile_size} | {A.mean_rank:.1f} | {name} | {repeats} | "
-                  f"{statistics.median(times[name]):.2f} | {min(times[name]):.2f} | {mean_rank(F):.1f} | "
-                  f"{F.nbytes / 1e6:.0f} | {abs(F.logdet() - reference):.1e} |", flush=True)
+            print(
+                f"| {n} | {A.tile_size} | {A.mean_rank:.1f} | {name} | {repeats} | "
+                f"{statistics.median(times[name]):.2f} | {min(times[name]):.2f} | {mean_rank(F):.1f} | "
+                f"{F.nbytes / 1e6:.0f} | {abs(F.logdet() - reference):.1e} |",
+                flush=True,
+            )
         median = {name: statistics.median(t) for name, t in times.items()}
-        ratios.append((n, median["left, index order"] / median["left, sorted"],
-                       median["right"] / median["left, sorted"]))
+        ratios.append(
+            (
+                n,
+                median["left, index order"] / median["left, sorted"],
+                median["right"] / median["left, sorted"],
+            )
+        )
         del factors
         models.append((n, tile_times(A)))
     print("\n| n | index order / sorted (left) | right / left (sorted) |")
     print("|---|---|---|")
     for n, sorting, right in ratios:
         print(f"| {n} | {sorting:.2f} | {right:.2f} |")
-    print("\n|dlogdet| = |logdet - logdet(left, sorted)|; MB = factor nbytes / 1e6; "
-          "ratios of median factor times (> 1: the second is faster).")
+    print(
+        "\n|dlogdet| = |logdet - logdet(left, sorted)|; MB = factor nbytes / 1e6; "
+        "ratios of median factor times (> 1: the second is faster)."
+    )
 
-    print("\nScheduling model (left-looking; per-tile ARA times on one thread, list-scheduled per column)\n")
-    print("| n | tiles s (serial) | corr(estimate, s) | threads | index order s | sorted s | bound s "
-          "| index / sorted |")
+    print(
+        "\nScheduling model (left-looking; per-tile ARA times on one thread, list-scheduled per column)\n"
+    )
+    print(
+        "| n | tiles s (serial) | corr(estimate, s) | threads | index order s | sorted s | bound s "
+        "| index / sorted |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for n, columns in models:
         total = sum(seconds.sum() for _, seconds in columns)
@@ -172,8 +196,11 @@ def main(argv=None):
         corr = np.corrcoef(work, seconds)[0, 1]
         for workers in args.model_threads:
             index, ranked, bound = scheduling_model(columns, workers)
-            print(f"| {n} | {total:.2f} | {corr:.2f} | {workers} | {index:.3f} | {ranked:.3f} | {bound:.3f} "
-                  f"| {index / ranked:.3f} |")
+            print(
+                f"| {n} | {total:.2f} | {corr:.2f} | {workers} | {index:.3f} | {ranked:.3f} | {bound:.3f} "
+                f"| {index / ranked:.3f} |"
+            )
+
 
 if __name__ == "__main__":
     main()

@@ -77,7 +77,9 @@ def main(argv=None):
     parser.add_argument("--orderings", nargs="+", default=["kdtree", "morton"])
     parser.add_argument("--method", default="aca", choices=["aca", "ara", "svd"])
     parser.add_argument("--tile-size", type=int, default=None)
-    parser.add_argument("--dense-max", type=int, default=32768, help="largest n for the dense baseline")
+    parser.add_argument(
+        "--dense-max", type=int, default=32768, help="largest n for the dense baseline"
+    )
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args(argv)
 
@@ -97,7 +99,9 @@ def main(argv=None):
             tile = args.tile_size or auto_tile_size(n)
             dense_time = dense_bytes = None
             if n <= args.dense_max:
-                dense_time, dense_bytes = dense_build(covariance_block(X, kernel, params, get_distance("euclidean")), n)
+                dense_time, dense_bytes = dense_build(
+                    covariance_block(X, kernel, params, get_distance("euclidean")), n
+                )
             for ordering in args.orderings:
                 start = time.perf_counter()
                 perm = order_points(X, ordering, tile)
@@ -105,10 +109,14 @@ def main(argv=None):
                 block = covariance_block(X[perm], kernel, params, get_distance("euclidean"))
                 for accuracy in args.accuracy:
                     start = time.perf_counter()
-                    A = tlr.TLRMatrix.from_generator(block, n, tile, accuracy=accuracy, method=args.method)
+                    A = tlr.TLRMatrix.from_generator(
+                        block, n, tile, accuracy=accuracy, method=args.method
+                    )
                     build = time.perf_counter() - start
                     info = tlr.summary(A, block, n_probe_tiles=24)
-                    speedup = f"{dense_time / (build + order_time):8.1f}" if dense_time else f"{'-':>8}"
+                    speedup = (
+                        f"{dense_time / (build + order_time):8.1f}" if dense_time else f"{'-':>8}"
+                    )
                     dense_s = f"{dense_time:8.2f}" if dense_time else f"{'-':>8}"
                     print(
                         f"{name:<12}{n:>7} {ordering:<7}{accuracy:>7.0e}{tile:>6}{order_time:>8.2f}{build:>8.2f}"
@@ -119,7 +127,9 @@ def main(argv=None):
                     if args.profile and not profiled:
                         profiled = True
                         print(profile_one_thread(block, n, tile, accuracy, args.method))
-    print("\nspeedup = dense build time / (ordering + TLR build time); est err = relative Frobenius error")
+    print(
+        "\nspeedup = dense build time / (ordering + TLR build time); est err = relative Frobenius error"
+    )
     print("estimated from 24 probed off-diagonal tiles; dense MB = 8 n^2 / 1e6.")
 
 

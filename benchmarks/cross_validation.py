@@ -48,7 +48,9 @@ def timed(function, repeats):
 def brute_force(X, y, held, params):
     """Universal kriging of the observations `held` from all the others (dense)."""
     rest = np.setdiff1d(np.arange(len(y)), held)
-    C = params["variance"] * np.exp(-cdist(X[rest], X[rest]) / params["range"]) + params["nugget"] * np.eye(rest.size)
+    C = params["variance"] * np.exp(-cdist(X[rest], X[rest]) / params["range"]) + params[
+        "nugget"
+    ] * np.eye(rest.size)
     factor = cho_factor(C)
     F = np.ones((rest.size, 1))
     cinv_f, cinv_y = cho_solve(factor, F), cho_solve(factor, y[rest])
@@ -56,8 +58,12 @@ def brute_force(X, y, held, params):
     c0 = params["variance"] * np.exp(-cdist(X[held], X[rest]) / params["range"])
     mean = beta + c0 @ cho_solve(factor, y[rest] - F[:, 0] * beta)
     u = 1.0 - c0 @ cinv_f[:, 0]
-    var = params["variance"] + params["nugget"] - np.einsum("ij,ji->i", c0, cho_solve(factor, c0.T)) \
+    var = (
+        params["variance"]
+        + params["nugget"]
+        - np.einsum("ij,ji->i", c0, cho_solve(factor, c0.T))
         + u**2 / (F.T @ cinv_f)[0, 0]
+    )
     return mean, np.sqrt(var)
 
 
@@ -71,12 +77,19 @@ def main():
     args = parser.parse_args()
     X, y = model_data(args.n)
     fixed = {"range": PARAMS["range"], "variance": PARAMS["variance"]}
-    model = gs.SpatialGP(kernel="exponential", method=args.method, nugget=PARAMS["nugget"], fixed=fixed,
-                         accuracy=1e-8).fit(X, y)
+    model = gs.SpatialGP(
+        kernel="exponential",
+        method=args.method,
+        nugget=PARAMS["nugget"],
+        fixed=fixed,
+        accuracy=1e-8,
+    ).fit(X, y)
     likelihood = model._likelihood
 
     def evaluate():
-        if hasattr(likelihood, "release_factors"):  # a TLR likelihood keeps the factor of its last parameters
+        if hasattr(
+            likelihood, "release_factors"
+        ):  # a TLR likelihood keeps the factor of its last parameters
             likelihood.release_factors()
         return model.log_likelihood(model.params_)
 
@@ -84,10 +97,14 @@ def main():
     cv = "loo" if args.folds == 0 else args.folds
     model._kriging.groups  # noqa: B018  (the factor at the estimates, as after a fit)
     validation, table = timed(lambda: model.cross_validate(cv=cv), args.repeats)
-    print(f"n = {args.n:,}, {args.method}, {'leave-one-out' if cv == 'loo' else f'{cv}-fold'}, "
-          f"medians of {args.repeats}")
+    print(
+        f"n = {args.n:,}, {args.method}, {'leave-one-out' if cv == 'loo' else f'{cv}-fold'}, "
+        f"medians of {args.repeats}"
+    )
     print(f"  one log-likelihood evaluation  {evaluation:8.2f} s")
-    print(f"  cross-validation               {validation:8.2f} s  = {validation / evaluation:.1f} evaluations")
+    print(
+        f"  cross-validation               {validation:8.2f} s  = {validation / evaluation:.1f} evaluations"
+    )
     if cv == "loo" and args.check:
         held = np.sort(np.random.default_rng(1).choice(args.n, args.check, replace=False))
         rows = table.set_index("site").loc[held]
@@ -96,8 +113,10 @@ def main():
             mean, std = brute_force(X, y, np.array([site]), model.params_)
             worst_mean = max(worst_mean, abs(rows.loc[site, "mean"] - mean[0]) / abs(mean[0]))
             worst_std = max(worst_std, abs(rows.loc[site, "std"] - std[0]) / std[0])
-        print(f"  against brute force at {args.check} sites: mean {worst_mean:.1e}, std {worst_std:.1e} "
-              "(largest relative difference)")
+        print(
+            f"  against brute force at {args.check} sites: mean {worst_mean:.1e}, std {worst_std:.1e} "
+            "(largest relative difference)"
+        )
     print("  scores:", {name: round(value, 4) for name, value in table.attrs["scores"].items()})
 
 

@@ -60,13 +60,21 @@ def main(argv=None):
                 tlr.release_factors()  # time a fresh factorization every repeat
                 return tlr.terms(theta, eta).profiled_value()
 
-            dense_s, dense_value = median_time(lambda: exact.terms(theta, eta).profiled_value(), args.repeats)
+            dense_s, dense_value = median_time(
+                lambda: exact.terms(theta, eta).profiled_value(), args.repeats
+            )
             grad_s, _ = median_time(lambda: exact.terms(theta, eta, gradient=True), args.repeats)
             tlr_s, tlr_value_ = median_time(tlr_value, args.repeats)
-            print(f"| {key} | {n} | {dense_s:.3f} | {grad_s:.3f} | {tlr_s:.3f} | {grad_s / tlr_s:.2f} | "
-                  f"{abs(tlr_value_ - dense_value):.1e} |", flush=True)
-    print(f"\naccuracy {args.accuracy:g}; range 0.1, nugget ratio 0.01, uniform sites in the unit square; "
-          "medians of", args.repeats)
+            print(
+                f"| {key} | {n} | {dense_s:.3f} | {grad_s:.3f} | {tlr_s:.3f} | {grad_s / tlr_s:.2f} | "
+                f"{abs(tlr_value_ - dense_value):.1e} |",
+                flush=True,
+            )
+    print(
+        f"\naccuracy {args.accuracy:g}; range 0.1, nugget ratio 0.01, uniform sites in the unit square; "
+        "medians of",
+        args.repeats,
+    )
 
 
 if __name__ == "__main__":

@@ -95,8 +95,11 @@ def in_process(n, tile=None):
 
 
 def worker_stats(dask_worker):
-    return {"peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "tasks": dask_worker.state.executed_count, "sent_mb": dask_worker.transfer_outgoing_bytes_total / 1e6}
+    return {
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "tasks": dask_worker.state.executed_count,
+        "sent_mb": dask_worker.transfer_outgoing_bytes_total / 1e6,
+    }
 
 
 def distributed(n, tile=None):
@@ -110,12 +113,18 @@ def distributed(n, tile=None):
 
     block, auto_tile, z = problem(n)
     tile = tile or auto_tile
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         base = max(s["peak_mb"] for s in client.run(worker_stats).values())
         with get_task_stream(client) as stream:
             start = time.perf_counter()
-            A = td.DistributedTLRMatrix.from_generator(client, block, n, tile, accuracy=ACCURACY, wait=False)
+            A = td.DistributedTLRMatrix.from_generator(
+                client, block, n, tile, accuracy=ACCURACY, wait=False
+            )
             serial = time.perf_counter() - start
             L = td.cholesky(A, overwrite_a=True)
             value = loglik(L, z)
@@ -123,11 +132,20 @@ def distributed(n, tile=None):
         stats = list(client.run(worker_stats).values())
         ranks = L.ranks
     off = ranks[np.tril_indices(ranks.shape[0], -1)]
-    return {"n": n, "tile": tile, "workers": 2, "seconds": seconds, "serial_seconds": serial, "value": value,
-            "peak_mb": max(s["peak_mb"] for s in stats),
-            "worker_base_mb": base, "tasks": sum(s["tasks"] for s in stats),
-            "sent_mb": sum(s["sent_mb"] for s in stats), "mean_rank": float(off.mean()) if off.size else 0.0,
-            "durations": task_durations(stream.data)}
+    return {
+        "n": n,
+        "tile": tile,
+        "workers": 2,
+        "seconds": seconds,
+        "serial_seconds": serial,
+        "value": value,
+        "peak_mb": max(s["peak_mb"] for s in stats),
+        "worker_base_mb": base,
+        "tasks": sum(s["tasks"] for s in stats),
+        "sent_mb": sum(s["sent_mb"] for s in stats),
+        "mean_rank": float(off.mean()) if off.size else 0.0,
+        "durations": task_durations(stream.data),
+    }
 
 
 def task_durations(records):
@@ -139,15 +157,22 @@ def task_durations(records):
         if not isinstance(key, tuple):
             continue
         kind = key[0].removeprefix("tlr-").rsplit("-", 1)[0]
-        seconds = sum(s["stop"] - s["start"] for s in record["startstops"] if s["action"] == "compute")
+        seconds = sum(
+            s["stop"] - s["start"] for s in record["startstops"] if s["action"] == "compute"
+        )
         out.setdefault(kind, {})[",".join(map(str, key[1:]))] = seconds
     return out
 
 
 def child(n, tile=None):
     """The in-process run in a fresh interpreter."""
-    out = subprocess.run([sys.executable, __file__, "--child", str(n)] + (["--tile", str(tile)] if tile else []),
-                         check=True, capture_output=True, text=True, env=ENVIRONMENT)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", str(n)] + (["--tile", str(tile)] if tile else []),
+        check=True,
+        capture_output=True,
+        text=True,
+        env=ENVIRONMENT,
+    )
     return json.loads(out.stdout.splitlines()[-1])
 
 
@@ -155,16 +180,23 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[16384])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--tile", type=int, help="tile size (default: geostat.ordering.auto_tile_size)")
-    parser.add_argument("--save", metavar="PREFIX",
-                        help="write each n's first distributed run to PREFIX{n}.json (for distributed_model.py)")
+    parser.add_argument(
+        "--tile", type=int, help="tile size (default: geostat.ordering.auto_tile_size)"
+    )
+    parser.add_argument(
+        "--save",
+        metavar="PREFIX",
+        help="write each n's first distributed run to PREFIX{n}.json (for distributed_model.py)",
+    )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(in_process(args.child, args.tile)))
         return
-    print(f"{'n':>7} {'in-proc s':>9} {'dask s':>8} {'time x':>6} {'in-proc MB':>10} {'worker MB':>9} {'mem x':>6} "
-          f"{'tasks':>6} {'sent MB':>8} {'|dloglik|/|loglik|':>18}")
+    print(
+        f"{'n':>7} {'in-proc s':>9} {'dask s':>8} {'time x':>6} {'in-proc MB':>10} {'worker MB':>9} {'mem x':>6} "
+        f"{'tasks':>6} {'sent MB':>8} {'|dloglik|/|loglik|':>18}"
+    )
     for n in args.n:
         local = [child(n, args.tile) for _ in range(args.repeats)]
         remote = [distributed(n, args.tile) for _ in range(args.repeats)]
@@ -177,9 +209,11 @@ def main():
         m_local = statistics.median(r["peak_mb"] for r in local)
         m_remote = statistics.median(r["peak_mb"] for r in remote)
         diff = abs(remote[0]["value"] - local[0]["value"]) / abs(local[0]["value"])
-        print(f"{n:>7} {t_local:>9.2f} {t_remote:>8.2f} {t_remote / t_local:>6.2f} {m_local:>10.0f} {m_remote:>9.0f} "
-              f"{m_remote / m_local:>6.2f} {remote[0]['tasks']:>6} {remote[0]['sent_mb']:>8.1f} {diff:>18.2e}",
-              flush=True)
+        print(
+            f"{n:>7} {t_local:>9.2f} {t_remote:>8.2f} {t_remote / t_local:>6.2f} {m_local:>10.0f} {m_remote:>9.0f} "
+            f"{m_remote / m_local:>6.2f} {remote[0]['tasks']:>6} {remote[0]['sent_mb']:>8.1f} {diff:>18.2e}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -57,16 +57,32 @@ class Calibration:
     def __init__(self, runs):
         self.tile = runs[0]["tile"]
         if any(run["tile"] != self.tile for run in runs):
-            raise SystemExit("calibrate on runs with one tile size (benchmarks/distributed.py --tile)")
+            raise SystemExit(
+                "calibrate on runs with one tile size (benchmarks/distributed.py --tile)"
+            )
         self.build = _linear(runs, "tile", lambda run, key: run["mean_rank"], intercept=False)
         self.update = _linear(runs, "row", lambda run, key: key[-1] * run["mean_rank"])
-        self.diagonal = _linear(runs, "diagonal-factor", lambda run, key: key[-1] * run["mean_rank"])
-        self.header = float(np.mean([d for run in runs for d in run["durations"]["column"].values()]))
-        self.rank_ratio = float(np.mean([run["mean_rank"] / sampled_rank(run["n"], self.tile) for run in runs]))
+        self.diagonal = _linear(
+            runs, "diagonal-factor", lambda run, key: key[-1] * run["mean_rank"]
+        )
+        self.header = float(
+            np.mean([d for run in runs for d in run["durations"]["column"].values()])
+        )
+        self.rank_ratio = float(
+            np.mean([run["mean_rank"] / sampled_rank(run["n"], self.tile) for run in runs])
+        )
         self.serial_per_site = float(np.mean([run["serial_seconds"] / run["n"] for run in runs]))
         self.base_mb = float(np.mean([run["worker_base_mb"] for run in runs]))
-        self.working_mb = float(np.max([run["peak_mb"] - run["worker_base_mb"] - _row_mb(run["n"], self.tile,
-                                        run["mean_rank"], run["workers"]) for run in runs]))
+        self.working_mb = float(
+            np.max(
+                [
+                    run["peak_mb"]
+                    - run["worker_base_mb"]
+                    - _row_mb(run["n"], self.tile, run["mean_rank"], run["workers"])
+                    for run in runs
+                ]
+            )
+        )
 
     def mean_rank(self, n):
         """Predicted mean off-diagonal rank of ``L`` at size `n`."""
@@ -92,8 +108,11 @@ def sampled_rank(n, tile, samples=32):
     block, _, _ = _benchmark().problem(n)
     rng = np.random.default_rng(1)
     i, j = rng.integers(0, n, size=(2, 10**6))
-    squares = np.mean(np.concatenate([block(i[k : k + 1000], j[k : k + 1000]).ravel() ** 2
-                                      for k in range(0, 10**6, 10**5)]))
+    squares = np.mean(
+        np.concatenate(
+            [block(i[k : k + 1000], j[k : k + 1000]).ravel() ** 2 for k in range(0, 10**6, 10**5)]
+        )
+    )
     n_t = math.ceil(n / tile)
     tolerance = _benchmark().ACCURACY * n * math.sqrt(squares) / n_t
     ranks = []
@@ -101,8 +120,12 @@ def sampled_rank(n, tile, samples=32):
         a, b = sorted(rng.choice(n_t, size=2, replace=False))
         rows = np.arange(b * tile, min((b + 1) * tile, n))
         cols = np.arange(a * tile, min((a + 1) * tile, n))
-        U, _ = aca_compress(lambda idx: block(rows[idx], cols), lambda idx: block(rows, cols[idx]),
-                            (rows.size, cols.size), tolerance)
+        U, _ = aca_compress(
+            lambda idx: block(rows[idx], cols),
+            lambda idx: block(rows, cols[idx]),
+            (rows.size, cols.size),
+            tolerance,
+        )
         ranks.append(U.shape[1])
     return float(np.mean(ranks))
 
@@ -114,7 +137,9 @@ def _benchmark():
     from pathlib import Path
 
     if "distributed_benchmark" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("distributed_benchmark", Path(__file__).with_name("distributed.py"))
+        spec = importlib.util.spec_from_file_location(
+            "distributed_benchmark", Path(__file__).with_name("distributed.py")
+        )
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         sys.modules["distributed_benchmark"] = module
@@ -148,8 +173,12 @@ def _simulate(cal, n_t, workers, bandwidth, rank):
     a_R, c_R = cal.update
     a_D, c_D = cal.diagonal
     a_A, c_A = cal.build
-    cost = {"A": lambda k: a_A + c_A * rank, "R": lambda k: a_R + c_R * k * rank,
-            "D": lambda k: a_D + c_D * k * rank, "C": lambda k: cal.header}
+    cost = {
+        "A": lambda k: a_A + c_A * rank,
+        "R": lambda k: a_R + c_R * k * rank,
+        "D": lambda k: a_D + c_D * k * rank,
+        "C": lambda k: cal.header,
+    }
 
     def priority(task):
         kind, i, k = task
@@ -191,7 +220,11 @@ def _simulate(cal, n_t, workers, bandwidth, rank):
             finish, w, task = heapq.heappop(running)
             idle.add(w)
             for user in users[task]:
-                delay = _header_bytes(cal.tile, rank, task[2]) / bandwidth if task[0] == "C" and owner[user[1]] != w else 0.0
+                delay = (
+                    _header_bytes(cal.tile, rank, task[2]) / bandwidth
+                    if task[0] == "C" and owner[user[1]] != w
+                    else 0.0
+                )
                 arrival[user] = max(arrival[user], finish + delay)
                 waiting[user] -= 1
                 if waiting[user] == 0:
@@ -208,30 +241,40 @@ def _header_bytes(tile, rank, k):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", help="JSON files of benchmarks/distributed.py --save (calibration)")
+    parser.add_argument(
+        "runs", nargs="+", help="JSON files of benchmarks/distributed.py --save (calibration)"
+    )
     parser.add_argument("--check", help="a measured run to predict (not used in the fit)")
     parser.add_argument("--predict", type=int, nargs="*", default=[])
     parser.add_argument("--workers", type=int, nargs="+", default=[16, 32, 64])
-    parser.add_argument("--bandwidth", type=float, default=BANDWIDTH, help="bytes/s between workers")
+    parser.add_argument(
+        "--bandwidth", type=float, default=BANDWIDTH, help="bytes/s between workers"
+    )
     args = parser.parse_args()
     runs = [json.load(open(path)) for path in args.runs]
     cal = Calibration(runs)
-    print(f"tile {cal.tile}: A tile {cal.build[0]:.3f} + {cal.build[1]:.2e} rbar s, R(i, k) {cal.update[0]:.3f} + "
-          f"{cal.update[1]:.2e} k rbar s, D(k) {cal.diagonal[0]:.3f} + {cal.diagonal[1]:.2e} k rbar s, header "
-          f"{cal.header:.3f} s, rank of L / sampled rank of A {cal.rank_ratio:.2f}, serial "
-          f"{cal.serial_per_site * 1e6:.2f} us/site, worker base {cal.base_mb:.0f} MB, working set {cal.working_mb:.0f} MB")
+    print(
+        f"tile {cal.tile}: A tile {cal.build[0]:.3f} + {cal.build[1]:.2e} rbar s, R(i, k) {cal.update[0]:.3f} + "
+        f"{cal.update[1]:.2e} k rbar s, D(k) {cal.diagonal[0]:.3f} + {cal.diagonal[1]:.2e} k rbar s, header "
+        f"{cal.header:.3f} s, rank of L / sampled rank of A {cal.rank_ratio:.2f}, serial "
+        f"{cal.serial_per_site * 1e6:.2f} us/site, worker base {cal.base_mb:.0f} MB, working set {cal.working_mb:.0f} MB"
+    )
     if args.check:
         run = json.load(open(args.check))
         seconds, memory, _, _, rank = cal.predict(run["n"], run["workers"], bandwidth=float("inf"))
-        print(f"check n={run['n']} on {run['workers']} workers (mean rank predicted {rank:.1f}, measured "
-              f"{run['mean_rank']:.1f}): predicted {seconds:.1f} s, measured "
-              f"{run['seconds']:.1f} s ({seconds / run['seconds'] - 1:+.0%}); peak per worker predicted "
-              f"{memory:.0f} MB, measured {run['peak_mb']:.0f} MB ({memory / run['peak_mb'] - 1:+.0%})")
+        print(
+            f"check n={run['n']} on {run['workers']} workers (mean rank predicted {rank:.1f}, measured "
+            f"{run['mean_rank']:.1f}): predicted {seconds:.1f} s, measured "
+            f"{run['seconds']:.1f} s ({seconds / run['seconds'] - 1:+.0%}); peak per worker predicted "
+            f"{memory:.0f} MB, measured {run['peak_mb']:.0f} MB ({memory / run['peak_mb'] - 1:+.0%})"
+        )
     for n in args.predict:
         for workers in args.workers:
             seconds, memory, tasks, sent, rank = cal.predict(n, workers, args.bandwidth)
-            print(f"n={n} on {workers} workers (mean rank {rank:.1f}): {seconds:.0f} s, {memory / 1024:.1f} GB per "
-                  f"worker, {tasks} tasks, {sent:.0f} GB sent")
+            print(
+                f"n={n} on {workers} workers (mean rank {rank:.1f}): {seconds:.0f} s, {memory / 1024:.1f} GB per "
+                f"worker, {tasks} tasks, {sent:.0f} GB sent"
+            )
 
 
 if __name__ == "__main__":

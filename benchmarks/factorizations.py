@@ -168,7 +168,11 @@ def main(argv=None):
             rows += SECTIONS[section](args.n, args.matrices, args.repeats)
     print()
     print(markdown(rows))
-    print("\nMedian of", args.repeats, "runs, BLAS on one thread; '—': not applicable; 'fails': LinAlgError.")
+    print(
+        "\nMedian of",
+        args.repeats,
+        "runs, BLAS on one thread; '—': not applicable; 'fails': LinAlgError.",
+    )
 
 
 if __name__ == "__main__":

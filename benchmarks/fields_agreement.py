@@ -17,7 +17,13 @@ import numpy as np
 
 import geostat as gs
 
-REFERENCE = Path(__file__).resolve().parent.parent / "tests" / "geostat" / "reference" / "fields_reference.json"
+REFERENCE = (
+    Path(__file__).resolve().parent.parent
+    / "tests"
+    / "geostat"
+    / "reference"
+    / "fields_reference.json"
+)
 
 
 def case_data(case):
@@ -33,17 +39,26 @@ def case_data(case):
 
 def main():
     warnings.simplefilter("ignore", gs.GeostatWarning)
-    print(f"{'case':<44}{'n':>6}{'loglik fields':>16}{'loglik geostat':>16}{'diff':>11}{'max rel par':>12}{'fit s':>7}")
+    print(
+        f"{'case':<44}{'n':>6}{'loglik fields':>16}{'loglik geostat':>16}{'diff':>11}{'max rel par':>12}{'fit s':>7}"
+    )
     for case in json.loads(REFERENCE.read_text()):
         ref = case["textbook_reml_fit"] if case["reml"] else case
         target = ref["criterion"] if case["reml"] else ref["loglik"]
         X, y, trend = case_data(case)
         start = time.perf_counter()
-        est = gs.SpatialGP(smoothness=case["smoothness"], trend=trend, distance="chordal", reml=case["reml"]).fit(X, y)
+        est = gs.SpatialGP(
+            smoothness=case["smoothness"], trend=trend, distance="chordal", reml=case["reml"]
+        ).fit(X, y)
         elapsed = time.perf_counter() - start
         rel = max(abs(est.params_[k] / ref[k] - 1) for k in ("variance", "range", "nugget"))
-        label = f"{case['case']} {case['dataset']} nu={case['smoothness']} {trend if isinstance(trend, str) else '+'.join(trend)}" + (" REML" if case["reml"] else "")
-        print(f"{label:<44}{case['n']:>6}{target:>16.6f}{est.loglik_:>16.6f}{est.loglik_ - target:>11.2e}{rel:>12.2e}{elapsed:>7.2f}")
+        label = (
+            f"{case['case']} {case['dataset']} nu={case['smoothness']} {trend if isinstance(trend, str) else '+'.join(trend)}"
+            + (" REML" if case["reml"] else "")
+        )
+        print(
+            f"{label:<44}{case['n']:>6}{target:>16.6f}{est.loglik_:>16.6f}{est.loglik_ - target:>11.2e}{rel:>12.2e}{elapsed:>7.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -48,7 +48,9 @@ def median_time(func, repeats):
 
 
 def sklearn_exponential(xyz, y):
-    kernel = ConstantKernel(1.0, (1e-6, 1e6)) * Matern(1000.0, (1.0, 1e6), nu=0.5) + WhiteKernel(0.1, (1e-8, 1e3))
+    kernel = ConstantKernel(1.0, (1e-6, 1e6)) * Matern(1000.0, (1.0, 1e6), nu=0.5) + WhiteKernel(
+        0.1, (1e-8, 1e3)
+    )
     return GaussianProcessRegressor(kernel, n_restarts_optimizer=2, random_state=0).fit(xyz, y)
 
 
@@ -64,7 +66,12 @@ def main(argv=None):
         X, y = load(name, column, transform)
         xyz = lonlat_to_xyz(X.to_numpy())
         centred = y - y.mean()
-        t_gs, est = median_time(lambda: gs.SpatialGP(kernel="exponential", trend=None, distance="euclidean").fit(xyz, centred), args.repeats)
+        t_gs, est = median_time(
+            lambda: gs.SpatialGP(kernel="exponential", trend=None, distance="euclidean").fit(
+                xyz, centred
+            ),
+            args.repeats,
+        )
         t_sk, gpr = median_time(lambda: sklearn_exponential(xyz, centred), args.repeats)
         print(
             f"{name:<24}{len(y):>6} {'exponential, mean removed':<26}{t_gs:>10.2f}{est.n_evaluations_:>7}"
@@ -75,7 +82,11 @@ def main(argv=None):
             f"{name:<24}{len(y):>6} {'matern nu free, GLS mean':<26}{t_m:>10.2f}{mat.n_evaluations_:>7}"
             f"{'-':>10}{'-':>7}{mat.loglik_:>16.4f}{'-':>16}"
         )
-    print("\nratio = scikit-learn time / geostat time (higher is better for geostat); medians of", args.repeats, "runs.")
+    print(
+        "\nratio = scikit-learn time / geostat time (higher is better for geostat); medians of",
+        args.repeats,
+        "runs.",
+    )
 
 
 if __name__ == "__main__":

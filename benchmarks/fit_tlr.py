@@ -63,25 +63,40 @@ def evaluation_time(est):
 def fit(X, y, args, how):
     with mock.patch.object(search, "TLR_SEARCH", how):
         start = time.perf_counter()
-        est = gs.SpatialGP(kernel="matern", smoothness=1.5, method="tlr", accuracy=args.accuracy, device=args.device,
-                           random_state=args.seed, verbose=2 if args.log else None).fit(X, y)
+        est = gs.SpatialGP(
+            kernel="matern",
+            smoothness=1.5,
+            method="tlr",
+            accuracy=args.accuracy,
+            device=args.device,
+            random_state=args.seed,
+            verbose=2 if args.log else None,
+        ).fit(X, y)
         elapsed = time.perf_counter() - start
     one = evaluation_time(est)
     r = est.result_
-    print(f"[{how}] fit {elapsed:.1f} s = {elapsed / one:.1f} evaluation equivalents (one TLR evaluation at "
-          f"{EQUIVALENT_ACCURACY:g}: {one:.2f} s); accuracy at the end {est.accuracy_:g}; bound on the distance "
-          f"to the exact maximum {r.gap_bound:.3g}; full-data evaluations {r.n_evaluations} "
-          f"(+ {r.n_pilot_evaluations} exact on subsamples); probes {r.n_probes} (expected Monte Carlo loss {r.scoring_loss:.2g}); converged "
-          f"{r.converged}: {r.message}")
-    print(f"[{how}] loglik {r.loglik:.4f} at accuracy {r.loglik_accuracy:g}, estimated error {r.loglik_error:.2e}; "
-          f"Fisher information Monte Carlo error {100 * r.fisher_relative_error:.1f}%")
+    print(
+        f"[{how}] fit {elapsed:.1f} s = {elapsed / one:.1f} evaluation equivalents (one TLR evaluation at "
+        f"{EQUIVALENT_ACCURACY:g}: {one:.2f} s); accuracy at the end {est.accuracy_:g}; bound on the distance "
+        f"to the exact maximum {r.gap_bound:.3g}; full-data evaluations {r.n_evaluations} "
+        f"(+ {r.n_pilot_evaluations} exact on subsamples); probes {r.n_probes} (expected Monte Carlo loss {r.scoring_loss:.2g}); converged "
+        f"{r.converged}: {r.message}"
+    )
+    print(
+        f"[{how}] loglik {r.loglik:.4f} at accuracy {r.loglik_accuracy:g}, estimated error {r.loglik_error:.2e}; "
+        f"Fisher information Monte Carlo error {100 * r.fisher_relative_error:.1f}%"
+    )
     truth = {**TRUTH, "mean": MEAN} if args.data == "simulated" else {}
     print("| parameter | truth | estimate | std. error | (estimate - truth) / s.e. |")
     print("|---|---|---|---|---|")
-    rows = [(name, est.params_[name], est.stderr_[name]) for name in ("variance", "range", "nugget")]
+    rows = [
+        (name, est.params_[name], est.stderr_[name]) for name in ("variance", "range", "nugget")
+    ]
     for name, value, se in [*rows, ("mean", est.coef_[0], est.coef_stderr_[0])]:
         if name in truth:
-            print(f"| {name} | {truth[name]:g} | {value:.5g} | {se:.3g} | {(value - truth[name]) / se:+.2f} |")
+            print(
+                f"| {name} | {truth[name]:g} | {value:.5g} | {se:.3g} | {(value - truth[name]) / se:+.2f} |"
+            )
         else:
             print(f"| {name} | | {value:.5g} | {se:.3g} | |")
     return est
@@ -90,7 +105,9 @@ def fit(X, y, args, how):
 def simulated(args, rng):
     """Sites, observations and new sites of the simulated field."""
     X = rng.uniform(size=(args.n, 2))
-    y = MEAN + gs.simulate(X, TRUTH, kernel="matern", random_state=args.seed + 1, method="tlr", accuracy=1e-10)
+    y = MEAN + gs.simulate(
+        X, TRUTH, kernel="matern", random_state=args.seed + 1, method="tlr", accuracy=1e-10
+    )
     return X, y, rng.uniform(size=(args.predict, 2))
 
 
@@ -99,7 +116,10 @@ def co2_cells(args, rng):
     of the other cells as new sites."""
     frame = gs.datasets.load("co2")
     order = rng.permutation(len(frame))
-    fitted, new = frame.iloc[np.sort(order[:args.n])], frame.iloc[order[args.n:args.n + args.predict]]
+    fitted, new = (
+        frame.iloc[np.sort(order[: args.n])],
+        frame.iloc[order[args.n : args.n + args.predict]],
+    )
     return fitted[["lon", "lat"]], fitted["co2"].to_numpy(), new[["lon", "lat"]]
 
 
@@ -107,12 +127,20 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", choices=("simulated", "co2"), default="simulated")
     parser.add_argument("--n", type=int, default=65536)
-    parser.add_argument("--accuracy", type=lambda text: text if text == "auto" else float(text), default="auto")
+    parser.add_argument(
+        "--accuracy", type=lambda text: text if text == "auto" else float(text), default="auto"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--search", choices=("both", "scoring", "polish"), default="both")
-    parser.add_argument("--predict", type=int, default=1000, help="new sites to krige (mean and variance)")
-    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="where the fit runs (gpu: CuPy)")
-    parser.add_argument("--log", action="store_true", help="log every likelihood evaluation (verbose=2)")
+    parser.add_argument(
+        "--predict", type=int, default=1000, help="new sites to krige (mean and variance)"
+    )
+    parser.add_argument(
+        "--device", choices=("cpu", "gpu"), default="cpu", help="where the fit runs (gpu: CuPy)"
+    )
+    parser.add_argument(
+        "--log", action="store_true", help="log every likelihood evaluation (verbose=2)"
+    )
     args = parser.parse_args(argv)
     if args.log:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -120,8 +148,10 @@ def main(argv=None):
     rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
     X, y, new = (simulated if args.data == "simulated" else co2_cells)(args, rng)
-    print(f"{args.data} data, n = {len(y)}, accuracy {args.accuracy}, device {args.device}; "
-          f"data ready in {time.perf_counter() - start:.1f} s")
+    print(
+        f"{args.data} data, n = {len(y)}, accuracy {args.accuracy}, device {args.device}; "
+        f"data ready in {time.perf_counter() - start:.1f} s"
+    )
     searches = ("scoring", "polish") if args.search == "both" else (args.search,)
     fits = {how: fit(X, y, args, how) for how in searches}
     print(f"peak memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
@@ -134,13 +164,17 @@ def main(argv=None):
             unit = scale.params_to_unit(est.params_)
             return likelihood.log_likelihood(unit, accuracy=tight)
 
-        print(f"loglik(scoring optimum) - loglik(derivative-free optimum), both at accuracy {tight:g}: "
-              f"{loglik(scored) - loglik(polished):+.4f}")
+        print(
+            f"loglik(scoring optimum) - loglik(derivative-free optimum), both at accuracy {tight:g}: "
+            f"{loglik(scored) - loglik(polished):+.4f}"
+        )
     est = fits[searches[0]]
     start = time.perf_counter()
     _, std = est.predict(new, return_std=True)
-    print(f"kriging mean and standard deviation at {args.predict} new sites: {time.perf_counter() - start:.1f} s "
-          f"(median std {np.median(std):.3f})")
+    print(
+        f"kriging mean and standard deviation at {args.predict} new sites: {time.perf_counter() - start:.1f} s "
+        f"(median std {np.median(std):.3f})"
+    )
 
 
 if __name__ == "__main__":

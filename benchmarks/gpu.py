@@ -72,9 +72,9 @@ import scipy.linalg
 from threadpoolctl import threadpool_limits
 
 import tlrcore as tlr
+from tlrcore._threads import workers as library_threads
 from tlrcore.backends import cupy_available, get_backend
 from tlrcore.batched import _plan
-from tlrcore._threads import workers as library_threads
 
 STRATEGIES = ("auto", "group", "pad")
 ORDERS = (16, 512)
@@ -112,8 +112,10 @@ def fit_count(count, bytes_per_matrix, backends):
     free = min(get_backend(b).free_memory() for b in {"numpy", *backends})
     fits = int(0.7 * free // bytes_per_matrix)
     if fits < count:
-        print(f"note: --count {count} needs about {count * bytes_per_matrix / 2**30:.1f} GiB but "
-              f"{free / 2**30:.1f} GiB is free; measuring {fits} matrices instead.")
+        print(
+            f"note: --count {count} needs about {count * bytes_per_matrix / 2**30:.1f} GiB but "
+            f"{free / 2**30:.1f} GiB is free; measuring {fits} matrices instead."
+        )
         return max(fits, 1)
     return count
 
@@ -136,7 +138,7 @@ def take_turns(methods, repeats, run):
     names = list(methods)
     times = {name: [] for name in names}
     for r in range(repeats):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             backend, call = methods[name]
             times[name].append(timed(backend, lambda: run(backend, call)))
     return times
@@ -165,7 +167,9 @@ def cholesky_methods(backends):
         backend = get_backend(name)
         for strategy in STRATEGIES:
             methods[f"{name} {strategy}"] = (
-                backend, lambda mats, s=strategy: tlr.batched.cholesky(mats, strategy=s, check_finite=False))
+                backend,
+                lambda mats, s=strategy: tlr.batched.cholesky(mats, strategy=s, check_finite=False),
+            )
         if name == "numpy":
             methods["numpy auto, 1 thread"] = (backend, one_thread)
     return methods
@@ -173,7 +177,11 @@ def cholesky_methods(backends):
 
 def on_backend(backend, batch):
     """`batch` (list or array) on `backend`."""
-    return backend.asarray(batch) if isinstance(batch, np.ndarray) else [backend.asarray(a) for a in batch]
+    return (
+        backend.asarray(batch)
+        if isinstance(batch, np.ndarray)
+        else [backend.asarray(a) for a in batch]
+    )
 
 
 def run_case(label, batch, orders, methods, repeats):
@@ -186,7 +194,9 @@ def run_case(label, batch, orders, methods, repeats):
     base = statistics.median(times["scipy loop (CPU)"])
     for name, seconds in times.items():
         t = statistics.median(seconds)
-        print(f"{label:<14} {name:<24} {t:10.3f} {flops / t / 1e9:9.1f} {base / t:9.2f}   {spread(seconds)}")
+        print(
+            f"{label:<14} {name:<24} {t:10.3f} {flops / t / 1e9:9.1f} {base / t:9.2f}   {spread(seconds)}"
+        )
 
 
 def part_batched(args):
@@ -197,10 +207,14 @@ def part_batched(args):
     orders = rng.integers(ORDERS[0], ORDERS[1] + 1, count)
     mean_order = int(round(orders.mean()))
     padded = _plan.pad_up(orders)
-    print(f"Part 1: batched Cholesky, {count} matrices, back ends {', '.join(args.backend)}, "
-          f"{library_threads()} host threads, median of {args.repeats}")
-    print(f"variable orders: {len(np.unique(orders))} distinct (calls of 'group'), {len(np.unique(padded))} "
-          f"padded (calls of 'pad'), padded flops x{np.sum(padded ** 3.0) / np.sum(orders ** 3.0):.2f}")
+    print(
+        f"Part 1: batched Cholesky, {count} matrices, back ends {', '.join(args.backend)}, "
+        f"{library_threads()} host threads, median of {args.repeats}"
+    )
+    print(
+        f"variable orders: {len(np.unique(orders))} distinct (calls of 'group'), {len(np.unique(padded))} "
+        f"padded (calls of 'pad'), padded flops x{np.sum(padded**3.0) / np.sum(orders**3.0):.2f}"
+    )
     print(f"{'batch':<14} {'method':<24} {'median s':>10} {'GFLOP/s':>9} {'vs scipy':>9}   min-max")
     methods = cholesky_methods(args.backend)
     run_case("variable", spd_batch(orders, args.seed), orders, methods, args.repeats)
@@ -212,9 +226,13 @@ def part_batched(args):
 
 def part_gemm(args):
     """Part 1, second table: products of tile low-rank shapes with a rank per item."""
-    print(f"\nBatched GEMM: {args.gemm_count} products (b x r)(r x s), r uniform in {list(RANKS)}, "
-          f"median of {args.repeats}")
-    print(f"{'b':>5} {'s':>3} {'method':<24} {'median ms':>10} {'GFLOP/s':>9} {'vs loop':>9}   min-max")
+    print(
+        f"\nBatched GEMM: {args.gemm_count} products (b x r)(r x s), r uniform in {list(RANKS)}, "
+        f"median of {args.repeats}"
+    )
+    print(
+        f"{'b':>5} {'s':>3} {'method':<24} {'median ms':>10} {'GFLOP/s':>9} {'vs loop':>9}   min-max"
+    )
     host = get_backend("numpy")
     for b, s in GEMM_SHAPES:
         rng = np.random.default_rng(args.seed + b + s)
@@ -232,8 +250,15 @@ def part_gemm(args):
             backend = get_backend(name)
             for strategy in STRATEGIES:
                 methods[f"{name} {strategy}"] = (
-                    backend, lambda A, B, st=strategy: tlr.batched.gemm(A, B, strategy=st, check_finite=False))
-        inputs = {backend.name: (on_backend(backend, As), on_backend(backend, Bs)) for backend, _ in methods.values()}
+                    backend,
+                    lambda A, B, st=strategy: tlr.batched.gemm(
+                        A, B, strategy=st, check_finite=False
+                    ),
+                )
+        inputs = {
+            backend.name: (on_backend(backend, As), on_backend(backend, Bs))
+            for backend, _ in methods.values()
+        }
         for backend, call in methods.values():
             call(*inputs[backend.name])
         times = take_turns(methods, args.repeats, lambda backend, call: call(*inputs[backend.name]))
@@ -241,7 +266,9 @@ def part_gemm(args):
         for name, seconds in times.items():
             t = statistics.median(seconds)
             rate = flops / t / 1e9
-            print(f"{b:>5} {s:>3} {name:<24} {t * 1e3:10.2f} {rate:9.1f} {base / t:9.2f}   {spread(seconds)}")
+            print(
+                f"{b:>5} {s:>3} {name:<24} {t * 1e3:10.2f} {rate:9.1f} {base / t:9.2f}   {spread(seconds)}"
+            )
 
 
 #: Nugget of the part 2 covariance (variance 1, range 0.1).
@@ -258,37 +285,64 @@ def part_tlr(args):
     params = {"variance": 1.0, "range": 0.1, "nugget": NUGGET, "smoothness": 0.5}
     for name in args.backend:
         backend = get_backend(name)
-        print(f"\nPart 2: 2-D exponential log-likelihood (range 0.1, nugget {NUGGET}, constant trend), "
-              f"backend {backend.name}, median of {args.repeats}")
-        print(f"{'n':>9} {'accuracy':>9} {'tile':>5} {'TLR s':>8} {'dense s':>8} {'dense/TLR':>9} {'|dl|':>9} "
-              f"{'mean rank':>9} {'L GiB':>6} {'build s':>8} {'factor s':>8} {'GFLOP/s':>8}")
-        _tlr_loglik(backend, 4096, 1e-6, 512, kernel, distance, params)  # warm-up: kernels compiled, pool filled
+        print(
+            f"\nPart 2: 2-D exponential log-likelihood (range 0.1, nugget {NUGGET}, constant trend), "
+            f"backend {backend.name}, median of {args.repeats}"
+        )
+        print(
+            f"{'n':>9} {'accuracy':>9} {'tile':>5} {'TLR s':>8} {'dense s':>8} {'dense/TLR':>9} {'|dl|':>9} "
+            f"{'mean rank':>9} {'L GiB':>6} {'build s':>8} {'factor s':>8} {'GFLOP/s':>8}"
+        )
+        _tlr_loglik(
+            backend, 4096, 1e-6, 512, kernel, distance, params
+        )  # warm-up: kernels compiled, pool filled
         for n in args.sizes:
             rng = np.random.default_rng(n)
             X = rng.uniform(size=(n, 2))
             y = rng.normal(size=(n, 1))
             tile = args.tile or (1024 if n <= 131072 else 2048)
-            dense_time, dense_value = _dense_loglik(backend, X, y, kernel, distance, params, args.dense_max)
+            dense_time, dense_value = _dense_loglik(
+                backend, X, y, kernel, distance, params, args.dense_max
+            )
             for accuracy in args.accuracies:
                 times = []
                 for _ in range(args.repeats):
                     factor = None  # one factor held at a time (the GPU's memory)
-                    seconds, value, factor = _tlr_loglik(backend, n, accuracy, tile, kernel, distance, params, X, y)
+                    seconds, value, factor = _tlr_loglik(
+                        backend, n, accuracy, tile, kernel, distance, params, X, y
+                    )
                     times.append(seconds)
                 tlr_time = statistics.median(times)
                 ranks = factor.ranks[np.tril_indices(factor.n_tiles, -1)]
                 held = getattr(factor, "allocated_bytes", 0) or factor.nbytes  # pool slack included
                 del factor
-                build, factoring, flops = (_profiled(args.profile, f"{backend.name}-{n}-{accuracy:.0e}", _phases,
-                                                     backend, X, accuracy, tile, kernel, distance, params)
-                                           if args.phases else (math.nan, math.nan, 0.0))
+                build, factoring, flops = (
+                    _profiled(
+                        args.profile,
+                        f"{backend.name}-{n}-{accuracy:.0e}",
+                        _phases,
+                        backend,
+                        X,
+                        accuracy,
+                        tile,
+                        kernel,
+                        distance,
+                        params,
+                    )
+                    if args.phases
+                    else (math.nan, math.nan, 0.0)
+                )
                 ratio = f"{dense_time / tlr_time:9.2f}" if dense_time else f"{'-':>9}"
-                error = f"{abs(value - dense_value):9.1e}" if dense_value is not None else f"{'-':>9}"
+                error = (
+                    f"{abs(value - dense_value):9.1e}" if dense_value is not None else f"{'-':>9}"
+                )
                 shown = f"{dense_time:8.2f}" if dense_time else f"{'-':>8}"
                 rate = f"{flops / factoring / 1e9:8.1f}" if flops else f"{'-':>8}"
-                print(f"{n:>9} {accuracy:>9.0e} {tile:>5} {tlr_time:8.2f} {shown} {ratio} {error} "
-                      f"{ranks.mean():9.1f} {held / 2**30:6.2f} {build:8.2f} {factoring:8.2f} {rate}",
-                      flush=True)
+                print(
+                    f"{n:>9} {accuracy:>9.0e} {tile:>5} {tlr_time:8.2f} {shown} {ratio} {error} "
+                    f"{ranks.mean():9.1f} {held / 2**30:6.2f} {build:8.2f} {factoring:8.2f} {rate}",
+                    flush=True,
+                )
 
 
 def _phases(backend, X, accuracy, tile, kernel, distance, params):
@@ -331,14 +385,17 @@ def _tlr_loglik(backend, n, accuracy, tile, kernel, distance, params, X=None, y=
     if X is None:
         X = np.random.default_rng(0).uniform(size=(n, 2))
         y = np.ones((n, 1))
-    likelihood = TLRLikelihood(X, y, np.ones((n, 1)), kernel, distance, accuracy=accuracy, tile_size=tile,
-                               backend=backend)
+    likelihood = TLRLikelihood(
+        X, y, np.ones((n, 1)), kernel, distance, accuracy=accuracy, tile_size=tile, backend=backend
+    )
     backend.synchronize()
     start = time.perf_counter()
     value = likelihood.log_likelihood(params)
     backend.synchronize()
     seconds = time.perf_counter() - start
-    factor = likelihood.factors({"range": params["range"], "smoothness": 0.5}, params["nugget"])[0].factor
+    factor = likelihood.factors({"range": params["range"], "smoothness": 0.5}, params["nugget"])[
+        0
+    ].factor
     likelihood.release_factors()
     return seconds, value, factor
 
@@ -360,7 +417,9 @@ def _dense_loglik(backend, X, y, kernel, distance, params, dense_max):
     L, info = backend.cholesky(block(everything, everything))
     if int(info):
         raise np.linalg.LinAlgError(f"dense Cholesky failed at minor {int(info)}")
-    z = backend.solve_triangular(L, xp.concatenate([backend.asarray(y), xp.ones((n, 1))], axis=1), lower=True)
+    z = backend.solve_triangular(
+        L, xp.concatenate([backend.asarray(y), xp.ones((n, 1))], axis=1), lower=True
+    )
     logdet = 2.0 * float(xp.sum(xp.log(xp.diagonal(L))))
     zy, zf = z[:, :1], z[:, 1:]
     beta = float((zf.T @ zy)[0, 0]) / float((zf.T @ zf)[0, 0])
@@ -374,26 +433,50 @@ PARTS = {1: part_batched, 2: part_tlr}
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--parts", type=int, nargs="+", default=sorted(PARTS), choices=sorted(PARTS))
-    parser.add_argument("--backend", nargs="+", choices=["numpy", "cupy"],
-                        default=["numpy", "cupy"] if cupy_available() else ["numpy"])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--parts", type=int, nargs="+", default=sorted(PARTS), choices=sorted(PARTS)
+    )
+    parser.add_argument(
+        "--backend",
+        nargs="+",
+        choices=["numpy", "cupy"],
+        default=["numpy", "cupy"] if cupy_available() else ["numpy"],
+    )
     parser.add_argument("--count", type=int, default=10_000, help="matrices per Cholesky batch")
     parser.add_argument("--gemm-count", type=int, default=256, help="products per GEMM batch")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sizes", type=int, nargs="+", default=TLR_SIZES, help="part 2: numbers of sites")
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=TLR_SIZES, help="part 2: numbers of sites"
+    )
     parser.add_argument("--accuracies", type=float, nargs="+", default=[1e-6, 1e-8], help="part 2")
-    parser.add_argument("--phases", action=argparse.BooleanOptionalAction, default=True,
-                        help="part 2: also time the build and the factorization apart (a second "
-                             "build and factorization per case)")
-    parser.add_argument("--profile", metavar="FOLDER", default=None,
-                        help="part 2: run the timed-apart build and factorization under cProfile, the "
-                             "statistics written to FOLDER (the phase times then include its overhead)")
-    parser.add_argument("--tile", type=int, default=None, help="part 2: tile size (default 1024 to 131K, then 2048)")
-    parser.add_argument("--dense-max", type=int, default=32768,
-                        help="part 2: largest n of the dense baseline (about 24 n^2 bytes on the device: "
-                             "the distances, the covariance and its factor; 65,536 ran out of an H100's 80 GB)")
+    parser.add_argument(
+        "--phases",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="part 2: also time the build and the factorization apart (a second "
+        "build and factorization per case)",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="FOLDER",
+        default=None,
+        help="part 2: run the timed-apart build and factorization under cProfile, the "
+        "statistics written to FOLDER (the phase times then include its overhead)",
+    )
+    parser.add_argument(
+        "--tile", type=int, default=None, help="part 2: tile size (default 1024 to 131K, then 2048)"
+    )
+    parser.add_argument(
+        "--dense-max",
+        type=int,
+        default=32768,
+        help="part 2: largest n of the dense baseline (about 24 n^2 bytes on the device: "
+        "the distances, the covariance and its factor; 65,536 ran out of an H100's 80 GB)",
+    )
     args = parser.parse_args(argv)
     for backend in args.backend:
         try:

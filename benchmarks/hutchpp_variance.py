@@ -48,8 +48,10 @@ def main(argv=None):
             Q = np.linalg.qr(G @ rng.choice([-1.0, 1.0], size=(args.n, k)))[0]
             P = np.eye(args.n) - Q @ Q.T
             residual = offdiagonal_variance(P @ G @ P)
-            print(f"{name:7s} k={k:4d}  Hutchinson {hutchinson:.4g}  Hutch++ residual {residual:.4g}  "
-                  f"ratio {hutchinson / residual:.3g}")
+            print(
+                f"{name:7s} k={k:4d}  Hutchinson {hutchinson:.4g}  Hutch++ residual {residual:.4g}  "
+                f"ratio {hutchinson / residual:.3g}"
+            )
 
 
 if __name__ == "__main__":

@@ -48,7 +48,9 @@ def replicate(rep, n, level, seed, reml):
 def summarize(results, level):
     """Print coverage, its standard error, median width and open intervals."""
     reps = len(results)
-    header = f"{'parameter':<10}{'method':<10}{'coverage':>9}{'± se':>7}{'median width':>14}{'open':>6}"
+    header = (
+        f"{'parameter':<10}{'method':<10}{'coverage':>9}{'± se':>7}{'median width':>14}{'open':>6}"
+    )
     print(f"\nnominal level {level:g}, {reps} replications")
     print(header)
     print("-" * len(header))
@@ -82,8 +84,10 @@ def main(argv=None):
     fit = "REML" if args.reml else "ML"
     print(f"exponential model {TRUTH}, n = {args.n} sites uniform in the unit square, {fit} fits")
     summarize(results, args.level)
-    print(f"\n{elapsed:.1f} s in all, {elapsed / args.reps:.2f} s per replication (fit and three intervals, "
-          f"{args.jobs} process(es))")
+    print(
+        f"\n{elapsed:.1f} s in all, {elapsed / args.reps:.2f} s per replication (fit and three intervals, "
+        f"{args.jobs} process(es))"
+    )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,9 @@ class Counted(np.ndarray):
         COUNT[0] += 1
         inputs = [x.view(np.ndarray) if isinstance(x, Counted) else x for x in inputs]
         if "out" in kwargs:
-            kwargs["out"] = tuple(x.view(np.ndarray) if isinstance(x, Counted) else x for x in kwargs["out"])
+            kwargs["out"] = tuple(
+                x.view(np.ndarray) if isinstance(x, Counted) else x for x in kwargs["out"]
+            )
         out = getattr(ufunc, method)(*inputs, **kwargs)
         return out.view(Counted) if isinstance(out, np.ndarray) else out
 
@@ -90,7 +92,9 @@ class CountingBackend(NumpyBackend):
 
     def solve_triangular(self, a, b, lower=True, trans=False):
         COUNT[0] += 1
-        return NumpyBackend.solve_triangular(self, np.asarray(a), np.asarray(b), lower, trans).view(Counted)
+        return NumpyBackend.solve_triangular(self, np.asarray(a), np.asarray(b), lower, trans).view(
+            Counted
+        )
 
     def eigh(self, a):
         COUNT[0] += 1
@@ -134,10 +138,15 @@ def main(argv=None):
     parser.add_argument("--tile", type=int, default=128)
     parser.add_argument("--accuracy", type=float, default=1e-8)
     args = parser.parse_args(argv)
-    print(f"{'n':>7} {'tile':>5} {'n_tiles':>7} {'operations':>10} {'per column':>10} {'mean rank':>9} {'CPU s':>7}")
+    print(
+        f"{'n':>7} {'tile':>5} {'n_tiles':>7} {'operations':>10} {'per column':>10} {'mean rank':>9} {'CPU s':>7}"
+    )
     for n in args.sizes:
         n_t, ops, rank, seconds = count(n, args.tile, args.accuracy)
-        print(f"{n:>7} {args.tile:>5} {n_t:>7} {ops:>10} {ops / n_t:>10.0f} {rank:>9.1f} {seconds:>7.2f}", flush=True)
+        print(
+            f"{n:>7} {args.tile:>5} {n_t:>7} {ops:>10} {ops / n_t:>10.0f} {rank:>9.1f} {seconds:>7.2f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -26,10 +26,10 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
-import statistics
 import time
 from pathlib import Path
 
@@ -73,7 +73,9 @@ def problem(kernel_key, n, data="model"):
     if not path.exists():
         import geostat as gs
 
-        y = gs.simulate(X, params, kernel=kernel, random_state=n, method="tlr", accuracy=SAMPLE_ACCURACY)
+        y = gs.simulate(
+            X, params, kernel=kernel, random_state=n, method="tlr", accuracy=SAMPLE_ACCURACY
+        )
         np.save(path, y)
     return X, np.load(path), kernel, params
 
@@ -91,7 +93,9 @@ def run_tlr(kernel_key, n, accuracy, tile_size=None, data="model"):
 
     X, y, kernel, params = problem(kernel_key, n, data)
     start = time.perf_counter()
-    A, perm = tlr_covariance(X, kernel, params, get_distance("euclidean"), accuracy=accuracy, tile_size=tile_size)
+    A, perm = tlr_covariance(
+        X, kernel, params, get_distance("euclidean"), accuracy=accuracy, tile_size=tile_size
+    )
     built = time.perf_counter()
     peak_build = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     tile, rank_a, a_gib = A.tile_size, A.mean_rank, A.nbytes / 2**30
@@ -145,10 +149,16 @@ def in_subprocess(kind, *args):
     ``TLRCORE_NUM_THREADS=1``: the NumPy back end would otherwise factor by blocks on every
     core (:mod:`tlrcore.dense.blocked`), and the reference is one-thread LAPACK."""
     env = {**os.environ, "TLRCORE_NUM_THREADS": "1"} if kind == "dense" else None
-    out = subprocess.run([sys.executable, __file__, "--child", kind, *map(str, args)], capture_output=True,
-                         text=True, env=env)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", kind, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if out.returncode != 0:
-        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr else f"exit {out.returncode}"}
+        return {
+            "error": out.stderr.strip().splitlines()[-1] if out.stderr else f"exit {out.returncode}"
+        }
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -171,14 +181,27 @@ def main(argv=None):
     parser.add_argument("--accuracy", type=float, nargs="+", default=[1e-6, 1e-8])
     parser.add_argument("--kernels", nargs="+", default=list(KERNELS), choices=list(KERNELS))
     parser.add_argument("--dense-max", type=int, default=32768)
-    parser.add_argument("--dense-ref", type=int, default=16384,
-                        help="n of the dense Cholesky extrapolated by n^3 (0: none)")
-    parser.add_argument("--repeats", type=int, default=1, help="runs per configuration (medians shown)")
-    parser.add_argument("--repeats-max", type=int, default=0,
-                        help="run larger n only once (0: no limit)")
-    parser.add_argument("--tile-size", type=int, default=0, help="0: geostat.ordering.auto_tile_size")
-    parser.add_argument("--data", default="model", choices=["model", "white"],
-                        help="observations drawn from the model (default) or white noise")
+    parser.add_argument(
+        "--dense-ref",
+        type=int,
+        default=16384,
+        help="n of the dense Cholesky extrapolated by n^3 (0: none)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="runs per configuration (medians shown)"
+    )
+    parser.add_argument(
+        "--repeats-max", type=int, default=0, help="run larger n only once (0: no limit)"
+    )
+    parser.add_argument(
+        "--tile-size", type=int, default=0, help="0: geostat.ordering.auto_tile_size"
+    )
+    parser.add_argument(
+        "--data",
+        default="model",
+        choices=["model", "white"],
+        help="observations drawn from the model (default) or white noise",
+    )
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -208,9 +231,13 @@ def main(argv=None):
         if args.dense_ref:
             in_subprocess("sample", args.data, kernel_key, args.dense_ref)
             reference = repeated(args.repeats, "dense", args.data, kernel_key, args.dense_ref)
-            lines.append(f"{kernel_key}: dense SciPy Cholesky (one BLAS thread) at n={args.dense_ref}: "
-                         f"{reference.get('factor', float('nan')):.2f} s (median of {args.repeats})")
-            records.append({"kernel": kernel_key, "n": args.dense_ref, "dense_reference": reference})
+            lines.append(
+                f"{kernel_key}: dense SciPy Cholesky (one BLAS thread) at n={args.dense_ref}: "
+                f"{reference.get('factor', float('nan')):.2f} s (median of {args.repeats})"
+            )
+            records.append(
+                {"kernel": kernel_key, "n": args.dense_ref, "dense_reference": reference}
+            )
         print(header)
         print("-" * len(header))
         for n in args.n:
@@ -220,13 +247,30 @@ def main(argv=None):
             if n == args.dense_ref:
                 dense = reference
             else:
-                dense = repeated(repeats(n), "dense", args.data, kernel_key, n) if n <= args.dense_max else None
+                dense = (
+                    repeated(repeats(n), "dense", args.data, kernel_key, n)
+                    if n <= args.dense_max
+                    else None
+                )
             for accuracy in args.accuracy:
-                tlr_result = repeated(repeats(n), "tlr", args.data, kernel_key, n, accuracy, args.tile_size)
-                records.append({"kernel": kernel_key, "n": n, "accuracy": accuracy, "repeats": repeats(n),
-                                "tlr": tlr_result, "dense": dense})
+                tlr_result = repeated(
+                    repeats(n), "tlr", args.data, kernel_key, n, accuracy, args.tile_size
+                )
+                records.append(
+                    {
+                        "kernel": kernel_key,
+                        "n": n,
+                        "accuracy": accuracy,
+                        "repeats": repeats(n),
+                        "tlr": tlr_result,
+                        "dense": dense,
+                    }
+                )
                 if "error" in tlr_result:
-                    print(f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}  TLR failed: {tlr_result['error']}", flush=True)
+                    print(
+                        f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}  TLR failed: {tlr_result['error']}",
+                        flush=True,
+                    )
                     continue
                 if reference and "error" not in reference:
                     ratio = reference["factor"] * (n / args.dense_ref) ** 3 / total(tlr_result)
@@ -250,21 +294,37 @@ def main(argv=None):
                 )
     for kernel_key in args.kernels:
         for accuracy in args.accuracy:
-            done = [(r["n"], total(r["tlr"])) for r in records
-                    if r.get("kernel") == kernel_key and r.get("accuracy") == accuracy and "error" not in r["tlr"]]
+            done = [
+                (r["n"], total(r["tlr"]))
+                for r in records
+                if r.get("kernel") == kernel_key
+                and r.get("accuracy") == accuracy
+                and "error" not in r["tlr"]
+            ]
             steps = [f"{n}/{m}: {t / s:.2f}" for (m, s), (n, t) in zip(done, done[1:])]
             if steps:
-                lines.append(f"{kernel_key} {accuracy:.0e} TLR total time ratios: " + ", ".join(steps))
+                lines.append(
+                    f"{kernel_key} {accuracy:.0e} TLR total time ratios: " + ", ".join(steps)
+                )
     print()
     print("\n".join(lines))
-    print(f"observations: {args.data}; nugget {NUGGET}; medians of {args.repeats} runs"
-          + (f" (n > {args.repeats_max}: one run)" if args.repeats_max else "") + ";")
-    print("dense = covariance build + one-thread LAPACK Cholesky + solve (SciPy LAPACK); speedup = dense total / "
-          "TLR total;")
+    print(
+        f"observations: {args.data}; nugget {NUGGET}; medians of {args.repeats} runs"
+        + (f" (n > {args.repeats_max}: one run)" if args.repeats_max else "")
+        + ";"
+    )
+    print(
+        "dense = covariance build + one-thread LAPACK Cholesky + solve (SciPy LAPACK); speedup = dense total / "
+        "TLR total;"
+    )
     if args.dense_ref:
-        print(f"x dense n^3 = dense Cholesky at n={args.dense_ref} x (n/{args.dense_ref})^3 / TLR total;")
-    print("peak GiB = maximum resident set of the configuration's process (build: by the end of the build); "
-          "A GiB, L GiB = bytes of the TLR matrix and of its factor.")
+        print(
+            f"x dense n^3 = dense Cholesky at n={args.dense_ref} x (n/{args.dense_ref})^3 / TLR total;"
+        )
+    print(
+        "peak GiB = maximum resident set of the configuration's process (build: by the end of the build); "
+        "A GiB, L GiB = bytes of the TLR matrix and of its factor."
+    )
     if args.json:
         atomic_write_text(args.json, json.dumps(records, indent=1, allow_nan=False))
 

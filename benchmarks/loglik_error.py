@@ -46,7 +46,13 @@ MATERN_15 = get_kernel("matern", 1.5)
 
 def _co2():
     X, y = peers.co2_cells()
-    return X, y, MATERN_15, {"variance": 0.485, "range": 1388.08, "smoothness": 1.5, "nugget": 0.2617}, True
+    return (
+        X,
+        y,
+        MATERN_15,
+        {"variance": 0.485, "range": 1388.08, "smoothness": 1.5, "nugget": 0.2617},
+        True,
+    )
 
 
 def _sim16k():
@@ -75,27 +81,44 @@ def errors(X, y, kernel, params, trend):
     """``{a: l(a) - l(REFERENCE)}`` over :data:`ACCURACIES`, and the error of the fit's
     check value: the 1e-8 build truncated to 1e-7 (``TLRLikelihood.keep_coarser``)."""
     design = np.ones((len(y), 1)) if trend else np.zeros((len(y), 0))
-    likelihood = TLRLikelihood(X, y[:, None], design, kernel, get_distance("euclidean"), accuracy=1e-8)
+    likelihood = TLRLikelihood(
+        X, y[:, None], design, kernel, get_distance("euclidean"), accuracy=1e-8
+    )
     reference = likelihood.log_likelihood(params, accuracy=REFERENCE)
     likelihood.keep_coarser(1e-7)
-    e = {a: likelihood.log_likelihood(params, accuracy=a) - reference for a in ACCURACIES if a != 1e-8}
+    e = {
+        a: likelihood.log_likelihood(params, accuracy=a) - reference
+        for a in ACCURACIES
+        if a != 1e-8
+    }
     e[1e-8] = likelihood.log_likelihood(params) - reference
     kept = likelihood._coarser.get(0)  # the 1e-8 build's tiles, which the check truncates
-    if kept is None or likelihood._truncated(kept[1], 1e-7) is None:  # a copy would not serve: a new build does
+    if (
+        kept is None or likelihood._truncated(kept[1], 1e-7) is None
+    ):  # a copy would not serve: a new build does
         return e, None
-    truncated = likelihood.log_likelihood(params, accuracy=1e-7) - reference  # from the 1e-8 build's copy
+    truncated = (
+        likelihood.log_likelihood(params, accuracy=1e-7) - reference
+    )  # from the 1e-8 build's copy
     return e, truncated
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("cases", nargs="*", default=list(CASES), help=f"any of {', '.join(CASES)} (default: all)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "cases", nargs="*", default=list(CASES), help=f"any of {', '.join(CASES)} (default: all)"
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.cases) - set(CASES))
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}.")
-    print("| case | n | " + " | ".join(f"e({a:.0e})" for a in ACCURACIES)
-          + " | truncated 1e-07 | d_c / e(1e-08) | d_t / e(1e-08) |")
+    print(
+        "| case | n | "
+        + " | ".join(f"e({a:.0e})" for a in ACCURACIES)
+        + " | truncated 1e-07 | d_c / e(1e-08) | d_t / e(1e-08) |"
+    )
     print("|---|---|" + "---|" * (len(ACCURACIES) + 3))
     for name in args.cases:
         X, y, kernel, params, trend = CASES[name]()
@@ -104,9 +127,15 @@ def main(argv=None):
         if truncated is None:
             columns = "no copy (a new build) | | "
         else:
-            columns = f"{truncated:+.2e} | {margin:.1f} | {abs(truncated - e[1e-8]) / abs(e[1e-8]):.1f}"
-        print(f"| {name} | {len(y):,} | " + " | ".join(f"{e[a]:+.2e}" for a in ACCURACIES) + f" | {columns} |",
-              flush=True)
+            columns = (
+                f"{truncated:+.2e} | {margin:.1f} | {abs(truncated - e[1e-8]) / abs(e[1e-8]):.1f}"
+            )
+        print(
+            f"| {name} | {len(y):,} | "
+            + " | ".join(f"{e[a]:+.2e}" for a in ACCURACIES)
+            + f" | {columns} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

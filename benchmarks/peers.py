@@ -68,7 +68,9 @@ def co2_cells(n=8192, seed=0, column="co2"):
     frame = gs.datasets.load("co2")
     rows = np.sort(np.random.default_rng(seed).choice(len(frame), size=n, replace=False))
     lon, lat = np.radians(frame["lon"].to_numpy()[rows]), np.radians(frame["lat"].to_numpy()[rows])
-    X = EARTH_RADIUS_KM * np.column_stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)])
+    X = EARTH_RADIUS_KM * np.column_stack(
+        [np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)]
+    )
     return X, frame[column].to_numpy()[rows]
 
 
@@ -84,13 +86,20 @@ def southeast_months(months=3, apart_km=1000.0):
         lat0 = np.radians(frame["lat"].mean())
         x = EARTH_RADIUS_KM * np.radians(month["lon"].to_numpy()) * np.cos(lat0)
         y = EARTH_RADIUS_KM * np.radians(month["lat"].to_numpy())
-        parts.append((np.column_stack([x, y, np.full(len(x), k * apart_km)]), month["tas"].to_numpy()))
+        parts.append(
+            (np.column_stack([x, y, np.full(len(x), k * apart_km)]), month["tas"].to_numpy())
+        )
     return np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-CASES = {"sim16k": lambda: simulated(16384), "sim65k": lambda: simulated(65536), "co2": co2_cells,
-         "co2true8k": lambda: co2_cells(8192, column="co2_true"),
-         "co2true16k": lambda: co2_cells(16384, column="co2_true"), "tas": southeast_months}
+CASES = {
+    "sim16k": lambda: simulated(16384),
+    "sim65k": lambda: simulated(65536),
+    "co2": co2_cells,
+    "co2true8k": lambda: co2_cells(8192, column="co2_true"),
+    "co2true16k": lambda: co2_cells(16384, column="co2_true"),
+    "tas": southeast_months,
+}
 
 
 #: Matern smoothness of each case (1.5 where not named).
@@ -107,11 +116,22 @@ def fit_ours(X, y, nu, seed=0):
 def fit_gpboost(X, y, neighbors, nu):
     import gpboost as gpb
 
-    model = gpb.GPModel(gp_coords=X, cov_function="matern", cov_fct_shape=nu, gp_approx="vecchia",
-                        num_neighbors=neighbors, num_parallel_threads=THREADS, seed=0)
+    model = gpb.GPModel(
+        gp_coords=X,
+        cov_function="matern",
+        cov_fct_shape=nu,
+        gp_approx="vecchia",
+        num_neighbors=neighbors,
+        num_parallel_threads=THREADS,
+        seed=0,
+    )
     model.fit(y=y, X=np.ones((len(y), 1)), params={"trace": False})
     nugget, variance, rho = np.asarray(model.get_cov_pars()).ravel()[:3]
-    return {"variance": float(variance), "range": float(rho) / np.sqrt(2 * nu), "nugget": float(nugget)}, model
+    return {
+        "variance": float(variance),
+        "range": float(rho) / np.sqrt(2 * nu),
+        "nugget": float(nugget),
+    }, model
 
 
 def timed_side_by_side(functions, repeats):
@@ -144,35 +164,60 @@ def exact_maximum(X, y, estimates, nu):
     from geostat.optimize import ParameterSpace
     from geostat.optimize.objective import Objective, run_lbfgsb
 
-    likelihood = ExactLikelihood(X, y[:, None], np.ones((len(y), 1)), get_kernel("matern", nu),
-                                 get_distance("euclidean"))
-    space = ParameterSpace(likelihood.kernel, data_variance=float(np.var(y)), max_distance=likelihood.max_distance)
+    likelihood = ExactLikelihood(
+        X, y[:, None], np.ones((len(y), 1)), get_kernel("matern", nu), get_distance("euclidean")
+    )
+    space = ParameterSpace(
+        likelihood.kernel, data_variance=float(np.var(y)), max_distance=likelihood.max_distance
+    )
     values = [likelihood.log_likelihood({**p, "smoothness": nu}) for p in estimates]
     best = estimates[int(np.argmax(values))]
     low = space.natural_bounds["ratio"][0]
-    z0 = space.to_z({"range": best["range"], "ratio": max(best["nugget"] / best["variance"], 1.001 * low)})
-    result = run_lbfgsb(Objective(likelihood, space), z0, space.z_bounds(),
-                        {"ftol": 1e-7 / likelihood.n_obs, "gtol": 1e-9, "maxls": 40, "maxiter": 25})
+    z0 = space.to_z(
+        {"range": best["range"], "ratio": max(best["nugget"] / best["variance"], 1.001 * low)}
+    )
+    result = run_lbfgsb(
+        Objective(likelihood, space),
+        z0,
+        space.z_bounds(),
+        {"ftol": 1e-7 / likelihood.n_obs, "gtol": 1e-9, "maxls": 40, "maxiter": 25},
+    )
     return max(-result.fun * likelihood.n_obs, max(values))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", nargs="+", default=["sim16k", "co2", "sim65k"], choices=sorted(CASES))
+    parser.add_argument(
+        "--cases", nargs="+", default=["sim16k", "co2", "sim65k"], choices=sorted(CASES)
+    )
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--gap", action="store_true", help="also find the exact maximum and print each estimate's "
-                        f"distance below it (up to {GAP_LIMIT:,} sites)")
-    parser.add_argument("--seeds", type=int, default=0, metavar="K",
-                        help="with --gap, also fit ours with random_state 1..K (which seeds the probes too) and "
-                             "print each fit's time, distance below the exact maximum and bound")
-    parser.add_argument("--default-neighbors", action="store_true",
-                        help="also time GPBoost with its default number of neighbours")
+    parser.add_argument(
+        "--gap",
+        action="store_true",
+        help="also find the exact maximum and print each estimate's "
+        f"distance below it (up to {GAP_LIMIT:,} sites)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=0,
+        metavar="K",
+        help="with --gap, also fit ours with random_state 1..K (which seeds the probes too) and "
+        "print each fit's time, distance below the exact maximum and bound",
+    )
+    parser.add_argument(
+        "--default-neighbors",
+        action="store_true",
+        help="also time GPBoost with its default number of neighbours",
+    )
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore", gs.GeostatWarning)
     from threadpoolctl import threadpool_limits
 
-    print("| data | n | ours (s) | GPBoost 30 (s) | ratio ours/GPBoost | evaluations | "
-          "loglik at ours | at GPBoost 30 | difference |")
+    print(
+        "| data | n | ours (s) | GPBoost 30 (s) | ratio ours/GPBoost | evaluations | "
+        "loglik at ours | at GPBoost 30 | difference |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name in args.cases:
         X, y = CASES[name]()
@@ -185,31 +230,46 @@ def main(argv=None):
             ours_time, peer_time = statistics.median(times[0]), statistics.median(times[1])
             (ours, est), (peer, _) = results[:2]
             ours_ll, peer_ll = reference_loglik(X, y, ours, nu), reference_loglik(X, y, peer, nu)
-            line = (f"| {name} | {len(y):,} | {ours_time:.1f} | {peer_time:.1f} | {ours_time / peer_time:.2f} | "
-                    f"{est.result_.n_evaluations} ({est.method_}) | {ours_ll:.3f} | {peer_ll:.3f} | "
-                    f"{ours_ll - peer_ll:+.3f} |")
+            line = (
+                f"| {name} | {len(y):,} | {ours_time:.1f} | {peer_time:.1f} | {ours_time / peer_time:.2f} | "
+                f"{est.result_.n_evaluations} ({est.method_}) | {ours_ll:.3f} | {peer_ll:.3f} | "
+                f"{ours_ll - peer_ll:+.3f} |"
+            )
             print(line, flush=True)
             if args.default_neighbors:
                 default_time, (default, _) = statistics.median(times[2]), results[2]
-                print(f"|   GPBoost default neighbours | | | {default_time:.1f} | {ours_time / default_time:.2f} | | | "
-                      f"{reference_loglik(X, y, default, nu):.3f} | |", flush=True)
+                print(
+                    f"|   GPBoost default neighbours | | | {default_time:.1f} | {ours_time / default_time:.2f} | | | "
+                    f"{reference_loglik(X, y, default, nu):.3f} | |",
+                    flush=True,
+                )
         if args.gap and len(y) <= GAP_LIMIT:
             with threadpool_limits(THREADS):
                 best = exact_maximum(X, y, [ours, peer], nu)
             r = est.result_
-            print(f"    {name} exact maximum {best:.4f}: ours {best - ours_ll:.4f} below (bound {r.gap_bound:.3g}), "
-                  f"GPBoost 30 {best - peer_ll:.4f} below; ours: accuracy {est.accuracy_:g}, "
-                  f"loglik_error_ {est.loglik_error_:.2g}, {r.message}", flush=True)
+            print(
+                f"    {name} exact maximum {best:.4f}: ours {best - ours_ll:.4f} below (bound {r.gap_bound:.3g}), "
+                f"GPBoost 30 {best - peer_ll:.4f} below; ours: accuracy {est.accuracy_:g}, "
+                f"loglik_error_ {est.loglik_error_:.2g}, {r.message}",
+                flush=True,
+            )
             for seed in range(1, args.seeds + 1):
                 with threadpool_limits(THREADS):
                     start = time.perf_counter()
                     params, other = fit_ours(X, y, nu, seed)
                     elapsed = time.perf_counter() - start
                 gap, bound = best - reference_loglik(X, y, params, nu), other.result_.gap_bound
-                print(f"    {name} seed {seed}: {elapsed:.1f} s, {other.result_.n_evaluations} evaluations, "
-                      f"{gap:.4f} below (bound {bound:.3g}){' ABOVE THE BOUND' if gap > bound else ''}", flush=True)
-        print(f"    {name} runs (s): ours " + " ".join(f"{t:.1f}" for t in times[0])
-              + ", GPBoost 30 " + " ".join(f"{t:.1f}" for t in times[1]))
+                print(
+                    f"    {name} seed {seed}: {elapsed:.1f} s, {other.result_.n_evaluations} evaluations, "
+                    f"{gap:.4f} below (bound {bound:.3g}){' ABOVE THE BOUND' if gap > bound else ''}",
+                    flush=True,
+                )
+        print(
+            f"    {name} runs (s): ours "
+            + " ".join(f"{t:.1f}" for t in times[0])
+            + ", GPBoost 30 "
+            + " ".join(f"{t:.1f}" for t in times[1])
+        )
         for label, params in (("ours", ours), ("GPBoost 30", peer)):
             print(f"    {name} {label}: " + ", ".join(f"{k} {v:.5g}" for k, v in params.items()))
 

@@ -47,7 +47,9 @@ def kriging(n, accuracy, data="model", seed=0):
     lik = make_likelihood("tlr", coords, y, np.ones((n, 1)), kernel, distance, accuracy=accuracy)
     if data == "model":
         y = lik.factors_at(params)[0].multiply_lower(y)
-        lik = make_likelihood("tlr", coords, y, np.ones((n, 1)), kernel, distance, accuracy=accuracy)
+        lik = make_likelihood(
+            "tlr", coords, y, np.ones((n, 1)), kernel, distance, accuracy=accuracy
+        )
     start = time.perf_counter()
     coef, _ = lik.gls(params)
     krige = predict.Kriging(lik, params, coef)
@@ -86,12 +88,17 @@ def main():
     previous = predict.COMPRESSED_FROM
     predict.COMPRESSED_FROM = 0
     mean_time, mean = timed(lambda: krige.predict(targets, design), args.repeats)
-    both_time, (_, var) = timed(lambda: krige.predict(targets, design, return_var=True), args.repeats)
+    both_time, (_, var) = timed(
+        lambda: krige.predict(targets, design, return_var=True), args.repeats
+    )
     predict.COMPRESSED_FROM = 2**62
     mean_rows, std_rows = min(args.m, args.dense_max), min(args.m, max(1, args.dense_max // 10))
-    dense_mean_time, _ = timed(lambda: krige.predict(targets[:mean_rows], design[:mean_rows]), args.repeats)
-    dense_both_time, _ = timed(lambda: krige.predict(targets[:std_rows], design[:std_rows], return_var=True),
-                               args.repeats)
+    dense_mean_time, _ = timed(
+        lambda: krige.predict(targets[:mean_rows], design[:mean_rows]), args.repeats
+    )
+    dense_both_time, _ = timed(
+        lambda: krige.predict(targets[:std_rows], design[:std_rows], return_var=True), args.repeats
+    )
     dense_mean_time *= args.m / mean_rows
     dense_both_time *= args.m / std_rows
     check = np.sort(np.random.default_rng(1).choice(args.m, min(1000, args.m), replace=False))
@@ -100,16 +107,26 @@ def main():
     mean_error = np.abs(mean[check] - reference).max() / np.abs(reference).max()
     std_error = np.abs(np.sqrt(var[check] / reference_var) - 1).max()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    print(f"n = {args.n:,} sites, m = {args.m:,} targets, accuracy {args.accuracy:g}, {args.data} data, "
-          f"medians of {args.repeats}")
+    print(
+        f"n = {args.n:,} sites, m = {args.m:,} targets, accuracy {args.accuracy:g}, {args.data} data, "
+        f"medians of {args.repeats}"
+    )
     print(f"  TLR factor and weights         {factor_time:8.2f} s (not counted)")
     print(f"  mean at scale                  {mean_time:8.2f} s")
-    print(f"  mean, dense blocks             {dense_mean_time:8.2f} s (scaled from {mean_rows:,} targets)")
+    print(
+        f"  mean, dense blocks             {dense_mean_time:8.2f} s (scaled from {mean_rows:,} targets)"
+    )
     print(f"  mean and std at scale          {both_time:8.2f} s")
-    print(f"  mean and std, dense blocks     {dense_both_time:8.2f} s (scaled from {std_rows:,} targets)")
-    print(f"  dense / at scale: mean {dense_mean_time / mean_time:.2f} x, with std {dense_both_time / both_time:.2f} x")
-    print(f"  error on {check.size} cells: mean {mean_error:.2e} (relative to its largest), "
-          f"std {std_error:.2e} (largest relative)")
+    print(
+        f"  mean and std, dense blocks     {dense_both_time:8.2f} s (scaled from {std_rows:,} targets)"
+    )
+    print(
+        f"  dense / at scale: mean {dense_mean_time / mean_time:.2f} x, with std {dense_both_time / both_time:.2f} x"
+    )
+    print(
+        f"  error on {check.size} cells: mean {mean_error:.2e} (relative to its largest), "
+        f"std {std_error:.2e} (largest relative)"
+    )
     print(f"  peak resident memory           {peak:8.2f} GiB")
 
 

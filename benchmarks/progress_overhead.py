@@ -45,10 +45,15 @@ def main(argv=None):
             est = gs.SpatialGP(method="tlr", random_state=args.seed, verbose=verbose).fit(X, y)
             times[verbose].append(time.perf_counter() - start)
             estimates.setdefault(verbose, est.params_)
-            print(f"verbose={verbose}: {times[verbose][-1]:.1f} s, {est.n_evaluations_} TLR evaluations", flush=True)
+            print(
+                f"verbose={verbose}: {times[verbose][-1]:.1f} s, {est.n_evaluations_} TLR evaluations",
+                flush=True,
+            )
     off, on = statistics.median(times[0]), statistics.median(times[1])
-    print(f"n = {args.n}: median of {args.repeats} fits, verbose=0 {off:.1f} s, verbose=1 {on:.1f} s, "
-          f"ratio on/off {on / off:.3f}; equal estimates: {estimates[0] == estimates[1]}")
+    print(
+        f"n = {args.n}: median of {args.repeats} fits, verbose=0 {off:.1f} s, verbose=1 {on:.1f} s, "
+        f"ratio on/off {on / off:.3f}; equal estimates: {estimates[0] == estimates[1]}"
+    )
 
 
 if __name__ == "__main__":

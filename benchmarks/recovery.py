@@ -47,19 +47,39 @@ ANGLE = "anisotropy_angle"
 
 CASES = {
     "aniso": {
-        "truth": {"variance": 1.0, "range": 0.25, "anisotropy_ratio": 0.3, ANGLE: math.pi / 6, "nugget": 0.1},
+        "truth": {
+            "variance": 1.0,
+            "range": 0.25,
+            "anisotropy_ratio": 0.3,
+            ANGLE: math.pi / 6,
+            "nugget": 0.1,
+        },
         "kernel": lambda: gs.Anisotropic(gs.Exponential()),
         "fit_kernel": lambda: "exponential",
         "settings": {"anisotropy": "geometric"},
     },
     "st_sep": {
-        "truth": {"variance": 1.0, "range": 0.2, "time_range": 3.0, "separability": 0.0, "nugget": 0.1},
+        "truth": {
+            "variance": 1.0,
+            "range": 0.2,
+            "time_range": 3.0,
+            "separability": 0.0,
+            "nugget": 0.1,
+        },
         "kernel": lambda: gs.SpaceTime(space="exponential", time="exponential", separability=0.0),
-        "fit_kernel": lambda: gs.SpaceTime(space="exponential", time="exponential", separability=0.0),
+        "fit_kernel": lambda: gs.SpaceTime(
+            space="exponential", time="exponential", separability=0.0
+        ),
         "settings": {},
     },
     "st_gneiting": {
-        "truth": {"variance": 1.0, "range": 0.2, "time_range": 3.0, "separability": 0.5, "nugget": 0.1},
+        "truth": {
+            "variance": 1.0,
+            "range": 0.2,
+            "time_range": 3.0,
+            "separability": 0.5,
+            "nugget": 0.1,
+        },
         "kernel": lambda: gs.SpaceTime(space="exponential", time="exponential"),
         "fit_kernel": lambda: gs.SpaceTime(space="exponential", time="exponential"),
         "settings": {},
@@ -120,7 +140,9 @@ def replicate(rep, case, method, level, seed, reml):
     X, y = simulate(case, rng)
     spec = CASES[case]
     try:
-        est = gs.SpatialGP(kernel=spec["fit_kernel"](), method="exact", reml=reml, **spec["settings"]).fit(X, y)
+        est = gs.SpatialGP(
+            kernel=spec["fit_kernel"](), method="exact", reml=reml, **spec["settings"]
+        ).fit(X, y)
         return est.confidence_intervals(level=level, method=method)
     except Exception as error:  # a failed replication is counted, not fatal
         print(f"{case} replication {rep}: {type(error).__name__}: {error}")
@@ -146,9 +168,13 @@ def summarize(case, results, level, elapsed):
     frames = [r for r in results if r is not None]
     reps = len(frames)
     truth = CASES[case]["truth"]
-    print(f"\n{case}: truth {truth}; {reps} of {len(results)} replications fitted, nominal level {level:g}, "
-          f"{elapsed:.1f} s ({elapsed / max(1, len(results)):.1f} s per replication)")
-    header = f"{'parameter':<18}{'coverage':>9}{'± se':>7}{'mean bias':>11}{'sd':>9}{'median width':>14}"
+    print(
+        f"\n{case}: truth {truth}; {reps} of {len(results)} replications fitted, nominal level {level:g}, "
+        f"{elapsed:.1f} s ({elapsed / max(1, len(results)):.1f} s per replication)"
+    )
+    header = (
+        f"{'parameter':<18}{'coverage':>9}{'± se':>7}{'mean bias':>11}{'sd':>9}{'median width':>14}"
+    )
     print(header)
     print("-" * len(header))
     if not reps:
@@ -160,28 +186,46 @@ def summarize(case, results, level, elapsed):
         p = float(np.mean(covers(name, truth[name], lower, upper)))
         se = math.sqrt(p * (1 - p) / reps)
         errors = bias(name, truth[name], estimate)
-        print(f"{name:<18}{p:>9.3f}{se:>7.3f}{np.mean(errors):>11.4f}{np.std(errors):>9.4f}"
-              f"{np.nanmedian(upper - lower):>14.4f}")
+        print(
+            f"{name:<18}{p:>9.3f}{se:>7.3f}{np.mean(errors):>11.4f}{np.std(errors):>9.4f}"
+            f"{np.nanmedian(upper - lower):>14.4f}"
+        )
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES), help="cases to run")
-    parser.add_argument("--replications", type=int, default=200, help="replications per case (default 200)")
-    parser.add_argument("--method", choices=["profile", "wald", "log-wald"], default="profile",
-                        help="interval method (default profile; wald when profiles are too slow)")
+    parser.add_argument(
+        "--cases", nargs="+", choices=list(CASES), default=list(CASES), help="cases to run"
+    )
+    parser.add_argument(
+        "--replications", type=int, default=200, help="replications per case (default 200)"
+    )
+    parser.add_argument(
+        "--method",
+        choices=["profile", "wald", "log-wald"],
+        default="profile",
+        help="interval method (default profile; wald when profiles are too slow)",
+    )
     parser.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
     parser.add_argument("--reml", action="store_true", help="restricted maximum likelihood")
     parser.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     args = parser.parse_args(argv)
     fit = "REML" if args.reml else "ML"
-    print(f"{args.method} intervals, {fit} fits, exact likelihood, {args.replications} replications per case")
+    print(
+        f"{args.method} intervals, {fit} fits, exact likelihood, {args.replications} replications per case"
+    )
     total = time.perf_counter()
     for case in args.cases:
         start = time.perf_counter()
-        run = functools.partial(replicate, case=case, method=args.method, level=args.level, seed=args.seed,
-                                reml=args.reml)
+        run = functools.partial(
+            replicate,
+            case=case,
+            method=args.method,
+            level=args.level,
+            seed=args.seed,
+            reml=args.reml,
+        )
         with ProcessPoolExecutor(args.jobs) as pool:
             results = list(pool.map(run, range(args.replications)))
         summarize(case, results, args.level, time.perf_counter() - start)

@@ -35,15 +35,21 @@ import sys
 import time
 
 import numpy as np
-
 from fit_tlr import EQUIVALENT_ACCURACY, evaluation_time
 
 import geostat as gs
 from geostat.distance import EUCLIDEAN, SpaceTimeDistance
 from geostat.solvers import tlr_covariance, tlr_factor
 
-TRUTH = {"variance": 1.0, "range": 0.1, "smoothness": 0.5, "time_smoothness": 0.5, "time_range": 3.0,
-         "separability": 0.5, "nugget": 0.05}
+TRUTH = {
+    "variance": 1.0,
+    "range": 0.1,
+    "smoothness": 0.5,
+    "time_smoothness": 0.5,
+    "time_range": 3.0,
+    "separability": 0.5,
+    "nugget": 0.05,
+}
 MEAN = 2.0
 KERNEL = gs.SpaceTime(space="exponential", time="exponential")
 
@@ -52,7 +58,9 @@ def sites_and_times(n_sites, n_times, seed):
     """Coordinates ``(x, y, t)``: `n_sites` uniform sites, each at the times ``0 .. n_times - 1``."""
     rng = np.random.default_rng(seed)
     sites = rng.uniform(size=(n_sites, 2))
-    return np.column_stack([np.repeat(sites, n_times, axis=0), np.tile(np.arange(n_times, dtype=float), n_sites)])
+    return np.column_stack(
+        [np.repeat(sites, n_times, axis=0), np.tile(np.arange(n_times, dtype=float), n_sites)]
+    )
 
 
 def simulate(X, seed):
@@ -69,16 +77,26 @@ def one_loglik(method, n, times):
     X = sites_and_times(n // times, times, 0)
     y = np.random.default_rng(1).standard_normal(X.shape[0])
     start = time.perf_counter()
-    value = gs.log_likelihood(X, y, TRUTH, kernel=KERNEL, method=method, accuracy=EQUIVALENT_ACCURACY, time=True)
+    value = gs.log_likelihood(
+        X, y, TRUTH, kernel=KERNEL, method=method, accuracy=EQUIVALENT_ACCURACY, time=True
+    )
     elapsed = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    return {"n": X.shape[0], "method": method, "seconds": elapsed, "peak_gib": peak, "loglik": value}
+    return {
+        "n": X.shape[0],
+        "method": method,
+        "seconds": elapsed,
+        "peak_gib": peak,
+        "loglik": value,
+    }
 
 
 def measured(method, n, times):
     """:func:`one_loglik` in a fresh Python process."""
-    code = (f"import json, sys; sys.path.insert(0, 'benchmarks'); import space_time as b; "
-            f"print(json.dumps(b.one_loglik({method!r}, {n}, {times})))")
+    code = (
+        f"import json, sys; sys.path.insert(0, 'benchmarks'); import space_time as b; "
+        f"print(json.dumps(b.one_loglik({method!r}, {n}, {times})))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -90,11 +108,15 @@ def fit(X, y, method):
 
 
 def report_fit(est, seconds, equivalent):
-    print(f"fit: {seconds:.1f} s, {est.n_evaluations_} full-data evaluations, one evaluation {equivalent:.2f} s, "
-          f"{seconds / equivalent:.1f} equivalents; loglik {est.loglik_:.4f}")
+    print(
+        f"fit: {seconds:.1f} s, {est.n_evaluations_} full-data evaluations, one evaluation {equivalent:.2f} s, "
+        f"{seconds / equivalent:.1f} equivalents; loglik {est.loglik_:.4f}"
+    )
     for name, value in est.params_.items():
         se = est.stderr_.get(name, 0.0)
-        print(f"  {name:>16} {value:10.4g} +- {se:8.2g}   (truth {TRUTH.get(name, float('nan')):g})")
+        print(
+            f"  {name:>16} {value:10.4g} +- {se:8.2g}   (truth {TRUTH.get(name, float('nan')):g})"
+        )
 
 
 def main(argv=None):
@@ -108,15 +130,19 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.loglik:
-        print(f"{'n':>8} {'tlr s':>8} {'tlr GiB':>8} {'dense s':>8} {'dense GiB':>9} {'time ratio':>10} "
-              f"{'|diff|':>9}")
+        print(
+            f"{'n':>8} {'tlr s':>8} {'tlr GiB':>8} {'dense s':>8} {'dense GiB':>9} {'time ratio':>10} "
+            f"{'|diff|':>9}"
+        )
         for n in args.loglik:
             tlr = measured("tlr", n, args.times)
             dense = measured("exact", n, args.times) if n <= args.dense_max else None
             line = f"{tlr['n']:>8} {tlr['seconds']:>8.2f} {tlr['peak_gib']:>8.2f}"
             if dense:
-                line += (f" {dense['seconds']:>8.2f} {dense['peak_gib']:>9.2f} "
-                         f"{dense['seconds'] / tlr['seconds']:>10.2f} {abs(dense['loglik'] - tlr['loglik']):>9.2g}")
+                line += (
+                    f" {dense['seconds']:>8.2f} {dense['peak_gib']:>9.2f} "
+                    f"{dense['seconds'] / tlr['seconds']:>10.2f} {abs(dense['loglik'] - tlr['loglik']):>9.2g}"
+                )
             print(line, flush=True)
     if args.fit:
         X = sites_and_times(args.fit_sites, args.times, args.seed)
@@ -129,9 +155,11 @@ def main(argv=None):
         exact, exact_seconds = fit(X, y, "exact")
         tlr, tlr_seconds = fit(X, y, "tlr")
         at_tlr = exact.log_likelihood(tlr.params_)
-        print(f"subset of {X.shape[0]} points: exact fit {exact_seconds:.1f} s (loglik {exact.loglik_:.4f}), "
-              f"TLR fit {tlr_seconds:.1f} s; exact loglik at the TLR estimate {exact.loglik_ - at_tlr:.4f} below "
-              f"the exact maximum")
+        print(
+            f"subset of {X.shape[0]} points: exact fit {exact_seconds:.1f} s (loglik {exact.loglik_:.4f}), "
+            f"TLR fit {tlr_seconds:.1f} s; exact loglik at the TLR estimate {exact.loglik_ - at_tlr:.4f} below "
+            f"the exact maximum"
+        )
 
 
 if __name__ == "__main__":

@@ -63,7 +63,14 @@ from geostat.kernels import get_kernel
 from geostat.solvers import covariance_block, tlr_covariance
 
 COST_SAFEGUARDS = [None, "compensate", "compensate-block", "shift", "modified"]
-RESCUE_SAFEGUARDS = [None, "shift", "modified", "compensate", "compensate-block", "compensate+modified"]
+RESCUE_SAFEGUARDS = [
+    None,
+    "shift",
+    "modified",
+    "compensate",
+    "compensate-block",
+    "compensate+modified",
+]
 
 
 def timed(func, repeats):
@@ -86,8 +93,14 @@ def cost_part(n, dim, repeats):
     params = {"variance": 1.0, "range": range_, "nugget": 1e-2}
 
     def build(accuracy):
-        return tlr_covariance(X, get_kernel("exponential"), params, get_distance("euclidean"), accuracy=accuracy,
-                              tile_size=1024)[0]
+        return tlr_covariance(
+            X,
+            get_kernel("exponential"),
+            params,
+            get_distance("euclidean"),
+            accuracy=accuracy,
+            tile_size=1024,
+        )[0]
 
     A = build(1e-8)
     norm = A.frobenius_norm()
@@ -105,20 +118,32 @@ def cost_part(n, dim, repeats):
             times[safeguard].append(seconds)
     # Log-likelihoods of two data vectors: white noise, and a draw from the model (what a
     # fit sees near its estimate: there the tail's trace and quadratic terms nearly cancel).
-    data = {"y ~ N(0, I)": np.random.default_rng(1).standard_normal(n),
-            "y ~ N(0, A)": factors[None].multiply_lower(np.random.default_rng(2).standard_normal(n))}
+    data = {
+        "y ~ N(0, I)": np.random.default_rng(1).standard_normal(n),
+        "y ~ N(0, A)": factors[None].multiply_lower(np.random.default_rng(2).standard_normal(n)),
+    }
     plain = {name: log_likelihood(factors[None], y) for name, y in data.items()}
     reference = tlr.cholesky(build(1e-9))
-    print("plain's own error (plain at 1e-8 minus plain at 1e-9, the estimate geostat reports): "
-          + ", ".join(f"{name}: {plain[name] - log_likelihood(reference, y):.3e}" for name, y in data.items()))
-    print(f"{'factorization':28s} {'time s':>8s} {'/ plain':>8s} {'|E|/|A|':>9s} "
-          + " ".join(f"{'dloglik ' + name:>20s}" for name in data))
+    print(
+        "plain's own error (plain at 1e-8 minus plain at 1e-9, the estimate geostat reports): "
+        + ", ".join(
+            f"{name}: {plain[name] - log_likelihood(reference, y):.3e}" for name, y in data.items()
+        )
+    )
+    print(
+        f"{'factorization':28s} {'time s':>8s} {'/ plain':>8s} {'|E|/|A|':>9s} "
+        + " ".join(f"{'dloglik ' + name:>20s}" for name in data)
+    )
     base = statistics.median(times[None])
     for safeguard in COST_SAFEGUARDS:
         seconds, factor = statistics.median(times[safeguard]), factors[safeguard]
-        changes = " ".join(f"{log_likelihood(factor, y) - plain[name]:20.3e}" for name, y in data.items())
-        print(f"{'cholesky(' + str(safeguard) + ')':28s} {seconds:8.2f} {seconds / base:8.3f} "
-              f"{factor.perturbation / norm:9.1e} {changes}")
+        changes = " ".join(
+            f"{log_likelihood(factor, y) - plain[name]:20.3e}" for name, y in data.items()
+        )
+        print(
+            f"{'cholesky(' + str(safeguard) + ')':28s} {seconds:8.2f} {seconds / base:8.3f} "
+            f"{factor.perturbation / norm:9.1e} {changes}"
+        )
 
 
 def hard_cases(n):
@@ -128,23 +153,37 @@ def hard_cases(n):
     return {
         "gaussian r0.1": (X, get_kernel("gaussian"), {"variance": 1.0, "range": 0.1}),
         "gaussian r0.3": (X, get_kernel("gaussian"), {"variance": 1.0, "range": 0.3}),
-        "matern2.5 r0.5": (X, get_kernel("matern", smoothness=2.5), {"variance": 1.0, "range": 0.5}),
-        "exp r0.3 dup 1e-12": (duplicated, get_kernel("exponential"), {"variance": 1.0, "range": 0.3}),
+        "matern2.5 r0.5": (
+            X,
+            get_kernel("matern", smoothness=2.5),
+            {"variance": 1.0, "range": 0.5},
+        ),
+        "exp r0.3 dup 1e-12": (
+            duplicated,
+            get_kernel("exponential"),
+            {"variance": 1.0, "range": 0.3},
+        ),
     }
 
 
 def rescue_part(accuracies, n=4096, tile=256):
-    print(f"\nPart 2: n = {n}, tile {tile}, no nugget; E = L L^T - A (dense A); dlogdet per site against "
-          "the eigenvalue-lifted reference")
-    print(f"{'matrix':19s} {'acc':>6s} {'safeguard':20s} {'result':>8s} {'shift/tau':>9s} {'|E|/|A|':>9s} "
-          f"{'pert/|A|':>9s} {'dlogdet/n':>10s} {'time s':>7s}")
+    print(
+        f"\nPart 2: n = {n}, tile {tile}, no nugget; E = L L^T - A (dense A); dlogdet per site against "
+        "the eigenvalue-lifted reference"
+    )
+    print(
+        f"{'matrix':19s} {'acc':>6s} {'safeguard':20s} {'result':>8s} {'shift/tau':>9s} {'|E|/|A|':>9s} "
+        f"{'pert/|A|':>9s} {'dlogdet/n':>10s} {'time s':>7s}"
+    )
     distance = get_distance("euclidean")
     for name, (X, kernel, params) in hard_cases(n).items():
         eigenvalues = None
         for accuracy in accuracies:
             A, perm = tlr_covariance(X, kernel, params, distance, accuracy=accuracy, tile_size=tile)
             if eigenvalues is None:
-                M = np.asarray(covariance_block(X[perm], kernel, params, distance)(np.arange(n), np.arange(n)))
+                M = np.asarray(
+                    covariance_block(X[perm], kernel, params, distance)(np.arange(n), np.arange(n))
+                )
                 eigenvalues = np.linalg.eigvalsh(M)
                 dense_norm = np.linalg.norm(M)
             for safeguard in RESCUE_SAFEGUARDS:
@@ -153,18 +192,25 @@ def rescue_part(accuracies, n=4096, tile=256):
                     F = tlr.cholesky(A, safeguard=safeguard)
                 except tlr.NotPositiveDefiniteError as exc:
                     seconds = time.perf_counter() - start
-                    print(f"{name:19s} {accuracy:6.0e} {str(safeguard):20s} {'tile ' + str(exc.tile):>8s} "
-                          f"{'-':>9s} {'-':>9s} {'-':>9s} {'-':>10s} {seconds:7.2f}")
+                    print(
+                        f"{name:19s} {accuracy:6.0e} {str(safeguard):20s} {'tile ' + str(exc.tile):>8s} "
+                        f"{'-':>9s} {'-':>9s} {'-':>9s} {'-':>10s} {seconds:7.2f}"
+                    )
                     continue
                 seconds = time.perf_counter() - start
                 L = F.to_dense()
                 p = np.arange(n) if F.perm is None else F.perm
                 error = np.linalg.norm(L @ L.T - M[np.ix_(p, p)]) / dense_norm
                 scale = F.perturbation / np.sqrt(n)
-                reference = float(np.sum(np.log(np.maximum(eigenvalues, scale)))) if scale > 0 else np.nan
-                print(f"{name:19s} {accuracy:6.0e} {str(safeguard):20s} {'ok':>8s} {F.shift / A.tolerance:9.0f} "
-                      f"{error:9.1e} {F.perturbation / dense_norm:9.1e} {(F.logdet() - reference) / n:10.2e} "
-                      f"{seconds:7.2f}", flush=True)
+                reference = (
+                    float(np.sum(np.log(np.maximum(eigenvalues, scale)))) if scale > 0 else np.nan
+                )
+                print(
+                    f"{name:19s} {accuracy:6.0e} {str(safeguard):20s} {'ok':>8s} {F.shift / A.tolerance:9.0f} "
+                    f"{error:9.1e} {F.perturbation / dense_norm:9.1e} {(F.logdet() - reference) / n:10.2e} "
+                    f"{seconds:7.2f}",
+                    flush=True,
+                )
 
 
 def fit_part(n=2000, accuracy=1e-6):
@@ -174,24 +220,41 @@ def fit_part(n=2000, accuracy=1e-6):
 
     rng = np.random.default_rng(0)
     X = rng.uniform(size=(n, 2))
-    y = gs.simulate(X, {"variance": 1.0, "range": 0.2, "nugget": 1e-6}, kernel="gaussian", random_state=1).ravel()
-    print(f"\nPart 3: near-singular fit, Gaussian kernel without nugget, n = {n}, TLR accuracy {accuracy:g}")
-    print(f"{'method':7s} {'on_failure':11s} {'variance':>9s} {'range':>8s} {'loglik':>12s} {'safeguarded':>11s} "
-          f"{'pert/|K|':>9s} {'time s':>7s}")
-    for method, policy in [("exact", "shift"), ("tlr", "shift"), ("tlr", "compensate"), ("tlr", "step")]:
-        model = gs.SpatialGP(kernel="gaussian", nugget=False, method=method, accuracy=accuracy, on_failure=policy)
+    y = gs.simulate(
+        X, {"variance": 1.0, "range": 0.2, "nugget": 1e-6}, kernel="gaussian", random_state=1
+    ).ravel()
+    print(
+        f"\nPart 3: near-singular fit, Gaussian kernel without nugget, n = {n}, TLR accuracy {accuracy:g}"
+    )
+    print(
+        f"{'method':7s} {'on_failure':11s} {'variance':>9s} {'range':>8s} {'loglik':>12s} {'safeguarded':>11s} "
+        f"{'pert/|K|':>9s} {'time s':>7s}"
+    )
+    for method, policy in [
+        ("exact", "shift"),
+        ("tlr", "shift"),
+        ("tlr", "compensate"),
+        ("tlr", "step"),
+    ]:
+        model = gs.SpatialGP(
+            kernel="gaussian", nugget=False, method=method, accuracy=accuracy, on_failure=policy
+        )
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model.fit(X, y)
         seconds = time.perf_counter() - start
-        print(f"{method:7s} {policy:11s} {model.params_['variance']:9.4f} {model.params_['range']:8.5f} "
-              f"{model.loglik_:12.3f} {model.n_safeguarded_:11d} {model.perturbation_:9.1e} {seconds:7.1f}",
-              flush=True)
+        print(
+            f"{method:7s} {policy:11s} {model.params_['variance']:9.4f} {model.params_['range']:8.5f} "
+            f"{model.loglik_:12.3f} {model.n_safeguarded_:11d} {model.perturbation_:9.1e} {seconds:7.1f}",
+            flush=True,
+        )
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=32768)
     parser.add_argument("--dim", type=int, default=2, choices=[2, 3])
     parser.add_argument("--repeats", type=int, default=3)

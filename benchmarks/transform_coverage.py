@@ -44,17 +44,25 @@ def main():
         X, y = field(args.train + args.test, rng)
         train, test = slice(0, args.train), slice(args.train, None)
         model = gs.SpatialGP(kernel="exponential", target_transform="log").fit(X[train], y[train])
-        low, median, high = model.predict_quantiles(X[test], (tail, 0.5, 1 - tail), include_nugget=True).T
+        low, median, high = model.predict_quantiles(
+            X[test], (tail, 0.5, 1 - tail), include_nugget=True
+        ).T
         hits += int(np.sum((y[test] >= low) & (y[test] <= high)))
         total += y[test].size
         mean_error.append(np.mean(model.predict(X[test]) - y[test]))
         median_error.append(np.mean(median - y[test]))
     coverage = hits / total
-    print(f"{args.fields} lognormal fields, {args.train} training + {args.test} held-out sites each")
-    print(f"  {args.level:.0%} intervals in the units of y cover {coverage:.3f} "
-          f"(binomial standard error {np.sqrt(coverage * (1 - coverage) / total):.3f})")
-    print(f"  mean error against the held-out y: back-transformed mean of the latent field "
-          f"{np.mean(mean_error):+.3f}, median {np.mean(median_error):+.3f}")
+    print(
+        f"{args.fields} lognormal fields, {args.train} training + {args.test} held-out sites each"
+    )
+    print(
+        f"  {args.level:.0%} intervals in the units of y cover {coverage:.3f} "
+        f"(binomial standard error {np.sqrt(coverage * (1 - coverage) / total):.3f})"
+    )
+    print(
+        f"  mean error against the held-out y: back-transformed mean of the latent field "
+        f"{np.mean(mean_error):+.3f}, median {np.mean(median_error):+.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,10 @@ SPOOL = Spool.open(2)
 
 def factors(seed, tiles, rows, rank):
     rng = np.random.default_rng(seed)
-    return [LowRank(rng.standard_normal((rows, rank)), rng.standard_normal((rows, rank)), 1e-9, 1e-9)
-            for _ in range(tiles)]
+    return [
+        LowRank(rng.standard_normal((rows, rank)), rng.standard_normal((rows, rank)), 1e-9, 1e-9)
+        for _ in range(tiles)
+    ]
 
 
 def made(seed, tiles, rows, rank, spooling=None):
@@ -66,7 +68,9 @@ def receive(pool, way, args):
     with ThreadPoolExecutor(2) as threads:
         received = list(threads.map(column, range(args.columns)))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    assert len(received) == args.columns and all(len(column) == args.shape[0] for column in received)
+    assert len(received) == args.columns and all(
+        len(column) == args.shape[0] for column in received
+    )
     return wall, cpu
 
 
@@ -84,17 +88,29 @@ def main():
         parser.exit(1, "no memory files on this system: nothing to compare\n")
     times = {"pipe": [], "spool": [], "spool+copy": []}
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
-        receive(pool, "pipe", argparse.Namespace(columns=2, tiles=args.tiles, rows=args.rows, rank=args.rank,
-                                                 shape=args.shape))  # fork and warm up
+        receive(
+            pool,
+            "pipe",
+            argparse.Namespace(
+                columns=2, tiles=args.tiles, rows=args.rows, rank=args.rank, shape=args.shape
+            ),
+        )  # fork and warm up
         for _ in range(args.repeats):
             for way in times:
                 times[way].append(receive(pool, way, args))
-    print(f"{args.columns} columns of {args.tiles} tiles, U and V {args.rows} x {args.rank}: "
-          f"{gigabytes:.2f} GB; medians of {args.repeats}")
-    medians = {way: [statistics.median(t[i] for t in runs) for i in range(2)] for way, runs in times.items()}
+    print(
+        f"{args.columns} columns of {args.tiles} tiles, U and V {args.rows} x {args.rank}: "
+        f"{gigabytes:.2f} GB; medians of {args.repeats}"
+    )
+    medians = {
+        way: [statistics.median(t[i] for t in runs) for i in range(2)]
+        for way, runs in times.items()
+    }
     for way, (wall, cpu) in medians.items():
-        print(f"  {way:10s} wall {wall:6.2f} s   caller CPU {cpu:6.2f} s   "
-              f"/ pipe: wall {wall / medians['pipe'][0]:.2f}, caller CPU {cpu / medians['pipe'][1]:.2f}")
+        print(
+            f"  {way:10s} wall {wall:6.2f} s   caller CPU {cpu:6.2f} s   "
+            f"/ pipe: wall {wall / medians['pipe'][0]:.2f}, caller CPU {cpu / medians['pipe'][1]:.2f}"
+        )
 
 
 if __name__ == "__main__":

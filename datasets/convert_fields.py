@@ -36,8 +36,11 @@ def convert(name: str, rds_dir: Path, out_dir: Path) -> pd.DataFrame:
     text_cols = [c for c in frame.columns if not pd.api.types.is_float_dtype(frame[c])]
     # The python engine parses floats with Python's float(), which is exact.
     back = pd.read_csv(
-        path, dtype={c: str for c in text_cols}, keep_default_na=False,
-        na_values=[""], engine="python",
+        path,
+        dtype={c: str for c in text_cols},
+        keep_default_na=False,
+        na_values=[""],
+        engine="python",
     )
     if list(back.columns) != list(frame.columns):
         raise RuntimeError(f"{name}: column names changed on re-reading")

@@ -25,23 +25,31 @@ Errors and warnings
     :class:`ConsumedMatrixError` (``docs/errors.md``).
 """
 
-from geostat._version import __version__ as __version__
 from geostat import datasets, distance, errors
+from geostat._version import __version__ as __version__
+from geostat.api import log_likelihood
 from geostat.errors import (
     ConsumedMatrixError,
     FactorizationError,
     GeneratorError,
-    ModelFileError,
     GeostatWarning,
+    ModelFileError,
     NotPositiveDefiniteError,
     PerturbationWarning,
     TrendNotIdentifiableError,
 )
 from geostat.estimator import SpatialGP, load
-from geostat.kernels import Anisotropic, Exponential, Gaussian, Kernel, Matern, PoweredExponential, SpaceTime
-from geostat.api import log_likelihood
-from geostat.optimize.model_choice import likelihood_ratio_test
+from geostat.kernels import (
+    Anisotropic,
+    Exponential,
+    Gaussian,
+    Kernel,
+    Matern,
+    PoweredExponential,
+    SpaceTime,
+)
 from geostat.optimize import MLEResult
+from geostat.optimize.model_choice import likelihood_ratio_test
 from geostat.simulate import simulate
 
 __all__ = [

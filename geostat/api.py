@@ -118,7 +118,9 @@ def log_likelihood(
     design = None
     if isinstance(trend, np.ndarray) and trend.ndim != 1:
         if trend.ndim != 2:
-            raise ValueError(f"trend as a design matrix must be 2-D (n, p); got shape {trend.shape}.")
+            raise ValueError(
+                f"trend as a design matrix must be 2-D (n, p); got shape {trend.shape}."
+            )
         design = np.asarray(trend, dtype=np.float64)
         trend = None
     trend = Trend.parse(trend)
@@ -138,8 +140,20 @@ def log_likelihood(
     # Evaluated for y / s with s^2 near the variance (geostat.optimize.scaling): no intermediate
     # quantity over- or underflows whatever the magnitude of y.
     scale = DataScale.nearest(np.sqrt(params["variance"]))
-    lik = make_likelihood(method, data.coords, values / scale.factor, data.design, kern,
-                          model_distance(distance_name, kern, data.coords),
-                          reml, accuracy=accuracy, tile_size=tile_size, ordering=ordering, on_failure="raise",
-                          backend=backend, client=client, noise=None if noise is None else noise / scale.factor**2)
+    lik = make_likelihood(
+        method,
+        data.coords,
+        values / scale.factor,
+        data.design,
+        kern,
+        model_distance(distance_name, kern, data.coords),
+        reml,
+        accuracy=accuracy,
+        tile_size=tile_size,
+        ordering=ordering,
+        on_failure="raise",
+        backend=backend,
+        client=client,
+        noise=None if noise is None else noise / scale.factor**2,
+    )
     return scale.loglik_from_unit(lik.log_likelihood(scale.params_to_unit(params)), lik.n_eff)

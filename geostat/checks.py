@@ -69,7 +69,9 @@ def check_random_state(random_state, argname="random_state"):
         return np.random.default_rng(random_state.randint(2**31))
     if random_state is None:
         return np.random.default_rng()
-    if isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state, (int, np.integer)):
+    if isinstance(random_state, (bool, np.bool_)) or not isinstance(
+        random_state, (int, np.integer)
+    ):
         raise TypeError(
             f"{argname} must be None, a non-negative integer or a numpy.random.Generator; "
             f"got {random_state!r} ({type(random_state).__name__})."
@@ -103,7 +105,9 @@ def check_probabilities(values, argname, example):
     except (TypeError, ValueError):
         out = None
     if out is None or out.ndim != 1 or out.size == 0 or not np.all((out > 0) & (out < 1)):
-        raise ValueError(f"{argname} must be probabilities in (0, 1), e.g. {example}; got {values!r}.")
+        raise ValueError(
+            f"{argname} must be probabilities in (0, 1), e.g. {example}; got {values!r}."
+        )
     return out
 
 
@@ -176,11 +180,15 @@ def check_params(params, kernel, argname="params"):
         nugget, or a shape value outside the kernel's domain.
     """
     if not hasattr(params, "keys"):
-        raise TypeError(f"{argname} must be a dict such as {{'variance': 1.0, 'range': 0.1}}; got {type(params).__name__}.")
+        raise TypeError(
+            f"{argname} must be a dict such as {{'variance': 1.0, 'range': 0.1}}; got {type(params).__name__}."
+        )
     allowed = {"variance", "range", "nugget", *kernel.shape_names}
     unknown = sorted(set(params) - allowed)
     if unknown:
-        raise ValueError(f"{argname} has unknown keys {unknown}; {kernel!r} takes {sorted(allowed)}.")
+        raise ValueError(
+            f"{argname} has unknown keys {unknown}; {kernel!r} takes {sorted(allowed)}."
+        )
     out = {}
     for name in ("variance", "range", *kernel.shape_names, "nugget"):
         if name not in params:
@@ -200,7 +208,9 @@ def check_params(params, kernel, argname="params"):
         elif not (np.isfinite(value) and (value >= 0 if name == "nugget" else value > 0)):
             need = "non-negative" if name == "nugget" else "positive"
             raise ValueError(f"{argname}[{name!r}] must be {need} and finite; got {value}.")
-        if name in kernel.fixed_shape and not np.isclose(value, kernel.fixed_shape[name], rtol=1e-12, atol=0):
+        if name in kernel.fixed_shape and not np.isclose(
+            value, kernel.fixed_shape[name], rtol=1e-12, atol=0
+        ):
             raise ValueError(
                 f"{argname}[{name!r}] = {value} conflicts with {kernel!r}; build the kernel with "
                 f"{name}=None to vary it."

@@ -33,8 +33,16 @@ from geostat.kernels._base import array_namespace, map_chunks
 from geostat.kernels.lags import requested_names
 from geostat.kernels.tabulation import LogDistanceTable, RadialFunction, RadialTable
 
-__all__ = ["LAG_BLOCK", "NEGLIGIBLE_DERIVATIVE", "TABULATE_PAIRS", "PairCorrelation", "Sites", "condensed_pairs",
-           "cross_correlation", "lag_rows"]
+__all__ = [
+    "LAG_BLOCK",
+    "NEGLIGIBLE_DERIVATIVE",
+    "TABULATE_PAIRS",
+    "PairCorrelation",
+    "Sites",
+    "condensed_pairs",
+    "cross_correlation",
+    "lag_rows",
+]
 
 #: Entries per block of rows in which a kernel of coordinate differences is evaluated
 #: (:func:`lag_rows`): each block's temporaries stay in the cache.
@@ -176,8 +184,9 @@ def lag_rows(kernel, a, b, range_, shape, gradient=False):
     for start in range(0, m, step):
         rows = slice(start, min(start + step, m))
         part = a[rows]
-        R[rows], grads = kernel.lag_evaluate([part[:, k, None] - column for k, column in enumerate(columns)],
-                                             range_, shape, gradient)
+        R[rows], grads = kernel.lag_evaluate(
+            [part[:, k, None] - column for k, column in enumerate(columns)], range_, shape, gradient
+        )
         for name in names:
             dR[name][rows] = grads[name]
     return R, dR
@@ -268,7 +277,9 @@ class Sites:
         """Each coordinate of the points, contiguous: gathers of single values."""
         if self._axes is None:
             xp = self.backend.xp
-            self._axes = [xp.ascontiguousarray(self.points[:, k]) for k in range(self.points.shape[1])]
+            self._axes = [
+                xp.ascontiguousarray(self.points[:, k]) for k in range(self.points.shape[1])
+            ]
         return self._axes
 
     # ------------------------------------------------------------------ blocks
@@ -288,7 +299,10 @@ class Sites:
         b = self.points if cols is None else self.points[cols]
         if self._spherical:
             xp = self.backend.xp
-            return central_angle(a[:, 0, None], a[:, 1, None], b[None, :, 0], b[None, :, 1], xp=xp) * self.distance.radius
+            return (
+                central_angle(a[:, 0, None], a[:, 1, None], b[None, :, 0], b[None, :, 1], xp=xp)
+                * self.distance.radius
+            )
         return self.backend.cdist(a, b)
 
     def between(self, i, j):
@@ -341,7 +355,9 @@ class Sites:
             and ``j[k]``, elementwise for index arrays that broadcast together (the tile
             generators read scattered entries with it).
         """
-        return (_LagCovarianceBlock if kernel.structured else _CovarianceBlock)(self, kernel, params, diagonal)
+        return (_LagCovarianceBlock if kernel.structured else _CovarianceBlock)(
+            self, kernel, params, diagonal
+        )
 
     def gradient_block(self, kernel, theta, name):
         """Block generator of ``dR / d name``, the derivative of the correlation matrix
@@ -362,7 +378,9 @@ class Sites:
             array of the back end; ``block.entries(i, j)`` gives the same derivative
             elementwise, as for :meth:`covariance_block`.
         """
-        return (_LagGradientBlock if kernel.structured else _GradientBlock)(self, kernel, theta, name)
+        return (_LagGradientBlock if kernel.structured else _GradientBlock)(
+            self, kernel, theta, name
+        )
 
 
 class _CovarianceBlock:
@@ -415,7 +433,11 @@ class _CovarianceBlock:
         if (self._nugget or self._diagonal is not None) and _overlap(rows, cols):
             xp = self._sites.backend.xp
             rows, cols = xp.asarray(rows), xp.asarray(cols)
-            if rows.shape == cols.shape and bool(xp.all(rows == cols)) and bool(xp.all(rows[1:] > rows[:-1])):
+            if (
+                rows.shape == cols.shape
+                and bool(xp.all(rows == cols))
+                and bool(xp.all(rows[1:] > rows[:-1]))
+            ):
                 # the same increasing (so distinct) sites: the diagonal, without an m x m mask
                 diagonal = xp.arange(rows.size)
                 C[diagonal, diagonal] += self._on_diagonal(rows)
@@ -511,7 +533,9 @@ class _LagCovarianceBlock(_CovarianceBlock):
         self._sites = sites
         self._kernel = kernel
         self._range = float(params["range"])
-        self._shape = kernel.resolve_shape({k: params[k] for k in kernel.shape_names if k in params})
+        self._shape = kernel.resolve_shape(
+            {k: params[k] for k in kernel.shape_names if k in params}
+        )
         self._set_diagonal(params, diagonal)
 
     def _block(self, rows, cols):
@@ -546,10 +570,17 @@ class _LagGradientBlock:
 
     def __call__(self, rows, cols):
         points = self._sites.points
-        return self._significant(lag_rows(self._kernel, points[rows], points[cols], self._range, self._shape,
-                                          (self._name,))[1][self._name])
+        return self._significant(
+            lag_rows(
+                self._kernel, points[rows], points[cols], self._range, self._shape, (self._name,)
+            )[1][self._name]
+        )
 
     def entries(self, i, j):
         """The derivative between the sites `i` and `j`, elementwise."""
         deltas = self._sites.lags_between(i, j)
-        return self._significant(self._kernel.lag_evaluate(deltas, self._range, self._shape, (self._name,))[1][self._name])
+        return self._significant(
+            self._kernel.lag_evaluate(deltas, self._range, self._shape, (self._name,))[1][
+                self._name
+            ]
+        )

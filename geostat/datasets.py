@@ -115,8 +115,7 @@ _META: dict[str, dict[str, Any]] = {
         "Cox and Piegorsch (1998), Case Studies in Environmental Statistics, Springer",
     },
     "rm_precip": {
-        "description": "Total precipitation in August 1997 at 806 Rocky Mountain "
-        "region stations",
+        "description": "Total precipitation in August 1997 at 806 Rocky Mountain region stations",
         "coords": ["lon", "lat"],
         "value": "precipitation",
         "transform": None,
@@ -137,7 +136,8 @@ _META: dict[str, dict[str, Any]] = {
         "n": 26633,
         "source": f"{_FIELDS}: CO2 and CO2.true; synthetic data provided by Dorit "
         "Hammerling and Randy Kawa from a geophysical numerical model",
-    },    "southeast_us_monthly": {
+    },
+    "southeast_us_monthly": {
         "description": "Monthly mean air temperature and total precipitation in 1999 on a "
         "1/8 degree grid over the south-eastern US (2080 land cells of 33 x 81, 12 months)",
         "coords": ["lon", "lat"],
@@ -289,7 +289,9 @@ def _read_grid(name: str) -> dict[str, Any]:
             "time": time,
             "lat": variables["latitude"].data.astype(float),
             "lon": variables["longitude"].data.astype(float),
-            "attrs": {k: v.decode() if isinstance(v, bytes) else v for k, v in nc._attributes.items()},
+            "attrs": {
+                k: v.decode() if isinstance(v, bytes) else v for k, v in nc._attributes.items()
+            },
             "variables": {},
         }
         for var in ("tas", "pr"):
@@ -322,7 +324,9 @@ def _grid_dataset(grid: dict[str, Any], meta: dict[str, Any]):
         "lat": ("lat", grid["lat"], {"units": _LAT, "standard_name": "latitude"}),
         "lon": ("lon", grid["lon"], {"units": _LON, "standard_name": "longitude"}),
     }
-    return xarray.Dataset(data, coords=coords, attrs={**grid["attrs"], "geostat_dataset": meta["description"]})
+    return xarray.Dataset(
+        data, coords=coords, attrs={**grid["attrs"], "geostat_dataset": meta["description"]}
+    )
 
 
 def _station_dataset(frame: pd.DataFrame, meta: dict[str, Any]):
@@ -337,20 +341,22 @@ def _station_dataset(frame: pd.DataFrame, meta: dict[str, Any]):
     }
     values = meta["value"]
     if isinstance(values, list):  # ozone2: the day columns form one variable over time
-        data: dict[str, tuple[Any, ...]] = {"ozone": (("station", "time"), frame[values].to_numpy(), {"units": "ppb"})}
+        data: dict[str, tuple[Any, ...]] = {
+            "ozone": (("station", "time"), frame[values].to_numpy(), {"units": "ppb"})
+        }
         coords["time"] = pd.to_datetime(values).to_numpy()
     else:
         others = [c for c in frame.columns if c not in ("station", "lon", "lat")]
-        data = {c: ("station", frame[c].to_numpy(), {"units": meta["units"].get(c, "")}) for c in others}
+        data = {
+            c: ("station", frame[c].to_numpy(), {"units": meta["units"].get(c, "")}) for c in others
+        }
     return xarray.Dataset(data, coords=coords, attrs={"geostat_dataset": meta["description"]})
 
 
 def _check_name(name: str) -> str:
     """Return `name` if it is a dataset name, else raise ValueError."""
     if not isinstance(name, str) or name not in _META:
-        raise ValueError(
-            f"unknown dataset name {name!r}; pass name as one of {', '.join(names())}"
-        )
+        raise ValueError(f"unknown dataset name {name!r}; pass name as one of {', '.join(names())}")
     return name
 
 

@@ -91,7 +91,9 @@ def _as_points(coords, argname):
     if array.ndim != 2:
         raise ValueError(f"{argname} must be 2-D (n_sites, n_dims); got {array.ndim} dimensions.")
     if not np.isfinite(array).all():
-        raise ValueError(f"{argname} contains NaN or infinite coordinates; drop or fill those rows.")
+        raise ValueError(
+            f"{argname} contains NaN or infinite coordinates; drop or fill those rows."
+        )
     return array
 
 
@@ -204,7 +206,9 @@ def lonlat_to_xyz(lonlat: ArrayLike, radius: float = EARTH_RADIUS_KM) -> NDArray
     return xyz
 
 
-def chordal(a: ArrayLike, b: ArrayLike | None = None, radius: float = EARTH_RADIUS_KM) -> NDArray[np.float64]:
+def chordal(
+    a: ArrayLike, b: ArrayLike | None = None, radius: float = EARTH_RADIUS_KM
+) -> NDArray[np.float64]:
     """Chordal (straight-line through the sphere) distances, km.
 
     Parameters
@@ -241,7 +245,9 @@ def central_angle(lon_a: Any, lat_a: Any, lon_b: Any, lat_b: Any, xp: Any = np) 
     return 2.0 * xp.arctan2(xp.sqrt(hav), xp.sqrt(hav_antipode))
 
 
-def great_circle(a: ArrayLike, b: ArrayLike | None = None, radius: float = EARTH_RADIUS_KM) -> NDArray[np.float64]:
+def great_circle(
+    a: ArrayLike, b: ArrayLike | None = None, radius: float = EARTH_RADIUS_KM
+) -> NDArray[np.float64]:
     """Great-circle distances along the sphere, km.
 
     Parameters
@@ -274,12 +280,13 @@ def _great_circle_condensed(coords, radius):
     pos = 0
     for start in range(0, n - 1, rows):
         stop = min(start + rows, n - 1)
-        block = central_angle(r[start:stop, 0, None], r[start:stop, 1, None],
-                               r[None, start:, 0], r[None, start:, 1])
+        block = central_angle(
+            r[start:stop, 0, None], r[start:stop, 1, None], r[None, start:, 0], r[None, start:, 1]
+        )
         # keep columns j > i: in row-major order this is the condensed order
         upper = np.arange(start, n)[None, :] > np.arange(start, stop)[:, None]
         values = block[upper]
-        out[pos:pos + values.size] = values
+        out[pos : pos + values.size] = values
         pos += values.size
     out *= radius
     return out
@@ -303,7 +310,9 @@ class Distance:
         True when coordinates are longitude/latitude in degrees.
     """
 
-    def __init__(self, name: Literal["euclidean", "chordal", "great_circle"], radius: float = EARTH_RADIUS_KM) -> None:
+    def __init__(
+        self, name: Literal["euclidean", "chordal", "great_circle"], radius: float = EARTH_RADIUS_KM
+    ) -> None:
         if name not in DISTANCE_NAMES:
             raise ValueError(f"Unknown distance {name!r}; valid names are {list(DISTANCE_NAMES)}.")
         self.name = name
@@ -410,8 +419,12 @@ class TangentPlaneDistance(Distance):
         super().__init__("chordal", radius)
         lon, lat = np.radians(np.asarray(center, dtype=np.float64))
         self.center = (float(np.degrees(lon)), float(np.degrees(lat)))
-        self._axes = np.array([[-np.sin(lon), np.cos(lon), 0.0],
-                               [-np.sin(lat) * np.cos(lon), -np.sin(lat) * np.sin(lon), np.cos(lat)]])
+        self._axes = np.array(
+            [
+                [-np.sin(lon), np.cos(lon), 0.0],
+                [-np.sin(lat) * np.cos(lon), -np.sin(lat) * np.sin(lon), np.cos(lat)],
+            ]
+        )
 
     @classmethod
     def around(cls, coords: ArrayLike, radius: float = EARTH_RADIUS_KM) -> TangentPlaneDistance:
@@ -432,7 +445,9 @@ class TangentPlaneDistance(Distance):
         mean = unit.mean(axis=0)
         norm = float(np.linalg.norm(mean))
         if norm < 1e-9:
-            raise ValueError("the sites surround the globe: no tangent plane represents them; fit them isotropically.")
+            raise ValueError(
+                "the sites surround the globe: no tangent plane represents them; fit them isotropically."
+            )
         mean /= norm
         widest = float(np.degrees(np.arccos(np.clip(np.min(unit @ mean), -1.0, 1.0))))
         if widest > TANGENT_MAX_DEGREES:
@@ -448,7 +463,10 @@ class TangentPlaneDistance(Distance):
                 GeostatWarning,
                 stacklevel=4,
             )
-        center = (float(np.degrees(np.arctan2(mean[1], mean[0]))), float(np.degrees(np.arcsin(mean[2]))))
+        center = (
+            float(np.degrees(np.arctan2(mean[1], mean[0]))),
+            float(np.degrees(np.arcsin(mean[2]))),
+        )
         return cls(center, radius)
 
     def embed(self, coords: ArrayLike) -> NDArray[np.float64]:
@@ -579,8 +597,10 @@ def model_distance(name: str, kernel: Kernel, coords: ArrayLike) -> Distance:
     spatial = np.asarray(coords)[:, :-1] if kernel.time_axis else coords
     if kernel.anisotropic and distance.lonlat:
         if distance.name != "chordal":
-            raise ValueError(f"an anisotropic model on longitude/latitude measures distances in a tangent plane, "
-                             f"not by distance={distance.name!r}; pass distance='chordal' or 'auto'.")
+            raise ValueError(
+                f"an anisotropic model on longitude/latitude measures distances in a tangent plane, "
+                f"not by distance={distance.name!r}; pass distance='chordal' or 'auto'."
+            )
         distance = TangentPlaneDistance.around(spatial, distance.radius)
     return SpaceTimeDistance(distance) if kernel.time_axis else distance
 
@@ -687,7 +707,10 @@ def resolve_distance(spec, column_names):
 
 
 def warn_if_invalid_on_sphere(
-    distance_name: str | Distance, kernel: Kernel, params: Mapping[str, float] | None = None, stacklevel: int = 3
+    distance_name: str | Distance,
+    kernel: Kernel,
+    params: Mapping[str, float] | None = None,
+    stacklevel: int = 3,
 ) -> None:
     """Warn when a kernel may not be positive definite with the chosen distance.
 
@@ -712,7 +735,10 @@ def warn_if_invalid_on_sphere(
         exponential with power > 1 or estimated).
     """
     name = distance_name.name if isinstance(distance_name, Distance) else str(distance_name)
-    shape = {**kernel.fixed_shape, **{k: v for k, v in (params or {}).items() if k in kernel.shape_names}}
+    shape = {
+        **kernel.fixed_shape,
+        **{k: v for k, v in (params or {}).items() if k in kernel.shape_names},
+    }
     if name.strip().lower() == "great_circle" and not kernel.great_circle_valid_at(shape):
         values = ", ".join(f"{k}={shape.get(k, 'estimated')}" for k in kernel.shape_names)
         warnings.warn(
@@ -733,7 +759,9 @@ def _search_tree(coords, distance):
     return points, cKDTree(points)
 
 
-def nearest_pair(coords: NDArray[np.float64], distance: Distance, tree: Any = None) -> tuple[int, int, float]:
+def nearest_pair(
+    coords: NDArray[np.float64], distance: Distance, tree: Any = None
+) -> tuple[int, int, float]:
     """The two closest sites, by a KD-tree.
 
     Parameters

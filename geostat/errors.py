@@ -8,7 +8,12 @@ Numerical failure raises a :class:`numpy.linalg.LinAlgError` subclass from
 what to do.
 """
 
-from tlrcore.errors import ConsumedMatrixError, FactorizationError, GeneratorError, NotPositiveDefiniteError
+from tlrcore.errors import (
+    ConsumedMatrixError,
+    FactorizationError,
+    GeneratorError,
+    NotPositiveDefiniteError,
+)
 
 __all__ = [
     "ConsumedMatrixError",

@@ -65,7 +65,13 @@ from geostat.data.types import (
     TrendSpec,
     XarrayObject,
 )
-from geostat.distance import Distance, get_distance, model_distance, nearest_pair, warn_if_invalid_on_sphere
+from geostat.distance import (
+    Distance,
+    get_distance,
+    model_distance,
+    nearest_pair,
+    warn_if_invalid_on_sphere,
+)
 from geostat.errors import GeostatWarning, ModelFileError, PerturbationWarning
 from geostat.kernels import Kernel, get_kernel
 from geostat.kernels.models import axis_spans, model_kernel, time_column
@@ -78,9 +84,9 @@ from geostat.optimize.scaling import DataScale, residual_variance
 from geostat.optimize.search import LOGLIK_TOLERANCE
 from geostat.predict import Kriging
 from geostat.saved_state import check_fitted_state
+from geostat.solvers import DEVICES, get_backend, resolve_client, tile_progress
 from geostat.transforms import BoxCox, Identity, Log, Transform, get_transform
 from geostat.validation import cross_validate
-from geostat.solvers import DEVICES, get_backend, resolve_client, tile_progress
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -92,6 +98,7 @@ logger = logging.getLogger(__name__)
 #: Most sites of the exact fits that profile the likelihood of a Box-Cox ``lambda``
 #: (``target_transform="boxcox"``).
 BOX_COX_SITES = 512
+
 
 class SpatialGP(RegressorMixin, BaseEstimator):
     """Gaussian-process regression for spatial data, fitted by maximum likelihood.
@@ -343,7 +350,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         sharing the Dask client: a connection, which cannot be deep-copied."""
         params = self.get_params(deep=False)
         client = params.pop("client")
-        return type(self)(**{name: clone(value, safe=False) for name, value in params.items()}, client=client)
+        return type(self)(
+            **{name: clone(value, safe=False) for name, value in params.items()}, client=client
+        )
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -360,9 +369,13 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         if self.anisotropy is not None:
             check_choice(self.anisotropy, "anisotropy", ("geometric",))
         auto = isinstance(self.accuracy, str) and self.accuracy == "auto"
-        number = not isinstance(self.accuracy, (bool, str)) and isinstance(self.accuracy, (int, float))
+        number = not isinstance(self.accuracy, (bool, str)) and isinstance(
+            self.accuracy, (int, float)
+        )
         if not auto and not (number and 0 < self.accuracy < 1):
-            raise ValueError(f"accuracy must be 'auto' or a number in (0, 1); got {self.accuracy!r}.")
+            raise ValueError(
+                f"accuracy must be 'auto' or a number in (0, 1); got {self.accuracy!r}."
+            )
         check_tile_size(self.tile_size)
         check_bool(self.reml, "reml")
         get_transform(self.target_transform)
@@ -372,8 +385,12 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         check_verbose(self.verbose)
         resolve_client(self.client)
 
-    def fit(self, X: SitesOrField, y: Observations | str | None = None,
-            noise_variance: ArrayLike | None = None) -> Self:
+    def fit(
+        self,
+        X: SitesOrField,
+        y: Observations | str | None = None,
+        noise_variance: ArrayLike | None = None,
+    ) -> Self:
         """Estimate the covariance parameters and trend by maximum likelihood.
 
         Parameters
@@ -472,18 +489,36 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             )
         data_variance = residual_variance(values, data.design)
         scale = DataScale(DataScale.nearest(np.sqrt(data_variance)).factor, jacobian)
-        natural_space = ParameterSpace(kernel, nugget=self.nugget, fixed=fixed, bounds=bounds, data_variance=data_variance,
-                                       spans=axis_spans(kernel, data.coords), known_noise=noise is not None)
-        training = _TrainingData(data.coords, values / scale.factor, data.design,
-                                 None if noise is None else noise / scale.factor**2)
+        natural_space = ParameterSpace(
+            kernel,
+            nugget=self.nugget,
+            fixed=fixed,
+            bounds=bounds,
+            data_variance=data_variance,
+            spans=axis_spans(kernel, data.coords),
+            known_noise=noise is not None,
+        )
+        training = _TrainingData(
+            data.coords,
+            values / scale.factor,
+            data.design,
+            None if noise is None else noise / scale.factor**2,
+        )
         likelihood = self._likelihood_of(training, kernel, distance_name, self.method, backend)
         _check_sites_and_nugget(data.coords, likelihood, natural_space, data_variance, noise)
-        space = scale.space_to_unit(dataclasses.replace(natural_space, max_distance=likelihood.max_distance))
+        space = scale.space_to_unit(
+            dataclasses.replace(natural_space, max_distance=likelihood.max_distance)
+        )
         with likelihood.fitting(), fit_progress(self.verbose, scale.factor) as progress:
             result = maximize_likelihood(
-                likelihood, space, n_starts=self.n_starts, random_state=check_random_state(self.random_state)
+                likelihood,
+                space,
+                n_starts=self.n_starts,
+                random_state=check_random_state(self.random_state),
             )
-            progress.finish(scale.loglik_from_unit(result.loglik, likelihood.n_eff), result.n_evaluations)
+            progress.finish(
+                scale.loglik_from_unit(result.loglik, likelihood.n_eff), result.n_evaluations
+            )
         self.kernel_ = kernel
         self.distance_ = distance_name
         self.method_ = likelihood.method
@@ -523,14 +558,22 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         observation (all of them, when there are no more)."""
         transform = get_transform(self.target_transform)
         if noise is not None and transform.name != "identity":
-            raise ValueError(f"noise_variance is given in the units of y, but target_transform="
-                             f"{self.target_transform!r} fits a transform of y; fit with one of the two.")
+            raise ValueError(
+                f"noise_variance is given in the units of y, but target_transform="
+                f"{self.target_transform!r} fits a transform of y; fit with one of the two."
+            )
         if not transform.n_estimated:
             return transform
         seed = int(self.random_state) if isinstance(self.random_state, (int, np.integer)) else 0
         observed = np.flatnonzero(~np.isnan(values).all(axis=1))
-        rows = np.sort(np.random.default_rng(seed).choice(observed, min(BOX_COX_SITES, observed.size), replace=False))
-        pilot = clone(self).set_params(target_transform=None, method="exact", verbose=0, n_starts=1, client=None)
+        rows = np.sort(
+            np.random.default_rng(seed).choice(
+                observed, min(BOX_COX_SITES, observed.size), replace=False
+            )
+        )
+        pilot = clone(self).set_params(
+            target_transform=None, method="exact", verbose=0, n_starts=1, client=None
+        )
         sites = X.iloc[rows] if isinstance(X, pd.DataFrame) else np.asarray(X)[rows]
 
         def profile_loglik(z):
@@ -555,9 +598,13 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             da, source = field_to_fit(X, y, "X")
             field_time = (True if self.time is None else self.time) if family.time_axis else None
             X, y, field = table_from_field(da, "X", trend.columns, source, time=field_time)
-            time = True if family.time_axis else None  # the time coordinate is the last coordinate column
+            time = (
+                True if family.time_axis else None
+            )  # the time coordinate is the last coordinate column
         if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None."
+            )
         X, time_unit = convert_time_column(X, time_position(X, trend, time, "X"), "X")
         return X, y, field, time, time_unit
 
@@ -568,12 +615,19 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         position = self._coordinate_names()
         fitted = self._field or self._table_layout(position)
-        hint = "" if hasattr(self, "feature_names_in_") else (
-            f" The model was fitted on an array without column names, whose coordinate columns are read from "
-            f"coordinates named {list(position)}; fit it on a DataFrame to read coordinates of other names.")
+        hint = (
+            ""
+            if hasattr(self, "feature_names_in_")
+            else (
+                f" The model was fitted on an array without column names, whose coordinate columns are read from "
+                f"coordinates named {list(position)}; fit it on a DataFrame to read coordinates of other names."
+            )
+        )
         if self.kernel_.time_axis:
-            hint += (f" A space-time model predicts at the times of the coordinate {position[-1]!r}: give the template "
-                     f"one, e.g. X.expand_dims({position[-1]}=times).")
+            hint += (
+                f" A space-time model predicts at the times of the coordinate {position[-1]!r}: give the template "
+                f"one, e.g. X.expand_dims({position[-1]}=times)."
+            )
         sites, here, complete = sites_of_template(X, position, "X", self._covariate_names(), hint)
         return sites, here, fitted, complete
 
@@ -605,21 +659,32 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     def _new_sites(self, X):
         check_is_fitted(self)
         if self.kernel_.time_axis:
-            X, _ = convert_time_column(X, self._layout[1][-1], "X", expected=getattr(self, "time_unit_", None))
+            X, _ = convert_time_column(
+                X, self._layout[1][-1], "X", expected=getattr(self, "time_unit_", None)
+            )
         check_table(X, "X")
         validate_data(self, X, reset=False, dtype="numeric")
-        data, _ = prepare_coords(X, self._trend, self.distance_, layout=self._layout,
-                                 time=True if self.kernel_.time_axis else None)
+        data, _ = prepare_coords(
+            X,
+            self._trend,
+            self.distance_,
+            layout=self._layout,
+            time=True if self.kernel_.time_axis else None,
+        )
         return data
 
     @overload
     def predict(self, X: pd.DataFrame, return_std: Literal[False] = ...) -> TableOutput: ...
     @overload
-    def predict(self, X: pd.DataFrame, return_std: Literal[True]) -> tuple[TableOutput, TableOutput]: ...
+    def predict(
+        self, X: pd.DataFrame, return_std: Literal[True]
+    ) -> tuple[TableOutput, TableOutput]: ...
     @overload
     def predict(self, X: XarrayObject, return_std: Literal[False] = ...) -> FieldOutput: ...
     @overload
-    def predict(self, X: XarrayObject, return_std: Literal[True]) -> tuple[FieldOutput, FieldOutput]: ...
+    def predict(
+        self, X: XarrayObject, return_std: Literal[True]
+    ) -> tuple[FieldOutput, FieldOutput]: ...
     @overload
     def predict(self, X: ArrayLike, return_std: Literal[False] = ...) -> FloatArray: ...
     @overload
@@ -683,8 +748,12 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             var = var + (self.params_.get("nugget", 0.0) + self.shift_) / factor**2
         return factor * mean, factor * np.sqrt(var)
 
-    def predict_quantiles(self, X: SitesOrField, quantiles: ArrayLike = (0.05, 0.5, 0.95),
-                          include_nugget: bool = False) -> Any:
+    def predict_quantiles(
+        self,
+        X: SitesOrField,
+        quantiles: ArrayLike = (0.05, 0.5, 0.95),
+        include_nugget: bool = False,
+    ) -> Any:
         """Quantiles of the kriging predictive distribution at new sites, in the units of ``y``.
 
         With a target transform ``g`` the predictive distribution of ``g(y)`` is Gaussian
@@ -728,11 +797,20 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         if is_xarray(X):
             sites, here, fitted, complete = self._template_sites(X)
             values = values_at(self._new_sites(self._fitted_input(sites[complete])))
-            field = field_from_values(values[:, 0, :] if self._y_one_d else values, X, here, fitted, "sample",
-                                      samples=True, complete=complete)
+            field = field_from_values(
+                values[:, 0, :] if self._y_one_d else values,
+                X,
+                here,
+                fitted,
+                "sample",
+                samples=True,
+                complete=complete,
+            )
             return field.rename(sample="quantile").assign_coords(quantile=q).rename("quantile")
         data = self._new_sites(X)
-        return samples_output(values_at(data), data.index, self._y_names, self._y_one_d, axis="quantile", labels=q)
+        return samples_output(
+            values_at(data), data.index, self._y_names, self._y_one_d, axis="quantile", labels=q
+        )
 
     def _table_layout(self, position):
         """The field layout of a model fitted on a table: its coordinate columns
@@ -754,7 +832,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             fields = lazy_field(predict_rows, template, here, fitted, names, n_replicates)
         else:
             out = predict_rows(np.arange(len(sites)))
-            fields = [field_from_values(values, template, here, fitted, name) for values, name in zip(out, names)]
+            fields = [
+                field_from_values(values, template, here, fitted, name)
+                for values, name in zip(out, names)
+            ]
         return tuple(fields) if return_std else fields[0]
 
     def _predict_rows(self, sites, complete, rows, return_std):
@@ -777,11 +858,17 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         return ordered if hasattr(self, "feature_names_in_") else ordered.to_numpy()
 
     @overload
-    def sample_y(self, X: pd.DataFrame, n_samples: int = ..., random_state: Seed = ...) -> pd.DataFrame: ...
+    def sample_y(
+        self, X: pd.DataFrame, n_samples: int = ..., random_state: Seed = ...
+    ) -> pd.DataFrame: ...
     @overload
-    def sample_y(self, X: XarrayObject, n_samples: int = ..., random_state: Seed = ...) -> FieldOutput: ...
+    def sample_y(
+        self, X: XarrayObject, n_samples: int = ..., random_state: Seed = ...
+    ) -> FieldOutput: ...
     @overload
-    def sample_y(self, X: ArrayLike, n_samples: int = ..., random_state: Seed = ...) -> FloatArray: ...
+    def sample_y(
+        self, X: ArrayLike, n_samples: int = ..., random_state: Seed = ...
+    ) -> FloatArray: ...
     def sample_y(self, X: SitesOrField, n_samples: int = 1, random_state: Seed = None) -> Any:
         """Conditional simulations of the latent process at new sites.
 
@@ -802,20 +889,34 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             DataArray named ``sample`` with a trailing ``sample`` dimension
         """
         n_samples = check_positive_int(n_samples, "n_samples")
-        rng = check_random_state(self.random_state if random_state is None else random_state, "random_state")
+        rng = check_random_state(
+            self.random_state if random_state is None else random_state, "random_state"
+        )
         if is_xarray(X):
             sites, here, fitted, complete = self._template_sites(X)
-            draws = self._draws(self._new_sites(self._fitted_input(sites[complete])), n_samples, rng)
-            return field_from_values(draws[:, 0, :] if self._y_one_d else draws, X, here, fitted, "sample",
-                                     samples=True, complete=complete)
+            draws = self._draws(
+                self._new_sites(self._fitted_input(sites[complete])), n_samples, rng
+            )
+            return field_from_values(
+                draws[:, 0, :] if self._y_one_d else draws,
+                X,
+                here,
+                fitted,
+                "sample",
+                samples=True,
+                complete=complete,
+            )
         data = self._new_sites(X)
-        return samples_output(self._draws(data, n_samples, rng), data.index, self._y_names, self._y_one_d)
+        return samples_output(
+            self._draws(data, n_samples, rng), data.index, self._y_names, self._y_one_d
+        )
 
     def _draws(self, data, n_samples, rng):
         """Conditional draws at checked sites, ``(m, r, n_samples)`` in the units of `y`
         (drawn for ``g(y)`` and transformed back)."""
-        return self._transform().inverse(self._scale.factor * self._kriging.sample(data.coords, data.design,
-                                                                                   n_samples, rng))
+        return self._transform().inverse(
+            self._scale.factor * self._kriging.sample(data.coords, data.design, n_samples, rng)
+        )
 
     def score(self, X: SitesLike, y: Observations, sample_weight: ArrayLike | None = None) -> float:
         """Coefficient of determination R^2 of the kriging mean.
@@ -857,7 +958,11 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         ``result_.estimated`` (the variance included when profiled), every trend
         coefficient of every replicate and an estimated Box-Cox ``lambda``."""
         check_is_fitted(self)
-        return len(self.result_.estimated) + int(np.size(self.coef_)) + get_transform(self.target_transform).n_estimated
+        return (
+            len(self.result_.estimated)
+            + int(np.size(self.coef_))
+            + get_transform(self.target_transform).n_estimated
+        )
 
     @property
     def aic_(self) -> float:
@@ -900,8 +1005,15 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         table returned (``.attrs["scores"]``: RMSE, MAE, CRPS, log score, coverage and
         the moments of the standardized residuals).
         """
-        return cross_validate(self, cv=cv, scoring=scoring, level=level, refit=refit, random_state=random_state,
-                              folds=folds)
+        return cross_validate(
+            self,
+            cv=cv,
+            scoring=scoring,
+            level=level,
+            refit=refit,
+            random_state=random_state,
+            folds=folds,
+        )
 
     def log_likelihood(self, params: Params) -> float:
         """Log-likelihood of the training data at given parameters (trend by GLS).
@@ -918,7 +1030,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         """
         check_is_fitted(self)
         unit = self._scale.params_to_unit(check_params(params, self.kernel_))
-        return self._scale.loglik_from_unit(self._likelihood.log_likelihood(unit), self._likelihood.n_eff)
+        return self._scale.loglik_from_unit(
+            self._likelihood.log_likelihood(unit), self._likelihood.n_eff
+        )
 
     def confidence_intervals(
         self, level: float = 0.95, method: Literal["profile", "wald", "log-wald"] = "profile"
@@ -958,7 +1072,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         from geostat.optimize.intervals import confidence_intervals
 
         check_is_fitted(self)
-        verbose = getattr(self, "verbose", None) if method == "profile" else 0  # only profiles evaluate
+        verbose = (
+            getattr(self, "verbose", None) if method == "profile" else 0
+        )  # only profiles evaluate
         with fit_progress(verbose, self._scale.factor, name="geostat profile"):
             return confidence_intervals(self, level, method)
 
@@ -995,7 +1111,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         path = _path_argument(path)
         params = self.get_params(deep=False)
-        del params["client"]  # a connection, not a setting of the model: a loaded model computes in process
+        del params[
+            "client"
+        ]  # a connection, not a setting of the model: a loaded model computes in process
         required, optional = FITTED_ATTRIBUTES[MODEL_FILE_VERSION]
         fitted = {k: v for k, v in self.__getstate__().items() if k in required | optional}
         write_model(path, params, fitted)
@@ -1027,10 +1145,19 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             check_is_fitted(self)
             backend = _available_backend(self.device)
             with tile_progress(shows_tile_progress(getattr(self, "verbose", None))):
-                likelihood = self._likelihood_of(self._training, self.kernel_, self.distance_, self.method_, backend,
-                                                 self.accuracy_)
+                likelihood = self._likelihood_of(
+                    self._training,
+                    self.kernel_,
+                    self.distance_,
+                    self.method_,
+                    backend,
+                    self.accuracy_,
+                )
                 # the estimates in fitting units: exactly those fit used (the scale is a power of two)
-                params, coef = self._scale.params_to_unit(self.params_), self.result_.coef / self._scale.factor
+                params, coef = (
+                    self._scale.params_to_unit(self.params_),
+                    self.result_.coef / self._scale.factor,
+                )
                 solvers = self._solvers = _Solvers(likelihood, Kriging(likelihood, params, coef))
         return solvers
 
@@ -1040,11 +1167,20 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         one, for the fitted factors)."""
         seed = int(self.random_state) if isinstance(self.random_state, (int, np.integer)) else 0
         return make_likelihood(
-            method, training.coords, training.y, training.design, kernel,
-            model_distance(distance_name, kernel, training.coords), self.reml,
-            accuracy=self.accuracy if accuracy is None else accuracy, tile_size=self.tile_size, ordering=self.ordering,
+            method,
+            training.coords,
+            training.y,
+            training.design,
+            kernel,
+            model_distance(distance_name, kernel, training.coords),
+            self.reml,
+            accuracy=self.accuracy if accuracy is None else accuracy,
+            tile_size=self.tile_size,
+            ordering=self.ordering,
             random_state=seed,
-            on_failure=self.on_failure, backend=backend, client=resolve_client(getattr(self, "client", None)),
+            on_failure=self.on_failure,
+            backend=backend,
+            client=resolve_client(getattr(self, "client", None)),
             noise=training.noise,
         )
 
@@ -1125,14 +1261,20 @@ def load(path: str | bytes | os.PathLike[str]) -> SpatialGP:
     params, fitted = read_model(path, _SAVED_RECORDS)
     unknown = sorted(set(params) - (set(SpatialGP().get_params(deep=False)) - {"client"}))
     if unknown:
-        raise ModelFileError(f"{path} sets {[name[:100] for name in unknown[:5]]}, which this geostat's SpatialGP "
-                             "does not have; upgrade geostat to load it.")
+        raise ModelFileError(
+            f"{path} sets {[name[:100] for name in unknown[:5]]}, which this geostat's SpatialGP "
+            "does not have; upgrade geostat to load it."
+        )
     model = SpatialGP(**params)
     try:
         _check_saved_settings(model)
         check_fitted_state(fitted, _TrainingData)
         _check_fitted_transform(fitted["transform_"])
-    except (ValueError, TypeError, OverflowError) as exc:  # OverflowError: an integer beyond float range
+    except (
+        ValueError,
+        TypeError,
+        OverflowError,
+    ) as exc:  # OverflowError: an integer beyond float range
         raise damaged_file_error(path, str(exc).rstrip(".")) from None
     model.__dict__.update(fitted)
     model.transform_ = fitted["transform_"] or Identity()
@@ -1142,8 +1284,12 @@ def load(path: str | bytes | os.PathLike[str]) -> SpatialGP:
 def _check_fitted_transform(transform):
     """ValueError unless `transform` (a model file's ``transform_``) is None or a transform
     with nothing left to estimate."""
-    if transform is not None and not (isinstance(transform, Transform) and not transform.n_estimated):
-        raise ValueError(f"transform_ is a {type(transform).__name__}, not a fitted target transform")
+    if transform is not None and not (
+        isinstance(transform, Transform) and not transform.n_estimated
+    ):
+        raise ValueError(
+            f"transform_ is a {type(transform).__name__}, not a fitted target transform"
+        )
 
 
 def _path_argument(path):
@@ -1151,7 +1297,9 @@ def _path_argument(path):
     try:
         return os.fsdecode(path)
     except TypeError:
-        raise TypeError(f"path must be a file name (str, bytes or os.PathLike); got {type(path).__name__}.") from None
+        raise TypeError(
+            f"path must be a file name (str, bytes or os.PathLike); got {type(path).__name__}."
+        ) from None
 
 
 def _check_saved_settings(model):
@@ -1161,9 +1309,12 @@ def _check_saved_settings(model):
     Trend.parse(model.trend)
     if not (isinstance(model.distance, str) and model.distance.strip().lower() == "auto"):
         get_distance(model.distance)
-    ParameterSpace(get_kernel(model.kernel, model.smoothness), nugget=model.nugget,
-                   fixed=check_mapping(model.fixed, "fixed", "{'range': 100.0}"),
-                   bounds=check_mapping(model.bounds, "bounds", "{'range': (1.0, 500.0)}"))
+    ParameterSpace(
+        get_kernel(model.kernel, model.smoothness),
+        nugget=model.nugget,
+        fixed=check_mapping(model.fixed, "fixed", "{'range': 100.0}"),
+        bounds=check_mapping(model.bounds, "bounds", "{'range': (1.0, 500.0)}"),
+    )
 
 
 def _available_backend(device):
@@ -1201,7 +1352,9 @@ def _check_sites_and_nugget(coords, likelihood, space, data_variance, noise=None
     ``[[v + n_i, v], [v, v + n_j]]`` has determinant ``v (n_i + n_j) + n_i n_j``.) The
     nearest pair of sites is the one checked."""
     if likelihood.max_distance == 0.0:
-        raise ValueError("all sites of X are at the same place: no spatial covariance can be estimated.")
+        raise ValueError(
+            "all sites of X are at the same place: no spatial covariance can be estimated."
+        )
     nugget = space.nugget_value
     if nugget is not None and nugget > LARGEST_FIXED_NUGGET * data_variance:
         raise ValueError(
@@ -1217,7 +1370,11 @@ def _check_sites_and_nugget(coords, likelihood, space, data_variance, noise=None
     known = 0.0 if noise is None else float(noise[i] + noise[j])
     if nugget + known > NEGLIGIBLE * data_variance:
         return
-    apart = "at the same place" if gap == 0 else f"{gap:.3g} apart ({gap / likelihood.max_distance:.2g} of the largest separation)"
+    apart = (
+        "at the same place"
+        if gap == 0
+        else f"{gap:.3g} apart ({gap / likelihood.max_distance:.2g} of the largest separation)"
+    )
     without = "" if noise is None else " and no known noise_variance at either"
     raise ValueError(
         f"X has duplicate sites: rows {i} and {j} are {apart}. With the nugget held at {nugget:g} "
@@ -1235,15 +1392,31 @@ def _log_fit(model, likelihood, result):
     if factors:
         logger.info("TLR factors at the estimate: %s", factors)
     if model.n_safeguarded_:
-        logger.info("%d factorizations needed a diagonal shift; at the estimate the shift is %.3g "
-                    "(||E||_F / ||K||_F = %.3g)", model.n_safeguarded_, model.shift_, model.perturbation_)
-    estimates = ", ".join(f"{name}={value:.6g} " + (f"(se {model.stderr_[name]:.3g})" if name in result.estimated
-                                                     else "(fixed)") for name, value in model.params_.items())
-    logger.info("estimates: %s; loglik %.10g%s; %d evaluations on the full data, %d on subsamples or blocks; %s; "
-                "%.1f s", estimates, model.loglik_,
-                f" (the exact maximum at most {result.gap_bound:.2g} above, 95%)" if result.method == "tlr" else "",
-                result.n_evaluations, result.n_pilot_evaluations,
-                "converged" if model.converged_ else f"not converged ({result.message})", result.elapsed)
+        logger.info(
+            "%d factorizations needed a diagonal shift; at the estimate the shift is %.3g "
+            "(||E||_F / ||K||_F = %.3g)",
+            model.n_safeguarded_,
+            model.shift_,
+            model.perturbation_,
+        )
+    estimates = ", ".join(
+        f"{name}={value:.6g} "
+        + (f"(se {model.stderr_[name]:.3g})" if name in result.estimated else "(fixed)")
+        for name, value in model.params_.items()
+    )
+    logger.info(
+        "estimates: %s; loglik %.10g%s; %d evaluations on the full data, %d on subsamples or blocks; %s; "
+        "%.1f s",
+        estimates,
+        model.loglik_,
+        f" (the exact maximum at most {result.gap_bound:.2g} above, 95%)"
+        if result.method == "tlr"
+        else "",
+        result.n_evaluations,
+        result.n_pilot_evaluations,
+        "converged" if model.converged_ else f"not converged ({result.message})",
+        result.elapsed,
+    )
 
 
 def _warn_if_loglik_unsettled(error, accuracy):

@@ -70,16 +70,22 @@ def _check_points(points):
         raise ValueError(f"points must be 2-D with shape (n, d); got {array.ndim} dimensions.")
     n, d = array.shape
     if n < 1 or d < 1:
-        raise ValueError(f"points must hold at least one site with at least one coordinate; got shape {array.shape}.")
+        raise ValueError(
+            f"points must hold at least one site with at least one coordinate; got shape {array.shape}."
+        )
     if not np.isfinite(array).all():
-        raise ValueError("points contains NaN or infinite coordinates; drop or fill those rows first.")
+        raise ValueError(
+            "points contains NaN or infinite coordinates; drop or fill those rows first."
+        )
     return array
 
 
 def _check_tile_size(tile_size, n):
     """Return ``tile_size`` as an int in ``[1, n]``, or raise naming the fix."""
     if isinstance(tile_size, (bool, np.bool_)) or not isinstance(tile_size, numbers.Integral):
-        raise TypeError(f"tile_size must be an integer; got {tile_size!r}. Pass e.g. tile_size=512 or None.")
+        raise TypeError(
+            f"tile_size must be an integer; got {tile_size!r}. Pass e.g. tile_size=512 or None."
+        )
     if not 1 <= tile_size <= n:
         raise ValueError(
             f"tile_size must be between 1 and the number of sites n={n}; got {tile_size}. "
@@ -146,7 +152,9 @@ def _split_axes(coords, perm, starts):
         First position of every segment of ``perm``, increasing, starting at 0.
     """
     ordered = np.take(coords, perm, axis=1)
-    extent = np.maximum.reduceat(ordered, starts, axis=1) - np.minimum.reduceat(ordered, starts, axis=1)
+    extent = np.maximum.reduceat(ordered, starts, axis=1) - np.minimum.reduceat(
+        ordered, starts, axis=1
+    )
     return np.argmax(extent, axis=0)
 
 
@@ -308,14 +316,20 @@ def _interleave(cells, bits):
     if d == 2:
         return _spread_by_1(cells[:, 0]) | (_spread_by_1(cells[:, 1]) << 1)
     if d == 3:
-        return _spread_by_2(cells[:, 0]) | (_spread_by_2(cells[:, 1]) << 1) | (_spread_by_2(cells[:, 2]) << 2)
+        return (
+            _spread_by_2(cells[:, 0])
+            | (_spread_by_2(cells[:, 1]) << 1)
+            | (_spread_by_2(cells[:, 2]) << 2)
+        )
     return _interleave_generic(cells, bits)
 
 
 def _morton_bits(d):
     """Bits per coordinate: ``min(floor(63 / d), 21)``."""
     if d > 63:
-        raise ValueError(f"morton_order handles at most 63 dimensions; points has d={d}. Use kdtree_order instead.")
+        raise ValueError(
+            f"morton_order handles at most 63 dimensions; points has d={d}. Use kdtree_order instead."
+        )
     return min(63 // d, _MAX_MORTON_BITS)
 
 
@@ -531,7 +545,9 @@ def inverse_permutation(perm):
         raise ValueError(f"perm must be 1-D; got {perm.ndim} dimensions.")
     n = perm.size
     if n and (perm.min() < 0 or perm.max() >= n):
-        raise ValueError(f"perm must be a permutation of 0..{n - 1}; it has entries outside that range.")
+        raise ValueError(
+            f"perm must be a permutation of 0..{n - 1}; it has entries outside that range."
+        )
     inverse = np.full(n, -1, dtype=np.int64)
     inverse[perm] = np.arange(n, dtype=np.int64)
     if n and inverse.min() < 0:

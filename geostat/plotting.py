@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
 import pandas as pd
+from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 from scipy.spatial.distance import pdist
 from sklearn.utils.validation import check_is_fitted
@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # matplotlib is imported only when a plot is drawn
         @property
         def nbytes(self) -> int: ...
 
+
 __all__ = [
     "MAX_VARIOGRAM_SITES",
     "empirical_variogram",
@@ -84,8 +85,12 @@ __all__ = [
 MAX_VARIOGRAM_SITES = 3000
 #: Parameters whose profile is drawn on a logarithmic axis (when its interval is positive).
 LOG_AXIS = ("range", "nugget", "variance")
-_KERNEL_TITLES = {"matern": "Matérn", "exponential": "exponential", "gaussian": "Gaussian",
-                  "powered_exponential": "powered exponential"}
+_KERNEL_TITLES = {
+    "matern": "Matérn",
+    "exponential": "exponential",
+    "gaussian": "Gaussian",
+    "powered_exponential": "powered exponential",
+}
 
 
 # ---------------------------------------------------------------------- variogram
@@ -149,11 +154,15 @@ def _variogram(coords, values, distance_name, n_bins, max_distance, random_state
     h = get_distance(distance_name).pairwise(coords)
     if max_distance is None:
         max_distance = 0.5 * float(h.max()) if h.size else 0.0
-    elif isinstance(max_distance, (bool, np.bool_)) or not isinstance(max_distance, (int, float, np.number)):
+    elif isinstance(max_distance, (bool, np.bool_)) or not isinstance(
+        max_distance, (int, float, np.number)
+    ):
         raise TypeError(f"max_distance must be a positive number or None; got {max_distance!r}.")
     if not (np.isfinite(max_distance) and max_distance > 0):
-        raise ValueError(f"max_distance must be positive and finite (the largest separation binned); got "
-                         f"{max_distance!r}. X needs at least two distinct sites.")
+        raise ValueError(
+            f"max_distance must be positive and finite (the largest separation binned); got "
+            f"{max_distance!r}. X needs at least two distinct sites."
+        )
     inside = h <= max_distance
     h = h[inside]
     index = np.minimum((h / max_distance * n_bins).astype(int), n_bins - 1)
@@ -167,14 +176,18 @@ def _variogram(coords, values, distance_name, n_bins, max_distance, random_state
         total_h += np.bincount(index[seen], weights=h[seen], minlength=n_bins)
         total_sq += np.bincount(index[seen], weights=squared[seen], minlength=n_bins)
     full = pairs > 0
-    return pd.DataFrame({
-        "distance": total_h[full] / pairs[full],
-        "semivariance": 0.5 * total_sq[full] / pairs[full],
-        "pairs": pairs[full].astype(np.int64),
-    })
+    return pd.DataFrame(
+        {
+            "distance": total_h[full] / pairs[full],
+            "semivariance": 0.5 * total_sq[full] / pairs[full],
+            "pairs": pairs[full].astype(np.int64),
+        }
+    )
 
 
-def model_semivariogram(estimator: SpatialGP, h: ArrayLike, angle: float | None = None) -> NDArray[np.float64]:
+def model_semivariogram(
+    estimator: SpatialGP, h: ArrayLike, angle: float | None = None
+) -> NDArray[np.float64]:
     r"""The fitted semivariogram :math:`\gamma(h) = \tau^2 + \sigma^2 (1 - M(h / \rho))` for
     ``h > 0`` (and 0 at ``h = 0``).
 
@@ -200,8 +213,9 @@ def model_semivariogram(estimator: SpatialGP, h: ArrayLike, angle: float | None 
     h = np.asarray(h, dtype=float)
     shape = {name: params[name] for name in kernel.free_shape}
     if kernel.structured:
-        correlation = _lag_correlation_along(estimator, h, params.get("anisotropy_angle", 0.0) if angle is None
-                                             else angle)
+        correlation = _lag_correlation_along(
+            estimator, h, params.get("anisotropy_angle", 0.0) if angle is None else angle
+        )
     else:
         correlation = kernel.correlation(h, params["range"], **shape)
     gamma = params["nugget"] + params["variance"] * (1.0 - correlation)
@@ -235,8 +249,10 @@ def _new_residuals(estimator, X, y):
     values, _, _ = prepare_y(y, data.n)
     coef = estimator.result_.coef
     if values.shape[1] != coef.shape[0]:
-        raise ValueError(f"y has {values.shape[1]} column(s) but the model was fitted with {coef.shape[0]} "
-                         "replicate(s); pass one column per fitted replicate.")
+        raise ValueError(
+            f"y has {values.shape[1]} column(s) but the model was fitted with {coef.shape[0]} "
+            "replicate(s); pass one column per fitted replicate."
+        )
     return data.coords, values - data.design @ coef.T
 
 
@@ -258,12 +274,16 @@ def _distance_label(distance_name):
 def _model_title(estimator):
     """``"<kernel> (shape): variance v, range r [km], nugget t"`` of a fitted model."""
     params, kernel = estimator.params_, estimator.kernel_
-    names = () if kernel.name == "exponential" else kernel.shape_names  # its smoothness 0.5 is in its name
+    names = (
+        () if kernel.name == "exponential" else kernel.shape_names
+    )  # its smoothness 0.5 is in its name
     shape = ", ".join(f"{name} {params[name]:.3g}" for name in names)
     unit = " km" if estimator.distance_ in ("chordal", "great_circle") else ""
     name = _KERNEL_TITLES.get(kernel.name, kernel.name)
-    return (f"{name}{f' ({shape})' if shape else ''}: variance {params['variance']:.4g}, "
-            f"range {params['range']:.4g}{unit}, nugget {params['nugget']:.4g}")
+    return (
+        f"{name}{f' ({shape})' if shape else ''}: variance {params['variance']:.4g}, "
+        f"range {params['range']:.4g}{unit}, nugget {params['nugget']:.4g}"
+    )
 
 
 def plot_variogram(
@@ -304,7 +324,9 @@ def plot_variogram(
     check_is_fitted(estimator)
     if (X is None) != (y is None):
         raise ValueError("pass both X and y (other data) or neither (the training data).")
-    coords, residuals = _training_residuals(estimator) if X is None else _new_residuals(estimator, X, y)
+    coords, residuals = (
+        _training_residuals(estimator) if X is None else _new_residuals(estimator, X, y)
+    )
     if estimator.kernel_.time_axis:
         coords, residuals = _sites_by_times(coords, residuals)
     # the estimator's seed when it has one (a Generator of its own is not drawn from)
@@ -313,18 +335,47 @@ def plot_variogram(
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 4.4))
     sizes = 120.0 * table["pairs"] / table["pairs"].max()
-    ax.scatter(table["distance"], table["semivariance"], s=sizes, color="C0", edgecolor="k", linewidth=0.5,
-               label="empirical (GLS residuals)", zorder=3, gid="empirical")
+    ax.scatter(
+        table["distance"],
+        table["semivariance"],
+        s=sizes,
+        color="C0",
+        edgecolor="k",
+        linewidth=0.5,
+        label="empirical (GLS residuals)",
+        zorder=3,
+        gid="empirical",
+    )
     right = 1.02 * max(table["distance"].max(), max_distance or 0.0)
     h = np.linspace(right / 400, right, 400)
     if estimator.kernel_.anisotropic:
         major = estimator.params_["anisotropy_angle"]
-        ax.plot(h, model_semivariogram(estimator, h), color="C1", linewidth=2, label="fitted model, major axis",
-                gid="model")
-        ax.plot(h, model_semivariogram(estimator, h, major + 0.5 * math.pi), color="C1", linewidth=2,
-                linestyle="--", label="fitted model, minor axis", gid="model-minor")
+        ax.plot(
+            h,
+            model_semivariogram(estimator, h),
+            color="C1",
+            linewidth=2,
+            label="fitted model, major axis",
+            gid="model",
+        )
+        ax.plot(
+            h,
+            model_semivariogram(estimator, h, major + 0.5 * math.pi),
+            color="C1",
+            linewidth=2,
+            linestyle="--",
+            label="fitted model, minor axis",
+            gid="model-minor",
+        )
     else:
-        ax.plot(h, model_semivariogram(estimator, h), color="C1", linewidth=2, label="fitted model", gid="model")
+        ax.plot(
+            h,
+            model_semivariogram(estimator, h),
+            color="C1",
+            linewidth=2,
+            label="fitted model",
+            gid="model",
+        )
     ax.set_xlim(0, right)
     ax.set_ylim(bottom=0)
     ax.set_xlabel(_distance_label(estimator.distance_))
@@ -341,8 +392,10 @@ def _position(da, argname):
     for position in XARRAY_POSITIONS:
         if set(position) <= set(da.coords):
             return position, position[0] != "x"
-    raise ValueError(f"{argname} has no horizontal coordinates: give it coordinates named lon/lat (or "
-                     f"longitude/latitude, or x/y); it has {sorted(map(str, da.coords))}.")
+    raise ValueError(
+        f"{argname} has no horizontal coordinates: give it coordinates named lon/lat (or "
+        f"longitude/latitude, or x/y); it has {sorted(map(str, da.coords))}."
+    )
 
 
 def _cartopy_crs(coastlines, lonlat):
@@ -355,8 +408,12 @@ def _cartopy_crs(coastlines, lonlat):
         import cartopy.crs as ccrs
     except ImportError:
         if coastlines is True:
-            warnings.warn("coastlines=True needs cartopy, which is not installed; the map is drawn without "
-                          "coastlines (pip install cartopy).", GeostatWarning, stacklevel=3)
+            warnings.warn(
+                "coastlines=True needs cartopy, which is not installed; the map is drawn without "
+                "coastlines (pip install cartopy).",
+                GeostatWarning,
+                stacklevel=3,
+            )
         return None
     return ccrs
 
@@ -369,8 +426,10 @@ def _grid_values(da, x_name, y_name):
     if x.ndim == 2 and y.ndim == 2:
         dims = x.dims
         return x.transpose(*dims).values, y.transpose(*dims).values, da.transpose(*dims).values
-    raise ValueError(f"da must be on a grid: its coordinates {x_name!r} and {y_name!r} must span its two "
-                     "dimensions (1-D each along its own, or both 2-D).")
+    raise ValueError(
+        f"da must be on a grid: its coordinates {x_name!r} and {y_name!r} must span its two "
+        "dimensions (1-D each along its own, or both 2-D)."
+    )
 
 
 def _colorbar_label(da):
@@ -387,7 +446,9 @@ def _site_columns(sites, position):
         sites = sites[columns]
     array = np.asarray(sites, dtype=float)
     if array.ndim != 2 or array.shape[1] != 2:
-        raise ValueError(f"sites must be an (n, 2) array or DataFrame of positions; got shape {array.shape}.")
+        raise ValueError(
+            f"sites must be an (n, 2) array or DataFrame of positions; got shape {array.shape}."
+        )
     return array[:, 0], array[:, 1]
 
 
@@ -435,8 +496,10 @@ def plot_field(
     if not hasattr(da, "dims") or hasattr(da, "data_vars"):
         raise TypeError(f"da must be an xarray DataArray; got {type(da).__name__}.")
     if da.ndim != 2:
-        raise ValueError(f"da must be 2-D; it has dimensions {list(da.dims)}: select one field first, "
-                         "e.g. da.isel(time=0).")
+        raise ValueError(
+            f"da must be 2-D; it has dimensions {list(da.dims)}: select one field first, "
+            "e.g. da.isel(time=0)."
+        )
     (x_name, y_name), lonlat = _position(da, "da")
     ccrs = _cartopy_crs(coastlines, lonlat)
     if ax is None:
@@ -450,7 +513,9 @@ def plot_field(
     ax.figure.colorbar(mesh, cax=ax.inset_axes((1.03, 0.0, 0.035, 1.0)), label=_colorbar_label(da))
     if sites is not None:
         sx, sy = _site_columns(sites, (x_name, y_name))
-        ax.scatter(sx, sy, s=3, color="k", marker=".", linewidths=0, label="sites", gid="sites", **extra)
+        ax.scatter(
+            sx, sy, s=3, color="k", marker=".", linewidths=0, label="sites", gid="sites", **extra
+        )
     if geo:
         ax.coastlines(linewidth=0.6)  # type: ignore[union-attr]  # a cartopy GeoAxes (hasattr above)
     else:
@@ -517,7 +582,9 @@ def plot_kriging(
         mean, std = (a.isel({extra[0]: replicate}) for a in (mean, std))
     names = estimator._coordinate_names()
     if any(set(pair) == set(names) for pair in XARRAY_POSITIONS):  # drawn on the fitted coordinates
-        others = [c for pair in XARRAY_POSITIONS for c in pair if c in mean.coords and c not in names]
+        others = [
+            c for pair in XARRAY_POSITIONS for c in pair if c in mean.coords and c not in names
+        ]
         mean, std = (a.drop_vars(others) for a in (mean, std))
     if sites is True:
         sites = pd.DataFrame(estimator._likelihood.coords, columns=list(names))
@@ -527,18 +594,27 @@ def plot_kriging(
         _, lonlat = _position(mean, "template")
         ccrs = _cartopy_crs(coastlines, lonlat)
         fig = plt.figure(figsize=(12, 4.4))
-        axes = [fig.add_subplot(1, 2, i + 1, **({"projection": ccrs.PlateCarree()} if ccrs else {}))
-                for i in range(2)]
+        axes = [
+            fig.add_subplot(1, 2, i + 1, **({"projection": ccrs.PlateCarree()} if ccrs else {}))
+            for i in range(2)
+        ]
         fig.subplots_adjust(wspace=0.35)  # room for the first map's colorbar
     titles = ("kriging mean", "kriging standard deviation")
     for ax, field, title in zip(axes, (mean, std), titles):
-        plot_field(field.rename(title), ax, cmap=cmap, title=title, sites=sites, coastlines=coastlines)
+        plot_field(
+            field.rename(title), ax, cmap=cmap, title=title, sites=sites, coastlines=coastlines
+        )
     return np.asarray(axes)
 
 
 # ---------------------------------------------------------------------- profiles
 def plot_profile(
-    estimator: SpatialGP, parameter: str, *, level: float = 0.95, n_points: int = 15, ax: Axes | None = None
+    estimator: SpatialGP,
+    parameter: str,
+    *,
+    level: float = 0.95,
+    n_points: int = 15,
+    ax: Axes | None = None,
 ) -> Axes:
     r"""Profile log-likelihood of one covariance parameter with its confidence intervals.
 
@@ -576,8 +652,15 @@ def plot_profile(
     lower, upper, _ = profile.interval(name, level)
     estimate = estimator.params_[name]
     logarithmic = name in LOG_AXIS and lower > 0
-    grid = _profile_grid(lower, upper, estimate, n_points, logarithmic, profile.bounds(name),
-                         profile.profiled_values(name))
+    grid = _profile_grid(
+        lower,
+        upper,
+        estimate,
+        n_points,
+        logarithmic,
+        profile.bounds(name),
+        profile.profiled_values(name),
+    )
     values = np.array([profile(name, v) for v in grid])
     one_sided = name in profile.sides
     critical = one_sided_critical(level) ** 2 if one_sided else stats.chi2.ppf(level, 1)
@@ -586,16 +669,37 @@ def plot_profile(
         _, ax = plt.subplots(figsize=(6.4, 4.4))
     if logarithmic:
         ax.set_xscale("log")
-    ax.plot(grid, values, "o-", color="C0", markersize=3, label="profile log-likelihood", gid="profile")
+    ax.plot(
+        grid, values, "o-", color="C0", markersize=3, label="profile log-likelihood", gid="profile"
+    )
     ax.plot([estimate], [estimator.loglik_], "D", color="k", label="estimate", gid="estimate")
     critical_label = rf"\chi^2_1({2 * level - 1:g})" if one_sided else rf"\chi^2_1({level:g})"
-    ax.axhline(threshold, color="C3", linestyle=":", label=rf"$\hat\ell - {critical_label}/2$", gid="threshold")
-    ax.axvline(lower, color="C3", linestyle="--", label=f"profile {level:.0%} interval", gid="profile interval")
+    ax.axhline(
+        threshold,
+        color="C3",
+        linestyle=":",
+        label=rf"$\hat\ell - {critical_label}/2$",
+        gid="threshold",
+    )
+    ax.axvline(
+        lower,
+        color="C3",
+        linestyle="--",
+        label=f"profile {level:.0%} interval",
+        gid="profile interval",
+    )
     ax.axvline(upper, color="C3", linestyle="--", gid="profile interval")
     z = stats.norm.ppf(0.5 + level / 2)
     w_low, w_high = wald(estimate, estimator.stderr_[name], z)
     left = grid[0]
-    ax.axvspan(max(w_low, left), w_high, color="C2", alpha=0.15, label=f"Wald {level:.0%} interval", gid="wald")
+    ax.axvspan(
+        max(w_low, left),
+        w_high,
+        color="C2",
+        alpha=0.15,
+        label=f"Wald {level:.0%} interval",
+        gid="wald",
+    )
     ax.set_xlim(left, grid[-1])
     # the region around the threshold, not the far tails
     drop = estimator.loglik_ - threshold
@@ -634,7 +738,9 @@ def _profile_grid(lower, upper, estimate, n_points, logarithmic, bounds, known):
     even = np.clip(even, *bounds)
     known = np.asarray(known, dtype=float)
     known = known[(known >= even.min()) & (known <= even.max())]
-    scale = (lambda v: np.log(np.maximum(v, np.finfo(float).tiny))) if logarithmic else (lambda v: v)
+    scale = (
+        (lambda v: np.log(np.maximum(v, np.finfo(float).tiny))) if logarithmic else (lambda v: v)
+    )
     if known.size and n_points > 1:
         spacing = (scale(even.max()) - scale(even.min())) / (n_points - 1)
         near = np.abs(scale(even)[:, None] - scale(known)[None, :]).min(axis=1) <= 0.5 * spacing
@@ -643,7 +749,9 @@ def _profile_grid(lower, upper, estimate, n_points, logarithmic, bounds, known):
 
 
 # ---------------------------------------------------------------------- ranks
-def plot_ranks(matrix: _TileRanks, ax: Axes | None = None, cmap: str = "viridis", annotate: bool | None = None) -> Axes:
+def plot_ranks(
+    matrix: _TileRanks, ax: Axes | None = None, cmap: str = "viridis", annotate: bool | None = None
+) -> Axes:
     """Heatmap of the tile ranks of a TLR matrix (the papers' rank figures).
 
     Parameters
@@ -720,26 +828,41 @@ def plot_standardized_residuals(
     import matplotlib.pyplot as plt
 
     if not isinstance(cv_result, pd.DataFrame) or "standardized" not in cv_result.columns:
-        raise ValueError("cv_result must be the table of geostat.validation.cross_validate, with a 'standardized' "
-                         "column; pass that function's result.")
+        raise ValueError(
+            "cv_result must be the table of geostat.validation.cross_validate, with a 'standardized' "
+            "column; pass that function's result."
+        )
     z = np.asarray(cv_result["standardized"], dtype=np.float64)
     z = np.sort(z[np.isfinite(z)])
     if not z.size:
-        raise ValueError("cv_result has no finite standardized residual to plot; pass the table of "
-                         "geostat.validation.cross_validate.")
+        raise ValueError(
+            "cv_result has no finite standardized residual to plot; pass the table of "
+            "geostat.validation.cross_validate."
+        )
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     histogram, qq = axes
     scores = cv_result.attrs.get("scores", {})
-    histogram.hist(z, bins=bins, density=True, color="C0", alpha=0.6, label="standardized residuals",
-                   gid="histogram")
+    histogram.hist(
+        z,
+        bins=bins,
+        density=True,
+        color="C0",
+        alpha=0.6,
+        label="standardized residuals",
+        gid="histogram",
+    )
     reach = max(4.0, float(np.abs(z).max()))
     grid = np.linspace(-reach, reach, 201)
-    histogram.plot(grid, stats.norm.pdf(grid), color="k", label="N(0, 1) density", gid="normal density")
+    histogram.plot(
+        grid, stats.norm.pdf(grid), color="k", label="N(0, 1) density", gid="normal density"
+    )
     histogram.set_xlabel("standardized residual")
     histogram.set_ylabel("density")
     spread = f", sd {np.std(z, ddof=1):.3g}" if z.size > 1 else ""
-    histogram.set_title(f"{z.size} held-out observations: mean {np.mean(z):.3g}{spread}", fontsize=10)
+    histogram.set_title(
+        f"{z.size} held-out observations: mean {np.mean(z):.3g}{spread}", fontsize=10
+    )
     histogram.legend(fontsize=8)
     normal = stats.norm.ppf((np.arange(1, z.size + 1) - 0.5) / z.size)
     qq.plot(normal, z, "o", color="C0", markersize=3, gid="quantiles")
@@ -749,7 +872,14 @@ def plot_standardized_residuals(
     qq.set_ylabel("standardized residual")
     level = cv_result.attrs.get("level")
     coverage = scores.get("coverage")
-    qq.set_title("normal Q-Q plot" + (f": {coverage:.1%} inside the central {level:.0%} intervals"
-                                      if coverage is not None and level is not None else ""), fontsize=10)
+    qq.set_title(
+        "normal Q-Q plot"
+        + (
+            f": {coverage:.1%} inside the central {level:.0%} intervals"
+            if coverage is not None and level is not None
+            else ""
+        ),
+        fontsize=10,
+    )
     qq.legend(fontsize=8, loc="upper left")
     return np.asarray(axes)

@@ -37,7 +37,12 @@ from geostat.errors import NotPositiveDefiniteError
 from geostat.likelihood.gls import centered_design, remove_means
 from geostat.likelihood.terms import split_params
 from geostat.ordering import order_points
-from geostat.solvers import compressed_cross_product, one_blas_thread, progress_counter, tile_threads
+from geostat.solvers import (
+    compressed_cross_product,
+    one_blas_thread,
+    progress_counter,
+    tile_threads,
+)
 
 __all__ = ["Kriging"]
 
@@ -107,13 +112,19 @@ class Kriging:
         """Per group of replicates: its factor and the GLS quantities of the predictor."""
         variance = self.params["variance"]
         out = []
-        for g, noise, chol in zip(self.lik.groups, self.lik.group_noise, self.lik.factors_at(self.params)):
+        for g, noise, chol in zip(
+            self.lik.groups, self.lik.group_noise, self.lik.factors_at(self.params)
+        ):
             beta = self.coef[g.columns].T  # (p, r_g)
             alpha = chol.solve(g.y - g.design @ beta) / variance
             centered, shift = centered_design(g.design)
             cinv_f = chol.solve(centered) / variance if g.design.shape[1] else g.design
             ftcf_chol = np.linalg.cholesky(centered.T @ cinv_f) if g.design.shape[1] else None
-            out.append(_GroupFit(g.sites, g.columns, chol, variance, alpha, cinv_f, ftcf_chol, shift, noise))
+            out.append(
+                _GroupFit(
+                    g.sites, g.columns, chol, variance, alpha, cinv_f, ftcf_chol, shift, noise
+                )
+            )
         return out
 
     def _cross(self, coords, sites):
@@ -122,7 +133,9 @@ class Kriging:
 
     def _covariance(self, a, b):
         """The covariance of the latent process between the sites `a` and `b`."""
-        return self.params["variance"] * cross_correlation(self.lik.kernel, self.lik.distance, self.theta, a, b)
+        return self.params["variance"] * cross_correlation(
+            self.lik.kernel, self.lik.distance, self.theta, a, b
+        )
 
     @one_blas_thread
     def predict(self, coords, design, return_var=False):
@@ -170,7 +183,9 @@ class Kriging:
         variance = self._local_variance(coords, g)
         if g.ftcf_chol is not None:
             u = (remove_means(design, g.shift) - products[:, r:]).T  # (p, m)
-            variance += np.einsum("ij,ij->j", u, cho_solve((g.ftcf_chol, True), u, check_finite=False))
+            variance += np.einsum(
+                "ij,ij->j", u, cho_solve((g.ftcf_chol, True), u, check_finite=False)
+            )
         var[:, g.columns] = np.maximum(variance, 0.0)[:, None]
 
     def _local_variance(self, coords, g):
@@ -188,10 +203,12 @@ class Kriging:
         tree = cKDTree(ordering_points(sites, distance))
         points = ordering_points(coords, distance)
         order = order_points(points, "kdtree", min(LOCAL_GROUP, coords.shape[0]))
-        groups = [order[start:start + LOCAL_GROUP] for start in range(0, order.size, LOCAL_GROUP)]
+        groups = [order[start : start + LOCAL_GROUP] for start in range(0, order.size, LOCAL_GROUP)]
         k = min(LOCAL_NEIGHBOURS, sites.shape[0])
         # the nugget, and the diagonal shift of the fitted factor where it needed one
-        diagonal = self.params.get("nugget", 0.0) + self.params["variance"] * getattr(g.chol, "shift", 0.0)
+        diagonal = self.params.get("nugget", 0.0) + self.params["variance"] * getattr(
+            g.chol, "shift", 0.0
+        )
         out = np.empty(coords.shape[0])
 
         def chunk(members):
@@ -200,25 +217,35 @@ class Kriging:
             nearest = nearest.reshape(targets.size, k)
             start = 0
             for group in members:
-                neighbours = np.unique(nearest[start:start + group.size])
+                neighbours = np.unique(nearest[start : start + group.size])
                 start += group.size
                 cov = self._covariance(sites[neighbours], sites[neighbours])
-                cov[np.diag_indices_from(cov)] += diagonal + (0.0 if g.noise is None else g.noise[neighbours])
+                cov[np.diag_indices_from(cov)] += diagonal + (
+                    0.0 if g.noise is None else g.noise[neighbours]
+                )
                 try:
                     root = np.linalg.cholesky(cov)
                 except np.linalg.LinAlgError:
                     raise NotPositiveDefiniteError(
                         f"the covariance of the {neighbours.size} training sites nearest to targets "
                         f"{group[:3].tolist()}... is not positive definite (sites duplicated without a nugget?); "
-                        "fit with a nugget, or predict with return_std=False.", tile=0) from None
-                w = solve_triangular(root, self._covariance(sites[neighbours], coords[group]), lower=True,
-                                     check_finite=False)
+                        "fit with a nugget, or predict with return_std=False.",
+                        tile=0,
+                    ) from None
+                w = solve_triangular(
+                    root,
+                    self._covariance(sites[neighbours], coords[group]),
+                    lower=True,
+                    check_finite=False,
+                )
                 out[group] = self.params["variance"] - np.einsum("ij,ij->j", w, w)
 
         per_chunk = max(1, LOCAL_CHUNK // LOCAL_GROUP)
-        chunks = [groups[i:i + per_chunk] for i in range(0, len(groups), per_chunk)]
-        with ThreadPoolExecutor(max(1, min(tile_threads(), len(chunks)))) as pool, \
-                progress_counter(len(chunks), "kriging variance", unit="chunk") as counter:
+        chunks = [groups[i : i + per_chunk] for i in range(0, len(groups), per_chunk)]
+        with (
+            ThreadPoolExecutor(max(1, min(tile_threads(), len(chunks)))) as pool,
+            progress_counter(len(chunks), "kriging variance", unit="chunk") as counter,
+        ):
             for _ in pool.map(chunk, chunks):
                 counter.update()
         return out
@@ -241,8 +268,9 @@ class Kriging:
         def block(i, j):
             return cross_correlation(kernel, distance, self.theta, coords[i], sites[j])
 
-        return self.params["variance"] * compressed_cross_product(block, coords, sites, weights, accuracy,
-                                                                  distance, kernel)
+        return self.params["variance"] * compressed_cross_product(
+            block, coords, sites, weights, accuracy, distance, kernel
+        )
 
     def _variance(self, c0, design, g):
         var = self.params["variance"] - g.quadratic(c0.T)
@@ -278,17 +306,22 @@ class Kriging:
         m = coords.shape[0]
         n_train = max(self.lik.n if g.sites is None else g.sites.size for g in self.lik.groups)
         # c0 and C^-1 c0 (m x n), the joint covariance, its eigenvectors and eigh's workspace (~3 m x m)
-        check_memory(8.0 * (2 * m * n_train + 5 * m * m), f"conditional simulation at m = {m:,} sites",
-                     "draw at fewer sites at a time (each call conditions on the data, but draws made "
-                     "in separate calls are not jointly distributed), or use predict for means and "
-                     "standard deviations.")
+        check_memory(
+            8.0 * (2 * m * n_train + 5 * m * m),
+            f"conditional simulation at m = {m:,} sites",
+            "draw at fewer sites at a time (each call conditions on the data, but draws made "
+            "in separate calls are not jointly distributed), or use predict for means and "
+            "standard deviations.",
+        )
         mean = self.predict(coords, design)
         r = mean.shape[1]
         out = np.empty((m, r, n_samples))
         for k, g in enumerate(self.groups):
             root = _psd_root(self.posterior_covariance(coords, design, k), self.params["variance"])
             for j in g.columns:
-                out[:, j, :] = mean[:, j, None] + root @ rng.standard_normal((root.shape[1], n_samples))
+                out[:, j, :] = mean[:, j, None] + root @ rng.standard_normal(
+                    (root.shape[1], n_samples)
+                )
         return out
 
 

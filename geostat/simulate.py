@@ -112,8 +112,10 @@ def simulate(
     resolve_method(method, 0)
     client = resolve_client(client)
     if client is not None and method == "exact":
-        raise ValueError("client= simulates through the TLR factor on a Dask cluster; method='exact' runs in this "
-                         "process only: use method='tlr' (or 'auto') with a client, or client=None.")
+        raise ValueError(
+            "client= simulates through the TLR factor on a Dask cluster; method='exact' runs in this "
+            "process only: use method='tlr' (or 'auto') with a client, or client=None."
+        )
     kern = get_kernel(kernel)
     params = check_params(params, kern)
     time = time_column(kern, time, X)
@@ -131,15 +133,21 @@ def simulate(
         factor = distributed_tlr_factor(client, block, data.n, tile_size, perm, accuracy)[0]
         samples = factor.multiply_lower(rng.standard_normal((data.n, n_samples)))
     elif resolve_method(method, data.n) == "tlr":
-        A, perm = tlr_covariance(data.coords, kern, unit, dist, accuracy=accuracy, tile_size=tile_size,
-                                 ordering=ordering)
+        A, perm = tlr_covariance(
+            data.coords, kern, unit, dist, accuracy=accuracy, tile_size=tile_size, ordering=ordering
+        )
         factor = tlr_factor(lambda: A, perm)[0]
         samples = factor.multiply_lower(rng.standard_normal((data.n, n_samples)))
     else:
-        check_memory(4 * 8.0 * data.n**2 + 8.0 * data.n * n_samples, f"exact simulation at n = {data.n:,} sites",
-                     "use method='tlr' (or 'auto'), which needs far less.")
+        check_memory(
+            4 * 8.0 * data.n**2 + 8.0 * data.n * n_samples,
+            f"exact simulation at n = {data.n:,} sites",
+            "use method='tlr' (or 'auto'), which needs far less.",
+        )
         sites = Sites(data.coords, dist, NUMPY)
         K = sites.covariance_block(kern, unit)(np.arange(data.n), np.arange(data.n))
-        samples = DenseCholesky(K, overwrite=True).multiply_lower(rng.standard_normal((data.n, n_samples)))
+        samples = DenseCholesky(K, overwrite=True).multiply_lower(
+            rng.standard_normal((data.n, n_samples))
+        )
     samples *= np.sqrt(params["variance"])
     return samples[:, 0] if n_samples == 1 else samples

@@ -33,20 +33,19 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 import tlrcore
+from geostat.covariance import Sites
+from geostat.distance import ordering_points
+from geostat.errors import NotPositiveDefiniteError
+from geostat.ordering import auto_tile_size, order_points
 from tlrcore._malloc import small_pages
 from tlrcore._threads import column_progress as progress_counter
 from tlrcore._threads import one_blas_thread, one_blas_thread_block
 from tlrcore._threads import workers as tile_threads
 from tlrcore.backends import NUMPY, Backend
 from tlrcore.backends import get_backend as _tlrcore_backend
-from tlrcore.compress.worker_processes import Shared as InWorkerProcesses
 from tlrcore.compress.tiled_product import tiled_product
+from tlrcore.compress.worker_processes import Shared as InWorkerProcesses
 from tlrcore.compress.worker_processes import hold as worker_hold
-
-from geostat.covariance import Sites
-from geostat.distance import ordering_points
-from geostat.errors import NotPositiveDefiniteError
-from geostat.ordering import auto_tile_size, order_points
 
 __all__ = [
     "DEVICES",
@@ -82,6 +81,7 @@ tile_progress = tlrcore.progress
 #: Values of the ``device`` argument of :class:`geostat.SpatialGP` and :func:`geostat.log_likelihood`.
 DEVICES = ("cpu", "gpu")
 
+
 def get_backend(device):
     """The array back end a device name selects.
 
@@ -116,8 +116,10 @@ def get_backend(device):
 
 
 #: The message of a ``client=`` without Dask installed.
-DASK_MISSING = ("client= runs the TLR method on a Dask cluster and needs dask.distributed, which is not installed: "
-                "pip install 'geostat-tlr[dask]'.")
+DASK_MISSING = (
+    "client= runs the TLR method on a Dask cluster and needs dask.distributed, which is not installed: "
+    "pip install 'geostat-tlr[dask]'."
+)
 
 
 def resolve_client(client):
@@ -151,7 +153,9 @@ def resolve_client(client):
         raise ImportError(DASK_MISSING) from None
     if isinstance(client, str):
         if client != "default":
-            raise ValueError(f"client must be None, 'default' or a distributed.Client; got the string {client!r}.")
+            raise ValueError(
+                f"client must be None, 'default' or a distributed.Client; got the string {client!r}."
+            )
         try:
             return distributed.get_client()
         except ValueError:
@@ -160,11 +164,15 @@ def resolve_client(client):
                 "(client = distributed.Client(...)) or pass it as client=client."
             ) from None
     if not isinstance(client, distributed.Client):
-        raise TypeError(f"client must be None, 'default' or a distributed.Client; got {type(client).__name__}.")
+        raise TypeError(
+            f"client must be None, 'default' or a distributed.Client; got {type(client).__name__}."
+        )
     if client.status in ("closing", "closed"):
-        raise ValueError(f"client is a closed Dask client (status {client.status!r}): make a new one, "
-                         "client = distributed.Client(...), and pass it, or pass client=None to compute in this "
-                         "process.")
+        raise ValueError(
+            f"client is a closed Dask client (status {client.status!r}): make a new one, "
+            "client = distributed.Client(...), and pass it, or pass client=None to compute in this "
+            "process."
+        )
     return client
 
 
@@ -208,12 +216,16 @@ class _Factor:
     def solve_upper(self, x):
         """Return ``P^T L^{-T} x`` for `x` in the factor's order (so that
         ``solve_upper(solve_lower(b)) = K^{-1} b``)."""
-        return self.backend.like(self._from_factor_order(self._solve_upper(self.backend.asarray(x))), x)
+        return self.backend.like(
+            self._from_factor_order(self._solve_upper(self.backend.asarray(x))), x
+        )
 
     def multiply_lower(self, z):
         """Return ``P^T L z`` for `z` in the factor's order (a draw with covariance ``K``
         from white noise `z`)."""
-        return self.backend.like(self._from_factor_order(self._multiply_lower(self.backend.asarray(z))), z)
+        return self.backend.like(
+            self._from_factor_order(self._multiply_lower(self.backend.asarray(z))), z
+        )
 
     def solve(self, b):
         """Return ``K^{-1} b`` for a vector or a matrix of right-hand sides."""
@@ -343,8 +355,9 @@ def dense_cholesky_batch(matrices, backend=NUMPY):
     # "group": no padded copies. K is symmetric, so K.T is the same matrix, in the column
     # order LAPACK reads without a transposing copy (measured: 5-10% of the factorization
     # at n = 1,400).
-    factors = tlrcore.batched.cholesky([K.T for K in matrices], strategy="group", check_finite=False,
-                                       backend=backend)
+    factors = tlrcore.batched.cholesky(
+        [K.T for K in matrices], strategy="group", check_finite=False, backend=backend
+    )
     return [DenseCholesky.from_factor(L, backend) for L in factors]
 
 
@@ -371,7 +384,9 @@ class TLRFactor(_Factor):
         self.n = factor.n
         self.shift = factor.shift
         self.perturbation = factor.perturbation
-        self.relative_perturbation = factor.perturbation / matrix_norm if factor.perturbation else 0.0
+        self.relative_perturbation = (
+            factor.perturbation / matrix_norm if factor.perturbation else 0.0
+        )
 
     @property
     def nbytes(self):
@@ -434,13 +449,25 @@ def tlr_matrix(block, n, tile_size=None, accuracy=1e-8, method=None, random_stat
     batched column compression on a GPU).
     """
     tile_size = auto_tile_size(n) if tile_size is None else min(int(tile_size), n)
-    return tlrcore.TLRMatrix.from_generator(block, n, tile_size, accuracy=accuracy, method=method,
-                                            random_state=random_state, backend=backend)
+    return tlrcore.TLRMatrix.from_generator(
+        block,
+        n,
+        tile_size,
+        accuracy=accuracy,
+        method=method,
+        random_state=random_state,
+        backend=backend,
+    )
 
 
 #: The tlrcore safeguards each ``on_failure`` policy of a TLR factorization uses, after
 #: the plain factorization failed (None: raise).
-TLR_SAFEGUARDS = {"shift": "shift", "compensate": "compensate-block+shift", "step": None, "raise": None}
+TLR_SAFEGUARDS = {
+    "shift": "shift",
+    "compensate": "compensate-block+shift",
+    "step": None,
+    "raise": None,
+}
 
 
 def tlr_factor(build, perm, random_state=0, on_failure="raise"):
@@ -472,7 +499,9 @@ def tlr_factor(build, perm, random_state=0, on_failure="raise"):
         safeguard (or it failed).
     """
     try:
-        return TLRFactor(tlrcore.cholesky(build(), random_state=random_state, overwrite_a=True), perm), False
+        return TLRFactor(
+            tlrcore.cholesky(build(), random_state=random_state, overwrite_a=True), perm
+        ), False
     except NotPositiveDefiniteError:
         if TLR_SAFEGUARDS[on_failure] is None:
             raise
@@ -481,7 +510,9 @@ def tlr_factor(build, perm, random_state=0, on_failure="raise"):
     return TLRFactor(factor, perm, A.frobenius_norm()), True
 
 
-def distributed_tlr_factor(client, block, n, tile_size, perm, accuracy=1e-8, random_state=0, on_failure="raise"):
+def distributed_tlr_factor(
+    client, block, n, tile_size, perm, accuracy=1e-8, random_state=0, on_failure="raise"
+):
     """TLR Cholesky factor of the covariance ``block`` generates, built and factored on the
     workers of a Dask cluster.
 
@@ -531,8 +562,9 @@ def distributed_tlr_factor(client, block, n, tile_size, perm, accuracy=1e-8, ran
     from tlrcore.cholesky.safeguards import parse_safeguard, shift_schedule
 
     def build():
-        return td.DistributedTLRMatrix.from_generator(client, block, n, tile_size, accuracy=accuracy,
-                                                      random_state=random_state, wait=False)
+        return td.DistributedTLRMatrix.from_generator(
+            client, block, n, tile_size, accuracy=accuracy, random_state=random_state, wait=False
+        )
 
     A = build()
     tolerance, norm = A.tolerance, A.tolerance * A.n_tiles / accuracy
@@ -547,8 +579,13 @@ def distributed_tlr_factor(client, block, n, tile_size, perm, accuracy=1e-8, ran
     tile_local = "+".join(sorted(parse_safeguard(TLR_SAFEGUARDS[on_failure]) - {"shift"})) or None
     for shift in ([0.0] if tile_local else []) + shifts:
         try:
-            factor = td.cholesky(build(), random_state=random_state, overwrite_a=True, shift=shift,
-                                 safeguard=tile_local)
+            factor = td.cholesky(
+                build(),
+                random_state=random_state,
+                overwrite_a=True,
+                shift=shift,
+                safeguard=tile_local,
+            )
         except NotPositiveDefiniteError as exc:
             failure = exc
             continue
@@ -650,7 +687,7 @@ def compressed_cross_product(block, targets, sites, X, accuracy, distance, kerne
     ndarray of shape (m, q)
     """
     perm, tile_size = site_order(sites, distance, kernel, "kdtree")
-    site_tiles = [perm[start:start + tile_size] for start in range(0, perm.size, tile_size)]
+    site_tiles = [perm[start : start + tile_size] for start in range(0, perm.size, tile_size)]
     owner = np.empty(perm.size, dtype=np.intp)
     for t, tile in enumerate(site_tiles):
         owner[tile] = t
@@ -660,22 +697,36 @@ def compressed_cross_product(block, targets, sites, X, accuracy, distance, kerne
     bounds = np.searchsorted(target_tile[order], np.arange(len(site_tiles) + 1))
     row_tiles, dense_rows = [], []
     for t in range(len(site_tiles)):
-        members = order[bounds[t]:bounds[t + 1]]
+        members = order[bounds[t] : bounds[t + 1]]
         for start in range(0, members.size, CROSS_ROW_TILE):
-            row_tiles.append(members[start:start + CROSS_ROW_TILE])
+            row_tiles.append(members[start : start + CROSS_ROW_TILE])
             dense_rows.append(t)
     dense = np.zeros((len(row_tiles), len(site_tiles)), dtype=bool)
     dense[np.arange(len(row_tiles)), dense_rows] = True
-    sample = np.random.default_rng(0).choice(targets.shape[0], min(CROSS_SAMPLE, targets.shape[0]), replace=False)
+    sample = np.random.default_rng(0).choice(
+        targets.shape[0], min(CROSS_SAMPLE, targets.shape[0]), replace=False
+    )
     size = float(np.abs(block(np.sort(sample), np.arange(perm.size)) @ X).max(initial=0.0))
     largest = max((tile.size for tile in row_tiles), default=1)
     weight = max(float(np.linalg.norm(X)), np.finfo(float).tiny)
     tolerance = accuracy * (size if size > 0 else 1.0) * np.sqrt(largest * tile_size) / weight
-    return tiled_product(block, row_tiles, site_tiles, X, tolerance, dense, description="cross-covariance")
+    return tiled_product(
+        block, row_tiles, site_tiles, X, tolerance, dense, description="cross-covariance"
+    )
 
 
-def tlr_covariance(coords, kernel, params, distance, accuracy=1e-8, tile_size=None, ordering="kdtree",
-                   method="aca", random_state=0, backend=NUMPY):
+def tlr_covariance(
+    coords,
+    kernel,
+    params,
+    distance,
+    accuracy=1e-8,
+    tile_size=None,
+    ordering="kdtree",
+    method="aca",
+    random_state=0,
+    backend=NUMPY,
+):
     """Tile low-rank covariance matrix of `coords`, with the sites reordered for compression.
 
     Parameters
@@ -703,4 +754,6 @@ def tlr_covariance(coords, kernel, params, distance, accuracy=1e-8, tile_size=No
     """
     perm, tile_size = site_order(coords, distance, kernel, ordering, tile_size)
     block = Sites(coords[perm], distance, backend).covariance_block(kernel, params)
-    return tlr_matrix(block, coords.shape[0], tile_size, accuracy, method, random_state, backend), perm
+    return tlr_matrix(
+        block, coords.shape[0], tile_size, accuracy, method, random_state, backend
+    ), perm

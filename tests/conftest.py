@@ -50,8 +50,12 @@ def client():
     distributed = pytest.importorskip("distributed")
     environment = dict(os.environ)
     try:
-        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                      dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        with (
+            distributed.LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            ) as cluster,
+            distributed.Client(cluster) as client,
+        ):
             yield client
     finally:
         os.environ.clear()

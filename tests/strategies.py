@@ -34,7 +34,11 @@ PROPERTY_SETTINGS = dict(
     derandomize=True,
     database=None,
     print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
 )
 
 #: Folders of the two packages; an exception raised from code outside them (NumPy, SciPy,
@@ -73,7 +77,10 @@ def _innermost_file(exc):
 
 
 def _names_one_of(message, names):
-    return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(str(name))}(?![A-Za-z0-9_])", message) for name in names)
+    return any(
+        re.search(rf"(?<![A-Za-z0-9_]){re.escape(str(name))}(?![A-Za-z0-9_])", message)
+        for name in names
+    )
 
 
 def classify(exc, names):
@@ -169,7 +176,11 @@ def same(a, b):
     if type(a) is not type(b):
         return False
     if isinstance(a, pd.DataFrame | pd.Series):
-        compare = pd.testing.assert_frame_equal if isinstance(a, pd.DataFrame) else pd.testing.assert_series_equal
+        compare = (
+            pd.testing.assert_frame_equal
+            if isinstance(a, pd.DataFrame)
+            else pd.testing.assert_series_equal
+        )
         try:
             compare(a, b, check_exact=True)
         except AssertionError:

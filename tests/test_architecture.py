@@ -23,7 +23,9 @@ def module_name(path):
 
 
 def modules():
-    return {module_name(p): p for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))}
+    return {
+        module_name(p): p for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))
+    }
 
 
 def imports(name, path):
@@ -37,7 +39,10 @@ def imports(name, path):
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1]
+                    + ([base] if base else [])
+                )
             yield base, [alias.name for alias in node.names]
 
 
@@ -59,8 +64,10 @@ def test_no_import_cycles():
     known = modules()
     # A package's __init__ importing its own submodules is how a package exposes names;
     # every other edge counts (a submodule importing its package's __init__ included).
-    edges = {a: {b for b in bs if not (known[a].name == "__init__.py" and b.startswith(a + "."))}
-             for a, bs in graph().items()}
+    edges = {
+        a: {b for b in bs if not (known[a].name == "__init__.py" and b.startswith(a + "."))}
+        for a, bs in graph().items()
+    }
     index, low, stack, on_stack, cycles = {}, {}, [], set(), []
 
     def visit(v):
@@ -92,9 +99,14 @@ def test_no_import_cycles():
 
 def test_geostat_reaches_tlrcore_only_through_the_bridge():
     offenders = sorted(
-        name for name, path in modules().items()
-        if name.startswith("geostat") and name not in ("geostat.solvers", "geostat.errors")
-        and any(module == "tlrcore" or module.startswith("tlrcore.") for module, _ in imports(name, path))
+        name
+        for name, path in modules().items()
+        if name.startswith("geostat")
+        and name not in ("geostat.solvers", "geostat.errors")
+        and any(
+            module == "tlrcore" or module.startswith("tlrcore.")
+            for module, _ in imports(name, path)
+        )
     )
     assert offenders == []
 
@@ -108,8 +120,9 @@ def private_imports():
             for imported in names:
                 # a private module of the importer's own package: `from pkg._helpers import x`
                 # or `from pkg import _helpers`
-                own_helpers = (module.startswith(package + ".") and module.rpartition(".")[2].startswith("_")) or (
-                    module == package and f"{module}.{imported}" in known)
+                own_helpers = (
+                    module.startswith(package + ".") and module.rpartition(".")[2].startswith("_")
+                ) or (module == package and f"{module}.{imported}" in known)
                 if imported.startswith("_") and not imported.startswith("__") and not own_helpers:
                     out.append(f"{name}: from {module} import {imported}")
     return out
@@ -132,7 +145,9 @@ def test_the_distribution_is_geostat_tlr_and_both_packages_share_its_version():
     import tlrcore
     from geostat._version import DISTRIBUTION
 
-    name = re.search(r'^name = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), flags=re.M).group(1)
+    name = re.search(r'^name = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), flags=re.M).group(
+        1
+    )
     assert name == DISTRIBUTION == "geostat-tlr"
     assert tlrcore.__version__ == geostat.__version__
     for path in [ROOT / "LICENSE", *(ROOT / "datasets" / "LICENSES").glob("*.txt")]:

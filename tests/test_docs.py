@@ -15,10 +15,14 @@ import pytest
 pytest.importorskip("sphinx", reason="building the docs needs sphinx (pip install '.[docs]')")
 pytest.importorskip("numpydoc", reason="building the docs needs numpydoc (pip install '.[docs]')")
 pytest.importorskip("myst_nb", reason="building the docs needs myst-nb (pip install '.[docs]')")
-nbformat = pytest.importorskip("nbformat", reason="building the docs needs nbformat (a myst-nb dependency)")
+nbformat = pytest.importorskip(
+    "nbformat", reason="building the docs needs nbformat (a myst-nb dependency)"
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERATED = shutil.ignore_patterns("_build", "generated", "tutorials", "jupyter_execute", ".jupyter_cache")
+GENERATED = shutil.ignore_patterns(
+    "_build", "generated", "tutorials", "jupyter_execute", ".jupyter_cache"
+)
 
 
 def build(root):
@@ -26,8 +30,22 @@ def build(root):
     errors; return the output folder."""
     html = root / "docs" / "_build"
     result = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", "-q", str(root / "docs"), str(html)],
-        capture_output=True, text=True, cwd=root, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-b",
+            "html",
+            "-q",
+            str(root / "docs"),
+            str(html),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=600,
     )
     assert result.returncode == 0, f"sphinx-build failed:\n{result.stdout}\n{result.stderr}"
     return html
@@ -39,7 +57,9 @@ def test_docs_build_without_warnings(tmp_path):
     (tmp_path / "docs" / "jupyter_execute").mkdir()
     nbformat.write(_notebook("Leftover"), tmp_path / "docs" / "jupyter_execute" / "leftover.ipynb")
     if (ROOT / "notebooks").is_dir():
-        shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns(".*"))
+        shutil.copytree(
+            ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns(".*")
+        )
     html = build(tmp_path)
     api = (html / "api.html").read_text(encoding="utf-8")
     for name in ("SpatialGP", "log_likelihood", "TLRMatrix", "cholesky"):
@@ -54,7 +74,11 @@ def test_docs_build_without_warnings(tmp_path):
 
 def _notebook(title):
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     cell = nbformat.v4.new_code_cell("print(1)")
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
     nb.cells = [nbformat.v4.new_markdown_cell(f"# {title}\n\nText."), cell]
@@ -80,6 +104,8 @@ def test_tutorials_page_lists_the_notebooks(tmp_path, n_notebooks):
     page = (html / "tutorials.html").read_text(encoding="utf-8")
     for name in names:
         assert f'href="tutorials/{name}.html"' in page
-        assert f"Tutorial {name}" in (html / "tutorials" / f"{name}.html").read_text(encoding="utf-8")
+        assert f"Tutorial {name}" in (html / "tutorials" / f"{name}.html").read_text(
+            encoding="utf-8"
+        )
     assert ("No tutorial notebooks yet" in page) == (not names)
     assert sorted(path.stem for path in (docs / "tutorials").glob("*.ipynb")) == names

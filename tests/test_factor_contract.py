@@ -61,11 +61,11 @@ import numpy as np
 import pytest
 import scipy.linalg
 from scipy.spatial.distance import cdist
+from standin import StandIn
 from threadpoolctl import threadpool_limits
 
 import tlrcore as tlr
 from geostat.solvers import DenseCholesky, TLRFactor
-from standin import StandIn
 from tlrcore.backends import NUMPY
 
 N, TILE, RANGE, NUGGET = 900, 128, 0.1, 1e-2
@@ -114,8 +114,9 @@ def tlr_factor_in_caller_order(p):
     the reversed order) compressed and factored, ``A = P^T L L^T P`` answered in ``A``'s
     order."""
     perm = np.arange(N)[::-1].copy()
-    permuted = tlr.TLRMatrix.from_generator(lambda rows, cols: block(perm[rows], perm[cols]), N, TILE,
-                                            accuracy=p.accuracy)
+    permuted = tlr.TLRMatrix.from_generator(
+        lambda rows, cols: block(perm[rows], perm[cols]), N, TILE, accuracy=p.accuracy
+    )
     return TLRFactor(tlr.cholesky(permuted), perm)
 
 
@@ -124,10 +125,19 @@ FACTORS = [
     ("left-looking", lambda p: tlr.cholesky(p.tlr_matrix)),
     ("right-looking", lambda p: tlr.cholesky(p.tlr_matrix, variant="right")),
     ("tile-pivoted", lambda p: tlr.cholesky(p.tlr_matrix, safeguard="pivot")),
-    ("batched-packed", lambda p: tlr.cholesky(
-        tlr.TLRMatrix.from_generator(p.block, p.n, p.tile, accuracy=p.accuracy, method="batched", backend="numpy"))),
+    (
+        "batched-packed",
+        lambda p: tlr.cholesky(
+            tlr.TLRMatrix.from_generator(
+                p.block, p.n, p.tile, accuracy=p.accuracy, method="batched", backend="numpy"
+            )
+        ),
+    ),
     ("ldl-bunch-kaufman", lambda p: tlr.ldl(p.tlr_matrix)),
-    ("dense-batched-cholesky", lambda p: DenseCholesky.from_factor(tlr.batched.cholesky([p.dense])[0])),
+    (
+        "dense-batched-cholesky",
+        lambda p: DenseCholesky.from_factor(tlr.batched.cholesky([p.dense])[0]),
+    ),
     ("geostat-dense-lapack", lambda p: DenseCholesky(p.dense.copy(), NUMPY, overwrite=True)),
     ("geostat-dense-standin", lambda p: DenseCholesky(p.dense.copy(), StandIn())),
     ("geostat-tlr-permuted", tlr_factor_in_caller_order),
@@ -183,7 +193,9 @@ def problem(request):
     return Problem(request.param)
 
 
-@pytest.fixture(scope="module", params=[factory for _, factory in FACTORS], ids=[name for name, _ in FACTORS])
+@pytest.fixture(
+    scope="module", params=[factory for _, factory in FACTORS], ids=[name for name, _ in FACTORS]
+)
 def factor(request, problem):
     return request.param(problem)
 
@@ -217,7 +229,10 @@ def test_solve_matches_scipy(factor, problem, shape):
     assert isinstance(x, np.ndarray) and x.shape == rhs.shape
     delta = ref.delta(problem.accuracy)
     error = np.linalg.norm((x - exact).reshape(N, -1), axis=0)
-    assert np.all(error <= (delta / (1 - delta) + ref.rounding()) * np.linalg.norm(exact.reshape(N, -1), axis=0))
+    assert np.all(
+        error
+        <= (delta / (1 - delta) + ref.rounding()) * np.linalg.norm(exact.reshape(N, -1), axis=0)
+    )
 
 
 def test_triangular_solves_and_multiply_lower(factor, problem, lower):
@@ -227,7 +242,10 @@ def test_triangular_solves_and_multiply_lower(factor, problem, lower):
     delta = ref.delta(problem.accuracy)
     cond_l = np.sqrt(ref.cond * (1 + delta) / (1 - delta))
     # G = P^T L: G G^T is the matrix the factor represents, A + E.
-    assert np.linalg.norm(lower @ lower.T - ref.dense) <= ref.eta(problem.accuracy) + ref.rounding(1.0) * ref.norm
+    assert (
+        np.linalg.norm(lower @ lower.T - ref.dense)
+        <= ref.eta(problem.accuracy) + ref.rounding(1.0) * ref.norm
+    )
     # a product undone by the solve; G^T = L^T P undoes solve_upper
     Z = np.random.default_rng(1).normal(size=(N, 2))
     back = host(factor, factor.solve_lower(factor.multiply_lower(Z)))
@@ -236,7 +254,9 @@ def test_triangular_solves_and_multiply_lower(factor, problem, lower):
     assert up.shape == Z.shape
     assert np.linalg.norm(lower.T @ up - Z) <= ref.rounding(cond_l) * np.linalg.norm(Z)
     x = host(factor, factor.solve_upper(factor.solve_lower(ref.B)))
-    assert np.linalg.norm(x - host(factor, factor.solve(ref.B))) <= ref.rounding() * np.linalg.norm(x)
+    assert np.linalg.norm(x - host(factor, factor.solve(ref.B))) <= ref.rounding() * np.linalg.norm(
+        x
+    )
     # ||L^{-1} P b||^2 = b^T (A + E)^{-1} b
     y = host(factor, factor.solve_lower(ref.b))
     assert y.shape == (N,)
@@ -261,13 +281,18 @@ def test_to_dense_is_the_matrix_the_factor_represents(factor, problem, lower):
         represented[np.ix_(perm, perm)] = L @ L.T
         # the same L as multiply_lower's, up to the order of the sums
         assert np.linalg.norm(lower[perm] - L) <= ref.rounding(1.0) * np.linalg.norm(L)
-    assert np.linalg.norm(represented - ref.dense) <= ref.eta(problem.accuracy) + ref.rounding(1.0) * ref.norm
+    assert (
+        np.linalg.norm(represented - ref.dense)
+        <= ref.eta(problem.accuracy) + ref.rounding(1.0) * ref.norm
+    )
     # logdet and solve are those of the represented matrix A + E, to rounding
     sign, logdet = np.linalg.slogdet(represented)
     exact = scipy.linalg.solve(represented, ref.B)
     assert sign > 0 and abs(factor.logdet() - logdet) <= np.sqrt(N) * ref.rounding()
     x = host(factor, factor.solve(ref.B))
-    assert np.all(np.linalg.norm(x - exact, axis=0) <= ref.rounding() * np.linalg.norm(exact, axis=0))
+    assert np.all(
+        np.linalg.norm(x - exact, axis=0) <= ref.rounding() * np.linalg.norm(exact, axis=0)
+    )
 
 
 def test_ranks_and_nbytes(factor):
@@ -281,7 +306,9 @@ def test_ranks_and_nbytes(factor):
     assert np.all(lower >= 0) and np.all(lower <= np.minimum.outer(sizes, sizes))
     if n_tiles > 1:
         assert sorted(sizes) == sorted([TILE] * (N // TILE) + [N % TILE])
-        assert 0 < lower.sum() < np.tril(np.minimum.outer(sizes, sizes), -1).sum()  # low rank, not zero
+        assert (
+            0 < lower.sum() < np.tril(np.minimum.outer(sizes, sizes), -1).sum()
+        )  # low rank, not zero
     # the dense diagonal tiles and the U, V factors of the low-rank ones, in float64;
     # a factor may hold more (padding of the packed layout, the D blocks of an LDLᵀ)
     least = 8 * (int(np.sum(sizes**2)) + int(np.sum(lower * np.add.outer(sizes, sizes))))

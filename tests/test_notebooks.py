@@ -29,18 +29,33 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
     notebook = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
     client.execute()
-    errors = [out for cell in notebook.cells if cell.cell_type == "code"
-              for out in cell.get("outputs", []) if out.get("output_type") == "error"]
+    errors = [
+        out
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "error"
+    ]
     assert not errors
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=[p.stem for p in SCRIPTS])
 def test_script_runs(path, tmp_path):
     env = {**os.environ, **ENV}
-    done = subprocess.run([sys.executable, str(path), "--small", "--output", str(tmp_path)], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(path), "--small", "--output", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert any(tmp_path.iterdir()), "the script wrote no result"

@@ -18,4 +18,7 @@ def test_readme_has_python_snippets():
 def test_readme_snippet_runs(index, tmp_path, monkeypatch):
     matplotlib.use("Agg")
     monkeypatch.chdir(tmp_path)
-    exec(compile(SNIPPETS[index], f"README.md snippet {index + 1}", "exec"), {"__name__": "__readme__"})
+    exec(
+        compile(SNIPPETS[index], f"README.md snippet {index + 1}", "exec"),
+        {"__name__": "__readme__"},
+    )

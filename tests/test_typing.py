@@ -43,8 +43,12 @@ def test_packages_ship_py_typed(package):
 @pytest.mark.slow
 def test_mypy_passes_on_the_packages_and_the_public_api_snippet(request, tmp_path):
     if not _installed("pandas-stubs"):
-        pytest.skip("pandas-stubs is not installed (pip install '.[test]'): pandas has no types of its own")
-    pytest.importorskip("xarray", reason="xarray is not installed: the field overloads would be Any")
+        pytest.skip(
+            "pandas-stubs is not installed (pip install '.[test]'): pandas has no types of its own"
+        )
+    pytest.importorskip(
+        "xarray", reason="xarray is not installed: the field overloads would be Any"
+    )
     config = ROOT / "pyproject.toml"
     settings = config.read_text()
     assert "[tool.mypy]" in settings, "pyproject.toml has no [tool.mypy] section"
@@ -54,7 +58,10 @@ def test_mypy_passes_on_the_packages_and_the_public_api_snippet(request, tmp_pat
     # the files of [tool.mypy] are relative to the root
     run = subprocess.run(
         [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(cache)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert run.returncode == 0, f"mypy failed:\n{run.stdout}{run.stderr}"
     assert run.stdout.startswith("Success: no issues found"), run.stdout

@@ -61,7 +61,12 @@ from tlrcore import batched, compress, dense
 from tlrcore._threads import progress
 from tlrcore.cholesky import TLRCholesky, cholesky
 from tlrcore.diagnostics import summary
-from tlrcore.errors import ConsumedMatrixError, FactorizationError, GeneratorError, NotPositiveDefiniteError
+from tlrcore.errors import (
+    ConsumedMatrixError,
+    FactorizationError,
+    GeneratorError,
+    NotPositiveDefiniteError,
+)
 from tlrcore.ldl import TLRLDL, ldl
 from tlrcore.matrix import TLRMatrix
 

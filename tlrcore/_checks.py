@@ -33,8 +33,12 @@ def check_random_state(random_state):
     a ``Generator``; TypeError or ValueError naming it otherwise."""
     if isinstance(random_state, np.random.Generator):
         return random_state
-    if isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state, (int, np.integer)):
-        raise TypeError(f"random_state must be a non-negative integer or a numpy.random.Generator; got {random_state!r}.")
+    if isinstance(random_state, (bool, np.bool_)) or not isinstance(
+        random_state, (int, np.integer)
+    ):
+        raise TypeError(
+            f"random_state must be a non-negative integer or a numpy.random.Generator; got {random_state!r}."
+        )
     if random_state < 0:
         raise ValueError(f"random_state must be a non-negative integer; got {random_state}.")
     return random_state

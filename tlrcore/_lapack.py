@@ -23,7 +23,14 @@ import ctypes
 import numpy as np
 from scipy.linalg import cython_blas, cython_lapack
 
-__all__ = ["gemm_nt", "potrf_lower", "syrk_lower", "trmm_lower_transposed", "trsm_lower", "zero_strict_upper"]
+__all__ = [
+    "gemm_nt",
+    "potrf_lower",
+    "syrk_lower",
+    "trmm_lower_transposed",
+    "trsm_lower",
+    "zero_strict_upper",
+]
 
 _int_p = ctypes.POINTER(ctypes.c_int)
 _double_p = ctypes.POINTER(ctypes.c_double)
@@ -42,15 +49,70 @@ def _function(module, name, *argtypes):
 
 
 _dpotrf = _function(cython_lapack, "dpotrf", _char_p, _int_p, _double_p, _int_p, _int_p)
-_dtrsm = _function(cython_blas, "dtrsm", _char_p, _char_p, _char_p, _char_p, _int_p, _int_p, _double_p, _double_p,
-                   _int_p, _double_p, _int_p)
-_dsyrk = _function(cython_blas, "dsyrk", _char_p, _char_p, _int_p, _int_p, _double_p, _double_p, _int_p, _double_p,
-                   _double_p, _int_p)
-_dgemm = _function(cython_blas, "dgemm", _char_p, _char_p, _int_p, _int_p, _int_p, _double_p, _double_p, _int_p,
-                   _double_p, _int_p, _double_p, _double_p, _int_p)
-_dlaset = _function(cython_lapack, "dlaset", _char_p, _int_p, _int_p, _double_p, _double_p, _double_p, _int_p)
-_dtrmm = _function(cython_blas, "dtrmm", _char_p, _char_p, _char_p, _char_p, _int_p, _int_p, _double_p, _double_p,
-                   _int_p, _double_p, _int_p)
+_dtrsm = _function(
+    cython_blas,
+    "dtrsm",
+    _char_p,
+    _char_p,
+    _char_p,
+    _char_p,
+    _int_p,
+    _int_p,
+    _double_p,
+    _double_p,
+    _int_p,
+    _double_p,
+    _int_p,
+)
+_dsyrk = _function(
+    cython_blas,
+    "dsyrk",
+    _char_p,
+    _char_p,
+    _int_p,
+    _int_p,
+    _double_p,
+    _double_p,
+    _int_p,
+    _double_p,
+    _double_p,
+    _int_p,
+)
+_dgemm = _function(
+    cython_blas,
+    "dgemm",
+    _char_p,
+    _char_p,
+    _int_p,
+    _int_p,
+    _int_p,
+    _double_p,
+    _double_p,
+    _int_p,
+    _double_p,
+    _int_p,
+    _double_p,
+    _double_p,
+    _int_p,
+)
+_dlaset = _function(
+    cython_lapack, "dlaset", _char_p, _int_p, _int_p, _double_p, _double_p, _double_p, _int_p
+)
+_dtrmm = _function(
+    cython_blas,
+    "dtrmm",
+    _char_p,
+    _char_p,
+    _char_p,
+    _char_p,
+    _int_p,
+    _int_p,
+    _double_p,
+    _double_p,
+    _int_p,
+    _double_p,
+    _int_p,
+)
 
 
 def _column_major(a):
@@ -60,15 +122,24 @@ def _column_major(a):
     if a.size == 0:
         return True
     unit_rows = rows <= 1 or a.strides[0] == a.itemsize
-    return unit_rows and (cols <= 1 or (a.strides[1] % a.itemsize == 0 and a.strides[1] >= a.itemsize * rows))
+    return unit_rows and (
+        cols <= 1 or (a.strides[1] % a.itemsize == 0 and a.strides[1] >= a.itemsize * rows)
+    )
 
 
 def _fortran(a, name, writeable=False):
     """The pointer to the column-major float64 matrix `a` (Fortran-ordered, or a block of
     such an array) and its leading dimension."""
-    if a.dtype != np.float64 or a.ndim != 2 or not _column_major(a) or (writeable and not a.flags.writeable):
-        raise ValueError(f"{name} must be a {'writeable ' if writeable else ''}Fortran-ordered 2-D float64 array "
-                         "or a block of one.")
+    if (
+        a.dtype != np.float64
+        or a.ndim != 2
+        or not _column_major(a)
+        or (writeable and not a.flags.writeable)
+    ):
+        raise ValueError(
+            f"{name} must be a {'writeable ' if writeable else ''}Fortran-ordered 2-D float64 array "
+            "or a block of one."
+        )
     lda = a.strides[1] // a.itemsize if a.shape[1] > 1 else a.shape[0]
     return a.ctypes.data_as(_double_p), ctypes.byref(ctypes.c_int(max(1, lda)))
 
@@ -148,9 +219,16 @@ def trsm_lower(L, B, trans=False, right=False):
     B : ndarray
     """
     axis = 1 if right else 0
-    if L.ndim != 2 or L.shape[0] != L.shape[1] or B.ndim not in (1, 2) or B.shape[axis] != L.shape[0]:
-        raise ValueError(f"L must be square and B have as many {'columns' if right else 'rows'}; got shapes "
-                         f"{L.shape} and {B.shape}.")
+    if (
+        L.ndim != 2
+        or L.shape[0] != L.shape[1]
+        or B.ndim not in (1, 2)
+        or B.shape[axis] != L.shape[0]
+    ):
+        raise ValueError(
+            f"L must be square and B have as many {'columns' if right else 'rows'}; got shapes "
+            f"{L.shape} and {B.shape}."
+        )
     if B.size == 0:
         return B
     uplo, transposed = b"L", bool(trans)
@@ -161,8 +239,19 @@ def trsm_lower(L, B, trans=False, right=False):
     if not _column_major(work) and work.flags.c_contiguous:
         work, right, transposed = work.T, not right, not transposed
     b, ldb = _fortran(work, "B", writeable=True)
-    _dtrsm(b"R" if right else b"L", uplo, b"T" if transposed else b"N", b"N", _int(work.shape[0]),
-           _int(work.shape[1]), _double(1.0), a, lda, b, ldb)
+    _dtrsm(
+        b"R" if right else b"L",
+        uplo,
+        b"T" if transposed else b"N",
+        b"N",
+        _int(work.shape[0]),
+        _int(work.shape[1]),
+        _double(1.0),
+        a,
+        lda,
+        b,
+        ldb,
+    )
     return B
 
 
@@ -181,11 +270,15 @@ def trmm_lower_transposed(L, B):
     B : ndarray
     """
     if L.ndim != 2 or L.shape[0] != L.shape[1] or B.ndim != 2 or B.shape[0] != L.shape[0]:
-        raise ValueError(f"L must be square and B have as many rows; got shapes {L.shape} and {B.shape}.")
+        raise ValueError(
+            f"L must be square and B have as many rows; got shapes {L.shape} and {B.shape}."
+        )
     a, lda = _fortran(L, "L")
     b, ldb = _fortran(B, "B", writeable=True)
     if B.size:
-        _dtrmm(b"L", b"L", b"T", b"N", _int(B.shape[0]), _int(B.shape[1]), _double(1.0), a, lda, b, ldb)
+        _dtrmm(
+            b"L", b"L", b"T", b"N", _int(B.shape[0]), _int(B.shape[1]), _double(1.0), a, lda, b, ldb
+        )
     return B
 
 
@@ -205,13 +298,28 @@ def gemm_nt(alpha, A, B, beta, C):
     C : ndarray
     """
     if A.shape[1] != B.shape[1] or C.shape != (A.shape[0], B.shape[0]):
-        raise ValueError(f"C must be {A.shape[0]} x {B.shape[0]} for A {A.shape} and B {B.shape}; got {C.shape}.")
+        raise ValueError(
+            f"C must be {A.shape[0]} x {B.shape[0]} for A {A.shape} and B {B.shape}; got {C.shape}."
+        )
     a, lda = _fortran(A, "A")
     b, ldb = _fortran(B, "B")
     c, ldc = _fortran(C, "C", writeable=True)
     if C.size:
-        _dgemm(b"N", b"T", _int(C.shape[0]), _int(C.shape[1]), _int(A.shape[1]), _double(alpha), a, lda, b, ldb,
-               _double(beta), c, ldc)
+        _dgemm(
+            b"N",
+            b"T",
+            _int(C.shape[0]),
+            _int(C.shape[1]),
+            _int(A.shape[1]),
+            _double(alpha),
+            a,
+            lda,
+            b,
+            ldb,
+            _double(beta),
+            c,
+            ldc,
+        )
     return C
 
 
@@ -229,9 +337,22 @@ def syrk_lower(alpha, W, beta, C):
     C : ndarray
     """
     if C.shape != (W.shape[0], W.shape[0]):
-        raise ValueError(f"C must be {W.shape[0]} x {W.shape[0]} for W of shape {W.shape}; got {C.shape}.")
+        raise ValueError(
+            f"C must be {W.shape[0]} x {W.shape[0]} for W of shape {W.shape}; got {C.shape}."
+        )
     w, ldw = _fortran(W, "W")
     c, ldc = _fortran(C, "C", writeable=True)
     if C.size:
-        _dsyrk(b"L", b"N", _int(C.shape[0]), _int(W.shape[1]), _double(alpha), w, ldw, _double(beta), c, ldc)
+        _dsyrk(
+            b"L",
+            b"N",
+            _int(C.shape[0]),
+            _int(W.shape[1]),
+            _double(alpha),
+            w,
+            ldw,
+            _double(beta),
+            c,
+            ldc,
+        )
     return C

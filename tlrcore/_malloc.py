@@ -126,7 +126,9 @@ def _pin():
         return False
     try:
         libc = ctypes.CDLL(None)
-        return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(libc.mallopt(_M_TOP_PAD, TOP_PAD))
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
+            libc.mallopt(_M_TOP_PAD, TOP_PAD)
+        )
     except (OSError, AttributeError):  # a C library without mallopt (musl)
         return False
 

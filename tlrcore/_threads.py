@@ -26,9 +26,10 @@ import functools
 import os
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
-from typing import Callable, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
@@ -92,7 +93,7 @@ def tile_pool(count):
     concurrent.futures.ThreadPoolExecutor or None
         None when ``count <= 1``: the work then runs in the calling thread.
     """
-    with tile_work(), (_executor(count) if count > 1 else nullcontext()) as pool:
+    with tile_work(), _executor(count) if count > 1 else nullcontext() as pool:
         yield pool
 
 
@@ -216,7 +217,10 @@ def by_column_chunks(func, X):
     """
     if X.ndim == 1 or X.shape[1] <= RHS_CHUNK:
         return func(np.array(X, order="C"))
-    chunks = [np.array(X[:, first : first + RHS_CHUNK], order="C") for first in range(0, X.shape[1], RHS_CHUNK)]
+    chunks = [
+        np.array(X[:, first : first + RHS_CHUNK], order="C")
+        for first in range(0, X.shape[1], RHS_CHUNK)
+    ]
     with tile_pool(workers()) as pool:
         return np.hstack(list(runner(pool)(func, chunks)))
 
@@ -230,7 +234,10 @@ def start_by_work(pool, func, items, work):
     """
     if pool is None:
         return lambda: [func(item) for item in items]
-    futures = {pos: pool.submit(func, items[pos]) for pos in sorted(range(len(items)), key=lambda pos: -work[pos])}
+    futures = {
+        pos: pool.submit(func, items[pos])
+        for pos in sorted(range(len(items)), key=lambda pos: -work[pos])
+    }
     return lambda: [futures[pos].result() for pos in range(len(items))]
 
 
@@ -317,8 +324,16 @@ def column_progress(total, description, unit="col"):
         return _NO_PROGRESS
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=description, unit=unit, delay=PROGRESS_DELAY, leave=False, file=sys.stderr,
-                mininterval=0.5, **terminal_width(sys.stderr))
+    return tqdm(
+        total=total,
+        desc=description,
+        unit=unit,
+        delay=PROGRESS_DELAY,
+        leave=False,
+        file=sys.stderr,
+        mininterval=0.5,
+        **terminal_width(sys.stderr),
+    )
 
 
 def terminal_width(stream):

@@ -6,7 +6,8 @@ in the tests, ``tests/test_typing.py``): no function looks at them at run time.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal, TypeAlias, Union
+from collections.abc import Callable
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -34,13 +35,13 @@ BackendArray: TypeAlias = Any
 #: return an array of the matrix's back end.
 BlockGenerator: TypeAlias = Callable[[NDArray[np.intp], NDArray[np.intp]], ArrayLike]
 #: A seed: a non-negative integer or a NumPy ``Generator``.
-Seed: TypeAlias = Union[int, np.integer, np.random.Generator]
+Seed: TypeAlias = int | np.integer | np.random.Generator
 #: Pivoting of a dense LDLᵀ: Bunch–Kaufman or rook.
 Pivoting: TypeAlias = Literal["bk", "rook"]
 #: Safeguards of :func:`tlrcore.cholesky`: None, a name (``"compensate"``, ``"compensate-block"``, ``"shift"``, ``"schur"``, ``"modified"``,
 #: ``"pivot"``), a ``"+"``-joined combination, or a collection of names.
-SafeguardSpec: TypeAlias = Union[str, list[str], tuple[str, ...], set[str], frozenset[str], None]
+SafeguardSpec: TypeAlias = str | list[str] | tuple[str, ...] | set[str] | frozenset[str] | None
 #: The variable-size form of a batch: a list or tuple of 2-D arrays (NumPy or of the back end).
-BatchList: TypeAlias = Union[list[Any], tuple[Any, ...]]
+BatchList: TypeAlias = list[Any] | tuple[Any, ...]
 #: How a batched kernel stacks a variable-size batch (:mod:`tlrcore.batched`).
 Strategy: TypeAlias = Literal["auto", "group", "pad"]

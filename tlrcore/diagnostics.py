@@ -15,7 +15,10 @@ __all__ = ["summary"]
 
 
 def summary(
-    A: TLRMatrix, block: BlockGenerator | None = None, n_probe_tiles: int = 16, random_state: Seed = 0
+    A: TLRMatrix,
+    block: BlockGenerator | None = None,
+    n_probe_tiles: int = 16,
+    random_state: Seed = 0,
 ) -> dict[str, float]:
     """Memory, rank statistics and (optionally) an estimate of the achieved error.
 
@@ -79,10 +82,14 @@ def summary(
         i, j = pairs[k]
         rows = np.arange(A.offsets[i], A.offsets[i + 1])
         cols = np.arange(A.offsets[j], A.offsets[j + 1])
-        exact = check_block_output(block(rows, cols), (rows.size, cols.size), f"block (tile {(i, j)})")
+        exact = check_block_output(
+            block(rows, cols), (rows.size, cols.size), f"block (tile {(i, j)})"
+        )
         err_sq += float(np.sum((exact - A.U[i, j] @ A.V[i, j].T) ** 2))
     total_sq = 2.0 * err_sq * len(pairs) / len(chosen)
     norm = A.frobenius_norm()
-    out["estimated_error"] = math.sqrt(total_sq) / norm if norm > 0 else (0.0 if total_sq == 0 else math.inf)
+    out["estimated_error"] = (
+        math.sqrt(total_sq) / norm if norm > 0 else (0.0 if total_sq == 0 else math.inf)
+    )
     out["probed_tiles"] = int(len(chosen))
     return out

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ConsumedMatrixError", "FactorizationError", "GeneratorError", "NotPositiveDefiniteError"]
+__all__ = [
+    "ConsumedMatrixError",
+    "FactorizationError",
+    "GeneratorError",
+    "NotPositiveDefiniteError",
+]
 
 
 class NotPositiveDefiniteError(np.linalg.LinAlgError):

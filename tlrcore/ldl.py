@@ -51,8 +51,8 @@ from numpy.typing import ArrayLike
 from scipy.linalg import solve_triangular
 
 from tlrcore._checks import check_accuracy, check_int, check_random_state
-from tlrcore._typing import FloatArray, IntArray, Pivoting, Seed
 from tlrcore._threads import column_progress, start_by_work, tile_pool, tile_seeds, workers
+from tlrcore._typing import FloatArray, IntArray, Pivoting, Seed
 from tlrcore.cholesky._steps import BlockDiagonal, TileFactor, ara_work, stack
 from tlrcore.compress import ara_compress
 from tlrcore.dense import ldl as dense_ldl
@@ -114,12 +114,16 @@ class TLRLDL(TileFactor):
         super().__init__(diagonal, U, V, offsets, tolerance)
         self.d, self.perms = d, perms
         self.pivoting = pivoting
-        self._blocks: list[tuple[FloatArray, FloatArray, IntArray, FloatArray]] = [_blocks_of(D) for D in d]
+        self._blocks: list[tuple[FloatArray, FloatArray, IntArray, FloatArray]] = [
+            _blocks_of(D) for D in d
+        ]
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the factor (diagonal tiles, ``D`` blocks, perms, low-rank tiles)."""
-        dense = sum(Lk.nbytes + Dk.nbytes + p.nbytes for Lk, Dk, p in zip(self.diagonal, self.d, self.perms))
+        dense = sum(
+            Lk.nbytes + Dk.nbytes + p.nbytes for Lk, Dk, p in zip(self.diagonal, self.d, self.perms)
+        )
         return dense + sum(U.nbytes + V.nbytes for U, V in zip(self.U.values(), self.V.values()))
 
     def eigenvalues_d(self) -> FloatArray:
@@ -156,8 +160,13 @@ class TLRLDL(TileFactor):
             rows = self.tile(k)
             for j in range(k):
                 x[rows] -= self.U[k, j] @ (self.V[k, j].T @ x[self.tile(j)])
-            x[rows] = solve_triangular(self.diagonal[k], x[rows][self.perms[k]], lower=True, unit_diagonal=True,
-                                       check_finite=False)
+            x[rows] = solve_triangular(
+                self.diagonal[k],
+                x[rows][self.perms[k]],
+                lower=True,
+                unit_diagonal=True,
+                check_finite=False,
+            )
         return x
 
     def _solve_upper(self, x):
@@ -166,8 +175,14 @@ class TLRLDL(TileFactor):
             rows = self.tile(k)
             for i in range(k + 1, self.n_tiles):
                 x[rows] -= self.V[i, k] @ (self.U[i, k].T @ x[self.tile(i)])
-            y = solve_triangular(self.diagonal[k], x[rows], lower=True, trans="T", unit_diagonal=True,
-                                 check_finite=False)
+            y = solve_triangular(
+                self.diagonal[k],
+                x[rows],
+                lower=True,
+                trans="T",
+                unit_diagonal=True,
+                check_finite=False,
+            )
             x[self.offsets[k] + self.perms[k]] = y
         return x
 
@@ -275,7 +290,11 @@ def ldl(
     check_choice(pivoting, "pivoting", PIVOTING)
     block_size = check_int(block_size, "block_size", 1)
     random_state = check_random_state(random_state)
-    tolerance = A.tolerance if accuracy is None else check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
+    tolerance = (
+        A.tolerance
+        if accuracy is None
+        else check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
+    )
     factor = _left_looking(A, tolerance, pivoting, block_size, random_state)
     logger.debug("TLR LDL^T (pivoting=%s): %r", pivoting, factor)
     return factor
@@ -311,14 +330,24 @@ def _left_looking(A, tolerance, pivoting, block_size, random_state):
                     return Va @ (Ua.T @ Y) - Uk @ (Mik.T @ (Ui.T @ Y))
 
                 shape = (Ua.shape[0], Va.shape[0])
-                Ut, Vt = ara_compress(matmat, rmatmat, shape, tolerance, block_size=block_size,
-                                      rng=np.random.default_rng(seeds[i, k]))
+                Ut, Vt = ara_compress(
+                    matmat,
+                    rmatmat,
+                    shape,
+                    tolerance,
+                    block_size=block_size,
+                    rng=np.random.default_rng(seeds[i, k]),
+                )
                 # L(i, k) = U V^T (P_k^T L_k)^{-T} D_k^{-1} = U (D_k^{-1} L_k^{-1} P_k V)^T.
-                Vt = solve_triangular(Lk, Vt[pk], lower=True, unit_diagonal=True, check_finite=False)
+                Vt = solve_triangular(
+                    Lk, Vt[pk], lower=True, unit_diagonal=True, check_finite=False
+                )
                 return Ut, _solve_d(*blocks[k], Vt)
 
             rest = list(range(k + 1, n_t))
-            updated = start_by_work(pool, update, rest, [ara_work(A, U, i, k, block_size) for i in rest])()
+            updated = start_by_work(
+                pool, update, rest, [ara_work(A, U, i, k, block_size) for i in rest]
+            )()
             for i, (Ut, Vt) in zip(rest, updated):
                 U[i, k], V[i, k] = Ut, Vt
             counter.update()

@@ -215,18 +215,44 @@ class TLRMatrix:
         if method is None:
             method = "batched" if backend.batched_by_default else generator_method(block)
         if method not in (*COMPRESSORS, "batched"):
-            raise ValueError(f"method={method!r} is not one of {sorted([*COMPRESSORS, 'batched'])}.")
+            raise ValueError(
+                f"method={method!r} is not one of {sorted([*COMPRESSORS, 'batched'])}."
+            )
         if method != "batched" and backend.batched_by_default:
-            raise ValueError(f"backend={backend.name!r} builds tiles with method='batched' only; got {method!r}.")
+            raise ValueError(
+                f"backend={backend.name!r} builds tiles with method='batched' only; got {method!r}."
+            )
         pin_mmap_threshold()
         rng = np.random.default_rng(check_random_state(random_state))
         if method == "batched":
-            packed, tolerance, errors = build_packed(GeneratorOutput(block, backend, GeneratorError), n, tile_size,
-                                                     accuracy, backend, rng, max_rank=max_rank)
+            packed, tolerance, errors = build_packed(
+                GeneratorOutput(block, backend, GeneratorError),
+                n,
+                tile_size,
+                accuracy,
+                backend,
+                rng,
+                max_rank=max_rank,
+            )
             diagonal, U, V = packed.views()
-            matrix = cls(diagonal, U, V, packed.offsets, accuracy, tolerance, backend, packed, tile_errors=errors)
-            logger.debug("TLR matrix (batched) n=%d tiles=%d tolerance=%.3g memory %.1f MB", n, matrix.n_tiles,
-                        tolerance, matrix.nbytes / 1e6)
+            matrix = cls(
+                diagonal,
+                U,
+                V,
+                packed.offsets,
+                accuracy,
+                tolerance,
+                backend,
+                packed,
+                tile_errors=errors,
+            )
+            logger.debug(
+                "TLR matrix (batched) n=%d tiles=%d tolerance=%.3g memory %.1f MB",
+                n,
+                matrix.n_tiles,
+                tolerance,
+                matrix.nbytes / 1e6,
+            )
             return matrix
         checked = CheckedBlock(block)
         offsets = np.append(np.arange(0, n, tile_size), n)
@@ -235,9 +261,16 @@ class TLRMatrix:
         pairs = [(i, j) for i in range(n_tiles) for j in range(i)]
         seeds = rng.integers(0, 2**63 - 1, size=len(pairs))
         # Worker processes, if any, are forked before the first tile (column_compressor)
-        compressor = (column_compressor(block, offsets, max_rank,
-                                        lambda j, tolerance: compress_column(checked, tiles, j, tolerance, max_rank))
-                      if method == "aca" else contextlib.nullcontext())
+        compressor = (
+            column_compressor(
+                block,
+                offsets,
+                max_rank,
+                lambda j, tolerance: compress_column(checked, tiles, j, tolerance, max_rank),
+            )
+            if method == "aca"
+            else contextlib.nullcontext()
+        )
         with compressor as compress, tile_pool(workers()) as pool:
             run = runner(pool)
 
@@ -263,17 +296,25 @@ class TLRMatrix:
                         counter.update()
                         return column
 
-                    columns = map_by_work(run, compress_and_count, range(n_tiles),
-                                          [n_tiles - j for j in range(n_tiles)])
+                    columns = map_by_work(
+                        run,
+                        compress_and_count,
+                        range(n_tiles),
+                        [n_tiles - j for j in range(n_tiles)],
+                    )
                 factors = [columns[j][i - j - 1] for i, j in pairs]
             else:
 
                 def compress(pair_seed):
                     (i, j), seed = pair_seed
-                    return compress_tile(checked, tiles[i], tiles[j], (i, j), tolerance, method, max_rank, seed)
+                    return compress_tile(
+                        checked, tiles[i], tiles[j], (i, j), tolerance, method, max_rank, seed
+                    )
 
                 with column_progress(n_tiles, "TLR compression", unit="row") as counter:
-                    factors = list(by_rows(run(compress, zip(pairs, seeds)), range(n_tiles), counter))
+                    factors = list(
+                        by_rows(run(compress, zip(pairs, seeds)), range(n_tiles), counter)
+                    )
         U = {pair: f[0] for pair, f in zip(pairs, factors)}
         V = {pair: f[1] for pair, f in zip(pairs, factors)}
         errors = np.zeros((n_tiles, n_tiles))
@@ -282,7 +323,11 @@ class TLRMatrix:
         matrix = cls(diagonal, U, V, offsets, accuracy, tolerance, backend, tile_errors=errors)
         logger.debug(
             "TLR matrix n=%d tiles=%d tolerance=%.3g mean rank=%.1f memory %.1f MB",
-            n, n_tiles, tolerance, matrix.mean_rank, matrix.nbytes / 1e6,
+            n,
+            n_tiles,
+            tolerance,
+            matrix.mean_rank,
+            matrix.nbytes / 1e6,
         )
         return matrix
 
@@ -361,12 +406,21 @@ class TLRMatrix:
         """
         self._check_usable()
         if self.packed is not None:
-            raise ValueError("shared() works on matrices in the tile layout; this one is packed (built with "
-                             "method='batched'), whose factorization may overwrite its tiles: copy it instead.")
+            raise ValueError(
+                "shared() works on matrices in the tile layout; this one is packed (built with "
+                "method='batched'), whose factorization may overwrite its tiles: copy it instead."
+            )
         self._diagonal_shared = True
-        view = type(self)([_read_only(D) for D in self.diagonal], {key: _read_only(U) for key, U in self.U.items()},
-                          {key: _read_only(V) for key, V in self.V.items()}, self.offsets, self.accuracy,
-                          self.tolerance, self.backend, tile_errors=self.tile_errors)
+        view = type(self)(
+            [_read_only(D) for D in self.diagonal],
+            {key: _read_only(U) for key, U in self.U.items()},
+            {key: _read_only(V) for key, V in self.V.items()},
+            self.offsets,
+            self.accuracy,
+            self.tolerance,
+            self.backend,
+            tile_errors=self.tile_errors,
+        )
         view.truncation_error = self.truncation_error
         return view
 
@@ -410,27 +464,42 @@ class TLRMatrix:
         """
         accuracy = check_accuracy(accuracy)
         if accuracy < self.accuracy:
-            raise ValueError(f"accuracy must be at least the matrix's own, {self.accuracy:g} (truncation only "
-                             f"coarsens); got {accuracy:g}.")
+            raise ValueError(
+                f"accuracy must be at least the matrix's own, {self.accuracy:g} (truncation only "
+                f"coarsens); got {accuracy:g}."
+            )
         if self.backend.name != NUMPY.name:
-            raise ValueError(f"truncated() works on NumPy matrices; this one is on {self.backend.name!r}: build "
-                             "again at the coarser accuracy instead.")
+            raise ValueError(
+                f"truncated() works on NumPy matrices; this one is on {self.backend.name!r}: build "
+                "again at the coarser accuracy instead."
+            )
         self._check_usable()
         tolerance = self.tolerance * (accuracy / self.accuracy)
         budget = tolerance - self.tolerance
         pairs = list(self.U)
         with tile_pool(workers()) as pool:
-            factors = list(runner(pool)(lambda pair: recompress(self.U[pair], self.V[pair], budget), pairs))
+            factors = list(
+                runner(pool)(lambda pair: recompress(self.U[pair], self.V[pair], budget), pairs)
+            )
         errors = None
         if self.tile_errors is not None:
             errors = np.array(self.tile_errors, dtype=np.float64)
             for (i, j), f in zip(pairs, factors):
                 errors[i, j] = errors[j, i] = errors[i, j] + f.dropped
-        diagonal = [np.array(D) if self.packed is not None else _read_only(D) for D in self.diagonal]
+        diagonal = [
+            np.array(D) if self.packed is not None else _read_only(D) for D in self.diagonal
+        ]
         self._diagonal_shared = self._diagonal_shared or self.packed is None
-        copy = type(self)(diagonal, {pair: f[0] for pair, f in zip(pairs, factors)},
-                          {pair: f[1] for pair, f in zip(pairs, factors)}, self.offsets, accuracy, tolerance,
-                          self.backend, tile_errors=errors)
+        copy = type(self)(
+            diagonal,
+            {pair: f[0] for pair, f in zip(pairs, factors)},
+            {pair: f[1] for pair, f in zip(pairs, factors)},
+            self.offsets,
+            accuracy,
+            tolerance,
+            self.backend,
+            tile_errors=errors,
+        )
         copy.truncation_error = math.sqrt(2.0 * math.fsum(f.dropped_frobenius**2 for f in factors))
         return copy
 
@@ -488,7 +557,9 @@ class TLRMatrix:
         if self.packed is not None:
             return self.packed
         if self._packed_copy is None:
-            self._packed_copy = PackedTiles.from_tiles(self.backend, self.diagonal, self.U, self.V, self.offsets)
+            self._packed_copy = PackedTiles.from_tiles(
+                self.backend, self.diagonal, self.U, self.V, self.offsets
+            )
         return self._packed_copy
 
     @property
@@ -537,7 +608,9 @@ class TLRMatrix:
             return self.packed.symmetric_matmul(check_operand(x, self.n, "x", self.backend.xp))
         x = check_operand(x, self.n, "x")
         y = np.empty_like(x)
-        terms: list[list[tuple[int, BackendArray, BackendArray]]] = [[] for _ in range(self.n_tiles)]
+        terms: list[list[tuple[int, BackendArray, BackendArray]]] = [
+            [] for _ in range(self.n_tiles)
+        ]
         # (j, left, right): left @ right^T @ x_j joins row tile i
         for (i, j), U in self.U.items():
             terms[i].append((j, U, self.V[i, j]))

@@ -35,7 +35,14 @@ from geostat.cli.predict import run_predict
 __all__ = ["main"]
 
 #: The library's documented error types (misuse, files, memory, numerical failure): bad input, exit 2.
-INPUT_ERRORS = (ValueError, TypeError, MemoryError, OSError, np.linalg.LinAlgError, NotImplementedError)
+INPUT_ERRORS = (
+    ValueError,
+    TypeError,
+    MemoryError,
+    OSError,
+    np.linalg.LinAlgError,
+    NotImplementedError,
+)
 
 
 def main(argv=None):
@@ -49,7 +56,9 @@ def main(argv=None):
             from geostat.optimize.progress import log_to_stderr
 
             log_handler = log_to_stderr()
-        report = {"fit": run_fit, "predict": run_predict, "cv": run_cv, "datasets": list_datasets}[args.command](args)
+        report = {"fit": run_fit, "predict": run_predict, "cv": run_cv, "datasets": list_datasets}[
+            args.command
+        ](args)
         sys.stdout.write(report + "\n")
         return 0
     except INPUT_ERRORS as exc:
@@ -57,7 +66,10 @@ def main(argv=None):
     except KeyboardInterrupt:
         return fail("interrupted", 130)
     except Exception as exc:
-        return fail(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} (please report this)", 1)
+        return fail(
+            f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} (please report this)",
+            1,
+        )
     finally:
         if log_handler is not None:
             log_handler.remove()
@@ -76,7 +88,6 @@ def list_datasets(args):
         info = datasets.info(name)
         rows.append(f"{name:<26}{info['n']:>8}  {info['description']}")
     return "\n".join(rows)
-
 
 
 if __name__ == "__main__":

@@ -21,8 +21,14 @@ from geostat.validation import SCORES, cross_validate
 __all__ = ["run_cv", "score_table"]
 
 #: What each score is ideally (a calibrated model), or how it compares, for the table.
-IDEAL = {"crps": "lower is better", "log_score": "lower is better", "rmse": "lower is better",
-         "mae": "lower is better", "standardized_mean": "0", "standardized_std": "1"}
+IDEAL = {
+    "crps": "lower is better",
+    "log_score": "lower is better",
+    "rmse": "lower is better",
+    "mae": "lower is better",
+    "standardized_mean": "0",
+    "standardized_std": "1",
+}
 
 
 def run_cv(args):
@@ -36,16 +42,22 @@ def run_cv(args):
     start = time.perf_counter()
     check_outputs([("--output", args.output)], [("model file", args.model)], args.force)
     if args.output and Path(args.output).suffix.lower() != ".csv":
-        raise ValueError(f"--output {args.output}: the per-observation results are a table; give a file name ending "
-                         "in .csv")
+        raise ValueError(
+            f"--output {args.output}: the per-observation results are a table; give a file name ending "
+            "in .csv"
+        )
     level = check_level(args.level)  # before any work
     if args.refit and args.cv == "loo":
-        raise ValueError("--refit refits the model on each training fold of K-fold cross-validation; add --cv K "
-                         "(e.g. --cv 5), or drop --refit for leave-one-out")
+        raise ValueError(
+            "--refit refits the model on each training fold of K-fold cross-validation; add --cv K "
+            "(e.g. --cv 5), or drop --refit for leave-one-out"
+        )
     model = load_model(Path(args.model), args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = cross_validate(model, cv=args.cv, level=level, refit=args.refit, random_state=args.seed)
+        result = cross_validate(
+            model, cv=args.cv, level=level, refit=args.refit, random_state=args.seed
+        )
     lines = [score_table(result, args.model, model, time.perf_counter() - start)]
     lines += [f"warning: {message}" for message in dict.fromkeys(str(w.message) for w in caught)]
     if args.output:
@@ -57,8 +69,11 @@ def run_cv(args):
 def score_table(result, source, model, elapsed):
     """The report of ``geostat cv``: what was held out, then one row per score."""
     attrs = result.attrs
-    scheme = "leave-one-out" if attrs["cv"] == "loo" else f"{attrs['cv']} folds" + (
-        ", refitted on each" if attrs["refit"] else "")
+    scheme = (
+        "leave-one-out"
+        if attrs["cv"] == "loo"
+        else f"{attrs['cv']} folds" + (", refitted on each" if attrs["refit"] else "")
+    )
     lines = [
         f"geostat cv: {source}  ({scheme}; {len(result)} observations at {result['site'].nunique()} sites; "
         f"method {model.method_})",
@@ -70,9 +85,15 @@ def score_table(result, source, model, elapsed):
         label = f"coverage ({attrs['level']:.0%})" if name == "coverage" else name
         lines.append(f"{label:<20}{attrs['scores'][name]:>14.6g}  {ideal}")
     transform = model._transform().name
-    units = ("rmse, mae and crps are in the units of the observations" if transform == "identity" else
-             f"rmse and mae are in the units of the observations, crps on the {transform} scale the model was "
-             f"fitted on (as the standardized residuals and the coverage)")
-    lines += ["", f"{units}; log_score is the mean negative log predictive density of the observations",
-              f"wall time {elapsed:.2f} s"]
+    units = (
+        "rmse, mae and crps are in the units of the observations"
+        if transform == "identity"
+        else f"rmse and mae are in the units of the observations, crps on the {transform} scale the model was "
+        f"fitted on (as the standardized residuals and the coverage)"
+    )
+    lines += [
+        "",
+        f"{units}; log_score is the mean negative log predictive density of the observations",
+        f"wall time {elapsed:.2f} s",
+    ]
     return "\n".join(lines)

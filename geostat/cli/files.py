@@ -24,12 +24,41 @@ import pandas as pd
 from geostat._version import DISTRIBUTION
 from geostat.data.atomic import atomic_path, atomic_write_text
 
-__all__ = ["FALLBACK_ENCODING", "FIELD_SUFFIXES", "MAX_SAMPLE_COLUMNS", "MAX_SAMPLE_VALUES", "OUTPUT_SUFFIXES",
-           "appended_history", "check_input", "check_outputs", "is_field", "open_field", "read_csv", "separator",
-           "strict_json", "warn", "write_json", "write_predictions", "written_path", "xarray_module"]
+__all__ = [
+    "FALLBACK_ENCODING",
+    "FIELD_SUFFIXES",
+    "MAX_SAMPLE_COLUMNS",
+    "MAX_SAMPLE_VALUES",
+    "OUTPUT_SUFFIXES",
+    "appended_history",
+    "check_input",
+    "check_outputs",
+    "is_field",
+    "open_field",
+    "read_csv",
+    "separator",
+    "strict_json",
+    "warn",
+    "write_json",
+    "write_predictions",
+    "written_path",
+    "xarray_module",
+]
 
 #: File name endings read with xarray (as NetCDF and the like); any other file is read as CSV.
-FIELD_SUFFIXES = (".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5", ".zarr", ".grib", ".grib2", ".grb", ".grb2")
+FIELD_SUFFIXES = (
+    ".nc",
+    ".nc4",
+    ".netcdf",
+    ".cdf",
+    ".h5",
+    ".hdf5",
+    ".zarr",
+    ".grib",
+    ".grib2",
+    ".grb",
+    ".grb2",
+)
 #: File name endings ``geostat predict`` writes.
 OUTPUT_SUFFIXES = (".csv", ".nc")
 #: The most simulated values (sites or cells × replicates × samples) one ``geostat predict`` writes.
@@ -63,8 +92,10 @@ def check_input(path, what="a CSV file"):
         if not is_field(path):
             raise ValueError(f"{path} is a folder; give {what}")
     elif not path.is_file():
-        raise ValueError(f"{path} is not a regular file (a pipe, device or socket); save the data to a file and "
-                         f"give {what}")
+        raise ValueError(
+            f"{path} is not a regular file (a pipe, device or socket); save the data to a file and "
+            f"give {what}"
+        )
 
 
 def read_csv(path, sep=",", encoding=None):
@@ -93,12 +124,18 @@ def read_csv(path, sep=",", encoding=None):
         return _parse_csv(path, sep, encoding or "utf-8")
     except UnicodeDecodeError as exc:
         if encoding is not None:
-            raise ValueError(f"{path} is not {encoding} text (byte {exc.object[exc.start]:#04x} cannot be decoded); "
-                             "give its encoding with --encoding") from None
+            raise ValueError(
+                f"{path} is not {encoding} text (byte {exc.object[exc.start]:#04x} cannot be decoded); "
+                "give its encoding with --encoding"
+            ) from None
         if _looks_binary(path):
-            raise ValueError(f"{path} is not a text CSV file (it holds binary data, e.g. compressed, an image or "
-                             "UTF-16); give a CSV file with a header row") from None
-    warn(f"{path} is not UTF-8 text; read as {FALLBACK_ENCODING} (give --encoding to choose another encoding)")
+            raise ValueError(
+                f"{path} is not a text CSV file (it holds binary data, e.g. compressed, an image or "
+                "UTF-16); give a CSV file with a header row"
+            ) from None
+    warn(
+        f"{path} is not UTF-8 text; read as {FALLBACK_ENCODING} (give --encoding to choose another encoding)"
+    )
     return _parse_csv(path, sep, FALLBACK_ENCODING)
 
 
@@ -109,8 +146,10 @@ def _parse_csv(path, sep, encoding):
     except UnicodeDecodeError:
         raise
     except Exception as exc:  # any parser or decompression failure is bad input
-        raise ValueError(f"cannot read {path} as CSV ({' '.join(str(exc).split())}); give a "
-                         f"{separator_name(sep)}-separated file with a header row (--sep sets the separator)") from None
+        raise ValueError(
+            f"cannot read {path} as CSV ({' '.join(str(exc).split())}); give a "
+            f"{separator_name(sep)}-separated file with a header row (--sep sets the separator)"
+        ) from None
 
 
 def _looks_binary(path):
@@ -136,7 +175,9 @@ def xarray_module(path):
     try:
         import xarray
     except ImportError:
-        raise ValueError(f"reading or writing {path} needs xarray and netCDF4: {NETCDF_EXTRA}") from None
+        raise ValueError(
+            f"reading or writing {path} needs xarray and netCDF4: {NETCDF_EXTRA}"
+        ) from None
     return xarray
 
 
@@ -147,9 +188,15 @@ def open_field(path):
     try:
         return xarray.open_dataset(path)
     except Exception as exc:  # any reader failure is bad input
-        hint = f"; install the NetCDF readers: {NETCDF_EXTRA}" if importlib.util.find_spec("netCDF4") is None else ""
-        raise ValueError(f"cannot read {path} with xarray ({' '.join(str(exc).split())}){hint}; give a NetCDF file "
-                         "(or another format xarray reads)") from None
+        hint = (
+            f"; install the NetCDF readers: {NETCDF_EXTRA}"
+            if importlib.util.find_spec("netCDF4") is None
+            else ""
+        )
+        raise ValueError(
+            f"cannot read {path} with xarray ({' '.join(str(exc).split())}){hint}; give a NetCDF file "
+            "(or another format xarray reads)"
+        ) from None
 
 
 # ----------------------------------------------------------------------------- outputs
@@ -175,11 +222,15 @@ def check_outputs(outputs, inputs, force):
     for option, path in outputs:
         for what, source in inputs:
             if source and same_file(path, source):
-                raise ValueError(f"{option} {path} is the {what} {source}: writing it would replace the input; "
-                                 "choose another output path")
+                raise ValueError(
+                    f"{option} {path} is the {what} {source}: writing it would replace the input; "
+                    "choose another output path"
+                )
     for (first, a), (second, b) in itertools.combinations(outputs, 2):
         if same_file(a, b):
-            raise ValueError(f"{first} {a} and {second} {b} name the same file; give each output its own path")
+            raise ValueError(
+                f"{first} {a} and {second} {b} name the same file; give each output its own path"
+            )
     for option, path in outputs:
         check_output(path, option, force)
 
@@ -204,20 +255,32 @@ def check_output(text, option, force):
     """Refuse an output path that cannot be written, or that exists (without `force`)."""
     path, target = Path(text), written_path(text)
     if target.is_dir():
-        raise ValueError(f"{option} {path} is a folder; give the name of a file (in it or elsewhere)")
+        raise ValueError(
+            f"{option} {path} is a folder; give the name of a file (in it or elsewhere)"
+        )
     if not target.parent.is_dir():
-        raise ValueError(f"{option} {path}: folder {target.parent} does not exist; create it or choose another path")
+        raise ValueError(
+            f"{option} {path}: folder {target.parent} does not exist; create it or choose another path"
+        )
     if target.exists():
         if not target.is_file():
-            raise ValueError(f"{option} {path} is not a regular file (a pipe, device or socket); give the name of a "
-                             "file")
+            raise ValueError(
+                f"{option} {path} is not a regular file (a pipe, device or socket); give the name of a "
+                "file"
+            )
         if not force:
-            raise ValueError(f"{option} {path} exists; add --force to replace it, or choose another path")
+            raise ValueError(
+                f"{option} {path} exists; add --force to replace it, or choose another path"
+            )
     try:  # the output is written to a new file in its folder, then renamed: the folder must take one
-        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", suffix=".probe"):
+        with tempfile.NamedTemporaryFile(
+            dir=target.parent, prefix=f".{target.name}.", suffix=".probe"
+        ):
             pass
     except OSError as exc:
-        raise ValueError(f"{option} {path} cannot be written ({exc.strerror}); choose a writable path") from None
+        raise ValueError(
+            f"{option} {path} cannot be written ({exc.strerror}); choose a writable path"
+        ) from None
 
 
 def strict_json(value):
@@ -234,7 +297,9 @@ def strict_json(value):
 
 def write_json(result, text):
     """`result` as strict JSON (non-finite numbers as ``null``) to the file `text` names, atomically."""
-    atomic_write_text(written_path(text), json.dumps(strict_json(result), indent=2, allow_nan=False) + "\n")
+    atomic_write_text(
+        written_path(text), json.dumps(strict_json(result), indent=2, allow_nan=False) + "\n"
+    )
 
 
 def write_predictions(predictions, path, sep, history=None):
@@ -259,10 +324,15 @@ def write_predictions(predictions, path, sep, history=None):
             frame = predictions if table else predictions.to_dataframe().reset_index()
             frame.to_csv(temporary, index=False, sep=separator(sep))
         else:
-            dataset = (xarray_module(path).Dataset.from_dataframe(predictions.rename_axis("site")) if table
-                       else predictions)
+            dataset = (
+                xarray_module(path).Dataset.from_dataframe(predictions.rename_axis("site"))
+                if table
+                else predictions
+            )
             if history:
-                dataset = dataset.assign_attrs(history=appended_history(dataset.attrs.get("history"), history))
+                dataset = dataset.assign_attrs(
+                    history=appended_history(dataset.attrs.get("history"), history)
+                )
             dataset.to_netcdf(temporary)
 
 

@@ -53,8 +53,11 @@ def run_fit(args):
     from geostat.estimator import SpatialGP
 
     start = time.perf_counter()
-    check_outputs([("--output", args.output), ("--save-model", args.save_model)], [("input file", args.file)],
-                  args.force)
+    check_outputs(
+        [("--output", args.output), ("--save-model", args.save_model)],
+        [("input file", args.file)],
+        args.force,
+    )
     if args.ci:
         check_level(args.level)  # before the fit, not after it
     kernel, smoothness = kernel_option(args)
@@ -65,7 +68,9 @@ def run_fit(args):
         anisotropy=args.anisotropy,
         time=data.time,
         nugget=nugget_option(args.nugget),
-        trend=data.covariates if data.covariates else (None if args.trend == "none" else args.trend),
+        trend=data.covariates
+        if data.covariates
+        else (None if args.trend == "none" else args.trend),
         distance=args.distance,
         method=args.method,
         accuracy=args.accuracy,
@@ -112,13 +117,18 @@ def run_fit(args):
         "n_evaluations": model.n_evaluations_,
         "n_pilot_evaluations": model.result_.n_pilot_evaluations,
         "at_bounds": model.result_.at_bounds,
-        "intervals": None if intervals is None else {
-            "method": args.ci, "level": args.level,
+        "intervals": None
+        if intervals is None
+        else {
+            "method": args.ci,
+            "level": args.level,
             "one_sided": [name for name, row in intervals.iterrows() if row.one_sided],
             **{name: [row.lower, row.upper] for name, row in intervals.iterrows()},
         },
-        "weakly_identified": {name: {"reason": flag.reason, "remedy": flag.remedy_text(CLI_REMEDIES)}
-                              for name, flag in weak.items()},
+        "weakly_identified": {
+            name: {"reason": flag.reason, "remedy": flag.remedy_text(CLI_REMEDIES)}
+            for name, flag in weak.items()
+        },
         "wall_time_s": elapsed,
         "warnings": [str(w.message) for w in caught],
     }
@@ -139,14 +149,20 @@ def kernel_option(args):
     from geostat.kernels import SpaceTime, get_kernel
 
     if not args.space_time:
-        for option, given in (("--time-kernel", args.time_kernel), ("--separable", args.separable),
-                              ("--time", args.time)):
+        for option, given in (
+            ("--time-kernel", args.time_kernel),
+            ("--separable", args.separable),
+            ("--time", args.time),
+        ):
             if given:
                 raise ValueError(f"{option} applies to a space-time fit; add --space-time")
         return args.kernel, args.smoothness
     space = get_kernel(args.kernel, args.smoothness)
-    return SpaceTime(space=space, time=args.time_kernel or "exponential",
-                     separability=0.0 if args.separable else None), None
+    return SpaceTime(
+        space=space,
+        time=args.time_kernel or "exponential",
+        separability=0.0 if args.separable else None,
+    ), None
 
 
 def nugget_option(text):
@@ -221,25 +237,45 @@ def parameter_rows(result, model):
     dates, and the anisotropy angle also in degrees."""
     units = "km" if model.distance_ in ("chordal", "great_circle") else ""
     time_unit = result.get("time_unit")
-    labels = {"range": units, "vertical_range": units,
-              "time_range": "days" if time_unit else "", "anisotropy_angle": "rad"}
+    labels = {
+        "range": units,
+        "vertical_range": units,
+        "time_range": "days" if time_unit else "",
+        "anisotropy_angle": "rad",
+    }
     box = parameter_bounds(model)
     intervals = result["intervals"] or {}
     rows = []
     for name, value in result["params"].items():
         fixed_value = name not in model.result_.estimated
-        row = {"label": f"{name} ({labels[name]})" if labels.get(name) else name, "value": value,
-               "se": None if fixed_value else result["stderr"][name], "interval": intervals.get(name),
-               "bounds": box.get(name), "at_bound": name in result["at_bounds"],
-               "one_sided": name in intervals.get("one_sided", ()), "weak": name in result["weakly_identified"]}
+        row = {
+            "label": f"{name} ({labels[name]})" if labels.get(name) else name,
+            "value": value,
+            "se": None if fixed_value else result["stderr"][name],
+            "interval": intervals.get(name),
+            "bounds": box.get(name),
+            "at_bound": name in result["at_bounds"],
+            "one_sided": name in intervals.get("one_sided", ()),
+            "weak": name in result["weakly_identified"],
+        }
         rows.append(row)
         if name == "anisotropy_angle":
             degrees = np.degrees
-            rows.append({**row, "label": "anisotropy_angle (deg)", "value": degrees(value),
-                         "se": None if row["se"] is None else degrees(row["se"]),
-                         "interval": None if row["interval"] is None else [degrees(b) for b in row["interval"]],
-                         "bounds": None if row["bounds"] is None else [degrees(b) for b in row["bounds"]],
-                         "weak": False})
+            rows.append(
+                {
+                    **row,
+                    "label": "anisotropy_angle (deg)",
+                    "value": degrees(value),
+                    "se": None if row["se"] is None else degrees(row["se"]),
+                    "interval": None
+                    if row["interval"] is None
+                    else [degrees(b) for b in row["interval"]],
+                    "bounds": None
+                    if row["bounds"] is None
+                    else [degrees(b) for b in row["bounds"]],
+                    "weak": False,
+                }
+            )
     return rows
 
 
@@ -260,7 +296,12 @@ def interval_cells(row, places, method):
         if which != own:
             if which == "upper" and end >= high - BOUND_RTOL * abs(high):
                 return "> bound"
-            if which == "lower" and method == "profile" and low > 0 and end <= low + BOUND_RTOL * abs(low):
+            if (
+                which == "lower"
+                and method == "profile"
+                and low > 0
+                and end <= low + BOUND_RTOL * abs(low)
+            ):
                 return "< bound"
         return f"{end:.5g}" if places is None else fixed(end, places)
 
@@ -275,45 +316,68 @@ def table(result, model):
         value = f"{value}, {result['replicates']} replicates along {result['replicate_dimension']}"
     lines = [
         f"geostat fit: {result['data']}  (value: {value}, transform: {result['transform']}"
-        + ("" if result["boxcox_lambda"] is None else f", lambda {result['boxcox_lambda']:.3g}") + ")",
+        + ("" if result["boxcox_lambda"] is None else f", lambda {result['boxcox_lambda']:.3g}")
+        + ")",
         f"kernel {result['kernel']}, distance {result['distance']}, method {result['method']}"
         + (f" (accuracy {result['accuracy']:g})" if result["accuracy"] is not None else "")
         + (" on the GPU" if result["device"] == "gpu" else "")
         + (", REML" if result["reml"] else ""),
-        *([f"space-time: time {result['time']!r}"
-           + (f" in {result['time_unit']}" if result["time_unit"] else " in its own unit")] if result["time"] else []),
+        *(
+            [
+                f"space-time: time {result['time']!r}"
+                + (f" in {result['time_unit']}" if result["time_unit"] else " in its own unit")
+            ]
+            if result["time"]
+            else []
+        ),
         "",
     ]
     rows = parameter_rows(result, model)
     coef = result["coef"] if isinstance(result["coef"], dict) else {}
     intervals = result["intervals"]
     width = max(14, *(len(row["label"]) + 2 for row in rows))
-    lines.append(f"{'parameter':<{width}}{'estimate':>14}{'std. error':>14}" + interval_header(intervals))
+    lines.append(
+        f"{'parameter':<{width}}{'estimate':>14}{'std. error':>14}" + interval_header(intervals)
+    )
     for row in rows:
         estimate, se, places = matched(row["value"], row["se"])
         interval = ""
         if row["interval"] is not None:
             interval = "".join(f"{c:>14}" for c in interval_cells(row, places, intervals["method"]))
-        notes = ", ".join(note for note, shown in (("weak", row["weak"]), ("one-sided", row["one_sided"])) if shown)
-        lines.append(f"{row['label']:<{width}}{estimate:>14}{'*' if row['at_bound'] else ' '}{se:>13}{interval}"
-                     + (f"  {notes}" if notes else ""))
+        notes = ", ".join(
+            note
+            for note, shown in (("weak", row["weak"]), ("one-sided", row["one_sided"]))
+            if shown
+        )
+        lines.append(
+            f"{row['label']:<{width}}{estimate:>14}{'*' if row['at_bound'] else ' '}{se:>13}{interval}"
+            + (f"  {notes}" if notes else "")
+        )
     for name, value in coef.items():
         estimate, se, _ = matched(value, result["coef_stderr"][name])
         lines.append(f"{name:<{width}}{estimate:>14}{se:>14}")
     if result["at_bounds"]:
-        on_bound = ", ".join(f"{name} = {result['params'][name]:.4g}" for name in result["at_bounds"])
-        lines.append(f"* on its bound: {on_bound} (the likelihood is highest at the edge of the parameter space; "
-                     "standard errors there are not reliable)")
+        on_bound = ", ".join(
+            f"{name} = {result['params'][name]:.4g}" for name in result["at_bounds"]
+        )
+        lines.append(
+            f"* on its bound: {on_bound} (the likelihood is highest at the edge of the parameter space; "
+            "standard errors there are not reliable)"
+        )
     one_sided = intervals.get("one_sided", []) if intervals else []
     if one_sided:
         level = intervals["level"]
         if intervals["method"] == "profile":
-            other = (f"where the deviance is {stats.chi2.ppf(max(2 * level - 1, 0.0), 1):.4g} (the one-sided "
-                     "likelihood-ratio test: chi-bar-squared, Self and Liang 1987)")
+            other = (
+                f"where the deviance is {stats.chi2.ppf(max(2 * level - 1, 0.0), 1):.4g} (the one-sided "
+                "likelihood-ratio test: chi-bar-squared, Self and Liang 1987)"
+            )
         else:
             other = f"{stats.norm.ppf(max(level, 0.5)):.4g} standard errors from the estimate (one-sided)"
-        lines.append(f"{ONE_SIDED}: {', '.join(one_sided)}: the interval runs from the bound; "
-                     f"its other end is {other}")
+        lines.append(
+            f"{ONE_SIDED}: {', '.join(one_sided)}: the interval runs from the bound; "
+            f"its other end is {other}"
+        )
     labels = {}
     for row in rows:
         labels.setdefault(row["label"].split(" (")[0], row["label"])
@@ -325,9 +389,18 @@ def table(result, model):
     lines += [
         "",
         f"log-likelihood {result['loglik']:.6f}   n = {result['n']}   observations = {result['n_observations']}",
-        *([f"estimated TLR error of the log-likelihood {result['loglik_error']:.2g}; distance to the exact maximum "
-           + ("unknown (derivative-free search)" if result["gap_bound"] is None
-              else f"at most {result['gap_bound']:.2g} (95%)")] if result["accuracy"] else []),
+        *(
+            [
+                f"estimated TLR error of the log-likelihood {result['loglik_error']:.2g}; distance to the exact maximum "
+                + (
+                    "unknown (derivative-free search)"
+                    if result["gap_bound"] is None
+                    else f"at most {result['gap_bound']:.2g} (95%)"
+                )
+            ]
+            if result["accuracy"]
+            else []
+        ),
         f"converged: {result['converged']}   iterations {result['n_iter']}   {evaluations}",
         f"wall time {result['wall_time_s']:.2f} s",
     ]

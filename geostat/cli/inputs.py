@@ -31,8 +31,17 @@ from geostat.cli.files import FIELD_SUFFIXES, is_field, open_field, read_csv, wa
 from geostat.data import XARRAY_POSITIONS, table_from_field
 from geostat.distance import find_lonlat
 
-__all__ = ["TRANSFORMS", "FitData", "drop_singletons", "load_fit_data", "numbers", "select_field", "spatial_dims",
-           "split_names", "times"]
+__all__ = [
+    "TRANSFORMS",
+    "FitData",
+    "drop_singletons",
+    "load_fit_data",
+    "numbers",
+    "select_field",
+    "spatial_dims",
+    "split_names",
+    "times",
+]
 
 #: Values of ``--transform``: the estimator's ``target_transform`` (``"none"``: None), so
 #: that the fit reports the likelihood of the data in their own units and ``geostat
@@ -68,14 +77,22 @@ def load_fit_data(args):
             return load_field(args, dataset, str(args.file))
     if args.dataset and datasets.info(args.dataset)["layout"] == "grid":
         return load_field(args, datasets.load(args.dataset, as_xarray=True), args.dataset)
-    for option, value in (("--var", args.var), ("--time-slice", args.time_slice), ("--time-index", args.time_index),
-                          ("--select", args.select)):
+    for option, value in (
+        ("--var", args.var),
+        ("--time-slice", args.time_slice),
+        ("--time-index", args.time_index),
+        ("--select", args.select),
+    ):
         if value is not None:
-            raise ValueError(f"{option} applies to a NetCDF file (named *{', *'.join(FIELD_SUFFIXES[:4])}, ...), "
-                             f"not to {args.file or 'a bundled dataset'}; name the column of a table with --value")
+            raise ValueError(
+                f"{option} applies to a NetCDF file (named *{', *'.join(FIELD_SUFFIXES[:4])}, ...), "
+                f"not to {args.file or 'a bundled dataset'}; name the column of a table with --value"
+            )
     if args.encoding and not args.file:
-        raise ValueError(f"--encoding applies to a CSV file, not to the bundled dataset "
-                         f"{args.dataset or datasets.DEFAULT}")
+        raise ValueError(
+            f"--encoding applies to a CSV file, not to the bundled dataset "
+            f"{args.dataset or datasets.DEFAULT}"
+        )
     if args.file:
         frame = read_csv(Path(args.file), args.sep, args.encoding)
         info = {"coords": None, "value": None, "transform": None}
@@ -86,26 +103,47 @@ def load_fit_data(args):
     coords = split_names(args.coords) or info["coords"] or detect_coords(frame, source)
     value = split_names(args.value) or info["value"]
     if not value:
-        raise ValueError(f"name the column of observations with --value; {source} has columns {list(frame.columns)}")
+        raise ValueError(
+            f"name the column of observations with --value; {source} has columns {list(frame.columns)}"
+        )
     value = [value] if isinstance(value, str) else list(value)
     transform = args.transform or info.get("transform") or "none"
     covariates = split_names(args.covariates)
     time = table_time_column(frame, args, source)
-    check_roles(("coordinate", "--coords" if args.coords else "the default coordinates", coords),
-                ("value", "--value", value), ("covariate", "--covariates", covariates),
-                ("time", "--time" if args.time else "the default time column", [time] if time else []))
+    check_roles(
+        ("coordinate", "--coords" if args.coords else "the default coordinates", coords),
+        ("value", "--value", value),
+        ("covariate", "--covariates", covariates),
+        ("time", "--time" if args.time else "the default time column", [time] if time else []),
+    )
     missing = [c for c in [*coords, *value, *covariates] if c not in frame.columns]
     if missing:
         raise ValueError(f"columns {missing} are not in the data; it has {list(frame.columns)}")
     if time and len(value) > 1:
-        raise ValueError(f"--space-time fits one value column (each row is a site at a time); got --value {value}")
-    y = np.column_stack([positive_for(numbers(frame, c, "value", missing_ok=True), c, transform) for c in value])
+        raise ValueError(
+            f"--space-time fits one value column (each row is a site at a time); got --value {value}"
+        )
+    y = np.column_stack(
+        [positive_for(numbers(frame, c, "value", missing_ok=True), c, transform) for c in value]
+    )
     coords = spherical_order(frame, coords, args.distance)
-    X = pd.DataFrame({c: numbers(frame, c, "coordinate") for c in coords}
-                     | ({time: times(frame, time)} if time else {})
-                     | {c: numbers(frame, c, "covariate") for c in covariates})
-    return FitData(source, X, y[:, 0] if len(value) == 1 else y, value if len(value) > 1 else value[0], transform,
-                    covariates, len(X), int(np.isfinite(y).sum()), len(value), time=time)
+    X = pd.DataFrame(
+        {c: numbers(frame, c, "coordinate") for c in coords}
+        | ({time: times(frame, time)} if time else {})
+        | {c: numbers(frame, c, "covariate") for c in covariates}
+    )
+    return FitData(
+        source,
+        X,
+        y[:, 0] if len(value) == 1 else y,
+        value if len(value) > 1 else value[0],
+        transform,
+        covariates,
+        len(X),
+        int(np.isfinite(y).sum()),
+        len(value),
+        time=time,
+    )
 
 
 def table_time_column(frame, args, source):
@@ -115,12 +153,16 @@ def table_time_column(frame, args, source):
         return None
     if args.time:
         if args.time not in frame.columns:
-            raise ValueError(f"--time {args.time}: {source} has no such column; it has {list(frame.columns)}")
+            raise ValueError(
+                f"--time {args.time}: {source} has no such column; it has {list(frame.columns)}"
+            )
         return args.time
     if "time" in frame.columns:
         return "time"
-    raise ValueError(f"--space-time needs a time column: name it with --time; {source} has columns "
-                     f"{list(frame.columns)}")
+    raise ValueError(
+        f"--space-time needs a time column: name it with --time; {source} has columns "
+        f"{list(frame.columns)}"
+    )
 
 
 def times(frame, column):
@@ -133,8 +175,10 @@ def times(frame, column):
     bad = np.flatnonzero(parsed.isna().to_numpy())
     if bad.size:
         first = "a missing value" if pd.isna(raw.iloc[bad[0]]) else repr(raw.iloc[bad[0]])
-        raise ValueError(f"time column {column!r} must hold numbers or dates (e.g. 1999-07-15): {bad.size} value(s) "
-                         f"are neither; the first, in data row {bad[0] + 1}, is {first}; fix or drop those rows")
+        raise ValueError(
+            f"time column {column!r} must hold numbers or dates (e.g. 1999-07-15): {bad.size} value(s) "
+            f"are neither; the first, in data row {bad[0] + 1}, is {first}; fix or drop those rows"
+        )
     return parsed.to_numpy()
 
 
@@ -161,11 +205,13 @@ def check_roles(*roles):
         if repeated:
             raise ValueError(f"{origin} names {repeated} more than once; give each column once")
     for i, (role, origin, names) in enumerate(roles):
-        for other, other_origin, other_names in roles[i + 1:]:
+        for other, other_origin, other_names in roles[i + 1 :]:
             shared = [c for c in names if c in other_names]
             if shared:
-                raise ValueError(f"{shared} is both a {role} ({origin}) and a {other} ({other_origin}); a column "
-                                 "has one role: drop it from one of them")
+                raise ValueError(
+                    f"{shared} is both a {role} ({origin}) and a {other} ({other_origin}); a column "
+                    "has one role: drop it from one of them"
+                )
 
 
 def name_words(name):
@@ -179,8 +225,11 @@ def degree_columns(frame, coords):
     whose values lie within [-180, 360] and [-90, 90]; None otherwise."""
     if len(coords) != 2 or find_lonlat(coords) is not None:
         return None
-    kinds = [("lon" if name_words(c) & LONGITUDE_WORDS else "") + ("lat" if name_words(c) & LATITUDE_WORDS else "")
-             for c in coords]
+    kinds = [
+        ("lon" if name_words(c) & LONGITUDE_WORDS else "")
+        + ("lat" if name_words(c) & LATITUDE_WORDS else "")
+        for c in coords
+    ]
     if sorted(kinds) != ["lat", "lon"]:
         return None
     i_lon = kinds.index("lon")
@@ -201,10 +250,12 @@ def spherical_order(frame, coords, distance):
     if str(distance).strip().lower() in ("chordal", "great_circle"):
         return [lon, lat]
     if str(distance).strip().lower() == "auto":
-        warn(f"coordinate columns {coords} look like longitude and latitude in degrees, but only columns named "
-             "lon/lat (or longitude/latitude) get a distance on the sphere: they are used as Euclidean x/y (the "
-             "range in degrees). Give --distance chordal (or great_circle) for distances in km, or rename them "
-             "lon and lat; --distance euclidean keeps x/y without this warning")
+        warn(
+            f"coordinate columns {coords} look like longitude and latitude in degrees, but only columns named "
+            "lon/lat (or longitude/latitude) get a distance on the sphere: they are used as Euclidean x/y (the "
+            "range in degrees). Give --distance chordal (or great_circle) for distances in km, or rename them "
+            "lon and lat; --distance euclidean keeps x/y without this warning"
+        )
     return coords
 
 
@@ -220,7 +271,9 @@ def numbers(frame, column, role, missing_ok=False):
             f"are not; the first, in data row {bad[0] + 1}, is {first}; fix or drop those rows"
         )
     if missing_ok and np.isnan(values).all():
-        raise ValueError(f"{role} column {column!r} has no values (all missing); choose another column with --value")
+        raise ValueError(
+            f"{role} column {column!r} has no values (all missing); choose another column with --value"
+        )
     return values
 
 
@@ -251,15 +304,23 @@ def detect_coords(frame, source):
 
 def load_field(args, dataset, path):
     """The field to fit from an xarray Dataset (a NetCDF file's, or a gridded bundled dataset)."""
-    for option, value in (("--coords", args.coords), ("--value", args.value), ("--encoding", args.encoding)):
+    for option, value in (
+        ("--coords", args.coords),
+        ("--value", args.value),
+        ("--encoding", args.encoding),
+    ):
         if value:
-            raise ValueError(f"{option} applies to CSV files; a NetCDF field's sites are its lon/lat (or x/y) "
-                             "coordinates and --var names its variable")
+            raise ValueError(
+                f"{option} applies to CSV files; a NetCDF field's sites are its lon/lat (or x/y) "
+                "coordinates and --var names its variable"
+            )
     covariates = split_names(args.covariates)
     dataset = select_field(dataset, args.select, path)
     name = variable(dataset, args.var or default_variable(path), path)
     check_roles(("value", "--var", [name]), ("covariate", "--covariates", covariates))
-    dataset = drop_singletons(dataset, dataset[name].dims, spatial_dims(dataset), keep_replicate=True)
+    dataset = drop_singletons(
+        dataset, dataset[name].dims, spatial_dims(dataset), keep_replicate=True
+    )
     label = f"variable {name!r} of {path}"
     dataset = select_steps(dataset, dataset[name], args, label)
     kept = [name, *(c for c in covariates if c in dataset.data_vars)]
@@ -268,9 +329,19 @@ def load_field(args, dataset, path):
     check_positive_field(dataset[name], label, transform)
     time = (args.time or True) if args.space_time else None
     X, y, layout = table_from_field(dataset[name], label, covariates, dataset, time=time)
-    return FitData(str(path), dataset, name, name, transform, covariates, len(X), int(np.isfinite(y).sum()),
-                    1 if y.ndim == 1 else y.shape[1], layout.replicate_dim,
-                    time=str(X.columns[len(layout.position)]) if time else None)
+    return FitData(
+        str(path),
+        dataset,
+        name,
+        name,
+        transform,
+        covariates,
+        len(X),
+        int(np.isfinite(y).sum()),
+        1 if y.ndim == 1 else y.shape[1],
+        layout.replicate_dim,
+        time=str(X.columns[len(layout.position)]) if time else None,
+    )
 
 
 def default_variable(source):
@@ -282,8 +353,11 @@ def variable(dataset, var, path):
     names = [str(v) for v in dataset.data_vars]
     if var is None:
         if len(names) != 1:
-            raise ValueError(f"{path} has {len(names)} data variables {names}; choose one with --var"
-                             if names else f"{path} has no data variable to fit")
+            raise ValueError(
+                f"{path} has {len(names)} data variables {names}; choose one with --var"
+                if names
+                else f"{path} has no data variable to fit"
+            )
         return names[0]
     if var not in names:
         raise ValueError(f"--var {var} is not a data variable of {path}; it has {names}")
@@ -294,8 +368,13 @@ def spatial_dims(dataset, position=None):
     """The dimensions that the position coordinates of an xarray object span: those named
     `position`, else every pair of :data:`XARRAY_POSITIONS` it has."""
     pairs = [position] if position else XARRAY_POSITIONS
-    return {d for pair in pairs if set(pair) <= set(map(str, dataset.coords)) for name in pair
-            for d in dataset[name].dims}
+    return {
+        d
+        for pair in pairs
+        if set(pair) <= set(map(str, dataset.coords))
+        for name in pair
+        for d in dataset[name].dims
+    }
 
 
 def select_field(dataset, selections, label, position=None):
@@ -325,13 +404,19 @@ def select_field(dataset, selections, label, position=None):
     chosen = [dim for dim, _ in selections or ()]
     repeated = sorted({dim for dim in chosen if chosen.count(dim) > 1})
     if repeated:
-        raise ValueError(f"--select names dimension(s) {repeated} more than once; select each dimension once")
+        raise ValueError(
+            f"--select names dimension(s) {repeated} more than once; select each dimension once"
+        )
     for dim, text in selections or ():
         if dim not in dataset.dims:
-            raise ValueError(f"--select {dim}={text}: {label} has no dimension {dim!r}; its dimensions are {sizes}")
+            raise ValueError(
+                f"--select {dim}={text}: {label} has no dimension {dim!r}; its dimensions are {sizes}"
+            )
         if dim in spatial:
-            raise ValueError(f"--select {dim}={text}: {dim} is a spatial dimension of {label}; --select picks "
-                             f"along the others ({sorted(map(str, set(dataset.dims) - spatial))})")
+            raise ValueError(
+                f"--select {dim}={text}: {dim} is a spatial dimension of {label}; --select picks "
+                f"along the others ({sorted(map(str, set(dataset.dims) - spatial))})"
+            )
         dataset = select_label(dataset, dim, text, label)
     return dataset
 
@@ -359,8 +444,10 @@ def select_label(dataset, dim, text, label):
         except ValueError:
             position = size
         if not 0 <= position < size:
-            raise ValueError(f"--select {dim}={text}: {dim} of {label} has no coordinate values, so VALUE is a "
-                             f"position from 0 to {size - 1}")
+            raise ValueError(
+                f"--select {dim}={text}: {dim} of {label} has no coordinate values, so VALUE is a "
+                f"position from 0 to {size - 1}"
+            )
         return dataset.isel({dim: position}, drop=True)
     values = dataset.indexes[dim]
     span = f"{dim} has {size} value(s), from {step_label(values[0])} to {step_label(values[-1])}"
@@ -369,7 +456,9 @@ def select_label(dataset, dim, text, label):
         try:
             key = float(text)
         except ValueError:
-            raise ValueError(f"--select {dim}={text}: {dim} of {label} holds numbers; give one ({span})") from None
+            raise ValueError(
+                f"--select {dim}={text}: {dim} of {label} holds numbers; give one ({span})"
+            ) from None
         key = int(key) if values.dtype.kind in "iu" and key.is_integer() else key
     try:
         chosen = dataset.sel({dim: key}, drop=True)
@@ -387,7 +476,8 @@ def replicate_dimension(da, label):
     if not spatial or len(others) != 1:
         raise ValueError(
             f"--time-slice and --time-index select along the one time (non-spatial) dimension of {label}, but its "
-            f"dimensions are {[str(d) for d in da.dims]}" + ("" if spatial else ", with no lon/lat or x/y coordinates")
+            f"dimensions are {[str(d) for d in da.dims]}"
+            + ("" if spatial else ", with no lon/lat or x/y coordinates")
         )
     return others[0]
 
@@ -402,20 +492,26 @@ def select_steps(dataset, da, args, label):
     size = dataset.sizes[dim]
     if args.time_index is not None:
         if not -size <= args.time_index < size:
-            raise ValueError(f"--time-index {args.time_index} is out of range: {dim} of {label} has {size} steps "
-                             f"(0 to {size - 1})")
+            raise ValueError(
+                f"--time-index {args.time_index} is out of range: {dim} of {label} has {size} steps "
+                f"(0 to {size - 1})"
+            )
         return dataset.isel({dim: args.time_index})
     if dim not in dataset.coords:
-        raise ValueError(f"--time-slice needs coordinate values along {dim} of {label}, which has none; "
-                         "use --time-index")
+        raise ValueError(
+            f"--time-slice needs coordinate values along {dim} of {label}, which has none; "
+            "use --time-index"
+        )
     values = dataset[dim].values
     start, end = slice_bounds(args.time_slice, values.dtype.kind in "iuf")
     span = f"{dim} runs from {step_label(values[0])} to {step_label(values[-1])}"
     try:
         chosen = dataset.sel({dim: slice(start, end)})
     except (KeyError, ValueError, TypeError) as exc:
-        raise ValueError(f"--time-slice {args.time_slice} cannot select from {label} ({span}): "
-                         f"{' '.join(str(exc).split())}") from None
+        raise ValueError(
+            f"--time-slice {args.time_slice} cannot select from {label} ({span}): "
+            f"{' '.join(str(exc).split())}"
+        ) from None
     if chosen.sizes[dim] == 0:
         raise ValueError(f"--time-slice {args.time_slice} selects no step of {label}; {span}")
     return chosen
@@ -431,15 +527,19 @@ def step_label(value):
 def slice_bounds(text, numeric):
     """``(start, end)`` of ``START:END`` (None where left out), numbers for a numeric coordinate."""
     if text.count(":") != 1:
-        raise ValueError(f"--time-slice must be START:END (e.g. 1999-01:1999-06; either may be left out); got {text!r}")
+        raise ValueError(
+            f"--time-slice must be START:END (e.g. 1999-01:1999-06; either may be left out); got {text!r}"
+        )
     bounds = [part.strip() or None for part in text.split(":")]
     if not numeric:
         return bounds
     try:
         return [None if b is None else float(b) for b in bounds]
     except ValueError:
-        raise ValueError(f"--time-slice {text}: the time coordinate holds numbers, so START and END must be "
-                         "numbers") from None
+        raise ValueError(
+            f"--time-slice {text}: the time coordinate holds numbers, so START and END must be "
+            "numbers"
+        ) from None
 
 
 def check_positive_field(da, label, transform):
@@ -451,4 +551,3 @@ def check_positive_field(da, label, transform):
             f"--transform {transform} needs positive values, but {label} has {int(bad.sum())} value(s) <= 0 "
             f"(the first {values[bad][0]:g}); use --transform none"
         )
-

@@ -33,8 +33,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from geostat.cli.files import (MAX_SAMPLE_COLUMNS, MAX_SAMPLE_VALUES, OUTPUT_SUFFIXES, check_input, check_outputs,
-                               is_field, open_field, read_csv, write_predictions, xarray_module)
+from geostat.cli.files import (
+    MAX_SAMPLE_COLUMNS,
+    MAX_SAMPLE_VALUES,
+    OUTPUT_SUFFIXES,
+    check_input,
+    check_outputs,
+    is_field,
+    open_field,
+    read_csv,
+    write_predictions,
+    xarray_module,
+)
 from geostat.cli.inputs import drop_singletons, numbers, select_field, spatial_dims, times
 from geostat.cli.parser import verbose_level
 from geostat.data import Trend
@@ -51,8 +61,12 @@ def run_predict(args):
         raise ValueError(f"--samples must be a positive number of simulations; got {args.samples}")
     output = Path(args.output)
     if output.suffix.lower() not in OUTPUT_SUFFIXES:
-        raise ValueError(f"-o {output}: the output file must end in {' or '.join(OUTPUT_SUFFIXES)} (CSV or NetCDF)")
-    check_outputs([("-o", args.output)], [("model file", args.model), ("sites file", args.sites)], args.force)
+        raise ValueError(
+            f"-o {output}: the output file must end in {' or '.join(OUTPUT_SUFFIXES)} (CSV or NetCDF)"
+        )
+    check_outputs(
+        [("-o", args.output)], [("model file", args.model), ("sites file", args.sites)], args.force
+    )
     sites = Path(args.sites)
     if not is_field(sites) and args.select:
         raise ValueError(f"--select applies to a NetCDF file of sites, not to {sites}")
@@ -68,7 +82,9 @@ def run_predict(args):
 
 def history_line(args):
     """The CF ``history`` line of this run: ``<UTC time, ISO 8601> geostat predict <arguments>``."""
-    return f"{datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ} geostat predict {command_arguments(args)}"
+    return (
+        f"{datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%SZ} geostat predict {command_arguments(args)}"
+    )
 
 
 def command_arguments(args):
@@ -97,14 +113,18 @@ def load_model(path, args):
     try:
         model = load(path)
     except MemoryError as exc:
-        raise ValueError(f"not enough memory to load the model file {path} ({' '.join(str(exc).split())}); a damaged "
-                         "file can announce arrays larger than it holds: save the model again") from None
+        raise ValueError(
+            f"not enough memory to load the model file {path} ({' '.join(str(exc).split())}); a damaged "
+            "file can announce arrays larger than it holds: save the model again"
+        ) from None
     except Exception as exc:  # a model file is untrusted input: whatever it breaks is bad input
         message = " ".join(str(exc).split())
         if isinstance(exc, (ValueError, OSError)) and str(path) in message:
             raise ValueError(message) from None
-        raise ValueError(f"{path} is not a usable geostat model file ({type(exc).__name__}: {message}); give a file "
-                         "written by SpatialGP.save or 'geostat fit --save-model'") from None
+        raise ValueError(
+            f"{path} is not a usable geostat model file ({type(exc).__name__}: {message}); give a file "
+            "written by SpatialGP.save or 'geostat fit --save-model'"
+        ) from None
     return model.set_params(verbose=verbose_level(args))
 
 
@@ -139,24 +159,32 @@ def check_sample_size(samples, sites, replicates, columns):
         return
     fewer = f"ask for at most {most} samples" if most else "predict at fewer sites"
     if samples > by_values:
-        raise ValueError(f"--samples {samples}: {sites} sites x {replicates} replicate(s) x {samples} samples is "
-                         f"{sites * replicates * samples:,} values, above the {MAX_SAMPLE_VALUES:,} that geostat "
-                         f"predict writes; {fewer}")
-    raise ValueError(f"--samples {samples}: at the sites of a table each draw is a column, and "
-                     f"{samples * replicates:,} columns exceed the {MAX_SAMPLE_COLUMNS:,} allowed; {fewer}, or predict "
-                     "on a NetCDF grid (draws along a 'sample' dimension)")
+        raise ValueError(
+            f"--samples {samples}: {sites} sites x {replicates} replicate(s) x {samples} samples is "
+            f"{sites * replicates * samples:,} values, above the {MAX_SAMPLE_VALUES:,} that geostat "
+            f"predict writes; {fewer}"
+        )
+    raise ValueError(
+        f"--samples {samples}: at the sites of a table each draw is a column, and "
+        f"{samples * replicates:,} columns exceed the {MAX_SAMPLE_COLUMNS:,} allowed; {fewer}, or predict "
+        "on a NetCDF grid (draws along a 'sample' dimension)"
+    )
 
 
 def site_columns(model, columns, path):
     """The columns of `path` the model was fitted on (coordinates, then covariates)."""
     names = [str(c) for c in getattr(model, "feature_names_in_", ())]
     if not names:
-        raise ValueError(f"the model was fitted on arrays without column names, so the columns of {path} cannot be "
-                         "matched to it; fit it on a DataFrame, a CSV or a NetCDF field")
+        raise ValueError(
+            f"the model was fitted on arrays without column names, so the columns of {path} cannot be "
+            "matched to it; fit it on a DataFrame, a CSV or a NetCDF field"
+        )
     missing = [c for c in names if c not in columns]
     if missing:
-        raise ValueError(f"{path} lacks the column(s) {missing} the model was fitted on ({names}); "
-                         f"it has {list(columns)}")
+        raise ValueError(
+            f"{path} lacks the column(s) {missing} the model was fitted on ({names}); "
+            f"it has {list(columns)}"
+        )
     return names
 
 
@@ -177,7 +205,9 @@ def predict_table(model, frame, path, args):
     space-time model's time column may hold numbers or dates, as at fit time."""
     names = site_columns(model, frame.columns, path)
     time = time_name(model, names)
-    sites = pd.DataFrame({c: times(frame, c) if c == time else numbers(frame, c, "site") for c in names})
+    sites = pd.DataFrame(
+        {c: times(frame, c) if c == time else numbers(frame, c, "site") for c in names}
+    )
     check_sample_size(args.samples, len(sites), replicate_count(model), columns=True)
     if args.std:
         mean, std = model.predict(sites, return_std=True)
@@ -190,11 +220,15 @@ def predict_table(model, frame, path, args):
             added[name if values.shape[1] == 1 else f"{name}_{label}"] = values[label].to_numpy()
     labels = outputs["mean"].columns
     replicates = [""] if len(labels) == 1 else [f"{label}_" for label in labels]
-    sample_names = [f"sample_{replicate}{k}"
-                    for replicate, k in itertools.product(replicates, range(args.samples or 0))]
+    sample_names = [
+        f"sample_{replicate}{k}"
+        for replicate, k in itertools.product(replicates, range(args.samples or 0))
+    ]
     check_new_columns(frame.columns, [*added, *sample_names], path, args.output)
     if args.samples:
-        draws = model.sample_y(sites, n_samples=args.samples, random_state=args.seed)  # pandas: one column a draw
+        draws = model.sample_y(
+            sites, n_samples=args.samples, random_state=args.seed
+        )  # pandas: one column a draw
         added |= {name: draws.iloc[:, j].to_numpy() for j, name in enumerate(sample_names)}
     return pd.concat([frame, pd.DataFrame(added, index=frame.index)], axis=1)
 
@@ -205,8 +239,10 @@ def check_new_columns(columns, new, path, output):
     reserved = [*new, *(["site"] if Path(output).suffix.lower() == ".nc" else [])]
     clashes = [str(c) for c in columns if str(c) in reserved]
     if clashes:
-        raise ValueError(f"{path} has column(s) {clashes}, which the output would overwrite with its own (mean, std, "
-                         "sample_K, and site in NetCDF); rename or drop those columns of the sites file")
+        raise ValueError(
+            f"{path} has column(s) {clashes}, which the output would overwrite with its own (mean, std, "
+            "sample_K, and site in NetCDF); rename or drop those columns of the sites file"
+        )
 
 
 def predict_field(model, template, path, args):
@@ -214,11 +250,15 @@ def predict_field(model, template, path, args):
     ordered and described after the template's variable (see the module notes)."""
     xarray = xarray_module(path)
     covariates = Trend.parse(model.trend).columns
-    coordinates = [c for c in getattr(model, "feature_names_in_", ("x", "y")) if c not in covariates]
+    coordinates = [
+        c for c in getattr(model, "feature_names_in_", ("x", "y")) if c not in covariates
+    ]
     missing = [c for c in coordinates if c not in template.coords]
     if missing:
-        raise ValueError(f"{path} lacks the coordinate(s) {missing} the model was fitted on; it has "
-                         f"{sorted(map(str, template.coords))}")
+        raise ValueError(
+            f"{path} lacks the coordinate(s) {missing} the model was fitted on; it has "
+            f"{sorted(map(str, template.coords))}"
+        )
     time = time_name(model, list(getattr(model, "feature_names_in_", ())))
     if time is not None:
         check_no_time_selection(template, args.select, time, path)
@@ -251,7 +291,11 @@ def input_variable(template, covariates, spatial):
     """The variable of a sites file that the predictions stand for: its one data variable
     over every spatial dimension that is not a trend covariate; None when it has no such
     variable, or several."""
-    names = [str(n) for n, v in template.data_vars.items() if set(spatial) <= set(v.dims) and n not in covariates]
+    names = [
+        str(n)
+        for n, v in template.data_vars.items()
+        if set(spatial) <= set(v.dims) and n not in covariates
+    ]
     return names[0] if len(names) == 1 else None
 
 
@@ -274,8 +318,10 @@ def check_no_time_selection(template, selections, time, path):
     dims = set(template[time].dims) if time in template.coords else set()
     chosen = [f"{dim}={value}" for dim, value in selections or () if dim in dims or dim == time]
     if chosen:
-        raise ValueError(f"--select {chosen[0]}: the model is a space-time one, and the times of {path} ({time!r}) "
-                         "are the times it predicts; give a sites file with only the times wanted instead")
+        raise ValueError(
+            f"--select {chosen[0]}: the model is a space-time one, and the times of {path} ({time!r}) "
+            "are the times it predicts; give a sites file with only the times wanted instead"
+        )
 
 
 def extent(predictions):
@@ -283,4 +329,6 @@ def extent(predictions):
     first variable) for a field."""
     if isinstance(predictions, pd.DataFrame):
         return f"at {len(predictions)} sites"
-    return "on " + " x ".join(f"{d} {n}" for d, n in predictions[next(iter(predictions.data_vars))].sizes.items())
+    return "on " + " x ".join(
+        f"{d} {n}" for d, n in predictions[next(iter(predictions.data_vars))].sizes.items()
+    )

@@ -23,15 +23,31 @@ import pandas as pd
 
 from geostat.distance import find_lonlat
 
-__all__ = ["XARRAY_POSITIONS", "PREDICTION_LABELS", "is_xarray", "is_chunked", "FieldLayout", "field_to_fit",
-           "table_from_field", "space_time_table", "sites_of_template", "field_from_values", "lazy_field",
-           "prediction_attrs", "grid_mapping_names"]
+__all__ = [
+    "XARRAY_POSITIONS",
+    "PREDICTION_LABELS",
+    "is_xarray",
+    "is_chunked",
+    "FieldLayout",
+    "field_to_fit",
+    "table_from_field",
+    "space_time_table",
+    "sites_of_template",
+    "field_from_values",
+    "lazy_field",
+    "prediction_attrs",
+    "grid_mapping_names",
+]
 
 #: Coordinate names recognised as the horizontal position of an xarray field, in order of
 #: preference: longitude/latitude (as for DataFrame columns), then x/y.
 XARRAY_POSITIONS = (("lon", "lat"), ("longitude", "latitude"), ("x", "y"))
 #: What each kind of prediction is, for its ``long_name`` ("kriging mean of ...").
-PREDICTION_LABELS = {"mean": "kriging mean", "std": "kriging standard deviation", "sample": "conditional simulation"}
+PREDICTION_LABELS = {
+    "mean": "kriging mean",
+    "std": "kriging standard deviation",
+    "sample": "conditional simulation",
+}
 
 
 def is_xarray(obj):
@@ -87,7 +103,9 @@ def _observed_table(da, source, layout, covariates, observed, argname):
     """The sites (their coordinates by `layout`) and trend covariates of the `observed`
     cells of `da`, as a table; a covariate that is NaN at an observed cell is refused."""
     frame = _sites_of(da, layout)[observed].reset_index(drop=True)
-    for name, column in _covariates_of(source if source is not None else da, layout, covariates, argname).items():
+    for name, column in _covariates_of(
+        source if source is not None else da, layout, covariates, argname
+    ).items():
         column = column[observed]
         if np.isnan(column).any():
             raise ValueError(
@@ -110,7 +128,9 @@ def _sites_of(obj, layout):
         values = np.asarray(coord.transpose(*own).values)
         if values.dtype.kind not in "MO":
             values = values.astype(float)
-        expanded = values.reshape([obj.sizes[d] if d in coord.dims else 1 for d in layout.space_dims])
+        expanded = values.reshape(
+            [obj.sizes[d] if d in coord.dims else 1 for d in layout.space_dims]
+        )
         columns[name] = np.broadcast_to(expanded, shape).reshape(-1)
     return pd.DataFrame(columns, columns=list(layout.position))
 
@@ -205,7 +225,9 @@ def table_from_field(da, argname="X", covariates=(), source=None, time=None):
         layout.replicates = np.asarray(da[other[0]].values) if other[0] in da.coords else None
     n_replicates = da.sizes[other[0]] if other else 1
     ordered = da.transpose(*layout.space_dims, *other)
-    observed = np.asarray(ordered.notnull().any(other).values if other else ordered.notnull().values).reshape(-1)
+    observed = np.asarray(
+        ordered.notnull().any(other).values if other else ordered.notnull().values
+    ).reshape(-1)
     if not observed.any():
         raise ValueError(f"{argname} has no observed value (every cell is NaN).")
     values = np.asarray(ordered.values, dtype=float).reshape(-1, n_replicates)
@@ -253,14 +275,18 @@ def space_time_table(da, argname="X", covariates=(), source=None, time=True):
     """
     layout = _field_layout(da, argname)
     time_name, time_dim = _time_coordinate(da, layout, time, argname)
-    _check_covariates_are_not_position(covariates, FieldLayout(layout.position + (time_name,), ()), argname)
+    _check_covariates_are_not_position(
+        covariates, FieldLayout(layout.position + (time_name,), ()), argname
+    )
     others = [d for d in da.dims if d not in layout.space_dims and d != time_dim]
     longer = [d for d in others if da.sizes[d] > 1]
     if longer:
         name = argname if argname.isidentifier() else "da"
-        raise ValueError(f"{argname} has dimensions {_sizes(da)}: besides the spatial ones {list(layout.space_dims)} "
-                         f"and the time ({time_dim!r}) no dimension may be longer than 1; select along the others "
-                         f"first, e.g. {name}.isel({longer[0]}=0).")
+        raise ValueError(
+            f"{argname} has dimensions {_sizes(da)}: besides the spatial ones {list(layout.space_dims)} "
+            f"and the time ({time_dim!r}) no dimension may be longer than 1; select along the others "
+            f"first, e.g. {name}.isel({longer[0]}=0)."
+        )
     da = da.squeeze(others)
     cells = FieldLayout(layout.position + (time_name,), tuple(d for d in da.dims))
     observed = np.asarray(da.notnull().values).reshape(-1)
@@ -281,25 +307,35 @@ def _time_coordinate(da, layout, time, argname):
         other = [d for d in da.dims if d not in layout.space_dims]
         longer = [d for d in other if da.sizes[d] > 1]
         if len(longer) > 1:
-            raise ValueError(f"{argname} has dimensions {_sizes(da)}: besides the spatial ones "
-                             f"{list(layout.space_dims)}, several are longer than 1 ({longer}); name the time "
-                             f"coordinate with time=..., and select along the others first.")
+            raise ValueError(
+                f"{argname} has dimensions {_sizes(da)}: besides the spatial ones "
+                f"{list(layout.space_dims)}, several are longer than 1 ({longer}); name the time "
+                f"coordinate with time=..., and select along the others first."
+            )
         if not (longer or other):
-            raise ValueError(f"{argname} has no time dimension (its dimensions are {_sizes(da)}); a space-time model "
-                             "needs one, with time coordinate values.")
+            raise ValueError(
+                f"{argname} has no time dimension (its dimensions are {_sizes(da)}); a space-time model "
+                "needs one, with time coordinate values."
+            )
         dim = (longer or other)[0]
         if dim not in da.coords:
-            raise ValueError(f"{argname} has no coordinate values along its time dimension {dim!r}; assign them, "
-                             f"e.g. da.assign_coords({dim}=dates).")
+            raise ValueError(
+                f"{argname} has no coordinate values along its time dimension {dim!r}; assign them, "
+                f"e.g. da.assign_coords({dim}=dates)."
+            )
         return dim, dim
     if not isinstance(time, str) or time not in da.coords:
-        raise ValueError(f"time={time!r} is not a coordinate of {argname}; with a field, time names its time "
-                         f"coordinate (it has {sorted(map(str, da.coords))}), or is None for the coordinate of its "
-                         "one non-spatial dimension.")
+        raise ValueError(
+            f"time={time!r} is not a coordinate of {argname}; with a field, time names its time "
+            f"coordinate (it has {sorted(map(str, da.coords))}), or is None for the coordinate of its "
+            "one non-spatial dimension."
+        )
     dims = da.coords[time].dims
     if len(dims) > 1 or set(dims) & set(layout.space_dims):
-        raise ValueError(f"time={time!r} is a coordinate of {argname} along {list(dims)}; the time coordinate must "
-                         "be one-dimensional, along a dimension other than the spatial ones.")
+        raise ValueError(
+            f"time={time!r} is a coordinate of {argname} along {list(dims)}; the time coordinate must "
+            "be one-dimensional, along a dimension other than the spatial ones."
+        )
     return time, (dims[0] if dims else None)
 
 
@@ -344,7 +380,9 @@ def _covariates_of(source, layout, names, argname):
                 f"it has {sorted(available)}."
             )
         variable = source[name]
-        variable = variable.squeeze([d for d in variable.dims if d not in layout.space_dims and variable.sizes[d] == 1])
+        variable = variable.squeeze(
+            [d for d in variable.dims if d not in layout.space_dims and variable.sizes[d] == 1]
+        )
         extra = [d for d in variable.dims if d not in layout.space_dims]
         if extra:
             raise ValueError(
@@ -354,7 +392,9 @@ def _covariates_of(source, layout, names, argname):
         shape = [source.sizes[d] for d in layout.space_dims]
         own = [d for d in layout.space_dims if d in variable.dims]
         values = np.asarray(variable.transpose(*own).values, dtype=float)
-        expanded = values.reshape([source.sizes[d] if d in variable.dims else 1 for d in layout.space_dims])
+        expanded = values.reshape(
+            [source.sizes[d] if d in variable.dims else 1 for d in layout.space_dims]
+        )
         columns[str(name)] = np.broadcast_to(expanded, shape).reshape(-1)
     return columns
 
@@ -416,12 +456,20 @@ def _missing_position_message(template, position, missing, argname):
     """Why a template without the fitted coordinates is refused, with the rename that
     fixes it when the template has longitude/latitude under other names."""
     has = sorted(map(str, template.coords))
-    message = (f"{argname} lacks the coordinate(s) {missing} the model was fitted on (its coordinates are "
-               f"{list(position)}, read by name); {argname} has {has}.")
+    message = (
+        f"{argname} lacks the coordinate(s) {missing} the model was fitted on (its coordinates are "
+        f"{list(position)}, read by name); {argname} has {has}."
+    )
     fitted, found = find_lonlat(position), find_lonlat(has)
     if fitted is not None and found is not None and len(position) == 2:
-        rename = {has[found[k]]: position[fitted[k]] for k in (0, 1) if has[found[k]] != position[fitted[k]]}
-        return f"{message} If those are the same coordinates, rename them: {argname}.rename({rename})."
+        rename = {
+            has[found[k]]: position[fitted[k]]
+            for k in (0, 1)
+            if has[found[k]] != position[fitted[k]]
+        }
+        return (
+            f"{message} If those are the same coordinates, rename them: {argname}.rename({rename})."
+        )
     return f"{message} Give {argname} coordinates with those names (e.g. {argname}.rename(...))."
 
 
@@ -465,8 +513,13 @@ def field_from_values(values, template, here, fitted, name, samples=False, compl
         full[complete] = values
         values = full
     dims, coords = _output_dims(template, here, fitted, samples, values.shape[-1] if samples else 0)
-    field = xarray.DataArray(values.reshape(shape + values.shape[1:]), dims=dims, coords=coords, name=name,
-                             attrs=_template_attrs(template, name, coords))
+    field = xarray.DataArray(
+        values.reshape(shape + values.shape[1:]),
+        dims=dims,
+        coords=coords,
+        name=name,
+        attrs=_template_attrs(template, name, coords),
+    )
     return field.transpose(*_output_order(template, here, dims))
 
 
@@ -492,8 +545,13 @@ def _replicate_coordinate(template, fitted):
     and calendar of a time axis, come along), else the bare labels."""
     own = template.coords.get(fitted.replicate_dim)
     labels = fitted.replicates
-    if (own is not None and own.dims == (fitted.replicate_dim,) and own.dtype == labels.dtype
-            and own.shape == labels.shape and np.array_equal(own.values, labels)):
+    if (
+        own is not None
+        and own.dims == (fitted.replicate_dim,)
+        and own.dtype == labels.dtype
+        and own.shape == labels.shape
+        and np.array_equal(own.values, labels)
+    ):
         return own
     return labels
 
@@ -557,7 +615,9 @@ def prediction_attrs(variable, kind, carried=()):
     if "units" in attrs:
         out["units"] = attrs["units"]
     if attrs.get("standard_name"):
-        out["standard_name"] = f"{attrs['standard_name']} standard_error" if kind == "std" else attrs["standard_name"]
+        out["standard_name"] = (
+            f"{attrs['standard_name']} standard_error" if kind == "std" else attrs["standard_name"]
+        )
     label = attrs.get("long_name") or variable.name
     if label is not None:
         out["long_name"] = f"{PREDICTION_LABELS[kind]} of {label}"
@@ -608,8 +668,11 @@ def lazy_field(predict_cells, template, here, fitted, names, n_replicates):
     import dask.array
     import xarray
 
-    chunked = next(a for a in (template.data_vars.values() if hasattr(template, "data_vars") else [template])
-                   if getattr(a, "chunks", None))
+    chunked = next(
+        a
+        for a in (template.data_vars.values() if hasattr(template, "data_vars") else [template])
+        if getattr(a, "chunks", None)
+    )
     chunks = tuple(chunked.chunksizes.get(d, (template.sizes[d],)) for d in here.space_dims)
     shape = tuple(template.sizes[d] for d in here.space_dims)
     cells = dask.array.arange(int(np.prod(shape)), chunks=-1).reshape(shape).rechunk(chunks)
@@ -617,15 +680,27 @@ def lazy_field(predict_cells, template, here, fitted, names, n_replicates):
 
     def block(index):
         out = predict_cells(index.ravel())
-        return np.stack([np.asarray(a) for a in out], axis=-1).reshape(index.shape + extra + (len(names),))
+        return np.stack([np.asarray(a) for a in out], axis=-1).reshape(
+            index.shape + extra + (len(names),)
+        )
 
     new_axes = list(range(len(shape), len(shape) + len(extra) + 1))
-    stacked = cells.map_blocks(block, dtype=float, meta=np.empty((0,) * (len(shape) + len(new_axes))), new_axis=new_axes,
-                               chunks=chunks + tuple((e,) for e in extra) + ((len(names),),))
+    stacked = cells.map_blocks(
+        block,
+        dtype=float,
+        meta=np.empty((0,) * (len(shape) + len(new_axes))),
+        new_axis=new_axes,
+        chunks=chunks + tuple((e,) for e in extra) + ((len(names),),),
+    )
     dims, coords = _output_dims(template, here, fitted, False, 0)
     order = _output_order(template, here, dims)
     return tuple(
-        xarray.DataArray(stacked[..., i], dims=dims, coords=coords, name=name,
-                         attrs=_template_attrs(template, name, coords)).transpose(*order)
+        xarray.DataArray(
+            stacked[..., i],
+            dims=dims,
+            coords=coords,
+            name=name,
+            attrs=_template_attrs(template, name, coords),
+        ).transpose(*order)
         for i, name in enumerate(names)
     )

@@ -85,7 +85,15 @@ import numpy as np
 from geostat._version import __version__
 from geostat.data.atomic import atomic_path
 from geostat.errors import ModelFileError
-from geostat.kernels import Anisotropic, Exponential, Gaussian, Kernel, Matern, PoweredExponential, SpaceTime
+from geostat.kernels import (
+    Anisotropic,
+    Exponential,
+    Gaussian,
+    Kernel,
+    Matern,
+    PoweredExponential,
+    SpaceTime,
+)
 
 __all__ = [
     "FITTED_ATTRIBUTES",
@@ -108,11 +116,36 @@ FORMAT = "geostat-model"
 #: The format version this module writes, and the newest it reads (it reads every older one).
 VERSION = 3
 
-_REQUIRED_1 = frozenset({
-    "n_features_in_", "kernel_", "distance_", "method_", "accuracy_", "n_safeguarded_", "perturbation_", "shift_",
-    "result_", "loglik_error_", "params_", "stderr_", "coef_", "coef_stderr_", "coef_names_", "loglik_", "n_iter_",
-    "n_evaluations_", "converged_", "_trend", "_layout", "_y_names", "_y_one_d", "_scale", "_training", "_field",
-})
+_REQUIRED_1 = frozenset(
+    {
+        "n_features_in_",
+        "kernel_",
+        "distance_",
+        "method_",
+        "accuracy_",
+        "n_safeguarded_",
+        "perturbation_",
+        "shift_",
+        "result_",
+        "loglik_error_",
+        "params_",
+        "stderr_",
+        "coef_",
+        "coef_stderr_",
+        "coef_names_",
+        "loglik_",
+        "n_iter_",
+        "n_evaluations_",
+        "converged_",
+        "_trend",
+        "_layout",
+        "_y_names",
+        "_y_one_d",
+        "_scale",
+        "_training",
+        "_field",
+    }
+)
 #: ``{version: (required, optional)}``: the fitted attributes of a model file of each
 #: format version (a model fitted on a DataFrame also has ``feature_names_in_``). A file
 #: with any other attribute, or without a required one, is refused.
@@ -158,15 +191,27 @@ _MAX_DIRECTORY_BYTES = MAX_MEMBERS * 512
 #: Array dtype kinds a model file holds: booleans, integers, floats, complex, dates,
 #: time spans, fixed-width byte and unicode strings (never objects or structures).
 _ARRAY_KINDS = frozenset("biufcmMSU")
-_NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+_NPY_HEADERS = {
+    (1, 0): np.lib.format.read_array_header_1_0,
+    (2, 0): np.lib.format.read_array_header_2_0,
+}
 _READ_CHUNK = 2**20
 _ISOTROPIC = {cls.name: cls for cls in (Exponential, Matern, PoweredExponential, Gaussian)}
 #: ``{version: {family name: class}}``: the kernels a model file of each version holds.
 _ALL_KERNELS = {**_ISOTROPIC, Anisotropic.name: Anisotropic, SpaceTime.name: SpaceTime}
 _KERNELS = {1: _ISOTROPIC, 2: _ALL_KERNELS, 3: _ALL_KERNELS}
 #: What the zip, zlib, JSON, ``.npy`` and dataclass readers raise on bad input.
-_DAMAGE = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, KeyError, TypeError, struct.error, OverflowError,
-           NotImplementedError)
+_DAMAGE = (
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    ValueError,
+    KeyError,
+    TypeError,
+    struct.error,
+    OverflowError,
+    NotImplementedError,
+)
 
 
 class _Malformed(Exception):
@@ -207,7 +252,10 @@ def write_model(path, params, fitted):
         "params": _encode(params, "params", arrays),
         "fitted": _encode(fitted, "fitted", arrays),
     }
-    with atomic_path(path) as temporary, zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
+    with (
+        atomic_path(path) as temporary,
+        zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive,
+    ):
         archive.writestr(_JSON_MEMBER, json.dumps(header, indent=1))
         for name, array in arrays.items():
             buffer = io.BytesIO()
@@ -291,7 +339,9 @@ def _open_regular_file(path):
     socket or a folder raises :class:`ModelFileError` without being read (nor waited on:
     the file is opened without blocking, and checked again once open)."""
     _check_regular(os.stat(path).st_mode, path)
-    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    descriptor = os.open(
+        path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    )
     try:
         _check_regular(os.fstat(descriptor).st_mode, path)
     except BaseException:
@@ -303,8 +353,13 @@ def _open_regular_file(path):
 def _check_regular(mode, path):
     if stat.S_ISREG(mode):
         return
-    kinds = [(stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")]
+    kinds = [
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ]
     kind = next((name for test, name in kinds if test(mode)), "not a regular file")
     raise ModelFileError(
         f"{path} is {kind}, not a model file; give the path of a file written by SpatialGP.save or "
@@ -320,19 +375,27 @@ def _check_end_record(stream, size):
     stream.seek(size - tail_size)
     tail = stream.read(tail_size)
     at = len(tail) - _END_RECORD.size
-    if tail[at:at + 4] != _END_MAGIC or tail[-2:] != b"\0\0":  # not a record without comment: search, as zipfile does
+    if (
+        tail[at : at + 4] != _END_MAGIC or tail[-2:] != b"\0\0"
+    ):  # not a record without comment: search, as zipfile does
         at = tail.rfind(_END_MAGIC, 0, len(tail) - _END_RECORD.size + 1)
     if at < 0:
         raise _Malformed("no zip end record")
-    _, disk, directory_disk, entries_here, entries, directory_size, directory_offset, _ = _END_RECORD.unpack_from(
-        tail, at)
+    _, disk, directory_disk, entries_here, entries, directory_size, directory_offset, _ = (
+        _END_RECORD.unpack_from(tail, at)
+    )
     if disk or directory_disk or entries_here != entries:
         raise _Malformed("the archive spans several disks")
     if entries > MAX_MEMBERS or directory_size > _MAX_DIRECTORY_BYTES:
-        raise _Malformed(f"its directory lists {entries} members in {directory_size:,} bytes; a model file has at most "
-                         f"{MAX_MEMBERS} members")
+        raise _Malformed(
+            f"its directory lists {entries} members in {directory_size:,} bytes; a model file has at most "
+            f"{MAX_MEMBERS} members"
+        )
     record = size - tail_size + at
-    if directory_offset + directory_size != record or tail[max(at - 20, 0):max(at - 16, 0)] == _ZIP64_LOCATOR_MAGIC:
+    if (
+        directory_offset + directory_size != record
+        or tail[max(at - 20, 0) : max(at - 16, 0)] == _ZIP64_LOCATOR_MAGIC
+    ):
         raise _Malformed("the zip directory is not where its end record says")
     return directory_offset
 
@@ -341,7 +404,9 @@ def _read_archive(archive, directory_offset, records, path):
     members = _check_directory(archive, directory_offset, path)
     header = _read_header(archive, members.pop(_JSON_MEMBER))
     _check_header(header, path)
-    decoder = _Decoder(archive, members, {cls.__name__: cls for cls in records}, _KERNELS[header["version"]])
+    decoder = _Decoder(
+        archive, members, {cls.__name__: cls for cls in records}, _KERNELS[header["version"]]
+    )
     params, fitted = decoder.decode(header["params"]), decoder.decode(header["fitted"])
     unread = sorted(set(members) - decoder.read)
     if unread:
@@ -356,16 +421,23 @@ def _check_directory(archive, directory_offset, path):
     if _JSON_MEMBER not in names:
         raise _not_a_model(path)
     if len(infos) > MAX_MEMBERS or len(set(names)) != len(names):
-        raise _Malformed("its zip directory lists a member twice" if len(infos) <= MAX_MEMBERS else
-                         f"it has {len(infos)} members, more than {MAX_MEMBERS}")
+        raise _Malformed(
+            "its zip directory lists a member twice"
+            if len(infos) <= MAX_MEMBERS
+            else f"it has {len(infos)} members, more than {MAX_MEMBERS}"
+        )
     for info in infos:
         _check_member(info)
     total = sum(info.file_size for info in infos)
     if total > MAX_MODEL_BYTES:
-        raise _too_large(path, f"its members declare {total:,} bytes", MAX_MODEL_BYTES, "MAX_MODEL_BYTES")
+        raise _too_large(
+            path, f"its members declare {total:,} bytes", MAX_MODEL_BYTES, "MAX_MODEL_BYTES"
+        )
     json_size = archive.getinfo(_JSON_MEMBER).file_size
     if json_size > MAX_JSON_BYTES:
-        raise _too_large(path, f"its model.json declares {json_size:,} bytes", MAX_JSON_BYTES, "MAX_JSON_BYTES")
+        raise _too_large(
+            path, f"its model.json declares {json_size:,} bytes", MAX_JSON_BYTES, "MAX_JSON_BYTES"
+        )
     _check_no_overlap(infos, directory_offset)
     return dict(zip(names, infos))
 
@@ -375,7 +447,9 @@ def _check_member(info):
     uncompressed size that its compressed size can honestly give."""
     name = info.filename
     if name != _JSON_MEMBER and not _ARRAY_MEMBER.fullmatch(name):
-        raise _Malformed(f"it has the member {name[:100]!r}; a model file holds model.json and arrays/<name>.npy only")
+        raise _Malformed(
+            f"it has the member {name[:100]!r}; a model file holds model.json and arrays/<name>.npy only"
+        )
     if info.orig_filename != name:
         raise _Malformed(f"its member {name} has a name with a NUL character or a backslash")
     if info.flag_bits & ~_ALLOWED_FLAGS:
@@ -385,11 +459,15 @@ def _check_member(info):
     elif info.compress_type == zipfile.ZIP_DEFLATED:
         honest = info.file_size <= _DEFLATE_RATIO * info.compress_size
     else:
-        raise _Malformed(f"its member {name} is compressed with method {info.compress_type}; a model file uses "
-                         "deflate")
+        raise _Malformed(
+            f"its member {name} is compressed with method {info.compress_type}; a model file uses "
+            "deflate"
+        )
     if not honest:
-        raise _Malformed(f"its member {name} declares {info.file_size:,} bytes from {info.compress_size:,} compressed "
-                         f"bytes, more than deflate can give ({_DEFLATE_RATIO} to 1)")
+        raise _Malformed(
+            f"its member {name} declares {info.file_size:,} bytes from {info.compress_size:,} compressed "
+            f"bytes, more than deflate can give ({_DEFLATE_RATIO} to 1)"
+        )
 
 
 def _check_no_overlap(infos, directory_offset):
@@ -409,8 +487,10 @@ def _read_member(archive, info):
     with archive.open(info) as stream:
         data = stream.read(info.file_size + 1)
     if len(data) != info.file_size:
-        raise _Malformed(f"its member {info.filename} holds {'more' if len(data) > info.file_size else 'fewer'} bytes "
-                         "than its directory entry says")
+        raise _Malformed(
+            f"its member {info.filename} holds {'more' if len(data) > info.file_size else 'fewer'} bytes "
+            "than its directory entry says"
+        )
     return data
 
 
@@ -432,10 +512,16 @@ def _too_large(path, what, limit, name):
 # ---------------------------------------------------------------------------- model.json
 def _read_header(archive, info):
     try:
-        header = json.loads(_read_member(archive, info).decode("utf-8"), object_pairs_hook=_object_without_repeats)
+        header = json.loads(
+            _read_member(archive, info).decode("utf-8"), object_pairs_hook=_object_without_repeats
+        )
     except RecursionError:
-        raise _Malformed(f"model.json nests lists or objects deeper than {MAX_JSON_DEPTH}") from None
-    except ValueError as exc:  # invalid UTF-8 or JSON, a repeated key, an integer of too many digits
+        raise _Malformed(
+            f"model.json nests lists or objects deeper than {MAX_JSON_DEPTH}"
+        ) from None
+    except (
+        ValueError
+    ) as exc:  # invalid UTF-8 or JSON, a repeated key, an integer of too many digits
         raise _Malformed(f"model.json is not valid JSON: {exc}") from None
     if _nesting_depth(header, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
         raise _Malformed(f"model.json nests lists or objects deeper than {MAX_JSON_DEPTH}")
@@ -458,7 +544,9 @@ def _nesting_depth(value, limit):
         item, depth = stack.pop()
         if isinstance(item, (dict, list)):
             deepest = max(deepest, depth)
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+            stack.extend(
+                (child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)
+            )
     return deepest
 
 
@@ -480,8 +568,10 @@ def _check_header(header, path):
     required, optional = FITTED_ATTRIBUTES[version]
     unknown = sorted(set(header["fitted"]) - required - optional)
     if unknown:
-        raise _Malformed(f"it sets {[name[:100] for name in unknown[:5]]}, which are not fitted attributes of a model "
-                         f"file of format version {version}")
+        raise _Malformed(
+            f"it sets {[name[:100] for name in unknown[:5]]}, which are not fitted attributes of a model "
+            f"file of format version {version}"
+        )
     missing = sorted(required - set(header["fitted"]))
     if missing:
         raise _Malformed(f"it lacks the fitted attribute(s) {missing}")
@@ -518,8 +608,10 @@ def _encode(value, where, arrays, kernels=0):
 def _encode_dict(value, where, arrays, kernels=0):
     bad = [k for k in value if not isinstance(k, str) or k.startswith("$")]
     if bad:
-        raise ValueError(f"{where} has the key {bad[0]!r}; a model file holds dicts keyed by names (str not "
-                         "starting with '$').")
+        raise ValueError(
+            f"{where} has the key {bad[0]!r}; a model file holds dicts keyed by names (str not "
+            "starting with '$')."
+        )
     return {k: _encode(v, f"{where}.{k}", arrays, kernels) for k, v in value.items()}
 
 
@@ -555,9 +647,13 @@ def _encode_kernel(kernel, where, arrays, depth):
     arguments = kernel.init_arguments()
     expected = set(inspect.signature(type(kernel)).parameters)
     if not isinstance(arguments, dict) or set(arguments) != expected:
-        raise ValueError(f"{where}: {type(kernel).__name__}.init_arguments() does not give the constructor arguments "
-                         f"{sorted(expected)}, so a model file cannot rebuild it.")
-    return _encode_dict({"name": kernel.name, "arguments": arguments}, f"{where}.{kernel.name}", arrays, depth)
+        raise ValueError(
+            f"{where}: {type(kernel).__name__}.init_arguments() does not give the constructor arguments "
+            f"{sorted(expected)}, so a model file cannot rebuild it."
+        )
+    return _encode_dict(
+        {"name": kernel.name, "arguments": arguments}, f"{where}.{kernel.name}", arrays, depth
+    )
 
 
 # ---------------------------------------------------------------------------- decoding
@@ -593,7 +689,12 @@ class _Decoder:
             return np.array(value, dtype=object)
         if key == "$kernel":
             return self._kernel(value)
-        if key == "$record" and isinstance(value, list) and len(value) == 2 and value[0] in self.records:
+        if (
+            key == "$record"
+            and isinstance(value, list)
+            and len(value) == 2
+            and value[0] in self.records
+        ):
             fields = self.decode(value[1])
             if not isinstance(fields, dict):
                 raise _Malformed(f"the fields of a {value[0]} record are a {type(fields).__name__}")
@@ -603,17 +704,25 @@ class _Decoder:
     def _kernel(self, state):
         """A kernel of a built-in family from its name and constructor arguments, each
         kernel among them decoded first, at most :data:`MAX_KERNEL_DEPTH` deep."""
-        if (not isinstance(state, dict) or state.keys() != {"name", "arguments"} or not isinstance(state["name"], str)
-                or state["name"] not in self.kernels):
+        if (
+            not isinstance(state, dict)
+            or state.keys() != {"name", "arguments"}
+            or not isinstance(state["name"], str)
+            or state["name"] not in self.kernels
+        ):
             name = state.get("name") if isinstance(state, dict) else None
-            raise _Malformed(f"a kernel ({str(name)[:40]!r}) is not one of the built-in families "
-                             f"{sorted(self.kernels)} of its format version")
+            raise _Malformed(
+                f"a kernel ({str(name)[:40]!r}) is not one of the built-in families "
+                f"{sorted(self.kernels)} of its format version"
+            )
         cls = self.kernels[state["name"]]
         if not isinstance(state["arguments"], dict):
             raise _Malformed(f"the arguments of its {cls.__name__} kernel are not an object")
         unknown = sorted(set(state["arguments"]) - set(inspect.signature(cls).parameters))
         if unknown:
-            raise _Malformed(f"its {cls.__name__} kernel has the argument(s) {[k[:40] for k in unknown[:3]]}")
+            raise _Malformed(
+                f"its {cls.__name__} kernel has the argument(s) {[k[:40] for k in unknown[:3]]}"
+            )
         if self.depth >= MAX_KERNEL_DEPTH:
             raise _Malformed(f"it nests kernels more than {MAX_KERNEL_DEPTH} deep")
         self.depth += 1
@@ -625,12 +734,16 @@ class _Decoder:
             return cls(**arguments)
         except (TypeError, ValueError) as exc:
             detail = str(exc)[:200]
-            raise _Malformed(f"its {cls.__name__} kernel cannot be built from its arguments ({detail})") from None
+            raise _Malformed(
+                f"its {cls.__name__} kernel cannot be built from its arguments ({detail})"
+            ) from None
 
     def _array(self, name):
         if name not in self.members or name in self.read:
-            raise _Malformed(f"model.json refers to the array {name[:100]!r}, which is "
-                             f"{'read twice' if name in self.read else 'not in the archive'}")
+            raise _Malformed(
+                f"model.json refers to the array {name[:100]!r}, which is "
+                f"{'read twice' if name in self.read else 'not in the archive'}"
+            )
         self.read.add(name)
         return _read_array(self.archive, self.members[name])
 
@@ -643,12 +756,16 @@ def _read_array(archive, info):
         data_bytes = info.file_size - stream.tell()
         count = math.prod(shape)
         if count * dtype.itemsize != data_bytes:
-            raise _Malformed(f"the header of {info.filename} announces {count:,} values of {dtype} "
-                             f"({count * dtype.itemsize:,} bytes) but the member holds {data_bytes:,} bytes of data")
+            raise _Malformed(
+                f"the header of {info.filename} announces {count:,} values of {dtype} "
+                f"({count * dtype.itemsize:,} bytes) but the member holds {data_bytes:,} bytes of data"
+            )
         array = np.empty(shape[::-1] if fortran_order else shape, dtype)
         _read_into(stream, array.reshape(-1).view(np.uint8), info.filename)
         if stream.read(1):
-            raise _Malformed(f"its member {info.filename} holds more bytes than its directory entry says")
+            raise _Malformed(
+                f"its member {info.filename} holds more bytes than its directory entry says"
+            )
     return array.T if fortran_order else array
 
 
@@ -658,14 +775,23 @@ def _array_header(stream, name):
     try:
         version = np.lib.format.read_magic(stream)
         if version not in _NPY_HEADERS:
-            raise _Malformed(f"{name} is a .npy file of version {version}; a model file holds versions 1.0 and 2.0")
+            raise _Malformed(
+                f"{name} is a .npy file of version {version}; a model file holds versions 1.0 and 2.0"
+            )
         shape, fortran_order, dtype = _NPY_HEADERS[version](stream)
     except (SyntaxError, RecursionError) as exc:
         raise _Malformed(f"{name} has an unreadable .npy header ({type(exc).__name__})") from None
-    plain = dtype.kind in _ARRAY_KINDS and dtype.fields is None and dtype.subdtype is None and dtype.itemsize > 0
+    plain = (
+        dtype.kind in _ARRAY_KINDS
+        and dtype.fields is None
+        and dtype.subdtype is None
+        and dtype.itemsize > 0
+    )
     if not plain:
-        raise _Malformed(f"{name} holds values of dtype {dtype}; a model file holds numbers, booleans, dates and "
-                         "fixed-width strings only")
+        raise _Malformed(
+            f"{name} holds values of dtype {dtype}; a model file holds numbers, booleans, dates and "
+            "fixed-width strings only"
+        )
     if any(n < 0 for n in shape):
         raise _Malformed(f"{name} announces the shape {shape}")
     return shape, fortran_order, dtype
@@ -676,7 +802,7 @@ def _read_into(stream, buffer, name):
     view = memoryview(buffer)
     filled = 0
     while filled < len(view):
-        got = stream.readinto(view[filled:filled + _READ_CHUNK])
+        got = stream.readinto(view[filled : filled + _READ_CHUNK])
         if not got:
             raise _Malformed(f"its member {name} ends before its data")
         filled += got

@@ -18,8 +18,18 @@ import pandas as pd
 from geostat.distance import check_lonlat, resolve_distance
 from geostat.errors import GeostatWarning
 
-__all__ = ["Trend", "SpatialData", "check_table", "prepare_coords", "time_position", "align_observations", "prepare_y",
-           "prepare_noise", "as_output", "samples_output"]
+__all__ = [
+    "Trend",
+    "SpatialData",
+    "check_table",
+    "prepare_coords",
+    "time_position",
+    "align_observations",
+    "prepare_y",
+    "prepare_noise",
+    "as_output",
+    "samples_output",
+]
 
 _TREND_WORDS = ("none", "constant", "linear")
 
@@ -73,7 +83,9 @@ class Trend:
             if not columns:
                 return cls("constant")
             if len(set(columns)) != len(columns):
-                raise ValueError(f"trend lists a column twice: {list(spec)}; list each covariate once.")
+                raise ValueError(
+                    f"trend lists a column twice: {list(spec)}; list each covariate once."
+                )
             return cls("covariates", columns)
         raise TypeError(
             f"trend must be None, 'constant', 'linear' or a list of columns, not {type(spec).__name__}."
@@ -161,8 +173,14 @@ def check_table(X, argname, finite=True):
         _check_extent(X.shape, argname)
         if X.columns.has_duplicates:
             repeated = sorted({str(c) for c in X.columns[X.columns.duplicated()]})
-            raise ValueError(f"{argname} has duplicate column names {repeated}; give each column its own name.")
-        bad = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c]) or pd.api.types.is_complex_dtype(X[c])]
+            raise ValueError(
+                f"{argname} has duplicate column names {repeated}; give each column its own name."
+            )
+        bad = [
+            c
+            for c in X.columns
+            if not pd.api.types.is_numeric_dtype(X[c]) or pd.api.types.is_complex_dtype(X[c])
+        ]
         if bad:
             dtypes = ", ".join(f"{str(c)!r} ({X[c].dtype})" for c in bad)
             raise ValueError(
@@ -177,7 +195,9 @@ def check_table(X, argname, finite=True):
     try:
         array = np.asarray(X)
     except ValueError as exc:
-        raise ValueError(f"{argname} is ragged (its rows have different lengths); pass an array of shape (n, d).") from exc
+        raise ValueError(
+            f"{argname} is ragged (its rows have different lengths); pass an array of shape (n, d)."
+        ) from exc
     if array.ndim == 0:
         raise ValueError(f"{argname} must be an array of shape (n, d); got the scalar {X!r}.")
     _check_extent(array.shape, argname)
@@ -209,7 +229,9 @@ def _check_finite(values, columns, argname):
     if bad.any():
         column = int(np.flatnonzero(bad.any(axis=0))[0])
         rows = np.flatnonzero(bad[:, column])
-        shown = ", ".join(str(r) for r in rows[:5]) + (f" and {rows.size - 5} more" if rows.size > 5 else "")
+        shown = ", ".join(str(r) for r in rows[:5]) + (
+            f" and {rows.size - 5} more" if rows.size > 5 else ""
+        )
         raise ValueError(
             f"{argname} contains NaN or infinite values in column {columns[column]!r} (row(s) {shown}); a site "
             "needs finite coordinates and covariates: drop those rows or fill them."
@@ -258,7 +280,9 @@ def _as_frame(X, argname):
     if array.ndim == 1:
         array = array[:, None]
     if array.ndim != 2:
-        raise ValueError(f"{argname} must be 2-D (n, d); got an array with {array.ndim} dimensions.")
+        raise ValueError(
+            f"{argname} must be 2-D (n, d); got an array with {array.ndim} dimensions."
+        )
     return pd.DataFrame(array)
 
 
@@ -291,8 +315,9 @@ def prepare_coords(X, trend, distance="auto", argname="X", layout=None, time=Non
     frame = _as_frame(X, argname)
     columns = list(frame.columns)
     if layout is None:
-        coord_pos, cov_pos, distance_name = _layout(columns, trend, distance, isinstance(X, pd.DataFrame), argname,
-                                                    time)
+        coord_pos, cov_pos, distance_name = _layout(
+            columns, trend, distance, isinstance(X, pd.DataFrame), argname, time
+        )
     else:
         n_columns, coord_pos, cov_pos = layout
         if len(columns) != n_columns:
@@ -302,7 +327,11 @@ def prepare_coords(X, trend, distance="auto", argname="X", layout=None, time=Non
             )
         distance_name = distance
     coords = _numeric(frame.iloc[:, coord_pos], f"{argname} coordinates")
-    covariates = _numeric(frame.iloc[:, cov_pos], f"{argname} covariates") if cov_pos else np.empty((len(frame), 0))
+    covariates = (
+        _numeric(frame.iloc[:, cov_pos], f"{argname} covariates")
+        if cov_pos
+        else np.empty((len(frame), 0))
+    )
     spatial = coords[:, :-1] if time is not None else coords
     if time is not None and spatial.shape[1] == 0:
         raise ValueError(f"{argname} has a time column but no spatial coordinate columns.")
@@ -310,7 +339,12 @@ def prepare_coords(X, trend, distance="auto", argname="X", layout=None, time=Non
         check_lonlat(spatial, argname)
     else:
         _check_spread(coords, argname)
-    if layout is None and _is_auto(distance) and distance_name == "euclidean" and isinstance(X, pd.DataFrame):
+    if (
+        layout is None
+        and _is_auto(distance)
+        and distance_name == "euclidean"
+        and isinstance(X, pd.DataFrame)
+    ):
         _warn_if_degrees(coords, [str(columns[i]) for i in coord_pos], argname)
     data = SpatialData(
         coords=coords,
@@ -329,7 +363,9 @@ def _layout(columns, trend, distance, named, argname, time=None):
     cov_pos = _covariate_positions(columns, trend, argname)
     coord_pos = [i for i in range(len(columns)) if i not in cov_pos]
     if not coord_pos:
-        raise ValueError(f"{argname} has no coordinate columns left after removing the trend covariates.")
+        raise ValueError(
+            f"{argname} has no coordinate columns left after removing the trend covariates."
+        )
     time_pos = None if time is None else _time_position(columns, coord_pos, cov_pos, time, argname)
     if time_pos is not None:
         coord_pos.remove(time_pos)
@@ -391,13 +427,21 @@ def _time_position(columns, coord_pos, cov_pos, time, argname):
         return coord_pos[-1]
     if time in columns:
         position = columns.index(time)
-    elif isinstance(time, (int, np.integer)) and not isinstance(time, (bool, np.bool_)) and -len(columns) <= time < len(columns):
+    elif (
+        isinstance(time, (int, np.integer))
+        and not isinstance(time, (bool, np.bool_))
+        and -len(columns) <= time < len(columns)
+    ):
         position = int(time) % len(columns)
     else:
-        raise ValueError(f"time={time!r} is not a column of {argname}; its columns are {columns}. Name the time "
-                         "column (e.g. time='time') or give its position.")
+        raise ValueError(
+            f"time={time!r} is not a column of {argname}; its columns are {columns}. Name the time "
+            "column (e.g. time='time') or give its position."
+        )
     if position in cov_pos:
-        raise ValueError(f"time={time!r} is also a trend covariate; a column is either the time or a covariate.")
+        raise ValueError(
+            f"time={time!r} is also a trend covariate; a column is either the time or a covariate."
+        )
     return position
 
 
@@ -463,8 +507,10 @@ def _warn_if_degrees(coords, names, argname):
     lat = [i for i, name in enumerate(lowered) if "lat" in name]
     if len(lon) != 1 or len(lat) != 1 or lon == lat:
         return
-    within = all(low <= coords[:, i].min() and coords[:, i].max() <= high
-                 for i, (low, high) in zip((lon[0], lat[0]), _DEGREE_BOUNDS))
+    within = all(
+        low <= coords[:, i].min() and coords[:, i].max() <= high
+        for i, (low, high) in zip((lon[0], lat[0]), _DEGREE_BOUNDS)
+    )
     if within:
         warnings.warn(
             f"{argname} coordinate columns {list(names)} look like longitude and latitude in degrees, but are not "
@@ -550,8 +596,11 @@ def align_observations(X, y, argname="y"):
     if not repeated and X.index.isin(y.index).all():
         return y.reindex(X.index)
     absent = X.index[~X.index.isin(y.index)]
-    why = (f"{absent.size} label(s) of X's index are not in {argname}'s (e.g. {list(absent[:3])})" if absent.size
-           else "they hold the same labels in another order, with some repeated")
+    why = (
+        f"{absent.size} label(s) of X's index are not in {argname}'s (e.g. {list(absent[:3])})"
+        if absent.size
+        else "they hold the same labels in another order, with some repeated"
+    )
     raise ValueError(
         f"{argname} and X are pandas objects whose indexes disagree: {why}. Observations are paired with sites by "
         f"index label; align them first ({argname}.reindex(X.index), or reset both indexes), or pass "
@@ -611,12 +660,18 @@ def prepare_y(y, n, argname="y"):
     if values.shape[1] == 0:
         raise ValueError(f"{argname} has no columns; pass at least one replicate.")
     if np.isinf(values).any():
-        raise ValueError(f"{argname} contains infinite values; remove or replace them (NaN marks missing).")
+        raise ValueError(
+            f"{argname} contains infinite values; remove or replace them (NaN marks missing)."
+        )
     empty = np.flatnonzero(np.isnan(values).all(axis=0))
     if empty.size == values.shape[1]:
         raise ValueError(f"{argname} has no observed values (all NaN).")
     if empty.size:
-        label = f"column {names[empty[0]]!r}" if names and len(names) == values.shape[1] else f"column {empty[0]}"
+        label = (
+            f"column {names[empty[0]]!r}"
+            if names and len(names) == values.shape[1]
+            else f"column {empty[0]}"
+        )
         raise ValueError(
             f"{argname} replicate {label} has no observed values (all NaN; {empty.size} such replicate(s)); "
             "drop the empty replicates before fitting."
@@ -658,23 +713,31 @@ def prepare_noise(noise, y, argname="noise_variance"):
     try:
         raw = np.asarray(noise)
     except ValueError as exc:  # ragged nested lists
-        raise ValueError(f"{argname} is ragged; pass numbers (variances) of shape {shapes}.") from exc
+        raise ValueError(
+            f"{argname} is ragged; pass numbers (variances) of shape {shapes}."
+        ) from exc
     if raw.dtype.kind not in "iuf":
-        raise ValueError(f"{argname} must be real numbers (variances) of shape {shapes}; got values of dtype "
-                         f"{raw.dtype}.")
+        raise ValueError(
+            f"{argname} must be real numbers (variances) of shape {shapes}; got values of dtype "
+            f"{raw.dtype}."
+        )
     values = raw.astype(np.float64)  # a copy: the input is never changed
     if values.ndim == 2 and values.shape[1] == 1:
         values = values[:, 0]
     if values.shape not in ((n,), (n, r)):
-        raise ValueError(f"{argname} must have shape {shapes} (one variance per site, in the units of y squared); "
-                         f"got shape {values.shape}.")
+        raise ValueError(
+            f"{argname} must have shape {shapes} (one variance per site, in the units of y squared); "
+            f"got shape {values.shape}."
+        )
     observed = ~np.isnan(y) if values.ndim == 2 else np.ones(n, dtype=bool)
     bad = observed & ~(np.isfinite(values) & (values >= 0))
     bad |= ~observed & ~(np.isnan(values) | (np.isfinite(values) & (values >= 0)))
     if bad.any():
         where = tuple(np.argwhere(bad)[0])
-        raise ValueError(f"{argname} must hold finite, non-negative variances (NaN only where y is missing); "
-                         f"row {int(where[0])} has {float(values[where])!r} ({int(bad.sum())} such value(s)).")
+        raise ValueError(
+            f"{argname} must hold finite, non-negative variances (NaN only where y is missing); "
+            f"row {int(where[0])} has {float(values[where])!r} ({int(bad.sum())} such value(s))."
+        )
     if values.ndim == 1:
         return values
     per_site = np.where(observed, values, np.inf).min(axis=1)
@@ -747,5 +810,7 @@ def samples_output(draws, index=None, names=None, one_d=True, axis="sample", lab
     labels = pd.RangeIndex(k, name=axis) if labels is None else pd.Index(labels, name=axis)
     if one_d:
         return pd.DataFrame(draws[:, 0, :], index=index, columns=labels)
-    columns = pd.MultiIndex.from_product([names if names else range(r), labels], names=["replicate", axis])
+    columns = pd.MultiIndex.from_product(
+        [names if names else range(r), labels], names=["replicate", axis]
+    )
     return pd.DataFrame(draws.reshape(m, r * k), index=index, columns=columns)

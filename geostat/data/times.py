@@ -23,8 +23,18 @@ __all__ = ["EPOCH_DAYS", "column_to_days", "convert_time_column", "time_unit"]
 #: The unit of converted dates.
 EPOCH_DAYS = "days since 1970-01-01"
 #: Ticks of each ``datetime64`` unit in one day (months and years are made days first).
-_TICKS_PER_DAY = {"D": 1, "h": 24, "m": 24 * 60, "s": 86_400, "ms": 86_400 * 10**3, "us": 86_400 * 10**6,
-                  "ns": 86_400 * 10**9, "ps": 86_400 * 10**12, "fs": 86_400 * 10**15, "as": 86_400 * 10**18}
+_TICKS_PER_DAY = {
+    "D": 1,
+    "h": 24,
+    "m": 24 * 60,
+    "s": 86_400,
+    "ms": 86_400 * 10**3,
+    "us": 86_400 * 10**6,
+    "ns": 86_400 * 10**9,
+    "ps": 86_400 * 10**12,
+    "fs": 86_400 * 10**15,
+    "as": 86_400 * 10**18,
+}
 
 
 def time_unit(calendar=None):
@@ -60,8 +70,10 @@ def column_to_days(values, what="the time column"):
         For cftime dates without the cftime package (it made them, so it is there).
     """
     if isinstance(getattr(values, "dtype", None), pd.DatetimeTZDtype):
-        raise ValueError(f"{what} holds time-zone aware dates ({values.dtype}); convert them to naive UTC first, "
-                         "e.g. column.dt.tz_convert(None).")
+        raise ValueError(
+            f"{what} holds time-zone aware dates ({values.dtype}); convert them to naive UTC first, "
+            "e.g. column.dt.tz_convert(None)."
+        )
     array = np.asarray(values)
     if array.dtype.kind == "M":
         return _datetime64_days(array, what), time_unit()
@@ -69,8 +81,10 @@ def column_to_days(values, what="the time column"):
         return _object_days(array, what)
     if array.dtype.kind in "iufb":
         return array.astype(np.float64), None
-    raise ValueError(f"{what} must hold numbers or dates; got values of dtype {array.dtype}. Convert them to "
-                     "numbers or to datetime64 (pandas.to_datetime).")
+    raise ValueError(
+        f"{what} must hold numbers or dates; got values of dtype {array.dtype}. Convert them to "
+        "numbers or to datetime64 (pandas.to_datetime)."
+    )
 
 
 def _datetime64_days(array, what):
@@ -100,14 +114,18 @@ def _object_days(array, what):
         try:
             converted = pd.to_datetime(pd.Series(array.ravel()))
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{what} holds dates pandas cannot convert: {' '.join(str(exc).split())}") from None
+            raise ValueError(
+                f"{what} holds dates pandas cannot convert: {' '.join(str(exc).split())}"
+            ) from None
         return column_to_days(converted, what)
     try:
         numbers = array.astype(np.float64)
     except (TypeError, ValueError):
         shown = next(v for v in array.flat if not _is_number(v))
-        raise ValueError(f"{what} must hold numbers or dates; it holds {shown!r} ({type(shown).__name__}). Convert "
-                         "it to numbers or to datetime64 (pandas.to_datetime).") from None
+        raise ValueError(
+            f"{what} must hold numbers or dates; it holds {shown!r} ({type(shown).__name__}). Convert "
+            "it to numbers or to datetime64 (pandas.to_datetime)."
+        ) from None
     return numbers, None
 
 
@@ -126,10 +144,14 @@ def _cftime_days(array, what):
     values = array.ravel()
     if not all(isinstance(v, cftime.datetime) for v in values):
         shown = next(v for v in values if not isinstance(v, cftime.datetime))
-        raise ValueError(f"{what} mixes cftime dates with {shown!r} ({type(shown).__name__}); give dates of one kind.")
+        raise ValueError(
+            f"{what} mixes cftime dates with {shown!r} ({type(shown).__name__}); give dates of one kind."
+        )
     calendars = sorted({v.calendar for v in values})
     if len(calendars) != 1:
-        raise ValueError(f"{what} holds cftime dates of several calendars {calendars}; convert them to one calendar.")
+        raise ValueError(
+            f"{what} holds cftime dates of several calendars {calendars}; convert them to one calendar."
+        )
     days = np.asarray(cftime.date2num(values, EPOCH_DAYS, calendar=calendars[0]), dtype=np.float64)
     return days.reshape(array.shape), time_unit(calendars[0])
 
@@ -208,7 +230,11 @@ def _check_unit(unit, expected, what):
     the fitted one."""
     if expected is False or unit == expected:
         return
+
     def kind(u):
         return "numbers (in the unit of the fitted time column)" if u is None else f"dates ({u})"
-    raise ValueError(f"{what} holds {kind(unit)}, but the model was fitted on times given as {kind(expected)}; give "
-                     "the times in the same form as at fit time.")
+
+    raise ValueError(
+        f"{what} holds {kind(unit)}, but the model was fitted on times given as {kind(expected)}; give "
+        "the times in the same form as at fit time."
+    )

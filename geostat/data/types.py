@@ -9,7 +9,7 @@ is never imported here at run time: to a type checker that has it, :data:`Xarray
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, Union
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     XarrayDataArray: TypeAlias = xr.DataArray
     XarrayDataset: TypeAlias = xr.Dataset
-    XarrayObject: TypeAlias = Union[xr.DataArray, xr.Dataset]
+    XarrayObject: TypeAlias = xr.DataArray | xr.Dataset
 else:
     XarrayDataArray = XarrayDataset = XarrayObject = Any
 
@@ -47,18 +47,18 @@ else:
 FloatArray: TypeAlias = NDArray[np.float64]
 #: Sites as a table: an ``(n, d)`` array (or nested sequence) or a DataFrame whose columns
 #: are the coordinates (and trend covariates).
-SitesLike: TypeAlias = Union[ArrayLike, pd.DataFrame]
+SitesLike: TypeAlias = ArrayLike | pd.DataFrame
 #: Sites, or a field: an xarray ``DataArray`` or ``Dataset`` (see :meth:`geostat.SpatialGP.fit`).
-SitesOrField: TypeAlias = Union[ArrayLike, pd.DataFrame, XarrayObject]
+SitesOrField: TypeAlias = ArrayLike | pd.DataFrame | XarrayObject
 #: Observations ``(n,)`` or ``(n, r)``: an array, a Series or a DataFrame of replicates.
-Observations: TypeAlias = Union[ArrayLike, pd.Series, pd.DataFrame]
+Observations: TypeAlias = ArrayLike | pd.Series | pd.DataFrame
 #: Covariance parameters by name (``variance``, ``range``, ``nugget``, shape parameters).
 Params: TypeAlias = Mapping[str, float]
 #: What seeds a NumPy ``Generator``: None (fresh entropy), a non-negative integer, a
 #: ``Generator`` or a legacy ``RandomState``.
-Seed: TypeAlias = Union[int, np.integer, np.random.Generator, np.random.RandomState, None]
+Seed: TypeAlias = int | np.integer | np.random.Generator | np.random.RandomState | None
 #: The trend: None, ``"none"``, ``"constant"``, ``"linear"``, or the covariate columns of ``X``.
-TrendSpec: TypeAlias = Union[str, Sequence[Hashable], pd.Index, NDArray[Any], None]
+TrendSpec: TypeAlias = str | Sequence[Hashable] | pd.Index | NDArray[Any] | None
 #: How the likelihood is evaluated.
 Method: TypeAlias = Literal["auto", "exact", "tlr"]
 #: The site ordering of the TLR method.
@@ -68,6 +68,6 @@ Device: TypeAlias = Literal["cpu", "gpu"]
 #: What a covariance that is not numerically positive definite does during a fit.
 OnFailure: TypeAlias = Literal["shift", "compensate", "step", "raise"]
 #: A prediction for a DataFrame of sites: a Series (one replicate) or a DataFrame.
-TableOutput: TypeAlias = Union[pd.Series, pd.DataFrame]
+TableOutput: TypeAlias = pd.Series | pd.DataFrame
 #: A prediction on an xarray template.
 FieldOutput: TypeAlias = XarrayDataArray

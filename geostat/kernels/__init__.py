@@ -130,7 +130,6 @@ def get_kernel(spec: str | Kernel, smoothness: float | None = None) -> Kernel:
         return Exponential()
     if smoothness is not None:
         raise ValueError(
-            f"smoothness applies to the Matérn kernel only, not to {name!r}; "
-            "pass smoothness=None."
+            f"smoothness applies to the Matérn kernel only, not to {name!r}; pass smoothness=None."
         )
     return PoweredExponential() if name == "powered_exponential" else Gaussian()

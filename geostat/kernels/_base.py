@@ -61,7 +61,15 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["DEVICE_CHUNK", "Kernel", "array_namespace", "check_in_domain", "get_num_threads", "map_chunks", "set_num_threads"]
+__all__ = [
+    "DEVICE_CHUNK",
+    "Kernel",
+    "array_namespace",
+    "check_in_domain",
+    "get_num_threads",
+    "map_chunks",
+    "set_num_threads",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -286,7 +294,9 @@ def _check_real(value, argname):
         raise TypeError(f"{argname} must be a real number, got {type(value).__name__}: {value!r}.")
     if isinstance(value, np.ndarray):
         if value.ndim != 0 or value.dtype.kind not in "iuf":
-            raise TypeError(f"{argname} must be a real scalar, got an array of shape {value.shape}.")
+            raise TypeError(
+                f"{argname} must be a real scalar, got an array of shape {value.shape}."
+            )
         value = value[()]
     return float(value)
 
@@ -300,7 +310,9 @@ def check_in_domain(key, value, domain, argname=None):
     upper_ok = value <= high if high_inclusive else value < high
     if not (math.isfinite(value) and value > low and upper_ok):
         closing = "]" if high_inclusive else ")"
-        raise ValueError(f"{argname} must be finite and in ({low:g}, {high:g}{closing}, got {value!r}.")
+        raise ValueError(
+            f"{argname} must be finite and in ({low:g}, {high:g}{closing}, got {value!r}."
+        )
     return value
 
 
@@ -342,7 +354,9 @@ class Kernel(abc.ABC):
     time_axis = False
 
     def __init__(
-        self, shape: Mapping[str, float | None] | None = None, bounds: dict[str, tuple[float, float]] | None = None
+        self,
+        shape: Mapping[str, float | None] | None = None,
+        bounds: dict[str, tuple[float, float]] | None = None,
     ) -> None:
         shape = {} if shape is None else dict(shape)
         unknown = set(shape) - set(self._SHAPE_NAMES)
@@ -366,8 +380,7 @@ class Kernel(abc.ABC):
             return merged
         if not isinstance(bounds, dict):
             raise TypeError(
-                "bounds must be a dict {name: (low, high)}, "
-                f"got {type(bounds).__name__}."
+                f"bounds must be a dict {{name: (low, high)}}, got {type(bounds).__name__}."
             )
         for key, pair in bounds.items():
             if key not in self._SHAPE_NAMES:
@@ -380,7 +393,9 @@ class Kernel(abc.ABC):
             low = self._check_shape_value(key, pair[0], f"bounds[{key!r}][0]")
             high = self._check_shape_value(key, pair[1], f"bounds[{key!r}][1]")
             if not low < high:
-                raise ValueError(f"bounds[{key!r}] must satisfy low < high, got ({low!r}, {high!r}).")
+                raise ValueError(
+                    f"bounds[{key!r}] must satisfy low < high, got ({low!r}, {high!r})."
+                )
             merged[key] = (low, high)
         return merged
 
@@ -533,13 +548,20 @@ class Kernel(abc.ABC):
         else:
             names = tuple(n for n in self.free_shape if n in gradient)
         chunking = _CHUNKING.get(xp.__name__, _bounded)
-        m, u_dm_du, dshape = chunking(lambda part, which: self._formula(part, shape, xp, which), u, names, xp,
-                                      u if in_place else None)
+        m, u_dm_du, dshape = chunking(
+            lambda part, which: self._formula(part, shape, xp, which),
+            u,
+            names,
+            xp,
+            u if in_place else None,
+        )
         if not gradient:
             return m.reshape(d.shape), {}
         u_dm_du *= -1.0 / range_  # dM/drange = dM/du * du/drange = -(u dM/du) / range
-        return m.reshape(d.shape), {"range": u_dm_du.reshape(d.shape),
-                                    **{name: dshape[name].reshape(d.shape) for name in names}}
+        return m.reshape(d.shape), {
+            "range": u_dm_du.reshape(d.shape),
+            **{name: dshape[name].reshape(d.shape) for name in names},
+        }
 
     @abc.abstractmethod
     def _formula(self, u, shape, xp, derivatives):
@@ -627,7 +649,9 @@ class Kernel(abc.ABC):
             If `name` is not a shape parameter or `value` is outside its domain.
         """
         if name not in self._SHAPE_NAMES:
-            raise ValueError(f"{name!r} is not a shape parameter of {self!r}; those are {list(self._SHAPE_NAMES)}.")
+            raise ValueError(
+                f"{name!r} is not a shape parameter of {self!r}; those are {list(self._SHAPE_NAMES)}."
+            )
         held = copy.copy(self)
         held._shape = {**self._shape, name: self._check_shape_value(name, value)}
         return held
@@ -684,5 +708,6 @@ class Kernel(abc.ABC):
         return self._shape == other._shape and self._bounds == other._bounds
 
     def __hash__(self) -> int:
-        return hash((type(self).__name__, tuple(self._shape.items()),
-                     tuple(sorted(self._bounds.items()))))
+        return hash(
+            (type(self).__name__, tuple(self._shape.items()), tuple(sorted(self._bounds.items())))
+        )

@@ -75,8 +75,14 @@ class Anisotropic(LagKernel):
     name = "anisotropic"
     anisotropic = True
 
-    def __init__(self, kernel: Kernel, ratio: float | None = None, angle: float | None = None,
-                 vertical: bool = False, bounds: dict[str, tuple[float, float]] | None = None) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        ratio: float | None = None,
+        angle: float | None = None,
+        vertical: bool = False,
+        bounds: dict[str, tuple[float, float]] | None = None,
+    ) -> None:
         if not isinstance(kernel, Kernel) or getattr(kernel, "structured", False):
             raise TypeError(f"kernel must be an isotropic Kernel such as Matern(), got {kernel!r}.")
         if not isinstance(vertical, bool):
@@ -85,14 +91,29 @@ class Anisotropic(LagKernel):
         self.vertical = vertical
         own = (RATIO, ANGLE) + ((VERTICAL,) if vertical else ())
         self._SHAPE_NAMES = kernel.shape_names + own
-        self._SHAPE_DOMAIN = {**kernel._SHAPE_DOMAIN, RATIO: (0.0, 1.0, True),
-                              ANGLE: (-math.inf, math.inf, False), VERTICAL: (0.0, math.inf, False)}
-        self._DEFAULT_BOUNDS = {**kernel.shape_bounds, RATIO: (0.02, 1.0), ANGLE: (-0.5 * math.pi, 1.5 * math.pi),
-                                VERTICAL: (1e-300, 1e300)}
-        self._DEFAULT_START = {**kernel.shape_start, RATIO: 0.5, ANGLE: 0.25 * math.pi, VERTICAL: 1.0}
+        self._SHAPE_DOMAIN = {
+            **kernel._SHAPE_DOMAIN,
+            RATIO: (0.0, 1.0, True),
+            ANGLE: (-math.inf, math.inf, False),
+            VERTICAL: (0.0, math.inf, False),
+        }
+        self._DEFAULT_BOUNDS = {
+            **kernel.shape_bounds,
+            RATIO: (0.02, 1.0),
+            ANGLE: (-0.5 * math.pi, 1.5 * math.pi),
+            VERTICAL: (1e-300, 1e300),
+        }
+        self._DEFAULT_START = {
+            **kernel.shape_start,
+            RATIO: 0.5,
+            ANGLE: 0.25 * math.pi,
+            VERTICAL: 1.0,
+        }
         family_bounds = {k: v for k, v in (bounds or {}).items() if k in kernel.shape_names}
         if family_bounds:
-            raise ValueError(f"bounds of {sorted(family_bounds)} belong to the family: pass them to {kernel!r}.")
+            raise ValueError(
+                f"bounds of {sorted(family_bounds)} belong to the family: pass them to {kernel!r}."
+            )
         super().__init__({**kernel.fixed_shape, RATIO: ratio, ANGLE: angle}, bounds)
         self._custom_bounds = set(bounds or ())
 
@@ -114,21 +135,31 @@ class Anisotropic(LagKernel):
     def init_arguments(self):
         """The constructor arguments that rebuild this kernel."""
         custom = {k: v for k, v in self._bounds.items() if k in self._custom_bounds}
-        return {"kernel": self.family, "ratio": as_float(self._shape[RATIO]), "angle": as_float(self._shape[ANGLE]),
-                "vertical": self.vertical, "bounds": custom or None}
+        return {
+            "kernel": self.family,
+            "ratio": as_float(self._shape[RATIO]),
+            "angle": as_float(self._shape[ANGLE]),
+            "vertical": self.vertical,
+            "bounds": custom or None,
+        }
 
     def check_axes(self, n_axes, lonlat):
         """Two coordinates (three with ``vertical=True``), in a plane or longitude/latitude
         (projected on a tangent plane, :class:`geostat.distance.TangentPlaneDistance`)."""
         if lonlat and self.vertical:
-            raise ValueError("a vertical range needs projected x/y coordinates and a third one; "
-                             "longitude/latitude have no vertical axis.")
+            raise ValueError(
+                "a vertical range needs projected x/y coordinates and a third one; "
+                "longitude/latitude have no vertical axis."
+            )
         check_real_axes(n_axes, (3,) if self.vertical else (2,), False, repr(self))
 
     def wrap(self, values):
         """`values` with the angle reduced to ``[0, pi)`` (the correlation is ``pi``-periodic in it)."""
         if ANGLE in values:
-            values = {**values, ANGLE: math.fmod(math.fmod(values[ANGLE], math.pi) + math.pi, math.pi)}
+            values = {
+                **values,
+                ANGLE: math.fmod(math.fmod(values[ANGLE], math.pi) + math.pi, math.pi),
+            }
         return values
 
     def scaled_square(self, deltas, range_, shape, names):
@@ -163,7 +194,9 @@ class Anisotropic(LagKernel):
         xp = array_namespace(deltas[0])
         u2, du2 = self.scaled_square(deltas, range_, shape, own)
         family_shape = {k: shape[k] for k in self.family.shape_names}
-        family_names = None if not gradient else tuple(n for n in names if n in self.family.shape_names)
+        family_names = (
+            None if not gradient else tuple(n for n in names if n in self.family.shape_names)
+        )
         m, u_dm_du, grads = family_derivatives(self.family, xp.sqrt(u2), family_shape, family_names)
         for name in own:
             grads[name] = scaled_derivative(u_dm_du, u2, du2[name], xp)

@@ -26,8 +26,14 @@ import numpy as np
 
 from geostat.kernels._base import Kernel, check_in_domain
 
-__all__ = ["LagKernel", "as_float", "check_real_axes", "family_derivatives", "requested_names",
-           "scaled_derivative"]
+__all__ = [
+    "LagKernel",
+    "as_float",
+    "check_real_axes",
+    "family_derivatives",
+    "requested_names",
+    "scaled_derivative",
+]
 
 
 class LagKernel(Kernel):
@@ -103,7 +109,11 @@ class LagKernel(Kernel):
         return hash((type(self).__name__, repr(self)))
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.init_arguments().items() if v is not None and v is not False)
+        args = ", ".join(
+            f"{k}={v!r}"
+            for k, v in self.init_arguments().items()
+            if v is not None and v is not False
+        )
         return f"{type(self).__name__}({args})"
 
 

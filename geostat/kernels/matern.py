@@ -178,8 +178,9 @@ def _quad_nodes(nu, band):
     # Step: the error of the rule is about exp(-2 pi d / h) * K_nu(u cos d) / K_nu(u)
     # <= exp(-2 pi d / h + u (1 - cos d) - order log cos d) for 0 < d < pi/2.
     d = np.linspace(0.02, 1.5, 75)
-    h = 0.9 * float(np.max(2.0 * np.pi * d / (log_tol + u_hi * (1.0 - np.cos(d))
-                                                - order * np.log(np.cos(d)))))
+    h = 0.9 * float(
+        np.max(2.0 * np.pi * d / (log_tol + u_hi * (1.0 - np.cos(d)) - order * np.log(np.cos(d))))
+    )
     # Truncation at T: u_lo (cosh T - 1) - order T >= log_tol + log(T / h) (margin 8).
     target = log_tol + max(0.0, -math.log(h)) + 8.0
 
@@ -215,7 +216,7 @@ def _scaled_bessel(u, nu, rows, xp):
         nodes, weights = xp.asarray(neg_c)[:, None], xp.asarray(weights[rows])
         step = max(64, _QUAD_BLOCK // neg_c.size)
         for start in range(0, idx.size, step):
-            part = idx[start:start + step]
+            part = idx[start : start + step]
             expo = nodes * u[part][None, :]
             if lowest < -700.0:  # avoid the slow underflow path of exp
                 xp.maximum(expo, -745.0, out=expo)
@@ -234,7 +235,7 @@ def _weighted_sum(weights, expo, xp):
     acc = weights[:, :1] * expo[0]
     term = xp.empty_like(acc)
     for k in range(1, expo.shape[0]):
-        xp.multiply(weights[:, k:k + 1], expo[k], out=term)
+        xp.multiply(weights[:, k : k + 1], expo[k], out=term)
         acc += term
     return acc
 
@@ -308,7 +309,9 @@ def _quadrature(u, p, xp, m_given, want_u, want_nu):
     small = xp.minimum(u, _U_PRODUCT_MAX)
     factor = ((small**p.nu) * xp.exp(-small)) * p.c
     factor = xp.where(u > _U_PRODUCT_MAX, xp.exp(p.log_c + p.nu * xp.log(u) - u), factor)
-    m = xp.minimum(factor * scaled[0], 1.0) if m_given is None else m_given  # rounding could give 1 + 1e-15
+    m = (
+        xp.minimum(factor * scaled[0], 1.0) if m_given is None else m_given
+    )  # rounding could give 1 + 1e-15
     u_dm_du = -((factor * scaled[1]) * u) if want_u else None
     # d log M / dnu = log(u/2) - psi(nu) + (dK/dnu) / K
     dnu = (((scaled[2] / scaled[0]) + xp.log(0.5 * u)) - p.psi) * m if want_nu else None

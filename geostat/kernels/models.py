@@ -41,7 +41,9 @@ def model_kernel(kernel: Kernel, anisotropy: str | None, n_axes: int, distance_n
     if anisotropy is not None:
         space = kernel.space if isinstance(kernel, SpaceTime) else kernel
         if isinstance(space, Anisotropic):
-            raise ValueError(f"anisotropy={anisotropy!r} is given but {kernel!r} is anisotropic already; drop one.")
+            raise ValueError(
+                f"anisotropy={anisotropy!r} is given but {kernel!r} is anisotropic already; drop one."
+            )
         vertical = n_axes - kernel.time_axis == 3
         space = Anisotropic(space, vertical=vertical)
         if isinstance(kernel, SpaceTime):
@@ -95,7 +97,10 @@ def time_column(kernel: Kernel, time, X):
 #: What a single value of a spanned parameter's axis is, and the fix.
 _SINGLE_VALUE = {
     "time_range": ("time", "fit a spatial kernel, or observations at more than one time"),
-    "vertical_range": ("value of the third coordinate", "fit on the two horizontal coordinates alone"),
+    "vertical_range": (
+        "value of the third coordinate",
+        "fit on the two horizontal coordinates alone",
+    ),
 }
 
 
@@ -114,5 +119,7 @@ def axis_spans(kernel: Kernel, coords: np.ndarray) -> dict[str, float]:
         spans[name] = float(np.ptp(coords[:, axis]))
         if not spans[name] > 0:
             what, fix = _SINGLE_VALUE.get(name, ("value of its axis", "drop that axis"))
-            raise ValueError(f"X has a single {what} ({coords[0, axis]:g}), so {name!r} cannot be estimated; {fix}.")
+            raise ValueError(
+                f"X has a single {what} ({coords[0, axis]:g}), so {name!r} cannot be estimated; {fix}."
+            )
     return spans

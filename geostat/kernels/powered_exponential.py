@@ -35,7 +35,9 @@ class PoweredExponential(Kernel):
     _DEFAULT_START = {"power": 1.0}
     _LINEAR_SHAPE = ("power",)
 
-    def __init__(self, power: float | None = None, bounds: dict[str, tuple[float, float]] | None = None) -> None:
+    def __init__(
+        self, power: float | None = None, bounds: dict[str, tuple[float, float]] | None = None
+    ) -> None:
         super().__init__({"power": power}, bounds)
 
     def great_circle_valid_at(self, shape: Mapping[str, float | None]) -> bool:

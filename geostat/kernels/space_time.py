@@ -47,7 +47,13 @@ import math
 
 from geostat.kernels._base import Kernel, _check_real, array_namespace
 from geostat.kernels.anisotropic import Anisotropic
-from geostat.kernels.lags import LagKernel, as_float, family_derivatives, requested_names, scaled_derivative
+from geostat.kernels.lags import (
+    LagKernel,
+    as_float,
+    family_derivatives,
+    requested_names,
+    scaled_derivative,
+)
 
 __all__ = ["SpaceTime"]
 
@@ -83,31 +89,53 @@ class SpaceTime(LagKernel):
     name = "space_time"
     time_axis = True
 
-    def __init__(self, space: str | Kernel = "matern", time: str | Kernel = "exponential",
-                 separability: float | None = None, bounds: dict[str, tuple[float, float]] | None = None) -> None:
+    def __init__(
+        self,
+        space: str | Kernel = "matern",
+        time: str | Kernel = "exponential",
+        separability: float | None = None,
+        bounds: dict[str, tuple[float, float]] | None = None,
+    ) -> None:
         from geostat.kernels import get_kernel
 
         self.space = get_kernel(space)
         self.time = get_kernel(time)
         if getattr(self.time, "structured", False):
-            raise TypeError(f"time must be an isotropic family such as 'exponential', got {self.time!r}.")
+            raise TypeError(
+                f"time must be an isotropic family such as 'exponential', got {self.time!r}."
+            )
         if isinstance(self.space, SpaceTime):
             raise TypeError("space must be a spatial kernel, not a SpaceTime one.")
         time_names = tuple(_TIME_PREFIX + n for n in self.time.shape_names)
         self._SHAPE_NAMES = self.space.shape_names + time_names + (TIME_RANGE, SEPARABILITY)
         rename = dict(zip(self.time.shape_names, time_names))
-        self._SHAPE_DOMAIN = {**self.space._SHAPE_DOMAIN,
-                              **{rename[k]: v for k, v in self.time._SHAPE_DOMAIN.items()},
-                              TIME_RANGE: (0.0, math.inf, False), SEPARABILITY: (0.0, 1.0, True)}
-        self._DEFAULT_BOUNDS = {**self.space.shape_bounds, **{rename[k]: v for k, v in self.time.shape_bounds.items()},
-                                TIME_RANGE: (1e-300, 1e300), SEPARABILITY: (0.0, 1.0)}
-        self._DEFAULT_START = {**self.space.shape_start, **{rename[k]: v for k, v in self.time.shape_start.items()},
-                               TIME_RANGE: 1.0, SEPARABILITY: 0.5}
+        self._SHAPE_DOMAIN = {
+            **self.space._SHAPE_DOMAIN,
+            **{rename[k]: v for k, v in self.time._SHAPE_DOMAIN.items()},
+            TIME_RANGE: (0.0, math.inf, False),
+            SEPARABILITY: (0.0, 1.0, True),
+        }
+        self._DEFAULT_BOUNDS = {
+            **self.space.shape_bounds,
+            **{rename[k]: v for k, v in self.time.shape_bounds.items()},
+            TIME_RANGE: (1e-300, 1e300),
+            SEPARABILITY: (0.0, 1.0),
+        }
+        self._DEFAULT_START = {
+            **self.space.shape_start,
+            **{rename[k]: v for k, v in self.time.shape_start.items()},
+            TIME_RANGE: 1.0,
+            SEPARABILITY: 0.5,
+        }
         own = {k: v for k, v in (bounds or {}).items() if k in self.space.shape_names}
         if own:
-            raise ValueError(f"bounds of {sorted(own)} belong to the spatial family: pass them to {self.space!r}.")
+            raise ValueError(
+                f"bounds of {sorted(own)} belong to the spatial family: pass them to {self.space!r}."
+            )
         fixed_time = {rename[k]: v for k, v in self.time.fixed_shape.items()}
-        super().__init__({**self.space.fixed_shape, **fixed_time, SEPARABILITY: separability}, bounds)
+        super().__init__(
+            {**self.space.fixed_shape, **fixed_time, SEPARABILITY: separability}, bounds
+        )
         self._custom_bounds = set(bounds or ())
         self._time_names = rename
         self.anisotropic = self.space.anisotropic
@@ -116,7 +144,9 @@ class SpaceTime(LagKernel):
         if key == SEPARABILITY:  # [0, 1], 0 included
             value = _check_real(value, argname or key)
             if not (0.0 <= value <= 1.0):
-                raise ValueError(f"{argname or key} must be in [0, 1] (0: separable), got {value!r}.")
+                raise ValueError(
+                    f"{argname or key} must be in [0, 1] (0: separable), got {value!r}."
+                )
             return value
         return super()._check_shape_value(key, value, argname)
 
@@ -146,15 +176,21 @@ class SpaceTime(LagKernel):
     def init_arguments(self):
         """The constructor arguments that rebuild this kernel."""
         custom = {k: v for k, v in self._bounds.items() if k in self._custom_bounds}
-        return {"space": self.space, "time": self.time, "separability": as_float(self._shape[SEPARABILITY]),
-                "bounds": custom or None}
+        return {
+            "space": self.space,
+            "time": self.time,
+            "separability": as_float(self._shape[SEPARABILITY]),
+            "bounds": custom or None,
+        }
 
     def check_axes(self, n_axes, lonlat):
         """The spatial family's coordinates, then time."""
         if isinstance(self.space, LagKernel):
             self.space.check_axes(n_axes - 1, lonlat)
         elif n_axes < 2:
-            raise ValueError("a space-time kernel needs spatial coordinates and a time coordinate, got one column.")
+            raise ValueError(
+                "a space-time kernel needs spatial coordinates and a time coordinate, got one column."
+            )
 
     def _spatial_square(self, deltas, range_, shape, names):
         """``u_s^2`` and its derivatives along the spatial geometric `names`."""
@@ -173,8 +209,11 @@ class SpaceTime(LagKernel):
         d = len(spatial)
         beta, a_t = shape[SEPARABILITY], shape[TIME_RANGE]
         space_family = self.space.family if isinstance(self.space, Anisotropic) else self.space
-        geometric = tuple(n for n in names if n == "range" or (n in self.space.shape_names
-                                                               and n not in space_family.shape_names))
+        geometric = tuple(
+            n
+            for n in names
+            if n == "range" or (n in self.space.shape_names and n not in space_family.shape_names)
+        )
         u2, du2 = self._spatial_square(spatial, range_, shape, geometric)
         v = xp.sqrt(u2)
         tau2 = log_psi = None
@@ -189,9 +228,12 @@ class SpaceTime(LagKernel):
             damp = shrink * shrink if d >= 2 else shrink  # psi^(-beta d/2)
             for _ in range(d - 2):
                 damp *= shrink
-        space_names = None if not gradient else tuple(n for n in names if n in space_family.shape_names)
-        m, v_dm_dv, space_grads = family_derivatives(space_family, v, {k: shape[k] for k in space_family.shape_names},
-                                                     space_names)
+        space_names = (
+            None if not gradient else tuple(n for n in names if n in space_family.shape_names)
+        )
+        m, v_dm_dv, space_grads = family_derivatives(
+            space_family, v, {k: shape[k] for k in space_family.shape_names}, space_names
+        )
         time_shape = {k: shape[p] for k, p in self._time_names.items()}
         time_names = tuple(k for k, p in self._time_names.items() if p in names)
         if not gradient:
@@ -211,7 +253,9 @@ class SpaceTime(LagKernel):
         if SEPARABILITY in names:
             grads[SEPARABILITY] = -0.5 * log_psi * g * k
         if TIME_RANGE in names:
-            grads[TIME_RANGE] = time_grads["range"] * damp * m + (beta / a_t) * (tau2 / (1.0 + tau2)) * g * k
+            grads[TIME_RANGE] = (
+                time_grads["range"] * damp * m + (beta / a_t) * (tau2 / (1.0 + tau2)) * g * k
+            )
         for family_name in time_names:
             grads[self._time_names[family_name]] = time_grads[family_name] * damp * m
         return g * m, grads

@@ -177,7 +177,9 @@ class RadialTable(RadialFunction):
         self.step = step
         # (the logs added: the products can underflow or overflow; nodes beyond e^700 would)
         self._first = math.floor((math.log(self.range) + math.log(SPAN[0])) / step)
-        self._count = math.ceil(min(math.log(self.range) + math.log(SPAN[1]), 700.0) / step) - self._first
+        self._count = (
+            math.ceil(min(math.log(self.range) + math.log(SPAN[1]), 700.0) / step) - self._first
+        )
         self._coefficients = None
 
     def __getstate__(self):
@@ -185,11 +187,18 @@ class RadialTable(RadialFunction):
 
     def _table(self, xp):
         if self._coefficients is None:
-            nodes = xp.exp(self.step * xp.arange(self._first - 1, self._first + self._count + 3, dtype=xp.float64))
+            nodes = xp.exp(
+                self.step
+                * xp.arange(self._first - 1, self._first + self._count + 3, dtype=xp.float64)
+            )
             v = super().__call__(nodes)
             before, at, after, next_ = v[:-3], v[1:-2], v[2:-1], v[3:]
-            self._coefficients = (at, -before / 3 - at / 2 + after - next_ / 6, before / 2 - at + after / 2,
-                                  -before / 6 + at / 2 - after / 2 + next_ / 6)
+            self._coefficients = (
+                at,
+                -before / 3 - at / 2 + after - next_ / 6,
+                before / 2 - at + after / 2,
+                -before / 6 + at / 2 - after / 2 + next_ / 6,
+            )
         return self._coefficients
 
     def __call__(self, d, overwrite_d=False):

@@ -82,12 +82,29 @@ def resolve_method(method, n, backend=NUMPY, n_gradients=1):
         raise ValueError(f"method={method!r} is not one of {METHODS}.")
     if method != "auto":
         return method
-    exact = n <= EXACT_UP_TO.get(backend.name, DEVICE_EXACT_MAX) and fits_in_memory(backend, n, n_gradients)
+    exact = n <= EXACT_UP_TO.get(backend.name, DEVICE_EXACT_MAX) and fits_in_memory(
+        backend, n, n_gradients
+    )
     return "exact" if exact else "tlr"
 
 
-def make_likelihood(method, coords, y, design, kernel, distance, reml=False, accuracy=1e-8, tile_size=None,
-                    ordering="kdtree", random_state=0, on_failure="shift", backend=NUMPY, client=None, noise=None):
+def make_likelihood(
+    method,
+    coords,
+    y,
+    design,
+    kernel,
+    distance,
+    reml=False,
+    accuracy=1e-8,
+    tile_size=None,
+    ordering="kdtree",
+    random_state=0,
+    on_failure="shift",
+    backend=NUMPY,
+    client=None,
+    noise=None,
+):
     """The likelihood `method` resolves to, on a back end (or a Dask cluster).
 
     Parameters
@@ -117,19 +134,43 @@ def make_likelihood(method, coords, y, design, kernel, distance, reml=False, acc
     client = resolve_client(client)
     if client is not None:
         if method == "exact":
-            raise ValueError("client= runs the TLR method on a Dask cluster; method='exact' runs in this process "
-                             "only: use method='tlr' (or 'auto') with a client, or client=None.")
+            raise ValueError(
+                "client= runs the TLR method on a Dask cluster; method='exact' runs in this process "
+                "only: use method='tlr' (or 'auto') with a client, or client=None."
+            )
         resolve_method(method, 0)
-    chosen = "tlr" if client is not None else resolve_method(method, coords.shape[0], backend, n_gradients)
+    chosen = (
+        "tlr"
+        if client is not None
+        else resolve_method(method, coords.shape[0], backend, n_gradients)
+    )
     if chosen == "tlr":
-        likelihood = TLRLikelihood(coords, y, design, kernel, distance, reml, accuracy=accuracy, tile_size=tile_size,
-                                   ordering=ordering, random_state=random_state, on_failure=on_failure,
-                                   backend=backend, client=client, noise=noise)
+        likelihood = TLRLikelihood(
+            coords,
+            y,
+            design,
+            kernel,
+            distance,
+            reml,
+            accuracy=accuracy,
+            tile_size=tile_size,
+            ordering=ordering,
+            random_state=random_state,
+            on_failure=on_failure,
+            backend=backend,
+            client=client,
+            noise=noise,
+        )
     else:
-        likelihood = ExactLikelihood(coords, y, design, kernel, distance, reml, on_failure, backend, noise)
+        likelihood = ExactLikelihood(
+            coords, y, design, kernel, distance, reml, on_failure, backend, noise
+        )
     if logger.isEnabledFor(logging.INFO):
-        where, why = ((_device(backend), _why(method, chosen, coords.shape[0], backend, n_gradients)) if client is None
-                      else ("a Dask cluster", f"method={method!r} with client="))
+        where, why = (
+            (_device(backend), _why(method, chosen, coords.shape[0], backend, n_gradients))
+            if client is None
+            else ("a Dask cluster", f"method={method!r} with client=")
+        )
         logger.info("likelihood: %s on %s (%s); %s", chosen, where, why, likelihood.describe())
     return likelihood
 
@@ -148,6 +189,10 @@ def _why(method, chosen, n, backend, n_gradients):
         return f"method='auto': n = {n:,} sites, above the exact method's {limit:,} on this device"
     need, free = dense_bytes(n, n_gradients), backend.free_memory()
     if chosen == "tlr":
-        return (f"method='auto': the exact method's dense matrices ({need / 2**30:.3g} GiB) would not fit in "
-                f"the free memory ({free / 2**30:.3g} GiB)")
-    return f"method='auto': n = {n:,} sites, at most {limit:,} (TLR from {limit + 1:,} on this device)"
+        return (
+            f"method='auto': the exact method's dense matrices ({need / 2**30:.3g} GiB) would not fit in "
+            f"the free memory ({free / 2**30:.3g} GiB)"
+        )
+    return (
+        f"method='auto': n = {n:,} sites, at most {limit:,} (TLR from {limit + 1:,} on this device)"
+    )

@@ -67,8 +67,10 @@ class Likelihood(SiteDistanceExtremes):
         self.n_obs = int(sum(g.y.size for g in self.groups))
         self.n_eff = self.n_obs - (self.n_coef * self.n_replicates if self.reml else 0)
         self.noise = None if noise is None else np.array(noise, dtype=np.float64)
-        self.group_noise = [None if self.noise is None else self.noise if g.sites is None else self.noise[g.sites]
-                            for g in self.groups]
+        self.group_noise = [
+            None if self.noise is None else self.noise if g.sites is None else self.noise[g.sites]
+            for g in self.groups
+        ]
 
     def split(self, params):
         """``(theta, eta, noise_ratio)`` of natural parameters: the correlation parameters,
@@ -110,5 +112,6 @@ class Likelihood(SiteDistanceExtremes):
         coef_cov : ndarray of shape (r, p, p)
             Covariance of each replicate's coefficient estimate.
         """
-        return trend_estimates(self.groups, self.factors_at(params), params["variance"], self.n_replicates,
-                               self.n_coef)
+        return trend_estimates(
+            self.groups, self.factors_at(params), params["variance"], self.n_replicates, self.n_coef
+        )

@@ -117,15 +117,30 @@ class ExactLikelihood(Likelihood):
     accuracy = None
     adaptive = False
 
-    def __init__(self, coords, y, design, kernel, distance, reml=False, on_failure="shift", backend=NUMPY,
-                 noise=None):
+    def __init__(
+        self,
+        coords,
+        y,
+        design,
+        kernel,
+        distance,
+        reml=False,
+        on_failure="shift",
+        backend=NUMPY,
+        noise=None,
+    ):
         super().__init__(coords, y, design, kernel, distance, reml, on_failure, backend, noise)
         self._check_memory()
         self.sites = Sites(coords, distance, backend)
         xp, put = backend.xp, backend.asarray
         self._arrays = [
-            _GroupArrays(None if g.sites is None else xp.asarray(g.sites), put(g.y), put(g.design),
-                         None if noise is None else put(noise), 0.0 if noise is None else float(noise.max(initial=0.0)))
+            _GroupArrays(
+                None if g.sites is None else xp.asarray(g.sites),
+                put(g.y),
+                put(g.design),
+                None if noise is None else put(noise),
+                0.0 if noise is None else float(noise.max(initial=0.0)),
+            )
             for g, noise in zip(self.groups, self.group_noise)
         ]
 
@@ -142,7 +157,11 @@ class ExactLikelihood(Likelihood):
     def describe(self):
         """The method in words, for the log."""
         need = dense_bytes(self.n, 1 + len(self.kernel.free_shape))
-        groups = f", {len(self.groups)} groups of replicates sharing sites" if len(self.groups) > 1 else ""
+        groups = (
+            f", {len(self.groups)} groups of replicates sharing sites"
+            if len(self.groups) > 1
+            else ""
+        )
         return f"dense Cholesky factors of {self.n:,} sites (about {need / 2**30:.2g} GiB at most){groups}"
 
     def describe_factors(self):
@@ -152,8 +171,15 @@ class ExactLikelihood(Likelihood):
     def subset(self, sites):
         """The likelihood of the same model on the sites `sites` only (same back end)."""
         return ExactLikelihood(
-            self.coords[sites], self.y[sites], self.design[sites], self.kernel, self.distance, self.reml,
-            self.on_failure, self.backend, None if self.noise is None else self.noise[sites],
+            self.coords[sites],
+            self.y[sites],
+            self.design[sites],
+            self.kernel,
+            self.distance,
+            self.reml,
+            self.on_failure,
+            self.backend,
+            None if self.noise is None else self.noise[sites],
         )
 
     def correlation(self, theta, gradient=False):
@@ -200,7 +226,10 @@ class ExactLikelihood(Likelihood):
         pairs = list(zip(self.groups, self._arrays))
         if len(pairs) == 1:
             arrays = pairs[0][1]
-            yield pairs[0], self._factor(self._group_matrix(R, arrays, eta, nu, copy=False), arrays, eta, nu)
+            yield (
+                pairs[0],
+                self._factor(self._group_matrix(R, arrays, eta, nu, copy=False), arrays, eta, nu),
+            )
             return
         for run in fitting_runs(pairs, self.n * self.n, order=lambda pair: pair[0].y.shape[0]):
             Ks = [self._group_matrix(R, arrays, eta, nu, copy=True) for _, arrays in run]

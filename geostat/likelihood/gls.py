@@ -113,7 +113,9 @@ def centered_design(design):
     if design.shape[1] < 2 or not bool((design[:, 0] == 1.0).all()):
         return design, None
     shift = design[:, 1:].mean(axis=0)
-    return remove_means(design, shift), np.asarray(shift.get() if hasattr(shift, "get") else shift, dtype=np.float64)
+    return remove_means(design, shift), np.asarray(
+        shift.get() if hasattr(shift, "get") else shift, dtype=np.float64
+    )
 
 
 def remove_means(design, shift):
@@ -175,12 +177,16 @@ def gls(chol, y, design):
     centered, shift = centered_design(design)
     kinv_f = chol.solve(centered)
     host = chol.backend.to_host
-    ftkf_chol, beta_c, logdet_ftkf = gls_coefficients(host(centered.T @ kinv_f), host(centered.T @ kinv_y))
+    ftkf_chol, beta_c, logdet_ftkf = gls_coefficients(
+        host(centered.T @ kinv_f), host(centered.T @ kinv_y)
+    )
     beta_b = chol.backend.like(chol.backend.asarray(beta_c), y)
     beta = beta_c.copy()
     if shift is not None:
         beta[0] -= shift @ beta_c[1:]
-    return GLSFit(kinv_y - kinv_f @ beta_b, y - centered @ beta_b, beta, kinv_f, ftkf_chol, logdet_ftkf, shift)
+    return GLSFit(
+        kinv_y - kinv_f @ beta_b, y - centered @ beta_b, beta, kinv_f, ftkf_chol, logdet_ftkf, shift
+    )
 
 
 def gls_coefficients(ftkf, ft_kinv_y):

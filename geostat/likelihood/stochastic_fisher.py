@@ -53,8 +53,9 @@ __all__ = ["ProbeTraces", "probe_traces", "stochastic_fisher_information"]
 logger = logging.getLogger(__name__)
 
 
-def stochastic_fisher_information(likelihood, factors, params, names, random_state=0, rtol=0.02, block_size=16,
-                                  max_probes=256):
+def stochastic_fisher_information(
+    likelihood, factors, params, names, random_state=0, rtol=0.02, block_size=16, max_probes=256
+):
     """Expected Fisher information of covariance parameters through TLR factors.
 
     Parameters
@@ -111,12 +112,17 @@ def stochastic_fisher_information(likelihood, factors, params, names, random_sta
         diagonal, error = np.abs(np.diag(info)), np.diag(spread)
         relative = np.divide(error, diagonal, out=np.zeros_like(error), where=diagonal > 0)
         relative_error = float(np.max(np.where((diagonal == 0) & (error > 0), np.inf, relative)))
-        current_progress().probes(samples.shape[0], _probes_needed(samples.shape[0], relative_error, rtol, block_size,
-                                                                    max_probes))
+        current_progress().probes(
+            samples.shape[0],
+            _probes_needed(samples.shape[0], relative_error, rtol, block_size, max_probes),
+        )
         if relative_error <= rtol:
             break
-    logger.info("standard errors: Fisher information from %d random probes (relative error %.3g)", samples.shape[0],
-                relative_error)
+    logger.info(
+        "standard errors: Fisher information from %d random probes (relative error %.3g)",
+        samples.shape[0],
+        relative_error,
+    )
     return 0.5 * (info + info.T), relative_error
 
 
@@ -200,19 +206,24 @@ def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64
         matrices = likelihood.gradient_matrices(index, theta, names)
         derivatives = [matrices[n] for n in names]
         # the diagonal operators: the identity, and the known noise
-        diagonal = [None] + ([] if likelihood.noise is None else [likelihood.group_noise[index][:, None]])
+        diagonal = [None] + (
+            [] if likelihood.noise is None else [likelihood.group_noise[index][:, None]]
+        )
         alpha = np.asarray(to_host(fit.alpha))
-        quad += [float(np.sum(np.asarray(to_host(fit.residual)) * alpha)),
-                 *(float(np.sum(alpha**2 if d is None else d * alpha**2)) for d in diagonal),
-                 *(float(np.sum((D @ alpha) * alpha)) for D in derivatives)]
+        quad += [
+            float(np.sum(np.asarray(to_host(fit.residual)) * alpha)),
+            *(float(np.sum(alpha**2 if d is None else d * alpha**2)) for d in diagonal),
+            *(float(np.sum((D @ alpha) * alpha)) for D in derivatives),
+        ]
         groups.append((group.r, factor, basis, derivatives, diagonal))
     traces, products, with_products = [], [], True
     for block in itertools.count():
         trace = np.zeros((block_size, q))
         product = np.zeros((block_size, q, q)) if with_products else None
         for index, (weight, factor, basis, derivatives, diagonal) in enumerate(groups):
-            Z = np.random.default_rng([random_state, index, block]).choice(np.array([-1.0, 1.0]),
-                                                                           size=(factor.n, block_size))
+            Z = np.random.default_rng([random_state, index, block]).choice(
+                np.array([-1.0, 1.0]), size=(factor.n, block_size)
+            )
             Z = _project(basis, Z)
             X = factor.solve_upper(Z)
             DX = [X if d is None else d * X for d in diagonal] + [D @ X for D in derivatives]
@@ -229,7 +240,9 @@ def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64
             product += np.triu(product.transpose(0, 2, 1), 1)
             product[:, 0, 0] = likelihood.n_eff
             products.append(product)
-        sent = yield ProbeTraces(["K", *diagonals, *names], quad, np.concatenate(traces), np.concatenate(products))
+        sent = yield ProbeTraces(
+            ["K", *diagonals, *names], quad, np.concatenate(traces), np.concatenate(products)
+        )
         with_products = sent is not False
 
 

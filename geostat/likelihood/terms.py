@@ -63,7 +63,9 @@ class Terms:
         """Log-likelihood with the variance profiled out (no known noise: ``K`` must not
         depend on the variance)."""
         scale = self.quadratic / self.n_eff
-        return -0.5 * (self.n_eff * (LOG_2PI + np.log(scale) + 1.0) + self.logdet + self.logdet_trend)
+        return -0.5 * (
+            self.n_eff * (LOG_2PI + np.log(scale) + 1.0) + self.logdet + self.logdet_trend
+        )
 
     def profiled_gradient(self, names):
         """Derivatives of :meth:`profiled_value` along ``dK`` for each name.
@@ -95,8 +97,14 @@ class Terms:
         out = {}
         for k in names:
             if k == "variance":
-                quad_r = self.quadratic - eta * self.quad["eye"] - (nu * self.quad["noise"] if nu else 0.0)
-                trace_r = self.n_eff - eta * self.trace["eye"] - (nu * self.trace["noise"] if nu else 0.0)
+                quad_r = (
+                    self.quadratic
+                    - eta * self.quad["eye"]
+                    - (nu * self.quad["noise"] if nu else 0.0)
+                )
+                trace_r = (
+                    self.n_eff - eta * self.trace["eye"] - (nu * self.trace["noise"] if nu else 0.0)
+                )
                 out[k] = 0.5 * quad_r / s**2 - 0.5 * trace_r / s
             elif k == "nugget":
                 out[k] = 0.5 * self.quad["eye"] / s**2 - 0.5 * self.trace["eye"] / s

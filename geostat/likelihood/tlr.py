@@ -130,8 +130,23 @@ class TLRLikelihood(Likelihood):
     has_gradient = False
     method = "tlr"
 
-    def __init__(self, coords, y, design, kernel, distance, reml=False, accuracy=1e-8, tile_size=None,
-                 ordering="kdtree", random_state=0, on_failure="shift", backend=NUMPY, client=None, noise=None):
+    def __init__(
+        self,
+        coords,
+        y,
+        design,
+        kernel,
+        distance,
+        reml=False,
+        accuracy=1e-8,
+        tile_size=None,
+        ordering="kdtree",
+        random_state=0,
+        on_failure="shift",
+        backend=NUMPY,
+        client=None,
+        noise=None,
+    ):
         #: Whether the optimizer chooses the accuracy of each evaluation (``accuracy="auto"``).
         self.adaptive = isinstance(accuracy, str) and accuracy == "auto"
         if self.adaptive:
@@ -139,12 +154,17 @@ class TLRLikelihood(Likelihood):
         _check_accuracy(accuracy, "'auto' or ")
         self.client = resolve_client(client)
         if self.client is not None and backend.name != NUMPY.name:
-            raise ValueError(f"client= runs the TLR method on the cluster's CPUs; use device='cpu' with it "
-                             f"(got the {backend.name} back end).")
+            raise ValueError(
+                f"client= runs the TLR method on the cluster's CPUs; use device='cpu' with it "
+                f"(got the {backend.name} back end)."
+            )
         super().__init__(coords, y, design, kernel, distance, reml, on_failure, backend, noise)
         self.accuracy = float(accuracy)
         self.tile_size, self.ordering, self.random_state = tile_size, ordering, random_state
-        self._orders = [_Order(*site_order(self._sites(g), distance, kernel, ordering, tile_size)) for g in self.groups]
+        self._orders = [
+            _Order(*site_order(self._sites(g), distance, kernel, ordering, tile_size))
+            for g in self.groups
+        ]
         self._ordered_sites = {}
         self._arrays = {}
         self._cache = None
@@ -180,9 +200,15 @@ class TLRLikelihood(Likelihood):
         """The settings in words, for the log: tile size, tiles, accuracy, ordering."""
         largest = max(self._orders, key=lambda order: order.perm.size)
         sizes = sorted({order.tile_size for order in self._orders})
-        groups = f", {len(self.groups)} groups of replicates sharing sites" if len(self.groups) > 1 else ""
-        return (f"tile size {'/'.join(map(str, sizes))} ({math.ceil(largest.perm.size / largest.tile_size)} tiles of "
-                f"{largest.perm.size:,} sites), accuracy {self.accuracy:g}, {self.ordering} ordering{groups}")
+        groups = (
+            f", {len(self.groups)} groups of replicates sharing sites"
+            if len(self.groups) > 1
+            else ""
+        )
+        return (
+            f"tile size {'/'.join(map(str, sizes))} ({math.ceil(largest.perm.size / largest.tile_size)} tiles of "
+            f"{largest.perm.size:,} sites), accuracy {self.accuracy:g}, {self.ordering} ordering{groups}"
+        )
 
     def describe_factors(self):
         """Ranks and memory of the most recent factors at this accuracy (those at the
@@ -197,8 +223,15 @@ class TLRLikelihood(Likelihood):
     def subset(self, sites):
         """The dense likelihood of the same model on the sites `sites` only (for pilots)."""
         return ExactLikelihood(
-            self.coords[sites], self.y[sites], self.design[sites], self.kernel, self.distance, self.reml,
-            self.on_failure, self.backend, None if self.noise is None else self.noise[sites],
+            self.coords[sites],
+            self.y[sites],
+            self.design[sites],
+            self.kernel,
+            self.distance,
+            self.reml,
+            self.on_failure,
+            self.backend,
+            None if self.noise is None else self.noise[sites],
         )
 
     def factors(self, theta, eta, accuracy=None, noise_ratio=None):
@@ -230,10 +263,16 @@ class TLRLikelihood(Likelihood):
             self._cache = None
             self._coarser = {}
         params = {"variance": 1.0, **theta, "nugget": float(eta)}
-        blocks = [self._ordered(index).covariance_block(self.kernel, params, self._ordered_diagonal(index, nu))
-                  for index in range(len(self._orders))]
+        blocks = [
+            self._ordered(index).covariance_block(
+                self.kernel, params, self._ordered_diagonal(index, nu)
+            )
+            for index in range(len(self._orders))
+        ]
         out = []
-        for factor, shifted in self._map_groups(lambda index: self._factor(index, blocks[index], accuracy, key)):
+        for factor, shifted in self._map_groups(
+            lambda index: self._factor(index, blocks[index], accuracy, key)
+        ):
             self.n_safeguarded += shifted
             out.append(factor)
         if own:
@@ -251,15 +290,29 @@ class TLRLikelihood(Likelihood):
         start = time.perf_counter()
         if self.client is None:
             kept = self._coarser.pop(index, None)
-            copy = self._truncated(kept[1], accuracy) if kept is not None and kept[0] == (key, accuracy) else None
+            copy = (
+                self._truncated(kept[1], accuracy)
+                if kept is not None and kept[0] == (key, accuracy)
+                else None
+            )
             reuse = [copy] if copy is not None else []
-            coarser = self.coarser_accuracy if accuracy == self.accuracy and self.backend.name == NUMPY.name else None
+            coarser = (
+                self.coarser_accuracy
+                if accuracy == self.accuracy and self.backend.name == NUMPY.name
+                else None
+            )
 
             def build():
                 if reuse:
                     return reuse.pop()
-                A = tlr_matrix(block, order.perm.size, order.tile_size, accuracy, random_state=self.random_state,
-                               backend=self.backend)
+                A = tlr_matrix(
+                    block,
+                    order.perm.size,
+                    order.tile_size,
+                    accuracy,
+                    random_state=self.random_state,
+                    backend=self.backend,
+                )
                 if coarser is not None and A.nbytes <= CHECK_COPY_BYTES:
                     # The tiles themselves, truncated only if the check asks for them.
                     self._coarser[index] = ((key, coarser), A.shared())
@@ -267,11 +320,24 @@ class TLRLikelihood(Likelihood):
 
             factor, shifted = tlr_factor(build, order.perm, self.random_state, self.on_failure)
         else:
-            factor, shifted = distributed_tlr_factor(self.client, block, order.perm.size, order.tile_size,
-                                                     order.perm, accuracy, self.random_state, self.on_failure)
+            factor, shifted = distributed_tlr_factor(
+                self.client,
+                block,
+                order.perm.size,
+                order.tile_size,
+                order.perm,
+                accuracy,
+                self.random_state,
+                self.on_failure,
+            )
         if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("TLR factor of group %d in %.2f s: %s%s", index, time.perf_counter() - start,
-                         _factor_summary(factor), f", diagonal shift {factor.shift:.3g}" if shifted else "")
+            logger.debug(
+                "TLR factor of group %d in %.2f s: %s%s",
+                index,
+                time.perf_counter() - start,
+                _factor_summary(factor),
+                f", diagonal shift {factor.shift:.3g}" if shifted else "",
+            )
         return factor, shifted
 
     @staticmethod
@@ -285,8 +351,13 @@ class TLRLikelihood(Likelihood):
         copy = A.truncated(accuracy)
         own_bound = math.sqrt(A.n_tiles * (A.n_tiles - 1)) * A.tolerance
         serves = copy.truncation_error >= own_bound
-        logger.debug("truncated copy at %.0e: ||copy - A||_F = %.3g, %s A's error bound %.3g", accuracy,
-                     copy.truncation_error, "above" if serves else "below", own_bound)
+        logger.debug(
+            "truncated copy at %.0e: ||copy - A||_F = %.3g, %s A's error bound %.3g",
+            accuracy,
+            copy.truncation_error,
+            "above" if serves else "below",
+            own_bound,
+        )
         return copy if serves else None
 
     def _map_groups(self, function):
@@ -297,7 +368,9 @@ class TLRLikelihood(Likelihood):
         if self.client is None or len(indices) == 1:
             return [function(index) for index in indices]
         with ThreadPoolExecutor(max_workers=len(indices)) as pool:
-            futures = [pool.submit(contextvars.copy_context().run, function, index) for index in indices]
+            futures = [
+                pool.submit(contextvars.copy_context().run, function, index) for index in indices
+            ]
             return [future.result() for future in futures]
 
     def _ordered(self, index):
@@ -336,8 +409,10 @@ class TLRLikelihood(Likelihood):
             In ``(self.accuracy, 1)``.
         """
         if accuracy is not None and not self.accuracy < accuracy < 1:
-            raise ValueError(f"accuracy must be in ({self.accuracy:g}, 1), coarser than the likelihood's; "
-                             f"got {accuracy!r}.")
+            raise ValueError(
+                f"accuracy must be in ({self.accuracy:g}, 1), coarser than the likelihood's; "
+                f"got {accuracy!r}."
+            )
         self.coarser_accuracy = accuracy
         self._coarser = {}
 
@@ -353,10 +428,16 @@ class TLRLikelihood(Likelihood):
             In (0, 1).
         """
         _check_accuracy(accuracy)
-        ratio = None if self.coarser_accuracy is None else round(self.coarser_accuracy / self.accuracy, 6)
+        ratio = (
+            None
+            if self.coarser_accuracy is None
+            else round(self.coarser_accuracy / self.accuracy, 6)
+        )
         self.accuracy = float(accuracy)
         self.release_factors()
-        self.coarser_accuracy = None if ratio is None or self.accuracy * ratio >= 1 else self.accuracy * ratio
+        self.coarser_accuracy = (
+            None if ratio is None or self.accuracy * ratio >= 1 else self.accuracy * ratio
+        )
 
     def release_factors(self):
         """Drop the kept factors (their memory is freed; the next use recomputes them)."""
@@ -394,7 +475,11 @@ class TLRLikelihood(Likelihood):
             quadratic += float(xp.sum(fit.residual * fit.alpha))
             if self.reml and self.n_coef:
                 logdet_trend += g.r * fit.logdet_ftkf
-        return Terms(self.n_obs, self.n_eff, logdet, logdet_trend, quadratic, noise_ratio=nu), factors, fits
+        return (
+            Terms(self.n_obs, self.n_eff, logdet, logdet_trend, quadratic, noise_ratio=nu),
+            factors,
+            fits,
+        )
 
     def probe_traces(self, theta, eta, random_state=0, noise_ratio=None):
         """One evaluation with stochastic derivative traces, for Fisher scoring.
@@ -428,13 +513,20 @@ class TLRLikelihood(Likelihood):
         (copied there once), so that an evaluation moves only scalars and ``p x p``
         matrices to the host."""
         if index not in self._arrays:
-            self._arrays[index] = (self.backend.asarray(group.y), self.backend.asarray(group.design))
+            self._arrays[index] = (
+                self.backend.asarray(group.y),
+                self.backend.asarray(group.design),
+            )
         return gls(chol, *self._arrays[index])
 
     def log_likelihood(self, params, accuracy=None):
         """Full log-likelihood at natural parameters with the trend profiled by GLS."""
         theta, eta, noise_ratio = self.split(params)
-        return float(self.terms(theta, eta, accuracy=accuracy, noise_ratio=noise_ratio).full_value(params["variance"]))
+        return float(
+            self.terms(theta, eta, accuracy=accuracy, noise_ratio=noise_ratio).full_value(
+                params["variance"]
+            )
+        )
 
     def loglik_error(self, params):
         """Estimated error of the log-likelihood at `params` due to compression.
@@ -458,8 +550,9 @@ class TLRLikelihood(Likelihood):
         relative_error : float, only when `return_error`
             Largest Monte Carlo standard error of a diagonal entry, relative to it.
         """
-        info, error = stochastic_fisher_information(self, self.factors_at(params), params, names,
-                                                    random_state=random_state)
+        info, error = stochastic_fisher_information(
+            self, self.factors_at(params), params, names, random_state=random_state
+        )
         return (info, error) if return_error else info
 
     def gradient_matrices(self, group_index, theta, names):
@@ -481,9 +574,17 @@ class TLRLikelihood(Likelihood):
         sites, order = self._ordered(group_index), self._orders[group_index]
         accuracy = max(self.accuracy, DERIVATIVE_ACCURACY)
         return {
-            name: PermutedTLR(tlr_matrix(sites.gradient_block(self.kernel, theta, name), sites.n, order.tile_size,
-                                         accuracy, random_state=self.random_state, backend=self.backend),
-                              order.perm)
+            name: PermutedTLR(
+                tlr_matrix(
+                    sites.gradient_block(self.kernel, theta, name),
+                    sites.n,
+                    order.tile_size,
+                    accuracy,
+                    random_state=self.random_state,
+                    backend=self.backend,
+                ),
+                order.perm,
+            )
             for name in names
         }
 
@@ -491,7 +592,9 @@ class TLRLikelihood(Likelihood):
 def _check_accuracy(accuracy, alternatives=""):
     """ValueError unless `accuracy` is a number in (0, 1); the message offers
     `alternatives` before that."""
-    if isinstance(accuracy, bool) or not (isinstance(accuracy, (float, int, np.floating)) and 0 < accuracy < 1):
+    if isinstance(accuracy, bool) or not (
+        isinstance(accuracy, (float, int, np.floating)) and 0 < accuracy < 1
+    ):
         raise ValueError(f"accuracy must be {alternatives}a number in (0, 1); got {accuracy!r}.")
 
 

@@ -135,8 +135,14 @@ class BlockVecchiaLikelihood:
     ``O((b + c)^3)`` factorizations and inverses, not the calls.
     """
 
-    def __init__(self, likelihood, block_size=BLOCK_SIZE, conditioning=CONDITIONING, max_sites=MAX_SITES,
-                 rng=None):
+    def __init__(
+        self,
+        likelihood,
+        block_size=BLOCK_SIZE,
+        conditioning=CONDITIONING,
+        max_sites=MAX_SITES,
+        rng=None,
+    ):
         coords, y = likelihood.coords, _ols_residuals(likelihood.y, likelihood.design)
         points = ordering_points(coords, likelihood.distance)
         perm = order_points(points, "kdtree", block_size)
@@ -145,20 +151,38 @@ class BlockVecchiaLikelihood:
         starts = np.arange(0, perm.size, block_size)
         if perm.size > max_sites:
             rng = np.random.default_rng(0) if rng is None else rng
-            starts = np.sort(rng.choice(starts, size=max(1, max_sites // block_size), replace=False))
-        self.kernel, self.on_failure, self.noise = likelihood.kernel, likelihood.on_failure, likelihood.noise
+            starts = np.sort(
+                rng.choice(starts, size=max(1, max_sites // block_size), replace=False)
+            )
+        self.kernel, self.on_failure, self.noise = (
+            likelihood.kernel,
+            likelihood.on_failure,
+            likelihood.noise,
+        )
         self.blocks = []
         for start in starts:
-            sites = perm[start:start + block_size]
+            sites = perm[start : start + block_size]
             before = _nearest_before(tree, points, position, sites, start, conditioning)
             joint = np.concatenate([before, sites])
-            self.blocks.append(VecchiaBlock(joint, before.size, coords[joint], y[joint],
-                                            None if self.noise is None else self.noise[joint]))
+            self.blocks.append(
+                VecchiaBlock(
+                    joint,
+                    before.size,
+                    coords[joint],
+                    y[joint],
+                    None if self.noise is None else self.noise[joint],
+                )
+            )
         self.n = sum(block.sites.size - block.conditioning for block in self.blocks)
         self.n_obs = sum(block.n_obs for block in self.blocks)
         self.n_eff = self.n_obs
-        sets = _BlockSets(self.blocks, min(tile_threads(), len(self.blocks)), likelihood.kernel, likelihood.distance,
-                          likelihood.on_failure)
+        sets = _BlockSets(
+            self.blocks,
+            min(tile_threads(), len(self.blocks)),
+            likelihood.kernel,
+            likelihood.distance,
+            likelihood.on_failure,
+        )
         self._sets = InWorkerProcesses(sets)
 
     def terms(self, theta, eta, gradient=False, noise_ratio=None):
@@ -183,11 +207,20 @@ class BlockVecchiaLikelihood:
         """
         nu = resolve_noise_ratio(self.noise, noise_ratio)
         sets = self._sets.obj
-        parts = self._sets.map("terms", [(index, theta, eta, gradient, nu) for index in range(len(sets.sets))])
+        parts = self._sets.map(
+            "terms", [(index, theta, eta, gradient, nu) for index in range(len(sets.sets))]
+        )
         names = [*parts[0][2]] if gradient else []
-        return Terms(self.n_obs, self.n_eff, logdet=sum(p[0] for p in parts), logdet_trend=0.0,
-                     quadratic=sum(p[1] for p in parts), quad={k: sum(p[2][k] for p in parts) for k in names},
-                     trace={k: sum(p[3][k] for p in parts) for k in names}, noise_ratio=nu)
+        return Terms(
+            self.n_obs,
+            self.n_eff,
+            logdet=sum(p[0] for p in parts),
+            logdet_trend=0.0,
+            quadratic=sum(p[1] for p in parts),
+            quad={k: sum(p[2][k] for p in parts) for k in names},
+            trace={k: sum(p[3][k] for p in parts) for k in names},
+            noise_ratio=nu,
+        )
 
 
 class _BlockSets:
@@ -205,11 +238,16 @@ class _BlockSets:
 
     def _pair_correlation(self, index):
         if self._pairs[index] is None:
-            pairs = [PairCorrelation(condensed_pairs(block.coords, self.distance, self.kernel))
-                     for block in self.sets[index]]
+            pairs = [
+                PairCorrelation(condensed_pairs(block.coords, self.distance, self.kernel))
+                for block in self.sets[index]
+            ]
             joined = [p.distances for p in pairs]
-            joined = ([np.concatenate(axis) for axis in zip(*joined)] if self.kernel.structured
-                      else np.concatenate(joined))
+            joined = (
+                [np.concatenate(axis) for axis in zip(*joined)]
+                if self.kernel.structured
+                else np.concatenate(joined)
+            )
             self._pairs[index] = (PairCorrelation(joined), np.cumsum([0] + [p.size for p in pairs]))
         return self._pairs[index]
 
@@ -222,7 +260,15 @@ class _BlockSets:
         values, grads = pairs.evaluate(self.kernel, theta, gradient)
         blocks = self.sets[index]
         noisy = blocks[0].noise is not None
-        top = 1.0 + eta + (nu * max(float(np.max(block.noise, initial=0.0)) for block in blocks) if noisy else 0.0)
+        top = (
+            1.0
+            + eta
+            + (
+                nu * max(float(np.max(block.noise, initial=0.0)) for block in blocks)
+                if noisy
+                else 0.0
+            )
+        )
         shifts = dense_shifts(top) if self.on_failure in ("shift", "compensate") else ()
         names = ([*grads, "eye"] + (["noise"] if noisy else [])) if gradient else []
         logdet = quadratic = 0.0
@@ -230,7 +276,11 @@ class _BlockSets:
         for block, start, stop in zip(self.sets[index], offsets, offsets[1:]):
             n = block.sites.size
             R = NUMPY.squareform(values[start:stop], n, 1.0)
-            dR = {name: NUMPY.squareform(g[start:stop], n, 0.0) for name, g in grads.items()} if gradient else None
+            dR = (
+                {name: NUMPY.squareform(g[start:stop], n, 0.0) for name, g in grads.items()}
+                if gradient
+                else None
+            )
             part = block.terms(R, dR, eta, shifts, nu)
             logdet += part[0]
             quadratic += part[1]
@@ -268,8 +318,10 @@ class VecchiaBlock:
         observed = ~np.all(np.isnan(y), axis=0)
         self._groups = group_by_pattern(y[:, observed], np.zeros((sites.size, 0)))
         # How many of each group's observed sites condition it: they come first.
-        self._leading = [conditioning if g.sites is None else int(np.searchsorted(g.sites, conditioning))
-                         for g in self._groups]
+        self._leading = [
+            conditioning if g.sites is None else int(np.searchsorted(g.sites, conditioning))
+            for g in self._groups
+        ]
         self.n_obs = sum(g.r * (g.y.shape[0] - m) for g, m in zip(self._groups, self._leading))
 
     def terms(self, R, dR, eta, shifts, nu=0.0):
@@ -288,7 +340,13 @@ class VecchiaBlock:
                 K = R
             else:
                 K = R[np.ix_(g.sites, g.sites)]
-            noise = None if self.noise is None else self.noise if g.sites is None else self.noise[g.sites]
+            noise = (
+                None
+                if self.noise is None
+                else self.noise
+                if g.sites is None
+                else self.noise[g.sites]
+            )
             K[np.diag_indices_from(K)] += eta if noise is None else eta + nu * noise
             L = DenseCholesky(K, NUMPY, overwrite=True, shifts=shifts).L
             w = solve_triangular(L, g.y, lower=True, check_finite=False)
@@ -305,19 +363,26 @@ class VecchiaBlock:
             for name, D in dR.items():
                 Dg = D if g.sites is None else D[np.ix_(g.sites, g.sites)]
                 D_c = Dg[:m, :m]
-                quad[name] = quad.get(name, 0.0) + float(np.sum((Dg @ alpha) * alpha)
-                                                         - np.sum((D_c @ alpha_c) * alpha_c))
+                quad[name] = quad.get(name, 0.0) + float(
+                    np.sum((Dg @ alpha) * alpha) - np.sum((D_c @ alpha_c) * alpha_c)
+                )
                 # <W, D> with W's lower triangle only: the diagonal of D is zero
-                trace[name] = trace.get(name, 0.0) + 2.0 * g.r * float(np.einsum("ij,ij->", W, Dg)
-                                                                       - np.einsum("ij,ij->", W_c, D_c))
+                trace[name] = trace.get(name, 0.0) + 2.0 * g.r * float(
+                    np.einsum("ij,ij->", W, Dg) - np.einsum("ij,ij->", W_c, D_c)
+                )
             quad["eye"] = quad.get("eye", 0.0) + float(np.sum(alpha**2) - np.sum(alpha_c**2))
-            trace["eye"] = trace.get("eye", 0.0) + g.r * float(np.sum(X * X) - np.sum(X[:m, :m] ** 2))
+            trace["eye"] = trace.get("eye", 0.0) + g.r * float(
+                np.sum(X * X) - np.sum(X[:m, :m] ** 2)
+            )
             if noise is not None:
                 # diag(K^{-1}) = column sums of X * X (K^{-1} = X^T X), and of the leading block for K_cc
-                quad["noise"] = quad.get("noise", 0.0) + float(np.sum(noise[:, None] * alpha**2)
-                                                               - np.sum(noise[:m, None] * alpha_c**2))
+                quad["noise"] = quad.get("noise", 0.0) + float(
+                    np.sum(noise[:, None] * alpha**2) - np.sum(noise[:m, None] * alpha_c**2)
+                )
                 trace["noise"] = trace.get("noise", 0.0) + g.r * float(
-                    np.sum(noise * np.sum(X * X, axis=0)) - np.sum(noise[:m] * np.sum(X[:m, :m] ** 2, axis=0)))
+                    np.sum(noise * np.sum(X * X, axis=0))
+                    - np.sum(noise[:m] * np.sum(X[:m, :m] ** 2, axis=0))
+                )
         return logdet, quadratic, quad, trace
 
 

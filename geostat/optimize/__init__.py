@@ -32,5 +32,13 @@ from geostat.optimize.intervals import confidence_intervals, profile_loglik
 from geostat.optimize.search import MLEResult, maximize_likelihood, standard_errors
 from geostat.optimize.space import ParameterSpace
 
-__all__ = ["MLEResult", "ParameterSpace", "confidence_intervals", "identification_of", "maximize_likelihood",
-           "profile_loglik", "standard_errors", "weakly_identified"]
+__all__ = [
+    "MLEResult",
+    "ParameterSpace",
+    "confidence_intervals",
+    "identification_of",
+    "maximize_likelihood",
+    "profile_loglik",
+    "standard_errors",
+    "weakly_identified",
+]

@@ -120,16 +120,30 @@ class AccuracyPolicy:
         if np.isfinite(coarser):
             self.change, self.measured_at = abs(coarser - value), accuracy
         else:
-            self.change, self.measured_at = abs(value_at(accuracy / STEP) - value) / ERROR_FROM_CHANGE, accuracy
-        logger.info("TLR error model: change %.2g from accuracy %.0e to %.0e, estimated error %.2g at %.0e",
-                    self.change, self.measured_at * STEP, self.measured_at, self.error(), accuracy)
+            self.change, self.measured_at = (
+                abs(value_at(accuracy / STEP) - value) / ERROR_FROM_CHANGE,
+                accuracy,
+            )
+        logger.info(
+            "TLR error model: change %.2g from accuracy %.0e to %.0e, estimated error %.2g at %.0e",
+            self.change,
+            self.measured_at * STEP,
+            self.measured_at,
+            self.error(),
+            accuracy,
+        )
 
     def error(self, accuracy=None):
         """Estimated error of a value at `accuracy` (default the current one); ``inf``
         before :meth:`measure`."""
         if self.change is None:
             return math.inf
-        return ERROR_FROM_CHANGE * self.change * (self.accuracy if accuracy is None else accuracy) / self.measured_at
+        return (
+            ERROR_FROM_CHANGE
+            * self.change
+            * (self.accuracy if accuracy is None else accuracy)
+            / self.measured_at
+        )
 
     def settled(self):
         """Whether values at the current accuracy are accurate enough to stop at
@@ -155,7 +169,10 @@ class AccuracyPolicy:
         accuracy = self.accuracy
         while accuracy / STEP >= MOST_ACCURATE * (1 - 1e-9) and self.error(accuracy) > tolerance:
             accuracy /= STEP
-        while accuracy * STEP <= self.coarsest * (1 + 1e-9) and self.error(accuracy * STEP) <= tolerance:
+        while (
+            accuracy * STEP <= self.coarsest * (1 + 1e-9)
+            and self.error(accuracy * STEP) <= tolerance
+        ):
             accuracy *= STEP
         self._set(accuracy)
         return stale
@@ -163,6 +180,11 @@ class AccuracyPolicy:
     def _set(self, accuracy):
         accuracy = float(f"{accuracy:.6e}")  # 1e-8 * 10 is 1.0000000000000001e-07
         if accuracy != self.accuracy:
-            logger.info("TLR accuracy %.0e -> %.0e (estimated error %.2g -> %.2g)", self.accuracy, accuracy,
-                        self.error(), self.error(accuracy))
+            logger.info(
+                "TLR accuracy %.0e -> %.0e (estimated error %.2g -> %.2g)",
+                self.accuracy,
+                accuracy,
+                self.error(),
+                self.error(accuracy),
+            )
             self.likelihood.set_accuracy(accuracy)

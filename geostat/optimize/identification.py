@@ -66,8 +66,15 @@ from sklearn.utils.validation import check_is_fitted
 from geostat.optimize.intervals import fitted_space, parameter_bounds
 from geostat.optimize.search import MODEL_EDGES
 
-__all__ = ["RANGE_FRACTION", "RELATIVE_ERROR", "REMEDIES", "SPAN_FACTOR", "WeakIdentification",
-           "identification_of", "weakly_identified"]
+__all__ = [
+    "RANGE_FRACTION",
+    "RELATIVE_ERROR",
+    "REMEDIES",
+    "SPAN_FACTOR",
+    "WeakIdentification",
+    "identification_of",
+    "weakly_identified",
+]
 
 #: A relative standard error ``stderr / estimate`` above this flags a parameter (see the
 #: module docstring: about 1 / 1.96, where the 95 % Wald interval reaches 0).
@@ -182,7 +189,11 @@ def weakly_identified(
     dict of str to WeakIdentification
         The flagged parameters only, in the order of `params`; empty when none is.
     """
-    names = [n for n in params if (n in estimated if estimated is not None else stderr.get(n, 0.0) != 0.0)]
+    names = [
+        n
+        for n in params
+        if (n in estimated if estimated is not None else stderr.get(n, 0.0) != 0.0)
+    ]
     rows, profile, one_sided = _intervals(intervals)
     bounds = bounds or {}
     smoothness_free = "smoothness" in names
@@ -191,8 +202,10 @@ def weakly_identified(
         value, se = float(params[name]), float(stderr.get(name, math.nan))
         reasons = []
         on_bound = name in at_bounds or (name == "nugget" and value == 0.0)
-        boundary = name == "nugget" or any(abs(value - edge) <= EDGE_RTOL * max(1.0, abs(edge))
-                                           for edge in MODEL_EDGES.get(name, ()))
+        boundary = name == "nugget" or any(
+            abs(value - edge) <= EDGE_RTOL * max(1.0, abs(edge))
+            for edge in MODEL_EDGES.get(name, ())
+        )
         if math.isinf(se):
             reasons.append("infinite standard error (singular Fisher information: not identified)")
         elif name not in absolute and value > 0 and not on_bound and se / value > relative_error:
@@ -200,11 +213,21 @@ def weakly_identified(
         if on_bound and not boundary:
             reasons.append(f"estimate {value:.4g} on its search bound")
         if name in rows:
-            reasons += _interval_reasons(name, value, rows[name], bounds.get(name), name in one_sided,
-                                         profile, name not in absolute, span_factor)
+            reasons += _interval_reasons(
+                name,
+                value,
+                rows[name],
+                bounds.get(name),
+                name in one_sided,
+                profile,
+                name not in absolute,
+                span_factor,
+            )
         if name == "range" and max_distance and value >= range_fraction * max_distance:
-            reasons.append(f"range {value:.4g} comparable to or beyond the largest site separation "
-                           f"{max_distance:.4g}: only variance / range^(2 smoothness) is well identified")
+            reasons.append(
+                f"range {value:.4g} comparable to or beyond the largest site separation "
+                f"{max_distance:.4g}: only variance / range^(2 smoothness) is well identified"
+            )
         if reasons:
             remedies = _remedies(name, on_bound and not boundary, smoothness_free, reml, profile)
             out[name] = WeakIdentification(name, tuple(reasons), remedies)
@@ -216,8 +239,12 @@ def _intervals(intervals):
     if intervals is None:
         return {}, False, set()
     if isinstance(intervals, pd.DataFrame):
-        rows = {name: (float(row["lower"]), float(row["upper"])) for name, row in intervals.iterrows()}
-        one_sided = set(intervals.index[intervals["one_sided"]]) if "one_sided" in intervals else set()
+        rows = {
+            name: (float(row["lower"]), float(row["upper"])) for name, row in intervals.iterrows()
+        }
+        one_sided = (
+            set(intervals.index[intervals["one_sided"]]) if "one_sided" in intervals else set()
+        )
         return rows, intervals.attrs.get("method", "profile") == "profile", one_sided
     return {name: (float(low), float(high)) for name, (low, high) in intervals.items()}, True, set()
 
@@ -261,7 +288,9 @@ def _remedies(name, on_search_bound, smoothness_free, reml, profile):
 
 
 # `estimator` is a fitted geostat.SpatialGP (not named here: geostat.estimator may import this module).
-def identification_of(estimator: Any, intervals: pd.DataFrame | None = None) -> dict[str, WeakIdentification]:
+def identification_of(
+    estimator: Any, intervals: pd.DataFrame | None = None
+) -> dict[str, WeakIdentification]:
     """:func:`weakly_identified` of a fitted estimator, from its fitted attributes.
 
     Uses ``params_``, ``stderr_``, ``result_.estimated`` and ``result_.at_bounds``,
@@ -287,7 +316,12 @@ def identification_of(estimator: Any, intervals: pd.DataFrame | None = None) -> 
     check_is_fitted(estimator)
     result = estimator.result_
     return weakly_identified(
-        estimator.params_, estimator.stderr_, intervals, parameter_bounds(estimator),
-        estimated=list(result.estimated), at_bounds=list(result.at_bounds),
-        max_distance=fitted_space(estimator).max_distance, reml=bool(estimator.reml),
+        estimator.params_,
+        estimator.stderr_,
+        intervals,
+        parameter_bounds(estimator),
+        estimated=list(result.estimated),
+        at_bounds=list(result.at_bounds),
+        max_distance=fitted_space(estimator).max_distance,
+        reml=bool(estimator.reml),
     )

@@ -99,8 +99,16 @@ from geostat.optimize.scaling import VARIANCE_LIKE, residual_variance
 from geostat.optimize.search import ZERO_NUGGET_TRIAL, local_maximize, natural_estimate
 from geostat.optimize.space import ParameterSpace
 
-__all__ = ["METHODS", "ONE_SIDED", "ProfileLikelihood", "confidence_intervals", "estimate_at_bound",
-           "one_sided_critical", "parameter_bounds", "profile_loglik"]
+__all__ = [
+    "METHODS",
+    "ONE_SIDED",
+    "ProfileLikelihood",
+    "confidence_intervals",
+    "estimate_at_bound",
+    "one_sided_critical",
+    "parameter_bounds",
+    "profile_loglik",
+]
 
 #: Interval constructions of :func:`confidence_intervals`.
 METHODS = ("profile", "wald", "log-wald")
@@ -150,8 +158,14 @@ def check_level(level: float) -> float:
     -------
     float
     """
-    if isinstance(level, (bool, np.bool_)) or not isinstance(level, numbers.Real) or not 0 < level < 1:
-        raise ValueError(f"level must be a number strictly between 0 and 1, such as 0.95; got {level!r}.")
+    if (
+        isinstance(level, (bool, np.bool_))
+        or not isinstance(level, numbers.Real)
+        or not 0 < level < 1
+    ):
+        raise ValueError(
+            f"level must be a number strictly between 0 and 1, such as 0.95; got {level!r}."
+        )
     return float(level)
 
 
@@ -206,15 +220,27 @@ def confidence_intervals(
     else:
         stderr = np.array([estimator.stderr_[n] for n in names], dtype=float)
         z = stats.norm.ppf(0.5 + level / 2)
-        lower, upper = wald(estimate, stderr, z) if method == "wald" else log_wald(estimate, stderr, z)
+        lower, upper = (
+            wald(estimate, stderr, z) if method == "wald" else log_wald(estimate, stderr, z)
+        )
         if sides:
             bounds = parameter_bounds(estimator)
             kept = ProfileLikelihood.kept(estimator)
             for name, side in sides.items():
                 i = names.index(name)
                 known = None if kept is None else kept.intervals.get((name, level))
-                lower[i], upper[i] = known[:2] if known is not None else one_sided_wald(
-                    estimate[i], stderr[i], level, bounds[name], side, logarithmic=method == "log-wald")
+                lower[i], upper[i] = (
+                    known[:2]
+                    if known is not None
+                    else one_sided_wald(
+                        estimate[i],
+                        stderr[i],
+                        level,
+                        bounds[name],
+                        side,
+                        logarithmic=method == "log-wald",
+                    )
+                )
         frame["lower"], frame["upper"] = lower, upper
     frame["one_sided"] = [name in sides for name in names]
     frame.attrs.update(level=level, method=method)
@@ -319,7 +345,10 @@ def parameter_bounds(estimator):
     """
     check_is_fitted(estimator)
     space, factor = fitted_space(estimator), estimator._scale.factor
-    return {name: _natural_bounds(space, factor, estimator.params_, name) for name in estimator.result_.estimated}
+    return {
+        name: _natural_bounds(space, factor, estimator.params_, name)
+        for name in estimator.result_.estimated
+    }
 
 
 def _natural_bounds(space, factor, estimate, name):
@@ -407,7 +436,9 @@ def profile_loglik(estimator: Any, parameter: str, values: ArrayLike) -> NDArray
     values = _check_values(values, name, profile._linear(name))
     coordinate = profile._coordinate(name)
     # Nearest to the estimate first: each value is warm-started from a neighbour's optimum.
-    order = np.argsort(np.abs(coordinate(values) - coordinate(estimator.params_[name])), kind="stable")
+    order = np.argsort(
+        np.abs(coordinate(values) - coordinate(estimator.params_[name])), kind="stable"
+    )
     out = np.empty(values.size)
     for i in order:
         out[i] = profile(name, float(values[i]))
@@ -423,11 +454,17 @@ def _check_values(values, name, linear=False):
     try:
         array = np.asarray(values, dtype=float).reshape(-1)
     except (TypeError, ValueError):
-        raise ValueError(f"values must be an array of numbers (values of {name!r}); got {values!r}.") from None
-    ok = np.isfinite(array) & (True if linear else (array >= 0) if name == "nugget" else (array > 0))
+        raise ValueError(
+            f"values must be an array of numbers (values of {name!r}); got {values!r}."
+        ) from None
+    ok = np.isfinite(array) & (
+        True if linear else (array >= 0) if name == "nugget" else (array > 0)
+    )
     if array.size == 0 or not ok.all():
         need = "" if linear else "non-negative" if name == "nugget" else "positive"
-        raise ValueError(f"values of {name!r} must be {need} finite numbers (at least one); got {values!r}.")
+        raise ValueError(
+            f"values of {name!r} must be {need} finite numbers (at least one); got {values!r}."
+        )
     return array
 
 
@@ -499,7 +536,9 @@ class ProfileLikelihood:
         self.sides = estimate_at_bound(estimator)
         #: ``{(name, level): (lower, upper, at_bound)}`` of the intervals computed.
         self.intervals = {}
-        seed = estimator.random_state if isinstance(estimator.random_state, (int, np.integer)) else 0
+        seed = (
+            estimator.random_state if isinstance(estimator.random_state, (int, np.integer)) else 0
+        )
         self.rng = np.random.default_rng(int(seed))
         unit = self.scale.params_to_unit(self.estimate)
         self.optima = {name: [(unit[name], unit)] for name in self.estimated}
@@ -543,13 +582,17 @@ class ProfileLikelihood:
         if self.likelihood.accuracy is None:
             return float(estimator.loglik_)
         unit = self.scale.params_to_unit(self.estimate)
-        return self.scale.loglik_from_unit(self.likelihood.log_likelihood(unit), self.likelihood.n_eff)
+        return self.scale.loglik_from_unit(
+            self.likelihood.log_likelihood(unit), self.likelihood.n_eff
+        )
 
     def check_parameter(self, parameter):
         """`parameter` if it is estimated, else ValueError listing those."""
         if parameter not in self.estimated:
-            raise ValueError(f"parameter={parameter!r} is not an estimated parameter of this fit; "
-                             f"use one of {self.estimated}.")
+            raise ValueError(
+                f"parameter={parameter!r} is not an estimated parameter of this fit; "
+                f"use one of {self.estimated}."
+            )
         return parameter
 
     def profiled_values(self, name):
@@ -571,9 +614,18 @@ class ProfileLikelihood:
         z = np.zeros(0)
         if space.names:
             objective = Objective(self.likelihood, space)
-            runs = [local_maximize(self.likelihood, space, objective, start, self.rng, refine=False,
-                                   tolerances=PROFILE_TOLERANCES)[0]
-                    for start in self._starts(name, unit, space)]
+            runs = [
+                local_maximize(
+                    self.likelihood,
+                    space,
+                    objective,
+                    start,
+                    self.rng,
+                    refine=False,
+                    tolerances=PROFILE_TOLERANCES,
+                )[0]
+                for start in self._starts(name, unit, space)
+            ]
             z = min(runs, key=lambda run: run.fun).x
         params, loglik = natural_estimate(self.likelihood, space, z)
         self.optima[name].append((unit, params))
@@ -596,8 +648,11 @@ class ProfileLikelihood:
         i = space.names.index(coordinate)
         floor = math.log(ZERO_NUGGET_TRIAL)
         if coordinate == "nugget":
-            floor += start[space.names.index("variance")] if "variance" in space.names else math.log(
-                space.fixed["variance"])
+            floor += (
+                start[space.names.index("variance")]
+                if "variance" in space.names
+                else math.log(space.fixed["variance"])
+            )
         if start[i] >= floor:
             return [start]
         interior = start.copy()
@@ -636,14 +691,24 @@ class ProfileLikelihood:
         i = self.estimated.index(name)
         column = self.covariance[:, i]
         linear = self._linear(name)
-        if not ((linear or (unit > 0 and estimate[name] > 0)) and np.all(np.isfinite(column)) and column[i] > 0):
+        if not (
+            (linear or (unit > 0 and estimate[name] > 0))
+            and np.all(np.isfinite(column))
+            and column[i] > 0
+        ):
             return estimate
         shift = unit - estimate[name] if linear else math.log(unit / estimate[name])
         out = dict(estimate)
         for j, other in enumerate(self.estimated):
             if other != name and self.estimate[other] > 0:
-                slope = column[j] * (1.0 if linear else self.estimate[name]) / (column[i] * self.estimate[other])
-                out[other] = estimate[other] * math.exp(np.clip(slope * shift, -MAX_LOG_MOVE, MAX_LOG_MOVE))
+                slope = (
+                    column[j]
+                    * (1.0 if linear else self.estimate[name])
+                    / (column[i] * self.estimate[other])
+                )
+                out[other] = estimate[other] * math.exp(
+                    np.clip(slope * shift, -MAX_LOG_MOVE, MAX_LOG_MOVE)
+                )
         return out
 
     def _linear(self, name):
@@ -681,7 +746,9 @@ class ProfileLikelihood:
     def _interval(self, name, level):
         """:meth:`interval`, computed."""
         side = self.sides.get(name)
-        critical = math.sqrt(stats.chi2.ppf(level, 1)) if side is None else one_sided_critical(level)
+        critical = (
+            math.sqrt(stats.chi2.ppf(level, 1)) if side is None else one_sided_critical(level)
+        )
 
         def excess(value):
             # The signed root of the deviance is nearly linear in log theta: Brent's
@@ -695,7 +762,11 @@ class ProfileLikelihood:
         if side is not None:
             low, high = self.bounds(name)
             if critical == 0:  # a level of at most 1/2: the estimate itself
-                return (low, self.estimate[name], True) if side < 0 else (self.estimate[name], high, True)
+                return (
+                    (low, self.estimate[name], True)
+                    if side < 0
+                    else (self.estimate[name], high, True)
+                )
             other, _ = self._endpoint(name, excess, critical, -side, level)
             return (low, other, True) if side < 0 else (other, high, True)
         lower, lower_open = self._endpoint(name, excess, critical, -1, level)
@@ -799,8 +870,11 @@ def _root(excess, inner, outer, linear=False):
     a, b = sorted((inner, outer))
     try:
         if a > 0 and not linear:
-            return math.exp(optimize.brentq(lambda t: stopping(math.exp(t)), math.log(a), math.log(b),
-                                            xtol=LOG_XTOL))
+            return math.exp(
+                optimize.brentq(
+                    lambda t: stopping(math.exp(t)), math.log(a), math.log(b), xtol=LOG_XTOL
+                )
+            )
         return optimize.brentq(stopping, a, b, xtol=LOG_XTOL * max(abs(a), abs(b)))
     except _CloseEnough as close:
         return close.args[0]

@@ -71,7 +71,15 @@ from scipy import stats
 from sklearn.utils.validation import check_is_fitted
 
 from geostat.errors import GeostatWarning
-from geostat.kernels import Anisotropic, Exponential, Gaussian, Kernel, Matern, PoweredExponential, SpaceTime
+from geostat.kernels import (
+    Anisotropic,
+    Exponential,
+    Gaussian,
+    Kernel,
+    Matern,
+    PoweredExponential,
+    SpaceTime,
+)
 
 __all__ = ["LikelihoodRatioTest", "likelihood_ratio_test"]
 
@@ -183,24 +191,39 @@ def likelihood_ratio_test(small, big) -> LikelihoodRatioTest:
     restricted, boundary, regular = _restrictions(small, big)
     boundary_count = sum(b for b, r in zip(boundary, regular) if not r)
     q = len(restricted) - boundary_count
-    weights = tuple((math.comb(boundary_count, j) / 2**boundary_count, q + j) for j in range(boundary_count + 1))
+    weights = tuple(
+        (math.comb(boundary_count, j) / 2**boundary_count, q + j) for j in range(boundary_count + 1)
+    )
     statistic = 2.0 * (float(big.loglik_) - float(small.loglik_))
-    rounding = 1e-8 * max(1.0, abs(float(big.loglik_)))  # a statistic this close to 0 is 0: P(T >= 0) = 1
+    rounding = 1e-8 * max(
+        1.0, abs(float(big.loglik_))
+    )  # a statistic this close to 0 is 0: P(T >= 0) = 1
     if statistic <= rounding:
         if statistic < -rounding:
             errors = abs(small.loglik_error_) + abs(big.loglik_error_)
             warnings.warn(
                 f"the big model's log-likelihood ({big.loglik_:.6g}) is below the small model's ({small.loglik_:.6g}), "
                 f"although it contains it: its fit stopped at a local optimum"
-                + (f", or the TLR error (about {errors:.2g}) exceeds the difference" if errors else "")
+                + (
+                    f", or the TLR error (about {errors:.2g}) exceeds the difference"
+                    if errors
+                    else ""
+                )
                 + "; the p-value is set to 1. Refit the big model with more n_starts (or method='exact', or a "
-                "tighter accuracy) to test properly.", GeostatWarning, stacklevel=2)
+                "tighter accuracy) to test properly.",
+                GeostatWarning,
+                stacklevel=2,
+            )
         p_value = 1.0
     else:
         p_value = sum(w * _chi2_sf(statistic, k) for w, k in weights)
     return LikelihoodRatioTest(
-        statistic=statistic, df=len(restricted), p_value=float(min(1.0, max(0.0, p_value))),
-        null_distribution=_describe(weights), weights=weights, restricted=tuple(restricted),
+        statistic=statistic,
+        df=len(restricted),
+        p_value=float(min(1.0, max(0.0, p_value))),
+        null_distribution=_describe(weights),
+        weights=weights,
+        restricted=tuple(restricted),
         boundary=tuple(boundary),
     )
 
@@ -209,7 +232,9 @@ def _check_model(model, argname):
     from geostat.estimator import SpatialGP
 
     if not isinstance(model, SpatialGP):
-        raise TypeError(f"{argname} must be a fitted geostat.SpatialGP; got {type(model).__name__}.")
+        raise TypeError(
+            f"{argname} must be a fitted geostat.SpatialGP; got {type(model).__name__}."
+        )
     check_is_fitted(model)
 
 
@@ -224,23 +249,41 @@ def _check_same_data(small, big):
             f"{_NOT_NESTED} (of the same observations, with the same trend)."
         )
     a, b = small._training, big._training
-    same_y = a.y.shape == b.y.shape and np.array_equal(a.y * small._scale.factor, b.y * big._scale.factor,
-                                                       equal_nan=True)  # the scale is a power of two: exact
+    same_y = a.y.shape == b.y.shape and np.array_equal(
+        a.y * small._scale.factor, b.y * big._scale.factor, equal_nan=True
+    )  # the scale is a power of two: exact
     if not (a.coords.shape == b.coords.shape and np.array_equal(a.coords, b.coords) and same_y):
-        raise ValueError("small and big were fitted on different data (sites, coordinates or observations); fit both "
-                         "on the same X and y.")
-    noise_a, noise_b = small.noise_variance_, big.noise_variance_  # in the units of y^2: exact (powers of two)
-    if (noise_a is None) != (noise_b is None) or noise_a is not None and not np.array_equal(noise_a, noise_b):
-        raise ValueError("small and big were fitted with different known noise variances (noise_variance), so their "
-                         "likelihoods are of different models of the errors; fit both with the same noise_variance.")
+        raise ValueError(
+            "small and big were fitted on different data (sites, coordinates or observations); fit both "
+            "on the same X and y."
+        )
+    noise_a, noise_b = (
+        small.noise_variance_,
+        big.noise_variance_,
+    )  # in the units of y^2: exact (powers of two)
+    if (
+        (noise_a is None) != (noise_b is None)
+        or noise_a is not None
+        and not np.array_equal(noise_a, noise_b)
+    ):
+        raise ValueError(
+            "small and big were fitted with different known noise variances (noise_variance), so their "
+            "likelihoods are of different models of the errors; fit both with the same noise_variance."
+        )
     if not (a.design.shape == b.design.shape and np.array_equal(a.design, b.design)):
-        raise ValueError("small and big have different trends (trend designs); the test compares covariance models, "
-                         "so fit both with the same trend.")
+        raise ValueError(
+            "small and big have different trends (trend designs); the test compares covariance models, "
+            "so fit both with the same trend."
+        )
     if bool(small.result_.reml) != bool(big.result_.reml):
-        raise ValueError(f"small has reml={small.result_.reml} and big reml={big.result_.reml}; their likelihoods are "
-                         "of different data: fit both with the same reml.")
+        raise ValueError(
+            f"small has reml={small.result_.reml} and big reml={big.result_.reml}; their likelihoods are "
+            "of different data: fit both with the same reml."
+        )
     if small.distance_ != big.distance_:
-        raise ValueError(f"small uses the {small.distance_} distance and big the {big.distance_} one; {_NOT_NESTED}.")
+        raise ValueError(
+            f"small uses the {small.distance_} distance and big the {big.distance_} one; {_NOT_NESTED}."
+        )
 
 
 def _family(kernel):
@@ -279,32 +322,47 @@ def _restrictions(small, big):
     s_time, s_family, s_aniso, s_vertical, implied = _structure(small.kernel_)
     b_time, b_family, b_aniso, b_vertical, _ = _structure(big.kernel_)
     if s_time != b_time or s_family != b_family:
-        raise ValueError(f"small has the kernel {small.kernel_!r} and big {big.kernel_!r}, of different families; "
-                         f"{_NOT_NESTED}.")
+        raise ValueError(
+            f"small has the kernel {small.kernel_!r} and big {big.kernel_!r}, of different families; "
+            f"{_NOT_NESTED}."
+        )
     if s_aniso and not b_aniso:
-        raise ValueError(f"small is anisotropic and big isotropic, so small is the bigger model: pass the isotropic "
-                         f"model first, likelihood_ratio_test(isotropic, anisotropic).")
+        raise ValueError(
+            "small is anisotropic and big isotropic, so small is the bigger model: pass the isotropic "
+            "model first, likelihood_ratio_test(isotropic, anisotropic)."
+        )
     isotropy = b_aniso and not s_aniso
     if s_aniso and s_vertical != b_vertical:
-        raise ValueError(f"small and big differ in their vertical range (vertical={s_vertical} and {b_vertical}); "
-                         f"{_NOT_NESTED}.")
+        raise ValueError(
+            f"small and big differ in their vertical range (vertical={s_vertical} and {b_vertical}); "
+            f"{_NOT_NESTED}."
+        )
     small_est, big_est = list(small.result_.estimated), list(big.result_.estimated)
     extra = [name for name in small_est if name not in big_est]
     if extra:
-        raise ValueError(f"small estimates {extra}, which big {'fixes' if extra[0] in big.params_ else 'lacks'}: the "
-                         "small model must estimate a subset of the big one's parameters; "
-                         "swap the arguments if big is the smaller model.")
+        raise ValueError(
+            f"small estimates {extra}, which big {'fixes' if extra[0] in big.params_ else 'lacks'}: the "
+            "small model must estimate a subset of the big one's parameters; "
+            "swap the arguments if big is the smaller model."
+        )
     small_params, big_params = small.params_, big.params_
     angle_free = _ANGLE in big_est
-    for name, value in big_params.items():  # parameters the big model fixes: the small one at the same value
+    for (
+        name,
+        value,
+    ) in big_params.items():  # parameters the big model fixes: the small one at the same value
         if name in big_est or (isotropy and name == _ANGLE):
             continue
         if isotropy and name in (_RATIO, _VERTICAL):
-            raise ValueError(f"big fixes {name} at {value!r}; an isotropic model is nested only in an anisotropic one "
-                             f"that estimates it. {_NOT_NESTED}.")
+            raise ValueError(
+                f"big fixes {name} at {value!r}; an isotropic model is nested only in an anisotropic one "
+                f"that estimates it. {_NOT_NESTED}."
+            )
         mine = small_params.get(name, implied.get(name))
         if mine is None or not math.isclose(mine, value, rel_tol=1e-12, abs_tol=0.0):
-            raise ValueError(f"big fixes {name} at {value!r} and small has {mine!r}; {_NOT_NESTED}.")
+            raise ValueError(
+                f"big fixes {name} at {value!r} and small has {mine!r}; {_NOT_NESTED}."
+            )
     restricted, edge, regular = [], [], []
     for name in big_est:
         if name in small_est:
@@ -312,23 +370,31 @@ def _restrictions(small, big):
         if isotropy and name in (_RATIO, _ANGLE):
             restricted.append(name)
             edge.append(name == _RATIO)
-            regular.append(angle_free)  # ratio and angle free: a regular 2-D restriction; angle fixed: an edge
+            regular.append(
+                angle_free
+            )  # ratio and angle free: a regular 2-D restriction; angle fixed: an edge
             continue
-        if isotropy and name == _VERTICAL:  # the isotropic model has vertical_range = range: interior
+        if (
+            isotropy and name == _VERTICAL
+        ):  # the isotropic model has vertical_range = range: interior
             restricted.append(name)
             edge.append(False)
             regular.append(True)
             continue
         value = small_params.get(name, implied.get(name))
         if value is None:
-            raise ValueError(f"big estimates {name}, which small neither estimates nor fixes; {_NOT_NESTED}.")
+            raise ValueError(
+                f"big estimates {name}, which small neither estimates nor fixes; {_NOT_NESTED}."
+            )
         on_edge = _on_edge(name, float(value), big.kernel_)
         restricted.append(name)
         edge.append(on_edge)
         regular.append(not on_edge)
     if not restricted:
-        raise ValueError("small and big estimate the same parameters: there is nothing to test. Give as small a model "
-                         "that fixes some of big's parameters (e.g. nugget=False, SpaceTime(separability=0.0)).")
+        raise ValueError(
+            "small and big estimate the same parameters: there is nothing to test. Give as small a model "
+            "that fixes some of big's parameters (e.g. nugget=False, SpaceTime(separability=0.0))."
+        )
     return restricted, edge, regular
 
 

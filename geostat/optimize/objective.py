@@ -49,7 +49,9 @@ class Objective:
                     grad = np.array([g[keys[n]] for n in space.names])
             else:
                 params = space.natural(free)
-                terms = self.likelihood.terms(theta, eta, gradient, noise_ratio=noise_ratio, **other)
+                terms = self.likelihood.terms(
+                    theta, eta, gradient, noise_ratio=noise_ratio, **other
+                )
                 value = terms.full_value(params["variance"])
                 if gradient:
                     g = terms.full_gradient(params["variance"], eta, space.names)
@@ -80,4 +82,12 @@ class Objective:
 def run_lbfgsb(objective, z0, bounds, options, callback=None):
     """Minimize `objective` (value and gradient) by L-BFGS-B within box `bounds`; a
     `callback` that raises ``StopIteration`` ends the run at the current iterate."""
-    return minimize(objective, z0, jac=True, method="L-BFGS-B", bounds=bounds, options=options, callback=callback)
+    return minimize(
+        objective,
+        z0,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=bounds,
+        options=options,
+        callback=callback,
+    )

@@ -25,7 +25,13 @@ from scipy.optimize import LinearConstraint, OptimizeResult, minimize
 from geostat.likelihood.vecchia import BlockVecchiaLikelihood
 from geostat.optimize.objective import Objective, run_lbfgsb
 
-__all__ = ["REFINE_SIZE", "polish_without_gradient", "refine_start", "subsample_objective", "vecchia_objective"]
+__all__ = [
+    "REFINE_SIZE",
+    "polish_without_gradient",
+    "refine_start",
+    "subsample_objective",
+    "vecchia_objective",
+]
 
 #: Sites of the exact subsample fit that starts the derivative-free search.
 REFINE_SIZE = 2048
@@ -41,8 +47,16 @@ REFINE_TOLERANCE = 1e-3
 _REFINE = {"gtol": 1e-8, "maxls": 40, "maxiter": 200}
 
 
-def polish_without_gradient(likelihood, space, objective, start, rng, refine_size=REFINE_SIZE, max_evaluations=None,
-                            refine=True):
+def polish_without_gradient(
+    likelihood,
+    space,
+    objective,
+    start,
+    rng,
+    refine_size=REFINE_SIZE,
+    max_evaluations=None,
+    refine=True,
+):
     """Maximize a likelihood that has no gradient, starting near `start`.
 
     Parameters
@@ -95,15 +109,24 @@ def polish_without_gradient(likelihood, space, objective, start, rng, refine_siz
             "scale": False,
         },
     )
-    out = OptimizeResult(x=to_z(result.x), fun=result.fun, success=bool(result.success),
-                         message=str(result.message), nit=int(result.get("nit", 0)))
+    out = OptimizeResult(
+        x=to_z(result.x),
+        fun=result.fun,
+        success=bool(result.success),
+        message=str(result.message),
+        nit=int(result.get("nit", 0)),
+    )
     return out, sub.n_evaluations
 
 
 def subsample_objective(likelihood, space, rng, refine_size=REFINE_SIZE):
     """The exact objective on at most `refine_size` sites drawn by `rng` (step 1)."""
     n_sites = likelihood.n
-    sites = np.sort(rng.choice(n_sites, size=refine_size, replace=False)) if n_sites > refine_size else np.arange(n_sites)
+    sites = (
+        np.sort(rng.choice(n_sites, size=refine_size, replace=False))
+        if n_sites > refine_size
+        else np.arange(n_sites)
+    )
     return Objective(likelihood.subset(sites), space, stage="polish subsample")
 
 

@@ -98,10 +98,14 @@ def check_verbose(verbose):
     if verbose is None:
         return None
     if not isinstance(verbose, numbers.Integral):
-        raise TypeError(f"verbose must be None, True/False or 0, 1, 2; got {type(verbose).__name__} {verbose!r}.")
+        raise TypeError(
+            f"verbose must be None, True/False or 0, 1, 2; got {type(verbose).__name__} {verbose!r}."
+        )
     if not 0 <= int(verbose) <= 2:
-        raise ValueError(f"verbose must be None (automatic), 0 (off), 1 (progress) or 2 (progress and each "
-                         f"evaluation logged at INFO); got {verbose!r}.")
+        raise ValueError(
+            f"verbose must be None (automatic), 0 (off), 1 (progress) or 2 (progress and each "
+            f"evaluation logged at INFO); got {verbose!r}."
+        )
     return int(verbose)
 
 
@@ -146,7 +150,9 @@ class Progress:
         Level of the records of a new stage.
     """
 
-    def __init__(self, name="geostat fit", scale=1.0, level=logging.DEBUG, stage_level=logging.INFO):
+    def __init__(
+        self, name="geostat fit", scale=1.0, level=logging.DEBUG, stage_level=logging.INFO
+    ):
         self.name = name
         self.log_scale = math.log(scale)
         self.variance_factor = scale * scale
@@ -170,15 +176,25 @@ class Progress:
         self.probes_done = self.probes_total = 0
         self.stage_start = time.perf_counter()
         if logger.isEnabledFor(self.stage_level):
-            logger.log(self.stage_level, "%s: stage %s, after %s (%.1f s)", self.name, name, self.counts(),
-                       self.stage_start - self.start)
+            logger.log(
+                self.stage_level,
+                "%s: stage %s, after %s (%.1f s)",
+                self.name,
+                name,
+                self.counts(),
+                self.stage_start - self.start,
+            )
         self._show(force=True)
 
     def counts(self):
         """The two counts in words: ``"21 full-data evaluations + 77 on subsamples"`` (the
         second part only when there are subsample evaluations)."""
         text = f"{self.n_evaluations} full-data evaluations"
-        return text + (f" + {self.n_subsample_evaluations} on subsamples" if self.n_subsample_evaluations else "")
+        return text + (
+            f" + {self.n_subsample_evaluations} on subsamples"
+            if self.n_subsample_evaluations
+            else ""
+        )
 
     def evaluation(self, stage, loglik, n_eff, free=None):
         """Count one likelihood evaluation of stage `stage`: in
@@ -211,9 +227,14 @@ class Progress:
             self.n_failures += 1
             self.current = math.nan
         if logger.isEnabledFor(self.level):
-            logger.log(self.level, "evaluation %d (%s): %s -> loglik %s", number, stage,
-                       self._format_free(free), f"{value:.10g}" if math.isfinite(value) else "failed (not positive "
-                       "definite)")
+            logger.log(
+                self.level,
+                "evaluation %d (%s): %s -> loglik %s",
+                number,
+                stage,
+                self._format_free(free),
+                f"{value:.10g}" if math.isfinite(value) else "failed (not positive definite)",
+            )
         self._show()
 
     def probes(self, done, total):
@@ -288,9 +309,16 @@ class ProgressBar(Progress):
         super().__init__(**kwargs)
         self.delay = delay
         terminal = shows_progress(None, file)
-        self._bar = tqdm(total=None, desc=self.name, file=file, delay=delay, leave=True,
-                         mininterval=0.5 if terminal else 5.0, **_width(file, terminal),
-                         bar_format="{desc} [{elapsed}{postfix}]")
+        self._bar = tqdm(
+            total=None,
+            desc=self.name,
+            file=file,
+            delay=delay,
+            leave=True,
+            mininterval=0.5 if terminal else 5.0,
+            **_width(file, terminal),
+            bar_format="{desc} [{elapsed}{postfix}]",
+        )
 
     def _show(self, force=False):
         # The counts are in the description; tqdm's own count, of both kinds, paces the redraws.
@@ -338,11 +366,16 @@ def fit_progress(verbose, scale=1.0, name="geostat fit", file=None):
     shown = shows_progress(verbose, file)
     level = logging.INFO if verbose == 2 else logging.DEBUG
     if shown:
-        progress = ProgressBar(file, delay=DELAY if verbose is None else 0.0, name=name, scale=scale, level=level)
+        progress = ProgressBar(
+            file, delay=DELAY if verbose is None else 0.0, name=name, scale=scale, level=level
+        )
     else:
         progress = Progress(name=name, scale=scale, level=level)
-    handler = log_to_stderr(logging.INFO, file) if verbose == 2 and not logging.getLogger("geostat").hasHandlers() \
+    handler = (
+        log_to_stderr(logging.INFO, file)
+        if verbose == 2 and not logging.getLogger("geostat").hasHandlers()
         else None
+    )
     token = _CURRENT.set(progress)
     try:
         with tile_progress(shown and shows_tile_progress(None, file)):
@@ -418,4 +451,8 @@ def _clock(seconds):
         return "?"
     seconds = int(round(seconds))
     hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
+    return (
+        f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+        if hours
+        else f"{rest // 60:02d}:{rest % 60:02d}"
+    )

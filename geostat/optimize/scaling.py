@@ -79,7 +79,9 @@ def residual_variance(y, design):
     resid = []
     for j, yj in enumerate(observed):
         F = design[~np.isnan(y[:, j])]
-        resid.append(yj / s0 - F @ np.linalg.lstsq(F, yj / s0, rcond=None)[0] if F.shape[1] else yj / s0)
+        resid.append(
+            yj / s0 - F @ np.linalg.lstsq(F, yj / s0, rcond=None)[0] if F.shape[1] else yj / s0
+        )
     variance = float(np.mean(np.concatenate(resid) ** 2))
     mean_square = float(np.mean((np.concatenate(observed) / s0) ** 2))
     if variance <= RESIDUAL_RTOL**2 * mean_square:
@@ -136,14 +138,23 @@ class DataScale:
         nugget = space.nugget
         if not isinstance(nugget, (bool, np.bool_)):
             nugget = nugget / self.factor**2
-        bounds = {k: tuple(v / self.factor**2 for v in pair) if k in VARIANCE_LIKE else pair
-                  for k, pair in space.bounds.items()}
-        return dataclasses.replace(space, nugget=nugget, fixed=self.params_to_unit(space.fixed), bounds=bounds,
-                                   data_variance=space.data_variance / self.factor**2)
+        bounds = {
+            k: tuple(v / self.factor**2 for v in pair) if k in VARIANCE_LIKE else pair
+            for k, pair in space.bounds.items()
+        }
+        return dataclasses.replace(
+            space,
+            nugget=nugget,
+            fixed=self.params_to_unit(space.fixed),
+            bounds=bounds,
+            data_variance=space.data_variance / self.factor**2,
+        )
 
     def result_from_unit(self, result, n_eff):
         """An :class:`~geostat.optimize.MLEResult` of ``y / s`` in the units of ``y``."""
-        per_name = np.array([self.factor**2 if name in VARIANCE_LIKE else 1.0 for name in result.estimated])
+        per_name = np.array(
+            [self.factor**2 if name in VARIANCE_LIKE else 1.0 for name in result.estimated]
+        )
         # Two products, not one with per_name^2 (which over- or underflows for |y| far from
         # 1 and turns an inf entry into NaN): entries of order variance^2 that double
         # precision cannot hold become inf or 0.

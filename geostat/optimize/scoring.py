@@ -89,8 +89,14 @@ from scipy.stats import chi2
 from geostat.optimize.accuracy import AccuracyPolicy
 from geostat.optimize.polish import polish_without_gradient
 
-__all__ = ["ScoringReport", "fisher_scoring", "monte_carlo_loss", "monte_carlo_loss_quantile", "natural_information",
-           "score_and_information"]
+__all__ = [
+    "ScoringReport",
+    "fisher_scoring",
+    "monte_carlo_loss",
+    "monte_carlo_loss_quantile",
+    "natural_information",
+    "score_and_information",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -252,7 +258,11 @@ def score_and_information(space, z, terms, traces):
     samples = samples * chain
     score = samples.mean(axis=0)
     covariance = np.atleast_2d(np.cov(samples, rowvar=False)) / samples.shape[0]
-    return score, _curvature_in(space, chain, 0.5 * M @ traces.products.mean(axis=0) @ M.T), covariance
+    return (
+        score,
+        _curvature_in(space, chain, 0.5 * M @ traces.products.mean(axis=0) @ M.T),
+        covariance,
+    )
 
 
 def _curvature_in(space, chain, matrix):
@@ -280,7 +290,9 @@ def monte_carlo_loss_quantile(information, covariance, level=BOUND_LEVEL):
     variance (Welch-Satterthwaite), ``c chi^2_k`` with ``c = sum lambda^2 / sum lambda``
     and ``k = (sum lambda)^2 / sum lambda^2``.
     """
-    weights = np.clip(0.5 * np.linalg.eigvals(np.linalg.solve(information, covariance)).real, 0.0, None)
+    weights = np.clip(
+        0.5 * np.linalg.eigvals(np.linalg.solve(information, covariance)).real, 0.0, None
+    )
     total, squares = float(weights.sum()), float(np.sum(weights**2))
     if total <= 0.0:
         return 0.0
@@ -332,7 +344,9 @@ class _Probed:
         Monte Carlo error exceeds :data:`INFORMATION_RTOL`.
         """
         values, theta, eta, noise_ratio = _point(self.space, z)
-        terms, blocks = self.likelihood.probe_traces(theta, eta, self.random_state, noise_ratio=noise_ratio)
+        terms, blocks = self.likelihood.probe_traces(
+            theta, eta, self.random_state, noise_ratio=noise_ratio
+        )
         params = _natural_params(self.space, values, terms)
         traces = next(blocks)
         while True:
@@ -346,7 +360,9 @@ class _Probed:
                 self.n_probes = traces.n_probes * loss / max(LOSS_TARGET, 0.1 * gain)
             # The information is precise with fewer probes than the score: the further
             # blocks give traces only (one TLR solve instead of 2 + #theta).
-            traces = blocks.send(natural_information(self.space, params, traces)[1] > INFORMATION_RTOL)
+            traces = blocks.send(
+                natural_information(self.space, params, traces)[1] > INFORMATION_RTOL
+            )
         self.n_probes = traces.n_probes
         return score, (curvature, info), covariance, step, loss, gain, terms, traces
 
@@ -384,17 +400,32 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
     z = np.clip(np.asarray(start, dtype=float), bounds[:, 0], bounds[:, 1])
     value = probed.value(z)
     if not np.isfinite(value):
-        return _fall_back(likelihood, space, objective, z, rng, None, "the start is not positive definite")
+        return _fall_back(
+            likelihood, space, objective, z, rng, None, "the start is not positive definite"
+        )
     report, history = None, []
     for iteration in range(1, MAX_ITERATIONS + 1):
         try:
-            score, metrics, covariance, step, loss, gain, terms, traces = probed.derivatives(z, bounds, history)
+            score, metrics, covariance, step, loss, gain, terms, traces = probed.derivatives(
+                z, bounds, history
+            )
         except np.linalg.LinAlgError:
-            return _fall_back(likelihood, space, objective, z, rng, report, "the information is singular")
-        report = _report(space, z, terms, traces, metrics, covariance, loss, _free_coordinates(z, score, bounds))
-        logger.info("scoring iteration %d: loglik %.6f, predicted gain %.3g, %d probes (%d for the information; "
-                    "expected Monte Carlo loss %.2g)", iteration, value, gain, traces.n_probes,
-                    traces.n_information_probes, loss)
+            return _fall_back(
+                likelihood, space, objective, z, rng, report, "the information is singular"
+            )
+        report = _report(
+            space, z, terms, traces, metrics, covariance, loss, _free_coordinates(z, score, bounds)
+        )
+        logger.info(
+            "scoring iteration %d: loglik %.6f, predicted gain %.3g, %d probes (%d for the information; "
+            "expected Monte Carlo loss %.2g)",
+            iteration,
+            value,
+            gain,
+            traces.n_probes,
+            traces.n_information_probes,
+            loss,
+        )
         margin = 0.0
         if policy is not None:
             # The values compared next at an accuracy fit for the gain; at the optimum, the
@@ -411,15 +442,21 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
                 # the errors of both values needs no new one.
                 margin = policy.error(previous) + policy.error()
         if _settled(gain, loss):
-            return _converged(likelihood, z, value, iteration, f"predicted gain {gain:.2g}", report, gain)
+            return _converged(
+                likelihood, z, value, iteration, f"predicted gain {gain:.2g}", report, gain
+            )
         final = gain < FINAL_GAIN and loss <= LOSS_TARGET
         # A final step of gain below STALL_GAIN is tried once: what it could still gain is
         # small, and stays in the bound.
         halvings = 0 if final and gain < STALL_GAIN else MAX_HALVINGS
-        trial, trial_value = _line_search(probed, z, value + margin, step, bounds, 0 if margin else halvings)
+        trial, trial_value = _line_search(
+            probed, z, value + margin, step, bounds, 0 if margin else halvings
+        )
         if margin and trial_value <= value + margin:
             value, margin = probed.value(z), 0.0
-            trial, trial_value = _line_search(probed, z, value, step, bounds, halvings, first=trial_value)
+            trial, trial_value = _line_search(
+                probed, z, value, step, bounds, halvings, first=trial_value
+            )
         if trial_value <= value and halvings and policy is not None:
             # Noise or curvature? Measure the TLR error here; where it is too large for the
             # gain, evaluate more accurately and try again.
@@ -434,19 +471,49 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
             history.append((trial - z, score))
             z, value = trial, trial_value
         if final and not accepted and gain < STALL_GAIN:
-            return _converged(likelihood, z, value, iteration, f"no increase from a final step of predicted gain "
-                              f"{gain:.2g}", report, gain)
+            return _converged(
+                likelihood,
+                z,
+                value,
+                iteration,
+                f"no increase from a final step of predicted gain {gain:.2g}",
+                report,
+                gain,
+            )
         left = _gain_left(increase, gain, margin) if final and accepted else None
         if left is not None:
-            return _converged(likelihood, z, value, iteration, f"final step of predicted gain {gain:.2g}", report,
-                              left)
+            return _converged(
+                likelihood,
+                z,
+                value,
+                iteration,
+                f"final step of predicted gain {gain:.2g}",
+                report,
+                left,
+            )
         if not accepted and gain < STALL_GAIN and loss <= LOSS_TARGET:
-            return _converged(likelihood, z, value, iteration,
-                              f"no step increased the likelihood from a predicted gain of {gain:.2g}", report, gain)
+            return _converged(
+                likelihood,
+                z,
+                value,
+                iteration,
+                f"no step increased the likelihood from a predicted gain of {gain:.2g}",
+                report,
+                gain,
+            )
         if not accepted:
-            return _fall_back(likelihood, space, objective, z, rng, report, "no step increased the likelihood")
-    return _fall_back(likelihood, space, objective, z, rng, report,
-                      f"scoring did not converge in {MAX_ITERATIONS} iterations")
+            return _fall_back(
+                likelihood, space, objective, z, rng, report, "no step increased the likelihood"
+            )
+    return _fall_back(
+        likelihood,
+        space,
+        objective,
+        z,
+        rng,
+        report,
+        f"scoring did not converge in {MAX_ITERATIONS} iterations",
+    )
 
 
 def _settled(gain, loss):
@@ -521,7 +588,9 @@ def _curvature(info, score, history):
     if not history:
         return info
     befores = [before for _, before in history]
-    pairs = list(zip((step for step, _ in history), (b - a for b, a in zip(befores, [*befores[1:], score]))))
+    pairs = list(
+        zip((step for step, _ in history), (b - a for b, a in zip(befores, [*befores[1:], score])))
+    )
     steps, secants = _independent(info, pairs[::-1])
     if steps.size == 0:
         return info
@@ -567,8 +636,11 @@ def _projected_step(z, score, curvature, covariance, bounds, information=None):
         return step, 0.0, 0.0
     pair = np.ix_(free, free)
     step[free] = np.linalg.solve(curvature[pair], score[free])
-    loss = max(monte_carlo_loss(metric[pair], covariance[pair])
-               for metric in (curvature, information) if metric is not None)
+    loss = max(
+        monte_carlo_loss(metric[pair], covariance[pair])
+        for metric in (curvature, information)
+        if metric is not None
+    )
     return step, 0.5 * float(score[free] @ step[free]), loss
 
 
@@ -585,14 +657,21 @@ def _converged(likelihood, z, value, iteration, how, report, gain_left):
     gain left there."""
     report.x = np.array(z)
     report.gain_left = float(gain_left)
-    result = OptimizeResult(x=z, fun=-value / likelihood.n_obs, success=True, nit=iteration,
-                            message=f"Fisher scoring converged ({how})")
+    result = OptimizeResult(
+        x=z,
+        fun=-value / likelihood.n_obs,
+        success=True,
+        nit=iteration,
+        message=f"Fisher scoring converged ({how})",
+    )
     return result, 0, report
 
 
 def _natural_params(space, free, terms):
     """Natural parameters at the free values `free` evaluated as `terms`."""
-    return space.natural(free, profiled_variance=terms.quadratic / terms.n_eff if space.profiled else None)
+    return space.natural(
+        free, profiled_variance=terms.quadratic / terms.n_eff if space.profiled else None
+    )
 
 
 def _report(space, z, terms, traces, metrics, covariance, loss, free):
@@ -603,8 +682,14 @@ def _report(space, z, terms, traces, metrics, covariance, loss, free):
     params = _natural_params(space, _point(space, z)[0], terms)
     info, error = natural_information(space, params, traces)
     pair = np.ix_(free, free)
-    quantile = max(monte_carlo_loss_quantile(metric[pair], covariance[pair]) for metric in metrics) if free.any() else 0.0
-    return ScoringReport(np.array(z), info, error, traces.n_probes, loss, params, loss_quantile=quantile)
+    quantile = (
+        max(monte_carlo_loss_quantile(metric[pair], covariance[pair]) for metric in metrics)
+        if free.any()
+        else 0.0
+    )
+    return ScoringReport(
+        np.array(z), info, error, traces.n_probes, loss, params, loss_quantile=quantile
+    )
 
 
 def _fall_back(likelihood, space, objective, z, rng, report, reason):

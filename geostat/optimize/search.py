@@ -68,7 +68,13 @@ from geostat.optimize.progress import current_progress
 from geostat.optimize.scaling import VARIANCE_LIKE
 from geostat.optimize.scoring import fisher_scoring
 
-__all__ = ["MLEResult", "local_maximize", "maximize_likelihood", "natural_estimate", "standard_errors"]
+__all__ = [
+    "MLEResult",
+    "local_maximize",
+    "maximize_likelihood",
+    "natural_estimate",
+    "standard_errors",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -231,7 +237,9 @@ def _projected_gradient(z, grad, bounds):
     return float(np.max(np.abs(g))) if g.size else 0.0
 
 
-def maximize_likelihood(likelihood, space, *, n_starts=3, pilot_size=500, random_state=0, maxiter=300):
+def maximize_likelihood(
+    likelihood, space, *, n_starts=3, pilot_size=500, random_state=0, maxiter=300
+):
     """Maximize the likelihood over the free parameters of `space`.
 
     Parameters
@@ -290,9 +298,12 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter):
     best = report = None
     z = np.zeros(0)
     if space.names:
-        start, pilot_evaluations = _starting_point(likelihood, space, full, n_starts, pilot_size, rng)
-        best, refine_evaluations = local_maximize(likelihood, space, full, start, rng, maxiter=maxiter,
-                                                  scoring=TLR_SEARCH == "scoring")
+        start, pilot_evaluations = _starting_point(
+            likelihood, space, full, n_starts, pilot_size, rng
+        )
+        best, refine_evaluations = local_maximize(
+            likelihood, space, full, start, rng, maxiter=maxiter, scoring=TLR_SEARCH == "scoring"
+        )
         pilot_evaluations += refine_evaluations
         report = best.get("scoring")
         z = best.x
@@ -333,18 +344,28 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter):
         same_nugget = (params["nugget"] == 0) == (report.params["nugget"] == 0)
         if same_nugget and report.information_error <= FISHER_RTOL:
             information = (report.information, report.information_error)
-    stderr, covariance, fisher_error = standard_errors(likelihood, params, space.estimated, information)
+    stderr, covariance, fisher_error = standard_errors(
+        likelihood, params, space.estimated, information
+    )
     coef, coef_cov = likelihood.gls(params)
     loglik_error, loglik_accuracy = 0.0, None
     gap_bound = 0.0 if converged else np.inf
     if likelihood.accuracy is not None:
         progress.stage("accuracy check")
-        loglik, loglik_error, loglik_accuracy, own_error = reported_loglik(likelihood, params, loglik)
+        loglik, loglik_error, loglik_accuracy, own_error = reported_loglik(
+            likelihood, params, loglik
+        )
         gap_bound = np.inf if report is None else report.gap_bound + 2.0 * own_error
-        logger.info("distance to the exact maximum at most %.2g (scoring %.2g, TLR error %.2g)", gap_bound,
-                    np.inf if report is None else report.gap_bound, own_error)
+        logger.info(
+            "distance to the exact maximum at most %.2g (scoring %.2g, TLR error %.2g)",
+            gap_bound,
+            np.inf if report is None else report.gap_bound,
+            own_error,
+        )
     coef_stderr = np.sqrt(np.maximum(np.diagonal(coef_cov, axis1=1, axis2=2), 0.0))
-    logger.debug("MLE (fitting units) %s loglik=%.10g evaluations=%d", params, loglik, full.n_evaluations)
+    logger.debug(
+        "MLE (fitting units) %s loglik=%.10g evaluations=%d", params, loglik, full.n_evaluations
+    )
     return MLEResult(
         params=params,
         stderr=stderr,
@@ -354,8 +375,11 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter):
         coef_stderr=coef_stderr,
         loglik=loglik,
         n_iter=int(best.nit) if best is not None else 0,
-        n_evaluations=(full.n_evaluations if likelihood.accuracy is None
-                       else likelihood.n_factorizations - factorizations),
+        n_evaluations=(
+            full.n_evaluations
+            if likelihood.accuracy is None
+            else likelihood.n_factorizations - factorizations
+        ),
         n_pilot_evaluations=pilot_evaluations,
         n_failures=full.n_failures,
         converged=converged,
@@ -416,7 +440,13 @@ def reported_loglik(likelihood, params, loglik):
             own_error = error
         except NotPositiveDefiniteError:
             pass
-        logger.info("log-likelihood at accuracy %.0e: %.6f (change from %.0e: %.2g)", accuracy, loglik, coarser, error)
+        logger.info(
+            "log-likelihood at accuracy %.0e: %.6f (change from %.0e: %.2g)",
+            accuracy,
+            loglik,
+            coarser,
+            error,
+        )
     # (the accuracies are repeated divisions: 1e-6 / 10^8 is 1.0000000000000002e-14)
     first_round = True
     while error > LOGLIK_TOLERANCE and accuracy > FINEST_ACCURACY * (1 + 1e-9):
@@ -475,8 +505,18 @@ def _stop_when_joined(optima):
     return callback
 
 
-def local_maximize(likelihood, space, objective, start, rng, *, maxiter=300, refine=True, tolerances=None,
-                   scoring=False):
+def local_maximize(
+    likelihood,
+    space,
+    objective,
+    start,
+    rng,
+    *,
+    maxiter=300,
+    refine=True,
+    tolerances=None,
+    scoring=False,
+):
     """The local stage of :func:`maximize_likelihood`: maximize from `start` on the full data.
 
     With analytic gradients (exact likelihood) L-BFGS-B runs from `start`; a likelihood
@@ -527,8 +567,9 @@ def local_maximize(likelihood, space, objective, start, rng, *, maxiter=300, ref
     subsample = 0
     if refine:
         start, subsample = _refined_start(likelihood, space, start, rng)
-    result, fallback, report = fisher_scoring(likelihood, space, objective, start, rng,
-                                              random_state=int(rng.integers(2**31)))
+    result, fallback, report = fisher_scoring(
+        likelihood, space, objective, start, rng, random_state=int(rng.integers(2**31))
+    )
     result.scoring = report
     return result, subsample + fallback
 
@@ -615,7 +656,9 @@ def _warn_bounds(at_bounds, params):
             "range": "only variance / range^(2 smoothness) is identified on a flat ridge; "
             "fix the range or the smoothness, or widen bounds['range']",
         }.get(name, f"widen bounds[{name!r}] or fix it")
-        warnings.warn(f"the estimate of {name} ended on its bound; {hint}.", GeostatWarning, stacklevel=4)
+        warnings.warn(
+            f"the estimate of {name} ended on its bound; {hint}.", GeostatWarning, stacklevel=4
+        )
 
 
 def _typical_magnitudes(params, names):

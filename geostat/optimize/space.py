@@ -74,16 +74,23 @@ class ParameterSpace:
         else:
             _check_positive(self.nugget, "nugget", allow_zero=True)
             self.nugget_value = float(self.nugget)
-        estimated = {"variance": "variance" not in self.fixed, "range": "range" not in self.fixed,
-                     "nugget": self.nugget_value is None}
+        estimated = {
+            "variance": "variance" not in self.fixed,
+            "range": "range" not in self.fixed,
+            "nugget": self.nugget_value is None,
+        }
         for name in self.bounds:
             if not estimated.get(name, True):
                 held = "nugget=" + repr(self.nugget) if name == "nugget" else f"fixed[{name!r}]"
-                raise ValueError(f"bounds[{name!r}] is given but {name} is held by {held}; drop one of the two.")
+                raise ValueError(
+                    f"bounds[{name!r}] is given but {name} is held by {held}; drop one of the two."
+                )
         # A bound on the variance or the nugget needs both as coordinates of the search, as
         # does known noise (K then depends on the variance).
         self.profiled = (
-            "variance" not in self.fixed and not self.nugget_value and not {"variance", "nugget"} & set(self.bounds)
+            "variance" not in self.fixed
+            and not self.nugget_value
+            and not {"variance", "nugget"} & set(self.bounds)
             and not self.known_noise
         )
         span = self.max_distance if self.max_distance > 0 else 1.0
@@ -100,12 +107,20 @@ class ParameterSpace:
             default[name] = (1e-4 * extent, 1e2 * extent)
         for name, pair in self.bounds.items():
             if name not in default or name == "ratio":
-                raise ValueError(f"bounds has unknown parameter {name!r}; use one of {sorted(default)}.")
+                raise ValueError(
+                    f"bounds has unknown parameter {name!r}; use one of {sorted(default)}."
+                )
             try:
                 low, high = (float(v) for v in pair)
             except (TypeError, ValueError):
-                raise ValueError(f"bounds[{name!r}] must be a pair of numbers (low, high); got {pair!r}.") from None
-            if not (np.isfinite(low) and low < high < np.inf and (0 < low or name in self.kernel.linear_shape)):
+                raise ValueError(
+                    f"bounds[{name!r}] must be a pair of numbers (low, high); got {pair!r}."
+                ) from None
+            if not (
+                np.isfinite(low)
+                and low < high < np.inf
+                and (0 < low or name in self.kernel.linear_shape)
+            ):
                 raise ValueError(f"bounds[{name!r}] must satisfy 0 < low < high; got {pair}.")
             default[name] = (low, high)
         self.natural_bounds = default
@@ -186,4 +201,6 @@ def _check_positive(value, name, allow_zero=False):
         raise TypeError(f"{name} must be a number; got {type(value).__name__}.")
     ok = np.isfinite(value) and (value >= 0 if allow_zero else value > 0)
     if not ok:
-        raise ValueError(f"{name} must be {'non-negative' if allow_zero else 'positive'} and finite; got {value}.")
+        raise ValueError(
+            f"{name} must be {'non-negative' if allow_zero else 'positive'} and finite; got {value}."
+        )

@@ -220,7 +220,9 @@ class Transform:
         q = _floats(q, "q")
         inside = (q > 0) & (q < 1)
         if not inside.all():
-            raise ValueError(f"q must hold probabilities strictly between 0 and 1; got {_first_bad(q, inside)}.")
+            raise ValueError(
+                f"q must hold probabilities strictly between 0 and 1; got {_first_bad(q, inside)}."
+            )
         mu, s = _gaussian(mu, s)
         return _out(self.inverse(mu + s * special.ndtri(q)))
 
@@ -243,7 +245,11 @@ class Transform:
         ValueError
             If `level` is not a number in (0, 1).
         """
-        if isinstance(level, bool) or not isinstance(level, (int, float, np.floating)) or not 0 < level < 1:
+        if (
+            isinstance(level, bool)
+            or not isinstance(level, (int, float, np.floating))
+            or not 0 < level < 1
+        ):
             raise ValueError(f"level must be a number in (0, 1), e.g. 0.9; got {level!r}.")
         return self.quantile(mu, s, (1 - level) / 2), self.quantile(mu, s, (1 + level) / 2)
 
@@ -280,25 +286,35 @@ class Transform:
             Naming the field that is missing, unknown or of a bad type or value.
         """
         if not isinstance(state, dict):
-            raise ValueError(f"a transform is stored as a dict with a 'name'; got a {type(state).__name__}.")
+            raise ValueError(
+                f"a transform is stored as a dict with a 'name'; got a {type(state).__name__}."
+            )
         name = state.get("name")
         if not isinstance(name, str) or name not in TRANSFORM_NAMES:
-            raise ValueError(f"the transform's field 'name' must be one of {list(TRANSFORM_NAMES)}; got "
-                             f"{_brief(name)}.")
+            raise ValueError(
+                f"the transform's field 'name' must be one of {list(TRANSFORM_NAMES)}; got "
+                f"{_brief(name)}."
+            )
         allowed = {"name", "lmbda"} if name == "boxcox" else {"name"}
         unknown = sorted(_brief(key) for key in state if key not in allowed)
         if unknown:
-            raise ValueError(f"the {name} transform has the unknown field(s) {', '.join(unknown[:3])}; it has only "
-                             f"{sorted(allowed)}.")
+            raise ValueError(
+                f"the {name} transform has the unknown field(s) {', '.join(unknown[:3])}; it has only "
+                f"{sorted(allowed)}."
+            )
         if name != "boxcox":
             transform = Identity() if name == "identity" else Log()
         else:
             lmbda = state.get("lmbda")
             if "lmbda" in state and not _is_finite_number(lmbda):
-                raise ValueError(f"the boxcox transform's field 'lmbda' must be a finite number; got {_brief(lmbda)}.")
+                raise ValueError(
+                    f"the boxcox transform's field 'lmbda' must be a finite number; got {_brief(lmbda)}."
+                )
             transform = BoxCox(lmbda)
         if not isinstance(transform, cls):
-            raise ValueError(f"the transform's field 'name' is {name!r}, not a {cls.__name__} transform.")
+            raise ValueError(
+                f"the transform's field 'name' is {name!r}, not a {cls.__name__} transform."
+            )
         return transform
 
     # ------------------------------------------------------------------ estimation
@@ -472,7 +488,9 @@ class BoxCox(Transform):
     def __post_init__(self):
         if self.lmbda is not None:
             if not _is_finite_number(self.lmbda):
-                raise ValueError(f"lmbda must be a finite number (or None to estimate it); got {_brief(self.lmbda)}.")
+                raise ValueError(
+                    f"lmbda must be a finite number (or None to estimate it); got {_brief(self.lmbda)}."
+                )
             object.__setattr__(self, "lmbda", float(self.lmbda))
 
     @property
@@ -481,8 +499,10 @@ class BoxCox(Transform):
 
     def _lambda(self):
         if self.lmbda is None:
-            raise ValueError("this BoxCox transform has no lmbda yet: give one, BoxCox(lmbda=0.5), or estimate it "
-                             "with BoxCox.estimate(y, profile_loglik).")
+            raise ValueError(
+                "this BoxCox transform has no lmbda yet: give one, BoxCox(lmbda=0.5), or estimate it "
+                "with BoxCox.estimate(y, profile_loglik)."
+            )
         return self.lmbda
 
     def _checked(self, y):
@@ -586,8 +606,10 @@ class BoxCox(Transform):
         26(2), 211–252.
         """
         if not callable(profile_loglik):
-            raise TypeError(f"profile_loglik must be a function of the transformed data z returning its maximized "
-                            f"Gaussian log-likelihood; got {type(profile_loglik).__name__}.")
+            raise TypeError(
+                f"profile_loglik must be a function of the transformed data z returning its maximized "
+                f"Gaussian log-likelihood; got {type(profile_loglik).__name__}."
+            )
         low, high = _bounds(bounds)
         y = _positive(y, "the Box-Cox transform")
         log_y = np.log(y[~np.isnan(y)])
@@ -597,14 +619,22 @@ class BoxCox(Transform):
             value = float(profile_loglik(_box_cox(y, lmbda))) + (lmbda - 1.0) * total
             return -value if math.isfinite(value) else math.inf
 
-        found = optimize.minimize_scalar(objective, bounds=(low, high), method="bounded", options={"xatol": 1e-5})
+        found = optimize.minimize_scalar(
+            objective, bounds=(low, high), method="bounded", options={"xatol": 1e-5}
+        )
         if not math.isfinite(found.fun):
-            raise ValueError(f"profile_loglik gave no finite log-likelihood for lambda in [{low:g}, {high:g}]; check "
-                             "that it fits the transformed data z.")
+            raise ValueError(
+                f"profile_loglik gave no finite log-likelihood for lambda in [{low:g}, {high:g}]; check "
+                "that it fits the transformed data z."
+            )
         lmbda = float(found.x)
         if min(lmbda - low, high - lmbda) < 1e-3 * (high - low):
-            warnings.warn(f"the Box-Cox lambda estimate {lmbda:.4g} lies on a bound of [{low:g}, {high:g}]; widen "
-                          "bounds, or fix lambda with BoxCox(lmbda=...).", GeostatWarning, stacklevel=2)
+            warnings.warn(
+                f"the Box-Cox lambda estimate {lmbda:.4g} lies on a bound of [{low:g}, {high:g}]; widen "
+                "bounds, or fix lambda with BoxCox(lmbda=...).",
+                GeostatWarning,
+                stacklevel=2,
+            )
         return cls(lmbda)
 
 
@@ -633,8 +663,10 @@ def get_transform(spec):
         return spec
     if isinstance(spec, str) and spec in TRANSFORM_NAMES:
         return {"identity": Identity, "log": Log, "boxcox": BoxCox}[spec]()
-    raise ValueError(f"target_transform must be None, 'identity', 'log', 'boxcox' (lambda estimated) or a "
-                     f"transform such as BoxCox(lmbda=0.5); got {_brief(spec)}.")
+    raise ValueError(
+        f"target_transform must be None, 'identity', 'log', 'boxcox' (lambda estimated) or a "
+        f"transform such as BoxCox(lmbda=0.5); got {_brief(spec)}."
+    )
 
 
 # ---------------------------------------------------------------------- helpers
@@ -673,10 +705,14 @@ def _box_cox_moments(mu, s, lmbda):
     std[np.isinf(mean)] = np.inf
     if lmbda >= CLOSED_FORM_LAMBDA:
         with np.errstate(divide="ignore", invalid="ignore"):
-            distance = (1.0 + lmbda * mu) / (lmbda * s)  # of the boundary below mu, in standard deviations
+            distance = (1.0 + lmbda * mu) / (
+                lmbda * s
+            )  # of the boundary below mu, in standard deviations
         near = (distance <= CLOSED_FORM_DISTANCE) & (s > 0)
         if near.any():
-            first, second = (_clipped_moment(distance[near], lmbda * s[near], k / lmbda) for k in (1, 2))
+            first, second = (
+                _clipped_moment(distance[near], lmbda * s[near], k / lmbda) for k in (1, 2)
+            )
             mean[near] = first
             std[near] = np.sqrt(np.maximum(second - first**2, 0.0))
     return mean, std
@@ -685,10 +721,16 @@ def _box_cox_moments(mu, s, lmbda):
 def _clipped_moment(a, scale, p):
     """``E[(scale (X + a))_+^p]`` for standard normal ``X``: ``scale^p Gamma(p + 1)
     e^{-a^2/4} D_{-p-1}(-a) / sqrt(2 pi)`` (Gradshteyn & Ryzhik 3.462.1)."""
-    a = np.maximum(a, -40.0)  # the moment is 0 in double precision there; pbdv fails on large arguments
+    a = np.maximum(
+        a, -40.0
+    )  # the moment is 0 in double precision there; pbdv fails on large arguments
     cylinder, _ = special.pbdv(-p - 1.0, -a)
     with np.errstate(under="ignore"):
-        return np.exp(p * np.log(scale) + special.gammaln(p + 1.0) - a * a / 4.0) * cylinder / math.sqrt(2.0 * math.pi)
+        return (
+            np.exp(p * np.log(scale) + special.gammaln(p + 1.0) - a * a / 4.0)
+            * cylinder
+            / math.sqrt(2.0 * math.pi)
+        )
 
 
 def _lognormal_moments(mu, s):
@@ -711,9 +753,11 @@ def _positive(y, what):
     y = _floats(y, "y")
     bad = y <= 0
     if bad.any():
-        raise ValueError(f"y has {int(bad.sum())} value(s) <= 0 (the smallest {np.nanmin(y):g}), but {what} needs "
-                         "positive values: add an offset that makes every value positive (e.g. y - min(y) + 1), or "
-                         "fit without a transform (target_transform=None).")
+        raise ValueError(
+            f"y has {int(bad.sum())} value(s) <= 0 (the smallest {np.nanmin(y):g}), but {what} needs "
+            "positive values: add an offset that makes every value positive (e.g. y - min(y) + 1), or "
+            "fit without a transform (target_transform=None)."
+        )
     return y
 
 
@@ -721,11 +765,15 @@ def _gaussian(mu, s):
     """`mu` and `s` as float arrays of their broadcast shape; `s` >= 0 (or NaN)."""
     mu, s = _floats(mu, "mu"), _floats(s, "s")
     if (s < 0).any():
-        raise ValueError(f"s is a standard deviation and must be >= 0; got {_first_bad(s, ~(s < 0))}.")
+        raise ValueError(
+            f"s is a standard deviation and must be >= 0; got {_first_bad(s, ~(s < 0))}."
+        )
     try:
         return tuple(np.broadcast_arrays(mu, s))
     except ValueError:
-        raise ValueError(f"mu and s must have shapes that broadcast together; got {mu.shape} and {s.shape}.") from None
+        raise ValueError(
+            f"mu and s must have shapes that broadcast together; got {mu.shape} and {s.shape}."
+        ) from None
 
 
 def _out(values):
@@ -738,15 +786,22 @@ def _bounds(bounds):
     try:
         low, high = (float(b) for b in bounds)
     except (TypeError, ValueError):
-        raise ValueError(f"bounds must be two numbers (low, high), e.g. (-1, 2); got {_brief(bounds)}.") from None
+        raise ValueError(
+            f"bounds must be two numbers (low, high), e.g. (-1, 2); got {_brief(bounds)}."
+        ) from None
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise ValueError(f"bounds must be finite with low < high, e.g. (-1, 2); got ({low:g}, {high:g}).")
+        raise ValueError(
+            f"bounds must be finite with low < high, e.g. (-1, 2); got ({low:g}, {high:g})."
+        )
     return low, high
 
 
 def _is_finite_number(value):
-    return (isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
-            and math.isfinite(float(value)))
+    return (
+        isinstance(value, (int, float, np.integer, np.floating))
+        and not isinstance(value, (bool, np.bool_))
+        and math.isfinite(float(value))
+    )
 
 
 def _first_bad(values, good):

@@ -65,7 +65,13 @@ from geostat.data.types import Seed
 from geostat.optimize.intervals import check_level
 from geostat.validation.closed_form import closed_form_residuals
 from geostat.validation.refit import refit_predictions
-from geostat.validation.scores import SCORES, check_scoring, gaussian_crps, gaussian_log_score, score_predictions
+from geostat.validation.scores import (
+    SCORES,
+    check_scoring,
+    gaussian_crps,
+    gaussian_log_score,
+    score_predictions,
+)
 
 __all__ = ["RESULT_COLUMNS", "SCORES", "cross_validate", "gaussian_crps", "gaussian_log_score"]
 
@@ -192,23 +198,45 @@ def cross_validate(
         observed = training.y[site, replicate] * factor
     else:
         site, replicate, observed_unit, residual, variance = _closed_form_rows(model, labels)
-        observed, mean, std = factor * observed_unit, factor * (observed_unit - residual), factor * np.sqrt(variance)
+        observed, mean, std = (
+            factor * observed_unit,
+            factor * (observed_unit - residual),
+            factor * np.sqrt(variance),
+        )
     order = np.lexsort((replicate, site))
-    site, replicate, observed, mean, std = (a[order] for a in (site, replicate, observed, mean, std))
+    site, replicate, observed, mean, std = (
+        a[order] for a in (site, replicate, observed, mean, std)
+    )
     standardized = (observed - mean) / std
     scores = score_predictions(observed, mean, std, names, level)
     transform = model._transform()
     if transform.name != "identity":
         observed, mean, std, scores = _in_units_of_y(transform, observed, mean, std, scores)
-    table = _result_table(model, site, replicate, None if labels is None else labels[site], observed, mean, std,
-                          standardized)
-    table.attrs.update(scores=scores,
-                       cv="loo" if labels is None else int(np.unique(labels[observed_sites]).size),
-                       level=level, refit=refit)
-    logger.info("cross-validation (%s) of %d observations at %d sites: %s",
-                "leave-one-out" if labels is None else f"{table.attrs['cv']} folds" + (", refitted" if refit else ""),
-                len(table), observed_sites.size,
-                ", ".join(f"{name} {value:.4g}" for name, value in table.attrs["scores"].items()))
+    table = _result_table(
+        model,
+        site,
+        replicate,
+        None if labels is None else labels[site],
+        observed,
+        mean,
+        std,
+        standardized,
+    )
+    table.attrs.update(
+        scores=scores,
+        cv="loo" if labels is None else int(np.unique(labels[observed_sites]).size),
+        level=level,
+        refit=refit,
+    )
+    logger.info(
+        "cross-validation (%s) of %d observations at %d sites: %s",
+        "leave-one-out"
+        if labels is None
+        else f"{table.attrs['cv']} folds" + (", refitted" if refit else ""),
+        len(table),
+        observed_sites.size,
+        ", ".join(f"{name} {value:.4g}" for name, value in table.attrs["scores"].items()),
+    )
     return table
 
 
@@ -217,29 +245,45 @@ def _fold_labels(cv, folds, rng, n, observed_sites, refit):
     `folds` and `refit` together; random folds are drawn from the Generator `rng`."""
     m = observed_sites.size
     loo = isinstance(cv, str) and cv == "loo"
-    if not loo and (isinstance(cv, (bool, np.bool_)) or not isinstance(cv, (int, np.integer)) or not 2 <= cv <= m):
-        raise ValueError(f"cv must be 'loo' (leave-one-out) or a number of folds from 2 to {m} (the sites with an "
-                         f"observation), such as cv=5; got {cv!r}.")
+    if not loo and (
+        isinstance(cv, (bool, np.bool_))
+        or not isinstance(cv, (int, np.integer))
+        or not 2 <= cv <= m
+    ):
+        raise ValueError(
+            f"cv must be 'loo' (leave-one-out) or a number of folds from 2 to {m} (the sites with an "
+            f"observation), such as cv=5; got {cv!r}."
+        )
     if folds is not None:
         labels = np.asarray(folds)
         if labels.shape != (n,):
-            raise ValueError(f"folds must hold one fold label per training site, shape ({n},); got shape "
-                             f"{labels.shape}.")
+            raise ValueError(
+                f"folds must hold one fold label per training site, shape ({n},); got shape "
+                f"{labels.shape}."
+            )
         if labels.dtype.kind not in "iu":
-            raise TypeError(f"folds must be integer fold labels (e.g. the block number of each site); got dtype "
-                            f"{labels.dtype}.")
+            raise TypeError(
+                f"folds must be integer fold labels (e.g. the block number of each site); got dtype "
+                f"{labels.dtype}."
+            )
         k = np.unique(labels[observed_sites]).size
         if k < 2:
-            raise ValueError("folds gives every observed site the same label; give at least 2 distinct labels "
-                             "(e.g. spatial blocks).")
+            raise ValueError(
+                "folds gives every observed site the same label; give at least 2 distinct labels "
+                "(e.g. spatial blocks)."
+            )
         if not loo and cv != k:
-            raise ValueError(f"cv={cv} disagrees with the {k} labels of folds; leave cv at its default (the folds "
-                             "define the folds) or give folds with as many labels.")
+            raise ValueError(
+                f"cv={cv} disagrees with the {k} labels of folds; leave cv at its default (the folds "
+                "define the folds) or give folds with as many labels."
+            )
         return labels
     if loo:
         if refit:
-            raise ValueError("refit=True refits the model for each fold of K-fold cross-validation; give a number "
-                             "of folds, such as cv=5, or use refit=False for leave-one-out.")
+            raise ValueError(
+                "refit=True refits the model for each fold of K-fold cross-validation; give a number "
+                "of folds, such as cv=5, or use refit=False for leave-one-out."
+            )
         return None
     labels = np.full(n, -1)
     labels[rng.permutation(observed_sites)] = np.arange(m) % cv
@@ -269,10 +313,17 @@ def _in_units_of_y(transform, observed, mean, std, scores):
     observed_y = transform.inverse(observed)
     mean_y, std_y = transform.mean(mean, std), transform.std(mean, std)
     error = observed_y - mean_y
-    moved = {"rmse": lambda: np.sqrt(np.mean(error**2)), "mae": lambda: np.mean(np.abs(error)),
-             "log_score": lambda: scores["log_score"] - np.mean(transform.log_derivative(observed_y))}
-    return observed_y, mean_y, std_y, {name: float(moved[name]()) if name in moved else value
-                                       for name, value in scores.items()}
+    moved = {
+        "rmse": lambda: np.sqrt(np.mean(error**2)),
+        "mae": lambda: np.mean(np.abs(error)),
+        "log_score": lambda: scores["log_score"] - np.mean(transform.log_derivative(observed_y)),
+    }
+    return (
+        observed_y,
+        mean_y,
+        std_y,
+        {name: float(moved[name]()) if name in moved else value for name, value in scores.items()},
+    )
 
 
 def _result_table(model, site, replicate, fold, observed, mean, std, standardized):
@@ -281,11 +332,15 @@ def _result_table(model, site, replicate, fold, observed, mean, std, standardize
     names = _coordinate_names(model, coords.shape[1])
     clashes = [name for name in names if name in RESULT_COLUMNS]
     if clashes:
-        raise ValueError(f"the model's coordinate(s) {clashes} have the names of result columns {RESULT_COLUMNS}; "
-                         "refit the model with those coordinate columns renamed.")
+        raise ValueError(
+            f"the model's coordinate(s) {clashes} have the names of result columns {RESULT_COLUMNS}; "
+            "refit the model with those coordinate columns renamed."
+        )
     columns = {"site": site, **{name: coords[:, j] for j, name in enumerate(names)}}
     if not model._y_one_d:
-        labels = np.asarray(model._y_names) if model._y_names else np.arange(model._training.y.shape[1])
+        labels = (
+            np.asarray(model._y_names) if model._y_names else np.arange(model._training.y.shape[1])
+        )
         columns["replicate"] = labels[replicate]
     if fold is not None:
         columns["fold"] = fold

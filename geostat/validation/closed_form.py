@@ -106,15 +106,23 @@ def closed_form_residuals(kriging, folds=None):
         projected = _projected_observations(group, fit)
         trend_root = _trend_root(fit)
         if folds is None:
-            precision = inverse.diagonal() / fit.variance - np.einsum("ij,ij->j", trend_root, trend_root)
+            precision = inverse.diagonal() / fit.variance - np.einsum(
+                "ij,ij->j", trend_root, trend_root
+            )
             residual, variance = projected / precision[:, None], 1.0 / precision
         else:
-            residual, variance = _fold_residuals(inverse, fit, group, projected, trend_root, folds[sites])
+            residual, variance = _fold_residuals(
+                inverse, fit, group, projected, trend_root, folds[sites]
+            )
         solved, blocks = solved + inverse.columns_solved, blocks + inverse.blocks_solved
         out.append(GroupResiduals(sites, np.asarray(group.columns), residual, variance))
     if solved:
-        logger.info("cross-validation: %d columns of the identity solved through the TLR factors in %d blocks "
-                    "(forward solves)", solved, blocks)
+        logger.info(
+            "cross-validation: %d columns of the identity solved through the TLR factors in %d blocks "
+            "(forward solves)",
+            solved,
+            blocks,
+        )
     return out
 
 
@@ -123,7 +131,9 @@ def _projected_observations(group, fit):
     if fit.ftcf_chol is None:
         return fit.alpha
     centered = remove_means(group.design, fit.shift)
-    return fit.alpha - fit.cinv_f @ cho_solve((fit.ftcf_chol, True), centered.T @ fit.alpha, check_finite=False)
+    return fit.alpha - fit.cinv_f @ cho_solve(
+        (fit.ftcf_chol, True), centered.T @ fit.alpha, check_finite=False
+    )
 
 
 def _trend_root(fit):
@@ -141,16 +151,21 @@ def _fold_residuals(inverse, fit, group, projected, trend_root, labels):
     for label in np.unique(labels):
         held = np.flatnonzero(labels == label)
         _check_trend_identified(centered, held, label, group)
-        check_memory(3 * 8.0 * held.size**2, f"a fold of {held.size:,} sites",
-                     "use more folds (a larger cv), so that each holds fewer sites.")
+        check_memory(
+            3 * 8.0 * held.size**2,
+            f"a fold of {held.size:,} sites",
+            "use more folds (a larger cv), so that each holds fewer sites.",
+        )
         root = trend_root[:, held]
         block = inverse.block(held) / fit.variance - root.T @ root
         try:
             factor = cholesky(0.5 * (block + block.T), lower=True, check_finite=False)
         except LinAlgError:
-            raise ValueError(f"fold {label} cannot be predicted from the other sites of {_replicates(group)}: its "
-                             "conditional covariance is numerically singular; use "
-                             "more folds (a larger cv) or folds that leave sites spread over the domain.") from None
+            raise ValueError(
+                f"fold {label} cannot be predicted from the other sites of {_replicates(group)}: its "
+                "conditional covariance is numerically singular; use "
+                "more folds (a larger cv) or folds that leave sites spread over the domain."
+            ) from None
         residual[held] = cho_solve((factor, True), projected[held], check_finite=False)
         root_inverse = solve_triangular(factor, np.eye(held.size), lower=True, check_finite=False)
         variance[held] = np.einsum("ij,ij->j", root_inverse, root_inverse)
@@ -165,9 +180,11 @@ def _check_trend_identified(centered, held, label, group):
     rest = np.delete(centered, held, axis=0)
     norms = np.linalg.norm(rest, axis=0)
     if rest.shape[0] < p or np.linalg.matrix_rank(rest / np.where(norms > 0.0, norms, 1.0)) < p:
-        raise ValueError(f"fold {label} leaves {rest.shape[0]} observed site(s) of {_replicates(group)}, which cannot "
-                         f"estimate the {p} trend coefficient(s); use more folds (a larger cv), or folds that keep "
-                         "sites of every replicate and spread over the covariates' values.")
+        raise ValueError(
+            f"fold {label} leaves {rest.shape[0]} observed site(s) of {_replicates(group)}, which cannot "
+            f"estimate the {p} trend coefficient(s); use more folds (a larger cv), or folds that keep "
+            "sites of every replicate and spread over the covariates' values."
+        )
 
 
 def _replicates(group):
@@ -190,15 +207,21 @@ class _InverseEntries:
         self.position = np.arange(n) if perm is None else np.argsort(np.asarray(perm))
 
     def _dense_inverse(self, lower):
-        check_memory(2 * 8.0 * self.n**2, f"the inverse covariance of {self.n:,} sites",
-                     "fit with method='tlr' (its cross-validation solves in blocks).")
+        check_memory(
+            2 * 8.0 * self.n**2,
+            f"the inverse covariance of {self.n:,} sites",
+            "fit with method='tlr' (its cross-validation solves in blocks).",
+        )
         return self.chol.inverse(lower=lower)
 
     def diagonal(self):
         """``diag(K^{-1})``."""
         if self.dense:
             backend = self.chol.backend
-            return np.array(backend.to_host(backend.xp.diagonal(self._dense_inverse(lower=True))), dtype=np.float64)
+            return np.array(
+                backend.to_host(backend.xp.diagonal(self._dense_inverse(lower=True))),
+                dtype=np.float64,
+            )
         out = np.empty(self.n)
         for _, columns in self._column_blocks(np.argsort(self.position)):
             solution = self.chol.solve_lower(self._identity_columns(columns))
@@ -212,10 +235,15 @@ class _InverseEntries:
                 self._inverse = self._dense_inverse(lower=False)
             backend = self.chol.backend
             index = backend.xp.asarray(rows)
-            return np.asarray(backend.to_host(self._inverse[index[:, None], index[None, :]]), dtype=np.float64)
+            return np.asarray(
+                backend.to_host(self._inverse[index[:, None], index[None, :]]), dtype=np.float64
+            )
         # (K^{-1})_VV = W^T W with W = L^{-1} P E_V: forward solves only, W held whole
-        check_memory(2 * 8.0 * self.n * rows.size, f"the forward solves of a fold of {rows.size:,} sites",
-                     "use more folds (a larger cv), so that each holds fewer sites.")
+        check_memory(
+            2 * 8.0 * self.n * rows.size,
+            f"the forward solves of a fold of {rows.size:,} sites",
+            "use more folds (a larger cv), so that each holds fewer sites.",
+        )
         self.columns_solved += rows.size
         self.blocks_solved += 1
         order = np.argsort(self.position[rows], kind="stable")
@@ -229,7 +257,7 @@ class _InverseEntries:
         (``n x block`` doubles) take at most :data:`SOLVE_BLOCK_BYTES`, counted as solved."""
         size = max(1, SOLVE_BLOCK_BYTES // (8 * self.n))
         for start in range(0, columns.size, size):
-            block = columns[start:start + size]
+            block = columns[start : start + size]
             self.columns_solved += block.size
             self.blocks_solved += 1
             yield start, block

@@ -49,8 +49,12 @@ def refit_predictions(model, labels):
         kept = ~held & seen.any(axis=1)
         values = observed[kept, 0] if model._y_one_d else observed[kept]
         estimator = clone(model).set_params(target_transform=transform)
-        estimator.fit(_rows(table, kept), values, noise_variance=None if known is None else known[kept])
-        mean, std = estimator._gaussian_prediction(estimator._new_sites(_rows(table, held)), include_nugget=True)
+        estimator.fit(
+            _rows(table, kept), values, noise_variance=None if known is None else known[kept]
+        )
+        mean, std = estimator._gaussian_prediction(
+            estimator._new_sites(_rows(table, held)), include_nugget=True
+        )
         if known is not None:
             std = np.sqrt(std**2 + known[held][:, None])
         rows, columns = np.nonzero(seen[held])

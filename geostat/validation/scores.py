@@ -59,14 +59,20 @@ def check_scoring(scoring: str | Iterable[str] | None) -> tuple[str, ...]:
     try:
         names = tuple(names)
     except TypeError:
-        raise TypeError(f"scoring must be None, a score name or a sequence of names from {SCORES}; "
-                        f"got {type(scoring).__name__}.") from None
+        raise TypeError(
+            f"scoring must be None, a score name or a sequence of names from {SCORES}; "
+            f"got {type(scoring).__name__}."
+        ) from None
     unknown = [name for name in names if not isinstance(name, str) or name not in SCORES]
     if unknown:
-        raise ValueError(f"scoring has unknown score name(s) {unknown}; choose among {SCORES} "
-                         "(or scoring=None for all).")
+        raise ValueError(
+            f"scoring has unknown score name(s) {unknown}; choose among {SCORES} "
+            "(or scoring=None for all)."
+        )
     if not names:
-        raise ValueError(f"scoring names no score; give names from {SCORES}, or scoring=None for all.")
+        raise ValueError(
+            f"scoring names no score; give names from {SCORES}, or scoring=None for all."
+        )
     return tuple(dict.fromkeys(names))
 
 
@@ -95,7 +101,9 @@ def gaussian_crps(observed: ArrayLike, mean: ArrayLike, std: ArrayLike) -> NDArr
     """
     std = np.asarray(std, dtype=np.float64)
     z = (np.asarray(observed, dtype=np.float64) - np.asarray(mean, dtype=np.float64)) / std
-    return std * (z * (2.0 * stats.norm.cdf(z) - 1.0) + 2.0 * stats.norm.pdf(z) - 1.0 / np.sqrt(np.pi))
+    return std * (
+        z * (2.0 * stats.norm.cdf(z) - 1.0) + 2.0 * stats.norm.pdf(z) - 1.0 / np.sqrt(np.pi)
+    )
 
 
 def gaussian_log_score(observed: ArrayLike, mean: ArrayLike, std: ArrayLike) -> NDArray[np.float64]:
@@ -124,8 +132,13 @@ def gaussian_log_score(observed: ArrayLike, mean: ArrayLike, std: ArrayLike) -> 
     return 0.5 * np.log(2.0 * np.pi * std**2) + 0.5 * z**2
 
 
-def score_predictions(observed: ArrayLike, mean: ArrayLike, std: ArrayLike, names: Iterable[str] = SCORES,
-                      level: float = 0.9) -> dict[str, float]:
+def score_predictions(
+    observed: ArrayLike,
+    mean: ArrayLike,
+    std: ArrayLike,
+    names: Iterable[str] = SCORES,
+    level: float = 0.9,
+) -> dict[str, float]:
     """The scores `names` (from :data:`SCORES`) of Gaussian predictions of observations.
 
     Parameters

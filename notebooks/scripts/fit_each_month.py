@@ -55,8 +55,13 @@ def fit_month(month):
     """Estimates, standard errors and fit details of one month's field, as one table row."""
     start = time.perf_counter()
     model = make_model().fit(month)
-    row = {"time": pd.Timestamp(month.time.values), "n": int(month.notnull().sum()),
-           "loglik": model.loglik_, "converged": model.converged_, "seconds": time.perf_counter() - start}
+    row = {
+        "time": pd.Timestamp(month.time.values),
+        "n": int(month.notnull().sum()),
+        "loglik": model.loglik_,
+        "converged": model.converged_,
+        "seconds": time.perf_counter() - start,
+    }
     for name, value in model.params_.items():
         row[name] = value
         row[f"{name}_se"] = model.stderr_[name]
@@ -68,7 +73,11 @@ def fit_month(month):
 def plot_evolution(table, path):
     """One panel per covariance parameter: the estimate with its 95% log-Wald interval
     ``estimate * exp(±1.96 se / estimate)`` (positive, like the parameter), on log axes."""
-    names = [c for c in ("variance", "range", "smoothness", "nugget") if c in table and (table[c] > 0).all()]
+    names = [
+        c
+        for c in ("variance", "range", "smoothness", "nugget")
+        if c in table and (table[c] > 0).all()
+    ]
     fig, axes = plt.subplots(len(names), 1, figsize=(7, 2.1 * len(names)), sharex=True)
     for ax, name in zip(axes, names):
         estimate, se = table[name], table[f"{name}_se"]
@@ -87,11 +96,15 @@ def plot_evolution(table, path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--file", help="NetCDF file (default: the bundled southeast_us_monthly grid)")
+    parser.add_argument(
+        "--file", help="NetCDF file (default: the bundled southeast_us_monthly grid)"
+    )
     parser.add_argument("--var", default="tas", help="variable to fit (default tas)")
     parser.add_argument("--time-slice", help="START:END, e.g. 1999-03:1999-08")
     parser.add_argument("--output", default=".", help="folder for the table and the plot")
-    parser.add_argument("--small", action="store_true", help="coarse grid and three months (a smoke test)")
+    parser.add_argument(
+        "--small", action="store_true", help="coarse grid and three months (a smoke test)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
@@ -100,8 +113,15 @@ def main():
     for i in range(field.sizes["time"]):
         rows.append(fit_month(field.isel(time=i)))
         row = rows[-1]
-        log.info("%s  n=%d  range %.0f ± %.0f km  smoothness %.2f  (%.1f s)", row["time"].date(), row["n"],
-                 row["range"], row["range_se"], row["smoothness"], row["seconds"])
+        log.info(
+            "%s  n=%d  range %.0f ± %.0f km  smoothness %.2f  (%.1f s)",
+            row["time"].date(),
+            row["n"],
+            row["range"],
+            row["range_se"],
+            row["smoothness"],
+            row["seconds"],
+        )
     table = pd.DataFrame(rows)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)

@@ -35,8 +35,15 @@ log = logging.getLogger("fit_large_field")
 
 def make_model(args):
     """Matérn (smoothness estimated) with a nugget and a constant mean, through TLR."""
-    return gs.SpatialGP(kernel="matern", smoothness=None, nugget=True, trend="constant", method="tlr",
-                        accuracy=args.accuracy, tile_size=args.tile_size)
+    return gs.SpatialGP(
+        kernel="matern",
+        smoothness=None,
+        nugget=True,
+        trend="constant",
+        method="tlr",
+        accuracy=args.accuracy,
+        tile_size=args.tile_size,
+    )
 
 
 def load_cells(args):
@@ -51,19 +58,25 @@ def map_template(sites, step):
     """An empty lon/lat grid over the sites' box, `step` degrees apart."""
     lon = np.arange(sites["lon"].min(), sites["lon"].max() + step / 2, step)
     lat = np.arange(sites["lat"].min(), sites["lat"].max() + step / 2, step)
-    return xr.DataArray(np.zeros((lat.size, lon.size)), dims=("lat", "lon"), coords={"lat": lat, "lon": lon})
+    return xr.DataArray(
+        np.zeros((lat.size, lon.size)), dims=("lat", "lon"), coords={"lat": lat, "lon": lon}
+    )
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--file", help="CSV with lon, lat and the value column (default: the bundled co2 field)")
+    parser.add_argument(
+        "--file", help="CSV with lon, lat and the value column (default: the bundled co2 field)"
+    )
     parser.add_argument("--value", default="co2", help="value column (default co2)")
     parser.add_argument("--accuracy", type=float, default=1e-8, help="TLR accuracy (default 1e-8)")
     parser.add_argument("--tile-size", type=int, help="TLR tile size (default: chosen from n)")
     parser.add_argument("--output", default=".", help="folder for the model, the table and the map")
     parser.add_argument("--small", action="store_true", help="800 random cells (a smoke test)")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
+    )
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -72,22 +85,43 @@ def main():
     start = time.perf_counter()
     model = make_model(args).fit(sites, values)
     seconds = time.perf_counter() - start
-    log.info("fit in %.0f s, %d likelihood evaluations; estimated TLR error of the log-likelihood %.2g",
-             seconds, model.n_evaluations_, model.loglik_error_)
-    summary = {"n": len(sites), "seconds": seconds, "evaluations": model.n_evaluations_, "loglik": model.loglik_,
-               "loglik_error": model.loglik_error_, "params": model.params_, "stderr": model.stderr_,
-               "coef": dict(zip(model.coef_names_, np.atleast_1d(model.coef_).tolist()))}
+    log.info(
+        "fit in %.0f s, %d likelihood evaluations; estimated TLR error of the log-likelihood %.2g",
+        seconds,
+        model.n_evaluations_,
+        model.loglik_error_,
+    )
+    summary = {
+        "n": len(sites),
+        "seconds": seconds,
+        "evaluations": model.n_evaluations_,
+        "loglik": model.loglik_,
+        "loglik_error": model.loglik_error_,
+        "params": model.params_,
+        "stderr": model.stderr_,
+        "coef": dict(zip(model.coef_names_, np.atleast_1d(model.coef_).tolist())),
+    }
     (out / "estimates.json").write_text(json.dumps(summary, indent=2))
     model.save(out / "model.npz")
-    log.info("model saved to %s (%.1f MB)", out / "model.npz", (out / "model.npz").stat().st_size / 2**20)
+    log.info(
+        "model saved to %s (%.1f MB)", out / "model.npz", (out / "model.npz").stat().st_size / 2**20
+    )
 
-    mean, std = gs.load(out / "model.npz").predict(map_template(sites, 5.0 if args.small else 2.5), return_std=True)
+    mean, std = gs.load(out / "model.npz").predict(
+        map_template(sites, 5.0 if args.small else 2.5), return_std=True
+    )
     xr.Dataset({"mean": mean, "std": std}).to_netcdf(out / "kriging_map.nc")
     figure, axes = plt.subplots(1, 2, figsize=(13, 3.6), gridspec_kw={"wspace": 0.35})
-    plotting.plot_field(mean.rename(f"kriged {args.value}"), ax=axes[0], title=f"kriged {args.value}")
-    plotting.plot_field(std.rename("standard deviation"), ax=axes[1], title="kriging standard deviation")
+    plotting.plot_field(
+        mean.rename(f"kriged {args.value}"), ax=axes[0], title=f"kriged {args.value}"
+    )
+    plotting.plot_field(
+        std.rename("standard deviation"), ax=axes[1], title="kriging standard deviation"
+    )
     figure.savefig(out / "kriging_map.png", dpi=110)
-    log.info("wrote estimates.json, model.npz, kriging_map.nc and kriging_map.png to %s", out.resolve())
+    log.info(
+        "wrote estimates.json, model.npz, kriging_map.nc and kriging_map.png to %s", out.resolve()
+    )
 
 
 if __name__ == "__main__":

@@ -77,12 +77,21 @@ def test_a_coarser_evaluation_that_raises_is_measured_against_a_finer_one():
 
 def test_the_accuracy_setter_releases_the_factors_and_moves_the_check_copy(rng):
     X = rng.uniform(size=(300, 2))
-    y = gs.simulate(X, {"variance": 1.0, "range": 0.2, "nugget": 0.01}, kernel="exponential", random_state=1)
+    y = gs.simulate(
+        X, {"variance": 1.0, "range": 0.2, "nugget": 0.01}, kernel="exponential", random_state=1
+    )
     from geostat.distance import get_distance
     from geostat.kernels import get_kernel
 
-    tlr = tlr_module.TLRLikelihood(X, y[:, None], np.ones((300, 1)), get_kernel("exponential"),
-                                   get_distance("euclidean"), accuracy="auto", tile_size=64)
+    tlr = tlr_module.TLRLikelihood(
+        X,
+        y[:, None],
+        np.ones((300, 1)),
+        get_kernel("exponential"),
+        get_distance("euclidean"),
+        accuracy="auto",
+        tile_size=64,
+    )
     assert tlr.adaptive and tlr.accuracy == tlr_module.AUTO_START_ACCURACY
     params = {"variance": 1.0, "range": 0.2, "nugget": 0.01}
     tlr.keep_coarser(tlr.accuracy * 10)
@@ -94,8 +103,14 @@ def test_the_accuracy_setter_releases_the_factors_and_moves_the_check_copy(rng):
     with pytest.raises(ValueError, match="accuracy"):
         tlr.set_accuracy(0.0)
     with pytest.raises(ValueError, match="'auto'"):
-        tlr_module.TLRLikelihood(X, y[:, None], np.ones((300, 1)), get_kernel("exponential"),
-                                 get_distance("euclidean"), accuracy="fine")
+        tlr_module.TLRLikelihood(
+            X,
+            y[:, None],
+            np.ones((300, 1)),
+            get_kernel("exponential"),
+            get_distance("euclidean"),
+            accuracy="fine",
+        )
 
 
 @pytest.mark.parametrize("weights", [[1.0], [0.3, 0.3, 0.3], [1.0, 0.1], [2.0, 0.5, 0.01]])
@@ -122,8 +137,12 @@ def test_the_monte_carlo_loss_quantile_covers_the_loss(weights):
 def _field(n, ratio, seed):
     rng = np.random.default_rng(seed)
     X = rng.uniform(size=(n, 2))
-    y = 2 + gs.simulate(X, {"variance": 1.0, "range": 0.1, "smoothness": 1.5, "nugget": ratio},
-                        random_state=seed + 1, method="exact")
+    y = 2 + gs.simulate(
+        X,
+        {"variance": 1.0, "range": 0.1, "smoothness": 1.5, "nugget": ratio},
+        random_state=seed + 1,
+        method="exact",
+    )
     return X, y
 
 
@@ -148,14 +167,19 @@ def test_a_fit_stalled_by_the_tlr_error_now_ends_within_its_bound_by_scoring():
         return z + 0.3, evaluations
 
     fits = {}
-    with mock.patch.object(search, "_refined_start", away), \
-            mock.patch.object(tlr_module, "AUTO_START_ACCURACY", 1e-5):
+    with (
+        mock.patch.object(search, "_refined_start", away),
+        mock.patch.object(tlr_module, "AUTO_START_ACCURACY", 1e-5),
+    ):
         for setting in ("auto", 1e-5):
             fits[setting] = _fit(X, y, accuracy=setting)
     auto, fixed = fits["auto"], fits[1e-5]
     assert fixed.result_.gap_bound > 1.0  # its values err by far more than the gains
     gap = exact.loglik_ - exact.log_likelihood(auto.params_)
-    assert "Fisher scoring converged" in auto.result_.message and "derivative-free" not in auto.result_.message
+    assert (
+        "Fisher scoring converged" in auto.result_.message
+        and "derivative-free" not in auto.result_.message
+    )
     assert auto.accuracy_ < 1e-7 and auto.loglik_error_ <= search.LOGLIK_TOLERANCE
     assert -1e-6 <= gap <= auto.result_.gap_bound < 0.05
 
@@ -166,16 +190,20 @@ def _real_cases():
     tas = gs.datasets.load("southeast_us_monthly")
     tas = tas[tas["time"] == tas["time"].unique()[6]].dropna(subset=["tas"])
     rain = gs.datasets.load("north_american_rainfall")
-    return {"southeast July tas": (tas[["lon", "lat"]], tas["tas"].to_numpy()),
-            "rainfall": (rain[["lon", "lat"]], np.log(rain["precipitation"].to_numpy()))}
+    return {
+        "southeast July tas": (tas[["lon", "lat"]], tas["tas"].to_numpy()),
+        "rainfall": (rain[["lon", "lat"]], np.log(rain["precipitation"].to_numpy())),
+    }
 
 
 def test_the_gap_bound_covers_the_realized_gap_on_simulated_and_real_data():
     """The bound is stated at 95 %: over six problems (four fields with nuggets of 1e-5 to
     1e-3 of the variance, two real data sets) more than one exceedance would have
     probability 3.3 % for a bound that holds at exactly 95 %."""
-    cases = {f"simulated {ratio:g} seed {seed}": _field(1000, ratio, seed)
-             for ratio, seed in ((1e-5, 1), (1e-4, 2), (1e-3, 3), (1e-5, 4))}
+    cases = {
+        f"simulated {ratio:g} seed {seed}": _field(1000, ratio, seed)
+        for ratio, seed in ((1e-5, 1), (1e-4, 2), (1e-3, 3), (1e-5, 4))
+    }
     cases.update(_real_cases())
     exceeded = []
     for name, (X, y) in cases.items():

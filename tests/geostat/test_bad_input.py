@@ -31,15 +31,18 @@ def test_log_likelihood_defaults_reproduce_the_estimator():
     X, y = frame[["lon", "lat"]], np.log(frame["precipitation"])
     est = gs.SpatialGP(kernel="exponential", n_starts=1).fit(X, y)
     assert est.distance_ == "chordal"
-    assert gs.log_likelihood(X, y, est.params_, kernel="exponential") == pytest.approx(est.loglik_, rel=1e-10)
+    assert gs.log_likelihood(X, y, est.params_, kernel="exponential") == pytest.approx(
+        est.loglik_, rel=1e-10
+    )
 
 
 def test_simulate_defaults_to_chordal_distance_on_lonlat_columns():
     frame = gs.datasets.load("north_american_rainfall").iloc[:200][["lon", "lat"]]
     params = {"variance": 1.0, "range": 500.0, "nugget": 0.1}
     draw = gs.simulate(frame, params, kernel="exponential", random_state=0)
-    np.testing.assert_array_equal(draw, gs.simulate(frame, params, kernel="exponential", random_state=0,
-                                                    distance="chordal"))
+    np.testing.assert_array_equal(
+        draw, gs.simulate(frame, params, kernel="exponential", random_state=0, distance="chordal")
+    )
 
 
 # ---------------------------------------------------------------- replicates
@@ -62,8 +65,11 @@ def test_replicate_with_too_few_observations_is_named(field):
 
 # ---------------------------------------------------------------- duplicate sites
 @pytest.mark.parametrize("on_failure", ["shift", "step", "raise"])
-@pytest.mark.parametrize(("gap", "nugget"), [(1e-12, False), (0.0, 1e-300), (0.0, False), (1e-10, 1e-12)],
-                         ids=["near-twin-no-nugget", "twin-tiny-nugget", "twin-no-nugget", "near-twin-tiny-nugget"])
+@pytest.mark.parametrize(
+    ("gap", "nugget"),
+    [(1e-12, False), (0.0, 1e-300), (0.0, False), (1e-10, 1e-12)],
+    ids=["near-twin-no-nugget", "twin-tiny-nugget", "twin-no-nugget", "near-twin-tiny-nugget"],
+)
 def test_near_duplicate_sites_without_a_nugget_are_refused(field, gap, nugget, on_failure):
     X, y = field
     X = X.copy()
@@ -83,7 +89,9 @@ def test_the_duplicate_check_is_relative_to_the_site_spread(field):
         fit(X + np.where(np.arange(len(X))[:, None] == 17, X[5] - X[17], 0.0), y, nugget=False)
 
 
-@pytest.mark.parametrize(("site_unit", "data_unit"), [(1e-9, 1.0), (1e9, 1.0), (1e-9, 1e7), (1e9, 1e-7)])
+@pytest.mark.parametrize(
+    ("site_unit", "data_unit"), [(1e-9, 1.0), (1e9, 1.0), (1e-9, 1e7), (1e9, 1e-7)]
+)
 def test_standard_errors_do_not_depend_on_the_units(field, site_unit, data_unit):
     """Sites in nanometres or in light years: the same fit, in those units. The information
     about the range (units^-2) was once compared with the variance's on an absolute scale,
@@ -109,13 +117,17 @@ def test_duplicate_sites_with_an_estimated_nugget_fit(field):
 
 
 # ---------------------------------------------------------------- data without variation
-@pytest.mark.parametrize(("settings", "values"), [
-    ({}, np.ones(120)),
-    ({"kernel": "matern"}, np.full(120, 5.0)),
-    ({"nugget": False}, np.full(120, -2.0)),
-    ({"trend": None}, np.zeros(120)),
-    ({"method": "tlr"}, np.ones(120)),
-], ids=["exponential", "matern", "no-nugget", "zero-no-trend", "tlr"])
+@pytest.mark.parametrize(
+    ("settings", "values"),
+    [
+        ({}, np.ones(120)),
+        ({"kernel": "matern"}, np.full(120, 5.0)),
+        ({"nugget": False}, np.full(120, -2.0)),
+        ({"trend": None}, np.zeros(120)),
+        ({"method": "tlr"}, np.ones(120)),
+    ],
+    ids=["exponential", "matern", "no-nugget", "zero-no-trend", "tlr"],
+)
 def test_constant_y_is_refused(field, settings, values):
     X, _ = field
     with pytest.raises(ValueError, match="y is constant"):
@@ -131,7 +143,9 @@ def test_y_explained_exactly_by_the_trend_is_refused(field):
 # ---------------------------------------------------------------- magnitudes
 @pytest.mark.parametrize("reml", [False, True], ids=["ml", "reml"])
 @pytest.mark.parametrize(("offset", "unit"), [(1e6, 1.0), (1e9, 1e3)])
-def test_a_covariate_far_from_zero_fits_like_the_same_covariate_near_zero(field, offset, unit, reml):
+def test_a_covariate_far_from_zero_fits_like_the_same_covariate_near_zero(
+    field, offset, unit, reml
+):
     """A covariate ``offset + unit * x`` (a timestamp, an elevation in mm) spans the same
     trend space as ``x`` with the intercept: the same likelihood (ML and REML), slope,
     standard error and predictions. Its near-collinearity with the intercept was squared
@@ -140,8 +154,10 @@ def test_a_covariate_far_from_zero_fits_like_the_same_covariate_near_zero(field,
     X, y = field
     x = np.random.default_rng(7).uniform(size=len(X))
     y = y + 3.0 * x
-    frames = [pd.DataFrame({"x": X[:, 0], "y": X[:, 1], "covariate": shift + scale * x})
-              for shift, scale in ((0.0, 1.0), (offset, unit))]
+    frames = [
+        pd.DataFrame({"x": X[:, 0], "y": X[:, 1], "covariate": shift + scale * x})
+        for shift, scale in ((0.0, 1.0), (offset, unit))
+    ]
     near, far = (fit(frame, y, trend=["covariate"], reml=reml) for frame in frames)
     # the covariate's own rounding (ulp(offset) / unit, at most 1.2e-10 of its spread) and
     # the optimizer's path: far below these bounds. REML's -1/2 log det(F^T K^-1 F) moves
@@ -152,10 +168,15 @@ def test_a_covariate_far_from_zero_fits_like_the_same_covariate_near_zero(field,
     rng = np.random.default_rng(8)
     new_sites, new_x = rng.uniform(size=(5, 2)), rng.uniform(size=5)
     mean_near, std_near = near.predict(
-        pd.DataFrame({"x": new_sites[:, 0], "y": new_sites[:, 1], "covariate": new_x}), return_std=True)
+        pd.DataFrame({"x": new_sites[:, 0], "y": new_sites[:, 1], "covariate": new_x}),
+        return_std=True,
+    )
     mean_far, std_far = far.predict(
-        pd.DataFrame({"x": new_sites[:, 0], "y": new_sites[:, 1], "covariate": offset + unit * new_x}),
-        return_std=True)
+        pd.DataFrame(
+            {"x": new_sites[:, 0], "y": new_sites[:, 1], "covariate": offset + unit * new_x}
+        ),
+        return_std=True,
+    )
     np.testing.assert_allclose(mean_far, mean_near, rtol=1e-6)
     np.testing.assert_allclose(std_far, std_near, rtol=1e-5)
 
@@ -171,8 +192,12 @@ def test_fit_is_equivariant_under_scaling_of_y(field, scale):
         assert scaled.stderr_[name] == pytest.approx(scale**2 * base.stderr_[name], rel=1e-6)
     assert scaled.params_["range"] == pytest.approx(base.params_["range"], rel=1e-8)
     assert scaled.coef_ == pytest.approx(scale * base.coef_, rel=1e-8)
-    assert scaled.loglik_ == pytest.approx(base.loglik_ - len(y) * np.log(scale), rel=1e-10, abs=1e-8)
-    assert scaled.log_likelihood(scaled.params_) == pytest.approx(scaled.loglik_, rel=1e-10, abs=1e-8)
+    assert scaled.loglik_ == pytest.approx(
+        base.loglik_ - len(y) * np.log(scale), rel=1e-10, abs=1e-8
+    )
+    assert scaled.log_likelihood(scaled.params_) == pytest.approx(
+        scaled.loglik_, rel=1e-10, abs=1e-8
+    )
     new = np.array([[0.5, 0.5], [0.1, 0.9], [1.2, -0.1]])
     mean, std = scaled.predict(new, return_std=True)
     base_mean, base_std = base.predict(new, return_std=True)
@@ -193,8 +218,12 @@ def test_log_likelihood_of_extreme_magnitudes(field, scale):
 def test_simulate_at_extreme_variances(field, variance):
     X, _ = field
     unit = gs.simulate(X, EXP, kernel="exponential", random_state=1)
-    draw = gs.simulate(X, {**EXP, "variance": variance, "nugget": variance * EXP["nugget"]}, kernel="exponential",
-                       random_state=1)
+    draw = gs.simulate(
+        X,
+        {**EXP, "variance": variance, "nugget": variance * EXP["nugget"]},
+        kernel="exponential",
+        random_state=1,
+    )
     np.testing.assert_allclose(draw, np.sqrt(variance) * unit, rtol=1e-12)
 
 
@@ -206,7 +235,9 @@ def one_gib(monkeypatch):
 
 def test_exact_simulation_too_large_is_refused_up_front(one_gib):
     X = np.random.default_rng(0).uniform(size=(30_000, 2))
-    with pytest.raises(MemoryError, match=r"exact simulation at n = 30,000 sites needs about 26.8 GiB"):
+    with pytest.raises(
+        MemoryError, match=r"exact simulation at n = 30,000 sites needs about 26.8 GiB"
+    ):
         gs.simulate(X, EXP, kernel="exponential", method="exact")
 
 
@@ -254,7 +285,10 @@ def test_nan_or_infinite_sites_are_refused_naming_the_column_and_rows(field):
     X, y = field
     frame = pd.DataFrame({"x": X[:, 0], "y": X[:, 1], "elevation": np.arange(len(X), dtype=float)})
     frame.loc[[4, 9], "elevation"] = np.nan
-    with pytest.raises(ValueError, match=r"X contains NaN or infinite values in column 'elevation' \(row\(s\) 4, 9\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"X contains NaN or infinite values in column 'elevation' \(row\(s\) 4, 9\)",
+    ):
         fit(frame, y, trend=["elevation"])
     model = fit(X, y)
     sites = X[:3].copy()
@@ -306,7 +340,9 @@ def test_inputs_are_not_modified(field):
 
 
 # ---------------------------------------------------------------- bounds honoured or refused
-@pytest.mark.parametrize(("name", "pair"), [("nugget", (0.2, 10.0)), ("variance", (3.0, 10.0)), ("nugget", (1e-6, 1e-4))])
+@pytest.mark.parametrize(
+    ("name", "pair"), [("nugget", (0.2, 10.0)), ("variance", (3.0, 10.0)), ("nugget", (1e-6, 1e-4))]
+)
 def test_bounds_on_the_variance_or_nugget_are_honoured(field, name, pair):
     """They were ignored while the variance was profiled, and a nugget bounded away from
     zero was reported as 0.0."""
@@ -317,13 +353,23 @@ def test_bounds_on_the_variance_or_nugget_are_honoured(field, name, pair):
     assert pair[0] * (1 - 1e-9) <= model.params_[name] <= pair[1] * (1 + 1e-9)
 
 
-@pytest.mark.parametrize(("settings", "match"), [
-    ({"bounds": {"nugget": (0.1, 1.0)}, "nugget": False}, r"bounds\['nugget'\] is given but nugget is held"),
-    ({"bounds": {"variance": (0.1, 1.0)}, "fixed": {"variance": 1.0}}, r"bounds\['variance'\] is given"),
-    ({"bounds": {"range": (0.1, 1.0)}, "fixed": {"range": 0.2}}, r"bounds\['range'\] is given"),
-    ({"bounds": {"range": "wide"}}, r"bounds\['range'\] must be a pair of numbers"),
-    ({"bounds": {"range": (1.0,)}}, r"bounds\['range'\] must be a pair of numbers"),
-], ids=["nugget-held", "variance-fixed", "range-fixed", "not-a-pair", "one-number"])
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        (
+            {"bounds": {"nugget": (0.1, 1.0)}, "nugget": False},
+            r"bounds\['nugget'\] is given but nugget is held",
+        ),
+        (
+            {"bounds": {"variance": (0.1, 1.0)}, "fixed": {"variance": 1.0}},
+            r"bounds\['variance'\] is given",
+        ),
+        ({"bounds": {"range": (0.1, 1.0)}, "fixed": {"range": 0.2}}, r"bounds\['range'\] is given"),
+        ({"bounds": {"range": "wide"}}, r"bounds\['range'\] must be a pair of numbers"),
+        ({"bounds": {"range": (1.0,)}}, r"bounds\['range'\] must be a pair of numbers"),
+    ],
+    ids=["nugget-held", "variance-fixed", "range-fixed", "not-a-pair", "one-number"],
+)
 def test_bounds_for_a_held_parameter_or_malformed_are_refused(field, settings, match):
     X, y = field
     with pytest.raises(ValueError, match=match):
@@ -338,7 +384,9 @@ def test_duplicate_column_names_are_refused(field):
 
 
 @pytest.mark.parametrize(("factor", "word"), [(1e300, "overflow"), (1e-300, "underflow")])
-def test_coordinates_whose_squared_distances_leave_double_precision_are_refused(field, factor, word):
+def test_coordinates_whose_squared_distances_leave_double_precision_are_refused(
+    field, factor, word
+):
     X, y = field
     with pytest.raises(ValueError, match=f"X coordinates .* would {word}"):
         fit(factor * X, y)
@@ -347,7 +395,9 @@ def test_coordinates_whose_squared_distances_leave_double_precision_are_refused(
         model.predict(np.array([[1e300, 0.0]]))
 
 
-@pytest.mark.parametrize(("factor", "match"), [(1e200, "would overflow"), (1e-170, "would underflow")])
+@pytest.mark.parametrize(
+    ("factor", "match"), [(1e200, "would overflow"), (1e-170, "would underflow")]
+)
 def test_y_beyond_what_a_variance_can_hold_is_refused(field, factor, match):
     X, y = field
     with pytest.raises(ValueError, match=f"y .*{match} double precision"):
@@ -387,14 +437,20 @@ def test_fixed_nugget_far_above_the_data_variance_is_refused(field):
     X, y = field
     with pytest.raises(ValueError, match=r"nugget=0.1 is .* times the variance of y"):
         fit(X, 1e-10 * y, nugget=0.1)
-    assert np.isfinite(fit(X, y, nugget=10.0).loglik_)  # a large nugget of the data's own order is a model
+    assert np.isfinite(
+        fit(X, y, nugget=10.0).loglik_
+    )  # a large nugget of the data's own order is a model
 
 
-@pytest.mark.parametrize(("X", "match"), [
-    (np.empty((0, 2)), "X has 0 rows"),
-    (np.empty((120, 0)), r"X has 0 feature\(s\)"),
-    (np.full((120, 2), "a").astype(object), "X must hold numbers; row 0, column 0 is 'a'"),
-], ids=["no-rows", "no-columns", "strings"])
+@pytest.mark.parametrize(
+    ("X", "match"),
+    [
+        (np.empty((0, 2)), "X has 0 rows"),
+        (np.empty((120, 0)), r"X has 0 feature\(s\)"),
+        (np.full((120, 2), "a").astype(object), "X must hold numbers; row 0, column 0 is 'a'"),
+    ],
+    ids=["no-rows", "no-columns", "strings"],
+)
 def test_empty_or_string_X_is_refused_naming_X(field, X, match):
     with pytest.raises(ValueError, match=match):
         fit(X, field[1][: len(X)])

@@ -18,22 +18,49 @@ def model_file(tmp_path_factory):
     frame["z"] = np.sin(6 * frame.x) + 0.2 * rng.normal(size=50)
     data, model = folder / "data.csv", folder / "model.npz"
     frame.to_csv(data, index=False)
-    assert cli.main(["fit", str(data), "--coords", "x,y", "--value", "z", "--kernel", "exponential", "--trend",
-                     "linear", "--save-model", str(model), "-q"]) == 0
+    assert (
+        cli.main(
+            [
+                "fit",
+                str(data),
+                "--coords",
+                "x,y",
+                "--value",
+                "z",
+                "--kernel",
+                "exponential",
+                "--trend",
+                "linear",
+                "--save-model",
+                str(model),
+                "-q",
+            ]
+        )
+        == 0
+    )
     return model
 
 
 def one_line_error(capsys, argv, status=2):
     assert cli.main(argv) == status
     captured = capsys.readouterr()
-    assert captured.out == "" and captured.err.startswith("geostat: ") and captured.err.count("\n") == 1
+    assert (
+        captured.out == ""
+        and captured.err.startswith("geostat: ")
+        and captured.err.count("\n") == 1
+    )
     assert "Traceback" not in captured.err
     return captured.err
 
 
 def test_k_fold_prints_the_scores_and_writes_the_table(model_file, tmp_path, capsys):
     out = tmp_path / "cv.csv"
-    assert cli.main(["cv", str(model_file), "--cv", "5", "--seed", "3", "--level", "0.8", "-o", str(out)]) == 0
+    assert (
+        cli.main(
+            ["cv", str(model_file), "--cv", "5", "--seed", "3", "--level", "0.8", "-o", str(out)]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     expected = cross_validate(gs.load(model_file), cv=5, level=0.8, random_state=3)
     assert "5 folds; 50 observations at 50 sites; method exact" in printed
@@ -42,7 +69,16 @@ def test_k_fold_prints_the_scores_and_writes_the_table(model_file, tmp_path, cap
         assert f"{label:<20}{expected.attrs['scores'][name]:>14.6g}" in printed
     assert f"results of 50 observations written to {out}" in printed
     written = pd.read_csv(out)
-    assert list(written.columns) == ["site", "x", "y", "fold", "observed", "mean", "std", "standardized"]
+    assert list(written.columns) == [
+        "site",
+        "x",
+        "y",
+        "fold",
+        "observed",
+        "mean",
+        "std",
+        "standardized",
+    ]
     pd.testing.assert_frame_equal(written, expected, check_exact=False, rtol=1e-14)
 
 
@@ -60,7 +96,9 @@ def test_refit_fits_each_training_fold(model_file, capsys):
     assert "2 folds, refitted on each" in printed and f"{scores['rmse']:>14.6g}" in printed
 
 
-def test_an_existing_output_is_replaced_only_with_force_and_whole(model_file, tmp_path, capsys, monkeypatch):
+def test_an_existing_output_is_replaced_only_with_force_and_whole(
+    model_file, tmp_path, capsys, monkeypatch
+):
     out = tmp_path / "cv.csv"
     out.write_text("previous\n")
     assert "exists; add --force" in one_line_error(capsys, ["cv", str(model_file), "-o", str(out)])
@@ -71,18 +109,23 @@ def test_an_existing_output_is_replaced_only_with_force_and_whole(model_file, tm
 
     with monkeypatch.context() as patch:
         patch.setattr(pd.DataFrame, "to_csv", fail)
-        assert "disk full" in one_line_error(capsys, ["cv", str(model_file), "-o", str(out), "--force"])
+        assert "disk full" in one_line_error(
+            capsys, ["cv", str(model_file), "-o", str(out), "--force"]
+        )
     assert out.read_text() == "previous\n" and [p.name for p in tmp_path.iterdir()] == ["cv.csv"]
     assert cli.main(["cv", str(model_file), "-o", str(out), "--force"]) == 0
     assert len(pd.read_csv(out)) == 50
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--refit"], "--refit refits the model on each training fold"),
-    (["--cv", "51"], "number of folds from 2 to 50"),
-    (["--level", "1.5"], "level must be a number strictly between 0 and 1"),
-    (["-o", "cv.txt"], "ending in .csv"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--refit"], "--refit refits the model on each training fold"),
+        (["--cv", "51"], "number of folds from 2 to 50"),
+        (["--level", "1.5"], "level must be a number strictly between 0 and 1"),
+        (["-o", "cv.txt"], "ending in .csv"),
+    ],
+)
 def test_bad_options_stop_with_one_line(model_file, tmp_path, capsys, monkeypatch, extra, message):
     monkeypatch.chdir(tmp_path)
     assert message in one_line_error(capsys, ["cv", str(model_file), *extra])
@@ -93,7 +136,9 @@ def test_bad_files_stop_with_one_line(model_file, tmp_path, capsys):
     table = tmp_path / "data.csv"
     table.write_text("x,y,z\n0,0,1\n")
     assert "not a" in one_line_error(capsys, ["cv", str(table)])
-    assert "would replace the input" in one_line_error(capsys, ["cv", str(model_file), "-o", str(model_file)])
+    assert "would replace the input" in one_line_error(
+        capsys, ["cv", str(model_file), "-o", str(model_file)]
+    )
 
 
 @pytest.mark.parametrize("text", ["abc", "1", "2.5"])

@@ -19,7 +19,9 @@ MESSAGE = r"client is a closed Dask client .*distributed\.Client\(\.\.\.\).*clie
 def closed_client():
     """A client of a cluster in this process, closed; the environment as it was before."""
     environment = dict(os.environ)
-    client = distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None)
+    client = distributed.Client(
+        processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None
+    )
     client.close()
     yield client
     os.environ.clear()

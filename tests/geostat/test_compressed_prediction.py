@@ -19,11 +19,14 @@ def dense_mean(model, X, monkeypatch):
         return model.predict(X)
 
 
-@pytest.mark.parametrize("method, kernel, distance", [
-    ("tlr", "exponential", "euclidean"),
-    ("exact", "matern", "euclidean"),
-    ("tlr", "matern", "chordal"),
-])
+@pytest.mark.parametrize(
+    "method, kernel, distance",
+    [
+        ("tlr", "exponential", "euclidean"),
+        ("exact", "matern", "euclidean"),
+        ("tlr", "matern", "chordal"),
+    ],
+)
 def test_compressed_mean_equals_dense(method, kernel, distance, monkeypatch, compressed):
     rng = np.random.default_rng(4)
     n, m = 900, 5000
@@ -35,8 +38,15 @@ def test_compressed_mean_equals_dense(method, kernel, distance, monkeypatch, com
         X, new = rng.random((n, 2)), rng.random((m, 2))
         fixed = {"range": 0.1, "variance": 1.0}
     y = np.sin(6 * X[:, 0]) + 0.3 * rng.standard_normal(n)
-    model = gs.SpatialGP(kernel=kernel, smoothness=1.5 if kernel == "matern" else None, method=method,
-                         tile_size=128, fixed=fixed, distance=distance, nugget=0.05).fit(X, y)
+    model = gs.SpatialGP(
+        kernel=kernel,
+        smoothness=1.5 if kernel == "matern" else None,
+        method=method,
+        tile_size=128,
+        fixed=fixed,
+        distance=distance,
+        nugget=0.05,
+    ).fit(X, y)
     got = model.predict(new)
     reference = dense_mean(model, new, monkeypatch)
     # The compression tolerance is set for a row error of the accuracy (1e-8) relative to
@@ -53,7 +63,9 @@ def test_replicates_and_missing_values(monkeypatch, compressed):
     X = rng.random((n, 2))
     y = rng.standard_normal((n, 3))
     y[rng.random((n, 3)) < 0.2] = np.nan
-    model = gs.SpatialGP(kernel="exponential", tile_size=128, method="tlr", fixed={"range": 0.2}).fit(X, y)
+    model = gs.SpatialGP(
+        kernel="exponential", tile_size=128, method="tlr", fixed={"range": 0.2}
+    ).fit(X, y)
     new = rng.random((3000, 2))
     got = model.predict(new)
     reference = dense_mean(model, new, monkeypatch)
@@ -88,8 +100,13 @@ def test_local_std_bounds_the_exact_one_from_above(nugget, monkeypatch, compress
     rng = np.random.default_rng(7)
     X = rng.random((1500, 2))
     y = np.sin(5 * X[:, 0]) + rng.standard_normal(1500) * nugget**0.5
-    model = gs.SpatialGP(kernel="matern", smoothness=1.5, method="exact",
-                         fixed={"range": 0.1, "variance": 1.0}, nugget=nugget).fit(X, y)
+    model = gs.SpatialGP(
+        kernel="matern",
+        smoothness=1.5,
+        method="exact",
+        fixed={"range": 0.1, "variance": 1.0},
+        nugget=nugget,
+    ).fit(X, y)
     new = rng.random((2000, 2))
     monkeypatch.setattr(predict, "LOCAL_NEIGHBOURS", 100)
     _, std = model.predict(new, return_std=True)

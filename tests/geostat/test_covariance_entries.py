@@ -44,11 +44,15 @@ def test_entries_equal_the_blocks(kernel, params, dim, distance):
     np.testing.assert_allclose(same, params["variance"] + params.get("nugget", 0.0), rtol=1e-15)
 
 
-@pytest.mark.parametrize("kernel, theta, name", [
-    ("matern", {"range": 0.2, "smoothness": 1.5}, "range"),
-    ("matern", {"range": 0.2, "smoothness": 1.3}, "smoothness"),
-    ("exponential", {"range": 0.1}, "range"),
-], ids=["matern15-range", "matern-smoothness", "exp-range"])
+@pytest.mark.parametrize(
+    "kernel, theta, name",
+    [
+        ("matern", {"range": 0.2, "smoothness": 1.5}, "range"),
+        ("matern", {"range": 0.2, "smoothness": 1.3}, "smoothness"),
+        ("exponential", {"range": 0.1}, "range"),
+    ],
+    ids=["matern15-range", "matern-smoothness", "exp-range"],
+)
 def test_gradient_entries_equal_the_blocks_and_the_kernel_derivative(kernel, theta, name):
     rng = np.random.default_rng(6)
     coords = rng.uniform(size=(150, 2))
@@ -58,7 +62,9 @@ def test_gradient_entries_equal_the_blocks_and_the_kernel_derivative(kernel, the
     rows, cols = np.arange(30, 100), np.arange(80, 130)
     D = block(rows, cols)
     shape = {k: v for k, v in theta.items() if k != "range"}
-    expected = kern.correlation_and_gradient(sites.distances(rows, cols), theta["range"], **shape)[1][name]
+    expected = kern.correlation_and_gradient(sites.distances(rows, cols), theta["range"], **shape)[
+        1
+    ][name]
     expected[np.abs(expected) < 1e-100] = 0.0
     if kern.costly:  # interpolated by a RadialTable: about 1e-13 of the function's scale
         np.testing.assert_allclose(D, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
@@ -66,7 +72,9 @@ def test_gradient_entries_equal_the_blocks_and_the_kernel_derivative(kernel, the
         np.testing.assert_array_equal(D, expected)  # the same distances, the same formula
     # entries: the distances summed by NumPy instead of cdist, equal to rounding; the
     # derivatives are smooth in d away from 0, where both are exactly 0 (coinciding sites)
-    np.testing.assert_allclose(block.entries(rows[:, None], cols[None, :]), D, rtol=1e-11, atol=1e-14)
+    np.testing.assert_allclose(
+        block.entries(rows[:, None], cols[None, :]), D, rtol=1e-11, atol=1e-14
+    )
     i = rng.integers(0, 150, size=(2, 40, 1))
     j = rng.integers(0, 150, size=(2, 1, 3))
     stacked = np.stack([block(i[t, :, 0], j[t, 0, :]) for t in range(2)])
@@ -87,7 +95,9 @@ def test_evaluate_gives_the_derivatives_asked_for():
 def test_the_nugget_goes_on_every_pair_of_one_site():
     coords = np.random.default_rng(7).uniform(size=(30, 2))
     params = {"variance": 1.5, "range": 0.2, "nugget": 0.25}
-    block = Sites(coords, get_distance("euclidean"), NUMPY).covariance_block(get_kernel("exponential"), params)
+    block = Sites(coords, get_distance("euclidean"), NUMPY).covariance_block(
+        get_kernel("exponential"), params
+    )
     idx = np.arange(5, 25)
     C = block(idx, idx)  # a diagonal tile: the same increasing sites
     np.testing.assert_allclose(np.diagonal(C), 1.75, rtol=1e-15)
@@ -97,7 +107,9 @@ def test_the_nugget_goes_on_every_pair_of_one_site():
     same = rows[:, None] == cols[None, :]
     np.testing.assert_allclose(expected[same], 1.75, rtol=1e-15)
     assert np.all(expected[~same] < 1.5)
-    np.testing.assert_array_equal(block(np.arange(20, 0, -1), np.arange(20, 0, -1)).diagonal(), np.full(20, 1.75))
+    np.testing.assert_array_equal(
+        block(np.arange(20, 0, -1), np.arange(20, 0, -1)).diagonal(), np.full(20, 1.75)
+    )
     far = block.entries(np.arange(0, 5)[:, None], np.arange(10, 15)[None, :])  # disjoint: no nugget
     np.testing.assert_allclose(far, block(np.arange(0, 5), np.arange(10, 15)), rtol=1e-12)
     assert np.all(far < 1.5)
@@ -105,7 +117,9 @@ def test_the_nugget_goes_on_every_pair_of_one_site():
 
 @pytest.mark.parametrize("chunking", ["threaded", "bounded"])
 @pytest.mark.parametrize("smoothness", [1.5, 0.8], ids=["formula", "table"])
-def test_blocks_evaluated_in_chunks_equal_one_evaluation_of_the_distances(smoothness, chunking, monkeypatch):
+def test_blocks_evaluated_in_chunks_equal_one_evaluation_of_the_distances(
+    smoothness, chunking, monkeypatch
+):
     """A block large enough to be cut into chunks (:func:`~geostat.kernels._base.map_chunks`)
     holds, chunk by chunk in the memory of its distances, what one evaluation of all its
     distances gives: through a formula to a few ulps (elementwise, but NumPy's ``exp`` on
@@ -140,9 +154,15 @@ def test_blocks_evaluated_in_chunks_equal_one_evaluation_of_the_distances(smooth
     assert C.flags.c_contiguous and C.shape == D.shape == (120, 250)
 
 
-@pytest.mark.parametrize("distance, dim", [("euclidean", 1), ("euclidean", 2), ("euclidean", 3), ("great_circle", 2)])
-@pytest.mark.parametrize("kernel, smoothness", [("exponential", None), ("matern", 1.5), ("matern", 0.8)])
-def test_diagonal_blocks_keep_the_symmetry_they_promise_to_tlrcore(distance, dim, kernel, smoothness):
+@pytest.mark.parametrize(
+    "distance, dim", [("euclidean", 1), ("euclidean", 2), ("euclidean", 3), ("great_circle", 2)]
+)
+@pytest.mark.parametrize(
+    "kernel, smoothness", [("exponential", None), ("matern", 1.5), ("matern", 0.8)]
+)
+def test_diagonal_blocks_keep_the_symmetry_they_promise_to_tlrcore(
+    distance, dim, kernel, smoothness
+):
     """The covariance and derivative blocks promise tlrcore symmetric blocks
     (``symmetric_blocks``: their diagonal tiles are not scanned): ``block(r, r)`` equals its
     transpose bit for bit, on an odd number of sites (vector loops with a remainder), with

@@ -17,8 +17,16 @@ EXPECTED = {
     "north_american_rainfall": (
         1720,
         [
-            "lon", "lat", "elevation", "precipitation", "precipitation_se", "trend",
-            "trend_se", "type", "stereo_x", "stereo_y",
+            "lon",
+            "lat",
+            "elevation",
+            "precipitation",
+            "precipitation_se",
+            "trend",
+            "trend_se",
+            "type",
+            "stereo_x",
+            "stereo_y",
         ],
     ),
     "ozone2": (153, None),
@@ -71,8 +79,16 @@ def test_coordinates(loaded):
 def test_info_consistent_with_load(loaded):
     name, frame, meta = loaded
     expected_keys = {
-        "description", "coords", "value", "transform", "covariates", "units", "n",
-        "layout", "source", "licence",
+        "description",
+        "coords",
+        "value",
+        "transform",
+        "covariates",
+        "units",
+        "n",
+        "layout",
+        "source",
+        "licence",
     }
     assert set(meta) == expected_keys
     assert meta["n"] == len(frame)
@@ -227,10 +243,14 @@ def test_station_tables_as_xarray():
     ozone = datasets.load("ozone2", as_xarray=True)
     frame = datasets.load("ozone2")
     assert dict(ozone.sizes) == {"station": 153, "time": 89}
-    np.testing.assert_array_equal(ozone.ozone.values, frame[datasets.info("ozone2")["value"]].to_numpy())
+    np.testing.assert_array_equal(
+        ozone.ozone.values, frame[datasets.info("ozone2")["value"]].to_numpy()
+    )
     np.testing.assert_array_equal(ozone.lon.values, frame["lon"].to_numpy())
     rain = datasets.load(datasets.DEFAULT, as_xarray=True)
-    np.testing.assert_array_equal(rain.precipitation.values, datasets.load(datasets.DEFAULT)["precipitation"])
+    np.testing.assert_array_equal(
+        rain.precipitation.values, datasets.load(datasets.DEFAULT)["precipitation"]
+    )
     assert rain.precipitation.dims == ("station",)
 
 

@@ -39,7 +39,9 @@ def test_euclidean_matches_cdist():
     a, b = rng.normal(size=(20, 3)), rng.normal(size=(7, 3))
     np.testing.assert_allclose(euclidean(a, b), cdist(a, b), rtol=1e-15)
     np.testing.assert_allclose(euclidean(a), cdist(a, a), rtol=1e-15)
-    np.testing.assert_allclose(euclidean(np.arange(4.0)), np.abs(np.subtract.outer(np.arange(4.0), np.arange(4.0))))
+    np.testing.assert_allclose(
+        euclidean(np.arange(4.0)), np.abs(np.subtract.outer(np.arange(4.0), np.arange(4.0)))
+    )
     with pytest.raises(ValueError, match="columns"):
         euclidean(a, b[:, :2])
 
@@ -52,14 +54,23 @@ def test_chordal_and_great_circle_identity():
     np.testing.assert_allclose(np.linalg.norm(lonlat_to_xyz(a), axis=1), R, rtol=1e-15)
 
 
-@pytest.mark.parametrize("a, b, gc_km, chord_km", [
-    pytest.param((0, 0), (1, 0), 2 * math.pi * R / 360, 2 * R * math.sin(math.radians(0.5)), id="equator-1deg"),
-    pytest.param((0, 90), (0, -90), math.pi * R, 2 * R, id="poles-antipodal"),
-    pytest.param((10, 20), (190, -20), math.pi * R, 2 * R, id="antipodal"),
-    pytest.param((-180, 0), (180, 0), 0.0, 0.0, id="dateline-same-point"),
-    pytest.param((0, 0), (360, 0), 0.0, 0.0, id="0-360-same-point"),
-    pytest.param((0, 0), (0, 1e-9), math.radians(1e-9) * R, math.radians(1e-9) * R, id="tiny"),
-])
+@pytest.mark.parametrize(
+    "a, b, gc_km, chord_km",
+    [
+        pytest.param(
+            (0, 0),
+            (1, 0),
+            2 * math.pi * R / 360,
+            2 * R * math.sin(math.radians(0.5)),
+            id="equator-1deg",
+        ),
+        pytest.param((0, 90), (0, -90), math.pi * R, 2 * R, id="poles-antipodal"),
+        pytest.param((10, 20), (190, -20), math.pi * R, 2 * R, id="antipodal"),
+        pytest.param((-180, 0), (180, 0), 0.0, 0.0, id="dateline-same-point"),
+        pytest.param((0, 0), (360, 0), 0.0, 0.0, id="0-360-same-point"),
+        pytest.param((0, 0), (0, 1e-9), math.radians(1e-9) * R, math.radians(1e-9) * R, id="tiny"),
+    ],
+)
 def test_known_distances(a, b, gc_km, chord_km):
     assert great_circle([a], [b])[0, 0] == pytest.approx(gc_km, rel=1e-12, abs=1e-9)
     assert chordal([a], [b])[0, 0] == pytest.approx(chord_km, rel=1e-9, abs=1e-9)
@@ -118,18 +129,23 @@ def test_get_distance():
         get_distance(3)
 
 
-@pytest.mark.parametrize("spec, names, expected", [
-    pytest.param("auto", ["lon", "lat"], ("chordal", (0, 1)), id="auto-lon-lat"),
-    pytest.param("auto", ["Latitude", "Longitude"], ("chordal", (1, 0)), id="auto-lat-lon"),
-    pytest.param("auto", ["LNG", "lat"], ("chordal", (0, 1)), id="auto-lng"),
-    pytest.param("auto", ["x", "y"], ("euclidean", None), id="auto-xy"),
-    pytest.param("auto", None, ("euclidean", None), id="auto-unnamed"),
-    pytest.param("AUTO", ["lon", "lon"], ("euclidean", None), id="auto-duplicate-lon"),
-    pytest.param("chordal", None, ("chordal", (0, 1)), id="chordal-unnamed"),
-    pytest.param("chordal", ["lat", "lon"], ("chordal", (1, 0)), id="chordal-named"),
-    pytest.param("great_circle", ["a", "b"], ("great_circle", (0, 1)), id="great-circle-other-names"),
-    pytest.param("euclidean", ["lon", "lat"], ("euclidean", None), id="euclidean-explicit"),
-])
+@pytest.mark.parametrize(
+    "spec, names, expected",
+    [
+        pytest.param("auto", ["lon", "lat"], ("chordal", (0, 1)), id="auto-lon-lat"),
+        pytest.param("auto", ["Latitude", "Longitude"], ("chordal", (1, 0)), id="auto-lat-lon"),
+        pytest.param("auto", ["LNG", "lat"], ("chordal", (0, 1)), id="auto-lng"),
+        pytest.param("auto", ["x", "y"], ("euclidean", None), id="auto-xy"),
+        pytest.param("auto", None, ("euclidean", None), id="auto-unnamed"),
+        pytest.param("AUTO", ["lon", "lon"], ("euclidean", None), id="auto-duplicate-lon"),
+        pytest.param("chordal", None, ("chordal", (0, 1)), id="chordal-unnamed"),
+        pytest.param("chordal", ["lat", "lon"], ("chordal", (1, 0)), id="chordal-named"),
+        pytest.param(
+            "great_circle", ["a", "b"], ("great_circle", (0, 1)), id="great-circle-other-names"
+        ),
+        pytest.param("euclidean", ["lon", "lat"], ("euclidean", None), id="euclidean-explicit"),
+    ],
+)
 def test_resolve_distance(spec, names, expected):
     assert resolve_distance(spec, names) == expected
 
@@ -143,13 +159,16 @@ def test_resolve_distance_errors_and_warning():
         assert resolve_distance("auto", ["lon", "lat", "elevation"]) == ("euclidean", None)
 
 
-@pytest.mark.parametrize("coords, match", [
-    pytest.param([[0.0, 95.0]], "latitude", id="latitude-95"),
-    pytest.param([[0.0, -90.5]], "latitude", id="latitude-below"),
-    pytest.param([[400.0, 0.0]], "longitude", id="longitude-400"),
-    pytest.param([[0.0, 0.0, 1.0]], "2 columns", id="three-columns"),
-    pytest.param([[np.nan, 0.0]], "NaN", id="nan"),
-])
+@pytest.mark.parametrize(
+    "coords, match",
+    [
+        pytest.param([[0.0, 95.0]], "latitude", id="latitude-95"),
+        pytest.param([[0.0, -90.5]], "latitude", id="latitude-below"),
+        pytest.param([[400.0, 0.0]], "longitude", id="longitude-400"),
+        pytest.param([[0.0, 0.0, 1.0]], "2 columns", id="three-columns"),
+        pytest.param([[np.nan, 0.0]], "NaN", id="nan"),
+    ],
+)
 def test_check_lonlat_errors(coords, match):
     with pytest.raises(ValueError, match=match) as info:
         check_lonlat(coords, argname="X_train")
@@ -176,8 +195,17 @@ def test_warn_if_invalid_on_sphere():
         warn_if_invalid_on_sphere(CHORDAL, Matern())
 
 
-@pytest.mark.parametrize("name,dim", [("euclidean", 1), ("euclidean", 2), ("euclidean", 3), ("euclidean", 5),
-                                      ("chordal", 2), ("great_circle", 2)])
+@pytest.mark.parametrize(
+    "name,dim",
+    [
+        ("euclidean", 1),
+        ("euclidean", 2),
+        ("euclidean", 3),
+        ("euclidean", 5),
+        ("chordal", 2),
+        ("great_circle", 2),
+    ],
+)
 def test_distance_extremes_match_all_pairs(name, dim):
     from geostat.distance import distance_extremes, get_distance
 
@@ -208,9 +236,13 @@ def test_the_sphere_warning_uses_the_given_shape_and_points_at_the_caller():
         warnings.simplefilter("error")
         y = gs.simulate(X, rough, distance="great_circle", random_state=0)  # valid: no warning
         gs.log_likelihood(X, y, rough, distance="great_circle")
-    for call in (lambda: gs.log_likelihood(X, y, smooth, distance="great_circle"),
-                 lambda: gs.simulate(X, smooth, distance="great_circle", random_state=0)):
-        with pytest.warns(gs.GeostatWarning, match=r"Matern\(smoothness=1.5\) is not guaranteed") as caught:
+    for call in (
+        lambda: gs.log_likelihood(X, y, smooth, distance="great_circle"),
+        lambda: gs.simulate(X, smooth, distance="great_circle", random_state=0),
+    ):
+        with pytest.warns(
+            gs.GeostatWarning, match=r"Matern\(smoothness=1.5\) is not guaranteed"
+        ) as caught:
             call()
         sphere = [w for w in caught if "great-circle" in str(w.message)]
         assert sphere[0].filename == __file__

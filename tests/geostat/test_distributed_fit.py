@@ -43,11 +43,15 @@ def data():
 def test_log_likelihood_equals_the_in_process_value(client, data):
     X, y = data
     local = gs.log_likelihood(X, y[:, 0], PARAMS, method="tlr", tile_size=TILE)
-    assert gs.log_likelihood(X, y[:, 0], PARAMS, method="tlr", tile_size=TILE, client=client) == \
-        pytest.approx(local, rel=RTOL)
+    assert gs.log_likelihood(
+        X, y[:, 0], PARAMS, method="tlr", tile_size=TILE, client=client
+    ) == pytest.approx(local, rel=RTOL)
     # with a client "auto" means TLR, and "default" finds this client
-    assert gs.log_likelihood(X, y[:, 0], PARAMS, tile_size=TILE, reml=True, client="default") == \
-        pytest.approx(gs.log_likelihood(X, y[:, 0], PARAMS, method="tlr", tile_size=TILE, reml=True), rel=RTOL)
+    assert gs.log_likelihood(
+        X, y[:, 0], PARAMS, tile_size=TILE, reml=True, client="default"
+    ) == pytest.approx(
+        gs.log_likelihood(X, y[:, 0], PARAMS, method="tlr", tile_size=TILE, reml=True), rel=RTOL
+    )
 
 
 def test_replicates_with_missing_values_run_as_groups(client, data):
@@ -55,12 +59,21 @@ def test_replicates_with_missing_values_run_as_groups(client, data):
     y = y.copy()
     y[:200, 1] = np.nan
     y[100:150, 2] = np.nan  # three groups of replicates: all sites, and two others
-    lik = gs.likelihood.make_likelihood("tlr", X, y, np.ones((N, 1)), get_kernel("matern"),
-                                        get_distance("euclidean"), tile_size=TILE, client=client)
+    lik = gs.likelihood.make_likelihood(
+        "tlr",
+        X,
+        y,
+        np.ones((N, 1)),
+        get_kernel("matern"),
+        get_distance("euclidean"),
+        tile_size=TILE,
+        client=client,
+    )
     assert len(lik.groups) == 3
     local = gs.log_likelihood(X, y, PARAMS, method="tlr", tile_size=TILE, trend="linear")
-    assert gs.log_likelihood(X, y, PARAMS, method="tlr", tile_size=TILE, trend="linear", client=client) == \
-        pytest.approx(local, rel=RTOL)
+    assert gs.log_likelihood(
+        X, y, PARAMS, method="tlr", tile_size=TILE, trend="linear", client=client
+    ) == pytest.approx(local, rel=RTOL)
 
 
 def test_simulation_equals_the_in_process_draws(client, data):
@@ -97,8 +110,14 @@ def test_estimator_clone_get_params_pickle_and_save(client, data, tmp_path):
     assert copy.client is client and copy.method == "tlr"
     assert clone(gs.SpatialGP(client="default")).client == "default"
     X, y = data[0][:300], data[1][:300, 0]
-    fitted = gs.SpatialGP(smoothness=1.5, method="tlr", tile_size=100, n_starts=1, fixed={"range": 0.15},
-                          client=client).fit(X, y)
+    fitted = gs.SpatialGP(
+        smoothness=1.5,
+        method="tlr",
+        tile_size=100,
+        n_starts=1,
+        fixed={"range": 0.15},
+        client=client,
+    ).fit(X, y)
     restored = pickle.loads(pickle.dumps(fitted))
     assert restored.client is None
     fitted.save(tmp_path / "model.npz")
@@ -110,7 +129,9 @@ def test_estimator_clone_get_params_pickle_and_save(client, data, tmp_path):
 
 def test_bad_client_arguments(client, data):
     X, y = data[0][:300], data[1][:300, 0]
-    with pytest.raises(TypeError, match="client must be None, 'default' or a distributed.Client; got object"):
+    with pytest.raises(
+        TypeError, match="client must be None, 'default' or a distributed.Client; got object"
+    ):
         gs.log_likelihood(X, y, PARAMS, method="tlr", client=object())
     with pytest.raises(ValueError, match="client must be"):
         gs.simulate(X, PARAMS, client="tcp://nowhere:8786")
@@ -127,15 +148,27 @@ def test_a_singular_covariance_is_shifted_as_in_process(client, data):
     cluster refactors with the in-process shifts, so it finds the same shift and the same
     value; with ``on_failure="raise"`` the error comes back naming the tile."""
     X = data[0][:400]
-    args = ("tlr", X, np.ones((400, 1)), np.ones((400, 1)), get_kernel("gaussian"), get_distance("euclidean"))
+    args = (
+        "tlr",
+        X,
+        np.ones((400, 1)),
+        np.ones((400, 1)),
+        get_kernel("gaussian"),
+        get_distance("euclidean"),
+    )
     remote = gs.likelihood.make_likelihood(*args, tile_size=100, accuracy=1e-6, client=client)
     local = gs.likelihood.make_likelihood(*args, tile_size=100, accuracy=1e-6)
     value, reference = remote.terms({"range": 5.0}, 0.0), local.terms({"range": 5.0}, 0.0)
     assert remote.n_safeguarded == local.n_safeguarded == 1
-    ((factor,), (factor0,)) = remote.factors({"range": 5.0}, 0.0), local.factors({"range": 5.0}, 0.0)
+    ((factor,), (factor0,)) = (
+        remote.factors({"range": 5.0}, 0.0),
+        local.factors({"range": 5.0}, 0.0),
+    )
     assert factor.shift == factor0.shift > 0
     assert value.logdet == pytest.approx(reference.logdet, rel=RTOL)
-    strict = gs.likelihood.make_likelihood(*args, tile_size=100, accuracy=1e-6, client=client, on_failure="raise")
+    strict = gs.likelihood.make_likelihood(
+        *args, tile_size=100, accuracy=1e-6, client=client, on_failure="raise"
+    )
     with pytest.raises(NotPositiveDefiniteError) as info:
         strict.terms({"range": 5.0}, 0.0)
     assert info.value.tile is not None
@@ -147,7 +180,14 @@ def test_a_singular_covariance_is_compensated_as_in_process(client, data):
     the same tiles lifted, no shift, and the in-process value (to the module's 1e-10:
     the same operations on the same tiles, the triangular solves grouped otherwise)."""
     X = data[0][:400]
-    args = ("tlr", X, np.ones((400, 1)), np.ones((400, 1)), get_kernel("gaussian"), get_distance("euclidean"))
+    args = (
+        "tlr",
+        X,
+        np.ones((400, 1)),
+        np.ones((400, 1)),
+        get_kernel("gaussian"),
+        get_distance("euclidean"),
+    )
     options = {"tile_size": 100, "accuracy": 1e-4, "on_failure": "compensate"}
     remote = gs.likelihood.make_likelihood(*args, client=client, **options)
     local = gs.likelihood.make_likelihood(*args, **options)
@@ -158,7 +198,10 @@ def test_a_singular_covariance_is_compensated_as_in_process(client, data):
     assert factor.shift == factor0.shift == 0.0
     assert factor.factor.compensated_tiles == factor0.factor.compensated_tiles == (0, 1, 2, 3)
     assert factor.factor.lifted_tiles == factor0.factor.lifted_tiles and factor.factor.lifted_tiles
-    assert factor.perturbation == pytest.approx(factor0.perturbation, rel=RTOL) and factor.perturbation > 0
+    assert (
+        factor.perturbation == pytest.approx(factor0.perturbation, rel=RTOL)
+        and factor.perturbation > 0
+    )
     assert value.logdet == pytest.approx(reference.logdet, rel=RTOL)
 
 
@@ -167,7 +210,9 @@ def test_block_generator_is_small_to_ship(client):
     distances), and a worker's block equals this process's bit for bit (the same
     function of the same coordinates)."""
     coords = np.random.default_rng(3).uniform(0.0, 1.0, (N, 2))
-    block = Sites(coords, get_distance("euclidean"), NUMPY).covariance_block(get_kernel("matern"), PARAMS)
+    block = Sites(coords, get_distance("euclidean"), NUMPY).covariance_block(
+        get_kernel("matern"), PARAMS
+    )
     rows, cols = np.arange(0, 300), np.arange(200, 700)
     block.entries(rows, rows)  # fills a cache, which is not sent
     assert len(pickle.dumps(block)) < coords.nbytes + 2_000
@@ -186,7 +231,9 @@ def test_without_a_client_or_the_dask_extra():
         "sys.modules['distributed'] = None\n"
         "try:\n    gs.simulate(X, p, client='default')\nexcept ImportError as exc:\n    print(exc)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert "client='default' uses the current Dask client, and there is none" in out
     assert "pip install 'geostat-tlr[dask]'" in out
 
@@ -200,7 +247,9 @@ def test_larger_likelihood_with_groups_equals_the_in_process_value(client):
     y[: n // 4, 1] = np.nan
     settings = {"method": "tlr", "tile_size": 512, "trend": "linear", "reml": True}
     local = gs.log_likelihood(X, y, PARAMS, **settings)
-    assert gs.log_likelihood(X, y, PARAMS, **settings, client=client) == pytest.approx(local, rel=RTOL)
+    assert gs.log_likelihood(X, y, PARAMS, **settings, client=client) == pytest.approx(
+        local, rel=RTOL
+    )
 
 
 def test_a_space_time_anisotropic_log_likelihood_equals_the_in_process_value(client):
@@ -211,8 +260,16 @@ def test_a_space_time_anisotropic_log_likelihood_equals_the_in_process_value(cli
     X = np.column_stack([np.repeat(sites, 10, axis=0), np.tile(np.arange(10.0), 60)])
     y = rng.normal(size=X.shape[0])
     kernel = gs.SpaceTime(space=gs.Anisotropic(gs.Exponential()))
-    params = {"variance": 1.0, "range": 0.3, "anisotropy_ratio": 0.5, "anisotropy_angle": 0.3, "time_range": 2.0,
-              "separability": 0.4, "nugget": 0.1}
+    params = {
+        "variance": 1.0,
+        "range": 0.3,
+        "anisotropy_ratio": 0.5,
+        "anisotropy_angle": 0.3,
+        "time_range": 2.0,
+        "separability": 0.4,
+        "nugget": 0.1,
+    }
     local = gs.log_likelihood(X, y, params, kernel=kernel, method="tlr", tile_size=128, time=True)
-    assert gs.log_likelihood(X, y, params, kernel=kernel, method="tlr", tile_size=128, time=True, client=client) == \
-        pytest.approx(local, rel=RTOL)
+    assert gs.log_likelihood(
+        X, y, params, kernel=kernel, method="tlr", tile_size=128, time=True, client=client
+    ) == pytest.approx(local, rel=RTOL)

@@ -15,7 +15,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import geostat as gs
 
 
-@parametrize_with_checks([gs.SpatialGP(kernel="exponential"), gs.SpatialGP(smoothness=1.5, n_starts=1)])
+@parametrize_with_checks(
+    [gs.SpatialGP(kernel="exponential"), gs.SpatialGP(smoothness=1.5, n_starts=1)]
+)
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", gs.GeostatWarning)
@@ -51,7 +53,11 @@ def test_likelihood_is_a_local_maximum(fitted):
     best = fitted.log_likelihood(fitted.params_)
     assert best == pytest.approx(fitted.loglik_, rel=1e-12)
     p = fitted.params_
-    steps = [("variance", 0.03 * p["variance"]), ("range", 0.03 * p["range"]), ("nugget", 0.01 * p["variance"])]
+    steps = [
+        ("variance", 0.03 * p["variance"]),
+        ("range", 0.03 * p["range"]),
+        ("nugget", 0.01 * p["variance"]),
+    ]
     for name, step in steps:
         for sign in (-1, 1):
             if p[name] + sign * step < 0:
@@ -63,7 +69,11 @@ def test_likelihood_is_a_local_maximum(fitted):
 def test_likelihood_rises_from_the_starting_grid(field):
     X, y, _ = field
     est = gs.SpatialGP(kernel="exponential").fit(X, y)
-    start = {"variance": float(np.var(y)), "range": 0.1 * est._likelihood.max_distance, "nugget": 0.01 * np.var(y)}
+    start = {
+        "variance": float(np.var(y)),
+        "range": 0.1 * est._likelihood.max_distance,
+        "nugget": 0.01 * np.var(y),
+    }
     assert est.loglik_ > est.log_likelihood(start)
 
 
@@ -78,7 +88,11 @@ def test_matches_dense_kriging_formulas(fitted, field):
     beta = np.linalg.solve(F.T @ Ci @ F, F.T @ Ci @ y)
     mean = f0 @ beta + c0 @ Ci @ (y - F @ beta)
     u = f0.T - F.T @ Ci @ c0.T
-    var = p["variance"] - np.sum(c0 @ Ci * c0, axis=1) + np.sum(u * np.linalg.solve(F.T @ Ci @ F, u), axis=0)
+    var = (
+        p["variance"]
+        - np.sum(c0 @ Ci * c0, axis=1)
+        + np.sum(u * np.linalg.solve(F.T @ Ci @ F, u), axis=0)
+    )
     got_mean, got_std = fitted.predict(Xnew, return_std=True)
     np.testing.assert_allclose(got_mean, mean, rtol=1e-9)
     np.testing.assert_allclose(got_std, np.sqrt(var), rtol=1e-8)
@@ -116,7 +130,9 @@ def test_zero_nugget_optimum_is_exactly_zero(fitted):
 def test_smooth_field_without_nugget_reports_a_numerically_zero_nugget():
     rng = np.random.default_rng(11)
     X = rng.uniform(size=(200, 2))
-    y = gs.simulate(X, {"variance": 1.0, "range": 0.3, "smoothness": 2.5}, kernel="matern", random_state=4)
+    y = gs.simulate(
+        X, {"variance": 1.0, "range": 0.3, "smoothness": 2.5}, kernel="matern", random_state=4
+    )
     est = gs.SpatialGP(smoothness=2.5).fit(X, y)
     assert est.params_["nugget"] <= 1e-8 * est.params_["variance"]
     assert "nugget" in est.result_.at_bounds and est.converged_
@@ -125,7 +141,9 @@ def test_smooth_field_without_nugget_reports_a_numerically_zero_nugget():
 def test_range_far_beyond_domain_identifies_variance_over_range():
     rng = np.random.default_rng(12)
     X = rng.uniform(size=(150, 2)) * 0.05
-    y = gs.simulate(X, {"variance": 1.0, "range": 50.0, "nugget": 1e-4}, kernel="exponential", random_state=5)
+    y = gs.simulate(
+        X, {"variance": 1.0, "range": 50.0, "nugget": 1e-4}, kernel="exponential", random_state=5
+    )
     est = gs.SpatialGP(kernel="exponential").fit(X, y)
     assert est.converged_ and np.isfinite(est.loglik_)
     # only the microergodic ratio variance / range (= 0.02) is identified
@@ -136,7 +154,9 @@ def test_range_far_beyond_domain_identifies_variance_over_range():
 def test_range_on_its_bound_warns():
     rng = np.random.default_rng(12)
     X = rng.uniform(size=(150, 2))
-    y = gs.simulate(X, {"variance": 1.0, "range": 0.5, "nugget": 0.01}, kernel="exponential", random_state=5)
+    y = gs.simulate(
+        X, {"variance": 1.0, "range": 0.5, "nugget": 0.01}, kernel="exponential", random_state=5
+    )
     with pytest.warns(gs.GeostatWarning, match="range ended on its bound"):
         est = gs.SpatialGP(kernel="exponential", bounds={"range": (1e-3, 0.05)}).fit(X, y)
     assert "range" in est.result_.at_bounds
@@ -145,15 +165,30 @@ def test_range_on_its_bound_warns():
 
 def test_dataframe_in_pandas_out_and_lonlat_auto():
     rng = np.random.default_rng(13)
-    frame = pd.DataFrame({"latitude": rng.uniform(30, 50, 150), "longitude": rng.uniform(-120, -80, 150)})
+    frame = pd.DataFrame(
+        {"latitude": rng.uniform(30, 50, 150), "longitude": rng.uniform(-120, -80, 150)}
+    )
     frame.index = [f"s{i}" for i in range(150)]
     xyz = gs.distance.lonlat_to_xyz(frame[["longitude", "latitude"]].to_numpy())
-    y = pd.Series(gs.simulate(xyz, {"variance": 1.0, "range": 800.0, "nugget": 0.1}, kernel="exponential", random_state=1), index=frame.index, name="temp")
+    y = pd.Series(
+        gs.simulate(
+            xyz,
+            {"variance": 1.0, "range": 800.0, "nugget": 0.1},
+            kernel="exponential",
+            random_state=1,
+        ),
+        index=frame.index,
+        name="temp",
+    )
     est = gs.SpatialGP(kernel="exponential").fit(frame, y)
     assert est.distance_ == "chordal"
     assert 50 < est.params_["range"] < 20000
     pred = est.predict(frame.iloc[:5])
-    assert isinstance(pred, pd.Series) and list(pred.index) == list(frame.index[:5]) and pred.name == "temp"
+    assert (
+        isinstance(pred, pd.Series)
+        and list(pred.index) == list(frame.index[:5])
+        and pred.name == "temp"
+    )
     # the same estimate from explicit xyz coordinates with Euclidean distance
     ref = gs.SpatialGP(kernel="exponential", distance="euclidean").fit(xyz, y.to_numpy())
     assert est.loglik_ == pytest.approx(ref.loglik_, rel=1e-8)
@@ -163,10 +198,19 @@ def test_covariate_trend_and_replicates_with_missing():
     rng = np.random.default_rng(14)
     X = rng.uniform(size=(100, 2))
     elev = rng.normal(size=100)
-    Y = np.column_stack([
-        1.0 + 2.0 * elev + gs.simulate(X, {"variance": 1.0, "range": 0.2, "nugget": 0.05}, kernel="exponential", random_state=k)
-        for k in range(3)
-    ])
+    Y = np.column_stack(
+        [
+            1.0
+            + 2.0 * elev
+            + gs.simulate(
+                X,
+                {"variance": 1.0, "range": 0.2, "nugget": 0.05},
+                kernel="exponential",
+                random_state=k,
+            )
+            for k in range(3)
+        ]
+    )
     Y[rng.uniform(size=Y.shape) < 0.15] = np.nan
     frame = pd.DataFrame({"x": X[:, 0], "y": X[:, 1], "elev": elev})
     est = gs.SpatialGP(kernel="exponential", trend=["elev"]).fit(frame, Y)
@@ -175,11 +219,16 @@ def test_covariate_trend_and_replicates_with_missing():
     mean, std = est.predict(frame.iloc[:7], return_std=True)
     assert mean.shape == (7, 3) and std.shape == (7, 3)
     draws = est.sample_y(frame.iloc[:4], n_samples=2)
-    assert draws.shape == (4, 6) and draws.columns.names == ["replicate", "sample"]  # pandas in, pandas out
+    assert draws.shape == (4, 6) and draws.columns.names == [
+        "replicate",
+        "sample",
+    ]  # pandas in, pandas out
     score = est.score(frame, Y)
     pred = np.asarray(est.predict(frame))
     seen = ~np.isnan(Y[:, 0])
-    r2_first = 1 - np.sum((Y[seen, 0] - pred[seen, 0]) ** 2) / np.sum((Y[seen, 0] - Y[seen, 0].mean()) ** 2)
+    r2_first = 1 - np.sum((Y[seen, 0] - pred[seen, 0]) ** 2) / np.sum(
+        (Y[seen, 0] - Y[seen, 0].mean()) ** 2
+    )
     assert np.isfinite(score) and 0 < score <= 1 and 0 < r2_first <= 1
 
 
@@ -197,7 +246,10 @@ def test_pipeline_clone_and_cross_validation(field):
     "make, match",
     [
         (lambda X, y: (np.where(np.arange(X.size).reshape(X.shape) == 3, np.nan, X), y), "NaN"),
-        (lambda X, y: (np.where(np.arange(X.size).reshape(X.shape) == 3, np.inf, X), y), "infinity|inf"),
+        (
+            lambda X, y: (np.where(np.arange(X.size).reshape(X.shape) == 3, np.inf, X), y),
+            "infinity|inf",
+        ),
         (lambda X, y: (X, y[:-1]), "rows|samples|inconsistent"),
         (lambda X, y: (X[:3], y[:3]), "sample"),
         (lambda X, y: (X, np.where(np.arange(y.size) == 2, np.inf, y)), "infinite"),
@@ -233,7 +285,16 @@ def test_duplicate_sites_need_a_nugget(field):
         ({"bounds": {"range": (2.0, 1.0)}}, ValueError, "bounds"),
         ({"kernel": "exponential", "smoothness": 1.5}, ValueError, "smoothness"),
     ],
-    ids=["unknown-kernel", "kernel-type", "method", "negative-nugget", "accuracy", "fixed-range", "bounds", "exp-smoothness"],
+    ids=[
+        "unknown-kernel",
+        "kernel-type",
+        "method",
+        "negative-nugget",
+        "accuracy",
+        "fixed-range",
+        "bounds",
+        "exp-smoothness",
+    ],
 )
 def test_bad_settings_raise(kwargs, error, match, field):
     X, y, _ = field
@@ -265,7 +326,9 @@ def test_simulate_through_a_tlr_factor_has_the_model_covariance():
     rng = np.random.default_rng(21)
     X = rng.uniform(size=(1500, 2))
     params = {"variance": 2.0, "range": 0.1, "nugget": 0.5}
-    draws = gs.simulate(X, params, kernel="exponential", n_samples=600, random_state=3, method="tlr", tile_size=256)
+    draws = gs.simulate(
+        X, params, kernel="exponential", n_samples=600, random_state=3, method="tlr", tile_size=256
+    )
     assert draws.shape == (1500, 600)
     # per-site variance 2.5 and the covariance of close pairs, in the caller's order
     assert np.mean(draws.var(axis=1)) == pytest.approx(2.5, rel=0.03)
@@ -274,20 +337,32 @@ def test_simulate_through_a_tlr_factor_has_the_model_covariance():
     empirical = np.mean(draws[:-1][near] * draws[1:][near], axis=1)
     expected = 2.0 * np.exp(-d[near] / 0.1)
     assert np.mean(empirical - expected) == pytest.approx(0.0, abs=0.1)
-    same = gs.simulate(X, params, kernel="exponential", n_samples=600, random_state=3, method="tlr", tile_size=256)
+    same = gs.simulate(
+        X, params, kernel="exponential", n_samples=600, random_state=3, method="tlr", tile_size=256
+    )
     np.testing.assert_array_equal(draws, same)
 
 
 def test_sample_y_returns_pandas_for_pandas_input_like_predict():
     rng = np.random.default_rng(3)
     frame = pd.DataFrame(rng.uniform(size=(60, 2)), columns=["x", "y"], index=np.arange(100, 160))
-    y = pd.Series(gs.simulate(frame.to_numpy(), {"variance": 1.0, "range": 0.3, "nugget": 0.1},
-                              kernel="exponential", random_state=1), index=frame.index, name="z")
+    y = pd.Series(
+        gs.simulate(
+            frame.to_numpy(),
+            {"variance": 1.0, "range": 0.3, "nugget": 0.1},
+            kernel="exponential",
+            random_state=1,
+        ),
+        index=frame.index,
+        name="z",
+    )
     est = gs.SpatialGP(kernel="exponential").fit(frame, y)
     new = frame.iloc[:5] + 0.01
     draws = est.sample_y(new, n_samples=3, random_state=2)
     assert isinstance(draws, pd.DataFrame) and list(draws.index) == list(new.index)
     assert list(draws.columns) == [0, 1, 2] and draws.columns.name == "sample"
-    with pytest.warns(UserWarning, match="feature names"):  # scikit-learn's warning for a bare array
+    with pytest.warns(
+        UserWarning, match="feature names"
+    ):  # scikit-learn's warning for a bare array
         bare = est.sample_y(new.to_numpy(), n_samples=3, random_state=2)
     np.testing.assert_array_equal(draws.to_numpy(), bare)

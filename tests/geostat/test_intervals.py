@@ -28,7 +28,9 @@ def data():
     """Exponential field with a nugget on 200 sites of the unit square."""
     rng = np.random.default_rng(13)
     X = rng.uniform(size=(200, 2))
-    y = 1.0 + gs.simulate(X, {"variance": 1.0, "range": 0.1, "nugget": 0.2}, kernel="exponential", random_state=5)
+    y = 1.0 + gs.simulate(
+        X, {"variance": 1.0, "range": 0.1, "nugget": 0.2}, kernel="exponential", random_state=5
+    )
     return X, y
 
 
@@ -50,8 +52,12 @@ def test_wald_is_estimate_plus_minus_z_stderr(fitted):
     assert Z == pytest.approx(1.96, abs=1e-4)
     for name, row in ci.iterrows():
         assert row["estimate"] == fitted.params_[name]
-        assert row["lower"] == pytest.approx(fitted.params_[name] - Z * fitted.stderr_[name], rel=1e-14)
-        assert row["upper"] == pytest.approx(fitted.params_[name] + Z * fitted.stderr_[name], rel=1e-14)
+        assert row["lower"] == pytest.approx(
+            fitted.params_[name] - Z * fitted.stderr_[name], rel=1e-14
+        )
+        assert row["upper"] == pytest.approx(
+            fitted.params_[name] + Z * fitted.stderr_[name], rel=1e-14
+        )
     assert ci.attrs == {"level": 0.95, "method": "wald"}
 
 
@@ -97,13 +103,17 @@ def test_profile_leaves_a_nugget_estimated_at_zero_when_holding_the_range_makes_
     the nugget's floor cannot see that (zero gradient in its logarithm)."""
     rng = np.random.default_rng([0, 14])
     X = rng.uniform(size=(250, 2))
-    y = gs.simulate(X, {"variance": 1.0, "range": 0.1, "nugget": 0.1}, kernel="exponential", random_state=rng)
+    y = gs.simulate(
+        X, {"variance": 1.0, "range": 0.1, "nugget": 0.1}, kernel="exponential", random_state=rng
+    )
     est = gs.SpatialGP(kernel="exponential").fit(X, y)
     assert est.params_["nugget"] == 0.0
     grid = [0.1, 0.15]
     brute = [gs.SpatialGP(kernel="exponential", fixed={"range": r}).fit(X, y) for r in grid]
     assert min(b.params_["nugget"] for b in brute) > 0.01
-    np.testing.assert_allclose(profile_loglik(est, "range", grid), [b.loglik_ for b in brute], atol=1e-4)
+    np.testing.assert_allclose(
+        profile_loglik(est, "range", grid), [b.loglik_ for b in brute], atol=1e-4
+    )
 
 
 def test_profile_of_the_variance_has_its_closed_form():
@@ -146,7 +156,11 @@ def test_a_nugget_estimated_at_zero_has_lower_endpoint_zero():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ci = est.confidence_intervals()
-    assert ci.loc["nugget", "lower"] == 0.0 and ci.loc["nugget", "at_bound"] and ci.loc["nugget", "one_sided"]
+    assert (
+        ci.loc["nugget", "lower"] == 0.0
+        and ci.loc["nugget", "at_bound"]
+        and ci.loc["nugget", "one_sided"]
+    )
     upper = ci.loc["nugget", "upper"]
     assert upper > 0
     deviance = 2 * (est.loglik_ - profile_loglik(est, "nugget", [upper])[0])
@@ -157,7 +171,9 @@ def test_a_nugget_estimated_at_zero_has_lower_endpoint_zero():
 
 def test_tlr_profile_uses_the_tlr_likelihood_and_agrees_with_exact():
     X = np.random.default_rng(1).uniform(size=(160, 2))
-    y = gs.simulate(X, {"variance": 1.0, "range": 0.1, "nugget": 0.1}, kernel="exponential", random_state=2)
+    y = gs.simulate(
+        X, {"variance": 1.0, "range": 0.1, "nugget": 0.1}, kernel="exponential", random_state=2
+    )
     exact = gs.SpatialGP(kernel="exponential").fit(X, y)
     tlr = gs.SpatialGP(kernel="exponential", method="tlr", tile_size=40).fit(X, y)
     assert tlr.method_ == "tlr"
@@ -167,7 +183,9 @@ def test_tlr_profile_uses_the_tlr_likelihood_and_agrees_with_exact():
     expected = exact.confidence_intervals().loc["range"]
     # TLR values at accuracy 1e-8 and a derivative-free search stopped at 0.05 standard
     # errors: log-likelihoods within ~1e-3, endpoints within ~1e-4 relative
-    assert (lower, upper, at_bound) == pytest.approx((expected["lower"], expected["upper"], False), rel=5e-3)
+    assert (lower, upper, at_bound) == pytest.approx(
+        (expected["lower"], expected["upper"], False), rel=5e-3
+    )
 
 
 def test_profiling_leaves_the_estimator_as_it_was(data, fitted, profile):
@@ -225,8 +243,11 @@ def test_the_profile_is_kept_with_the_fit_and_serves_later_intervals_and_plots(d
     assert ProfileLikelihood.of(est) is profile
     maximized = []
     original = ProfileLikelihood._maximize
-    monkeypatch.setattr(ProfileLikelihood, "_maximize",
-                        lambda self, name, value: maximized.append(name) or original(self, name, value))
+    monkeypatch.setattr(
+        ProfileLikelihood,
+        "_maximize",
+        lambda self, name, value: maximized.append(name) or original(self, name, value),
+    )
     again = est.confidence_intervals()
     assert again.equals(first) and maximized == []
     plotting.plot_profile(est, "range", n_points=3)

@@ -43,11 +43,20 @@ def test_the_critical_value_is_the_chi_bar_squared_quantile():
 
 def test_one_sided_wald_ends():
     z = stats.norm.ppf(0.9)
-    assert one_sided_wald(0.0, 0.5, 0.9, (0.0, 10.0), -1) == (0.0, pytest.approx(z * 0.5, rel=1e-15))
-    assert one_sided_wald(4.0, 0.5, 0.9, (0.01, 4.0), +1) == (pytest.approx(4.0 - z * 0.5, rel=1e-15), 4.0)
+    assert one_sided_wald(0.0, 0.5, 0.9, (0.0, 10.0), -1) == (
+        0.0,
+        pytest.approx(z * 0.5, rel=1e-15),
+    )
+    assert one_sided_wald(4.0, 0.5, 0.9, (0.01, 4.0), +1) == (
+        pytest.approx(4.0 - z * 0.5, rel=1e-15),
+        4.0,
+    )
     lower, upper = one_sided_wald(4.0, 0.5, 0.9, (0.01, 4.0), +1, logarithmic=True)
     assert (lower, upper) == (pytest.approx(4.0 * math.exp(-z * 0.5 / 4.0), rel=1e-15), 4.0)
-    assert one_sided_wald(0.0, math.inf, 0.9, (0.0, 10.0), -1) == (0.0, 10.0)  # no standard error: the box
+    assert one_sided_wald(0.0, math.inf, 0.9, (0.0, 10.0), -1) == (
+        0.0,
+        10.0,
+    )  # no standard error: the box
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +74,9 @@ def zero_nugget(smooth):
     return est
 
 
-def test_a_zero_nugget_has_a_one_sided_profile_interval_at_the_chi_bar_squared_quantile(smooth, zero_nugget):
+def test_a_zero_nugget_has_a_one_sided_profile_interval_at_the_chi_bar_squared_quantile(
+    smooth, zero_nugget
+):
     est = zero_nugget
     ci = est.confidence_intervals()
     assert list(ci.columns) == ["estimate", "lower", "upper", "at_bound", "one_sided"]
@@ -98,8 +109,13 @@ def test_wald_at_a_bound_is_one_sided_and_never_nan(method, smooth, zero_nugget)
 def test_wald_at_a_bound_takes_the_one_sided_profile_interval_when_it_is_known(zero_nugget):
     profile = zero_nugget.confidence_intervals(level=0.9)
     wald = zero_nugget.confidence_intervals(level=0.9, method="wald")
-    assert wald.loc["nugget", ["lower", "upper"]].tolist() == profile.loc["nugget", ["lower", "upper"]].tolist()
-    assert wald.loc["range", "upper"] != profile.loc["range", "upper"]  # inside the box: its own Wald interval
+    assert (
+        wald.loc["nugget", ["lower", "upper"]].tolist()
+        == profile.loc["nugget", ["lower", "upper"]].tolist()
+    )
+    assert (
+        wald.loc["range", "upper"] != profile.loc["range", "upper"]
+    )  # inside the box: its own Wald interval
 
 
 def test_a_range_on_its_upper_search_bound_is_one_sided_from_below():
@@ -109,22 +125,32 @@ def test_a_range_on_its_upper_search_bound_is_one_sided_from_below():
     X = rng.uniform(size=(150, 2))
     y = gs.simulate(X, {"variance": 1.0, "range": 0.2}, kernel="exponential", random_state=2)
     with pytest.warns(GeostatWarning, match="range ended on its bound"):
-        est = gs.SpatialGP(kernel="exponential", nugget=False, bounds={"range": (0.01, 0.06)}).fit(X, y)
+        est = gs.SpatialGP(kernel="exponential", nugget=False, bounds={"range": (0.01, 0.06)}).fit(
+            X, y
+        )
     assert estimate_at_bound(est) == {"range": 1}
     ci = est.confidence_intervals()
     row = ci.loc["range"]
     assert row["one_sided"] and row["at_bound"] and row["upper"] == pytest.approx(0.06, rel=1e-12)
     assert 0.01 < row["lower"] < row["estimate"]
-    held = gs.SpatialGP(kernel="exponential", nugget=False, fixed={"range": float(row["lower"])}).fit(X, y)
-    assert 2 * (est.loglik_ - est.log_likelihood(held.params_)) == pytest.approx(ONE_SIDED_DEVIANCE,
-                                                                                  abs=DEVIANCE_TOL)
+    held = gs.SpatialGP(
+        kernel="exponential", nugget=False, fixed={"range": float(row["lower"])}
+    ).fit(X, y)
+    assert 2 * (est.loglik_ - est.log_likelihood(held.params_)) == pytest.approx(
+        ONE_SIDED_DEVIANCE, abs=DEVIANCE_TOL
+    )
 
 
 def test_the_cli_prints_a_one_sided_interval_from_zero(smooth, tmp_path, capsys):
     X, y = smooth
     path = tmp_path / "sites.csv"
     pd.DataFrame({"x": X[:, 0], "y": X[:, 1], "z": y}).to_csv(path, index=False)
-    assert cli.main(["fit", str(path), "--value", "z", "--smoothness", "1.5", "--ci", "log-wald", "-q"]) == 0
+    assert (
+        cli.main(
+            ["fit", str(path), "--value", "z", "--smoothness", "1.5", "--ci", "log-wald", "-q"]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     cells = next(line for line in lines if line.startswith("nugget")).split()
     assert cells[1] == "0*" and cells[3] == "0" and float(cells[4]) > 0 and cells[-1] == "one-sided"

@@ -58,11 +58,14 @@ def test_closed_forms_match_general_path(nu):
     m_lo, g_lo = kernel.correlation_and_gradient(U, 1.0, smoothness=nu - delta)
     m, g = kernel.correlation_and_gradient(U, 1.0, smoothness=nu)
     np.testing.assert_allclose(0.5 * (m_hi + m_lo), m, rtol=1e-12, atol=1e-300)
-    np.testing.assert_allclose(0.5 * (g_hi["range"] + g_lo["range"]), g["range"], rtol=1e-11, atol=1e-17)
+    np.testing.assert_allclose(
+        0.5 * (g_hi["range"] + g_lo["range"]), g["range"], rtol=1e-11, atol=1e-17
+    )
     # The smoothness derivative at exactly nu is continuous with its neighbours (up to
     # the ~1e-11 absolute rounding of the finite difference where it tends to 0).
-    np.testing.assert_allclose(g["smoothness"], 0.5 * (g_hi["smoothness"] + g_lo["smoothness"]),
-                               rtol=1e-6, atol=1e-10)
+    np.testing.assert_allclose(
+        g["smoothness"], 0.5 * (g_hi["smoothness"] + g_lo["smoothness"]), rtol=1e-6, atol=1e-10
+    )
 
 
 @pytest.mark.parametrize("nu", [0.3, 1.3, 3.7, 7.2], ids=lambda v: f"nu={v}")
@@ -73,7 +76,23 @@ def test_matern_general_matches_direct_formula(nu):
 
 
 # ---------------------------------------------------------------- high precision reference
-MPMATH_NU = [0.01, 0.05, 0.3, 0.74, 1.0, 1.3, 1.9999999999, 2.0, 3.0, 3.3, 7.5, 13.0, 25.0, 50.0, 100.0]
+MPMATH_NU = [
+    0.01,
+    0.05,
+    0.3,
+    0.74,
+    1.0,
+    1.3,
+    1.9999999999,
+    2.0,
+    3.0,
+    3.3,
+    7.5,
+    13.0,
+    25.0,
+    50.0,
+    100.0,
+]
 MPMATH_U = [1e-8, 1e-4, 0.01, 0.3, 1.0, 2.0, 4.0, 10.0, 40.0, 150.0, 650.0, 1000.0]
 
 
@@ -91,7 +110,10 @@ def test_matern_against_mpmath(nu):
             assert m[i] < 1e-280
             continue
         assert m[i] == pytest.approx(float(ref_m), rel=1e-12), (u, "M")
-        assert grads["range"][i] == pytest.approx(float(ref_range), rel=1e-11, abs=1e-30), (u, "range")
+        assert grads["range"][i] == pytest.approx(float(ref_range), rel=1e-11, abs=1e-30), (
+            u,
+            "range",
+        )
 
 
 @pytest.mark.parametrize("nu", [0.05, 0.7, 1.3, 2.0, 3.3, 10.7, 50.0], ids=lambda v: f"nu={v}")
@@ -121,8 +143,9 @@ def test_matern_at_and_near_zero(nu):
     # for nu < 1 and u^2 / (4 (nu - 1)) for nu > 2.
     small = np.array([1e-4, 1e-3])
     if nu < 1:
-        expected = (math.gamma(1 - nu) / math.gamma(1 + nu) * (small / 2) ** (2 * nu)
-                    - (small / 2) ** 2 / (1 - nu))
+        expected = math.gamma(1 - nu) / math.gamma(1 + nu) * (small / 2) ** (2 * nu) - (
+            small / 2
+        ) ** 2 / (1 - nu)
     else:
         expected = small**2 / (4 * (nu - 1))
     np.testing.assert_allclose(1 - kernel.correlation(small, 1.0), expected, rtol=1e-3)
@@ -151,16 +174,19 @@ def test_matern_huge_distances_give_zero():
     assert np.all(m == 0) and all(np.all(g == 0) for g in grads.values())
 
 
-@pytest.mark.parametrize("kernel, shape", [
-    pytest.param(Matern(), {"smoothness": 0.01}, id="matern0.01"),
-    pytest.param(Matern(), {"smoothness": 1.2}, id="matern1.2"),
-    pytest.param(Matern(), {"smoothness": 100.0}, id="matern100"),
-    pytest.param(Matern(2.5), {}, id="matern2.5"),
-    pytest.param(PoweredExponential(), {"power": 0.05}, id="powexp0.05"),
-    pytest.param(PoweredExponential(), {"power": 2.0}, id="powexp2"),
-    pytest.param(Gaussian(), {}, id="gaussian"),
-    pytest.param(Exponential(), {}, id="exponential"),
-])
+@pytest.mark.parametrize(
+    "kernel, shape",
+    [
+        pytest.param(Matern(), {"smoothness": 0.01}, id="matern0.01"),
+        pytest.param(Matern(), {"smoothness": 1.2}, id="matern1.2"),
+        pytest.param(Matern(), {"smoothness": 100.0}, id="matern100"),
+        pytest.param(Matern(2.5), {}, id="matern2.5"),
+        pytest.param(PoweredExponential(), {"power": 0.05}, id="powexp0.05"),
+        pytest.param(PoweredExponential(), {"power": 2.0}, id="powexp2"),
+        pytest.param(Gaussian(), {}, id="gaussian"),
+        pytest.param(Exponential(), {}, id="exponential"),
+    ],
+)
 def test_extreme_distances_are_finite(kernel, shape):
     u = np.array([0.0, 5e-324, 1e-200, 1e-20, 1e-8, 0.3, 3.0, 700.0, 1e5, 1e10, 1e300, 1.7e308])
     with warnings.catch_warnings():
@@ -180,8 +206,9 @@ def test_exponential_equals_matern_half_and_power_one():
 
 def test_powered_exponential_two_equals_gaussian():
     d = np.linspace(0, 10, 101)
-    np.testing.assert_allclose(PoweredExponential(2.0).correlation(d, 1.7),
-                               Gaussian().correlation(d, 1.7), rtol=1e-15)
+    np.testing.assert_allclose(
+        PoweredExponential(2.0).correlation(d, 1.7), Gaussian().correlation(d, 1.7), rtol=1e-15
+    )
 
 
 @pytest.mark.parametrize("nu", [0.5, 1.5, 2.5, 0.7, 3.2], ids=lambda v: f"nu={v}")
@@ -233,14 +260,17 @@ def test_gradient_against_finite_differences(kernel, shape, param):
 
 
 # ---------------------------------------------------------------- positive definiteness
-@pytest.mark.parametrize("kernel, shape", [
-    pytest.param(Exponential(), {}, id="exponential"),
-    pytest.param(Matern(0.3), {}, id="matern0.3"),
-    pytest.param(Matern(1.5), {}, id="matern1.5"),
-    pytest.param(Matern(), {"smoothness": 3.3}, id="matern3.3"),
-    pytest.param(PoweredExponential(), {"power": 1.4}, id="powexp1.4"),
-    pytest.param(Gaussian(), {}, id="gaussian"),
-])
+@pytest.mark.parametrize(
+    "kernel, shape",
+    [
+        pytest.param(Exponential(), {}, id="exponential"),
+        pytest.param(Matern(0.3), {}, id="matern0.3"),
+        pytest.param(Matern(1.5), {}, id="matern1.5"),
+        pytest.param(Matern(), {"smoothness": 3.3}, id="matern3.3"),
+        pytest.param(PoweredExponential(), {"power": 1.4}, id="powexp1.4"),
+        pytest.param(Gaussian(), {}, id="gaussian"),
+    ],
+)
 def test_correlation_matrix_positive_definite(kernel, shape):
     x = np.random.default_rng(2).uniform(0, 1, (80, 2))
     r = squareform(kernel.correlation(pdist(x), 0.05, **shape))
@@ -260,12 +290,15 @@ def test_any_shape_and_inputs_not_mutated():
     assert Exponential().correlation([], 1.0).shape == (0,)
 
 
-@pytest.mark.parametrize("kernel, shape", [
-    pytest.param(Matern(), {"smoothness": 1.3}, id="matern-general"),
-    pytest.param(Matern(), {"smoothness": 25.0}, id="matern-series"),
-    pytest.param(Matern(), {"smoothness": 1.5}, id="matern-closed"),
-    pytest.param(PoweredExponential(), {"power": 0.8}, id="powexp"),
-])
+@pytest.mark.parametrize(
+    "kernel, shape",
+    [
+        pytest.param(Matern(), {"smoothness": 1.3}, id="matern-general"),
+        pytest.param(Matern(), {"smoothness": 25.0}, id="matern-series"),
+        pytest.param(Matern(), {"smoothness": 1.5}, id="matern-closed"),
+        pytest.param(PoweredExponential(), {"power": 0.8}, id="powexp"),
+    ],
+)
 def test_chunked_threaded_evaluation_is_identical(monkeypatch, kernel, shape):
     d = np.random.default_rng(4).exponential(size=5000)
     d[:10] = 0.0
@@ -288,14 +321,18 @@ def test_the_kernel_pool_serves_the_main_thread_alone(monkeypatch):
     d = np.random.default_rng(5).exponential(size=300_000)  # above _PARALLEL_MIN_SIZE: chunked
     pooled = []
     real = kernel_base._get_pool
-    monkeypatch.setattr(kernel_base, "_get_pool", lambda: pooled.append(threading.current_thread().name) or real())
+    monkeypatch.setattr(
+        kernel_base, "_get_pool", lambda: pooled.append(threading.current_thread().name) or real()
+    )
     previous = kernel_base.set_num_threads(2)
     try:
         expected = Exponential().correlation(d, 0.3)
         assert pooled == [threading.main_thread().name]
         pooled.clear()
         elsewhere = []
-        thread = threading.Thread(target=lambda: elsewhere.append(Exponential().correlation(d, 0.3)))
+        thread = threading.Thread(
+            target=lambda: elsewhere.append(Exponential().correlation(d, 0.3))
+        )
         thread.start()
         thread.join()
         assert not pooled  # its chunks ran one after the other in that thread
@@ -311,16 +348,19 @@ def test_a_forked_process_evaluates_its_chunks_itself():
     assert kernel_base._pool_serves_here()
 
 
-@pytest.mark.parametrize("d, range_, error", [
-    pytest.param([-1.0, 2.0], 1.0, ValueError, id="negative-distance"),
-    pytest.param([np.nan, 2.0], 1.0, ValueError, id="nan-distance"),
-    pytest.param([np.inf], 1.0, ValueError, id="inf-distance"),
-    pytest.param([1.0], 0.0, ValueError, id="zero-range"),
-    pytest.param([1.0], np.nan, ValueError, id="nan-range"),
-    pytest.param([1.0], "1", TypeError, id="string-range"),
-    pytest.param([1.0], np.array([1.0, 2.0]), TypeError, id="array-range"),
-    pytest.param(["a"], 1.0, TypeError, id="string-distance"),
-])
+@pytest.mark.parametrize(
+    "d, range_, error",
+    [
+        pytest.param([-1.0, 2.0], 1.0, ValueError, id="negative-distance"),
+        pytest.param([np.nan, 2.0], 1.0, ValueError, id="nan-distance"),
+        pytest.param([np.inf], 1.0, ValueError, id="inf-distance"),
+        pytest.param([1.0], 0.0, ValueError, id="zero-range"),
+        pytest.param([1.0], np.nan, ValueError, id="nan-range"),
+        pytest.param([1.0], "1", TypeError, id="string-range"),
+        pytest.param([1.0], np.array([1.0, 2.0]), TypeError, id="array-range"),
+        pytest.param(["a"], 1.0, TypeError, id="string-distance"),
+    ],
+)
 def test_call_argument_errors(d, range_, error):
     with pytest.raises(error):
         Matern(1.5).correlation(d, range_)
@@ -336,28 +376,42 @@ def test_shape_argument_errors():
     with pytest.raises(ValueError, match="0.5"):
         Exponential().correlation([1.0], 1.0, smoothness=1.5)
     # a given value overrides a fixed one; the fixed one equals itself
-    np.testing.assert_array_equal(Matern(1.5).correlation([1.0], 1.0, smoothness=1.5),
-                                  Matern(1.5).correlation([1.0], 1.0))
+    np.testing.assert_array_equal(
+        Matern(1.5).correlation([1.0], 1.0, smoothness=1.5), Matern(1.5).correlation([1.0], 1.0)
+    )
 
 
 # ---------------------------------------------------------------- construction and bookkeeping
-@pytest.mark.parametrize("factory, error", [
-    pytest.param(lambda: Matern(0.0), ValueError, id="smoothness-zero"),
-    pytest.param(lambda: Matern(-1.0), ValueError, id="smoothness-negative"),
-    pytest.param(lambda: Matern(np.inf), ValueError, id="smoothness-inf"),
-    pytest.param(lambda: Matern(101.0), ValueError, id="smoothness-too-large"),
-    pytest.param(lambda: Matern("1.5"), TypeError, id="smoothness-str"),
-    pytest.param(lambda: Matern(True), TypeError, id="smoothness-bool"),
-    pytest.param(lambda: PoweredExponential(0.0), ValueError, id="power-zero"),
-    pytest.param(lambda: PoweredExponential(2.5), ValueError, id="power-above-2"),
-    pytest.param(lambda: PoweredExponential([1.0]), TypeError, id="power-list"),
-    pytest.param(lambda: Matern(bounds={"smoothness": (2.0, 1.0)}), ValueError, id="bounds-reversed"),
-    pytest.param(lambda: Matern(bounds={"smoothness": (0.0, 1.0)}), ValueError, id="bounds-zero"),
-    pytest.param(lambda: Matern(bounds={"power": (0.5, 1.0)}), ValueError, id="bounds-unknown-key"),
-    pytest.param(lambda: Matern(bounds={"smoothness": 1.0}), TypeError, id="bounds-not-pair"),
-    pytest.param(lambda: Matern(bounds=[(0.1, 1.0)]), TypeError, id="bounds-not-dict"),
-    pytest.param(lambda: PoweredExponential(bounds={"power": (0.5, 3.0)}), ValueError, id="bounds-power-above-2"),
-])
+@pytest.mark.parametrize(
+    "factory, error",
+    [
+        pytest.param(lambda: Matern(0.0), ValueError, id="smoothness-zero"),
+        pytest.param(lambda: Matern(-1.0), ValueError, id="smoothness-negative"),
+        pytest.param(lambda: Matern(np.inf), ValueError, id="smoothness-inf"),
+        pytest.param(lambda: Matern(101.0), ValueError, id="smoothness-too-large"),
+        pytest.param(lambda: Matern("1.5"), TypeError, id="smoothness-str"),
+        pytest.param(lambda: Matern(True), TypeError, id="smoothness-bool"),
+        pytest.param(lambda: PoweredExponential(0.0), ValueError, id="power-zero"),
+        pytest.param(lambda: PoweredExponential(2.5), ValueError, id="power-above-2"),
+        pytest.param(lambda: PoweredExponential([1.0]), TypeError, id="power-list"),
+        pytest.param(
+            lambda: Matern(bounds={"smoothness": (2.0, 1.0)}), ValueError, id="bounds-reversed"
+        ),
+        pytest.param(
+            lambda: Matern(bounds={"smoothness": (0.0, 1.0)}), ValueError, id="bounds-zero"
+        ),
+        pytest.param(
+            lambda: Matern(bounds={"power": (0.5, 1.0)}), ValueError, id="bounds-unknown-key"
+        ),
+        pytest.param(lambda: Matern(bounds={"smoothness": 1.0}), TypeError, id="bounds-not-pair"),
+        pytest.param(lambda: Matern(bounds=[(0.1, 1.0)]), TypeError, id="bounds-not-dict"),
+        pytest.param(
+            lambda: PoweredExponential(bounds={"power": (0.5, 3.0)}),
+            ValueError,
+            id="bounds-power-above-2",
+        ),
+    ],
+)
 def test_constructor_errors(factory, error):
     with pytest.raises(error):
         factory()
@@ -395,32 +449,38 @@ def test_repr_eq_hash():
     assert isinstance(Matern(), Kernel)
 
 
-@pytest.mark.parametrize("kernel, valid", [
-    pytest.param(Exponential(), True, id="exponential"),
-    pytest.param(Matern(0.3), True, id="matern0.3"),
-    pytest.param(Matern(0.5), True, id="matern0.5"),
-    pytest.param(Matern(1.5), False, id="matern1.5"),
-    pytest.param(Matern(), False, id="matern-free"),
-    pytest.param(PoweredExponential(1.0), True, id="powexp1"),
-    pytest.param(PoweredExponential(1.5), False, id="powexp1.5"),
-    pytest.param(PoweredExponential(), False, id="powexp-free"),
-    pytest.param(Gaussian(), False, id="gaussian"),
-])
+@pytest.mark.parametrize(
+    "kernel, valid",
+    [
+        pytest.param(Exponential(), True, id="exponential"),
+        pytest.param(Matern(0.3), True, id="matern0.3"),
+        pytest.param(Matern(0.5), True, id="matern0.5"),
+        pytest.param(Matern(1.5), False, id="matern1.5"),
+        pytest.param(Matern(), False, id="matern-free"),
+        pytest.param(PoweredExponential(1.0), True, id="powexp1"),
+        pytest.param(PoweredExponential(1.5), False, id="powexp1.5"),
+        pytest.param(PoweredExponential(), False, id="powexp-free"),
+        pytest.param(Gaussian(), False, id="gaussian"),
+    ],
+)
 def test_great_circle_valid(kernel, valid):
     assert kernel.great_circle_valid is valid
 
 
 # ---------------------------------------------------------------- get_kernel
-@pytest.mark.parametrize("spec, smoothness, expected", [
-    pytest.param("matern", None, Matern(), id="matern-free"),
-    pytest.param("Matern", 1.5, Matern(1.5), id="matern-fixed-case"),
-    pytest.param("exponential", None, Exponential(), id="exponential"),
-    pytest.param("EXPONENTIAL", 0.5, Exponential(), id="exponential-0.5"),
-    pytest.param("powered_exponential", None, PoweredExponential(), id="powexp"),
-    pytest.param("powexp", None, PoweredExponential(), id="powexp-alias"),
-    pytest.param("gaussian", None, Gaussian(), id="gaussian"),
-    pytest.param("squared_exponential", None, Gaussian(), id="gaussian-alias"),
-])
+@pytest.mark.parametrize(
+    "spec, smoothness, expected",
+    [
+        pytest.param("matern", None, Matern(), id="matern-free"),
+        pytest.param("Matern", 1.5, Matern(1.5), id="matern-fixed-case"),
+        pytest.param("exponential", None, Exponential(), id="exponential"),
+        pytest.param("EXPONENTIAL", 0.5, Exponential(), id="exponential-0.5"),
+        pytest.param("powered_exponential", None, PoweredExponential(), id="powexp"),
+        pytest.param("powexp", None, PoweredExponential(), id="powexp-alias"),
+        pytest.param("gaussian", None, Gaussian(), id="gaussian"),
+        pytest.param("squared_exponential", None, Gaussian(), id="gaussian-alias"),
+    ],
+)
 def test_get_kernel_names(spec, smoothness, expected):
     kernel = get_kernel(spec, smoothness=smoothness)
     assert kernel == expected and type(kernel) is type(expected)

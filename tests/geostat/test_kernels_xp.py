@@ -14,7 +14,9 @@ from tlrcore.backends import cupy_available
 
 # 0, the smallest subnormal-free scales, the series/quadrature switch points of every
 # smoothness, the 1e5 cut-off, and far beyond it.
-U = np.concatenate([[0.0, 1e-300, 1e-200, 1e-12, 1e-8], np.logspace(-6, 3.2, 300), [1e4, 9.9e4, 1e5, 1.01e5, 1e9]])
+U = np.concatenate(
+    [[0.0, 1e-300, 1e-200, 1e-12, 1e-8], np.logspace(-6, 3.2, 300), [1e4, 9.9e4, 1e5, 1.01e5, 1e9]]
+)
 
 KERNELS = {
     "exponential": (Exponential(), {}),
@@ -22,7 +24,10 @@ KERNELS = {
     "powexp-1.3": (PoweredExponential(), {"power": 1.3}),
     "powexp-0.01": (PoweredExponential(), {"power": 0.01}),
     "powexp-fixed-2": (PoweredExponential(power=2.0), {}),
-    **{f"matern-{nu}": (Matern(), {"smoothness": nu}) for nu in (0.5, 1.5, 2.5, 0.05, 0.3, 0.9, 1.0, 1.3, 3.7, 13.0, 40.0)},
+    **{
+        f"matern-{nu}": (Matern(), {"smoothness": nu})
+        for nu in (0.5, 1.5, 2.5, 0.05, 0.3, 0.9, 1.0, 1.3, 3.7, 13.0, 40.0)
+    },
     **{f"matern-fixed-{nu}": (Matern(nu), {}) for nu in (0.5, 2.5, 0.7, 2.0)},
 }
 
@@ -87,7 +92,9 @@ def test_overwrite_d_gives_the_same_values_in_the_distances_own_memory(case, chu
     assert same(view, kept)
     frozen = d.copy()
     frozen.flags.writeable = False
-    assert same(kernel.evaluate(frozen, 0.3, values, overwrite_d=True)[0], plain) and same(frozen, kept)
+    assert same(kernel.evaluate(frozen, 0.3, values, overwrite_d=True)[0], plain) and same(
+        frozen, kept
+    )
     overwritten = kernel.evaluate(d, 0.3, values, overwrite_d=True)[0]
     assert same(overwritten, plain) and np.shares_memory(overwritten, d)
 
@@ -98,8 +105,9 @@ class DeviceFlags(np.ndarray):
     @property
     def flags(self):
         own = np.ndarray.flags.__get__(self)
-        return types.SimpleNamespace(c_contiguous=own.c_contiguous, f_contiguous=own.f_contiguous,
-                                     owndata=own.owndata)
+        return types.SimpleNamespace(
+            c_contiguous=own.c_contiguous, f_contiguous=own.f_contiguous, owndata=own.owndata
+        )
 
 
 @pytest.mark.parametrize("case", ["exponential", "matern-1.3"])
@@ -127,7 +135,11 @@ def test_shapes_are_kept_including_empty(shape):
 
 
 def test_array_namespace():
-    assert array_namespace(np.ones(2)) is np and array_namespace([1.0]) is np and array_namespace(2.0) is np
+    assert (
+        array_namespace(np.ones(2)) is np
+        and array_namespace([1.0]) is np
+        and array_namespace(2.0) is np
+    )
     assert array_namespace(np.float64(1.0)) is np
     module = types.ModuleType("fakexp")
 
@@ -167,7 +179,10 @@ def test_cupy_values_match_numpy(case):
     # exp(-t) inherits t's rounding as a relative error of a few ulp times t = -log m
     # (t is about 630 at 1e-274), hence the bound grows with t.
     t = -np.log(np.maximum(m_cpu, np.finfo(float).tiny))
-    np.testing.assert_array_less(np.abs(cupy.asnumpy(m) - m_cpu), 1e-13 * (1.0 + t) * m_cpu + 1e-300)
+    np.testing.assert_array_less(
+        np.abs(cupy.asnumpy(m) - m_cpu), 1e-13 * (1.0 + t) * m_cpu + 1e-300
+    )
     for name in g_cpu:
-        np.testing.assert_allclose(cupy.asnumpy(g[name]), g_cpu[name], rtol=1e-12,
-                                   atol=2e-12 * np.abs(g_cpu[name]).max())
+        np.testing.assert_allclose(
+            cupy.asnumpy(g[name]), g_cpu[name], rtol=1e-12, atol=2e-12 * np.abs(g_cpu[name]).max()
+        )

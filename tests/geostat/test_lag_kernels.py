@@ -74,8 +74,11 @@ def reference_correlation(a, b, theta):
     psi = 1.0 + tau**2
     beta = theta["separability"]
     u_s = spatial_scaled_distance(a[:, :-1], b[:, :-1], theta)
-    return (matern_reference(tau, theta["time_smoothness"]) * psi ** (-beta * d / 2.0)
-            * matern_reference(u_s * psi ** (-beta / 2.0), theta["smoothness"]))
+    return (
+        matern_reference(tau, theta["time_smoothness"])
+        * psi ** (-beta * d / 2.0)
+        * matern_reference(u_s * psi ** (-beta / 2.0), theta["smoothness"])
+    )
 
 
 def reference_covariance(coords, params):
@@ -92,7 +95,9 @@ def reference_loglik(coords, y, params):
     beta = np.linalg.solve(F.T @ CiF, CiF.T @ y)
     r = y - F @ beta
     logdet = 2.0 * np.sum(np.log(np.diag(factor[0])))
-    return -0.5 * (r @ scipy.linalg.cho_solve(factor, r) + logdet + len(y) * math.log(2.0 * math.pi))
+    return -0.5 * (
+        r @ scipy.linalg.cho_solve(factor, r) + logdet + len(y) * math.log(2.0 * math.pi)
+    )
 
 
 # ---------------------------------------------------------------- cases
@@ -107,50 +112,93 @@ def plane(n, seed, dim=2):
 def space_time(n_sites, n_times, seed, step=0.7):
     """Every site at every time: pairs at one site (u_s = 0) and at one time (tau = 0)."""
     S = plane(n_sites, seed)
-    return np.column_stack([np.repeat(S, n_times, axis=0), np.tile(step * np.arange(n_times), n_sites)])
+    return np.column_stack(
+        [np.repeat(S, n_times, axis=0), np.tile(step * np.arange(n_times), n_sites)]
+    )
 
 
-SPACE = {"exp": Exponential, "m15": lambda: Matern(smoothness=1.5), "m13": lambda: Matern(smoothness=1.3),
-         "free": Matern}
+SPACE = {
+    "exp": Exponential,
+    "m15": lambda: Matern(smoothness=1.5),
+    "m13": lambda: Matern(smoothness=1.3),
+    "free": Matern,
+}
 # (kernel factory, coordinates factory, parameters: range and every free shape parameter)
 CASES = {
-    "aniso2d-exp": (lambda: gs.Anisotropic(Exponential()), lambda s: plane(70, s),
-                    {"range": 0.3, "anisotropy_ratio": 0.4, "anisotropy_angle": 0.6}),
-    "aniso2d-matern15": (lambda: gs.Anisotropic(Matern(smoothness=1.5)), lambda s: plane(70, s),
-                         {"range": 0.2, "anisotropy_ratio": 0.3, "anisotropy_angle": 2.5}),
-    "aniso2d-matern13": (lambda: gs.Anisotropic(Matern()), lambda s: plane(70, s),
-                         {"range": 0.25, "smoothness": 1.3, "anisotropy_ratio": 0.5, "anisotropy_angle": -0.4}),
-    "aniso3d-vertical-exp": (lambda: gs.Anisotropic(Exponential(), vertical=True), lambda s: plane(70, s, 3),
-                             {"range": 0.3, "anisotropy_ratio": 0.5, "anisotropy_angle": 1.1,
-                              "vertical_range": 0.1}),
-    "aniso3d-vertical-matern13": (lambda: gs.Anisotropic(Matern(smoothness=1.3), vertical=True),
-                                  lambda s: plane(70, s, 3),
-                                  {"range": 0.3, "anisotropy_ratio": 0.6, "anisotropy_angle": 0.2,
-                                   "vertical_range": 0.15}),
-    "st-separable-exp-exp": (lambda: gs.SpaceTime(space="exponential", time="exponential", separability=0.0),
-                             lambda s: space_time(12, 6, s), {"range": 0.3, "time_range": 2.0}),
-    "st-gneiting-matern13-exp": (lambda: gs.SpaceTime(space=Matern(), time="exponential"),
-                                 lambda s: space_time(12, 6, s),
-                                 {"range": 0.2, "smoothness": 1.3, "time_range": 1.5, "separability": 0.5}),
-    "st-gneiting1-matern15-matern": (lambda: gs.SpaceTime(space=Matern(smoothness=1.5), time=Matern()),
-                                     lambda s: space_time(12, 6, s),
-                                     {"range": 0.2, "time_smoothness": 1.5, "time_range": 1.5, "separability": 1.0}),
-    "st-gneiting-aniso-exp-matern13": (lambda: gs.SpaceTime(space=gs.Anisotropic(Exponential()), time=Matern()),
-                                       lambda s: space_time(12, 6, s),
-                                       {"range": 0.3, "anisotropy_ratio": 0.4, "anisotropy_angle": 0.9,
-                                        "time_smoothness": 1.3, "time_range": 2.0, "separability": 0.7}),
-    "st-separable-aniso-matern15-exp": (lambda: gs.SpaceTime(space=gs.Anisotropic(Matern(smoothness=1.5)),
-                                                             time="exponential", separability=0.0),
-                                        lambda s: space_time(12, 6, s),
-                                        {"range": 0.25, "anisotropy_ratio": 0.5, "anisotropy_angle": 2.0,
-                                         "time_range": 1.0}),
-    "st-gneiting-aniso3d-matern13": (lambda: gs.SpaceTime(space=gs.Anisotropic(Matern(), vertical=True),
-                                                          time="exponential"),
-                                     lambda s: np.column_stack([np.repeat(plane(10, s, 3), 6, 0),
-                                                                np.tile(0.7 * np.arange(6), 10)]),
-                                     {"range": 0.3, "smoothness": 1.3, "anisotropy_ratio": 0.5,
-                                      "anisotropy_angle": 0.5, "vertical_range": 0.2, "time_range": 1.5,
-                                      "separability": 0.3}),
+    "aniso2d-exp": (
+        lambda: gs.Anisotropic(Exponential()),
+        lambda s: plane(70, s),
+        {"range": 0.3, "anisotropy_ratio": 0.4, "anisotropy_angle": 0.6},
+    ),
+    "aniso2d-matern15": (
+        lambda: gs.Anisotropic(Matern(smoothness=1.5)),
+        lambda s: plane(70, s),
+        {"range": 0.2, "anisotropy_ratio": 0.3, "anisotropy_angle": 2.5},
+    ),
+    "aniso2d-matern13": (
+        lambda: gs.Anisotropic(Matern()),
+        lambda s: plane(70, s),
+        {"range": 0.25, "smoothness": 1.3, "anisotropy_ratio": 0.5, "anisotropy_angle": -0.4},
+    ),
+    "aniso3d-vertical-exp": (
+        lambda: gs.Anisotropic(Exponential(), vertical=True),
+        lambda s: plane(70, s, 3),
+        {"range": 0.3, "anisotropy_ratio": 0.5, "anisotropy_angle": 1.1, "vertical_range": 0.1},
+    ),
+    "aniso3d-vertical-matern13": (
+        lambda: gs.Anisotropic(Matern(smoothness=1.3), vertical=True),
+        lambda s: plane(70, s, 3),
+        {"range": 0.3, "anisotropy_ratio": 0.6, "anisotropy_angle": 0.2, "vertical_range": 0.15},
+    ),
+    "st-separable-exp-exp": (
+        lambda: gs.SpaceTime(space="exponential", time="exponential", separability=0.0),
+        lambda s: space_time(12, 6, s),
+        {"range": 0.3, "time_range": 2.0},
+    ),
+    "st-gneiting-matern13-exp": (
+        lambda: gs.SpaceTime(space=Matern(), time="exponential"),
+        lambda s: space_time(12, 6, s),
+        {"range": 0.2, "smoothness": 1.3, "time_range": 1.5, "separability": 0.5},
+    ),
+    "st-gneiting1-matern15-matern": (
+        lambda: gs.SpaceTime(space=Matern(smoothness=1.5), time=Matern()),
+        lambda s: space_time(12, 6, s),
+        {"range": 0.2, "time_smoothness": 1.5, "time_range": 1.5, "separability": 1.0},
+    ),
+    "st-gneiting-aniso-exp-matern13": (
+        lambda: gs.SpaceTime(space=gs.Anisotropic(Exponential()), time=Matern()),
+        lambda s: space_time(12, 6, s),
+        {
+            "range": 0.3,
+            "anisotropy_ratio": 0.4,
+            "anisotropy_angle": 0.9,
+            "time_smoothness": 1.3,
+            "time_range": 2.0,
+            "separability": 0.7,
+        },
+    ),
+    "st-separable-aniso-matern15-exp": (
+        lambda: gs.SpaceTime(
+            space=gs.Anisotropic(Matern(smoothness=1.5)), time="exponential", separability=0.0
+        ),
+        lambda s: space_time(12, 6, s),
+        {"range": 0.25, "anisotropy_ratio": 0.5, "anisotropy_angle": 2.0, "time_range": 1.0},
+    ),
+    "st-gneiting-aniso3d-matern13": (
+        lambda: gs.SpaceTime(space=gs.Anisotropic(Matern(), vertical=True), time="exponential"),
+        lambda s: np.column_stack(
+            [np.repeat(plane(10, s, 3), 6, 0), np.tile(0.7 * np.arange(6), 10)]
+        ),
+        {
+            "range": 0.3,
+            "smoothness": 1.3,
+            "anisotropy_ratio": 0.5,
+            "anisotropy_angle": 0.5,
+            "vertical_range": 0.2,
+            "time_range": 1.5,
+            "separability": 0.3,
+        },
+    ),
 }
 IDS = list(CASES)
 
@@ -163,7 +211,10 @@ def make_case(case_id, seed=0):
     """Kernel, coordinates, the package's ``theta`` and the full parameters of the reference."""
     factory, coords, theta = CASES[case_id]
     kernel = factory()
-    full = {"range": theta["range"], **kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})}
+    full = {
+        "range": theta["range"],
+        **kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"}),
+    }
     return kernel, coords(seed), dict(theta), full
 
 
@@ -195,14 +246,23 @@ def test_blocks_entries_and_cross_correlation_match_reference(case_id):
     sites = Sites(X, distance_of(kernel), NUMPY)
     C = reference_covariance(X, {**full, "variance": 1.7, "nugget": 0.2})
     block = sites.covariance_block(kernel, params)
-    for rows, cols in [(np.arange(0, 30), np.arange(10, n)), (np.array([3, 5, 40, 41]), np.arange(20, 50))]:
+    for rows, cols in [
+        (np.arange(0, 30), np.arange(10, n)),
+        (np.array([3, 5, 40, 41]), np.arange(20, 50)),
+    ]:
         np.testing.assert_allclose(block(rows, cols), C[np.ix_(rows, cols)], rtol=rtol, atol=0)
     i = np.random.default_rng(1).integers(0, n, size=60)
-    j = np.concatenate([i[:20], np.random.default_rng(2).integers(0, n, size=40)])  # 20 diagonal entries
+    j = np.concatenate(
+        [i[:20], np.random.default_rng(2).integers(0, n, size=40)]
+    )  # 20 diagonal entries
     np.testing.assert_allclose(block.entries(i, j), C[i, j], rtol=rtol, atol=0)
-    a, b = X[: n // 2] + 0.01, X[n // 3:]
-    np.testing.assert_allclose(cross_correlation(kernel, distance_of(kernel), theta, a, b),
-                               reference_correlation(a, b, full), rtol=rtol, atol=0)
+    a, b = X[: n // 2] + 0.01, X[n // 3 :]
+    np.testing.assert_allclose(
+        cross_correlation(kernel, distance_of(kernel), theta, a, b),
+        reference_correlation(a, b, full),
+        rtol=rtol,
+        atol=0,
+    )
 
 
 @pytest.mark.parametrize("case_id", IDS, ids=IDS)
@@ -226,38 +286,81 @@ def test_correlation_derivatives_match_differences_of_the_reference(case_id):
         up, down = ({**full, name: full[name] + s * h} for s in (1.0, -1.0))
         if name == "separability" and full[name] == 1.0:  # one-sided at the bound: second order
             up, down, mid = dict(full), {**full, name: 1.0 - 2 * h}, {**full, name: 1.0 - h}
-            numeric = (3 * reference_correlation(X, X, up) - 4 * reference_correlation(X, X, mid)
-                       + reference_correlation(X, X, down)) / (2 * h)
+            numeric = (
+                3 * reference_correlation(X, X, up)
+                - 4 * reference_correlation(X, X, mid)
+                + reference_correlation(X, X, down)
+            ) / (2 * h)
         else:
-            numeric = (reference_correlation(X, X, up) - reference_correlation(X, X, down)) / (2 * h)
+            numeric = (reference_correlation(X, X, up) - reference_correlation(X, X, down)) / (
+                2 * h
+            )
         scale = np.max(np.abs(numeric))
         assert scale > 0, name
         np.testing.assert_allclose(D, numeric, rtol=0, atol=1e-6 * scale, err_msg=name)
         got = sites.gradient_block(kernel, theta, name)(rows, cols)
-        np.testing.assert_allclose(got, D[np.ix_(rows, cols)], rtol=1e-14, atol=1e-100, err_msg=name)
+        np.testing.assert_allclose(
+            got, D[np.ix_(rows, cols)], rtol=1e-14, atol=1e-100, err_msg=name
+        )
 
 
 # ---------------------------------------------------------------- 2-3. likelihood and gradient
 LIKELIHOOD_CASES = {
-    "aniso2d-matern13": (lambda: gs.Anisotropic(Matern()), lambda: plane(150, 3),
-                         {"variance": 1.3, "range": 0.25, "smoothness": 1.3, "anisotropy_ratio": 0.45,
-                          "anisotropy_angle": 0.8, "nugget": 0.1}),
-    "aniso3d-vertical-exp": (lambda: gs.Anisotropic(Exponential(), vertical=True), lambda: plane(150, 4, 3),
-                             {"variance": 0.9, "range": 0.3, "anisotropy_ratio": 0.5, "anisotropy_angle": 2.2,
-                              "vertical_range": 0.1, "nugget": 0.05}),
+    "aniso2d-matern13": (
+        lambda: gs.Anisotropic(Matern()),
+        lambda: plane(150, 3),
+        {
+            "variance": 1.3,
+            "range": 0.25,
+            "smoothness": 1.3,
+            "anisotropy_ratio": 0.45,
+            "anisotropy_angle": 0.8,
+            "nugget": 0.1,
+        },
+    ),
+    "aniso3d-vertical-exp": (
+        lambda: gs.Anisotropic(Exponential(), vertical=True),
+        lambda: plane(150, 4, 3),
+        {
+            "variance": 0.9,
+            "range": 0.3,
+            "anisotropy_ratio": 0.5,
+            "anisotropy_angle": 2.2,
+            "vertical_range": 0.1,
+            "nugget": 0.05,
+        },
+    ),
     "st-gneiting-aniso-matern15-maternT": (
         lambda: gs.SpaceTime(space=gs.Anisotropic(Matern(smoothness=1.5)), time=Matern()),
         lambda: space_time(20, 8, 5),
-        {"variance": 1.1, "range": 0.2, "anisotropy_ratio": 0.5, "anisotropy_angle": 0.4, "time_smoothness": 1.3,
-         "time_range": 2.0, "separability": 0.6, "nugget": 0.1}),
-    "st-gneiting-matern13-exp": (lambda: gs.SpaceTime(space=Matern(), time="exponential"),
-                                 lambda: space_time(20, 8, 6),
-                                 {"variance": 0.8, "range": 0.2, "smoothness": 1.3, "time_range": 1.5,
-                                  "separability": 0.4, "nugget": 0.08}),
-    "st-separable-exp-matern15": (lambda: gs.SpaceTime(space="exponential", time=Matern(smoothness=1.5),
-                                                       separability=0.0),
-                                  lambda: space_time(20, 8, 7),
-                                  {"variance": 1.0, "range": 0.3, "time_range": 1.2, "nugget": 0.1}),
+        {
+            "variance": 1.1,
+            "range": 0.2,
+            "anisotropy_ratio": 0.5,
+            "anisotropy_angle": 0.4,
+            "time_smoothness": 1.3,
+            "time_range": 2.0,
+            "separability": 0.6,
+            "nugget": 0.1,
+        },
+    ),
+    "st-gneiting-matern13-exp": (
+        lambda: gs.SpaceTime(space=Matern(), time="exponential"),
+        lambda: space_time(20, 8, 6),
+        {
+            "variance": 0.8,
+            "range": 0.2,
+            "smoothness": 1.3,
+            "time_range": 1.5,
+            "separability": 0.4,
+            "nugget": 0.08,
+        },
+    ),
+    "st-separable-exp-matern15": (
+        lambda: gs.SpaceTime(space="exponential", time=Matern(smoothness=1.5), separability=0.0),
+        lambda: space_time(20, 8, 7),
+        {"variance": 1.0, "range": 0.3, "time_range": 1.2, "nugget": 0.1},
+    ),
 }
 LIKELIHOOD_IDS = list(LIKELIHOOD_CASES)
 
@@ -265,9 +368,16 @@ LIKELIHOOD_IDS = list(LIKELIHOOD_CASES)
 def likelihood_case(case_id):
     factory, coords, params = LIKELIHOOD_CASES[case_id]
     kernel, X = factory(), coords()
-    full = {**params, **kernel.resolve_shape({k: v for k, v in params.items() if k in kernel.shape_names})}
+    full = {
+        **params,
+        **kernel.resolve_shape({k: v for k, v in params.items() if k in kernel.shape_names}),
+    }
     # data from the model itself, so that the gradient is of the size it has in a fit
-    y = np.linalg.cholesky(reference_covariance(X, full)) @ np.random.default_rng(11).normal(size=len(X)) + 2.0
+    y = (
+        np.linalg.cholesky(reference_covariance(X, full))
+        @ np.random.default_rng(11).normal(size=len(X))
+        + 2.0
+    )
     likelihood = ExactLikelihood(X, y[:, None], np.ones((len(X), 1)), kernel, distance_of(kernel))
     return kernel, X, y, params, full, likelihood
 
@@ -275,7 +385,9 @@ def likelihood_case(case_id):
 @pytest.mark.parametrize("case_id", LIKELIHOOD_IDS, ids=LIKELIHOOD_IDS)
 def test_exact_loglik_matches_reference(case_id):
     kernel, X, y, params, full, likelihood = likelihood_case(case_id)
-    assert likelihood.log_likelihood(params) == pytest.approx(reference_loglik(X, y, full), rel=1e-10)
+    assert likelihood.log_likelihood(params) == pytest.approx(
+        reference_loglik(X, y, full), rel=1e-10
+    )
 
 
 @pytest.mark.parametrize("case_id", LIKELIHOOD_IDS, ids=LIKELIHOOD_IDS)
@@ -293,8 +405,10 @@ def test_exact_loglik_gradient_matches_central_differences(case_id):
     that happens to be near zero at the parameters).
     """
     kernel, X, y, params, full, likelihood = likelihood_case(case_id)
-    theta, eta = {k: v for k, v in params.items() if k not in ("variance", "nugget")}, params["nugget"] / params[
-        "variance"]
+    theta, eta = (
+        {k: v for k, v in params.items() if k not in ("variance", "nugget")},
+        params["nugget"] / params["variance"],
+    )
     names = ["variance", "range", *kernel.free_shape, "nugget"]
     grad = likelihood.terms(theta, eta, gradient=True).full_gradient(params["variance"], eta, names)
     for name in names:
@@ -307,13 +421,19 @@ def test_exact_loglik_gradient_matches_central_differences(case_id):
 # ---------------------------------------------------------------- 4. positive definiteness
 def lonlat_region(n, seed, half_width=5.0, center=(10.0, 45.0)):
     rng = np.random.default_rng(seed)
-    return np.column_stack([center[0] + rng.uniform(-half_width, half_width, n),
-                            center[1] + rng.uniform(-half_width, half_width, n)])
+    return np.column_stack(
+        [
+            center[0] + rng.uniform(-half_width, half_width, n),
+            center[1] + rng.uniform(-half_width, half_width, n),
+        ]
+    )
 
 
 def lonlat_time(n_sites, n_times, seed):
     S = lonlat_region(n_sites, seed)
-    return np.column_stack([np.repeat(S, n_times, axis=0), np.tile(np.arange(float(n_times)), n_sites)])
+    return np.column_stack(
+        [np.repeat(S, n_times, axis=0), np.tile(np.arange(float(n_times)), n_sites)]
+    )
 
 
 TANGENT = TangentPlaneDistance((10.0, 45.0))
@@ -321,30 +441,66 @@ CHORDAL_TIME = SpaceTimeDistance(get_distance("chordal"))
 TANGENT_TIME = SpaceTimeDistance(TANGENT)
 # (kernel, coordinates, distance, theta): ranges of a tenth to a third of the extent
 PD_CASES = {
-    "aniso-ratio0.05-exp": (lambda: gs.Anisotropic(Exponential()), lambda: plane(200, 8), EUCLIDEAN,
-                            {"range": 0.5, "anisotropy_ratio": 0.05, "anisotropy_angle": 1.0}),
-    "aniso-ratio0.05-matern15": (lambda: gs.Anisotropic(Matern(smoothness=1.5)), lambda: plane(200, 8), EUCLIDEAN,
-                                 {"range": 0.3, "anisotropy_ratio": 0.05, "anisotropy_angle": 2.0}),
-    "aniso-ratio1-matern13": (lambda: gs.Anisotropic(Matern(smoothness=1.3)), lambda: plane(200, 8), EUCLIDEAN,
-                              {"range": 0.1, "anisotropy_ratio": 1.0, "anisotropy_angle": 0.3}),
-    "st-sep0-matern15": (lambda: gs.SpaceTime(space=Matern(smoothness=1.5), separability=0.0),
-                         lambda: space_time(25, 8, 9), SPACE_TIME, {"range": 0.15, "time_range": 2.0}),
-    "st-sep1-matern15": (lambda: gs.SpaceTime(space=Matern(smoothness=1.5), separability=1.0),
-                         lambda: space_time(25, 8, 9), SPACE_TIME, {"range": 0.15, "time_range": 2.0}),
-    "st-sep1-aniso-ratio0.05": (lambda: gs.SpaceTime(space=gs.Anisotropic(Exponential()), separability=1.0),
-                                lambda: space_time(25, 8, 9), SPACE_TIME,
-                                {"range": 0.5, "anisotropy_ratio": 0.05, "anisotropy_angle": 0.5,
-                                 "time_range": 3.0}),
-    "st-chordal-sep0": (lambda: gs.SpaceTime(space=Matern(smoothness=1.5), separability=0.0),
-                        lambda: lonlat_time(25, 8, 10), CHORDAL_TIME, {"range": 200.0, "time_range": 2.0}),
-    "st-chordal-sep1": (lambda: gs.SpaceTime(space=Matern(smoothness=1.3), separability=1.0),
-                        lambda: lonlat_time(25, 8, 10), CHORDAL_TIME, {"range": 200.0, "time_range": 2.0}),
-    "tangent-aniso-matern15": (lambda: gs.Anisotropic(Matern(smoothness=1.5)), lambda: lonlat_region(200, 11),
-                               TANGENT, {"range": 300.0, "anisotropy_ratio": 0.2, "anisotropy_angle": 0.7}),
-    "tangent-st-aniso-sep0.5": (lambda: gs.SpaceTime(space=gs.Anisotropic(Exponential()), separability=0.5),
-                                lambda: lonlat_time(25, 8, 12), TANGENT_TIME,
-                                {"range": 400.0, "anisotropy_ratio": 0.1, "anisotropy_angle": 2.5,
-                                 "time_range": 2.0}),
+    "aniso-ratio0.05-exp": (
+        lambda: gs.Anisotropic(Exponential()),
+        lambda: plane(200, 8),
+        EUCLIDEAN,
+        {"range": 0.5, "anisotropy_ratio": 0.05, "anisotropy_angle": 1.0},
+    ),
+    "aniso-ratio0.05-matern15": (
+        lambda: gs.Anisotropic(Matern(smoothness=1.5)),
+        lambda: plane(200, 8),
+        EUCLIDEAN,
+        {"range": 0.3, "anisotropy_ratio": 0.05, "anisotropy_angle": 2.0},
+    ),
+    "aniso-ratio1-matern13": (
+        lambda: gs.Anisotropic(Matern(smoothness=1.3)),
+        lambda: plane(200, 8),
+        EUCLIDEAN,
+        {"range": 0.1, "anisotropy_ratio": 1.0, "anisotropy_angle": 0.3},
+    ),
+    "st-sep0-matern15": (
+        lambda: gs.SpaceTime(space=Matern(smoothness=1.5), separability=0.0),
+        lambda: space_time(25, 8, 9),
+        SPACE_TIME,
+        {"range": 0.15, "time_range": 2.0},
+    ),
+    "st-sep1-matern15": (
+        lambda: gs.SpaceTime(space=Matern(smoothness=1.5), separability=1.0),
+        lambda: space_time(25, 8, 9),
+        SPACE_TIME,
+        {"range": 0.15, "time_range": 2.0},
+    ),
+    "st-sep1-aniso-ratio0.05": (
+        lambda: gs.SpaceTime(space=gs.Anisotropic(Exponential()), separability=1.0),
+        lambda: space_time(25, 8, 9),
+        SPACE_TIME,
+        {"range": 0.5, "anisotropy_ratio": 0.05, "anisotropy_angle": 0.5, "time_range": 3.0},
+    ),
+    "st-chordal-sep0": (
+        lambda: gs.SpaceTime(space=Matern(smoothness=1.5), separability=0.0),
+        lambda: lonlat_time(25, 8, 10),
+        CHORDAL_TIME,
+        {"range": 200.0, "time_range": 2.0},
+    ),
+    "st-chordal-sep1": (
+        lambda: gs.SpaceTime(space=Matern(smoothness=1.3), separability=1.0),
+        lambda: lonlat_time(25, 8, 10),
+        CHORDAL_TIME,
+        {"range": 200.0, "time_range": 2.0},
+    ),
+    "tangent-aniso-matern15": (
+        lambda: gs.Anisotropic(Matern(smoothness=1.5)),
+        lambda: lonlat_region(200, 11),
+        TANGENT,
+        {"range": 300.0, "anisotropy_ratio": 0.2, "anisotropy_angle": 0.7},
+    ),
+    "tangent-st-aniso-sep0.5": (
+        lambda: gs.SpaceTime(space=gs.Anisotropic(Exponential()), separability=0.5),
+        lambda: lonlat_time(25, 8, 12),
+        TANGENT_TIME,
+        {"range": 400.0, "anisotropy_ratio": 0.1, "anisotropy_angle": 2.5, "time_range": 2.0},
+    ),
 }
 PD_IDS = list(PD_CASES)
 
@@ -388,16 +544,41 @@ def tlr_error_scales(C, y, accuracy):
 
 
 TLR_CASES = {
-    "gneiting-matern15-exp": (lambda: gs.SpaceTime(space=Matern(smoothness=1.5), time="exponential"),
-                              {"variance": 1.0, "range": 0.15, "smoothness": 1.5, "time_range": 3.0,
-                               "separability": 0.5, "nugget": 0.05}),
-    "separable-aniso-exp-matern15": (lambda: gs.SpaceTime(space=gs.Anisotropic(Exponential()),
-                                                          time=Matern(smoothness=1.5), separability=0.0),
-                                     {"variance": 1.0, "range": 0.3, "anisotropy_ratio": 0.3,
-                                      "anisotropy_angle": math.pi / 6, "time_range": 3.0, "nugget": 0.05}),
-    "separable-aniso-exp-exp": (lambda: gs.SpaceTime(space=gs.Anisotropic(Exponential()), separability=0.0),
-                                {"variance": 1.0, "range": 0.3, "anisotropy_ratio": 0.3,
-                                 "anisotropy_angle": math.pi / 6, "time_range": 3.0, "nugget": 0.05}),
+    "gneiting-matern15-exp": (
+        lambda: gs.SpaceTime(space=Matern(smoothness=1.5), time="exponential"),
+        {
+            "variance": 1.0,
+            "range": 0.15,
+            "smoothness": 1.5,
+            "time_range": 3.0,
+            "separability": 0.5,
+            "nugget": 0.05,
+        },
+    ),
+    "separable-aniso-exp-matern15": (
+        lambda: gs.SpaceTime(
+            space=gs.Anisotropic(Exponential()), time=Matern(smoothness=1.5), separability=0.0
+        ),
+        {
+            "variance": 1.0,
+            "range": 0.3,
+            "anisotropy_ratio": 0.3,
+            "anisotropy_angle": math.pi / 6,
+            "time_range": 3.0,
+            "nugget": 0.05,
+        },
+    ),
+    "separable-aniso-exp-exp": (
+        lambda: gs.SpaceTime(space=gs.Anisotropic(Exponential()), separability=0.0),
+        {
+            "variance": 1.0,
+            "range": 0.3,
+            "anisotropy_ratio": 0.3,
+            "anisotropy_angle": math.pi / 6,
+            "time_range": 3.0,
+            "nugget": 0.05,
+        },
+    ),
 }
 # A separable model with an exponential temporal correlation on equally spaced times is a
 # Kronecker product whose temporal factor is Markov (T(t1, t3) = T(t1, t2) T(t2, t3)): an
@@ -419,7 +600,10 @@ def test_tlr_loglik_within_its_accuracy_contract(case_id):
     factory, params = TLR_CASES[case_id]
     kernel = factory()
     X = space_time(100, 20, 13, step=1.0)
-    full = {**params, **kernel.resolve_shape({k: v for k, v in params.items() if k in kernel.shape_names})}
+    full = {
+        **params,
+        **kernel.resolve_shape({k: v for k, v in params.items() if k in kernel.shape_names}),
+    }
     C = reference_covariance(X, full)
     y = np.linalg.cholesky(C) @ np.random.default_rng(14).normal(size=len(X))
     args = (X, y[:, None], np.ones((len(X), 1)), kernel, SPACE_TIME)
@@ -432,26 +616,41 @@ def test_tlr_loglik_within_its_accuracy_contract(case_id):
 
 
 # ---------------------------------------------------------------- 6. angle, names, special cases
-@pytest.mark.parametrize("angle, wrapped", [(0.3, 0.3), (math.pi + 0.3, 0.3), (-0.3, math.pi - 0.3),
-                                            (math.pi, 0.0), (-1.5 * math.pi, 0.5 * math.pi), (7.0, 7.0 - 2 * math.pi)],
-                         ids=["inside", "plus-pi", "negative", "pi", "minus-3pi/2", "plus-2pi"])
+@pytest.mark.parametrize(
+    "angle, wrapped",
+    [
+        (0.3, 0.3),
+        (math.pi + 0.3, 0.3),
+        (-0.3, math.pi - 0.3),
+        (math.pi, 0.0),
+        (-1.5 * math.pi, 0.5 * math.pi),
+        (7.0, 7.0 - 2 * math.pi),
+    ],
+    ids=["inside", "plus-pi", "negative", "pi", "minus-3pi/2", "plus-2pi"],
+)
 def test_angle_is_reported_in_zero_pi(angle, wrapped):
-    for kernel in (gs.Anisotropic(Exponential()), gs.SpaceTime(space=gs.Anisotropic(Exponential()))):
+    for kernel in (
+        gs.Anisotropic(Exponential()),
+        gs.SpaceTime(space=gs.Anisotropic(Exponential())),
+    ):
         got = kernel.wrap({"range": 1.0, "anisotropy_angle": angle})
         assert 0.0 <= got["anisotropy_angle"] < math.pi
         assert got["anisotropy_angle"] == pytest.approx(wrapped, abs=1e-15)
         assert got["range"] == 1.0
 
 
-@pytest.mark.parametrize("case_id", ["aniso2d-matern15", "st-gneiting-aniso-exp-matern13"],
-                         ids=["aniso", "space-time"])
+@pytest.mark.parametrize(
+    "case_id", ["aniso2d-matern15", "st-gneiting-aniso-exp-matern13"], ids=["aniso", "space-time"]
+)
 def test_correlation_is_pi_periodic_in_the_angle(case_id):
     """Shifting the angle by pi changes cos and sin by rounding only (1e-16 relative)."""
     kernel, X, theta, _ = make_case(case_id)
     sites = Sites(X, distance_of(kernel), NUMPY)
     R = sites.correlation(kernel, theta)[0]
     for shift in (math.pi, -math.pi, 2 * math.pi):
-        shifted = sites.correlation(kernel, {**theta, "anisotropy_angle": theta["anisotropy_angle"] + shift})[0]
+        shifted = sites.correlation(
+            kernel, {**theta, "anisotropy_angle": theta["anisotropy_angle"] + shift}
+        )[0]
         np.testing.assert_allclose(shifted, R, rtol=1e-12, atol=0)
 
 
@@ -463,8 +662,10 @@ def test_ratio_one_equals_isotropic(family):
     sites = Sites(X, EUCLIDEAN, NUMPY)
     isotropic = sites.correlation(SPACE[family](), {"range": 0.2})[0]
     for angle in (0.0, 0.7, 2.9):
-        anisotropic = sites.correlation(gs.Anisotropic(SPACE[family]()),
-                                        {"range": 0.2, "anisotropy_ratio": 1.0, "anisotropy_angle": angle})[0]
+        anisotropic = sites.correlation(
+            gs.Anisotropic(SPACE[family]()),
+            {"range": 0.2, "anisotropy_ratio": 1.0, "anisotropy_angle": angle},
+        )[0]
         np.testing.assert_allclose(anisotropic, isotropic, rtol=1e-12, atol=0)
 
 
@@ -487,7 +688,14 @@ def test_separable_space_time_is_the_product(space):
     S = kernel.lag_evaluate([dx, dy, np.zeros_like(dt)], 0.2, resolved)[0]
     T = kernel.lag_evaluate([np.zeros_like(dx), np.zeros_like(dy), dt], 0.2, resolved)[0]
     np.testing.assert_array_equal(R, S * T)
-    full = {"range": 0.2, "smoothness": nu, **shape, "time_smoothness": 1.5, "time_range": 1.5, "separability": 0.0}
+    full = {
+        "range": 0.2,
+        "smoothness": nu,
+        **shape,
+        "time_smoothness": 1.5,
+        "time_range": 1.5,
+        "separability": 0.0,
+    }
     np.testing.assert_allclose(S * T, reference_correlation(X, X, full), rtol=2e-12, atol=0)
 
 
@@ -500,36 +708,95 @@ def _fit(X, y=None, **settings):
 
 
 _LONLAT = pd.DataFrame(lonlat_region(40, 17), columns=["lon", "lat"])
-_WIDE = pd.DataFrame({"lon": np.linspace(-60.0, 60.0, 40), "lat": np.linspace(-40.0, 40.0, 40)[::-1] % 80 - 40})
+_WIDE = pd.DataFrame(
+    {"lon": np.linspace(-60.0, 60.0, 40), "lat": np.linspace(-40.0, 40.0, 40)[::-1] % 80 - 40}
+)
 _LONLAT_TIME = _LONLAT.assign(time=np.arange(40.0))
 BAD_INPUT = {
-    "ratio-zero": (lambda: gs.Anisotropic(Exponential(), ratio=0.0), ValueError, "anisotropy_ratio"),
-    "ratio-negative": (lambda: gs.Anisotropic(Exponential(), ratio=-0.5), ValueError, "anisotropy_ratio"),
-    "ratio-above-one": (lambda: gs.Anisotropic(Exponential(), ratio=1.2), ValueError, "anisotropy_ratio"),
-    "angle-nan": (lambda: gs.Anisotropic(Exponential(), angle=float("nan")), ValueError, "anisotropy_angle"),
-    "angle-string": (lambda: gs.Anisotropic(Exponential(), angle="30deg"), (TypeError, ValueError),
-                     "anisotropy_angle"),
+    "ratio-zero": (
+        lambda: gs.Anisotropic(Exponential(), ratio=0.0),
+        ValueError,
+        "anisotropy_ratio",
+    ),
+    "ratio-negative": (
+        lambda: gs.Anisotropic(Exponential(), ratio=-0.5),
+        ValueError,
+        "anisotropy_ratio",
+    ),
+    "ratio-above-one": (
+        lambda: gs.Anisotropic(Exponential(), ratio=1.2),
+        ValueError,
+        "anisotropy_ratio",
+    ),
+    "angle-nan": (
+        lambda: gs.Anisotropic(Exponential(), angle=float("nan")),
+        ValueError,
+        "anisotropy_angle",
+    ),
+    "angle-string": (
+        lambda: gs.Anisotropic(Exponential(), angle="30deg"),
+        (TypeError, ValueError),
+        "anisotropy_angle",
+    ),
     "separability-negative": (lambda: gs.SpaceTime(separability=-0.1), ValueError, "separability"),
     "separability-above-one": (lambda: gs.SpaceTime(separability=1.5), ValueError, "separability"),
-    "separability-nan": (lambda: gs.SpaceTime(separability=float("nan")), ValueError, "separability"),
-    "anisotropy-elliptic": (lambda: _fit(plane(30, 0), kernel="exponential", anisotropy="elliptic"),
-                            ValueError, "anisotropy"),
-    "vertical-on-lonlat": (lambda: _fit(_LONLAT, kernel=gs.Anisotropic(Exponential(), vertical=True)),
-                           ValueError, "vertical"),
-    "great-circle-space-time": (lambda: _fit(_LONLAT_TIME, kernel=gs.SpaceTime(space="exponential"),
-                                             distance="great_circle"), ValueError, "distance"),
-    "great-circle-space-time-distance": (lambda: SpaceTimeDistance(get_distance("great_circle")), ValueError,
-                                         "distance"),
-    "anisotropy-beyond-45-degrees": (lambda: _fit(_WIDE, kernel="exponential", anisotropy="geometric"),
-                                     ValueError, "anisotrop"),
-    "space-time-one-column": (lambda: _fit(plane(30, 0)[:, :1], kernel=gs.SpaceTime(space="exponential")),
-                              ValueError, "X|coordinate"),
-    "space-time-one-column-axes": (lambda: gs.SpaceTime(space="exponential").check_axes(1, False), ValueError,
-                                   "spatial coordinates"),
-    "time-without-space-time-kernel": (lambda: _fit(plane(30, 0), kernel="exponential", time=1), ValueError,
-                                       "time"),
-    "anisotropic-family-structured": (lambda: gs.Anisotropic(gs.Anisotropic(Exponential())), TypeError, "kernel"),
-    "space-time-time-structured": (lambda: gs.SpaceTime(time=gs.Anisotropic(Exponential())), TypeError, "time"),
+    "separability-nan": (
+        lambda: gs.SpaceTime(separability=float("nan")),
+        ValueError,
+        "separability",
+    ),
+    "anisotropy-elliptic": (
+        lambda: _fit(plane(30, 0), kernel="exponential", anisotropy="elliptic"),
+        ValueError,
+        "anisotropy",
+    ),
+    "vertical-on-lonlat": (
+        lambda: _fit(_LONLAT, kernel=gs.Anisotropic(Exponential(), vertical=True)),
+        ValueError,
+        "vertical",
+    ),
+    "great-circle-space-time": (
+        lambda: _fit(
+            _LONLAT_TIME, kernel=gs.SpaceTime(space="exponential"), distance="great_circle"
+        ),
+        ValueError,
+        "distance",
+    ),
+    "great-circle-space-time-distance": (
+        lambda: SpaceTimeDistance(get_distance("great_circle")),
+        ValueError,
+        "distance",
+    ),
+    "anisotropy-beyond-45-degrees": (
+        lambda: _fit(_WIDE, kernel="exponential", anisotropy="geometric"),
+        ValueError,
+        "anisotrop",
+    ),
+    "space-time-one-column": (
+        lambda: _fit(plane(30, 0)[:, :1], kernel=gs.SpaceTime(space="exponential")),
+        ValueError,
+        "X|coordinate",
+    ),
+    "space-time-one-column-axes": (
+        lambda: gs.SpaceTime(space="exponential").check_axes(1, False),
+        ValueError,
+        "spatial coordinates",
+    ),
+    "time-without-space-time-kernel": (
+        lambda: _fit(plane(30, 0), kernel="exponential", time=1),
+        ValueError,
+        "time",
+    ),
+    "anisotropic-family-structured": (
+        lambda: gs.Anisotropic(gs.Anisotropic(Exponential())),
+        TypeError,
+        "kernel",
+    ),
+    "space-time-time-structured": (
+        lambda: gs.SpaceTime(time=gs.Anisotropic(Exponential())),
+        TypeError,
+        "time",
+    ),
     "vertical-not-bool": (lambda: gs.Anisotropic(Exponential(), vertical=1), TypeError, "vertical"),
 }
 
@@ -542,8 +809,13 @@ def test_bad_input_is_refused_naming_the_argument(case_id):
 
 
 # ---------------------------------------------------------------- 8. recovery of an anisotropy
-RECOVERY_TRUTH = {"variance": 1.0, "range": 0.25, "anisotropy_ratio": 0.3, "anisotropy_angle": math.pi / 6,
-                  "nugget": 0.1}
+RECOVERY_TRUTH = {
+    "variance": 1.0,
+    "range": 0.25,
+    "anisotropy_ratio": 0.3,
+    "anisotropy_angle": math.pi / 6,
+    "nugget": 0.1,
+}
 
 
 @pytest.fixture(scope="module", params=[0, 1], ids=["seed0", "seed1"])
@@ -559,21 +831,32 @@ def anisotropic_fit(request):
 
 def test_anisotropy_is_recovered_within_three_standard_errors(anisotropic_fit):
     est, _, _ = anisotropic_fit
-    assert {"anisotropy_ratio", "anisotropy_angle", "range", "variance", "nugget"} <= set(est.params_)
+    assert {"anisotropy_ratio", "anisotropy_angle", "range", "variance", "nugget"} <= set(
+        est.params_
+    )
     angle, ratio = est.params_["anisotropy_angle"], est.params_["anisotropy_ratio"]
     assert 0.0 <= angle < math.pi
     # the angle is identified modulo pi: the error is the shortest way round
     error = (angle - RECOVERY_TRUTH["anisotropy_angle"] + math.pi / 2) % math.pi - math.pi / 2
     assert abs(error) <= 3 * est.stderr_["anisotropy_angle"]
     assert abs(ratio - RECOVERY_TRUTH["anisotropy_ratio"]) <= 3 * est.stderr_["anisotropy_ratio"]
-    assert 0 < est.stderr_["anisotropy_angle"] < math.pi / 4 and 0 < est.stderr_["anisotropy_ratio"] < 0.3
+    assert (
+        0 < est.stderr_["anisotropy_angle"] < math.pi / 4
+        and 0 < est.stderr_["anisotropy_ratio"] < 0.3
+    )
 
 
 def test_fitted_estimator_loglik_matches_reference(anisotropic_fit):
     """SpatialGP.log_likelihood (through the data scaling of the fit) at parameters other than
     the estimate, against the reference."""
     est, X, y = anisotropic_fit
-    params = {"variance": 1.2, "range": 0.2, "anisotropy_ratio": 0.4, "anisotropy_angle": 0.8, "nugget": 0.15}
+    params = {
+        "variance": 1.2,
+        "range": 0.2,
+        "anisotropy_ratio": 0.4,
+        "anisotropy_angle": 0.8,
+        "nugget": 0.15,
+    }
     expected = reference_loglik(X, y, {**params, "smoothness": 0.5})
     assert est.log_likelihood(params) == pytest.approx(expected, rel=1e-10)
 
@@ -583,23 +866,47 @@ def space_time_fit():
     """An exact fit of a Gneiting field (exponential in space and time) with an estimated
     anisotropy, 15 sites x 10 times."""
     X = space_time(15, 10, 22, step=1.0)
-    full = {"variance": 1.0, "range": 0.3, "smoothness": 0.5, "time_smoothness": 0.5, "time_range": 3.0,
-            "separability": 0.5, "nugget": 0.1}
-    y = np.linalg.cholesky(reference_covariance(X, full)) @ np.random.default_rng(23).normal(size=len(X))
+    full = {
+        "variance": 1.0,
+        "range": 0.3,
+        "smoothness": 0.5,
+        "time_smoothness": 0.5,
+        "time_range": 3.0,
+        "separability": 0.5,
+        "nugget": 0.1,
+    }
+    y = np.linalg.cholesky(reference_covariance(X, full)) @ np.random.default_rng(23).normal(
+        size=len(X)
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", gs.GeostatWarning)
-        est = gs.SpatialGP(kernel=gs.SpaceTime(space="exponential", time="exponential"), anisotropy="geometric",
-                           method="exact").fit(X, y)
+        est = gs.SpatialGP(
+            kernel=gs.SpaceTime(space="exponential", time="exponential"),
+            anisotropy="geometric",
+            method="exact",
+        ).fit(X, y)
     return est, X, y
 
 
 def test_space_time_fit_reports_the_new_parameters(space_time_fit):
     est, X, y = space_time_fit
-    assert {"time_range", "separability", "anisotropy_ratio", "anisotropy_angle"} <= set(est.params_)
-    assert 0.0 <= est.params_["separability"] <= 1.0 and 0.0 <= est.params_["anisotropy_angle"] < math.pi
+    assert {"time_range", "separability", "anisotropy_ratio", "anisotropy_angle"} <= set(
+        est.params_
+    )
+    assert (
+        0.0 <= est.params_["separability"] <= 1.0
+        and 0.0 <= est.params_["anisotropy_angle"] < math.pi
+    )
     assert 0.0 < est.params_["anisotropy_ratio"] <= 1.0 and est.params_["time_range"] > 0
-    params = {"variance": 1.1, "range": 0.25, "anisotropy_ratio": 0.6, "anisotropy_angle": 1.0, "time_range": 2.0,
-              "separability": 0.3, "nugget": 0.1}
+    params = {
+        "variance": 1.1,
+        "range": 0.25,
+        "anisotropy_ratio": 0.6,
+        "anisotropy_angle": 1.0,
+        "time_range": 2.0,
+        "separability": 0.3,
+        "nugget": 0.1,
+    }
     expected = reference_loglik(X, y, {**params, "smoothness": 0.5, "time_smoothness": 0.5})
     assert est.log_likelihood(params) == pytest.approx(expected, rel=1e-10)
 
@@ -607,8 +914,16 @@ def test_space_time_fit_reports_the_new_parameters(space_time_fit):
 @pytest.mark.parametrize("name", ["separability", "anisotropy_angle"])
 def test_loglik_at_zero_separability_and_zero_angle(space_time_fit, name):
     est, X, y = space_time_fit
-    params = {"variance": 1.1, "range": 0.25, "anisotropy_ratio": 0.6, "anisotropy_angle": 1.0, "time_range": 2.0,
-              "separability": 0.3, "nugget": 0.1, name: 0.0}
+    params = {
+        "variance": 1.1,
+        "range": 0.25,
+        "anisotropy_ratio": 0.6,
+        "anisotropy_angle": 1.0,
+        "time_range": 2.0,
+        "separability": 0.3,
+        "nugget": 0.1,
+        name: 0.0,
+    }
     expected = reference_loglik(X, y, {**params, "smoothness": 0.5, "time_smoothness": 0.5})
     assert est.log_likelihood(params) == pytest.approx(expected, rel=1e-10)
 
@@ -616,6 +931,12 @@ def test_loglik_at_zero_separability_and_zero_angle(space_time_fit, name):
 def test_loglik_at_a_negative_angle(anisotropic_fit):
     """The angle is pi-periodic: -0.5 is the direction pi - 0.5."""
     est, X, y = anisotropic_fit
-    params = {"variance": 1.2, "range": 0.2, "anisotropy_ratio": 0.4, "anisotropy_angle": -0.5, "nugget": 0.15}
+    params = {
+        "variance": 1.2,
+        "range": 0.2,
+        "anisotropy_ratio": 0.4,
+        "anisotropy_angle": -0.5,
+        "nugget": 0.15,
+    }
     expected = reference_loglik(X, y, {**params, "smoothness": 0.5})
     assert est.log_likelihood(params) == pytest.approx(expected, rel=1e-10)

@@ -22,7 +22,9 @@ from geostat.solvers import NUMPY
 def _space_time_points(n_sites, n_times, seed=0):
     rng = np.random.default_rng(seed)
     sites = rng.uniform(size=(n_sites, 2))
-    return np.column_stack([np.repeat(sites, n_times, axis=0), np.tile(np.arange(n_times, dtype=float), n_sites)])
+    return np.column_stack(
+        [np.repeat(sites, n_times, axis=0), np.tile(np.arange(n_times, dtype=float), n_sites)]
+    )
 
 
 def test_ordering_points_give_time_the_spatial_extent():
@@ -69,8 +71,14 @@ def _anisotropic_field(n=150, seed=3):
     rng = np.random.default_rng(seed)
     X = rng.uniform(size=(n, 2))
     kernel = gs.Anisotropic(gs.Exponential())
-    params = {"variance": 1.0, "range": 0.4, "nugget": 0.05, "smoothness": 0.5, "anisotropy_ratio": 0.3,
-              "anisotropy_angle": math.radians(30)}
+    params = {
+        "variance": 1.0,
+        "range": 0.4,
+        "nugget": 0.05,
+        "smoothness": 0.5,
+        "anisotropy_ratio": 0.3,
+        "anisotropy_angle": math.radians(30),
+    }
     C = Sites(X, EUCLIDEAN, NUMPY).covariance_block(kernel, params)(np.arange(n), np.arange(n))
     return X, np.linalg.cholesky(C) @ rng.standard_normal(n)
 
@@ -78,7 +86,9 @@ def _anisotropic_field(n=150, seed=3):
 @pytest.fixture(scope="module")
 def anisotropic_fit():
     X, y = _anisotropic_field()
-    return gs.SpatialGP(kernel="exponential", anisotropy="geometric", method="exact", n_starts=1).fit(X, y)
+    return gs.SpatialGP(
+        kernel="exponential", anisotropy="geometric", method="exact", n_starts=1
+    ).fit(X, y)
 
 
 def test_variogram_plot_draws_both_axes(anisotropic_fit):
@@ -105,7 +115,9 @@ def test_profile_interval_of_the_angle_contains_the_estimate(anisotropic_fit):
     assert 0 <= row["estimate"] < math.pi
 
 
-@pytest.mark.filterwarnings("ignore:the Fisher information is singular")  # white noise: no range to identify
+@pytest.mark.filterwarnings(
+    "ignore:the Fisher information is singular"
+)  # white noise: no range to identify
 def test_space_time_variogram_pairs_sites_at_one_time():
     pytest.importorskip("matplotlib")
     import matplotlib
@@ -115,8 +127,9 @@ def test_space_time_variogram_pairs_sites_at_one_time():
 
     X = _space_time_points(25, 6, seed=4)
     y = np.random.default_rng(5).standard_normal(X.shape[0])
-    est = gs.SpatialGP(kernel=gs.SpaceTime(space="exponential", separability=0.0), method="exact",
-                       n_starts=1).fit(X, y)
+    est = gs.SpatialGP(
+        kernel=gs.SpaceTime(space="exponential", separability=0.0), method="exact", n_starts=1
+    ).fit(X, y)
     ax = plot_variogram(est)
     pairs = [c for c in ax.collections if c.get_gid() == "empirical"]
     assert pairs, "the empirical variogram is drawn"
@@ -136,8 +149,15 @@ def test_lag_kernels_run_the_gpu_code_paths(method):
     X = _space_time_points(40, 8, seed=6)
     y = np.random.default_rng(7).standard_normal((X.shape[0], 1))
     kernel = gs.SpaceTime(space=gs.Anisotropic(gs.Exponential()), time="exponential")
-    params = {"variance": 1.0, "range": 0.3, "anisotropy_ratio": 0.5, "anisotropy_angle": 0.4, "time_range": 2.0,
-              "separability": 0.5, "nugget": 0.1}
+    params = {
+        "variance": 1.0,
+        "range": 0.3,
+        "anisotropy_ratio": 0.5,
+        "anisotropy_angle": 0.4,
+        "time_range": 2.0,
+        "separability": 0.5,
+        "nugget": 0.1,
+    }
     args = (method, X, y, np.ones((X.shape[0], 1)), kernel, SpaceTimeDistance(EUCLIDEAN), False)
     options = {"accuracy": 1e-9, "tile_size": 64} if method == "tlr" else {}
     on_cpu = make_likelihood(*args, **options).log_likelihood(params)
@@ -145,15 +165,34 @@ def test_lag_kernels_run_the_gpu_code_paths(method):
     if method == "exact":
         assert on_standin == pytest.approx(on_cpu, rel=1e-10)
     else:
-        sigma = tlr_loglik_error_scale(X, y, np.ones((X.shape[0], 1)), kernel, params, 1e-9,
-                                       distance=SpaceTimeDistance(EUCLIDEAN))
+        sigma = tlr_loglik_error_scale(
+            X,
+            y,
+            np.ones((X.shape[0], 1)),
+            kernel,
+            params,
+            1e-9,
+            distance=SpaceTimeDistance(EUCLIDEAN),
+        )
         assert abs(on_standin - on_cpu) <= 6 * sigma
 
 
-@pytest.mark.parametrize("kernel, settings, match", [
-    (gs.SpaceTime(space="exponential"), {}, r"single time \(0\).*'time_range' cannot be estimated"),
-    ("exponential", {"anisotropy": "geometric"}, r"single value of the third coordinate.*'vertical_range'"),
-], ids=["one-time", "flat-third-coordinate"])
+@pytest.mark.parametrize(
+    "kernel, settings, match",
+    [
+        (
+            gs.SpaceTime(space="exponential"),
+            {},
+            r"single time \(0\).*'time_range' cannot be estimated",
+        ),
+        (
+            "exponential",
+            {"anisotropy": "geometric"},
+            r"single value of the third coordinate.*'vertical_range'",
+        ),
+    ],
+    ids=["one-time", "flat-third-coordinate"],
+)
 def test_an_axis_with_a_single_value_is_refused(kernel, settings, match):
     rng = np.random.default_rng(8)
     X = np.column_stack([rng.uniform(size=(30, 2)), np.zeros(30)])

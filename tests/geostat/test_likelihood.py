@@ -5,15 +5,15 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 from scipy.stats import multivariate_normal
+from strategies import tlr_loglik_error_scale
 
 import geostat as gs
 from geostat import covariance
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
 from geostat.likelihood import ExactLikelihood
-from geostat.optimize.objective import Objective
 from geostat.optimize import ParameterSpace
-from strategies import tlr_loglik_error_scale
+from geostat.optimize.objective import Objective
 
 PARAMS = {
     "exponential": {"variance": 1.3, "range": 0.2, "nugget": 0.05},
@@ -55,11 +55,17 @@ def test_no_trend_matches_multivariate_normal(kernel, sites, rng):
 def test_gls_trend_matches_multivariate_normal(trend, sites, rng):
     params = PARAMS["matern"]
     C = dense_cov("matern", sites, params)
-    F = np.ones((len(sites), 1)) if trend == "constant" else np.column_stack([np.ones(len(sites)), sites])
+    F = (
+        np.ones((len(sites), 1))
+        if trend == "constant"
+        else np.column_stack([np.ones(len(sites)), sites])
+    )
     y = F @ rng.normal(size=F.shape[1]) + np.linalg.cholesky(C) @ rng.standard_normal(len(sites))
     beta = gls_reference(C, F, y)
     expected = multivariate_normal(F @ beta, C).logpdf(y)
-    assert gs.log_likelihood(sites, y, params, kernel="matern", trend=trend) == pytest.approx(expected, rel=1e-10)
+    assert gs.log_likelihood(sites, y, params, kernel="matern", trend=trend) == pytest.approx(
+        expected, rel=1e-10
+    )
 
 
 def test_design_matrix_and_covariate_columns_agree(sites, rng):
@@ -86,7 +92,9 @@ def test_replicates_with_missing_sum_over_observed(sites, rng):
         obs = ~np.isnan(Y[:, j])
         Cj, Fj, yj = C[np.ix_(obs, obs)], np.ones((obs.sum(), 1)), Y[obs, j]
         expected += multivariate_normal(Fj @ gls_reference(Cj, Fj, yj), Cj).logpdf(yj)
-    assert gs.log_likelihood(sites, Y, params, kernel="exponential") == pytest.approx(expected, rel=1e-10)
+    assert gs.log_likelihood(sites, Y, params, kernel="exponential") == pytest.approx(
+        expected, rel=1e-10
+    )
 
 
 def test_reml_matches_explicit_formula(sites, rng):
@@ -126,14 +134,27 @@ def test_objective_gradient_matches_finite_differences(case, sites, rng):
     y[:5, 1] = np.nan
     F = np.column_stack([np.ones(len(sites)), sites[:, 0]])
     lik = ExactLikelihood(sites, y, F, kern, get_distance("euclidean"), reml=reml)
-    space = ParameterSpace(kern, nugget=nugget, fixed=fixed, max_distance=lik.max_distance, data_variance=1.0)
+    space = ParameterSpace(
+        kern, nugget=nugget, fixed=fixed, max_distance=lik.max_distance, data_variance=1.0
+    )
     objective = Objective(lik, space)
-    start = {"variance": 0.9, "range": 0.2, "smoothness": 1.2, "power": 1.3, "ratio": 0.1, "nugget": 0.08}
+    start = {
+        "variance": 0.9,
+        "range": 0.2,
+        "smoothness": 1.2,
+        "power": 1.3,
+        "ratio": 0.1,
+        "nugget": 0.08,
+    }
     z = space.to_z({k: start[k] for k in space.names})
     _, grad = objective(z)
     h = 1e-6
     numeric = [
-        (objective.evaluate(z + h * e, gradient=False) - objective.evaluate(z - h * e, gradient=False)) / (2 * h)
+        (
+            objective.evaluate(z + h * e, gradient=False)
+            - objective.evaluate(z - h * e, gradient=False)
+        )
+        / (2 * h)
         for e in np.eye(len(z))
     ]
     np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
@@ -162,7 +183,9 @@ def test_fisher_information_matches_dense_formula(sites, rng):
 def test_not_positive_definite_is_reported(rng):
     X = np.repeat(rng.uniform(size=(10, 2)), 2, axis=0)
     with pytest.raises(gs.NotPositiveDefiniteError) as info:
-        gs.log_likelihood(X, rng.normal(size=20), {"variance": 1.0, "range": 0.1}, kernel="exponential")
+        gs.log_likelihood(
+            X, rng.normal(size=20), {"variance": 1.0, "range": 0.1}, kernel="exponential"
+        )
     assert info.value.tile == 0
     assert "nugget" in str(info.value)
 
@@ -179,7 +202,16 @@ def test_not_positive_definite_is_reported(rng):
         ({"variance": "1", "range": 0.1}, TypeError),
         ([1.0, 0.1], TypeError),
     ],
-    ids=["negative-variance", "zero-range", "infinite-range", "negative-nugget", "missing-range", "unknown-key", "string", "list"],
+    ids=[
+        "negative-variance",
+        "zero-range",
+        "infinite-range",
+        "negative-nugget",
+        "missing-range",
+        "unknown-key",
+        "string",
+        "list",
+    ],
 )
 def test_bad_params_raise(params, error, sites, rng):
     with pytest.raises(error, match="params"):
@@ -209,7 +241,9 @@ def test_tabulated_kernel_path_matches_direct_evaluation(smoothness, rng, monkey
             return super().evaluate(*args)
 
     monkeypatch.setattr(covariance, "LogDistanceTable", Spy)
-    R, dR = ExactLikelihood(X, y, np.ones((700, 1)), kern, get_distance("euclidean")).correlation(theta, gradient=True)
+    R, dR = ExactLikelihood(X, y, np.ones((700, 1)), kern, get_distance("euclidean")).correlation(
+        theta, gradient=True
+    )
     assert tables
     monkeypatch.setattr(covariance, "TABULATE_PAIRS", (0, 0))
     direct = ExactLikelihood(X, y, np.ones((700, 1)), kern, get_distance("euclidean"))
@@ -217,18 +251,30 @@ def test_tabulated_kernel_path_matches_direct_evaluation(smoothness, rng, monkey
     assert len(tables) == 1
     np.testing.assert_allclose(R, R0, rtol=0, atol=1e-12)
     for name in dR0:
-        np.testing.assert_allclose(dR[name], dR0[name], rtol=0, atol=1e-11 * np.abs(dR0[name]).max())
+        np.testing.assert_allclose(
+            dR[name], dR0[name], rtol=0, atol=1e-11 * np.abs(dR0[name]).max()
+        )
 
 
 @pytest.mark.parametrize(
     "kernel, params, trend, reml",
     [
         ("exponential", {"variance": 1.3, "range": 0.1, "nugget": 0.05}, "constant", False),
-        ("matern", {"variance": 0.8, "range": 0.08, "smoothness": 1.5, "nugget": 0.01}, "linear", False),
+        (
+            "matern",
+            {"variance": 0.8, "range": 0.08, "smoothness": 1.5, "nugget": 0.01},
+            "linear",
+            False,
+        ),
         # slow (17 s): every entry a Bessel quadrature; TLR with a general smoothness is also
         # checked against dense by test_tlr_covariance (matern08), REML by test_tlr_fit
-        pytest.param("matern", {"variance": 0.8, "range": 0.08, "smoothness": 0.9, "nugget": 0.01}, "linear", True,
-                     marks=pytest.mark.slow),
+        pytest.param(
+            "matern",
+            {"variance": 0.8, "range": 0.08, "smoothness": 0.9, "nugget": 0.01},
+            "linear",
+            True,
+            marks=pytest.mark.slow,
+        ),
     ],
     ids=["exp-constant", "matern15-linear", "matern09-reml"],
 )
@@ -240,8 +286,17 @@ def test_tlr_loglik_converges_to_exact(kernel, params, trend, reml):
     exact = gs.log_likelihood(X, y, params, kernel=kernel, trend=trend, reml=reml)
 
     def error(accuracy):
-        tlr = gs.log_likelihood(X, y, params, kernel=kernel, trend=trend, reml=reml, method="tlr",
-                                accuracy=accuracy, tile_size=256)
+        tlr = gs.log_likelihood(
+            X,
+            y,
+            params,
+            kernel=kernel,
+            trend=trend,
+            reml=reml,
+            method="tlr",
+            accuracy=accuracy,
+            tile_size=256,
+        )
         return abs(tlr - exact)
 
     loose, tight = error(1e-6), error(1e-9)
@@ -258,9 +313,9 @@ def test_tlr_loglik_converges_to_exact(kernel, params, trend, reml):
 def test_method_auto_and_bad_method(sites, rng):
     y = rng.normal(size=len(sites))
     params = PARAMS["exponential"]
-    assert gs.log_likelihood(sites, y, params, kernel="exponential", method="auto") == gs.log_likelihood(
-        sites, y, params, kernel="exponential"
-    )
+    assert gs.log_likelihood(
+        sites, y, params, kernel="exponential", method="auto"
+    ) == gs.log_likelihood(sites, y, params, kernel="exponential")
     with pytest.raises(ValueError, match="method"):
         gs.log_likelihood(sites, y, params, kernel="exponential", method="fast")
 
@@ -277,6 +332,8 @@ def test_standard_errors_of_a_parameter_without_information_are_inf_without_over
     params = {"variance": 1.0, "range": 0.3, "nugget": 0.0}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        stderr, covariance, _ = standard_errors(NoInformationOnRange(), params, ["variance", "range"])
+        stderr, covariance, _ = standard_errors(
+            NoInformationOnRange(), params, ["variance", "range"]
+        )
     assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
     assert stderr["range"] == np.inf and np.isfinite(stderr["variance"])

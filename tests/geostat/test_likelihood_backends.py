@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from scipy.linalg import cho_factor, cho_solve
 from scipy.spatial.distance import cdist
+from standin import StandIn
+from strategies import tlr_loglik_error_scale
 
 import geostat as gs
 import geostat.estimator
@@ -28,8 +30,6 @@ from geostat.likelihood import (
 )
 from geostat.likelihood.dense import dense_bytes
 from geostat.solvers import NUMPY, get_backend
-from standin import StandIn
-from strategies import tlr_loglik_error_scale
 from tlrcore.backends import NumpyBackend, cupy_available
 
 BACKENDS = [
@@ -60,9 +60,16 @@ def with_close_pairs(points):
 
 
 DISTANCES = {
-    "euclidean-2d": ("euclidean", lambda: with_close_pairs(np.random.default_rng(1).uniform(size=(60, 2))), cdist),
-    "euclidean-3d-offset": ("euclidean", lambda: with_close_pairs(1e3 + np.random.default_rng(2).normal(size=(60, 3))),
-                            cdist),
+    "euclidean-2d": (
+        "euclidean",
+        lambda: with_close_pairs(np.random.default_rng(1).uniform(size=(60, 2))),
+        cdist,
+    ),
+    "euclidean-3d-offset": (
+        "euclidean",
+        lambda: with_close_pairs(1e3 + np.random.default_rng(2).normal(size=(60, 3))),
+        cdist,
+    ),
     "euclidean-1d": ("euclidean", lambda: np.random.default_rng(3).uniform(size=(40, 1)), cdist),
     "chordal": ("chordal", lambda: with_close_pairs(lonlat(60, 4)), chordal),
     "great-circle": ("great_circle", lambda: with_close_pairs(lonlat(60, 5)), great_circle),
@@ -89,31 +96,52 @@ def test_correlation_matrix_matches_the_kernel_on_all_pairs(case, backend):
     coords = make()
     kernel, theta = Matern(), {"range": 0.3 if name == "euclidean" else 200.0, "smoothness": 1.3}
     R, dR = Sites(coords, get_distance(name), backend).correlation(kernel, theta, gradient=True)
-    expected, grads = kernel.correlation_and_gradient(reference(coords, coords), theta["range"], smoothness=1.3)
+    expected, grads = kernel.correlation_and_gradient(
+        reference(coords, coords), theta["range"], smoothness=1.3
+    )
     np.fill_diagonal(expected, 1.0)
     np.testing.assert_allclose(backend.to_host(R), expected, rtol=1e-12, atol=1e-15)
     assert set(dR) == {"range", "smoothness"}
     for key, D in dR.items():
         # Near zero distance a derivative is a difference of terms of order one, so device
         # and host differ there by tens of ulp absolutely (3.6e-15 seen on an H100).
-        np.testing.assert_allclose(backend.to_host(D), grads[key] - np.diag(np.diag(grads[key])), rtol=1e-10,
-                                   atol=1e-13 * max(1.0, np.abs(grads[key]).max()))
+        np.testing.assert_allclose(
+            backend.to_host(D),
+            grads[key] - np.diag(np.diag(grads[key])),
+            rtol=1e-10,
+            atol=1e-13 * max(1.0, np.abs(grads[key]).max()),
+        )
 
 
 # ---------------------------------------------------------------- covariance blocks
 BLOCK_CASES = {
-    "matern-1.3-nugget": (Matern(), {"variance": 1.7, "range": 0.2, "smoothness": 1.3, "nugget": 0.3}, "euclidean"),
+    "matern-1.3-nugget": (
+        Matern(),
+        {"variance": 1.7, "range": 0.2, "smoothness": 1.3, "nugget": 0.3},
+        "euclidean",
+    ),
     "matern-2.5": (Matern(2.5), {"variance": 0.4, "range": 0.1, "nugget": 0.0}, "euclidean"),
-    "powexp-chordal": (PoweredExponential(), {"variance": 2.0, "range": 150.0, "power": 1.5, "nugget": 0.1},
-                       "chordal"),
-    "exponential-great-circle": (Exponential(), {"variance": 1.0, "range": 300.0, "nugget": 0.2}, "great_circle"),
+    "powexp-chordal": (
+        PoweredExponential(),
+        {"variance": 2.0, "range": 150.0, "power": 1.5, "nugget": 0.1},
+        "chordal",
+    ),
+    "exponential-great-circle": (
+        Exponential(),
+        {"variance": 1.0, "range": 300.0, "nugget": 0.2},
+        "great_circle",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(BLOCK_CASES))
 def test_covariance_blocks_match_the_kernel(case, backend):
     kernel, params, distance_name = BLOCK_CASES[case]
-    coords = lonlat(900, 6) if distance_name != "euclidean" else np.random.default_rng(6).uniform(size=(900, 2))
+    coords = (
+        lonlat(900, 6)
+        if distance_name != "euclidean"
+        else np.random.default_rng(6).uniform(size=(900, 2))
+    )
     distance = get_distance(distance_name)
     block = Sites(coords, distance, backend).covariance_block(kernel, params)
     shape = {k: params[k] for k in kernel.shape_names if k in params}
@@ -123,8 +151,9 @@ def test_covariance_blocks_match_the_kernel(case, backend):
         "scattered": (rng.choice(900, 50, replace=False), rng.choice(900, 70, replace=False)),
     }
     for rows, cols in blocks.values():
-        expected = params["variance"] * kernel.correlation(distance.cross(coords[rows], coords[cols]), params["range"],
-                                                           **shape)
+        expected = params["variance"] * kernel.correlation(
+            distance.cross(coords[rows], coords[cols]), params["range"], **shape
+        )
         expected[rows[:, None] == cols[None, :]] += params["nugget"]
         got = backend.to_host(block(backend.xp.asarray(rows), backend.xp.asarray(cols)))
         # a costly kernel is interpolated (geostat.kernels.tabulation.RadialTable): within
@@ -166,7 +195,11 @@ def reference_loglik(X, Y, F, kernel, params, reml):
         n, p = v.size, f.shape[1]
         beta = np.linalg.solve(f.T @ cho_solve(c, f), f.T @ cho_solve(c, v)) if p else np.zeros(0)
         r = v - f @ beta
-        total += -0.5 * (r @ cho_solve(c, r) + 2 * np.log(np.diag(c[0])).sum() + (n - p * reml) * np.log(2 * np.pi))
+        total += -0.5 * (
+            r @ cho_solve(c, r)
+            + 2 * np.log(np.diag(c[0])).sum()
+            + (n - p * reml) * np.log(2 * np.pi)
+        )
         if reml and p:
             total -= 0.5 * np.linalg.slogdet(f.T @ cho_solve(c, f))[1]
     return total
@@ -194,7 +227,9 @@ def test_log_likelihood_matches_the_dense_reference(case, method, data, backend)
         assert lik.log_likelihood(params) == pytest.approx(expected, rel=1e-10)
     else:
         # the TLR error is tr(G E) with ||E||_F <= 2 accuracy ||C||_F (strategies.tlr_loglik_error_scale)
-        sigma = tlr_loglik_error_scale(X, Y, F if trend else F[:, :0], lik.kernel, params, 1e-9, reml=reml)
+        sigma = tlr_loglik_error_scale(
+            X, Y, F if trend else F[:, :0], lik.kernel, params, 1e-9, reml=reml
+        )
         assert abs(lik.log_likelihood(params) - expected) <= 3 * sigma + 1e-9 * abs(expected)
     coef, coef_cov = lik.gls(params)
     assert coef.shape == (3, F.shape[1] if trend else 0) and np.all(np.isfinite(coef_cov))
@@ -216,15 +251,27 @@ def test_exact_terms_and_information_agree_across_back_ends(case, data, backend)
         assert got.trace[key] == pytest.approx(expected.trace[key], rel=1e-10)
     params = {"variance": 1.3, **theta, "nugget": 1.3 * eta}
     names = ["variance", "range", *other.kernel.free_shape, "nugget"]
-    np.testing.assert_allclose(other.fisher_information(params, names), cpu.fisher_information(params, names),
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        other.fisher_information(params, names), cpu.fisher_information(params, names), rtol=1e-10
+    )
     np.testing.assert_allclose(other.gls(params)[0], cpu.gls(params)[0], rtol=1e-10, atol=1e-12)
     assert other.loglik_error(params) == 0.0
 
 
 def test_likelihood_bookkeeping_is_the_same_on_every_back_end(data, backend):
-    cpu, other = (likelihood("exact", data, "exponential", True, False, b) for b in (NUMPY, backend))
-    for attribute in ("n", "n_obs", "n_eff", "n_coef", "n_replicates", "has_gradient", "method", "accuracy"):
+    cpu, other = (
+        likelihood("exact", data, "exponential", True, False, b) for b in (NUMPY, backend)
+    )
+    for attribute in (
+        "n",
+        "n_obs",
+        "n_eff",
+        "n_coef",
+        "n_replicates",
+        "has_gradient",
+        "method",
+        "accuracy",
+    ):
         assert getattr(other, attribute) == getattr(cpu, attribute)
     assert other.min_distance == cpu.min_distance and other.max_distance == cpu.max_distance
     sub = other.subset(np.arange(40))
@@ -235,11 +282,17 @@ def test_likelihood_bookkeeping_is_the_same_on_every_back_end(data, backend):
 def gaussian_sites(n=300, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.uniform(size=(n, 2))
-    y = gs.simulate(X, {"variance": 1.0, "range": 0.3, "nugget": 1e-4}, kernel="gaussian", random_state=seed)
+    y = gs.simulate(
+        X, {"variance": 1.0, "range": 0.3, "nugget": 1e-4}, kernel="gaussian", random_state=seed
+    )
     return X, y.reshape(-1, 1), np.ones((n, 1))
 
 
-SINGULAR = {"variance": 1.0, "range": 0.3, "nugget": 0.0}  # the Gaussian correlation is numerically singular
+SINGULAR = {
+    "variance": 1.0,
+    "range": 0.3,
+    "nugget": 0.0,
+}  # the Gaussian correlation is numerically singular
 
 
 def test_shift_policy_is_the_same_on_every_back_end(backend):
@@ -255,13 +308,17 @@ def test_shift_policy_is_the_same_on_every_back_end(backend):
     # cond(K + s I) = 6.7e11 amplifies the rounding of two different factorizations:
     # measured 4.6e-6 relative on the value, 2e-5 on the solve
     assert value == pytest.approx(cpu.log_likelihood(SINGULAR), rel=1e-4)
-    np.testing.assert_allclose(factor.solve(y), expected.solve(y), rtol=0, atol=2e-4 * np.abs(expected.solve(y)).max())
+    np.testing.assert_allclose(
+        factor.solve(y), expected.solve(y), rtol=0, atol=2e-4 * np.abs(expected.solve(y)).max()
+    )
 
 
 @pytest.mark.parametrize("policy", ["raise", "step"])
 def test_raise_and_step_policies_raise(policy, backend):
     X, y, F = gaussian_sites()
-    lik = ExactLikelihood(X, y, F, Gaussian(), get_distance("euclidean"), on_failure=policy, backend=backend)
+    lik = ExactLikelihood(
+        X, y, F, Gaussian(), get_distance("euclidean"), on_failure=policy, backend=backend
+    )
     with pytest.raises(gs.NotPositiveDefiniteError, match="leading minor"):
         lik.log_likelihood(SINGULAR)
     assert lik.n_safeguarded == 0
@@ -278,7 +335,9 @@ def test_replicate_groups_go_through_the_batched_cholesky(data, monkeypatch, bac
         return original(mats, **kwargs)
 
     monkeypatch.setattr(tlrcore.batched, "cholesky", spy)
-    cpu, other = (likelihood("exact", data, "exponential", True, False, b) for b in (NUMPY, backend))
+    cpu, other = (
+        likelihood("exact", data, "exponential", True, False, b) for b in (NUMPY, backend)
+    )
     theta = {"range": 0.2}
     assert len(other.groups) > 1
     expected = cpu.terms(theta, 0.1).logdet
@@ -316,7 +375,10 @@ def test_memory_check_refuses_what_does_not_fit(data):
 
 
 def test_method_resolution_by_back_end():
-    assert resolve_method("auto", TLR_FROM - 1) == "exact" and resolve_method("auto", TLR_FROM) == "tlr"
+    assert (
+        resolve_method("auto", TLR_FROM - 1) == "exact"
+        and resolve_method("auto", TLR_FROM) == "tlr"
+    )
     assert resolve_method("auto", 5000, StandIn()) == "exact"  # a GPU's threshold
     assert resolve_method("auto", DEVICE_EXACT_MAX + 1, StandIn()) == "tlr"
     assert resolve_method("exact", 10**6) == "exact"
@@ -336,7 +398,9 @@ def test_make_likelihood_on_a_back_end(data):
 def test_spatialgp_on_the_standin_fits_like_the_cpu(monkeypatch):
     rng = np.random.default_rng(5)
     X = rng.uniform(size=(120, 2))
-    y = gs.simulate(X, {"variance": 1.5, "range": 0.2, "nugget": 0.1}, kernel="exponential", random_state=2).ravel()
+    y = gs.simulate(
+        X, {"variance": 1.5, "range": 0.2, "nugget": 0.1}, kernel="exponential", random_state=2
+    ).ravel()
     cpu = gs.SpatialGP(kernel="exponential", n_starts=1).fit(X, y)
     monkeypatch.setattr(geostat.estimator, "get_backend", lambda device: StandIn())
     other = gs.SpatialGP(kernel="exponential", n_starts=1, device="gpu").fit(X, y)
@@ -356,7 +420,9 @@ def test_gpu_without_cupy_names_the_fix(data):
     with pytest.raises(ValueError, match="device='gpu' needs CuPy"):
         gs.SpatialGP(device="gpu").fit(X, Y[:, 1])
     with pytest.raises(ValueError, match="device='gpu' needs CuPy"):
-        gs.log_likelihood(X, Y[:, 1], {"variance": 1.0, "range": 0.1}, kernel="exponential", device="gpu")
+        gs.log_likelihood(
+            X, Y[:, 1], {"variance": 1.0, "range": 0.1}, kernel="exponential", device="gpu"
+        )
 
 
 def test_unknown_device_is_refused(data):
@@ -364,7 +430,9 @@ def test_unknown_device_is_refused(data):
     with pytest.raises(ValueError, match="device='tpu' is not one of"):
         gs.SpatialGP(device="tpu").fit(X, Y[:, 1])
     with pytest.raises(ValueError, match="device='cuda' is not one of"):
-        gs.log_likelihood(X, Y[:, 1], {"variance": 1.0, "range": 0.1}, kernel="exponential", device="cuda")
+        gs.log_likelihood(
+            X, Y[:, 1], {"variance": 1.0, "range": 0.1}, kernel="exponential", device="cuda"
+        )
 
 
 def test_importing_geostat_does_not_import_cupy():
@@ -377,11 +445,16 @@ def test_importing_geostat_does_not_import_cupy():
 def test_gpu_fit_and_log_likelihood_match_the_cpu():
     rng = np.random.default_rng(5)
     X = rng.uniform(size=(400, 2))
-    y = gs.simulate(X, {"variance": 1.5, "range": 0.2, "smoothness": 1.2, "nugget": 0.1}, kernel="matern",
-                    random_state=2).ravel()
+    y = gs.simulate(
+        X,
+        {"variance": 1.5, "range": 0.2, "smoothness": 1.2, "nugget": 0.1},
+        kernel="matern",
+        random_state=2,
+    ).ravel()
     params = {"variance": 1.5, "range": 0.2, "smoothness": 1.2, "nugget": 0.1}
     assert gs.log_likelihood(X, y, params, kernel="matern", device="gpu") == pytest.approx(
-        gs.log_likelihood(X, y, params, kernel="matern"), rel=1e-10)
+        gs.log_likelihood(X, y, params, kernel="matern"), rel=1e-10
+    )
     cpu = gs.SpatialGP(kernel="matern", method="exact").fit(X, y)
     gpu = gs.SpatialGP(kernel="matern", method="exact", device="gpu").fit(X, y)
     assert gpu.loglik_ == pytest.approx(cpu.loglik_, rel=1e-8)

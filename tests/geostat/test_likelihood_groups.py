@@ -21,8 +21,15 @@ def replicates(rng, duplicate=False):
     if duplicate:
         X[1] = X[0]  # groups observing sites 0 and 1 are singular without a nugget
     Y = rng.standard_normal((N, 7))
-    missing = [[], rng.choice(N, 30, replace=False), None, rng.choice(N, 30, replace=False),
-               rng.choice(N, 30, replace=False), rng.choice(N, 45, replace=False), np.arange(2, 12)]
+    missing = [
+        [],
+        rng.choice(N, 30, replace=False),
+        None,
+        rng.choice(N, 30, replace=False),
+        rng.choice(N, 30, replace=False),
+        rng.choice(N, 45, replace=False),
+        np.arange(2, 12),
+    ]
     missing[2] = missing[1]
     for j, rows in enumerate(missing):
         Y[rows, j] = np.nan
@@ -31,8 +38,15 @@ def replicates(rng, duplicate=False):
 
 def likelihood(X, Y, reml=False, on_failure="shift"):
     design = np.column_stack([np.ones(len(X)), X[:, 0]])
-    return ExactLikelihood(X, Y, design, get_kernel("exponential"), get_distance("euclidean"), reml=reml,
-                           on_failure=on_failure)
+    return ExactLikelihood(
+        X,
+        Y,
+        design,
+        get_kernel("exponential"),
+        get_distance("euclidean"),
+        reml=reml,
+        on_failure=on_failure,
+    )
 
 
 def per_group(lik):
@@ -40,13 +54,17 @@ def per_group(lik):
     out = []
     for g in lik.groups:
         sites = np.arange(lik.n) if g.sites is None else g.sites
-        out.append(likelihood(lik.coords[sites], lik.y[np.ix_(sites, g.columns)], lik.reml, lik.on_failure))
+        out.append(
+            likelihood(lik.coords[sites], lik.y[np.ix_(sites, g.columns)], lik.reml, lik.on_failure)
+        )
     return out
 
 
 def assert_terms_are_sums(terms, parts):
     for name in ("n_obs", "logdet", "logdet_trend", "quadratic"):
-        assert getattr(terms, name) == pytest.approx(sum(getattr(p, name) for p in parts), rel=1e-11)
+        assert getattr(terms, name) == pytest.approx(
+            sum(getattr(p, name) for p in parts), rel=1e-11
+        )
     for name in ("quad", "trace"):
         for key, value in getattr(terms, name).items():
             assert value == pytest.approx(sum(getattr(p, name)[key] for p in parts), rel=1e-11)
@@ -84,7 +102,9 @@ def test_group_factors_match_scipy(rng, batch_sizes):
     for g, chol in zip(lik.groups, lik.factors(theta, eta)):
         sites = np.arange(lik.n) if g.sites is None else g.sites
         K = R[np.ix_(sites, sites)] + eta * np.eye(len(sites))
-        np.testing.assert_allclose(chol.L, scipy.linalg.cholesky(K, lower=True), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(
+            chol.L, scipy.linalg.cholesky(K, lower=True), rtol=1e-12, atol=1e-14
+        )
         assert chol.shift == 0.0
     assert max(batch_sizes) >= 2
 
@@ -121,12 +141,16 @@ def test_group_by_pattern_groups_replicates_by_observed_sites_in_lexicographic_o
     design = np.column_stack([np.ones(n), np.arange(n)])
     groups = group_by_pattern(Y, design)
     masks = {tuple(~np.isnan(Y[:, j])) for j in range(Y.shape[1]) if not np.isnan(Y[:, j]).all()}
-    assert [tuple(np.isin(np.arange(n), g.sites) if g.sites is not None else np.ones(n, bool)) for g in groups] \
-        == sorted(masks)
+    assert [
+        tuple(np.isin(np.arange(n), g.sites) if g.sites is not None else np.ones(n, bool))
+        for g in groups
+    ] == sorted(masks)
     observed_somewhere = [j for j in range(40) if not np.isnan(Y[:, j]).all()]
     assert sorted(np.concatenate([g.columns for g in groups]).tolist()) == observed_somewhere
     for g in groups:
         rows = np.arange(n) if g.sites is None else g.sites
         np.testing.assert_array_equal(g.y, Y[np.ix_(rows, g.columns)])
         np.testing.assert_array_equal(g.design, design[rows])
-        assert all(np.array_equal(~np.isnan(Y[:, j]), ~np.isnan(Y[:, g.columns[0]])) for j in g.columns)
+        assert all(
+            np.array_equal(~np.isnan(Y[:, j]), ~np.isnan(Y[:, g.columns[0]])) for j in g.columns
+        )

@@ -35,7 +35,9 @@ def spatial():
 @pytest.fixture(scope="module")
 def isotropic_pair(spatial):
     X, y = spatial
-    return _fit(X, y, kernel="exponential"), _fit(X, y, kernel="exponential", anisotropy="geometric")
+    return _fit(X, y, kernel="exponential"), _fit(
+        X, y, kernel="exponential", anisotropy="geometric"
+    )
 
 
 def _space_time_data(seed, separability):
@@ -44,12 +46,16 @@ def _space_time_data(seed, separability):
     sites = rng.uniform(size=(30, 2))
     X = np.column_stack([np.repeat(sites, 10, axis=0), np.tile(np.arange(10.0), 30)])
     kernel = gs.SpaceTime(space="exponential", separability=separability)
-    return X, gs.simulate(X, SPACE_TIME, kernel=kernel, random_state=seed + 1, method="exact").ravel()
+    return X, gs.simulate(
+        X, SPACE_TIME, kernel=kernel, random_state=seed + 1, method="exact"
+    ).ravel()
 
 
 def _separable_and_gneiting(X, y):
-    return (_fit(X, y, kernel=gs.SpaceTime(space="exponential", separability=0.0)),
-            _fit(X, y, kernel=gs.SpaceTime(space="exponential")))
+    return (
+        _fit(X, y, kernel=gs.SpaceTime(space="exponential", separability=0.0)),
+        _fit(X, y, kernel=gs.SpaceTime(space="exponential")),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -64,11 +70,18 @@ def test_separable_against_gneiting_is_a_mixture_on_the_edge(space_time_pair):
     assert test.statistic == 2.0 * (gneiting.loglik_ - separable.loglik_)
     assert test.df == 1 == gneiting.n_params_ - separable.n_params_
     assert test.restricted == ("separability",) and test.boundary == (True,)
-    assert test.null_distribution == "0.5 chi2(0) + 0.5 chi2(1)" and test.weights == ((0.5, 0), (0.5, 1))
+    assert test.null_distribution == "0.5 chi2(0) + 0.5 chi2(1)" and test.weights == (
+        (0.5, 0),
+        (0.5, 1),
+    )
     assert 0.0 <= test.p_value <= 1.0
     if test.statistic > 0:
-        assert math.isclose(test.p_value, 0.5 * math.erfc(math.sqrt(test.statistic / 2.0)), rel_tol=1e-12)
-    assert test.p_value < 0.05  # separability 1 in the data (the test has little power at 300 values)
+        assert math.isclose(
+            test.p_value, 0.5 * math.erfc(math.sqrt(test.statistic / 2.0)), rel_tol=1e-12
+        )
+    assert (
+        test.p_value < 0.05
+    )  # separability 1 in the data (the test has little power at 300 values)
 
 
 def test_isotropic_against_geometric_anisotropy_is_chi2_with_2_df(isotropic_pair):
@@ -76,8 +89,13 @@ def test_isotropic_against_geometric_anisotropy_is_chi2_with_2_df(isotropic_pair
     test = gs.likelihood_ratio_test(isotropic, anisotropic)
     assert test.statistic == 2.0 * (anisotropic.loglik_ - isotropic.loglik_) > 0
     assert test.df == 2 and test.null_distribution == "chi2(2)" and test.weights == ((1.0, 2),)
-    assert test.restricted == ("anisotropy_ratio", "anisotropy_angle") and test.boundary == (True, False)
-    assert math.isclose(test.p_value, math.exp(-test.statistic / 2.0), rel_tol=1e-12)  # chi2(2) survival
+    assert test.restricted == ("anisotropy_ratio", "anisotropy_angle") and test.boundary == (
+        True,
+        False,
+    )
+    assert math.isclose(
+        test.p_value, math.exp(-test.statistic / 2.0), rel_tol=1e-12
+    )  # chi2(2) survival
     assert test.p_value < 0.01  # ratio 0.25 in the data
 
 
@@ -93,7 +111,9 @@ def test_interior_and_edge_restrictions_of_one_kernel(spatial):
     X, y = spatial
     exponential = _fit(X, y, kernel="exponential", nugget=False)
     matern = _fit(X, y, kernel="matern")
-    test = gs.likelihood_ratio_test(exponential, matern)  # smoothness 0.5 (interior), nugget 0 (edge)
+    test = gs.likelihood_ratio_test(
+        exponential, matern
+    )  # smoothness 0.5 (interior), nugget 0 (edge)
     assert set(test.restricted) == {"smoothness", "nugget"} and test.df == 2
     assert dict(zip(test.restricted, test.boundary)) == {"smoothness": False, "nugget": True}
     assert test.null_distribution == "0.5 chi2(1) + 0.5 chi2(2)"
@@ -113,7 +133,9 @@ def test_a_negative_statistic_warns_and_gives_p_1(isotropic_pair):
     isotropic, anisotropic = isotropic_pair
     worse = copy.copy(anisotropic)
     worse.loglik_ = isotropic.loglik_ - 0.5
-    with pytest.warns(gs.GeostatWarning, match="below the small model's.*local optimum.*p-value is set to 1"):
+    with pytest.warns(
+        gs.GeostatWarning, match="below the small model's.*local optimum.*p-value is set to 1"
+    ):
         test = gs.likelihood_ratio_test(isotropic, worse)
     assert test.statistic == -1.0 and test.p_value == 1.0
 
@@ -123,7 +145,9 @@ def test_replicates_against_space_time_are_refused_pointing_to_aic(space_time_pa
     (X, y), (separable, _) = space_time_pair
     replicates = _fit(X[::10, :2], y.reshape(30, 10), kernel="exponential")
     for small, big in ((replicates, separable), (separable, replicates)):
-        with pytest.raises(ValueError, match="independent replicates.*space-time.*not nested.*aic_ or bic_"):
+        with pytest.raises(
+            ValueError, match="independent replicates.*space-time.*not nested.*aic_ or bic_"
+        ):
             gs.likelihood_ratio_test(small, big)
 
 
@@ -144,13 +168,18 @@ def test_models_of_different_data_trend_or_reml_are_refused(spatial, isotropic_p
 def test_models_that_are_not_nested_are_refused_saying_why(spatial, isotropic_pair):
     X, y = spatial
     isotropic, anisotropic = isotropic_pair
-    with pytest.raises(ValueError, match="small is anisotropic and big isotropic.*likelihood_ratio_test\\(isotropic"):
+    with pytest.raises(
+        ValueError,
+        match="small is anisotropic and big isotropic.*likelihood_ratio_test\\(isotropic",
+    ):
         gs.likelihood_ratio_test(anisotropic, isotropic)
     gaussian = _fit(X, y, kernel="gaussian")
     with pytest.raises(ValueError, match="different families.*not nested.*aic_ or bic_"):
         gs.likelihood_ratio_test(isotropic, gaussian)
     smooth = _fit(X, y, kernel=gs.Matern(smoothness=1.5))
-    with pytest.raises(ValueError, match="big fixes smoothness at 1.5 and small has 0.5.*aic_ or bic_"):
+    with pytest.raises(
+        ValueError, match="big fixes smoothness at 1.5 and small has 0.5.*aic_ or bic_"
+    ):
         gs.likelihood_ratio_test(isotropic, smooth)
     no_nugget = _fit(X, y, kernel="exponential", nugget=False)
     with pytest.raises(ValueError, match=r"small estimates \['nugget'\], which big fixes"):
@@ -176,7 +205,9 @@ def test_p_values_under_a_true_separable_model_are_not_absurd():
     for seed in range(5):
         X, y = _space_time_data(100 + 7 * seed, 0.0)
         with warnings.catch_warnings():
-            warnings.simplefilter("error", gs.GeostatWarning)  # a negative statistic's warning fails the test
+            warnings.simplefilter(
+                "error", gs.GeostatWarning
+            )  # a negative statistic's warning fails the test
             warnings.filterwarnings("ignore", "the estimate of", gs.GeostatWarning)
             test = gs.likelihood_ratio_test(*_separable_and_gneiting(X, y))
         p_values.append(test.p_value)

@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from model_files import rewrite_header
 
 import geostat as gs
-from model_files import rewrite_header
 from geostat import cli
 from geostat.data.model_file import FITTED_ATTRIBUTES, MAX_MODEL_BYTES, VERSION
 from geostat.errors import ModelFileError
@@ -93,8 +93,13 @@ def _zip_bytes(entries):
         offset = len(local)
         fields = (20, 0, method, 0, 0x21, crc, len(data), size, len(name), 0)
         local += struct.pack("<4s5H3L2H", b"PK\x03\x04", *fields) + name.encode() + data
-        central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, *fields, 0, 0, 0, 0, offset) + name.encode()
-    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(entries), len(entries), len(central), len(local), 0)
+        central += (
+            struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, *fields, 0, 0, 0, 0, offset)
+            + name.encode()
+        )
+    end = struct.pack(
+        "<4s4H2LH", b"PK\x05\x06", 0, 0, len(entries), len(entries), len(central), len(local), 0
+    )
     return bytes(local + central + end)
 
 
@@ -108,7 +113,9 @@ def _rewrite(path, members, replace=None):
 
 def _npy_header(shape, descr="<f8"):
     buffer = io.BytesIO()
-    np.lib.format.write_array_header_1_0(buffer, {"descr": descr, "fortran_order": False, "shape": shape})
+    np.lib.format.write_array_header_1_0(
+        buffer, {"descr": descr, "fortran_order": False, "shape": shape}
+    )
     return buffer.getvalue()
 
 
@@ -126,16 +133,38 @@ def _lying_bomb(path, members):
     """0.6 MB of deflate (which inflates to 0.6 GB of zeros) declared as a 1.4 GB array."""
     values = 175_000_000
     header = _npy_header((values,))
-    _rewrite(path, members, {COORDS: (COORDS, zipfile.ZIP_DEFLATED, _zeros_stream(header, 600), 0,
-                                      len(header) + 8 * values)})
+    _rewrite(
+        path,
+        members,
+        {
+            COORDS: (
+                COORDS,
+                zipfile.ZIP_DEFLATED,
+                _zeros_stream(header, 600),
+                0,
+                len(header) + 8 * values,
+            )
+        },
+    )
 
 
 def _honest_bomb(path, members):
     """3 MB of deflate that inflates, as declared, to a 3 GB array of zeros."""
     megabytes = 2861
     header = _npy_header((megabytes * 2**17,))
-    _rewrite(path, members, {COORDS: (COORDS, zipfile.ZIP_DEFLATED, _zeros_stream(header, megabytes), 0,
-                                      len(header) + megabytes * 2**20)})
+    _rewrite(
+        path,
+        members,
+        {
+            COORDS: (
+                COORDS,
+                zipfile.ZIP_DEFLATED,
+                _zeros_stream(header, megabytes),
+                0,
+                len(header) + megabytes * 2**20,
+            )
+        },
+    )
 
 
 def _trillion_values(path, members):
@@ -187,9 +216,18 @@ def capped_outcomes(model_bytes, tmp_path_factory):
         paths[build.__name__] = folder / f"{build.__name__.strip('_')}.npz"
         build(paths[build.__name__], dict(members))
     root = Path(gs.__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", _CAPPED_LOAD, *map(str, paths.values())], capture_output=True,
-                          text=True, env=env, timeout=300, check=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _CAPPED_LOAD, *map(str, paths.values())],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=True,
+    )
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["cap_holds"], "the memory cap did not hold: the bomb tests would prove nothing"
     return {name: (path, report["outcomes"][str(path)]) for name, path in paths.items()}
@@ -220,7 +258,9 @@ def test_an_npy_header_announcing_a_trillion_values_is_refused_before_allocating
 def test_deeply_nested_json_is_refused(saved, depth):
     members = _members(saved)
     text = members["model.json"].decode()
-    members["model.json"] = text.replace('"_field": null', '"_field": ' + "[" * depth + "]" * depth).encode()
+    members["model.json"] = text.replace(
+        '"_field": null', '"_field": ' + "[" * depth + "]" * depth
+    ).encode()
     _rewrite(saved, members)
     _refused(saved, "nests lists or objects deeper than 32")
 
@@ -253,12 +293,15 @@ def _fixed_as_list(header):
     header["params"]["fixed"] = [1.0]
 
 
-@pytest.mark.parametrize("change, match", [
-    (_params_as_list, "params_ must be a dict"),
-    (_fitted_as_list, "its 'fitted' is a list, not an object"),
-    (_record_fields_as_list, "the fields of a DataScale record are a list"),
-    (_fixed_as_list, "fixed must be a dict"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (_params_as_list, "params_ must be a dict"),
+        (_fitted_as_list, "its 'fitted' is a list, not an object"),
+        (_record_fields_as_list, "the fields of a DataScale record are a list"),
+        (_fixed_as_list, "fixed must be a dict"),
+    ],
+)
 def test_a_list_where_a_dict_belongs_is_refused(saved, change, match):
     rewrite_header(saved, change)
     _refused(saved, match)
@@ -268,6 +311,7 @@ def _set_param(name, value):
     def change(header):
         header["fitted"]["params_"][name] = value
         header["fitted"]["result_"]["$record"][1]["params"][name] = value
+
     return change
 
 
@@ -275,11 +319,18 @@ def _zero_data_scale(header):
     header["fitted"]["_scale"]["$record"][1]["factor"] = 0.0
 
 
-@pytest.mark.parametrize("change, match", [
-    (_zero_data_scale, r"_scale is DataScale\(factor=0.0, log_jacobian=0.0\), not a data scale \(a positive power of two"),
-    (_set_param("range", 0.0), r"params_\['range'\] must be positive and finite; got 0.0"),
-    (_set_param("nugget", -1.0), r"params_\['nugget'\] must be non-negative and finite"),
-], ids=["data-scale", "range", "negative-nugget"])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (
+            _zero_data_scale,
+            r"_scale is DataScale\(factor=0.0, log_jacobian=0.0\), not a data scale \(a positive power of two",
+        ),
+        (_set_param("range", 0.0), r"params_\['range'\] must be positive and finite; got 0.0"),
+        (_set_param("nugget", -1.0), r"params_\['nugget'\] must be non-negative and finite"),
+    ],
+    ids=["data-scale", "range", "negative-nugget"],
+)
 def test_a_zero_scale_is_refused(saved, change, match):
     rewrite_header(saved, change)
     _refused(saved, match)
@@ -322,11 +373,15 @@ def _refused_after(saved, change, match):
     _refused(saved, match)
 
 
-@pytest.mark.parametrize("change, match", [
-    (_coords_with_nan, "_training.coords holds non-finite values"),
-    (_fewer_observations, r"_training.y is not a float64 array of shape \(60, 'any'\)"),
-    (_long_coefficients, r"coef_ is not a float64 array of shape \(1,\)"),
-], ids=["nan-site", "n-mismatch", "p-mismatch"])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (_coords_with_nan, "_training.coords holds non-finite values"),
+        (_fewer_observations, r"_training.y is not a float64 array of shape \(60, 'any'\)"),
+        (_long_coefficients, r"coef_ is not a float64 array of shape \(1,\)"),
+    ],
+    ids=["nan-site", "n-mismatch", "p-mismatch"],
+)
 def test_arrays_that_disagree_with_the_training_data_are_refused(saved, change, match):
     _refused_after(saved, change, match)
 
@@ -350,12 +405,16 @@ def _structured_array(members):
     members[COORDS] = _npy_header((60,), [("a", "<f8"), ("b", "<f8")]) + bytes(960)
 
 
-@pytest.mark.parametrize("change, match", [
-    (_unexpected_member, r"has the member '../evil.py'"),
-    (_unused_array, r"arrays that model.json does not use: \['arrays/spare.npy'\]"),
-    (_object_array, "holds values of dtype object"),
-    (_structured_array, "holds values of dtype"),
-], ids=["unexpected-member", "unused-array", "object-dtype", "structured-dtype"])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (_unexpected_member, r"has the member '../evil.py'"),
+        (_unused_array, r"arrays that model.json does not use: \['arrays/spare.npy'\]"),
+        (_object_array, "holds values of dtype object"),
+        (_structured_array, "holds values of dtype"),
+    ],
+    ids=["unexpected-member", "unused-array", "object-dtype", "structured-dtype"],
+)
 def test_members_the_writer_never_writes_are_refused(saved, change, match):
     _refused_after(saved, change, match)
 
@@ -363,8 +422,11 @@ def test_members_the_writer_never_writes_are_refused(saved, change, match):
 def test_a_member_compressed_with_another_method_is_refused(saved):
     members = _members(saved)
     data = members[COORDS]
-    _rewrite(saved, members, {COORDS: (COORDS, zipfile.ZIP_BZIP2, bz2.compress(data),
-                                       zlib.crc32(data), len(data))})
+    _rewrite(
+        saved,
+        members,
+        {COORDS: (COORDS, zipfile.ZIP_BZIP2, bz2.compress(data), zlib.crc32(data), len(data))},
+    )
     _refused(saved, f"its member {COORDS} is compressed with method 12")
 
 
@@ -405,8 +467,11 @@ def test_a_truncated_model_file_is_refused(saved, keep):
 
 
 # ---------------------------------------------------------------------------- saves
-@pytest.mark.parametrize("failure", [KeyboardInterrupt(), OSError(errno.ENOSPC, "No space left on device")],
-                         ids=["interrupted", "disk-full"])
+@pytest.mark.parametrize(
+    "failure",
+    [KeyboardInterrupt(), OSError(errno.ENOSPC, "No space left on device")],
+    ids=["interrupted", "disk-full"],
+)
 def test_an_interrupted_save_keeps_the_previous_file(fitted, saved, failure, monkeypatch):
     before = saved.read_bytes()
     write = zipfile.ZipFile.writestr
@@ -465,11 +530,15 @@ def test_two_threads_saving_to_one_path_leave_a_loadable_file(fitted, tmp_path, 
 def test_save_accepts_a_bytes_path(fitted, tmp_path, convert):
     est, sites = fitted
     est.save(convert(tmp_path / "model.npz"))
-    assert np.array_equal(gs.load(convert(tmp_path / "model.npz")).predict(sites), est.predict(sites))
+    assert np.array_equal(
+        gs.load(convert(tmp_path / "model.npz")).predict(sites), est.predict(sites)
+    )
 
 
 def test_save_to_a_path_of_another_type_names_the_argument(fitted):
-    with pytest.raises(TypeError, match=r"path must be a file name \(str, bytes or os.PathLike\); got int"):
+    with pytest.raises(
+        TypeError, match=r"path must be a file name \(str, bytes or os.PathLike\); got int"
+    ):
         fitted[0].save(3)
 
 
@@ -478,10 +547,19 @@ def test_saved_state_is_exactly_the_fitted_attributes_of_the_format(fitted, tmp_
     new attribute of a fit must be added there (and the format version considered)."""
     rng = np.random.default_rng(55)
     frame = pd.DataFrame(rng.uniform(size=(50, 3)), columns=["x", "y", "elevation"])
-    draws = gs.simulate(frame[["x", "y"]].to_numpy(), EXPONENTIAL, kernel="exponential", n_samples=2, random_state=58)
+    draws = gs.simulate(
+        frame[["x", "y"]].to_numpy(),
+        EXPONENTIAL,
+        kernel="exponential",
+        n_samples=2,
+        random_state=58,
+    )
     Y = pd.DataFrame(draws + frame[["elevation"]].to_numpy(), columns=["a", "b"])
     required, optional = FITTED_ATTRIBUTES[VERSION]
-    for est in (fitted[0], gs.SpatialGP(kernel="exponential", trend=["elevation"], n_starts=1).fit(frame, Y)):
+    for est in (
+        fitted[0],
+        gs.SpatialGP(kernel="exponential", trend=["elevation"], n_starts=1).fit(frame, Y),
+    ):
         state = set(vars(est)) - set(est.get_params()) - {"_solvers", "_sklearn_version"}
         assert required <= state and state - required <= optional, sorted(state ^ required)
         est.save(tmp_path / "model.npz")
@@ -498,9 +576,17 @@ def test_geostat_predict_on_a_damaged_model_file_exits_2_naming_it(tmp_path, cap
     gs.SpatialGP(kernel="exponential", n_starts=1).fit(sites, y).save(saved)
     rewrite_header(saved, lambda header: header["fitted"].pop("params_"))
     sites.iloc[:3].to_csv(tmp_path / "sites.csv", index=False)
-    assert cli.main(["predict", str(saved), str(tmp_path / "sites.csv"), "-o", str(tmp_path / "out.csv")]) == 2
+    assert (
+        cli.main(
+            ["predict", str(saved), str(tmp_path / "sites.csv"), "-o", str(tmp_path / "out.csv")]
+        )
+        == 2
+    )
     error = capsys.readouterr().err
-    assert error.startswith(f"geostat: {saved} is a damaged geostat model file") and "report" not in error
+    assert (
+        error.startswith(f"geostat: {saved} is a damaged geostat model file")
+        and "report" not in error
+    )
 
 
 # ---------------------------------------------------------------------------- fuzzing
@@ -514,9 +600,9 @@ def _mutations(data, rng, count):
                 damaged[at] ^= int(rng.integers(1, 256))
         elif kind == 1:
             at, length = int(rng.integers(len(data))), int(rng.integers(1, 64))
-            damaged[at:at + length] = bytes(len(damaged[at:at + length]))
+            damaged[at : at + length] = bytes(len(damaged[at : at + length]))
         else:
-            del damaged[int(rng.integers(len(data))):]
+            del damaged[int(rng.integers(len(data))) :]
         yield bytes(damaged)
 
 
@@ -543,20 +629,46 @@ def test_random_damage_gives_the_model_or_a_model_file_error(fitted, model_bytes
 
 
 #: Values put in place of any entry of model.json by the fuzz test below.
-HOSTILE_VALUES = [None, True, 10**400, -1, 0, 0.5, 3, 1e300, float("nan"), float("inf"), "x", [], {}, [1, 2],
-                  {"$tuple": [1]}, {"$array": "fitted.coef_"}, {"$strings": ["a"]},
-                  {"$record": ["DataScale", {"factor": 1.0}]}, {"$kernel": {"name": "matern", "arguments": {}}}]
+HOSTILE_VALUES = [
+    None,
+    True,
+    10**400,
+    -1,
+    0,
+    0.5,
+    3,
+    1e300,
+    float("nan"),
+    float("inf"),
+    "x",
+    [],
+    {},
+    [1, 2],
+    {"$tuple": [1]},
+    {"$array": "fitted.coef_"},
+    {"$strings": ["a"]},
+    {"$record": ["DataScale", {"factor": 1.0}]},
+    {"$kernel": {"name": "matern", "arguments": {}}},
+]
 
 
 def _entries(value, where=()):
     """The path (keys and indexes) of every entry below the top of a JSON tree."""
-    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    children = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
     for key, child in children:
         yield (*where, key)
         yield from _entries(child, (*where, key))
 
 
-def test_random_values_in_model_json_give_a_working_model_or_a_model_file_error(fitted, model_bytes, tmp_path):
+def test_random_values_in_model_json_give_a_working_model_or_a_model_file_error(
+    fitted, model_bytes, tmp_path
+):
     """Seeded replacements of one entry of model.json (a setting, an estimate, a record
     field, a tag) by a hostile value: each load raises ModelFileError, or gives a model
     whose predictions run (an entry such as a time or a message changes nothing, a valid

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from model_files import rewrite_header, saved_model
 
 import geostat as gs
-from model_files import rewrite_header, saved_model
 from geostat.data.model_file import MAX_KERNEL_DEPTH, VERSION
 from geostat.errors import ModelFileError
 
@@ -46,8 +46,10 @@ def space_time():
     sites = rng.uniform(size=(20, 2))
     X = np.column_stack([np.repeat(sites, 8, axis=0), np.tile(np.arange(8.0), 20)])
     y = gs.simulate(X, EXPONENTIAL, kernel="exponential", random_state=74).ravel()
-    space = gs.Anisotropic(gs.Matern(smoothness=1.5, bounds={"smoothness": (0.2, 3.0)}),
-                           bounds={"anisotropy_ratio": (0.1, 1.0)})
+    space = gs.Anisotropic(
+        gs.Matern(smoothness=1.5, bounds={"smoothness": (0.2, 3.0)}),
+        bounds={"anisotropy_ratio": (0.1, 1.0)},
+    )
     kernel = gs.SpaceTime(space=space, time="exponential", bounds={"time_range": (0.05, 50.0)})
     model = _quiet_fit(gs.SpatialGP(kernel=kernel, method="exact", n_starts=1), X, y)
     new = np.column_stack([rng.uniform(size=(6, 2)), rng.uniform(0, 8, size=6)])
@@ -80,17 +82,31 @@ def test_a_nested_kernel_is_stored_by_family_names_and_arguments(space_time, tmp
     kernel = header["fitted"]["kernel_"]["$kernel"]
     space = kernel["arguments"]["space"]["$kernel"]
     family = space["arguments"]["kernel"]["$kernel"]
-    assert (kernel["name"], space["name"], family["name"]) == ("space_time", "anisotropic", "matern")
-    assert family["arguments"] == {"smoothness": 1.5, "bounds": {"smoothness": {"$tuple": [0.2, 3.0]}}}
+    assert (kernel["name"], space["name"], family["name"]) == (
+        "space_time",
+        "anisotropic",
+        "matern",
+    )
+    assert family["arguments"] == {
+        "smoothness": 1.5,
+        "bounds": {"smoothness": {"$tuple": [0.2, 3.0]}},
+    }
     assert kernel["arguments"]["bounds"] == {"time_range": {"$tuple": [0.05, 50.0]}}
 
 
 def test_a_fixed_separability_of_zero_and_a_time_unit_round_trip(tmp_path):
     rng = np.random.default_rng(75)
-    X = np.column_stack([np.repeat(rng.uniform(size=(15, 2)), 6, axis=0), np.tile(np.arange(6.0), 15)])
+    X = np.column_stack(
+        [np.repeat(rng.uniform(size=(15, 2)), 6, axis=0), np.tile(np.arange(6.0), 15)]
+    )
     y = gs.simulate(X, EXPONENTIAL, kernel="exponential", random_state=76).ravel()
-    model = _quiet_fit(gs.SpatialGP(kernel=gs.SpaceTime(space="exponential", separability=0.0), method="exact",
-                                    n_starts=1), X, y)
+    model = _quiet_fit(
+        gs.SpatialGP(
+            kernel=gs.SpaceTime(space="exponential", separability=0.0), method="exact", n_starts=1
+        ),
+        X,
+        y,
+    )
     model.save(tmp_path / "model.npz")
     loaded = gs.load(tmp_path / "model.npz")
     assert loaded.params_["separability"] == 0.0
@@ -108,17 +124,28 @@ def test_a_version_1_file_loads_without_a_time_unit():
 
 def test_a_version_1_file_cannot_hold_an_anisotropic_kernel(anisotropic, tmp_path):
     path = saved_model(anisotropic, tmp_path)
-    rewrite_header(path, lambda header: (header.update(version=1), header["fitted"].pop("time_unit_", None),
-                                         header["fitted"].pop("transform_", None)))
+    rewrite_header(
+        path,
+        lambda header: (
+            header.update(version=1),
+            header["fitted"].pop("time_unit_", None),
+            header["fitted"].pop("transform_", None),
+        ),
+    )
     _refused(path, r"kernel \('anisotropic'\) is not one of the built-in families")
 
 
 def test_saving_a_kernel_nested_in_itself_is_refused(anisotropic, tmp_path, monkeypatch):
     model = copy.deepcopy(anisotropic[0])
     kernel = model.kernel_
-    monkeypatch.setattr(kernel, "init_arguments", lambda: {"kernel": kernel, "ratio": None, "angle": None,
-                                                           "vertical": False, "bounds": None})
-    with pytest.raises(ValueError, match=rf"nests kernels more than {MAX_KERNEL_DEPTH} deep \(or in a cycle\)"):
+    monkeypatch.setattr(
+        kernel,
+        "init_arguments",
+        lambda: {"kernel": kernel, "ratio": None, "angle": None, "vertical": False, "bounds": None},
+    )
+    with pytest.raises(
+        ValueError, match=rf"nests kernels more than {MAX_KERNEL_DEPTH} deep \(or in a cycle\)"
+    ):
         model.save(tmp_path / "model.npz")
     assert not (tmp_path / "model.npz").exists()
 
@@ -130,7 +157,9 @@ def _header(path):
 
 
 def _refused(path, match):
-    with pytest.raises(ModelFileError, match=re.escape(str(path)) + r" is a damaged geostat model file.*" + match):
+    with pytest.raises(
+        ModelFileError, match=re.escape(str(path)) + r" is a damaged geostat model file.*" + match
+    ):
         gs.load(path)
 
 
@@ -141,6 +170,7 @@ def _kernel(name, **arguments):
 def _set_kernel(kernel):
     def change(header):
         header["fitted"]["kernel_"] = kernel
+
     return change
 
 
@@ -151,24 +181,84 @@ def _anisotropic_of(inner):
 _MATERN = _kernel("matern", smoothness=1.5, bounds=None)
 
 
-@pytest.mark.parametrize("kernel, match", [
-    (_kernel("space_time", space=_anisotropic_of(_anisotropic_of(_MATERN)), time=_kernel("exponential"),
-             separability=None, bounds=None), f"nests kernels more than {MAX_KERNEL_DEPTH} deep"),
-    (_kernel("space_time", space=_kernel("evil", code="import os"), time=_kernel("exponential"),
-             separability=None, bounds=None), r"kernel \('evil'\) is not one of the built-in families"),
-    (_kernel("space_time", space=_kernel("space_time", space=_MATERN, time=_kernel("exponential"),
-                                         separability=None, bounds=None),
-             time=_kernel("exponential"), separability=None, bounds=None),
-     "SpaceTime kernel cannot be built from its arguments.*space must be a spatial kernel"),
-    (_anisotropic_of(_anisotropic_of(_MATERN)), "Anisotropic kernel cannot be built.*isotropic Kernel"),
-    (_kernel("anisotropic", kernel=_MATERN, ratio=5.0, angle=None, vertical=False, bounds=None),
-     "Anisotropic kernel cannot be built.*anisotropy_ratio"),
-    (_kernel("anisotropic", kernel=_MATERN, ratio=None, angle=None, vertical=False, bounds=None, evil=1),
-     r"Anisotropic kernel has the argument\(s\) \['evil'\]"),
-    (_kernel("anisotropic", kernel="matern", ratio=None, angle=None, vertical=False, bounds=None),
-     "Anisotropic kernel cannot be built.*isotropic Kernel"),
-], ids=["four-deep", "unknown-family-inside-space-time", "space-time-of-space-time", "anisotropic-of-anisotropic",
-        "ratio-argument-5", "unknown-argument", "family-as-text"])
+@pytest.mark.parametrize(
+    "kernel, match",
+    [
+        (
+            _kernel(
+                "space_time",
+                space=_anisotropic_of(_anisotropic_of(_MATERN)),
+                time=_kernel("exponential"),
+                separability=None,
+                bounds=None,
+            ),
+            f"nests kernels more than {MAX_KERNEL_DEPTH} deep",
+        ),
+        (
+            _kernel(
+                "space_time",
+                space=_kernel("evil", code="import os"),
+                time=_kernel("exponential"),
+                separability=None,
+                bounds=None,
+            ),
+            r"kernel \('evil'\) is not one of the built-in families",
+        ),
+        (
+            _kernel(
+                "space_time",
+                space=_kernel(
+                    "space_time",
+                    space=_MATERN,
+                    time=_kernel("exponential"),
+                    separability=None,
+                    bounds=None,
+                ),
+                time=_kernel("exponential"),
+                separability=None,
+                bounds=None,
+            ),
+            "SpaceTime kernel cannot be built from its arguments.*space must be a spatial kernel",
+        ),
+        (
+            _anisotropic_of(_anisotropic_of(_MATERN)),
+            "Anisotropic kernel cannot be built.*isotropic Kernel",
+        ),
+        (
+            _kernel(
+                "anisotropic", kernel=_MATERN, ratio=5.0, angle=None, vertical=False, bounds=None
+            ),
+            "Anisotropic kernel cannot be built.*anisotropy_ratio",
+        ),
+        (
+            _kernel(
+                "anisotropic",
+                kernel=_MATERN,
+                ratio=None,
+                angle=None,
+                vertical=False,
+                bounds=None,
+                evil=1,
+            ),
+            r"Anisotropic kernel has the argument\(s\) \['evil'\]",
+        ),
+        (
+            _kernel(
+                "anisotropic", kernel="matern", ratio=None, angle=None, vertical=False, bounds=None
+            ),
+            "Anisotropic kernel cannot be built.*isotropic Kernel",
+        ),
+    ],
+    ids=[
+        "four-deep",
+        "unknown-family-inside-space-time",
+        "space-time-of-space-time",
+        "anisotropic-of-anisotropic",
+        "ratio-argument-5",
+        "unknown-argument",
+        "family-as-text",
+    ],
+)
 def test_a_hostile_kernel_is_refused(anisotropic, tmp_path, kernel, match):
     path = saved_model(anisotropic, tmp_path)
     rewrite_header(path, _set_kernel(kernel))
@@ -186,41 +276,74 @@ def test_kernels_nested_far_deeper_are_refused(anisotropic, tmp_path):
 
 def _set_estimate(name, value):
     def change(header):
-        for params in (header["fitted"]["params_"], header["fitted"]["result_"]["$record"][1]["params"]):
+        for params in (
+            header["fitted"]["params_"],
+            header["fitted"]["result_"]["$record"][1]["params"],
+        ):
             params[name] = value
+
     return change
 
 
-@pytest.mark.parametrize("name, value, match", [
-    ("anisotropy_ratio", 5.0, r"anisotropy_ratio'\] is 5.0, outside \(0, 1\]"),
-    ("anisotropy_ratio", 0.0, r"anisotropy_ratio'\] is 0.0, outside \(0, 1\]"),
-    ("anisotropy_ratio", float("nan"), r"anisotropy_ratio'\] is nan, not a finite number"),
-    ("anisotropy_angle", math.pi, r"anisotropy_angle'\] is 3.14159\d*, outside \[0, 3.14159\)"),
-    ("anisotropy_angle", -0.1, r"anisotropy_angle'\] is -0.1, outside \[0, 3.14159\)"),
-    ("anisotropy_angle", float("inf"), r"anisotropy_angle'\] is inf, not a finite number"),
-    ("anisotropy_ratio", "0.5", r"anisotropy_ratio'\] is '0.5', not a finite number"),
-    ("anisotropy_ratio", True, r"anisotropy_ratio'\] is True, not a finite number"),
-    ("smoothness", 0.7, r"smoothness'\] is 0.7 but the kernel fixes it at 0.5"),
-], ids=["ratio-5", "ratio-0", "ratio-nan", "angle-pi", "angle-negative", "angle-inf", "ratio-text", "ratio-bool",
-        "fixed-smoothness"])
-def test_an_anisotropy_estimate_outside_its_range_is_refused(anisotropic, tmp_path, name, value, match):
+@pytest.mark.parametrize(
+    "name, value, match",
+    [
+        ("anisotropy_ratio", 5.0, r"anisotropy_ratio'\] is 5.0, outside \(0, 1\]"),
+        ("anisotropy_ratio", 0.0, r"anisotropy_ratio'\] is 0.0, outside \(0, 1\]"),
+        ("anisotropy_ratio", float("nan"), r"anisotropy_ratio'\] is nan, not a finite number"),
+        ("anisotropy_angle", math.pi, r"anisotropy_angle'\] is 3.14159\d*, outside \[0, 3.14159\)"),
+        ("anisotropy_angle", -0.1, r"anisotropy_angle'\] is -0.1, outside \[0, 3.14159\)"),
+        ("anisotropy_angle", float("inf"), r"anisotropy_angle'\] is inf, not a finite number"),
+        ("anisotropy_ratio", "0.5", r"anisotropy_ratio'\] is '0.5', not a finite number"),
+        ("anisotropy_ratio", True, r"anisotropy_ratio'\] is True, not a finite number"),
+        ("smoothness", 0.7, r"smoothness'\] is 0.7 but the kernel fixes it at 0.5"),
+    ],
+    ids=[
+        "ratio-5",
+        "ratio-0",
+        "ratio-nan",
+        "angle-pi",
+        "angle-negative",
+        "angle-inf",
+        "ratio-text",
+        "ratio-bool",
+        "fixed-smoothness",
+    ],
+)
+def test_an_anisotropy_estimate_outside_its_range_is_refused(
+    anisotropic, tmp_path, name, value, match
+):
     path = saved_model(anisotropic, tmp_path)
     rewrite_header(path, _set_estimate(name, value))
     _refused(path, match)
 
 
-@pytest.mark.parametrize("name, value, match", [
-    ("separability", 1.5, r"separability'\] is 1.5, outside \[0, 1\]"),
-    ("separability", -0.1, r"separability'\] is -0.1, outside \[0, 1\]"),
-    ("separability", float("nan"), r"separability'\] is nan, not a finite number"),
-    ("time_range", 0.0, r"time_range'\] is 0.0, outside \(0, inf\)"),
-    ("time_range", -2.0, r"time_range'\] is -2.0, outside \(0, inf\)"),
-    ("time_range", float("inf"), r"time_range'\] is inf, not a finite number"),
-    ("time_smoothness", 0.7, r"time_smoothness'\] is 0.7 but the kernel fixes it at 0.5"),
-    ("anisotropy_ratio", 1.01, r"anisotropy_ratio'\] is 1.01, outside \(0, 1\]"),
-], ids=["separability-1.5", "separability-negative", "separability-nan", "time-range-0", "time-range-negative",
-        "time-range-inf", "fixed-time-smoothness", "ratio-above-1"])
-def test_a_space_time_estimate_outside_its_range_is_refused(space_time, tmp_path, name, value, match):
+@pytest.mark.parametrize(
+    "name, value, match",
+    [
+        ("separability", 1.5, r"separability'\] is 1.5, outside \[0, 1\]"),
+        ("separability", -0.1, r"separability'\] is -0.1, outside \[0, 1\]"),
+        ("separability", float("nan"), r"separability'\] is nan, not a finite number"),
+        ("time_range", 0.0, r"time_range'\] is 0.0, outside \(0, inf\)"),
+        ("time_range", -2.0, r"time_range'\] is -2.0, outside \(0, inf\)"),
+        ("time_range", float("inf"), r"time_range'\] is inf, not a finite number"),
+        ("time_smoothness", 0.7, r"time_smoothness'\] is 0.7 but the kernel fixes it at 0.5"),
+        ("anisotropy_ratio", 1.01, r"anisotropy_ratio'\] is 1.01, outside \(0, 1\]"),
+    ],
+    ids=[
+        "separability-1.5",
+        "separability-negative",
+        "separability-nan",
+        "time-range-0",
+        "time-range-negative",
+        "time-range-inf",
+        "fixed-time-smoothness",
+        "ratio-above-1",
+    ],
+)
+def test_a_space_time_estimate_outside_its_range_is_refused(
+    space_time, tmp_path, name, value, match
+):
     path = saved_model(space_time, tmp_path)
     rewrite_header(path, _set_estimate(name, value))
     _refused(path, match)
@@ -232,7 +355,9 @@ def test_an_unknown_or_missing_estimate_is_refused(space_time, tmp_path):
     _refused(path, r"params_ has the keys")
 
 
-@pytest.mark.parametrize("value", [5, ["days"], {"$tuple": ["days"]}], ids=["number", "list", "tuple"])
+@pytest.mark.parametrize(
+    "value", [5, ["days"], {"$tuple": ["days"]}], ids=["number", "list", "tuple"]
+)
 def test_a_time_unit_that_is_not_text_is_refused(space_time, tmp_path, value):
     path = saved_model(space_time, tmp_path)
     rewrite_header(path, lambda header: header["fitted"].update(time_unit_=value))
@@ -243,14 +368,24 @@ def test_a_space_time_kernel_on_too_few_columns_is_refused(anisotropic, tmp_path
     """An anisotropic kernel needs two (or three) coordinates: a file claiming one on the
     training data of another model is refused at loading, not at the first prediction."""
     path = saved_model(anisotropic, tmp_path)
-    kernel = _kernel("anisotropic", kernel=_kernel("exponential"), ratio=None, angle=None, vertical=True,
-                     bounds=None)
+    kernel = _kernel(
+        "anisotropic",
+        kernel=_kernel("exponential"),
+        ratio=None,
+        angle=None,
+        vertical=True,
+        bounds=None,
+    )
 
     def change(header):
         _set_kernel(kernel)(header)
-        for params in (header["fitted"]["params_"], header["fitted"]["result_"]["$record"][1]["params"]):
+        for params in (
+            header["fitted"]["params_"],
+            header["fitted"]["result_"]["$record"][1]["params"],
+        ):
             params["vertical_range"] = 1.0
         header["fitted"]["stderr_"]["vertical_range"] = 0.0
         header["fitted"]["result_"]["$record"][1]["stderr"]["vertical_range"] = 0.0
+
     rewrite_header(path, change)
     _refused(path, "applies to 3 coordinate columns, got 2")

@@ -9,11 +9,11 @@ import zipfile
 import numpy as np
 import pytest
 import scipy.linalg
+from model_files import rewrite_header
 from scipy.spatial.distance import cdist
 from scipy.stats import multivariate_normal
 
 import geostat as gs
-from model_files import rewrite_header
 from geostat.distance import get_distance
 from geostat.errors import ModelFileError
 from geostat.kernels import get_kernel
@@ -81,14 +81,20 @@ def test_covariance_blocks_and_entries_add_the_noise_on_the_diagonal(kernel, sit
     rows, cols = rng.permutation(len(sites))[:40], rng.permutation(len(sites))[:50]
     rows[:5] = cols[:5]  # some coinciding sites, in no order
     np.testing.assert_array_equal(block(rows, cols), dense[np.ix_(rows, cols)])
-    np.testing.assert_array_equal(block.entries(rows[:, None], cols[None, :]), dense[np.ix_(rows, cols)])
+    np.testing.assert_array_equal(
+        block.entries(rows[:, None], cols[None, :]), dense[np.ix_(rows, cols)]
+    )
     np.testing.assert_array_equal(block.entries(rows, rows), np.diag(dense)[rows])
 
 
 @pytest.mark.parametrize("trend", ["constant", "linear"])
 def test_exact_loglik_matches_the_dense_reference(trend, sites, noise, rng):
     C = dense_cov("matern", sites, MATERN, noise)
-    F = np.ones((len(sites), 1)) if trend == "constant" else np.column_stack([np.ones(len(sites)), sites])
+    F = (
+        np.ones((len(sites), 1))
+        if trend == "constant"
+        else np.column_stack([np.ones(len(sites)), sites])
+    )
     y = F @ rng.normal(size=F.shape[1]) + np.linalg.cholesky(C) @ rng.standard_normal(len(sites))
     expected = gls_loglik(C, F, y)
     got = gs.log_likelihood(sites, y, MATERN, kernel="matern", trend=trend, noise_variance=noise)
@@ -106,7 +112,9 @@ def test_replicates_with_missing_values_and_per_replicate_noise(sites, noise, rn
     by_site = gs.log_likelihood(sites, Y, EXPONENTIAL, kernel="exponential", noise_variance=noise)
     # the same variances given per replicate, NaN where y is missing
     per_cell = np.where(np.isnan(Y), np.nan, noise[:, None])
-    by_cell = gs.log_likelihood(sites, Y, EXPONENTIAL, kernel="exponential", noise_variance=per_cell)
+    by_cell = gs.log_likelihood(
+        sites, Y, EXPONENTIAL, kernel="exponential", noise_variance=per_cell
+    )
     assert by_site == pytest.approx(expected, rel=1e-10)
     assert by_cell == by_site
 
@@ -118,16 +126,24 @@ def test_reml_matches_the_explicit_formula(sites, noise, rng):
     Ci = np.linalg.inv(C)
     P = Ci - Ci @ F @ np.linalg.solve(F.T @ Ci @ F, F.T @ Ci)
     n, p = F.shape
-    expected = -0.5 * ((n - p) * np.log(2 * np.pi) + np.linalg.slogdet(C)[1] + np.linalg.slogdet(F.T @ Ci @ F)[1]
-                       + y @ P @ y)
-    got = gs.log_likelihood(sites, y, MATERN, kernel="matern", trend="linear", reml=True, noise_variance=noise)
+    expected = -0.5 * (
+        (n - p) * np.log(2 * np.pi)
+        + np.linalg.slogdet(C)[1]
+        + np.linalg.slogdet(F.T @ Ci @ F)[1]
+        + y @ P @ y
+    )
+    got = gs.log_likelihood(
+        sites, y, MATERN, kernel="matern", trend="linear", reml=True, noise_variance=noise
+    )
     assert got == pytest.approx(expected, rel=1e-10)
 
 
 def test_zero_noise_is_no_noise(sites, rng):
     y = rng.normal(size=len(sites))
     without = gs.log_likelihood(sites, y, EXPONENTIAL, kernel="exponential")
-    zero = gs.log_likelihood(sites, y, EXPONENTIAL, kernel="exponential", noise_variance=np.zeros(len(sites)))
+    zero = gs.log_likelihood(
+        sites, y, EXPONENTIAL, kernel="exponential", noise_variance=np.zeros(len(sites))
+    )
     assert zero == pytest.approx(without, rel=1e-14)
 
 
@@ -151,11 +167,21 @@ def test_tlr_loglik_matches_exact_within_its_accuracy(accuracy, rng):
     C = dense_cov("exponential", X, EXPONENTIAL, noise)
     y = np.linalg.cholesky(C) @ rng.standard_normal(len(X)) + 1.0
     exact = gs.log_likelihood(X, y, EXPONENTIAL, kernel="exponential", noise_variance=noise)
-    tlr = gs.log_likelihood(X, y, EXPONENTIAL, kernel="exponential", noise_variance=noise, method="tlr",
-                            tile_size=64, accuracy=accuracy)
+    tlr = gs.log_likelihood(
+        X,
+        y,
+        EXPONENTIAL,
+        kernel="exponential",
+        noise_variance=noise,
+        method="tlr",
+        tile_size=64,
+        accuracy=accuracy,
+    )
     assert exact == pytest.approx(gls_loglik(C, np.ones((len(X), 1)), y), rel=1e-10)
     # a few standard deviations of the error, plus rounding of the exact value
-    assert abs(tlr - exact) <= 5 * tlr_error_scale(C, np.ones((len(X), 1)), y, accuracy) + 1e-10 * abs(exact)
+    assert abs(tlr - exact) <= 5 * tlr_error_scale(
+        C, np.ones((len(X), 1)), y, accuracy
+    ) + 1e-10 * abs(exact)
 
 
 def _likelihood(sites, y, noise, reml=False, kernel="matern", design=None):
@@ -178,16 +204,28 @@ def test_analytic_gradient_matches_finite_differences(case, sites, noise, rng):
     y = rng.normal(size=(len(sites), 2))
     y[:5, 1] = np.nan
     lik = _likelihood(sites, y, noise, reml)
-    space = ParameterSpace(get_kernel("matern"), nugget=nugget, fixed=fixed, max_distance=lik.max_distance,
-                           data_variance=1.0, known_noise=True)
+    space = ParameterSpace(
+        get_kernel("matern"),
+        nugget=nugget,
+        fixed=fixed,
+        max_distance=lik.max_distance,
+        data_variance=1.0,
+        known_noise=True,
+    )
     assert not space.profiled and "variance" in space.names
     objective = Objective(lik, space)
     start = {"variance": 0.9, "range": 0.2, "smoothness": 1.2, "nugget": 0.08}
     z = space.to_z({k: start[k] for k in space.names})
     _, grad = objective(z)
     h = 1e-6
-    numeric = [(objective.evaluate(z + h * e, gradient=False) - objective.evaluate(z - h * e, gradient=False)) / (2 * h)
-               for e in np.eye(len(z))]
+    numeric = [
+        (
+            objective.evaluate(z + h * e, gradient=False)
+            - objective.evaluate(z - h * e, gradient=False)
+        )
+        / (2 * h)
+        for e in np.eye(len(z))
+    ]
     # central differences of an objective of order 1: truncation O(h^2), rounding O(eps / h)
     np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
 
@@ -196,13 +234,17 @@ def test_the_variance_is_not_profiled_with_known_noise(sites, noise, rng):
     lik = _likelihood(sites, rng.normal(size=(len(sites), 1)), noise)
     profiled = ParameterSpace(get_kernel("matern"), max_distance=lik.max_distance)
     with pytest.raises(ValueError, match="noise_ratio must be given"):
-        Objective(lik, profiled).evaluate(profiled.to_z({"range": 0.2, "smoothness": 1.0, "ratio": 0.1}))
+        Objective(lik, profiled).evaluate(
+            profiled.to_z({"range": 0.2, "smoothness": 1.0, "ratio": 0.1})
+        )
     with pytest.raises(ValueError, match="noise_ratio must be given"):
         lik.terms({"range": 0.2, "smoothness": 1.0}, 0.1)
 
 
 def test_fisher_information_matches_the_dense_formula(sites, noise, rng):
-    lik = _likelihood(sites, rng.normal(size=(len(sites), 1)), noise, design=np.ones((len(sites), 1)))
+    lik = _likelihood(
+        sites, rng.normal(size=(len(sites), 1)), noise, design=np.ones((len(sites), 1))
+    )
     names = ["variance", "range", "smoothness", "nugget"]
     info = lik.fisher_information(MATERN, names)
     Ci = np.linalg.inv(dense_cov("matern", sites, MATERN, noise))
@@ -210,8 +252,13 @@ def test_fisher_information_matches_the_dense_formula(sites, noise, rng):
     for name in names:
         h = 1e-6 * MATERN[name]
         up, down = {**MATERN, name: MATERN[name] + h}, {**MATERN, name: MATERN[name] - h}
-        derivatives.append((dense_cov("matern", sites, up, noise) - dense_cov("matern", sites, down, noise)) / (2 * h))
-    expected = np.array([[0.5 * np.trace(Ci @ A @ Ci @ B) for B in derivatives] for A in derivatives])
+        derivatives.append(
+            (dense_cov("matern", sites, up, noise) - dense_cov("matern", sites, down, noise))
+            / (2 * h)
+        )
+    expected = np.array(
+        [[0.5 * np.trace(Ci @ A @ Ci @ B) for B in derivatives] for A in derivatives]
+    )
     np.testing.assert_allclose(info, expected, rtol=1e-5)
 
 
@@ -223,8 +270,10 @@ def test_vecchia_with_every_earlier_site_conditioning_is_exact(sites, noise, rng
     lik = _likelihood(sites, y, noise, kernel="exponential", design=np.zeros((len(sites), 0)))
     vecchia = BlockVecchiaLikelihood(lik, block_size=32, conditioning=len(sites))
     theta, eta, nu = {"range": 0.2}, 0.05, 1 / 1.3
-    exact, approximate = lik.terms(theta, eta, gradient=True, noise_ratio=nu), vecchia.terms(
-        theta, eta, gradient=True, noise_ratio=nu)
+    exact, approximate = (
+        lik.terms(theta, eta, gradient=True, noise_ratio=nu),
+        vecchia.terms(theta, eta, gradient=True, noise_ratio=nu),
+    )
     assert len(vecchia.blocks) > 1
     assert approximate.logdet == pytest.approx(exact.logdet, rel=1e-10)
     assert approximate.quadratic == pytest.approx(exact.quadratic, rel=1e-10)
@@ -237,13 +286,21 @@ def test_vecchia_gradient_matches_finite_differences(sites, noise, rng):
     y = rng.normal(size=(len(sites), 1))
     lik = _likelihood(sites, y, noise, kernel="exponential")
     vecchia = BlockVecchiaLikelihood(lik, block_size=32, conditioning=16)
-    space = ParameterSpace(get_kernel("exponential"), max_distance=lik.max_distance, known_noise=True)
+    space = ParameterSpace(
+        get_kernel("exponential"), max_distance=lik.max_distance, known_noise=True
+    )
     objective = Objective(vecchia, space)
     z = space.to_z({"variance": 0.9, "range": 0.2, "nugget": 0.08})
     _, grad = objective(z)
     h = 1e-6
-    numeric = [(objective.evaluate(z + h * e, gradient=False) - objective.evaluate(z - h * e, gradient=False)) / (2 * h)
-               for e in np.eye(len(z))]
+    numeric = [
+        (
+            objective.evaluate(z + h * e, gradient=False)
+            - objective.evaluate(z - h * e, gradient=False)
+        )
+        / (2 * h)
+        for e in np.eye(len(z))
+    ]
     np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
 
 
@@ -266,18 +323,28 @@ def test_tlr_probe_traces_estimate_the_exact_noise_terms(rng):
     assert traces.names == ["K", "eye", "noise", "range"]
     k = traces.names.index("noise")
     assert traces.quad[k] == pytest.approx(expected.quad["noise"], rel=1e-6)
-    mean, error = traces.traces[:, k].mean(), traces.traces[:, k].std(ddof=1) / np.sqrt(traces.n_probes)
+    mean, error = (
+        traces.traces[:, k].mean(),
+        traces.traces[:, k].std(ddof=1) / np.sqrt(traces.n_probes),
+    )
     assert abs(mean - expected.trace["noise"]) <= 4 * error
 
 
 def test_tlr_fisher_information_matches_exact_within_its_monte_carlo_error(rng):
     X = rng.uniform(size=(200, 2))
     noise = rng.uniform(0.05, 0.5, size=len(X))
-    args = (X, rng.normal(size=(len(X), 1)), np.ones((len(X), 1)), get_kernel("exponential"), EUCLIDEAN)
+    args = (
+        X,
+        rng.normal(size=(len(X), 1)),
+        np.ones((len(X), 1)),
+        get_kernel("exponential"),
+        EUCLIDEAN,
+    )
     names = ["variance", "range", "nugget"]
     expected = ExactLikelihood(*args, noise=noise).fisher_information(EXPONENTIAL, names)
-    info, relative = TLRLikelihood(*args, accuracy=1e-10, tile_size=64, noise=noise).fisher_information(
-        EXPONENTIAL, names, return_error=True)
+    info, relative = TLRLikelihood(
+        *args, accuracy=1e-10, tile_size=64, noise=noise
+    ).fisher_information(EXPONENTIAL, names, return_error=True)
     # the diagonal within four of its relative Monte Carlo standard errors
     np.testing.assert_allclose(np.diag(info), np.diag(expected), rtol=4 * relative)
 
@@ -290,7 +357,9 @@ def simulated():
     rng = np.random.default_rng(11)
     X = rng.uniform(size=(300, 2))
     noise = rng.uniform(0.05, 1.0, size=len(X))
-    field = np.linalg.cholesky(dense_cov("exponential", X, {"variance": 1.0, "range": 0.2})) @ rng.standard_normal(300)
+    field = np.linalg.cholesky(
+        dense_cov("exponential", X, {"variance": 1.0, "range": 0.2})
+    ) @ rng.standard_normal(300)
     return X, 2.0 + field + np.sqrt(noise) * rng.standard_normal(len(X)), noise
 
 
@@ -319,20 +388,28 @@ def test_the_fit_maximizes_the_likelihood_with_the_noise(simulated, fitted):
     np.testing.assert_array_equal(fitted.noise_variance_, noise)
     for name in ("variance", "range"):  # a small move of a free parameter lowers it
         moved = {**fitted.params_, name: fitted.params_[name] * 1.01}
-        assert gs.log_likelihood(X, y, moved, kernel="exponential", noise_variance=noise) < fitted.loglik_
+        assert (
+            gs.log_likelihood(X, y, moved, kernel="exponential", noise_variance=noise)
+            < fitted.loglik_
+        )
 
 
 def test_nugget_false_leaves_only_the_known_noise(simulated):
     X, y, noise = simulated
-    est = gs.SpatialGP(kernel="exponential", nugget=False, method="exact").fit(X, y, noise_variance=noise)
+    est = gs.SpatialGP(kernel="exponential", nugget=False, method="exact").fit(
+        X, y, noise_variance=noise
+    )
     assert est.params_["nugget"] == 0.0 and "nugget" not in est.result_.estimated
-    assert est.loglik_ == pytest.approx(gs.log_likelihood(X, y, est.params_, kernel="exponential",
-                                                          noise_variance=noise), rel=1e-10)
+    assert est.loglik_ == pytest.approx(
+        gs.log_likelihood(X, y, est.params_, kernel="exponential", noise_variance=noise), rel=1e-10
+    )
 
 
 def test_tlr_fit_agrees_with_the_exact_one(simulated, fitted):
     X, y, noise = simulated
-    est = gs.SpatialGP(kernel="exponential", method="tlr", tile_size=64).fit(X, y, noise_variance=noise)
+    est = gs.SpatialGP(kernel="exponential", method="tlr", tile_size=64).fit(
+        X, y, noise_variance=noise
+    )
     assert est.method_ == "tlr" and est.converged_
     # Fisher scoring stops within a predicted gain of about 1e-3 of the maximum: a few
     # hundredths of a standard error from it (sqrt(2 gain))
@@ -356,8 +433,11 @@ def kriging_reference(X, y, noise, params, coef, new):
     Ci = np.linalg.inv(C)
     mean = f0 @ coef + c0 @ Ci @ (y - F @ coef)
     u = f0.T - F.T @ Ci @ c0.T
-    var = params["variance"] - np.einsum("ij,ji->i", c0, Ci @ c0.T) + np.einsum(
-        "ij,ij->j", u, np.linalg.solve(F.T @ Ci @ F, u))
+    var = (
+        params["variance"]
+        - np.einsum("ij,ji->i", c0, Ci @ c0.T)
+        + np.einsum("ij,ij->j", u, np.linalg.solve(F.T @ Ci @ F, u))
+    )
     return mean, np.sqrt(var)
 
 
@@ -366,7 +446,9 @@ def test_kriging_at_the_training_sites_matches_the_dense_reference(simulated, fi
     C = dense_cov("exponential", X, fitted.params_, noise)
     Ci = np.linalg.inv(C)
     F = np.ones((len(X), 1))
-    np.testing.assert_allclose(fitted.coef_, np.linalg.solve(F.T @ Ci @ F, F.T @ Ci @ y), rtol=1e-10)
+    np.testing.assert_allclose(
+        fitted.coef_, np.linalg.solve(F.T @ Ci @ F, F.T @ Ci @ y), rtol=1e-10
+    )
     mean, std = fitted.predict(X, return_std=True)
     ref_mean, ref_std = kriging_reference(X, y, noise, fitted.params_, fitted.coef_, X)
     np.testing.assert_allclose(mean, ref_mean, rtol=1e-9, atol=1e-12)
@@ -383,12 +465,17 @@ def test_scaling_y_scales_the_estimates(simulated, fitted):
     optimum."""
     X, y, noise = simulated
     for c, rel in ((2.0**10, 0.0), (1e3, 1e-5)):
-        est = gs.SpatialGP(kernel="exponential", method="exact").fit(X, y * c, noise_variance=noise * c**2)
+        est = gs.SpatialGP(kernel="exponential", method="exact").fit(
+            X, y * c, noise_variance=noise * c**2
+        )
         assert est.params_["range"] == pytest.approx(fitted.params_["range"], rel=rel)
         assert est.params_["variance"] == pytest.approx(fitted.params_["variance"] * c**2, rel=rel)
-        assert est.params_["nugget"] == pytest.approx(fitted.params_["nugget"] * c**2,
-                                                      rel=rel, abs=rel * fitted.params_["variance"] * c**2)
-        assert est.loglik_ == pytest.approx(fitted.loglik_ - len(y) * np.log(c), rel=max(rel, 1e-15))
+        assert est.params_["nugget"] == pytest.approx(
+            fitted.params_["nugget"] * c**2, rel=rel, abs=rel * fitted.params_["variance"] * c**2
+        )
+        assert est.loglik_ == pytest.approx(
+            fitted.loglik_ - len(y) * np.log(c), rel=max(rel, 1e-15)
+        )
 
 
 def test_fits_repeat_bit_for_bit_and_leave_the_inputs_unchanged(simulated, fitted):
@@ -410,11 +497,15 @@ def test_pickled_model_predicts_the_same(simulated, fitted):
 def test_replicates_share_the_noise_of_their_site(rng):
     X = rng.uniform(size=(80, 2))
     noise = rng.uniform(0.05, 0.3, size=len(X))
-    Y = gs.simulate(X, {"variance": 1.0, "range": 0.2}, kernel="exponential", n_samples=3, random_state=2)
+    Y = gs.simulate(
+        X, {"variance": 1.0, "range": 0.2}, kernel="exponential", n_samples=3, random_state=2
+    )
     Y = Y + np.sqrt(noise)[:, None] * rng.standard_normal(Y.shape)
     Y[:4, 1] = np.nan
     by_site = gs.SpatialGP(kernel="exponential", n_starts=1).fit(X, Y, noise_variance=noise)
-    by_cell = gs.SpatialGP(kernel="exponential", n_starts=1).fit(X, Y, noise_variance=np.tile(noise[:, None], 3))
+    by_cell = gs.SpatialGP(kernel="exponential", n_starts=1).fit(
+        X, Y, noise_variance=np.tile(noise[:, None], 3)
+    )
     assert by_cell.params_ == by_site.params_
     different = np.tile(noise[:, None], 3)
     different[7, 2] *= 2
@@ -423,15 +514,28 @@ def test_replicates_share_the_noise_of_their_site(rng):
 
 
 # ---------------------------------------------------------------------------- bad input
-@pytest.mark.parametrize("change, match", [
-    (lambda v: v[:-1], r"noise_variance must have shape \(40,\), \(40, 1\)"),
-    (lambda v: np.stack([v, v, v], axis=1), r"noise_variance must have shape"),
-    (lambda v: np.where(np.arange(v.size) == 3, -0.1, v), "noise_variance must hold finite, non-negative.*row 3"),
-    (lambda v: np.where(np.arange(v.size) == 5, np.nan, v), "noise_variance must hold finite.*row 5"),
-    (lambda v: np.where(np.arange(v.size) == 5, np.inf, v), "noise_variance must hold finite.*row 5"),
-    (lambda v: v.astype(str), "noise_variance must be real numbers"),
-    (lambda v: v + 1j, "noise_variance must be real numbers"),
-], ids=["short", "three-columns", "negative", "nan", "inf", "strings", "complex"])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda v: v[:-1], r"noise_variance must have shape \(40,\), \(40, 1\)"),
+        (lambda v: np.stack([v, v, v], axis=1), r"noise_variance must have shape"),
+        (
+            lambda v: np.where(np.arange(v.size) == 3, -0.1, v),
+            "noise_variance must hold finite, non-negative.*row 3",
+        ),
+        (
+            lambda v: np.where(np.arange(v.size) == 5, np.nan, v),
+            "noise_variance must hold finite.*row 5",
+        ),
+        (
+            lambda v: np.where(np.arange(v.size) == 5, np.inf, v),
+            "noise_variance must hold finite.*row 5",
+        ),
+        (lambda v: v.astype(str), "noise_variance must be real numbers"),
+        (lambda v: v + 1j, "noise_variance must be real numbers"),
+    ],
+    ids=["short", "three-columns", "negative", "nan", "inf", "strings", "complex"],
+)
 def test_bad_noise_variance_is_refused_naming_it(change, match, rng):
     X = rng.uniform(size=(40, 2))
     y = rng.normal(size=len(X))
@@ -444,7 +548,9 @@ def test_bad_noise_variance_is_refused_naming_it(change, match, rng):
 
 def test_an_xarray_field_with_noise_is_refused_naming_it(rng):
     xr = pytest.importorskip("xarray")
-    da = xr.DataArray(rng.normal(size=(6, 7)), dims=("y", "x"), coords={"y": np.arange(6.0), "x": np.arange(7.0)})
+    da = xr.DataArray(
+        rng.normal(size=(6, 7)), dims=("y", "x"), coords={"y": np.arange(6.0), "x": np.arange(7.0)}
+    )
     with pytest.raises(ValueError, match="noise_variance is supported with a table X"):
         gs.SpatialGP(kernel="exponential").fit(da, noise_variance=np.ones(42))
 
@@ -454,7 +560,9 @@ def test_duplicate_sites_need_a_diagonal(rng):
     X[7] = X[3]
     y = rng.normal(size=len(X))
     noise = np.full(len(X), 0.1)
-    est = gs.SpatialGP(kernel="exponential", nugget=False, n_starts=1).fit(X, y, noise_variance=noise)
+    est = gs.SpatialGP(kernel="exponential", nugget=False, n_starts=1).fit(
+        X, y, noise_variance=noise
+    )
     assert est.params_["nugget"] == 0.0
     noise[[3, 7]] = 0.0
     with pytest.raises(ValueError, match="duplicate sites: rows 3 and 7.*no known noise_variance"):
@@ -522,12 +630,22 @@ def _with_noise(path, values):
             archive.writestr(name, data)
 
 
-@pytest.mark.parametrize("change, match", [
-    (lambda v: np.where(np.arange(v.size) == 2, -1.0, v), "_training.noise holds negative variances"),
-    (lambda v: np.where(np.arange(v.size) == 2, np.nan, v), "_training.noise holds non-finite values"),
-    (lambda v: v[:-1], r"_training.noise is not a float64 array of shape \(300,\)"),
-    (lambda v: v.astype(np.float32), r"_training.noise is not a float64 array"),
-], ids=["negative", "nan", "short", "float32"])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (
+            lambda v: np.where(np.arange(v.size) == 2, -1.0, v),
+            "_training.noise holds negative variances",
+        ),
+        (
+            lambda v: np.where(np.arange(v.size) == 2, np.nan, v),
+            "_training.noise holds non-finite values",
+        ),
+        (lambda v: v[:-1], r"_training.noise is not a float64 array of shape \(300,\)"),
+        (lambda v: v.astype(np.float32), r"_training.noise is not a float64 array"),
+    ],
+    ids=["negative", "nan", "short", "float32"],
+)
 def test_a_hostile_noise_is_refused(fitted, tmp_path, change, match):
     path = tmp_path / "model.npz"
     fitted.save(path)

@@ -9,16 +9,17 @@ from scipy.spatial.distance import cdist
 import geostat as gs
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
-from geostat.likelihood import ExactLikelihood
+from geostat.likelihood import ExactLikelihood, TLRLikelihood
 from geostat.likelihood.failure import dense_shifts
 from geostat.solvers import DenseCholesky
-from geostat.likelihood import TLRLikelihood
 
 
 def gaussian_data(n=600, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.uniform(size=(n, 2))
-    y = gs.simulate(X, {"variance": 1.0, "range": 0.3, "nugget": 1e-4}, kernel="gaussian", random_state=seed)
+    y = gs.simulate(
+        X, {"variance": 1.0, "range": 0.3, "nugget": 1e-4}, kernel="gaussian", random_state=seed
+    )
     return X, y.ravel()
 
 
@@ -63,7 +64,11 @@ def test_compensate_policy_factors_with_compensation_and_reports_it():
     lik = likelihood("tlr", X, y, "compensate")
     assert np.isfinite(lik.log_likelihood(PARAMS))
     (factor,) = lik.factors({"range": 0.3}, 0.0)
-    assert lik.n_safeguarded >= 1 and factor.factor.compensated_tiles and factor.relative_perturbation > 0
+    assert (
+        lik.n_safeguarded >= 1
+        and factor.factor.compensated_tiles
+        and factor.relative_perturbation > 0
+    )
     # tlrcore's contract for the block-form compensated factor (tlrcore.cholesky.safeguards):
     # ||L L^T - A_tlr||_F <= (1 + 1 / sqrt(n_t) + 1.25 sqrt(b)) accuracy ||A_tlr||_F
     # (b = 100, n_t = 6: 13.9 accuracy), and A_tlr is within one more accuracy of K; twice
@@ -98,8 +103,14 @@ def test_dense_factor_rebuilds_the_matrix_it_overwrote():
 def test_spatialgp_fits_a_singular_covariance_and_reports_the_shift(method, accuracy):
     X, y = gaussian_data(500)
     # range held where the correlation matrix is numerically singular
-    model = gs.SpatialGP(kernel="gaussian", nugget=False, method=method, accuracy=accuracy, tile_size=100,
-                         fixed={"range": 0.3})
+    model = gs.SpatialGP(
+        kernel="gaussian",
+        nugget=False,
+        method=method,
+        accuracy=accuracy,
+        tile_size=100,
+        fixed={"range": 0.3},
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(X, y)
@@ -143,7 +154,9 @@ def test_near_singular_tlr_fit_says_its_loglik_is_unreliable():
     # estimate does not settle (measured: error 9e9 at accuracy 1e-14).
     rng = np.random.default_rng(0)
     X = rng.uniform(size=(2000, 2))
-    y = gs.simulate(X, {"variance": 1.0, "range": 0.2, "nugget": 1e-6}, kernel="gaussian", random_state=1).ravel()
+    y = gs.simulate(
+        X, {"variance": 1.0, "range": 0.2, "nugget": 1e-6}, kernel="gaussian", random_state=1
+    ).ravel()
     model = gs.SpatialGP(kernel="gaussian", nugget=False, method="tlr", accuracy=1e-6)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -63,7 +63,9 @@ def mean_offdiagonal_rank(points, tile_size, length=0.1, rtol=1e-8):
     with threadpool_limits(1, "blas"):
         for i in range(n_tiles):
             for j in range(i):
-                block = cov[i * tile_size : (i + 1) * tile_size, j * tile_size : (j + 1) * tile_size]
+                block = cov[
+                    i * tile_size : (i + 1) * tile_size, j * tile_size : (j + 1) * tile_size
+                ]
                 s = np.linalg.svd(block, compute_uv=False)
                 ranks.append(int(np.sum(s > rtol * s[0])))
     return float(np.mean(ranks))
@@ -90,7 +92,9 @@ def test_single_point_and_one_dimensional_list(order):
     np.testing.assert_array_equal(np.sort(perm), np.arange(4))
 
 
-@pytest.mark.parametrize("func", [pytest.param(kdtree_order, id="kdtree"), pytest.param(morton_order, id="morton")])
+@pytest.mark.parametrize(
+    "func", [pytest.param(kdtree_order, id="kdtree"), pytest.param(morton_order, id="morton")]
+)
 def test_one_dimensional_points_are_sorted(func):
     np.testing.assert_array_equal(func([3.0, 1.0, 2.0, 0.0], 2), [3, 1, 2, 0])
     np.testing.assert_array_equal(func([[3.0], [1.0], [2.0], [0.0]], 1), [3, 1, 2, 0])
@@ -102,10 +106,14 @@ def test_identity_order_is_arange(rng):
 
 # ---------------------------------------------------------------------- kd-tree
 @pytest.mark.parametrize("d", DIMS)
-@pytest.mark.parametrize("n, tile_size", [(1000, 128), (1024, 128), (777, 100), (50, 7), (5, 5), (5, 1)])
+@pytest.mark.parametrize(
+    "n, tile_size", [(1000, 128), (1024, 128), (777, 100), (50, 7), (5, 5), (5, 1)]
+)
 def test_kdtree_matches_recursive_reference(n, tile_size, d, rng):
     points = rng.random((n, d))
-    np.testing.assert_array_equal(kdtree_order(points, tile_size), reference_kdtree(points, tile_size))
+    np.testing.assert_array_equal(
+        kdtree_order(points, tile_size), reference_kdtree(points, tile_size)
+    )
 
 
 def test_kdtree_ties_broken_by_original_index():
@@ -232,7 +240,9 @@ def random_order_rank(square_points):
     return mean_offdiagonal_rank(square_points, 256)
 
 
-@pytest.mark.parametrize("method", [pytest.param("kdtree", id="kdtree"), pytest.param("morton", id="morton")])
+@pytest.mark.parametrize(
+    "method", [pytest.param("kdtree", id="kdtree"), pytest.param("morton", id="morton")]
+)
 def test_ordering_lowers_offdiagonal_ranks(method, square_points, random_order_rank):
     ordered = square_points[order_points(square_points, method, 256)]
     assert mean_offdiagonal_rank(ordered, 256) < 0.5 * random_order_rank
@@ -241,8 +251,18 @@ def test_ordering_lowers_offdiagonal_ranks(method, square_points, random_order_r
 # ---------------------------------------------------------------------- auto tile size
 @pytest.mark.parametrize(
     "n, tile, costly_tile",
-    [(1, 1, 1), (100, 100, 100), (255, 255, 255), (1000, 512, 256), (4096, 1024, 512), (8192, 1024, 512),
-     (16384, 2048, 1024), (32768, 2048, 1024), (131072, 2048, 2048), (2**21, 2048, 2048)],
+    [
+        (1, 1, 1),
+        (100, 100, 100),
+        (255, 255, 255),
+        (1000, 512, 256),
+        (4096, 1024, 512),
+        (8192, 1024, 512),
+        (16384, 2048, 1024),
+        (32768, 2048, 1024),
+        (131072, 2048, 2048),
+        (2**21, 2048, 2048),
+    ],
     ids=lambda v: str(v),
 )
 def test_auto_tile_size(n, tile, costly_tile):
@@ -253,7 +273,12 @@ def test_auto_tile_size(n, tile, costly_tile):
 
 @pytest.mark.parametrize(
     "kernel, smoothness, costly",
-    [("exponential", None, False), ("matern", 1.5, False), ("matern", 1.0, True), ("matern", None, True)],
+    [
+        ("exponential", None, False),
+        ("matern", 1.5, False),
+        ("matern", 1.0, True),
+        ("matern", None, True),
+    ],
 )
 def test_site_order_takes_smaller_tiles_for_a_costly_kernel(kernel, smoothness, costly):
     from geostat.distance import get_distance
@@ -272,7 +297,9 @@ def test_auto_tile_size_is_used_by_default(rng):
     assert auto_tile_size(np.int64(3000)) == auto_tile_size(3000)
 
 
-@pytest.mark.parametrize("n, error", [(0, ValueError), (-5, ValueError), (2.0, TypeError), (True, TypeError)])
+@pytest.mark.parametrize(
+    "n, error", [(0, ValueError), (-5, ValueError), (2.0, TypeError), (True, TypeError)]
+)
 def test_auto_tile_size_rejects(n, error):
     with pytest.raises(error, match="n must"):
         auto_tile_size(n)
@@ -320,7 +347,9 @@ FUNCTIONS = [
     "points, error, match",
     [
         pytest.param([[0.0, np.nan], [1.0, 1.0]], ValueError, "points contains NaN", id="nan"),
-        pytest.param([[0.0, np.inf], [1.0, 1.0]], ValueError, "points contains NaN or infinite", id="inf"),
+        pytest.param(
+            [[0.0, np.inf], [1.0, 1.0]], ValueError, "points contains NaN or infinite", id="inf"
+        ),
         pytest.param(np.zeros((0, 2)), ValueError, "points must hold", id="empty"),
         pytest.param(np.zeros((3, 0)), ValueError, "points must hold", id="no-coordinates"),
         pytest.param(np.zeros((2, 2, 2)), ValueError, "points must be 2-D", id="3-D-array"),
@@ -375,7 +404,9 @@ def test_morton_rejects_more_than_63_dimensions(rng):
 
 
 # ---------------------------------------------------------------------- speed
-@pytest.mark.parametrize("method", [pytest.param("kdtree", id="kdtree"), pytest.param("morton", id="morton")])
+@pytest.mark.parametrize(
+    "method", [pytest.param("kdtree", id="kdtree"), pytest.param("morton", id="morton")]
+)
 def test_million_points_run(method):
     # a sanity run, not a timing: about 0.4 s (kdtree) and 0.15 s (morton) on 2 cores
     points = np.random.default_rng(0).random((1_000_000, 2))

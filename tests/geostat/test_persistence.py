@@ -12,15 +12,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from model_files import rewrite_header, saved_model
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
+from standin import StandIn
 
 import geostat as gs
-from model_files import rewrite_header, saved_model
 import geostat.estimator
 from geostat.data.model_file import FORMAT, VERSION
 from geostat.errors import ModelFileError
-from standin import StandIn
 from tlrcore.backends import cupy_available
 
 xr = pytest.importorskip("xarray")
@@ -35,7 +35,11 @@ def _same(a, b):
     if isinstance(a, xr.DataArray):
         return a.identical(b)
     if isinstance(a, (pd.Series, pd.DataFrame)):
-        return type(a) is type(b) and a.index.equals(b.index) and np.array_equal(a.to_numpy(), b.to_numpy())
+        return (
+            type(a) is type(b)
+            and a.index.equals(b.index)
+            and np.array_equal(a.to_numpy(), b.to_numpy())
+        )
     return np.array_equal(a, b)
 
 
@@ -47,15 +51,30 @@ def _round_trip(est, tmp_path, name="model.npz"):
 
 def _check_predictions_equal(est, other, X):
     assert _same(est.predict(X, return_std=True), other.predict(X, return_std=True))
-    assert _same(est.sample_y(X, n_samples=3, random_state=1), other.sample_y(X, n_samples=3, random_state=1))
+    assert _same(
+        est.sample_y(X, n_samples=3, random_state=1), other.sample_y(X, n_samples=3, random_state=1)
+    )
 
 
 def _check_fitted_state_equal(est, other):
     assert other.get_params() == est.get_params()
-    for name in ("params_", "stderr_", "coef_names_", "loglik_", "distance_", "method_", "kernel_", "n_features_in_",
-                 "converged_", "n_iter_", "accuracy_"):
+    for name in (
+        "params_",
+        "stderr_",
+        "coef_names_",
+        "loglik_",
+        "distance_",
+        "method_",
+        "kernel_",
+        "n_features_in_",
+        "converged_",
+        "n_iter_",
+        "accuracy_",
+    ):
         assert getattr(other, name) == getattr(est, name), name
-    assert np.array_equal(other.coef_, est.coef_) and np.array_equal(other.coef_stderr_, est.coef_stderr_)
+    assert np.array_equal(other.coef_, est.coef_) and np.array_equal(
+        other.coef_stderr_, est.coef_stderr_
+    )
     assert np.array_equal(other.result_.covariance, est.result_.covariance)
     assert other.result_.at_bounds == est.result_.at_bounds
 
@@ -92,7 +111,9 @@ def test_model_file_holds_no_matrix_of_the_sites(rainfall, tmp_path):
     path = tmp_path / "model.npz"
     est.save(path)
     n = len(X)
-    assert path.stat().st_size < 100 * n  # the training data (n x 4 numbers), compressed; never n x n
+    assert (
+        path.stat().st_size < 100 * n
+    )  # the training data (n x 4 numbers), compressed; never n x n
     with np.load(path, allow_pickle=False) as archive:  # every array reads without pickle
         sizes = [archive[name].size for name in archive.files if name.startswith("arrays/")]
     assert max(sizes) <= 2 * n
@@ -106,7 +127,9 @@ def test_model_file_is_json_with_a_version_stamp(small, tmp_path):
         header = json.loads(archive.read("model.json"))
     assert header["format"] == FORMAT == "geostat-model" and header["version"] == VERSION == 3
     assert header["geostat"] == gs.__version__
-    assert header["params"]["kernel"] == "exponential" and header["fitted"]["distance_"] == "euclidean"
+    assert (
+        header["params"]["kernel"] == "exponential" and header["fitted"]["distance_"] == "euclidean"
+    )
 
 
 def test_load_runs_no_pickle(small, tmp_path, monkeypatch):
@@ -137,7 +160,9 @@ def test_replicates_with_missing_values_round_trip(tmp_path):
     X = rng.uniform(size=(120, 2))
     Y = gs.simulate(X, EXPONENTIAL, kernel="exponential", n_samples=3, random_state=8)
     Y[rng.choice(120, 20, replace=False), 1] = np.nan
-    est = gs.SpatialGP(kernel="exponential", n_starts=1).fit(X, pd.DataFrame(Y, columns=["day1", "day2", "day3"]))
+    est = gs.SpatialGP(kernel="exponential", n_starts=1).fit(
+        X, pd.DataFrame(Y, columns=["day1", "day2", "day3"])
+    )
     loaded = _round_trip(est, tmp_path)
     assert loaded.coef_.shape == (3, 1)
     mean = loaded.predict(pd.DataFrame(X[:10]))
@@ -149,9 +174,18 @@ def test_covariate_trend_on_a_dataframe_keeps_feature_names(tmp_path):
     rng = np.random.default_rng(9)
     X = pd.DataFrame(rng.uniform(size=(120, 2)), columns=["easting", "northing"])
     X["elevation"] = rng.uniform(0, 2, size=120)
-    y = 3.0 * X["elevation"] + gs.simulate(X[["easting", "northing"]].to_numpy(), EXPONENTIAL, kernel="exponential",
-                                           random_state=10).ravel()
-    est = gs.SpatialGP(kernel="exponential", trend=["elevation"], n_starts=1).fit(X, y.rename("yield"))
+    y = (
+        3.0 * X["elevation"]
+        + gs.simulate(
+            X[["easting", "northing"]].to_numpy(),
+            EXPONENTIAL,
+            kernel="exponential",
+            random_state=10,
+        ).ravel()
+    )
+    est = gs.SpatialGP(kernel="exponential", trend=["elevation"], n_starts=1).fit(
+        X, y.rename("yield")
+    )
     loaded = _round_trip(est, tmp_path)
     assert list(loaded.feature_names_in_) == ["easting", "northing", "elevation"]
     assert loaded.coef_names_ == ["intercept", "elevation"] and loaded.trend == ["elevation"]
@@ -163,12 +197,22 @@ def _field():
     """A lon/lat grid of 10 x 8 cells over three time steps, a few cells missing."""
     lon, lat = np.linspace(-100, -91, 10), np.linspace(35, 42, 8)
     grid = np.column_stack([a.ravel() for a in np.meshgrid(lon, lat)])
-    values = gs.simulate(grid, {"variance": 1.0, "range": 300.0, "nugget": 0.05}, kernel="exponential",
-                         n_samples=3, random_state=11).T.reshape(3, 8, 10)
+    values = gs.simulate(
+        grid,
+        {"variance": 1.0, "range": 300.0, "nugget": 0.05},
+        kernel="exponential",
+        n_samples=3,
+        random_state=11,
+    ).T.reshape(3, 8, 10)
     values[1, 2, 3] = values[2, 5, 5] = np.nan
     times = np.array(["2000-01-01", "2000-01-02", "2000-01-03"], dtype="datetime64[ns]")
-    return xr.DataArray(values, dims=("time", "lat", "lon"), coords={"time": times, "lat": lat, "lon": lon},
-                        name="tas", attrs={"units": "K"})
+    return xr.DataArray(
+        values,
+        dims=("time", "lat", "lon"),
+        coords={"time": times, "lat": lat, "lon": lon},
+        name="tas",
+        attrs={"units": "K"},
+    )
 
 
 def test_dataarray_model_predicts_dataarrays_after_loading(tmp_path):
@@ -184,7 +228,9 @@ def test_dataarray_model_predicts_dataarrays_after_loading(tmp_path):
     assert field.identical(original)
 
 
-@pytest.mark.skipif(cupy_available(), reason="CuPy and a GPU are available: the model would load on the GPU")
+@pytest.mark.skipif(
+    cupy_available(), reason="CuPy and a GPU are available: the model would load on the GPU"
+)
 def test_gpu_fitted_model_loads_and_predicts_on_the_cpu(small, tmp_path, monkeypatch):
     _, X, y = small
     monkeypatch.setattr(geostat.estimator, "get_backend", lambda device: StandIn())
@@ -242,7 +288,9 @@ def test_a_setting_that_needs_pickle_is_named_and_nothing_is_written(small, tmp_
 def test_a_newer_format_version_asks_to_upgrade(small, tmp_path):
     path = saved_model(small, tmp_path)
     rewrite_header(path, lambda header: header.update(version=VERSION + 1, geostat="9.0"))
-    expected = rf"{re.escape(str(path))}.*format version {VERSION + 1}.*geostat 9\.0.*Upgrade geostat"
+    expected = (
+        rf"{re.escape(str(path))}.*format version {VERSION + 1}.*geostat 9\.0.*Upgrade geostat"
+    )
     with pytest.raises(ModelFileError, match=expected):
         gs.load(path)
 
@@ -274,7 +322,9 @@ def _other_format(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("make", [_csv, _npz, _other_format], ids=["csv", "plain-npz", "other-json-format"])
+@pytest.mark.parametrize(
+    "make", [_csv, _npz, _other_format], ids=["csv", "plain-npz", "other-json-format"]
+)
 def test_a_file_that_is_not_a_model_is_refused(make, tmp_path):
     path = make(tmp_path)
     expected = rf"{re.escape(str(path))} is not a geostat model file; give a file written by SpatialGP.save"
@@ -289,8 +339,10 @@ def _truncate(path):
 
 def _corrupt(path):
     data = bytearray(path.read_bytes())
-    start = data.index(b"arrays/fitted._training.coords.npy") + 200  # inside that member's compressed bytes
-    data[start:start + 16] = bytes(16)
+    start = (
+        data.index(b"arrays/fitted._training.coords.npy") + 200
+    )  # inside that member's compressed bytes
+    data[start : start + 16] = bytes(16)
     path.write_bytes(bytes(data))
 
 
@@ -298,8 +350,11 @@ def _unknown_record(path):
     rewrite_header(path, lambda header: header["fitted"].update(_scale={"$record": ["Evil", {}]}))
 
 
-@pytest.mark.parametrize("damage", [_truncate, _corrupt, _unknown_record],
-                         ids=["truncated", "corrupted", "unknown-record"])
+@pytest.mark.parametrize(
+    "damage",
+    [_truncate, _corrupt, _unknown_record],
+    ids=["truncated", "corrupted", "unknown-record"],
+)
 def test_a_damaged_model_file_is_refused(damage, small, tmp_path):
     path = saved_model(small, tmp_path)
     damage(path)
@@ -313,14 +368,28 @@ def test_a_reference_file_of_format_version_1_still_loads_and_predicts():
     trend and two replicates on 40 sites, written by the version-1 writer before reading
     checked every value; the predictions were those of the fitted estimator."""
     model = gs.load(Path(__file__).parent / "reference" / "model_format_1.npz")
-    sites = pd.DataFrame({"x": [0.25, 0.5, 0.75], "y": [0.5, 0.25, 0.75], "elevation": [0.1, 1.0, 1.9]})
+    sites = pd.DataFrame(
+        {"x": [0.25, 0.5, 0.75], "y": [0.5, 0.25, 0.75], "elevation": [0.1, 1.0, 1.9]}
+    )
     mean, std = model.predict(sites, return_std=True)
-    assert list(mean.columns) == ["day1", "day2"] and model.coef_names_ == ["intercept", "elevation"]
-    np.testing.assert_allclose(mean.to_numpy(), [[0.1693117670241967, -0.13552890428893694],
-                                                 [1.083561882924703, 1.532740716028941],
-                                                 [2.2068365602401503, 2.360125157370859]], rtol=1e-9)
-    np.testing.assert_allclose(std.to_numpy()[:, 0], [0.6392056709542705, 0.6590392986430256, 0.7129320331151979],
-                               rtol=1e-9)
+    assert list(mean.columns) == ["day1", "day2"] and model.coef_names_ == [
+        "intercept",
+        "elevation",
+    ]
+    np.testing.assert_allclose(
+        mean.to_numpy(),
+        [
+            [0.1693117670241967, -0.13552890428893694],
+            [1.083561882924703, 1.532740716028941],
+            [2.2068365602401503, 2.360125157370859],
+        ],
+        rtol=1e-9,
+    )
+    np.testing.assert_allclose(
+        std.to_numpy()[:, 0],
+        [0.6392056709542705, 0.6590392986430256, 0.7129320331151979],
+        rtol=1e-9,
+    )
 
 
 def test_a_missing_model_file_raises_file_not_found(tmp_path):

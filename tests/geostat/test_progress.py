@@ -107,10 +107,14 @@ def test_tlr_factor_is_the_same_with_progress_shown(build, factor, monkeypatch, 
     x = np.sort(np.random.default_rng(5).uniform(size=1200))
 
     def block(rows, cols):
-        return np.exp(-np.abs(x[rows, None] - x[None, cols]) / 0.1) + 0.01 * (rows[:, None] == cols[None, :])
+        return np.exp(-np.abs(x[rows, None] - x[None, cols]) / 0.1) + 0.01 * (
+            rows[:, None] == cols[None, :]
+        )
 
     def logdet():
-        return tlr.cholesky(tlr.TLRMatrix.from_generator(block, x.size, 100, **build), **factor).logdet()
+        return tlr.cholesky(
+            tlr.TLRMatrix.from_generator(block, x.size, 100, **build), **factor
+        ).logdet()
 
     quiet = logdet()
     assert capsys.readouterr().err == ""
@@ -145,7 +149,9 @@ def test_info_log_of_a_tlr_fit_names_method_tile_size_accuracy_and_ranks_once(da
     assert f"loglik {est.loglik_:.10g}" in text and "range=" in text
     total = est.n_evaluations_ + est.result_.n_pilot_evaluations
     assert len(info) <= 12 < total, info
-    assert not any(r.name.startswith("tlrcore") for r in caplog.records if r.levelno >= logging.INFO)
+    assert not any(
+        r.name.startswith("tlrcore") for r in caplog.records if r.levelno >= logging.INFO
+    )
 
 
 def test_info_log_says_why_auto_chose_the_exact_method(data, caplog):
@@ -164,7 +170,9 @@ def test_each_evaluation_is_logged_at_debug_and_at_info_with_verbose_2(data, cap
     assert {r.levelno for r in debug} == {logging.DEBUG} and "range=" in debug[0].getMessage()
     caplog.clear()
     _fit(data, verbose=2)
-    assert {r.levelno for r in caplog.records if r.getMessage().startswith("evaluation ")} == {logging.INFO}
+    assert {r.levelno for r in caplog.records if r.getMessage().startswith("evaluation ")} == {
+        logging.INFO
+    }
 
 
 def test_verbose_2_logs_to_stderr_when_logging_is_not_configured(data, monkeypatch):
@@ -225,7 +233,9 @@ def test_verbose_is_the_last_parameter_and_clones():
 def csv(tmp_path, data):
     X, y = data
     path = tmp_path / "sites.csv"
-    path.write_text("x,y,z\n" + "\n".join(f"{a!r},{b!r},{c!r}" for (a, b), c in zip(X.tolist(), y.tolist())))
+    path.write_text(
+        "x,y,z\n" + "\n".join(f"{a!r},{b!r},{c!r}" for (a, b), c in zip(X.tolist(), y.tolist()))
+    )
     return str(path)
 
 
@@ -261,12 +271,16 @@ def test_the_display_counts_full_data_evaluations_as_the_fit_does_and_subsamples
     ``n_evaluations_`` full-data evaluations, plus its pilot evaluations labelled apart."""
     rng = np.random.default_rng(4)
     X = rng.uniform(size=(600, 2))
-    y = gs.simulate(X, {"variance": 1.0, "range": 0.2, "nugget": 0.1}, kernel="exponential", random_state=1)
+    y = gs.simulate(
+        X, {"variance": 1.0, "range": 0.2, "nugget": 0.1}, kernel="exponential", random_state=1
+    )
     est = gs.SpatialGP(**SETTINGS, verbose=1).fit(X, y)
     final = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
     assert est.result_.n_pilot_evaluations > 0
-    expected = (f"geostat fit (done): {est.n_evaluations_} full-data evaluations "
-                f"+ {est.result_.n_pilot_evaluations} on subsamples [")
+    expected = (
+        f"geostat fit (done): {est.n_evaluations_} full-data evaluations "
+        f"+ {est.result_.n_pilot_evaluations} on subsamples ["
+    )
     assert final.startswith(expected), final
 
 
@@ -277,9 +291,18 @@ def test_subsample_stages_are_counted_and_numbered_apart(caplog):
         progress.evaluation(stage, -1.0, 1)
     assert progress.n_evaluations == 2 and progress.n_subsample_evaluations == 3
     assert progress.counts() == "2 full-data evaluations + 3 on subsamples"
-    numbered = [r.getMessage().split(":")[0] for r in caplog.records if r.getMessage().startswith("evaluation ")]
-    assert numbered == ["evaluation 1 (pilot subsample)", "evaluation 2 (pilot subsample)",
-                        "evaluation 1 (full data)", "evaluation 3 (block Vecchia)", "evaluation 2 (full data)"]
+    numbered = [
+        r.getMessage().split(":")[0]
+        for r in caplog.records
+        if r.getMessage().startswith("evaluation ")
+    ]
+    assert numbered == [
+        "evaluation 1 (pilot subsample)",
+        "evaluation 2 (pilot subsample)",
+        "evaluation 1 (full data)",
+        "evaluation 3 (block Vecchia)",
+        "evaluation 2 (full data)",
+    ]
     assert Progress().counts() == "0 full-data evaluations"
 
 

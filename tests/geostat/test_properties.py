@@ -21,17 +21,64 @@ import pytest
 import scipy.linalg
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import (
+    PROPERTY_SETTINGS,
+    assert_unchanged,
+    call_checked,
+    check_finite,
+    record,
+    snapshot,
+)
 
 import geostat as gs
-from strategies import PROPERTY_SETTINGS, assert_unchanged, call_checked, check_finite, record, snapshot
 
 EPS = np.finfo(np.float64).eps
-SHAPES = {"exponential": {}, "matern": {"smoothness": 1.5}, "gaussian": {}, "powered_exponential": {"power": 1.5}}
-LL_ARGS = ("X", "y", "params", "kernel", "trend", "distance", "method", "accuracy", "tile_size", "ordering", "reml")
-SIM_ARGS = ("X", "params", "kernel", "n_samples", "random_state", "distance", "method", "accuracy", "tile_size",
-            "ordering")
-FIT_ARGS = ("X", "y", "kernel", "smoothness", "nugget", "trend", "distance", "method", "accuracy", "tile_size",
-            "ordering", "random_state", "n_starts")
+SHAPES = {
+    "exponential": {},
+    "matern": {"smoothness": 1.5},
+    "gaussian": {},
+    "powered_exponential": {"power": 1.5},
+}
+LL_ARGS = (
+    "X",
+    "y",
+    "params",
+    "kernel",
+    "trend",
+    "distance",
+    "method",
+    "accuracy",
+    "tile_size",
+    "ordering",
+    "reml",
+)
+SIM_ARGS = (
+    "X",
+    "params",
+    "kernel",
+    "n_samples",
+    "random_state",
+    "distance",
+    "method",
+    "accuracy",
+    "tile_size",
+    "ordering",
+)
+FIT_ARGS = (
+    "X",
+    "y",
+    "kernel",
+    "smoothness",
+    "nugget",
+    "trend",
+    "distance",
+    "method",
+    "accuracy",
+    "tile_size",
+    "ordering",
+    "random_state",
+    "n_starts",
+)
 PARAM_KEYS = ("variance", "range", "nugget", "smoothness", "power")
 
 
@@ -47,8 +94,12 @@ def site_tables(draw, bad=True):
     n = draw(st.one_of(st.integers(0, 40), st.integers(6, 30)) if bad else st.integers(4, 40))
     d = pick(draw, [2, 2, 2, 1, 3], [0], bad)
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    layout = pick(draw, ["uniform"] * 5 + ["lonlat"] * 2 + ["duplicate", "near_duplicate", "integer_grid"],
-                  ["one_place", "nan", "inf", "huge", "tiny_spread", "ragged"], bad)
+    layout = pick(
+        draw,
+        ["uniform"] * 5 + ["lonlat"] * 2 + ["duplicate", "near_duplicate", "integer_grid"],
+        ["one_place", "nan", "inf", "huge", "tiny_spread", "ragged"],
+        bad,
+    )
     coords = rng.uniform(size=(n, d))
     lonlat = layout == "lonlat" and d == 2
     if lonlat:
@@ -67,16 +118,25 @@ def site_tables(draw, bad=True):
         coords[-1] = coords[0] + 1e-12
     if n and d and layout in ("nan", "inf"):
         coords[rng.integers(n), rng.integers(d)] = np.nan if layout == "nan" else np.inf
-    dtype = pick(draw, ["float64"] * 8 + ["float32", "int", "object"], ["bool", "object_str", "complex"], bad)
+    dtype = pick(
+        draw, ["float64"] * 8 + ["float32", "int", "object"], ["bool", "object_str", "complex"], bad
+    )
     values = {
-        "float64": coords, "float32": coords.astype(np.float32), "int": np.round(coords * 10).astype(int),
-        "bool": coords > 0.5, "object": coords.astype(object), "object_str": coords.astype(object),
+        "float64": coords,
+        "float32": coords.astype(np.float32),
+        "int": np.round(coords * 10).astype(int),
+        "bool": coords > 0.5,
+        "object": coords.astype(object),
+        "object_str": coords.astype(object),
         "complex": coords + (1j if draw(st.booleans()) else 0j),
     }[dtype]
     if dtype == "object_str" and values.size:
         values[0, 0] = "a"
-    names = (["lon", "lat"] if draw(st.booleans()) else ["Longitude", "Latitude"]) if lonlat else [
-        f"x{i}" for i in range(d)]
+    names = (
+        (["lon", "lat"] if draw(st.booleans()) else ["Longitude", "Latitude"])
+        if lonlat
+        else [f"x{i}" for i in range(d)]
+    )
     covariate = draw(st.booleans()) and n > 0
     string_column = bad and draw(st.integers(0, 4)) == 0
     container = draw(st.sampled_from(["ndarray", "ndarray", "list", "DataFrame", "DataFrame"]))
@@ -92,23 +152,46 @@ def site_tables(draw, bad=True):
         if covariate:
             X = np.column_stack([X, rng.normal(size=n)])
         if string_column:
-            X = np.column_stack([X.astype(object), np.array([f"s{i}" for i in range(n)], dtype=object)])
+            X = np.column_stack(
+                [X.astype(object), np.array([f"s{i}" for i in range(n)], dtype=object)]
+            )
         cov_key = X.shape[1] - 1 if X.ndim == 2 else 0
         if container == "list":
             X = X.tolist()
             if layout == "ragged" and n >= 2 and len(X[0]) >= 1:
                 X[0] = X[0][:-1]
-    return {"X": X, "n": n, "coords": coords, "lonlat": lonlat, "cov_key": cov_key if covariate else None,
-            "names": [*names, "elev", "station"]}
+    return {
+        "X": X,
+        "n": n,
+        "coords": coords,
+        "lonlat": lonlat,
+        "cov_key": cov_key if covariate else None,
+        "names": [*names, "elev", "station"],
+    }
 
 
 @st.composite
 def observations(draw, n, coords, bad=True):
     """``y`` for `n` sites: a field, replicates, NaN patterns, bad shapes and values."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    kind = pick(draw, ["field"] * 4 + ["replicates"] * 2 + ["nan_some"], [
-        "constant", "zeros", "nan_column", "nan_all", "inf", "wrong_length", "string", "ragged", "complex",
-        "three_d", "no_columns"], bad)
+    kind = pick(
+        draw,
+        ["field"] * 4 + ["replicates"] * 2 + ["nan_some"],
+        [
+            "constant",
+            "zeros",
+            "nan_column",
+            "nan_all",
+            "inf",
+            "wrong_length",
+            "string",
+            "ragged",
+            "complex",
+            "three_d",
+            "no_columns",
+        ],
+        bad,
+    )
     scale = draw(st.sampled_from([1.0] * 6 + [1e-150, 1e150, 1e-8, 1e8]))
     smooth = np.sin(3 * coords).sum(axis=1) if coords.ndim == 2 and coords.shape[1] else np.zeros(n)
     base = np.nan_to_num(smooth, nan=0.0, posinf=0.0, neginf=0.0) + rng.standard_normal(n)
@@ -155,8 +238,11 @@ def observations(draw, n, coords, bad=True):
     if container == "list" and isinstance(y, np.ndarray):
         y = y.tolist()
     elif container == "pandas" and isinstance(y, np.ndarray) and y.ndim in (1, 2):
-        y = pd.Series(y, name="rain") if y.ndim == 1 else pd.DataFrame(y, columns=[f"day{j}" for j in range(
-            y.shape[1])])
+        y = (
+            pd.Series(y, name="rain")
+            if y.ndim == 1
+            else pd.DataFrame(y, columns=[f"day{j}" for j in range(y.shape[1])])
+        )
     return y
 
 
@@ -172,8 +258,12 @@ def parameter_dicts(draw, kernel_name, bad=True):
         params["smoothness"] = draw(st.sampled_from([0.5, 1.5, 2.5, 0.8]))
     if kernel_name == "powered_exponential":
         params["power"] = draw(st.sampled_from([0.5, 1.0, 1.5, 2.0, 2.5]))
-    fault = pick(draw, [None, None, "numpy"], [
-        "missing", "unknown", "zero", "negative", "nan", "inf", "bool", "str", "none", "not_dict"], bad)
+    fault = pick(
+        draw,
+        [None, None, "numpy"],
+        ["missing", "unknown", "zero", "negative", "nan", "inf", "bool", "str", "none", "not_dict"],
+        bad,
+    )
     key = draw(st.sampled_from(sorted(params)))
     if fault == "missing":
         del params[key]
@@ -185,8 +275,15 @@ def parameter_dicts(draw, kernel_name, bad=True):
         with np.errstate(over="ignore"):  # a value beyond float32 becomes inf: bad input too
             params[key] = np.float32(params[key])
     elif fault is not None:
-        params[key] = {"zero": 0.0, "negative": -1.0, "nan": np.nan, "inf": np.inf, "bool": True, "str": "1.0",
-                       "none": None}[fault]
+        params[key] = {
+            "zero": 0.0,
+            "negative": -1.0,
+            "nan": np.nan,
+            "inf": np.inf,
+            "bool": True,
+            "str": "1.0",
+            "none": None,
+        }[fault]
     return params
 
 
@@ -203,8 +300,11 @@ def kernels(draw, bad=True):
         smoothness = draw(st.sampled_from([0.5, 1.5, 2.5, None]))
         return gs.Matern(smoothness=smoothness), "matern" if smoothness is None else "matern_fixed"
     if form == "instance":
-        return {"exponential": gs.Exponential(), "gaussian": gs.Gaussian(),
-                "powered_exponential": gs.PoweredExponential()}[name], name
+        return {
+            "exponential": gs.Exponential(),
+            "gaussian": gs.Gaussian(),
+            "powered_exponential": gs.PoweredExponential(),
+        }[name], name
     if form == "bad":
         return draw(st.sampled_from(["bogus", 3, None, "Matern-3/2"])), name
     return (name.upper() if draw(st.integers(0, 5)) == 0 else name), name
@@ -286,9 +386,13 @@ def as_float_table(value, ndim):
     """`value` (array, list or pandas) as a float64 array of `ndim` dimensions, or None
     when it is not one plainly (strings, complex, ragged)."""
     try:
-        array = np.asarray(value.to_numpy() if isinstance(value, (pd.DataFrame, pd.Series)) else value)
-        if array.dtype.kind not in "biuf" and not (array.dtype == object and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in array.ravel())):
+        array = np.asarray(
+            value.to_numpy() if isinstance(value, (pd.DataFrame, pd.Series)) else value
+        )
+        if array.dtype.kind not in "biuf" and not (
+            array.dtype == object
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in array.ravel())
+        ):
             return None
         array = array.astype(np.float64)
     except (ValueError, TypeError):
@@ -317,8 +421,10 @@ def clean_y(y, n):
 
 
 def frame_is_lonlat(X):
-    return isinstance(X, pd.DataFrame) and [c.lower() for c in X.columns] in (["lon", "lat"], ["longitude",
-                                                                                              "latitude"])
+    return isinstance(X, pd.DataFrame) and [c.lower() for c in X.columns] in (
+        ["lon", "lat"],
+        ["longitude", "latitude"],
+    )
 
 
 def names_for(args, X, params):
@@ -354,20 +460,29 @@ def check_log_likelihood(X, y, params, **kw):
     trend = kw.get("trend", "constant")
     if isinstance(trend, np.ndarray) and trend.shape[1:] == (1,) and (trend == 1).all():
         trend = "constant"
-    plain = (kw.get("distance", "auto") in ("auto", "euclidean") and kw.get("method", "auto") != "tlr"
-             and not kw.get("reml", False) and isinstance(kernel, str) and kernel.lower() in SHAPES
-             and trend in (None, "constant"))
+    plain = (
+        kw.get("distance", "auto") in ("auto", "euclidean")
+        and kw.get("method", "auto") != "tlr"
+        and not kw.get("reml", False)
+        and isinstance(kernel, str)
+        and kernel.lower() in SHAPES
+        and trend in (None, "constant")
+    )
     yc = clean_y(y, len(coords) if coords is not None else -1)
     if plain and coords is not None and yc is not None and isinstance(params, dict):
         ref = reference_log_likelihood(coords, yc, params, kernel.lower(), trend)
         if ref is not None:
             expected, tol = ref
-            assert abs(value - expected) <= tol, f"log_likelihood {value!r} != direct evaluation {expected!r}"
+            assert abs(value - expected) <= tol, (
+                f"log_likelihood {value!r} != direct evaluation {expected!r}"
+            )
             record("log_likelihood: compared with a direct evaluation")
     if frame_is_lonlat(X) and kw.get("distance", "auto") == "auto":
         # "auto" on lon/lat columns is chordal: the same computation, so the same bits.
         chordal = gs.log_likelihood(X, y, params, **{**kw, "distance": "chordal"})
-        assert value == chordal, "log_likelihood(distance='auto') on lon/lat columns differs from 'chordal'"
+        assert value == chordal, (
+            "log_likelihood(distance='auto') on lon/lat columns differs from 'chordal'"
+        )
 
 
 def check_simulate(X, params, n, **kw):
@@ -385,8 +500,11 @@ def check_simulate(X, params, n, **kw):
         # The same call on the same data: bit-identical draws.
         np.testing.assert_array_equal(gs.simulate(X, params, **kw), draws)
     if frame_is_lonlat(X) and kw.get("distance", "auto") == "auto" and isinstance(seed, int):
-        np.testing.assert_array_equal(gs.simulate(X, params, **{**kw, "distance": "chordal"}), draws,
-                                      err_msg="simulate(distance='auto') on lon/lat columns is not chordal")
+        np.testing.assert_array_equal(
+            gs.simulate(X, params, **{**kw, "distance": "chordal"}),
+            draws,
+            err_msg="simulate(distance='auto') on lon/lat columns is not chordal",
+        )
 
 
 def check_fit(X, y, n, **settings_):
@@ -415,14 +533,21 @@ def check_fit(X, y, n, **settings_):
     shape = (k, np.shape(y)[1]) if replicates else (k,)
     check_finite(np.asarray(mean), shape, caught + caught_p, "predict mean")
     assert np.all(np.asarray(std) >= 0) or not np.isfinite(np.asarray(std)).all()
-    if est.method_ == "exact" and not any(issubclass(w.category, gs.PerturbationWarning) for w in caught):
+    if est.method_ == "exact" and not any(
+        issubclass(w.category, gs.PerturbationWarning) for w in caught
+    ):
         # The documented round trip: log_likelihood at the estimate reproduces loglik_.
         # Same model, possibly a different evaluation order: relative agreement to 1e-7.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            again = gs.log_likelihood(X, y, est.params_, kernel=settings_.get("kernel", "matern"),
-                                      trend=settings_.get("trend", "constant"),
-                                      distance=settings_.get("distance", "auto"))
+            again = gs.log_likelihood(
+                X,
+                y,
+                est.params_,
+                kernel=settings_.get("kernel", "matern"),
+                trend=settings_.get("trend", "constant"),
+                distance=settings_.get("distance", "auto"),
+            )
         assert again == pytest.approx(est.loglik_, rel=1e-7, abs=1e-7 * n)
         record("fit: loglik_ reproduced by log_likelihood")
 
@@ -437,13 +562,26 @@ def test_log_likelihood_gives_a_finite_correct_value_or_a_named_error(data):
     kernel, family = data.draw(kernels(bad=fault == "kernel"), label="kernel")
     params = data.draw(parameter_dicts(family, bad=fault == "params"), label="params")
     bad = fault == "options"
-    kw = {"kernel": kernel, "trend": data.draw(trends(table["cov_key"], table["n"], bad), label="trend")}
-    kw.update(data.draw(st.fixed_dictionaries({}, optional={
-        "distance": choices(["auto", "euclidean"], ["chordal", "great_circle", "manhattan"], bad),
-        "method": choices(["auto", "exact", "tlr"], ["dense"], bad),
-        "tile_size": tile_sizes(bad),
-        "reml": choices([False, True], ["yes"], bad),
-    }), label="options"))
+    kw = {
+        "kernel": kernel,
+        "trend": data.draw(trends(table["cov_key"], table["n"], bad), label="trend"),
+    }
+    kw.update(
+        data.draw(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "distance": choices(
+                        ["auto", "euclidean"], ["chordal", "great_circle", "manhattan"], bad
+                    ),
+                    "method": choices(["auto", "exact", "tlr"], ["dense"], bad),
+                    "tile_size": tile_sizes(bad),
+                    "reml": choices([False, True], ["yes"], bad),
+                },
+            ),
+            label="options",
+        )
+    )
     check_log_likelihood(table["X"], y, params, **kw)
 
 
@@ -456,14 +594,26 @@ def test_simulate_gives_finite_draws_of_the_right_shape_or_a_named_error(data):
     params = data.draw(parameter_dicts(family, bad=fault == "params"), label="params")
     bad = fault in ("options", "y")
     kw = {"kernel": kernel}
-    kw.update(data.draw(st.fixed_dictionaries({}, optional={
-        "n_samples": choices([1, 1, 3], [0, -1, 2.5, "2"], bad),
-        "random_state": st.one_of(choices([0, 7, None], ["abc", -1, 1.5, True], bad),
-                                  st.builds(np.random.default_rng, st.just(5))),
-        "distance": choices(["auto", "euclidean"], ["chordal", "great_circle", "manhattan"], bad),
-        "method": choices(["auto", "exact", "tlr"], ["dense"], bad),
-        "tile_size": tile_sizes(bad),
-    }), label="options"))
+    kw.update(
+        data.draw(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "n_samples": choices([1, 1, 3], [0, -1, 2.5, "2"], bad),
+                    "random_state": st.one_of(
+                        choices([0, 7, None], ["abc", -1, 1.5, True], bad),
+                        st.builds(np.random.default_rng, st.just(5)),
+                    ),
+                    "distance": choices(
+                        ["auto", "euclidean"], ["chordal", "great_circle", "manhattan"], bad
+                    ),
+                    "method": choices(["auto", "exact", "tlr"], ["dense"], bad),
+                    "tile_size": tile_sizes(bad),
+                },
+            ),
+            label="options",
+        )
+    )
     check_simulate(table["X"], params, table["n"], **kw)
 
 
@@ -475,16 +625,34 @@ def test_fit_gives_finite_estimates_or_a_named_error(data):
     y = data.draw(observations(table["n"], table["coords"], bad=fault == "y"), label="y")
     bad = fault in ("options", "kernel", "params")
     family = data.draw(st.sampled_from(KERNEL_NAMES), label="kernel")
-    settings_ = {"kernel": family, "trend": data.draw(trends(table["cov_key"], bad=bad), label="trend")}
+    settings_ = {
+        "kernel": family,
+        "trend": data.draw(trends(table["cov_key"], bad=bad), label="trend"),
+    }
     if family == "matern":
-        settings_["smoothness"] = data.draw(st.sampled_from([0.5, 1.5, 2.5, None]), label="smoothness")
-    settings_.update(data.draw(st.fixed_dictionaries({}, optional={
-        "nugget": choices([True, True, False, 0, 1e-300, 0.1], [-1.0, "yes", np.nan], bad),
-        "random_state": st.one_of(choices([0, None], ["abc", -3], bad), st.builds(np.random.default_rng, st.just(2))),
-        "method": choices(["auto", "exact", "tlr"], ["dense"], bad),
-        "tile_size": tile_sizes(bad),
-        "distance": choices(["auto", "euclidean"], ["great_circle", "manhattan"], bad),
-    }), label="settings"))
+        settings_["smoothness"] = data.draw(
+            st.sampled_from([0.5, 1.5, 2.5, None]), label="smoothness"
+        )
+    settings_.update(
+        data.draw(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "nugget": choices(
+                        [True, True, False, 0, 1e-300, 0.1], [-1.0, "yes", np.nan], bad
+                    ),
+                    "random_state": st.one_of(
+                        choices([0, None], ["abc", -3], bad),
+                        st.builds(np.random.default_rng, st.just(2)),
+                    ),
+                    "method": choices(["auto", "exact", "tlr"], ["dense"], bad),
+                    "tile_size": tile_sizes(bad),
+                    "distance": choices(["auto", "euclidean"], ["great_circle", "manhattan"], bad),
+                },
+            ),
+            label="settings",
+        )
+    )
     check_fit(table["X"], y, table["n"], **settings_)
 
 
@@ -517,27 +685,55 @@ FIT_CASES = {
     "all-zero-y": lambda: (_field()[0], np.zeros(30), {}),
     "tiny-y": lambda: (_field()[0], _field()[1] * 1e-150, {}),
     "huge-y": lambda: (_field()[0], _field()[1] * 1e150, {}),
-    "all-nan-replicate": lambda: (_field()[0], np.column_stack([_field()[1], np.full(30, np.nan)]), {}),
+    "all-nan-replicate": lambda: (
+        _field()[0],
+        np.column_stack([_field()[1], np.full(30, np.nan)]),
+        {},
+    ),
     "near-duplicates-no-nugget": lambda: (*_near_duplicates(), {"nugget": False}),
     "near-duplicates-nugget-1e-300": lambda: (*_near_duplicates(), {"nugget": 1e-300}),
     "random-state-abc": lambda: (*_field(), {"random_state": "abc"}),
-    "string-column": lambda: (pd.DataFrame({"x": _field()[0][:, 0], "y": _field()[0][:, 1], "name": ["a"] * 30}),
-                              _field()[1], {}),
-    "string-covariate": lambda: (pd.DataFrame({"x": _field()[0][:, 0], "y": _field()[0][:, 1], "soil": ["a"] * 30}),
-                                 _field()[1], {"trend": ["soil"]}),
-    "ragged-X": lambda: ([[0.1, 0.2], [0.3]] + [[0.1 * i, 0.5] for i in range(28)], _field()[1], {}),
+    "string-column": lambda: (
+        pd.DataFrame({"x": _field()[0][:, 0], "y": _field()[0][:, 1], "name": ["a"] * 30}),
+        _field()[1],
+        {},
+    ),
+    "string-covariate": lambda: (
+        pd.DataFrame({"x": _field()[0][:, 0], "y": _field()[0][:, 1], "soil": ["a"] * 30}),
+        _field()[1],
+        {"trend": ["soil"]},
+    ),
+    "ragged-X": lambda: (
+        [[0.1, 0.2], [0.3]] + [[0.1 * i, 0.5] for i in range(28)],
+        _field()[1],
+        {},
+    ),
     "ragged-y": lambda: (_field()[0], [[1.0, 2.0]] * 29 + [[1.0]], {}),
     "tlr-small-tiles": lambda: (*_field(40), {"method": "tlr", "tile_size": 32}),
     # found by the properties above
     "empty-X": lambda: (np.empty((0, 2)), np.empty(0), {}),
     "X-without-columns": lambda: (np.empty((30, 0)), _field()[1], {}),
-    "string-in-object-array": lambda: (np.column_stack([_field()[0], ["a"] * 30]).astype(object), _field()[1], {}),
-    "tlr-fixed-nugget-tiny-y": lambda: (_field()[0], _field()[1] * 1e-150, {"method": "tlr", "nugget": 0.1}),
-    "tlr-fixed-nugget-pure-noise": lambda: (*_seed17(), {"kernel": "powered_exponential", "trend": "linear",
-                                                         "method": "tlr", "nugget": 0.1}),
-    "tiny-y-unidentified": lambda: (pd.DataFrame({"x0": [6, 3, 9, 10], "x1": [1, 6, 3, 1],
-                                                  "elev": [-1.44, 0.72, -2.03, -0.39]}),
-                                    1e-150 * np.random.default_rng(0).uniform(1, 4, (4, 3)), {"trend": ["elev"]}),
+    "string-in-object-array": lambda: (
+        np.column_stack([_field()[0], ["a"] * 30]).astype(object),
+        _field()[1],
+        {},
+    ),
+    "tlr-fixed-nugget-tiny-y": lambda: (
+        _field()[0],
+        _field()[1] * 1e-150,
+        {"method": "tlr", "nugget": 0.1},
+    ),
+    "tlr-fixed-nugget-pure-noise": lambda: (
+        *_seed17(),
+        {"kernel": "powered_exponential", "trend": "linear", "method": "tlr", "nugget": 0.1},
+    ),
+    "tiny-y-unidentified": lambda: (
+        pd.DataFrame(
+            {"x0": [6, 3, 9, 10], "x1": [1, 6, 3, 1], "elev": [-1.44, 0.72, -2.03, -0.39]}
+        ),
+        1e-150 * np.random.default_rng(0).uniform(1, 4, (4, 3)),
+        {"trend": ["elev"]},
+    ),
 }
 
 
@@ -549,11 +745,31 @@ def test_fit_on_the_listed_inputs(case):
 
 LL_CASES = {
     "constant-y": lambda: (_field()[0], np.full(30, 2.5), EXP, {}),
-    "tiny-y": lambda: (_field()[0], _field()[1] * 1e-150, {**EXP, "variance": 1e-300, "nugget": 1e-301}, {}),
-    "all-nan-replicate": lambda: (_field()[0], np.column_stack([_field()[1], np.full(30, np.nan)]), EXP, {}),
+    "tiny-y": lambda: (
+        _field()[0],
+        _field()[1] * 1e-150,
+        {**EXP, "variance": 1e-300, "nugget": 1e-301},
+        {},
+    ),
+    "all-nan-replicate": lambda: (
+        _field()[0],
+        np.column_stack([_field()[1], np.full(30, np.nan)]),
+        EXP,
+        {},
+    ),
     "lonlat-auto-distance": lambda: (_lonlat(), _field()[1], {**EXP, "range": 500.0}, {}),
-    "string-column": lambda: (pd.DataFrame({"x": _field()[0][:, 0], "name": ["a"] * 30}), _field()[1], EXP, {}),
-    "ragged-X": lambda: ([[0.1, 0.2], [0.3]] + [[0.1 * i, 0.5] for i in range(28)], _field()[1], EXP, {}),
+    "string-column": lambda: (
+        pd.DataFrame({"x": _field()[0][:, 0], "name": ["a"] * 30}),
+        _field()[1],
+        EXP,
+        {},
+    ),
+    "ragged-X": lambda: (
+        [[0.1, 0.2], [0.3]] + [[0.1 * i, 0.5] for i in range(28)],
+        _field()[1],
+        EXP,
+        {},
+    ),
     "params-with-string": lambda: (*_field(), {**EXP, "range": "0.2"}, {}),
     "params-nan": lambda: (*_field(), {**EXP, "variance": np.nan}, {}),
     "tlr-small-tiles": lambda: (*_field(40), EXP, {"method": "tlr", "tile_size": 32}),
@@ -571,7 +787,11 @@ SIM_CASES = {
     "lonlat-auto-distance": lambda: (_lonlat(), {**EXP, "range": 500.0}, {"random_state": 0}),
     "huge-variance": lambda: (_field()[0], {**EXP, "variance": 1e150}, {"random_state": 0}),
     "tiny-variance": lambda: (_field()[0], {**EXP, "variance": 1e-150}, {"random_state": 0}),
-    "tlr-small-tiles": lambda: (_field(40)[0], EXP, {"method": "tlr", "tile_size": 32, "random_state": 0}),
+    "tlr-small-tiles": lambda: (
+        _field(40)[0],
+        EXP,
+        {"method": "tlr", "tile_size": 32, "random_state": 0},
+    ),
 }
 
 

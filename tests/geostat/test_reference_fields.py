@@ -33,7 +33,9 @@ def case_data(case):
 
 
 def case_id(case):
-    return f"{case['case']}-{case['dataset']}-nu{case['smoothness']}" + ("-reml" if case["reml"] else "")
+    return f"{case['case']}-{case['dataset']}-nu{case['smoothness']}" + (
+        "-reml" if case["reml"] else ""
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
@@ -50,7 +52,9 @@ def test_loglik_at_fixed_parameters_matches_fields(case):
             n, p = case["n"], 1 + len(case["trend"]["covariates"])
             variance = point["variance"] * n / (n - p)
             reml_params = {**params, "variance": variance, "nugget": point["lambda"] * variance}
-            got = gs.log_likelihood(X, y, reml_params, kernel="matern", trend=trend, distance="chordal", reml=True)
+            got = gs.log_likelihood(
+                X, y, reml_params, kernel="matern", trend=trend, distance="chordal", reml=True
+            )
             assert got == pytest.approx(point["textbook_reml"], rel=1e-9, abs=1e-8)
 
 
@@ -58,7 +62,9 @@ def test_reml_maximum_matches_textbook_reml_fit():
     case = next(c for c in CASES if c["reml"])
     ref = case["textbook_reml_fit"]
     X, y, trend = case_data(case)
-    est = gs.SpatialGP(smoothness=case["smoothness"], trend=trend, distance="chordal", reml=True).fit(X, y)
+    est = gs.SpatialGP(
+        smoothness=case["smoothness"], trend=trend, distance="chordal", reml=True
+    ).fit(X, y)
     assert est.loglik_ >= ref["criterion"] - 1e-6 * abs(ref["criterion"])
     assert est.loglik_ == pytest.approx(ref["criterion"], abs=1e-6)
     for name in ("variance", "range", "nugget"):
@@ -67,7 +73,13 @@ def test_reml_maximum_matches_textbook_reml_fit():
 
 @pytest.mark.parametrize(
     "case",
-    [pytest.param(c, marks=pytest.mark.slow) if c["dataset"] in SLOW_DATASETS and c["case"] != 1 else c for c in CASES if not c["reml"]],
+    [
+        pytest.param(c, marks=pytest.mark.slow)
+        if c["dataset"] in SLOW_DATASETS and c["case"] != 1
+        else c
+        for c in CASES
+        if not c["reml"]
+    ],
     ids=case_id,
 )
 def test_maximized_loglik_matches_fields(case):
@@ -81,4 +93,6 @@ def test_maximized_loglik_matches_fields(case):
     assert est.loglik_ == pytest.approx(case["loglik"], abs=1e-6)
     for name in ("variance", "range", "nugget"):
         assert est.params_[name] == pytest.approx(case[name], rel=1e-4), name
-    np.testing.assert_allclose(est.coef_, case["beta"], rtol=1e-4, atol=1e-6 * np.abs(case["beta"]).max())
+    np.testing.assert_allclose(
+        est.coef_, case["beta"], rtol=1e-4, atol=1e-6 * np.abs(case["beta"]).max()
+    )

@@ -10,8 +10,8 @@ from scipy.spatial.distance import squareform
 from scipy.stats import chi2
 
 import geostat as gs
-import geostat.optimize.scoring as scoring
 import geostat.likelihood.tlr as tlr_module
+import geostat.optimize.scoring as scoring
 import geostat.optimize.search as search
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
@@ -24,8 +24,13 @@ from geostat.optimize.polish import subsample_objective
 def likelihoods(n, rng, reml=False, kernel="matern"):
     X = rng.uniform(size=(n, 2))
     F = np.column_stack([np.ones(n), X[:, 0]])
-    y = gs.simulate(X, {"variance": 1.0, "range": 0.12, "smoothness": 1.2, "nugget": 0.05}, kernel="matern",
-                    random_state=3, method="exact") + F @ np.array([0.5, -1.0])
+    y = gs.simulate(
+        X,
+        {"variance": 1.0, "range": 0.12, "smoothness": 1.2, "nugget": 0.05},
+        kernel="matern",
+        random_state=3,
+        method="exact",
+    ) + F @ np.array([0.5, -1.0])
     args = (X, y[:, None], F, get_kernel(kernel), get_distance("euclidean"), reml)
     return ExactLikelihood(*args), TLRLikelihood(*args, accuracy=1e-10, tile_size=128)
 
@@ -33,14 +38,20 @@ def likelihoods(n, rng, reml=False, kernel="matern"):
 def probed(tlr, space, z, blocks):
     free = space.to_natural(z)
     theta = space.theta(free)
-    eta = free["ratio"] if space.profiled else space.natural(free)["nugget"] / space.natural(free)["variance"]
+    eta = (
+        free["ratio"]
+        if space.profiled
+        else space.natural(free)["nugget"] / space.natural(free)["variance"]
+    )
     terms, traces = tlr.probe_traces(theta, eta, random_state=0)
     for _ in range(blocks):
         out = next(traces)
     return terms, out
 
 
-@pytest.mark.parametrize(("reml", "profiled"), [(False, True), (True, False)], ids=["ml-profiled", "reml-full"])
+@pytest.mark.parametrize(
+    ("reml", "profiled"), [(False, True), (True, False)], ids=["ml-profiled", "reml-full"]
+)
 def test_stochastic_score_and_information_match_the_dense_ones(reml, profiled, rng):
     exact, tlr = likelihoods(400, rng, reml)
     kernel = exact.kernel
@@ -120,8 +131,9 @@ def test_derivatives_are_compressed_at_the_derivative_accuracy(rng):
     exact, tlr = likelihoods(300, rng)
     D = tlr.gradient_matrices(0, {"range": 0.1, "smoothness": 1.0}, ["range"])["range"]
     assert D.matrix.accuracy == max(tlr.accuracy, tlr_module.DERIVATIVE_ACCURACY) == 1e-6
-    _, grads = exact.kernel.correlation_and_gradient(squareform(exact.distance.pairwise(exact.coords)), 0.1,
-                                                    smoothness=1.0)
+    _, grads = exact.kernel.correlation_and_gradient(
+        squareform(exact.distance.pairwise(exact.coords)), 0.1, smoothness=1.0
+    )
     want = grads["range"]
     assert np.linalg.norm(D @ np.eye(tlr.n) - want) <= D.matrix.accuracy * np.linalg.norm(want)
 
@@ -131,14 +143,26 @@ def field():
     rng = np.random.default_rng(11)
     n = 1500
     X = rng.uniform(size=(n, 2))
-    y = 1.0 + gs.simulate(X, {"variance": 1.0, "range": 0.15, "smoothness": 1.5, "nugget": 0.05}, kernel="matern",
-                          random_state=5, method="exact")
+    y = 1.0 + gs.simulate(
+        X,
+        {"variance": 1.0, "range": 0.15, "smoothness": 1.5, "nugget": 0.05},
+        kernel="matern",
+        random_state=5,
+        method="exact",
+    )
     return X, y
 
 
 def fit(X, y, method="tlr", **kwargs):
-    return gs.SpatialGP(kernel="matern", smoothness=1.5, method=method, accuracy=1e-9, tile_size=256,
-                        random_state=0, **kwargs).fit(X, y)
+    return gs.SpatialGP(
+        kernel="matern",
+        smoothness=1.5,
+        method=method,
+        accuracy=1e-9,
+        tile_size=256,
+        random_state=0,
+        **kwargs,
+    ).fit(X, y)
 
 
 @pytest.mark.slow
@@ -160,7 +184,9 @@ def test_scoring_optimum_matches_the_derivative_free_and_the_exact_ones(field, m
     assert scored.loglik_error_ <= search.LOGLIK_TOLERANCE
     # The fit's own value: at 1,500 sites it differs from the one at 1e-8 by far less than 0.01.
     assert scored.result_.loglik_accuracy == pytest.approx(1e-9)
-    assert scored.loglik_ == pytest.approx(exact.log_likelihood(scored.params_), abs=scored.loglik_error_ + 1e-6)
+    assert scored.loglik_ == pytest.approx(
+        exact.log_likelihood(scored.params_), abs=scored.loglik_error_ + 1e-6
+    )
 
 
 @pytest.mark.slow
@@ -182,7 +208,9 @@ def test_a_stall_falls_back_to_the_derivative_free_search(field, monkeypatch):
         return -score, info, covariance
 
     monkeypatch.setattr(scoring, "score_and_information", backwards)
-    monkeypatch.setattr(search, "subsample_objective", lambda *args: subsample_objective(*args, refine_size=150))
+    monkeypatch.setattr(
+        search, "subsample_objective", lambda *args: subsample_objective(*args, refine_size=150)
+    )
     model = fit(X[:700], y[:700])
     assert "no step increased the likelihood; derivative-free search" in model.result_.message
     assert model.converged_
@@ -210,7 +238,9 @@ def test_scoring_from_the_block_vecchia_fit_finds_the_exact_optimum_on_real_data
     frame = gs.datasets.load("co2")
     rows = np.sort(np.random.default_rng(0).choice(len(frame), size=3000, replace=False))
     lon, lat = np.radians(frame["lon"].to_numpy()[rows]), np.radians(frame["lat"].to_numpy()[rows])
-    X = 6371.0 * np.column_stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)])
+    X = 6371.0 * np.column_stack(
+        [np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)]
+    )
     y = frame["co2"].to_numpy()[rows]
     exact = fit(X, y, method="exact")
     with caplog.at_level(logging.INFO, logger="geostat.optimize.progress"):

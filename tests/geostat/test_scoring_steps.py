@@ -26,20 +26,28 @@ def test_the_curvature_takes_the_secant_along_the_last_step_and_the_information_
     assert step @ curvature @ step == pytest.approx(step @ hessian @ step, rel=1e-12)
     # directions I-orthogonal to the step keep the information's curvature
     other = np.linalg.svd((info @ step)[None, :])[2][1:]
-    np.testing.assert_allclose(other @ curvature @ other.T, other @ info @ other.T, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        other @ curvature @ other.T, other @ info @ other.T, rtol=1e-12, atol=1e-12
+    )
     np.testing.assert_allclose(curvature, curvature.T)
     assert scoring._curvature(info, score, []) is info
 
 
-@pytest.mark.parametrize("secant_scale, rho", [(100.0, scoring.CURVATURE_MAX), (1e-3, scoring.CURVATURE_MIN)])
-def test_the_correction_is_clipped_and_skipped_where_the_secant_is_not_positive(rng, secant_scale, rho):
+@pytest.mark.parametrize(
+    "secant_scale, rho", [(100.0, scoring.CURVATURE_MAX), (1e-3, scoring.CURVATURE_MIN)]
+)
+def test_the_correction_is_clipped_and_skipped_where_the_secant_is_not_positive(
+    rng, secant_scale, rho
+):
     info = _information(rng)
     step = rng.standard_normal(3)
     before = np.zeros(3)
     score = -secant_scale * info @ step
     curvature = scoring._curvature(info, score, [(step, before)])
     assert step @ curvature @ step == pytest.approx(rho * step @ info @ step, rel=1e-12)
-    np.testing.assert_allclose(scoring._curvature(info, -score, [(step, before)]), info, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        scoring._curvature(info, -score, [(step, before)]), info, rtol=1e-12, atol=1e-12
+    )
 
 
 def _quadratic_history(hessian, steps, start):
@@ -59,8 +67,12 @@ def test_as_many_independent_steps_as_coordinates_give_the_hessian(rng):
     root = np.linalg.cholesky(info)
     basis = np.linalg.qr(rng.standard_normal((3, 3)))[0]
     hessian = root @ basis @ np.diag([0.5, 1.3, 2.0]) @ basis.T @ root.T
-    history, score = _quadratic_history(hessian, rng.standard_normal((3, 3)), rng.standard_normal(3))
-    np.testing.assert_allclose(scoring._curvature(info, score, history), hessian, rtol=1e-10, atol=1e-10)
+    history, score = _quadratic_history(
+        hessian, rng.standard_normal((3, 3)), rng.standard_normal(3)
+    )
+    np.testing.assert_allclose(
+        scoring._curvature(info, score, history), hessian, rtol=1e-10, atol=1e-10
+    )
 
 
 def test_a_step_along_newer_ones_is_left_out(rng):
@@ -89,7 +101,9 @@ def test_a_coordinate_on_its_bound_pushing_out_is_held_and_the_others_step():
     inward = np.array([0.4, 3.0])
     step, gain, _ = scoring._projected_step(z, inward, info, covariance, bounds)
     np.testing.assert_allclose(step, np.linalg.solve(info, inward))
-    held = scoring._projected_step(np.array([5.0, -20.0]), np.array([1.0, -1.0]), info, covariance, bounds)
+    held = scoring._projected_step(
+        np.array([5.0, -20.0]), np.array([1.0, -1.0]), info, covariance, bounds
+    )
     assert held[1] == held[2] == 0.0 and not held[0].any()
 
 
@@ -99,12 +113,16 @@ def test_the_gain_left_by_a_final_step_follows_from_its_increase():
         left = scoring._gain_left((2 - rho) * 0.01, 0.01)
         assert left == pytest.approx(0.01 * max(scoring.FINAL_GAIN_LEFT, (1 - rho) ** 2 / rho))
     # within a margin, the worst curvature the increase allows
-    assert scoring._gain_left(0.01, 0.01, margin=0.005) == pytest.approx(0.01 * (1 - 0.5) ** 2 / 0.5)
+    assert scoring._gain_left(0.01, 0.01, margin=0.005) == pytest.approx(
+        0.01 * (1 - 0.5) ** 2 / 0.5
+    )
     # a curvature far below the information: no bound from this step, the search goes on
     assert scoring._gain_left((2 - 0.1) * 0.01, 0.01) is None
     # ... unless the margin allows a curvature above CURVATURE_MIN: the worst allowed counts
     rho = scoring.CURVATURE_MIN
-    assert scoring._gain_left((2 - 0.1) * 0.01, 0.01, margin=0.002) == pytest.approx(0.01 * (1 - rho) ** 2 / rho)
+    assert scoring._gain_left((2 - 0.1) * 0.01, 0.01, margin=0.002) == pytest.approx(
+        0.01 * (1 - rho) ** 2 / rho
+    )
 
 
 class _RatioObjective:
@@ -129,4 +147,6 @@ def test_a_start_on_the_nugget_plateau_also_tries_larger_ratios():
     # a start off the plateau is kept, without evaluations
     objective.calls.clear()
     inside = space.to_z({"range": 0.1, "ratio": 1e-3})
-    assert search._off_the_nugget_plateau(objective, space, inside) is inside and not objective.calls
+    assert (
+        search._off_the_nugget_plateau(objective, space, inside) is inside and not objective.calls
+    )

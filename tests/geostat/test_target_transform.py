@@ -28,7 +28,9 @@ def field():
 @pytest.fixture(scope="module")
 def log_model(field):
     X, y = field
-    return gs.SpatialGP(kernel="exponential", nugget=False, target_transform="log").fit(X[:400], y[:400])
+    return gs.SpatialGP(kernel="exponential", nugget=False, target_transform="log").fit(
+        X[:400], y[:400]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +44,13 @@ def test_log_fit_is_the_fit_of_log_y_with_its_jacobian(log_model, gaussian_model
     for name, value in gaussian_model.params_.items():
         assert log_model.params_[name] == pytest.approx(value, rel=1e-12, abs=1e-300)
     # density of y = density of log y times |d log y / dy| = 1 / y
-    assert log_model.loglik_ == pytest.approx(gaussian_model.loglik_ - np.sum(np.log(y[:400])), rel=1e-12)
+    assert log_model.loglik_ == pytest.approx(
+        gaussian_model.loglik_ - np.sum(np.log(y[:400])), rel=1e-12
+    )
     params = gaussian_model.params_
     assert log_model.log_likelihood(params) == pytest.approx(
-        gaussian_model.log_likelihood(params) - np.sum(np.log(y[:400])), rel=1e-12)
+        gaussian_model.log_likelihood(params) - np.sum(np.log(y[:400])), rel=1e-12
+    )
 
 
 def test_predictions_are_back_transformed(log_model, gaussian_model, field):
@@ -78,7 +83,9 @@ def test_interval_coverage_in_original_units():
     hits = total = 0
     for seed in range(4):
         X, y = lognormal_field(500, seed=seed)
-        model = gs.SpatialGP(kernel="exponential", nugget=False, target_transform="log").fit(X[:300], y[:300])
+        model = gs.SpatialGP(kernel="exponential", nugget=False, target_transform="log").fit(
+            X[:300], y[:300]
+        )
         low, high = model.predict_quantiles(X[300:], (0.05, 0.95)).T
         hits += int(np.sum((y[300:] >= low) & (y[300:] <= high)))
         total += 200
@@ -96,11 +103,15 @@ def test_box_cox_lambda_maximizes_the_likelihood_with_its_jacobian():
     X, y = lognormal_field(200, seed=5)
     model = gs.SpatialGP(kernel="exponential", nugget=False, target_transform="boxcox").fit(X, y)
     lmbda = model.transform_.lmbda
-    assert model.n_params_ == gs.SpatialGP(kernel="exponential", nugget=False).fit(X, y).n_params_ + 1
+    assert (
+        model.n_params_ == gs.SpatialGP(kernel="exponential", nugget=False).fit(X, y).n_params_ + 1
+    )
     # All 200 sites take part in the profile (at most BOX_COX_SITES), so fits at fixed
     # lambdas near the estimate have lower likelihoods of y (to the optimizer's tolerance).
     for other in (lmbda - 0.05, lmbda + 0.05):
-        fixed = gs.SpatialGP(kernel="exponential", nugget=False, target_transform=BoxCox(lmbda=other)).fit(X, y)
+        fixed = gs.SpatialGP(
+            kernel="exponential", nugget=False, target_transform=BoxCox(lmbda=other)
+        ).fit(X, y)
         assert fixed.loglik_ <= model.loglik_ + 1e-6 * abs(model.loglik_)
 
 
@@ -109,13 +120,17 @@ def test_cross_validation_reports_units_of_y(log_model, field):
     table = log_model.cross_validate()
     np.testing.assert_allclose(table["observed"], y[:400][table["site"]], rtol=1e-12)
     scores = table.attrs["scores"]
-    assert scores["rmse"] == pytest.approx(np.sqrt(np.mean((table["observed"] - table["mean"]) ** 2)), rel=1e-12)
+    assert scores["rmse"] == pytest.approx(
+        np.sqrt(np.mean((table["observed"] - table["mean"]) ** 2)), rel=1e-12
+    )
     assert 0.8 <= scores["coverage"] <= 1.0
 
 
 def test_model_file_keeps_the_transform(tmp_path, field):
     X, y = field
-    model = gs.SpatialGP(kernel="exponential", nugget=False, target_transform=BoxCox(lmbda=0.2)).fit(X[:200], y[:200])
+    model = gs.SpatialGP(
+        kernel="exponential", nugget=False, target_transform=BoxCox(lmbda=0.2)
+    ).fit(X[:200], y[:200])
     path = tmp_path / "m.npz"
     model.save(path)
     loaded = gs.load(path)
@@ -144,7 +159,9 @@ def test_bad_settings_and_data(field):
         gs.SpatialGP(target_transform="log").fit(X[:50], y[:50] - 10.0)
     with pytest.raises(ValueError, match="noise_variance"):
         gs.SpatialGP(target_transform="log").fit(X[:50], y[:50], noise_variance=np.full(50, 0.1))
-    model = gs.SpatialGP(kernel="exponential", nugget=False, target_transform="log").fit(X[:50], y[:50])
+    model = gs.SpatialGP(kernel="exponential", nugget=False, target_transform="log").fit(
+        X[:50], y[:50]
+    )
     for bad in (1.5, (0.1, 0.0), "median", ()):
         with pytest.raises(ValueError, match="quantiles"):
             model.predict_quantiles(X[:5], bad)
@@ -156,5 +173,6 @@ def test_quantiles_on_an_xarray_template(log_model):
     q = log_model.predict_quantiles(grid, (0.1, 0.5, 0.9))
     assert q.dims == ("y", "x", "quantile") and list(q["quantile"].values) == [0.1, 0.5, 0.9]
     table = np.column_stack([g.ravel() for g in np.meshgrid(grid.x.values, grid.y.values)])
-    np.testing.assert_allclose(q.values.reshape(-1, 3), log_model.predict_quantiles(table, (0.1, 0.5, 0.9)),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        q.values.reshape(-1, 3), log_model.predict_quantiles(table, (0.1, 0.5, 0.9)), rtol=1e-12
+    )

@@ -7,12 +7,12 @@ the GPU code path: packed construction, batched Cholesky, factors of back-end ar
 
 import numpy as np
 import pytest
+from standin import StandIn
+from strategies import tlr_loglik_error_scale
 
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
 from geostat.likelihood import ExactLikelihood, TLRLikelihood
-from standin import StandIn
-from strategies import tlr_loglik_error_scale
 
 
 def problem(n=1500, replicates=1, missing=0.0, seed=1):
@@ -26,11 +26,15 @@ def problem(n=1500, replicates=1, missing=0.0, seed=1):
 PARAMS = {"variance": 1.3, "range": 0.1, "nugget": 0.02, "smoothness": 0.5}
 
 
-@pytest.mark.parametrize("kernel, replicates, missing", [
-    ("exponential", 1, 0.0),
-    ("matern", 1, 0.0),
-    ("exponential", 3, 0.1),
-], ids=["exp", "matern15", "replicates-missing"])
+@pytest.mark.parametrize(
+    "kernel, replicates, missing",
+    [
+        ("exponential", 1, 0.0),
+        ("matern", 1, 0.0),
+        ("exponential", 3, 0.1),
+    ],
+    ids=["exp", "matern15", "replicates-missing"],
+)
 def test_batched_path_matches_exact_and_cpu_tlr(kernel, replicates, missing):
     X, y, F = problem(replicates=replicates, missing=missing)
     k = get_kernel(kernel, smoothness=1.5) if kernel == "matern" else get_kernel(kernel)
@@ -56,7 +60,9 @@ def test_batched_path_shifts_on_failure():
     X, y, F = problem(n=800)
     k, d = get_kernel("gaussian"), get_distance("euclidean")
     params = {"variance": 1.0, "range": 0.3, "nugget": 0.0}
-    raising = TLRLikelihood(X, y, F, k, d, accuracy=1e-4, tile_size=128, backend=StandIn(), on_failure="raise")
+    raising = TLRLikelihood(
+        X, y, F, k, d, accuracy=1e-4, tile_size=128, backend=StandIn(), on_failure="raise"
+    )
     with pytest.raises(np.linalg.LinAlgError):
         raising.log_likelihood(params)
     shifting = TLRLikelihood(X, y, F, k, d, accuracy=1e-4, tile_size=128, backend=StandIn())
@@ -69,7 +75,9 @@ def test_spatialgp_tlr_on_the_gpu_path_fits_like_the_cpu(monkeypatch):
 
     rng = np.random.default_rng(5)
     X = rng.uniform(size=(600, 2))
-    y = gs.simulate(X, {"variance": 1.5, "range": 0.2, "nugget": 0.1}, kernel="exponential", random_state=2).ravel()
+    y = gs.simulate(
+        X, {"variance": 1.5, "range": 0.2, "nugget": 0.1}, kernel="exponential", random_state=2
+    ).ravel()
     options = dict(kernel="exponential", n_starts=1, method="tlr", tile_size=128, accuracy=1e-8)
     cpu = gs.SpatialGP(**options).fit(X, y)
     monkeypatch.setattr(geostat.estimator, "get_backend", lambda device: StandIn())
@@ -90,8 +98,16 @@ def test_an_evaluation_moves_only_small_arrays_to_the_host():
             return super().to_host(a)
 
     X, y, F = problem(n=1200, replicates=2)
-    likelihood = TLRLikelihood(X, y, F, get_kernel("exponential"), get_distance("euclidean"), accuracy=1e-8,
-                               tile_size=256, backend=Counting())
+    likelihood = TLRLikelihood(
+        X,
+        y,
+        F,
+        get_kernel("exponential"),
+        get_distance("euclidean"),
+        accuracy=1e-8,
+        tile_size=256,
+        backend=Counting(),
+    )
     likelihood.log_likelihood(PARAMS)
     moved.clear()
     likelihood.log_likelihood(dict(PARAMS, range=0.12))

@@ -6,13 +6,13 @@ matplotlib.use("Agg")
 
 import numpy as np
 import pytest
+from scipy.spatial.distance import cdist
 
 from geostat.distance import get_distance, lonlat_to_xyz
 from geostat.kernels import get_kernel
 from geostat.ordering import inverse_permutation
 from geostat.plotting import plot_ranks
 from geostat.solvers import covariance_block, tlr_covariance
-from scipy.spatial.distance import cdist
 
 
 def dense_cov(X, kernel, params):
@@ -34,7 +34,9 @@ def dense_cov(X, kernel, params):
 def test_tlr_covariance_matches_dense_in_the_new_order(kernel, params, dim, ordering):
     X = np.random.default_rng(1).uniform(size=(1500, dim))
     kern = get_kernel(kernel, params.get("smoothness"))
-    A, perm = tlr_covariance(X, kern, params, get_distance("euclidean"), accuracy=1e-6, tile_size=256, ordering=ordering)
+    A, perm = tlr_covariance(
+        X, kern, params, get_distance("euclidean"), accuracy=1e-6, tile_size=256, ordering=ordering
+    )
     C = dense_cov(X[perm], kern, params)
     assert np.linalg.norm(C - A.to_dense()) <= 1e-6 * np.linalg.norm(C)
     np.testing.assert_array_equal(np.sort(perm), np.arange(1500))
@@ -48,8 +50,12 @@ def test_ordering_is_what_makes_it_small():
     X = np.random.default_rng(2).uniform(size=(2048, 2))
     kern = get_kernel("exponential")
     params = {"variance": 1.0, "range": 0.1}
-    ordered, _ = tlr_covariance(X, kern, params, get_distance("euclidean"), accuracy=1e-6, tile_size=256, ordering="kdtree")
-    random, _ = tlr_covariance(X, kern, params, get_distance("euclidean"), accuracy=1e-6, tile_size=256, ordering="none")
+    ordered, _ = tlr_covariance(
+        X, kern, params, get_distance("euclidean"), accuracy=1e-6, tile_size=256, ordering="kdtree"
+    )
+    random, _ = tlr_covariance(
+        X, kern, params, get_distance("euclidean"), accuracy=1e-6, tile_size=256, ordering="none"
+    )
     assert ordered.nbytes < 0.5 * random.nbytes
 
 
@@ -60,13 +66,21 @@ def test_chordal_block_uses_embedded_coordinates():
     params = {"variance": 1.0, "range": 500.0, "nugget": 0.1}
     block = covariance_block(lonlat, kern, params, get_distance("chordal"))
     idx = np.arange(300)
-    np.testing.assert_allclose(block(idx, idx), dense_cov(lonlat_to_xyz(lonlat), kern, params), rtol=1e-12)
+    np.testing.assert_allclose(
+        block(idx, idx), dense_cov(lonlat_to_xyz(lonlat), kern, params), rtol=1e-12
+    )
 
 
 def test_rank_heatmap():
     X = np.random.default_rng(4).uniform(size=(1024, 2))
-    A, _ = tlr_covariance(X, get_kernel("exponential"), {"variance": 1.0, "range": 0.1}, get_distance("euclidean"),
-                          accuracy=1e-6, tile_size=128)
+    A, _ = tlr_covariance(
+        X,
+        get_kernel("exponential"),
+        {"variance": 1.0, "range": 0.1},
+        get_distance("euclidean"),
+        accuracy=1e-6,
+        tile_size=128,
+    )
     ax = plot_ranks(A)
     image = ax.images[0].get_array()
     assert image.shape == (8, 8) and np.ma.getmaskarray(image).diagonal().all()

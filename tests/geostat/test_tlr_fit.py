@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 import geostat as gs
-from geostat.optimize import accuracy
+import geostat.estimator
 import geostat.likelihood
 import tlrcore
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
 from geostat.likelihood import ExactLikelihood, TLRLikelihood
+from geostat.optimize import accuracy
 
 THETA = {"range": 0.12, "smoothness": 1.2}
 
@@ -22,8 +23,14 @@ THETA = {"range": 0.12, "smoothness": 1.2}
 def data(n, rng, replicates=2, missing=0.1, dim=2):
     X = rng.uniform(size=(n, dim))
     F = np.column_stack([np.ones(n), X[:, 0]])
-    y = gs.simulate(X, {"variance": 1.0, **THETA, "nugget": 0.05}, kernel="matern", n_samples=replicates,
-                    random_state=3, method="exact").reshape(n, replicates)
+    y = gs.simulate(
+        X,
+        {"variance": 1.0, **THETA, "nugget": 0.05},
+        kernel="matern",
+        n_samples=replicates,
+        random_state=3,
+        method="exact",
+    ).reshape(n, replicates)
     y = y + F @ np.array([0.5, -1.0])[:, None]
     y[rng.uniform(size=y.shape) < missing] = np.nan
     return X, y, F
@@ -94,8 +101,13 @@ def fits():
     rng = np.random.default_rng(7)
     n = 2500
     X = rng.uniform(size=(n, 2))
-    y = 2.0 + gs.simulate(X, {"variance": 1.0, "range": 0.1, "nugget": 0.05}, kernel="exponential",
-                          random_state=4, method="exact")
+    y = 2.0 + gs.simulate(
+        X,
+        {"variance": 1.0, "range": 0.1, "nugget": 0.05},
+        kernel="exponential",
+        random_state=4,
+        method="exact",
+    )
     kwargs = {"kernel": "exponential", "random_state": 0}
     exact = gs.SpatialGP(method="exact", **kwargs).fit(X, y)
     tlr = gs.SpatialGP(method="tlr", accuracy=1e-9, **kwargs).fit(X, y)
@@ -134,8 +146,12 @@ def test_tlr_loglik_and_coefficients_equal_the_exact_ones_at_the_same_parameters
     X, y, exact, tlr = fits
     p = tlr.params_
     assert tlr.loglik_ == pytest.approx(exact.log_likelihood(p), abs=max(tlr.loglik_error_, 1e-6))
-    at_point = gs.SpatialGP(method="exact", kernel="exponential", nugget=p["nugget"],
-                            fixed={"variance": p["variance"], "range": p["range"]}).fit(X, y)
+    at_point = gs.SpatialGP(
+        method="exact",
+        kernel="exponential",
+        nugget=p["nugget"],
+        fixed={"variance": p["variance"], "range": p["range"]},
+    ).fit(X, y)
     assert tlr.coef_[0] == pytest.approx(at_point.coef_[0], rel=1e-6)
     assert tlr.coef_stderr_[0] == pytest.approx(at_point.coef_stderr_[0], rel=1e-6)
 
@@ -155,9 +171,12 @@ def test_tlr_kriging_matches_exact_kriging(fits, rng):
 
 def test_tlr_kriging_interpolates_without_nugget(rng):
     X = rng.uniform(size=(600, 2))
-    y = gs.simulate(X, {"variance": 1.0, "range": 0.2}, kernel="exponential", random_state=1, method="exact")
-    est = gs.SpatialGP(kernel="exponential", nugget=False, trend=None, method="tlr", accuracy=1e-10,
-                       tile_size=128).fit(X, y)
+    y = gs.simulate(
+        X, {"variance": 1.0, "range": 0.2}, kernel="exponential", random_state=1, method="exact"
+    )
+    est = gs.SpatialGP(
+        kernel="exponential", nugget=False, trend=None, method="tlr", accuracy=1e-10, tile_size=128
+    ).fit(X, y)
     mean, std = est.predict(X[:50], return_std=True)
     np.testing.assert_allclose(mean, y[:50], atol=1e-5)
     assert np.max(std) <= 1e-3
@@ -165,7 +184,9 @@ def test_tlr_kriging_interpolates_without_nugget(rng):
 
 def test_auto_switches_to_tlr_from_the_crossover(monkeypatch, rng):
     X = rng.uniform(size=(400, 2))
-    y = gs.simulate(X, {"variance": 1.0, "range": 0.2, "nugget": 0.1}, kernel="exponential", random_state=1)
+    y = gs.simulate(
+        X, {"variance": 1.0, "range": 0.2, "nugget": 0.1}, kernel="exponential", random_state=1
+    )
     monkeypatch.setitem(geostat.likelihood.EXACT_UP_TO, "numpy", 299)
     est = gs.SpatialGP(kernel="exponential").fit(X, y)
     # accuracy="auto": the accuracy of the last evaluations, one of the policy's decades
@@ -199,7 +220,9 @@ class _ScaledError:
         (0.5, 1e-3, (), [0.05], 0.05, None),  # no coarser accuracy than 0.5 * 10: finer only
     ],
 )
-def test_reported_loglik_checks_a_coarser_evaluation_first(accuracy, scale, failing, asked, reported, own_change):
+def test_reported_loglik_checks_a_coarser_evaluation_first(
+    accuracy, scale, failing, asked, reported, own_change
+):
     from geostat.optimize.search import reported_loglik
 
     likelihood = _ScaledError(accuracy, scale, failing)
@@ -230,12 +253,20 @@ def test_a_cpu_fit_builds_in_worker_processes_and_leaves_them_idle_and_no_copies
             return pool_of().submit(fn, *args)
 
     monkeypatch.setattr(worker_processes, "_get_pool", Counting)
-    X, y, _ = data(600, rng, replicates=1, missing=0.0)  # above the pilot's 500 sites, as a real fit
+    X, y, _ = data(
+        600, rng, replicates=1, missing=0.0
+    )  # above the pilot's 500 sites, as a real fit
     model = gs.SpatialGP(method="tlr", tile_size=128, smoothness=1.2).fit(X, y[:, 0])
     assert "_compress_remote" in submitted
-    assert worker_processes._holds == 0 and worker_processes._idle_timer is not None  # stopping when idle
+    assert (
+        worker_processes._holds == 0 and worker_processes._idle_timer is not None
+    )  # stopping when idle
     likelihood = model._solvers.likelihood  # nor does the fit leave truncated copies behind
-    assert likelihood.coarser_accuracy is None and likelihood._coarser == {} and model.loglik_error_ <= 0.01
+    assert (
+        likelihood.coarser_accuracy is None
+        and likelihood._coarser == {}
+        and model.loglik_error_ <= 0.01
+    )
     monkeypatch.setenv("TLRCORE_PROCESSES", "0")
     on_threads = gs.SpatialGP(method="tlr", tile_size=128, smoothness=1.2).fit(X, y[:, 0])
     assert on_threads.params_ == model.params_ and on_threads.loglik_ == model.loglik_
@@ -249,7 +280,9 @@ def test_the_check_evaluation_factors_a_truncated_copy_instead_of_building(monke
     fresh = tlr.log_likelihood(params, accuracy=1e-8)  # built at 1e-8
     builds = []
     real_build = tlr_module.tlr_matrix
-    monkeypatch.setattr(tlr_module, "tlr_matrix", lambda *a, **k: builds.append(a[3]) or real_build(*a, **k))
+    monkeypatch.setattr(
+        tlr_module, "tlr_matrix", lambda *a, **k: builds.append(a[3]) or real_build(*a, **k)
+    )
     tlr.keep_coarser(1e-8)
     own = tlr.log_likelihood(params)
     assert builds == [1e-9]
@@ -275,19 +308,25 @@ def test_the_check_evaluation_factors_a_truncated_copy_instead_of_building(monke
 
     def truncating_nothing(matrix, accuracy):
         copy = truncate(matrix, accuracy)
-        copy.truncation_error = 0.0  # as if every tile's spectrum had a gap: the copy would equal the build
+        copy.truncation_error = (
+            0.0  # as if every tile's spectrum had a gap: the copy would equal the build
+        )
         return copy
 
     monkeypatch.setattr(tlrcore.TLRMatrix, "truncated", truncating_nothing)
-    monkeypatch.setattr(tlr_module, "tlr_matrix", lambda *a, **k: builds.append(a[3]) or real_build(*a, **k))
+    monkeypatch.setattr(
+        tlr_module, "tlr_matrix", lambda *a, **k: builds.append(a[3]) or real_build(*a, **k)
+    )
     builds.clear()
     tlr.log_likelihood({**params, "range": 0.12})
     tlr.log_likelihood({**params, "range": 0.12}, accuracy=1e-8)
-    assert builds == [1e-9, 1e-8]  # a copy that would not move from the build: the check builds anew
+    assert builds == [
+        1e-9,
+        1e-8,
+    ]  # a copy that would not move from the build: the check builds anew
     tlr.keep_coarser(None)
     with pytest.raises(ValueError, match="coarser than the likelihood's"):
         tlr.keep_coarser(1e-10)
-
 
 
 @pytest.mark.parametrize("method", ["exact", "tlr"])
@@ -295,8 +334,6 @@ def test_a_fit_runs_with_blas_on_one_thread_and_restores_it_after(monkeypatch, r
     """Between its steps, a multithreaded BLAS call left OpenBLAS threads spinning on the
     cores that the next step's threads and worker processes needed (Likelihood.fitting)."""
     from threadpoolctl import threadpool_info, threadpool_limits
-
-    import geostat.estimator
 
     def blas_threads():
         return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
@@ -318,15 +355,15 @@ def test_a_fit_runs_with_blas_on_one_thread_and_restores_it_after(monkeypatch, r
 
 
 @pytest.mark.parametrize("method", ["exact", "tlr"])
-def test_a_tlr_fit_keeps_new_arrays_off_huge_pages_and_restores_numpys_advice(monkeypatch, rng, method):
+def test_a_tlr_fit_keeps_new_arrays_off_huge_pages_and_restores_numpys_advice(
+    monkeypatch, rng, method
+):
     """The probe blocks of the scoring iterations are made outside the tile pools: the TLR
     likelihood's fitting context turns NumPy's huge-page advice off for the whole fit
     (tlrcore._malloc.small_pages); the exact fit's dense factors keep it."""
     multiarray = pytest.importorskip("numpy._core.multiarray")
     if not hasattr(multiarray, "_get_madvise_hugepage") or not tlrcore._malloc._tuning_enabled():
         pytest.skip("no huge-page switch in this NumPy, or allocator tuning off here")
-    import geostat.estimator
-
     seen = []
     maximize = geostat.estimator.maximize_likelihood
 

@@ -27,8 +27,16 @@ def gaussian_profile(z):
 
 
 # ------------------------------------------------------------------------- construction
-@pytest.mark.parametrize("spec, expected", [(None, Identity()), ("identity", Identity()), ("log", Log()),
-                                            ("boxcox", BoxCox()), (BoxCox(0.3), BoxCox(0.3))])
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        (None, Identity()),
+        ("identity", Identity()),
+        ("log", Log()),
+        ("boxcox", BoxCox()),
+        (BoxCox(0.3), BoxCox(0.3)),
+    ],
+)
 def test_get_transform(spec, expected):
     transform = get_transform(spec)
     assert transform == expected and isinstance(transform, Transform)
@@ -37,7 +45,9 @@ def test_get_transform(spec, expected):
 
 @pytest.mark.parametrize("spec", ["sqrt", "Log", "", 3, 0.5, BoxCox, ["log"]])
 def test_get_transform_refuses_other_values(spec):
-    with pytest.raises(ValueError, match=r"target_transform must be None, 'identity', 'log', 'boxcox'"):
+    with pytest.raises(
+        ValueError, match=r"target_transform must be None, 'identity', 'log', 'boxcox'"
+    ):
         get_transform(spec)
 
 
@@ -54,8 +64,12 @@ def test_round_trips_and_nan(transform):
     original = y.copy()
     z = transform.forward(y)
     np.testing.assert_allclose(transform.inverse(z), y, rtol=1e-11, equal_nan=True)
-    assert np.isnan(z[-1]) and np.array_equal(y, original, equal_nan=True)  # NaN stays NaN; input untouched
-    np.testing.assert_allclose(transform.forward(transform.inverse(z[:-1])), z[:-1], rtol=1e-12, atol=1e-12)
+    assert np.isnan(z[-1]) and np.array_equal(
+        y, original, equal_nan=True
+    )  # NaN stays NaN; input untouched
+    np.testing.assert_allclose(
+        transform.forward(transform.inverse(z[:-1])), z[:-1], rtol=1e-12, atol=1e-12
+    )
 
 
 def test_box_cox_is_continuous_in_lambda_and_known_at_simple_values():
@@ -67,8 +81,10 @@ def test_box_cox_is_continuous_in_lambda_and_known_at_simple_values():
     np.testing.assert_allclose(BoxCox(-1.0).forward(y), 1 - 1 / y, rtol=1e-14)
 
 
-@pytest.mark.parametrize("lmbda, z, limit", [(0.5, -2.0, 0.0), (0.5, -7.0, 0.0), (-0.5, 2.0, np.inf),
-                                             (-0.5, 9.0, np.inf)])
+@pytest.mark.parametrize(
+    "lmbda, z, limit",
+    [(0.5, -2.0, 0.0), (0.5, -7.0, 0.0), (-0.5, 2.0, np.inf), (-0.5, 9.0, np.inf)],
+)
 def test_inverse_beyond_the_range_takes_the_limit(lmbda, z, limit):
     """The convention: 0 beyond the boundary for lambda > 0, +inf beyond the pole for lambda < 0."""
     assert BoxCox(lmbda).inverse([z])[0] == limit
@@ -82,7 +98,9 @@ def test_log_jacobian_equals_the_numerical_derivative(transform):
     observed = y[:-1]
     h = 1e-5 * observed
     derivative = (transform.forward(observed + h) - transform.forward(observed - h)) / (2 * h)
-    assert transform.log_jacobian(y) == pytest.approx(np.sum(np.log(derivative)), rel=1e-7, abs=1e-7)
+    assert transform.log_jacobian(y) == pytest.approx(
+        np.sum(np.log(derivative)), rel=1e-7, abs=1e-7
+    )
 
 
 def test_log_jacobian_closed_forms():
@@ -113,7 +131,9 @@ def test_lognormal_predictions_equal_scipy():
     np.testing.assert_allclose(high, expected_high, rtol=1e-12)
     # Box-Cox at lambda = 0 is the same lognormal
     for method in ("mean", "std", "median"):
-        np.testing.assert_allclose(getattr(BoxCox(0.0), method)(MU, S), getattr(t, method)(MU, S), rtol=1e-14)
+        np.testing.assert_allclose(
+            getattr(BoxCox(0.0), method)(MU, S), getattr(t, method)(MU, S), rtol=1e-14
+        )
 
 
 def test_identity_predictions_are_the_gaussian_ones():
@@ -126,7 +146,9 @@ def test_identity_predictions_are_the_gaussian_ones():
 def test_predictions_broadcast_keep_nan_and_give_scalars_for_scalars():
     t = BoxCox(0.5)
     mean = t.mean(np.array([[0.0], [1.0]]), np.array([0.1, np.nan, 0.3]))
-    assert mean.shape == (2, 3) and np.isnan(mean[:, 1]).all() and np.isfinite(mean[:, [0, 2]]).all()
+    assert (
+        mean.shape == (2, 3) and np.isnan(mean[:, 1]).all() and np.isfinite(mean[:, [0, 2]]).all()
+    )
     assert np.isnan(t.mean(np.nan, 1.0)) and np.isnan(t.median(0.0, np.nan))
     assert np.ndim(t.mean(0.0, 1.0)) == 0 and np.ndim(Log().quantile(0.0, 1.0, 0.5)) == 0
     assert t.std(1.0, 0.0) == 0.0 and t.mean(1.0, 0.0) == pytest.approx(t.inverse(1.0), rel=1e-14)
@@ -140,9 +162,17 @@ def _quad_moments(lmbda, mu, s):
     density = stats.norm(mu, s)
     inverse = lambda z: (1 + lmbda * z) ** (1 / lmbda)  # noqa: E731
     low, high = max(boundary, mu - 40 * s), mu + 40 * s
-    mean = integrate.quad(lambda z: inverse(z) * density.pdf(z), low, high, epsabs=0, epsrel=1e-12, limit=500)[0]
-    second = integrate.quad(lambda z: (inverse(z) - mean) ** 2 * density.pdf(z), low, high, epsabs=0, epsrel=1e-12,
-                            limit=500)[0]
+    mean = integrate.quad(
+        lambda z: inverse(z) * density.pdf(z), low, high, epsabs=0, epsrel=1e-12, limit=500
+    )[0]
+    second = integrate.quad(
+        lambda z: (inverse(z) - mean) ** 2 * density.pdf(z),
+        low,
+        high,
+        epsabs=0,
+        epsrel=1e-12,
+        limit=500,
+    )[0]
     return mean, math.sqrt(second + mean**2 * density.cdf(boundary))
 
 
@@ -187,7 +217,9 @@ def test_box_cox_moments_for_negative_lambda():
     pole = -1 / lmbda
     density = stats.norm(mu, s)
     inverse = lambda z: (1 + lmbda * z) ** (1 / lmbda)  # noqa: E731
-    mean = integrate.quad(lambda z: inverse(z) * density.pdf(z), mu - 40 * s, mu + 40 * s, epsabs=0, epsrel=1e-12)[0]
+    mean = integrate.quad(
+        lambda z: inverse(z) * density.pdf(z), mu - 40 * s, mu + 40 * s, epsabs=0, epsrel=1e-12
+    )[0]
     assert mu + 40 * s < pole
     assert BoxCox(lmbda).mean(mu, s) == pytest.approx(mean, rel=1e-10)
     near = BoxCox(-0.5)  # pole at z = 2
@@ -231,7 +263,9 @@ def test_box_cox_lambda_by_maximum_likelihood(lmbda, mu, sd):
         return gaussian_profile(BoxCox(value).forward(y)) + BoxCox(value).log_jacobian(y)
 
     h = 1e-3
-    curvature = (loglik(estimate.lmbda + h) - 2 * loglik(estimate.lmbda) + loglik(estimate.lmbda - h)) / h**2
+    curvature = (
+        loglik(estimate.lmbda + h) - 2 * loglik(estimate.lmbda) + loglik(estimate.lmbda - h)
+    ) / h**2
     assert curvature < 0
     assert abs(estimate.lmbda - lmbda) < 4 / math.sqrt(-curvature)
     assert estimate.lmbda == pytest.approx(stats.boxcox_normmax(y, method="mle"), abs=1e-4)
@@ -258,14 +292,45 @@ def test_box_cox_estimate_on_a_bound_warns():
         BoxCox.estimate(y, gaussian_profile)
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda y: BoxCox.estimate(y, "not a function"), TypeError, "profile_loglik must be a function"),
-    (lambda y: BoxCox.estimate(y, gaussian_profile, bounds=(2, 1)), ValueError, "finite with low < high"),
-    (lambda y: BoxCox.estimate(y, gaussian_profile, bounds=(0, np.inf)), ValueError, "bounds must be finite"),
-    (lambda y: BoxCox.estimate(y, gaussian_profile, bounds=3), ValueError, "bounds must be two numbers"),
-    (lambda y: BoxCox.estimate(y, lambda z: np.nan), ValueError, "profile_loglik gave no finite log-likelihood"),
-    (lambda y: BoxCox.estimate(-y, gaussian_profile), ValueError, "y has 50 value"),
-], ids=["not-callable", "reversed-bounds", "infinite-bound", "scalar-bounds", "no-finite-loglik", "negative-y"])
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (
+            lambda y: BoxCox.estimate(y, "not a function"),
+            TypeError,
+            "profile_loglik must be a function",
+        ),
+        (
+            lambda y: BoxCox.estimate(y, gaussian_profile, bounds=(2, 1)),
+            ValueError,
+            "finite with low < high",
+        ),
+        (
+            lambda y: BoxCox.estimate(y, gaussian_profile, bounds=(0, np.inf)),
+            ValueError,
+            "bounds must be finite",
+        ),
+        (
+            lambda y: BoxCox.estimate(y, gaussian_profile, bounds=3),
+            ValueError,
+            "bounds must be two numbers",
+        ),
+        (
+            lambda y: BoxCox.estimate(y, lambda z: np.nan),
+            ValueError,
+            "profile_loglik gave no finite log-likelihood",
+        ),
+        (lambda y: BoxCox.estimate(-y, gaussian_profile), ValueError, "y has 50 value"),
+    ],
+    ids=[
+        "not-callable",
+        "reversed-bounds",
+        "infinite-bound",
+        "scalar-bounds",
+        "no-finite-loglik",
+        "negative-y",
+    ],
+)
 def test_box_cox_estimate_bad_input(call, error, match):
     y = np.random.default_rng(0).uniform(1, 2, 50)
     with pytest.raises(error, match=match):
@@ -284,17 +349,35 @@ def test_non_positive_y_is_refused_with_the_fix(transform):
         assert "offset" in message and "target_transform=None" in message
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda t: t.mean(0.0, -1.0), "s is a standard deviation and must be >= 0; got -1"),
-    (lambda t: t.std([0.0, 1.0], [1.0, 2.0, 3.0]), "mu and s must have shapes that broadcast"),
-    (lambda t: t.quantile(0.0, 1.0, 1.0), "q must hold probabilities strictly between 0 and 1; got 1"),
-    (lambda t: t.quantile(0.0, 1.0, [0.5, -0.1]), "got -0.1"),
-    (lambda t: t.interval(0.0, 1.0, 90), r"level must be a number in \(0, 1\)"),
-    (lambda t: t.interval(0.0, 1.0, True), "level must be a number"),
-    (lambda t: t.mean("a", 1.0), "mu must hold numbers"),
-    (lambda t: t.forward(["x"]), "y must hold numbers"),
-], ids=["negative-s", "shapes", "q-one", "q-negative", "level-percent", "level-bool", "mu-text", "y-text"])
-@pytest.mark.parametrize("transform", [Identity(), Log(), BoxCox(0.5)], ids=["identity", "log", "boxcox"])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda t: t.mean(0.0, -1.0), "s is a standard deviation and must be >= 0; got -1"),
+        (lambda t: t.std([0.0, 1.0], [1.0, 2.0, 3.0]), "mu and s must have shapes that broadcast"),
+        (
+            lambda t: t.quantile(0.0, 1.0, 1.0),
+            "q must hold probabilities strictly between 0 and 1; got 1",
+        ),
+        (lambda t: t.quantile(0.0, 1.0, [0.5, -0.1]), "got -0.1"),
+        (lambda t: t.interval(0.0, 1.0, 90), r"level must be a number in \(0, 1\)"),
+        (lambda t: t.interval(0.0, 1.0, True), "level must be a number"),
+        (lambda t: t.mean("a", 1.0), "mu must hold numbers"),
+        (lambda t: t.forward(["x"]), "y must hold numbers"),
+    ],
+    ids=[
+        "negative-s",
+        "shapes",
+        "q-one",
+        "q-negative",
+        "level-percent",
+        "level-bool",
+        "mu-text",
+        "y-text",
+    ],
+)
+@pytest.mark.parametrize(
+    "transform", [Identity(), Log(), BoxCox(0.5)], ids=["identity", "log", "boxcox"]
+)
 def test_bad_arguments_are_named(transform, call, match):
     with pytest.raises(ValueError, match=match):
         call(transform)
@@ -307,7 +390,11 @@ def test_bad_lambda_is_refused(lmbda):
 
 
 def test_a_box_cox_transform_without_lambda_says_how_to_get_one():
-    for call in (lambda t: t.forward([1.0]), lambda t: t.mean(0.0, 1.0), lambda t: t.log_jacobian([1.0])):
+    for call in (
+        lambda t: t.forward([1.0]),
+        lambda t: t.mean(0.0, 1.0),
+        lambda t: t.log_jacobian([1.0]),
+    ):
         with pytest.raises(ValueError, match=r"no lmbda yet.*BoxCox\.estimate"):
             call(BoxCox())
 
@@ -316,32 +403,53 @@ def test_a_box_cox_transform_without_lambda_says_how_to_get_one():
 @pytest.mark.parametrize("transform", [*ALL, BoxCox()], ids=[*IDS, "boxcox-to-estimate"])
 def test_dict_round_trip_through_json(transform):
     state = transform.to_dict()
-    assert all(isinstance(v, (str, float)) for v in state.values()) and isinstance(state["name"], str)
+    assert all(isinstance(v, (str, float)) for v in state.values()) and isinstance(
+        state["name"], str
+    )
     loaded = Transform.from_dict(json.loads(json.dumps(state)))
     assert loaded == transform and type(loaded) is type(transform)
     assert type(transform).from_dict(state) == transform
 
 
-@pytest.mark.parametrize("state, match", [
-    (["log"], "stored as a dict"),
-    ("log", "stored as a dict"),
-    (None, "stored as a dict"),
-    ({}, "field 'name' must be one of"),
-    ({"name": "sqrt"}, "field 'name' must be one of .*got 'sqrt'"),
-    ({"name": 1}, "field 'name' must be one of"),
-    ({"name": ["log"]}, "field 'name' must be one of"),
-    ({"name": "x" * 10_000}, r"got 'xxxx.*\.\.\.\.$"),
-    ({"name": "log", "lmbda": 0.5}, r"unknown field\(s\) 'lmbda'; it has only \['name'\]"),
-    ({"name": "boxcox", "lmbda": 0.5, "shift": 1.0}, r"unknown field\(s\) 'shift'"),
-    ({"name": "boxcox", "lmbda": None}, "field 'lmbda' must be a finite number"),
-    ({"name": "boxcox", "lmbda": "0.5"}, "field 'lmbda' must be a finite number"),
-    ({"name": "boxcox", "lmbda": True}, "field 'lmbda' must be a finite number"),
-    ({"name": "boxcox", "lmbda": float("nan")}, "field 'lmbda' must be a finite number"),
-    ({"name": "boxcox", "lmbda": 1e400}, "field 'lmbda' must be a finite number"),
-    ({"name": "boxcox", "lmbda": {"$array": "x"}}, "field 'lmbda' must be a finite number"),
-], ids=["list", "string", "none", "no-name", "unknown-name", "number-name", "list-name", "huge-name",
-        "log-with-lambda", "extra-field", "null-lambda", "text-lambda", "bool-lambda", "nan-lambda", "inf-lambda",
-        "object-lambda"])
+@pytest.mark.parametrize(
+    "state, match",
+    [
+        (["log"], "stored as a dict"),
+        ("log", "stored as a dict"),
+        (None, "stored as a dict"),
+        ({}, "field 'name' must be one of"),
+        ({"name": "sqrt"}, "field 'name' must be one of .*got 'sqrt'"),
+        ({"name": 1}, "field 'name' must be one of"),
+        ({"name": ["log"]}, "field 'name' must be one of"),
+        ({"name": "x" * 10_000}, r"got 'xxxx.*\.\.\.\.$"),
+        ({"name": "log", "lmbda": 0.5}, r"unknown field\(s\) 'lmbda'; it has only \['name'\]"),
+        ({"name": "boxcox", "lmbda": 0.5, "shift": 1.0}, r"unknown field\(s\) 'shift'"),
+        ({"name": "boxcox", "lmbda": None}, "field 'lmbda' must be a finite number"),
+        ({"name": "boxcox", "lmbda": "0.5"}, "field 'lmbda' must be a finite number"),
+        ({"name": "boxcox", "lmbda": True}, "field 'lmbda' must be a finite number"),
+        ({"name": "boxcox", "lmbda": float("nan")}, "field 'lmbda' must be a finite number"),
+        ({"name": "boxcox", "lmbda": 1e400}, "field 'lmbda' must be a finite number"),
+        ({"name": "boxcox", "lmbda": {"$array": "x"}}, "field 'lmbda' must be a finite number"),
+    ],
+    ids=[
+        "list",
+        "string",
+        "none",
+        "no-name",
+        "unknown-name",
+        "number-name",
+        "list-name",
+        "huge-name",
+        "log-with-lambda",
+        "extra-field",
+        "null-lambda",
+        "text-lambda",
+        "bool-lambda",
+        "nan-lambda",
+        "inf-lambda",
+        "object-lambda",
+    ],
+)
 def test_hostile_dicts_are_refused_naming_the_field(state, match):
     with pytest.raises(ValueError, match=match):
         Transform.from_dict(state)

@@ -19,7 +19,13 @@ from sklearn.exceptions import NotFittedError  # noqa: E402
 
 import geostat as gs  # noqa: E402
 from geostat.plotting import plot_standardized_residuals  # noqa: E402
-from geostat.validation import SCORES, closed_form, cross_validate, gaussian_crps, gaussian_log_score  # noqa: E402
+from geostat.validation import (  # noqa: E402
+    SCORES,
+    closed_form,
+    cross_validate,
+    gaussian_crps,
+    gaussian_log_score,
+)
 
 #: Closed form against brute force: both are backward-stable dense solves with covariance
 #: matrices of condition number below MAX_CONDITION (asserted), so they agree to about
@@ -50,7 +56,9 @@ def covariance(model, coords):
     """The covariance of the observations (exponential kernel, nugget on the diagonal) in
     the units of y, from the fitted parameters."""
     p = model.params_
-    return p["variance"] * np.exp(-cdist(coords, coords) / p["range"]) + p["nugget"] * np.eye(len(coords))
+    return p["variance"] * np.exp(-cdist(coords, coords) / p["range"]) + p["nugget"] * np.eye(
+        len(coords)
+    )
 
 
 def design(model, coords):
@@ -66,7 +74,11 @@ def krige(C, F, y, held, rest):
     the mean and the joint predictive covariance of the observations."""
     factor = cho_factor(C[np.ix_(rest, rest)])
     weights = cho_solve(factor, np.column_stack([y[rest], F[rest], C[np.ix_(rest, held)]]))
-    cinv_y, cinv_f, cinv_c = weights[:, 0], weights[:, 1:1 + F.shape[1]], weights[:, 1 + F.shape[1]:]
+    cinv_y, cinv_f, cinv_c = (
+        weights[:, 0],
+        weights[:, 1 : 1 + F.shape[1]],
+        weights[:, 1 + F.shape[1] :],
+    )
     cross = C[np.ix_(rest, held)]
     mean = cross.T @ cinv_y
     cov = C[np.ix_(held, held)] - cross.T @ cinv_c
@@ -84,13 +96,20 @@ def brute_force(model, X, Y, labels=None, noise=None):
     from the rest (the known `noise` variances on the diagonal): a table sorted by site,
     then replicate."""
     coords = X[["x", "y"]].to_numpy()
-    C, F = covariance(model, coords) + np.diag(np.zeros(len(X)) if noise is None else noise), design(model, coords)
+    C, F = (
+        covariance(model, coords) + np.diag(np.zeros(len(X)) if noise is None else noise),
+        design(model, coords),
+    )
     assert np.linalg.cond(C) < MAX_CONDITION
     Y = np.asarray(Y, dtype=float).reshape(len(X), -1)
     rows = []
     for j in range(Y.shape[1]):
         seen = np.flatnonzero(~np.isnan(Y[:, j]))
-        groups = [[i] for i in seen] if labels is None else [seen[labels[seen] == k] for k in np.unique(labels[seen])]
+        groups = (
+            [[i] for i in seen]
+            if labels is None
+            else [seen[labels[seen] == k] for k in np.unique(labels[seen])]
+        )
         for held in groups:
             held = np.asarray(held)
             mean, cov = krige(C, F, Y[:, j], held, np.setdiff1d(seen, held))
@@ -105,8 +124,12 @@ def assert_matches(result, expected):
     scale = expected["observed"].std()
     np.testing.assert_allclose(result["mean"], expected["mean"], rtol=RTOL, atol=RTOL * scale)
     np.testing.assert_allclose(result["std"], expected["std"], rtol=RTOL)
-    np.testing.assert_allclose(result["standardized"], (result["observed"] - result["mean"]) / result["std"],
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        result["standardized"],
+        (result["observed"] - result["mean"]) / result["std"],
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 # ---------------------------------------------------------------------- closed form = brute force
@@ -127,13 +150,17 @@ def test_leave_one_out_with_replicates_and_missing_values():
     X, rng = sites(70, 2)
     Y = field(X, rng, replicates=3)
     Y[rng.uniform(size=Y.shape) < 0.15] = np.nan
-    model = gs.SpatialGP(kernel="exponential", trend="linear").fit(X, pd.DataFrame(Y, columns=["d1", "d2", "d3"]))
+    model = gs.SpatialGP(kernel="exponential", trend="linear").fit(
+        X, pd.DataFrame(Y, columns=["d1", "d2", "d3"])
+    )
     assert len(model._kriging.groups) == 3  # each replicate has its own observed sites
     result = cross_validate(model)
     assert len(result) == np.sum(~np.isnan(Y))  # the missing values are not held out
     expected = brute_force(model, X, Y)
     assert_matches(result, expected)
-    np.testing.assert_array_equal(result["replicate"], np.array(["d1", "d2", "d3"])[expected["replicate"]])
+    np.testing.assert_array_equal(
+        result["replicate"], np.array(["d1", "d2", "d3"])[expected["replicate"]]
+    )
 
 
 def test_k_fold_equals_kriging_each_fold_from_the_others():
@@ -195,8 +222,9 @@ def test_results_are_in_the_units_of_y():
     y = field(X, rng)
     fixed = {"variance": 1.0, "range": 0.3}
     small = gs.SpatialGP(kernel="exponential", nugget=0.1, fixed=fixed).fit(X, y)
-    big = gs.SpatialGP(kernel="exponential", nugget=0.1e12,
-                       fixed={"variance": 1e12, "range": 0.3}).fit(X, 1e6 * y)
+    big = gs.SpatialGP(
+        kernel="exponential", nugget=0.1e12, fixed={"variance": 1e12, "range": 0.3}
+    ).fit(X, 1e6 * y)
     a, b = cross_validate(small, cv=3), cross_validate(big, cv=3)
     for column in ("observed", "mean", "std"):
         np.testing.assert_allclose(b[column], 1e6 * a[column], rtol=1e-10)
@@ -215,17 +243,21 @@ def test_refit_with_fixed_parameters_equals_the_closed_form():
     trend, which the closed form also re-estimates: the two agree to rounding."""
     X, rng = sites(60, 7)
     y = field(X, rng)
-    model = gs.SpatialGP(kernel="exponential", trend="linear", nugget=0.1,
-                         fixed={"variance": 1.0, "range": 0.3}).fit(X, y)
+    model = gs.SpatialGP(
+        kernel="exponential", trend="linear", nugget=0.1, fixed={"variance": 1.0, "range": 0.3}
+    ).fit(X, y)
     closed = cross_validate(model, cv=3)
     refitted = cross_validate(model, cv=3, refit=True)
-    pd.testing.assert_frame_equal(refitted[["site", "fold", "observed"]], closed[["site", "fold", "observed"]])
+    pd.testing.assert_frame_equal(
+        refitted[["site", "fold", "observed"]], closed[["site", "fold", "observed"]]
+    )
     np.testing.assert_allclose(refitted["mean"], closed["mean"], rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(refitted["std"], closed["std"], rtol=1e-9)
     assert refitted.attrs["refit"] and not closed.attrs["refit"]
     noise = rng.uniform(0.01, 0.2, size=60)
-    noisy = gs.SpatialGP(kernel="exponential", nugget=0.1, fixed={"variance": 1.0, "range": 0.3}).fit(
-        X, y, noise_variance=noise)
+    noisy = gs.SpatialGP(
+        kernel="exponential", nugget=0.1, fixed={"variance": 1.0, "range": 0.3}
+    ).fit(X, y, noise_variance=noise)
     closed, refitted = cross_validate(noisy, cv=3), cross_validate(noisy, cv=3, refit=True)
     np.testing.assert_allclose(refitted["mean"], closed["mean"], rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(refitted["std"], closed["std"], rtol=1e-9)
@@ -251,7 +283,9 @@ def tlr_pair(n=500):
     parameters, and the condition number of their correlation matrix."""
     X, rng = sites(n, 9)
     y = field(X, rng)
-    settings = dict(kernel="exponential", trend="linear", nugget=0.1, fixed={"variance": 1.0, "range": 0.2})
+    settings = dict(
+        kernel="exponential", trend="linear", nugget=0.1, fixed={"variance": 1.0, "range": 0.2}
+    )
     exact = gs.SpatialGP(method="exact", **settings).fit(X, y)
     tlr = gs.SpatialGP(method="tlr", tile_size=64, accuracy=1e-9, **settings).fit(X, y)
     coords = X.to_numpy()
@@ -275,8 +309,10 @@ def test_tlr_agrees_with_exact_to_its_accuracy(cv, caplog):
     residual = a["observed"] - a["mean"]
     assert np.max(np.abs(b["mean"] - a["mean"])) <= tolerance * np.max(np.abs(residual))
     solves = [r.getMessage() for r in caplog.records if "columns of the identity" in r.getMessage()]
-    assert solves == [f"cross-validation: 500 columns of the identity solved through the TLR factors in "
-                      f"{1 if cv == 'loo' else 5} blocks (forward solves)"]
+    assert solves == [
+        f"cross-validation: 500 columns of the identity solved through the TLR factors in "
+        f"{1 if cv == 'loo' else 5} blocks (forward solves)"
+    ]
 
 
 def test_tlr_solves_in_blocks_of_bounded_memory(monkeypatch, caplog):
@@ -289,7 +325,9 @@ def test_tlr_solves_in_blocks_of_bounded_memory(monkeypatch, caplog):
     with caplog.at_level(logging.INFO, logger="geostat.validation"):
         blocked = cross_validate(tlr)
         blocked_folds = cross_validate(tlr, cv=3)
-    messages = [r.getMessage() for r in caplog.records if "columns of the identity" in r.getMessage()]
+    messages = [
+        r.getMessage() for r in caplog.records if "columns of the identity" in r.getMessage()
+    ]
     assert "300 columns" in messages[0] and "in 5 blocks" in messages[0]  # ceil(300 / 70)
     assert "300 columns" in messages[1] and "in 3 blocks" in messages[1]  # a fold at once
     for a, b in ((whole, blocked), (whole_folds, blocked_folds)):
@@ -301,12 +339,15 @@ def test_tlr_solves_in_blocks_of_bounded_memory(monkeypatch, caplog):
 def test_scores_equal_their_definitions():
     rng = np.random.default_rng(10)
     observed, mean, std = rng.normal(size=40), rng.normal(size=40), rng.uniform(0.5, 2.0, size=40)
-    crps = [integrate.quad(lambda t, m=m, s=s: stats.norm.cdf(t, m, s) ** 2, -np.inf, y)[0]
-            + integrate.quad(lambda t, m=m, s=s: stats.norm.sf(t, m, s) ** 2, y, np.inf)[0]
-            for y, m, s in zip(observed, mean, std)]
+    crps = [
+        integrate.quad(lambda t, m=m, s=s: stats.norm.cdf(t, m, s) ** 2, -np.inf, y)[0]
+        + integrate.quad(lambda t, m=m, s=s: stats.norm.sf(t, m, s) ** 2, y, np.inf)[0]
+        for y, m, s in zip(observed, mean, std)
+    ]
     np.testing.assert_allclose(gaussian_crps(observed, mean, std), crps, rtol=1e-8)
-    np.testing.assert_allclose(gaussian_log_score(observed, mean, std), -stats.norm.logpdf(observed, mean, std),
-                               rtol=1e-13)
+    np.testing.assert_allclose(
+        gaussian_log_score(observed, mean, std), -stats.norm.logpdf(observed, mean, std), rtol=1e-13
+    )
 
 
 def test_scores_of_a_cross_validation():
@@ -339,23 +380,32 @@ def fitted():
     return gs.SpatialGP(kernel="exponential", trend="linear").fit(X, field(X, rng))
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(cv="kfold"), "cv must be 'loo'"),
-    (dict(cv=1), "from 2 to 40"),
-    (dict(cv=41), "from 2 to 40"),
-    (dict(cv=True), "cv must be"),
-    (dict(cv=2.5), "cv must be"),
-    (dict(level=0.0), "level must be"),
-    (dict(level=1.5), "level must be"),
-    (dict(scoring="accuracy"), r"scoring has unknown .*'accuracy'.*'crps'"),
-    (dict(scoring=["rmse", "r2"]), r"scoring has unknown .*'r2'"),
-    (dict(scoring=[]), "scoring names no score"),
-    (dict(refit=True), "refit=True refits"),
-    (dict(folds=np.zeros(39, dtype=int)), r"folds must hold one fold label per training site, shape \(40,\)"),
-    (dict(folds=np.zeros(40, dtype=int)), "at least 2 distinct labels"),
-    (dict(cv=3, folds=np.arange(40) % 2), "cv=3 disagrees with the 2 labels"),
-    (dict(folds=(np.arange(40) > 1).astype(int)), "fold 1 leaves 2 observed site.*3 trend coefficient"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(cv="kfold"), "cv must be 'loo'"),
+        (dict(cv=1), "from 2 to 40"),
+        (dict(cv=41), "from 2 to 40"),
+        (dict(cv=True), "cv must be"),
+        (dict(cv=2.5), "cv must be"),
+        (dict(level=0.0), "level must be"),
+        (dict(level=1.5), "level must be"),
+        (dict(scoring="accuracy"), r"scoring has unknown .*'accuracy'.*'crps'"),
+        (dict(scoring=["rmse", "r2"]), r"scoring has unknown .*'r2'"),
+        (dict(scoring=[]), "scoring names no score"),
+        (dict(refit=True), "refit=True refits"),
+        (
+            dict(folds=np.zeros(39, dtype=int)),
+            r"folds must hold one fold label per training site, shape \(40,\)",
+        ),
+        (dict(folds=np.zeros(40, dtype=int)), "at least 2 distinct labels"),
+        (dict(cv=3, folds=np.arange(40) % 2), "cv=3 disagrees with the 2 labels"),
+        (
+            dict(folds=(np.arange(40) > 1).astype(int)),
+            "fold 1 leaves 2 observed site.*3 trend coefficient",
+        ),
+    ],
+)
 def test_bad_arguments_are_refused_by_name(fitted, kwargs, match):
     with pytest.raises(ValueError, match=match):
         cross_validate(fitted, **kwargs)
@@ -381,7 +431,9 @@ def test_a_model_fitted_on_a_field_gives_a_table_of_its_observed_cells():
     lon, lat = np.linspace(-10, 10, 8), np.linspace(40, 50, 7)
     values = np.sin(lon / 5)[None, :] + np.cos(lat / 3)[:, None] + 0.2 * rng.normal(size=(2, 7, 8))
     values[0, 0, :3] = np.nan
-    da = xr.DataArray(values, coords={"time": [0, 1], "lat": lat, "lon": lon}, dims=("time", "lat", "lon"))
+    da = xr.DataArray(
+        values, coords={"time": [0, 1], "lat": lat, "lon": lon}, dims=("time", "lat", "lon")
+    )
     model = gs.SpatialGP(kernel="exponential").fit(da)
     result = cross_validate(model)
     assert isinstance(result, pd.DataFrame) and len(result) == np.sum(~np.isnan(values))

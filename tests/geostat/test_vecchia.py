@@ -24,7 +24,9 @@ def ols_residuals(y, F):
     residuals = np.full(y.shape, np.nan)
     for j in range(y.shape[1]):
         seen = ~np.isnan(y[:, j])
-        residuals[seen, j] = y[seen, j] - F[seen] @ np.linalg.lstsq(F[seen], y[seen, j], rcond=None)[0]
+        residuals[seen, j] = (
+            y[seen, j] - F[seen] @ np.linalg.lstsq(F[seen], y[seen, j], rcond=None)[0]
+        )
     return residuals
 
 
@@ -34,8 +36,10 @@ def conditioning_sets(X, block_size, conditioning):
     perm = order_points(X, "kdtree", block_size)
     sets = []
     for start in range(0, len(perm), block_size):
-        sites, earlier = perm[start:start + block_size], perm[:start]
-        by_distance = earlier[np.argsort(np.linalg.norm(X[earlier] - X[sites].mean(axis=0), axis=1))]
+        sites, earlier = perm[start : start + block_size], perm[:start]
+        by_distance = earlier[
+            np.argsort(np.linalg.norm(X[earlier] - X[sites].mean(axis=0), axis=1))
+        ]
         sets.append((sites, by_distance[:conditioning]))
     return sets
 
@@ -79,8 +83,12 @@ def data(n=700, replicates=1, missing=0, seed=0):
 
 
 def vecchia(X, y, F, block_size, conditioning, **options):
-    exact = ExactLikelihood(X, y, F, get_kernel("matern", smoothness=1.5), get_distance("euclidean"))
-    return BlockVecchiaLikelihood(exact, block_size=block_size, conditioning=conditioning, **options)
+    exact = ExactLikelihood(
+        X, y, F, get_kernel("matern", smoothness=1.5), get_distance("euclidean")
+    )
+    return BlockVecchiaLikelihood(
+        exact, block_size=block_size, conditioning=conditioning, **options
+    )
 
 
 @pytest.mark.parametrize("replicates, missing", [(1, 0.0), (3, 0.2)])
@@ -91,7 +99,9 @@ def test_value_matches_the_conditional_reference(replicates, missing, block_size
     for range_, eta in [(0.05, 0.1), (0.3, 0.01)]:
         value = likelihood.terms({"range": range_}, eta).profiled_value()
         # the two routes differ by rounding: log-determinants of about 1e3 subtracted
-        np.testing.assert_allclose(value, reference(X, y, F, range_, eta, block_size, conditioning), rtol=1e-10)
+        np.testing.assert_allclose(
+            value, reference(X, y, F, range_, eta, block_size, conditioning), rtol=1e-10
+        )
 
 
 def test_a_block_without_observations_adds_nothing():
@@ -112,7 +122,10 @@ def test_gradient_matches_central_differences(missing):
     theta, eta = {"range": 0.1}, 0.05
     gradient = likelihood.terms(theta, eta, gradient=True).profiled_gradient({"range", "eye"})
     h = 1e-6
-    for name, at in [("range", lambda t: ({"range": 0.1 + t}, eta)), ("eye", lambda t: (theta, eta + t))]:
+    for name, at in [
+        ("range", lambda t: ({"range": 0.1 + t}, eta)),
+        ("eye", lambda t: (theta, eta + t)),
+    ]:
         up, down = (likelihood.terms(*at(s * h)).profiled_value() for s in (1, -1))
         # central differences: truncation O(h^2 f''') and rounding O(eps |f| / h), both < 1e-5 here
         np.testing.assert_allclose(gradient[name], (up - down) / (2 * h), rtol=1e-6, atol=1e-4)
@@ -141,12 +154,14 @@ def test_blocks_partition_the_sites_and_the_input_is_not_changed():
 
 def test_beyond_max_sites_a_random_subset_of_blocks_is_kept():
     X, y, F = data(n=1000)
-    kept = [vecchia(X, y, F, 100, 50, max_sites=300, rng=np.random.default_rng(seed)) for seed in (1, 1, 2)]
+    kept = [
+        vecchia(X, y, F, 100, 50, max_sites=300, rng=np.random.default_rng(seed))
+        for seed in (1, 1, 2)
+    ]
     assert [len(v.blocks) for v in kept] == [3, 3, 3] and all(v.n == 300 for v in kept)
     values = [v.terms({"range": 0.1}, 0.05).profiled_value() for v in kept]
     assert values[0] == values[1] and values[0] != values[2]
     assert len(vecchia(X, y, F, 100, 50, max_sites=1000).blocks) == 10
-
 
 
 def test_a_costly_kernel_is_evaluated_once_through_a_table_for_each_set_of_blocks(monkeypatch):
@@ -160,28 +175,39 @@ def test_a_costly_kernel_is_evaluated_once_through_a_table_for_each_set_of_block
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "2")
     X, y, F = data(n=2048)
     kernel, distance = get_kernel("matern"), get_distance("euclidean")
-    likelihood = BlockVecchiaLikelihood(ExactLikelihood(X, y, F, kernel, distance), block_size=128, conditioning=64)
+    likelihood = BlockVecchiaLikelihood(
+        ExactLikelihood(X, y, F, kernel, distance), block_size=128, conditioning=64
+    )
     sets = likelihood._sets.obj
     assert len(sets.sets) == 2
-    assert min(sets._pair_correlation(i)[0].distances.size for i in range(2)) >= TABULATE_PAIRS[0] \
+    assert (
+        min(sets._pair_correlation(i)[0].distances.size for i in range(2))
+        >= TABULATE_PAIRS[0]
         > max(b.sites.size**2 for b in likelihood.blocks)
+    )
     theta, eta = {"range": 0.1, "smoothness": 0.8}, 0.05
     got = likelihood.terms(theta, eta, gradient=True)
     residuals = ols_residuals(y, F)
 
-    def own(sites):  # each block's joint and conditioning likelihoods alone, kernel evaluated directly
+    def own(
+        sites,
+    ):  # each block's joint and conditioning likelihoods alone, kernel evaluated directly
         if not sites.size:
             return None
-        exact = ExactLikelihood(X[sites], residuals[sites], np.zeros((sites.size, 0)), kernel, distance, reml=False)
+        exact = ExactLikelihood(
+            X[sites], residuals[sites], np.zeros((sites.size, 0)), kernel, distance, reml=False
+        )
         return exact.terms(theta, eta, True)
 
-    parts = [(own(b.sites), own(b.sites[:b.conditioning])) for b in likelihood.blocks]
+    parts = [(own(b.sites), own(b.sites[: b.conditioning])) for b in likelihood.blocks]
     for name in ("logdet", "quadratic"):
         expected = sum(getattr(j, name) - (getattr(g, name) if g else 0.0) for j, g in parts)
         np.testing.assert_allclose(getattr(got, name), expected, rtol=1e-9)
     for name in ("range", "smoothness", "eye"):
         for kind in ("trace", "quad"):
-            expected = sum(getattr(j, kind)[name] - (getattr(g, kind)[name] if g else 0.0) for j, g in parts)
+            expected = sum(
+                getattr(j, kind)[name] - (getattr(g, kind)[name] if g else 0.0) for j, g in parts
+            )
             np.testing.assert_allclose(getattr(got, kind)[name], expected, rtol=1e-7)
 
 
@@ -197,7 +223,9 @@ def worker_processes_on(monkeypatch):
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="worker processes are forked on Linux only")
-def test_sets_of_blocks_evaluated_in_worker_processes_give_the_same_terms(worker_processes_on, monkeypatch):
+def test_sets_of_blocks_evaluated_in_worker_processes_give_the_same_terms(
+    worker_processes_on, monkeypatch
+):
     X, y, F = data(n=1000, replicates=2, missing=0.1)
     likelihood = vecchia(X, y, F, 100, 50)
     theta, eta = {"range": 0.1}, 0.05
@@ -210,11 +238,14 @@ def test_sets_of_blocks_evaluated_in_worker_processes_give_the_same_terms(worker
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="worker processes are forked on Linux only")
-def test_a_block_that_fails_in_a_worker_raises_the_not_positive_definite_error_here(worker_processes_on):
+def test_a_block_that_fails_in_a_worker_raises_the_not_positive_definite_error_here(
+    worker_processes_on,
+):
     from geostat.errors import NotPositiveDefiniteError
 
     X, y, F = data(n=1000)
-    exact = ExactLikelihood(X, y, F, get_kernel("matern", smoothness=1.5), get_distance("euclidean"),
-                            on_failure="raise")
+    exact = ExactLikelihood(
+        X, y, F, get_kernel("matern", smoothness=1.5), get_distance("euclidean"), on_failure="raise"
+    )
     with pytest.raises(NotPositiveDefiniteError):  # R - 0.9 I is indefinite
         BlockVecchiaLikelihood(exact, block_size=100, conditioning=50).terms({"range": 0.1}, -0.9)

@@ -21,10 +21,20 @@ MISSING_CELL = (8, 11)  # (lat, lon) index missing on every day: dropped
 def field():
     lon, lat = np.meshgrid(LON, LAT)
     sites = np.column_stack([lon.ravel(), lat.ravel()])
-    Y = gs.simulate(sites, {"variance": 1.0, "range": 300.0, "nugget": 0.05}, kernel="exponential", n_samples=3,
-                    random_state=1)
-    da = xr.DataArray(Y.reshape(9, 12, 3).transpose(2, 0, 1), dims=("time", "lat", "lon"),
-                      coords={"time": TIME, "lat": LAT, "lon": LON}, attrs={"units": "K"}, name="tas")
+    Y = gs.simulate(
+        sites,
+        {"variance": 1.0, "range": 300.0, "nugget": 0.05},
+        kernel="exponential",
+        n_samples=3,
+        random_state=1,
+    )
+    da = xr.DataArray(
+        Y.reshape(9, 12, 3).transpose(2, 0, 1),
+        dims=("time", "lat", "lon"),
+        coords={"time": TIME, "lat": LAT, "lon": LON},
+        attrs={"units": "K"},
+        name="tas",
+    )
     da[0, 0, 0] = np.nan  # missing on one day only
     da[:, MISSING_CELL[0], MISSING_CELL[1]] = np.nan
     return da
@@ -56,8 +66,12 @@ def test_fit_on_a_gridded_field_equals_the_table_fit(field, fitted):
 def test_fit_on_a_station_dimension():
     rng = np.random.default_rng(2)
     lon, lat = rng.uniform(-105, -95, 80), rng.uniform(35, 42, 80)
-    y = gs.simulate(np.column_stack([lon, lat]), {"variance": 1.0, "range": 300.0, "nugget": 0.1},
-                    kernel="exponential", random_state=3)
+    y = gs.simulate(
+        np.column_stack([lon, lat]),
+        {"variance": 1.0, "range": 300.0, "nugget": 0.1},
+        kernel="exponential",
+        random_state=3,
+    )
     da = xr.DataArray(y, dims="station", coords={"lon": ("station", lon), "lat": ("station", lat)})
     est = gs.SpatialGP(kernel="exponential").fit(da)
     reference = gs.SpatialGP(kernel="exponential").fit(pd.DataFrame({"lon": lon, "lat": lat}), y)
@@ -65,8 +79,12 @@ def test_fit_on_a_station_dimension():
 
 
 def test_predict_and_sample_on_a_grid_template(field, fitted):
-    grid = xr.DataArray(np.zeros((4, 5)), dims=("lat", "lon"), attrs={"units": "K"},
-                        coords={"lat": np.linspace(36, 40, 4), "lon": np.linspace(-104, -96, 5)})
+    grid = xr.DataArray(
+        np.zeros((4, 5)),
+        dims=("lat", "lon"),
+        attrs={"units": "K"},
+        coords={"lat": np.linspace(36, 40, 4), "lon": np.linspace(-104, -96, 5)},
+    )
     mean, std = fitted.predict(grid, return_std=True)
     assert mean.dims == std.dims == ("lat", "lon", "time") and mean.shape == (4, 5, 3)
     assert mean.name == "mean" and std.name == "std" and mean.attrs == {"units": "K"}
@@ -79,8 +97,10 @@ def test_predict_and_sample_on_a_grid_template(field, fitted):
     np.testing.assert_allclose(std.values.reshape(20, 3), expected_std.to_numpy(), rtol=1e-12)
     draws = fitted.sample_y(grid, n_samples=2, random_state=0)
     assert draws.dims == ("lat", "lon", "time", "sample") and draws.shape == (4, 5, 3, 2)
-    np.testing.assert_allclose(draws.values.reshape(20, 3, 2),
-                               fitted.sample_y(table, n_samples=2, random_state=0).to_numpy().reshape(20, 3, 2))
+    np.testing.assert_allclose(
+        draws.values.reshape(20, 3, 2),
+        fitted.sample_y(table, n_samples=2, random_state=0).to_numpy().reshape(20, 3, 2),
+    )
 
 
 def test_a_table_fit_predicts_on_a_field(field):
@@ -91,13 +111,16 @@ def test_a_table_fit_predicts_on_a_field(field):
     assert mean.dims == ("lat", "lon") and mean.shape == (9, 12)
 
 
-@pytest.mark.parametrize("case, error, match", [
-    ("y-given", ValueError, "y must be omitted"),
-    ("dataset", TypeError, "DataArray"),
-    ("no-position", ValueError, "lon/lat"),
-    ("two-extra-dims", ValueError, "at most one"),
-    ("all-nan", ValueError, "no observed value"),
-])
+@pytest.mark.parametrize(
+    "case, error, match",
+    [
+        ("y-given", ValueError, "y must be omitted"),
+        ("dataset", TypeError, "DataArray"),
+        ("no-position", ValueError, "lon/lat"),
+        ("two-extra-dims", ValueError, "at most one"),
+        ("all-nan", ValueError, "no observed value"),
+    ],
+)
 def test_field_errors_name_the_fix(field, case, error, match):
     if case == "y-given":
         call = lambda: gs.SpatialGP().fit(field, np.ones(3))  # noqa: E731
@@ -121,14 +144,22 @@ def test_importing_geostat_does_not_import_xarray():
 def test_an_array_fit_predicts_on_an_x_y_field():
     rng = np.random.default_rng(4)
     X = rng.uniform(size=(60, 2))
-    y = gs.simulate(X, {"variance": 1.0, "range": 0.3, "nugget": 0.1}, kernel="exponential", random_state=5)
+    y = gs.simulate(
+        X, {"variance": 1.0, "range": 0.3, "nugget": 0.1}, kernel="exponential", random_state=5
+    )
     est = gs.SpatialGP(kernel="exponential").fit(X, y)
-    grid = xr.DataArray(np.zeros((3, 4)), dims=("y", "x"), coords={"y": np.linspace(0, 1, 3), "x": np.linspace(0, 1, 4)})
+    grid = xr.DataArray(
+        np.zeros((3, 4)),
+        dims=("y", "x"),
+        coords={"y": np.linspace(0, 1, 3), "x": np.linspace(0, 1, 4)},
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no feature-name warning from scikit-learn
         mean = est.predict(grid)
     xx, yy = np.meshgrid(grid.x.values, grid.y.values)
-    np.testing.assert_allclose(mean.values.ravel(), est.predict(np.column_stack([xx.ravel(), yy.ravel()])), rtol=1e-12)
+    np.testing.assert_allclose(
+        mean.values.ravel(), est.predict(np.column_stack([xx.ravel(), yy.ravel()])), rtol=1e-12
+    )
 
 
 # ------------------------------------------------------------------ covariates from a Dataset
@@ -139,8 +170,13 @@ def climate(field):
     lon, lat = np.meshgrid(LON, LAT)
     height = 1000 + 40 * (lon - LON[0]) - 25 * (lat - LAT[0])
     height[MISSING_CELL] = np.nan  # only where nothing is observed
-    ds = xr.Dataset({"tas": field + 0.002 * xr.DataArray(np.nan_to_num(height), dims=("lat", "lon")),
-                     "height": (("lat", "lon"), height), "wind": field * 0 + 1.0})
+    ds = xr.Dataset(
+        {
+            "tas": field + 0.002 * xr.DataArray(np.nan_to_num(height), dims=("lat", "lon")),
+            "height": (("lat", "lon"), height),
+            "wind": field * 0 + 1.0,
+        }
+    )
     return ds
 
 
@@ -148,7 +184,9 @@ def test_fit_on_a_dataset_with_covariates_equals_the_table_fit(climate):
     est = gs.SpatialGP(kernel="exponential", trend=["height"]).fit(climate, y="tas")
     X, Y = as_table(climate.tas)
     lon, lat = np.meshgrid(LON, LAT)
-    keep = ~np.all(np.isnan(climate.tas.transpose("lat", "lon", "time").values.reshape(-1, 3)), axis=1)
+    keep = ~np.all(
+        np.isnan(climate.tas.transpose("lat", "lon", "time").values.reshape(-1, 3)), axis=1
+    )
     X["height"] = climate.height.values.ravel()[keep]
     reference = gs.SpatialGP(kernel="exponential", trend=["height"]).fit(X, Y)
     assert est.coef_names_ == ["intercept", "height"] and est.coef_.shape == (3, 2)
@@ -156,7 +194,9 @@ def test_fit_on_a_dataset_with_covariates_equals_the_table_fit(climate):
     np.testing.assert_allclose(est.coef_, reference.coef_, rtol=1e-6)
     # A covariate held as a coordinate of the DataArray works the same way.
     da = climate.tas.assign_coords(height=climate.height)
-    assert gs.SpatialGP(kernel="exponential", trend=["height"]).fit(da).loglik_ == pytest.approx(est.loglik_, rel=1e-12)
+    assert gs.SpatialGP(kernel="exponential", trend=["height"]).fit(da).loglik_ == pytest.approx(
+        est.loglik_, rel=1e-12
+    )
 
 
 def test_predict_on_a_dataset_template_uses_its_covariates(climate):
@@ -167,22 +207,29 @@ def test_predict_on_a_dataset_template_uses_its_covariates(climate):
     assert np.isnan(mean.values[MISSING_CELL]).all()  # no covariate there: no prediction
     assert np.isfinite(mean.values).sum() == (9 * 12 - 1) * 3
     lon, lat = np.meshgrid(LON, LAT)
-    table = pd.DataFrame({"lon": lon.ravel(), "lat": lat.ravel(), "height": climate.height.values.ravel()}).dropna()
+    table = pd.DataFrame(
+        {"lon": lon.ravel(), "lat": lat.ravel(), "height": climate.height.values.ravel()}
+    ).dropna()
     expected = est.predict(table)
-    np.testing.assert_allclose(mean.values.reshape(-1, 3)[table.index], expected.to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(
+        mean.values.reshape(-1, 3)[table.index], expected.to_numpy(), rtol=1e-12
+    )
     draws = est.sample_y(template, n_samples=2, random_state=0)
     assert draws.shape == (9, 12, 3, 2) and np.isnan(draws.values[MISSING_CELL]).all()
     with pytest.raises(ValueError, match="trend names 'height'"):
         est.predict(climate[["wind"]].drop_vars("height", errors="ignore").isel(time=0))
 
 
-@pytest.mark.parametrize("case, error, match", [
-    ("dataset-without-y", TypeError, "y names the observed variable"),
-    ("unknown-variable", ValueError, "not a data variable"),
-    ("unknown-covariate", ValueError, "trend names 'slope'"),
-    ("time-varying-covariate", ValueError, "varies along"),
-    ("nan-covariate", ValueError, "NaN at 1 observed cell"),
-])
+@pytest.mark.parametrize(
+    "case, error, match",
+    [
+        ("dataset-without-y", TypeError, "y names the observed variable"),
+        ("unknown-variable", ValueError, "not a data variable"),
+        ("unknown-covariate", ValueError, "trend names 'slope'"),
+        ("time-varying-covariate", ValueError, "varies along"),
+        ("nan-covariate", ValueError, "NaN at 1 observed cell"),
+    ],
+)
 def test_dataset_errors_name_the_fix(climate, case, error, match):
     kw = dict(kernel="exponential")
     if case == "dataset-without-y":
@@ -211,8 +258,11 @@ def test_a_dask_backed_field_fits_like_the_loaded_one(field, fitted):
 
 def test_prediction_on_a_dask_backed_template_stays_lazy(fitted):
     dask_array = pytest.importorskip("dask.array")
-    grid = xr.DataArray(dask_array.zeros((6, 8), chunks=(3, 4)), dims=("lat", "lon"),
-                        coords={"lat": np.linspace(36, 40, 6), "lon": np.linspace(-104, -96, 8)})
+    grid = xr.DataArray(
+        dask_array.zeros((6, 8), chunks=(3, 4)),
+        dims=("lat", "lon"),
+        coords={"lat": np.linspace(36, 40, 6), "lon": np.linspace(-104, -96, 8)},
+    )
     calls = []
     original = fitted._predict_rows
     fitted._predict_rows = lambda *a: calls.append(1) or original(*a)
@@ -238,7 +288,9 @@ def test_a_table_fit_with_replicates_predicts_on_a_field(field):
     assert mean.dims == ("lat", "lon", "replicate") and list(mean.replicate.values) == labels
     lon, lat = np.meshgrid(LON, LAT)
     table = pd.DataFrame({"lon": lon.ravel(), "lat": lat.ravel()})
-    np.testing.assert_allclose(mean.values.reshape(-1, 3), est.predict(table).to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(
+        mean.values.reshape(-1, 3), est.predict(table).to_numpy(), rtol=1e-12
+    )
     draws = est.sample_y(grid, n_samples=2, random_state=0)
     assert draws.dims == ("lat", "lon", "replicate", "sample")
     unnamed = gs.SpatialGP(kernel="exponential").fit(X, Y).predict(grid)

@@ -18,7 +18,9 @@ def matrix(spd):
     return tlr.TLRMatrix.from_dense(spd, 16)
 
 
-@pytest.mark.parametrize("M", [np.array([["a", "b"], ["b", "a"]]), np.eye(3) + 1j], ids=["strings", "complex"])
+@pytest.mark.parametrize(
+    "M", [np.array([["a", "b"], ["b", "a"]]), np.eye(3) + 1j], ids=["strings", "complex"]
+)
 def test_from_dense_refuses_non_real_matrices(M):
     with pytest.raises(TypeError, match="M must be a real numeric matrix"):
         tlr.TLRMatrix.from_dense(M, 2)
@@ -29,8 +31,12 @@ def test_generator_returning_complex_blocks_is_refused(spd):
         tlr.TLRMatrix.from_generator(lambda rows, cols: spd[np.ix_(rows, cols)] + 0j, 60, 16)
 
 
-@pytest.mark.parametrize("x", [np.full(60, np.nan), np.array(["a"] * 60), [1.0] * 59], ids=["nan", "strings", "short"])
-@pytest.mark.parametrize("use", ["matmul", "solve", "solve_lower", "multiply_lower", "batched-solve"])
+@pytest.mark.parametrize(
+    "x", [np.full(60, np.nan), np.array(["a"] * 60), [1.0] * 59], ids=["nan", "strings", "short"]
+)
+@pytest.mark.parametrize(
+    "use", ["matmul", "solve", "solve_lower", "multiply_lower", "batched-solve"]
+)
 def test_operands_are_checked(matrix, x, use):
     run = {
         "matmul": lambda: matrix @ x,
@@ -43,12 +49,16 @@ def test_operands_are_checked(matrix, x, use):
         run()
 
 
-@pytest.mark.parametrize(("settings", "error", "match"), [
-    ({"random_state": "seed"}, TypeError, "random_state must be"),
-    ({"random_state": -1}, ValueError, "random_state must be"),
-    ({"block_size": "16"}, TypeError, "block_size must be an integer"),
-    ({"block_size": 0}, ValueError, "block_size must be at least 1"),
-], ids=["seed-str", "seed-negative", "block-str", "block-zero"])
+@pytest.mark.parametrize(
+    ("settings", "error", "match"),
+    [
+        ({"random_state": "seed"}, TypeError, "random_state must be"),
+        ({"random_state": -1}, ValueError, "random_state must be"),
+        ({"block_size": "16"}, TypeError, "block_size must be an integer"),
+        ({"block_size": 0}, ValueError, "block_size must be at least 1"),
+    ],
+    ids=["seed-str", "seed-negative", "block-str", "block-zero"],
+)
 def test_factorization_settings_are_checked(matrix, settings, error, match):
     with pytest.raises(error, match=match):
         tlr.cholesky(matrix, **settings)

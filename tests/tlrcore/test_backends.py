@@ -25,7 +25,9 @@ def test_cholesky_of_one_matrix_reads_the_lower_triangle_only(backend, rng, orde
     A = B.asarray(np.asarray(garbage, order=order))
     L, info = B.cholesky(A)
     assert int(info) == 0
-    np.testing.assert_allclose(B.to_host(L), scipy.linalg.cholesky(M, lower=True), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        B.to_host(L), scipy.linalg.cholesky(M, lower=True), rtol=1e-12, atol=1e-12
+    )
     np.testing.assert_array_equal(B.to_host(A), garbage)  # not modified
 
 
@@ -36,7 +38,9 @@ def test_cholesky_of_a_stack_reports_the_failing_matrix_and_minor(backend, rng):
     L, info = B.cholesky(B.asarray(M))
     assert info.tolist() == [0, 0, 0, 11, 0]
     for p in (0, 1, 2, 4):
-        np.testing.assert_allclose(B.to_host(L[p]), scipy.linalg.cholesky(M[p], lower=True), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            B.to_host(L[p]), scipy.linalg.cholesky(M[p], lower=True), rtol=1e-12, atol=1e-12
+        )
 
 
 @pytest.mark.parametrize("trans", [False, True], ids=["L", "LT"])
@@ -70,7 +74,11 @@ def test_squareform_matches_scipy(backend, n):
 
 
 def test_get_backend_names_arrays_and_errors():
-    assert get_backend("numpy") is NUMPY and get_backend(np.zeros(2)) is NUMPY and get_backend(NUMPY) is NUMPY
+    assert (
+        get_backend("numpy") is NUMPY
+        and get_backend(np.zeros(2)) is NUMPY
+        and get_backend(NUMPY) is NUMPY
+    )
     with pytest.raises(ValueError, match="unknown"):
         get_backend("tpu")
     with pytest.raises(TypeError, match="backend must be"):

@@ -43,7 +43,9 @@ def assert_close(got, expected):
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         assert g.shape == e.shape
-        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(e).max(initial=0.0))))
+        np.testing.assert_allclose(
+            g, e, rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(e).max(initial=0.0)))
+        )
 
 
 # ---------------------------------------------------------------- cholesky
@@ -69,7 +71,10 @@ def test_cholesky_fixed_matches_scipy(backend, strategy, order, rng):
 def test_cholesky_reads_only_the_lower_triangle(backend, rng):
     mats = [spd(m, rng) for m in ORDERS]
     garbled = [np.tril(A) + np.triu(rng.standard_normal(A.shape), 1) for A in mats]
-    assert_close(host(tlr.batched.cholesky(to(backend, garbled))), host(tlr.batched.cholesky(to(backend, mats))))
+    assert_close(
+        host(tlr.batched.cholesky(to(backend, garbled))),
+        host(tlr.batched.cholesky(to(backend, mats))),
+    )
 
 
 @pytest.mark.parametrize("form", ["list", "array"])
@@ -94,7 +99,9 @@ def test_cholesky_failure_names_first_failing_matrix(backend, strategy, form, rn
     mats = [spd(m, rng) for m in orders]
     mats[2], mats[4] = indefinite(orders[2], order=3), indefinite(orders[4], order=1)
     batch = mats if form == "list" else np.stack(mats)
-    with pytest.raises(tlr.NotPositiveDefiniteError, match=rf"mats\[2\].*order 3 of {orders[2]}") as info:
+    with pytest.raises(
+        tlr.NotPositiveDefiniteError, match=rf"mats\[2\].*order 3 of {orders[2]}"
+    ) as info:
         tlr.batched.cholesky(to(backend, batch), strategy=strategy)
     assert info.value.tile == 2
 
@@ -104,12 +111,20 @@ def test_same_results_on_any_number_of_threads_and_parts(monkeypatch, unit_bytes
     mats = [spd(m, rng) for m in [30, 30, 30, 30, 12, 12, 64]]
     Bs = [rng.standard_normal((m, 2)) for m in [30, 30, 30, 30, 12, 12, 64]]
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "1")
-    reference = [tlr.batched.cholesky(mats), tlr.batched.cholesky(np.stack(mats[:4])),
-                 tlr.batched.solve_triangular(mats, Bs), tlr.batched.gemm(mats, Bs)]
+    reference = [
+        tlr.batched.cholesky(mats),
+        tlr.batched.cholesky(np.stack(mats[:4])),
+        tlr.batched.solve_triangular(mats, Bs),
+        tlr.batched.gemm(mats, Bs),
+    ]
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "3")
     monkeypatch.setattr(_run, "UNIT_BYTES", unit_bytes)
-    got = [tlr.batched.cholesky(mats), tlr.batched.cholesky(np.stack(mats[:4])),
-           tlr.batched.solve_triangular(mats, Bs), tlr.batched.gemm(mats, Bs)]
+    got = [
+        tlr.batched.cholesky(mats),
+        tlr.batched.cholesky(np.stack(mats[:4])),
+        tlr.batched.solve_triangular(mats, Bs),
+        tlr.batched.gemm(mats, Bs),
+    ]
     for expected, result in zip(reference, got):
         assert len(result) == len(expected)
         for a, b in zip(expected, result):
@@ -134,8 +149,12 @@ def test_solve_triangular_variable_matches_scipy(backend, case, strategy, rng):
     # Any number of columns per right-hand side, and 1-D vectors.
     Bs = [rng.standard_normal((m, k)) for m, k in zip(ORDERS, [1, 3, 0, 2, 7, 1, 2, 5])]
     Bs[1], Bs[6] = Bs[1][:, 0], Bs[6][:, 0]
-    got = tlr.batched.solve_triangular(to(backend, Ls), to(backend, Bs), lower=lower, trans=trans, strategy=strategy)
-    expected = [scipy.linalg.solve_triangular(L, B, lower=lower, trans=int(trans)) for L, B in zip(Ls, Bs)]
+    got = tlr.batched.solve_triangular(
+        to(backend, Ls), to(backend, Bs), lower=lower, trans=trans, strategy=strategy
+    )
+    expected = [
+        scipy.linalg.solve_triangular(L, B, lower=lower, trans=int(trans)) for L, B in zip(Ls, Bs)
+    ]
     assert_close(host(got), expected)
 
 
@@ -145,11 +164,15 @@ def test_solve_triangular_fixed_matches_scipy(backend, strategy, rng):
     Bs = rng.standard_normal((4, 20, 3))
     got = tlr.batched.solve_triangular(to(backend, Ls), to(backend, Bs), strategy=strategy)
     assert got.shape == Bs.shape
-    assert_close(host(got), [scipy.linalg.solve_triangular(L, B, lower=True) for L, B in zip(Ls, Bs)])
+    assert_close(
+        host(got), [scipy.linalg.solve_triangular(L, B, lower=True) for L, B in zip(Ls, Bs)]
+    )
 
 
 def test_solve_triangular_empty_batch(backend):
-    got = tlr.batched.solve_triangular(to(backend, np.zeros((0, 3, 3))), to(backend, np.zeros((0, 3, 2))))
+    got = tlr.batched.solve_triangular(
+        to(backend, np.zeros((0, 3, 3))), to(backend, np.zeros((0, 3, 2)))
+    )
     assert got.shape == (0, 3, 2)
     assert tlr.batched.solve_triangular([], [], backend=backend) == []
 
@@ -175,17 +198,39 @@ def test_gemm_variable_ranks_match_matmul(backend, case, strategy, rng):
     As = [rng.standard_normal((k, m) if transa else (m, k)) for m, k, _ in shapes]
     Bs = [rng.standard_normal((n, k) if transb else (k, n)) for _, k, n in shapes]
     Cs = [rng.standard_normal((m, n)) for m, _, n in shapes]
-    got = tlr.batched.gemm(to(backend, As), to(backend, Bs), transa=transa, transb=transb, alpha=alpha, beta=beta,
-                           Cs=to(backend, Cs), strategy=strategy)
-    expected = [alpha * ((A.T if transa else A) @ (B.T if transb else B)) + beta * C for A, B, C in zip(As, Bs, Cs)]
+    got = tlr.batched.gemm(
+        to(backend, As),
+        to(backend, Bs),
+        transa=transa,
+        transb=transb,
+        alpha=alpha,
+        beta=beta,
+        Cs=to(backend, Cs),
+        strategy=strategy,
+    )
+    expected = [
+        alpha * ((A.T if transa else A) @ (B.T if transb else B)) + beta * C
+        for A, B, C in zip(As, Bs, Cs)
+    ]
     assert_close(host(got), expected)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_gemm_fixed_matches_matmul(backend, strategy, rng):
-    As, Bs, Cs = rng.standard_normal((3, 10, 4)), rng.standard_normal((3, 6, 4)), rng.standard_normal((3, 10, 6))
-    got = tlr.batched.gemm(to(backend, As), to(backend, Bs), transb=True, alpha=2.0, beta=1.0, Cs=to(backend, Cs),
-                           strategy=strategy)
+    As, Bs, Cs = (
+        rng.standard_normal((3, 10, 4)),
+        rng.standard_normal((3, 6, 4)),
+        rng.standard_normal((3, 10, 6)),
+    )
+    got = tlr.batched.gemm(
+        to(backend, As),
+        to(backend, Bs),
+        transb=True,
+        alpha=2.0,
+        beta=1.0,
+        Cs=to(backend, Cs),
+        strategy=strategy,
+    )
     assert got.shape == (3, 10, 6)
     assert_close(host(got), [2.0 * A @ B.T + C for A, B, C in zip(As, Bs, Cs)])
 
@@ -215,7 +260,11 @@ def test_pad_grid_bounds_the_padding():
 def test_buckets_partition_the_batch():
     dims = np.array([[3, 1], [5, 2], [3, 1], [5, 1], [3, 1]])
     groups = _plan.buckets(dims)
-    assert sorted((shape, list(idx)) for idx, shape in groups) == [((3, 1), [0, 2, 4]), ((5, 1), [3]), ((5, 2), [1])]
+    assert sorted((shape, list(idx)) for idx, shape in groups) == [
+        ((3, 1), [0, 2, 4]),
+        ((5, 1), [3]),
+        ((5, 2), [1]),
+    ]
 
 
 # ---------------------------------------------------------------- misuse
@@ -223,35 +272,100 @@ def test_buckets_partition_the_batch():
 A3 = np.eye(3)
 BAD_CALLS = {
     "cholesky-2d-array": (lambda: tlr.batched.cholesky(A3), ValueError, r"3-D array.*mats\[None\]"),
-    "cholesky-4d-array": (lambda: tlr.batched.cholesky(A3[None, None]), ValueError, r"shape \(1, 1, 3, 3\)"),
-    "cholesky-not-square-array": (lambda: tlr.batched.cholesky(np.ones((2, 3, 4))), ValueError, "square"),
-    "cholesky-not-square-item": (lambda: tlr.batched.cholesky([A3, np.ones((2, 3))]), ValueError, r"mats\[1\].*square"),
-    "cholesky-1d-item": (lambda: tlr.batched.cholesky([np.ones(3)]), ValueError, r"mats\[0\] must be a 2-D"),
-    "cholesky-nan": (lambda: tlr.batched.cholesky([A3, A3, np.full((3, 3), np.nan)]), ValueError,
-                     r"mats\[2\] contains NaN"),
-    "cholesky-inf-fixed": (lambda: tlr.batched.cholesky(np.stack([A3, np.full((3, 3), np.inf)])), ValueError,
-                           r"mats\[1\] contains NaN or infinite"),
+    "cholesky-4d-array": (
+        lambda: tlr.batched.cholesky(A3[None, None]),
+        ValueError,
+        r"shape \(1, 1, 3, 3\)",
+    ),
+    "cholesky-not-square-array": (
+        lambda: tlr.batched.cholesky(np.ones((2, 3, 4))),
+        ValueError,
+        "square",
+    ),
+    "cholesky-not-square-item": (
+        lambda: tlr.batched.cholesky([A3, np.ones((2, 3))]),
+        ValueError,
+        r"mats\[1\].*square",
+    ),
+    "cholesky-1d-item": (
+        lambda: tlr.batched.cholesky([np.ones(3)]),
+        ValueError,
+        r"mats\[0\] must be a 2-D",
+    ),
+    "cholesky-nan": (
+        lambda: tlr.batched.cholesky([A3, A3, np.full((3, 3), np.nan)]),
+        ValueError,
+        r"mats\[2\] contains NaN",
+    ),
+    "cholesky-inf-fixed": (
+        lambda: tlr.batched.cholesky(np.stack([A3, np.full((3, 3), np.inf)])),
+        ValueError,
+        r"mats\[1\] contains NaN or infinite",
+    ),
     "cholesky-complex": (lambda: tlr.batched.cholesky([A3 + 0j]), TypeError, "complex"),
-    "cholesky-strings": (lambda: tlr.batched.cholesky([np.array([["a"]])]), TypeError, "real numbers"),
-    "cholesky-not-a-batch": (lambda: tlr.batched.cholesky({"a": A3}), TypeError, "list of 2-D arrays"),
-    "cholesky-strategy": (lambda: tlr.batched.cholesky([A3], strategy="bucket"), ValueError, "auto"),
+    "cholesky-strings": (
+        lambda: tlr.batched.cholesky([np.array([["a"]])]),
+        TypeError,
+        "real numbers",
+    ),
+    "cholesky-not-a-batch": (
+        lambda: tlr.batched.cholesky({"a": A3}),
+        TypeError,
+        "list of 2-D arrays",
+    ),
+    "cholesky-strategy": (
+        lambda: tlr.batched.cholesky([A3], strategy="bucket"),
+        ValueError,
+        "auto",
+    ),
     "cholesky-backend": (lambda: tlr.batched.cholesky([A3], backend="tpu"), ValueError, "numpy"),
-    "solve-lengths": (lambda: tlr.batched.solve_triangular([A3, A3], [np.ones(3)]), ValueError, "2 matrices.*1"),
-    "solve-forms": (lambda: tlr.batched.solve_triangular(A3[None], [np.ones(3)]), TypeError, "both"),
-    "solve-rows": (lambda: tlr.batched.solve_triangular([A3], [np.ones((4, 2))]), ValueError,
-                   r"Bs\[0\] has 4 rows.*order 3"),
-    "solve-rows-fixed": (lambda: tlr.batched.solve_triangular(A3[None], np.ones((1, 2, 2))), ValueError,
-                         "Bs has 2 rows"),
-    "solve-nan-rhs": (lambda: tlr.batched.solve_triangular([A3, A3], [np.ones(3), np.array([1, np.nan, 1])]),
-                      ValueError, r"Bs\[1\] contains NaN"),
-    "gemm-lengths": (lambda: tlr.batched.gemm([A3], [A3, A3]), ValueError, "1 matrices but Bs has 2"),
-    "gemm-inner": (lambda: tlr.batched.gemm([A3, A3], [A3, np.ones((2, 3))]), ValueError,
-                   r"op\(As\[1\]\) has 3 columns but op\(Bs\[1\]\) has 2 rows"),
-    "gemm-c-shape": (lambda: tlr.batched.gemm([A3], [A3], beta=1.0, Cs=[np.ones((3, 2))]), ValueError,
-                     r"Cs\[0\] has shape \(3, 2\)"),
+    "solve-lengths": (
+        lambda: tlr.batched.solve_triangular([A3, A3], [np.ones(3)]),
+        ValueError,
+        "2 matrices.*1",
+    ),
+    "solve-forms": (
+        lambda: tlr.batched.solve_triangular(A3[None], [np.ones(3)]),
+        TypeError,
+        "both",
+    ),
+    "solve-rows": (
+        lambda: tlr.batched.solve_triangular([A3], [np.ones((4, 2))]),
+        ValueError,
+        r"Bs\[0\] has 4 rows.*order 3",
+    ),
+    "solve-rows-fixed": (
+        lambda: tlr.batched.solve_triangular(A3[None], np.ones((1, 2, 2))),
+        ValueError,
+        "Bs has 2 rows",
+    ),
+    "solve-nan-rhs": (
+        lambda: tlr.batched.solve_triangular([A3, A3], [np.ones(3), np.array([1, np.nan, 1])]),
+        ValueError,
+        r"Bs\[1\] contains NaN",
+    ),
+    "gemm-lengths": (
+        lambda: tlr.batched.gemm([A3], [A3, A3]),
+        ValueError,
+        "1 matrices but Bs has 2",
+    ),
+    "gemm-inner": (
+        lambda: tlr.batched.gemm([A3, A3], [A3, np.ones((2, 3))]),
+        ValueError,
+        r"op\(As\[1\]\) has 3 columns but op\(Bs\[1\]\) has 2 rows",
+    ),
+    "gemm-c-shape": (
+        lambda: tlr.batched.gemm([A3], [A3], beta=1.0, Cs=[np.ones((3, 2))]),
+        ValueError,
+        r"Cs\[0\] has shape \(3, 2\)",
+    ),
     "gemm-beta-without-c": (lambda: tlr.batched.gemm([A3], [A3], beta=1.0), ValueError, "needs Cs"),
     "gemm-alpha-type": (lambda: tlr.batched.gemm([A3], [A3], alpha="2"), TypeError, "alpha"),
-    "gemm-alpha-nan": (lambda: tlr.batched.gemm([A3], [A3], alpha=np.nan), ValueError, "alpha must be finite"),
+    "gemm-alpha-nan": (
+        lambda: tlr.batched.gemm([A3], [A3], alpha=np.nan),
+        ValueError,
+        "alpha must be finite",
+    ),
 }
 
 

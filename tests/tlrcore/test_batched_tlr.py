@@ -54,8 +54,14 @@ def test_build_factor_logdet_and_solves_match_scipy(case, accuracy, backend, rng
     X = sites(n, d)
     M = dense(X, smooth=smooth)
     host = get_backend(backend).to_host
-    A = tlr.TLRMatrix.from_generator(generator(X, backend, smooth=smooth), n, tile, accuracy=accuracy,
-                                     method="batched", backend=backend)
+    A = tlr.TLRMatrix.from_generator(
+        generator(X, backend, smooth=smooth),
+        n,
+        tile,
+        accuracy=accuracy,
+        method="batched",
+        backend=backend,
+    )
     norm = np.linalg.norm(M)
     assert A.packed is not None and A.backend.name == backend
     assert np.linalg.norm(A.to_dense() - M) <= accuracy * norm  # measured 0.3-0.7
@@ -68,11 +74,21 @@ def test_build_factor_logdet_and_solves_match_scipy(case, accuracy, backend, rng
     b, B = rng.normal(size=n), rng.normal(size=(n, 3))
     exact = scipy.linalg.cho_solve(scipy.linalg.cho_factor(M, lower=True), B)
     cond = np.linalg.cond(M)
-    np.testing.assert_allclose(host(F.solve(B)), exact, rtol=0, atol=50 * accuracy * cond * np.abs(exact).max())
-    np.testing.assert_allclose(host(F.solve_lower(b)), scipy.linalg.solve_triangular(L, b, lower=True),
-                               rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(host(F.solve_upper(B)), scipy.linalg.solve_triangular(L.T, B, lower=False),
-                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        host(F.solve(B)), exact, rtol=0, atol=50 * accuracy * cond * np.abs(exact).max()
+    )
+    np.testing.assert_allclose(
+        host(F.solve_lower(b)),
+        scipy.linalg.solve_triangular(L, b, lower=True),
+        rtol=1e-9,
+        atol=1e-9,
+    )
+    np.testing.assert_allclose(
+        host(F.solve_upper(B)),
+        scipy.linalg.solve_triangular(L.T, B, lower=False),
+        rtol=1e-9,
+        atol=1e-9,
+    )
     np.testing.assert_allclose(host(F.multiply_lower(b)), L @ b, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(host(A @ B), A.to_dense() @ B, rtol=1e-12, atol=1e-11)
 
@@ -83,7 +99,9 @@ def test_batched_and_left_looking_agree_on_a_dict_matrix():
     assert A.packed is None
     left = tlr.cholesky(A)
     batched = tlr.cholesky(A, variant="batched")
-    assert A.packed is None and type(tlr.cholesky(A)).__name__ == "TLRCholesky"  # still the tile layout
+    assert (
+        A.packed is None and type(tlr.cholesky(A)).__name__ == "TLRCholesky"
+    )  # still the tile layout
     assert abs(left.logdet() - batched.logdet()) <= 1e-8 * 1000
     np.testing.assert_allclose(batched.to_dense(), left.to_dense(), atol=1e-6)
     mean = lambda F: F.ranks[np.tril_indices(F.n_tiles, -1)].mean()  # noqa: E731
@@ -92,7 +110,9 @@ def test_batched_and_left_looking_agree_on_a_dict_matrix():
 
 def test_bit_identical_on_repeat_and_seed_dependent():
     X = sites(700)
-    A = tlr.TLRMatrix.from_generator(generator(X, "numpy"), 700, 100, accuracy=1e-8, method="batched")
+    A = tlr.TLRMatrix.from_generator(
+        generator(X, "numpy"), 700, 100, accuracy=1e-8, method="batched"
+    )
     first, again = tlr.cholesky(A), tlr.cholesky(A)
     other = tlr.cholesky(A, random_state=1)
     assert first.logdet() == again.logdet()
@@ -133,8 +153,13 @@ def test_generator_calls_are_capped_and_the_result_ignores_the_free_memory(monke
 def test_shift_safeguard_and_explicit_shift(rng):
     X = sites(600)
     M = dense(X, nugget=0.0, range_=0.5, smooth=True)
-    A = tlr.TLRMatrix.from_generator(generator(X, "numpy", nugget=0.0, range_=0.5, smooth=True), 600, 100,
-                                     accuracy=1e-4, method="batched")
+    A = tlr.TLRMatrix.from_generator(
+        generator(X, "numpy", nugget=0.0, range_=0.5, smooth=True),
+        600,
+        100,
+        accuracy=1e-4,
+        method="batched",
+    )
     with pytest.raises(tlr.NotPositiveDefiniteError) as info:
         tlr.cholesky(A)
     assert info.value.tile is not None and f"diagonal tile {info.value.tile}" in str(info.value)
@@ -148,32 +173,52 @@ def test_shift_safeguard_and_explicit_shift(rng):
 
 def test_overwrite_a_releases_the_matrix():
     X = sites(500)
-    A = tlr.TLRMatrix.from_generator(generator(X, "numpy"), 500, 100, accuracy=1e-8, method="batched")
+    A = tlr.TLRMatrix.from_generator(
+        generator(X, "numpy"), 500, 100, accuracy=1e-8, method="batched"
+    )
     reference = tlr.cholesky(A).logdet()
     F = tlr.cholesky(A, overwrite_a=True)
     assert F.logdet() == reference
     # the storage itself (the public attributes refuse a consumed matrix)
     assert all(column.count == 0 for column in A._packed.columns) and A._diagonal[0].size == 0
     with pytest.raises(tlr.ConsumedMatrixError):
-        A.packed
+        _ = A.packed
 
 
-@pytest.mark.parametrize("options, error, match", [
-    ({"variant": "sideways"}, ValueError, "variant"),
-    ({"variant": "batched", "safeguard": "schur", "overwrite_a": True}, ValueError, "overwrite_a"),
-    ({"variant": "batched", "safeguard": "pivot"}, ValueError, "no tile pivoting.*'modified' and 'shift'"),
-], ids=["variant", "schur-overwrite", "pivot"])
+@pytest.mark.parametrize(
+    "options, error, match",
+    [
+        ({"variant": "sideways"}, ValueError, "variant"),
+        (
+            {"variant": "batched", "safeguard": "schur", "overwrite_a": True},
+            ValueError,
+            "overwrite_a",
+        ),
+        (
+            {"variant": "batched", "safeguard": "pivot"},
+            ValueError,
+            "no tile pivoting.*'modified' and 'shift'",
+        ),
+    ],
+    ids=["variant", "schur-overwrite", "pivot"],
+)
 def test_bad_options(options, error, match):
-    A = tlr.TLRMatrix.from_generator(generator(sites(300), "numpy"), 300, 100, accuracy=1e-8, method="batched")
+    A = tlr.TLRMatrix.from_generator(
+        generator(sites(300), "numpy"), 300, 100, accuracy=1e-8, method="batched"
+    )
     with pytest.raises(error, match=match):
         tlr.cholesky(A, **options)
 
 
-@pytest.mark.parametrize("bad, match", [
-    (lambda r, c: np.zeros((r.size, c.size + 1)), "shape"),
-    (lambda r, c: np.full((r.size, c.size), np.nan), "NaN"),
-    (lambda r, c: "text", "non-numeric"),
-], ids=["shape", "nan", "text"])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (lambda r, c: np.zeros((r.size, c.size + 1)), "shape"),
+        (lambda r, c: np.full((r.size, c.size), np.nan), "NaN"),
+        (lambda r, c: "text", "non-numeric"),
+    ],
+    ids=["shape", "nan", "text"],
+)
 def test_generator_errors_name_the_tiles(bad, match):
     with pytest.raises(tlr.GeneratorError, match=match) as info:
         tlr.TLRMatrix.from_generator(bad, 300, 100, accuracy=1e-8, method="batched")
@@ -185,12 +230,18 @@ def test_packed_norm_keeps_the_digits_of_small_entries():
     # the squares of the entries and subtracted, cancelling them at scale 1e-10 (10% off).
     X = sites(650)
     block = generator(X, "numpy")
-    one, small = (tlr.TLRMatrix.from_generator(lambda r, c: s * block(r, c), 650, 128, accuracy=1e-8,
-                                               method="batched") for s in (1.0, 1e-10))
+    one, small = (
+        tlr.TLRMatrix.from_generator(
+            lambda r, c: s * block(r, c), 650, 128, accuracy=1e-8, method="batched"
+        )
+        for s in (1.0, 1e-10)
+    )
     # Sums of squares of entries rounded once by the scaling: pairwise summation keeps
     # them to log2(650^2) eps ~ 4e-15 relative.
     assert small.tolerance == pytest.approx(1e-10 * one.tolerance, rel=1e-12, abs=0)
-    assert small.frobenius_norm() == pytest.approx(np.linalg.norm(small.to_dense()), rel=1e-12, abs=0)
+    assert small.frobenius_norm() == pytest.approx(
+        np.linalg.norm(small.to_dense()), rel=1e-12, abs=0
+    )
 
 
 def test_packed_round_trip_and_views():
@@ -215,10 +266,19 @@ def test_packed_round_trip_and_views():
 @pytest.mark.parametrize("tol_scale", [1e-3, 1e-7, 1e-12], ids=lambda t: f"tol{t:.0e}")
 def test_batched_ara_meets_the_tolerance_at_near_optimal_rank(tol_scale):
     X = sites(8 * 128, seed=3)
-    tiles = np.stack([np.exp(-cdist(X[(i + 1) * 128:(i + 2) * 128], X[:128]) / 0.1) for i in range(7)])
+    tiles = np.stack(
+        [np.exp(-cdist(X[(i + 1) * 128 : (i + 2) * 128], X[:128]) / 0.1) for i in range(7)]
+    )
     tol = tol_scale * np.linalg.norm(tiles[0])
-    U, V, ranks, _ = batched_ara(lambda active, omega: tiles[active] @ omega,
-                                 lambda Q: tiles.transpose(0, 2, 1) @ Q, 7, (128, 128), tol, NUMPY, seed=0)
+    U, V, ranks, _ = batched_ara(
+        lambda active, omega: tiles[active] @ omega,
+        lambda Q: tiles.transpose(0, 2, 1) @ Q,
+        7,
+        (128, 128),
+        tol,
+        NUMPY,
+        seed=0,
+    )
     errors = np.linalg.norm(tiles - U @ V.transpose(0, 2, 1), axis=(1, 2))
     assert np.all(errors <= tol)
     for tile, rank in zip(tiles, ranks):
@@ -237,8 +297,15 @@ def test_batched_ara_handles_zero_and_exactly_low_rank_tiles():
     tiles = np.zeros((3, 64, 64))
     tiles[1] = rng.normal(size=(64, 3)) @ rng.normal(size=(3, 64))
     tiles[2] = rng.normal(size=(64, 64))
-    U, V, ranks, dropped = batched_ara(lambda a, o: tiles[a] @ o, lambda Q: tiles.transpose(0, 2, 1) @ Q, 3,
-                                       (64, 64), 1e-10, NUMPY, seed=0)
+    U, V, ranks, dropped = batched_ara(
+        lambda a, o: tiles[a] @ o,
+        lambda Q: tiles.transpose(0, 2, 1) @ Q,
+        3,
+        (64, 64),
+        1e-10,
+        NUMPY,
+        seed=0,
+    )
     assert list(ranks[:2]) == [0, 3] and ranks[2] == 64
     # nothing but rounding dropped: ||tile||_2 ~ 1e2 here, and 1e-12 is 1e4 eps of that
     assert dropped[0] == 0.0 and dropped[2] == 0.0 and dropped[1] <= 1e-12
@@ -251,7 +318,9 @@ def test_segments_cut_the_padding_and_blocks_return_the_right_tiles():
     ranks = np.array([60, 40, 8, 7, 9, 5, 30, 6, 4, 4, 3, 2])
     bounds = segment_bounds(ranks)
     padded = sum((c - a) * ranks[a:c].max() for a, c in zip(bounds[:-1], bounds[1:]))
-    assert bounds[0] == 0 and bounds[-1] == ranks.size and padded <= 1.3 * ranks.sum()  # one segment: 5.3x
+    assert (
+        bounds[0] == 0 and bounds[-1] == ranks.size and padded <= 1.3 * ranks.sum()
+    )  # one segment: 5.3x
     rng = np.random.default_rng(0)
     U = np.zeros((12, 16, 60))
     V = np.zeros((12, 16, 60))
@@ -275,16 +344,26 @@ def test_segments_cut_the_padding_and_blocks_return_the_right_tiles():
             seen += list(range(lo, hi))
         assert seen == list(range(positions.size))
     Ut, Vt = column.tile(6)
-    assert Ut.shape == (16, 30) and np.array_equal(Ut, U[6, :, :30]) and np.array_equal(Vt, V[6, :, :30])
+    assert (
+        Ut.shape == (16, 30)
+        and np.array_equal(Ut, U[6, :, :30])
+        and np.array_equal(Vt, V[6, :, :30])
+    )
 
 
 def test_gemm_flops_are_counted():
     X = sites(800)
     block = generator(X, "numpy")
-    one = tlr.cholesky(tlr.TLRMatrix.from_generator(block, 800, 800, accuracy=1e-8, method="batched"))
+    one = tlr.cholesky(
+        tlr.TLRMatrix.from_generator(block, 800, 800, accuracy=1e-8, method="batched")
+    )
     assert one.gemm_flops == 0.0  # a single tile: no low-rank products
-    small = tlr.cholesky(tlr.TLRMatrix.from_generator(block, 800, 200, accuracy=1e-8, method="batched"))
-    large = tlr.cholesky(tlr.TLRMatrix.from_generator(block, 800, 100, accuracy=1e-8, method="batched"))
+    small = tlr.cholesky(
+        tlr.TLRMatrix.from_generator(block, 800, 200, accuracy=1e-8, method="batched")
+    )
+    large = tlr.cholesky(
+        tlr.TLRMatrix.from_generator(block, 800, 100, accuracy=1e-8, method="batched")
+    )
     # at least the sampling of every updated tile once: 4 b r s per tile and update
     assert small.gemm_flops > 4 * 200 * 16 * 6 and large.gemm_flops > small.gemm_flops
 
@@ -297,7 +376,9 @@ def test_batched_matches_left_looking_at_16k():
     X = np.random.default_rng(16).uniform(size=(n, 2))
     X = X[order_points(X, "kdtree", tile)]
     block = generator(X, "numpy")
-    batched = tlr.cholesky(tlr.TLRMatrix.from_generator(block, n, tile, accuracy=1e-8, method="batched"))
+    batched = tlr.cholesky(
+        tlr.TLRMatrix.from_generator(block, n, tile, accuracy=1e-8, method="batched")
+    )
     left = tlr.cholesky(tlr.TLRMatrix.from_generator(block, n, tile, accuracy=1e-8))
     assert abs(batched.logdet() - left.logdet()) <= 1e-8 * n  # measured 1.3e-3 of the bound
     b = np.random.default_rng(0).normal(size=n)

@@ -45,9 +45,15 @@ def test_factor_logdet_and_solve_match_scipy(case, accuracy, variant, rng):
     B = rng.normal(size=(n, 3))
     exact = scipy.linalg.cho_solve(scipy.linalg.cho_factor(M, lower=True), B)
     cond = np.linalg.cond(M)
-    np.testing.assert_allclose(F.solve(B), exact, rtol=0, atol=50 * accuracy * cond * np.abs(exact).max())
-    np.testing.assert_allclose(F.solve_lower(b), scipy.linalg.solve_triangular(L, b, lower=True), rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(F.solve_upper(b), scipy.linalg.solve_triangular(L.T, b, lower=False), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        F.solve(B), exact, rtol=0, atol=50 * accuracy * cond * np.abs(exact).max()
+    )
+    np.testing.assert_allclose(
+        F.solve_lower(b), scipy.linalg.solve_triangular(L, b, lower=True), rtol=1e-9, atol=1e-9
+    )
+    np.testing.assert_allclose(
+        F.solve_upper(b), scipy.linalg.solve_triangular(L.T, b, lower=False), rtol=1e-9, atol=1e-9
+    )
 
 
 def test_ranks_nbytes_and_repr():
@@ -63,9 +69,13 @@ def test_ranks_nbytes_and_repr():
 def test_deterministic_and_thread_independent(variant, monkeypatch):
     A = tlr.TLRMatrix.from_dense(covariance(900), 128, accuracy=1e-8)
     first = tlr.cholesky(A, random_state=5, variant=variant).to_dense()
-    np.testing.assert_array_equal(first, tlr.cholesky(A, random_state=5, variant=variant).to_dense())
+    np.testing.assert_array_equal(
+        first, tlr.cholesky(A, random_state=5, variant=variant).to_dense()
+    )
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "1")
-    np.testing.assert_array_equal(first, tlr.cholesky(A, random_state=5, variant=variant).to_dense())
+    np.testing.assert_array_equal(
+        first, tlr.cholesky(A, random_state=5, variant=variant).to_dense()
+    )
 
 
 def test_many_right_hand_sides_are_solved_in_chunks_whatever_the_threads(monkeypatch, rng):
@@ -80,8 +90,12 @@ def test_many_right_hand_sides_are_solved_in_chunks_whatever_the_threads(monkeyp
     kept = B.copy()
     results = [F.solve_lower(B), F.solve_upper(B), F.multiply_lower(B)]
     np.testing.assert_array_equal(B, kept)
-    np.testing.assert_allclose(results[0], scipy.linalg.solve_triangular(L, B, lower=True), rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(results[1], scipy.linalg.solve_triangular(L.T, B, lower=False), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        results[0], scipy.linalg.solve_triangular(L, B, lower=True), rtol=1e-9, atol=1e-9
+    )
+    np.testing.assert_allclose(
+        results[1], scipy.linalg.solve_triangular(L.T, B, lower=False), rtol=1e-9, atol=1e-9
+    )
     np.testing.assert_allclose(results[2], L @ B, rtol=1e-12, atol=1e-12 * np.abs(L @ B).max())
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "1")
     for got, expected in zip([F.solve_lower(B), F.solve_upper(B), F.multiply_lower(B)], results):
@@ -140,7 +154,9 @@ def test_overwrite_a_gives_the_same_factor_and_consumes_a(variant):
     M = covariance(900)
     keep = tlr.cholesky(tlr.TLRMatrix.from_dense(M, 128, accuracy=1e-8), variant=variant).to_dense()
     A = tlr.TLRMatrix.from_dense(M, 128, accuracy=1e-8)
-    np.testing.assert_array_equal(tlr.cholesky(A, overwrite_a=True, variant=variant).to_dense(), keep)
+    np.testing.assert_array_equal(
+        tlr.cholesky(A, overwrite_a=True, variant=variant).to_dense(), keep
+    )
     with pytest.raises(tlr.ConsumedMatrixError):
         A @ np.ones(900)
 
@@ -163,7 +179,9 @@ def test_overwrite_a_factors_the_diagonal_tiles_in_place_bit_for_bit(safeguard):
 
 
 @pytest.mark.parametrize("trim_bytes, trims", [(0, 8), (1 << 40, 1)])
-def test_overwrite_a_trims_the_heap_once_enough_is_released_and_at_the_end(monkeypatch, trim_bytes, trims):
+def test_overwrite_a_trims_the_heap_once_enough_is_released_and_at_the_end(
+    monkeypatch, trim_bytes, trims
+):
     """The heap is trimmed when A's released low-rank factors add up to TRIM_BYTES (each
     column with 0), and once at the end in any case."""
     left = __import__("sys").modules["tlrcore.cholesky.left"]
@@ -208,7 +226,9 @@ USES = {
 def built(variant, M):
     """`M` compressed in the layout `variant` factors by default (packed for "batched")."""
     method = "batched" if variant == "batched" else "svd"
-    return tlr.TLRMatrix.from_generator(lambda r, c: M[np.ix_(r, c)], M.shape[0], 64, accuracy=1e-8, method=method)
+    return tlr.TLRMatrix.from_generator(
+        lambda r, c: M[np.ix_(r, c)], M.shape[0], 64, accuracy=1e-8, method=method
+    )
 
 
 @pytest.mark.parametrize("use", list(USES))

@@ -61,7 +61,9 @@ def test_sampled_update_meets_the_tile_tolerance(seed, relative):
 def test_sampled_update_with_nothing_to_subtract_compresses_the_tile():
     (Ua, Va, *_), _ = tile_update(3)
     tolerance = 1e-10 * np.linalg.norm(Ua)
-    U, V = sampled_update(Ua, Va, np.zeros((Ua.shape[0], 0)), np.zeros((Va.shape[0], 0)), [], tolerance, 16, 0)
+    U, V = sampled_update(
+        Ua, Va, np.zeros((Ua.shape[0], 0)), np.zeros((Va.shape[0], 0)), [], tolerance, 16, 0
+    )
     assert np.linalg.norm(U @ V.T - Ua @ Va.T) <= tolerance
 
 
@@ -77,7 +79,11 @@ def test_column_samples_draw_each_shared_block_once_as_the_seed_would():
     rng = np.random.default_rng(5)
     Uk = rng.normal(size=(64, 20))
     samples = ColumnSamples(Uk, 16)
-    assert [samples.width(j) for j in range(3)] == [32, 16, 16]  # ARA's first product samples two blocks
+    assert [samples.width(j) for j in range(3)] == [
+        32,
+        16,
+        16,
+    ]  # ARA's first product samples two blocks
     for widths in ([32, 16, 5, 16], [32, 16, 16], [7, 16], [16, 16], [32, 16, 5, 16]):
         draws, reference = samples.draws(3), np.random.default_rng(3)
         for j, width in enumerate(widths):
@@ -106,7 +112,9 @@ def test_a_first_draw_of_more_blocks_is_the_columns_first_blocks_side_by_side(wi
     X = draws.standard_normal((64, widths[0]))
     parts = [samples.block(3, j) for j in range(blocks - 1)]
     np.testing.assert_array_equal(X, np.hstack([part[0] for part in parts]))
-    assert samples.project(X) is samples.project(samples.first(3, blocks))  # one array per column and width
+    assert samples.project(X) is samples.project(
+        samples.first(3, blocks)
+    )  # one array per column and width
     np.testing.assert_array_equal(samples.project(X), np.hstack([part[1] for part in parts]))
     assert not X.flags.writeable and X is samples.draws(3).standard_normal((64, widths[0]))
     handed = blocks - 1  # the stream's entries handed out: the first has two blocks
@@ -135,7 +143,9 @@ def test_shared_column_samples_give_the_same_tile_as_direct_products():
 def test_solve_column_matches_scipy_and_ignores_the_threads():
     rng = np.random.default_rng(8)
     Lkk = np.linalg.cholesky(np.cov(rng.normal(size=(64, 200))) + np.eye(64))
-    factors = [rng.normal(size=(64, r)) for r in (0, 70, 1, SOLVE_CHUNK, 5)]  # chunks cut across tiles
+    factors = [
+        rng.normal(size=(64, r)) for r in (0, 70, 1, SOLVE_CHUNK, 5)
+    ]  # chunks cut across tiles
     serial = solve_column(Lkk, factors, map)
     with ThreadPoolExecutor(2) as pool:
         threaded = solve_column(Lkk, factors, pool.map)
@@ -143,7 +153,9 @@ def test_solve_column_matches_scipy_and_ignores_the_threads():
         np.testing.assert_array_equal(x, y)  # fixed chunks: the same solves whatever the threads
         exact = scipy.linalg.solve_triangular(Lkk, V, lower=True)
         # L(k, k) = chol(C + I) is well conditioned: backward-stable solves agree to ~1e-15
-        np.testing.assert_allclose(x, exact, rtol=1e-12, atol=1e-12 * np.max(np.abs(exact), initial=1.0))
+        np.testing.assert_allclose(
+            x, exact, rtol=1e-12, atol=1e-12 * np.max(np.abs(exact), initial=1.0)
+        )
     assert solve_column(Lkk, [], map) == []
 
 
@@ -177,7 +189,9 @@ def test_trim_heap_can_be_turned_off(monkeypatch):
         assert trimmed is False
 
 
-@pytest.mark.parametrize("pool_of", [lambda: tile_pool(2), lambda: serial_thread(object())], ids=["pool", "chain"])
+@pytest.mark.parametrize(
+    "pool_of", [lambda: tile_pool(2), lambda: serial_thread(object())], ids=["pool", "chain"]
+)
 def test_a_failing_block_drops_the_queued_calls(pool_of):
     gate, ran = threading.Event(), []
 
@@ -202,8 +216,16 @@ def test_submit_without_an_executor_calls_at_once():
         assert chain is None
 
 
-@pytest.mark.parametrize("shapes", [[(3, 4), (0, 2), (5, 1), (2, 0), (4, 4)], [(2, 3)], [], [(0, 0), (0, 3)],
-                                    [(1, 1), (17, 3), (2, 70), (16, 16), (65, 5), (130, 128), (6, 9), (4, 1)]])
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        [(3, 4), (0, 2), (5, 1), (2, 0), (4, 4)],
+        [(2, 3)],
+        [],
+        [(0, 0), (0, 3)],
+        [(1, 1), (17, 3), (2, 70), (16, 16), (65, 5), (130, 128), (6, 9), (4, 1)],
+    ],
+)
 def test_block_diagonal_products_match_the_dense_matrix(shapes):
     rng = np.random.default_rng(len(shapes))
     blocks = [rng.normal(size=shape) for shape in shapes]
@@ -211,9 +233,15 @@ def test_block_diagonal_products_match_the_dense_matrix(shapes):
     M = BlockDiagonal(blocks)
     assert M.shape == dense.shape and M.T.shape == dense.T.shape
     for columns in (7, 0):
-        X, Y = rng.normal(size=(dense.shape[1], columns)), rng.normal(size=(dense.shape[0], columns))
+        X, Y = (
+            rng.normal(size=(dense.shape[1], columns)),
+            rng.normal(size=(dense.shape[0], columns)),
+        )
         X0 = X.copy()
-        assert (M @ X).shape == (dense.shape[0], columns) and (M.T @ Y).shape == (dense.shape[1], columns)
+        assert (M @ X).shape == (dense.shape[0], columns) and (M.T @ Y).shape == (
+            dense.shape[1],
+            columns,
+        )
         # products of the same few numbers, summed in another order: rounding apart
         np.testing.assert_allclose(M @ X, dense @ X, rtol=1e-13, atol=1e-13)
         np.testing.assert_allclose(M.T @ Y, dense.T @ Y, rtol=1e-13, atol=1e-13)
@@ -229,15 +257,23 @@ def test_block_diagonal_pads_only_blocks_of_similar_shapes():
     shapes = [(130, 128)] + [(r, c) for r in (4, 6, 11) for c in (5, 9)]
     M = BlockDiagonal([np.ones(shape) for shape in shapes])
     padded = sorted(P.shape for P, _, _ in M._groups)
-    assert padded == [(1, 130, 128), (2, 4, 9), (4, 11, 9)]  # size classes (1, 4], (4, 16], (64, 256]
+    assert padded == [
+        (1, 130, 128),
+        (2, 4, 9),
+        (4, 11, 9),
+    ]  # size classes (1, 4], (4, 16], (64, 256]
 
 
 def test_row_panels_stack_each_rows_tiles_as_views_and_grow():
     rng = np.random.default_rng(9)
     U = {}
     panels = RowPanels(U, [6, 4], [3, 50])
-    tiles = {(0, 0): rng.normal(size=(6, 2)), (0, 1): rng.normal(size=(6, 0)), (0, 2): rng.normal(size=(6, 4)),
-             (1, 0): rng.normal(size=(4, 5))}
+    tiles = {
+        (0, 0): rng.normal(size=(6, 2)),
+        (0, 1): rng.normal(size=(6, 0)),
+        (0, 2): rng.normal(size=(6, 4)),
+        (1, 0): rng.normal(size=(4, 5)),
+    }
     for (i, k), Ut in tiles.items():
         panels.add(i, k, Ut)
     # row 0 outgrew its 3 columns: every tile's view was renewed onto the new buffer
@@ -245,7 +281,11 @@ def test_row_panels_stack_each_rows_tiles_as_views_and_grow():
     np.testing.assert_array_equal(panels.stacked(1), tiles[1, 0])
     for key, Ut in tiles.items():
         np.testing.assert_array_equal(U[key], Ut)
-        assert U[key].base is not None and np.shares_memory(U[key], panels.stacked(key[0])) or Ut.shape[1] == 0
+        assert (
+            U[key].base is not None
+            and np.shares_memory(U[key], panels.stacked(key[0]))
+            or Ut.shape[1] == 0
+        )
     assert panels.stacked(0).flags.f_contiguous
 
 
@@ -264,10 +304,11 @@ def test_gram_root_gives_the_update_to_rounding(case):
     exact = U @ V.T @ V @ U.T
     # both roots round at eps ||U||^2 ||V||^2 (a few hundred operations per entry)
     scale = np.linalg.norm(U) ** 2 * np.linalg.norm(V) ** 2
-    np.testing.assert_allclose(W @ W.T, exact, rtol=0, atol=1e3 * np.finfo(float).eps * max(scale, 1.0))
+    np.testing.assert_allclose(
+        W @ W.T, exact, rtol=0, atol=1e3 * np.finfo(float).eps * max(scale, 1.0)
+    )
     out = np.empty((50, r), order="F")
     assert gram_root(U, V, out=out) is out
-
 
 
 @pytest.mark.parametrize("threads", [0, 2])
@@ -283,7 +324,10 @@ def test_column_grams_give_each_tiles_cross_products(threads):
     rng = np.random.default_rng(9)
     n_t, p = 7, 50
     ranks = {(i, j): int(rng.integers(0, 6)) for j in range(n_t) for i in range(j + 1, n_t)}
-    V = {pair: rng.normal(size=(p, r)) * 10.0 ** rng.integers(-3, 3, size=r) for pair, r in ranks.items()}
+    V = {
+        pair: rng.normal(size=(p, r)) * 10.0 ** rng.integers(-3, 3, size=r)
+        for pair, r in ranks.items()
+    }
     # no pool (None): tlrcore._threads.submit calls at once
     with ThreadPoolExecutor(threads) if threads else contextlib.nullcontext() as pool:
         grams = ColumnGrams(n_t)
@@ -294,8 +338,12 @@ def test_column_grams_give_each_tiles_cross_products(threads):
                 expected = cross_grams([V[i, j] for j in range(k)], [V[k, j] for j in range(k)])
                 assert [b.shape for b in blocks] == [e.shape for e in expected]
                 for j, (b, e) in enumerate(zip(blocks, expected)):
-                    bound = 2 * p * np.finfo(float).eps * np.outer(np.linalg.norm(V[i, j], axis=0),
-                                                                   np.linalg.norm(V[k, j], axis=0))
+                    bound = (
+                        2
+                        * p
+                        * np.finfo(float).eps
+                        * np.outer(np.linalg.norm(V[i, j], axis=0), np.linalg.norm(V[k, j], axis=0))
+                    )
                     assert np.all(np.abs(b - e) <= bound)
             if k + 2 < n_t:
                 rest = [V[i, k] for i in range(k + 2, n_t)]
@@ -316,11 +364,15 @@ def test_column_grams_raise_a_failed_gram_matrix_when_waited_for():
 
 def test_thin_product_is_the_product_in_fortran_order():
     rng = np.random.default_rng(10)
-    A = np.asfortranarray(rng.normal(size=(300, 40)))[:, :35]  # a block of a wider buffer, as RowPanels gives
+    A = np.asfortranarray(rng.normal(size=(300, 40)))[
+        :, :35
+    ]  # a block of a wider buffer, as RowPanels gives
     B = rng.normal(size=(35, 7))
     P = thin_product(A, B)
     assert P.shape == (300, 7) and P.flags.f_contiguous
     # the same dot products of length 35, possibly summed in another order
     bound = 35 * np.finfo(float).eps * (np.abs(A) @ np.abs(B))
     assert np.all(np.abs(P - A @ B) <= bound)
-    np.testing.assert_array_equal(thin_product(A, B), P)  # the same call on the same data: the same bits
+    np.testing.assert_array_equal(
+        thin_product(A, B), P
+    )  # the same call on the same data: the same bits

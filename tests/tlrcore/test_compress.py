@@ -63,14 +63,14 @@ CASE_BUILDERS["lowrank-30"] = lambda: low_rank_block(30)
 CASE_BUILDERS["fullrank"] = lambda: np.random.default_rng(2).standard_normal((M, P))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def case_block(name):
     block = CASE_BUILDERS[name]()
     block.flags.writeable = False  # a compressor writing into its input fails loudly
     return block
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def singular_values(name):
     return np.linalg.svd(case_block(name), compute_uv=False)
 
@@ -248,8 +248,11 @@ def test_empty_block(method, shape):
 # (2, 2), (3, 3), (4, 4): ACA's term limit ceil(m p / (m + p)) is below the first block of
 # rows; the rows read but not pivoted must stay unused, or the spot check finds no free row
 # and passes a rank-1 cross of a full-rank block.
-@pytest.mark.parametrize("shape", [(1, 40), (40, 1), (1, 1), (2, 3), (2, 2), (3, 3), (4, 4)],
-                         ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize(
+    "shape",
+    [(1, 40), (40, 1), (1, 1), (2, 3), (2, 2), (3, 3), (4, 4)],
+    ids=lambda s: f"{s[0]}x{s[1]}",
+)
 @pytest.mark.parametrize("method", METHODS)
 def test_tiny_blocks(method, shape):
     block = read_only(np.random.default_rng(4).standard_normal(shape))
@@ -287,8 +290,10 @@ def test_ara_accuracy_over_seeds(seed):
     assert frobenius_error(block, U, V) <= tol
 
 
-@pytest.mark.parametrize("block_size, shape, widths", [(16, (120, 150), [32, 16]), (16, (120, 20), [16, 4]),
-                                                       (8, (120, 150), [16, 8])])
+@pytest.mark.parametrize(
+    "block_size, shape, widths",
+    [(16, (120, 150), [32, 16]), (16, (120, 20), [16, 4]), (8, (120, 150), [16, 8])],
+)
 def test_ara_samples_its_first_two_blocks_in_one_product(block_size, shape, widths):
     """The first product samples two blocks when the basis has room for both (the second
     measures the first's basis); narrower blocks come one product at a time."""
@@ -299,13 +304,21 @@ def test_ara_samples_its_first_two_blocks_in_one_product(block_size, shape, widt
         seen.append(X.shape[1])
         return block @ X
 
-    U, V = ara_compress(matmat, lambda Y: block.T @ Y, shape, 1e-6 * np.linalg.norm(block), block_size=block_size,
-                        rng=3)
+    U, V = ara_compress(
+        matmat,
+        lambda Y: block.T @ Y,
+        shape,
+        1e-6 * np.linalg.norm(block),
+        block_size=block_size,
+        rng=3,
+    )
     assert seen[: len(widths)] == widths
     assert frobenius_error(block, U, V) <= 1e-6 * np.linalg.norm(block)
 
 
-@pytest.mark.parametrize("hint, first", [(None, 32), (0, 32), (16, 32), (17, 48), (40, 64), (150, 112)])
+@pytest.mark.parametrize(
+    "hint, first", [(None, 32), (0, 32), (16, 32), (17, 48), (40, 64), (150, 112)]
+)
 def test_ara_samples_the_blocks_a_rank_hint_asks_for_in_its_first_product(hint, first):
     """A rank hint covers the rank expected and one block more in the first product (at
     least two blocks, at most what the basis has room for: 120 rows leave 7 blocks); the
@@ -337,8 +350,14 @@ def test_a_rank_hint_far_above_the_rank_leaves_the_basis_as_small():
         return block.T @ Y
 
     for hint in (None, 100):
-        U, V = ara_compress(lambda X: block @ X, rmatmat, block.shape, 1e-9 * np.linalg.norm(block), rng=1,
-                            rank_hint=hint)
+        U, V = ara_compress(
+            lambda X: block @ X,
+            rmatmat,
+            block.shape,
+            1e-9 * np.linalg.norm(block),
+            rng=1,
+            rank_hint=hint,
+        )
         assert U.shape[1] == 6 and frobenius_error(block, U, V) <= 1e-9 * np.linalg.norm(block)
     assert widths == [6, 6]
 
@@ -550,7 +569,9 @@ def test_recompression_keeps_the_svd_truncation_of_the_product(form, m, p, r):
     assert Uk.shape == (m, rank) and Vk.shape == (p, rank)
     error = np.linalg.norm(Uk @ Vk.T - product)
     # the error is that of the best rank-k approximation, to rounding of the QRs and SVD
-    assert error == pytest.approx(np.sqrt(np.sum(s[rank:] ** 2)), rel=1e-8, abs=1e-13 * max(s[:1], default=1.0))
+    assert error == pytest.approx(
+        np.sqrt(np.sum(s[rank:] ** 2)), rel=1e-8, abs=1e-13 * max(s[:1], default=1.0)
+    )
     assert error <= tol
     np.testing.assert_allclose(Vk.T @ Vk, np.eye(rank), atol=1e-13)
     np.testing.assert_allclose(np.linalg.norm(Uk, axis=0), s[:rank], rtol=1e-12)
@@ -558,16 +579,23 @@ def test_recompression_keeps_the_svd_truncation_of_the_product(form, m, p, r):
 
 # ------------------------------------------------------------------ ACA's helpers
 @settings(**PROPERTY_SETTINGS, max_examples=200)
-@given(values=st.lists(st.sampled_from([-1.0, 0.0, 0.5, 1.0, 2.0, 3.5]) | st.floats(-1.0, 4.0), min_size=1,
-                       max_size=80),
-       count=st.integers(1, 90))
+@given(
+    values=st.lists(
+        st.sampled_from([-1.0, 0.0, 0.5, 1.0, 2.0, 3.5]) | st.floats(-1.0, 4.0),
+        min_size=1,
+        max_size=80,
+    ),
+    count=st.integers(1, 90),
+)
 def test_the_largest_rows_come_as_a_stable_sort_would_give_them(values, count):
     """ACA's extra pivot rows: the `count` largest, largest first, ties in index order,
     found without sorting every row (ties are common: rows already used score -1)."""
     from tlrcore.compress.aca import _largest_first
 
     values = np.array(values)
-    np.testing.assert_array_equal(_largest_first(values, count), np.argsort(-values, kind="stable")[:count])
+    np.testing.assert_array_equal(
+        _largest_first(values, count), np.argsort(-values, kind="stable")[:count]
+    )
 
 
 def test_the_golden_order_is_computed_once_per_size_and_read_only():

@@ -18,6 +18,7 @@ def kernel_matrix(n, seed=0, range_=0.2):
 
 def serve(blocks):
     """The two readers of aca_column over explicit dense blocks."""
+
     def rows(parts):
         return [blocks[t][idx, :] for t, idx in parts]
 
@@ -27,15 +28,22 @@ def serve(blocks):
     return rows, cols
 
 
-@pytest.mark.parametrize("tol, max_rank", [(1e-8, None), (1e-3, 4), (0.0, None)], ids=["tol", "max-rank", "exact"])
+@pytest.mark.parametrize(
+    "tol, max_rank", [(1e-8, None), (1e-3, 4), (0.0, None)], ids=["tol", "max-rank", "exact"]
+)
 def test_aca_column_equals_aca_tile_by_tile(tol, max_rank):
     M = kernel_matrix(300)
     noise = np.random.default_rng(1).normal(size=(20, 40))  # full rank: ends in the dense SVD
     blocks = [M[100:160, :40], M[160:300, :40], noise, M[200:201, 40:80]]
     got = aca_column(*serve(blocks), [b.shape[0] for b in blocks], 40, tol, max_rank)
     for block, (U, V) in zip(blocks, got):
-        U0, V0 = aca_compress(lambda idx, b=block: b[idx, :], lambda idx, b=block: b[:, idx], block.shape, tol,
-                              max_rank=max_rank)
+        U0, V0 = aca_compress(
+            lambda idx, b=block: b[idx, :],
+            lambda idx, b=block: b[:, idx],
+            block.shape,
+            tol,
+            max_rank=max_rank,
+        )
         # the same coroutine on the same entries: the same operations, bit for bit
         np.testing.assert_array_equal(U, U0)
         np.testing.assert_array_equal(V, V0)
@@ -44,7 +52,7 @@ def test_aca_column_equals_aca_tile_by_tile(tol, max_rank):
 def test_aca_column_of_no_tiles_and_empty_tiles():
     M = kernel_matrix(50)
     assert aca_column(*serve([]), [], 10, 1e-8) == []
-    (U, V), = aca_column(*serve([M[:0, :10]]), [0], 10, 1e-8)
+    ((U, V),) = aca_column(*serve([M[:0, :10]]), [0], 10, 1e-8)
     assert U.shape == (0, 0) and V.shape == (10, 0)
 
 
@@ -68,7 +76,9 @@ def test_build_with_entries_equals_build_without_and_meets_accuracy():
     M = kernel_matrix(n, seed=2, range_=0.1) + 1e-2 * np.eye(n)
     batched = WithEntries(M)
     A = tlr.TLRMatrix.from_generator(batched, n, tile, accuracy=1e-8)
-    B = tlr.TLRMatrix.from_generator(lambda rows, cols: M[np.ix_(rows, cols)], n, tile, accuracy=1e-8)
+    B = tlr.TLRMatrix.from_generator(
+        lambda rows, cols: M[np.ix_(rows, cols)], n, tile, accuracy=1e-8
+    )
     for key in B.U:  # the same entries reach the same coroutines: bit-identical factors
         np.testing.assert_array_equal(A.U[key], B.U[key])
         np.testing.assert_array_equal(A.V[key], B.V[key])
@@ -118,5 +128,7 @@ def test_entries_of_the_wrong_shape_are_refused():
     block = WithEntries(M)
     block.entries = lambda i, j: np.zeros(3)
     # the blocks are right, so no single tile is to blame: the error names the column's tiles
-    with pytest.raises(tlr.GeneratorError, match=r"tiles 1\.\.2 of column 0\) returned an array of shape"):
+    with pytest.raises(
+        tlr.GeneratorError, match=r"tiles 1\.\.2 of column 0\) returned an array of shape"
+    ):
         tlr.TLRMatrix.from_generator(block, n, 100, accuracy=1e-8)

@@ -29,7 +29,9 @@ MATRICES = {"zero": lambda: np.zeros((N, N)), "zero-tile-column": zero_tile_colu
 
 
 def build(M, method="svd", accuracy=1e-8):
-    return tlr.TLRMatrix.from_generator(lambda r, c: M[np.ix_(r, c)], N, TILE, accuracy=accuracy, method=method)
+    return tlr.TLRMatrix.from_generator(
+        lambda r, c: M[np.ix_(r, c)], N, TILE, accuracy=accuracy, method=method
+    )
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -37,7 +39,9 @@ def build(M, method="svd", accuracy=1e-8):
 def test_degenerate_matrix_is_compressed_exactly_enough(name, method):
     M = MATRICES[name]()
     A = build(M, method)
-    assert np.linalg.norm(A.to_dense() - M) <= 1e-8 * np.linalg.norm(M)  # 0 <= 0 for the zero matrix
+    assert np.linalg.norm(A.to_dense() - M) <= 1e-8 * np.linalg.norm(
+        M
+    )  # 0 <= 0 for the zero matrix
     assert A.frobenius_norm() == pytest.approx(np.linalg.norm(A.to_dense()), rel=1e-12)
     assert A.error_bound() <= 1e-8
     info = tlr.summary(A, lambda r, c: M[np.ix_(r, c)])
@@ -63,14 +67,18 @@ def test_summary_of_a_zero_approximation_reports_an_infinite_error():
 @pytest.mark.parametrize("variant", ["left", "batched"])
 def test_zero_matrix_shift_safeguard_raises_not_positive_definite(variant):
     A = tlr.TLRMatrix.from_dense(np.zeros((N, N)), TILE)
-    with pytest.raises(tlr.NotPositiveDefiniteError, match=r"A is zero \(\|\|A\|\|_F = 0\).*explicit shift=") as info:
+    with pytest.raises(
+        tlr.NotPositiveDefiniteError, match=r"A is zero \(\|\|A\|\|_F = 0\).*explicit shift="
+    ) as info:
         tlr.cholesky(A, safeguard="shift", variant=variant)
     assert info.value.tile == 0
 
 
 def test_zero_matrix_modified_safeguard_names_the_tile():
     A = tlr.TLRMatrix.from_dense(np.zeros((N, N)), TILE)
-    with pytest.raises(tlr.NotPositiveDefiniteError, match=r"diagonal tile 0 .*A is zero.*explicit shift=") as info:
+    with pytest.raises(
+        tlr.NotPositiveDefiniteError, match=r"diagonal tile 0 .*A is zero.*explicit shift="
+    ) as info:
         tlr.cholesky(A, safeguard="schur+modified+pivot+shift")
     assert info.value.tile == 0
 
@@ -96,16 +104,27 @@ CALLS = {
     "batched": (lambda A: tlr.cholesky(A, variant="batched"), FAILS_AT),
     "schur": (lambda A: tlr.cholesky(A, safeguard="schur"), FAILS_AT),
     # the zero tile column is pivoted to the last position
-    "pivot": (lambda A: tlr.cholesky(A, safeguard="pivot"),
-              {**FAILS_AT, "zero-tile-column": (tlr.NotPositiveDefiniteError, 3)}),
-    "modified": (lambda A: tlr.cholesky(A, safeguard="modified"), {**FAILS_AT, "zero-tile-column": None}),
+    "pivot": (
+        lambda A: tlr.cholesky(A, safeguard="pivot"),
+        {**FAILS_AT, "zero-tile-column": (tlr.NotPositiveDefiniteError, 3)},
+    ),
+    "modified": (
+        lambda A: tlr.cholesky(A, safeguard="modified"),
+        {**FAILS_AT, "zero-tile-column": None},
+    ),
     "shift": (lambda A: tlr.cholesky(A, safeguard="shift"), {**FAILS_AT, "zero-tile-column": None}),
-    "batched-shift": (lambda A: tlr.cholesky(A, variant="batched", safeguard="shift"),
-                      {**FAILS_AT, "zero-tile-column": None}),
-    "all-safeguards": (lambda A: tlr.cholesky(A, safeguard="schur+modified+pivot+shift"),
-                       {**FAILS_AT, "zero-tile-column": None}),
-    "ldl": (lambda A: tlr.ldl(A), {"zero": (tlr.FactorizationError, 0),
-                                   "zero-tile-column": (tlr.FactorizationError, 1)}),
+    "batched-shift": (
+        lambda A: tlr.cholesky(A, variant="batched", safeguard="shift"),
+        {**FAILS_AT, "zero-tile-column": None},
+    ),
+    "all-safeguards": (
+        lambda A: tlr.cholesky(A, safeguard="schur+modified+pivot+shift"),
+        {**FAILS_AT, "zero-tile-column": None},
+    ),
+    "ldl": (
+        lambda A: tlr.ldl(A),
+        {"zero": (tlr.FactorizationError, 0), "zero-tile-column": (tlr.FactorizationError, 1)},
+    ),
 }
 
 
@@ -151,7 +170,9 @@ FACTORIZATIONS = {
     "left": lambda A: tlr.cholesky(A, variant="left").logdet(),
     "right": lambda A: tlr.cholesky(A, variant="right").logdet(),
     "batched": lambda A: tlr.cholesky(A, variant="batched").logdet(),
-    "pivot+schur+modified": lambda A: tlr.cholesky(A, variant="left", safeguard="pivot+schur+modified").logdet(),
+    "pivot+schur+modified": lambda A: tlr.cholesky(
+        A, variant="left", safeguard="pivot+schur+modified"
+    ).logdet(),
     "ldl": lambda A: tlr.ldl(A).logdet(),
 }
 

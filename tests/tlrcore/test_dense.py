@@ -294,7 +294,11 @@ def test_delta_sets_the_smallest_eigenvalue(method, pivoting):
         raised = np.linalg.norm(np.maximum(delta - block_eigenvalues(D), 0.0))
         assert raised == pytest.approx(2 * delta, rel=1e-6)  # the 4 null directions only
         inverse_norm = np.linalg.norm(np.linalg.inv(L), 2) ** 2
-        assert raised / inverse_norm * (1 - 1e-9) <= F.E_norm <= np.linalg.norm(L, 2) ** 2 * raised * (1 + 1e-9)
+        assert (
+            raised / inverse_norm * (1 - 1e-9)
+            <= F.E_norm
+            <= np.linalg.norm(L, 2) ** 2 * raised * (1 + 1e-9)
+        )
     lam = np.linalg.eigvalsh(M + F.E)
     noise = M.shape[0] * np.finfo(float).eps * np.linalg.norm(M, 2)  # eigvalsh's backward error
     assert lam[0] >= delta / np.linalg.norm(np.linalg.inv(L), 2) ** 2 - noise

@@ -32,7 +32,9 @@ def test_cholesky_matches_scipy_and_keeps_the_strict_upper_triangle(n):
     assert np.linalg.norm(L @ L.T - M) <= 2 * n * EPS * np.linalg.norm(M)
     reference = scipy.linalg.cholesky(M, lower=True)
     # two backward stable factors differ by at most about n cond(M) eps |L|
-    np.testing.assert_allclose(L, reference, rtol=0, atol=8 * n * np.linalg.cond(M) * EPS * np.abs(reference).max())
+    np.testing.assert_allclose(
+        L, reference, rtol=0, atol=8 * n * np.linalg.cond(M) * EPS * np.abs(reference).max()
+    )
     np.testing.assert_array_equal(np.triu(a, 1), np.triu(M, 1))
 
 
@@ -41,7 +43,9 @@ def test_cholesky_reports_the_failing_minor_as_lapack():
     M = spd(n, 1)
     for minor in (1, 200, 256, 257, 511, 600):
         bad = M.copy(order="F")
-        bad[minor - 1, minor - 1] = -1.0  # the leading minor of this order is the first indefinite one
+        bad[
+            minor - 1, minor - 1
+        ] = -1.0  # the leading minor of this order is the first indefinite one
         expected = scipy.linalg.lapack.dpotrf(bad, lower=1)[1]
         assert expected == minor
         assert blocked.cholesky_lower(bad.copy(order="F")) == minor
@@ -57,7 +61,9 @@ def test_inverse_matches_lapack(n, lower):
     expected = np.tril(expected) if lower else np.tril(expected) + np.tril(expected, -1).T
     # Both are backward stable inverses: they differ by about cond(M) eps |M^-1|.
     cond = np.linalg.cond(M)
-    np.testing.assert_allclose(got, expected, rtol=0, atol=8 * n * cond * EPS * np.abs(expected).max())
+    np.testing.assert_allclose(
+        got, expected, rtol=0, atol=8 * n * cond * EPS * np.abs(expected).max()
+    )
     if lower:
         assert np.all(np.triu(got, 1) == 0)
     else:
@@ -69,7 +75,9 @@ def test_matmul_matches_numpy_within_rounding():
     A, B = rng.normal(size=(700, 300)), rng.normal(size=(300, 520))
     got = blocked.matmul(A, B)
     # |fl(A B) - A B| <= k eps |A| |B| for inner dimension k, on either side
-    np.testing.assert_array_less(np.abs(got - A @ B), 2 * 300 * EPS * (np.abs(A) @ np.abs(B)) + 1e-300)
+    np.testing.assert_array_less(
+        np.abs(got - A @ B), 2 * 300 * EPS * (np.abs(A) @ np.abs(B)) + 1e-300
+    )
 
 
 def test_results_do_not_depend_on_the_number_of_threads(monkeypatch):
@@ -121,4 +129,3 @@ def test_the_numpy_backend_keeps_the_matrix_in_the_strict_upper_triangle_on_fail
     L, info = NUMPY.dense_cholesky(M, overwrite=True)
     assert info == 401
     np.testing.assert_array_equal(np.triu(L, 1), np.triu(kept, 1))
-

@@ -125,8 +125,10 @@ def test_tiles_equal_the_in_process_ones(remote, local):
 
 def test_a_generator_with_entries_gives_the_in_process_tiles(client):
     block = WithEntries(sites(1000, seed=3))
-    A, A0 = td.DistributedTLRMatrix.from_generator(client, block, 1000, 200), \
-        tlrcore.TLRMatrix.from_generator(block, 1000, 200)
+    A, A0 = (
+        td.DistributedTLRMatrix.from_generator(client, block, 1000, 200),
+        tlrcore.TLRMatrix.from_generator(block, 1000, 200),
+    )
     A = A.gather()
     for pair in A0.U:
         np.testing.assert_array_equal(A.U[pair], A0.U[pair])
@@ -149,9 +151,15 @@ def test_logdet_and_solves_against_dense(remote, local, rng):
     b = rng.standard_normal((N, 3))
     # Tiled against dense substitution with the same L: rounding ~ cond(L) eps, with
     # cond(L) = sqrt(cond(A)) < 1e3 here (nugget 1e-2, ||A||_2 < 1e3); 1e-9 leaves margin.
-    np.testing.assert_allclose(L.solve_lower(b), solve_triangular(dense, b, lower=True), rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(L.solve_upper(b[:, 0]), solve_triangular(dense, b[:, 0], lower=True, trans="T"),
-                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        L.solve_lower(b), solve_triangular(dense, b, lower=True), rtol=1e-9, atol=1e-9
+    )
+    np.testing.assert_allclose(
+        L.solve_upper(b[:, 0]),
+        solve_triangular(dense, b[:, 0], lower=True, trans="T"),
+        rtol=1e-9,
+        atol=1e-9,
+    )
     np.testing.assert_allclose(L.solve(b), local[1].solve(b), rtol=1e-9, atol=1e-9)
     assert L.logdet() == pytest.approx(2 * np.log(np.diag(dense)).sum(), rel=1e-12)
     z = b[:, 0]
@@ -192,7 +200,9 @@ def test_progress_counts_the_factored_columns(client, block, monkeypatch, capsys
 
     monkeypatch.setattr(tlrcore._threads, "PROGRESS_DELAY", 0.0)
     with tlrcore.progress():
-        td.cholesky(td.DistributedTLRMatrix.from_generator(client, block, 600, 100), overwrite_a=True)
+        td.cholesky(
+            td.DistributedTLRMatrix.from_generator(client, block, 600, 100), overwrite_a=True
+        )
     assert "TLR Cholesky on the cluster" in capsys.readouterr().err
 
 
@@ -207,7 +217,9 @@ def test_accuracy_argument_matches_in_process(client, block, local):
 
 
 def test_shift_matches_in_process(client, block, local):
-    A = td.DistributedTLRMatrix.from_generator(client, block, N, TILE, accuracy=ACCURACY, wait=False)
+    A = td.DistributedTLRMatrix.from_generator(
+        client, block, N, TILE, accuracy=ACCURACY, wait=False
+    )
     L = td.cholesky(A, shift=0.25, overwrite_a=True)
     L0 = tlrcore.cholesky(local[0], shift=0.25)
     assert L.logdet() == pytest.approx(L0.logdet(), rel=RTOL)
@@ -216,8 +228,10 @@ def test_shift_matches_in_process(client, block, local):
         td.cholesky(td.DistributedTLRMatrix.from_generator(client, block, 600, 300), shift=-1.0)
 
 
-@pytest.mark.parametrize("safeguard, wait", [("compensate", True), ("compensate-block", False),
-                                             ("compensate+schur+modified", True)])
+@pytest.mark.parametrize(
+    "safeguard, wait",
+    [("compensate", True), ("compensate-block", False), ("compensate+schur+modified", True)],
+)
 def test_compensation_matches_in_process(client, safeguard, wait):
     """The always-on compensation on a matrix the plain factorization fails on: the same
     factorizer in the diagonal tasks, with lifts from the tile errors the workers
@@ -242,7 +256,10 @@ def test_compensation_matches_in_process(client, safeguard, wait):
         np.testing.assert_array_equal(A.gather().tile_errors, A0.tile_errors)
         with pytest.raises(NotPositiveDefiniteError):
             td.cholesky(A)
-    L, L0 = td.cholesky(A, safeguard=safeguard, overwrite_a=not wait), tlrcore.cholesky(A0, safeguard=safeguard)
+    L, L0 = (
+        td.cholesky(A, safeguard=safeguard, overwrite_a=not wait),
+        tlrcore.cholesky(A0, safeguard=safeguard),
+    )
     assert L.shift == 0.0 and L.compensated_tiles == L0.compensated_tiles == tuple(range(4))
     assert L.lifted_tiles == L0.lifted_tiles and len(L.lifted_tiles) > 0 and L.modified_tiles == ()
     assert L.perturbation == pytest.approx(L0.perturbation, rel=RTOL) and L.perturbation > 0
@@ -277,7 +294,10 @@ def test_modified_tiles_match_in_process(client, safeguard):
     block = DuplicatedMatern(n)
     A0 = tlrcore.TLRMatrix.from_generator(block, n, 128, accuracy=1e-4)
     A = td.DistributedTLRMatrix.from_generator(client, block, n, 128, accuracy=1e-4)
-    L, L0 = td.cholesky(A, safeguard=safeguard, overwrite_a=True), tlrcore.cholesky(A0, safeguard=safeguard)
+    L, L0 = (
+        td.cholesky(A, safeguard=safeguard, overwrite_a=True),
+        tlrcore.cholesky(A0, safeguard=safeguard),
+    )
     assert len(L0.modified_tiles) + len(L0.compensated_tiles) > 0
     assert (L.modified_tiles, L.compensated_tiles) == (L0.modified_tiles, L0.compensated_tiles)
     assert L.perturbation == pytest.approx(L0.perturbation, rel=RTOL) and L.perturbation > 0
@@ -287,7 +307,10 @@ def test_modified_tiles_match_in_process(client, safeguard):
 def test_compensation_of_positive_definite_input_lifts_nothing(remote, local):
     """With a nugget far above the tolerance no tile is lifted: only the update tails are
     compensated, as in process (tolerances as in the test above)."""
-    L, L0 = td.cholesky(remote[0], safeguard="compensate"), tlrcore.cholesky(local[0], safeguard="compensate")
+    L, L0 = (
+        td.cholesky(remote[0], safeguard="compensate"),
+        tlrcore.cholesky(local[0], safeguard="compensate"),
+    )
     assert L.lifted_tiles == L0.lifted_tiles == () and L.perturbation_parts["lift"] == 0.0
     assert L.compensated_tiles == tuple(range(remote[0].n_tiles))
     assert 0 < L.perturbation == pytest.approx(L0.perturbation, rel=RTOL)
@@ -296,7 +319,9 @@ def test_compensation_of_positive_definite_input_lifts_nothing(remote, local):
 
 def test_safeguards_other_than_tile_local_ones_are_refused_naming_what_works(remote):
     for safeguard in ("shift", "compensate+pivot"):
-        with pytest.raises(ValueError, match="caller's loop.*'compensate', 'compensate-block', 'schur'"):
+        with pytest.raises(
+            ValueError, match="caller's loop.*'compensate', 'compensate-block', 'schur'"
+        ):
             td.cholesky(remote[0], safeguard=safeguard)
     with pytest.raises(ValueError, match="unknown safeguard"):
         td.cholesky(remote[0], safeguard="lift")
@@ -320,13 +345,19 @@ class PromisingAsymmetric(Exponential):
 
     def __call__(self, rows, cols):
         block = super().__call__(rows, cols)
-        inside = (rows[:, None] // TILE == 3) & (cols[None, :] // TILE == 3) & (rows[:, None] > cols[None, :])
+        inside = (
+            (rows[:, None] // TILE == 3)
+            & (cols[None, :] // TILE == 3)
+            & (rows[:, None] > cols[None, :])
+        )
         return block + 1e-3 * inside
 
 
 def test_a_promise_of_symmetric_blocks_skips_the_diagonal_scan_but_not_the_sample(client, block):
     """As in-process (tests/tlrcore/test_matrix.py): the sample names the entries."""
-    with pytest.raises(GeneratorError, match=r"tile \(3, 3\)\) is not symmetric: A\[\d+, \d+\] differs"):
+    with pytest.raises(
+        GeneratorError, match=r"tile \(3, 3\)\) is not symmetric: A\[\d+, \d+\] differs"
+    ):
         td.DistributedTLRMatrix.from_generator(client, PromisingAsymmetric(block.sites), N, TILE)
 
 
@@ -342,14 +373,20 @@ class NaNInCorner(Exponential):
 
 
 def test_tiles_built_on_demand_give_the_same_factor(client, block, local):
-    A = td.DistributedTLRMatrix.from_generator(client, block, N, TILE, accuracy=ACCURACY, wait=False)
+    A = td.DistributedTLRMatrix.from_generator(
+        client, block, N, TILE, accuracy=ACCURACY, wait=False
+    )
     # the diagonal tiles, dropped after their norms were taken, are generated again
     for D, D0 in zip(client.gather(A.diagonal), local[0].diagonal):
         np.testing.assert_array_equal(D, D0)
-    A = td.DistributedTLRMatrix.from_generator(client, block, N, TILE, accuracy=ACCURACY, wait=False)
+    A = td.DistributedTLRMatrix.from_generator(
+        client, block, N, TILE, accuracy=ACCURACY, wait=False
+    )
     L = td.cholesky(A, overwrite_a=True)
     assert L.logdet() == pytest.approx(local[1].logdet(), rel=RTOL)
-    lazy = td.DistributedTLRMatrix.from_generator(client, NaNInCorner(block.sites), N, TILE, wait=False)
+    lazy = td.DistributedTLRMatrix.from_generator(
+        client, NaNInCorner(block.sites), N, TILE, wait=False
+    )
     with pytest.raises(GeneratorError, match=rf"tile \({lazy.n_tiles - 1}, 0\)"):
         td.cholesky(lazy)
 
@@ -367,9 +404,11 @@ def test_bad_arguments(client, block, local):
 
 
 def test_import_needs_the_dask_extra_and_tlrcore_does_not_import_dask():
-    code = ("import sys; import tlrcore, geostat; assert 'dask' not in sys.modules and 'distributed' not in "
-            "sys.modules; sys.modules['distributed'] = None\n"
-            "try:\n    import tlrcore.distributed\nexcept ImportError as exc:\n    print(exc)")
+    code = (
+        "import sys; import tlrcore, geostat; assert 'dask' not in sys.modules and 'distributed' not in "
+        "sys.modules; sys.modules['distributed'] = None\n"
+        "try:\n    import tlrcore.distributed\nexcept ImportError as exc:\n    print(exc)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'geostat-tlr[dask]'" in out.stdout
 
@@ -385,7 +424,9 @@ def test_worker_killed_mid_factorization_gives_the_same_value(client):
     n, tile = 3000, 200
     block = Exponential(sites(n, seed=1))
     z = np.random.default_rng(2).standard_normal(n)
-    quiet = loglik_terms(td.cholesky(td.DistributedTLRMatrix.from_generator(client, block, n, tile)), z)
+    quiet = loglik_terms(
+        td.cholesky(td.DistributedTLRMatrix.from_generator(client, block, n, tile)), z
+    )
 
     A = td.DistributedTLRMatrix.from_generator(client, block, n, tile)
     L = td.cholesky(A, overwrite_a=True, wait=False)
@@ -420,7 +461,10 @@ def test_placement_waits_for_a_worker_that_is_away(comes_back, monkeypatch):
     monkeypatch.setattr(_graph, "WORKER_WAIT", 0.5)
     client = _Scheduler(comes_back)
     if comes_back:
-        assert _graph.RowPlacement.of(client).addresses == ["tcp://127.0.0.1:1", "tcp://127.0.0.1:2"]
+        assert _graph.RowPlacement.of(client).addresses == [
+            "tcp://127.0.0.1:1",
+            "tcp://127.0.0.1:2",
+        ]
     else:
         with pytest.raises(ValueError, match="no workers"):
             _graph.RowPlacement.of(client)

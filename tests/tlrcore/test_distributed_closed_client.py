@@ -30,7 +30,9 @@ def client():
     """A client of a cluster in this process (one worker, one thread), closed by the test
     or at its end; the environment as it was before."""
     environment = dict(os.environ)
-    made = distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None)
+    made = distributed.Client(
+        processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None
+    )
     try:
         yield made
     finally:
@@ -46,7 +48,9 @@ def block():
 
 def test_a_closed_client_is_refused_naming_it_and_the_fix(client, block):
     client.close()
-    with pytest.raises(ValueError, match=r"client is a closed Dask client .*distributed\.Client\(\.\.\.\)"):
+    with pytest.raises(
+        ValueError, match=r"client is a closed Dask client .*distributed\.Client\(\.\.\.\)"
+    ):
         td.DistributedTLRMatrix.from_generator(client, block, N, TILE)
 
 
@@ -55,9 +59,21 @@ def test_a_matrix_and_a_factor_whose_client_closed_say_so(client, block):
     L = td.cholesky(A)
     assert np.isfinite(L.logdet())
     client.close()
-    matrix, factor = "the Dask client of this matrix is closed", "the Dask client of this factor is closed"
-    for call, message in [(A.frobenius_norm, matrix), (lambda: td.cholesky(A), matrix), (A.gather, matrix),
-                          (L.logdet, factor), (lambda: L.solve(np.ones(N)), factor),
-                          (lambda: L.multiply_lower(np.ones(N)), factor), (L.gather, factor), (L.wait, factor)]:
-        with pytest.raises(ValueError, match=message + r" .*build the (matrix|factor) again with an open client"):
+    matrix, factor = (
+        "the Dask client of this matrix is closed",
+        "the Dask client of this factor is closed",
+    )
+    for call, message in [
+        (A.frobenius_norm, matrix),
+        (lambda: td.cholesky(A), matrix),
+        (A.gather, matrix),
+        (L.logdet, factor),
+        (lambda: L.solve(np.ones(N)), factor),
+        (lambda: L.multiply_lower(np.ones(N)), factor),
+        (L.gather, factor),
+        (L.wait, factor),
+    ]:
+        with pytest.raises(
+            ValueError, match=message + r" .*build the (matrix|factor) again with an open client"
+        ):
             call()

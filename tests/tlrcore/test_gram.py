@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import PROPERTY_SETTINGS
 
 import tlrcore.compress._recompress as recompression
-from strategies import PROPERTY_SETTINGS
 from tlrcore.compress._gram import DEPARTURE, gram_basis
 
 
@@ -70,7 +70,9 @@ def test_coefficients_bound_the_solve_by_the_norm_they_return():
     np.testing.assert_allclose(PY, M @ np.linalg.solve(basis.R, Y), rtol=1e-10, atol=1e-12)
     # ||Z||_F with P Y = M_s Z: the scaled solve that the product's rounding follows
     scale = np.linalg.norm(M, axis=0)
-    assert norm == pytest.approx(np.linalg.norm(np.linalg.solve(basis.R, Y) * scale[:, None]), rel=1e-10)
+    assert norm == pytest.approx(
+        np.linalg.norm(np.linalg.solve(basis.R, Y) * scale[:, None]), rel=1e-10
+    )
 
 
 @pytest.mark.parametrize("case", ["zero column", "infinite", "wide"])
@@ -132,7 +134,9 @@ def _householder(monkeypatch, function, *args):
 
 @pytest.mark.parametrize("distance", [1.05, 1.5, 3.0])
 @pytest.mark.parametrize("relative_tol", [1e-4, 1e-8, 1e-11])
-def test_recompression_matches_householder_and_meets_the_tolerance(monkeypatch, distance, relative_tol):
+def test_recompression_matches_householder_and_meets_the_tolerance(
+    monkeypatch, distance, relative_tol
+):
     rng = np.random.default_rng(int(100 * distance))
     U, V, block = _kernel_factors(rng, 400, distance)
     tol = relative_tol * np.linalg.norm(block)
@@ -148,7 +152,9 @@ def test_recompression_matches_householder_and_meets_the_tolerance(monkeypatch, 
     assert np.linalg.norm(error, 2) <= fast.dropped * (1 + 1e-6) + 1e-14 * s[0]
     np.testing.assert_allclose(fast[1].T @ fast[1], np.eye(fast[1].shape[1]), atol=1e-10)
     if fast[0].shape[1] == slow[0].shape[1]:
-        np.testing.assert_allclose(fast[0] @ fast[1].T, slow[0] @ slow[1].T, rtol=0, atol=1e-11 * s[0])
+        np.testing.assert_allclose(
+            fast[0] @ fast[1].T, slow[0] @ slow[1].T, rtol=0, atol=1e-11 * s[0]
+        )
 
 
 def test_a_zero_tolerance_takes_the_householder_path_bit_for_bit(monkeypatch):
@@ -170,7 +176,9 @@ def test_orthonormal_recompression_matches_householder(monkeypatch):
     slow = _householder(monkeypatch, recompression.recompress_orthonormal, Q, B, tol)
     assert fast[0].shape[1] == slow[0].shape[1]
     assert np.linalg.norm(fast[0] @ fast[1].T - U @ V.T) <= tol
-    np.testing.assert_allclose(fast[0] @ fast[1].T, slow[0] @ slow[1].T, rtol=0, atol=1e-11 * np.linalg.norm(block))
+    np.testing.assert_allclose(
+        fast[0] @ fast[1].T, slow[0] @ slow[1].T, rtol=0, atol=1e-11 * np.linalg.norm(block)
+    )
 
 
 @pytest.mark.parametrize("relative_tol", [1e-4, 1e-8, 1e-11])
@@ -184,8 +192,10 @@ def test_second_pass_recompressions_match_householder(monkeypatch, relative_tol)
     product = U @ V.T
     tol = relative_tol * np.linalg.norm(product)
     Q, R = np.linalg.qr(V)
-    cases = [(recompression.recompress, (U, V), product),
-             (recompression.recompress_orthonormal, (Q, U @ R.T), product.T)]  # Q (U R^T)^T = V U^T
+    cases = [
+        (recompression.recompress, (U, V), product),
+        (recompression.recompress_orthonormal, (Q, U @ R.T), product.T),
+    ]  # Q (U R^T)^T = V U^T
     for recompress, args, expected in cases:
         with monkeypatch.context() as patch:
             patch.setattr(recompression, "_householder_qr", None)  # the Gram bases must do it
@@ -194,7 +204,10 @@ def test_second_pass_recompressions_match_householder(monkeypatch, relative_tol)
         error = fast[0] @ fast[1].T - expected
         # dropped bounds the spectral error; the margin is this check's own rounding
         margin = 1e-14 * np.linalg.norm(expected, 2)
-        assert np.linalg.norm(error) <= tol and np.linalg.norm(error, 2) <= fast.dropped * (1 + 1e-6) + margin
+        assert (
+            np.linalg.norm(error) <= tol
+            and np.linalg.norm(error, 2) <= fast.dropped * (1 + 1e-6) + margin
+        )
         assert slow[0].shape[1] <= fast[0].shape[1] <= slow[0].shape[1] + 1
 
 
@@ -224,7 +237,9 @@ def test_a_rank_whose_tail_leaves_no_room_for_the_rounding_is_tried_once_more(sp
     rounding = 0.6 * tol  # leaves a budget of rank 10 (0.4 tol)
     assert recompression.truncation_rank(s, tol - rounding) == 10
     made = []
-    got = recompression._gram_truncation(s, tol, None, 1.0, _truncation_products(rounding, made=made), spare=spare)
+    got = recompression._gram_truncation(
+        s, tol, None, 1.0, _truncation_products(rounding, made=made), spare=spare
+    )
     if kept is None:
         assert got is None and made == []  # 2 ranks above Householder's, 1 allowed
     else:
@@ -234,13 +249,24 @@ def test_a_rank_whose_tail_leaves_no_room_for_the_rounding_is_tried_once_more(sp
     # a small rounding: the budget's rank at once; a rounding above the budget: refused
     once = recompression._gram_truncation(s, tol, None, 1.0, _truncation_products(1e-6 * tol))
     assert once[0].shape[1] == 8
-    assert recompression._gram_truncation(s, tol, None, 1.0, _truncation_products(1.5 * tol), spare=1.0) is None
+    assert (
+        recompression._gram_truncation(
+            s, tol, None, 1.0, _truncation_products(1.5 * tol), spare=1.0
+        )
+        is None
+    )
 
 
 @settings(**PROPERTY_SETTINGS, max_examples=60)
-@given(m=st.integers(2, 120), p=st.integers(2, 120), k=st.integers(1, 40), decay=st.floats(0.0, 3.0),
-       spread=st.floats(0.0, 12.0), relative_tol=st.sampled_from([0.0, 1e-12, 1e-8, 1e-4, 0.3]),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    m=st.integers(2, 120),
+    p=st.integers(2, 120),
+    k=st.integers(1, 40),
+    decay=st.floats(0.0, 3.0),
+    spread=st.floats(0.0, 12.0),
+    relative_tol=st.sampled_from([0.0, 1e-12, 1e-8, 1e-4, 0.3]),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_recompression_meets_its_tolerance(m, p, k, decay, spread, relative_tol, seed):
     rng = np.random.default_rng(seed)
     U = rng.standard_normal((m, k)) * np.logspace(0, -decay * k / 10, k)

@@ -48,7 +48,11 @@ def test_trsm_lower_solves_with_either_layout(order, trans):
     rng = np.random.default_rng(1)
     L = np.array(scipy.linalg.cholesky(spd(90, 1), lower=True), order=order)
     op = L.T if trans else L
-    for B in (np.asfortranarray(rng.normal(size=(90, 7))), rng.normal(size=(90, 7)), rng.normal(size=90)):
+    for B in (
+        np.asfortranarray(rng.normal(size=(90, 7))),
+        rng.normal(size=(90, 7)),
+        rng.normal(size=90),
+    ):
         X = B.copy(order="K")
         assert trsm_lower(L, X, trans=trans) is X
         # backward stable: the residual is at most c n eps |L| |X| entrywise
@@ -81,12 +85,16 @@ def test_trmm_and_gemm_on_blocks_match_numpy():
     B = np.asfortranarray(rng.normal(size=(30, 6)))
     expected = np.tril(L).T @ B
     assert trmm_lower_transposed(L, B) is B
-    np.testing.assert_allclose(B, expected, rtol=0, atol=2 * 30 * EPS * (np.abs(np.tril(L).T) @ np.abs(B)).max())
+    np.testing.assert_allclose(
+        B, expected, rtol=0, atol=2 * 30 * EPS * (np.abs(np.tril(L).T) @ np.abs(B)).max()
+    )
     C = big[40:70, 40:52]
     A, W = big[40:70, :9], big[60:72, :9]
     expected = 2.0 * C - 0.5 * A @ W.T
     assert gemm_nt(-0.5, A, W, 2.0, C) is C
-    np.testing.assert_allclose(C, expected, rtol=0, atol=4 * 9 * EPS * np.abs(expected).max() + 64 * EPS)
+    np.testing.assert_allclose(
+        C, expected, rtol=0, atol=4 * 9 * EPS * np.abs(expected).max() + 64 * EPS
+    )
 
 
 def test_syrk_lower_updates_the_lower_triangle_in_place():
@@ -97,26 +105,67 @@ def test_syrk_lower_updates_the_lower_triangle_in_place():
     assert syrk_lower(-0.5, W, 2.0, out) is out
     expected = 2.0 * C - 0.5 * W @ W.T
     lower = np.tril_indices(60)
-    np.testing.assert_allclose(out[lower], expected[lower], rtol=0, atol=64 * EPS * np.abs(expected).max())
+    np.testing.assert_allclose(
+        out[lower], expected[lower], rtol=0, atol=64 * EPS * np.abs(expected).max()
+    )
     np.testing.assert_array_equal(out[np.triu_indices(60, 1)], C[np.triu_indices(60, 1)])
     assert syrk_lower(1.0, np.empty((60, 0), order="F"), 1.0, out) is out
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: potrf_lower(np.ones((3, 3))), "a must be a writeable Fortran-ordered"),
-    (lambda: potrf_lower(np.ones((3, 2), order="F")), "a must be square"),
-    (lambda: trsm_lower(np.eye(3), np.ones((6, 2))[::2]), "B must be a writeable Fortran-ordered"),
-    (lambda: trsm_lower(np.eye(3), np.ones((4, 2), order="F")), "as many rows"),
-    (lambda: trsm_lower(np.eye(3, dtype=np.float32), np.ones((3, 2), order="F")), "L must be"),
-    (lambda: syrk_lower(1.0, np.ones((3, 2), order="F"), 0.0, np.ones((2, 2), order="F")), "C must be 3 x 3"),
-    (lambda: trsm_lower(np.eye(3), np.ones((2, 4), order="F"), right=True), "as many columns"),
-    (lambda: trmm_lower_transposed(np.eye(3, order="F"), np.ones((3, 2))), "B must be a writeable Fortran-ordered"),
-    (lambda: gemm_nt(1.0, np.ones((3, 2), order="F"), np.ones((4, 3), order="F"), 0.0, np.ones((3, 4), order="F")),
-     "C must be 3 x 4"),
-    (lambda: gemm_nt(1.0, np.ones((3, 2), order="F"), np.ones((4, 2), order="F"), 0.0,
-                     np.ones((6, 4), order="F")[::2]), "C must be a writeable Fortran-ordered"),
-], ids=["potrf-c-order", "potrf-not-square", "trsm-b-strided", "trsm-rows", "trsm-float32", "syrk-shape",
-        "trsm-right-columns", "trmm-c-order", "gemm-shape", "gemm-c-strided"])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: potrf_lower(np.ones((3, 3))), "a must be a writeable Fortran-ordered"),
+        (lambda: potrf_lower(np.ones((3, 2), order="F")), "a must be square"),
+        (
+            lambda: trsm_lower(np.eye(3), np.ones((6, 2))[::2]),
+            "B must be a writeable Fortran-ordered",
+        ),
+        (lambda: trsm_lower(np.eye(3), np.ones((4, 2), order="F")), "as many rows"),
+        (lambda: trsm_lower(np.eye(3, dtype=np.float32), np.ones((3, 2), order="F")), "L must be"),
+        (
+            lambda: syrk_lower(1.0, np.ones((3, 2), order="F"), 0.0, np.ones((2, 2), order="F")),
+            "C must be 3 x 3",
+        ),
+        (lambda: trsm_lower(np.eye(3), np.ones((2, 4), order="F"), right=True), "as many columns"),
+        (
+            lambda: trmm_lower_transposed(np.eye(3, order="F"), np.ones((3, 2))),
+            "B must be a writeable Fortran-ordered",
+        ),
+        (
+            lambda: gemm_nt(
+                1.0,
+                np.ones((3, 2), order="F"),
+                np.ones((4, 3), order="F"),
+                0.0,
+                np.ones((3, 4), order="F"),
+            ),
+            "C must be 3 x 4",
+        ),
+        (
+            lambda: gemm_nt(
+                1.0,
+                np.ones((3, 2), order="F"),
+                np.ones((4, 2), order="F"),
+                0.0,
+                np.ones((6, 4), order="F")[::2],
+            ),
+            "C must be a writeable Fortran-ordered",
+        ),
+    ],
+    ids=[
+        "potrf-c-order",
+        "potrf-not-square",
+        "trsm-b-strided",
+        "trsm-rows",
+        "trsm-float32",
+        "syrk-shape",
+        "trsm-right-columns",
+        "trmm-c-order",
+        "gemm-shape",
+        "gemm-c-strided",
+    ],
+)
 def test_bad_layouts_are_refused(call, message):
     with pytest.raises(ValueError, match=message):
         call()
@@ -132,7 +181,13 @@ def count_until(event):
 def test_the_routines_are_called_without_the_gil():
     """ctypes releases the GIL around a foreign function unless it is declared with
     FUNCFLAG_PYTHONAPI (PYFUNCTYPE)."""
-    for function in (_lapack._dpotrf, _lapack._dtrsm, _lapack._dsyrk, _lapack._dtrmm, _lapack._dgemm):
+    for function in (
+        _lapack._dpotrf,
+        _lapack._dtrsm,
+        _lapack._dsyrk,
+        _lapack._dtrmm,
+        _lapack._dgemm,
+    ):
         assert isinstance(function, ctypes._CFuncPtr)
         assert not function._flags_ & ctypes._FUNCFLAG_PYTHONAPI
 

@@ -71,7 +71,9 @@ def test_products_match_dense(method, rng):
 def test_products_are_the_same_on_any_number_of_threads(rng, monkeypatch):
     """Each row tile of ``A @ X`` is one task, computed the same way on any thread."""
     n = 1000
-    A = tlr.TLRMatrix.from_generator(exponential_block(sorted_points(n, 2), range_=0.3), n, 128, accuracy=1e-10)
+    A = tlr.TLRMatrix.from_generator(
+        exponential_block(sorted_points(n, 2), range_=0.3), n, 128, accuracy=1e-10
+    )
     X = rng.normal(size=(n, 40))
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "1")
     one = A @ X
@@ -87,7 +89,9 @@ def test_from_dense_ranks_nbytes_and_repr():
     assert ranks.shape == (5, 5) and ranks.dtype.kind == "i"
     np.testing.assert_array_equal(np.diag(ranks), [256, 256, 256, 256, 76])
     np.testing.assert_array_equal(ranks, ranks.T)
-    expected = sum(D.nbytes for D in A.diagonal) + sum(U.nbytes + V.nbytes for U, V in zip(A.U.values(), A.V.values()))
+    expected = sum(D.nbytes for D in A.diagonal) + sum(
+        U.nbytes + V.nbytes for U, V in zip(A.U.values(), A.V.values())
+    )
     assert A.nbytes == expected < M.nbytes
     assert A.frobenius_norm() == pytest.approx(np.linalg.norm(A.to_dense()), rel=1e-12)
     assert np.linalg.norm(M - A.to_dense()) <= 1e-8 * np.linalg.norm(M)
@@ -165,8 +169,16 @@ def test_bad_arguments(kwargs, error, match):
 @pytest.mark.parametrize(
     "bad, match",
     [
-        (lambda rows, cols: np.zeros((rows.size, cols.size + 1)), r"tile \(0, 0\)\) returned an array of shape \(20, 21\)"),
-        (lambda rows, cols: np.where(np.add.outer(rows, cols) == 150, np.nan, 1.0 * (rows[:, None] == cols[None, :])), r"tile \(3, 3\)"),
+        (
+            lambda rows, cols: np.zeros((rows.size, cols.size + 1)),
+            r"tile \(0, 0\)\) returned an array of shape \(20, 21\)",
+        ),
+        (
+            lambda rows, cols: np.where(
+                np.add.outer(rows, cols) == 150, np.nan, 1.0 * (rows[:, None] == cols[None, :])
+            ),
+            r"tile \(3, 3\)",
+        ),
     ],
     ids=["wrong-shape", "nan-in-tile"],
 )
@@ -226,10 +238,14 @@ def test_a_promise_of_symmetric_blocks_skips_the_diagonal_scan_but_not_the_sampl
     tile (3, 3)), whose message names the entries. Only ``True`` is a promise."""
     X = sorted_points(600, 2)
     promising = Promising(perturbed_block(X, 3, 3))
-    with pytest.raises(tlr.GeneratorError, match=r"tile \(3, 3\)\) is not symmetric: A\[\d+, \d+\] differs"):
+    with pytest.raises(
+        tlr.GeneratorError, match=r"tile \(3, 3\)\) is not symmetric: A\[\d+, \d+\] differs"
+    ):
         tlr.TLRMatrix.from_generator(promising, 600, 100, method=method)
     promising.symmetric_blocks = 1
-    with pytest.raises(tlr.GeneratorError, match=r"tile \(3, 3\)\) returned a block that is not symmetric"):
+    with pytest.raises(
+        tlr.GeneratorError, match=r"tile \(3, 3\)\) returned a block that is not symmetric"
+    ):
         tlr.TLRMatrix.from_generator(promising, 600, 100, method=method)
 
 
@@ -237,7 +253,9 @@ def test_a_promise_of_symmetric_blocks_skips_the_diagonal_scan_but_not_the_sampl
 def test_a_promise_of_symmetric_blocks_changes_no_tile(method):
     X = sorted_points(600, 2)
     block = exponential_block(X, range_=0.2, nugget=0.01)
-    A, B = (tlr.TLRMatrix.from_generator(g, 600, 100, method=method) for g in (block, Promising(block)))
+    A, B = (
+        tlr.TLRMatrix.from_generator(g, 600, 100, method=method) for g in (block, Promising(block))
+    )
     assert A.tolerance == B.tolerance
     for D, E in zip(A.diagonal, B.diagonal):
         np.testing.assert_array_equal(D, E)
@@ -250,7 +268,9 @@ def test_asymmetric_dense_matrix_is_refused():
     n = 600
     M = dense_of(exponential_block(sorted_points(n, 2), range_=0.2), n)
     M[450, 20] += 1e-6
-    with pytest.raises(ValueError, match=r"M is not symmetric: max\|M - M.T\| = 1e-06 .*\(M \+ M.T\) / 2"):
+    with pytest.raises(
+        ValueError, match=r"M is not symmetric: max\|M - M.T\| = 1e-06 .*\(M \+ M.T\) / 2"
+    ):
         tlr.TLRMatrix.from_dense(M, 100)
 
 
@@ -327,18 +347,26 @@ def test_truncated_meets_the_coarser_accuracy_from_the_factors(case, own, coarse
     before = A.to_dense()
     T = A.truncated(coarser)
     M = dense_of(block, n)
-    assert T.accuracy == coarser and T.tolerance == pytest.approx(A.tolerance * coarser / own, rel=1e-12)
+    assert T.accuracy == coarser and T.tolerance == pytest.approx(
+        A.tolerance * coarser / own, rel=1e-12
+    )
     # the contract of the module docstring at the coarser accuracy (each tile's two errors add to at most tau'):
     # the truncation spends at most tau' - tau on each tile, exactly (SVD); the build's own error comes on top
-    assert T.truncation_error <= np.sqrt(T.n_tiles * (T.n_tiles - 1)) * (T.tolerance - A.tolerance) * (1 + 1e-9)
+    assert T.truncation_error <= np.sqrt(T.n_tiles * (T.n_tiles - 1)) * (
+        T.tolerance - A.tolerance
+    ) * (1 + 1e-9)
     assert np.linalg.norm(T.to_dense() - M) <= coarser * np.linalg.norm(M)
     # (abs: the rounding of recomputed factors, about k eps per entry over n^2 entries, when nothing is dropped)
-    assert T.truncation_error == pytest.approx(np.linalg.norm(T.to_dense() - before), rel=1e-6, abs=1e-9)
+    assert T.truncation_error == pytest.approx(
+        np.linalg.norm(T.to_dense() - before), rel=1e-6, abs=1e-9
+    )
     for key in A.U:
         assert T.U[key].shape[1] <= A.U[key].shape[1]
         assert T.tile_errors[key] >= A.tile_errors[key]
     np.testing.assert_array_equal(A.to_dense(), before)  # the original is untouched
-    for D, E in zip(A.diagonal, T.diagonal):  # its diagonal tiles serve the copy, which cannot write them
+    for D, E in zip(
+        A.diagonal, T.diagonal
+    ):  # its diagonal tiles serve the copy, which cannot write them
         assert np.shares_memory(D, E) and not E.flags.writeable
     with pytest.raises(ValueError, match="read-only"):
         T.diagonal[0][0, 0] += 1.0
@@ -349,7 +377,9 @@ def test_a_truncated_copy_is_unchanged_by_factoring_the_original_in_place_and_fa
     overwrite_a=True (which releases them) leaves the copy as it was, and the copy's factor
     is then the one it had before, bit for bit (the same operations on the same arrays)."""
     n, d, tile = CASES["2d-ragged"]
-    A = tlr.TLRMatrix.from_generator(exponential_block(sorted_points(n, d), nugget=0.01), n, tile, accuracy=1e-9)
+    A = tlr.TLRMatrix.from_generator(
+        exponential_block(sorted_points(n, d), nugget=0.01), n, tile, accuracy=1e-9
+    )
     T = A.truncated(1e-7)
     before, factor_before = T.to_dense(), tlr.cholesky(T).to_dense()
     tlr.cholesky(A, overwrite_a=True)
@@ -359,11 +389,16 @@ def test_a_truncated_copy_is_unchanged_by_factoring_the_original_in_place_and_fa
 
 def test_shared_is_the_same_tiles_read_only_and_outlives_factoring_the_matrix_in_place():
     n, d, tile = CASES["2d-ragged"]
-    A = tlr.TLRMatrix.from_generator(exponential_block(sorted_points(n, d), nugget=0.01), n, tile, accuracy=1e-9)
+    A = tlr.TLRMatrix.from_generator(
+        exponential_block(sorted_points(n, d), nugget=0.01), n, tile, accuracy=1e-9
+    )
     before = A.to_dense()
     S = A.shared()
-    tiles = list(zip(A.diagonal, S.diagonal)) + [(A.U[key], S.U[key]) for key in A.U] + [(A.V[key], S.V[key])
-                                                                                           for key in A.V]
+    tiles = (
+        list(zip(A.diagonal, S.diagonal))
+        + [(A.U[key], S.U[key]) for key in A.U]
+        + [(A.V[key], S.V[key]) for key in A.V]
+    )
     assert all(np.shares_memory(a, b) and not b.flags.writeable for a, b in tiles)
     assert (S.accuracy, S.tolerance, S.n_tiles) == (A.accuracy, A.tolerance, A.n_tiles)
     F = tlr.cholesky(A, overwrite_a=True)  # releases A's tiles, writes into none
@@ -382,16 +417,26 @@ def singular_tiles_matrix():
     return tlr.TLRMatrix.from_dense((1 + D) * np.exp(-D), 128, accuracy=1e-4)
 
 
-@pytest.mark.parametrize("variant, safeguard", [("left", None), ("right", None), ("left", "pivot"),
-                                               ("left", "modified"), ("left", "compensate"),
-                                               ("left", "schur+modified")])
+@pytest.mark.parametrize(
+    "variant, safeguard",
+    [
+        ("left", None),
+        ("right", None),
+        ("left", "pivot"),
+        ("left", "modified"),
+        ("left", "compensate"),
+        ("left", "schur+modified"),
+    ],
+)
 def test_no_factorization_in_place_writes_into_the_tiles_a_shared_matrix_reads(variant, safeguard):
     """shared() rests on this: cholesky(A, overwrite_a=True) of a matrix in the tile layout, with any
     variant or safeguard, releases A's tiles but writes into none of them, also when the safeguards
     change every diagonal tile."""
     if safeguard in (None, "pivot"):
         n, d, tile = CASES["2d-ragged"]
-        A = tlr.TLRMatrix.from_generator(exponential_block(sorted_points(n, d), nugget=1e-6), n, tile, accuracy=1e-6)
+        A = tlr.TLRMatrix.from_generator(
+            exponential_block(sorted_points(n, d), nugget=1e-6), n, tile, accuracy=1e-6
+        )
     else:
         A = singular_tiles_matrix()
     S = A.shared()
@@ -403,16 +448,26 @@ def test_no_factorization_in_place_writes_into_the_tiles_a_shared_matrix_reads(v
 
 def test_shared_refuses_a_packed_matrix():
     n, d, tile = CASES["2d-ragged"]
-    A = tlr.TLRMatrix.from_generator(exponential_block(sorted_points(n, d), nugget=0.01), n, tile, accuracy=1e-9,
-                                     method="batched")
+    A = tlr.TLRMatrix.from_generator(
+        exponential_block(sorted_points(n, d), nugget=0.01),
+        n,
+        tile,
+        accuracy=1e-9,
+        method="batched",
+    )
     with pytest.raises(ValueError, match="packed"):
         A.shared()
 
 
 def test_a_packed_matrix_truncates_to_a_copy_with_its_own_diagonal_tiles():
     n, d, tile = CASES["2d-ragged"]
-    A = tlr.TLRMatrix.from_generator(exponential_block(sorted_points(n, d), nugget=0.01), n, tile, accuracy=1e-9,
-                                     method="batched")
+    A = tlr.TLRMatrix.from_generator(
+        exponential_block(sorted_points(n, d), nugget=0.01),
+        n,
+        tile,
+        accuracy=1e-9,
+        method="batched",
+    )
     T = A.truncated(1e-7)
     assert T.packed is None
     assert not any(np.shares_memory(D, E) for D, E in zip(A.diagonal, T.diagonal))
@@ -455,5 +510,9 @@ def test_a_generator_without_cross_approximation_is_compressed_from_whole_tiles(
     error = np.linalg.norm(A.to_dense() - block.dense) / np.linalg.norm(block.dense)
     assert error <= 1e-8
     assert A.ranks[5, 1] >= 1, "the planted block is found"
-    ara = tlr.TLRMatrix.from_generator(block, block.dense.shape[0], 128, accuracy=1e-8, method="ara")
-    np.testing.assert_array_equal(A.to_dense(), ara.to_dense())  # the same build: ARA chosen by default
+    ara = tlr.TLRMatrix.from_generator(
+        block, block.dense.shape[0], 128, accuracy=1e-8, method="ara"
+    )
+    np.testing.assert_array_equal(
+        A.to_dense(), ara.to_dense()
+    )  # the same build: ARA chosen by default

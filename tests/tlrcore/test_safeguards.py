@@ -110,7 +110,9 @@ def test_shift_succeeds_with_a_small_reported_perturbation(hard, safeguard):
     assert abs(F.logdet() - np.linalg.slogdet(shifted)[1]) <= 0.02 * n  # measured |.| <= 11.4
 
 
-@pytest.mark.parametrize("safeguard", ["shift", "schur", "modified", "pivot", "schur+modified+pivot+shift"])
+@pytest.mark.parametrize(
+    "safeguard", ["shift", "schur", "modified", "pivot", "schur+modified+pivot+shift"]
+)
 def test_positive_definite_input_is_never_perturbed_by_on_failure_safeguards(safeguard):
     D = cdist(*2 * [sites(900, seed=3)]) / 0.1
     M = np.exp(-D) + 1e-2 * np.eye(900)
@@ -123,7 +125,9 @@ def test_positive_definite_input_is_never_perturbed_by_on_failure_safeguards(saf
 
 def test_pivoting_reorders_tiles_and_solves_in_the_callers_order():
     D = cdist(*2 * [sites(900, seed=4)]) / 0.1
-    M = np.exp(-D) + np.diag(np.repeat([1e-2, 5.0, 1e-1, 2.0, 1e-3, 3.0, 1.0, 0.5], [128] * 7 + [4]))
+    M = np.exp(-D) + np.diag(
+        np.repeat([1e-2, 5.0, 1e-1, 2.0, 1e-3, 3.0, 1.0, 0.5], [128] * 7 + [4])
+    )
     A = tlr.TLRMatrix.from_dense(M, TILE, accuracy=1e-10)
     F = tlr.cholesky(A, safeguard="pivot")
     assert F.perm is not None and sorted(F.perm) == list(range(900))
@@ -164,7 +168,9 @@ def test_modified_tiles_rescue_isolated_singular_tiles():
 
 def test_modified_alone_refuses_growing_changes_and_says_what_to_use():
     A = tlr.TLRMatrix.from_dense(kernel_matrix("gaussian"), TILE, accuracy=ACCURACY)
-    with pytest.raises(tlr.NotPositiveDefiniteError, match=r"delta = [1-9].*safeguard='compensate'") as info:
+    with pytest.raises(
+        tlr.NotPositiveDefiniteError, match=r"delta = [1-9].*safeguard='compensate'"
+    ) as info:
         tlr.cholesky(A, safeguard="modified")
     assert 0 <= info.value.tile < A.n_tiles
 
@@ -179,7 +185,9 @@ def compensation_bound(A, form="rowsum"):
     return tails + lifts
 
 
-@pytest.mark.parametrize("safeguard", ["compensate", "compensate-block", "compensate+modified", "pivot+compensate"])
+@pytest.mark.parametrize(
+    "safeguard", ["compensate", "compensate-block", "compensate+modified", "pivot+compensate"]
+)
 def test_compensation_rescues_without_shift_within_the_contract(hard, safeguard):
     name, M, A = hard
     F = tlr.cholesky(A, safeguard=safeguard)
@@ -190,7 +198,11 @@ def test_compensation_rescues_without_shift_within_the_contract(hard, safeguard)
     assert len(F.lifted_tiles) > 0 and F.perturbation_parts["lift"] > 0
     assert F.perturbation <= compensation_bound(A, form) * (1 + 1e-12)
     parts = F.perturbation_parts
-    assert max(parts["compensation"], parts["lift"]) <= F.perturbation <= parts["compensation"] + parts["lift"]
+    assert (
+        max(parts["compensation"], parts["lift"])
+        <= F.perturbation
+        <= parts["compensation"] + parts["lift"]
+    )
     perm = np.arange(M.shape[0]) if F.perm is None else F.perm
     L = F.to_dense()
     # against A_tlr: ||F||_F (< eps ||A_tlr||_F, ARA's estimate with margin 2) + ||C||_F
@@ -210,7 +222,9 @@ def test_recorded_tile_errors_are_the_spectral_errors_of_the_tiles():
             true[i, j] = true[j, i] = np.linalg.norm(M[A.tile(i), A.tile(j)] - U @ A.V[i, j].T, 2)
         np.testing.assert_array_equal(A.tile_errors, A.tile_errors.T)
         if method == "svd":  # the dropped singular value is the error, to rounding
-            np.testing.assert_allclose(A.tile_errors, true, rtol=1e-8, atol=1e-12 * np.linalg.norm(M))
+            np.testing.assert_allclose(
+                A.tile_errors, true, rtol=1e-8, atol=1e-12 * np.linalg.norm(M)
+            )
         else:  # the truncation's part; the sampling error (budgeted, <= 0.15 tol) comes on top
             assert np.all(np.abs(A.tile_errors - true) <= 0.15 * A.tolerance)
 
@@ -259,7 +273,9 @@ def test_compensation_rowsum_dominates_and_block_equals_the_tail():
     tol = 1e-5
     Y, eigenvalues, H = _update_split(W, tol, with_head=True)
     # the head and the tail add up to the update, to rounding of the eigenvectors
-    np.testing.assert_allclose(H @ H.T + Y @ Y.T, W @ W.T, rtol=0, atol=1e-13 * np.linalg.norm(W, 2) ** 2)
+    np.testing.assert_allclose(
+        H @ H.T + Y @ Y.T, W @ W.T, rtol=0, atol=1e-13 * np.linalg.norm(W, 2) ** 2
+    )
     T = Y @ Y.T
     assert np.linalg.norm(T) <= tol and np.linalg.eigvalsh(T).min() >= -1e-15
     # Y^T Y = diag(eigenvalues), so the tile path tallies ||T||_F from the eigenvalues;
@@ -267,7 +283,9 @@ def test_compensation_rowsum_dominates_and_block_equals_the_tail():
     # (100 times that as margin), against a tail of norm ~tol = 1e-5 here
     rounding = 100 * np.finfo(float).eps * np.linalg.norm(W, 2) ** 2
     np.testing.assert_allclose(Y.T @ Y, np.diag(eigenvalues), rtol=0, atol=rounding)
-    assert np.sqrt(eigenvalues @ eigenvalues) == pytest.approx(np.linalg.norm(T), abs=rounding * Y.shape[1])
+    assert np.sqrt(eigenvalues @ eigenvalues) == pytest.approx(
+        np.linalg.norm(T), abs=rounding * Y.shape[1]
+    )
     # the tail holds the most of the smallest eigenvalues of W W^T that fit in tol
     lam = np.maximum(np.linalg.eigvalsh(W.T @ W), 0.0)
     count = Y.shape[1]
@@ -300,9 +318,13 @@ def test_deferred_update_gives_the_compensated_tile_of_the_updated_one(form):
         results.append((factorizer.factor(D, W, 0, updated=updated), factorizer.perturbation))
     (L1, p1), (L2, p2) = results
     rounding = 100 * R * np.finfo(float).eps * np.linalg.norm(W, 2) ** 2
-    np.testing.assert_allclose(np.tril(L1) @ np.tril(L1).T, np.tril(L2) @ np.tril(L2).T, rtol=0, atol=rounding)
+    np.testing.assert_allclose(
+        np.tril(L1) @ np.tril(L1).T, np.tril(L2) @ np.tril(L2).T, rtol=0, atol=rounding
+    )
     # ||T||_F <= tol; its rowsum form reaches sqrt(b) tol
-    assert 0 < p1 <= (tol if form == "block" else np.sqrt(b) * tol) and p2 == pytest.approx(p1, rel=1e-12)
+    assert 0 < p1 <= (tol if form == "block" else np.sqrt(b) * tol) and p2 == pytest.approx(
+        p1, rel=1e-12
+    )
 
 
 def test_tile_change_norm_sums_its_parts_before_the_norm():
@@ -372,7 +394,16 @@ def test_safeguarded_factor_is_deterministic():
         ({"safeguard": "shift", "overwrite_a": True}, ValueError, "overwrite_a"),
         ({"safeguard": "pivot", "variant": "right"}, ValueError, "variant='left'"),
     ],
-    ids=["unknown-name", "wrong-type", "two-compensations", "negative-shift", "nan-shift", "string-shift", "shift-overwrite", "right"],
+    ids=[
+        "unknown-name",
+        "wrong-type",
+        "two-compensations",
+        "negative-shift",
+        "nan-shift",
+        "string-shift",
+        "shift-overwrite",
+        "right",
+    ],
 )
 def test_bad_options_raise_naming_the_argument(kwargs, error, match):
     A = tlr.TLRMatrix.from_dense(np.eye(64) * 2.0, 32, accuracy=1e-8)
@@ -418,8 +449,9 @@ def test_pivot_norm_reads_the_updated_lower_triangle_only():
 
 def batched(M, accuracy=ACCURACY):
     """`M` built by the batched (packed) build, which the batched factorization takes."""
-    return tlr.TLRMatrix.from_generator(lambda r, c: M[np.ix_(r, c)], M.shape[0], TILE, accuracy=accuracy,
-                                        method="batched")
+    return tlr.TLRMatrix.from_generator(
+        lambda r, c: M[np.ix_(r, c)], M.shape[0], TILE, accuracy=accuracy, method="batched"
+    )
 
 
 def test_batched_build_records_the_spectral_errors_of_the_tiles():
@@ -429,7 +461,9 @@ def test_batched_build_records_the_spectral_errors_of_the_tiles():
     for (i, j), U in A.U.items():
         true[i, j] = true[j, i] = np.linalg.norm(M[A.tile(i), A.tile(j)] - U @ A.V[i, j].T, 2)
     np.testing.assert_array_equal(A.tile_errors, A.tile_errors.T)
-    assert np.all(np.diag(A.tile_errors) == 0) and np.all(A.tile_errors[~np.eye(A.n_tiles, dtype=bool)] > 0)
+    assert np.all(np.diag(A.tile_errors) == 0) and np.all(
+        A.tile_errors[~np.eye(A.n_tiles, dtype=bool)] > 0
+    )
     # The recorded value is the truncation's spectral error; the sampling error lies in the
     # orthogonal complement of the basis, so (tlrcore.compress.ara_batched)
     #     dropped <= ||A_ij - U V^T||_2 <= sqrt(dropped^2 + ||(I - Q Q^T) A_ij||_2^2),
@@ -461,9 +495,14 @@ def test_batched_compensation_rescues_within_the_contract(name, safeguard):
     assert E <= 10 * ACCURACY * np.linalg.norm(M)  # the target; measured 6.9-8.5
     # without recorded errors every e_kj is taken at its bound tau: larger lifts (the
     # recorded ones are 0.4-0.8 tau here; measured 1.6 times the lift)
-    unrecorded = tlr.TLRMatrix(A.diagonal, A.U, A.V, A.offsets, A.accuracy, A.tolerance, A.backend, A.packed)
+    unrecorded = tlr.TLRMatrix(
+        A.diagonal, A.U, A.V, A.offsets, A.accuracy, A.tolerance, A.backend, A.packed
+    )
     G = tlr.cholesky(unrecorded, safeguard=safeguard)
-    assert F.perturbation_parts["lift"] < G.perturbation_parts["lift"] and F.perturbation < G.perturbation
+    assert (
+        F.perturbation_parts["lift"] < G.perturbation_parts["lift"]
+        and F.perturbation < G.perturbation
+    )
 
 
 # (matrix, n, safeguard) that the tile path rescues or refuses in the same way (measured)
@@ -494,7 +533,9 @@ def test_batched_schur_and_modified_rescue_within_the_contract(name, n, safeguar
     # delta <= 4 tau, per modified tile; with compensation that of compensation_bound
     bound = (F.shift + 9 * A.tolerance) * np.sqrt(n)
     if "compensate" in safeguard:
-        bound = compensation_bound(A) + 8 * A.tolerance * np.sqrt(A.tile_size * len(F.modified_tiles))
+        bound = compensation_bound(A) + 8 * A.tolerance * np.sqrt(
+            A.tile_size * len(F.modified_tiles)
+        )
     assert F.perturbation <= bound * (1 + 1e-12)
     L = F.to_dense()
     E = np.linalg.norm(L @ L.T - M)
@@ -504,7 +545,9 @@ def test_batched_schur_and_modified_rescue_within_the_contract(name, n, safeguar
 
 def test_batched_modified_refuses_growing_changes_like_the_tile_path():
     A = batched(kernel_matrix("gaussian"))
-    with pytest.raises(tlr.NotPositiveDefiniteError, match=r"delta = [1-9].*safeguard='compensate'") as info:
+    with pytest.raises(
+        tlr.NotPositiveDefiniteError, match=r"delta = [1-9].*safeguard='compensate'"
+    ) as info:
         tlr.cholesky(A, safeguard="modified")
     assert 0 < info.value.tile < A.n_tiles  # tile 0 is modified; the growth comes after it
     with pytest.raises(tlr.NotPositiveDefiniteError, match="diagonal tile 0 .*leading minor"):
@@ -520,12 +563,18 @@ def test_batched_safeguarded_factor_is_deterministic():
 
 @pytest.mark.parametrize("safeguard", ["compensate", "schur+modified"])
 def test_batched_compensation_refuses_overwrite_a(safeguard):
-    A = tlr.TLRMatrix.from_generator(lambda r, c: 2.0 * (r[:, None] == c), 64, 32, accuracy=1e-8, method="batched")
+    A = tlr.TLRMatrix.from_generator(
+        lambda r, c: 2.0 * (r[:, None] == c), 64, 32, accuracy=1e-8, method="batched"
+    )
     with pytest.raises(ValueError, match="overwrite_a"):
         tlr.cholesky(A, safeguard=safeguard, overwrite_a=True)
 
 
 def test_batched_refuses_pivoting_naming_what_it_supports():
-    A = tlr.TLRMatrix.from_generator(lambda r, c: 2.0 * (r[:, None] == c), 64, 32, accuracy=1e-8, method="batched")
-    with pytest.raises(ValueError, match="no tile pivoting.*'compensate'.*'schur', 'modified' and 'shift'"):
+    A = tlr.TLRMatrix.from_generator(
+        lambda r, c: 2.0 * (r[:, None] == c), 64, 32, accuracy=1e-8, method="batched"
+    )
+    with pytest.raises(
+        ValueError, match="no tile pivoting.*'compensate'.*'schur', 'modified' and 'shift'"
+    ):
         tlr.cholesky(A, safeguard="pivot+compensate")

@@ -37,10 +37,19 @@ def factors():
     U = rng.standard_normal((50, 4))
     return [
         LowRank(U, rng.standard_normal((40, 4)), 1e-9, 2e-9),
-        LowRank(np.asfortranarray(rng.standard_normal((30, 3))), rng.standard_normal((3, 40)).T, 0.5, 0.75),
+        LowRank(
+            np.asfortranarray(rng.standard_normal((30, 3))),
+            rng.standard_normal((3, 40)).T,
+            0.5,
+            0.75,
+        ),
         LowRank(np.zeros((50, 0)), np.zeros((40, 0))),
-        LowRank(U[:, ::2], rng.standard_normal((40, 7))[:, 1:3], 0.0, 0.0),  # neither C- nor F-contiguous
-        LowRank(rng.standard_normal((1, 1)).astype(np.float32), rng.standard_normal((1, 1)), 0.25, 0.25),
+        LowRank(
+            U[:, ::2], rng.standard_normal((40, 7))[:, 1:3], 0.0, 0.0
+        ),  # neither C- nor F-contiguous
+        LowRank(
+            rng.standard_normal((1, 1)).astype(np.float32), rng.standard_normal((1, 1)), 0.25, 0.25
+        ),
     ]
 
 
@@ -51,7 +60,10 @@ def assert_same_factors(got, expected):
         assert (a.dropped, a.dropped_frobenius) == (b.dropped, b.dropped_frobenius)
         for x, y in zip(a, b):
             assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y)
-            assert (x.flags.c_contiguous, x.flags.f_contiguous) == (y.flags.c_contiguous, y.flags.f_contiguous)
+            assert (x.flags.c_contiguous, x.flags.f_contiguous) == (
+                y.flags.c_contiguous,
+                y.flags.f_contiguous,
+            )
 
 
 def test_spooled_factors_come_back_as_the_pipe_gives_them(spool):
@@ -123,7 +135,9 @@ def test_factors_larger_than_their_region_take_the_pipe(spool):
     assert spool.allocated() == 0
 
 
-def test_a_failed_write_gives_back_what_was_written_and_the_factors_take_the_pipe(spool, monkeypatch):
+def test_a_failed_write_gives_back_what_was_written_and_the_factors_take_the_pipe(
+    spool, monkeypatch
+):
     written, real_pwrite = [], os.pwrite
 
     def fails_second(descriptor, data, offset):
@@ -140,7 +154,9 @@ def test_a_failed_write_gives_back_what_was_written_and_the_factors_take_the_pip
 
 def test_a_short_write_is_completed(spool, monkeypatch):
     real_pwrite = os.pwrite
-    monkeypatch.setattr(_spool.os, "pwrite", lambda fd, data, offset: real_pwrite(fd, data[:5], offset))
+    monkeypatch.setattr(
+        _spool.os, "pwrite", lambda fd, data, offset: real_pwrite(fd, data[:5], offset)
+    )
     sent = factors()
     spooled = spool.write(sent, spool.region(SIZE), SIZE)
     monkeypatch.undo()

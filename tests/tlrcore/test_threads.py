@@ -11,9 +11,9 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 import tlrcore as tlr
 from tlrcore import _malloc, _threads
-from tlrcore.cholesky import _steps, left
 from tlrcore._malloc import small_pages
 from tlrcore._threads import one_blas_thread, one_blas_thread_block
+from tlrcore.cholesky import _steps, left
 
 
 def blas_threads():
@@ -116,7 +116,9 @@ def test_small_pages_can_be_turned_off(huge_page_advice, monkeypatch):
         assert huge_page_advice()
 
 
-def test_the_left_looking_factorization_makes_its_row_panels_on_small_pages(huge_page_advice, monkeypatch):
+def test_the_left_looking_factorization_makes_its_row_panels_on_small_pages(
+    huge_page_advice, monkeypatch
+):
     """The row panels of L (a few MiB each, filled tile by tile over the whole
     factorization) are made inside the tile pool's block, off huge pages."""
     made_with_advice = []
@@ -141,7 +143,9 @@ def test_a_block_sets_nothing_where_blas_is_on_one_thread_already(monkeypatch):
         pass  # the libraries are found
     calls = []
     real = _threads._controller.limit
-    monkeypatch.setattr(_threads._controller, "limit", lambda **kwargs: calls.append(kwargs) or real(**kwargs))
+    monkeypatch.setattr(
+        _threads._controller, "limit", lambda **kwargs: calls.append(kwargs) or real(**kwargs)
+    )
     with threadpool_limits(1, "blas"), one_blas_thread_block():
         assert not calls
     if blas_threads() and max(blas_threads()) > 1:

@@ -39,7 +39,9 @@ def test_width_classes_are_at_most_a_quarter_apart():
 def test_store_and_gather_round_trip_across_chunks():
     rng = np.random.default_rng(0)
     b, ranks = 8, np.array([5, 3, 0, 7, 7, 1])
-    pool = TilePool(np, b, chunk_bytes=8 * b * 8 * 2, max_tiles=100)  # two tiles of width 8 per chunk
+    pool = TilePool(
+        np, b, chunk_bytes=8 * b * 8 * 2, max_tiles=100
+    )  # two tiles of width 8 per chunk
     index = PoolIndex(8)
     # Storing and gathering only copies: the factors come back bit for bit, zero beyond
     # each tile's rank (their products would be sums of another width, rounded otherwise).

@@ -42,7 +42,9 @@ def test_product_within_the_tile_tolerance(problem, tolerance):
 
 def test_all_dense_is_the_dense_product(problem):
     matrix, row_tiles, col_tiles, X = problem
-    got = tiled_product(generator(matrix), row_tiles, col_tiles, X, 1e-8, np.ones((4, 4), dtype=bool))
+    got = tiled_product(
+        generator(matrix), row_tiles, col_tiles, X, 1e-8, np.ones((4, 4), dtype=bool)
+    )
     np.testing.assert_allclose(got, matrix @ X, rtol=1e-13, atol=1e-13 * np.abs(matrix @ X).max())
 
 
@@ -50,8 +52,10 @@ def test_rows_in_any_order(problem):
     """Row tiles that permute the rows give the rows in their own order."""
     matrix, _, col_tiles, X = problem
     perm = np.random.default_rng(0).permutation(600)
-    row_tiles = [np.sort(perm[k * 150:(k + 1) * 150]) for k in range(4)]
-    got = tiled_product(generator(matrix), row_tiles, col_tiles, X, 1e-10, np.zeros((4, 4), dtype=bool))
+    row_tiles = [np.sort(perm[k * 150 : (k + 1) * 150]) for k in range(4)]
+    got = tiled_product(
+        generator(matrix), row_tiles, col_tiles, X, 1e-10, np.zeros((4, 4), dtype=bool)
+    )
     assert np.abs(got - matrix @ X).max() <= 1e-7 * np.abs(matrix @ X).max()
 
 

@@ -209,7 +209,15 @@ def test_ranks_nbytes_and_repr():
         (lambda A: ldl(A).solve(np.ones(5)), ValueError, "shape"),
         (lambda A: ldl(A).solve(np.full(100, np.nan)), ValueError, "NaN"),
     ],
-    ids=["not-tlr", "accuracy-range", "accuracy-type", "pivoting", "block-size", "rhs-shape", "rhs-nan"],
+    ids=[
+        "not-tlr",
+        "accuracy-range",
+        "accuracy-type",
+        "pivoting",
+        "block-size",
+        "rhs-shape",
+        "rhs-nan",
+    ],
 )
 def test_bad_arguments(call, error, match):
     A = tlr.TLRMatrix.from_dense(np.eye(100) * 2.0, 20)
@@ -236,7 +244,9 @@ def cancelling_schur_complement():
     return np.block([[B, B], [B, B]]), 100, 1
 
 
-@pytest.mark.parametrize("make", [zero_entry, zero_tile, cancelling_schur_complement], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "make", [zero_entry, zero_tile, cancelling_schur_complement], ids=lambda f: f.__name__
+)
 def test_singular_diagonal_tile_raises_naming_it(make):
     M, tile, bad = make()
     with pytest.raises(FactorizationError, match=f"diagonal tile {bad} is singular") as info:

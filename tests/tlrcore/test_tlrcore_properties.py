@@ -21,17 +21,38 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import (
+    PROPERTY_SETTINGS,
+    assert_unchanged,
+    call_checked,
+    call_checked_exc,
+    record,
+    snapshot,
+)
 
 import tlrcore as tlr
-from strategies import PROPERTY_SETTINGS, assert_unchanged, call_checked, call_checked_exc, record, snapshot
 
 EPS = np.finfo(np.float64).eps
 #: At most this many tiles per side, so that every example stays in milliseconds.
 MAX_TILES = 10
 
-GOOD_KINDS = ["kernel"] * 4 + ["spd"] * 2 + ["psd_singular", "indefinite", "identity", "zero", "diagonal",
-                                             "near_symmetric", "scaled"]
-BAD_KINDS = ["asymmetric", "nan", "inf", "huge", "tiny", "wrong_shape", "one_d", "empty", "complex", "string"]
+GOOD_KINDS = (
+    ["kernel"] * 4
+    + ["spd"] * 2
+    + ["psd_singular", "indefinite", "identity", "zero", "diagonal", "near_symmetric", "scaled"]
+)
+BAD_KINDS = [
+    "asymmetric",
+    "nan",
+    "inf",
+    "huge",
+    "tiny",
+    "wrong_shape",
+    "one_d",
+    "empty",
+    "complex",
+    "string",
+]
 
 
 def pick(draw, good, bad, allow_bad, label=None):
@@ -52,14 +73,19 @@ def matrices(draw, bad=True, max_n=64, kinds=None):
     """``(M, kind)``: a matrix argument, good (symmetric, finite, float) unless `bad`."""
     n = draw(st.integers(1, max_n), label="n")
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1), label="seed"))
-    kind = draw(st.sampled_from(kinds), label="kind") if kinds else pick(draw, GOOD_KINDS, BAD_KINDS, bad, "kind")
+    kind = (
+        draw(st.sampled_from(kinds), label="kind")
+        if kinds
+        else pick(draw, GOOD_KINDS, BAD_KINDS, bad, "kind")
+    )
     if kind in ("kernel", "scaled", "huge", "tiny"):
         x = np.sort(rng.uniform(size=n))
         h = np.abs(x[:, None] - x[None, :]) / draw(st.sampled_from([0.05, 0.3, 1.0]))
         M = np.exp(-h) if draw(st.booleans()) else np.exp(-(h**2))
         M += draw(st.sampled_from([0.0, 1e-8, 1e-3, 0.1])) * np.eye(n)
-        M *= {"kernel": 1.0, "huge": 1e150, "tiny": 1e-150}.get(kind, 10.0 ** draw(st.sampled_from([-100, -10,
-                                                                                                    10, 100])))
+        M *= {"kernel": 1.0, "huge": 1e150, "tiny": 1e-150}.get(
+            kind, 10.0 ** draw(st.sampled_from([-100, -10, 10, 100]))
+        )
     elif kind in ("spd", "asymmetric", "nan", "inf", "complex", "string", "near_symmetric"):
         Q = _orthogonal(rng, n)
         M = _sym(Q @ np.diag(10 ** rng.uniform(0, 3, n)) @ Q.T)
@@ -93,11 +119,26 @@ def matrices(draw, bad=True, max_n=64, kinds=None):
     if kind == "string":
         M = M.astype(object)
         M[0, 0] = "1.0"
-    form = pick(draw, ["float64"] * 5 + ["float32", "int", "list", "fortran"], ["bool", "object"], bad, "form")
-    if form == "float32" and M.dtype.kind == "f" and (bad or 1e-30 < np.abs(M).max(initial=1) < 1e30):
+    form = pick(
+        draw,
+        ["float64"] * 5 + ["float32", "int", "list", "fortran"],
+        ["bool", "object"],
+        bad,
+        "form",
+    )
+    if (
+        form == "float32"
+        and M.dtype.kind == "f"
+        and (bad or 1e-30 < np.abs(M).max(initial=1) < 1e30)
+    ):
         with np.errstate(over="ignore"):  # entries beyond float32 become inf: bad input too
             M = M.astype(np.float32)
-    elif form == "int" and M.dtype.kind == "f" and np.isfinite(M).all() and np.abs(M).max(initial=0) < 1e15:
+    elif (
+        form == "int"
+        and M.dtype.kind == "f"
+        and np.isfinite(M).all()
+        and np.abs(M).max(initial=0) < 1e15
+    ):
         M = np.round(M * 10).astype(np.int64)
     elif form == "list":
         M = M.tolist()
@@ -146,20 +187,32 @@ def is_symmetric_enough(M):
 
 
 FROM_DENSE_NAMES = {"M", "tile_size", "accuracy", "method", "max_rank", "random_state"}
-CHOLESKY_NAMES = {"A", "accuracy", "safeguard", "shift", "variant", "overwrite_a", "block_size", "random_state"}
+CHOLESKY_NAMES = {
+    "A",
+    "accuracy",
+    "safeguard",
+    "shift",
+    "variant",
+    "overwrite_a",
+    "block_size",
+    "random_state",
+}
 
 
 def build(M, tile_size, accuracy=1e-8, **kw):
     """``from_dense`` under the contract; ``(A, M as float64)`` or None."""
     before = snapshot(M)
-    out = call_checked(tlr.TLRMatrix.from_dense, M, tile_size, names=FROM_DENSE_NAMES, accuracy=accuracy, **kw)
+    out = call_checked(
+        tlr.TLRMatrix.from_dense, M, tile_size, names=FROM_DENSE_NAMES, accuracy=accuracy, **kw
+    )
     assert_unchanged(before, M, "M")
     if out is None:
         return None
     Md = dense_of(M)
     assert np.isfinite(Md).all(), "from_dense accepted a matrix with NaN or infinite entries"
     assert is_symmetric_enough(Md), (
-        f"from_dense accepted a non-symmetric M (max|M - M^T| = {np.abs(Md - Md.T).max():.3g})")
+        f"from_dense accepted a non-symmetric M (max|M - M^T| = {np.abs(Md - Md.T).max():.3g})"
+    )
     return out[0], Md
 
 
@@ -172,7 +225,9 @@ def test_from_dense_meets_the_accuracy_contract_or_refuses_naming_the_argument(d
     n = max(np.shape(M)[0], 1) if np.ndim(M) else 1
     tile_size = data.draw(tile_sizes(n, bad), label="tile_size")
     accuracy = data.draw(accuracies(bad), label="accuracy")
-    method = data.draw(st.sampled_from(["svd", "aca", "ara"] + (["qr", None] if bad else [])), label="method")
+    method = data.draw(
+        st.sampled_from(["svd", "aca", "ara"] + (["qr", None] if bad else [])), label="method"
+    )
     built = build(M, tile_size, accuracy, method=method)
     if built is None:
         return
@@ -195,8 +250,12 @@ def test_from_dense_meets_the_accuracy_contract_or_refuses_naming_the_argument(d
     x = np.random.default_rng(0).standard_normal(n)
     lowrank = sum(np.linalg.norm(U) * np.linalg.norm(V) for U, V in zip(A.U.values(), A.V.values()))
     diff = np.linalg.norm(A @ x - D @ x)
-    assert diff <= rounding(n, norm, 2 * lowrank) * np.linalg.norm(x), f"A @ x differs from to_dense() @ x by {diff}"
-    assert math.isclose(A.frobenius_norm(), np.linalg.norm(D), rel_tol=1e-10, abs_tol=rounding(n, norm))
+    assert diff <= rounding(n, norm, 2 * lowrank) * np.linalg.norm(x), (
+        f"A @ x differs from to_dense() @ x by {diff}"
+    )
+    assert math.isclose(
+        A.frobenius_norm(), np.linalg.norm(D), rel_tol=1e-10, abs_tol=rounding(n, norm)
+    )
     record(f"from_dense: checked ({kind})")
 
 
@@ -208,7 +267,9 @@ def check_contract(A, Md, accuracy, kind):
     norm = np.linalg.norm(Md)
     error = np.linalg.norm(D - Md)
     bound = accuracy * norm + np.linalg.norm(Md - Md.T) + rounding(len(Md), norm)
-    assert error <= bound, f"||M - A_tlr||_F = {error:.3g} > {bound:.3g} (accuracy {accuracy}, {kind})"
+    assert error <= bound, (
+        f"||M - A_tlr||_F = {error:.3g} > {bound:.3g} (accuracy {accuracy}, {kind})"
+    )
     return D
 
 
@@ -240,13 +301,25 @@ def test_from_generator_meets_the_accuracy_contract_or_names_the_tile(data):
     tile_size = data.draw(tile_sizes(n, False), label="tile_size")
     accuracy = data.draw(accuracies(False), label="accuracy")
     method = data.draw(st.sampled_from(["aca", "ara", "svd"]), label="method")
-    out = call_checked(tlr.TLRMatrix.from_generator, block, n, tile_size, accuracy=accuracy, method=method,
-                       names={"block", "n", "tile_size", "accuracy", "method", "max_rank", "tile"})
+    out = call_checked(
+        tlr.TLRMatrix.from_generator,
+        block,
+        n,
+        tile_size,
+        accuracy=accuracy,
+        method=method,
+        names={"block", "n", "tile_size", "accuracy", "method", "max_rank", "tile"},
+    )
     if out is None:
         return
     if fault == "asymmetric" and n > 1:
         raise AssertionError("from_generator accepted a generator of a non-symmetric matrix")
-    if fault in ("wrong_shape", "nan") or fault == "transposed_shape" and n % tile_size and n > tile_size:
+    if (
+        fault in ("wrong_shape", "nan")
+        or fault == "transposed_shape"
+        and n % tile_size
+        and n > tile_size
+    ):
         raise AssertionError(f"from_generator accepted a generator with fault {fault!r}")
     A, _ = out
     check_contract(A, Md, accuracy, kind)
@@ -254,7 +327,16 @@ def test_from_generator_meets_the_accuracy_contract_or_names_the_tile(data):
 
 
 # ---------------------------------------------------------------- cholesky
-SAFEGUARDS = [None, None, "shift", "pivot", "modified", "schur", "pivot+modified", ("schur", "shift")]
+SAFEGUARDS = [
+    None,
+    None,
+    "shift",
+    "pivot",
+    "modified",
+    "schur",
+    "pivot+modified",
+    ("schur", "shift"),
+]
 
 
 @settings(max_examples=150, **PROPERTY_SETTINGS)
@@ -262,25 +344,40 @@ SAFEGUARDS = [None, None, "shift", "pivot", "modified", "schur", "pivot+modified
 def test_cholesky_factor_reproduces_the_matrix_or_fails_with_a_tile(data):
     M, kind = data.draw(matrices(bad=False), label="M")
     n = len(M)
-    built = build(M, data.draw(tile_sizes(n, False), label="tile_size"),
-                  data.draw(st.sampled_from([1e-10, 1e-8, 1e-4]), label="build accuracy"))
+    built = build(
+        M,
+        data.draw(tile_sizes(n, False), label="tile_size"),
+        data.draw(st.sampled_from([1e-10, 1e-8, 1e-4]), label="build accuracy"),
+    )
     assert built is not None, "from_dense refused a good matrix"
     A, Md = built
     D_A = A.to_dense()
     S_A = lower_symmetric(D_A)  # what the factorizations read: the lower triangle
     bad = data.draw(st.integers(0, 3), label="bad") == 0
-    safeguard = data.draw(st.sampled_from(SAFEGUARDS + (["bogus", 3] if bad else [])), label="safeguard")
-    kw = data.draw(st.fixed_dictionaries({}, optional={
-        "accuracy": st.sampled_from([None, 1e-8, 1e-4] + ([0.0, "1e-8"] if bad else [])),
-        "shift": st.sampled_from([0.0, 1e-3 * np.abs(D_A).max()] + ([-1.0, np.nan] if bad else [])),
-        "overwrite_a": st.booleans(),
-        "variant": st.sampled_from(["left", "right"] + (["up"] if bad else [])),
-    }), label="options")
+    safeguard = data.draw(
+        st.sampled_from(SAFEGUARDS + (["bogus", 3] if bad else [])), label="safeguard"
+    )
+    kw = data.draw(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "accuracy": st.sampled_from([None, 1e-8, 1e-4] + ([0.0, "1e-8"] if bad else [])),
+                "shift": st.sampled_from(
+                    [0.0, 1e-3 * np.abs(D_A).max()] + ([-1.0, np.nan] if bad else [])
+                ),
+                "overwrite_a": st.booleans(),
+                "variant": st.sampled_from(["left", "right"] + (["up"] if bad else [])),
+            },
+        ),
+        label="options",
+    )
     accuracy, shift = kw.get("accuracy"), kw.get("shift", 0.0)
     valid = isinstance(accuracy, float) and 0 < accuracy < 1
     tolerance = accuracy * A.frobenius_norm() / A.n_tiles if valid else A.tolerance
     n_tiles = A.n_tiles
-    F, caught, exc = call_checked_exc(tlr.cholesky, A, names=CHOLESKY_NAMES, safeguard=safeguard, **kw)
+    F, caught, exc = call_checked_exc(
+        tlr.cholesky, A, names=CHOLESKY_NAMES, safeguard=safeguard, **kw
+    )
     # A is consumed by overwrite_a=True once the factorization started, whether it
     # succeeded or not (documented); otherwise it is left exactly as it was.
     started = exc is None or isinstance(exc, tlr.NotPositiveDefiniteError)
@@ -296,7 +393,9 @@ def test_cholesky_factor_reproduces_the_matrix_or_fails_with_a_tile(data):
     # Compression of the updated tiles changes A by at most one tolerance per off-diagonal
     # tile (the computed factor is the exact one of A_tlr + F): ||F||_F <= sqrt(nt (nt - 1)) tau.
     # The ARA's error estimate is probabilistic: a factor 2 of margin.
-    compression = 2 * math.sqrt(n_tiles * (n_tiles - 1)) * (tolerance if exc is not None else F.tolerance)
+    compression = (
+        2 * math.sqrt(n_tiles * (n_tiles - 1)) * (tolerance if exc is not None else F.tolerance)
+    )
     if exc is not None:
         # Weyl: A_tlr + F + shift I is positive definite when lambda_min(A_tlr) + shift
         # exceeds ||F||_2 and the rounding of the dense tile factorizations; the
@@ -305,12 +404,15 @@ def test_cholesky_factor_reproduces_the_matrix_or_fails_with_a_tile(data):
         margin = 2 * compression + rounding(n, np.linalg.norm(D_A))
         assert not (isinstance(exc, tlr.NotPositiveDefiniteError) and lam_min + shift > margin), (
             f"cholesky failed (tile {exc.tile}) on a matrix with lambda_min + shift = {lam_min + shift:.3g} > "
-            f"{margin:.3g} ({kind})")
+            f"{margin:.3g} ({kind})"
+        )
         return
     L = F.to_dense()
     assert L.shape == (n, n) and np.isfinite(L).all(), "factor not finite"
     np.testing.assert_array_equal(L, np.tril(L), err_msg="factor not lower triangular")
-    assert F.perturbation >= 0 and (F.perturbation > 0 or F.shift == 0), "perturbation does not count the shift"
+    assert F.perturbation >= 0 and (F.perturbation > 0 or F.shift == 0), (
+        "perturbation does not count the shift"
+    )
     perm = np.arange(n) if F.perm is None else np.asarray(F.perm)
     np.testing.assert_array_equal(np.sort(perm), np.arange(n))
     target = S_A[np.ix_(perm, perm)]
@@ -318,7 +420,8 @@ def test_cholesky_factor_reproduces_the_matrix_or_fails_with_a_tile(data):
     bound = F.perturbation + compression + rounding(n, np.linalg.norm(np.abs(L) @ np.abs(L).T))
     assert error <= bound, (
         f"||L L^T - A_tlr||_F = {error:.3g} > {bound:.3g} (perturbation {F.perturbation:.3g}, safeguard "
-        f"{safeguard!r}, {kind})")
+        f"{safeguard!r}, {kind})"
+    )
     # logdet is 2 sum log L_kk; solve is backward stable for P^T L L^T P.
     assert math.isclose(F.logdet(), 2 * np.log(np.diag(L)).sum(), rel_tol=1e-12, abs_tol=1e-12 * n)
     b = np.random.default_rng(1).standard_normal(n)
@@ -326,7 +429,9 @@ def test_cholesky_factor_reproduces_the_matrix_or_fails_with_a_tile(data):
     LLt = np.empty_like(target)
     LLt[np.ix_(perm, perm)] = L @ L.T
     residual = np.linalg.norm(LLt @ x - b)
-    assert residual <= rounding(n, np.linalg.norm(np.abs(L) @ np.abs(L).T) * np.linalg.norm(x), np.linalg.norm(b))
+    assert residual <= rounding(
+        n, np.linalg.norm(np.abs(L) @ np.abs(L).T) * np.linalg.norm(x), np.linalg.norm(b)
+    )
     record(f"cholesky: checked (safeguard={safeguard})")
 
 
@@ -336,14 +441,19 @@ def test_cholesky_factor_reproduces_the_matrix_or_fails_with_a_tile(data):
 def test_tlr_ldl_reproduces_the_matrix_and_its_inertia(data):
     M, kind = data.draw(matrices(bad=False, max_n=48), label="M")
     n = len(M)
-    built = build(M, data.draw(tile_sizes(n, False), label="tile_size"), data.draw(
-        st.sampled_from([1e-10, 1e-8, 1e-4]), label="accuracy"))
+    built = build(
+        M,
+        data.draw(tile_sizes(n, False), label="tile_size"),
+        data.draw(st.sampled_from([1e-10, 1e-8, 1e-4]), label="accuracy"),
+    )
     assert built is not None, "from_dense refused a good matrix"
     A, _ = built
     D_A = A.to_dense()
     S_A = lower_symmetric(D_A)  # what the factorizations read: the lower triangle
     pivoting = data.draw(st.sampled_from(["bk", "rook", "bk", "none"]), label="pivoting")
-    out = call_checked(tlr.ldl, A, names={"A", "accuracy", "pivoting", "block_size"}, pivoting=pivoting)
+    out = call_checked(
+        tlr.ldl, A, names={"A", "accuracy", "pivoting", "block_size"}, pivoting=pivoting
+    )
     np.testing.assert_array_equal(A.to_dense(), D_A, err_msg="ldl modified A")
     lam = np.linalg.eigvalsh(S_A)
     compression = 2 * math.sqrt(A.n_tiles * (A.n_tiles - 1)) * A.tolerance
@@ -371,7 +481,9 @@ def test_tlr_ldl_reproduces_the_matrix_and_its_inertia(data):
 def test_dense_ldl_is_a_backward_stable_factorization(data):
     bad = data.draw(st.booleans(), label="bad")
     M, kind = data.draw(matrices(bad=bad), label="M")
-    pivoting = data.draw(st.sampled_from(["bk", "rook"] + (["none", 3] if bad else [])), label="pivoting")
+    pivoting = data.draw(
+        st.sampled_from(["bk", "rook"] + (["none", 3] if bad else [])), label="pivoting"
+    )
     before = snapshot(M)
     out = call_checked(tlr.dense.ldl, M, names={"M", "pivoting", "check_finite"}, pivoting=pivoting)
     assert_unchanged(before, M, "M")
@@ -385,11 +497,15 @@ def test_dense_ldl_is_a_backward_stable_factorization(data):
     np.testing.assert_array_equal(np.sort(perm), np.arange(n))
     np.testing.assert_array_equal(np.diag(L), np.ones(n))
     np.testing.assert_array_equal(L, np.tril(L))
-    assert (np.abs(np.triu(D, 2)) == 0).all() and (np.abs(np.tril(D, -2)) == 0).all(), "D not block diagonal"
+    assert (np.abs(np.triu(D, 2)) == 0).all() and (np.abs(np.tril(D, -2)) == 0).all(), (
+        "D not block diagonal"
+    )
     growth = np.linalg.norm(np.abs(L) @ np.abs(D) @ np.abs(L).T)
     bound = rounding(n, np.linalg.norm(Md), growth)
     error = np.linalg.norm(Md[np.ix_(perm, perm)] - L @ D @ L.T)
-    assert error <= bound, f"||P M P^T - L D L^T||_F = {error:.3g} > {bound:.3g} ({kind}, {pivoting})"
+    assert error <= bound, (
+        f"||P M P^T - L D L^T||_F = {error:.3g} > {bound:.3g} ({kind}, {pivoting})"
+    )
     lam = np.linalg.eigvalsh(_sym(Md))
     if n and np.abs(lam).min() > 4 * bound:
         result = tlr.dense.ldl(M, pivoting=pivoting)
@@ -406,17 +522,30 @@ def test_dense_ldl_is_a_backward_stable_factorization(data):
 def test_modified_cholesky_factors_a_nearby_positive_definite_matrix(data):
     bad = data.draw(st.booleans(), label="bad")
     M, kind = data.draw(matrices(bad=bad), label="M")
-    method = data.draw(st.sampled_from(["gmw", "cheng-higham"] + (["ldl"] if bad else [])), label="method")
+    method = data.draw(
+        st.sampled_from(["gmw", "cheng-higham"] + (["ldl"] if bad else [])), label="method"
+    )
     pivoting = data.draw(st.sampled_from(["bk", "rook"]), label="pivoting")
-    delta = data.draw(st.sampled_from([None, None, 1e-3] + ([0.0, -1.0, np.nan] if bad else [])), label="delta")
+    delta = data.draw(
+        st.sampled_from([None, None, 1e-3] + ([0.0, -1.0, np.nan] if bad else [])), label="delta"
+    )
     before = snapshot(M)
-    out = call_checked(tlr.dense.modified_cholesky, M, names={"M", "method", "pivoting", "delta", "return_E"},
-                       method=method, pivoting=pivoting, delta=delta, return_E=True)
+    out = call_checked(
+        tlr.dense.modified_cholesky,
+        M,
+        names={"M", "method", "pivoting", "delta", "return_E"},
+        method=method,
+        pivoting=pivoting,
+        delta=delta,
+        return_E=True,
+    )
     assert_unchanged(before, M, "M")
     if out is None:
         return
     Md = dense_of(M)
-    assert np.isfinite(Md).all() and is_symmetric_enough(Md), f"modified_cholesky accepted a bad M ({kind})"
+    assert np.isfinite(Md).all() and is_symmetric_enough(Md), (
+        f"modified_cholesky accepted a bad M ({kind})"
+    )
     result, _ = out
     Md = lower_symmetric(Md)
     L, perm, E = result.L, np.asarray(result.perm), result.E
@@ -425,18 +554,24 @@ def test_modified_cholesky_factors_a_nearby_positive_definite_matrix(data):
     assert (np.diag(L) > 0).all() and np.isfinite(L).all()
     np.testing.assert_array_equal(np.sort(perm), np.arange(n))
     np.testing.assert_allclose(E, E.T, rtol=0, atol=rounding(n, np.abs(E).max(initial=0)))
-    assert math.isclose(result.E_norm, np.linalg.norm(E), rel_tol=1e-10, abs_tol=rounding(n, np.linalg.norm(Md)))
+    assert math.isclose(
+        result.E_norm, np.linalg.norm(E), rel_tol=1e-10, abs_tol=rounding(n, np.linalg.norm(Md))
+    )
     target = (Md + E)[np.ix_(perm, perm)]
     error = np.linalg.norm(L @ L.T - target)
     bound = rounding(n, np.linalg.norm(np.abs(L) @ np.abs(L).T), np.linalg.norm(Md))
-    assert error <= bound, f"||L L^T - P (M + E) P^T||_F = {error:.3g} > {bound:.3g} ({kind}, {method})"
+    assert error <= bound, (
+        f"||L L^T - P (M + E) P^T||_F = {error:.3g} > {bound:.3g} ({kind}, {method})"
+    )
     lam = np.linalg.eigvalsh(_sym(Md))
     # ||E||_F is at least the distance to the positive semidefinite cone (documented).
     assert result.E_norm >= np.linalg.norm(np.minimum(lam, 0)) - bound
     # A sufficiently positive definite M is left unchanged (documented: lambda_min >= delta
     # "with some margin"; a factor 4).
     if lam[0] >= 4 * result.delta:
-        assert result.E_norm == 0.0, f"E_norm = {result.E_norm} for lambda_min = {lam[0]:.3g} >= 4 delta"
+        assert result.E_norm == 0.0, (
+            f"E_norm = {result.E_norm} for lambda_min = {lam[0]:.3g} >= 4 delta"
+        )
         record("modified_cholesky: positive definite M left unchanged")
 
 
@@ -447,7 +582,11 @@ def batches(draw):
     b = draw(st.integers(1, 6), label="b")
     fixed = draw(st.booleans(), label="fixed")
     m = draw(st.integers(1, 24), label="m")
-    sizes = [m] * b if fixed else draw(st.lists(st.integers(1, 24), min_size=b, max_size=b), label="sizes")
+    sizes = (
+        [m] * b
+        if fixed
+        else draw(st.lists(st.integers(1, 24), min_size=b, max_size=b), label="sizes")
+    )
     mats = []
     for size in sizes:
         Q = _orthogonal(rng, size)
@@ -457,8 +596,10 @@ def batches(draw):
         if draw(st.integers(0, 4), label="indefinite") == 0:
             lam[0] = -0.1 * lam.max()
         mats.append(_sym(Q @ np.diag(lam) @ Q.T))
-    fault = draw(st.sampled_from([None] * 5 + ["nan", "non_square", "complex", "one_d", "empty", "2d"]),
-                 label="fault")
+    fault = draw(
+        st.sampled_from([None] * 5 + ["nan", "non_square", "complex", "one_d", "empty", "2d"]),
+        label="fault",
+    )
     if fault == "nan":
         mats[0] = mats[0].copy()
         mats[0][0, 0] = np.nan
@@ -482,14 +623,32 @@ def batches(draw):
 @given(data=st.data())
 def test_batched_cholesky_factors_each_matrix_or_names_the_first_failure(data):
     mats, fault = data.draw(batches(), label="mats")
-    strategy = data.draw(st.sampled_from(["auto", "group", "pad"] + (["fastest"] if fault else [])), label="strategy")
+    strategy = data.draw(
+        st.sampled_from(["auto", "group", "pad"] + (["fastest"] if fault else [])), label="strategy"
+    )
     before = snapshot(mats)
-    out = call_checked(tlr.batched.cholesky, mats, names={"mats", "strategy", "backend", "check_finite"},
-                       strategy=strategy)
+    out = call_checked(
+        tlr.batched.cholesky,
+        mats,
+        names={"mats", "strategy", "backend", "check_finite"},
+        strategy=strategy,
+    )
     assert_unchanged(before, mats, "mats")
-    items = [np.asarray(a) for a in mats] if isinstance(mats, (list, tuple)) else list(np.asarray(mats))
-    first_bad = next((i for i, a in enumerate(items) if a.ndim == 2 and a.shape[0] == a.shape[1]
-                      and np.isfinite(a).all() and np.isrealobj(a) and np.linalg.eigvalsh(a)[0] < 0), None)
+    items = (
+        [np.asarray(a) for a in mats] if isinstance(mats, (list, tuple)) else list(np.asarray(mats))
+    )
+    first_bad = next(
+        (
+            i
+            for i, a in enumerate(items)
+            if a.ndim == 2
+            and a.shape[0] == a.shape[1]
+            and np.isfinite(a).all()
+            and np.isrealobj(a)
+            and np.linalg.eigvalsh(a)[0] < 0
+        ),
+        None,
+    )
     if out is None:
         return
     assert fault in (None, "empty"), f"batched.cholesky accepted a batch with fault {fault!r}"
@@ -509,12 +668,16 @@ def test_batched_cholesky_factors_each_matrix_or_names_the_first_failure(data):
 @given(data=st.data())
 def test_batched_cholesky_names_the_first_indefinite_matrix(data):
     mats, fault = data.draw(batches().filter(lambda bf: bf[1] is None), label="mats")
-    items = [np.asarray(a) for a in mats] if isinstance(mats, (list, tuple)) else list(np.asarray(mats))
+    items = (
+        [np.asarray(a) for a in mats] if isinstance(mats, (list, tuple)) else list(np.asarray(mats))
+    )
     first_bad = next((i for i, a in enumerate(items) if np.linalg.eigvalsh(a)[0] < 0), None)
     try:
         tlr.batched.cholesky(mats)
     except tlr.NotPositiveDefiniteError as exc:
-        assert exc.tile == first_bad, f".tile = {exc.tile}, but the first indefinite matrix is {first_bad}"
+        assert exc.tile == first_bad, (
+            f".tile = {exc.tile}, but the first indefinite matrix is {first_bad}"
+        )
     else:
         assert first_bad is None
 
@@ -532,7 +695,9 @@ def test_from_dense_refuses_a_non_symmetric_matrix():
 
 def test_from_generator_refuses_a_non_symmetric_generator():
     M = _asymmetric()
-    out = call_checked(tlr.TLRMatrix.from_generator, lambda r, c: M[np.ix_(r, c)], 40, 10, names={"tile"})
+    out = call_checked(
+        tlr.TLRMatrix.from_generator, lambda r, c: M[np.ix_(r, c)], 40, 10, names={"tile"}
+    )
     assert out is None, "a generator of a non-symmetric matrix was accepted"
 
 
@@ -553,7 +718,12 @@ def test_a_matrix_consumed_by_overwrite_a_cannot_be_used(use, outcome):
         tlr.cholesky(A, overwrite_a=True)
     except tlr.NotPositiveDefiniteError:
         assert outcome == "failure"
-    calls = {"to_dense": lambda: A.to_dense(), "matmul": lambda: A @ np.ones(40), "cholesky": lambda: tlr.cholesky(A),
-             "ldl": lambda: tlr.ldl(A), "frobenius_norm": lambda: A.frobenius_norm()}
+    calls = {
+        "to_dense": lambda: A.to_dense(),
+        "matmul": lambda: A @ np.ones(40),
+        "cholesky": lambda: tlr.cholesky(A),
+        "ldl": lambda: tlr.ldl(A),
+        "frobenius_norm": lambda: A.frobenius_norm(),
+    }
     with pytest.raises(tlr.ConsumedMatrixError, match="overwrite_a"):
         calls[use]()

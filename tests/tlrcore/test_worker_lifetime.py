@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the workers are forked on Linux only")
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux", reason="the workers are forked on Linux only"
+)
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 #: Generous bounds on waits that take well under a second on an idle machine.
@@ -120,11 +122,21 @@ def wait_until(condition, seconds):
 def start_caller(folder, script, *args):
     """The caller running `script` with `args`, started and ready (it made the file
     "ready" in `folder`)."""
-    env = {**os.environ, "TLRCORE_PROCESSES": "1", "TLRCORE_NUM_THREADS": "2",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "TLRCORE_PROCESSES": "1",
+        "TLRCORE_NUM_THREADS": "2",
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")])
+        ),
+    }
     with open(folder / "log", "wb") as log:
-        caller = subprocess.Popen([sys.executable, "-c", script, str(folder), *args], env=env,
-                                  stdout=log, stderr=subprocess.STDOUT)
+        caller = subprocess.Popen(
+            [sys.executable, "-c", script, str(folder), *args],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     ready = wait_until(lambda: (folder / "ready").exists() or caller.poll() is not None, READY_WAIT)
     if not (ready and caller.poll() is None):
         caller.kill()
@@ -134,7 +146,9 @@ def start_caller(folder, script, *args):
 
 
 @pytest.mark.parametrize("forking_thread", ["main", "other"])
-@pytest.mark.parametrize("ending", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+@pytest.mark.parametrize(
+    "ending", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name
+)
 def test_no_worker_outlives_the_caller(tmp_path, ending, forking_thread):
     caller = start_caller(tmp_path, CALLER, forking_thread)
     workers = children(caller.pid)
@@ -145,8 +159,9 @@ def test_no_worker_outlives_the_caller(tmp_path, ending, forking_thread):
         assert served - {caller.pid} and served - {caller.pid} <= workers
         caller.send_signal(ending)
         caller.wait(END_WAIT)
-        assert wait_until(lambda: not any(running(pid) for pid in workers), END_WAIT), \
+        assert wait_until(lambda: not any(running(pid) for pid in workers), END_WAIT), (
             f"workers {sorted(pid for pid in workers if running(pid))} outlived the caller"
+        )
     finally:
         reap(caller, workers)
 

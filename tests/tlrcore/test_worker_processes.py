@@ -23,7 +23,9 @@ from tlrcore import _malloc
 from tlrcore.compress import _spool as spooling
 from tlrcore.compress import worker_processes
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the workers are forked on Linux only")
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux", reason="the workers are forked on Linux only"
+)
 
 N, TILE = 1200, 200
 
@@ -112,7 +114,9 @@ class AdviceWatched(Exponential):
         return os.getpid(), pytest.importorskip("numpy._core.multiarray")._get_madvise_hugepage()
 
 
-def test_the_workers_tile_work_is_off_huge_pages_though_forked_with_the_advice_on(sites, processes, tmp_path):
+def test_the_workers_tile_work_is_off_huge_pages_though_forked_with_the_advice_on(
+    sites, processes, tmp_path
+):
     """A build forks the workers before its tile pool turns NumPy's huge-page advice off
     (tlrcore._malloc.small_pages); the workers turn it off for their own work."""
     multiarray = pytest.importorskip("numpy._core.multiarray")
@@ -127,7 +131,9 @@ def test_the_workers_tile_work_is_off_huge_pages_though_forked_with_the_advice_o
     calls = {tuple(p.name.split("-")) for p in tmp_path.iterdir()}
     assert {pid for pid, _ in calls} - {str(os.getpid())}  # the workers made tiles
     assert {advice for _, advice in calls} == {"False"}
-    assert {pid for pid, _ in shared} - {os.getpid()} and {advice for _, advice in shared} == {False}
+    assert {pid for pid, _ in shared} - {os.getpid()} and {advice for _, advice in shared} == {
+        False
+    }
 
 
 def test_a_generator_that_does_not_pickle_stays_on_the_threads(sites, processes):
@@ -172,8 +178,9 @@ class FailingInWorkers(Exponential):
         return super().__call__(rows, cols)
 
 
-def test_an_os_error_of_the_generator_in_a_worker_is_raised_not_taken_for_a_lost_column(sites, processes,
-                                                                                          caplog):
+def test_an_os_error_of_the_generator_in_a_worker_is_raised_not_taken_for_a_lost_column(
+    sites, processes, caplog
+):
     with pytest.raises(OSError, match="data file gone"):
         build(FailingInWorkers(sites))
     assert "lost on its way" not in caplog.text
@@ -210,7 +217,9 @@ def test_off_with_one_worker_or_inside_a_daemonic_process(processes, monkeypatch
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "1")
     assert not worker_processes.enabled()
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "2")
-    monkeypatch.setattr(worker_processes.multiprocessing.current_process(), "daemon", True, raising=False)
+    monkeypatch.setattr(
+        worker_processes.multiprocessing.current_process(), "daemon", True, raising=False
+    )
     assert not worker_processes.enabled()
 
 
@@ -231,7 +240,10 @@ def every_worker():
     barrier, as in the release): ``(pid, keys of its Shared objects, whether it keeps a
     build's generator)``."""
     pool, parties = worker_processes._get_pool(), worker_processes._barrier.parties
-    return [future.result(timeout=30) for future in [pool.submit(_kept_at_barrier) for _ in range(parties)]]
+    return [
+        future.result(timeout=30)
+        for future in [pool.submit(_kept_at_barrier) for _ in range(parties)]
+    ]
 
 
 def _kept_at_barrier():
@@ -303,7 +315,9 @@ def test_workers_that_miss_the_release_are_stopped(auto, monkeypatch):
     monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 30.0)
     monkeypatch.setattr(worker_processes, "_RELEASE_WAIT", 0.2)  # before the fork: the workers' own
     with worker_processes.hold(1024):
-        monkeypatch.setattr(worker_processes, "_barrier", threading.Barrier(worker_processes._barrier.parties + 1))
+        monkeypatch.setattr(
+            worker_processes, "_barrier", threading.Barrier(worker_processes._barrier.parties + 1)
+        )
     assert worker_processes._pool is None and worker_processes._idle_timer is None
 
 
@@ -326,13 +340,17 @@ def test_a_hold_with_large_tiles_forks_nothing(auto):
     assert worker_processes._holds == 0
 
 
-def test_by_default_a_build_of_many_columns_uses_the_workers_for_itself_alone(sites, auto, tmp_path, monkeypatch):
+def test_by_default_a_build_of_many_columns_uses_the_workers_for_itself_alone(
+    sites, auto, tmp_path, monkeypatch
+):
     """Outside any hold, a build of AUTO_MIN_COLUMNS tile columns or more (of any tile
     size) forks the workers before its first tile and stops them when it ends (they do not
     wait idle for another hold); a smaller build stays on the threads."""
     monkeypatch.setattr(worker_processes, "IDLE_TIMEOUT", 30.0)
     columns = worker_processes.AUTO_MIN_COLUMNS
-    assert worker_processes.enabled(4096, columns) and not worker_processes.enabled(4096, columns - 1)
+    assert worker_processes.enabled(4096, columns) and not worker_processes.enabled(
+        4096, columns - 1
+    )
     n, tile = columns * 50, 50
     watched = Watched(sites[:n], tmp_path)
     many = tlr.TLRMatrix.from_generator(watched, n, tile, accuracy=1e-9, method="aca")
@@ -342,11 +360,15 @@ def test_by_default_a_build_of_many_columns_uses_the_workers_for_itself_alone(si
     assert worker_processes._pool is None and worker_processes._holds == 0
     for p in tmp_path.iterdir():
         p.unlink()
-    few = tlr.TLRMatrix.from_generator(Exponential(sites[:n], tmp_path), n, 2 * tile, accuracy=1e-9, method="aca")
+    few = tlr.TLRMatrix.from_generator(
+        Exponential(sites[:n], tmp_path), n, 2 * tile, accuracy=1e-9, method="aca"
+    )
     assert {int(p.name.split("-")[1]) for p in tmp_path.iterdir()} == {os.getpid()}
     assert few.n_tiles == columns // 2 and worker_processes._pool is None
     monkeypatch.setenv("TLRCORE_PROCESSES", "0")
-    assert_same_matrix(many, tlr.TLRMatrix.from_generator(Exponential(sites[:n]), n, tile, accuracy=1e-9))
+    assert_same_matrix(
+        many, tlr.TLRMatrix.from_generator(Exponential(sites[:n]), n, tile, accuracy=1e-9)
+    )
 
 
 def test_a_hold_closes_when_its_block_raises(auto):
@@ -387,7 +409,11 @@ class Summer:
     def cached():
         """The process, the keys of the Shared objects it keeps and whether it keeps a
         build's generator."""
-        return os.getpid(), set(worker_processes._worker_shared), worker_processes._worker_build[0] is not None
+        return (
+            os.getpid(),
+            set(worker_processes._worker_shared),
+            worker_processes._worker_build[0] is not None,
+        )
 
     def part(self, index, count):
         if index < 0:
@@ -402,7 +428,9 @@ def test_shared_calls_run_in_the_workers_and_give_the_local_results(processes):
     first, second = shared.map("part", calls), shared.map("part", calls)
     assert {pid for _, pid, _ in first + second} - {os.getpid()}  # run elsewhere
     for values in (first, second):
-        assert [v for v, _, _ in values] == [float(np.sum(data[i::4])) for i in range(4)]  # same operations
+        assert [v for v, _, _ in values] == [
+            float(np.sum(data[i::4])) for i in range(4)
+        ]  # same operations
     # each worker unpickled the object once: the second calls found it kept
     assert max(count for _, _, count in second) <= Summer.unpickled + 1
 
@@ -423,19 +451,26 @@ def test_the_workers_do_their_blas_work_without_starting_blas_threads(processes)
     OpenBLAS's threads (which a fork stops), and each spins 0.1 s of CPU time. A worker
     keeps its one thread."""
     libraries = threadpool_info()
-    if not any(lib["user_api"] == "blas" and lib["num_threads"] > 1 for lib in libraries) or \
-            any(lib["user_api"] == "blas" and lib["internal_api"] != "openblas" for lib in libraries):
+    if not any(lib["user_api"] == "blas" and lib["num_threads"] > 1 for lib in libraries) or any(
+        lib["user_api"] == "blas" and lib["internal_api"] != "openblas" for lib in libraries
+    ):
         pytest.skip("needs OpenBLAS on more than one thread")
-    counts = worker_processes.Shared(ThreadCounter()).map("blas_work", [(seed,) for seed in range(4)])
+    counts = worker_processes.Shared(ThreadCounter()).map(
+        "blas_work", [(seed,) for seed in range(4)]
+    )
     assert {pid for pid, _ in counts} - {os.getpid()}
     assert {threads for _, threads in counts} == {1}, counts
 
 
-def test_shared_calls_run_here_when_the_workers_are_off_or_the_object_does_not_pickle(processes, monkeypatch):
+def test_shared_calls_run_here_when_the_workers_are_off_or_the_object_does_not_pickle(
+    processes, monkeypatch
+):
     data = np.arange(10.0)
     unpicklable = Summer(data)
     unpicklable.hook = lambda: None  # a lambda does not pickle
-    assert {pid for _, pid, _ in worker_processes.Shared(unpicklable).map("part", [(0, 2), (1, 2)])} == {os.getpid()}
+    assert {
+        pid for _, pid, _ in worker_processes.Shared(unpicklable).map("part", [(0, 2), (1, 2)])
+    } == {os.getpid()}
     monkeypatch.setenv("TLRCORE_PROCESSES", "0")
     values = worker_processes.Shared(Summer(data)).map("part", [(0, 2), (1, 2)])
     assert values == [(20.0, os.getpid(), 0), (25.0, os.getpid(), 0)]
@@ -455,7 +490,9 @@ def test_shared_calls_after_the_pool_broke_run_here(processes, monkeypatch, capl
     monkeypatch.setattr(worker_processes, "_get_pool", lambda: Broken())
     monkeypatch.setattr(worker_processes, "start", lambda: None)
     values = worker_processes.Shared(Summer(np.arange(10.0))).map("part", [(0, 2), (1, 2)])
-    assert [v for v, _, _ in values] == [20.0, 25.0] and {pid for _, pid, _ in values} == {os.getpid()}
+    assert [v for v, _, _ in values] == [20.0, 25.0] and {pid for _, pid, _ in values} == {
+        os.getpid()
+    }
     assert worker_processes._broken and "stopped" in caplog.text
 
 
@@ -500,7 +537,9 @@ class SpoolWatch:
 
 
 @pytest.mark.parametrize("with_spool", [True, False])
-def test_a_build_in_the_workers_spools_or_not_and_gives_the_memory_back(sites, processes, monkeypatch, with_spool):
+def test_a_build_in_the_workers_spools_or_not_and_gives_the_memory_back(
+    sites, processes, monkeypatch, with_spool
+):
     monkeypatch.setenv("TLRCORE_PROCESSES", "0")
     expected = build(Exponential(sites))
     monkeypatch.setenv("TLRCORE_PROCESSES", "1")
@@ -512,14 +551,17 @@ def test_a_build_in_the_workers_spools_or_not_and_gives_the_memory_back(sites, p
     assert_same_matrix(A, expected)
     assert watch.spooled and all(watch.spooled) == with_spool and any(watch.spooled) == with_spool
     if with_spool:
-        assert watch.allocated() >= sum(U.nbytes + V.nbytes for U, V in zip(A.U.values(), A.V.values()))
+        assert watch.allocated() >= sum(
+            U.nbytes + V.nbytes for U, V in zip(A.U.values(), A.V.values())
+        )
         del A
         gc.collect()
         assert watch.allocated() == 0
 
 
-def test_a_column_lost_on_its_way_is_compressed_here_and_its_region_given_back(sites, processes, monkeypatch,
-                                                                              caplog):
+def test_a_column_lost_on_its_way_is_compressed_here_and_its_region_given_back(
+    sites, processes, monkeypatch, caplog
+):
     monkeypatch.setenv("TLRCORE_PROCESSES", "0")
     expected = build(Exponential(sites))
     monkeypatch.setenv("TLRCORE_PROCESSES", "1")
@@ -538,7 +580,9 @@ def _spool_then_die(*args):
     os._exit(1)
 
 
-def test_the_regions_of_results_lost_with_a_broken_pool_are_given_back(sites, processes, monkeypatch):
+def test_the_regions_of_results_lost_with_a_broken_pool_are_given_back(
+    sites, processes, monkeypatch
+):
     monkeypatch.setenv("TLRCORE_PROCESSES", "0")
     expected = build(Exponential(sites))
     monkeypatch.setenv("TLRCORE_PROCESSES", "1")
@@ -553,10 +597,14 @@ def test_the_regions_of_results_lost_with_a_broken_pool_are_given_back(sites, pr
     with worker_processes.hold(TILE):
         assert_same_matrix(build(Exponential(sites)), expected)
         assert worker_processes._broken
-    assert len(spools) == 1 and spools[0].allocated() == 0  # written by the dying workers, cut out here
+    assert (
+        len(spools) == 1 and spools[0].allocated() == 0
+    )  # written by the dying workers, cut out here
 
 
-def test_tiles_read_from_the_spool_are_not_counted_towards_a_heap_trim(sites, processes, monkeypatch):
+def test_tiles_read_from_the_spool_are_not_counted_towards_a_heap_trim(
+    sites, processes, monkeypatch
+):
     """Their memory goes back to the system when released (tlrcore._malloc): with every
     released byte of the heap asking for a trim, the factorization trims after the columns
     with a tile that came through the pipe (or from the threads) and once at the end."""
@@ -569,8 +617,10 @@ def test_tiles_read_from_the_spool_are_not_counted_towards_a_heap_trim(sites, pr
         monkeypatch.setattr(left, "trim_heap", lambda: calls.append(1))
         watch = SpoolWatch(monkeypatch)
         A = build(Exponential(sites))
-        in_heap = [any(_malloc.numpy_allocated_bytes(A.U[i, k]) for i in range(k + 1, n_tiles))
-                   for k in range(n_tiles - 1)]
+        in_heap = [
+            any(_malloc.numpy_allocated_bytes(A.U[i, k]) for i in range(k + 1, n_tiles))
+            for k in range(n_tiles - 1)
+        ]
         if setting == "1":
             assert any(watch.spooled) and not all(in_heap)
         else:

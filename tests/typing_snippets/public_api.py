@@ -50,7 +50,9 @@ assert_type(gs.Matern().correlation(np.linspace(0, 1, 5), 0.2, smoothness=1.5), 
 
 # tlrcore
 A = tlr.TLRMatrix.from_dense(np.eye(8), 4, accuracy=1e-10)
-B = tlr.TLRMatrix.from_generator(lambda rows, cols: np.eye(8)[np.ix_(rows, cols)], 8, 4, method="aca")
+B = tlr.TLRMatrix.from_generator(
+    lambda rows, cols: np.eye(8)[np.ix_(rows, cols)], 8, 4, method="aca"
+)
 assert_type(A, tlr.TLRMatrix)
 assert_type(A.ranks, NDArray[np.int64])
 assert_type(A.nbytes, int)

@@ -43,7 +43,9 @@ def _cupy_backend():
         try:
             count = cupy.cuda.runtime.getDeviceCount()
         except Exception as exc:  # CUDA driver missing or broken: CuPy raises its own types
-            raise ValueError(f"backend='cupy' found no usable GPU ({exc}); use backend='numpy'.") from None
+            raise ValueError(
+                f"backend='cupy' found no usable GPU ({exc}); use backend='numpy'."
+            ) from None
         if count == 0:
             raise ValueError("backend='cupy' found no GPU; use backend='numpy'.")
         from tlrcore.backends.cupy_backend import CupyBackend

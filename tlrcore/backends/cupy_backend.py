@@ -51,7 +51,9 @@ class CupyBackend(Backend):
                 work = cupy.empty(size, dtype=cupy.float64)
                 cusolver.dpotrf(handle, upper, m, x.data.ptr, m, work.data.ptr, size, info.data.ptr)
             else:
-                pointers = cupy.asarray(x.data.ptr + np.arange(count, dtype=np.uint64) * np.uint64(x.strides[0]))
+                pointers = cupy.asarray(
+                    x.data.ptr + np.arange(count, dtype=np.uint64) * np.uint64(x.strides[0])
+                )
                 cusolver.dpotrfBatched(handle, upper, m, pointers.data.ptr, m, info.data.ptr, count)
         return cupy.tril(x).reshape(a.shape), cupy.asnumpy(info).astype(np.int64).reshape(batch)
 

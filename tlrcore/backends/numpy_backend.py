@@ -13,8 +13,8 @@ from scipy.spatial.distance import cdist, squareform
 
 from tlrcore._lapack import zero_strict_upper
 from tlrcore._threads import one_blas_thread_block, workers
-from tlrcore.dense import blocked
 from tlrcore.backends._base import Backend
+from tlrcore.dense import blocked
 
 __all__ = ["NumpyBackend", "NUMPY"]
 
@@ -45,13 +45,16 @@ class NumpyBackend(Backend):
 
     def solve_triangular(self, a, b, lower=True, trans=False):
         if a.ndim == 2:
-            return scipy.linalg.solve_triangular(a, b, lower=lower, trans=int(trans), check_finite=False)
+            return scipy.linalg.solve_triangular(
+                a, b, lower=lower, trans=int(trans), check_finite=False
+            )
         out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:])
         a_b = np.broadcast_to(a, out.shape[:-2] + a.shape[-2:])
         b_b = np.broadcast_to(b, out.shape)
         for idx in np.ndindex(out.shape[:-2]):
-            out[idx] = scipy.linalg.solve_triangular(a_b[idx], b_b[idx], lower=lower, trans=int(trans),
-                                                     check_finite=False)
+            out[idx] = scipy.linalg.solve_triangular(
+                a_b[idx], b_b[idx], lower=lower, trans=int(trans), check_finite=False
+            )
         return out
 
     def normal(self, seed, shape):
@@ -99,7 +102,9 @@ class NumpyBackend(Backend):
         if _blocked(L.shape[0]):
             zeros = np.flatnonzero(np.diagonal(L) == 0)  # dpotri's check: the solves would give inf
             if zeros.size:
-                raise ValueError(f"LAPACK dpotri failed with info={zeros[0] + 1}: the factor is singular.")
+                raise ValueError(
+                    f"LAPACK dpotri failed with info={zeros[0] + 1}: the factor is singular."
+                )
             return blocked.inverse_lower(np.asfortranarray(L), lower=lower)
         inverse, info = lapack.dpotri(L, lower=1)
         if info != 0:
@@ -147,6 +152,7 @@ def _dpotrf_lower(m):
         return U.T, max(int(info), 0)
     L, info = dpotrf(m, lower=1, clean=1, overwrite_a=0)
     return L, max(int(info), 0)
+
 
 #: Matrices per task of :func:`host_eigh`'s thread pool.
 _EIGH_CHUNK = 16

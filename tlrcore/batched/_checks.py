@@ -43,8 +43,10 @@ def _real_array(a, backend, label):
             raise TypeError(f"{label} must be an array of real numbers ({exc}).") from None
         dtype = a.dtype
     if np.dtype(dtype).kind == "c":
-        raise TypeError(f"{label} is complex ({dtype}); batched kernels take real matrices: pass .real if "
-                        "the imaginary part is zero.")
+        raise TypeError(
+            f"{label} is complex ({dtype}); batched kernels take real matrices: pass .real if "
+            "the imaginary part is zero."
+        )
     if np.dtype(dtype).kind not in "biuf":
         raise TypeError(f"{label} must hold real numbers; got dtype {dtype}.")
     try:
@@ -109,9 +111,13 @@ def as_batch(value, name, backend, square=False, vectors=False):
 def check_pairs(name_a, a, name_b, b, fixed_a, fixed_b):
     """Both batches in one form and of one length."""
     if fixed_a != fixed_b:
-        raise TypeError(f"{name_a} and {name_b} must both be 3-D arrays or both be lists; got one of each.")
+        raise TypeError(
+            f"{name_a} and {name_b} must both be 3-D arrays or both be lists; got one of each."
+        )
     if len(a) != len(b):
-        raise ValueError(f"{name_a} has {len(a)} matrices but {name_b} has {len(b)}; pass one per pair.")
+        raise ValueError(
+            f"{name_a} has {len(a)} matrices but {name_b} has {len(b)}; pass one per pair."
+        )
 
 
 def shapes(batch, fixed):
@@ -146,5 +152,7 @@ def first_nonfinite(backend, stack, indices):
 
 def nonfinite_error(name, index):
     """The ValueError for a non-finite entry in matrix `index` of batch `name`."""
-    return ValueError(f"{name}[{index}] contains NaN or infinite values; remove them, or pass check_finite=False "
-                      "if they cannot occur.")
+    return ValueError(
+        f"{name}[{index}] contains NaN or infinite values; remove them, or pass check_finite=False "
+        "if they cannot occur."
+    )

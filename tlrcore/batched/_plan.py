@@ -31,7 +31,7 @@ STRATEGIES = ("auto", "group", "pad")
 
 #: Ratio of successive padded sizes: a dimension grows by at most 9% or 8 (whichever is
 #: more), plus 8 where the grid skips a multiple of 64.
-PAD_RATIO = 2.0 ** 0.125
+PAD_RATIO = 2.0**0.125
 
 _GRID = np.arange(8, 65, 8)
 
@@ -102,7 +102,9 @@ def buckets(computed):
     inverse = np.asarray(inverse).reshape(-1)
     order = np.argsort(inverse, kind="stable")
     starts = np.searchsorted(inverse[order], np.arange(len(keys) + 1))
-    return [(order[starts[j] : starts[j + 1]], tuple(int(v) for v in keys[j])) for j in range(len(keys))]
+    return [
+        (order[starts[j] : starts[j + 1]], tuple(int(v) for v in keys[j])) for j in range(len(keys))
+    ]
 
 
 def pack(backend, batch, fixed, indices, shape, identity=False):
@@ -133,4 +135,3 @@ def pack(backend, batch, fixed, indices, shape, identity=False):
     for j, a in enumerate(items):
         out[(j, *(slice(0, d) for d in a.shape))] = a
     return out
-

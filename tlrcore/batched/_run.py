@@ -40,7 +40,9 @@ def units(backend, groups, item_bytes):
     threads = workers()
     work = []
     for indices, shape in groups:
-        parts = min(len(indices), max(threads, math.ceil(len(indices) * item_bytes(shape) / UNIT_BYTES)))
+        parts = min(
+            len(indices), max(threads, math.ceil(len(indices) * item_bytes(shape) / UNIT_BYTES))
+        )
         work.extend((part, shape) for part in np.array_split(indices, parts))
     return work
 
@@ -84,7 +86,11 @@ class Results:
                 self._items[i] = stack[(j, *(slice(0, d) for d in self.shapes[i]))]
             return
         shape = self.fixed_shape
-        block = stack if stack.shape[1:] == shape else stack[(slice(None), *(slice(0, d) for d in shape))]
+        block = (
+            stack
+            if stack.shape[1:] == shape
+            else stack[(slice(None), *(slice(0, d) for d in shape))]
+        )
         if len(block) == len(self.shapes):
             self._array = block
             return

@@ -59,8 +59,18 @@ def gemm(
 
 # The implementation: its types are those of the overloads above.
 @one_blas_thread
-def gemm(As, Bs, transa=False, transb=False, alpha=1.0, beta=0.0, Cs=None, strategy="auto", check_finite=True,
-         backend=None):
+def gemm(
+    As,
+    Bs,
+    transa=False,
+    transb=False,
+    alpha=1.0,
+    beta=0.0,
+    Cs=None,
+    strategy="auto",
+    check_finite=True,
+    backend=None,
+):
     """Products ``C[i] = alpha op(A[i]) op(B[i]) + beta C[i]`` for a batch, ``op(X) = X`` or ``X^T``.
 
     Parameters
@@ -119,34 +129,50 @@ def gemm(As, Bs, transa=False, transb=False, alpha=1.0, beta=0.0, Cs=None, strat
     b_shapes = [_op_shape(s, transb) for _, s in _checks.labeled_shapes(Bs, fixed)]
     for (label, a), b in zip(a_shapes, b_shapes):
         if a[1] != b[0]:
-            raise ValueError(f"op(As{label}) has {a[1]} columns but op(Bs{label}) has {b[0]} rows; they must agree "
-                             "(check transa and transb).")
+            raise ValueError(
+                f"op(As{label}) has {a[1]} columns but op(Bs{label}) has {b[0]} rows; they must agree "
+                "(check transa and transb)."
+            )
     shapes = [(a[0], b[1]) for (_, a), b in zip(a_shapes, b_shapes)]
     if Cs is not None:
         fixed_c, Cs = _checks.as_batch(Cs, "Cs", backend)
         _checks.check_pairs("As", As, "Cs", Cs, fixed, fixed_c)
         for shape, (label, c_shape) in zip(shapes, _checks.labeled_shapes(Cs, fixed)):
             if shape != c_shape:
-                raise ValueError(f"Cs{label} has shape {c_shape} but op(As{label}) op(Bs{label}) has shape {shape}.")
-    dims = np.array([(a[0], a[1], b[1]) for (_, a), b in zip(a_shapes, b_shapes)], dtype=int).reshape(-1, 3)
+                raise ValueError(
+                    f"Cs{label} has shape {c_shape} but op(As{label}) op(Bs{label}) has shape {shape}."
+                )
+    dims = np.array(
+        [(a[0], a[1], b[1]) for (_, a), b in zip(a_shapes, b_shapes)], dtype=int
+    ).reshape(-1, 3)
     if fixed:
         fixed_shape = shapes[0]
         shapes, dims = shapes * len(As), np.repeat(dims, len(As), axis=0)
-    work = _run.units(backend, _plan.buckets(_plan.computed_dims(dims, strategy, backend)),
-                      lambda shape: 8 * (shape[0] * shape[1] + shape[1] * shape[2] + 2 * shape[0] * shape[2]))
+    work = _run.units(
+        backend,
+        _plan.buckets(_plan.computed_dims(dims, strategy, backend)),
+        lambda shape: 8 * (shape[0] * shape[1] + shape[1] * shape[2] + 2 * shape[0] * shape[2]),
+    )
     operands = [("As", As), ("Bs", Bs)] + ([("Cs", Cs)] if beta != 0.0 else [])
 
     def multiply(indices, shape):
         m, k, n = shape
         stored = [_op_shape((m, k), transa), _op_shape((k, n), transb), (m, n)]
-        stacks = [_plan.pack(backend, batch, fixed, indices, s) for (_, batch), s in zip(operands, stored)]
+        stacks = [
+            _plan.pack(backend, batch, fixed, indices, s) for (_, batch), s in zip(operands, stored)
+        ]
         if check_finite:
-            bad = [(i, name) for (name, _), stack in zip(operands, stacks)
-                   if (i := _checks.first_nonfinite(backend, stack, indices)) is not None]
+            bad = [
+                (i, name)
+                for (name, _), stack in zip(operands, stacks)
+                if (i := _checks.first_nonfinite(backend, stack, indices)) is not None
+            ]
             if bad:
                 return None, min(bad)
-        C = backend.xp.matmul(stacks[0].swapaxes(-1, -2) if transa else stacks[0],
-                              stacks[1].swapaxes(-1, -2) if transb else stacks[1])
+        C = backend.xp.matmul(
+            stacks[0].swapaxes(-1, -2) if transa else stacks[0],
+            stacks[1].swapaxes(-1, -2) if transb else stacks[1],
+        )
         if alpha != 1.0:
             C *= alpha
         if beta != 0.0:

@@ -20,13 +20,19 @@ __all__ = ["cholesky", "solve_triangular"]
 
 @overload
 def cholesky(
-    mats: NDArray[Any], strategy: Strategy = ..., check_finite: bool = ..., backend: str | Backend | None = ...
+    mats: NDArray[Any],
+    strategy: Strategy = ...,
+    check_finite: bool = ...,
+    backend: str | Backend | None = ...,
 ) -> BackendArray: ...
 
 
 @overload
 def cholesky(
-    mats: BatchList, strategy: Strategy = ..., check_finite: bool = ..., backend: str | Backend | None = ...
+    mats: BatchList,
+    strategy: Strategy = ...,
+    check_finite: bool = ...,
+    backend: str | Backend | None = ...,
 ) -> list[BackendArray]: ...
 
 
@@ -142,7 +148,9 @@ def solve_triangular(
 
 # The implementation: its types are those of the overloads above.
 @one_blas_thread
-def solve_triangular(Ls, Bs, lower=True, trans=False, strategy="auto", check_finite=True, backend=None):
+def solve_triangular(
+    Ls, Bs, lower=True, trans=False, strategy="auto", check_finite=True, backend=None
+):
     """Solve ``op(L[i]) X[i] = B[i]`` for a batch of triangular matrices, ``op(L) = L`` or ``L^T``.
 
     Parameters
@@ -187,21 +195,31 @@ def solve_triangular(Ls, Bs, lower=True, trans=False, strategy="auto", check_fin
     vector = [] if fixed else [b.ndim == 1 for b in Bs]
     if not fixed:
         Bs = [b[:, None] if v else b for b, v in zip(Bs, vector)]
-    for (label, l_shape), (_, b_shape) in zip(_checks.labeled_shapes(Ls, fixed), _checks.labeled_shapes(Bs, fixed)):
+    for (label, l_shape), (_, b_shape) in zip(
+        _checks.labeled_shapes(Ls, fixed), _checks.labeled_shapes(Bs, fixed)
+    ):
         if l_shape[0] != b_shape[0]:
-            raise ValueError(f"Bs{label} has {b_shape[0]} rows but Ls{label} has order {l_shape[0]}; they must agree.")
+            raise ValueError(
+                f"Bs{label} has {b_shape[0]} rows but Ls{label} has order {l_shape[0]}; they must agree."
+            )
     shapes = _checks.shapes(Bs, fixed)
     dims = np.array(shapes, dtype=int).reshape(len(shapes), 2)
-    work = _run.units(backend, _plan.buckets(_plan.computed_dims(dims, strategy, backend)),
-                      lambda shape: 8 * shape[0] * (shape[0] + 2 * shape[1]))
+    work = _run.units(
+        backend,
+        _plan.buckets(_plan.computed_dims(dims, strategy, backend)),
+        lambda shape: 8 * shape[0] * (shape[0] + 2 * shape[1]),
+    )
 
     def solve(indices, shape):
         m, k = shape
         L = _plan.pack(backend, Ls, fixed, indices, (m, m), identity=True)
         B = _plan.pack(backend, Bs, fixed, indices, (m, k))
         if check_finite:
-            bad = [(i, name) for name, stack in (("Ls", L), ("Bs", B))
-                   if (i := _checks.first_nonfinite(backend, stack, indices)) is not None]
+            bad = [
+                (i, name)
+                for name, stack in (("Ls", L), ("Bs", B))
+                if (i := _checks.first_nonfinite(backend, stack, indices)) is not None
+            ]
             if bad:
                 return None, min(bad)
         return backend.solve_triangular(L, B, lower=lower, trans=trans), None

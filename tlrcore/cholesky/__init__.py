@@ -146,28 +146,44 @@ def cholesky(
     if variant not in ("left", "right", "batched"):
         raise ValueError(f"variant must be 'left', 'right' or 'batched'; got {variant!r}.")
     if variant != "batched" and A.backend.batched_by_default:
-        raise ValueError(f"a matrix on backend={A.backend.name!r} is factored with variant='batched' only.")
+        raise ValueError(
+            f"a matrix on backend={A.backend.name!r} is factored with variant='batched' only."
+        )
     guards = parse_safeguard(safeguard)
     shift = check_shift(shift)
     block_size = check_int(block_size, "block_size", 1)
     random_state = check_random_state(random_state)
     if variant == "right" and (guards or shift):
-        raise ValueError("safeguard and shift are implemented for variant='left' only; drop variant='right'.")
+        raise ValueError(
+            "safeguard and shift are implemented for variant='left' only; drop variant='right'."
+        )
     if variant == "batched" and "pivot" in guards:
-        raise ValueError(f"variant='batched' has no tile pivoting; it supports safeguard='compensate', "
-                         f"'compensate-block', 'schur', 'modified' and 'shift' (combinations allowed); got "
-                         f"{safeguard!r}. Drop 'pivot', or use variant='left' on a matrix on the NumPy back end.")
+        raise ValueError(
+            f"variant='batched' has no tile pivoting; it supports safeguard='compensate', "
+            f"'compensate-block', 'schur', 'modified' and 'shift' (combinations allowed); got "
+            f"{safeguard!r}. Drop 'pivot', or use variant='left' on a matrix on the NumPy back end."
+        )
     if variant == "batched" and overwrite_a and (compensation_form(guards) or "schur" in guards):
-        raise ValueError("variant='batched' with compensation or 'schur' reads A's diagonal tiles, so it cannot be "
-                         "combined with overwrite_a=True.")
+        raise ValueError(
+            "variant='batched' with compensation or 'schur' reads A's diagonal tiles, so it cannot be "
+            "combined with overwrite_a=True."
+        )
     if overwrite_a and "shift" in guards:
-        raise ValueError("safeguard='shift' may restart from A, so it cannot be combined with overwrite_a=True.")
-    tolerance = A.tolerance if accuracy is None else check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
+        raise ValueError(
+            "safeguard='shift' may restart from A, so it cannot be combined with overwrite_a=True."
+        )
+    tolerance = (
+        A.tolerance
+        if accuracy is None
+        else check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
+    )
     try:
         if variant == "right":
             factor = right_looking(A, tolerance, overwrite_a)
         else:
-            factor = _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrite_a, variant)
+            factor = _safeguarded(
+                A, tolerance, guards, shift, block_size, random_state, overwrite_a, variant
+            )
     finally:
         if overwrite_a:
             # Released tiles, or (batched) diagonal tiles factored in place: A is gone,
@@ -177,22 +193,37 @@ def cholesky(
     return factor
 
 
-def _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrite_a, variant="left"):
+def _safeguarded(
+    A, tolerance, guards, shift, block_size, random_state, overwrite_a, variant="left"
+):
     """Left-looking factorization with the safeguards; retries with a growing shift
     under ``"shift"``."""
     if variant == "batched":
+
         def factorization(A, tolerance, diagonal, block_size, random_state, overwrite_a):
             release = A._release_column if overwrite_a else None
-            return batched_left_looking(A.pack(), tolerance, diagonal, block_size, random_state, release)
+            return batched_left_looking(
+                A.pack(), tolerance, diagonal, block_size, random_state, release
+            )
     elif "pivot" in guards:
         factorization = pivoted_left_looking
     else:
         factorization = left_looking
     extra = [0.0] + (shift_schedule(tolerance, A.n_tiles) if "shift" in guards else [])
-    lifts = compensation_lifts(A.tile_errors, tolerance, A.n_tiles) if compensation_form(guards) else None
+    lifts = (
+        compensation_lifts(A.tile_errors, tolerance, A.n_tiles)
+        if compensation_form(guards)
+        else None
+    )
     for attempt, added in enumerate(extra):
-        diagonal = DiagonalFactorizer(tolerance, shift + added, "schur" in guards, "modified" in guards,
-                                      compensation_form(guards), lifts)
+        diagonal = DiagonalFactorizer(
+            tolerance,
+            shift + added,
+            "schur" in guards,
+            "modified" in guards,
+            compensation_form(guards),
+            lifts,
+        )
         try:
             factor = factorization(A, tolerance, diagonal, block_size, random_state, overwrite_a)
         except NotPositiveDefiniteError as exc:
@@ -212,8 +243,11 @@ def _safeguarded(A, tolerance, guards, shift, block_size, random_state, overwrit
                         tile=exc.tile,
                     ) from exc
                 raise
-            logger.debug("TLR Cholesky failed at tile %s; retrying with shift %.3g", exc.tile,
-                        shift + extra[attempt + 1])
+            logger.debug(
+                "TLR Cholesky failed at tile %s; retrying with shift %.3g",
+                exc.tile,
+                shift + extra[attempt + 1],
+            )
             continue
         factor.shift = shift + added
         factor.perturbation = diagonal.perturbation

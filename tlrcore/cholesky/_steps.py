@@ -121,20 +121,29 @@ class BlockDiagonal:
         members = {}
         for j, M in enumerate(blocks):
             if M.size:
-                members.setdefault((_shape_class(M.shape[0]), _shape_class(M.shape[1])), []).append(j)
+                members.setdefault((_shape_class(M.shape[0]), _shape_class(M.shape[1])), []).append(
+                    j
+                )
         self._groups = []  # (padded blocks, their rows' and columns' positions in M)
         for group in (members[key] for key in sorted(members)):
             padded = np.zeros((len(group), rows[group].max(), cols[group].max()))
             for position, j in enumerate(group):
                 padded[position, : rows[j], : cols[j]] = blocks[j]
-            self._groups.append((padded, _padded_positions(rows[group], first_row[group], self.shape[0]),
-                                 _padded_positions(cols[group], first_col[group], self.shape[1])))
+            self._groups.append(
+                (
+                    padded,
+                    _padded_positions(rows[group], first_row[group], self.shape[0]),
+                    _padded_positions(cols[group], first_col[group], self.shape[1]),
+                )
+            )
 
     @property
     def T(self):
         """The transpose, ``blockdiag(M_0^T, ...)`` (sharing the blocks)."""
         transposed = object.__new__(BlockDiagonal)
-        transposed._groups = [(padded.transpose(0, 2, 1), cols, rows) for padded, rows, cols in self._groups]
+        transposed._groups = [
+            (padded.transpose(0, 2, 1), cols, rows) for padded, rows, cols in self._groups
+        ]
         transposed.shape = self.shape[::-1]
         return transposed
 
@@ -145,7 +154,9 @@ class BlockDiagonal:
         out = np.zeros((self.shape[0] + 1, columns))  # the last row collects the padding
         for padded, rows, cols in self._groups:
             k, height, width = padded.shape
-            out[rows] = np.matmul(padded, operand[cols].reshape(k, width, columns)).reshape(k * height, columns)
+            out[rows] = np.matmul(padded, operand[cols].reshape(k, width, columns)).reshape(
+                k * height, columns
+            )
         return out[:-1]
 
 
@@ -159,7 +170,9 @@ def _padded_positions(sizes, firsts, end):
     the largest: each padded row's row of the operand, or `end` (the zero row appended
     after them) for the padding."""
     position = np.arange(sizes.max())
-    return np.where(position[None, :] < sizes[:, None], firsts[:, None] + position[None, :], end).ravel()
+    return np.where(
+        position[None, :] < sizes[:, None], firsts[:, None] + position[None, :], end
+    ).ravel()
 
 
 class RowPanels:
@@ -231,7 +244,9 @@ def sampled_update(Ua, Va, Ui, Uk, cross, tolerance, block_size, seed, samples=N
 
     shape = (Ua.shape[0], Va.shape[0])
     rng = samples.draws(seed)
-    return ara_compress(matmat, rmatmat, shape, tolerance, block_size=block_size, rng=rng, rank_hint=Ua.shape[1])
+    return ara_compress(
+        matmat, rmatmat, shape, tolerance, block_size=block_size, rng=rng, rank_hint=Ua.shape[1]
+    )
 
 
 def thin_product(A, B):
@@ -282,7 +297,10 @@ class ColumnGrams:
     def _gram(self, j, S, first):
         G = S.T @ S
         for k in range(j + 2, len(self._by_column)):
-            self._by_column[k][j] = (np.array(G[first[k] :, first[k] : first[k + 1]]), first - first[k])
+            self._by_column[k][j] = (
+                np.array(G[first[k] :, first[k] : first[k + 1]]),
+                first - first[k],
+            )
 
     def wait(self, k):
         """Wait until the Gram matrices that column `k` reads, ``G_j`` for ``j < k - 1``, are
@@ -398,8 +416,15 @@ class _SharedDraws(np.random.Generator):
         samples = self._samples
         rows, b = samples.Uk.shape[0], samples.block_size
         plain = dtype is np.float64 and out is None
-        if (self._shared == 0 and plain and isinstance(size, tuple) and len(size) == 2 and size[0] == rows
-                and size[1] > 2 * b and size[1] % b == 0):
+        if (
+            self._shared == 0
+            and plain
+            and isinstance(size, tuple)
+            and len(size) == 2
+            and size[0] == rows
+            and size[1] > 2 * b
+            and size[1] % b == 0
+        ):
             self._shared = size[1] // b - 1
             return samples.first(self._seed, size[1] // b)
         full = None if self._shared is None else (rows, samples.width(self._shared))

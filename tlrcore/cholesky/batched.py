@@ -91,8 +91,12 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
         factorizer.record_shift(P.n)
     seeds = column_seeds(random_state, n_t)
     low_rank_bytes = sum(column.nbytes for column in P.columns)
-    pool = TilePool(xp, b, min(max(low_rank_bytes // _CHUNKS, _MIN_CHUNK_BYTES), _MAX_CHUNK_BYTES),
-                    n_t * (n_t - 1) // 2)
+    pool = TilePool(
+        xp,
+        b,
+        min(max(low_rank_bytes // _CHUNKS, _MIN_CHUNK_BYTES), _MAX_CHUNK_BYTES),
+        n_t * (n_t - 1) // 2,
+    )
     index = PoolIndex(n_t)
     budget = max(backend.free_memory() // _WORK_FRACTION, _MIN_WORK_BYTES)
     columns = []
@@ -105,14 +109,26 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
             if p == 0:
                 break
             update = ColumnUpdate(P.columns[k], pool, index, k, n_t, b, backend, budget, flops)
-            U, V, r, _ = batched_ara(update.sample, update.project, p, (b, b), tolerance, backend, int(seeds[k]),
-                                     block_size)
+            U, V, r, _ = batched_ara(
+                update.sample,
+                update.project,
+                p,
+                (b, b),
+                tolerance,
+                backend,
+                int(seeds[k]),
+                block_size,
+            )
             width = V.shape[2]
-            V = backend.solve_triangular(Lkk, V.transpose(1, 0, 2).reshape(b, p * width), lower=True)
+            V = backend.solve_triangular(
+                Lkk, V.transpose(1, 0, 2).reshape(b, p * width), lower=True
+            )
             V = V.reshape(b, p, width).transpose(1, 0, 2)
             column = store_column(pool, index, k, U, V, r)
             for lo, hi, Us, Vs in column.suffix(0):
-                D[k + 1 + lo : k + 1 + hi] -= (Us @ (Vs.transpose(0, 2, 1) @ Vs)) @ Us.transpose(0, 2, 1)
+                D[k + 1 + lo : k + 1 + hi] -= (Us @ (Vs.transpose(0, 2, 1) @ Vs)) @ Us.transpose(
+                    0, 2, 1
+                )
                 flops[0] += 2.0 * (hi - lo) * Us.shape[2] * (2 * b * Us.shape[2] + b * b)
             columns.append(column)
             if release is not None:
@@ -162,11 +178,16 @@ class PackedTile:
 
     def add_tail(self, form):
         """Add the compensation of the update's tail, in `form` (``"rowsum"`` or ``"block"``)."""
-        self._add("compensation", packed_compensation(self.backend, self.update(), self.factorizer.tolerance, form))
+        self._add(
+            "compensation",
+            packed_compensation(self.backend, self.update(), self.factorizer.tolerance, form),
+        )
 
     def schur_compensation(self):
         """``rowsum |T|`` of the update's tail ``T``."""
-        rowsum = packed_compensation(self.backend, self.update(), self.factorizer.tolerance, "rowsum")
+        rowsum = packed_compensation(
+            self.backend, self.update(), self.factorizer.tolerance, "rowsum"
+        )
         return self.backend.xp.diagonal(rowsum)
 
     def cholesky(self):

@@ -171,8 +171,10 @@ class TLRCholesky(TileFactor):
         off = [U.shape[1] for U in self.U.values()]
         mean = float(np.mean(off)) if off else 0.0
         extra = f", perturbation={self.perturbation:.3g}" if self.perturbation else ""
-        return (f"TLRCholesky(n={self.n}, n_tiles={self.n_tiles}, mean_rank={mean:.1f}, "
-                f"nbytes={self.nbytes}{extra})")
+        return (
+            f"TLRCholesky(n={self.n}, n_tiles={self.n_tiles}, mean_rank={mean:.1f}, "
+            f"nbytes={self.nbytes}{extra})"
+        )
 
 
 class PackedCholesky:
@@ -274,5 +276,7 @@ class PackedCholesky:
     def __repr__(self):
         ranks = np.concatenate(self.packed.tile_ranks) if self.n_tiles > 1 else np.zeros(0)
         mean = float(ranks.mean()) if ranks.size else 0.0
-        return (f"PackedCholesky(n={self.n}, n_tiles={self.n_tiles}, mean_rank={mean:.1f}, "
-                f"nbytes={self.nbytes}, backend={self.backend.name!r})")
+        return (
+            f"PackedCholesky(n={self.n}, n_tiles={self.n_tiles}, mean_rank={mean:.1f}, "
+            f"nbytes={self.nbytes}, backend={self.backend.name!r})"
+        )

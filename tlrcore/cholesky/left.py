@@ -107,17 +107,25 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
     diagonal, U, V = [None] * n_t, {}, {}
     released = 0  # bytes of A's low-rank factors released since the heap was last trimmed
     rows = [D.shape[0] for D in A.diagonal]
-    with tile_pool(workers()) as pool, serial_thread(pool) as chain, \
-            column_progress(n_t, "TLR Cholesky") as counter:
+    with (
+        tile_pool(workers()) as pool,
+        serial_thread(pool) as chain,
+        column_progress(n_t, "TLR Cholesky") as counter,
+    ):
         # L's ranks are about A's (a little below): room for a quarter more before a row grows
-        panels = RowPanels(U, rows, [sum(A.U[i, j].shape[1] for j in range(i)) * 5 // 4 + block_size
-                                     for i in range(n_t)])
+        panels = RowPanels(
+            U,
+            rows,
+            [sum(A.U[i, j].shape[1] for j in range(i)) * 5 // 4 + block_size for i in range(n_t)],
+        )
         run = runner(pool)
 
         def factor_diagonal(k):
             factors = [(U[k, j], V[k, j]) for j in range(k)]
             in_place = A._diagonal_in_place(k) if overwrite_a else None
-            diagonal[k] = factorizer.factor(*diagonal_update(A.diagonal[k], factors, in_place), k, updated=False)
+            diagonal[k] = factorizer.factor(
+                *diagonal_update(A.diagonal[k], factors, in_place), k, updated=False
+            )
 
         def release(k, released):
             """Free A's column `k`; trim the heap once the bytes freed since the last trim
@@ -141,8 +149,17 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             def update(i, k=k, Uk=Uk, samples=samples):
                 """``V`` of the updated tile ``(i, k)``, its ``U`` appended to row `i` (the
                 only row the tile writes to, and no other tile of the column reads)."""
-                Ut, Vt = sampled_update(A.U[i, k], A.V[i, k], panels.stacked(i), Uk, grams.blocks(i, k),
-                                        tolerance, block_size, seeds[k], samples)
+                Ut, Vt = sampled_update(
+                    A.U[i, k],
+                    A.V[i, k],
+                    panels.stacked(i),
+                    Uk,
+                    grams.blocks(i, k),
+                    tolerance,
+                    block_size,
+                    seeds[k],
+                    samples,
+                )
                 panels.add(i, k, Ut)
                 return Vt
 
@@ -154,9 +171,13 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
                 solved_next = submit(chain, solve_next, k, next_tile)
                 next_factored = submit(chain, factor_diagonal, k + 1)
             rest = list(range(k + 2, n_t))
-            collect = start_by_work(pool, update, rest, [ara_work(A, U, i, k, block_size) for i in rest])
+            collect = start_by_work(
+                pool, update, rest, [ara_work(A, U, i, k, block_size) for i in rest]
+            )
             if overwrite_a and k:
-                released = release(k - 1, released)  # while the pool works: column k - 1 is read no more
+                released = release(
+                    k - 1, released
+                )  # while the pool works: column k - 1 is read no more
             factored.result()  # L(k, k), or its failure raised before the column is waited for
             updated = collect()
             ranks = [Vt.shape[1] for Vt in updated]

@@ -67,8 +67,16 @@ def pivoted_left_looking(A, tolerance, factorizer, block_size, random_state, ove
             def update(i, k=k, p=p, Up=Up):
                 Ua, Va = (A.U[i, p], A.V[i, p]) if i > p else (A.V[p, i], A.U[p, i])
                 cross = cross_grams([V[i, j] for j in range(k)], [V[p, j] for j in range(k)])
-                return sampled_update(Ua, Va, stack([U[i, j] for j in range(k)], Ua.shape[0]), Up, cross, tolerance,
-                                      block_size, seeds[max(i, p), min(i, p)])
+                return sampled_update(
+                    Ua,
+                    Va,
+                    stack([U[i, j] for j in range(k)], Ua.shape[0]),
+                    Up,
+                    cross,
+                    tolerance,
+                    block_size,
+                    seeds[max(i, p), min(i, p)],
+                )
 
             work = [ara_work(A, U, i, p, block_size, columns=k) for i in rest]
             columns = start_by_work(pool, update, rest, work)()

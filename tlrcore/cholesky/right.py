@@ -37,7 +37,13 @@ import math
 import numpy as np
 
 from tlrcore._threads import column_progress, map_by_work, runner, tile_pool, workers
-from tlrcore.cholesky._steps import factor_diagonal, fortran_copy, gram_root, solve_column, subtract_gram
+from tlrcore.cholesky._steps import (
+    factor_diagonal,
+    fortran_copy,
+    gram_root,
+    solve_column,
+    subtract_gram,
+)
 from tlrcore.cholesky.factor import TLRCholesky
 from tlrcore.compress._recompress import recompress
 
@@ -70,7 +76,10 @@ def right_looking(A, tolerance, overwrite_a=False):
     n_t = A.n_tiles
     diagonal, U, V = _working_tiles(A, overwrite_a)
     factors = []
-    with tile_pool(workers()) as pool, column_progress(n_t, "TLR Cholesky (right-looking)") as counter:
+    with (
+        tile_pool(workers()) as pool,
+        column_progress(n_t, "TLR Cholesky (right-looking)") as counter,
+    ):
         run = runner(pool)
         for k in range(n_t):
             Lkk = factor_diagonal(diagonal[k], k)
@@ -105,7 +114,9 @@ def _update_trailing(k, diagonal, U, V, tolerance, run):
         i, j = tile
         if i == j:
             return subtract_gram(diagonal[j], gram_root(U[j, k], V[j, k]))
-        return _downdate(U[i, j], V[i, j], (U[i, k], V[i, k]), (U[j, k], V[j, k]), tolerance / math.sqrt(j))
+        return _downdate(
+            U[i, j], V[i, j], (U[i, k], V[i, k]), (U[j, k], V[j, k]), tolerance / math.sqrt(j)
+        )
 
     work = [_update_work(diagonal[j].shape[0], U, i, j, k) for i, j in tiles]
     for (i, j), result in zip(tiles, map_by_work(run, update, tiles, work)):

@@ -149,8 +149,10 @@ _DELTA_RAISES = 1  # delta = tau, then 4 tau
 _INVERSE_ITERATIONS = 8
 _PROBE_SEED = 20261124
 #: The way out when the tile tolerance, the unit of the safeguards, is zero.
-ZERO_MATRIX_HINT = ("Pass an explicit shift=, e.g. shift=1e-8 times the size the diagonal entries should have, "
-                    "or check how A was built.")
+ZERO_MATRIX_HINT = (
+    "Pass an explicit shift=, e.g. shift=1e-8 times the size the diagonal entries should have, "
+    "or check how A was built."
+)
 
 
 def parse_safeguard(safeguard):
@@ -165,7 +167,9 @@ def parse_safeguard(safeguard):
         return frozenset()
     if isinstance(safeguard, str):
         names = [part.strip() for part in safeguard.split("+")]
-    elif isinstance(safeguard, (list, tuple, set, frozenset)) and all(isinstance(s, str) for s in safeguard):
+    elif isinstance(safeguard, (list, tuple, set, frozenset)) and all(
+        isinstance(s, str) for s in safeguard
+    ):
         names = list(safeguard)
     else:
         raise ValueError(
@@ -174,10 +178,14 @@ def parse_safeguard(safeguard):
         )
     unknown = [name for name in names if name not in SAFEGUARDS]
     if unknown:
-        raise ValueError(f"unknown safeguard {unknown[0]!r}; choose from {SAFEGUARDS} (combinations allowed).")
+        raise ValueError(
+            f"unknown safeguard {unknown[0]!r}; choose from {SAFEGUARDS} (combinations allowed)."
+        )
     if {"compensate", "compensate-block"} <= set(names):
-        raise ValueError("safeguard: choose one form of compensation, 'compensate' (diagonal rowsum form) or "
-                         "'compensate-block' (full block form), not both.")
+        raise ValueError(
+            "safeguard: choose one form of compensation, 'compensate' (diagonal rowsum form) or "
+            "'compensate-block' (full block form), not both."
+        )
     return frozenset(names)
 
 
@@ -242,7 +250,9 @@ class DiagonalFactorizer:
         Factor positions of the tiles that were compensated, lifted or modified.
     """
 
-    def __init__(self, tolerance, shift=0.0, schur=False, modified=False, compensate=None, lifts=None):
+    def __init__(
+        self, tolerance, shift=0.0, schur=False, modified=False, compensate=None, lifts=None
+    ):
         self.tolerance, self.shift = tolerance, shift
         self.schur, self.modified, self.compensate = schur, modified, compensate
         self.lifts = lifts
@@ -273,7 +283,14 @@ class DiagonalFactorizer:
         NotPositiveDefiniteError
             If the tile is not positive definite and the safeguards did not help.
         """
-        work = _HostTile(self, D, W, k, keep=bool(self.compensate or self.schur or self.modified), updated=updated)
+        work = _HostTile(
+            self,
+            D,
+            W,
+            k,
+            keep=bool(self.compensate or self.schur or self.modified),
+            updated=updated,
+        )
         if self.shift:
             work.add_diagonal("shift", np.full(D.shape[0], self.shift))
         return self.safeguarded(work, k, tile)
@@ -351,7 +368,9 @@ class DiagonalFactorizer:
         delta = self.tolerance
         for _ in range(_DELTA_RAISES + 1):
             modification = modified_cholesky(M, method="gmw", return_E=True, delta=delta)
-            L, info = dpotrf(np.asfortranarray(M + modification.E), lower=1, clean=1, overwrite_a=True)
+            L, info = dpotrf(
+                np.asfortranarray(M + modification.E), lower=1, clean=1, overwrite_a=True
+            )
             # An E beyond what lifting every eigenvalue by 2 delta needs comes from growth
             # in the LDL^T factor, not from the tile: refuse it rather than report it.
             if info == 0 and modification.E_norm <= 2.0 * delta * np.sqrt(M.shape[0]):
@@ -390,7 +409,9 @@ def compensation_lifts(tile_errors, tolerance, n_tiles):
     Without recorded errors (`tile_errors` None), every ``e_kj`` is taken at its bound,
     the tile tolerance."""
     if tile_errors is None:
-        return np.full(n_tiles, OFF_DIAGONAL_COMPENSATION * tolerance * np.sqrt(max(n_tiles - 1, 0)))
+        return np.full(
+            n_tiles, OFF_DIAGONAL_COMPENSATION * tolerance * np.sqrt(max(n_tiles - 1, 0))
+        )
     errors = np.asarray(tile_errors, dtype=np.float64)
     return OFF_DIAGONAL_COMPENSATION * np.sqrt(np.sum(errors * errors, axis=1))
 
@@ -427,7 +448,9 @@ class _HostTile:
 
     def add_tail(self, form):
         """Add the compensation of the update's tail, in `form` (``"rowsum"`` or ``"block"``)."""
-        Y, eigenvalues, head = _update_split(self.W, self.factorizer.tolerance, with_head=self.pending)
+        Y, eigenvalues, head = _update_split(
+            self.W, self.factorizer.tolerance, with_head=self.pending
+        )
         if form == "block":
             # D + Y Y^T (lower triangles, no b x b temporaries): A(k, k) - H H^T when the
             # update is still to come; ||Y Y^T||_F^2 is the sum of the tail's eigenvalues
@@ -436,7 +459,9 @@ class _HostTile:
                 self.D, self.pending = subtract_gram(self.D, head), False
             elif Y.shape[1]:
                 self.D = dsyrk(1.0, Y, beta=1.0, c=self.D, lower=1, overwrite_c=1)
-            self.change.add_root(self.factorizer, "compensation", Y, float(eigenvalues @ eigenvalues), self.k)
+            self.change.add_root(
+                self.factorizer, "compensation", Y, float(eigenvalues @ eigenvalues), self.k
+            )
         else:
             tail = _lower_gram(Y)
             if self.pending:  # A(k, k) - H H^T - T: the plain update, with the tail at hand
@@ -511,7 +536,11 @@ class _Change:
         blocks = self.blocks + [_lower_gram(Y) for Y, _ in self.roots]
         lower = sum(blocks[1:], blocks[0])
         diagonal = np.diagonal(lower) + self.diagonal
-        return _symmetric_norm2(lower) - float(np.diagonal(lower) @ np.diagonal(lower)) + float(diagonal @ diagonal)
+        return (
+            _symmetric_norm2(lower)
+            - float(np.diagonal(lower) @ np.diagonal(lower))
+            + float(diagonal @ diagonal)
+        )
 
 
 def _symmetric_norm2(lower):
@@ -577,7 +606,9 @@ def _update_split(W, tolerance, with_head=False):
     if cols == 0:
         return np.zeros((rows, 0)), np.zeros(0), (W if with_head else None)
     gram = cols <= rows
-    lam, Z = eigh(dsyrk(1.0, W, trans=1, lower=1) if gram else W @ W.T, driver="evr", check_finite=False)
+    lam, Z = eigh(
+        dsyrk(1.0, W, trans=1, lower=1) if gram else W @ W.T, driver="evr", check_finite=False
+    )
     lam = np.maximum(lam, 0.0)
     tail = tail_count(np, lam, tolerance)
     # eigenvectors Z of W^T W map to roots W Z; those of W W^T scale by sqrt(lambda)

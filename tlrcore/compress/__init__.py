@@ -27,7 +27,14 @@ from tlrcore.compress.aca import aca_compress
 from tlrcore.compress.ara import ara_compress
 from tlrcore.compress.svd import svd_compress
 
-__all__ = ["COMPRESSORS", "aca_compress", "ara_compress", "compress_dense", "generator_method", "svd_compress"]
+__all__ = [
+    "COMPRESSORS",
+    "aca_compress",
+    "ara_compress",
+    "compress_dense",
+    "generator_method",
+    "svd_compress",
+]
 
 #: Compressor by method name.
 COMPRESSORS = {"svd": svd_compress, "aca": aca_compress, "ara": ara_compress}

@@ -124,7 +124,9 @@ def gram_basis(M):
         return None
     L2, norms2, departure2 = second
     R1 = L.T * norms
-    residual = 2.0 * (M.shape[1] + 1) * EPS * float(np.linalg.norm(norms2)) * float(np.linalg.norm(R1))
+    residual = (
+        2.0 * (M.shape[1] + 1) * EPS * float(np.linalg.norm(norms2)) * float(np.linalg.norm(R1))
+    )
     return GramBasis(P1, L2, norms2, departure2, leading=R1, residual=residual)
 
 

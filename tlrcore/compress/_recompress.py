@@ -264,7 +264,9 @@ def svd(matrix):
     try:
         return np.linalg.svd(matrix, full_matrices=False)
     except np.linalg.LinAlgError:
-        return scipy.linalg.svd(matrix, full_matrices=False, check_finite=False, lapack_driver="gesvd")
+        return scipy.linalg.svd(
+            matrix, full_matrices=False, check_finite=False, lapack_driver="gesvd"
+        )
 
 
 def truncate_svd(matrix, tol, max_rank=None):
@@ -354,8 +356,9 @@ def recompress(U, V, tol, max_rank=None):
             return factors, U.shape[1], norm_u + (s[0] if s.size else 0.0) * norm_v
 
         residual = _product_residual(U, V, left.residual, right.residual)
-        kept = _gram_truncation(s, tol, max_rank, 1.0 + left.departure + right.departure, products, residual,
-                                spare=0.02)
+        kept = _gram_truncation(
+            s, tol, max_rank, 1.0 + left.departure + right.departure, products, residual, spare=0.02
+        )
         if kept is not None:
             return kept
     qu, ru = _householder_qr(U)
@@ -370,7 +373,9 @@ def _product_residual(U, V, residual_u, residual_v):
     ``||U - P_U R_U||_F <= residual_u`` and ``||V - P_V R_V||_F <= residual_v``."""
     if residual_u == 0.0 and residual_v == 0.0:
         return 0.0
-    return residual_u * float(np.linalg.norm(V)) + (float(np.linalg.norm(U)) + residual_u) * residual_v
+    return (
+        residual_u * float(np.linalg.norm(V)) + (float(np.linalg.norm(U)) + residual_u) * residual_v
+    )
 
 
 def _gram_truncation(s, tol, max_rank, inflation, products, residual=0.0, spare=0.0):
@@ -446,8 +451,9 @@ def _apply_q(reflectors, C):
     padded[:k] = C
     if C.shape[1] == 0 or k == 0:
         return padded
-    product, _, info = scipy.linalg.lapack.dormqr("L", "N", a, tau, padded,
-                                                  lwork=C.shape[1] * _QR_BLOCK + 65 * _QR_BLOCK, overwrite_c=True)
+    product, _, info = scipy.linalg.lapack.dormqr(
+        "L", "N", a, tau, padded, lwork=C.shape[1] * _QR_BLOCK + 65 * _QR_BLOCK, overwrite_c=True
+    )
     if info != 0:
         raise np.linalg.LinAlgError(f"dormqr failed (info={info}).")
     return product

@@ -70,7 +70,9 @@ _PUNCH_HOLE_KEEP_SIZE = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZ
 #: Shared, and mapped at once (``MAP_POPULATE``): the pages, already there, are then the
 #: caller's resident memory from the start, as read arrays were (peak-memory figures
 #: from ``getrusage`` stay true), and are entered in one call rather than fault by fault.
-_MAP_FLAGS = getattr(mmap, "MAP_SHARED", 0) | getattr(mmap, "MAP_POPULATE", 0)  # (no flags on Windows)
+_MAP_FLAGS = getattr(mmap, "MAP_SHARED", 0) | getattr(
+    mmap, "MAP_POPULATE", 0
+)  # (no flags on Windows)
 
 
 def _fallocate():
@@ -128,7 +130,9 @@ class Spool:
         except (AttributeError, OSError) as exc:  # not Linux, or too old
             for descriptor in descriptors:
                 os.close(descriptor)
-            logger.debug("tlrcore: no memory file for the workers' tiles (%s); they take the pipe", exc)
+            logger.debug(
+                "tlrcore: no memory file for the workers' tiles (%s); they take the pipe", exc
+            )
             return None
         return cls(descriptors)
 
@@ -179,7 +183,9 @@ class Spool:
             for start, data in pieces:
                 _write_all(self.descriptors[file], memoryview(data).cast("B"), offset + start)
         except OSError as exc:
-            logger.debug("tlrcore: tile column not written to the spool (%s); it takes the pipe", exc)
+            logger.debug(
+                "tlrcore: tile column not written to the spool (%s); it takes the pipe", exc
+            )
             self.discard(file, offset, at)
             return factors
         return Spooled(file, offset, at, tiles)
@@ -213,8 +219,10 @@ class Spool:
                 return np.empty(shape, dtype=dtype, order=order)
             return np.ndarray(shape, dtype=dtype, buffer=memory, offset=start, order=order)
 
-        return [LowRank(view(*u), view(*v), dropped, dropped_frobenius)
-                for u, v, dropped, dropped_frobenius in spooled.tiles]
+        return [
+            LowRank(view(*u), view(*v), dropped, dropped_frobenius)
+            for u, v, dropped, dropped_frobenius in spooled.tiles
+        ]
 
     def discard(self, file, offset, length):
         """Cut the region at `offset` out of `file`, giving its memory back (where the
@@ -223,8 +231,12 @@ class Spool:
             return
         length = _round_up(length, mmap.PAGESIZE)  # the region's last page is its own
         if _FALLOCATE(self.descriptors[file], _PUNCH_HOLE_KEEP_SIZE, offset, length) != 0:
-            logger.debug("tlrcore: spool region at %d of file %d not freed (%s)", offset, file,
-                         os.strerror(ctypes.get_errno()))
+            logger.debug(
+                "tlrcore: spool region at %d of file %d not freed (%s)",
+                offset,
+                file,
+                os.strerror(ctypes.get_errno()),
+            )
 
     def allocated(self):
         """Bytes of the files that hold memory (written and not yet cut out)."""

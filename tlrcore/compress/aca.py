@@ -199,8 +199,14 @@ def aca_steps(m, p, tol, max_rank=None, recompressed=True):
         (dense,) = yield [("rows", np.arange(m))]
         if recompressed:
             return truncate_svd(dense, tol, max_rank)
-        return (np.eye(m), dense.T) if m <= p else (dense, np.eye(p))  # the block itself, as two factors
-    return recompress(*cross.factors(), (1.0 - _ACA_SHARE) * tol, max_rank) if recompressed else cross.factors()
+        return (
+            (np.eye(m), dense.T) if m <= p else (dense, np.eye(p))
+        )  # the block itself, as two factors
+    return (
+        recompress(*cross.factors(), (1.0 - _ACA_SHARE) * tol, max_rank)
+        if recompressed
+        else cross.factors()
+    )
 
 
 class _Block:
@@ -377,14 +383,20 @@ def _cross_approximation(m, p, tau, step_limit):
     while cross.rank < step_limit:
         (values,) = yield [("rows", rows)]
         residual = values - cross.rows(rows)
-        columns, v_new = _pivot_block(rows, values, residual, row_free, col_free, step_limit - cross.rank)
+        columns, v_new = _pivot_block(
+            rows, values, residual, row_free, col_free, step_limit - cross.rank
+        )
         check = columns.size == 0
         if columns.size:
             (read,) = yield [("cols", columns)]
             u_new = _column_terms(read - cross.columns(columns), v_new, columns)
             cross.extend(u_new, v_new)
-            for t in range(max(0, columns.size - _SMALL_TERMS), columns.size):  # all that `recent` keeps
-                recent = recent[1:] + [float(np.linalg.norm(u_new[:, t]) * np.linalg.norm(v_new[t]))]
+            for t in range(
+                max(0, columns.size - _SMALL_TERMS), columns.size
+            ):  # all that `recent` keeps
+                recent = recent[1:] + [
+                    float(np.linalg.norm(u_new[:, t]) * np.linalg.norm(v_new[t]))
+                ]
             rows = _next_rows(u_new, row_free, _block_size(cross.rank))
             check = max(recent) <= tau or rows.size == 0
         if check:
@@ -472,4 +484,8 @@ def _largest_first(values, count):
     above = np.flatnonzero(values > threshold)
     at = np.flatnonzero(values == threshold)[: count - above.size]
     candidates = np.concatenate([above, at])
-    return candidates[np.argsort(-values[candidates], kind="stable")] if candidates.size else candidates
+    return (
+        candidates[np.argsort(-values[candidates], kind="stable")]
+        if candidates.size
+        else candidates
+    )

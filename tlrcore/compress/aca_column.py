@@ -51,8 +51,12 @@ def aca_column(read_rows, read_columns, sizes, p, tol, max_rank=None, recompress
     while pending:
         answers = {t: [None] * len(requests) for t, requests in pending.items()}
         for kind, read in (("rows", read_rows), ("cols", read_columns)):
-            wanted = [(t, q, idx) for t, requests in pending.items()
-                      for q, (what, idx) in enumerate(requests) if what == kind]
+            wanted = [
+                (t, q, idx)
+                for t, requests in pending.items()
+                for q, (what, idx) in enumerate(requests)
+                if what == kind
+            ]
             if wanted:
                 for (t, q, _), values in zip(wanted, read([(t, idx) for t, _, idx in wanted])):
                     answers[t][q] = values

@@ -74,7 +74,9 @@ _ESTIMATE_MARGIN = 2.0
 _NOISE = 64 * np.finfo(np.float64).eps
 
 
-def ara_compress(matmat, rmatmat, shape, tol, block_size=16, max_rank=None, rng=None, rank_hint=None):
+def ara_compress(
+    matmat, rmatmat, shape, tol, block_size=16, max_rank=None, rng=None, rank_hint=None
+):
     """Compress a block by adaptive randomized sampling and SVD recompression.
 
     Parameters
@@ -203,7 +205,9 @@ def _range_finder(sample, shape, tau, limit, block_size, rng, first_blocks=2):
             if Q.shape[1] == 0 and limit >= 2 * block_size:
                 # The first blocks in one product: each measures the basis of those before.
                 sampled = sample(rng.standard_normal((p, blocks * block_size)))
-                pending = [sampled[:, j : j + block_size] for j in range(0, sampled.shape[1], block_size)]
+                pending = [
+                    sampled[:, j : j + block_size] for j in range(0, sampled.shape[1], block_size)
+                ]
             else:
                 pending = [sample(rng.standard_normal((p, min(block_size, limit - Q.shape[1]))))]
         Y = pending.pop(0)

@@ -115,7 +115,12 @@ def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16
     xp = backend.xp
     m, p = shape
     if count == 0 or m == 0 or p == 0:
-        return xp.zeros((count, m, 0)), xp.zeros((count, p, 0)), np.zeros(count, dtype=np.int64), np.zeros(count)
+        return (
+            xp.zeros((count, m, 0)),
+            xp.zeros((count, p, 0)),
+            np.zeros(count, dtype=np.int64),
+            np.zeros(count),
+        )
     limit = min(m, p) if max_rank is None else min(m, p, max_rank + max(block_size, max_rank // 2))
     Q = xp.zeros((count, m, 0))
     estimate = np.full(count, np.inf)
@@ -151,7 +156,9 @@ def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16
         return Q, xp.zeros((count, p, 0)), np.zeros(count, dtype=np.int64), np.zeros(count)
     B = project(Q)
     complete = basis >= min(m, p)
-    sampling_error = np.where(complete, 0.0, _ESTIMATE_MARGIN * np.where(np.isfinite(estimate), estimate, 0.0))
+    sampling_error = np.where(
+        complete, 0.0, _ESTIMATE_MARGIN * np.where(np.isfinite(estimate), estimate, 0.0)
+    )
     budget = np.sqrt(np.maximum(tol * tol - sampling_error**2, 0.0))
     return _truncate(xp, backend, Q, B, budget, max_rank)
 

@@ -66,14 +66,24 @@ def compress_tile(checked, rows, cols, tile, tolerance, method, max_rank, seed):
     and `cols`, compressed by `method` (``"aca"``, ``"ara"`` or ``"svd"``) to `tolerance`;
     `seed` seeds ARA's samples."""
     if method == "aca":
-        return aca_compress(lambda idx: checked(rows[idx], cols, tile),
-                            lambda idx: checked.columns(rows, cols[idx], tile),
-                            (rows.size, cols.size), tolerance, max_rank=max_rank)
+        return aca_compress(
+            lambda idx: checked(rows[idx], cols, tile),
+            lambda idx: checked.columns(rows, cols[idx], tile),
+            (rows.size, cols.size),
+            tolerance,
+            max_rank=max_rank,
+        )
     dense = checked(rows, cols, tile)
     if method == "svd":
         return svd_compress(dense, tolerance, max_rank=max_rank)
-    return ara_compress(lambda X: dense @ X, lambda X: dense.T @ X, dense.shape, tolerance, max_rank=max_rank,
-                        rng=np.random.default_rng(seed))
+    return ara_compress(
+        lambda X: dense @ X,
+        lambda X: dense.T @ X,
+        dense.shape,
+        tolerance,
+        max_rank=max_rank,
+        rng=np.random.default_rng(seed),
+    )
 
 
 def compress_column(checked, tiles, j, tolerance, max_rank):
@@ -82,9 +92,13 @@ def compress_column(checked, tiles, j, tolerance, max_rank):
     compressed :data:`_TILES_TOGETHER` at a time (:func:`_compress_tiles`) to the absolute
     `tolerance`: what :meth:`tlrcore.TLRMatrix.from_generator` does with each column, on
     its threads or in a worker process (:mod:`tlrcore.compress.worker_processes`)."""
-    return [factors for first in range(j + 1, len(tiles), _TILES_TOGETHER)
-            for factors in _compress_tiles(checked, tiles, j, first, min(first + _TILES_TOGETHER, len(tiles)),
-                                           tolerance, max_rank)]
+    return [
+        factors
+        for first in range(j + 1, len(tiles), _TILES_TOGETHER)
+        for factors in _compress_tiles(
+            checked, tiles, j, first, min(first + _TILES_TOGETHER, len(tiles)), tolerance, max_rank
+        )
+    ]
 
 
 def _compress_tiles(checked, tiles, j, first, stop, tolerance, max_rank):
@@ -132,4 +146,6 @@ def _compress_tiles(checked, tiles, j, first, stop, tolerance, max_rank):
                 values[pos] = value
         return values
 
-    return aca_column(read_rows, read_columns, [rows.size for rows in below], cols.size, tolerance, max_rank)
+    return aca_column(
+        read_rows, read_columns, [rows.size for rows in below], cols.size, tolerance, max_rank
+    )

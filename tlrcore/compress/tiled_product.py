@@ -77,11 +77,17 @@ def tiled_product(block, row_tiles, col_tiles, X, tolerance, dense, description=
     X = np.asarray(X, dtype=float)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n, q); got shape {X.shape}.")
-    if not (isinstance(tolerance, (float, int, np.floating)) and np.isfinite(tolerance) and tolerance > 0):
+    if not (
+        isinstance(tolerance, (float, int, np.floating))
+        and np.isfinite(tolerance)
+        and tolerance > 0
+    ):
         raise ValueError(f"tolerance must be a positive number; got {tolerance!r}.")
     dense = np.asarray(dense, dtype=bool)
     if dense.shape != (len(row_tiles), len(col_tiles)):
-        raise ValueError(f"dense must have shape {(len(row_tiles), len(col_tiles))}; got {dense.shape}.")
+        raise ValueError(
+            f"dense must have shape {(len(row_tiles), len(col_tiles))}; got {dense.shape}."
+        )
     n_cols = sum(tile.size for tile in col_tiles)
     if X.shape[0] != n_cols:
         raise ValueError(f"X has {X.shape[0]} rows but the column tiles hold {n_cols} columns.")
@@ -102,8 +108,10 @@ def tiled_product(block, row_tiles, col_tiles, X, tolerance, dense, description=
                     total += V @ (U.T @ X[col_tiles[b]])
         return rows, total
 
-    with tile_pool(min(workers(), len(row_tiles))) as pool, \
-            column_progress(len(row_tiles), description, unit="tile") as counter:
+    with (
+        tile_pool(min(workers(), len(row_tiles))) as pool,
+        column_progress(len(row_tiles), description, unit="tile") as counter,
+    ):
         for rows, total in runner(pool)(row_tile, range(len(row_tiles))):
             out[rows] = total
             counter.update()
@@ -129,5 +137,11 @@ def _compress_row_tile(checked, rows, col_tiles, a, tolerance):
     def read_columns(parts):
         return [checked(rows[idx], col_tiles[t], where).T for t, idx in parts]
 
-    return aca_column(read_rows, read_columns, [tile.size for tile in col_tiles], rows.size, tolerance,
-                      recompressed=False)
+    return aca_column(
+        read_rows,
+        read_columns,
+        [tile.size for tile in col_tiles],
+        rows.size,
+        tolerance,
+        recompressed=False,
+    )

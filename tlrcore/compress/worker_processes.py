@@ -111,8 +111,18 @@ from tlrcore._threads import one_blas_thread_block, tile_work, workers
 from tlrcore.compress._spool import ALIGNMENT, Spool, unspool
 from tlrcore.compress.generated import CheckedBlock, compress_column
 
-__all__ = ["AUTO_MAX_TILE", "AUTO_MIN_COLUMNS", "IDLE_TIMEOUT", "Shared", "column_compressor", "enabled", "hold",
-           "setting", "shutdown", "start"]
+__all__ = [
+    "AUTO_MAX_TILE",
+    "AUTO_MIN_COLUMNS",
+    "IDLE_TIMEOUT",
+    "Shared",
+    "column_compressor",
+    "enabled",
+    "hold",
+    "setting",
+    "shutdown",
+    "start",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -169,9 +179,11 @@ def setting():
     """
     value = os.environ.get("TLRCORE_PROCESSES", "")
     if value not in ("", "0", "1"):
-        raise ValueError(f"TLRCORE_PROCESSES={value!r} must be 1 (worker processes for every CPU build), "
-                         "0 (none) or unset (for tiles of at most 1024 during a fit, and for builds of at least "
-                         f"{AUTO_MIN_COLUMNS} tile columns).")
+        raise ValueError(
+            f"TLRCORE_PROCESSES={value!r} must be 1 (worker processes for every CPU build), "
+            "0 (none) or unset (for tiles of at most 1024 during a fit, and for builds of at least "
+            f"{AUTO_MIN_COLUMNS} tile columns)."
+        )
     return {"": "auto", "0": "never", "1": "always"}[value]
 
 
@@ -184,7 +196,12 @@ def enabled(tile_size=None, n_tiles=0):
     auto = (_holds and (tile_size or 0) <= AUTO_MAX_TILE) or n_tiles >= AUTO_MIN_COLUMNS
     if chosen == "never" or (chosen == "auto" and not auto):
         return False
-    return workers() > 1 and sys.platform == "linux" and not _broken and not multiprocessing.current_process().daemon
+    return (
+        workers() > 1
+        and sys.platform == "linux"
+        and not _broken
+        and not multiprocessing.current_process().daemon
+    )
 
 
 @contextlib.contextmanager
@@ -345,22 +362,41 @@ def _remote_compressor(build, payload, offsets, max_rank, local):
             size = _column_bytes(offsets, j)
             region = None if spool is None else spool.region(size)
             try:
-                result = pool.submit(_compress_remote, build, payload, offsets, j, tolerance, max_rank,
-                                     _released_keys(), None if region is None else (region, size)).result()
+                result = pool.submit(
+                    _compress_remote,
+                    build,
+                    payload,
+                    offsets,
+                    j,
+                    tolerance,
+                    max_rank,
+                    _released_keys(),
+                    None if region is None else (region, size),
+                ).result()
             except BrokenProcessPool:
                 _broken = True
                 if region is not None:
-                    spool.discard(*region, size)  # the worker may have written the column before it died
-                logger.warning("tlrcore: the worker processes stopped; compressing on threads from now on")
+                    spool.discard(
+                        *region, size
+                    )  # the worker may have written the column before it died
+                logger.warning(
+                    "tlrcore: the worker processes stopped; compressing on threads from now on"
+                )
             except _Unpicklable as exc:
                 unpicklable.append(exc)
-                logger.debug("tlrcore: the workers cannot unpickle the generator (%s); this build uses threads", exc)
+                logger.debug(
+                    "tlrcore: the workers cannot unpickle the generator (%s); this build uses threads",
+                    exc,
+                )
             else:
                 try:
                     return unspool(spool, result)
                 except OSError as exc:  # its spool region not mapped
-                    logger.warning("tlrcore: tile column %d lost on its way from a worker (%s); compressing it here",
-                                   j, exc)
+                    logger.warning(
+                        "tlrcore: tile column %d lost on its way from a worker (%s); compressing it here",
+                        j,
+                        exc,
+                    )
             finally:
                 if region is not None:
                     spool.done(region)
@@ -417,8 +453,12 @@ class Shared:
         try:
             if not _broken:
                 released = _released_keys()
-                futures = [_get_pool().submit(_call_remote, self.key, self._payload, method, args, released)
-                           for args in calls]
+                futures = [
+                    _get_pool().submit(
+                        _call_remote, self.key, self._payload, method, args, released
+                    )
+                    for args in calls
+                ]
         except BrokenProcessPool:
             futures = []
         results = []
@@ -428,7 +468,11 @@ class Shared:
             except BrokenProcessPool:
                 break
             except _Unpicklable as exc:
-                logger.debug("tlrcore: the workers cannot unpickle %s (%s); it runs here", type(self.obj), exc)
+                logger.debug(
+                    "tlrcore: the workers cannot unpickle %s (%s); it runs here",
+                    type(self.obj),
+                    exc,
+                )
                 self._payload, self._local_only = None, True
                 results.append(here())
             except Exception:  # raised there: here, the object's own exception (or result)
@@ -437,7 +481,7 @@ class Shared:
             if not _broken:
                 logger.warning("tlrcore: the worker processes stopped; running here from now on")
             _broken = True
-            results += [here() for here in local[len(results):]]
+            results += [here() for here in local[len(results) :]]
         return results
 
     def __getstate__(self):
@@ -523,7 +567,9 @@ def _end_with_the_caller():
     """
     caller = multiprocessing.parent_process()
     if not (_forked_from_main_thread and _ask_for_parent_death_signal()):
-        threading.Thread(target=_exit_with, args=(caller,), name="tlrcore-caller-watch", daemon=True).start()
+        threading.Thread(
+            target=_exit_with, args=(caller,), name="tlrcore-caller-watch", daemon=True
+        ).start()
     if os.getppid() != caller.pid:
         os._exit(1)
 

@@ -51,7 +51,9 @@ def working_copy(M, check_finite=True):
         raise ValueError(f"M must be a non-empty square matrix; got shape {M.shape}.")
     a = np.array(M, dtype=np.float64, order="F")
     if check_finite and not np.isfinite(a).all():
-        raise ValueError("M contains NaN or infinite values; remove them or pass check_finite=False.")
+        raise ValueError(
+            "M contains NaN or infinite values; remove them or pass check_finite=False."
+        )
     check_symmetric(a)
     return a
 
@@ -71,7 +73,10 @@ def asymmetry(a, b=None):
     worst = 0.0
     for i in range(0, a.shape[0], step):
         for j in range(0, i + 1 if square else a.shape[1], step):
-            worst = max(worst, float(abs(a[i : i + step, j : j + step] - b[j : j + step, i : i + step].T).max()))
+            worst = max(
+                worst,
+                float(abs(a[i : i + step, j : j + step] - b[j : j + step, i : i + step].T).max()),
+            )
     return worst
 
 

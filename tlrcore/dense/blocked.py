@@ -28,7 +28,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from tlrcore._lapack import gemm_nt, potrf_lower, syrk_lower, trmm_lower_transposed, trsm_lower, zero_strict_upper
+from tlrcore._lapack import (
+    gemm_nt,
+    potrf_lower,
+    syrk_lower,
+    trmm_lower_transposed,
+    trsm_lower,
+    zero_strict_upper,
+)
 from tlrcore._threads import runner, tile_pool, workers
 
 __all__ = ["BLOCK", "PARALLEL_FROM", "cholesky_lower", "inverse_lower", "matmul"]
@@ -68,7 +75,7 @@ def cholesky_lower(a):
                     if r0 == k0:
                         syrk_lower(-1.0, done, 1.0, a[k0:k1, k0:k1])
                     else:
-                        gemm_nt(-1.0, a[r0:r0 + BLOCK, :k0], done, 1.0, a[r0:r0 + BLOCK, k0:k1])
+                        gemm_nt(-1.0, a[r0 : r0 + BLOCK, :k0], done, 1.0, a[r0 : r0 + BLOCK, k0:k1])
 
                 list(run(update, range(k0, n, BLOCK)))
             diagonal = a[k0:k1, k0:k1]
@@ -77,30 +84,17 @@ def cholesky_lower(a):
                 return k0 + info
 
             def solve(r0):
-                trsm_lower(diagonal, a[r0:r0 + BLOCK, k0:k1], trans=True, right=True)
+                trsm_lower(diagonal, a[r0 : r0 + BLOCK, k0:k1], trans=True, right=True)
 
             list(run(solve, below))
     return 0
 
 
-def inverse_lower(L, lower=False):
-    """``(L L^T)^{-1}`` of a lower Cholesky factor, as LAPACK ``dpotri``.
-
-    Parameters
-    ----------
-    L : ndarray of shape (n, n), float64
-        Fortran-ordered, read in its lower triangle.
-    lower : bool, default False
-        Return only the lower triangle (strict upper triangle zero).
-
-    Returns
-    -------
-    ndarray of shape (n, n), Fortran order
-    """
+def _gram_of_inverse(L, out):
+    """The lower triangle of ``X^T X`` into ``out``, ``X = L^{-1}``, by column blocks."""
     n = L.shape[0]
     starts = range(0, n, BLOCK)
     X = np.zeros((n, n), order="F")
-    out = np.empty((n, n), order="F")
     with tile_pool(workers()) as pool:
         run = runner(pool)
 
@@ -118,11 +112,29 @@ def inverse_lower(L, lower=False):
             trmm_lower_transposed(X[j0:, j0:], out[j0:, j0:j1])
 
         list(run(multiply, starts))
-    del X
+
+
+def inverse_lower(L, lower=False):
+    """``(L L^T)^{-1}`` of a lower Cholesky factor, as LAPACK ``dpotri``.
+
+    Parameters
+    ----------
+    L : ndarray of shape (n, n), float64
+        Fortran-ordered, read in its lower triangle.
+    lower : bool, default False
+        Return only the lower triangle (strict upper triangle zero).
+
+    Returns
+    -------
+    ndarray of shape (n, n), Fortran order
+    """
+    n = L.shape[0]
+    out = np.empty((n, n), order="F")
+    _gram_of_inverse(L, out)
     if lower:
         zero_strict_upper(out)
         return out
-    for j0 in starts:  # the upper triangle mirrors the lower one exactly
+    for j0 in range(0, n, BLOCK):  # the upper triangle mirrors the lower one exactly
         j1 = min(j0 + BLOCK, n)
         out[:j0, j0:j1] = out[j0:j1, :j0].T
         diagonal, upper = out[j0:j1, j0:j1], np.triu_indices(j1 - j0, 1)
@@ -147,8 +159,7 @@ def matmul(A, B):
     with tile_pool(workers()) as pool:
 
         def product(r0):
-            np.matmul(A[r0:r0 + BLOCK], B, out=out[r0:r0 + BLOCK])
+            np.matmul(A[r0 : r0 + BLOCK], B, out=out[r0 : r0 + BLOCK])
 
         list(runner(pool)(product, range(0, A.shape[0], BLOCK)))
     return out
-

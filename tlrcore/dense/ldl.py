@@ -171,7 +171,9 @@ def block_eigenvalues(D):
     lam = np.diagonal(D).copy()
     starts = np.flatnonzero(np.diagonal(D, -1))
     if starts.size:
-        pairs = np.linalg.eigvalsh(as_2x2(D[starts, starts], D[starts + 1, starts], D[starts + 1, starts + 1]))
+        pairs = np.linalg.eigvalsh(
+            as_2x2(D[starts, starts], D[starts + 1, starts], D[starts + 1, starts + 1])
+        )
         lam[starts], lam[starts + 1] = pairs[:, 0], pairs[:, 1]
     return lam
 

@@ -216,7 +216,9 @@ def _cheng_higham(a, pivoting, delta, return_E):
         E = np.zeros(a.shape)
         E[np.ix_(perm, perm)] = Y @ Y.T
     E_norm = float(np.linalg.norm(Y.T @ Y))
-    return ModifiedCholesky(_times_block_cholesky(L, d, e, pairs, det), perm, E_norm, delta, "cheng-higham", E)
+    return ModifiedCholesky(
+        _times_block_cholesky(L, d, e, pairs, det), perm, E_norm, delta, "cheng-higham", E
+    )
 
 
 def _times_block_cholesky(L, d, e, pairs, det):

@@ -33,7 +33,9 @@ class RowPlacement:
 
     def __init__(self, addresses):
         if not addresses:
-            raise ValueError("the dask client has no workers; start some (or wait_for_workers) before building.")
+            raise ValueError(
+                "the dask client has no workers; start some (or wait_for_workers) before building."
+            )
         self.addresses = list(addresses)
 
     @classmethod
@@ -94,11 +96,15 @@ def check_open(client, holder=None):
     if client.status not in ("closing", "closed"):
         return
     if holder is None:
-        raise ValueError(f"client is a closed Dask client (status {client.status!r}): make a new one, "
-                         "client = distributed.Client(...), and pass it.")
-    raise ValueError(f"the Dask client of this {holder} is closed (status {client.status!r}), and the {holder}'s "
-                     f"tiles went with it: build the {holder} again with an open client "
-                     "(client = distributed.Client(...)).")
+        raise ValueError(
+            f"client is a closed Dask client (status {client.status!r}): make a new one, "
+            "client = distributed.Client(...), and pass it."
+        )
+    raise ValueError(
+        f"the Dask client of this {holder} is closed (status {client.status!r}), and the {holder}'s "
+        f"tiles went with it: build the {holder} again with an open client "
+        "(client = distributed.Client(...))."
+    )
 
 
 def prefix(kind):

@@ -16,7 +16,13 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from tlrcore._lapack import trsm_lower
-from tlrcore.cholesky._steps import ColumnSamples, cross_grams, diagonal_update, sampled_update, stack
+from tlrcore.cholesky._steps import (
+    ColumnSamples,
+    cross_grams,
+    diagonal_update,
+    sampled_update,
+    stack,
+)
 from tlrcore.cholesky.safeguards import DiagonalFactorizer, compensation_lifts
 from tlrcore.compress.generated import compress_tile
 
@@ -63,7 +69,9 @@ def off_diagonal_tile(checked, rows, cols, i, j, tolerance, method, max_rank, se
     """``(U, V)`` of the off-diagonal tile ``A(i, j)`` on index ranges `rows` and `cols`
     (``[lo, hi]`` pairs), as :meth:`tlrcore.TLRMatrix.from_generator` compresses it
     (:func:`tlrcore.compress.generated.compress_tile`)."""
-    return compress_tile(checked, np.arange(*rows), np.arange(*cols), (i, j), tolerance, method, max_rank, seed)
+    return compress_tile(
+        checked, np.arange(*rows), np.arange(*cols), (i, j), tolerance, method, max_rank, seed
+    )
 
 
 def tile_error(UV):
@@ -95,12 +103,19 @@ def factor_diagonal(Akk, row, k, options, errors=None):
     lifts = None
     if errors is not None:
         lifts = np.zeros(len(errors))
-        lifts[k] = compensation_lifts(np.array([errors], dtype=np.float64), options[0], len(errors))[0]
+        lifts[k] = compensation_lifts(
+            np.array([errors], dtype=np.float64), options[0], len(errors)
+        )[0]
     factorizer = DiagonalFactorizer(*options, lifts=lifts)
     D, W = diagonal_update(Akk, list(zip(*_factors(row))))
     L = factorizer.factor(D, W, k, updated=False)
-    return L, (factorizer.total, factorizer.parts, factorizer.compensated_tiles, factorizer.lifted_tiles,
-               factorizer.modified_tiles)
+    return L, (
+        factorizer.total,
+        factorizer.parts,
+        factorizer.compensated_tiles,
+        factorizer.lifted_tiles,
+        factorizer.modified_tiles,
+    )
 
 
 class ColumnHeader:
@@ -134,8 +149,17 @@ def update_tile(row, UV, header, tolerance, block_size, seed):
     the sampled update of :func:`tlrcore.cholesky._steps.sampled_update` (with the
     header's shared sample products), then the triangular solve on its ``V`` side."""
     Ui, Vi = _factors(row)
-    Ut, Vt = sampled_update(UV[0], UV[1], stack(Ui, UV[0].shape[0]), header.Uk, cross_grams(Vi, header.Vk), tolerance,
-                            block_size, seed, header.samples)
+    Ut, Vt = sampled_update(
+        UV[0],
+        UV[1],
+        stack(Ui, UV[0].shape[0]),
+        header.Uk,
+        cross_grams(Vi, header.Vk),
+        tolerance,
+        block_size,
+        seed,
+        header.samples,
+    )
     return Ui + [Ut], Vi + [trsm_lower(header.Lkk, np.asfortranarray(Vt))]
 
 

@@ -65,7 +65,18 @@ class DistributedCholesky:
 
     backend = NUMPY
 
-    def __init__(self, client, placement, offsets, tolerance, diagonal, rows, log_diagonal, tallies, shift=0.0):
+    def __init__(
+        self,
+        client,
+        placement,
+        offsets,
+        tolerance,
+        diagonal,
+        rows,
+        log_diagonal,
+        tallies,
+        shift=0.0,
+    ):
         self.client, self.placement = client, placement
         self.offsets = np.asarray(offsets)
         self.n, self.n_tiles = int(self.offsets[-1]), len(diagonal)
@@ -190,7 +201,9 @@ class DistributedCholesky:
         """``(L L^T)^{-1} b``: the forward and backward chains in one graph (the same
         operations as ``solve_upper(solve_lower(b))``, without the round trip)."""
         tasks: dict[tuple, tuple] = {}
-        return self._run(tasks, self._backward(self._forward(check_operand(b, self.n, "b"), tasks), tasks))
+        return self._run(
+            tasks, self._backward(self._forward(check_operand(b, self.n, "b"), tasks), tasks)
+        )
 
     def multiply_lower(self, z: ArrayLike) -> FloatArray:
         """``L z`` (vector or matrix `z`), one task per tile row, the sums in the order of
@@ -212,7 +225,10 @@ class DistributedCholesky:
         if self._summary is None:
             self._check_usable()
             name = prefix("summary")
-            tasks = {(name, k): (row_summary, self.rows[k], self.diagonal[k]) for k in range(self.n_tiles)}
+            tasks = {
+                (name, k): (row_summary, self.rows[k], self.diagonal[k])
+                for k in range(self.n_tiles)
+            }
             keys = [(name, k) for k in range(self.n_tiles)]
             self._summary = self.client.gather(submit(self.client, tasks, self.placement, keys))
         return self._summary

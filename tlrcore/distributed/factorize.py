@@ -55,7 +55,13 @@ from tlrcore._threads import column_seeds
 from tlrcore._typing import SafeguardSpec, Seed
 from tlrcore.cholesky.safeguards import check_shift, compensation_form, parse_safeguard
 from tlrcore.distributed._graph import CriticalFirst, prefix, submit
-from tlrcore.distributed._tasks import column_header, factor_diagonal, log_diagonal, tile_error, update_tile
+from tlrcore.distributed._tasks import (
+    column_header,
+    factor_diagonal,
+    log_diagonal,
+    tile_error,
+    update_tile,
+)
 from tlrcore.distributed.factor import DistributedCholesky
 from tlrcore.distributed.matrix import DistributedTLRMatrix
 
@@ -128,7 +134,9 @@ def cholesky(
         help; ``.tile`` is its index.
     """
     if not isinstance(A, DistributedTLRMatrix):
-        raise TypeError(f"A must be a tlrcore.distributed.DistributedTLRMatrix; got {type(A).__name__}.")
+        raise TypeError(
+            f"A must be a tlrcore.distributed.DistributedTLRMatrix; got {type(A).__name__}."
+        )
     A._check_usable()
     block_size = check_int(block_size, "block_size", 1)
     random_state = check_random_state(random_state)
@@ -141,12 +149,26 @@ def cholesky(
             "'compensate', 'compensate-block', 'schur' and 'modified' (combinations allowed)."
         )
     compensate = compensation_form(guards)
-    tolerance = A.tolerance if accuracy is None else check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
+    tolerance = (
+        A.tolerance
+        if accuracy is None
+        else check_accuracy(accuracy) * A.frobenius_norm() / A.n_tiles
+    )
     options = [tolerance, shift, "schur" in guards, "modified" in guards, compensate]
     n_t = A.n_tiles
     seeds = column_seeds(random_state, n_t)
-    P, D, T, C, R, G, E = (prefix(kind) for kind in ("diagonal-task", "diagonal-factor", "diagonal-tally", "column",
-                                                      "row", "log-diagonal", "tile-error"))
+    P, D, T, C, R, G, E = (
+        prefix(kind)
+        for kind in (
+            "diagonal-task",
+            "diagonal-factor",
+            "diagonal-tally",
+            "column",
+            "row",
+            "log-diagonal",
+            "tile-error",
+        )
+    )
 
     def row(i, k):
         """Key of row `i` through column ``k - 1`` (None before column 0)."""
@@ -160,22 +182,50 @@ def cholesky(
     if compensate:
         tasks.update({(E, i, j): (tile_error, tile) for (i, j), tile in A.tiles.items()})
     for k in range(n_t):
-        tasks[P, k] = (factor_diagonal, A.diagonal_task(k), row(k, k), k, options,
-                       errors(k) if compensate else None)
+        tasks[P, k] = (
+            factor_diagonal,
+            A.diagonal_task(k),
+            row(k, k),
+            k,
+            options,
+            errors(k) if compensate else None,
+        )
         tasks[D, k] = (getitem, (P, k), 0)
         tasks[T, k] = (getitem, (P, k), 1)
         tasks[G, k] = (log_diagonal, (D, k))
         if k + 1 < n_t:
             tasks[C, k] = (column_header, row(k, k), (D, k), block_size)
         for i in range(k + 1, n_t):
-            tasks[R, i, k] = (update_tile, row(i, k), A.tiles[i, k], (C, k), tolerance, block_size, int(seeds[k]))
-    wanted = ([(D, k) for k in range(n_t)] + [(R, i, i - 1) for i in range(1, n_t)] + [(G, k) for k in range(n_t)]
-              + [(T, k) for k in range(n_t)])
+            tasks[R, i, k] = (
+                update_tile,
+                row(i, k),
+                A.tiles[i, k],
+                (C, k),
+                tolerance,
+                block_size,
+                int(seeds[k]),
+            )
+    wanted = (
+        [(D, k) for k in range(n_t)]
+        + [(R, i, i - 1) for i in range(1, n_t)]
+        + [(G, k) for k in range(n_t)]
+        + [(T, k) for k in range(n_t)]
+    )
     futures = submit(A.client, tasks, A.placement, wanted, CriticalFirst(R, n_t))
-    logger.debug("distributed TLR Cholesky: %d tasks on %d workers", len(tasks), len(A.placement.addresses))
+    logger.debug(
+        "distributed TLR Cholesky: %d tasks on %d workers", len(tasks), len(A.placement.addresses)
+    )
     if overwrite_a:
         A.release()
-    factor = DistributedCholesky(A.client, A.placement, A.offsets, tolerance, futures[:n_t],
-                                 [None] + futures[n_t : 2 * n_t - 1], futures[2 * n_t - 1 : 3 * n_t - 1],
-                                 futures[3 * n_t - 1 :], shift)
+    factor = DistributedCholesky(
+        A.client,
+        A.placement,
+        A.offsets,
+        tolerance,
+        futures[:n_t],
+        [None] + futures[n_t : 2 * n_t - 1],
+        futures[2 * n_t - 1 : 3 * n_t - 1],
+        futures[3 * n_t - 1 :],
+        shift,
+    )
     return factor.wait() if wait else factor

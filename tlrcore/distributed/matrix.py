@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import distributed
+import numpy as np
 from distributed import Client
 
 from tlrcore._checks import check_accuracy, check_int, check_random_state
 from tlrcore._typing import BlockGenerator, Seed
 from tlrcore.backends import NUMPY
 from tlrcore.compress import COMPRESSORS, generator_method
-from tlrcore.distributed._graph import CriticalFirst, RowPlacement, check_open, prefix, submit
 from tlrcore.compress.generated import CheckedBlock
+from tlrcore.distributed._graph import CriticalFirst, RowPlacement, check_open, prefix, submit
 from tlrcore.distributed._tasks import diagonal_tile, off_diagonal_tile, tile_squares
 from tlrcore.errors import ConsumedMatrixError
 from tlrcore.matrix import TLRMatrix
@@ -135,7 +135,9 @@ class DistributedTLRMatrix:
         max_rank = check_int(max_rank, "max_rank", 0, allow_none=True)
         method = generator_method(block) if method is None else method
         if method not in COMPRESSORS:
-            raise ValueError(f"method={method!r} is not one of {sorted(COMPRESSORS)} (on a cluster).")
+            raise ValueError(
+                f"method={method!r} is not one of {sorted(COMPRESSORS)} (on a cluster)."
+            )
         checked = CheckedBlock(block)
         rng = np.random.default_rng(check_random_state(random_state))
         placement = RowPlacement.of(client)
@@ -149,9 +151,15 @@ class DistributedTLRMatrix:
         name, stats = prefix("diagonal"), prefix("diagonal-stats")
         tasks = {(name, k): (diagonal_tile, generator, *span[k], k) for k in range(n_tiles)}
         symmetric = promises_symmetry(block)
-        tasks.update({(stats, k): (host_diagonal_summary, (name, k), symmetric) for k in range(n_tiles)})
-        futures = submit(client, tasks, placement, [(name, k) for k in range(n_tiles)] +
-                         [(stats, k) for k in range(n_tiles)])
+        tasks.update(
+            {(stats, k): (host_diagonal_summary, (name, k), symmetric) for k in range(n_tiles)}
+        )
+        futures = submit(
+            client,
+            tasks,
+            placement,
+            [(name, k) for k in range(n_tiles)] + [(stats, k) for k in range(n_tiles)],
+        )
         diagonal, stat_futures = futures[:n_tiles], futures[n_tiles:]
         squares, stats = zip(*client.gather(stat_futures))
         scale = check_diagonal(stats, n)
@@ -160,16 +168,39 @@ class DistributedTLRMatrix:
         check_symmetry_sample(checked, offsets, rng, scale)
 
         name = prefix("tile")
-        tasks = {(name, i, j): (off_diagonal_tile, generator, span[i], span[j], i, j, tolerance, method, max_rank,
-                                int(seed))
-                 for (i, j), seed in zip(pairs, seeds)}
-        futures = submit(client, tasks, placement, [(name, i, j) for i, j in pairs], CriticalFirst(name, n_tiles))
+        tasks = {
+            (name, i, j): (
+                off_diagonal_tile,
+                generator,
+                span[i],
+                span[j],
+                i,
+                j,
+                tolerance,
+                method,
+                max_rank,
+                int(seed),
+            )
+            for (i, j), seed in zip(pairs, seeds)
+        }
+        futures = submit(
+            client, tasks, placement, [(name, i, j) for i, j in pairs], CriticalFirst(name, n_tiles)
+        )
         if wait:
             distributed.wait(futures)
             _raise_first_error(futures)
         else:
             diagonal = None
-        return cls(client, offsets, accuracy, tolerance, placement, generator, diagonal, dict(zip(pairs, futures)))
+        return cls(
+            client,
+            offsets,
+            accuracy,
+            tolerance,
+            placement,
+            generator,
+            diagonal,
+            dict(zip(pairs, futures)),
+        )
 
     def _check_usable(self):
         if self._consumed:
@@ -219,7 +250,7 @@ class DistributedTLRMatrix:
         tasks = {(name, i, j): (tile_squares, self.tiles[i, j]) for i, j in order}
         tasks.update({(name, k, k): (tile_squares, D) for k, D in enumerate(self.diagonal)})
         values = self.client.gather(submit(self.client, tasks, self.placement, list(tasks)))
-        total = sum(values[len(order):])
+        total = sum(values[len(order) :])
         for value in values[: len(order)]:
             total += 2.0 * value
         return math.sqrt(total)
@@ -236,12 +267,16 @@ class DistributedTLRMatrix:
         errors = np.zeros((self.n_tiles, self.n_tiles))
         for (i, j), f in factors.items():
             errors[i, j] = errors[j, i] = f.dropped
-        return TLRMatrix(diagonal, U, V, self.offsets, self.accuracy, self.tolerance, NUMPY, tile_errors=errors)
+        return TLRMatrix(
+            diagonal, U, V, self.offsets, self.accuracy, self.tolerance, NUMPY, tile_errors=errors
+        )
 
     def __repr__(self) -> str:
         state = ", consumed" if self._consumed else ""
-        return (f"DistributedTLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, "
-                f"workers={len(self.placement.addresses)}{state})")
+        return (
+            f"DistributedTLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, "
+            f"workers={len(self.placement.addresses)}{state})"
+        )
 
 
 def _raise_first_error(futures):

@@ -54,10 +54,14 @@ class GeneratorOutput:
         try:
             values = self.backend.asarray(self.block(rows, cols))
         except (TypeError, ValueError) as exc:
-            raise self.error(f"block generator ({where}) returned a non-numeric value: {exc}") from None
+            raise self.error(
+                f"block generator ({where}) returned a non-numeric value: {exc}"
+            ) from None
         if values.shape != (rows.size, cols.size):
-            raise self.error(f"block generator ({where}) returned shape {values.shape}; "
-                             f"expected {(rows.size, cols.size)}.")
+            raise self.error(
+                f"block generator ({where}) returned shape {values.shape}; "
+                f"expected {(rows.size, cols.size)}."
+            )
         if not bool(xp.isfinite(values).all()):
             raise self.error(f"block generator ({where}) returned NaN or infinite values.")
         return values
@@ -98,19 +102,38 @@ def build_packed(checked, n, tile_size, accuracy, backend, rng, block_size=16, m
             D[k, idx.size :, idx.size :] = xp.eye(b - idx.size)
     sizes = np.diff(offsets)
     symmetric = promises_symmetry(checked.block)
-    scale = check_diagonal([diagonal_stats(D[k, : sizes[k], : sizes[k]], symmetric) for k in range(n_t)], n)
+    scale = check_diagonal(
+        [diagonal_stats(D[k, : sizes[k], : sizes[k]], symmetric) for k in range(n_t)], n
+    )
     norm = norm_lower_estimate(diagonal_squares(xp, D, n), checked, offsets, rng, xp)
     tolerance = accuracy * norm / n_t
     seeds = rng.integers(0, 2**62, size=n_t)
     check_symmetry_sample(checked, offsets, rng, scale)
-    chunk = max(1, min(int(_CHUNK_MEMORY * backend.free_memory() / (8 * b * b * 3)), _CHUNK_ENTRIES // (b * b)))
+    chunk = max(
+        1,
+        min(
+            int(_CHUNK_MEMORY * backend.free_memory() / (8 * b * b * 3)), _CHUNK_ENTRIES // (b * b)
+        ),
+    )
     columns = []
     errors = np.zeros((n_t, n_t))
     with backend.small_kernels(), column_progress(n_t, "TLR compression") as counter:
         for j in range(n_t):
-            factors = [_compress_rows(checked, offsets, j, first, min(first + chunk, n_t), tolerance, backend,
-                                      int(seeds[j]) + first, block_size, max_rank)
-                       for first in range(j + 1, n_t, chunk)]
+            factors = [
+                _compress_rows(
+                    checked,
+                    offsets,
+                    j,
+                    first,
+                    min(first + chunk, n_t),
+                    tolerance,
+                    backend,
+                    int(seeds[j]) + first,
+                    block_size,
+                    max_rank,
+                )
+                for first in range(j + 1, n_t, chunk)
+            ]
             U, V, ranks, dropped = _join(xp, factors, b)
             errors[j + 1 :, j] = errors[j, j + 1 :] = dropped
             columns.append(TileColumn.from_padded(xp, U, V, ranks))
@@ -118,7 +141,9 @@ def build_packed(checked, n, tile_size, accuracy, backend, rng, block_size=16, m
     return PackedTiles(backend, n, b, D, columns), tolerance, errors
 
 
-def _compress_rows(checked, offsets, j, first, stop, tolerance, backend, seed, block_size, max_rank):
+def _compress_rows(
+    checked, offsets, j, first, stop, tolerance, backend, seed, block_size, max_rank
+):
     """Tiles ``(first..stop-1, j)``, evaluated by one generator call and compressed."""
     xp = backend.xp
     b = int(offsets[1] - offsets[0])
@@ -136,7 +161,9 @@ def _compress_rows(checked, offsets, j, first, stop, tolerance, backend, seed, b
     def project(Q):
         return T.transpose(0, 2, 1) @ Q
 
-    return batched_ara(sample, project, count, (b, b), tolerance, backend, seed, block_size, max_rank)
+    return batched_ara(
+        sample, project, count, (b, b), tolerance, backend, seed, block_size, max_rank
+    )
 
 
 def _join(xp, factors, b):
@@ -147,11 +174,28 @@ def _join(xp, factors, b):
     width = max(U.shape[2] for U, *_ in factors)
 
     def widen(X):
-        return X if X.shape[2] == width else xp.concatenate([X, xp.zeros(X.shape[:2] + (width - X.shape[2],))], axis=2)
+        return (
+            X
+            if X.shape[2] == width
+            else xp.concatenate([X, xp.zeros(X.shape[:2] + (width - X.shape[2],))], axis=2)
+        )
 
-    U = xp.concatenate([widen(U) for U, *_ in factors]) if len(factors) > 1 else widen(factors[0][0])
-    V = xp.concatenate([widen(V) for _, V, *_ in factors]) if len(factors) > 1 else widen(factors[0][1])
-    return U, V, np.concatenate([r for *_, r, _ in factors]), np.concatenate([e for *_, e in factors])
+    U = (
+        xp.concatenate([widen(U) for U, *_ in factors])
+        if len(factors) > 1
+        else widen(factors[0][0])
+    )
+    V = (
+        xp.concatenate([widen(V) for _, V, *_ in factors])
+        if len(factors) > 1
+        else widen(factors[0][1])
+    )
+    return (
+        U,
+        V,
+        np.concatenate([r for *_, r, _ in factors]),
+        np.concatenate([e for *_, e in factors]),
+    )
 
 
 def norm_lower_estimate(diag_sq, checked, offsets, rng, xp):

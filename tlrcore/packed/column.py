@@ -94,7 +94,12 @@ class TileColumn:
                 continue
             local = positions[lo:hi] - int(self.bounds[s])
             if local[-1] - local[0] + 1 == hi - lo:
-                yield lo, hi, self.U[s][local[0] : local[-1] + 1], self.V[s][local[0] : local[-1] + 1]
+                yield (
+                    lo,
+                    hi,
+                    self.U[s][local[0] : local[-1] + 1],
+                    self.V[s][local[0] : local[-1] + 1],
+                )
             else:
                 # an index array of the segment's module (CuPy indexes with device arrays)
                 index = get_backend(self.U[s]).xp.asarray(local)

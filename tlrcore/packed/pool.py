@@ -24,7 +24,9 @@ __all__ = ["TilePool", "PoolIndex", "store_column", "width_class", "WIDTHS"]
 #: Stored widths: a segment whose largest rank is ``r`` is padded to the smallest width
 #: ``>= r``; consecutive widths are at most 25 % apart from 8 on (a width class costs a
 #: few launches per sampling round, padding costs flops).
-WIDTHS = np.unique(np.concatenate([np.arange(1, 9)] + [2**e * np.array([5, 6, 7, 8]) for e in range(1, 12)]))
+WIDTHS = np.unique(
+    np.concatenate([np.arange(1, 9)] + [2**e * np.array([5, 6, 7, 8]) for e in range(1, 12)])
+)
 
 
 def width_class(rank):
@@ -131,23 +133,33 @@ class TilePool:
             sources = stored[members]
             parts = np.unique(sources)
             if parts.size == 1:
-                U, V = self.gather(int(parts[0]), index.chunk[rows[members], cols[members]],
-                                   index.slot[rows[members], cols[members]], int(c))
+                U, V = self.gather(
+                    int(parts[0]),
+                    index.chunk[rows[members], cols[members]],
+                    index.slot[rows[members], cols[members]],
+                    int(c),
+                )
             else:
                 U = xp.empty((members.size, self.tile_size, int(c)))
                 V = xp.empty_like(U)
                 for w in parts:
                     part = np.flatnonzero(sources == w)
                     at, mine = xp.asarray(part), members[part]
-                    U[at], V[at] = self.gather(int(w), index.chunk[rows[mine], cols[mine]],
-                                               index.slot[rows[mine], cols[mine]], int(c))
+                    U[at], V[at] = self.gather(
+                        int(w),
+                        index.chunk[rows[mine], cols[mine]],
+                        index.slot[rows[mine], cols[mine]],
+                        int(c),
+                    )
             groups.append((members, U, V))
         return groups
 
     @property
     def nbytes(self):
         """Bytes allocated (unused slots included)."""
-        return int(sum(a.nbytes for arrays in (*self._U.values(), *self._V.values()) for a in arrays))
+        return int(
+            sum(a.nbytes for arrays in (*self._U.values(), *self._V.values()) for a in arrays)
+        )
 
     @property
     def n_chunks(self):

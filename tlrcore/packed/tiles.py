@@ -162,7 +162,9 @@ class PackedTiles:
         total = diagonal_squares(xp, self.diagonal, self.n)
         for column in self.columns:
             for _, _, U, V in column.suffix(0):
-                total += 2.0 * float(xp.sum((U.transpose(0, 2, 1) @ U) * (V.transpose(0, 2, 1) @ V)))
+                total += 2.0 * float(
+                    xp.sum((U.transpose(0, 2, 1) @ U) * (V.transpose(0, 2, 1) @ V))
+                )
         return math.sqrt(max(total, 0.0))
 
 

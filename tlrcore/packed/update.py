@@ -41,7 +41,9 @@ class _Pairs:
 
     def __init__(self, xp, rows, groups):
         self.rows = rows
-        self.groups = [(local, js, xp.asarray(local), xp.asarray(js), U, V) for local, js, U, V in groups]
+        self.groups = [
+            (local, js, xp.asarray(local), xp.asarray(js), U, V) for local, js, U, V in groups
+        ]
 
     def subset(self, xp, keep):
         """The pairs of the rows ``rows[keep]`` (`keep` sorted host positions)."""
@@ -89,7 +91,9 @@ class ColumnUpdate:
         js = np.arange(k)
         for members, U, V in pool.gather_trimmed(index, np.full(k, k), js):
             self.row.append((js[members], self.xp.asarray(js[members]), U, V))
-        self.row_U = self.xp.concatenate([U.transpose(1, 0, 2).reshape(self.b, -1) for _, _, U, _ in self.row], axis=1)
+        self.row_U = self.xp.concatenate(
+            [U.transpose(1, 0, 2).reshape(self.b, -1) for _, _, U, _ in self.row], axis=1
+        )
         everything = np.arange(self.p)
         if self._pair_bytes(everything) <= budget // 2:
             self._cache = self._everything = self._gather(everything)
@@ -168,8 +172,12 @@ class ColumnUpdate:
             for _, js, local_dev, js_dev, U, V in pairs.groups:
                 E[js_dev, :, local_dev] = V @ (U.transpose(0, 2, 1) @ Qb[local_dev])
                 self.flops[0] += 4.0 * js.size * b * U.shape[2] * q
-            S = xp.concatenate([(Vk.transpose(0, 2, 1) @ E[js_dev].reshape(js.size, b, -1)).reshape(-1, m * q)
-                                for js, js_dev, _, Vk in self.row])
+            S = xp.concatenate(
+                [
+                    (Vk.transpose(0, 2, 1) @ E[js_dev].reshape(js.size, b, -1)).reshape(-1, m * q)
+                    for js, js_dev, _, Vk in self.row
+                ]
+            )
             update = (self.row_U @ S).reshape(b, m, q)
             B[start : start + m] -= update.transpose(1, 0, 2)
             self.flops[0] += 4.0 * m * b * self.row_U.shape[1] * q
