@@ -43,7 +43,7 @@ import tlrcore as tlr
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
 from geostat.solvers import tlr_covariance
-from tlrcore._threads import workers as library_threads
+from tlrcore.concurrency.threads import workers as library_threads
 
 #: The left-looking module, whose work estimate and scheduler are patched below
 #: (``tlrcore.cholesky`` is also the name of the function, hence import_module).

@@ -72,9 +72,9 @@ import scipy.linalg
 from threadpoolctl import threadpool_limits
 
 import tlrcore as tlr
-from tlrcore._threads import workers as library_threads
 from tlrcore.backends import cupy_available, get_backend
-from tlrcore.batched import _plan
+from tlrcore.batched import plan
+from tlrcore.concurrency.threads import workers as library_threads
 
 STRATEGIES = ("auto", "group", "pad")
 ORDERS = (16, 512)
@@ -206,7 +206,7 @@ def part_batched(args):
     count = fit_count(args.count, 3.0 * mean_bytes, args.backend)
     orders = rng.integers(ORDERS[0], ORDERS[1] + 1, count)
     mean_order = int(round(orders.mean()))
-    padded = _plan.pad_up(orders)
+    padded = plan.pad_up(orders)
     print(
         f"Part 1: batched Cholesky, {count} matrices, back ends {', '.join(args.backend)}, "
         f"{library_threads()} host threads, median of {args.repeats}"

@@ -1,6 +1,6 @@
 """Array operations (kernel launches on a GPU) of the batched TLR Cholesky, counted on NumPy.
 
-Every array operation of ``tlrcore.cholesky.batched`` on a GPU is at least one kernel
+Every array operation of ``tlrcore.cholesky.packed`` on a GPU is at least one kernel
 launch and some 10 microseconds of Python and CuPy overhead, whatever its size. This runs
 the factorization with a NumPy back end whose arrays count their operations (ufuncs,
 matrix products, gathers, assignments, creation), so the count can be read without a
@@ -20,7 +20,7 @@ import numpy as np
 
 import tlrcore as tlr
 from tlrcore.backends.numpy_backend import NumpyBackend
-from tlrcore.cholesky.batched import batched_left_looking
+from tlrcore.cholesky.packed import packed_left_looking
 
 COUNT = [0]
 
@@ -126,7 +126,7 @@ def count(n, tile, accuracy):
     P.diagonal = P.diagonal.view(Counted)
     COUNT[0] = 0
     start = time.perf_counter()
-    factor = batched_left_looking(P, A.tolerance, _NoShift(), 16, 0)  # as tlr.cholesky(A)
+    factor = packed_left_looking(P, A.tolerance, _NoShift(), 16, 0)  # as tlr.cholesky(A)
     seconds = time.perf_counter() - start
     ranks = factor.ranks[np.tril_indices(factor.n_tiles, -1)]
     return P.n_tiles, COUNT[0], ranks.mean(), seconds

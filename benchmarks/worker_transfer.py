@@ -1,13 +1,13 @@
 """Tile factors from forked worker processes to the caller: through the pool's pipe
 (pickled) against the spool, a memory file shared with the workers
-(:mod:`tlrcore.compress._spool`).
+(:mod:`tlrcore.concurrency.spool`).
 
 Each of `--columns` tasks makes the factors of one tile column, `--tiles` pairs ``(U, V)``
-of shape ``(--rows, --rank)`` (:class:`tlrcore.compress._recompress.LowRank`), in one of
+of shape ``(--rows, --rank)`` (:class:`tlrcore.compress.LowRank`), in one of
 two forked workers, and returns them either pickled or spooled. The caller receives them
-as :mod:`tlrcore.compress.worker_processes` does in a build (two threads, each sending a
+as :mod:`tlrcore.compress.in_processes` does in a build (two threads, each sending a
 column and waiting for it: ``future.result()``, then
-:func:`~tlrcore.compress._spool.unspool`, which maps the column's region), and keeps
+:func:`~tlrcore.concurrency.spool.unspool`, which maps the column's region), and keeps
 every column until the last has come. A third way, ``spool+copy``,
 copies each mapped array into a new one, as the previous spool (a file in ``/dev/shm``
 read into new arrays) did. The ways alternate, each `--repeats` times. Printed: the wall
@@ -28,8 +28,8 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
 
-from tlrcore.compress._recompress import LowRank
-from tlrcore.compress._spool import Spool, unspool
+from tlrcore.compress import LowRank
+from tlrcore.concurrency.spool import Spool, unspool
 
 #: Made before the workers are forked, which inherit it.
 SPOOL = Spool.open(2)

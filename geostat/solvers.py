@@ -29,6 +29,8 @@ thread each), which the NumPy back end uses for :class:`DenseCholesky`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from scipy.spatial import cKDTree
 
@@ -37,15 +39,14 @@ from geostat.covariance import Sites
 from geostat.distance import ordering_points
 from geostat.errors import NotPositiveDefiniteError
 from geostat.ordering import auto_tile_size, order_points
-from tlrcore._malloc import small_pages
-from tlrcore._threads import column_progress as progress_counter
-from tlrcore._threads import one_blas_thread, one_blas_thread_block
-from tlrcore._threads import workers as tile_threads
 from tlrcore.backends import NUMPY, Backend
 from tlrcore.backends import get_backend as _tlrcore_backend
 from tlrcore.compress.tiled_product import tiled_product
-from tlrcore.compress.worker_processes import Shared as InWorkerProcesses
-from tlrcore.compress.worker_processes import hold as worker_hold
+from tlrcore.concurrency import Shared as InWorkerProcesses
+from tlrcore.concurrency import column_progress as progress_counter
+from tlrcore.concurrency import hold as worker_hold
+from tlrcore.concurrency import one_blas_thread, one_blas_thread_block, small_pages
+from tlrcore.concurrency import workers as tile_threads
 
 __all__ = [
     "DEVICES",
@@ -190,10 +191,11 @@ def not_positive_definite(order, n):
 
 
 class _Factor:
-    """What every factor of ``K = P^T L L^T P`` answers, from ``_solve_lower`` (``L^{-1}``
-    on the factor's order), ``_solve_upper`` (``L^{-T}``), ``_multiply_lower`` and the
-    permutation ``perm`` (None: the identity). Inputs may be host or back-end arrays;
-    results are of the same kind."""
+    """What every factor of ``K = P^T L L^T P`` answers (the contract
+    :class:`tlrcore.CholeskyFactor`), from ``_solve_lower`` (``L^{-1}`` on the factor's
+    order), ``_solve_upper`` (``L^{-T}``), ``_multiply_lower`` and the permutation ``perm``
+    (None: the identity). Inputs may be host or back-end arrays; results are of the same
+    kind."""
 
     backend = NUMPY
     perm = None
@@ -369,8 +371,10 @@ class TLRFactor(_Factor):
 
     Parameters
     ----------
-    factor : tlrcore.TLRCholesky, the packed (batched) factor, or a DistributedCholesky
-        A :class:`tlrcore.distributed.DistributedCholesky` keeps its tiles on a Dask
+    factor : tlrcore.CholeskyFactor
+        A :class:`tlrcore.TLRCholesky`, a packed factor
+        (:class:`tlrcore.cholesky.PackedCholesky`), or a
+        :class:`tlrcore.distributed.DistributedCholesky`, which keeps its tiles on a Dask
         cluster (:func:`distributed_tlr_factor`).
     perm : ndarray of shape (n,)
     matrix_norm : float, optional
@@ -417,6 +421,11 @@ class TLRFactor(_Factor):
 
     def _solve(self, b):
         return self.factor.solve(b)
+
+
+if TYPE_CHECKING:  # both meet tlrcore's factor contract (checked by mypy)
+    _DENSE: type[tlrcore.CholeskyFactor] = DenseCholesky
+    _TLR: type[tlrcore.CholeskyFactor] = TLRFactor
 
 
 class PermutedTLR:

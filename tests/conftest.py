@@ -24,10 +24,10 @@ def backend(request):
 @pytest.fixture(autouse=True)
 def _no_idle_worker_processes():
     """Stop the worker processes a test left waiting idle for the next fit
-    (``tlrcore.compress.worker_processes.IDLE_TIMEOUT``), so that the next test forks its
+    (``tlrcore.concurrency.processes.IDLE_TIMEOUT``), so that the next test forks its
     own, with its own settings."""
     yield
-    from tlrcore.compress import worker_processes
+    from tlrcore.concurrency import processes as worker_processes
 
     worker_processes.shutdown()
 

@@ -3,6 +3,8 @@
 * no import cycle between modules, counting imports inside functions (a lazy import that
   dodges a cycle is still a cycle);
 * inside ``geostat``, only the bridge (``solvers.py``) and ``errors.py`` import ``tlrcore``;
+* ``geostat`` and the benchmarks import only public modules and names of ``tlrcore`` (no
+  part of the dotted path private, ``tlrcore._x`` or ``tlrcore.compress._x``);
 * no private name (``_x``) is imported from another module, except from a private module
   of the importer's own package (its ``_helpers``);
 * flat modules at most 16 in ``geostat/`` and 10 in ``tlrcore/``.
@@ -108,6 +110,22 @@ def test_geostat_reaches_tlrcore_only_through_the_bridge():
             for module, _ in imports(name, path)
         )
     )
+    assert offenders == []
+
+
+def test_geostat_and_the_benchmarks_import_only_public_tlrcore():
+    sources = [(name, path) for name, path in modules().items() if name.startswith("geostat")]
+    sources += [(module_name(p), p) for p in sorted((ROOT / "benchmarks").glob("*.py"))]
+    offenders = []
+    for name, path in sources:
+        for module, names in imports(name, path):
+            for target in [module] + [f"{module}.{imported}" for imported in names]:
+                parts = target.split(".")
+                private = [
+                    part for part in parts[1:] if part.startswith("_") and not part.endswith("__")
+                ]
+                if parts[0] == "tlrcore" and private:
+                    offenders.append(f"{name}: {target}")
     assert offenders == []
 
 

@@ -1,20 +1,15 @@
 """One contract for every factor of a symmetric matrix, against NumPy / SciPy on the dense matrix.
 
+The contract is :class:`tlrcore.Factor` (``logdet``, ``solve``, ``to_dense``, ``ranks``,
+``nbytes``, ``n``, ``backend``, ``perturbation``, ``shift``) and, for a Cholesky-type
+factor (``to_dense()`` returns one array), :class:`tlrcore.CholeskyFactor`
+(``solve_lower``, ``solve_upper``, ``multiply_lower``, ``perm``): every factor here is
+an instance of the protocol, and these tests check what its members compute.
+
 Every entry of :data:`FACTORS` is a pair ``(id, factory)``: ``factory(problem)`` returns a
 factor of ``problem.dense`` (or of a TLR compression of it at ``problem.accuracy``). Append
-an entry to run one more factor through the same tests. A factor provides
-
-* ``logdet()``, ``solve(b)`` for a vector ``(n,)`` and a matrix ``(n, k)``;
-* ``to_dense()``: ``L`` (lower triangular, ``L L^T ~ A[perm][:, perm]`` with ``perm`` the
-  factor's ``.perm`` when it has one that is not None) or, for an LDLᵀ factor, ``(L, D)``
-  with ``L D L^T ~ A``;
-* a Cholesky-type factor (``to_dense()`` returns one array) also ``solve_lower(b)``
-  (``L^{-1} P b``), ``solve_upper(y)`` (``P^T L^{-T} y``) and ``multiply_lower(z)``
-  (``P^T L z``), so that ``G = multiply_lower(I)`` has ``G G^T ~ A`` whatever the
-  permutation ``P``;
-* ``ranks`` (``(n_tiles, n_tiles)``, lower triangular, tile sizes on the diagonal),
-  ``nbytes``, ``n``, ``backend`` (``backend.to_host`` turns a result into a NumPy array),
-  ``perturbation`` and ``shift`` (0.0 here: the matrix is positive definite).
+an entry to run one more factor through the same tests. Here ``perturbation`` and
+``shift`` are 0.0: the matrix is positive definite.
 
 The matrix: a 2-D exponential covariance ``exp(-h / 0.1) + 0.01 [h = 0]`` of 900 uniform
 sites in the unit square in Morton (Z-curve) order, so that tiles hold nearby sites; tile
@@ -313,6 +308,11 @@ def test_ranks_and_nbytes(factor):
     # a factor may hold more (padding of the packed layout, the D blocks of an LDLᵀ)
     least = 8 * (int(np.sum(sizes**2)) + int(np.sum(lower * np.add.outer(sizes, sizes))))
     assert least <= factor.nbytes <= 3 * least
+
+
+def test_every_factor_is_an_instance_of_the_protocol(factor):
+    assert isinstance(factor, tlr.Factor)
+    assert isinstance(factor, tlr.CholeskyFactor) != is_ldl(factor)
 
 
 def test_shape_backend_and_no_perturbation(factor):

@@ -13,14 +13,20 @@ compress
     ``ara_compress``, ``svd_compress``.
 cholesky, TLRCholesky
     Left-looking TLR Cholesky with ARA-compressed updates (``variant="right"``: the
-    right-looking variant with recompressed trailing updates, for comparison); the factor
-    has ``logdet``, ``solve``, ``solve_lower``, ``solve_upper``, ``multiply_lower``,
-    ``ranks``, ``nbytes``, ``to_dense``. ``safeguard=`` (``"shift"``, ``"schur"``,
-    ``"modified"``, ``"pivot"``, combinable) and ``shift=`` factor matrices that lost
-    definiteness and report ``.perturbation``. ``variant="batched"`` (the default for a
-    matrix built with ``method="batched"``, and the only one on a GPU) factors whole tile
-    columns with batched kernels in the packed layout (``tlrcore.packed``) on any array
-    back end; its factor is a ``PackedCholesky``.
+    right-looking variant with trailing updates recompressed by QR and SVD, no random
+    sampling, a reference); the factor has ``logdet``, ``solve``, ``solve_lower``,
+    ``solve_upper``, ``multiply_lower``, ``ranks``, ``nbytes``, ``to_dense``.
+    ``safeguard=`` (``"compensate"``, ``"shift"``, ``"schur"``, ``"modified"``,
+    ``"pivot"``, combinable) and ``shift=`` factor matrices that lost definiteness and
+    report ``.perturbation``. ``variant="packed"`` (the default for a matrix built with
+    ``method="batched"``, and the only one on a GPU) factors whole tile columns with
+    batched kernels in the packed layout (``tlrcore.packed``) on any array back end; its
+    factor is a ``PackedCholesky``. ``variant="batched"`` is its deprecated former name.
+Factor, CholeskyFactor
+    The contract every factor meets (:class:`typing.Protocol`): ``logdet``, ``solve``,
+    ``to_dense``, ``ranks``, ``nbytes``, ``n``, ``backend``, ``perturbation``, ``shift``;
+    a Cholesky-type factor also ``solve_lower``, ``solve_upper``, ``multiply_lower`` and
+    ``perm``.
 backends
     ``get_backend("numpy" | "cupy" | array)``: the array module and linear algebra a TLR
     matrix is built and factored with; CuPy is imported only when asked for.
@@ -49,17 +55,18 @@ ConsumedMatrixError
 
 Layout
 ------
-``matrix`` (TLRMatrix), ``ldl``, ``diagnostics``, ``errors``; ``cholesky/`` (dispatch,
-left-, right-looking, pivoted and batched variants, safeguards, the factors); ``packed/``
-(the packed layout: tiles, tile columns, tile pool, batched build, column update);
-``compress/``, ``batched/``, ``dense/``, ``backends/``; private helpers ``_threads``
-(thread pools, per-tile seeds, BLAS on one thread), ``_checks`` (argument checks),
-``_malloc`` (glibc allocator tuning).
+``matrix`` (TLRMatrix), ``ldl``, ``factor`` (the factor contract), ``diagnostics``,
+``errors``; ``cholesky/`` (dispatch, left-, right-looking, pivoted and packed variants,
+safeguards, the factors); ``packed/`` (the packed layout: tiles, tile columns, tile pool,
+packed build, column update); ``compress/``, ``batched/`` (batched dense kernels),
+``dense/``, ``backends/``; ``concurrency/`` (thread pools, per-tile seeds, BLAS on one
+thread, worker processes, the allocator's tuning); private helpers ``_checks`` (argument
+checks), ``_lapack``, ``_typing``.
 """
 
 from tlrcore import batched, compress, dense
-from tlrcore._threads import progress
 from tlrcore.cholesky import TLRCholesky, cholesky
+from tlrcore.concurrency import progress
 from tlrcore.diagnostics import summary
 from tlrcore.errors import (
     ConsumedMatrixError,
@@ -67,6 +74,7 @@ from tlrcore.errors import (
     GeneratorError,
     NotPositiveDefiniteError,
 )
+from tlrcore.factor import CholeskyFactor, Factor
 from tlrcore.ldl import TLRLDL, ldl
 from tlrcore.matrix import TLRMatrix
 
@@ -74,6 +82,8 @@ __all__ = [
     "TLRMatrix",
     "TLRCholesky",
     "TLRLDL",
+    "Factor",
+    "CholeskyFactor",
     "cholesky",
     "ldl",
     "batched",

@@ -45,16 +45,23 @@ run and for any number of threads. Unlike :func:`tlrcore.cholesky` there is no l
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.linalg import solve_triangular
 
 from tlrcore._checks import check_accuracy, check_int, check_random_state
-from tlrcore._threads import column_progress, start_by_work, tile_pool, tile_seeds, workers
 from tlrcore._typing import FloatArray, IntArray, Pivoting, Seed
 from tlrcore.cholesky._steps import BlockDiagonal, TileFactor, ara_work, stack
 from tlrcore.compress import ara_compress
+from tlrcore.concurrency.threads import (
+    column_progress,
+    start_by_work,
+    tile_pool,
+    tile_seeds,
+    workers,
+)
 from tlrcore.dense import ldl as dense_ldl
 from tlrcore.dense._checks import PIVOTING, check_choice
 from tlrcore.dense.ldl import block_eigenvalues, inertia_of
@@ -69,7 +76,8 @@ _EPS = np.finfo(np.float64).eps
 
 
 class TLRLDL(TileFactor):
-    """Tile low-rank LDLᵀ factor ``A ~ L D L^T`` of a symmetric, possibly indefinite, matrix.
+    """Tile low-rank LDLᵀ factor ``A ~ L D L^T`` of a symmetric, possibly indefinite,
+    matrix; a :class:`~tlrcore.Factor`.
 
     ``L`` is block lower triangular: its diagonal tile ``k`` is ``P_k^T L_k`` (``L_k`` unit
     lower triangular, ``P_k = I[perms[k]]``) and its tile ``(i, k)``, ``i > k``, is
@@ -221,6 +229,12 @@ class TLRLDL(TileFactor):
             f"TLRLDL(n={self.n}, n_tiles={self.n_tiles}, pivoting={self.pivoting!r}, mean_rank={mean:.1f}, "
             f"inertia={self.inertia()}, nbytes={self.nbytes})"
         )
+
+
+if TYPE_CHECKING:  # it meets the factor contract (checked by mypy)
+    from tlrcore.factor import Factor
+
+    _LDL: type[Factor] = TLRLDL
 
 
 def ldl(

@@ -27,14 +27,21 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from tlrcore._checks import check_accuracy, check_int, check_operand, check_random_state
-from tlrcore._malloc import numpy_allocated_bytes, pin_mmap_threshold
-from tlrcore._threads import by_rows, column_progress, map_by_work, runner, tile_pool, workers
 from tlrcore._typing import BackendArray, BlockGenerator, FloatArray, IntArray, Seed
 from tlrcore.backends import NUMPY, Backend, get_backend
 from tlrcore.compress import COMPRESSORS, generator_method
 from tlrcore.compress._recompress import recompress
 from tlrcore.compress.generated import CheckedBlock, compress_column, compress_tile
-from tlrcore.compress.worker_processes import column_compressor
+from tlrcore.compress.in_processes import column_compressor
+from tlrcore.concurrency.heap import numpy_allocated_bytes, pin_mmap_threshold
+from tlrcore.concurrency.threads import (
+    by_rows,
+    column_progress,
+    map_by_work,
+    runner,
+    tile_pool,
+    workers,
+)
 from tlrcore.dense._checks import check_symmetric
 from tlrcore.errors import ConsumedMatrixError, GeneratorError
 from tlrcore.packed.build import (
@@ -85,7 +92,7 @@ class TLRMatrix:
     packed : PackedTiles or None
         The packed layout (:mod:`tlrcore.packed`) when the matrix was built with
         ``method="batched"``; then `diagonal`, `U` and `V` are views into it, and
-        :func:`tlrcore.cholesky` uses the batched algorithm.
+        :func:`tlrcore.cholesky` uses its packed variant.
     tile_errors : ndarray of shape (n_tiles, n_tiles) or None
         Estimated spectral norm of each off-diagonal tile's compression error,
         ``||A(i, j) - U V^T||_2`` (symmetric, zero diagonal): the largest singular value the
@@ -399,7 +406,7 @@ class TLRMatrix:
         Raises
         ------
         ValueError
-            For a matrix in the packed layout (its batched factorization with
+            For a matrix in the packed layout (its packed factorization with
             ``overwrite_a=True`` factors the diagonal tiles in place).
         ConsumedMatrixError
             If the matrix was consumed by ``cholesky(A, overwrite_a=True)``.
@@ -432,7 +439,7 @@ class TLRMatrix:
         with ``overwrite_a=True`` (which otherwise factors the tiles in place), so
         neither matrix's factorization changes the other, and the copy costs no memory
         for them (``8 n tile`` bytes: 268 MB at 16,384 sites in tiles of 2048, where
-        copying took 0.2-0.6 s). A matrix in the packed layout, whose batched
+        copying took 0.2-0.6 s). A matrix in the packed layout, whose packed
         factorization with ``overwrite_a=True`` factors its diagonal tiles in place, has
         them copied. Each off-diagonal tile's ``U V^T`` is truncated
         (orthonormal bases of both factors and an SVD, :func:`tlrcore.compress._recompress.recompress`)
@@ -663,7 +670,7 @@ class TLRMatrix:
         -------
         int
             Bytes of the low-rank factors released that NumPy had allocated
-            (:func:`~tlrcore._malloc.numpy_allocated_bytes`): those of factors read from a
+            (:func:`~tlrcore.concurrency.heap.numpy_allocated_bytes`): those of factors read from a
             worker's memory file go back to the system without a heap trim.
         """
         self._diagonal[k] = _RELEASED

@@ -14,7 +14,7 @@ import tlrcore as tlr
 from geostat import cli
 from geostat.optimize import progress as progress_module
 from geostat.optimize.progress import Progress, ProgressBar, fit_progress
-from tlrcore import _threads
+from tlrcore.concurrency import threads as _threads
 
 SETTINGS = {"kernel": "exponential", "n_starts": 1}
 TLR = {"method": "tlr", "tile_size": 64, "accuracy": 1e-9}

@@ -239,7 +239,7 @@ def test_reported_loglik_checks_a_coarser_evaluation_first(
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the worker processes are forked on Linux only")
 def test_a_cpu_fit_builds_in_worker_processes_and_leaves_them_idle_and_no_copies(monkeypatch, rng):
-    from tlrcore.compress import worker_processes
+    from tlrcore.concurrency import processes as worker_processes
 
     monkeypatch.delenv("TLRCORE_PROCESSES", raising=False)  # the default
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "2")
@@ -257,7 +257,7 @@ def test_a_cpu_fit_builds_in_worker_processes_and_leaves_them_idle_and_no_copies
         600, rng, replicates=1, missing=0.0
     )  # above the pilot's 500 sites, as a real fit
     model = gs.SpatialGP(method="tlr", tile_size=128, smoothness=1.2).fit(X, y[:, 0])
-    assert "_compress_remote" in submitted
+    assert "_run" in submitted  # tile columns sent to the workers (processes.call)
     assert (
         worker_processes._holds == 0 and worker_processes._idle_timer is not None
     )  # stopping when idle
@@ -360,9 +360,12 @@ def test_a_tlr_fit_keeps_new_arrays_off_huge_pages_and_restores_numpys_advice(
 ):
     """The probe blocks of the scoring iterations are made outside the tile pools: the TLR
     likelihood's fitting context turns NumPy's huge-page advice off for the whole fit
-    (tlrcore._malloc.small_pages); the exact fit's dense factors keep it."""
+    (tlrcore.concurrency.heap.small_pages); the exact fit's dense factors keep it."""
     multiarray = pytest.importorskip("numpy._core.multiarray")
-    if not hasattr(multiarray, "_get_madvise_hugepage") or not tlrcore._malloc._tuning_enabled():
+    if (
+        not hasattr(multiarray, "_get_madvise_hugepage")
+        or not tlrcore.concurrency.heap._tuning_enabled()
+    ):
         pytest.skip("no huge-page switch in this NumPy, or allocator tuning off here")
     seen = []
     maximize = geostat.estimator.maximize_likelihood

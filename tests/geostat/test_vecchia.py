@@ -213,7 +213,7 @@ def test_a_costly_kernel_is_evaluated_once_through_a_table_for_each_set_of_block
 
 @pytest.fixture
 def worker_processes_on(monkeypatch):
-    from tlrcore.compress import worker_processes
+    from tlrcore.concurrency import processes as worker_processes
 
     monkeypatch.setenv("TLRCORE_PROCESSES", "1")
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "2")

@@ -43,7 +43,7 @@ def test_operands_are_checked(matrix, x, use):
         "solve": lambda: tlr.cholesky(matrix).solve(x),
         "solve_lower": lambda: tlr.cholesky(matrix).solve_lower(x),
         "multiply_lower": lambda: tlr.cholesky(matrix).multiply_lower(x),
-        "batched-solve": lambda: tlr.cholesky(matrix, variant="batched").solve(x),
+        "batched-solve": lambda: tlr.cholesky(matrix, variant="packed").solve(x),
     }[use]
     with pytest.raises((TypeError, ValueError), match=r"^(x|b|z) (must|contains)"):
         run()

@@ -7,7 +7,8 @@ import scipy.linalg
 
 import tlrcore as tlr
 from tlrcore.backends import get_backend
-from tlrcore.batched import _plan, _run
+from tlrcore.batched import _run
+from tlrcore.batched import plan as _plan
 
 STRATEGIES = ["auto", "group", "pad"]
 #: Orders of a variable batch: 1x1, repeats, a multiple of 64 (moved by "auto" on NumPy).

@@ -98,7 +98,7 @@ def test_batched_and_left_looking_agree_on_a_dict_matrix():
     A = tlr.TLRMatrix.from_generator(generator(X, "numpy"), 1000, 128, accuracy=1e-8)
     assert A.packed is None
     left = tlr.cholesky(A)
-    batched = tlr.cholesky(A, variant="batched")
+    batched = tlr.cholesky(A, variant="packed")
     assert (
         A.packed is None and type(tlr.cholesky(A)).__name__ == "TLRCholesky"
     )  # still the tile layout
@@ -190,12 +190,12 @@ def test_overwrite_a_releases_the_matrix():
     [
         ({"variant": "sideways"}, ValueError, "variant"),
         (
-            {"variant": "batched", "safeguard": "schur", "overwrite_a": True},
+            {"variant": "packed", "safeguard": "schur", "overwrite_a": True},
             ValueError,
             "overwrite_a",
         ),
         (
-            {"variant": "batched", "safeguard": "pivot"},
+            {"variant": "packed", "safeguard": "pivot"},
             ValueError,
             "no tile pivoting.*'modified' and 'shift'",
         ),

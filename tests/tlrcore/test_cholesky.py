@@ -81,7 +81,7 @@ def test_deterministic_and_thread_independent(variant, monkeypatch):
 def test_many_right_hand_sides_are_solved_in_chunks_whatever_the_threads(monkeypatch, rng):
     """Matrices wider than RHS_CHUNK go to the tile pool in column chunks: the result is
     the same with one thread, the input is left alone, and it matches dense solves."""
-    from tlrcore._threads import RHS_CHUNK
+    from tlrcore.concurrency.threads import RHS_CHUNK
 
     M = covariance(700)
     F = tlr.cholesky(tlr.TLRMatrix.from_dense(M, 100, accuracy=1e-10))
@@ -199,7 +199,7 @@ USES = {
     "cholesky": lambda A: tlr.cholesky(A),
     "cholesky-left": lambda A: tlr.cholesky(A, variant="left"),
     "cholesky-right": lambda A: tlr.cholesky(A, variant="right"),
-    "cholesky-batched": lambda A: tlr.cholesky(A, variant="batched"),
+    "cholesky-batched": lambda A: tlr.cholesky(A, variant="packed"),
     "cholesky-shift": lambda A: tlr.cholesky(A, safeguard="shift"),
     "cholesky-explicit-shift": lambda A: tlr.cholesky(A, shift=1.0),
     "cholesky-schur+modified": lambda A: tlr.cholesky(A, safeguard="schur+modified"),
@@ -224,15 +224,22 @@ USES = {
 
 
 def built(variant, M):
-    """`M` compressed in the layout `variant` factors by default (packed for "batched")."""
-    method = "batched" if variant == "batched" else "svd"
+    """`M` compressed in the layout `variant` factors by default (packed for "packed")."""
+    method = "batched" if variant == "packed" else "svd"
     return tlr.TLRMatrix.from_generator(
         lambda r, c: M[np.ix_(r, c)], M.shape[0], 64, accuracy=1e-8, method=method
     )
 
 
+def test_variant_batched_is_a_deprecated_alias_of_packed():
+    A = built("packed", covariance(300))
+    with pytest.warns(DeprecationWarning, match="variant='packed'"):
+        old = tlr.cholesky(A, variant="batched")
+    np.testing.assert_array_equal(old.to_dense(), tlr.cholesky(A, variant="packed").to_dense())
+
+
 @pytest.mark.parametrize("use", list(USES))
-@pytest.mark.parametrize("variant", ["left", "right", "batched"])
+@pytest.mark.parametrize("variant", ["left", "right", "packed"])
 def test_reused_consumed_matrix_refuses(variant, use):
     A = built(variant, covariance(300))
     tlr.cholesky(A, overwrite_a=True, variant=variant)
@@ -243,7 +250,7 @@ def test_reused_consumed_matrix_refuses(variant, use):
 
 
 @pytest.mark.parametrize("failing_tile", [0, 2])
-@pytest.mark.parametrize("variant", ["left", "right", "batched"])
+@pytest.mark.parametrize("variant", ["left", "right", "packed"])
 def test_failed_overwrite_factorization_consumes_the_matrix(variant, failing_tile):
     # Released up to the failing column (the batched variant has also factored the
     # diagonal tiles in place): partly released is consumed.

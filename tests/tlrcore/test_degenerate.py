@@ -64,7 +64,7 @@ def test_summary_of_a_zero_approximation_reports_an_infinite_error():
     assert tlr.summary(A, lambda r, c: M[np.ix_(r, c)])["estimated_error"] == np.inf
 
 
-@pytest.mark.parametrize("variant", ["left", "batched"])
+@pytest.mark.parametrize("variant", ["left", "packed"])
 def test_zero_matrix_shift_safeguard_raises_not_positive_definite(variant):
     A = tlr.TLRMatrix.from_dense(np.zeros((N, N)), TILE)
     with pytest.raises(
@@ -84,7 +84,7 @@ def test_zero_matrix_modified_safeguard_names_the_tile():
 
 
 @pytest.mark.parametrize("safeguard", [None, "shift"])
-@pytest.mark.parametrize("variant", ["left", "batched"])
+@pytest.mark.parametrize("variant", ["left", "packed"])
 def test_zero_matrix_with_an_explicit_shift_is_the_shift(variant, safeguard):
     A = tlr.TLRMatrix.from_dense(np.zeros((N, N)), TILE)
     F = tlr.cholesky(A, variant=variant, safeguard=safeguard, shift=4.0)
@@ -101,7 +101,7 @@ FAILS_AT = {
 CALLS = {
     "left": (lambda A: tlr.cholesky(A), FAILS_AT),
     "right": (lambda A: tlr.cholesky(A, variant="right"), FAILS_AT),
-    "batched": (lambda A: tlr.cholesky(A, variant="batched"), FAILS_AT),
+    "batched": (lambda A: tlr.cholesky(A, variant="packed"), FAILS_AT),
     "schur": (lambda A: tlr.cholesky(A, safeguard="schur"), FAILS_AT),
     # the zero tile column is pivoted to the last position
     "pivot": (
@@ -114,7 +114,7 @@ CALLS = {
     ),
     "shift": (lambda A: tlr.cholesky(A, safeguard="shift"), {**FAILS_AT, "zero-tile-column": None}),
     "batched-shift": (
-        lambda A: tlr.cholesky(A, variant="batched", safeguard="shift"),
+        lambda A: tlr.cholesky(A, variant="packed", safeguard="shift"),
         {**FAILS_AT, "zero-tile-column": None},
     ),
     "all-safeguards": (
@@ -169,7 +169,7 @@ def test_entries_beyond_the_norm_range_are_refused(method, scale):
 FACTORIZATIONS = {
     "left": lambda A: tlr.cholesky(A, variant="left").logdet(),
     "right": lambda A: tlr.cholesky(A, variant="right").logdet(),
-    "batched": lambda A: tlr.cholesky(A, variant="batched").logdet(),
+    "batched": lambda A: tlr.cholesky(A, variant="packed").logdet(),
     "pivot+schur+modified": lambda A: tlr.cholesky(
         A, variant="left", safeguard="pivot+schur+modified"
     ).logdet(),

@@ -196,9 +196,9 @@ def test_solve_is_the_two_substitutions_in_one_graph(remote, rng):
 def test_progress_counts_the_factored_columns(client, block, monkeypatch, capsys):
     """Inside ``tlrcore.progress()`` waiting for the factor shows a counter of its tile
     columns (shown at once here instead of after two seconds)."""
-    import tlrcore._threads
+    import tlrcore.concurrency.threads
 
-    monkeypatch.setattr(tlrcore._threads, "PROGRESS_DELAY", 0.0)
+    monkeypatch.setattr(tlrcore.concurrency.threads, "PROGRESS_DELAY", 0.0)
     with tlrcore.progress():
         td.cholesky(
             td.DistributedTLRMatrix.from_generator(client, block, 600, 100), overwrite_a=True

@@ -326,7 +326,7 @@ def test_serial_and_threaded_construction_agree(monkeypatch):
 def test_mmap_threshold_is_pinned_once_and_can_be_disabled(monkeypatch):
     import platform
 
-    from tlrcore import _malloc
+    from tlrcore.concurrency import heap as _malloc
 
     monkeypatch.setattr(_malloc, "_pinned", None)
     monkeypatch.setenv("TLRCORE_MALLOC_TUNING", "0")

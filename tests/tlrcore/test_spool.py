@@ -1,4 +1,4 @@
-"""tlrcore.compress._spool: tile factors written to a region of the spool (a memory file)
+"""tlrcore.concurrency.spool: tile factors written to a region of the spool (a memory file)
 come back as views of the mapped region, equal to what the pipe (pickle) would give, bit
 for bit and in the same memory order; the region's memory goes back to the system when
 the last of its factors is gone, and at once when the factors cannot be written or
@@ -17,8 +17,8 @@ import sys
 import numpy as np
 import pytest
 
-from tlrcore.compress import _spool
 from tlrcore.compress._recompress import LowRank
+from tlrcore.concurrency import spool as _spool
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="memory files are Linux's")
 

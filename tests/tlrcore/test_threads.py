@@ -1,7 +1,8 @@
-"""tlrcore._threads.one_blas_thread_block: BLAS on one thread inside a block, nested blocks
-of a thread leaving the setting to the outermost, which restores it, and the BLAS libraries
-found once; the tile pools' small pages (tlrcore._malloc.small_pages), also for the
-arrays the factorization makes before its pool's work starts."""
+"""tlrcore.concurrency.threads.one_blas_thread_block: BLAS on one thread inside a block,
+nested blocks of a thread leaving the setting to the outermost, which restores it, and the
+BLAS libraries found once; the tile pools' small pages
+(tlrcore.concurrency.heap.small_pages), also for the arrays the factorization makes before
+its pool's work starts."""
 
 import threading
 
@@ -10,10 +11,11 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import tlrcore as tlr
-from tlrcore import _malloc, _threads
-from tlrcore._malloc import small_pages
-from tlrcore._threads import one_blas_thread, one_blas_thread_block
 from tlrcore.cholesky import _steps, left
+from tlrcore.concurrency import heap as _malloc
+from tlrcore.concurrency import threads as _threads
+from tlrcore.concurrency.heap import small_pages
+from tlrcore.concurrency.threads import one_blas_thread, one_blas_thread_block
 
 
 def blas_threads():

@@ -6,7 +6,7 @@ grow with the number of tile columns."""
 import numpy as np
 
 import tlrcore as tlr
-from tlrcore.cholesky import batched as cholesky_batched
+from tlrcore.cholesky import packed as cholesky_packed
 from tlrcore.packed import update as schur_update
 from tlrcore.packed.pool import WIDTHS, PoolIndex, TilePool, store_column, width_class
 
@@ -76,10 +76,10 @@ def test_store_and_gather_round_trip_across_chunks():
 def tighten(monkeypatch):
     """Chunks of 64 KiB and a work budget of 1 MiB: several chunks per width, and the
     rectangle gathered block by block instead of once per column."""
-    monkeypatch.setattr(cholesky_batched, "_MIN_CHUNK_BYTES", 2**16)
-    monkeypatch.setattr(cholesky_batched, "_MAX_CHUNK_BYTES", 2**16)
-    monkeypatch.setattr(cholesky_batched, "_MIN_WORK_BYTES", 2**20)
-    monkeypatch.setattr(cholesky_batched, "_WORK_FRACTION", 2**60)
+    monkeypatch.setattr(cholesky_packed, "_MIN_CHUNK_BYTES", 2**16)
+    monkeypatch.setattr(cholesky_packed, "_MAX_CHUNK_BYTES", 2**16)
+    monkeypatch.setattr(cholesky_packed, "_MIN_WORK_BYTES", 2**20)
+    monkeypatch.setattr(cholesky_packed, "_WORK_FRACTION", 2**60)
 
 
 def test_chunking_and_work_blocks_meet_the_accuracy(monkeypatch):

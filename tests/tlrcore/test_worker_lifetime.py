@@ -1,4 +1,4 @@
-"""tlrcore.compress.worker_processes: the worker processes end with the caller, however it
+"""tlrcore.concurrency.processes: the worker processes end with the caller, however it
 ends. A process that builds a TLR matrix on its workers and is then killed (``SIGKILL``,
 as the OOM killer does; ``SIGTERM``, as ``timeout`` and batch schedulers do), or
 interrupted (``SIGINT``, Ctrl-C), leaves no worker running: forked from the caller's
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import tlrcore as tlr
-from tlrcore.compress import worker_processes
+from tlrcore.concurrency import processes as worker_processes
 
 N, TILE = 1200, 200
 
@@ -67,7 +67,7 @@ LATE_START = """
 import multiprocessing, sys, time
 from pathlib import Path
 
-from tlrcore.compress import worker_processes
+from tlrcore.concurrency import processes as worker_processes
 
 
 def worker(folder):

@@ -1,7 +1,8 @@
-"""tlrcore.compress.worker_processes: the ACA tile columns of a CPU build compressed in
-forked workers give the threads' matrix bit for bit; by default the workers serve tiles of
-at most 1024 while a fit holds them and builds of many tile columns; after the last
-fit they drop what they keep and wait idle for the next one, then stop;
+"""tlrcore.compress.in_processes and tlrcore.concurrency.processes: the ACA tile columns
+of a CPU build compressed in forked workers give the threads' matrix bit for bit; by
+default the workers serve tiles of at most 1024 while a fit holds them and builds of many
+tile columns; after the last fit they drop what they keep and wait idle for the next one,
+then stop;
 ``TLRCORE_PROCESSES=1`` sends every build to them; every case the processes cannot serve
 falls back to the threads."""
 
@@ -19,9 +20,10 @@ import scipy.linalg
 from threadpoolctl import threadpool_info
 
 import tlrcore as tlr
-from tlrcore import _malloc
-from tlrcore.compress import _spool as spooling
-from tlrcore.compress import worker_processes
+from tlrcore.compress import in_processes
+from tlrcore.concurrency import heap as _malloc
+from tlrcore.concurrency import processes as worker_processes
+from tlrcore.concurrency import spool as spooling
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux", reason="the workers are forked on Linux only"
@@ -118,7 +120,7 @@ def test_the_workers_tile_work_is_off_huge_pages_though_forked_with_the_advice_o
     sites, processes, tmp_path
 ):
     """A build forks the workers before its tile pool turns NumPy's huge-page advice off
-    (tlrcore._malloc.small_pages); the workers turn it off for their own work."""
+    (tlrcore.concurrency.heap.small_pages); the workers turn it off for their own work."""
     multiarray = pytest.importorskip("numpy._core.multiarray")
     if not hasattr(multiarray, "_get_madvise_hugepage") or not _malloc._tuning_enabled():
         pytest.skip("no huge-page switch in this NumPy, or allocator tuning off here")
@@ -143,7 +145,7 @@ def test_a_generator_that_does_not_pickle_stays_on_the_threads(sites, processes)
 
 
 def test_a_generator_the_workers_cannot_unpickle_stays_on_the_threads(sites, processes, caplog):
-    caplog.set_level(logging.DEBUG, logger=worker_processes.__name__)
+    caplog.set_level(logging.DEBUG, logger=in_processes.__name__)
     worker_processes.start()  # forked now: a class made after this is unknown to them
 
     class Late(Exponential):
@@ -516,7 +518,7 @@ def test_the_workers_drop_a_shared_object_gone_here_at_their_next_task(processes
     assert all(key not in keys for _, keys, _ in answers)
 
 
-# ------------------------------------------------------------------ the spool (tlrcore.compress._spool)
+# ---------------------------------------------------------- the spool (tlrcore.concurrency.spool)
 class SpoolWatch:
     """Records, for each column the workers send, whether it came through the spool, and
     the spool itself (which the pool drops when it stops)."""
@@ -571,7 +573,7 @@ def test_a_column_lost_on_its_way_is_compressed_here_and_its_region_given_back(
     assert watch.allocated() == 0
 
 
-_COMPRESS_REMOTE = worker_processes._compress_remote
+_COMPRESS_REMOTE = in_processes._compress_remote
 
 
 def _spool_then_die(*args):
@@ -586,7 +588,7 @@ def test_the_regions_of_results_lost_with_a_broken_pool_are_given_back(
     monkeypatch.setenv("TLRCORE_PROCESSES", "0")
     expected = build(Exponential(sites))
     monkeypatch.setenv("TLRCORE_PROCESSES", "1")
-    monkeypatch.setattr(worker_processes, "_compress_remote", _spool_then_die)  # before the fork
+    monkeypatch.setattr(in_processes, "_compress_remote", _spool_then_die)  # before the fork
     spools, real_open = [], spooling.Spool.open
 
     def kept(cls, files):
@@ -605,7 +607,7 @@ def test_the_regions_of_results_lost_with_a_broken_pool_are_given_back(
 def test_tiles_read_from_the_spool_are_not_counted_towards_a_heap_trim(
     sites, processes, monkeypatch
 ):
-    """Their memory goes back to the system when released (tlrcore._malloc): with every
+    """Their memory goes back to the system when released (tlrcore.concurrency.heap): with every
     released byte of the heap asking for a trim, the factorization trims after the columns
     with a tile that came through the pipe (or from the threads) and once at the end."""
     left = sys.modules["tlrcore.cholesky.left"]

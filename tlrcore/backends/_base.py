@@ -35,7 +35,7 @@ class Backend:
     #: parts of a batch on a thread pool) rather than queue on a device.
     host_threads = False
     #: Whether ``tlrcore.batched``'s ``"auto"`` moves Cholesky orders off multiples of 64
-    #: (a slowdown of stacked host copies, see ``tlrcore.batched._plan``).
+    #: (a slowdown of stacked host copies, see ``tlrcore.batched.plan``).
     cholesky_off_alignment = False
 
     def asarray(self, a):

@@ -12,8 +12,8 @@ from scipy.linalg.lapack import dpotrf
 from scipy.spatial.distance import cdist, squareform
 
 from tlrcore._lapack import zero_strict_upper
-from tlrcore._threads import one_blas_thread_block, workers
 from tlrcore.backends._base import Backend
+from tlrcore.concurrency.threads import one_blas_thread_block, workers
 from tlrcore.dense import blocked
 
 __all__ = ["NumpyBackend", "NUMPY"]

@@ -30,13 +30,13 @@ threads, one BLAS thread each; medians, single runs varied up to several-fold on
   strategy, 2.2-2.7x a Python loop of ``scipy.linalg.cholesky`` (18.5 GFLOP/s); 0.9-1.2x
   on one host thread. Grouping and padding tie, so ``auto`` groups on NumPy (no padded
   flops), moving orders that are multiples of 64 up by 8 (2,000 matrices of order 256:
-  30.6 GFLOP/s against 18.7 unmoved; see :mod:`tlrcore.batched._plan`).
+  30.6 GFLOP/s against 18.7 unmoved; see :mod:`tlrcore.batched.plan`).
 * GEMM of 256 products ``(b x r_i)(r_i x s)``, ``r_i`` uniform in 5-100: grouping
   0.96-1.75x a loop of ``@`` (best at ``b = 2048``), padding 1.2-1.5x (best at ``b = 512``);
   ``auto`` groups.
 
 On a GPU ``auto`` pads. To measure there with ``--backend cupy``: grouping against
-padding, the padding grid (``_plan.PAD_RATIO``), and whether single calls beat stacks for
+padding, the padding grid (``plan.PAD_RATIO``), and whether single calls beat stacks for
 large orders (cuSOLVER's batched ``potrf`` targets small matrices).
 """
 

@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from tlrcore._threads import workers
 from tlrcore.batched._checks import nonfinite_error
+from tlrcore.concurrency.threads import workers
 
 #: Largest part of a bucket (its operands and results) on host-thread back ends.
 UNIT_BYTES = 16 * 2**20

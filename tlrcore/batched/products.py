@@ -14,11 +14,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 import tlrcore.batched._checks as _checks
-import tlrcore.batched._plan as _plan
 import tlrcore.batched._run as _run
-from tlrcore._threads import one_blas_thread
 from tlrcore._typing import BackendArray, BatchList, Strategy
 from tlrcore.backends import Backend
+from tlrcore.batched import plan
+from tlrcore.concurrency.threads import one_blas_thread
 
 __all__ = ["gemm"]
 
@@ -117,7 +117,7 @@ def gemm(
     >>> [C.ravel().tolist() for C in tlr.batched.gemm(As, Bs)]
     [[3.0, 3.0], [2.0, 2.0]]
     """
-    _plan.check_strategy(strategy)
+    plan.check_strategy(strategy)
     alpha, beta = _checks.check_scalar(alpha, "alpha"), _checks.check_scalar(beta, "beta")
     if beta != 0.0 and Cs is None:
         raise ValueError(f"beta={beta} needs Cs; pass Cs or beta=0.")
@@ -150,7 +150,7 @@ def gemm(
         shapes, dims = shapes * len(As), np.repeat(dims, len(As), axis=0)
     work = _run.units(
         backend,
-        _plan.buckets(_plan.computed_dims(dims, strategy, backend)),
+        plan.buckets(plan.computed_dims(dims, strategy, backend)),
         lambda shape: 8 * (shape[0] * shape[1] + shape[1] * shape[2] + 2 * shape[0] * shape[2]),
     )
     operands = [("As", As), ("Bs", Bs)] + ([("Cs", Cs)] if beta != 0.0 else [])
@@ -159,7 +159,7 @@ def gemm(
         m, k, n = shape
         stored = [_op_shape((m, k), transa), _op_shape((k, n), transb), (m, n)]
         stacks = [
-            _plan.pack(backend, batch, fixed, indices, s) for (_, batch), s in zip(operands, stored)
+            plan.pack(backend, batch, fixed, indices, s) for (_, batch), s in zip(operands, stored)
         ]
         if check_finite:
             bad = [

@@ -8,11 +8,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 import tlrcore.batched._checks as _checks
-import tlrcore.batched._plan as _plan
 import tlrcore.batched._run as _run
-from tlrcore._threads import one_blas_thread
 from tlrcore._typing import BackendArray, BatchList, Strategy
 from tlrcore.backends import Backend
+from tlrcore.batched import plan
+from tlrcore.concurrency.threads import one_blas_thread
 from tlrcore.errors import NotPositiveDefiniteError
 
 __all__ = ["cholesky", "solve_triangular"]
@@ -79,16 +79,16 @@ def cholesky(mats, strategy="auto", check_finite=True, backend=None):
     >>> [L.tolist() for L in tlr.batched.cholesky([4.0 * np.eye(2), np.array([[9.0]])])]
     [[[2.0, 0.0], [0.0, 2.0]], [[3.0]]]
     """
-    _plan.check_strategy(strategy)
+    plan.check_strategy(strategy)
     backend = _checks.choose_backend(backend, mats)
     fixed, batch = _checks.as_batch(mats, "mats", backend, square=True)
     shapes = _checks.shapes(batch, fixed)
     orders = np.array([s[:1] for s in shapes], dtype=int).reshape(len(shapes), 1)
-    computed = _plan.computed_dims(orders, strategy, backend, factor=True)
-    work = _run.units(backend, _plan.buckets(computed), lambda shape: 16 * shape[0] ** 2)
+    computed = plan.computed_dims(orders, strategy, backend, factor=True)
+    work = _run.units(backend, plan.buckets(computed), lambda shape: 16 * shape[0] ** 2)
 
     def factor(indices, shape):
-        stack = _plan.pack(backend, batch, fixed, indices, shape * 2, identity=True)
+        stack = plan.pack(backend, batch, fixed, indices, shape * 2, identity=True)
         bad = _checks.first_nonfinite(backend, stack, indices) if check_finite else None
         if bad is not None:
             return None, bad
@@ -187,7 +187,7 @@ def solve_triangular(
     numpy.linalg.LinAlgError
         On the NumPy back end, a triangular matrix with a zero on its diagonal.
     """
-    _plan.check_strategy(strategy)
+    plan.check_strategy(strategy)
     backend = _checks.choose_backend(backend, Ls, Bs)
     fixed, Ls = _checks.as_batch(Ls, "Ls", backend, square=True)
     fixed_b, Bs = _checks.as_batch(Bs, "Bs", backend, vectors=True)
@@ -206,14 +206,14 @@ def solve_triangular(
     dims = np.array(shapes, dtype=int).reshape(len(shapes), 2)
     work = _run.units(
         backend,
-        _plan.buckets(_plan.computed_dims(dims, strategy, backend)),
+        plan.buckets(plan.computed_dims(dims, strategy, backend)),
         lambda shape: 8 * shape[0] * (shape[0] + 2 * shape[1]),
     )
 
     def solve(indices, shape):
         m, k = shape
-        L = _plan.pack(backend, Ls, fixed, indices, (m, m), identity=True)
-        B = _plan.pack(backend, Bs, fixed, indices, (m, k))
+        L = plan.pack(backend, Ls, fixed, indices, (m, m), identity=True)
+        B = plan.pack(backend, Bs, fixed, indices, (m, k))
         if check_finite:
             bad = [
                 (i, name)

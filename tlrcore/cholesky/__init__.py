@@ -6,14 +6,16 @@ left
     Left-looking, every off-diagonal tile updated and compressed once by ARA (H2Opus,
     Algorithms 3-6); the default for a matrix in the tile layout.
 right
-    Right-looking, the trailing tiles recompressed after every column; for comparison.
+    Right-looking, the trailing tiles recompressed by QR and SVD after every column: no
+    random sampling; the reference the left-looking factor is checked against.
 pivoted
     Left-looking with symmetric tile pivoting (``safeguard="pivot"``).
-batched
+packed
     Left-looking on whole tile columns with batched kernels in the packed layout
     (:mod:`tlrcore.packed`), on any back end; the default for a packed matrix.
 safeguards
-    Shift, Schur compensation and modified Cholesky for matrices that lost definiteness.
+    Compensation, shift, Schur compensation and modified Cholesky for matrices that lost
+    definiteness.
 factor
     The factors: :class:`TLRCholesky` (tile layout) and :class:`PackedCholesky`.
 _steps
@@ -28,13 +30,14 @@ or ``importlib.import_module("tlrcore.cholesky.left")``.
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import Literal
 
 from tlrcore._checks import check_accuracy, check_int, check_random_state
 from tlrcore._typing import SafeguardSpec, Seed
-from tlrcore.cholesky.batched import batched_left_looking
 from tlrcore.cholesky.factor import PackedCholesky, TLRCholesky
 from tlrcore.cholesky.left import left_looking
+from tlrcore.cholesky.packed import packed_left_looking
 from tlrcore.cholesky.pivoted import pivoted_left_looking
 from tlrcore.cholesky.right import right_looking
 from tlrcore.cholesky.safeguards import (
@@ -49,9 +52,13 @@ from tlrcore.cholesky.safeguards import (
 from tlrcore.errors import NotPositiveDefiniteError
 from tlrcore.matrix import TLRMatrix
 
-__all__ = ["cholesky", "PackedCholesky", "TLRCholesky"]
+__all__ = ["VARIANTS", "cholesky", "PackedCholesky", "TLRCholesky"]
 
 logger = logging.getLogger(__name__)
+
+#: The values of :func:`cholesky`'s ``variant`` (``"batched"`` is a deprecated alias of
+#: ``"packed"``).
+VARIANTS = ("left", "right", "packed")
 
 
 def cholesky(
@@ -60,7 +67,7 @@ def cholesky(
     block_size: int = 16,
     random_state: Seed = 0,
     overwrite_a: bool = False,
-    variant: Literal["left", "right", "batched"] | None = None,
+    variant: Literal["left", "right", "packed", "batched"] | None = None,
     safeguard: SafeguardSpec = None,
     shift: float = 0.0,
 ) -> TLRCholesky | PackedCholesky:
@@ -89,15 +96,18 @@ def cholesky(
         whether the factorization succeeds or fails: any later use of it raises
         :class:`~tlrcore.ConsumedMatrixError`. Not with ``safeguard="shift"``, which may
         restart from `A`.
-    variant : {"left", "right", "batched"}, optional
+    variant : {"left", "right", "packed"}, optional
         ``"left"``: left-looking, every tile updated and compressed once by ARA
         (:mod:`tlrcore.cholesky.left`). ``"right"``: right-looking, the trailing tiles
-        updated and recompressed after every column (:mod:`tlrcore.cholesky.right`);
-        slower, for comparison, and without safeguards. ``"batched"``: left-looking on whole tile columns with
-        batched kernels in the packed layout (:mod:`tlrcore.cholesky.batched`), the GPU
-        algorithm, on any back end; every safeguard but ``"pivot"``. Default:
-        ``"batched"`` if `A` is in the packed layout (built with ``method="batched"``,
-        e.g. on a GPU), else ``"left"``.
+        updated and recompressed by QR and SVD after every column
+        (:mod:`tlrcore.cholesky.right`): slower and without safeguards, but with no random
+        sampling, so an independent reference for the left-looking factor (it ignores
+        `block_size` and `random_state`). ``"packed"``: left-looking on whole tile
+        columns with batched kernels in the packed layout (:mod:`tlrcore.cholesky.packed`),
+        the GPU algorithm, on any back end; every safeguard but ``"pivot"``. Default:
+        ``"packed"`` if `A` is in the packed layout (built with ``method="batched"``, e.g.
+        on a GPU), else ``"left"``. ``"batched"``, the former name of ``"packed"``, is
+        deprecated.
     safeguard : None, str or sequence of str, default None
         What to do when the matrix is not positive definite at this accuracy (see
         :mod:`tlrcore.cholesky.safeguards`): ``"compensate"`` (always-on compensation of
@@ -118,7 +128,8 @@ def cholesky(
     Returns
     -------
     TLRCholesky or PackedCholesky
-        (the latter from the batched variant, with arrays of `A`'s back end). With
+        (the latter from the packed variant, with arrays of `A`'s back end); both meet
+        :class:`tlrcore.CholeskyFactor`. With
         ``.perturbation = ||E||_F`` (0.0 when nothing was changed),
         ``.perturbation_parts`` (``||.||_F`` by source: shift, compensation, lift, schur,
         modified), ``.shift``, ``.compensated_tiles``, ``.lifted_tiles``,
@@ -131,9 +142,9 @@ def cholesky(
     ConsumedMatrixError
         If `A` was consumed by an earlier ``cholesky(A, overwrite_a=True)``.
     ValueError
-        If `accuracy` is not in (0, 1), `variant` is not ``"left"`` or ``"right"``, a
-        safeguard name is unknown, `shift` is negative, or the combination of options is
-        not supported.
+        If `accuracy` is not in (0, 1), `variant` is not ``"left"``, ``"right"`` or
+        ``"packed"``, a safeguard name is unknown, `shift` is negative, or the combination
+        of options is not supported.
     NotPositiveDefiniteError
         If an updated diagonal tile is not positive definite and the safeguards could not
         help; ``.tile`` is its index (its position in the factor, with tile pivoting).
@@ -141,13 +152,20 @@ def cholesky(
     if not isinstance(A, TLRMatrix):
         raise TypeError(f"A must be a tlrcore.TLRMatrix; got {type(A).__name__}.")
     A._check_usable()
+    if variant == "batched":
+        warnings.warn(
+            "variant='batched' is deprecated; use variant='packed' (the same factorization).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        variant = "packed"
     if variant is None:
-        variant = "batched" if A.packed is not None else "left"
-    if variant not in ("left", "right", "batched"):
-        raise ValueError(f"variant must be 'left', 'right' or 'batched'; got {variant!r}.")
-    if variant != "batched" and A.backend.batched_by_default:
+        variant = "packed" if A.packed is not None else "left"
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be 'left', 'right' or 'packed'; got {variant!r}.")
+    if variant != "packed" and A.backend.batched_by_default:
         raise ValueError(
-            f"a matrix on backend={A.backend.name!r} is factored with variant='batched' only."
+            f"a matrix on backend={A.backend.name!r} is factored with variant='packed' only."
         )
     guards = parse_safeguard(safeguard)
     shift = check_shift(shift)
@@ -157,16 +175,16 @@ def cholesky(
         raise ValueError(
             "safeguard and shift are implemented for variant='left' only; drop variant='right'."
         )
-    if variant == "batched" and "pivot" in guards:
+    if variant == "packed" and "pivot" in guards:
         raise ValueError(
-            f"variant='batched' has no tile pivoting; it supports safeguard='compensate', "
+            f"variant='packed' has no tile pivoting; it supports safeguard='compensate', "
             f"'compensate-block', 'schur', 'modified' and 'shift' (combinations allowed); got "
             f"{safeguard!r}. Drop 'pivot', or use variant='left' on a matrix on the NumPy back end."
         )
-    if variant == "batched" and overwrite_a and (compensation_form(guards) or "schur" in guards):
+    if variant == "packed" and overwrite_a and (compensation_form(guards) or "schur" in guards):
         raise ValueError(
-            "variant='batched' with compensation or 'schur' reads A's diagonal tiles, so it cannot be "
-            "combined with overwrite_a=True."
+            "variant='packed' with compensation or 'schur' reads A's diagonal tiles, so it "
+            "cannot be combined with overwrite_a=True."
         )
     if overwrite_a and "shift" in guards:
         raise ValueError(
@@ -186,10 +204,10 @@ def cholesky(
             )
     finally:
         if overwrite_a:
-            # Released tiles, or (batched) diagonal tiles factored in place: A is gone,
+            # Released tiles, or (packed) diagonal tiles factored in place: A is gone,
             # also when the factorization failed midway.
             A._consume()
-    logger.debug("TLR Cholesky (%s-looking): %r", variant, factor)
+    logger.debug("TLR Cholesky (variant %r): %r", variant, factor)
     return factor
 
 
@@ -198,11 +216,11 @@ def _safeguarded(
 ):
     """Left-looking factorization with the safeguards; retries with a growing shift
     under ``"shift"``."""
-    if variant == "batched":
+    if variant == "packed":
 
         def factorization(A, tolerance, diagonal, block_size, random_state, overwrite_a):
             release = A._release_column if overwrite_a else None
-            return batched_left_looking(
+            return packed_left_looking(
                 A.pack(), tolerance, diagonal, block_size, random_state, release
             )
     elif "pivot" in guards:

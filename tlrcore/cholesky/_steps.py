@@ -13,11 +13,12 @@ from scipy.linalg import qr
 
 from tlrcore._checks import check_operand
 from tlrcore._lapack import trsm_lower
-from tlrcore._threads import submit
 from tlrcore._typing import FloatArray, IntArray
 from tlrcore.backends import NUMPY
 from tlrcore.cholesky.safeguards import DiagonalFactorizer, subtract_gram
 from tlrcore.compress import ara_compress
+from tlrcore.compress.ara import GaussianBlocks
+from tlrcore.concurrency.threads import submit
 
 __all__ = [
     "SOLVE_CHUNK",
@@ -25,6 +26,7 @@ __all__ = [
     "ColumnGrams",
     "ColumnSamples",
     "RowPanels",
+    "TileDraws",
     "TileFactor",
     "ara_work",
     "cross_grams",
@@ -243,9 +245,14 @@ def sampled_update(Ua, Va, Ui, Uk, cross, tolerance, block_size, seed, samples=N
         return thin_product(Va, Ua.T @ Y) - thin_product(Uk, Mik.T @ (Y.T @ Ui).T)
 
     shape = (Ua.shape[0], Va.shape[0])
-    rng = samples.draws(seed)
     return ara_compress(
-        matmat, rmatmat, shape, tolerance, block_size=block_size, rng=rng, rank_hint=Ua.shape[1]
+        matmat,
+        rmatmat,
+        shape,
+        tolerance,
+        block_size=block_size,
+        rank_hint=Ua.shape[1],
+        draws=samples.draws(seed),
     )
 
 
@@ -353,9 +360,9 @@ class ColumnSamples:
         self._lock = threading.Lock()
 
     def draws(self, seed):
-        """A :class:`numpy.random.Generator` seeded with `seed` whose full blocks are the
-        column's shared ones."""
-        return _SharedDraws(self, seed)
+        """The Gaussian blocks of a tile's ARA drawn from `seed`, whose full blocks are the
+        column's shared ones (:class:`TileDraws`)."""
+        return TileDraws(self, seed)
 
     def block(self, seed, j):
         """``(Omega_j, Uk^T Omega_j, state)``: the `j`-th full block drawn from `seed`, its
@@ -401,41 +408,45 @@ class ColumnSamples:
         return self.Uk.T @ X if product is None else product
 
 
-class _SharedDraws(np.random.Generator):
-    """A generator for one tile, seeded with `seed`, whose full blocks
-    (``standard_normal((p, width))``, :meth:`ColumnSamples.width`) are the
-    :class:`ColumnSamples`' shared arrays, and whose first draw of more than two blocks
-    is the column's first blocks side by side (:meth:`ColumnSamples.first`)."""
+class TileDraws(GaussianBlocks):
+    """The Gaussian blocks of one tile's ARA (:class:`~tlrcore.compress.ara.GaussianBlocks`),
+    drawn from `seed`, whose full blocks are the :class:`ColumnSamples`' shared arrays.
+
+    A draw of full blocks in the column's sequence (:meth:`ColumnSamples.width`), the
+    first one of more than two blocks included (the column's first blocks side by side,
+    :meth:`ColumnSamples.first`), is the column's; the first draw that leaves the
+    sequence, and every later one, is the tile's own, from the state of the column's
+    generator after the last shared block. The values are those of a generator seeded
+    with `seed` drawing the column's blocks one after the other.
+    """
 
     def __init__(self, samples, seed):
-        super().__init__(np.random.PCG64(seed))
+        super().__init__(np.random.default_rng(seed))
         self._samples, self._seed = samples, seed
         self._shared = 0  # shared blocks handed out; None once the draws left them
 
-    def standard_normal(self, size=None, dtype=np.float64, out=None):
+    def first(self, rows, blocks, block_size):
         samples = self._samples
-        rows, b = samples.Uk.shape[0], samples.block_size
-        plain = dtype is np.float64 and out is None
         if (
             self._shared == 0
-            and plain
-            and isinstance(size, tuple)
-            and len(size) == 2
-            and size[0] == rows
-            and size[1] > 2 * b
-            and size[1] % b == 0
+            and rows == samples.Uk.shape[0]
+            and block_size == samples.block_size
+            and blocks > 2
         ):
-            self._shared = size[1] // b - 1
-            return samples.first(self._seed, size[1] // b)
-        full = None if self._shared is None else (rows, samples.width(self._shared))
-        if self._shared is not None and size == full and plain:
-            Omega = samples.block(self._seed, self._shared)[0]
-            self._shared += 1
-            return Omega
-        if self._shared:
-            self.bit_generator.state = samples.block(self._seed, self._shared - 1)[2]
+            self._shared = blocks - 1
+            return samples.first(self._seed, blocks)
+        return self.next(rows, blocks * block_size)
+
+    def next(self, rows, columns):
+        samples = self._samples
+        shared = self._shared
+        if shared is not None and (rows, columns) == (samples.Uk.shape[0], samples.width(shared)):
+            self._shared = shared + 1
+            return samples.block(self._seed, shared)[0]
+        if shared:
+            self.rng.bit_generator.state = samples.block(self._seed, shared - 1)[2]
         self._shared = None
-        return super().standard_normal(size, dtype, out)
+        return super().next(rows, columns)
 
 
 def ara_work(A, U, i, k, block_size, columns=None):

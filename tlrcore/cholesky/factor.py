@@ -1,8 +1,7 @@
 """The Cholesky factors ``A ~ L L^T``: :class:`TLRCholesky` (tile by tile, from the
 left-looking, right-looking and pivoted variants) and :class:`PackedCholesky` (the packed
-layout of the batched variant, on any back end). Both have ``logdet``, ``solve``,
-``solve_lower``, ``solve_upper``, ``multiply_lower``, ``ranks``, ``nbytes``, ``to_dense``,
-``backend``, ``perturbation`` and ``shift``."""
+layout, from the packed variant, on any back end). Both meet the factor contract
+:class:`tlrcore.CholeskyFactor`."""
 
 from __future__ import annotations
 
@@ -13,18 +12,19 @@ from numpy.typing import ArrayLike
 
 from tlrcore._checks import check_operand
 from tlrcore._lapack import trsm_lower
-from tlrcore._threads import by_column_chunks, one_blas_thread
 from tlrcore._typing import BackendArray, FloatArray, IntArray
 from tlrcore.cholesky._steps import TileFactor
+from tlrcore.concurrency.threads import by_column_chunks, one_blas_thread
 
 if TYPE_CHECKING:
+    from tlrcore.factor import CholeskyFactor
     from tlrcore.packed.tiles import PackedTiles
 
 __all__ = ["PackedCholesky", "TLRCholesky"]
 
 
 class TLRCholesky(TileFactor):
-    """Tile low-rank Cholesky factor ``A ~ L L^T``.
+    """Tile low-rank Cholesky factor ``A ~ L L^T``; a :class:`~tlrcore.CholeskyFactor`.
 
     Attributes
     ----------
@@ -104,7 +104,8 @@ class TLRCholesky(TileFactor):
     def solve_lower(self, b: ArrayLike) -> FloatArray:
         """``L^{-1} P b`` by forward substitution over tiles (vector or matrix `b`; ``P`` is
         the tile pivoting's permutation, the identity without). The columns of a matrix
-        are solved in chunks on the tile pool (:func:`~tlrcore._threads.by_column_chunks`)."""
+        are solved in chunks on the tile pool
+        (:func:`~tlrcore.concurrency.threads.by_column_chunks`)."""
         return by_column_chunks(self._forward, self._to_factor_order(self._check_rhs(b)))
 
     def _forward(self, x):
@@ -178,7 +179,8 @@ class TLRCholesky(TileFactor):
 
 
 class PackedCholesky:
-    """TLR Cholesky factor ``A ~ L L^T`` in the packed layout, on the factor's back end.
+    """TLR Cholesky factor ``A ~ L L^T`` in the packed layout, on the factor's back end; a
+    :class:`~tlrcore.CholeskyFactor`.
 
     Right-hand sides may be NumPy arrays or arrays of the back end; results are arrays of
     the back end. The interface is that of :class:`~tlrcore.TLRCholesky`.
@@ -280,3 +282,8 @@ class PackedCholesky:
             f"PackedCholesky(n={self.n}, n_tiles={self.n_tiles}, mean_rank={mean:.1f}, "
             f"nbytes={self.nbytes}, backend={self.backend.name!r})"
         )
+
+
+if TYPE_CHECKING:  # both meet the factor contract (checked by mypy)
+    _TILE_LAYOUT: type[CholeskyFactor] = TLRCholesky
+    _PACKED_LAYOUT: type[CholeskyFactor] = PackedCholesky

@@ -65,17 +65,6 @@ from __future__ import annotations
 import numpy as np
 
 from tlrcore._lapack import trsm_lower
-from tlrcore._malloc import trim_heap
-from tlrcore._threads import (
-    column_progress,
-    column_seeds,
-    runner,
-    serial_thread,
-    start_by_work,
-    submit,
-    tile_pool,
-    workers,
-)
 from tlrcore.cholesky._steps import (
     ColumnGrams,
     ColumnSamples,
@@ -86,10 +75,21 @@ from tlrcore.cholesky._steps import (
     solve_stacked,
 )
 from tlrcore.cholesky.factor import TLRCholesky
+from tlrcore.concurrency.heap import trim_heap
+from tlrcore.concurrency.threads import (
+    column_progress,
+    column_seeds,
+    runner,
+    serial_thread,
+    start_by_work,
+    submit,
+    tile_pool,
+    workers,
+)
 
 __all__ = ["TRIM_BYTES", "left_looking"]
 
-#: With ``overwrite_a``, the C heap is trimmed (:func:`~tlrcore._malloc.trim_heap`) once
+#: With ``overwrite_a``, the C heap is trimmed (:func:`~tlrcore.concurrency.heap.trim_heap`) once
 #: the released low-rank factors of ``A`` in the heap add up to this many bytes: a trim
 #: also hands back the free pages of the factorization's own short-lived arrays, which
 #: the next column then faults in again (at 131,072 sites a trim after every column
@@ -193,5 +193,5 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             counter.update()
         if overwrite_a:
             A._release_column(n_t - 1)
-            trim_heap()  # A's freed heap tiles would stay resident beside L's (tlrcore._malloc)
+            trim_heap()  # A's freed heap tiles would stay resident beside L's (concurrency.heap)
     return TLRCholesky(diagonal, U, V, A.offsets, tolerance)

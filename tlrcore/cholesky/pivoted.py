@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tlrcore._threads import column_progress, runner, start_by_work, tile_pool, tile_seeds, workers
 from tlrcore.cholesky._steps import (
     ara_work,
     cross_grams,
@@ -33,6 +32,14 @@ from tlrcore.cholesky._steps import (
     subtract_gram,
 )
 from tlrcore.cholesky.factor import TLRCholesky
+from tlrcore.concurrency.threads import (
+    column_progress,
+    runner,
+    start_by_work,
+    tile_pool,
+    tile_seeds,
+    workers,
+)
 
 __all__ = ["pivoted_left_looking"]
 

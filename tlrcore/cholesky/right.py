@@ -1,4 +1,4 @@
-r"""Right-looking TLR Cholesky factorization, for comparison with the left-looking one.
+r"""Right-looking TLR Cholesky factorization: a deterministic reference for the left-looking one.
 
 Reached through ``tlrcore.cholesky(A, variant="right")``. For each tile column ``k``:
 
@@ -36,7 +36,6 @@ import math
 
 import numpy as np
 
-from tlrcore._threads import column_progress, map_by_work, runner, tile_pool, workers
 from tlrcore.cholesky._steps import (
     factor_diagonal,
     fortran_copy,
@@ -46,6 +45,7 @@ from tlrcore.cholesky._steps import (
 )
 from tlrcore.cholesky.factor import TLRCholesky
 from tlrcore.compress._recompress import recompress
+from tlrcore.concurrency.threads import column_progress, map_by_work, runner, tile_pool, workers
 
 __all__ = ["right_looking"]
 

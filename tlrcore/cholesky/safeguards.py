@@ -47,7 +47,7 @@ on purpose, by an ``E`` they tally, so that ``L L^T = A_tlr + F + E``:
       ``LIFT_MARGIN = 16`` lifts, so the compression errors could make it, or through
       ``L(k, k)^{-1}`` the tiles after it, indefinite. A positive definite covariance
       with a nugget far above the tolerance is never lifted, and its log-likelihood
-      moves only by the tails. The batched build records the same errors (the largest
+      moves only by the tails. The packed build records the same errors (the largest
       singular value its truncation dropped, :mod:`tlrcore.compress.ara_batched`);
       matrices without recorded errors (built from factors) take every ``e_kj`` at its
       bound ``tau``.
@@ -71,8 +71,11 @@ on purpose, by an ``E`` they tally, so that ``L L^T = A_tlr + F + E``:
     ``"lift"``.
 ``"schur"``
     Schur compensation of a failing tile only: the tail ``T`` above is added in
-    diagonal form when ``dpotrf`` fails. It cannot help tile 0 (no update) and does not
-    stop the growth described under ``"modified"``; kept for comparison.
+    diagonal form when ``dpotrf`` fails, so a matrix that factors is never changed. It
+    rescues a tile past the first that fails by the compression of its update (sites
+    duplicated across tiles, on either layout); it cannot help tile 0 (no update) and
+    does not stop the growth described under ``"modified"``, hence ``"schur+modified"``;
+    ``"compensate"`` changes every tile instead and rescues more.
 ``"modified"``
     Modified Cholesky on a diagonal tile that is still not positive definite (Algorithm
     8): Gill–Murray–Wright with ``delta = tau`` (never 0: a zero ``tau`` means ``A = 0``
@@ -97,7 +100,7 @@ on purpose, by an ``E`` they tally, so that ``L L^T = A_tlr + F + E``:
     Tile pivoting (Algorithm 9), see :mod:`tlrcore.cholesky.pivoted`; the tile path only.
 
 Both paths, the tile layout's (:mod:`tlrcore.cholesky.left`, ``pivoted``) and the
-packed layout's (:mod:`tlrcore.cholesky.batched`), factor their diagonal tiles by the
+packed layout's (:mod:`tlrcore.cholesky.packed`), factor their diagonal tiles by the
 same rules, :meth:`DiagonalFactorizer.safeguarded`, each on its own form of the tile: the
 tile path's ``W`` is a low-rank root of the update, the packed path reads the update off
 ``A``'s tile and takes its tail from an ``eigh`` of it; the packed path's modified
@@ -261,7 +264,7 @@ class DiagonalFactorizer:
         self.compensated_tiles, self.lifted_tiles, self.modified_tiles = [], [], []
 
     def record_shift(self, size):
-        """Count the shift on `size` diagonal entries in ``||E||_F`` (batched path)."""
+        """Count the shift on `size` diagonal entries in ``||E||_F`` (packed path)."""
         self.parts["shift"] += self.shift**2 * size
         self.total += self.shift**2 * size
 
@@ -301,7 +304,7 @@ class DiagonalFactorizer:
 
         `work` is the tile at position `k` in the form of its path: the tile path's
         :class:`_HostTile`, or the packed path's
-        :class:`~tlrcore.cholesky.batched.PackedTile`. It offers ``backend``,
+        :class:`~tlrcore.cholesky.packed.PackedTile`. It offers ``backend``,
         ``has_update`` (whether the tile has an update, so a tail), ``add_diagonal(part,
         values)`` and ``add_tail(form)`` (change the tile and tally the change),
         ``schur_compensation()`` (``rowsum |T|`` of the update's tail), ``cholesky()``

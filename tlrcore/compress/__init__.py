@@ -1,13 +1,17 @@
 """Low-rank compression of a block ``A`` (m x p) to an absolute Frobenius tolerance.
 
-Every compressor returns ``(U, V)``, ``U`` of shape (m, k) and ``V`` of shape (p, k),
-float64, with ``||A - U V^T||_F <= tol`` and ``k`` close to the smallest rank allowed
-by the SVD. ``U`` carries the singular values and ``V`` has orthonormal columns. ``k``
-may be 0. With `max_rank`, ``k <= max_rank``; when that binds the result is the method's
-best rank-`max_rank` approximation and its error exceeds `tol` (no error is raised).
+Every compressor returns ``(U, V)`` (a :class:`LowRank` pair), ``U`` of shape (m, k) and
+``V`` of shape (p, k), float64, with ``||A - U V^T||_F <= tol`` and ``k`` close to the
+smallest rank allowed by the SVD. ``U`` carries the singular values and ``V`` has
+orthonormal columns. ``k`` may be 0. With `max_rank`, ``k <= max_rank``; when that binds
+the result is the method's best rank-`max_rank` approximation and its error exceeds `tol`
+(no error is raised).
 
 Public names
 ------------
+LowRank
+    The pair ``(U, V)`` the compressors return, unpacked like a tuple, with the norms of
+    what its truncation dropped (``dropped``, ``dropped_frobenius``).
 svd_compress(block, tol, max_rank=None)
     Truncated SVD of a dense block: the optimal rank, ``O(m p min(m, p))``.
 aca_compress(get_rows, get_cols, shape, tol, max_rank=None)
@@ -22,13 +26,14 @@ compress_dense(block, tol, method="aca", max_rank=None, rng=None)
     Any of the three on a dense array.
 """
 
-from tlrcore.compress._recompress import as_block
+from tlrcore.compress._recompress import LowRank, as_block
 from tlrcore.compress.aca import aca_compress
 from tlrcore.compress.ara import ara_compress
 from tlrcore.compress.svd import svd_compress
 
 __all__ = [
     "COMPRESSORS",
+    "LowRank",
     "aca_compress",
     "ara_compress",
     "compress_dense",

@@ -64,7 +64,7 @@ from tlrcore.compress._recompress import (
     recompress_orthonormal,
 )
 
-__all__ = ["ara_compress"]
+__all__ = ["GaussianBlocks", "ara_compress"]
 
 #: Sampling stops when the estimated error is below ``_SAFETY * tol``.
 _SAFETY = 0.25
@@ -74,8 +74,44 @@ _ESTIMATE_MARGIN = 2.0
 _NOISE = 64 * np.finfo(np.float64).eps
 
 
+class GaussianBlocks:
+    """The Gaussian test matrices ``Omega`` of one ARA compression, drawn in order from
+    `rng`: :meth:`first` for the first product, which samples several blocks at once,
+    then :meth:`next` for each later one.
+
+    A subclass may hand out other draws (shared ones: the tiles of a column of the
+    left-looking Cholesky sample with the same blocks, drawn once for the column); ARA
+    calls these two methods and nothing else of it.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    """
+
+    def __init__(self, rng):
+        self.rng = rng
+
+    def first(self, rows, blocks, block_size):
+        """The first draw: `blocks` blocks of `block_size` columns side by side, shape
+        ``(rows, blocks * block_size)``."""
+        return self.rng.standard_normal((rows, blocks * block_size))
+
+    def next(self, rows, columns):
+        """A later draw (or a first one of a single, narrower block): shape ``(rows,
+        columns)``."""
+        return self.rng.standard_normal((rows, columns))
+
+
 def ara_compress(
-    matmat, rmatmat, shape, tol, block_size=16, max_rank=None, rng=None, rank_hint=None
+    matmat,
+    rmatmat,
+    shape,
+    tol,
+    block_size=16,
+    max_rank=None,
+    rng=None,
+    rank_hint=None,
+    draws=None,
 ):
     """Compress a block by adaptive randomized sampling and SVD recompression.
 
@@ -106,6 +142,9 @@ def ara_compress(
         basis stops growing where the samples say, whatever the hint. A good hint saves
         products with few columns, which cost nearly as much as products with many; a
         hint far above the rank costs the samples not needed.
+    draws : GaussianBlocks or None, default None
+        Where the Gaussian blocks come from; default ``GaussianBlocks(rng)``. When given,
+        `rng` is not used.
 
     Returns
     -------
@@ -126,7 +165,8 @@ def ara_compress(
     max_rank = check_max_rank(max_rank)
     m, p = check_shape(shape)
     block_size = _check_block_size(block_size)
-    rng = _as_generator(rng)
+    if draws is None:
+        draws = GaussianBlocks(_as_generator(rng))
     first_blocks = _first_blocks(rank_hint, block_size)
     if m == 0 or p == 0 or max_rank == 0:
         return empty_factors(m, p)
@@ -137,7 +177,9 @@ def ara_compress(
     def sample(omega):
         return check_block_output(matmat(omega), (m, omega.shape[1]), "matmat")
 
-    Q, estimate = _range_finder(sample, (m, p), _SAFETY * tol, limit, block_size, rng, first_blocks)
+    Q, estimate = _range_finder(
+        sample, (m, p), _SAFETY * tol, limit, block_size, draws, first_blocks
+    )
     B = check_block_output(rmatmat(Q), (p, Q.shape[1]), "rmatmat")
     sampling_error = 0.0 if Q.shape[1] == min(m, p) else _ESTIMATE_MARGIN * estimate
     budget = math.sqrt(max(tol * tol - sampling_error * sampling_error, 0.0))
@@ -174,7 +216,7 @@ def _as_generator(rng):
         ) from None
 
 
-def _range_finder(sample, shape, tau, limit, block_size, rng, first_blocks=2):
+def _range_finder(sample, shape, tau, limit, block_size, draws, first_blocks=2):
     """Orthonormal basis ``Q`` of at most `limit` columns with estimated error ``<= tau``.
 
     The blocks are drawn one after the other, except that the first `first_blocks` (as
@@ -204,12 +246,12 @@ def _range_finder(sample, shape, tau, limit, block_size, rng, first_blocks=2):
         if not pending:
             if Q.shape[1] == 0 and limit >= 2 * block_size:
                 # The first blocks in one product: each measures the basis of those before.
-                sampled = sample(rng.standard_normal((p, blocks * block_size)))
+                sampled = sample(draws.first(p, blocks, block_size))
                 pending = [
                     sampled[:, j : j + block_size] for j in range(0, sampled.shape[1], block_size)
                 ]
             else:
-                pending = [sample(rng.standard_normal((p, min(block_size, limit - Q.shape[1]))))]
+                pending = [sample(draws.next(p, min(block_size, limit - Q.shape[1])))]
         Y = pending.pop(0)
         noise = _NOISE * np.linalg.norm(Y)
         Y = _project_out(Q, Y)

@@ -91,7 +91,7 @@ def compress_column(checked, tiles, j, tolerance, max_rank):
     matrix `checked` generates (the tiles' index arrays `tiles`), in order of `i`,
     compressed :data:`_TILES_TOGETHER` at a time (:func:`_compress_tiles`) to the absolute
     `tolerance`: what :meth:`tlrcore.TLRMatrix.from_generator` does with each column, on
-    its threads or in a worker process (:mod:`tlrcore.compress.worker_processes`)."""
+    its threads or in a worker process (:mod:`tlrcore.compress.in_processes`)."""
     return [
         factors
         for first in range(j + 1, len(tiles), _TILES_TOGETHER)

@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tlrcore._threads import column_progress, runner, tile_pool, workers
 from tlrcore.compress.aca_column import aca_column
 from tlrcore.compress.generated import CheckedBlock
+from tlrcore.concurrency.threads import column_progress, runner, tile_pool, workers
 from tlrcore.errors import GeneratorError
 
 __all__ = ["tiled_product"]

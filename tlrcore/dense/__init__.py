@@ -10,8 +10,8 @@ modified_cholesky(M, method="gmw", pivoting="bk"), ModifiedCholesky
     or Cheng–Higham; ``.E_norm = ||E||_F`` (``0.0`` for a sufficiently positive definite
     ``M``).
 
-BLAS runs on one thread inside these functions (see ``tlrcore._threads``): their per-column
-products lose more to thread synchronization than they gain.
+BLAS runs on one thread inside these functions (see ``tlrcore.concurrency.threads``): their
+per-column products lose more to thread synchronization than they gain.
 
 The submodule :mod:`tlrcore.dense.blocked` factors, inverts and multiplies positive
 definite matrices by blocks over the tile pool (the NumPy back end's dense Cholesky for

@@ -1,7 +1,7 @@
 r"""Dense Cholesky factor, inverse and products by blocks, on tlrcore's thread pool.
 
 One LAPACK call (``dpotrf``, ``dpotri``) or one NumPy product runs on one BLAS thread here
-(``tlrcore._threads``: threaded OpenBLAS crashed in place at n = 16,000 and collapsed
+(``tlrcore.concurrency.threads``: threaded OpenBLAS crashed in place at n = 16,000 and collapsed
 whenever another process was busy). These functions do the same work as independent
 blocks on the tile pool instead, each block one BLAS call on one thread that releases the
 GIL (:mod:`tlrcore._lapack`). The blocks are fixed (:data:`BLOCK`), never sized by the
@@ -36,7 +36,7 @@ from tlrcore._lapack import (
     trsm_lower,
     zero_strict_upper,
 )
-from tlrcore._threads import runner, tile_pool, workers
+from tlrcore.concurrency.threads import runner, tile_pool, workers
 
 __all__ = ["BLOCK", "PARALLEL_FROM", "cholesky_lower", "inverse_lower", "matmul"]
 

@@ -8,8 +8,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.linalg.lapack import dsytrf, dsytrf_lwork
 
-from tlrcore._threads import one_blas_thread
 from tlrcore._typing import FloatArray, IntArray, Pivoting
+from tlrcore.concurrency.threads import one_blas_thread
 from tlrcore.dense._checks import PIVOTING, check_choice, check_finite_result, working_copy
 from tlrcore.dense._panel import unit_lower
 from tlrcore.dense.rook import rook_ldl

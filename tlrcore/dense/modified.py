@@ -14,8 +14,8 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from tlrcore._threads import one_blas_thread
 from tlrcore._typing import FloatArray, IntArray, Pivoting
+from tlrcore.concurrency.threads import one_blas_thread
 from tlrcore.dense._checks import PIVOTING, check_choice, check_finite_result, working_copy
 from tlrcore.dense._panel import unit_lower
 from tlrcore.dense.gmw import gmw_beta2, gmw_ldl

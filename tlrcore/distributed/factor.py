@@ -11,16 +11,18 @@ product ``L z`` (for simulation) is one task per tile row, each reading the whol
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from distributed import wait
 from numpy.typing import ArrayLike
 
 from tlrcore._checks import check_operand
-from tlrcore._threads import column_progress
 from tlrcore._typing import FloatArray, IntArray
 from tlrcore.backends import NUMPY
 from tlrcore.cholesky.factor import TLRCholesky
 from tlrcore.cholesky.safeguards import DiagonalFactorizer
+from tlrcore.concurrency.threads import column_progress
 from tlrcore.distributed._graph import check_open, prefix, submit
 from tlrcore.distributed._tasks import (
     backward_step,
@@ -35,7 +37,8 @@ __all__ = ["DistributedCholesky"]
 
 
 class DistributedCholesky:
-    """TLR Cholesky factor ``A ~ L L^T`` whose tiles live on the workers.
+    """TLR Cholesky factor ``A ~ L L^T`` whose tiles live on the workers; a
+    :class:`~tlrcore.CholeskyFactor`.
 
     Made by :func:`tlrcore.distributed.cholesky`; :meth:`gather` brings it into the
     process as a :class:`tlrcore.TLRCholesky`.
@@ -61,9 +64,12 @@ class DistributedCholesky:
         factorizer does (``perturbation = ||E||_F = sqrt(sum_k ||E_k||_F^2)``).
     backend : Backend
         :data:`tlrcore.backends.NUMPY`: the results are NumPy arrays.
+    perm : None
+        No tile pivoting: the factor is in ``A``'s order.
     """
 
     backend = NUMPY
+    perm = None
 
     def __init__(
         self,
@@ -265,3 +271,9 @@ class DistributedCholesky:
 
     def __repr__(self) -> str:
         return f"DistributedCholesky(n={self.n}, n_tiles={self.n_tiles}, workers={len(self.placement.addresses)})"
+
+
+if TYPE_CHECKING:  # it meets the factor contract (checked by mypy)
+    from tlrcore.factor import CholeskyFactor
+
+    _DISTRIBUTED: type[CholeskyFactor] = DistributedCholesky

@@ -1,7 +1,7 @@
 r"""The left-looking TLR Cholesky factorization as a Dask task graph.
 
 The tasks are the steps of :mod:`tlrcore.cholesky.left` with the same seeds (one per
-tile column, :func:`tlrcore._threads.column_seeds`), so the factor equals the in-process
+tile column, :func:`tlrcore.concurrency.threads.column_seeds`), so the factor equals the in-process
 one:
 
 * ``D(k)``: ``L(k, k) = chol(A(k, k) - sum_{j<k} L(k, j) L(k, j)^T)``, from row ``k``,
@@ -51,9 +51,9 @@ import logging
 from operator import getitem
 
 from tlrcore._checks import check_accuracy, check_int, check_random_state
-from tlrcore._threads import column_seeds
 from tlrcore._typing import SafeguardSpec, Seed
 from tlrcore.cholesky.safeguards import check_shift, compensation_form, parse_safeguard
+from tlrcore.concurrency.threads import column_seeds
 from tlrcore.distributed._graph import CriticalFirst, prefix, submit
 from tlrcore.distributed._tasks import (
     column_header,

@@ -18,7 +18,7 @@ build
 update
     :class:`ColumnUpdate`: samples and projections of a tile column's Schur update.
 
-The batched factorization on this layout is :mod:`tlrcore.cholesky.batched`.
+The factorization on this layout is :mod:`tlrcore.cholesky.packed` (``variant="packed"``).
 """
 
 from tlrcore.packed.build import build_packed

@@ -16,8 +16,8 @@ import math
 
 import numpy as np
 
-from tlrcore._threads import column_progress
 from tlrcore.compress.ara_batched import batched_ara
+from tlrcore.concurrency.threads import column_progress
 from tlrcore.dense._checks import SYMMETRY_RTOL, asymmetry
 from tlrcore.errors import GeneratorError
 from tlrcore.packed.column import TileColumn

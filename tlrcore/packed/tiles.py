@@ -1,6 +1,6 @@
 """Packed tile layout: tiles of one size, stacked so that batched kernels see views.
 
-The GPU algorithms (:mod:`tlrcore.cholesky.batched`) work on whole tile columns with
+The GPU algorithms (:mod:`tlrcore.cholesky.packed`) work on whole tile columns with
 batched matrix products, so every tile has the same ``b x b`` shape: ``n`` is padded to
 ``n_tiles * b`` with an identity block on the diagonal and zero off-diagonal rows, which
 changes neither the Cholesky factor of the original rows nor the log-determinant. The
@@ -8,7 +8,7 @@ diagonal tiles form one ``(n_tiles, b, b)`` array; tile column ``j``'s lower til
 ``(i, j)``, ``i > j``, are a :class:`~tlrcore.packed.column.TileColumn` whose tile
 ``p = i - j - 1`` is ``(i, j)``: runs of consecutive tiles stacked and padded to the run's
 largest rank. The tiles ``(i, j)`` for ``i >= k`` are then a few slices, and no data
-moves to form a batch. In a factor made by :mod:`tlrcore.cholesky.batched` the segments
+moves to form a batch. In a factor made by :mod:`tlrcore.cholesky.packed` the segments
 are views of a :class:`~tlrcore.packed.pool.TilePool`, from which the tiles of many columns
 are gathered at once.
 """

@@ -1,4 +1,4 @@
-"""Tile factors handed from a worker process to the caller through a shared memory file.
+"""Results handed from a worker process to the caller through a shared memory file.
 
 A tile column's factors that return through the process pool's pipe are pickled into one
 bytes object in the worker, written to the pipe, read back here in pieces of the pipe's
@@ -7,15 +7,21 @@ buffer into another bytes object and unpickled into new arrays: three copies and
 unpickles. A build of 131,072 sites sends about a gigabyte.
 
 Instead, the caller makes memory files (``memfd_create``) before it forks the workers,
-which inherit their descriptors: the :class:`Spool`. Each tile column is given a region of
-one of them that no other column ever gets (:meth:`Spool.region`, large enough for any
-factors of the column's shape), in a file that no other column on its way is written to
-(a write holds its file's lock: two workers writing to one file each spent 1.3-1.5 % of
-a 131,072-site evaluation's samples spinning on it); the worker writes the factors there
-(``pwrite``, one copy), and only their layouts cross the pipe. The caller maps the
-region and the factors are views of the mapping: no copy here, and no new page to be
-zeroed. When the last of a column's factors is gone, its region is cut out of the file
+which inherit their descriptors: the :class:`Spool`. Each result is given a region of
+one of them that no other result ever gets (:meth:`Spool.region`, of the size the caller
+asks for), in a file that no other result on its way is written to (a write holds its
+file's lock: two workers writing to one file each spent 1.3-1.5 % of a 131,072-site
+evaluation's samples spinning on it); the worker writes the arrays there (``pwrite``,
+one copy), and only their layouts cross the pipe. The caller maps the region and the
+arrays are views of the mapping: no copy here, and no new page to be zeroed. When the
+last of a region's arrays is gone, the region is cut out of the file
 (``fallocate(FALLOC_FL_PUNCH_HOLE)``) and the memory goes back to the system.
+
+What the spool carries: a list of records, each an instance of a subclass of
+:class:`tuple` whose items are NumPy arrays and whose class rebuilds it as
+``cls(*arrays, **vars(record))`` (its other attributes passed by name), such as the
+low-rank pairs of :class:`tlrcore.compress._recompress.LowRank`. Any other result (a
+plain tuple among the records, an item that is not an array) takes the pipe.
 
 Measured at 131,072 sites (2-D exponential kernel, accuracy 1e-8, tiles of 2048, two
 cores; ``benchmarks/worker_transfer.py`` compares the three ways on synthetic columns):
@@ -40,9 +46,8 @@ The arrays are equal bit for bit to those the pipe gives, in the same memory ord
 (Fortran order for an array that is Fortran- but not C-contiguous, C order otherwise),
 so later products take the same paths; each starts at a multiple of
 :data:`ALIGNMENT` bytes. Where no memory file can be made (not Linux), where every
-file is in use (more columns on their way than workers), where the factors are not
-:class:`~tlrcore.compress._recompress.LowRank`, or where a write fails, they take the
-pipe.
+file is in use (more results on their way than workers), where the result is not a list
+of records, or where a write fails, it takes the pipe.
 """
 
 from __future__ import annotations
@@ -56,13 +61,11 @@ import weakref
 
 import numpy as np
 
-from tlrcore.compress._recompress import LowRank
-
-__all__ = ["ALIGNMENT", "Spool", "Spooled", "unspool"]
+__all__ = ["ALIGNMENT", "Spool", "Spooled", "spoolable", "unspool"]
 
 logger = logging.getLogger(__name__)
 
-#: Each array of a spooled column starts at a multiple of this many bytes.
+#: Each array of a spooled result starts at a multiple of this many bytes.
 ALIGNMENT = 64
 #: Regions are handed out below this offset (tmpfs files may reach ``2**63 - 1`` bytes).
 LAST_OFFSET = 1 << 62
@@ -90,16 +93,16 @@ _FALLOCATE = _fallocate()
 
 
 class Spooled:
-    """What crosses the pipe in place of a list of :class:`LowRank` factors: the
-    column's region of the spool (`file`, `offset`, `length` bytes written) and, per
-    tile, the layouts of ``U`` and ``V`` (shape, dtype, Fortran order, offset in the
-    region) and the two dropped norms."""
+    """What crosses the pipe in place of a list of records (see the module docstring):
+    the result's region of the spool (`file`, `offset`, `length` bytes written) and, per
+    record, its class, the layouts of its arrays (shape, dtype, Fortran order, offset in
+    the region) and its other attributes."""
 
-    def __init__(self, file, offset, length, tiles):
+    def __init__(self, file, offset, length, records):
         self.file = file
         self.offset = offset
         self.length = length
-        self.tiles = tiles
+        self.records = records
 
 
 class Spool:
@@ -108,7 +111,7 @@ class Spool:
     Parameters
     ----------
     descriptors : list of int
-        The files' descriptors; each is closed when the spool and every column read
+        The files' descriptors; each is closed when the spool and every result read
         from it are gone.
     """
 
@@ -131,14 +134,14 @@ class Spool:
             for descriptor in descriptors:
                 os.close(descriptor)
             logger.debug(
-                "tlrcore: no memory file for the workers' tiles (%s); they take the pipe", exc
+                "tlrcore: no memory file for the workers' results (%s); they take the pipe", exc
             )
             return None
         return cls(descriptors)
 
     def region(self, size):
         """Here: ``(file, offset)`` of a new region of `size` bytes (never handed out
-        before) in a file that no other column on its way is written to, or None when
+        before) in a file that no other result on its way is written to, or None when
         every file is in use or the file's offsets are used up. The file is in use until
         :meth:`done`."""
         with self._lock:
@@ -154,44 +157,43 @@ class Spool:
             return file, offset
 
     def done(self, region):
-        """Here: the file of `region` (from :meth:`region`) is free for another column."""
+        """Here: the file of `region` (from :meth:`region`) is free for another result."""
         with self._lock:
             self._free.append(region[0])
 
-    def write(self, factors, region, size):
-        """In a worker: `factors` (a list of :class:`LowRank`) written to `region` (``(file,
-        offset)``), as a :class:`Spooled`; the list itself where the factors are not all
-        :class:`LowRank`, would not fit in the region's `size` bytes, or cannot be
-        written (what was written is then cut out)."""
-        if not all(isinstance(pair, LowRank) for pair in factors):
-            return factors
-        pieces, tiles, at = [], [], 0
-        for pair in factors:
-            layouts = []
-            for array in pair:
+    def write(self, records, region, size):
+        """In a worker: `records` (a list of records, see the module docstring) written to
+        `region` (``(file, offset)``), as a :class:`Spooled`; the list itself where it is
+        not a list of records (:func:`spoolable`), would not fit in the region's `size`
+        bytes, or cannot be written (what was written is then cut out)."""
+        if not spoolable(records):
+            return records
+        pieces, layouts, at = [], [], 0
+        for record in records:
+            arrays = []
+            for array in record:
                 fortran = array.flags.f_contiguous and not array.flags.c_contiguous
                 at = _round_up(at, ALIGNMENT)
                 if array.size:
                     pieces.append((at, array.T if fortran else np.ascontiguousarray(array)))
-                layouts.append((array.shape, array.dtype.str, fortran, at))
+                arrays.append((array.shape, array.dtype.str, fortran, at))
                 at += array.nbytes
-            tiles.append((*layouts, pair.dropped, pair.dropped_frobenius))
+            layouts.append((type(record), arrays, vars(record)))
         if at > size:
-            return factors
+            return records
         file, offset = region
         try:
             for start, data in pieces:
                 _write_all(self.descriptors[file], memoryview(data).cast("B"), offset + start)
         except OSError as exc:
-            logger.debug(
-                "tlrcore: tile column not written to the spool (%s); it takes the pipe", exc
-            )
+            logger.debug("tlrcore: result not written to the spool (%s); it takes the pipe", exc)
             self.discard(file, offset, at)
-            return factors
-        return Spooled(file, offset, at, tiles)
+            return records
+        return Spooled(file, offset, at, layouts)
 
     def read(self, spooled):
-        """Here: the factors of `spooled`, views of its region mapped from the file.
+        """Here: the records of `spooled`, their arrays views of its region mapped from the
+        file.
 
         Raises
         ------
@@ -220,8 +222,8 @@ class Spool:
             return np.ndarray(shape, dtype=dtype, buffer=memory, offset=start, order=order)
 
         return [
-            LowRank(view(*u), view(*v), dropped, dropped_frobenius)
-            for u, v, dropped, dropped_frobenius in spooled.tiles
+            cls(*(view(*layout) for layout in arrays), **attributes)
+            for cls, arrays, attributes in spooled.records
         ]
 
     def discard(self, file, offset, length):
@@ -243,8 +245,21 @@ class Spool:
         return sum(os.fstat(descriptor).st_blocks for descriptor in self.descriptors) * 512
 
 
+def spoolable(result):
+    """Whether `result` is a list of records that the spool carries: instances of
+    subclasses of :class:`tuple` (not tuples themselves) whose items are NumPy arrays
+    (see the module docstring)."""
+    return isinstance(result, list) and all(
+        isinstance(record, tuple)
+        and type(record) is not tuple
+        and hasattr(record, "__dict__")
+        and all(isinstance(item, np.ndarray) for item in record)
+        for record in result
+    )
+
+
 def unspool(spool, result):
-    """Here: the factors of `result`, read from `spool` when it is a :class:`Spooled`,
+    """Here: the records of `result`, read from `spool` when it is a :class:`Spooled`,
     else `result` itself (see :meth:`Spool.read`)."""
     return spool.read(result) if isinstance(result, Spooled) else result
 

@@ -26,11 +26,11 @@ compact and zero 2 MiB pages, and the time that takes varies widely: touching 2 
 0.36-4.7 s on the development machine (a virtual machine), against 0.74 s every time
 without the advice. The tile algorithms make and drop such arrays all the time (dense
 diagonal tiles, stacked factors, samples, blocks of right-hand sides), so inside their
-thread pools (:func:`tlrcore._threads.tile_pool`) :func:`small_pages` turns the advice
-off; a caller may hold it open across the steps between them (geostat's TLR fits do).
-The build's worker processes, forked before its pool opens, turn it off around their own
-tile work (:func:`tlrcore._threads.tile_work`), and the factorization makes its row panels
-of ``L`` inside its pool: at 131,072 sites these 0.6 GB, filled over the whole
+thread pools (:func:`tlrcore.concurrency.threads.tile_pool`) :func:`small_pages` turns the
+advice off; a caller may hold it open across the steps between them (geostat's TLR fits
+do). The build's worker processes, forked before its pool opens, turn it off around their
+own tile work (:func:`tlrcore.concurrency.threads.tile_work`), and the factorization makes
+its row panels of ``L`` inside its pool: at 131,072 sites these 0.6 GB, filled over the whole
 factorization, had been faulted in as huge pages (0.9 CPU-s zeroing them in a virtual
 machine; the factorization's system time 1.9 s against 1.0-1.3 s on small pages).
 Measured (NumPy 2.4, two cores, with and without, alternating runs): the build of 131,072
@@ -49,7 +49,7 @@ pages back once the released tiles in the heap add up to
 n = 131,072 (exponential kernel, accuracy 1e-8; ``A`` 3.10 GiB, ``L`` 2.94 GiB), before
 the build's worker processes handed their tiles back through memory files: peak
 resident memory of the factorization 3.79 GiB without, 3.45 GiB with it (the build's own
-peak being 3.35 GiB). Tiles read from a memory file (:mod:`tlrcore.compress._spool`)
+peak being 3.35 GiB). Tiles read from a memory file (:mod:`tlrcore.concurrency.spool`)
 give their memory back themselves when released, and are not counted
 (:func:`numpy_allocated_bytes`).
 """
@@ -167,7 +167,7 @@ def numpy_allocated_bytes(array):
     """``array.nbytes`` if NumPy allocated its memory (through the C allocator: what
     :func:`trim_heap` may hand back once it is freed), else 0: a view of memory NumPy did
     not allocate, such as a tile read from a worker's memory file
-    (:mod:`tlrcore.compress._spool`, which gives its memory back itself)."""
+    (:mod:`tlrcore.concurrency.spool`, which gives its memory back itself)."""
     owner = array
     while isinstance(owner, np.ndarray) and owner.base is not None:
         owner = owner.base

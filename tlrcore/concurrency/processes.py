@@ -1,19 +1,14 @@
-"""Worker processes for the ACA compression of a CPU TLR build, and for other work of a
-caller that holds the GIL (:class:`Shared`: geostat's block Vecchia likelihood).
+"""Worker processes forked from the caller, for work that holds the GIL: the tile columns
+of a CPU TLR build (:mod:`tlrcore.compress.in_processes`) and the calls of a
+:class:`Shared` object (geostat's block Vecchia likelihood).
 
-ACA runs in Python between its BLAS calls, so on tiles of 1024 it holds the GIL much of the
-time and the tile pool's threads overlap poorly. When ACA advanced one pivot row and
-column at a time, the off-diagonal compression of 8,192 co2 cells (28 tiles) took 1.66 s
-on one thread, 1.34 s on two (1.24x) and 0.94 s in two processes (1.77x) on a 2-core AMD
-machine, and a whole co2 8K fit (five builds) 13.1 s instead of 15.8 s (medians of 6).
-With ACA in block steps (:mod:`tlrcore.compress.aca`) far less of it is Python: on a
-2-core Intel machine a whole build of those cells took 0.45-0.49 s in processes against
-0.56 s on threads (medians of 5), and whole co2 8K fits took the same time either way
-(6.9-7.3 s, 4 pairs). On tiles of 2048 the processes gain with the build's size: 5 %
-at 32,768 sites, 20 % at 131,072 (:data:`AUTO_MIN_COLUMNS`). Pages of the caller
-that exist when the workers are forked are copied on its first writes (0.6 s more for
-the first factorization at 32,768 sites when the fork came in the middle of its build),
-and stay held by the workers while they live, even once the caller frees them.
+A task (:func:`call`) is a module-level function and its arguments, run in one worker;
+it may unpickle a payload once per build and worker (:func:`unpickled_once`) and write
+its result to the memory files shared with the caller (:func:`spooled`,
+:mod:`tlrcore.concurrency.spool`). Pages of the caller that exist when the workers are
+forked are copied on its first writes (0.6 s more for the first factorization at 32,768
+sites when the fork came in the middle of its build), and stay held by the workers while
+they live, even once the caller frees them.
 
 When the workers serve a build, set by ``TLRCORE_PROCESSES``:
 
@@ -27,19 +22,11 @@ When the workers serve a build, set by ``TLRCORE_PROCESSES``:
 
 The same setting decides where the calls of a :class:`Shared` object run, with no tile
 size: by default in any hold (forking the workers at the first call if the hold's
-tiles were too large for them), always with ``1``, never with ``0``.
-
-With more than one worker (:func:`tlrcore._threads.workers`) each tile column of
-:meth:`tlrcore.TLRMatrix.from_generator` (``method="aca"``) is then compressed in a
-process of a pool: the block generator is pickled once per build and sent with each
-column; the factors come back through memory files that the workers share with the caller
-(:mod:`tlrcore.compress._spool`), or pickled where none can be made. The tiles are
-those the threads would make, bit for bit (the same operations on the same entries). The
-generator runs in the workers, so its side effects (counters, caches) stay there. A
-generator that does not pickle (a closure) or that the workers cannot unpickle (a class
-defined after they were forked), a process that may not have children (a daemonic one,
-such as a Dask worker's), a platform other than Linux, or a pool that broke or could not
-start falls back to the threads.
+tiles were too large for them), always with ``1``, never with ``0``. There are workers
+only with more than one worker thread (:func:`tlrcore.concurrency.threads.workers`), on
+Linux, in a process that may have children (not a daemonic one, such as a Dask
+worker's), and as long as the pool has not broken; otherwise the work runs in the
+caller.
 
 The workers are forked: a fork server or spawned processes would import the caller's
 main script again (running a script without a ``__main__`` guard twice) and take about
@@ -104,24 +91,28 @@ import weakref
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-import numpy as np
-
-from tlrcore._malloc import trim_heap
-from tlrcore._threads import one_blas_thread_block, tile_work, workers
-from tlrcore.compress._spool import ALIGNMENT, Spool, unspool
-from tlrcore.compress.generated import CheckedBlock, compress_column
+from tlrcore.concurrency.heap import trim_heap
+from tlrcore.concurrency.spool import Spool, unspool
+from tlrcore.concurrency.threads import one_blas_thread_block, tile_work, workers
 
 __all__ = [
     "AUTO_MAX_TILE",
     "AUTO_MIN_COLUMNS",
     "IDLE_TIMEOUT",
+    "ResultLost",
     "Shared",
-    "column_compressor",
+    "Unpicklable",
+    "broken",
+    "call",
     "enabled",
     "hold",
+    "new_key",
+    "pickled",
     "setting",
     "shutdown",
+    "spooled",
     "start",
+    "unpickled_once",
 ]
 
 logger = logging.getLogger(__name__)
@@ -144,7 +135,7 @@ IDLE_TIMEOUT = 60.0
 _RELEASE_WAIT = 10.0
 
 _pool = None
-#: The memory files through which the pool's workers hand back tile columns (inherited at the fork).
+#: The memory files through which the pool's workers hand back results (inherited at the fork).
 _spool = None
 #: The pool's workers meet at this barrier in :func:`_release`, so that each takes one task.
 _barrier = None
@@ -153,9 +144,11 @@ _idle_timer = None
 _broken = False
 _holds = 0
 _holds_lock = threading.Lock()
-#: Numbers the builds, so that a worker unpickles each build's generator once.
+#: Numbers the builds and :class:`Shared` objects (:func:`new_key`), so that a worker
+#: unpickles each one's payload once.
 _builds = itertools.count()
-#: In a worker: ``(build, generator)`` of the build it served last.
+#: In a worker: ``(key, object)`` that the tasks of the build it served last unpickled
+#: (:func:`unpickled_once`).
 _worker_build = (None, None)
 #: In a worker: the :class:`Shared` objects it used last, by key (at most :data:`_KEPT`).
 _worker_shared: dict[tuple[int, int], object] = {}
@@ -249,7 +242,7 @@ def start():
             _get_pool().submit(_warm_up).result()
     except (OSError, BrokenProcessPool) as exc:  # no fork, no semaphores (/dev/shm), a dead worker
         _broken = True
-        logger.warning("tlrcore: no worker processes (%s); compressing on threads", exc)
+        logger.warning("tlrcore: no worker processes (%s); working on threads", exc)
 
 
 def shutdown():
@@ -264,8 +257,8 @@ def shutdown():
 
 
 def _rest(linger):
-    """After the last hold: the workers drop the generator and the :class:`Shared`
-    objects they keep and trim their heaps (:func:`_release`), then stay idle for
+    """After the last hold: the workers drop what they keep (a build's generator, the
+    :class:`Shared` objects) and trim their heaps (:func:`_release`), then stay idle for
     :data:`IDLE_TIMEOUT` seconds unless a hold opens (see the module's notes).
 
     They are stopped at once when not to `linger`, with no timeout, when some could not
@@ -315,33 +308,18 @@ def _cancel_idle_stop():
         _idle_timer = None
 
 
-@contextlib.contextmanager
-def column_compressor(block, offsets, max_rank, local):
-    """A context for one build, giving ``compress(j, tolerance)``: the factors of tile
-    column `j` (tiles start at `offsets`), from a worker process when :func:`enabled` and
-    `block` pickles, else (or once the pool broke) ``local(j, tolerance)``.
-
-    Open it before the build's first tile: it forks the workers if they are not running,
-    and a fork then copies no page of the build. (The caller's later writes to pages that
-    exist when the workers are forked are copies: a factorization with ``overwrite_a``
-    writes its diagonal factors into the tiles, and at 131,072 sites took 27.6-28.1 s
-    instead of 20-21.5 s when the workers had been forked after the diagonal tiles.) It
-    is a :func:`hold` of its own, not lingering: workers that served a build outside
-    any hold stop with it (idle ones would hold about 125 MB beside the factorization
-    that follows a 131,072-site build, and a fork costs little beside such a build).
-    """
-    tile_size = int(np.max(np.diff(offsets)))
-    payload = _pickled(block) if enabled(tile_size, len(offsets) - 1) else None
-    if payload is None:
-        yield local
-        return
-    build = (os.getpid(), next(_builds))
-    with hold(tile_size, linger=False):
-        start()  # before the tiles: the tile pool's threads are idle
-        yield local if _broken else _remote_compressor(build, payload, offsets, max_rank, local)
+def broken():
+    """Whether the pool broke (or could not start): the work then stays in the caller."""
+    return _broken
 
 
-def _pickled(obj):
+def new_key():
+    """A key of its own for a build or a :class:`Shared` object (the caller's process id
+    and a count), under which a worker keeps what it unpickled for it."""
+    return (os.getpid(), next(_builds))
+
+
+def pickled(obj):
     """`obj` pickled, or None where it does not pickle (the caller then does the work)."""
     try:
         return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
@@ -349,60 +327,44 @@ def _pickled(obj):
         return None
 
 
-def _remote_compressor(build, payload, offsets, max_rank, local):
-    """:func:`column_compressor`'s ``compress``, in a hold, for the pickled generator
-    `payload` of the build numbered `build`. The factors come back through the pool's
-    spool (:mod:`tlrcore.compress._spool`) where there is one."""
-    unpicklable = []
+def call(task, args, size=None):
+    """Here, in a :func:`hold` with the workers started: ``task(*args, spooling)`` run in
+    a worker process, and its result.
 
-    def compress(j, tolerance):
-        global _broken
-        if not (_broken or unpicklable):
-            pool, spool = _get_pool(), _spool
-            size = _column_bytes(offsets, j)
-            region = None if spool is None else spool.region(size)
-            try:
-                result = pool.submit(
-                    _compress_remote,
-                    build,
-                    payload,
-                    offsets,
-                    j,
-                    tolerance,
-                    max_rank,
-                    _released_keys(),
-                    None if region is None else (region, size),
-                ).result()
-            except BrokenProcessPool:
-                _broken = True
-                if region is not None:
-                    spool.discard(
-                        *region, size
-                    )  # the worker may have written the column before it died
-                logger.warning(
-                    "tlrcore: the worker processes stopped; compressing on threads from now on"
-                )
-            except _Unpicklable as exc:
-                unpicklable.append(exc)
-                logger.debug(
-                    "tlrcore: the workers cannot unpickle the generator (%s); this build uses threads",
-                    exc,
-                )
-            else:
-                try:
-                    return unspool(spool, result)
-                except OSError as exc:  # its spool region not mapped
-                    logger.warning(
-                        "tlrcore: tile column %d lost on its way from a worker (%s); compressing it here",
-                        j,
-                        exc,
-                    )
-            finally:
-                if region is not None:
-                    spool.done(region)
-        return local(j, tolerance)
+    `task` is a function of a module (pickled by reference). `spooling` is the ``(region,
+    size)`` of the spool where the task may write a result of at most `size` bytes
+    (:func:`spooled`), or None (no `size`, no spool, or every file of it in use); a
+    spooled result comes back as views of its region.
 
-    return compress
+    Raises
+    ------
+    concurrent.futures.process.BrokenProcessPool
+        The pool broke (a worker died): the workers are not used again (:func:`broken`).
+    Unpicklable
+        The worker could not unpickle a payload of the task (:func:`unpickled_once`).
+    ResultLost
+        The result's region of the spool could not be mapped (it is cut out of the file).
+    """
+    global _broken
+    pool, spool = _get_pool(), _spool
+    region = None if spool is None or size is None else spool.region(size)
+    try:
+        result = pool.submit(
+            _run, task, args, _released_keys(), None if region is None else (region, size)
+        ).result()
+    except BrokenProcessPool:
+        _broken = True
+        if region is not None:
+            spool.discard(*region, size)  # the worker may have written the result before it died
+        raise
+    else:
+        try:
+            return unspool(spool, result)
+        except OSError as exc:  # its spool region not mapped
+            raise ResultLost(str(exc)) from exc
+    finally:
+        if region is not None:
+            spool.done(region)
 
 
 class Shared:
@@ -429,7 +391,7 @@ class Shared:
 
     def __init__(self, obj):
         self.obj = obj
-        self.key = (os.getpid(), next(_builds))
+        self.key = new_key()
         self._payload = None
         self._local_only = False
         weakref.finalize(self, _released.add, self.key)
@@ -437,7 +399,7 @@ class Shared:
     def _pickled(self):
         """The pickled object, or None (then the calls run here)."""
         if self._payload is None and not self._local_only:
-            self._payload = _pickled(self.obj)
+            self._payload = pickled(self.obj)
             self._local_only = self._payload is None
         return self._payload
 
@@ -467,7 +429,7 @@ class Shared:
                 results.append(future.result())
             except BrokenProcessPool:
                 break
-            except _Unpicklable as exc:
+            except Unpicklable as exc:
                 logger.debug(
                     "tlrcore: the workers cannot unpickle %s (%s); it runs here",
                     type(self.obj),
@@ -501,7 +463,7 @@ def _call_remote(key, payload, method, args, released):
         try:
             obj = pickle.loads(payload)
         except Exception as exc:
-            raise _Unpicklable(f"{type(exc).__name__}: {exc}") from None
+            raise Unpicklable(f"{type(exc).__name__}: {exc}") from None
         while len(_worker_shared) >= _KEPT:
             _worker_shared.pop(next(iter(_worker_shared)))
     _worker_shared[key] = obj  # most recently used last
@@ -523,16 +485,12 @@ def _drop(released):
         trim_heap()
 
 
-class _Unpicklable(Exception):
-    """A worker could not unpickle the generator (a class defined after the fork, say)."""
+class Unpicklable(Exception):
+    """A worker could not unpickle a payload (a class defined after the fork, say)."""
 
 
-def _column_bytes(offsets, j):
-    """Bytes in which any factors of tile column `j` fit: every tile at full rank, in
-    complex numbers, each array aligned (:data:`~tlrcore.compress._spool.ALIGNMENT`)."""
-    sizes = np.diff(np.asarray(offsets, dtype=np.int64))
-    below, width = sizes[j + 1 :], sizes[j]
-    return int(np.sum((below + width) * np.minimum(below, width))) * 16 + 2 * ALIGNMENT * below.size
+class ResultLost(OSError):
+    """A worker's result could not be read back from the spool (its region not mapped)."""
 
 
 def _get_pool():
@@ -602,8 +560,9 @@ def _exit_with(caller):
 
 
 def _release():
-    """In a worker: drop the kept generator and :class:`Shared` objects, give the memory
-    back to the system, and wait for the other workers to do the same."""
+    """In a worker: drop what it keeps (the object of :func:`unpickled_once`, the
+    :class:`Shared` objects), give the memory back to the system, and wait for the other
+    workers to do the same."""
     global _worker_build
     _worker_build = (None, None)
     _worker_shared.clear()
@@ -616,20 +575,35 @@ def _warm_up():
     return os.getpid()
 
 
-def _compress_remote(build, payload, offsets, j, tolerance, max_rank, released, spooling):
-    """In a worker: the factors of tile column `j`, as the threads compute them (after
-    dropping the :class:`Shared` objects `released`), written to the spool where they
-    can be (`spooling`: ``(region, size)`` of :meth:`~tlrcore.compress._spool.Spool.region`,
-    or None)."""
-    global _worker_build
+def _run(task, args, released, spooling):
+    """In a worker: ``task(*args, spooling)`` (after dropping the :class:`Shared` objects
+    `released`)."""
     _drop(released)
-    if _worker_build[0] != build:
+    return task(*args, spooling)
+
+
+def unpickled_once(key, payload, wrap=None):
+    """In a worker: the object pickled in `payload`, unpickled (and passed through
+    `wrap`) at the first task of `key` (:func:`new_key`), and kept for the next ones until
+    a task of another key unpickles its own or the last hold closes.
+
+    Raises
+    ------
+    Unpicklable
+        Where `payload` does not unpickle in the worker.
+    """
+    global _worker_build
+    if _worker_build[0] != key:
         try:
-            generator = pickle.loads(payload)
+            obj = pickle.loads(payload)
         except Exception as exc:
-            raise _Unpicklable(f"{type(exc).__name__}: {exc}") from None
-        _worker_build = (build, CheckedBlock(generator))
-    tiles = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(offsets) - 1)]
-    with tile_work():
-        factors = compress_column(_worker_build[1], tiles, j, tolerance, max_rank)
-    return factors if spooling is None or _spool is None else _spool.write(factors, *spooling)
+            raise Unpicklable(f"{type(exc).__name__}: {exc}") from None
+        _worker_build = (key, obj if wrap is None else wrap(obj))
+    return _worker_build[1]
+
+
+def spooled(result, spooling):
+    """In a worker: `result` written to the spool where it can be (`spooling`: ``(region,
+    size)`` from :func:`call`, or None), as :meth:`~tlrcore.concurrency.spool.Spool.write`;
+    else `result` itself, which then takes the pipe."""
+    return result if spooling is None or _spool is None else _spool.write(result, *spooling)

@@ -36,16 +36,16 @@ import logging
 
 import numpy as np
 
-from tlrcore._threads import column_progress, column_seeds
 from tlrcore.cholesky.factor import PackedCholesky
 from tlrcore.cholesky.safeguards import tail_compensation, tail_count
 from tlrcore.compress.ara_batched import batched_ara
+from tlrcore.concurrency.threads import column_progress, column_seeds
 from tlrcore.packed.column import TileColumn
 from tlrcore.packed.pool import PoolIndex, TilePool, store_column
 from tlrcore.packed.tiles import PackedTiles
 from tlrcore.packed.update import ColumnUpdate
 
-__all__ = ["PackedTile", "batched_left_looking", "packed_compensation"]
+__all__ = ["PackedTile", "packed_left_looking", "packed_compensation"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ _WORK_FRACTION = 8
 _MIN_WORK_BYTES = 64 * 2**20
 
 
-def batched_left_looking(P, tolerance, factorizer, block_size, random_state, release=None):
+def packed_left_looking(P, tolerance, factorizer, block_size, random_state, release=None):
     """Factor the packed matrix `P`; `factorizer` supplies the diagonal shift, added to
     all diagonal tiles at once, and factors each tile under the safeguards by the rules
     the tile path uses (:meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.safeguarded`
@@ -101,7 +101,7 @@ def batched_left_looking(P, tolerance, factorizer, block_size, random_state, rel
     budget = max(backend.free_memory() // _WORK_FRACTION, _MIN_WORK_BYTES)
     columns = []
     flops = [0.0]
-    with backend.small_kernels(), column_progress(n_t, "TLR Cholesky (batched)") as counter:
+    with backend.small_kernels(), column_progress(n_t, "TLR Cholesky (packed)") as counter:
         for k in range(n_t):
             Lkk = factorizer.safeguarded(PackedTile(factorizer, P, D, real, k), k)
             D[k] = Lkk

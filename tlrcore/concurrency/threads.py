@@ -1,5 +1,5 @@
-"""Threads, per-tile seeds, BLAS pinning and tile-column progress, shared by every tile
-algorithm of tlrcore.
+"""Thread pools, per-tile seeds, BLAS pinning and tile-column progress, shared by every
+tile algorithm of tlrcore.
 
 Tiles of one column are independent and run on a thread pool with BLAS on one thread
 each: parallelism is across tiles. Measured on the 2-core development machine (shared,
@@ -34,10 +34,12 @@ from typing import ParamSpec, TypeVar
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from tlrcore._malloc import small_pages
+from tlrcore.concurrency.heap import small_pages
 
 __all__ = [
     "PROGRESS_DELAY",
+    "RHS_CHUNK",
+    "by_column_chunks",
     "by_rows",
     "column_progress",
     "column_seeds",
@@ -46,7 +48,9 @@ __all__ = [
     "one_blas_thread_block",
     "progress",
     "runner",
+    "serial_thread",
     "start_by_work",
+    "submit",
     "terminal_width",
     "tile_pool",
     "tile_seeds",
@@ -85,7 +89,7 @@ def workers():
 @contextmanager
 def tile_pool(count):
     """BLAS pinned to one thread, new arrays on small pages
-    (:func:`tlrcore._malloc.small_pages`), and a thread pool of `count` workers (None for
+    (:func:`tlrcore.concurrency.heap.small_pages`), and a thread pool of `count` workers (None for
     one).
 
     Yields
@@ -101,7 +105,7 @@ def tile_pool(count):
 def tile_work():
     """Context manager for tile work outside a :func:`tile_pool` (in a worker process):
     BLAS on one thread (:func:`one_blas_thread_block`) and new arrays on small pages
-    (:func:`tlrcore._malloc.small_pages`), as in the pool."""
+    (:func:`tlrcore.concurrency.heap.small_pages`), as in the pool."""
     with one_blas_thread_block(), small_pages():
         yield
 
@@ -130,7 +134,7 @@ def tile_seeds(random_state, n_tiles):
 
 
 def column_seeds(random_state, n_tiles):
-    """``(n_tiles,)`` seeds, one per tile column (the batched factorization samples a
+    """``(n_tiles,)`` seeds, one per tile column (the packed factorization samples a
     whole column at once), drawn from `random_state`."""
     return np.random.default_rng(random_state).integers(0, 2**62, size=n_tiles)
 
@@ -154,7 +158,7 @@ def one_blas_thread_block():
 
     Where every BLAS library is on one thread already, the block sets nothing: in a
     process forked with that setting (the build's workers,
-    :mod:`tlrcore.compress.worker_processes`), setting it would start OpenBLAS's
+    :mod:`tlrcore.concurrency.processes`), setting it would start OpenBLAS's
     threads, which a fork stops, and each new one spins for about 0.1 s of CPU time
     before it sleeps.
     """
