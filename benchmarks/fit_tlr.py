@@ -4,7 +4,7 @@ evaluation equivalents, by Fisher scoring and by the derivative-free search.
 A Matern 1.5 field with a nugget (variance 1, range 0.1, nugget 0.05, mean 2) is
 simulated at n uniform sites of the unit square (through a TLR factor at accuracy
 1e-10, independent of the fit's) and fitted with ``SpatialGP(method="tlr")``, smoothness
-held at 1.5, by each local search asked for (``geostat.optimize.search.TLR_SEARCH``):
+held at 1.5, by each local search asked for (``maximize_likelihood``'s ``search``):
 ``scoring`` (Fisher scoring with probe traces) and/or ``polish`` (the derivative-free
 search alone). For each it prints the fit time over the time of one TLR log-likelihood
 evaluation at accuracy 1e-8 on the same likelihood object after the fit (median of 3,
@@ -27,6 +27,7 @@ simulated on the CPU either way).
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import resource
 import statistics
@@ -36,7 +37,8 @@ from unittest import mock
 import numpy as np
 
 import geostat as gs
-from geostat.optimize import search
+import geostat.estimator as estimator_module
+from geostat.optimize import maximize_likelihood
 
 TRUTH = {"variance": 1.0, "range": 0.1, "smoothness": 1.5, "nugget": 0.05}
 MEAN = 2.0
@@ -61,7 +63,8 @@ def evaluation_time(est):
 
 
 def fit(X, y, args, how):
-    with mock.patch.object(search, "TLR_SEARCH", how):
+    searching = functools.partial(maximize_likelihood, search=how)
+    with mock.patch.object(estimator_module, "maximize_likelihood", searching):
         start = time.perf_counter()
         est = gs.SpatialGP(
             kernel="matern",

@@ -1,40 +1,18 @@
 r"""The accuracy of a fit's TLR evaluations, chosen to follow the optimizer (``accuracy="auto"``).
 
-Fisher scoring (:mod:`geostat.optimize.scoring`) compares log-likelihood values: a step of
-predicted gain ``g`` is taken when it increases the value. A TLR value at accuracy ``a``
-errs by some ``e(a)``; the comparison is sound while ``e(a)`` is well below ``g``, and the
-estimate's distance to the exact maximum includes up to ``2 e(a)`` of the last values
-compared. So each comparison is made at the coarsest accuracy (in decades, from the start
-down to :data:`MOST_ACCURATE`) whose estimated error is at most
-
-.. math:: t(g) = \max(\text{ERROR\_SHARE} \cdot g,\ \text{FINAL\_ERROR}),
-
-the start's far from the optimum, tighter at it. A value evaluated less accurately than a
-comparison needs is compared with both errors as the margin, and evaluated again only
-where the step does not clear it; scoring that converges from values less accurate than
-:data:`SETTLED_ERROR` estimates the score once more at ``t(0)``.
-
-**Error model.** The TLR error shrinks about in proportion to the accuracy (the compression
-error is ``a ||K||_F``, the factorization's of the same order, and the log-likelihood's
-error is linear in them to first order). At the first scoring point, with accuracy
-``a_0``, the change ``d = |l(10 a_0) - l(a_0)|`` is measured (from the build at ``a_0``
-truncated to ``10 a_0``, :meth:`~geostat.likelihood.TLRLikelihood.keep_coarser`), and
-again where a step fails; ``d`` estimates ``e(10 a_0)``, so
-
-.. math:: e(a) \approx \text{ERROR\_FROM\_CHANGE} \cdot d \cdot a / a_0 .
-
-With exact proportionality ``ERROR_FROM_CHANGE`` would be 1/9. The measured ratio
-``d / |e(a_0)|`` was 1.6 to 93 on the cases of ``benchmarks/loglik_error.py`` (median 17;
-13 on a simulated field with a nugget of 1e-5 of the variance), so 1/4 is a typical
-estimate, not a bound: where it is 2.5 times too small a comparison errs by a quarter of
-the gain instead of a tenth, still within it. The bound on the distance to the maximum
-takes ``d`` itself (:func:`geostat.optimize.search.reported_loglik`). The error depends on
-the parameters too (``K^{-1}`` magnifies it by up to ``1 / eta`` for a nugget ratio
-``eta``), but scoring starts near the optimum and the fit's final check measures the
-change again at the estimate.
-
-Nothing here depends on earlier fits: the policy lives for one scoring run, and a value
-depends only on the parameters and the accuracy of its evaluation.
+Fisher scoring (:mod:`geostat.optimize.scoring`) takes a step of predicted gain ``g`` when
+it increases the log-likelihood. A TLR value at accuracy ``a`` errs by some ``e(a)``, so
+each comparison is made at the coarsest accuracy (in decades, from the start down to
+:data:`MOST_ACCURATE`) with ``e(a) <= max(ERROR_SHARE * g, FINAL_ERROR)``; a value less
+accurate than that is compared with both errors as margin, and evaluated again only where
+the step does not clear it. The error is taken proportional to the accuracy (the
+compression error is ``a ||K||_F`` [1]_, the log-likelihood's linear in it to first
+order): from the change ``d = |l(10 a_0) - l(a_0)|``, measured at the first scoring point
+and where a step fails (the tiles at ``a_0`` truncated,
+:meth:`~geostat.likelihood.TLRLikelihood.keep_coarser`),
+``e(a) ~ ERROR_FROM_CHANGE * d * a / a_0``, with ``ERROR_FROM_CHANGE = 1/9`` under exact
+proportionality. The value 1/4 is typical, not a bound: an error 2.5 times larger makes a
+comparison err by a quarter of the gain.
 
 References
 ----------
@@ -59,8 +37,8 @@ logger = logging.getLogger(__name__)
 
 #: A value is compared with the error it may have at most this share of the predicted gain.
 ERROR_SHARE = 0.1
-#: ... and needs no error below this: the estimate's distance to the exact maximum owes
-#: at most twice it to the TLR error of the last values compared.
+#: ... and needs no error below this (the estimate's distance to the exact maximum owes at
+#: most twice it to the TLR error of the last values compared).
 FINAL_ERROR = 2e-3
 #: Scoring converged from values of at most this error stops there; from less accurate
 #: ones it estimates the score again at the accuracy of :data:`FINAL_ERROR` (the fit's
@@ -68,32 +46,17 @@ FINAL_ERROR = 2e-3
 SETTLED_ERROR = 1e-2
 #: ``e(a_0) ~ ERROR_FROM_CHANGE * |l(10 a_0) - l(a_0)|`` (see the module docstring).
 ERROR_FROM_CHANGE = 0.25
-#: Finest accuracy the policy chooses; the coarsest is the start. Coarser values would cost
-#: less (0.68 s at 1e-7 against 0.87 s at 1e-8 on 8,192 sites), but a search that then
-#: stops there needs a finer evaluation for the reported log-likelihood (one more at
-#: 65,536 simulated sites: 7.0 evaluation equivalents against 6.7 without).
+#: Finest accuracy the policy chooses; the coarsest is the start.
 MOST_ACCURATE = 1e-12
 #: Accuracies are chosen in steps of this factor.
 STEP = 10.0
 
 
 class AccuracyPolicy:
-    """The accuracy of an adaptive TLR likelihood's evaluations during one scoring run.
-
-    Parameters
-    ----------
-    likelihood : geostat.likelihood.TLRLikelihood
-        With ``adaptive`` set; :meth:`follow` changes its accuracy
-        (:meth:`~geostat.likelihood.TLRLikelihood.set_accuracy`), never to coarser than it
-        is at the start.
-
-    Attributes
-    ----------
-    change : float or None
-        The measured change ``|l(10 a_0) - l(a_0)|`` (None before :meth:`measure`).
-    measured_at : float or None
-        ``a_0``.
-    """
+    """The accuracy of an adaptive TLR `likelihood`'s evaluations during one scoring run:
+    :meth:`follow` sets it (never coarser than at the start). Attributes ``change`` and
+    ``measured_at`` are ``d`` and ``a_0`` of the module docstring (None before
+    :meth:`measure`)."""
 
     def __init__(self, likelihood):
         self.likelihood = likelihood
@@ -107,10 +70,10 @@ class AccuracyPolicy:
         return self.likelihood.accuracy
 
     def measure(self, value_at):
-        """Measure the change at a point whose log-likelihood at an accuracy is
-        ``value_at(accuracy)`` (``-inf`` where not positive definite): between the current
-        accuracy and a ten times coarser one, or where that one fails, a ten times finer
-        one (whose change estimates the current error itself)."""
+        """Measure the change ``d`` at a point of log-likelihood ``value_at(accuracy)``
+        (``-inf`` where not positive definite) between the current accuracy and a ten
+        times coarser one, or where that fails, a ten times finer one (divided by
+        :data:`ERROR_FROM_CHANGE`: that change estimates the current error)."""
         accuracy = self.accuracy
         value = value_at(accuracy)
         try:
@@ -156,14 +119,9 @@ class AccuracyPolicy:
         return max(ERROR_SHARE * gain, FINAL_ERROR)
 
     def follow(self, gain):
-        """Set the coarsest accuracy whose error is within :meth:`tolerance` of `gain`.
-
-        Returns
-        -------
-        bool
-            Whether values at the previous accuracy are too inaccurate for `gain` (they
-            must be evaluated again before they are compared).
-        """
+        """Set the coarsest accuracy whose error is within :meth:`tolerance` of `gain`; return
+        whether values at the previous accuracy are too inaccurate for `gain` (to evaluate again
+        before they are compared)."""
         tolerance = self.tolerance(gain)
         stale = self.error() > tolerance
         accuracy = self.accuracy

@@ -1,56 +1,30 @@
 r"""Weakly identified covariance parameters of a fit: why, and what to do about it.
 
-A maximum-likelihood estimate can be precise as a number and still say little: when the
-likelihood is nearly flat along some direction, the estimate wanders along it from one
-data set to the next, its standard error is large, and Wald intervals (a quadratic
-approximation at the estimate) are misleading. :func:`weakly_identified` flags each
-estimated parameter that shows one of these signs, with a short reason and remedies:
+Where the likelihood is nearly flat along some direction, the estimate wanders along it,
+its standard error is large and Wald intervals mislead. :func:`weakly_identified` flags an
+estimated parameter with one of these signs, with reasons and :data:`REMEDIES` (fix the
+smoothness or the range, REML [1]_, a profile interval, fix the nugget or a shape
+parameter, widen bounds):
 
-* **relative standard error** :math:`\mathrm{se}(\hat\theta) / \hat\theta` above
-  :data:`RELATIVE_ERROR` (0.5) for a positive parameter that is a scale (all but an
-  angle and the separability; a smoothness too, whose remedy is to fix it). By the delta
-  method it is :math:`\mathrm{se}(\log\hat\theta)`. Above
-  :math:`1 / z_{0.975} = 0.51` the 95 % Wald interval :math:`\hat\theta \pm 1.96\,
-  \mathrm{se}` reaches below zero, so the data do not tell the parameter from 0 on the
-  scale of its own size, and the 95 % log-Wald interval spans a factor
-  :math:`\exp(2 \cdot 1.96 \cdot 0.5) = 7.1`: the quadratic approximation of the
-  log-likelihood in :math:`\log\theta` has to hold over most of an order of magnitude,
-  where it seldom does. An infinite standard error (a singular Fisher information) means
-  the parameter is not identified at all.
-* **interval**: a confidence interval (preferably profile,
-  :func:`geostat.optimize.confidence_intervals`) that is unbounded, spans more than a
-  factor :data:`SPAN_FACTOR` (100: two orders of magnitude at 95 %), or reaches the
-  search bound of the fit (the likelihood stays within the critical value all the way to
-  the edge of the box, so the interval is open there).
-* **estimate on its search bound** (``result_.at_bounds``): the maximum is at the edge
-  of the box, not inside it. A nugget of 0 and the model edges
-  (:data:`geostat.optimize.search.MODEL_EDGES`: an isotropic anisotropy ratio of 1, a
-  separability of 0 or 1) are answers, not signs of weak identification, and are not
-  flagged; their intervals are one-sided.
-* **range against the domain**: a range of at least :data:`RANGE_FRACTION` (one half) of
-  the largest site separation :math:`D`. With the Matérn correlation
-  :math:`M(d / \text{range})`, the correlation at the largest separation is then at least
-  :math:`M(2)`, 0.14 for the exponential and 0.41 for smoothness 1.5: the data never see
-  the field decorrelate, and under fixed-domain asymptotics only the microergodic
-  combination :math:`\sigma^2 / \text{range}^{2\nu}` is consistently estimable, not the
-  variance and the range separately (Zhang 2004).
-
-Remedies are keys of :data:`REMEDIES` (the wording of the Python interface; the command
-line words them its own way): fix the smoothness (its trade-off with the range is the
-usual cause of a long ridge), fix the range, use REML (which accounts for the degrees of
-freedom spent on the trend, and so reduces the downward bias of the maximum-likelihood
-variance and range; Harville 1977), compute a profile interval (which follows the
-likelihood's own shape), fix the nugget or another shape parameter, or widen the bounds.
+* a **relative standard error** :math:`\mathrm{se}(\hat\theta) / \hat\theta
+  \approx \mathrm{se}(\log\hat\theta)` of a scale parameter above :data:`RELATIVE_ERROR`
+  (beyond :math:`1 / 1.96` the 95 % Wald interval reaches below zero), or an infinite one;
+* a confidence **interval** that is unbounded, spans more than a factor
+  :data:`SPAN_FACTOR`, or (profile) reaches the search bound;
+* an **estimate on its search bound** (a nugget of 0 and the model edges of
+  :data:`geostat.optimize.search.MODEL_EDGES` are answers, not flagged);
+* a **range** of at least :data:`RANGE_FRACTION` of the largest site separation: under
+  fixed-domain asymptotics only :math:`\sigma^2 / \text{range}^{2\nu}` is then
+  consistently estimable [2]_.
 
 References
 ----------
-Harville, D. A. (1977). Maximum likelihood approaches to variance component estimation
-and to related problems. *Journal of the American Statistical Association* 72(358),
-320-338.
-
-Zhang, H. (2004). Inconsistent estimation and asymptotically equal interpolations in
-model-based geostatistics. *Journal of the American Statistical Association* 99(465),
-250-261.
+.. [1] Harville, D. A. (1977). Maximum likelihood approaches to variance component
+   estimation and to related problems. *Journal of the American Statistical Association*
+   72(358), 320-338.
+.. [2] Zhang, H. (2004). Inconsistent estimation and asymptotically equal interpolations
+   in model-based geostatistics. *Journal of the American Statistical Association*
+   99(465), 250-261.
 """
 
 from __future__ import annotations
@@ -76,8 +50,8 @@ __all__ = [
     "weakly_identified",
 ]
 
-#: A relative standard error ``stderr / estimate`` above this flags a parameter (see the
-#: module docstring: about 1 / 1.96, where the 95 % Wald interval reaches 0).
+#: A relative standard error ``stderr / estimate`` above this flags a parameter (about
+#: 1 / 1.96, where the 95 % Wald interval reaches 0).
 RELATIVE_ERROR = 0.5
 #: An interval whose ends differ by more than this factor flags a parameter.
 SPAN_FACTOR = 100.0
@@ -102,16 +76,8 @@ REMEDIES = {
 
 @dataclass(frozen=True)
 class WeakIdentification:
-    """Why one parameter is weakly identified, and what may help.
-
-    Attributes
-    ----------
-    parameter : str
-    reasons : tuple of str
-        Each sign found, in words with its numbers.
-    remedies : tuple of str
-        Keys of :data:`REMEDIES`, the most useful first.
-    """
+    """Why one `parameter` is weakly identified (`reasons`, in words with their numbers), and
+    what may help (`remedies`, keys of :data:`REMEDIES`, the most useful first)."""
 
     parameter: str
     reasons: tuple[str, ...]
@@ -149,45 +115,33 @@ def weakly_identified(
 ) -> dict[str, WeakIdentification]:
     """The weakly identified parameters among the estimated ones, with reasons and remedies.
 
-    A parameter is flagged when any sign of the module docstring holds: relative standard
-    error above `relative_error` (or an infinite standard error), an interval unbounded,
-    spanning more than `span_factor` or (a profile interval) reaching a bound of `bounds`
-    other than a nugget's 0, an estimate on its
-    search bound (`at_bounds`, except a nugget and the model edges), or a range of at least
-    `range_fraction` times `max_distance`.
-
     Parameters
     ----------
     params, stderr : mapping of str to float
         Estimates and standard errors by name (``params_``, ``stderr_``).
     intervals : pandas.DataFrame or mapping, optional
-        Confidence intervals: as :func:`geostat.optimize.confidence_intervals` returns them
-        (its ``one_sided`` column and ``attrs["method"]`` are used when present), or
-        ``{name: (lower, upper)}``, taken as profile intervals.
+        As :func:`geostat.optimize.confidence_intervals` returns them, or
+        ``{name: (lower, upper)}`` profile intervals.
     bounds : mapping of str to (float, float), optional
-        The search box by name, in the units of `params`
-        (:func:`geostat.optimize.intervals.parameter_bounds`).
+        The search box in the units of `params`
+    (:func:`~geostat.optimize.intervals.parameter_bounds`).
     estimated : list of str, optional
-        The estimated parameters (``result_.estimated``); by default those with a
-        non-zero standard error (a fixed one has 0).
+        The estimated parameters (default: those with a non-zero standard error).
     at_bounds : sequence of str, default ()
         Parameters whose estimate is on a bound (``result_.at_bounds``).
     max_distance : float, optional
         Largest separation of the sites, in the units of the range.
     reml : bool, default False
-        Whether the fit maximized the restricted likelihood (then REML is not suggested).
+        Whether the fit was REML (then not suggested).
     absolute : sequence of str
-        Parameters that are no scale (an angle, the separability, which can be 0): no
-        relative error or span for them; only an infinite standard error, an unbounded
-        interval, a bound, or an estimate on its search bound.
+        Parameters that are no scale (an angle, the separability): no relative error or span.
     relative_error, span_factor, range_fraction : float
-        Thresholds, by default :data:`RELATIVE_ERROR`, :data:`SPAN_FACTOR` and
-        :data:`RANGE_FRACTION`.
+        Thresholds of the signs in the module docstring.
 
     Returns
     -------
     dict of str to WeakIdentification
-        The flagged parameters only, in the order of `params`; empty when none is.
+        The flagged parameters only, in the order of `params`.
     """
     names = [
         n
@@ -287,32 +241,13 @@ def _remedies(name, on_search_bound, smoothness_free, reml, profile):
     return tuple(keys)
 
 
-# `estimator` is a fitted geostat.SpatialGP (not named here: geostat.estimator may import this module).
+# `estimator`: a fitted geostat.SpatialGP (not named here: geostat.estimator may import this).
 def identification_of(
     estimator: Any, intervals: pd.DataFrame | None = None
 ) -> dict[str, WeakIdentification]:
-    """:func:`weakly_identified` of a fitted estimator, from its fitted attributes.
-
-    Uses ``params_``, ``stderr_``, ``result_.estimated`` and ``result_.at_bounds``,
-    ``reml``, the search box of the fit (:func:`geostat.optimize.intervals.parameter_bounds`)
-    and the largest separation of its sites.
-
-    Parameters
-    ----------
-    estimator : geostat.SpatialGP
-        A fitted estimator.
-    intervals : pandas.DataFrame, optional
-        Its ``confidence_intervals(...)``, when computed.
-
-    Returns
-    -------
-    dict of str to WeakIdentification
-
-    Raises
-    ------
-    sklearn.exceptions.NotFittedError
-        If `estimator` is not fitted.
-    """
+    """:func:`weakly_identified` of a fitted `estimator`, from its fitted attributes, search
+    box and largest site separation, with its `intervals` (``confidence_intervals(...)``)
+    where computed; NotFittedError if it is not fitted."""
     check_is_fitted(estimator)
     result = estimator.result_
     return weakly_identified(

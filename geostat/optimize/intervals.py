@@ -1,76 +1,28 @@
 r"""Confidence intervals for the covariance parameters of a fitted :class:`~geostat.SpatialGP`.
 
 At level :math:`1 - \alpha`, with :math:`z = \Phi^{-1}(1 - \alpha / 2)` and the standard
-errors :math:`\mathrm{se}(\hat\theta)` of the expected Fisher information (``stderr_``):
+errors of the expected Fisher information (``stderr_``):
 
-``"wald"``
-    :math:`\hat\theta \pm z\,\mathrm{se}(\hat\theta)` on the natural scale (it can reach
-    below zero).
-``"log-wald"``
-    The Wald interval of :math:`\log\theta` mapped back,
-    :math:`\exp\bigl(\log\hat\theta \pm z\,\mathrm{se}(\hat\theta) / \hat\theta\bigr)`, with
-    :math:`\mathrm{se}(\log\hat\theta) \approx \mathrm{se}(\hat\theta) / \hat\theta` by the
-    delta method: positive and asymmetric. Undefined (upper end NaN) at an estimate of 0.
-``"profile"``
-    :math:`\{\theta : 2(\hat\ell - \ell_p(\theta)) \le \chi^2_1(1 - \alpha)\}`, where the
-    profile log-likelihood :math:`\ell_p(\theta) = \max_{\psi} \ell(\theta, \psi)` maximizes
-    over every other covariance parameter :math:`\psi` (the variance profiled as in the fit,
-    the trend by GLS) with :math:`\theta` held fixed. It follows the likelihood's shape
-    (skewed, bounded) instead of a quadratic approximation at the estimate.
+* ``"wald"``: :math:`\hat\theta \pm z\,\mathrm{se}(\hat\theta)`;
+* ``"log-wald"``: :math:`\exp(\log\hat\theta \pm z\,\mathrm{se}(\hat\theta) / \hat\theta)`,
+  the Wald interval of :math:`\log\theta` by the delta method;
+* ``"profile"``: :math:`\{\theta : 2(\hat\ell - \ell_p(\theta)) \le \chi^2_1(1 - \alpha)\}`
+  for the profile log-likelihood :math:`\ell_p(\theta) = \max_\psi \ell(\theta, \psi)`.
 
-Profile computation
--------------------
-:math:`\ell_p(\theta)` is the fit's own maximization with one more parameter held: the
-range or the variance through ``ParameterSpace(fixed=...)``, the nugget through
-``nugget=<value>``, a shape parameter through a kernel with that value fixed. It runs the
-local stage of the fit (:func:`geostat.optimize.search.local_maximize`: L-BFGS-B for an
-exact likelihood, with :data:`PROFILE_TOLERANCES`; the derivative-free polish for TLR)
-on the estimator's own likelihood object, then
-:func:`geostat.optimize.search.natural_estimate` (which also tries a nugget of exactly 0).
-Each maximization is warm-started on the profile path of the other parameters: along
-its tangent at the estimate (from the inverse Fisher information) for the first value,
-then along the line through the optima at the two nearest values already profiled. A
-warm start with a nugget near zero is searched again from a small positive nugget (in log
-coordinates the search cannot leave the nugget's floor), and the better optimum is kept.
+:math:`\ell_p` runs the fit's local search with the parameter held (:func:`held_space`),
+warm-started along the profile path. An endpoint is the root of
+:math:`z_\chi - \sqrt{2(\hat\ell - \ell_p)}` (:math:`z_\chi^2 = \chi^2_1(1 - \alpha)`; the
+signed root of the deviance is nearly linear in :math:`\log\theta`), by Brent's method in
+:math:`\log\theta` to :data:`LOG_XTOL` or :data:`ROOT_TOL`, in a bracket grown outward
+from the log-Wald endpoint; a bound of the search box reached first is the endpoint,
+flagged ``at_bound``.
 
-Each endpoint is the root of :math:`z_\chi - r(\theta)`, with
-:math:`r = \sqrt{2(\hat\ell - \ell_p(\theta))}` the signed root of the deviance (nearly
-linear in :math:`\log\theta`) and :math:`z_\chi^2 = \chi^2_1(\text{level})`, found by
-Brent's method in :math:`\log\theta` (:func:`scipy.optimize.brentq`, tolerance
-:data:`LOG_XTOL`, or a first profile value with :math:`|z_\chi - r| \le` :data:`ROOT_TOL`:
-each value is a maximization, and digits beyond that cost two or three more) on a
-bracket grown outward from the estimate: the first trial is at the
-log-Wald endpoint, each next one where :math:`r` extrapolated linearly reaches
-:math:`z_\chi` (times :data:`OVERSHOOT`). A bound of the fit's parameter space reached
-with :math:`r \le z_\chi` is the endpoint and the interval is flagged open there
-(``at_bound``); a nugget interval that contains 0 has lower endpoint 0, flagged the same
-way.
-
-Estimates on a bound
---------------------
-An estimate on a bound of the parameter space (:func:`estimate_at_bound`: a nugget of 0
-or at its floor, where the nugget-to-variance ratio reaches ``RATIO_FLOOR``; a parameter
-in ``result_.at_bounds``, such as an anisotropy ratio of 1 or a separability of 0 or 1,
-the model edges of :data:`geostat.optimize.search.MODEL_EDGES`, or a range on its search
-bound) gets a one-sided interval, flagged in the column ``one_sided``: the end on the
-bound's side is the bound (0 for a nugget), the other end solves
-
-.. math:: 2\bigl(\hat\ell - \ell_p(\theta)\bigr) = \chi^2_1(1 - 2\alpha),
-
-the :math:`1 - \alpha` quantile of the likelihood-ratio statistic when the true value is
-on the boundary, the 50:50 mixture :math:`\tfrac12\chi^2_0 + \tfrac12\chi^2_1`
-(chi-bar-squared; Self and Liang 1987): :math:`P(D > c) = \tfrac12 P(\chi^2_1 > c)
-= \alpha`. Its square root, :math:`z_{1-\alpha} = \Phi^{-1}(\text{level})`, is the
-one-sided normal quantile, so the end is also the one-sided signed-root bound. At level
-0.95 the deviance at the end is 2.706, not 3.841.
-
-A Wald or log-Wald interval of such an estimate (its standard error describes no
-symmetric spread there) is the one-sided profile interval when one at that level was
-already computed for the fit, otherwise the bound and
-:math:`\hat\theta \pm z_{1-\alpha}\,\mathrm{se}(\hat\theta)` on the other side
-(``exp(log estimate -/+ z_{1-alpha} se / estimate)`` for log-Wald of a positive
-estimate), kept within the box, or the other end of the box where the standard error is
-not finite. No end is NaN.
+An estimate on a bound (:func:`estimate_at_bound`) gets a one-sided interval: the bound,
+and on the other side the end where
+:math:`2(\hat\ell - \ell_p) = \chi^2_1(1 - 2\alpha)`, the :math:`1 - \alpha` quantile of
+the null mixture :math:`\tfrac12\chi^2_0 + \tfrac12\chi^2_1` (Self and Liang 1987; 2.706
+at level 0.95). Its Wald and log-Wald intervals are that profile interval when computed,
+else :func:`one_sided_wald`.
 
 References
 ----------
@@ -130,12 +82,8 @@ KEY_DIGITS = 13
 #: gap between the two optima it is drawn from.
 MAX_EXTRAPOLATION = 3.0
 #: L-BFGS-B tolerances of a profile maximization (exact likelihood), on the negative
-#: log-likelihood per observation: a change below ``1e-9`` of it in one iteration, or a
-#: projected gradient below ``1e-5``, leaves the profile value within about ``1e-5`` of
-#: the maximum (at most 1.4e-5 against the fit's tolerances, 1e-12 and 1e-8, over 18
-#: profile values of a 600-station Matern fit with the smoothness free; 1e-10 and 1e-6
-#: gave 5e-8 with 18 % more evaluations, 1e-8 and 1e-5 gave 8e-4). That is a deviance
-#: within 3e-5, far inside :data:`ROOT_TOL`'s 0.002.
+#: log-likelihood per observation: they leave a profile value within about ``1e-5`` of the
+#: maximum, a deviance far inside :data:`ROOT_TOL`'s 0.002.
 PROFILE_TOLERANCES = {"ftol": 1e-9, "gtol": 1e-5}
 #: The tangent path moves a logarithm by at most this much.
 MAX_LOG_MOVE = 20.0
@@ -147,17 +95,7 @@ OVERSHOOT = 1.3
 
 
 def check_level(level: float) -> float:
-    """`level` as a float in (0, 1), else ValueError naming the argument.
-
-    Parameters
-    ----------
-    level : float
-        Confidence level, e.g. 0.95.
-
-    Returns
-    -------
-    float
-    """
+    """`level` (a confidence level) as a float in (0, 1); ValueError otherwise."""
     if (
         isinstance(level, (bool, np.bool_))
         or not isinstance(level, numbers.Real)
@@ -182,20 +120,14 @@ def confidence_intervals(
     level : float, default 0.95
         Confidence level, in (0, 1).
     method : {"profile", "wald", "log-wald"}, default "profile"
-        See the module docstring: profile likelihood, :math:`\\hat\\theta \\pm z\\,\\mathrm{se}`,
-        or :math:`\\exp(\\log\\hat\\theta \\pm z\\,\\mathrm{se} / \\hat\\theta)`; for an
-        estimate on a bound, the one-sided interval of the module docstring.
+        The construction (module docstring); an estimate on a bound gets a one-sided interval.
 
     Returns
     -------
     pandas.DataFrame
-        Indexed by parameter name (the estimated ones: variance, range, free shape
-        parameters, nugget), columns ``estimate``, ``lower``, ``upper``, for
-        ``"profile"`` ``at_bound`` (True when an endpoint is a bound of the parameter
-        space, so the interval is open there), and last ``one_sided`` (True for an
-        estimate on a bound: :data:`ONE_SIDED`, the end on that side is the bound and the
-        other comes from the one-sided test). No end is NaN. ``attrs`` holds ``level``
-        and ``method``.
+        Indexed by the estimated parameters; columns ``estimate``, ``lower``, ``upper`` (never
+        NaN), for ``"profile"`` ``at_bound`` (an endpoint is a bound of the parameter space),
+        and ``one_sided`` (:data:`ONE_SIDED`). ``attrs`` holds ``level`` and ``method``.
 
     Raises
     ------
@@ -264,56 +196,24 @@ def log_wald(estimate, stderr, z):
 
 
 def one_sided_critical(level):
-    """The signed root of the deviance at the free end of a one-sided interval.
+    """The signed root of the deviance at the free end of a one-sided interval at `level`.
 
-    The likelihood-ratio statistic of a parameter whose true value is on the boundary
-    is asymptotically the 50:50 mixture :math:`\\tfrac12\\chi^2_0 + \\tfrac12\\chi^2_1`
-    (Self and Liang 1987); its :math:`1 - \\alpha` quantile is :math:`\\chi^2_1(1 - 2\\alpha)`
-    for :math:`\\alpha < 1/2` (0 beyond, the mass of :math:`\\chi^2_0`), whose square root
-    is :math:`\\Phi^{-1}(1 - \\alpha)`.
-
-    Parameters
-    ----------
-    level : float
-        Confidence level :math:`1 - \\alpha`, in (0, 1).
-
-    Returns
-    -------
-    float
-        :math:`\\Phi^{-1}(\\max(\\text{level}, 1/2))`: 1.645 at 0.95 (a deviance of 2.706).
-
-    References
-    ----------
-    Self, S. G. and Liang, K.-Y. (1987). Asymptotic properties of maximum likelihood
-    estimators and likelihood ratio tests under nonstandard conditions. *Journal of the
-    American Statistical Association* 82(398), 605-610.
+    The likelihood-ratio statistic of a parameter whose true value is on the boundary is
+    asymptotically :math:`\\tfrac12\\chi^2_0 + \\tfrac12\\chi^2_1` (Self and Liang 1987), whose
+    :math:`1 - \\alpha` quantile is :math:`\\chi^2_1(1 - 2\\alpha)`: the root is
+    :math:`\\Phi^{-1}(\\max(\\text{level}, 1/2))`, 1.645 at 0.95 (a deviance of 2.706).
     """
     return float(stats.norm.ppf(max(check_level(level), 0.5)))
 
 
 def one_sided_wald(estimate, stderr, level, bounds, side, logarithmic=False):
-    """``(lower, upper)`` of the one-sided Wald interval of an estimate on a bound.
+    """``(lower, upper)`` of the one-sided Wald interval of an estimate on the bound `side`.
 
-    The end on `side` (-1: the lower bound, +1: the upper) is that bound; the other is
-    :math:`\\hat\\theta \\mp z_{1-\\alpha}\\,\\mathrm{se}` with
-    :math:`z_{1-\\alpha}` = :func:`one_sided_critical` (`logarithmic`: for a positive
-    estimate :math:`\\hat\\theta \\exp(\\mp z_{1-\\alpha}\\,\\mathrm{se}/\\hat\\theta)`),
-    kept within `bounds` (a separability of 0 with a large standard error gets [0, 1], not
-    an end beyond the model), or the other bound where the standard error is not finite.
-
-    Parameters
-    ----------
-    estimate, stderr : float
-    level : float
-        Confidence level, in (0, 1).
-    bounds : tuple of float
-        ``(low, high)`` of the parameter (:func:`parameter_bounds`).
-    side : {-1, +1}
-    logarithmic : bool, default False
-
-    Returns
-    -------
-    tuple of float
+    The end on `side` (-1: lower, +1: upper) is that end of `bounds`; the other is
+    :math:`\\hat\\theta \\mp z_{1-\\alpha}\\,\\mathrm{se}` (with `logarithmic`, for a positive
+    estimate, :math:`\\hat\\theta \\exp(\\mp z_{1-\\alpha}\\,\\mathrm{se}/\\hat\\theta)`), with
+    :math:`z_{1-\\alpha}` = :func:`one_sided_critical` of `level`, kept within `bounds`, or the
+    other bound where `stderr` is not finite.
     """
     low, high = bounds
     if not math.isfinite(stderr):
@@ -328,21 +228,9 @@ def one_sided_wald(estimate, stderr, level, bounds, side, logarithmic=False):
 
 
 def parameter_bounds(estimator):
-    """``{name: (low, high)}`` of the estimated parameters of a fit, in natural units.
-
-    The box the fit searched (:class:`~geostat.optimize.ParameterSpace`), with 0 below a
-    nugget and a quarter turn either side of an anisotropy angle (its axes repeat
-    beyond).
-
-    Parameters
-    ----------
-    estimator : geostat.SpatialGP
-        A fitted estimator.
-
-    Returns
-    -------
-    dict
-    """
+    """``{name: (low, high)}`` of the estimated parameters of a fitted estimator, in natural
+    units: the box the fit searched, with 0 below a nugget and a quarter turn either side of
+    an anisotropy angle (its axes repeat beyond)."""
     check_is_fitted(estimator)
     space, factor = fitted_space(estimator), estimator._scale.factor
     return {
@@ -352,7 +240,8 @@ def parameter_bounds(estimator):
 
 
 def _natural_bounds(space, factor, estimate, name):
-    """:func:`parameter_bounds` of one parameter; `space` in fitting units, `factor` the data scale."""
+    """:func:`parameter_bounds` of one parameter (`space` in fitting units, `factor` the
+    data scale)."""
     if name == "anisotropy_angle":
         return estimate[name] - 0.5 * math.pi, estimate[name] + 0.5 * math.pi
     low, high = space.natural_bounds[name]
@@ -361,23 +250,12 @@ def _natural_bounds(space, factor, estimate, name):
 
 
 def estimate_at_bound(estimator):
-    """``{name: side}`` of the estimated parameters on a bound: -1 on the lower, +1 on the upper.
+    """``{name: side}`` of a fitted estimator's estimates on a bound (-1 lower, +1 upper).
 
-    A nugget of 0, or one in ``result_.at_bounds`` (on its floor, or below
-    ``NUMERICAL_ZERO`` times the variance), is on its lower bound 0; another parameter in
-    ``result_.at_bounds`` (a range or a shape parameter on its search bound; the model edges
-    of :data:`geostat.optimize.search.MODEL_EDGES`, e.g. an anisotropy ratio of 1) is on
-    the nearer end of its box, on the scale it is searched on. An anisotropy angle is never
-    on a bound: its axes repeat.
-
-    Parameters
-    ----------
-    estimator : geostat.SpatialGP
-        A fitted estimator.
-
-    Returns
-    -------
-    dict
+    A nugget of 0 or in ``result_.at_bounds`` is on its lower bound 0; another parameter in
+    ``result_.at_bounds`` (on its search bound, or a model edge of
+    :data:`~geostat.optimize.search.MODEL_EDGES`) on the nearer end of its box, on the scale
+    it is searched on. An anisotropy angle is never on a bound.
     """
     check_is_fitted(estimator)
     result = estimator.result_
@@ -404,9 +282,8 @@ def estimate_at_bound(estimator):
 def profile_loglik(estimator: Any, parameter: str, values: ArrayLike) -> NDArray[np.float64]:
     """Profile log-likelihood of one covariance parameter of a fitted estimator.
 
-    :math:`\\ell_p(\\theta) = \\max_\\psi \\ell(\\theta, \\psi)`: the log-likelihood (restricted
-    with ``reml=True``) maximized over the other covariance parameters with `parameter`
-    held at each value (see the module docstring). At the estimate it equals ``loglik_``.
+    :math:`\\ell_p(\\theta) = \\max_\\psi \\ell(\\theta, \\psi)` over the other covariance
+    parameters (restricted with ``reml=True``); ``loglik_`` at the estimate.
 
     Parameters
     ----------
@@ -415,9 +292,8 @@ def profile_loglik(estimator: Any, parameter: str, values: ArrayLike) -> NDArray
     parameter : str
         One of its estimated parameters (``estimator.result_.estimated``).
     values : array-like of float
-        Values of the parameter in its natural units (the units of ``params_``); positive
-        (the nugget may be 0; an angle or the separability any finite number, within its
-        bounds).
+        Values in the units of ``params_``: positive (a nugget non-negative; an angle or the
+        separability finite).
 
     Returns
     -------
@@ -428,7 +304,7 @@ def profile_loglik(estimator: Any, parameter: str, values: ArrayLike) -> NDArray
     sklearn.exceptions.NotFittedError
         If `estimator` is not fitted.
     ValueError
-        If `parameter` is not estimated or `values` are not positive finite numbers.
+        If `parameter` is not estimated or `values` are not valid.
     """
     check_is_fitted(estimator)
     profile = ProfileLikelihood.of(estimator)
@@ -486,12 +362,8 @@ def fitted_space(estimator):
 
 
 def held_space(space, name, value):
-    """`space` with parameter `name` held at `value` (fitting units).
-
-    The range and the variance are held through ``fixed``, the nugget through
-    ``nugget=value``, a shape parameter through a kernel with that value fixed; a bound
-    given for the parameter is dropped.
-    """
+    """`space` with parameter `name` held at `value` (fitting units): through ``fixed``,
+    ``nugget=value`` or a kernel with that shape value fixed; its bound is dropped."""
     bounds = {k: v for k, v in space.bounds.items() if k != name}
     if name in ("variance", "range"):
         return dataclasses.replace(space, fixed={**space.fixed, name: value}, bounds=bounds)
@@ -511,16 +383,9 @@ def start_in(space, params):
 
 
 class ProfileLikelihood:
-    """Profile log-likelihoods and profile intervals of a fitted estimator.
-
-    Evaluations run on the estimator's likelihood object (exact or TLR, the one the fit
-    used); optima already found are kept, per parameter, as warm starts.
-
-    Parameters
-    ----------
-    estimator : geostat.SpatialGP
-        A fitted estimator (not modified; a TLR likelihood's cached factor is replaced).
-    """
+    """Profile log-likelihoods and profile intervals of a fitted `estimator`, evaluated on
+    its own likelihood object (a TLR likelihood's cached factor is replaced); the optima
+    found are kept, per parameter, as warm starts."""
 
     def __init__(self, estimator):
         check_is_fitted(estimator)
@@ -546,21 +411,9 @@ class ProfileLikelihood:
 
     @classmethod
     def of(cls, estimator):
-        """The profile likelihood of `estimator`'s fit, made once and kept with the fit's
-        likelihood: the optima and values it has found serve every later interval,
-        profile and plot of that fit (an interval drawn by
-        :func:`geostat.plotting.plot_profile` after :func:`confidence_intervals` costs no
-        new maximization). A new fit starts a new one.
-
-        Parameters
-        ----------
-        estimator : geostat.SpatialGP
-            A fitted estimator.
-
-        Returns
-        -------
-        ProfileLikelihood
-        """
+        """The :class:`ProfileLikelihood` of a fitted `estimator`, made once per fit and kept
+        with it, so that its optima and values serve every later interval, profile and
+        plot of that fit."""
         check_is_fitted(estimator)
         kept = estimator._fitted_solvers().profile
         if "profile" not in kept:
@@ -634,13 +487,8 @@ class ProfileLikelihood:
     def _starts(self, name, unit, space):
         """Starting points of one profile maximization: the warm start and, when its nugget
         is below ``ZERO_NUGGET_TRIAL`` times the variance, the same point with the nugget at
-        :data:`INTERIOR_RATIO` times the variance.
-
-        A nugget near zero sits at the lower end of its logarithm, where the gradient in
-        that coordinate vanishes: a search started there stays there even when holding
-        `name` makes a positive nugget better (an estimated nugget of 0 with the range
-        held at a larger value is the common case).
-        """
+        :data:`INTERIOR_RATIO` times the variance (at the floor of its logarithm the
+        gradient in the nugget vanishes, and a search started there stays there)."""
         start = self._warm_start(name, unit, space)
         coordinate = "ratio" if "ratio" in space.names else "nugget"
         if coordinate not in space.names:
@@ -660,14 +508,10 @@ class ProfileLikelihood:
         return [start, interior]
 
     def _warm_start(self, name, unit, space):
-        """Start for `name` = `unit` in the optimizer's coordinates of `space`.
-
-        The profile path of the other parameters is smooth (often a straight ridge in
-        logarithms): it is followed along the line through the optima at the two nearest
-        values profiled (at most :data:`MAX_EXTRAPOLATION` gaps beyond them), or, with
-        only the estimate known, along its tangent at the estimate
-        (:meth:`_tangent_path`).
-        """
+        """Start for `name` = `unit` in the optimizer's coordinates of `space`: on the line
+        through the optima at the two nearest values profiled (at most
+        :data:`MAX_EXTRAPOLATION` gaps beyond them), or with only the estimate known on the
+        tangent of the profile path (:meth:`_tangent_path`)."""
         coordinate = self._coordinate(name)
         target = coordinate(unit)
         near = sorted(self.optima[name], key=lambda pair: abs(coordinate(pair[0]) - target))[:2]
@@ -730,13 +574,8 @@ class ProfileLikelihood:
         return self.space.natural_bounds["nugget"][0] * self.scale.factor**2
 
     def interval(self, name, level):
-        """``(lower, upper, at_bound)`` of the profile interval of `name` at `level`.
-
-        Two-sided, :math:`2(\\hat\\ell - \\ell_p) \\le \\chi^2_1(\\text{level})`; for an
-        estimate on a bound (:attr:`sides`) one-sided: that bound, and on the other side
-        the end where the deviance is :math:`\\chi^2_1(2\\,\\text{level} - 1)`
-        (:func:`one_sided_critical`). Computed once per `name` and `level`.
-        """
+        """``(lower, upper, at_bound)`` of the profile interval of `name` at `level` (one-sided
+        for an estimate on a bound, :attr:`sides`), computed once per `name` and `level`."""
         self.check_parameter(name)
         level = check_level(level)
         if (name, level) not in self.intervals:
@@ -803,14 +642,10 @@ class ProfileLikelihood:
             inner, step = outer, 2.0 * step
 
     def _endpoint(self, name, excess, critical, direction, level):
-        """One endpoint (`direction` -1: lower, +1: upper) and whether it is a bound.
-
-        Trials step outward in ``log theta`` from the estimate until the signed root of the
-        deviance exceeds `critical`; each next step extrapolates the root linearly
-        through the estimate (times :data:`OVERSHOOT`, within 1.5 to 4 times the step).
-        From an estimate of 0 (a nugget) the trials are ``t0 exp(s)`` with
-        ``s = 0, d, 3d, 7d, ...`` from a typical magnitude ``t0``.
-        """
+        """One endpoint (`direction` -1: lower, +1: upper) and whether it is a bound: trials step
+        outward in ``log theta`` from the estimate, each extrapolating the root linearly (times
+        :data:`OVERSHOOT`, 1.5 to 4 times the step); from an estimate of 0 (a nugget) they are
+        ``t0 exp(s)``, ``s = 0, d, 3d, 7d, ...``."""
         if self._linear(name):
             return self._linear_endpoint(name, excess, critical, direction)
         estimate = self.estimate[name]

@@ -1,51 +1,21 @@
 r"""Choosing between fitted models: the likelihood-ratio test of nested covariance models.
 
-For two fits of the same data, the small model ``M0`` a restriction of the big one ``M1``,
+For a small model ``M0`` that restricts a big one ``M1``, fitted to the same data, the
+statistic ``T = 2 (l1 - l0) >= 0`` of their maximized (restricted, with ``reml=True``)
+log-likelihoods follows under ``M0``, as the data grow (increasing-domain asymptotics
+[3]_), a chi-square with ``q`` degrees of freedom for ``q`` parameters fixed at interior
+values [1]_, and for ``m`` more fixed on the edge of the parameter space [2]_ (a nugget of
+0, a ``separability`` of 0 or 1 [4]_, a ``power`` of 2) the mixture
+``sum_j C(m, j) 2^-m chi2(q + j)`` (``chi2(0)`` the point mass at 0), exact when their
+estimates are asymptotically independent.
 
-.. math::
-
-    T = 2\,(\hat\ell_1 - \hat\ell_0) \ge 0,
-
-with ``\hat\ell`` the maximized (restricted, with ``reml=True``) log-likelihoods
-``loglik_``. Under ``M0``, as the data grow (increasing-domain asymptotics, under which
-the maximum likelihood estimates of a Gaussian process are consistent and asymptotically
-normal [3]_), ``T`` follows
-
-* a chi-square with ``q`` degrees of freedom when ``M0`` fixes ``q`` parameters of ``M1``
-  at interior values [1]_ (a fixed smoothness against an estimated one);
-* a mixture of chi-squares when a fixed value is on the edge of the parameter space [2]_:
-  a nugget of 0, a ``separability`` of 0 (the separable space-time model inside
-  Gneiting's class) or 1, a powered-exponential ``power`` of 2 (the Gaussian kernel). One
-  such parameter and ``q`` interior ones give ``0.5 chi2(q) + 0.5 chi2(q + 1)`` (with
-  ``chi2(0)`` the point mass at 0); ``m`` of them
-  ``sum_j C(m, j) 2^-m chi2(q + j)``, exact when their estimates are asymptotically
-  independent and otherwise an approximation (the weights then depend on the Fisher
-  information).
-
-Isotropy inside geometric anisotropy (``anisotropy="geometric"``, or an
-:class:`~geostat.kernels.Anisotropic` kernel) is the non-standard case: the isotropic model
-is ``anisotropy_ratio = 1``, on the edge of ``(0, 1]``, where ``anisotropy_angle`` is not
-identified, so neither Wilks's theorem nor Self and Liang's apply in the ``(ratio, angle)``
-coordinates. They are polar coordinates of a two-dimensional deviation from isotropy:
-the model is ``M(sqrt(h^T A h))`` with ``A`` the positive-definite matrix of the rotated,
-stretched axes, and ``(ratio, angle)`` in ``(0, 1] x [0, pi)`` reaches every ``A``, with
-``(A11 - A22, 2 A12) = (1 - ratio^-2) range^-2 (cos 2 angle, sin 2 angle)``. Isotropy is the
-origin of that plane, an interior point of the parameter space of ``A``, so the
-statistic (which does not depend on the parameterization) is approximated by
-``chi2(2)`` [1]_; with a vertical range, ``vertical_range = range`` is one more interior
-restriction (``chi2(3)``). The origin is the vertex of a cone only if the angle is fixed:
-then the deviation is a half-line and the null is ``0.5 chi2(0) + 0.5 chi2(1)``. The
-mixture ``0.5 chi2(1) + 0.5 chi2(2)`` of a two-dimensional parameter whose null is the
-vertex of a convex cone [2]_ has a lighter tail than ``chi2(2)``: where the cone is the
-whole plane it would reject too often, so ``chi2(2)`` is the conservative choice of the
-two. Both are asymptotic approximations; at small sample sizes and near-flat likelihoods
-(a range far beyond the domain) simulate the null distribution (:func:`geostat.simulate`
-from the small model's estimates, refitting both) when the answer matters.
-
-Models that are not nested cannot be compared this way: a model of independent
-replicates (columns of ``y``) and a space-time model of the same observations, two
-kernel families, two trends or two fixed values. Compare those by ``aic_`` and ``bic_``
-(:class:`~geostat.SpatialGP`), lower is better.
+Isotropy inside geometric anisotropy is ``anisotropy_ratio = 1``, where the angle is not
+identified; ``(ratio, angle)`` are polar coordinates of the deviation
+``(A11 - A22, 2 A12) = (1 - ratio^-2) range^-2 (cos 2 angle, sin 2 angle)`` of the
+metric ``sqrt(h^T A h)`` from isotropy, an interior point of that plane, so ``T`` is taken
+as ``chi2(2)`` [1]_, conservative against the cone mixture ``0.5 chi2(1) + 0.5 chi2(2)``
+(``chi2(3)`` with a vertical range; with the angle fixed, ``0.5 chi2(0) + 0.5 chi2(1)``).
+Models that are not nested are compared by ``aic_`` and ``bic_``.
 
 References
 ----------
@@ -84,7 +54,10 @@ from geostat.kernels import (
 __all__ = ["LikelihoodRatioTest", "likelihood_ratio_test"]
 
 _RATIO, _ANGLE, _VERTICAL = "anisotropy_ratio", "anisotropy_angle", "vertical_range"
-_NOT_NESTED = "the models are not nested, so the likelihood-ratio test does not apply; compare them by aic_ or bic_"
+_NOT_NESTED = (
+    "the models are not nested, so the likelihood-ratio test does not apply; "
+    "compare them by aic_ or bic_"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,24 +67,21 @@ class LikelihoodRatioTest:
     Attributes
     ----------
     statistic : float
-        ``2 (big.loglik_ - small.loglik_)``; negative when the big model fitted worse
-        (then a warning was given and `p_value` is 1).
+        ``2 (big.loglik_ - small.loglik_)``.
     df : int
         Estimated parameters of the big model not estimated by the small one.
     p_value : float
-        ``P(T >= statistic)`` under the small model, from `null_distribution`, in [0, 1];
-        1 when the statistic is 0 to rounding (``1e-8 |loglik_|``) or negative.
+        ``P(T >= statistic)`` under `null_distribution`; 1 when the statistic is 0 to
+        rounding (``1e-8 |loglik_|``) or negative.
     null_distribution : str
-        The asymptotic null distribution in words, e.g. ``"0.5 chi2(0) + 0.5 chi2(1)"``.
+        In words, e.g. ``"0.5 chi2(0) + 0.5 chi2(1)"``.
     weights : tuple of (float, int)
-        That distribution as ``(weight, degrees of freedom)`` pairs of a chi-square
-        mixture (``chi2(0)`` is the point mass at 0).
+        It as ``(weight, degrees of freedom)`` pairs (``chi2(0)``: the point mass at 0).
     restricted : tuple of str
-        The parameters the small model restricts (fixes, or lacks as a restriction of the
-        big model's kernel: ``anisotropy_ratio = 1``).
+        The parameters the small model restricts.
     boundary : tuple of bool
-        For each of `restricted`, whether its value under the small model is on the edge
-        of the big model's parameter space (a nugget of 0, a separability of 0, a ratio of 1).
+        For each of `restricted`, whether its value under the small model is on the edge of
+        the big model's parameter space (a nugget of 0, a separability of 0, a ratio of 1).
     """
 
     statistic: float
@@ -129,22 +99,19 @@ def likelihood_ratio_test(small, big) -> LikelihoodRatioTest:
     Parameters
     ----------
     small : SpatialGP
-        The fitted null model: it estimates a subset of `big`'s covariance parameters and
-        fixes the others (``nugget=False``, ``SpaceTime(separability=0.0)``, a fixed
-        smoothness), or has a kernel that is a restriction of `big`'s (isotropic against
-        ``anisotropy="geometric"``; an exponential against an estimated Matérn smoothness;
-        a Gaussian against a powered exponential).
+        The fitted null model: it fixes some of `big`'s covariance parameters
+        (``nugget=False``, ``SpaceTime(separability=0.0)``, a smoothness), or restricts its
+        kernel (isotropic against ``anisotropy="geometric"``, exponential against Matérn,
+        Gaussian against powered exponential).
     big : SpatialGP
-        The fitted alternative, on the same data: the same training sites, observations
-        and trend design bit for bit, the same distance and the same ``reml``.
+        The fitted alternative, on the same data and trend, with the same distance and ``reml``.
 
     Returns
     -------
     LikelihoodRatioTest
-        The statistic ``T = 2 (big.loglik_ - small.loglik_)``, its degrees of freedom, the
-        p-value from the asymptotic null distribution (chi-square, or the chi-bar-square
-        mixture of a restriction on the edge of the parameter space; see the module
-        docstring) and which restrictions are on that edge.
+        ``T = 2 (big.loglik_ - small.loglik_)`` and its p-value from the asymptotic null
+        distribution: chi-square [2]_, or a chi-square mixture for restrictions on the edge of
+        the parameter space [1]_.
 
     Raises
     ------
@@ -153,23 +120,17 @@ def likelihood_ratio_test(small, big) -> LikelihoodRatioTest:
     sklearn.exceptions.NotFittedError
         If either is not fitted.
     ValueError
-        If the models are not nested, saying why: different data or trend, different
-        ``reml`` or distance, different kernel families, a replicate model against a
-        space-time one, a parameter the small model estimates and the big one does not,
-        different fixed values; or if they estimate the same parameters. Non-nested models
-        are compared by ``aic_`` and ``bic_``.
+        If the models are not nested (the message says why) or estimate the same parameters.
 
     Warns
     -----
     geostat.GeostatWarning
-        If the statistic is negative: the big model, which contains the small one, fitted
-        worse (a local optimum, or TLR error); the p-value is then 1.
+        If the statistic is negative (the big model fitted worse); the p-value is then 1.
 
     Notes
     -----
-    The p-value is asymptotic: the statistic's null distribution is reached as the data
-    grow over a fixed correlation range. On few sites, or with a range that the data
-    barely identify, calibrate it by simulation from the small model's estimates.
+    The p-value is asymptotic; on few sites, or with a barely identified range, calibrate it
+    by simulation from the small model's estimates (:func:`geostat.simulate`).
 
     References
     ----------
@@ -182,35 +143,35 @@ def likelihood_ratio_test(small, big) -> LikelihoodRatioTest:
     Examples
     --------
     >>> separable = gs.SpatialGP(kernel=gs.SpaceTime(separability=0.0)).fit(X, y)  # doctest: +SKIP
-    >>> gneiting = gs.SpatialGP(kernel=gs.SpaceTime()).fit(X, y)                    # doctest: +SKIP
-    >>> gs.likelihood_ratio_test(separable, gneiting).p_value                        # doctest: +SKIP
+    >>> gneiting = gs.SpatialGP(kernel=gs.SpaceTime()).fit(X, y)  # doctest: +SKIP
+    >>> gs.likelihood_ratio_test(separable, gneiting).p_value  # doctest: +SKIP
     """
     _check_model(small, "small")
     _check_model(big, "big")
     _check_same_data(small, big)
     restricted, boundary, regular = _restrictions(small, big)
-    boundary_count = sum(b for b, r in zip(boundary, regular) if not r)
+    boundary_count = sum(b for b, r in zip(boundary, regular, strict=True) if not r)
     q = len(restricted) - boundary_count
     weights = tuple(
         (math.comb(boundary_count, j) / 2**boundary_count, q + j) for j in range(boundary_count + 1)
     )
     statistic = 2.0 * (float(big.loglik_) - float(small.loglik_))
-    rounding = 1e-8 * max(
-        1.0, abs(float(big.loglik_))
-    )  # a statistic this close to 0 is 0: P(T >= 0) = 1
+    # A statistic this close to 0 is 0: P(T >= 0) = 1.
+    rounding = 1e-8 * max(1.0, abs(float(big.loglik_)))
     if statistic <= rounding:
         if statistic < -rounding:
             errors = abs(small.loglik_error_) + abs(big.loglik_error_)
             warnings.warn(
-                f"the big model's log-likelihood ({big.loglik_:.6g}) is below the small model's ({small.loglik_:.6g}), "
+                f"the big model's log-likelihood ({big.loglik_:.6g}) is below the small "
+                f"model's ({small.loglik_:.6g}), "
                 f"although it contains it: its fit stopped at a local optimum"
                 + (
                     f", or the TLR error (about {errors:.2g}) exceeds the difference"
                     if errors
                     else ""
                 )
-                + "; the p-value is set to 1. Refit the big model with more n_starts (or method='exact', or a "
-                "tighter accuracy) to test properly.",
+                + "; the p-value is set to 1. Refit the big model with more n_starts "
+                "(or method='exact', or a tighter accuracy) to test properly.",
                 GeostatWarning,
                 stacklevel=2,
             )
@@ -245,44 +206,45 @@ def _check_same_data(small, big):
     if small.kernel_.time_axis != big.kernel_.time_axis:
         which = "small" if big.kernel_.time_axis else "big"
         raise ValueError(
-            f"the {which} model treats times as independent replicates and the other fits a space-time kernel: "
-            f"{_NOT_NESTED} (of the same observations, with the same trend)."
+            f"the {which} model treats times as independent replicates and the other fits a "
+            f"space-time kernel: {_NOT_NESTED} (of the same observations, with the same trend)."
         )
     a, b = small._training, big._training
+    # The scale is a power of two: exact.
     same_y = a.y.shape == b.y.shape and np.array_equal(
         a.y * small._scale.factor, b.y * big._scale.factor, equal_nan=True
-    )  # the scale is a power of two: exact
+    )
     if not (a.coords.shape == b.coords.shape and np.array_equal(a.coords, b.coords) and same_y):
         raise ValueError(
-            "small and big were fitted on different data (sites, coordinates or observations); fit both "
-            "on the same X and y."
+            "small and big were fitted on different data (sites, coordinates or observations); "
+            "fit both on the same X and y."
         )
-    noise_a, noise_b = (
-        small.noise_variance_,
-        big.noise_variance_,
-    )  # in the units of y^2: exact (powers of two)
+    # In the units of y^2: exact (powers of two).
+    noise_a, noise_b = small.noise_variance_, big.noise_variance_
     if (
         (noise_a is None) != (noise_b is None)
         or noise_a is not None
         and not np.array_equal(noise_a, noise_b)
     ):
         raise ValueError(
-            "small and big were fitted with different known noise variances (noise_variance), so their "
-            "likelihoods are of different models of the errors; fit both with the same noise_variance."
+            "small and big were fitted with different known noise variances (noise_variance), "
+            "so their likelihoods are of different models of the errors; fit both with the same "
+            "noise_variance."
         )
     if not (a.design.shape == b.design.shape and np.array_equal(a.design, b.design)):
         raise ValueError(
-            "small and big have different trends (trend designs); the test compares covariance models, "
-            "so fit both with the same trend."
+            "small and big have different trends (trend designs); the test compares covariance "
+            "models, so fit both with the same trend."
         )
     if bool(small.result_.reml) != bool(big.result_.reml):
         raise ValueError(
-            f"small has reml={small.result_.reml} and big reml={big.result_.reml}; their likelihoods are "
-            "of different data: fit both with the same reml."
+            f"small has reml={small.result_.reml} and big reml={big.result_.reml}; their "
+            "likelihoods are of different data: fit both with the same reml."
         )
     if small.distance_ != big.distance_:
         raise ValueError(
-            f"small uses the {small.distance_} distance and big the {big.distance_} one; {_NOT_NESTED}."
+            f"small uses the {small.distance_} distance and big the {big.distance_} one; "
+            f"{_NOT_NESTED}."
         )
 
 
@@ -300,7 +262,7 @@ def _family(kernel):
 
 
 def _structure(kernel: Kernel):
-    """``(time family, space family, anisotropic, vertical, implied values)`` of a model's kernel."""
+    """``(time family, space family, anisotropic, vertical, implied values)`` of a kernel."""
     implied = {}
     time = None
     space = kernel
@@ -309,9 +271,10 @@ def _structure(kernel: Kernel):
         implied.update({f"time_{k}": v for k, v in time_implied.items()})
         space = kernel.space
     anisotropic = isinstance(space, Anisotropic)
-    family, family_implied = _family(space.family if anisotropic else space)
+    family, family_implied = _family(space.family if isinstance(space, Anisotropic) else space)
     implied.update(family_implied)
-    return time, family, anisotropic, anisotropic and space.vertical, implied
+    vertical = isinstance(space, Anisotropic) and space.vertical
+    return time, family, anisotropic, vertical, implied
 
 
 def _restrictions(small, big):
@@ -323,40 +286,39 @@ def _restrictions(small, big):
     b_time, b_family, b_aniso, b_vertical, _ = _structure(big.kernel_)
     if s_time != b_time or s_family != b_family:
         raise ValueError(
-            f"small has the kernel {small.kernel_!r} and big {big.kernel_!r}, of different families; "
-            f"{_NOT_NESTED}."
+            f"small has the kernel {small.kernel_!r} and big {big.kernel_!r}, of different "
+            f"families; {_NOT_NESTED}."
         )
     if s_aniso and not b_aniso:
         raise ValueError(
-            "small is anisotropic and big isotropic, so small is the bigger model: pass the isotropic "
-            "model first, likelihood_ratio_test(isotropic, anisotropic)."
+            "small is anisotropic and big isotropic, so small is the bigger model: pass the "
+            "isotropic model first, likelihood_ratio_test(isotropic, anisotropic)."
         )
     isotropy = b_aniso and not s_aniso
     if s_aniso and s_vertical != b_vertical:
         raise ValueError(
-            f"small and big differ in their vertical range (vertical={s_vertical} and {b_vertical}); "
-            f"{_NOT_NESTED}."
+            "small and big differ in their vertical range "
+            f"(vertical={s_vertical} and {b_vertical}); {_NOT_NESTED}."
         )
     small_est, big_est = list(small.result_.estimated), list(big.result_.estimated)
     extra = [name for name in small_est if name not in big_est]
     if extra:
         raise ValueError(
-            f"small estimates {extra}, which big {'fixes' if extra[0] in big.params_ else 'lacks'}: the "
+            f"small estimates {extra}, which big "
+            f"{'fixes' if extra[0] in big.params_ else 'lacks'}: the "
             "small model must estimate a subset of the big one's parameters; "
             "swap the arguments if big is the smaller model."
         )
     small_params, big_params = small.params_, big.params_
     angle_free = _ANGLE in big_est
-    for (
-        name,
-        value,
-    ) in big_params.items():  # parameters the big model fixes: the small one at the same value
+    # Parameters the big model fixes: the small one at the same value.
+    for name, value in big_params.items():
         if name in big_est or (isotropy and name == _ANGLE):
             continue
         if isotropy and name in (_RATIO, _VERTICAL):
             raise ValueError(
-                f"big fixes {name} at {value!r}; an isotropic model is nested only in an anisotropic one "
-                f"that estimates it. {_NOT_NESTED}."
+                f"big fixes {name} at {value!r}; an isotropic model is nested only in an "
+                f"anisotropic one that estimates it. {_NOT_NESTED}."
             )
         mine = small_params.get(name, implied.get(name))
         if mine is None or not math.isclose(mine, value, rel_tol=1e-12, abs_tol=0.0):
@@ -370,13 +332,10 @@ def _restrictions(small, big):
         if isotropy and name in (_RATIO, _ANGLE):
             restricted.append(name)
             edge.append(name == _RATIO)
-            regular.append(
-                angle_free
-            )  # ratio and angle free: a regular 2-D restriction; angle fixed: an edge
+            # Ratio and angle free: a regular 2-D restriction; angle fixed: an edge.
+            regular.append(angle_free)
             continue
-        if (
-            isotropy and name == _VERTICAL
-        ):  # the isotropic model has vertical_range = range: interior
+        if isotropy and name == _VERTICAL:  # vertical_range = range: interior
             restricted.append(name)
             edge.append(False)
             regular.append(True)
@@ -392,8 +351,9 @@ def _restrictions(small, big):
         regular.append(not on_edge)
     if not restricted:
         raise ValueError(
-            "small and big estimate the same parameters: there is nothing to test. Give as small a model "
-            "that fixes some of big's parameters (e.g. nugget=False, SpaceTime(separability=0.0))."
+            "small and big estimate the same parameters: there is nothing to test. Give as small "
+            "a model that fixes some of big's parameters (e.g. nugget=False, "
+            "SpaceTime(separability=0.0))."
         )
     return restricted, edge, regular
 

@@ -12,16 +12,9 @@ __all__ = ["Objective", "run_lbfgsb"]
 
 
 class Objective:
-    """Negative log-likelihood per observation in the optimizer's coordinates.
-
-    Parameters
-    ----------
-    likelihood : ExactLikelihood or TLRLikelihood
-    space : geostat.optimize.ParameterSpace
-    stage : str, default "full data"
-        What the evaluations are reported as to the fit's progress
-        (:func:`geostat.optimize.progress.current_progress`), e.g. ``"pilot subsample"``.
-    """
+    """Negative log-likelihood per observation of `likelihood` in the coordinates of `space`,
+    reporting its evaluations to the fit's progress as of `stage` (e.g. ``"pilot subsample"``,
+    :func:`~geostat.optimize.progress.current_progress`)."""
 
     def __init__(self, likelihood, space, stage="full data"):
         self.likelihood = likelihood

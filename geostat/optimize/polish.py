@@ -1,20 +1,13 @@
-"""Polishing an estimate through a likelihood without gradients (TLR evaluation).
+"""Derivative-free maximization of a likelihood without gradients (TLR evaluation).
 
-1. **Refine on a subsample.** An exact fit with analytic gradients on at most
-   :data:`REFINE_SIZE` random sites moves the pilot estimate close to the full-data
-   optimum; the Hessian there (finite differences of the analytic gradient) gives the
-   estimate's covariance on the subsample.
-2. **Whiten.** The optimizer's coordinates are mapped to ``u`` with
-   ``z = z_sub + T u`` and ``T T^T`` that covariance (each direction capped to
-   ``[MIN_STEP, MAX_STEP]``), so one unit of ``u`` is about one subsample standard error
-   in every direction and correlated parameters (range with smoothness) are decoupled.
-3. **Model-based search.** COBYQA (Powell's derivative-free trust-region method, as in
-   SciPy) maximizes the full-data likelihood from ``u = 0`` with a unit initial trust
-   radius. It stops at a final radius of :data:`FINAL_FRACTION` of the full-data
-   standard error, predicted from the subsample's by ``sqrt(n_sub / n)``.
-
-ExaGeoStat maximizes its TLR likelihood with derivative-free BOBYQA as well; the
-subsample start and the whitening are what keep the number of TLR evaluations small.
+:func:`polish_without_gradient` fits the exact likelihood of at most :data:`REFINE_SIZE`
+random sites from the start (:func:`refine_start`), maps the optimizer's coordinates to
+``u`` with ``z = z_sub + T u`` and ``T T^T`` the inverse Hessian there (each direction
+capped to ``[MIN_STEP, MAX_STEP]``; one unit of ``u`` is about one subsample standard
+error, correlated parameters decoupled), and runs COBYQA (Powell's derivative-free
+trust-region method) on the full data from ``u = 0``, with a unit initial radius and a
+final one of :data:`FINAL_FRACTION` of the full-data standard error
+(``sqrt(n_sub / n)`` times the subsample's).
 """
 
 from __future__ import annotations
@@ -39,10 +32,8 @@ REFINE_SIZE = 2048
 MIN_STEP, MAX_STEP = 1e-3, 1.0
 #: The search stops at this fraction of the predicted full-data standard error.
 FINAL_FRACTION = 0.05
-#: The subsample fit stops when an iteration gains less log-likelihood than this: the
-#: subsample's optimum is a start, off the full-data one by far more (a predicted gain of
-#: 1.3 at 16,384 simulated sites, 23 on 8,192 co2 cells), and its last two of nine
-#: evaluations gained less than 2e-4 there.
+#: The subsample fit stops when an iteration gains less log-likelihood than this: its
+#: optimum is only a start, far further from the full-data one.
 REFINE_TOLERANCE = 1e-3
 _REFINE = {"gtol": 1e-8, "maxls": 40, "maxiter": 200}
 
@@ -57,26 +48,23 @@ def polish_without_gradient(
     max_evaluations=None,
     refine=True,
 ):
-    """Maximize a likelihood that has no gradient, starting near `start`.
+    """Maximize a likelihood that has no gradient, starting near `start` (module docstring).
 
     Parameters
     ----------
     likelihood : geostat.likelihood.TLRLikelihood
-        Needs ``subset(sites)`` returning an exact likelihood, and ``n``.
+        With ``subset(sites)`` returning an exact likelihood.
     space : geostat.optimize.ParameterSpace
     objective : geostat.optimize.objective.Objective
-        The full-data objective (evaluated without gradients).
+        The full-data objective.
     start : ndarray
         Starting point in the optimizer's coordinates.
     rng : numpy.random.Generator
-        Draws the subsample.
-    refine_size : int, default REFINE_SIZE
+        Draws the subsample of `refine_size` sites.
     max_evaluations : int, optional
         Full-data evaluations allowed (default ``20 + 10 * len(start)``).
     refine : bool, default True
-        Move `start` by the exact subsample fit (step 1) first; ``False`` whitens at
-        `start` and searches from there (a warm start, e.g. a neighbouring optimum of a
-        profile likelihood).
+        Move `start` by the exact subsample fit first (False: a warm start).
 
     Returns
     -------
@@ -120,7 +108,7 @@ def polish_without_gradient(
 
 
 def subsample_objective(likelihood, space, rng, refine_size=REFINE_SIZE):
-    """The exact objective on at most `refine_size` sites drawn by `rng` (step 1)."""
+    """The exact objective on at most `refine_size` sites drawn by `rng`."""
     n_sites = likelihood.n
     sites = (
         np.sort(rng.choice(n_sites, size=refine_size, replace=False))
@@ -131,16 +119,14 @@ def subsample_objective(likelihood, space, rng, refine_size=REFINE_SIZE):
 
 
 def vecchia_objective(likelihood, space, rng):
-    """The block Vecchia objective of `likelihood`'s data
-    (:class:`geostat.likelihood.vecchia.BlockVecchiaLikelihood`, blocks drawn by `rng`):
-    what starts Fisher scoring on more than :data:`REFINE_SIZE` sites."""
+    """The block Vecchia objective of `likelihood`'s data, blocks drawn by `rng`
+    (:class:`~geostat.likelihood.vecchia.BlockVecchiaLikelihood`)."""
     return Objective(BlockVecchiaLikelihood(likelihood, rng=rng), space, stage="block Vecchia")
 
 
 def refine_start(objective, start, bounds):
-    """The L-BFGS-B fit on an exact objective (a subsample, the block Vecchia likelihood) from
-    `start` (step 1), in the box, to within about :data:`REFINE_TOLERANCE` of its maximum
-    log-likelihood."""
+    """The L-BFGS-B optimum of an exact objective (a subsample, the block Vecchia likelihood)
+    from `start` within `bounds`, to about :data:`REFINE_TOLERANCE` in log-likelihood."""
     bounds = np.asarray(bounds, dtype=float)
     # L-BFGS-B's ftol is relative to max(|f|, 1) for f the log-likelihood per observation.
     options = {**_REFINE, "ftol": REFINE_TOLERANCE / objective.likelihood.n_obs}
@@ -148,11 +134,8 @@ def refine_start(objective, start, bounds):
 
 
 def _whitening(objective, z, bounds, step=1e-4):
-    """``T`` with ``T T^T`` the inverse Hessian of the log-likelihood at `z`, capped.
-
-    The Hessian of ``-loglik = n_obs * f`` is differenced from analytic gradients;
-    directions where it is not positive (a bound, a flat ridge) get :data:`MAX_STEP`.
-    """
+    """``T`` with ``T T^T`` the inverse Hessian of the log-likelihood at `z` (differenced
+    from analytic gradients), capped; :data:`MAX_STEP` where it is not positive."""
     p = z.size
     hessian = np.zeros((p, p))
     for j in range(p):

@@ -1,51 +1,16 @@
-"""Progress of a fit: a display of likelihood evaluations by stage, and their log records.
+"""Progress of a fit: likelihood evaluations counted by stage, shown by tqdm or not, and logged.
 
-:meth:`geostat.SpatialGP.fit` runs its maximization inside :func:`fit_progress`, which
-makes a :class:`Progress` the current one of this thread (a context variable). The code
-that does the work reports to :func:`current_progress` without knowing whether anything
-is shown:
+:meth:`geostat.SpatialGP.fit` runs inside :func:`fit_progress`, which makes a
+:class:`Progress` current in this thread; the code reports to :func:`current_progress`
+without knowing whether anything is shown: each evaluation with its stage
+(:class:`~geostat.optimize.objective.Objective`), the stages ``"standard errors"`` and
+``"accuracy check"``, and the probes of the stochastic Fisher information. Evaluations are
+counted as the fit reports them, full-data ones (``n_evaluations_``, set by
+:meth:`Progress.finish`) apart from those of :data:`SUBSAMPLE_STAGES`
+(``result_.n_pilot_evaluations``). :class:`ProgressBar` shows them as a tqdm counter on
+standard error (a count: the number of evaluations is not known in advance)::
 
-* :class:`~geostat.optimize.objective.Objective` reports every likelihood evaluation
-  (:meth:`Progress.evaluation`) with its stage: ``"pilot subsample"``, ``"full data"``,
-  ``"polish subsample"`` (the exact subsample fit that starts a TLR polish, or Fisher
-  scoring on at most 2,048 sites) or ``"block Vecchia"`` (the fit of the block
-  Vecchia likelihood that starts Fisher scoring on more sites);
-* :func:`~geostat.optimize.search.maximize_likelihood` enters the stages
-  ``"standard errors"`` and ``"accuracy check"`` (:meth:`Progress.stage`);
-* the stochastic Fisher information (TLR standard errors) reports its probes and an
-  estimate of how many it will need (:meth:`Progress.probes`), from which the remaining
-  time is estimated.
-
-What is counted
----------------
-Evaluations are counted in two kinds, the same two that the fit reports:
-
-* **full-data evaluations** (:attr:`Progress.n_evaluations`): evaluations of the
-  likelihood of all the data (stage ``"full data"``): for an exact fit the objective's
-  evaluations, for a TLR fit its full-data factorizations (those of the objective's
-  evaluations that built a new factor, and those outside the objective: the trial of a
-  zero nugget, the probes of the Fisher information at a new point, the accuracy check
-  of the reported log-likelihood), as ``n_evaluations_``
-  (:attr:`geostat.optimize.MLEResult.n_evaluations`) counts them. While the fit runs
-  the display counts the objective's evaluations; :meth:`Progress.finish` sets the
-  count the fit reports, so the display ends at ``n_evaluations_``;
-* **subsample evaluations** (:attr:`Progress.n_subsample_evaluations`): the pilot
-  subsample, the polish subsample and the block Vecchia likelihood
-  (:data:`SUBSAMPLE_STAGES`), which ``result_.n_pilot_evaluations`` counts.
-
-:class:`Progress` itself shows nothing (the null display, also the current one outside a
-fit); it logs each evaluation at DEBUG (at INFO with ``verbose=2``), numbered within its
-kind, and each new stage at INFO. :class:`ProgressBar` adds a tqdm counter on standard
-error::
-
-    geostat fit (pilot subsample): 0 full-data evaluations + 54 on subsamples [00:01, loglik -57.61]
-    geostat fit (full data): 14 full-data evaluations + 77 on subsamples [00:05, loglik 226.0584 (best)]
     geostat fit (done): 21 full-data evaluations + 77 on subsamples [00:07, loglik 226.1159]
-
-The optimizer's number of evaluations is not known in advance, so it is a count, not a
-percentage. TLR builds and factorizations inside the fit show their own tile-column
-counters (:func:`tlrcore.progress`, through :func:`geostat.solvers.tile_progress`) when
-they run longer than two seconds and standard error is a terminal.
 """
 
 from __future__ import annotations
@@ -86,20 +51,14 @@ PACKAGE_LOGGERS = ("geostat", "tlrcore")
 
 
 def check_verbose(verbose):
-    """`verbose` as None or an int 0, 1, 2 (a bool is 0 or 1).
-
-    Raises
-    ------
-    TypeError
-        If `verbose` is not None, a bool or an integer.
-    ValueError
-        If it is an integer other than 0, 1 or 2.
-    """
+    """`verbose` as None or an int 0, 1, 2 (a bool is 0 or 1); TypeError if it is not None,
+    a bool or an integer, ValueError for another integer."""
     if verbose is None:
         return None
     if not isinstance(verbose, numbers.Integral):
         raise TypeError(
-            f"verbose must be None, True/False or 0, 1, 2; got {type(verbose).__name__} {verbose!r}."
+            "verbose must be None, True/False or 0, 1, 2; "
+            f"got {type(verbose).__name__} {verbose!r}."
         )
     if not 0 <= int(verbose) <= 2:
         raise ValueError(
@@ -132,22 +91,10 @@ def shows_tile_progress(verbose, stream=None):
 class Progress:
     """The progress of one fit, shown nowhere (the null display).
 
-    Counts evaluations in two kinds (see the module docstring): full-data ones in
-    :attr:`n_evaluations`, those of the stages :data:`SUBSAMPLE_STAGES` in
-    :attr:`n_subsample_evaluations`. Tracks the stage and the current and best
-    log-likelihood of the stage, and logs: each new stage at `stage_level`, each
-    evaluation at `level`.
-
-    Parameters
-    ----------
-    name : str, default "geostat fit"
-    scale : float, default 1.0
-        The data scale of the fit (:class:`geostat.optimize.scaling.DataScale`): reported
-        log-likelihoods are converted from fitting units to those of ``y``.
-    level : int, default logging.DEBUG
-        Level of the per-evaluation log records.
-    stage_level : int, default logging.INFO
-        Level of the records of a new stage.
+    Counts full-data evaluations (:attr:`n_evaluations`) and those of :data:`SUBSAMPLE_STAGES`
+    (:attr:`n_subsample_evaluations`), tracks the stage and its current and best
+    log-likelihood (in the units of ``y`` for the data scale `scale`), and logs each stage at
+    `stage_level` and each evaluation at `level`.
     """
 
     def __init__(
@@ -157,7 +104,7 @@ class Progress:
         self.log_scale = math.log(scale)
         self.variance_factor = scale * scale
         self.level, self.stage_level = level, stage_level
-        #: Full-data evaluations (stage ``"full data"``, or any stage not of :data:`SUBSAMPLE_STAGES`).
+        #: Full-data evaluations (any stage not of :data:`SUBSAMPLE_STAGES`).
         self.n_evaluations = 0
         #: Evaluations of the stages :data:`SUBSAMPLE_STAGES`.
         self.n_subsample_evaluations = 0
@@ -197,20 +144,9 @@ class Progress:
         )
 
     def evaluation(self, stage, loglik, n_eff, free=None):
-        """Count one likelihood evaluation of stage `stage`: in
-        :attr:`n_subsample_evaluations` for a stage of :data:`SUBSAMPLE_STAGES`, else in
-        :attr:`n_evaluations`.
-
-        Parameters
-        ----------
-        stage : str
-        loglik : float
-            In fitting units (of ``y / scale``); NaN for a failed evaluation.
-        n_eff : int
-            Effective number of observations of that likelihood (for the units).
-        free : dict, optional
-            The free parameters evaluated (fitting units), for the log record.
-        """
+        """Count one likelihood evaluation of stage `stage` (its kind by :data:`SUBSAMPLE_STAGES`):
+        `loglik` in fitting units (NaN for a failed evaluation) of a likelihood of `n_eff`
+        observations, at the free parameters `free` (for the log record)."""
         self.stage(stage)
         if stage in SUBSAMPLE_STAGES:
             self.n_subsample_evaluations += 1
@@ -292,16 +228,8 @@ class Progress:
 
 
 class ProgressBar(Progress):
-    """:class:`Progress` shown as a tqdm counter on `file`.
-
-    Parameters
-    ----------
-    file : file object
-    delay : float, default 0.0
-        Seconds before the counter first appears (a shorter fit shows nothing).
-    **kwargs
-        As :class:`Progress`.
-    """
+    """:class:`Progress` shown as a tqdm counter on `file`, after `delay` seconds (a shorter
+    fit shows nothing); other keyword arguments as :class:`Progress`."""
 
     def __init__(self, file, delay=0.0, **kwargs):
         from tqdm import tqdm
@@ -349,18 +277,11 @@ def current_progress():
 
 @contextmanager
 def fit_progress(verbose, scale=1.0, name="geostat fit", file=None):
-    """Make a fit's progress current for the block, with the display `verbose` asks for.
-
-    ``None``: a counter on `file` (standard error) if it is a terminal, appearing after
-    :data:`DELAY` seconds; ``0``: none; ``1``: a counter from the start, terminal or not;
-    ``2``: as 1, and each evaluation logged at INFO (to standard error through
-    :class:`TqdmHandler` when logging is not configured). TLR builds and factorizations
-    show tile-column counters when a display is shown on a terminal.
-
-    Yields
-    ------
-    Progress
-    """
+    """Make a fit's progress current for the block, with the display `verbose` asks for:
+    ``None``, a counter on `file` (standard error) if it is a terminal, after :data:`DELAY`
+    seconds; ``0``, none; ``1``, a counter; ``2``, a counter and each evaluation logged at INFO
+    (through :class:`TqdmHandler` when logging is not configured). Yields the
+    :class:`Progress`."""
     verbose = check_verbose(verbose)
     file = sys.stderr if file is None else file
     shown = shows_progress(verbose, file)
@@ -413,14 +334,9 @@ class _Installed:
 
 
 def log_to_stderr(level=logging.INFO, stream=None):
-    """Send the records of geostat and tlrcore at `level` and above to standard error
-    (through :class:`TqdmHandler`), as ``geostat: message`` or ``tlrcore: message``.
-
-    Returns
-    -------
-    object
-        Its ``remove()`` takes the handler away and restores the loggers' levels.
-    """
+    """Send the records of geostat and tlrcore at `level` and above to standard error through
+    :class:`TqdmHandler`, as ``geostat: message``; returns an object whose ``remove()`` takes
+    the handler away and restores the loggers' levels."""
     handler = TqdmHandler(sys.stderr if stream is None else stream)
     levels = {}
     for name in PACKAGE_LOGGERS:

@@ -1,26 +1,18 @@
 r"""Fits in units where the observations are of order one.
 
-The likelihood, its optimizer and the Fisher information handle observations of any
-magnitude in exact arithmetic, but not in floating point: at ``y ~ 1e-100`` the Fisher
-information (of order ``n / variance^2``) overflows, at ``y ~ 1e100`` its products do.
-:class:`~geostat.SpatialGP` therefore fits ``y / s`` with ``s`` the power of two nearest
-the root-mean-square residual around an ordinary least-squares trend, and
-:func:`~geostat.log_likelihood` evaluates at ``y / s`` with ``s^2`` near the given
-variance; both report in the units of ``y``. Dividing by a power of two rounds no
-observation, so the estimates equal those of an unscaled fit to rounding (where that
-one works); and since the density of ``y`` is ``s^{-N}`` times that of ``y / s``,
+In floating point the Fisher information (of order ``n / variance^2``) overflows at
+``y ~ 1e-100`` and its products at ``y ~ 1e100``. :class:`~geostat.SpatialGP` therefore
+fits ``y / s``, with ``s`` the power of two nearest the root-mean-square residual around
+an ordinary least-squares trend (which rounds no observation), and reports in the units
+of ``y`` through
 
-.. math::
+.. math:: \ell(\sigma^2, \tau^2, \beta; y) = \ell(\sigma^2 / s^2, \tau^2 / s^2, \beta / s; y / s)
+    - N_\text{eff} \log s + \textstyle\sum_i \log g'(y_i),
 
-    \ell(\sigma^2, \tau^2, \beta; y) = \ell(\sigma^2 / s^2, \tau^2 / s^2, \beta / s; y / s)
-    - N_\text{eff} \log s,
-
-with ``N_eff`` the number of observed values (minus ``r p`` for REML). A target transform
-``z = g(y)`` (:mod:`geostat.transforms`) adds its log-Jacobian ``sum_i log g'(y_i)``, a
-constant at a fixed transform, so that every log-likelihood reported is the density of
-the data in their own units. Variance and
-nugget (and their standard errors) scale by ``s^2``, trend coefficients, predictions and
-their standard deviations by ``s``; range, shape parameters and the nugget ratio not at all.
+with ``N_eff`` the number of observed values (minus ``r p`` for REML) and the last term
+the log-Jacobian of a target transform ``g`` (:mod:`geostat.transforms`). Variance and
+nugget scale by ``s^2``, trend coefficients and predictions by ``s``, the other
+parameters not at all.
 """
 
 from __future__ import annotations
@@ -43,36 +35,27 @@ RESIDUAL_RTOL = 1e-12
 
 
 def residual_variance(y, design):
-    """Mean square of the observations around an ordinary least-squares trend.
-
-    Parameters
-    ----------
-    y : ndarray of shape (n, r)
-        NaN marks a site missing on a replicate.
-    design : ndarray of shape (n, p)
-
-    Returns
-    -------
-    float
+    """Mean square of `y` (shape (n, r), NaN for a missing value) around an ordinary
+    least-squares trend of `design`.
 
     Raises
     ------
     ValueError
-        If `y` is constant (each replicate), or the trend fits it to within rounding:
-        there is then no variation to estimate a covariance from.
+        If `y` is constant (each replicate) or fitted by the trend to within rounding, or its
+        squares would leave :data:`MAGNITUDE_LIMITS`.
     """
     observed = [y[~np.isnan(y[:, j]), j] for j in range(y.shape[1])]
     if all(np.all(v == v[0]) for v in observed):
         raise ValueError(
-            f"y is constant (every observed value of each replicate is the same, e.g. {float(observed[0][0]):g}): "
-            "there is no spatial variation to estimate a covariance from. Check that the value "
-            "column is the right one."
+            "y is constant (every observed value of each replicate is the same, "
+            f"e.g. {float(observed[0][0]):g}): there is no spatial variation to estimate a "
+            "covariance from. Check that the value column is the right one."
         )
     largest = max(float(np.max(np.abs(v))) for v in observed)
     if largest > MAGNITUDE_LIMITS[1]:
         raise ValueError(
-            f"y has values up to {largest:.3g}: their variance (the square) would overflow double precision. "
-            "Rescale y, e.g. to other units."
+            f"y has values up to {largest:.3g}: their variance (the square) would overflow "
+            "double precision. Rescale y, e.g. to other units."
         )
     # Squares of y / s0, with s0 a power of two near the largest |y|, neither over- nor underflow.
     s0 = 2.0 ** round(math.log2(largest))
@@ -87,29 +70,23 @@ def residual_variance(y, design):
     if variance <= RESIDUAL_RTOL**2 * mean_square:
         raise ValueError(
             f"y is explained by the trend to within rounding (residual root mean square "
-            f"{s0 * math.sqrt(variance):.3g} against {s0 * math.sqrt(mean_square):.3g}): there is no spatial "
-            "variation left to estimate a covariance from. Use a simpler trend."
+            f"{s0 * math.sqrt(variance):.3g} against {s0 * math.sqrt(mean_square):.3g}): "
+            "there is no spatial variation left to estimate a covariance from. "
+            "Use a simpler trend."
         )
     if s0 * math.sqrt(variance) < MAGNITUDE_LIMITS[0]:
         raise ValueError(
-            f"y varies by about {s0 * math.sqrt(variance):.3g} around its trend: its variance would underflow "
-            "double precision. Rescale y, e.g. to other units."
+            f"y varies by about {s0 * math.sqrt(variance):.3g} around its trend: its variance "
+            "would underflow double precision. Rescale y, e.g. to other units."
         )
     return variance * s0**2
 
 
 @dataclasses.dataclass(frozen=True)
 class DataScale:
-    """The power of two ``s`` that observations are divided by.
-
-    Attributes
-    ----------
-    factor : float
-        ``s``, a power of two.
-    log_jacobian : float
-        ``sum_i log g'(y_i)`` of the target transform ``g`` (0 without one), added to
-        every log-likelihood reported.
-    """
+    """The power of two ``s`` (`factor`) that observations are divided by, and the
+    log-Jacobian ``sum_i log g'(y_i)`` of the target transform ``g`` (0 without one), added to
+    every log-likelihood reported."""
 
     factor: float
     log_jacobian: float = 0.0

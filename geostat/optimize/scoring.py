@@ -1,66 +1,23 @@
-r"""Fisher scoring through a likelihood whose derivative traces are estimated (TLR).
+r"""Fisher scoring of a likelihood whose derivative traces are estimated (TLR).
 
-Each iteration evaluates the likelihood at ``z`` (one TLR factorization) and, through
-the same factor, the score ``g`` and the expected Fisher information ``I`` in the
-optimizer's coordinates (:meth:`geostat.likelihood.TLRLikelihood.probe_traces`): the
-quadratic forms exactly, the traces ``tr(P dK)`` and ``tr(P dK P dK)`` as averages over
-fixed Rademacher probes. With the variance profiled out, ``I`` is the Schur complement of
-the full information over (variance, free coordinates), the expected curvature of the
-profile likelihood. The step is ``s = B^{-1} g`` (at most :data:`MAX_STEP` long in each
-coordinate) for the information ``B = I`` at the first point (as GpGp takes it [1]_) and,
-after steps, the information corrected in their span to the curvature their scores
-measured (:func:`_curvature`): on real data, where the model is an approximation, the
-curvature of the log-likelihood can differ from the expected one by a factor of three
-either way, and ``I`` alone then misjudges both the step and the Monte Carlo loss. The
-step is accepted when the log-likelihood increases, halved otherwise; the iteration stops
-when the predicted gain ``1/2 g^T B^{-1} g`` falls below :data:`GAIN_TOLERANCE` (or twice
-the Monte Carlo loss, which it includes in expectation), or after a step of predicted gain
-below :data:`FINAL_GAIN` taken from a score within the Monte Carlo target (the gain
-it leaves follows from its increase against the prediction, :func:`_gain_left`; where the
-increase shows a curvature far below ``I``, as for a nugget of 1e-6 of the variance, the
-iteration goes on).
+At each iterate, :func:`fisher_scoring` evaluates the log-likelihood and, through the same
+factor, the score ``g`` and the expected Fisher information ``I``, with the traces
+``tr(P dK)`` and ``tr(P dK P dK)`` averaged over fixed Rademacher probes [2]_. The step
+``s = B^{-1} g`` of predicted gain ``1/2 g^T B^{-1} g`` has ``B = I`` at the first point
+[1]_, then ``I`` corrected along the steps taken to the curvature their scores measured
+[4]_; it is at most :data:`MAX_STEP` in each coordinate, projected on the box [3]_, and
+halved until it increases the log-likelihood.
 
-**Monte Carlo error.** The same probes serve every iteration (common random numbers), so
-the estimated score is a smooth function of ``z`` and the iteration converges to its
-zero, which is off the true optimum by about ``B^{-1} d`` for the score error ``d``; the
-log-likelihood lost there is ``1/2 d^T B^{-1} d``, whose expectation
-``1/2 tr(B^{-1} Cov(d))`` is estimated from the spread of the per-probe scores. Probes
-are added in blocks until it is below :data:`LOSS_TARGET` or a tenth of the predicted
-gain (far from the optimum a rough score makes as good a step), at most
-:data:`MAX_PROBES`; the probes of one iteration include those of the previous ones. For
-``p`` coordinates it is about ``p / (2 m)`` with ``m`` probes (the Hutchinson variance of
-``tr(P dK)`` is about ``4 I``), so the target takes a few hundred probes. The information
-needs far fewer (its relative error is about ``sqrt(2 / (m r))`` for an effective rank
-``r`` of the whitened derivatives): once its diagonal is within :data:`INFORMATION_RTOL`,
-further blocks give the traces only: a block of 64 then costs one backward TLR solve and
-one product with each compressed ``dR``, without the ``1 + #theta`` forward solves of the
-products.
-
-**Accuracy.** For a likelihood with ``accuracy="auto"`` every comparison is made at an
-accuracy whose TLR error is well below the predicted gain
-(:class:`geostat.optimize.accuracy.AccuracyPolicy`): the start's far from the optimum,
-tighter near it. A step that no halving makes increase the likelihood is first blamed on that error:
-it is measured again at the current point and, where it is larger than the gain allows,
-the point is evaluated more accurately and the step tried again.
-
-**Bounds.** The steps are projected on the box, and a coordinate on a bound whose score
-points out of the box stays there (a projected Newton method [3]_): a nugget whose
-maximum is zero ends on its bound by scoring, and the gain and loss are those of the
-other coordinates.
-
-**Fallback.** A step that cannot be made to increase the likelihood by halving (and not
-for a TLR error), a singular information or the iteration limit hands the best point to
-the derivative-free search (:func:`geostat.optimize.polish.polish_without_gradient`,
-without its subsample refinement).
-
-**Distance to the maximum.** At convergence the report bounds, at confidence
-:data:`BOUND_LEVEL`, how far the scoring optimum's log-likelihood lies below the maximum
-of the likelihood whose score was estimated: the gain predicted at the last point, or after
-a final step the gain it left (``(1 - rho)^2 / rho`` of the prediction for the curvature
-``rho`` times the information that its increase shows, at least a quarter of it), combined
-with the Monte Carlo loss's quantile as score errors combine, ``(sqrt(gain) +
-sqrt(loss))^2`` (:func:`monte_carlo_loss_quantile`).
-:func:`geostat.optimize.search.maximize_likelihood` adds the TLR error of the values.
+With fixed probes the iteration converges to the zero of the estimated score, at an
+expected loss ``1/2 tr(B^{-1} Cov(d))`` for the score's Monte Carlo error ``d``; probes
+are added until it is below ``max(LOSS_TARGET, gain / 10)``. Scoring converges when the
+predicted gain is below ``max(GAIN_TOLERANCE, NOISE_GAIN * loss)``, or after a step of
+predicted gain below :data:`FINAL_GAIN` from a score within :data:`LOSS_TARGET`; the TLR
+accuracy follows the gain (:class:`~geostat.optimize.accuracy.AccuracyPolicy`). A step
+that no halving makes increase the likelihood, a singular information or
+:data:`MAX_ITERATIONS` hand over to :func:`~geostat.optimize.polish.polish_without_gradient`.
+At confidence :data:`BOUND_LEVEL` the optimum lies at most
+``(sqrt(gain_left) + sqrt(loss_quantile))^2`` below the maximum of the estimated likelihood.
 
 References
 ----------
@@ -79,6 +36,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -110,11 +68,9 @@ NOISE_GAIN = 2.0
 #: the gain left after it is about ``(1 - rho)^2 / rho`` times this for a curvature ``rho``
 #: times the information along the step (0.1 of it for ``rho`` in [0.75, 1.3]).
 FINAL_GAIN = 0.02
-#: A step that no halving makes increase the likelihood, from a precise score (loss at most
-#: :data:`LOSS_TARGET`) predicting less than this gain, ends the search where it is: the
-#: gain left is within a few times the Monte Carlo loss (e.g. a start already at the optimum,
-#: from a subsample that is the whole data), which the derivative-free search cannot improve
-#: on by more than the target 0.01.
+#: A step that no halving makes increase the likelihood, from a score within
+#: :data:`LOSS_TARGET` predicting less than this gain, ends the search where it is (the
+#: derivative-free search could not gain more than the target 0.01 there).
 STALL_GAIN = 0.01
 #: Most probes per replicate group.
 MAX_PROBES = 1024
@@ -147,30 +103,24 @@ class ScoringReport:
     Attributes
     ----------
     z : ndarray
-        The last point where the information was estimated: the optimum found, or the
-        point before the final step (within ``sqrt(2 FINAL_GAIN) = 0.2`` standard errors
-        of it).
-    information : ndarray of shape (k, k)
-        Expected Fisher information over the space's estimated natural parameters at `z`.
-    information_error : float
-        Largest relative Monte Carlo standard error of its diagonal.
+        The last point where the information was estimated: the optimum found, or the point
+        before the final step (within ``sqrt(2 FINAL_GAIN) = 0.2`` standard errors).
+    information, information_error : ndarray of shape (k, k), float
+        Expected Fisher information over the estimated natural parameters at `z`, and the
+        largest relative Monte Carlo standard error of its diagonal.
     n_probes : int
         Probes per replicate group.
-    loss : float
-        Expected log-likelihood lost to the score's Monte Carlo error at `z`.
+    loss, loss_quantile : float
+        Expected log-likelihood lost to the score's Monte Carlo error at `z`, and its
+        :data:`BOUND_LEVEL` quantile (:func:`monte_carlo_loss_quantile`).
     params : dict
         Natural parameters at `z`.
     fell_back : bool
         Whether the derivative-free search finished the job.
     x : ndarray or None
         The optimum found by scoring (None after a fallback).
-    loss_quantile : float
-        The :data:`BOUND_LEVEL` quantile of the log-likelihood lost to the score's Monte
-        Carlo error at `z` (:func:`monte_carlo_loss_quantile`).
     gain_left : float
-        Predicted gain left at the optimum found: the gain predicted at `z` where no step
-        was taken from it, what a final step left of it after (:func:`_gain_left`; NaN before
-        convergence).
+        Predicted gain left at `x` (NaN before convergence).
     """
 
     z: np.ndarray
@@ -203,12 +153,8 @@ def _point(space, z):
 
 def _rows(names, derivative_names, variance, eta):
     """``M`` with ``dC_a = variance * sum_j M_aj D_j`` over ``D = (K, I, V, dR/dtheta...)``
-    (`derivative_names`; ``V``, the known noise, only where it has ``"noise"``).
-
-    ``"variance"`` and ``"nugget"`` are those of ``C = variance R + nugget I + V``, with
-    ``R = K - eta I - V / variance``; ``"scale"`` and ``"ratio"`` those of
-    ``C = scale (R + ratio I)``.
-    """
+    (`derivative_names`; ``V`` the known noise): ``"variance"``, ``"nugget"`` of
+    ``C = variance R + nugget I + V``, ``"scale"``, ``"ratio"`` of ``C = scale (R + ratio I)``."""
     M = np.zeros((len(names), len(derivative_names)))
     for a, name in enumerate(names):
         if name == "variance":
@@ -227,24 +173,9 @@ def _rows(names, derivative_names, variance, eta):
 
 
 def score_and_information(space, z, terms, traces):
-    """Score, information and their Monte Carlo spread in the optimizer's coordinates.
-
-    Parameters
-    ----------
-    space : geostat.optimize.ParameterSpace
-    z : ndarray
-    terms : geostat.likelihood.terms.Terms
-        The evaluation at `z`.
-    traces : geostat.likelihood.stochastic_fisher.ProbeTraces
-        Its probes.
-
-    Returns
-    -------
-    score : ndarray of shape (p,)
-        Derivative of the log-likelihood (profiled when the space profiles the variance).
-    information : ndarray of shape (p, p)
-    covariance : ndarray of shape (p, p)
-        Monte Carlo covariance of `score`, from the spread of the per-probe scores.
+    """Score, expected Fisher information and the score's Monte Carlo covariance (from the
+    spread of the per-probe scores) at `z` in the optimizer's coordinates, from the
+    evaluation `terms` and its probe `traces`; profiled when the space profiles the variance.
     """
     free, _, eta, _ = _point(space, z)
     variance = terms.quadratic / terms.n_eff if space.profiled else space.natural(free)["variance"]
@@ -282,14 +213,10 @@ def monte_carlo_loss(information, covariance):
 
 
 def monte_carlo_loss_quantile(information, covariance, level=BOUND_LEVEL):
-    """Quantile `level` of the loss ``1/2 d^T I^{-1} d`` for a Gaussian score error ``d``
-    of covariance `covariance`.
-
-    The loss is ``sum_i lambda_i chi^2_1`` over the eigenvalues ``lambda_i`` of ``1/2
-    I^{-1} Cov``; its quantile is taken from the scaled chi-square with the same mean and
-    variance (Welch-Satterthwaite), ``c chi^2_k`` with ``c = sum lambda^2 / sum lambda``
-    and ``k = (sum lambda)^2 / sum lambda^2``.
-    """
+    """Quantile `level` of the loss ``1/2 d^T I^{-1} d`` for a Gaussian score error ``d`` of
+    covariance `covariance`: ``sum_i lambda_i chi^2_1`` over the eigenvalues of
+    ``1/2 I^{-1} Cov``, taken as ``c chi^2_k`` of the same mean and variance
+    (Welch-Satterthwaite; ``c = sum lambda^2 / sum lambda``, ``k = sum lambda / c``)."""
     weights = np.clip(
         0.5 * np.linalg.eigvals(np.linalg.solve(information, covariance)).real, 0.0, None
     )
@@ -331,18 +258,11 @@ class _Probed:
         return -np.inf if self.objective.n_failures > failures else -f * self.likelihood.n_obs
 
     def derivatives(self, z, bounds, history=()):
-        """Score, curvature, the score's Monte Carlo covariance, the step, its Monte Carlo
-        loss and predicted gain, terms and probe traces at `z` (the factor at `z` is the
-        one just evaluated), for a step within `bounds`.
-
-        The curvature is the information corrected along the steps of the `history` (pairs
-        of a step and the score before it; :func:`_curvature`). The step moves the free
-        coordinates (:func:`_free_coordinates`) only, and its gain and loss are theirs.
-        Probes are added while the loss exceeds both :data:`LOSS_TARGET` and a tenth of
-        the predicted gain (a long step needs no precise score), up to
-        :data:`MAX_PROBES`; their products (the information's) only while its relative
-        Monte Carlo error exceeds :data:`INFORMATION_RTOL`.
-        """
+        """Score, (curvature, information), score covariance, step, Monte Carlo loss, predicted
+        gain, terms and probe traces at `z`, the curvature corrected along the `history` (pairs of
+        a step and the score before it). Probes are added while the loss exceeds
+        ``max(LOSS_TARGET, gain / 10)``, up to :data:`MAX_PROBES`; their products only while the
+        information errs by more than :data:`INFORMATION_RTOL`."""
         values, theta, eta, noise_ratio = _point(self.space, z)
         terms, blocks = self.likelihood.probe_traces(
             theta, eta, self.random_state, noise_ratio=noise_ratio
@@ -368,7 +288,7 @@ class _Probed:
 
 
 def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
-    """Maximize a TLR likelihood by Fisher scoring from `start` (see the module docstring).
+    """Maximize a TLR likelihood by Fisher scoring from `start` (module docstring).
 
     Parameters
     ----------
@@ -378,7 +298,7 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
     objective : geostat.optimize.objective.Objective
         The full-data objective; it counts the evaluations.
     start : ndarray
-        Starting point in the optimizer's coordinates (inside the box).
+        Starting point in the optimizer's coordinates.
     rng : numpy.random.Generator
         Draws the subsample of the derivative-free fallback.
     random_state : int, default 0
@@ -387,12 +307,11 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
     Returns
     -------
     result : scipy.optimize.OptimizeResult
-        ``x``, ``fun`` (negative log-likelihood per observation), ``success``,
-        ``message``, ``nit``.
+        ``x``, ``fun`` (negative log-likelihood per observation), ``success``, ``message``,
+        ``nit``.
     subsample_evaluations : int
-        Exact evaluations on a subsample (by the fallback).
+        Exact evaluations on a subsample by the fallback.
     report : ScoringReport or None
-        The information at the last point where it was estimated (None if nowhere).
     """
     bounds = np.array(space.z_bounds(), dtype=float)
     probed = _Probed(likelihood, space, objective, random_state)
@@ -417,8 +336,8 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
             space, z, terms, traces, metrics, covariance, loss, _free_coordinates(z, score, bounds)
         )
         logger.info(
-            "scoring iteration %d: loglik %.6f, predicted gain %.3g, %d probes (%d for the information; "
-            "expected Monte Carlo loss %.2g)",
+            "scoring iteration %d: loglik %.6f, predicted gain %.3g, %d probes "
+            "(%d for the information; expected Monte Carlo loss %.2g)",
             iteration,
             value,
             gain,
@@ -431,7 +350,7 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
             # The values compared next at an accuracy fit for the gain; at the optimum, the
             # score again at the accuracy of the end, if it was not that accurate.
             if policy.change is None:
-                policy.measure(lambda accuracy: probed.value(z, accuracy))
+                policy.measure(functools.partial(probed.value, z))
             previous = policy.accuracy
             converged = _settled(gain, loss)
             if not (converged and policy.settled()) and policy.follow(gain):
@@ -460,7 +379,7 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
         if trial_value <= value and halvings and policy is not None:
             # Noise or curvature? Measure the TLR error here; where it is too large for the
             # gain, evaluate more accurately and try again.
-            policy.measure(lambda accuracy: probed.value(z, accuracy))
+            policy.measure(functools.partial(probed.value, z))
             if policy.follow(gain):
                 value = probed.value(z)
                 trial, trial_value = _line_search(probed, z, value, step, bounds, MAX_HALVINGS)
@@ -517,25 +436,17 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
 
 
 def _settled(gain, loss):
-    """Whether the search has converged at a point of predicted gain `gain` and Monte Carlo
-    loss `loss`: the gain is below :data:`GAIN_TOLERANCE`, or within :data:`NOISE_GAIN`
-    times the loss (the Monte Carlo error of the score adds about the loss to the predicted
-    gain, ``E[1/2 g^T I^{-1} g] = gain + loss``: the rest is within the loss already
-    accepted)."""
+    """Whether predicted gain `gain` is below :data:`GAIN_TOLERANCE` or :data:`NOISE_GAIN`
+    times the Monte Carlo loss `loss` (which the predicted gain includes in expectation)."""
     return gain < max(GAIN_TOLERANCE, NOISE_GAIN * loss)
 
 
 def _gain_left(increase, gain, margin=0.0):
     """The gain left after a final step of predicted gain `gain` that increased the
-    log-likelihood by `increase` (within `margin`), or None where the increase shows a
-    curvature below :data:`CURVATURE_MIN` times the information, even at the end of the
-    margin (the search goes on).
-
-    Along a step ``s = I^{-1} g`` of a log-likelihood with curvature ``rho`` times the
-    information, the increase is ``(2 - rho)`` times the prediction and the gain left
-    ``(1 - rho)^2 / rho`` times it: the largest over the ``rho`` the increase allows (at
-    least :data:`CURVATURE_MIN`), and at least :data:`FINAL_GAIN_LEFT` of the prediction.
-    """
+    log-likelihood by `increase` (within `margin`); None where that shows a curvature below
+    :data:`CURVATURE_MIN` times the information. For a curvature ``rho`` times the information
+    the increase is ``2 - rho`` and the gain left ``(1 - rho)^2 / rho`` times the prediction:
+    the largest over the ``rho`` the increase allows, at least :data:`FINAL_GAIN_LEFT`."""
     high = min(2.0 - (increase - margin) / gain, 2.0)
     if high < CURVATURE_MIN:
         return None
@@ -562,35 +473,21 @@ def _line_search(probed, z, value, step, bounds, halvings, first=None):
 
 
 def _curvature(info, score, history):
-    """The information `info` at a point of score `score`, corrected in the span of the last
-    steps of the `history` to the curvature their scores measured.
+    """The information `info` corrected in the span of the `history`'s steps to the curvature
+    their scores measured (a multi-secant quasi-Newton update, Schnabel 1983).
 
-    A step ``s_i`` from a point of score ``g_i`` to one of score ``g_{i+1}`` (the next
-    step's, or `score` for the last) measures ``s_j^T (g_i - g_{i+1}) = s_j^T H s_i`` for
-    the log-likelihood's curvature ``H`` (secants of the scores, smooth at fixed probes).
-    On real data, where the model is an approximation, ``H`` differs from the expected
-    information: for the smooth co2_true field (8,192 cells, a nugget of 2e-5 of the
-    variance) it is a third of it in one direction and 1.8 times it in another, and steps
-    by ``I`` alone stop a hundredth of a log-likelihood unit short. With ``S`` the newest
-    steps that are independent in the metric of ``I`` (at most one per coordinate, none
-    closer than :data:`SECANT_ANGLE` to the span of the newer ones) and ``R`` the
-    symmetric part of ``S^T Y`` for their secants ``Y``, the curvature is
-
-        ``B = I + I S G^{-1} (R' - G) G^{-1} S^T I``,  ``G = S^T I S``,
-
-    which has ``S^T B S = R'``: ``R`` with its eigenvalues relative to ``G`` clipped to
-    [:data:`CURVATURE_MIN`, :data:`CURVATURE_MAX`], and non-positive ones (no curvature
-    measured there) set to 1. One step gives the rank-one correction
-    ``I + (rho - 1) (I s)(I s)^T / (s^T I s)`` for ``rho = s^T y / s^T I s``; as many
-    independent steps as coordinates, the secant curvature in every direction (a
-    multi-secant quasi-Newton update [4]_ from ``I``).
+    A step ``s_i`` between points of scores ``g_i`` and ``g_{i+1}`` (`score` for the last)
+    measures ``y_i = g_i - g_{i+1} ~ H s_i``. With ``S`` the newest steps independent in the
+    metric of ``I`` (:func:`_independent`), ``G = S^T I S`` and ``R'`` the symmetric part of
+    ``S^T Y`` with its eigenvalues relative to ``G`` clipped to [:data:`CURVATURE_MIN`,
+    :data:`CURVATURE_MAX`] (non-positive ones set to 1),
+    ``B = I + I S G^{-1} (R' - G) G^{-1} S^T I``, so that ``S^T B S = R'``.
     """
     if not history:
         return info
     befores = [before for _, before in history]
-    pairs = list(
-        zip((step for step, _ in history), (b - a for b, a in zip(befores, [*befores[1:], score])))
-    )
+    changes = (b - a for b, a in zip(befores, [*befores[1:], score], strict=True))
+    pairs = list(zip((step for step, _ in history), changes, strict=True))
     steps, secants = _independent(info, pairs[::-1])
     if steps.size == 0:
         return info
@@ -624,12 +521,10 @@ def _independent(info, pairs):
 
 
 def _projected_step(z, score, curvature, covariance, bounds, information=None):
-    """The scoring step ``B^{-1} g`` for the `curvature` ``B`` over the free coordinates
-    (zero in the others), its predicted gain ``1/2 g^T B^{-1} g`` and Monte Carlo loss,
-    theirs too: the larger of those for ``B`` and for the expected `information` where
-    given (the loss of a curvature that errs high in a direction the last step did not
-    measure is too small there; the information's is not, where the model is right or
-    errs the other way)."""
+    """The step ``B^{-1} g`` for the `curvature` ``B`` over the free coordinates (zero in
+    the others), its predicted gain ``1/2 g^T B^{-1} g`` and Monte Carlo loss: the larger
+    of those for ``B`` and the expected `information` (``B`` may err high along directions
+    no step measured)."""
     free = _free_coordinates(z, score, bounds)
     step = np.zeros_like(score)
     if not free.any():

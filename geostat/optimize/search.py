@@ -1,46 +1,21 @@
-"""Maximum-likelihood estimation of covariance parameters.
+"""Maximum-likelihood estimation of the covariance parameters.
 
-Strategy
---------
-1. **Parameter space.** The optimizer works on an unconstrained-ish vector ``z`` with box
-   bounds: ``log range``, ``log smoothness`` (power on its natural scale), and either the
-   log nugget-to-variance ratio with the variance profiled out (the default), or, when the
-   variance or a non-zero nugget is held fixed or either is bounded, or the data have
-   known noise variances, ``log variance`` and ``log nugget``.
-2. **Starting values.** A coarse grid over range (fractions of the largest site
-   separation), nugget ratio and shape is scored on a pilot subsample of at most
-   ``pilot_size`` sites; the best few grid points start L-BFGS-B runs on the pilot; the
-   best pilot optimum is polished on the full data: by L-BFGS-B with analytic gradients
-   (exact likelihood), or, for a TLR likelihood, which has no gradients, by an exact fit
-   of the block Vecchia likelihood (:mod:`geostat.likelihood.vecchia`; of all the data
-   up to :data:`~geostat.optimize.polish.REFINE_SIZE` sites) followed by Fisher scoring
-   with traces estimated by random probes
-   (:mod:`geostat.optimize.scoring`), which hands over to a derivative-free search
-   (:mod:`geostat.optimize.polish`) when it stalls.
-3. **Awkward optima.** A nugget ratio that ends on its lower bound is set to exactly zero
-   (as is a small nugget that zero beats, unless Fisher scoring ended it inside the box,
-   where it is the optimum); a range or shape on a bound is reported in
-   :attr:`MLEResult.at_bounds` with a warning (a range far larger than the domain leaves
-   only ``variance / range^(2 nu)`` identified).
-4. **Standard errors** come from the expected Fisher information at the estimate (traces
-   estimated with random probes through TLR solves for a TLR likelihood: those of the
-   last scoring iteration when it was at the estimate and they are accurate enough;
-   estimated again at the estimate after a final step, which moves it by up to a fifth of
-   a standard error: enough to change the standard error of a variance on the ridge of
-   ``variance / range^(2 nu)`` by several percent).
-5. **Reported log-likelihood** (TLR): the fit's own value when an evaluation
-   :data:`ACCURACY_STEP` times less accurate differs from it by at most
-   :data:`LOGLIK_TOLERANCE` (the difference overstates its error, the TLR error shrinking
-   about in proportion to the accuracy); otherwise the accuracy is tightened tenfold until
-   consecutive values agree that well (:func:`reported_loglik`).
-6. **Distance to the exact maximum** (:attr:`MLEResult.gap_bound`, TLR with Fisher
-   scoring): with ``l`` the exact and ``l~`` the TLR log-likelihood, ``e = l~ - l``, the
-   estimate ``x`` and the exact maximum ``x*``,
-   ``l(x*) - l(x) <= [l~(x*) - l~(x)] + |e(x)| + |e(x*)|``: the scoring's bound on the
-   first term (:attr:`geostat.optimize.scoring.ScoringReport.gap_bound`) plus twice the
-   TLR error at the accuracy of the last values compared, taken as the change of the
-   check's first round (which overstated the error 1.6 to 93 times on the cases of
-   ``benchmarks/loglik_error.py``).
+:func:`maximize_likelihood` scores a grid of starts on a pilot subsample of at most
+``pilot_size`` sites and explores the pilot by L-BFGS-B from the ``n_starts`` best; it
+maximizes from the best pilot optimum on the full data (:func:`local_maximize`): by
+L-BFGS-B for an exact likelihood, for TLR by an exact fit of the block Vecchia likelihood
+(of all the data up to :data:`~geostat.optimize.polish.REFINE_SIZE` sites) followed by
+Fisher scoring (:mod:`~geostat.optimize.scoring`) or a derivative-free search
+(:mod:`~geostat.optimize.polish`). A small nugget that zero beats is set to zero
+(:func:`natural_estimate`), other estimates on a bound are reported with a warning,
+standard errors come from the expected Fisher information (:func:`standard_errors`) and a
+TLR log-likelihood is reported to within :data:`LOGLIK_TOLERANCE` (:func:`reported_loglik`).
+
+With ``l`` the exact and ``l~`` the TLR log-likelihood, ``e = l~ - l``, the estimate ``x``
+and the exact maximum ``x*``, ``l(x*) - l(x) <= [l~(x*) - l~(x)] + |e(x)| + |e(x*)|``:
+:attr:`MLEResult.gap_bound` is Fisher scoring's bound on the first term
+(:attr:`~geostat.optimize.scoring.ScoringReport.gap_bound`) plus twice the TLR error
+estimated by :func:`reported_loglik`.
 """
 
 from __future__ import annotations
@@ -55,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from geostat.checks import check_choice
 from geostat.errors import GeostatWarning, NotPositiveDefiniteError
 from geostat.optimize.objective import Objective, run_lbfgsb
 from geostat.optimize.polish import (
@@ -78,6 +54,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: A nugget below this fraction of the variance is compared with zero (:func:`natural_estimate`).
 ZERO_NUGGET_TRIAL = 1e-3
 #: A nugget-to-variance ratio below this at the start of the refinement is on the plateau of
 #: :func:`_off_the_nugget_plateau`, which also tries the ratios :data:`PLATEAU_TRIALS`.
@@ -92,9 +69,8 @@ LOGLIK_TOLERANCE = 0.01
 ACCURACY_STEP = 10.0
 #: Most accurate TLR evaluation tried for the reported log-likelihood.
 FINEST_ACCURACY = 1e-14
-#: Local search of a likelihood without gradients in :func:`maximize_likelihood`:
-#: ``"scoring"`` (Fisher scoring) or ``"polish"`` (derivative-free only; for comparisons).
-TLR_SEARCH = "scoring"
+#: Local searches of a likelihood without gradients (:func:`maximize_likelihood`'s `search`).
+SEARCHES = ("scoring", "polish")
 #: Relative Monte Carlo error of the Fisher information's diagonal for standard errors.
 FISHER_RTOL = 0.02
 
@@ -105,54 +81,41 @@ class MLEResult:
 
     Attributes
     ----------
-    params : dict
-        Natural parameters: variance, range, shape parameters, nugget.
-    stderr : dict
-        Standard errors from the expected Fisher information (0.0 for fixed parameters).
+    params, stderr : dict
+        Natural parameters and their standard errors (0.0 for fixed ones).
     covariance : ndarray
         Inverse Fisher information over :attr:`estimated`.
     estimated : list of str
     coef, coef_stderr : ndarray of shape (r, p)
         GLS trend coefficients per replicate and their standard errors.
     loglik : float
-        Maximized log-likelihood (restricted log-likelihood when ``reml``).
+        Maximized log-likelihood (restricted when ``reml``).
     n_iter, n_evaluations, n_pilot_evaluations, n_failures : int
-        Optimizer iterations of the final run, full-data likelihood evaluations (for TLR:
-        every full-data factorization, including the final accuracy check), pilot,
-        subsample and block Vecchia evaluations, and evaluations where the covariance
-        was not positive definite.
+        Iterations of the final local search; full-data evaluations (TLR: factorizations,
+        the accuracy check included); pilot, subsample and block Vecchia evaluations;
+        evaluations where the covariance was not positive definite.
     converged : bool
     message : str
     at_bounds : list of str
-        Estimated parameters that ended on a bound; ``"nugget"`` when it is 0 or below
-        ``NUMERICAL_ZERO`` times the variance.
+        Estimated parameters on a bound (a nugget also below :data:`NUMERICAL_ZERO` times the
+        variance).
     elapsed : float
         Wall time in seconds.
-    method : str
-        ``"exact"`` or ``"tlr"``.
-    accuracy : float or None
-        Relative accuracy of the TLR evaluation (None when exact).
+    method : {"exact", "tlr"}
+    accuracy, loglik_accuracy : float or None
+        TLR accuracy of the fit and of the evaluation that gave :attr:`loglik`.
     loglik_error : float
-        Estimated error of :attr:`loglik` due to compression (0.0 when exact): the
-        difference from the evaluation at ``10 * loglik_accuracy``, at most
-        :data:`LOGLIK_TOLERANCE` unless :data:`FINEST_ACCURACY` was reached.
+        Estimated TLR error of :attr:`loglik`, at most :data:`LOGLIK_TOLERANCE` unless
+        :data:`FINEST_ACCURACY` was reached.
     fisher_relative_error : float
-        Relative Monte Carlo error of the Fisher information's diagonal (0.0 when the
-        traces are exact).
-    loglik_accuracy : float or None
-        TLR accuracy of the evaluation that gave :attr:`loglik` (None when exact).
-    n_probes : int
-        Random probes per replicate group of the Fisher-scoring traces (0 without scoring).
-    scoring_loss : float
-        Expected log-likelihood lost to the Monte Carlo error of the scores at the
-        scoring optimum, ``1/2 tr(I^{-1} Cov(score))`` (0.0 without scoring).
+        Relative Monte Carlo error of the Fisher information's diagonal.
+    n_probes, scoring_loss : int, float
+        Fisher scoring's probes per replicate group, and its expected log-likelihood loss to
+        the score's Monte Carlo error, ``1/2 tr(I^{-1} Cov(score))``.
     gap_bound : float
-        How far the exact log-likelihood at the estimate may lie below the exact maximum,
-        at confidence :data:`geostat.optimize.scoring.BOUND_LEVEL`: the scoring's bound
-        plus twice the estimated TLR error of the values it compared (see the module
-        docstring). 0.0 for a converged exact fit (analytic gradients), ``inf`` where no
-        bound is known (a derivative-free search finished the fit, or it did not
-        converge).
+        Bound, at confidence :data:`~geostat.optimize.scoring.BOUND_LEVEL`, on how far the
+        exact log-likelihood at the estimate lies below the exact maximum (module
+        docstring): 0.0 for a converged exact fit, ``inf`` where unknown.
     """
 
     params: dict[str, float]
@@ -205,7 +168,7 @@ def _start_grid(space, likelihood_scale):
         else:
             grid = _SHAPE_GRID.get(name, [space.kernel.shape_start.get(name, 0.5 * (low + high))])
         axes[name] = [min(max(v, low * 1.001), high * 0.999) for v in grid]
-    return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+    return [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*axes.values())]
 
 
 #: Starting values of the shape parameters of anisotropic and space-time kernels: the
@@ -219,10 +182,8 @@ _SHAPE_GRID = {
 
 _EXPLORE = {"maxiter": 20, "ftol": 1e-9, "gtol": 1e-6, "maxls": 30}
 #: An exploration on a pilot subsample stops once an iterate is within this distance (largest
-#: coordinate difference, in the optimizer's mostly logarithmic coordinates) of an earlier
-#: exploration's optimum: it has joined that optimum's basin, whose value is known. On the
-#: 8,192 co2 cells the three explorations all reached one optimum; the second and third came
-#: within 0.05 of it 4 and 5 evaluations before their end.
+#: coordinate difference, in the optimizer's coordinates) of an earlier exploration's optimum:
+#: it has joined that optimum's basin, whose value is known.
 JOINED = 0.05
 _POLISH = {"ftol": 1e-12, "gtol": 1e-8, "maxls": 40}
 
@@ -238,25 +199,32 @@ def _projected_gradient(z, grad, bounds):
 
 
 def maximize_likelihood(
-    likelihood, space, *, n_starts=3, pilot_size=500, random_state=0, maxiter=300
+    likelihood,
+    space,
+    *,
+    n_starts=3,
+    pilot_size=500,
+    random_state=0,
+    maxiter=300,
+    search="scoring",
 ):
     """Maximize the likelihood over the free parameters of `space`.
 
     Parameters
     ----------
     likelihood : ExactLikelihood or TLRLikelihood
-        A likelihood without gradients (TLR) is polished by
-        :func:`geostat.optimize.polish.polish_without_gradient`.
     space : ParameterSpace
     n_starts : int, default 3
-        Number of grid points from which local optimizations start.
+        Grid points from which the pilot explorations start.
     pilot_size : int, default 500
-        Sites in the pilot subsample used to choose starting values; the pilot stage is
-        skipped when the data have no more sites than this.
+        Sites of the pilot subsample (none for fewer sites and a likelihood with gradients).
     random_state : int, numpy Generator or None
-        Seeds the pilot subsample.
-    maxiter : int
-        Iteration limit of each local optimization.
+        Seeds the subsamples and the probes.
+    maxiter : int, default 300
+        Iteration limit of each L-BFGS-B run.
+    search : {"scoring", "polish"}, default "scoring"
+        Local search without gradients (TLR): Fisher scoring or the derivative-free search
+        alone (:mod:`~geostat.optimize.polish`).
 
     Returns
     -------
@@ -264,18 +232,22 @@ def maximize_likelihood(
 
     Raises
     ------
+    ValueError
+        If `search` is not one of :data:`SEARCHES`.
     tlrcore.NotPositiveDefiniteError
         If the covariance is not positive definite at any starting point.
     """
+    check_choice(search, "search", SEARCHES)
     with _coarser_copies(likelihood):
-        return _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter)
+        return _maximize(
+            likelihood, space, n_starts, pilot_size, random_state, maxiter, search == "scoring"
+        )
 
 
 @contextlib.contextmanager
 def _coarser_copies(likelihood):
-    """A TLR likelihood keeps the tiles of its last build during the block
-    (``keep_coarser``), so that the first round of :func:`reported_loglik` factors them
-    truncated to its accuracy instead of building anew."""
+    """Keep the tiles of the TLR likelihood's last build during the block (``keep_coarser``),
+    for the first round of :func:`reported_loglik`."""
     coarser = None if likelihood.accuracy is None else likelihood.accuracy * ACCURACY_STEP
     if coarser is None or coarser >= 1:
         yield
@@ -287,7 +259,7 @@ def _coarser_copies(likelihood):
         likelihood.keep_coarser(None)
 
 
-def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter):
+def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter, scoring):
     """:func:`maximize_likelihood`."""
     start_time = time.perf_counter()
     rng = np.random.default_rng(random_state)
@@ -302,14 +274,14 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter):
             likelihood, space, full, n_starts, pilot_size, rng
         )
         best, refine_evaluations = local_maximize(
-            likelihood, space, full, start, rng, maxiter=maxiter, scoring=TLR_SEARCH == "scoring"
+            likelihood, space, full, start, rng, maxiter=maxiter, scoring=scoring
         )
         pilot_evaluations += refine_evaluations
         report = best.get("scoring")
         z = best.x
     at_bounds = [
         "nugget" if name == "ratio" else name
-        for name, value, (low, high) in zip(space.names, z, bounds)
+        for name, value, (low, high) in zip(space.names, z, bounds, strict=True)
         if value <= low + 1e-6 * max(1.0, abs(low)) or value >= high - 1e-6 * max(1.0, abs(high))
     ]
     # Scoring's projected steps end a nugget whose maximum is zero on its bound; one inside
@@ -339,6 +311,9 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter):
     progress = current_progress()
     progress.stage("standard errors")
     information = None
+    # Scoring's information serves only where it was estimated at the estimate itself: a
+    # final step moves the estimate by up to 0.2 standard errors, which changes the standard
+    # error of a variance on a ridge by several percent.
     if report is not None and report.x is not None and np.array_equal(report.z, z):
         # Not when the nugget was set to zero: the information is then another one's.
         same_nugget = (params["nugget"] == 0) == (report.params["nugget"] == 0)
@@ -399,37 +374,16 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter):
 
 
 def reported_loglik(likelihood, params, loglik):
-    """The TLR log-likelihood to report at `params`, its estimated error and accuracy.
+    """The TLR log-likelihood to report at `params`: ``(loglik, error, accuracy, own_error)``.
 
-    The first round compares `loglik` (at the likelihood's own accuracy) with an
-    evaluation :data:`ACCURACY_STEP` times *less* accurate, which costs less than a finer
-    one: it factors the last build's tiles, kept by the likelihood during
-    :func:`maximize_likelihood` (``keep_coarser``), truncated to that accuracy (0.6 s at
-    8,192 co2 cells against 1.7 s for a new build and factorization), or builds anew.
-    Their difference estimates the coarser value's error, so it overstates that of
-    `loglik`: the TLR error shrinks about in proportion to the accuracy (the estimate was
-    1.6 to 93 times the error on the cases of ``benchmarks/loglik_error.py``). While the difference exceeds
-    :data:`LOGLIK_TOLERANCE`, further rounds evaluate ten times *more* accurately and
-    report that value, the difference from the previous value being the estimate, down to
-    :data:`FINEST_ACCURACY`. A coarser evaluation that fails (not positive definite) only
-    sends the check to the finer rounds.
-
-    Parameters
-    ----------
-    likelihood : geostat.likelihood.TLRLikelihood
-    params : dict
-    loglik : float
-        The value at the likelihood's own accuracy.
-
-    Returns
-    -------
-    loglik : float
-    error : float
-    accuracy : float
-    own_error : float
-        Upper estimate of the error of `loglik` as given (at the likelihood's accuracy):
-        the first round's change, or where the coarser evaluation failed the change to the
-        first finer one (``inf`` where neither is known).
+    The first round takes ``|loglik - l(ACCURACY_STEP a)|`` for the likelihood's accuracy
+    ``a`` as the error estimate (the tiles kept by ``keep_coarser`` make the coarser value
+    cheap; the TLR error shrinking about in proportion to the accuracy, its change overstates
+    the error of `loglik`). While the estimate exceeds :data:`LOGLIK_TOLERANCE`, each further
+    round evaluates :data:`ACCURACY_STEP` times more accurately, down to
+    :data:`FINEST_ACCURACY`, and reports that value with its change as the estimate.
+    `own_error` is the error estimate of the given `loglik`: the first round's change, or
+    where the coarser value is not positive definite the first finer one's (``inf`` if none).
     """
     accuracy = likelihood.accuracy
     error = own_error = np.inf
@@ -461,12 +415,8 @@ def reported_loglik(likelihood, params, loglik):
 
 
 def _starting_point(likelihood, space, full, n_starts, pilot_size, rng):
-    """Score a grid, explore from its best points and return the best point found.
-
-    The grid and the short exploratory runs use a pilot subsample when the data have more
-    than `pilot_size` sites (or no gradient: an exact likelihood on the sites), and the
-    full data otherwise.
-    """
+    """The best point of short L-BFGS-B runs from the best points of a grid, on a pilot
+    subsample (more than `pilot_size` sites, or no gradient) or the full data."""
     pilot = full
     if likelihood.n > pilot_size or not likelihood.has_gradient:
         size = min(pilot_size, likelihood.n)
@@ -517,47 +467,35 @@ def local_maximize(
     tolerances=None,
     scoring=False,
 ):
-    """The local stage of :func:`maximize_likelihood`: maximize from `start` on the full data.
-
-    With analytic gradients (exact likelihood) L-BFGS-B runs from `start`; a likelihood
-    without gradients (TLR) is polished by
-    :func:`geostat.optimize.polish.polish_without_gradient`, or with `scoring` maximized
-    by :func:`geostat.optimize.scoring.fisher_scoring`.
+    """Maximize from `start` on the full data: the local stage of :func:`maximize_likelihood`.
 
     Parameters
     ----------
     likelihood : ExactLikelihood or TLRLikelihood
+        With gradients, L-BFGS-B; without (TLR), Fisher scoring with `scoring`, else the
+        derivative-free search.
     space : ParameterSpace
-        Must have at least one free coordinate.
+        With at least one free coordinate.
     objective : geostat.optimize.objective.Objective
-        The full-data objective of `likelihood` on `space` (it counts the evaluations).
+        The full-data objective of `likelihood` on `space`.
     start : ndarray
         Starting point in the optimizer's coordinates.
     rng : numpy.random.Generator
-        Draws the subsample of the derivative-free polish, or the blocks of the block
-        Vecchia likelihood that starts Fisher scoring.
+        Draws the subsamples and the blocks of the block Vecchia likelihood.
     maxiter : int, default 300
-        Iteration limit of L-BFGS-B.
     refine : bool, default True
-        Without gradients: first move `start` by an exact fit (on a subsample before the
-        derivative-free polish; of the block Vecchia likelihood, or of all the data up
-        to ``REFINE_SIZE`` sites, before Fisher scoring); ``False`` searches from `start`
-        itself (a warm start already near the optimum).
+        Without gradients, move `start` by an exact fit first (False: a warm start).
     tolerances : dict, optional
-        L-BFGS-B's ``ftol`` and ``gtol`` instead of the fit's (``1e-12``, ``1e-8``), e.g.
-        looser ones where the optimum is needed to fewer digits.
+        L-BFGS-B's ``ftol`` and ``gtol`` instead of ``1e-12`` and ``1e-8``.
     scoring : bool, default False
-        Without gradients: Fisher scoring (after the refinement unless `refine` is
-        False) instead of the derivative-free search.
 
     Returns
     -------
     result : scipy.optimize.OptimizeResult
-        ``x`` in the optimizer's coordinates, ``fun``, ``success``, ``message``, ``nit``;
-        with `scoring` also ``scoring`` (:class:`geostat.optimize.scoring.ScoringReport`,
-        or None).
+        ``x``, ``fun``, ``success``, ``message``, ``nit``; with `scoring` also ``scoring``
+        (a :class:`~geostat.optimize.scoring.ScoringReport` or None).
     subsample_evaluations : int
-        Evaluations on a subsample or of the block Vecchia likelihood (0 with gradients).
+        Evaluations on a subsample or of the block Vecchia likelihood.
     """
     if likelihood.has_gradient:
         options = {**_POLISH, **(tolerances or {}), "maxiter": maxiter}
@@ -576,10 +514,10 @@ def local_maximize(
 
 def _refined_start(likelihood, space, start, rng):
     """The start of Fisher scoring moved by an exact fit (:func:`refine_start`), and the
-    evaluations it took. Its objective is freed on return, with what it holds (the block
-    Vecchia likelihood's blocks, in this process and in the worker processes)."""
-    # All the data when an exact fit of them is cheap; beyond, the block Vecchia likelihood,
-    # which sees the sites at their own spacing (a random subsample does not).
+    evaluations it took; the fit's objective (and its worker processes' blocks) is freed
+    on return."""
+    # Beyond REFINE_SIZE, the block Vecchia likelihood: it sees the sites at their own
+    # spacing, which a random subsample does not.
     small = likelihood.n <= REFINE_SIZE
     objective = (subsample_objective if small else vecchia_objective)(likelihood, space, rng)
     start = _off_the_nugget_plateau(objective, space, start)
@@ -587,15 +525,9 @@ def _refined_start(likelihood, space, start, rng):
 
 
 def _off_the_nugget_plateau(objective, space, start):
-    """`start`, or where its nugget-to-variance ratio is below :data:`PLATEAU_RATIO`, the
-    best of it and the same point with the ratios :data:`PLATEAU_TRIALS` on `objective`.
-
-    For small ratios the log-likelihood is flat in the optimizer's log ratio (its derivative
-    there is the ratio times the one in the ratio), so that L-BFGS-B creeps: a pilot
-    subsample too sparse to see a nugget of 1e-5 of the variance starts near zero, and the
-    refinement stopped 25 below the maximum on 1,500 simulated sites with that nugget
-    (0.12 below from a ratio of 4e-7 where the maximum was at 2e-6).
-    """
+    """`start`, or where its nugget-to-variance ratio is below :data:`PLATEAU_RATIO`, the best
+    on `objective` of it and the same point with the ratios :data:`PLATEAU_TRIALS`: at small
+    ratios the log-likelihood is flat in the log ratio, and L-BFGS-B creeps."""
     free = space.to_natural(start)
     name = "ratio" if "ratio" in space.names else "nugget" if "nugget" in space.names else None
     if name is None:
@@ -610,13 +542,10 @@ def _off_the_nugget_plateau(objective, space, start):
 
 
 def natural_estimate(likelihood, space, z, zero_trial=True):
-    """Natural parameters and log-likelihood at the optimizer's point.
-
-    In log coordinates L-BFGS-B only creeps towards a nugget of zero, so with `zero_trial`
-    a small estimated nugget (below ``ZERO_NUGGET_TRIAL`` times the variance) is compared
-    with exactly zero, which wins unless it lowers the likelihood or makes the covariance
-    singular (or the nugget has a lower bound of the user's).
-    """
+    """Natural parameters and log-likelihood at the optimizer's point `z`; with `zero_trial`,
+    a nugget below :data:`ZERO_NUGGET_TRIAL` times the variance (towards which L-BFGS-B only
+    creeps in log coordinates) is set to zero where that does not lower the likelihood, keeps
+    the covariance positive definite and the user gave the nugget no bound."""
     free = space.to_natural(z)
 
     def evaluate(values):
@@ -684,17 +613,16 @@ def standard_errors(likelihood, params, names, information=None):
     names : list of str
         Estimated parameters.
     information : tuple (ndarray, float), optional
-        The information over `names` at `params` and its relative error, when already
-        estimated (by the last Fisher-scoring iteration).
+        The information over `names` at `params` and its relative error, when estimated.
 
     Returns
     -------
     stderr : dict
-        One entry per parameter in `params`; 0.0 for fixed ones, ``inf`` for parameters
-        the data do not identify (singular information).
+        Per parameter of `params`: 0.0 if fixed, ``inf`` if not identified (singular
+        information, with a :class:`~geostat.GeostatWarning`).
     covariance : ndarray of shape (len(names), len(names))
     relative_error : float
-        Relative error of the information's diagonal (0.0 when computed exactly).
+        Relative error of the information's diagonal (0.0 when exact).
     """
     stderr = dict.fromkeys(params, 0.0)
     if not names:

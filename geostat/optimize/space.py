@@ -1,14 +1,11 @@
 """The parameter space of the optimizer: what is estimated, bounds, and coordinates.
 
-The optimizer works on an unconstrained-ish vector ``z`` with box bounds: ``log range``,
-the log of each shape parameter (those of :attr:`~geostat.kernels.Kernel.linear_shape`,
-such as the power, an anisotropy angle and the space-time separability, on their natural
-scale), and either the log nugget-to-variance
-ratio with the variance profiled out (the default), or, when the variance or a non-zero
-nugget is held fixed or either is bounded, or the data have known noise variances,
-``log variance`` and ``log nugget``. With known noise ``V`` the correlation matrix
-``K = C / variance = R + eta I + V / variance`` depends on the variance, so the variance
-cannot be profiled out.
+The optimizer's vector ``z`` has box bounds: ``log range``, each shape parameter in its
+log (those of :attr:`~geostat.kernels.Kernel.linear_shape` on their natural scale), and
+the log nugget-to-variance ratio with the variance profiled out, or, when the variance or
+a non-zero nugget is fixed or bounded or the data have known noise ``V`` (then
+``K = R + eta I + V / variance`` depends on the variance), ``log variance`` and
+``log nugget``.
 """
 
 from __future__ import annotations
@@ -31,24 +28,27 @@ class ParameterSpace:
     ----------
     kernel : geostat.kernels.Kernel
     nugget : bool or float
-        ``True`` estimates the nugget, ``False`` or ``0`` fixes it at zero, a positive
-        float fixes it at that value.
+        ``True`` estimates the nugget, ``False`` or a non-negative float fixes it.
     fixed : dict, optional
-        Other parameters held fixed: ``"variance"`` and/or ``"range"``.
+        ``"variance"`` and/or ``"range"`` held fixed.
     bounds : dict, optional
-        ``(low, high)`` overrides for ``"range"``, ``"variance"``, ``"nugget"`` and the
-        kernel's shape parameters.
-    max_distance : float
-        Largest separation of the sites; scales the default range bounds.
-    data_variance : float
-        Sample variance of the detrended data; scales the variance and nugget bounds.
+        ``(low, high)`` for ``"range"``, ``"variance"``, ``"nugget"`` and shape parameters.
+    max_distance, data_variance : float
+        Largest site separation and detrended data variance; scale the default bounds.
     spans : dict, optional
-        Extent of the coordinate axis of each of the kernel's
-        :attr:`~geostat.kernels.Kernel.spanned` parameters (a time range's time span);
-        scales their default bounds as ``max_distance`` scales the range's.
+        Extent of the coordinate axis of each :attr:`~geostat.kernels.Kernel.spanned`
+        parameter (a time range's time span), scaling its default bounds.
     known_noise : bool, default False
-        Whether the likelihood has known noise variances on the diagonal: the variance is
-        then a coordinate (never profiled), and :meth:`point` gives the noise ratio.
+        Known noise variances on the diagonal: the variance is a coordinate, never profiled.
+
+    Raises
+    ------
+    ValueError
+        For a fixed parameter other than the variance or range, a value that is not positive
+        and finite, an unknown bound, one not finite ``low < high`` (``0 < low`` for a
+        parameter searched in its log), or a bound on a fixed parameter.
+    TypeError
+        If a fixed value or the nugget is not a number.
     """
 
     kernel: object
@@ -149,7 +149,7 @@ class ParameterSpace:
     def z_bounds(self):
         """Box bounds of the optimizer's vector."""
         out = []
-        for name, log in zip(self.names, self.log_scale):
+        for name, log in zip(self.names, self.log_scale, strict=True):
             low, high = self.natural_bounds[name]
             out.append((np.log(low), np.log(high)) if log else (low, high))
         return out
@@ -157,7 +157,7 @@ class ParameterSpace:
     def to_natural(self, z):
         """Map the optimizer's vector to a dict of the named free values."""
         values = np.where(self.log_scale, np.exp(np.minimum(z, 700.0)), z)
-        return dict(zip(self.names, values.tolist()))
+        return dict(zip(self.names, values.tolist(), strict=True))
 
     def to_z(self, values):
         """Map named free values to the optimizer's vector."""
@@ -202,5 +202,6 @@ def _check_positive(value, name, allow_zero=False):
     ok = np.isfinite(value) and (value >= 0 if allow_zero else value > 0)
     if not ok:
         raise ValueError(
-            f"{name} must be {'non-negative' if allow_zero else 'positive'} and finite; got {value}."
+            f"{name} must be {'non-negative' if allow_zero else 'positive'} and finite; "
+            f"got {value}."
         )

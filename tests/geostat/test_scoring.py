@@ -2,6 +2,7 @@
 information at fixed probes against the dense exact ones, determinism, the fallback, and
 the fitted optimum against the derivative-free and the exact ones."""
 
+import functools
 import logging
 
 import numpy as np
@@ -10,6 +11,7 @@ from scipy.spatial.distance import squareform
 from scipy.stats import chi2
 
 import geostat as gs
+import geostat.estimator as estimator_module
 import geostat.likelihood.tlr as tlr_module
 import geostat.optimize.scoring as scoring
 import geostat.optimize.search as search
@@ -153,6 +155,15 @@ def field():
     return X, y
 
 
+def search_derivative_free(monkeypatch):
+    """Make the fits that follow search by ``maximize_likelihood(..., search="polish")``."""
+    monkeypatch.setattr(
+        estimator_module,
+        "maximize_likelihood",
+        functools.partial(search.maximize_likelihood, search="polish"),
+    )
+
+
 def fit(X, y, method="tlr", **kwargs):
     return gs.SpatialGP(
         kernel="matern",
@@ -170,7 +181,7 @@ def test_scoring_optimum_matches_the_derivative_free_and_the_exact_ones(field, m
     X, y = field
     exact = fit(X, y, method="exact")
     scored = fit(X, y)
-    monkeypatch.setattr(search, "TLR_SEARCH", "polish")
+    search_derivative_free(monkeypatch)
     polished = fit(X, y)
     assert scored.converged_ and "Fisher scoring" in scored.result_.message
     assert scored.result_.n_probes > 0 and 0 < scored.result_.scoring_loss <= scoring.LOSS_TARGET
@@ -224,7 +235,7 @@ def test_a_start_at_the_optimum_ends_without_the_derivative_free_search(field, m
     X, y = field[0][:500], field[1][:500]
     scored = fit(X, y)
     assert "Fisher scoring converged" in scored.result_.message
-    monkeypatch.setattr(search, "TLR_SEARCH", "polish")
+    search_derivative_free(monkeypatch)
     polished = fit(X, y)
     assert scored.result_.n_evaluations < polished.result_.n_evaluations
     assert scored.loglik_ >= polished.loglik_ - 0.01
