@@ -1,28 +1,12 @@
 """geostat: Gaussian-process maximum likelihood for geostatistics.
 
-Kernels
-    :class:`Exponential`, :class:`Matern`, :class:`PoweredExponential`,
-    :class:`Gaussian` — ``C(h) = variance * M(h / range) + nugget * I`` in the
-    convention of ExaGeoStat and R fields; :class:`Anisotropic` (geometric anisotropy)
-    and :class:`SpaceTime` (separable and Gneiting space-time correlations).
-Estimation
-    :class:`SpatialGP` — scikit-learn estimator: ``fit``, ``predict(return_std=...)``,
-    ``sample_y``, ``score``, ``log_likelihood``; fitted ``params_``, ``stderr_``,
-    ``coef_``, ``loglik_``; ``save(path)``.
-Model files
-    :func:`load` — a model written by :meth:`SpatialGP.save` (JSON and ``.npy`` arrays,
-    read without pickle; versioned).
-Functions
-    :func:`log_likelihood` — exact Gaussian log-likelihood at given parameters;
-    :func:`simulate` — unconditional Gaussian random fields.
-Modules
-    :mod:`geostat.datasets` (``names()``, ``load(name)``), :mod:`geostat.distance`
-    (euclidean, chordal, great-circle), :mod:`geostat.optimize` (``MLEResult``).
-Errors and warnings
-    :mod:`geostat.errors`: :class:`GeostatWarning`, :class:`PerturbationWarning`,
-    :class:`TrendNotIdentifiableError`, :class:`ModelFileError` and tlrcore's
-    :class:`NotPositiveDefiniteError`, :class:`FactorizationError`, :class:`GeneratorError`,
-    :class:`ConsumedMatrixError` (``docs/errors.md``).
+:class:`SpatialGP` is a scikit-learn estimator of the covariance
+``C(h) = variance * M(h / range) + nugget * I`` with the kernels :class:`Exponential`,
+:class:`Matern`, :class:`PoweredExponential`, :class:`Gaussian`, :class:`Anisotropic`
+and :class:`SpaceTime`; :func:`load` reads a model written by :meth:`SpatialGP.save`;
+:func:`log_likelihood` evaluates the likelihood at given parameters and
+:func:`simulate` draws Gaussian random fields. Errors and warnings are defined in
+:mod:`geostat.errors` (``docs/errors.md``).
 """
 
 from geostat import datasets, distance, errors

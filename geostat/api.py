@@ -52,12 +52,11 @@ def log_likelihood(
     trend : None, "constant", "linear", list of columns, or ndarray of shape (n, p)
         Mean model, profiled by GLS; an array is used as the design matrix itself.
     distance : {"auto", "euclidean", "chordal", "great_circle"}, default "auto"
-        ``"auto"``, as in :class:`~geostat.SpatialGP`, uses chordal distance (km) when the
-        coordinate columns are named longitude/latitude (lon/lat), Euclidean otherwise;
-        so ``log_likelihood(X, y, est.params_)`` reproduces ``est.loglik_``.
+        As for :class:`~geostat.SpatialGP`, so ``log_likelihood(X, y, est.params_)``
+        reproduces ``est.loglik_``.
     method : {"auto", "exact", "tlr"}, default "auto"
-        ``"exact"`` factors the dense covariance; ``"tlr"`` a tile low-rank compression
-        of it; ``"auto"`` (as the estimator) uses TLR from :data:`geostat.likelihood.TLR_FROM` sites on.
+        ``"exact"``: dense Cholesky; ``"tlr"``: tile low-rank; ``"auto"``: TLR from
+        :data:`geostat.likelihood.TLR_FROM` sites on.
     accuracy : float, default 1e-8
         Relative Frobenius accuracy of the TLR compression and factorization.
     tile_size : int, optional
@@ -67,25 +66,21 @@ def log_likelihood(
     reml : bool, default False
         Return the restricted log-likelihood.
     device : {"cpu", "gpu"}, default "cpu"
-        ``"gpu"`` evaluates on a CUDA GPU through CuPy (see the user guide): the dense
-        exact likelihood in GPU memory, or TLR. ``method="auto"`` then uses the exact
-        method up to :data:`geostat.likelihood.DEVICE_EXACT_MAX` sites when it fits in GPU memory.
+        ``"gpu"`` evaluates on a CUDA GPU through CuPy; ``method="auto"`` then uses the
+        exact method up to :data:`geostat.likelihood.DEVICE_EXACT_MAX` sites when it fits
+        in GPU memory.
     client : None, "default" or distributed.Client, default None
-        Evaluate on the workers of a Dask cluster (``pip install 'geostat-tlr[dask]'``; see
-        ``docs/cluster.md``): the covariance is compressed and factored there
-        (:mod:`tlrcore.distributed`) and only ``n``-vectors and scalars come back; the
-        value equals the in-process one to rounding. ``"default"`` uses the current
-        default client. With a client ``method="auto"`` means ``"tlr"``.
+        Evaluate on the workers of a Dask cluster (``geostat-tlr[dask]``;
+        ``docs/cluster.md``); the value equals the in-process one to rounding.
+        ``"default"``: the default client. With a client ``method="auto"`` means
+        ``"tlr"``.
     time : None, str or int, default None
-        With a space-time kernel (:class:`geostat.SpaceTime`), the time column of `X`
-        (name or position); None takes a column named ``"time"``, else the last
-        coordinate column. Numbers, ``datetime64`` values or cftime dates (as days since
-        1970-01-01, so ``time_range`` is in days), as for :class:`~geostat.SpatialGP`.
+        The time column of `X` for a space-time kernel, as for :class:`~geostat.SpatialGP`
+        (dates become days since 1970-01-01).
     noise_variance : array-like of shape (n,), (n, 1) or (n, r), optional
-        Known measurement-error variances of the observations (units of `y` squared),
-        added to the diagonal: ``C = variance R + nugget I + diag(noise_variance)``; one
-        per site, shared by the replicates (as for :meth:`SpatialGP.fit
-        <geostat.SpatialGP.fit>`), in the row order of `y`.
+        Known measurement-error variances (units of `y` squared):
+        ``C = variance R + nugget I + diag(noise_variance)``, as for
+        :meth:`SpatialGP.fit <geostat.SpatialGP.fit>`.
 
     Returns
     -------
@@ -97,11 +92,9 @@ def log_likelihood(
     tlrcore.NotPositiveDefiniteError
         If the covariance matrix is not numerically positive definite.
     ValueError, TypeError
-        For bad arguments (the message names the argument; `time` with a kernel without
-        time, or naming no column), an unknown `method` or
-        `device`, ``device="gpu"`` without CuPy or a GPU, ``method="exact"`` or
-        ``device="gpu"`` with a `client`, ``client="default"`` without a client, a
-        closed `client`, or a `client` that is not a ``distributed.Client``.
+        For bad arguments (the message names the argument), ``device="gpu"`` without CuPy
+        or a GPU, ``method="exact"`` or ``device="gpu"`` with a `client`,
+        ``client="default"`` without a client, or a closed or foreign `client`.
     ImportError
         For a `client` without the ``dask`` extra installed.
     MemoryError
@@ -132,7 +125,8 @@ def log_likelihood(
     if design is not None:
         if design.shape[0] != data.n or not np.isfinite(design).all():
             raise ValueError(
-                f"trend as a design matrix must have {data.n} rows of finite values; got shape {design.shape}."
+                f"trend as a design matrix must have {data.n} rows of finite values; got shape "
+                f"{design.shape}."
             )
         data.design = design
     values, _, _ = prepare_y(y, data.n)

@@ -26,9 +26,8 @@ __all__ = [
     "check_tile_size",
 ]
 
-#: Smallest tile size the statistics front end accepts. Below it the TLR method does more
-#: Python bookkeeping per tile than arithmetic (``n = 100`` at tile size 1 took two minutes
-#: for 4,950 tiles), and nothing is gained: a covariance of fewer sites is one dense tile.
+#: Smallest tile size the statistics front end accepts: below it the TLR method does more
+#: Python bookkeeping per tile than arithmetic, and nothing is gained.
 MIN_TILE_SIZE = 32
 #: Site orderings of the TLR method (:func:`geostat.ordering.order_points`).
 ORDERINGS = ("kdtree", "morton", "none")
@@ -49,20 +48,9 @@ def check_bool(value, argname):
 
 
 def check_random_state(random_state, argname="random_state"):
-    """A NumPy ``Generator`` from `random_state`.
-
-    Parameters
-    ----------
-    random_state : None, int, numpy.random.Generator or numpy.random.RandomState
-        ``None`` draws fresh entropy; a non-negative integer seeds a new generator; a
-        ``Generator`` is used as it is; a legacy ``RandomState`` seeds a new generator
-        from one draw (as scikit-learn estimators consume it).
-    argname : str
-
-    Returns
-    -------
-    numpy.random.Generator
-    """
+    """A NumPy ``Generator`` from `random_state`: None draws fresh entropy, a
+    non-negative integer seeds a new one, a ``Generator`` is used as it is, a legacy
+    ``RandomState`` seeds a new one from one draw."""
     if isinstance(random_state, np.random.Generator):
         return random_state
     if isinstance(random_state, np.random.RandomState):
@@ -82,7 +70,8 @@ def check_random_state(random_state, argname="random_state"):
 
 
 def check_mapping(value, argname, example):
-    """`value` as a new dict (None: empty); TypeError naming `argname` for anything but a mapping."""
+    """`value` as a new dict (None: empty); TypeError naming `argname` for anything but a
+    mapping."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -132,25 +121,14 @@ def check_memory(need, what, advice):
     """Refuse work whose arrays need more than 90 % of the available host memory
     (``free_memory`` of the NumPy back end).
 
-    Parameters
-    ----------
-    need : float
-        Bytes the work will allocate.
-    what : str
-        The work, as it would follow "... needs about X GiB", e.g.
-        ``"the exact likelihood at n = 40,000"``.
-    advice : str
-        What to do instead.
-
-    Raises
-    ------
-    MemoryError
-        With the memory needed and available.
+    `need` is in bytes; the MemoryError names `what` (e.g. ``"the exact likelihood at
+    n = 40,000"``), the memory needed and available, and the `advice`.
     """
     available = NUMPY.free_memory()
     if need > 0.9 * available:
         raise MemoryError(
-            f"{what} needs about {need / 2**30:.1f} GiB but {available / 2**30:.1f} GiB is available; {advice}"
+            f"{what} needs about {need / 2**30:.1f} GiB but {available / 2**30:.1f} GiB is "
+            f"available; {advice}"
         )
 
 
@@ -173,15 +151,15 @@ def check_params(params, kernel, argname="params"):
 
     Raises
     ------
-    TypeError
-        If `params` is not a mapping or holds non-numbers.
-    ValueError
-        For missing, unknown or non-finite values, non-positive variance or range, a negative
-        nugget, or a shape value outside the kernel's domain.
+    TypeError, ValueError
+        For a non-mapping, non-numbers, missing, unknown or non-finite values, a
+        non-positive variance or range, a negative nugget, or a shape value outside the
+        kernel's domain.
     """
     if not hasattr(params, "keys"):
         raise TypeError(
-            f"{argname} must be a dict such as {{'variance': 1.0, 'range': 0.1}}; got {type(params).__name__}."
+            f"{argname} must be a dict such as {{'variance': 1.0, 'range': 0.1}}; got "
+            f"{type(params).__name__}."
         )
     allowed = {"variance", "range", "nugget", *kernel.shape_names}
     unknown = sorted(set(params) - allowed)

@@ -1,27 +1,14 @@
 r"""Sites on an array back end: distances, correlation matrices and covariance blocks.
 
-Every likelihood, on every back end, forms its matrices here. The sites are copied to
-the back end once, as the coordinates in which the distance is Euclidean
-(:meth:`geostat.distance.Distance.embed`: the coordinates themselves, or the 3-D points
-of the chordal distance in km), or as longitude/latitude in radians for the great-circle
-distance; blocks are then formed with the back end's operations only and stay there.
+Every likelihood forms its matrices here. The sites are copied to the back end once, as
+the coordinates in which the distance is Euclidean
+(:meth:`geostat.distance.Distance.embed`), or as longitude/latitude in radians for the
+great-circle distance. Whole matrices (the dense likelihood) are expanded from the
+``n (n - 1) / 2`` pair distances, computed once; blocks ``block(rows, cols)`` and
+scattered entries ``block.entries(i, j)`` (the TLR build) from distances formed on the
+back end by the same sums. The covariance is
 
-Two evaluation strategies, chosen by size and kernel cost, never by back end:
-
-* **Whole matrices** (the dense likelihood): the ``n (n - 1) / 2`` pair distances are
-  computed once (on the host, ``scipy.spatial.distance.pdist`` order) and kept; the
-  correlation is evaluated on them and expanded to the symmetric matrix
-  (``backend.squareform``). Costly kernels (a Matérn of general smoothness, whose Bessel
-  functions dominate) go through a :class:`~geostat.kernels.tabulation.LogDistanceTable`
-  between :data:`TABULATE_PAIRS` pairs.
-* **Blocks** ``block(rows, cols)`` (the TLR likelihood and the tile generators): distances
-  by ``backend.cdist`` (``scipy.spatial.distance.cdist`` on the host, the same sums by
-  broadcasting elsewhere) or the haversine form on the sphere. The same covariance at
-  scattered index pairs, ``block.entries(i, j)`` (the same sums, by broadcasting), lets
-  the TLR build read the ACA columns of many tiles in one call.
-
-Kernels are evaluated through :meth:`geostat.kernels.Kernel.evaluate`, which trusts its
-arguments: the distances come from validated coordinates.
+    ``C_ij = variance * M(d_ij / range) + (nugget + noise_i) [i == j]``.
 """
 
 from __future__ import annotations
@@ -60,19 +47,10 @@ NEGLIGIBLE_DERIVATIVE = 1e-100
 
 
 def condensed_pairs(coords, distance, kernel):
-    """The pairs ``i < j`` of sites (``scipy.spatial.distance.pdist`` order) as a kernel reads
-    them: their distances, or for a kernel of coordinate differences one array of
-    differences ``points[i] - points[j]`` per embedded axis.
+    """The pairs ``i < j`` of sites (``pdist`` order) as `kernel` reads them.
 
-    Parameters
-    ----------
-    coords : ndarray of shape (n, d)
-    distance : geostat.distance.Distance
-    kernel : geostat.kernels.Kernel
-
-    Returns
-    -------
-    ndarray of shape (n (n - 1) / 2,) or list of such arrays
+    Returns the distances, ``(n (n - 1) / 2,)``, or for a kernel of coordinate
+    differences a list of ``points[i] - points[j]`` per embedded axis.
     """
     if not kernel.structured:
         return distance.pairwise(coords)
@@ -82,17 +60,10 @@ def condensed_pairs(coords, distance, kernel):
 
 
 class PairCorrelation:
-    """The correlation at fixed pairs of sites: their distances, through a
-    :class:`~geostat.kernels.tabulation.LogDistanceTable` (made at the first use) for a
-    costly kernel between :data:`TABULATE_PAIRS` pairs; or their coordinate differences
-    for a kernel of them.
-
-    Parameters
-    ----------
-    distances : 1-D array of the back end, or list of them
-        The pair distances, or the differences along each embedded axis
-        (:func:`condensed_pairs`).
-    """
+    """The correlation at fixed pairs of sites, given by their `distances` (or the list of
+    their differences along each axis, :func:`condensed_pairs`), through a
+    :class:`~geostat.kernels.tabulation.LogDistanceTable` for a costly kernel between
+    :data:`TABULATE_PAIRS` pairs."""
 
     def __init__(self, distances):
         self.distances = distances
@@ -104,21 +75,9 @@ class PairCorrelation:
         return (self.distances[0] if isinstance(self.distances, list) else self.distances).size
 
     def evaluate(self, kernel, theta, gradient=False):
-        """Correlation values and, with `gradient`, their derivatives.
-
-        Parameters
-        ----------
-        kernel : geostat.kernels.Kernel
-        theta : dict
-            ``range`` and the kernel's shape parameters.
-        gradient : bool
-
-        Returns
-        -------
-        values : array like `distances`
-        grads : dict of str to arrays like `distances`
-            ``"range"`` and each free shape parameter (empty unless `gradient`).
-        """
+        """``(values, grads)``: the correlation at `theta` (``range`` and the shape
+        parameters) and, with `gradient`, its derivatives in ``"range"`` and each free
+        shape parameter (else an empty dict)."""
         shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
         d = self.distances
         if kernel.structured:
@@ -131,21 +90,8 @@ class PairCorrelation:
 
 
 def cross_correlation(kernel, distance, theta, a, b):
-    """The correlation between two sets of sites, on the host.
-
-    Parameters
-    ----------
-    kernel : geostat.kernels.Kernel
-    distance : geostat.distance.Distance
-    theta : dict
-        ``range`` and the kernel's shape parameters.
-    a : ndarray of shape (m, d)
-    b : ndarray of shape (n, d)
-
-    Returns
-    -------
-    ndarray of shape (m, n)
-    """
+    """The correlation ``(m, n)`` between the sites `a` ``(m, d)`` and `b` ``(n, d)`` on
+    the host, at `theta` (``range`` and the kernel's shape parameters)."""
     shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
     if kernel.structured:
         return lag_rows(kernel, distance.embed(a), distance.embed(b), theta["range"], shape)[0]
@@ -153,26 +99,11 @@ def cross_correlation(kernel, distance, theta, a, b):
 
 
 def lag_rows(kernel, a, b, range_, shape, gradient=False):
-    """A kernel of coordinate differences between the points `a` and `b`, by blocks of rows
-    of about :data:`LAG_BLOCK` entries (whose differences and temporaries stay in the
-    cache, instead of fresh arrays of the whole block's size, which the system zeroes at
-    their first touch) written into the whole matrices.
+    """A kernel of coordinate differences between the points `a` and `b`, evaluated by
+    blocks of rows of about :data:`LAG_BLOCK` entries (temporaries stay in the cache).
 
-    Parameters
-    ----------
-    kernel : geostat.kernels.lags.LagKernel
-    a : array of shape (m, k) of the back end
-    b : array of shape (n, k) of the back end
-    range_ : float
-    shape : dict
-        Every shape parameter's value.
-    gradient : bool or tuple of str
-        As :meth:`~geostat.kernels.lags.LagKernel.lag_evaluate`.
-
-    Returns
-    -------
-    R : array of shape (m, n)
-    dR : dict of str to arrays of shape (m, n)
+    Returns ``(R, dR)``, ``(m, n)`` each, for `a` ``(m, k)`` and `b` ``(n, k)``;
+    `gradient` as for :meth:`~geostat.kernels.lags.LagKernel.lag_evaluate`.
     """
     xp = array_namespace(a)
     m, n = a.shape[0], b.shape[0]
@@ -205,8 +136,6 @@ class Sites:
 
     Attributes
     ----------
-    coords : ndarray of shape (n, d)
-    distance, backend
     n : int
     points : array of the back end, shape (n, k)
         The coordinates the distances are computed from.
@@ -227,11 +156,8 @@ class Sites:
         self._axes = None
 
     def __reduce__(self):
-        """Pickle the host coordinates, the distance and the back end only: the points are
-        recomputed from them (the same function of the same coordinates, so bit for bit)
-        and the caches (pair distances, tables) are not sent. A block generator shipped to
-        the workers of a Dask cluster (:mod:`geostat.solvers`) thus carries ``n x d``
-        numbers, the kernel and its parameters."""
+        """Pickle the host coordinates, distance and back end only; the points are
+        recomputed bit for bit and the caches are not sent (small Dask tasks)."""
         return Sites, (self.coords, self.distance, self.backend)
 
     # ------------------------------------------------------------------ whole matrices
@@ -242,18 +168,8 @@ class Sites:
         return self._pairs
 
     def correlation(self, kernel, theta, gradient=False):
-        """Correlation matrix ``R`` and, optionally, ``dR`` for each correlation parameter.
-
-        Parameters
-        ----------
-        kernel, theta, gradient
-            As :meth:`PairCorrelation.evaluate`, which evaluates the pairs.
-
-        Returns
-        -------
-        R : array of shape (n, n) on the back end
-        dR : dict of str to arrays of shape (n, n)
-        """
+        """``(R, dR)``: the correlation matrix ``(n, n)`` on the back end and, with
+        `gradient`, its derivatives (as :meth:`PairCorrelation.evaluate`)."""
         if kernel.structured:
             return self._lag_correlation(kernel, theta, gradient)
         if self._correlation is None:
@@ -269,8 +185,7 @@ class Sites:
         return lag_rows(kernel, self.points, self.points, theta["range"], shape, gradient)
 
     def lags_between(self, i, j):
-        """Coordinate differences of the sites `i` and `j`, elementwise (integer arrays
-        that broadcast together), one array per axis."""
+        """Coordinate differences of the sites `i` and `j` (broadcasting), one per axis."""
         return [axis[i] - axis[j] for axis in self._point_axes()]
 
     def _point_axes(self):
@@ -284,17 +199,8 @@ class Sites:
 
     # ------------------------------------------------------------------ blocks
     def distances(self, rows=None, cols=None):
-        """Distances between the sites `rows` and the sites `cols`, on the back end.
-
-        Parameters
-        ----------
-        rows, cols : 1-D integer arrays (host or back end), optional
-            Site indices; None means all sites.
-
-        Returns
-        -------
-        array of shape (len(rows), len(cols))
-        """
+        """Distances ``(len(rows), len(cols))`` between the sites `rows` and `cols` (1-D
+        index arrays; None: all sites), on the back end."""
         a = self.points if rows is None else self.points[rows]
         b = self.points if cols is None else self.points[cols]
         if self._spherical:
@@ -306,20 +212,8 @@ class Sites:
         return self.backend.cdist(a, b)
 
     def between(self, i, j):
-        """Distances between the sites `i` and `j`, elementwise, on the back end.
-
-        The same sums, coordinate by coordinate, as :meth:`distances` (whose blocks
-        ``scipy.spatial.distance.cdist`` forms the same way on the host), for index pairs
-        that need not form a block.
-
-        Parameters
-        ----------
-        i, j : integer arrays that broadcast together (host or back end)
-
-        Returns
-        -------
-        array of the broadcast shape
-        """
+        """Distances between the sites `i` and `j` (index arrays that broadcast), on the
+        back end, by the same sums as :meth:`distances`."""
         x = self._point_axes()
         if self._spherical:
             xp = self.backend.xp
@@ -335,62 +229,29 @@ class Sites:
     def covariance_block(self, kernel, params, diagonal=None):
         """Block generator of the covariance matrix of these sites.
 
-        Parameters
-        ----------
-        kernel : geostat.kernels.Kernel
-        params : dict
-            ``variance``, ``range``, ``nugget`` (default 0) and the kernel's shape
-            parameters.
-        diagonal : array of shape (n,), optional
-            A variance of each site added on the diagonal besides the nugget (known
-            measurement-error variances), on the back end or the host (copied to the back
-            end once).
-
-        Returns
-        -------
-        callable
-            ``block(rows, cols)`` -> ``variance * M(d / range) + (nugget + diagonal[rows])
-            * [rows == cols]``, an array of the back end, for 1-D integer index arrays;
-            ``block.entries(i, j)`` gives the same covariance between the sites ``i[k]``
-            and ``j[k]``, elementwise for index arrays that broadcast together (the tile
-            generators read scattered entries with it).
+        `params` holds ``variance``, ``range``, ``nugget`` (default 0) and the shape
+        parameters; `diagonal` ``(n,)`` known noise variances. Returns
+        ``block(rows, cols)`` -> ``variance * M(d / range) + (nugget + diagonal[rows])
+        [rows == cols]`` on the back end, for 1-D index arrays, and
+        ``block.entries(i, j)``, the same elementwise for index arrays that broadcast.
         """
         return (_LagCovarianceBlock if kernel.structured else _CovarianceBlock)(
             self, kernel, params, diagonal
         )
 
     def gradient_block(self, kernel, theta, name):
-        """Block generator of ``dR / d name``, the derivative of the correlation matrix
-        (entries below :data:`NEGLIGIBLE_DERIVATIVE` in magnitude set to zero).
-
-        Parameters
-        ----------
-        kernel : geostat.kernels.Kernel
-        theta : dict
-            ``range`` and the kernel's shape parameters.
-        name : str
-            ``"range"`` or a free shape parameter of `kernel`.
-
-        Returns
-        -------
-        callable
-            ``block(rows, cols)`` -> derivative block (zero on coinciding sites), an
-            array of the back end; ``block.entries(i, j)`` gives the same derivative
-            elementwise, as for :meth:`covariance_block`.
-        """
+        """Block generator (as :meth:`covariance_block`) of ``dR / d name``, `name`
+        ``"range"`` or a free shape parameter, at `theta`; entries below
+        :data:`NEGLIGIBLE_DERIVATIVE` in magnitude are set to zero."""
         return (_LagGradientBlock if kernel.structured else _GradientBlock)(
             self, kernel, theta, name
         )
 
 
 class _CovarianceBlock:
-    """``variance * M(d / range) + (nugget + diagonal_i) * [same site]`` of the sites, by
-    blocks (``block(rows, cols)``) or elementwise (``block.entries(i, j)``); the parameters
-    are validated once, when it is made (:meth:`Sites.covariance_block`)."""
+    """The covariance of the sites by blocks or elementwise (:meth:`Sites.covariance_block`)."""
 
-    #: A function of the distances, which are symmetric (coordinate differences squared,
-    #: or the haversine's even terms): tlrcore need not scan the diagonal tiles for
-    #: asymmetry (:meth:`tlrcore.TLRMatrix.from_generator`).
+    #: Distances are symmetric bit for bit, so tlrcore need not check the diagonal tiles.
     symmetric_blocks = True
 
     def __init__(self, sites, kernel, params, diagonal=None):
@@ -400,14 +261,13 @@ class _CovarianceBlock:
         self._set_diagonal(params, diagonal)
 
     def _set_diagonal(self, params, diagonal):
-        """The variance, the nugget and the per-site `diagonal` (None: none) on the back end."""
+        """Store the variance, nugget and per-site `diagonal` (None: none) on the back end."""
         self._variance = float(params["variance"])
         self._nugget = float(params.get("nugget", 0.0))
         self._diagonal = None if diagonal is None else self._sites.backend.asarray(diagonal)
 
     def _covariance(self, d):
-        """The covariance at the distances `d`, a new array that it overwrites (in chunks:
-        :func:`~geostat.kernels._base.map_chunks`)."""
+        """The covariance at the distances `d`, written over `d` chunk by chunk."""
         return _in_place(self._scaled_correlation, d)
 
     def _scaled_correlation(self, d):
@@ -424,8 +284,7 @@ class _CovarianceBlock:
         return self._covariance(self._sites.between(i, j))
 
     def _on_diagonal(self, sites):
-        """What the diagonal adds at the (coinciding) `sites`: the nugget, plus the per-site
-        diagonal there."""
+        """The nugget plus the per-site diagonal at `sites`."""
         return self._nugget if self._diagonal is None else self._nugget + self._diagonal[sites]
 
     def __call__(self, rows, cols):
@@ -447,8 +306,7 @@ class _CovarianceBlock:
         return C
 
     def entries(self, i, j):
-        """The covariance between the sites `i` and `j`, elementwise (integer arrays that
-        broadcast together; the result has their broadcast shape)."""
+        """The covariance between the sites `i` and `j` (broadcasting), elementwise."""
         C = self._pairs(i, j)
         if (self._nugget or self._diagonal is not None) and _overlap(i, j):
             xp = self._sites.backend.xp
@@ -459,8 +317,8 @@ class _CovarianceBlock:
 
 
 def _in_place(func, d):
-    """The elementwise `func` of the new array `d`, written over it (over a C-ordered copy
-    if it is not C-ordered) chunk by chunk."""
+    """The elementwise `func` of the new array `d`, written over it (or a C-ordered copy)
+    chunk by chunk."""
     d = array_namespace(d).ascontiguousarray(d)
     flat = d.reshape(-1)
     map_chunks(func, flat, flat)
@@ -468,23 +326,20 @@ def _in_place(func, d):
 
 
 def _radial(kernel, range_, shape, name=None):
-    """The correlation of `kernel` (or its derivative `name`) as a function of distance:
-    a :class:`~geostat.kernels.tabulation.RadialTable` for a costly kernel, whose blocks'
-    entries it interpolates 5-8 times faster than the formula, else the formula."""
+    """The correlation of `kernel` (or its derivative `name`) as a function of distance,
+    interpolated by a :class:`~geostat.kernels.tabulation.RadialTable` for a costly
+    kernel."""
     function = RadialTable if getattr(kernel, "costly", False) else RadialFunction
     return function(kernel, range_, shape, name)
 
 
 def _overlap(i, j):
-    """Whether the site indices `i` and `j` have overlapping ranges (else no pair of them
-    is one site, and the nugget adds nothing)."""
+    """Whether the index ranges of `i` and `j` overlap (else the nugget adds nothing)."""
     return bool(i.min() <= j.max()) and bool(j.min() <= i.max())
 
 
 class _GradientBlock:
-    """``dR / d name`` of the sites, by blocks (``block(rows, cols)``) or elementwise
-    (``block.entries(i, j)``), entries below :data:`NEGLIGIBLE_DERIVATIVE` in magnitude
-    set to zero (:meth:`Sites.gradient_block`)."""
+    """``dR / d name`` of the sites by blocks or elementwise (:meth:`Sites.gradient_block`)."""
 
     #: As :attr:`_CovarianceBlock.symmetric_blocks`.
     symmetric_blocks = True
@@ -495,8 +350,7 @@ class _GradientBlock:
         self._derivative_of = _radial(kernel, theta["range"], shape, name)
 
     def _derivative(self, d):
-        """The derivative at the distances `d`, a new array that it overwrites (in chunks,
-        as :meth:`_CovarianceBlock._covariance`)."""
+        """The derivative at the distances `d`, written over `d` chunk by chunk."""
         return _in_place(self._significant_derivative, d)
 
     def _significant_derivative(self, d):
@@ -508,23 +362,16 @@ class _GradientBlock:
         return self._derivative(self._sites.distances(rows, cols))
 
     def entries(self, i, j):
-        """The derivative between the sites `i` and `j`, elementwise (as
-        :meth:`_CovarianceBlock.entries`)."""
+        """The derivative between the sites `i` and `j`, elementwise."""
         return self._derivative(self._sites.between(i, j))
 
 
 class _LagCovarianceBlock(_CovarianceBlock):
-    """:class:`_CovarianceBlock` of a kernel of coordinate differences
-    (:class:`~geostat.kernels.lags.LagKernel`): symmetric too, its differences entering
-    through even functions.
+    """:class:`_CovarianceBlock` of a kernel of coordinate differences.
 
-    Its tiles are compressed from whole tiles (``cross_approximation = False``, see
-    :meth:`tlrcore.TLRMatrix.from_generator`): an off-diagonal tile of space-time points
-    can hold one site's values at the times on either side of the tile boundary, a
-    block of a few rows and columns (rank one for a Markov temporal correlation such as
-    the exponential) whose entries are near the variance while the rest decays; ACA's
-    pivots and spot checks missed it on a separable exponential model (relative error
-    2e-3 at accuracy 1e-8, against 6e-9 by ARA or SVD of the same tiles).
+    Tiles are compressed from whole tiles, not by cross approximation: a space-time tile
+    can hold a small block of near-variance entries (one site at times on either side
+    of the tile boundary) that ACA's pivots miss.
     """
 
     cross_approximation = False
@@ -551,8 +398,8 @@ class _LagCovarianceBlock(_CovarianceBlock):
 
 
 class _LagGradientBlock:
-    """``dR / d name`` of a kernel of coordinate differences, by blocks or elementwise, as
-    :class:`_GradientBlock`, compressed from whole tiles as :class:`_LagCovarianceBlock`."""
+    """``dR / d name`` of a kernel of coordinate differences, as :class:`_GradientBlock`,
+    compressed from whole tiles as :class:`_LagCovarianceBlock`."""
 
     symmetric_blocks = True
     cross_approximation = False

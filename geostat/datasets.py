@@ -17,8 +17,9 @@ the land mask, the station tables along a ``station`` dimension with ``lon`` and
 Examples
 --------
 >>> from geostat import datasets
->>> datasets.names()
-['co2', 'colorado_temperature', 'north_american_rainfall', 'ozone2', 'rm_precip', 'southeast_us_monthly']
+>>> datasets.names()  # doctest: +NORMALIZE_WHITESPACE
+['co2', 'colorado_temperature', 'north_american_rainfall', 'ozone2', 'rm_precip',
+ 'southeast_us_monthly']
 >>> frame = datasets.load(datasets.DEFAULT)
 >>> meta = datasets.info(datasets.DEFAULT)
 >>> meta["coords"], meta["value"], meta["transform"]

@@ -1,26 +1,20 @@
 """Distances between sites: Euclidean, chordal and great-circle.
 
-Longitude/latitude coordinates are in degrees, column 0 longitude and column 1
-latitude; spherical distances are in kilometres on a sphere of radius
-:data:`EARTH_RADIUS_KM`.
+Longitude/latitude coordinates are in degrees (column 0 longitude, column 1 latitude);
+spherical distances are in km on a sphere of radius :data:`EARTH_RADIUS_KM`.
+``chordal`` is the distance through the sphere, ``2 R sin(theta / 2)`` for a central
+angle ``theta``: every kernel positive definite in three dimensions stays positive
+definite with it. ``great_circle`` is ``R theta``, with which only some kernels are
+positive definite [1]_ (:func:`warn_if_invalid_on_sphere`).
 
-``chordal`` is the straight-line distance through the sphere,
-``2 R sin(theta / 2)`` for a central angle ``theta``. Every kernel that is positive
-definite in three dimensions (all kernels of :mod:`geostat.kernels`) stays positive
-definite with it, so it is the safe choice. ``great_circle`` is the distance along the
-surface, ``R theta``; only some kernels are positive definite with it (see
-:func:`warn_if_invalid_on_sphere`).
+The functions :func:`euclidean`, :func:`chordal`, :func:`great_circle` return
+cross-distance matrices; :class:`Distance` objects (:func:`get_distance`) have
+``embed``, ``pairwise`` (condensed) and ``cross``.
 
-Public names
-------------
-euclidean, chordal, great_circle
-    Cross-distance matrices between two sets of sites.
-lonlat_to_xyz
-    Cartesian coordinates (km) of longitude/latitude points.
-Distance, EUCLIDEAN, CHORDAL, GREAT_CIRCLE, get_distance
-    Distance objects with ``embed``, ``pairwise`` (condensed) and ``cross``.
-check_lonlat, resolve_distance, warn_if_invalid_on_sphere
-    Input checks and the ``distance="auto"`` rule.
+References
+----------
+.. [1] Gneiting, T. (2013). Strictly and non-strictly positive definite functions on
+   spheres. Bernoulli, 19(4).
 """
 
 from __future__ import annotations
@@ -29,7 +23,7 @@ import math
 import numbers
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -98,7 +92,7 @@ def _as_points(coords, argname):
 
 
 def check_lonlat(coords: ArrayLike, argname: str = "X") -> NDArray[np.float64]:
-    """Check longitude/latitude coordinates in degrees.
+    """Check longitude/latitude coordinates in degrees and return them as floats.
 
     Parameters
     ----------
@@ -110,7 +104,7 @@ def check_lonlat(coords: ArrayLike, argname: str = "X") -> NDArray[np.float64]:
     Returns
     -------
     ndarray of shape (n, 2)
-        The coordinates as float64 (a new array when a conversion was needed).
+        float64 (a new array when a conversion was needed).
 
     Raises
     ------
@@ -162,38 +156,16 @@ def _pair(a, b, check, argnames=("a", "b")):
 
 # ---------------------------------------------------------------------- functions
 def euclidean(a: ArrayLike, b: ArrayLike | None = None) -> NDArray[np.float64]:
-    """Euclidean distances between two sets of points.
-
-    Parameters
-    ----------
-    a : array_like of shape (n_a, d)
-        Points (a 1-D array is n_a points on a line).
-    b : array_like of shape (n_b, d), optional
-        Points; default ``a``.
-
-    Returns
-    -------
-    ndarray of shape (n_a, n_b)
-    """
+    """Euclidean distances ``(n_a, n_b)`` between the points `a` ``(n_a, d)`` and `b`
+    ``(n_b, d)`` (default `a`); a 1-D array is points on a line."""
     a, b = _pair(a, b, _as_points)
     return cdist(a, b)
 
 
 def lonlat_to_xyz(lonlat: ArrayLike, radius: float = EARTH_RADIUS_KM) -> NDArray[np.float64]:
-    """Cartesian coordinates of longitude/latitude points on a sphere.
-
-    Parameters
-    ----------
-    lonlat : array_like of shape (n, 2)
-        Longitude and latitude in degrees.
-    radius : float, default EARTH_RADIUS_KM
-        Sphere radius (km).
-
-    Returns
-    -------
-    ndarray of shape (n, 3)
-        ``(R cos(lat) cos(lon), R cos(lat) sin(lon), R sin(lat))``.
-    """
+    """Cartesian coordinates ``(n, 3)``,
+    ``(R cos(lat) cos(lon), R cos(lat) sin(lon), R sin(lat))``, of longitude/latitude
+    points `lonlat` ``(n, 2)`` in degrees on a sphere of `radius` km."""
     radius = _check_radius(radius)
     lonlat = check_lonlat(lonlat, "lonlat")
     lon, lat = np.radians(lonlat[:, 0]), np.radians(lonlat[:, 1])
@@ -209,22 +181,9 @@ def lonlat_to_xyz(lonlat: ArrayLike, radius: float = EARTH_RADIUS_KM) -> NDArray
 def chordal(
     a: ArrayLike, b: ArrayLike | None = None, radius: float = EARTH_RADIUS_KM
 ) -> NDArray[np.float64]:
-    """Chordal (straight-line through the sphere) distances, km.
-
-    Parameters
-    ----------
-    a : array_like of shape (n_a, 2)
-        Longitude and latitude in degrees.
-    b : array_like of shape (n_b, 2), optional
-        Longitude and latitude in degrees; default ``a``.
-    radius : float, default EARTH_RADIUS_KM
-
-    Returns
-    -------
-    ndarray of shape (n_a, n_b)
-        Euclidean distances between :func:`lonlat_to_xyz` points (absolute rounding
-        error ~1e-12 * radius).
-    """
+    """Chordal distances (km, through the sphere) ``(n_a, n_b)`` between
+    longitude/latitude points `a` ``(n_a, 2)`` and `b` ``(n_b, 2)`` (default `a`), in
+    degrees; absolute rounding error about ``1e-12 * radius``."""
     xa = lonlat_to_xyz(a, radius)
     xb = xa if b is None else lonlat_to_xyz(b, radius)
     return cdist(xa, xb)
@@ -233,9 +192,9 @@ def chordal(
 def central_angle(lon_a: Any, lat_a: Any, lon_b: Any, lat_b: Any, xp: Any = np) -> Any:
     """Central angle (radians) between points given in radians, broadcasting.
 
-    Haversine form ``theta = 2 atan2(sqrt(h), sqrt(1 - h))`` with ``1 - h`` computed
-    as the haversine to the antipode, so that both tiny and nearly antipodal
-    separations keep full relative accuracy. `xp` is the array module of the inputs.
+    Haversine form ``theta = 2 atan2(sqrt(h), sqrt(1 - h))`` with ``1 - h`` computed as
+    the haversine to the antipode: full relative accuracy for tiny and nearly antipodal
+    separations. `xp` is the array module of the inputs.
     """
     cos_cos = xp.cos(lat_a) * xp.cos(lat_b)
     sin_half_dlon = xp.sin(0.5 * (lon_b - lon_a))
@@ -248,22 +207,9 @@ def central_angle(lon_a: Any, lat_a: Any, lon_b: Any, lat_b: Any, xp: Any = np) 
 def great_circle(
     a: ArrayLike, b: ArrayLike | None = None, radius: float = EARTH_RADIUS_KM
 ) -> NDArray[np.float64]:
-    """Great-circle distances along the sphere, km.
-
-    Parameters
-    ----------
-    a : array_like of shape (n_a, 2)
-        Longitude and latitude in degrees.
-    b : array_like of shape (n_b, 2), optional
-        Longitude and latitude in degrees; default ``a``.
-    radius : float, default EARTH_RADIUS_KM
-
-    Returns
-    -------
-    ndarray of shape (n_a, n_b)
-        ``radius * theta``, ``theta`` the central angle, stable for tiny and for
-        antipodal separations.
-    """
+    """Great-circle distances ``radius * theta`` (km) ``(n_a, n_b)`` between
+    longitude/latitude points `a` ``(n_a, 2)`` and `b` ``(n_b, 2)`` (default `a`), in
+    degrees; ``theta`` is the :func:`central_angle`."""
     radius = _check_radius(radius)
     a, b = _pair(a, b, check_lonlat)
     ra, rb = np.radians(a), np.radians(b)
@@ -320,18 +266,9 @@ class Distance:
         self.lonlat = name != "euclidean"
 
     def embed(self, coords: ArrayLike) -> NDArray[np.float64] | None:
-        """Coordinates in which the Euclidean distance equals this distance.
-
-        Parameters
-        ----------
-        coords : array_like of shape (n, d)
-
-        Returns
-        -------
-        ndarray or None
-            A new float array (``coords`` for euclidean, :func:`lonlat_to_xyz` for
-            chordal), or None for great_circle, which has no such embedding.
-        """
+        """Coordinates (a new float array) in which the Euclidean distance equals this
+        distance: `coords` for euclidean, :func:`lonlat_to_xyz` for chordal, None for
+        great_circle."""
         if self.name == "euclidean":
             points = _as_points(coords, "coords")
             return points.copy() if np.shares_memory(points, np.asarray(coords)) else points
@@ -340,34 +277,14 @@ class Distance:
         return None
 
     def pairwise(self, coords: ArrayLike) -> NDArray[np.float64]:
-        """Condensed distances between all pairs of sites, as ``scipy.spatial.distance.pdist``.
-
-        Parameters
-        ----------
-        coords : array_like of shape (n, d)
-
-        Returns
-        -------
-        ndarray of shape (n * (n - 1) / 2,)
-            Entry for pair ``i < j`` in row-major order; ``squareform`` gives the
-            matrix.
-        """
+        """Condensed distances of all pairs ``i < j`` of `coords`, ``(n (n - 1) / 2,)``,
+        in the order of ``scipy.spatial.distance.pdist``."""
         if self.name == "great_circle":
             return _great_circle_condensed(check_lonlat(coords, "coords"), self.radius)
         return pdist(self.embed(coords))
 
     def cross(self, a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
-        """Distances between two sets of sites.
-
-        Parameters
-        ----------
-        a : array_like of shape (n_a, d)
-        b : array_like of shape (n_b, d)
-
-        Returns
-        -------
-        ndarray of shape (n_a, n_b)
-        """
+        """Distances between sites `a` ``(n_a, d)`` and `b` ``(n_b, d)``, ``(n_a, n_b)``."""
         if self.name == "euclidean":
             return euclidean(a, b)
         if self.name == "chordal":
@@ -397,16 +314,13 @@ TANGENT_MAX_DEGREES = 45.0
 
 
 class TangentPlaneDistance(Distance):
-    """Longitude/latitude sites projected onto the plane tangent to the sphere at their
-    centre: coordinates in km east and north, in which an anisotropic model measures its
-    angle (counterclockwise from east).
+    """Longitude/latitude sites projected orthographically onto the plane tangent to the
+    sphere at their centre, in km east and north (an anisotropy's angle is
+    counterclockwise from east).
 
-    The projection is orthographic: the chordal embedding (:func:`lonlat_to_xyz`)
-    followed by the orthogonal projection onto the tangent plane, a linear map, so every
-    kernel that is positive definite in the plane stays positive definite on the sites.
-    Distances are exact at the centre and shrink toward it by the cosine of a site's
-    angular distance from the centre: 1.5 % at 10 degrees (the data of a region), which
-    is why a wider extent warns, and a hemisphere-wide one is refused.
+    The projection is linear in the chordal embedding, so a kernel positive definite in
+    the plane stays positive definite. Distances toward the centre shrink by the cosine
+    of a site's angle from it (1.5 % at 10 degrees).
 
     Parameters
     ----------
@@ -446,20 +360,24 @@ class TangentPlaneDistance(Distance):
         norm = float(np.linalg.norm(mean))
         if norm < 1e-9:
             raise ValueError(
-                "the sites surround the globe: no tangent plane represents them; fit them isotropically."
+                "the sites surround the globe: no tangent plane represents them; fit them "
+                "isotropically."
             )
         mean /= norm
         widest = float(np.degrees(np.arccos(np.clip(np.min(unit @ mean), -1.0, 1.0))))
         if widest > TANGENT_MAX_DEGREES:
             raise ValueError(
-                f"the sites extend {widest:.0f} degrees from their centre; an anisotropy in one tangent plane "
-                f"distorts distances by {100 * (1 - np.cos(np.radians(widest))):.0f} % there (at most "
-                f"{TANGENT_MAX_DEGREES:g} degrees are accepted). Fit a smaller region, or an isotropic model."
+                f"the sites extend {widest:.0f} degrees from their centre; an anisotropy in "
+                "one tangent plane distorts distances by "
+                f"{100 * (1 - np.cos(np.radians(widest))):.0f} % there (at most "
+                f"{TANGENT_MAX_DEGREES:g} degrees are accepted). Fit a smaller region, or an "
+                "isotropic model."
             )
         if widest > TANGENT_WARN_DEGREES:
             warnings.warn(
-                f"the sites extend {widest:.0f} degrees from their centre: in the tangent plane of the anisotropy "
-                f"distances toward the centre shrink by up to {100 * (1 - np.cos(np.radians(widest))):.1f} %.",
+                f"the sites extend {widest:.0f} degrees from their centre: in the tangent "
+                "plane of the anisotropy distances toward the centre shrink by up to "
+                f"{100 * (1 - np.cos(np.radians(widest))):.1f} %.",
                 GeostatWarning,
                 stacklevel=4,
             )
@@ -497,11 +415,9 @@ class SpaceTimeDistance(Distance):
     """Sites in space and time: a spatial :class:`Distance` of all columns but the last,
     which is time (in its own units).
 
-    ``embed`` gives the embedded spatial coordinates followed by the time, the coordinates
-    whose differences a space-time kernel reads
-    (:class:`~geostat.kernels.space_time.SpaceTime`); ``pairwise`` is the spatial
-    distance; ``cross`` the Euclidean distance of the embedded points (zero only for one
-    site at one time), which tells duplicates apart.
+    ``embed`` gives the embedded spatial coordinates then the time (what a space-time
+    kernel reads); ``pairwise`` is the spatial distance; ``cross`` the Euclidean
+    distance of the embedded points (zero only for one site at one time).
 
     Parameters
     ----------
@@ -514,8 +430,9 @@ class SpaceTimeDistance(Distance):
             raise TypeError(f"space must be a spatial Distance, got {space!r}.")
         if space.embed(np.zeros((1, 2))) is None:
             raise ValueError(
-                f"a space-time model needs coordinates with Euclidean differences; distance={space.name!r} has none. "
-                "Use distance='chordal' for longitude/latitude."
+                "a space-time model needs coordinates with Euclidean differences; "
+                f"distance={space.name!r} has none. Use distance='chordal' for "
+                "longitude/latitude."
             )
         super().__init__(space.name, space.radius)
         self.space = space
@@ -523,7 +440,8 @@ class SpaceTimeDistance(Distance):
     def embed(self, coords: ArrayLike) -> NDArray[np.float64]:
         """Embedded spatial coordinates, then the time column."""
         points = _as_points(coords, "coords")
-        return np.hstack([self.space.embed(points[:, :-1]), points[:, -1:]])
+        space = cast("NDArray[np.float64]", self.space.embed(points[:, :-1]))  # never None
+        return np.hstack([space, points[:, -1:]])
 
     def pairwise(self, coords: ArrayLike) -> NDArray[np.float64]:
         """Condensed spatial distances of all pairs (time ignored)."""
@@ -552,25 +470,11 @@ _BY_NAME = {d.name: d for d in (EUCLIDEAN, CHORDAL, GREAT_CIRCLE)}
 
 
 def get_distance(name_or_instance: str | Distance) -> Distance:
-    """Return the :class:`Distance` for a name or instance.
+    """The :class:`Distance` of a name (``"euclidean"``, ``"chordal"``,
+    ``"great_circle"``, case-insensitive) or instance (returned as is).
 
-    Parameters
-    ----------
-    name_or_instance : str or Distance
-        ``"euclidean"``, ``"chordal"`` or ``"great_circle"`` (case-insensitive), or a
-        :class:`Distance` (returned as is). ``"auto"`` is resolved by
-        :func:`resolve_distance`, not here.
-
-    Returns
-    -------
-    Distance
-
-    Raises
-    ------
-    ValueError
-        Unknown name.
-    TypeError
-        Neither a str nor a Distance.
+    ``"auto"`` is resolved by :func:`resolve_distance`, not here. Raises ValueError for
+    an unknown name, TypeError for neither a str nor a Distance.
     """
     if isinstance(name_or_instance, Distance):
         return name_or_instance
@@ -589,17 +493,16 @@ def get_distance(name_or_instance: str | Distance) -> Distance:
 
 
 def model_distance(name: str, kernel: Kernel, coords: ArrayLike) -> Distance:
-    """The :class:`Distance` of a resolved distance name for a model of the sites `coords`:
-    for an anisotropic kernel on longitude/latitude the :class:`TangentPlaneDistance` at
-    their centre, and wrapped in a :class:`SpaceTimeDistance` when the kernel's last
-    coordinate is time."""
+    """The :class:`Distance` of a model of the sites `coords`: the
+    :class:`TangentPlaneDistance` at their centre for an anisotropic kernel on
+    longitude/latitude, wrapped in a :class:`SpaceTimeDistance` for a space-time kernel."""
     distance = get_distance(name)
     spatial = np.asarray(coords)[:, :-1] if kernel.time_axis else coords
     if kernel.anisotropic and distance.lonlat:
         if distance.name != "chordal":
             raise ValueError(
-                f"an anisotropic model on longitude/latitude measures distances in a tangent plane, "
-                f"not by distance={distance.name!r}; pass distance='chordal' or 'auto'."
+                "an anisotropic model on longitude/latitude measures distances in a tangent "
+                f"plane, not by distance={distance.name!r}; pass distance='chordal' or 'auto'."
             )
         distance = TangentPlaneDistance.around(spatial, distance.radius)
     return SpaceTimeDistance(distance) if kernel.time_axis else distance
@@ -608,10 +511,9 @@ def model_distance(name: str, kernel: Kernel, coords: ArrayLike) -> Distance:
 def ordering_points(coords: NDArray[np.float64], distance: Distance) -> NDArray[np.float64]:
     """Points whose KD-tree clusters sites that are close in the covariance's sense.
 
-    The embedded coordinates (:meth:`Distance.embed`; the coordinates themselves for the
-    great-circle distance, which has no embedding); for a :class:`SpaceTimeDistance`, the time axis rescaled to the extent of the spatial
-    ones, so that a tree splits space and time alike rather than along whichever axis
-    has the larger numbers in its units.
+    The embedded coordinates (the coordinates themselves for the great-circle distance);
+    for a :class:`SpaceTimeDistance` the time axis is rescaled to the spatial extent, so
+    that a tree splits space and time alike.
     """
     points = distance.embed(coords)
     if points is None:
@@ -627,17 +529,9 @@ def ordering_points(coords: NDArray[np.float64], distance: Distance) -> NDArray[
 def find_lonlat(column_names: Sequence[Any]) -> tuple[int, int] | None:
     """Positions of the longitude and latitude columns among `column_names`.
 
-    Longitude is named ``lon``, ``long``, ``lng`` or ``longitude``, latitude ``lat`` or
-    ``latitude`` (any case, surrounding spaces ignored).
-
-    Parameters
-    ----------
-    column_names : sequence
-
-    Returns
-    -------
-    tuple of (int, int) or None
-        ``(i_lon, i_lat)`` when exactly one name of each kind is found, else None.
+    ``(i_lon, i_lat)`` when exactly one longitude (``lon``, ``long``, ``lng``,
+    ``longitude``) and one latitude (``lat``, ``latitude``) name is found (any case,
+    spaces ignored), else None.
     """
     names = [str(c).strip().lower() for c in column_names]
     lon = [i for i, c in enumerate(names) if c in _LON_NAMES]
@@ -663,17 +557,14 @@ def resolve_distance(spec, column_names):
     name : str
         ``"euclidean"``, ``"chordal"`` or ``"great_circle"``.
     lonlat_columns : tuple of (int, int) or None
-        Positions ``(i_lon, i_lat)`` of longitude and latitude within
-        `column_names`, so the caller can put longitude first; ``(0, 1)`` for a
-        spherical distance whose columns are not named like that; None for
-        euclidean.
+        Positions ``(i_lon, i_lat)`` within `column_names`; ``(0, 1)`` for a spherical
+        distance whose columns are not so named; None for euclidean.
 
     Notes
     -----
-    ``"auto"`` gives ``"chordal"`` when there are exactly two coordinate columns and
-    they are named like longitude (``lon``, ``long``, ``lng``, ``longitude``) and
-    latitude (``lat``, ``latitude``), in any order and case; otherwise
-    ``"euclidean"``.
+    ``"auto"`` gives ``"chordal"`` when there are exactly two coordinate columns named
+    like longitude and latitude (:func:`find_lonlat`), otherwise ``"euclidean"`` (with a
+    warning when other columns come with longitude and latitude).
     """
     if isinstance(spec, Distance):
         spec = spec.name
@@ -721,11 +612,9 @@ def warn_if_invalid_on_sphere(
     kernel : geostat.kernels.Kernel
         The kernel; its validity on the sphere at the shape values decides.
     params : dict, optional
-        Parameter values, whose shape parameters (e.g. ``smoothness``) take precedence
-        over the kernel's fixed ones.
+        Parameter values; their shape parameters take precedence over the kernel's.
     stacklevel : int, default 3
-        Where the warning points: the default is the caller of the public function that
-        calls this one.
+        Of the warning: the caller of the public function that calls this one.
 
     Warns
     -----
@@ -742,8 +631,8 @@ def warn_if_invalid_on_sphere(
     if name.strip().lower() == "great_circle" and not kernel.great_circle_valid_at(shape):
         values = ", ".join(f"{k}={shape.get(k, 'estimated')}" for k in kernel.shape_names)
         warnings.warn(
-            f"{type(kernel).__name__}({values}) is not guaranteed to be positive definite with great-circle "
-            "distance (only Matern with smoothness <= 0.5, Exponential and "
+            f"{type(kernel).__name__}({values}) is not guaranteed to be positive definite "
+            "with great-circle distance (only Matern with smoothness <= 0.5, Exponential and "
             "PoweredExponential with power <= 1 are), so the covariance matrix may not be "
             "positive definite. Use distance='chordal', which is valid for every kernel.",
             GeostatWarning,
@@ -762,22 +651,9 @@ def _search_tree(coords, distance):
 def nearest_pair(
     coords: NDArray[np.float64], distance: Distance, tree: Any = None
 ) -> tuple[int, int, float]:
-    """The two closest sites, by a KD-tree.
-
-    Parameters
-    ----------
-    coords : ndarray of shape (n, d), n >= 2
-    distance : Distance
-    tree : scipy.spatial.cKDTree, optional
-        Of the embedded points, when the caller has it.
-
-    Returns
-    -------
-    i, j : int
-        Row indices of the pair, ``i < j``.
-    gap : float
-        Their distance.
-    """
+    """``(i, j, gap)``: the rows ``i < j`` of the two closest of ``n >= 2`` sites, by a
+    KD-tree (`tree`, of the embedded points, when the caller has it), and their
+    distance."""
     if tree is None:
         tree = _search_tree(coords, distance)[1]
     gaps, nearest = tree.query(tree.data, k=2)
@@ -797,22 +673,11 @@ def distance_extremes(coords: NDArray[np.float64], distance: Distance) -> tuple[
     """Smallest and largest distance between two sites, without all pairs.
 
     The nearest pair comes from a KD-tree. The farthest pair is exact on the sphere (the
-    site farthest from ``p`` is the one nearest to ``-p``) and in two and three dimensions
-    when the convex hull has at most :data:`EXACT_HULL` vertices (all their pairs);
-    otherwise two farthest-point sweeps (over the hull's vertices in two and three
-    dimensions) give a lower estimate within a factor of two, usually exact. Points on a
-    sphere given as 3-D coordinates are all vertices of their hull: 8,192 of them have
-    33 million pairs (0.5 s), 65,536 of them 2 billion (17 GB).
+    site farthest from ``p`` is the one nearest to ``-p``) and in two and three
+    dimensions when the convex hull has at most :data:`EXACT_HULL` vertices; otherwise
+    two farthest-point sweeps give a lower bound within a factor of two.
 
-    Parameters
-    ----------
-    coords : ndarray of shape (n, d)
-    distance : Distance
-
-    Returns
-    -------
-    min_distance, max_distance : float
-        ``inf`` and ``0.0`` for a single site.
+    Returns ``(min_distance, max_distance)``; ``(inf, 0.0)`` for a single site.
     """
     n = coords.shape[0]
     if n < 2:
@@ -842,8 +707,8 @@ def distance_extremes(coords: NDArray[np.float64], distance: Distance) -> tuple[
 
 
 class SiteDistanceExtremes:
-    """Mixin of the likelihoods: ``min_distance`` and ``max_distance`` of ``self.coords``
-    under ``self.distance`` (:func:`distance_extremes`), computed on first use."""
+    """Mixin: ``min_distance`` and ``max_distance`` of ``self.coords`` under
+    ``self.distance`` (:func:`distance_extremes`), computed on first use."""
 
     _extremes = None
 
@@ -854,7 +719,8 @@ class SiteDistanceExtremes:
 
     @property
     def max_distance(self):
-        """Largest distance between two sites (see geostat.distance.distance_extremes)."""
+        """Largest distance between two sites (exact, or a lower bound within a factor of two:
+        :func:`distance_extremes`)."""
         return self._distance_extremes()[1]
 
     def _distance_extremes(self):

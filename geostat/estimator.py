@@ -1,4 +1,4 @@
-"""The scikit-learn estimator :class:`SpatialGP`."""
+"""The scikit-learn estimator :class:`SpatialGP` and :func:`load`."""
 
 from __future__ import annotations
 
@@ -103,70 +103,60 @@ BOX_COX_SITES = 512
 class SpatialGP(RegressorMixin, BaseEstimator):
     """Gaussian-process regression for spatial data, fitted by maximum likelihood.
 
-    The covariance between sites at distance ``h`` is
-    ``variance * M(h / range) + nugget * [same observation]``, with ``M`` the kernel
-    correlation (Matern convention of ExaGeoStat and R fields), plus a known
-    measurement-error variance of each observation where `fit` is given them
-    (``noise_variance``). The trend is estimated by generalized least squares and the
-    variance is profiled out of the likelihood (without known noise).
+    The covariance of the observations at sites ``s_i``, ``s_j`` is
+    ``C_ij = variance * M(d(s_i, s_j) / range) + (nugget + noise_i) [i == j]``, with
+    ``M`` the kernel correlation (the Matérn convention of ExaGeoStat [2]_) and
+    ``noise_i`` known measurement-error variances given to `fit`. The trend is
+    estimated by generalized least squares; without known noise the variance is
+    profiled out. ``method="tlr"`` uses a tile low-rank Cholesky factorization [1]_.
 
     Parameters
     ----------
     kernel : str or Kernel, default "matern"
         ``"exponential"``, ``"matern"``, ``"powered_exponential"``, ``"gaussian"`` or a
-        kernel object such as ``geostat.Matern(smoothness=1.5)``, an anisotropic one
-        (:class:`geostat.Anisotropic`) or a space-time one (:class:`geostat.SpaceTime`,
-        whose last coordinate is time: see `time`).
+        kernel object (``geostat.Matern(smoothness=1.5)``, :class:`geostat.Anisotropic`,
+        :class:`geostat.SpaceTime`, whose last coordinate is time).
     smoothness : float or None, default None
-        Matern smoothness; ``None`` estimates it.
+        Matérn smoothness; ``None`` estimates it.
     anisotropy : None or "geometric", default None
-        ``"geometric"`` estimates a geometric anisotropy of the (spatial) kernel:
-        ``params_`` gains ``"anisotropy_ratio"`` (minor/major range, in (0, 1]) and
-        ``"anisotropy_angle"`` (of the major axis, radians counterclockwise from the x
-        axis, in [0, pi)), and ``"range"`` is the major range; with three spatial
-        coordinates, also ``"vertical_range"`` of the third. On longitude/latitude it acts
-        in the plane tangent to the sphere at the sites' centre, the angle
-        counterclockwise from east (:class:`geostat.distance.TangentPlaneDistance`; sites
-        more than 45 degrees from the centre are refused).
+        Estimate a geometric anisotropy: ``params_`` gains ``"anisotropy_ratio"``
+        (minor/major range, in (0, 1]), ``"anisotropy_angle"`` (of the major axis,
+        radians counterclockwise from x or east, in [0, pi)) and, with a third spatial
+        coordinate, ``"vertical_range"``; ``"range"`` is the major range. On
+        longitude/latitude it acts in the tangent plane at the sites' centre
+        (:class:`geostat.distance.TangentPlaneDistance`; at most 45 degrees away).
     time : None, str or int, default None
-        With a space-time kernel, the time column of ``X`` (name or position); None takes a
-        column named ``"time"``, else the last coordinate column. Lags are in the units of
-        that column.
+        With a space-time kernel, the time column of ``X`` (name or position); None: a
+        column named ``"time"``, else the last coordinate column. Lags are in its units.
     nugget : bool or float, default True
-        ``True`` estimates a nugget (measurement error), ``False`` omits it, a number
-        fixes it.
+        ``True`` estimates a nugget, ``False`` omits it, a number fixes it.
     trend : None, "constant", "linear" or list of columns, default "constant"
-        Mean model; a list names covariate columns of ``X`` (an intercept is added), the
-        remaining columns are coordinates.
+        Mean model; a list names covariate columns of ``X`` (an intercept is added); the
+        other columns are coordinates.
     distance : {"auto", "euclidean", "chordal", "great_circle"}, default "auto"
-        ``"auto"`` uses chordal distance (km) when the coordinate columns are named
-        longitude/latitude (lon/lat), Euclidean otherwise.
+        ``"auto"``: chordal (km) for columns named lon/lat (longitude/latitude), else
+        Euclidean.
     method : {"auto", "exact", "tlr"}, default "auto"
-        Likelihood evaluation: ``"exact"`` (dense Cholesky), ``"tlr"`` (tile low-rank
-        Cholesky; estimates are polished without derivatives and standard errors use
-        stochastic traces), or ``"auto"``: TLR from
-        :data:`geostat.likelihood.TLR_FROM` sites on (on the GPU: exact up to
-        :data:`geostat.likelihood.DEVICE_EXACT_MAX` sites when it fits in GPU memory).
+        ``"exact"``: dense Cholesky. ``"tlr"``: tile low-rank Cholesky (derivative-free
+        polish, stochastic traces for standard errors). ``"auto"``: TLR from
+        :data:`geostat.likelihood.TLR_FROM` sites on (on the GPU, exact up to
+        :data:`geostat.likelihood.DEVICE_EXACT_MAX` sites if it fits in memory).
     accuracy : "auto" or float, default "auto"
-        Relative accuracy of tile low-rank compression and factorization
-        (``method="tlr"``). ``"auto"`` lets the optimizer choose the accuracy of each
-        evaluation so that its error stays well below the differences it compares
-        (:mod:`geostat.optimize.accuracy`): 1e-8 far from the optimum, tighter (down to
-        1e-12) near it where the covariance is badly conditioned (a small nugget). A
-        number fixes it.
+        Relative accuracy of the TLR compression and factorization, in (0, 1).
+        ``"auto"``: chosen per evaluation (:mod:`geostat.optimize.accuracy`), 1e-8 far
+        from the optimum, down to 1e-12 near a badly conditioned one.
     tile_size : int or None, default None
-        Tile size of the TLR representation; ``None`` chooses one from ``n``.
+        TLR tile size; ``None`` chooses one from ``n``.
     ordering : {"kdtree", "morton", "none"}, default "kdtree"
         Site ordering for TLR compression.
     device : {"cpu", "gpu"}, default "cpu"
-        ``"gpu"`` evaluates the likelihood on a CUDA GPU through CuPy (install
-        ``geostat-tlr[gpu]``): the dense covariance is built and factored in GPU memory
-        (``method="exact"``), or the TLR method runs there. ``predict`` and ``sample_y``
-        form their cross-covariances on the CPU and solve with the fitted GPU factor.
+        ``"gpu"``: the covariance is built and factored on a CUDA GPU through CuPy
+        (``geostat-tlr[gpu]``); `predict` and `sample_y` form cross-covariances on the
+        CPU.
     reml : bool, default False
         Maximize the restricted likelihood.
     random_state : int or None, default 0
-        Seeds the pilot subsample of the optimizer and, by default, ``sample_y``.
+        Seeds the optimizer's pilot subsample and, by default, `sample_y`.
     bounds : dict or None, default None
         ``(low, high)`` overrides for ``"range"``, ``"variance"``, ``"nugget"`` or shape
         parameters.
@@ -175,48 +165,30 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     n_starts : int, default 3
         Local optimizations started from the best points of a starting grid.
     on_failure : {"shift", "compensate", "step", "raise"}, default "shift"
-        What a covariance that is not numerically positive definite (at the TLR accuracy)
-        does during the fit: ``"shift"`` factors it with the smallest diagonal shift that
-        works and reports it (`perturbation_`, `shift_`; a
-        :class:`geostat.PerturbationWarning` when the change at the estimate
-        exceeds the accuracy, or ``1e-8`` relative for exact fits); ``"compensate"``
-        (TLR) factors it first with the paper's always-on compensation of the diagonal
-        tiles, then with the shift if that fails too (exact fits: as ``"shift"``); ``"step"`` makes the
-        optimizer step away from such parameters; ``"raise"`` raises
-        :class:`tlrcore.NotPositiveDefiniteError`. See :mod:`geostat.likelihood.failure`.
+        What a covariance that is not numerically positive definite does during the fit
+        (:mod:`geostat.likelihood.failure`): ``"shift"`` factors it with the smallest
+        diagonal shift that works (`perturbation_`, `shift_`, and a
+        :class:`geostat.PerturbationWarning` above the accuracy, or ``1e-8`` when
+        exact); ``"compensate"`` (TLR) first compensates the diagonal tiles [1]_, then
+        shifts (exact fits: as ``"shift"``); ``"step"`` steps away; ``"raise"`` raises
+        :class:`tlrcore.NotPositiveDefiniteError`.
     verbose : None, bool or int, default None
-        Progress display of `fit` on standard error (tqdm): the likelihood evaluations
-        with their stage (pilot subsample, polish subsample or block Vecchia, full data,
-        standard errors),
-        the current and best log-likelihood, the elapsed time and, for the probes of TLR
-        standard errors, the time left; on a terminal, TLR builds and factorizations
-        longer than 2 s show tile-column counters. ``None``: shown when standard error is a terminal and the work lasts
-        more than 2 s; ``0`` or ``False``: never; ``1`` or ``True``: always (also in a
-        notebook or a log file); ``2``: also log each evaluation at INFO. Log records
-        go through :mod:`logging` (loggers ``geostat`` and ``tlrcore``) whatever
-        `verbose` is. See :mod:`geostat.optimize.progress`.
+        Progress of `fit` on standard error (:mod:`geostat.optimize.progress`).
+        ``None``: shown on a terminal for work over 2 s; ``0``/``False``: never;
+        ``1``/``True``: always; ``2``: also log each evaluation at INFO. Loggers
+        ``geostat`` and ``tlrcore`` log whatever `verbose` is.
     client : None, "default" or distributed.Client, default None
-        Run the TLR likelihood on the workers of a Dask cluster (``pip install
-        'geostat-tlr[dask]'``; see ``docs/cluster.md``): each evaluation compresses and
-        factors the covariance there, and the estimates equal the in-process ones to
-        rounding. ``"default"`` uses the current default client when `fit` runs. With a
-        client ``method="auto"`` means ``"tlr"`` (``"exact"`` and ``device="gpu"`` are
-        refused). The pilot and polish subsamples, the block Vecchia fit, the derivative
-        matrices of the Fisher
-        scoring and kriging's small products run in this process. ``on_failure`` takes
-        the in-process safeguards there (``"compensate"``: the always-on compensation,
-        then with shifts). Not
-        pickled nor saved (a loaded or unpickled model computes in process);
-        :func:`sklearn.base.clone` shares the client.
+        Run the TLR likelihood on a Dask cluster (``geostat-tlr[dask]``,
+        ``docs/cluster.md``); the estimates equal the in-process ones to rounding.
+        ``"default"``: the default client when `fit` runs. ``method="auto"`` then means
+        ``"tlr"``; ``"exact"`` and ``device="gpu"`` are refused. Neither pickled nor
+        saved (a loaded model computes in process); :func:`sklearn.base.clone` shares it.
     target_transform : None, "log", "boxcox" or a transform, default None
-        Fit the Gaussian process to ``g(y)`` (:mod:`geostat.transforms`): ``"log"``, or
-        ``"boxcox"`` with ``lambda`` estimated by maximum likelihood (on the exact
-        likelihood of at most :data:`BOX_COX_SITES` sites, the Jacobian included), or a
-        transform object such as ``geostat.transforms.BoxCox(lmbda=0.5)``. Parameters are
-        in the units of ``g(y)``; `loglik_` is the density of ``y`` (the Jacobian
-        ``sum log g'(y_i)`` added); `predict` returns the mean (and standard deviation) in
-        the units of ``y`` (lognormal: ``exp(mu + s^2 / 2)``), `predict_quantiles` the
-        median and quantiles, `sample_y` draws in the units of ``y``.
+        Fit the process to ``g(y)`` (:mod:`geostat.transforms`): ``"log"``,
+        ``"boxcox"`` (``lambda`` by maximum likelihood on at most :data:`BOX_COX_SITES`
+        sites) or a transform such as ``BoxCox(lmbda=0.5)``. Parameters are in units of
+        ``g(y)``; `loglik_` is the density of ``y``; `predict`, `predict_quantiles` and
+        `sample_y` give values of ``y``.
 
     Attributes
     ----------
@@ -229,10 +201,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     coef_stderr_ : ndarray like `coef_`
     coef_names_ : list of str
     loglik_ : float
-        Maximized log-likelihood (restricted when ``reml=True``). For TLR, the value at the
-        fit's accuracy, or at a tighter one (``result_.loglik_accuracy``) where needed so
-        that `loglik_error_` is at most 0.01; ``result_.gap_bound`` bounds how far the
-        exact log-likelihood at the estimate lies below the exact maximum (95 %).
+        Maximized log-likelihood (restricted when ``reml=True``); for TLR at an accuracy
+        (``result_.loglik_accuracy``) where `loglik_error_` is at most 0.01, and
+        ``result_.gap_bound`` bounds (95 %) how far the exact value at the estimate lies
+        below the exact maximum.
     n_iter_, n_evaluations_ : int
         Iterations of the local search; full-data likelihood evaluations (for TLR every
         full-data factorization, the accuracy check of `loglik_` included).
@@ -240,40 +212,40 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     method_ : str
         ``"exact"`` or ``"tlr"``.
     accuracy_ : float or None
-        TLR accuracy of the fitted factors, those of the last evaluations of the search
-        (None when exact).
+        TLR accuracy of the fitted factors (None when exact).
     loglik_error_ : float
-        Estimated error of `loglik_` due to TLR compression (0.0 when exact): the
-        difference between `loglik_` and an evaluation ten times less accurate, which
-        overstates the error (about tenfold: the TLR error shrinks in proportion to the
-        accuracy). At most 0.01: the accuracy is tightened tenfold until it is (down to
-        1e-14).
+        Estimated TLR error of `loglik_` (0.0 when exact): the difference from an
+        evaluation ten times less accurate (an overestimate). At most 0.01, the accuracy
+        tightened tenfold (down to 1e-14) until it is.
     perturbation_ : float
         ``||E||_F / ||K||_F`` of the change made to factor the covariance at the estimate
-        (largest over the missing-value patterns); 0.0 when none was needed.
+        (largest over missing-value patterns); 0.0 when none.
     shift_ : float
-        The diagonal shift in covariance units (added to the nugget in effect); 0.0 when
-        none was needed.
+        The diagonal shift in covariance units (in effect added to the nugget).
     n_safeguarded_ : int
-        Covariance factorizations during the fit that needed a shift (likelihood
-        evaluations, and for TLR also the accuracy check of `loglik_error_` and the
-        Fisher information, so it can exceed `n_evaluations_`).
+        Factorizations during the fit that needed a shift (for TLR also those of the
+        `loglik_error_` check and the Fisher information).
     distance_ : str
         The distance used (``"auto"`` resolved).
     noise_variance_ : ndarray of shape (n,) or None
-        The known measurement-error variance of each training site given to `fit` (in the
-        units of ``y`` squared; kept with the training data and saved in model files), or
-        None when none was given.
+        The known measurement-error variances given to `fit` (units of ``y`` squared).
     time_unit_ : str or None
-        The unit of the time coordinate of a space-time model fitted on dates:
-        ``"days since 1970-01-01"`` (``datetime64`` times), with the calendar for cftime
-        dates (e.g. ``"days since 1970-01-01 (noleap)"``); ``time_range`` is then in days,
-        and prediction times must be dates of the same kind. None for numeric times (in
-        their own unit) and for models without time.
+        Unit of the time coordinate of a model fitted on dates
+        (``"days since 1970-01-01"``, with the calendar for cftime dates); prediction
+        times must be of the same kind. None for numeric times or no time.
     kernel_ : Kernel
     result_ : geostat.optimize.MLEResult
     n_features_in_, feature_names_in_
         Set by scikit-learn's validation.
+
+    References
+    ----------
+    .. [1] Boukaram, W., Zampini, S., Turkiyyah, G., Keyes, D. (2021). H2OPUS-TLR: High
+       performance tile low rank symmetric factorizations using adaptive randomized
+       approximation. arXiv:2108.11932.
+    .. [2] Abdulah, S., Ltaief, H., Sun, Y., Genton, M. G., Keyes, D. E. (2018).
+       ExaGeoStat: A high performance unified software for geostatistics on manycore
+       systems. IEEE Transactions on Parallel and Distributed Systems, 29(12).
     """
 
     # Fitted attributes, for type checkers (annotations only: unset until `fit`).
@@ -396,46 +368,36 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n, d), DataFrame, xarray.DataArray or xarray.Dataset
-            Site coordinates (and trend covariates named in ``trend``); or a field as an
-            xarray ``DataArray`` (then `y` is omitted): its values are the observations,
-            its lon/lat (or longitude/latitude, or x/y) coordinates the sites, on a grid
-            or along a station dimension, another dimension (e.g. ``time``) the
-            replicates, NaN cells missing values (see :func:`geostat.data.table_from_field`);
-            trend covariates are its coordinates. Dimensions of length 1 (a file's
-            ``time=1`` or ``zlev=1``) are dropped; select along any further dimension
-            first, e.g. ``fit(da.sel(level=850))`` or ``fit(da.isel(member=0))``. Or an
-            xarray ``Dataset``, with `y` the name of the observed variable and covariates
-            among its variables. A Dask-backed field is reduced to its mask chunk by
-            chunk, then loaded. The model remembers its coordinates (the names, in their
-            order, of the columns that are not covariates) and reads a prediction
-            template's by those names. A trend covariate cannot be one of the coordinates.
-            With a space-time kernel (:class:`geostat.SpaceTime`) a field is one
-            realization instead: every non-NaN cell (site, time) is an observation at
-            (position, time), the time read from the coordinate of the non-spatial
-            dimension (or the coordinate named by `time`). A time column or coordinate
-            may hold numbers, ``datetime64`` values or cftime dates; dates become float
-            days since 1970-01-01 (see `time_unit_` and :mod:`geostat.data.times`).
+            Site coordinates, then the trend covariates named in ``trend``. Or a field,
+            an xarray ``DataArray`` (then `y` is omitted): its values are the
+            observations (NaN: missing), its lon/lat, longitude/latitude or x/y
+            coordinates the sites (a grid or a station dimension), another dimension the
+            replicates, its other coordinates the trend covariates
+            (:func:`geostat.data.table_from_field`). Dimensions of length 1 are dropped;
+            select along any further one first (``da.sel(level=850)``). Or a ``Dataset``
+            with `y` the name of the observed variable. A Dask-backed field is reduced
+            to its mask chunk by chunk, then loaded. With a space-time kernel a field is
+            one realization: each non-NaN cell is an observation at (position, time).
+            Time values may be numbers, ``datetime64`` or cftime dates; dates become days
+            since 1970-01-01 (`time_unit_`, :mod:`geostat.data.times`). The fitted
+            coordinate names are those a prediction template is read by; a trend
+            covariate cannot be a coordinate.
         y : array-like of shape (n,) or (n, r), or str
-            Observations; with ``r`` replicates (e.g. days) sharing the covariance
-            parameters, NaN marks a site missing on a replicate. A Series or DataFrame
-            `y` with a DataFrame `X` is paired with the sites by index label (not by
-            position); their indexes must hold the same labels. Observations of any
-            magnitude are fitted in units of order one (:mod:`geostat.optimize.scaling`); the
-            estimates are reported in the units of `y`. With `X` a ``Dataset``: the name
-            of the observed variable.
+            Observations; ``r`` replicates share the covariance parameters, and NaN
+            marks a site missing on a replicate. A Series or DataFrame `y` with a
+            DataFrame `X` is paired by index label (the labels must agree). Estimates
+            are in the units of `y` (the fit runs in units of order one,
+            :mod:`geostat.optimize.scaling`). With `X` a ``Dataset``: the name of the
+            observed variable.
         noise_variance : array-like of shape (n,), (n, 1) or (n, r), optional
-            Known measurement-error variances of the observations (in the units of `y`
-            squared; 0 for an observation without known error), added to the diagonal of
-            the covariance besides the nugget:
-            ``C = variance * R + nugget * I + diag(noise_variance)``. The variance is then
-            not profiled out (``C / variance`` depends on it) but searched like the other
-            parameters; ``nugget=True`` estimates an error common to all observations on
-            top, ``nugget=False`` leaves only the known one. One variance per site,
-            shared by the replicates: an ``(n, r)`` array must agree across the observed
-            replicates of each site (NaN where `y` is NaN is allowed). Paired with a
-            DataFrame `X` by index label when it is a Series or DataFrame. Not supported
-            for an xarray field `X`. Kriging predicts the latent process: the noise enters
-            only through the covariance of the data (see `noise_variance_`).
+            Known measurement-error variances (units of `y` squared; 0 for none), added
+            to the diagonal besides the nugget:
+            ``C = variance * R + nugget * I + diag(noise_variance)``. The variance is
+            then searched, not profiled out; ``nugget=True`` estimates a common error on
+            top. One value per site: an ``(n, r)`` array must agree across the observed
+            replicates of a site (NaN where `y` is NaN). Paired by index label like `y`.
+            Not supported for an xarray field `X`. Kriging still predicts the latent
+            process.
 
         Returns
         -------
@@ -444,9 +406,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         Raises
         ------
         ValueError, TypeError
-            For bad settings or data: the message names the argument, and for data that
-            cannot identify the model (constant `y`, duplicate sites without a nugget, too
-            few observations) says what to change.
+            For bad settings or data (the message names the argument), and for data that
+            cannot identify the model: constant `y`, duplicate sites without a nugget,
+            no more observations than parameters.
         MemoryError
             If the exact method's dense matrices would not fit in memory.
         tlrcore.NotPositiveDefiniteError
@@ -459,9 +421,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         family = get_kernel(self.kernel, self.smoothness)
         if noise_variance is not None and is_xarray(X):
             raise ValueError(
-                "noise_variance is supported with a table X (array or DataFrame) and y, not with an xarray field X; "
-                "pass the field's observed cells as a table (X the sites, y the values) with noise_variance "
-                "in the same rows."
+                "noise_variance is supported with a table X (array or DataFrame) and y, not "
+                "with an xarray field X; pass the field's observed cells as a table (X the "
+                "sites, y the values) with noise_variance in the same rows."
             )
         X, y, field, time, time_unit = self._fit_inputs(X, y, trend, family)
         check_table(X, "X")
@@ -552,10 +514,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         return self
 
     def _transform_of(self, X, values, noise):
-        """The target transform of a fit: `target_transform`, with a Box-Cox ``lambda``
-        that is not given estimated by maximum likelihood, the Gaussian part profiled by
-        exact fits of this model (one start) at :data:`BOX_COX_SITES` random sites with an
-        observation (all of them, when there are no more)."""
+        """The target transform of a fit; a Box-Cox ``lambda`` not given is estimated by
+        maximum likelihood, profiled by exact fits (one start) at :data:`BOX_COX_SITES`
+        random observed sites."""
         transform = get_transform(self.target_transform)
         if noise is not None and transform.name != "identity":
             raise ValueError(
@@ -588,19 +549,16 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         return getattr(self, "transform_", None) or Identity()
 
     def _fit_inputs(self, X, y, trend, family):
-        """The table, observations, field layout (None for a table), time column (see
-        :func:`geostat.data.prepare_coords`) and time unit of a fit's `X` and `y`: a field
-        becomes its table (a space-time field one row per observed cell), and a time
-        column of dates becomes float days (:mod:`geostat.data.times`)."""
+        """``(X, y, field layout or None, time column, time unit)`` of a fit's inputs, a
+        field turned into its table and dates into float days."""
         field = None
         time = time_column(family, self.time, X)
         if is_xarray(X):
             da, source = field_to_fit(X, y, "X")
             field_time = (True if self.time is None else self.time) if family.time_axis else None
             X, y, field = table_from_field(da, "X", trend.columns, source, time=field_time)
-            time = (
-                True if family.time_axis else None
-            )  # the time coordinate is the last coordinate column
+            # the time coordinate is the last coordinate column
+            time = True if family.time_axis else None
         if y is None:
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
@@ -609,9 +567,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         return X, y, field, time, time_unit
 
     def _template_sites(self, X):
-        """Sites of an xarray template (a table of its coordinates read by the fitted
-        names, in the fitted order, then any trend covariates), its layout, the fitted
-        one, and which cells have complete covariates."""
+        """``(sites, template layout, fitted layout, complete)`` of an xarray template:
+        its coordinates read by the fitted names then covariates, and which cells have
+        complete covariates."""
         check_is_fitted(self)
         position = self._coordinate_names()
         fitted = self._field or self._table_layout(position)
@@ -619,38 +577,38 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             ""
             if hasattr(self, "feature_names_in_")
             else (
-                f" The model was fitted on an array without column names, whose coordinate columns are read from "
-                f"coordinates named {list(position)}; fit it on a DataFrame to read coordinates of other names."
+                " The model was fitted on an array without column names, whose coordinate "
+                f"columns are read from coordinates named {list(position)}; fit it on a "
+                "DataFrame to read coordinates of other names."
             )
         )
         if self.kernel_.time_axis:
             hint += (
-                f" A space-time model predicts at the times of the coordinate {position[-1]!r}: give the template "
-                f"one, e.g. X.expand_dims({position[-1]}=times)."
+                " A space-time model predicts at the times of the coordinate "
+                f"{position[-1]!r}: give the template one, e.g. "
+                f"X.expand_dims({position[-1]}=times)."
             )
         sites, here, complete = sites_of_template(X, position, "X", self._covariate_names(), hint)
         return sites, here, fitted, complete
 
     def _coordinate_names(self):
-        """The names of the fitted coordinate columns, in the order the distance takes
-        them (longitude first for a spherical distance): the fitted column names; for a
-        model fitted on an unnamed array with two coordinate columns, ``("x", "y")``, or
-        ``("lon", "lat")`` for a spherical distance."""
+        """Names of the fitted coordinate columns in distance order; for an unnamed
+        array, ``("x", "y")`` or (spherical distance) ``("lon", "lat")``."""
         _, coord_pos, _ = self._layout
         if hasattr(self, "feature_names_in_"):
             return tuple(str(self.feature_names_in_[i]) for i in coord_pos)
         time = ("time",) if self.kernel_.time_axis else ()
         if len(coord_pos) != 2 + len(time):
             raise ValueError(
-                f"the model was fitted on an array with {len(coord_pos)} coordinate column(s) and no column names, so "
-                "the coordinates of an xarray template X cannot be matched to them; fit it on a DataFrame whose "
-                "columns are named like the template's coordinates."
+                f"the model was fitted on an array with {len(coord_pos)} coordinate "
+                "column(s) and no column names, so the coordinates of an xarray template X "
+                "cannot be matched to them; fit it on a DataFrame whose columns are named "
+                "like the template's coordinates."
             )
         return (("x", "y") if self.distance_ == "euclidean" else ("lon", "lat")) + time
 
     def _covariate_names(self):
-        """The names of the trend covariates in a template: the fitted column names, or
-        the `trend` entries for a model fitted on an unnamed array."""
+        """Names of the trend covariates: fitted column names, or the `trend` entries."""
         _, _, cov_pos = self._layout
         if hasattr(self, "feature_names_in_"):
             return tuple(str(self.feature_names_in_[i]) for i in cov_pos)
@@ -697,28 +655,21 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (m, d), DataFrame, or xarray DataArray/Dataset
-            New sites, with the same columns as at fit time; or an xarray template with
-            the fitted coordinates and trend covariates (as variables or coordinates):
-            every cell is predicted, NaN where a covariate is NaN. The template's
-            coordinates are read by the fitted column names (a model fitted on an unnamed
-            array reads ``x``, ``y``, or ``lon``, ``lat`` for a spherical distance),
-            whatever the order of its dimensions and whatever other coordinates it has
-            (the 2-D lon/lat of a projected grid are ignored by a model fitted on x/y);
-            a template without them is refused, with the rename that fixes it. On a
-            Dask-backed template the result is Dask-backed too, computed chunk by chunk
-            when asked (``.compute()``, ``.to_netcdf()``, ``.plot()``).
+            New sites with the columns of the fit; or an xarray template with the fitted
+            coordinates and trend covariates: every cell is predicted (NaN where a
+            covariate is NaN). Its coordinates are read by the fitted names (``x``,
+            ``y``, or ``lon``, ``lat``, for a model fitted on an unnamed array),
+            whatever the order of its dimensions; a template without them is refused
+            with the rename that fixes it. A Dask-backed template gives a lazy result.
         return_std : bool, default False
-            Also return the kriging standard deviation (universal kriging: it includes
-            the uncertainty of the trend coefficients; it excludes the nugget). Without
-            it only the mean is computed.
+            Also return the kriging standard deviation (universal kriging: the trend
+            uncertainty included, the nugget excluded).
 
-        With a target transform ``g`` (`target_transform`) the mean and standard
-        deviation are those of ``g^{-1}`` of the latent process, in the units of ``y``
-        (the mean needs the kriging variance, which is then computed too); see
-        :meth:`predict_quantiles` for medians and intervals. For many targets (from
-        :data:`geostat.predict.COMPRESSED_FROM` target-site pairs) the cross-covariance
-        is compressed tile by tile and the variance conditioned on local neighbourhoods
-        (:mod:`geostat.predict`).
+        With a target transform ``g`` the mean and standard deviation are those of
+        ``g^{-1}`` of the latent process, in the units of ``y``. From
+        :data:`geostat.predict.COMPRESSED_FROM` target-site pairs on, the
+        cross-covariance is compressed and the variance conditioned on local
+        neighbourhoods (:mod:`geostat.predict`).
 
         Returns
         -------
@@ -740,8 +691,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         return (wrap(mean), wrap(transform.std(mu, s))) if return_std else wrap(mean)
 
     def _gaussian_prediction(self, data, include_nugget=False):
-        """Kriging mean and standard deviation of ``g(y)`` (the transformed scale) at
-        checked sites, ``(m, r)`` each; with `include_nugget`, of a new observation."""
+        """Kriging mean and standard deviation of ``g(y)``, ``(m, r)`` each; with
+        `include_nugget`, of a new observation."""
         factor = self._scale.factor
         mean, var = self._kriging.predict(data.coords, data.design, return_var=True)
         if include_nugget:
@@ -756,11 +707,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     ) -> Any:
         """Quantiles of the kriging predictive distribution at new sites, in the units of ``y``.
 
-        With a target transform ``g`` the predictive distribution of ``g(y)`` is Gaussian
-        (mean ``mu``, standard deviation ``s``) and the quantile ``q`` of ``y`` is
-        ``g^{-1}(mu + s Phi^{-1}(q))``: the median ``g^{-1}(mu)`` (below the mean of a
-        lognormal), and intervals in the units of ``y`` whose coverage is that of the
-        Gaussian ones.
+        With a target transform ``g`` the quantile ``q`` of ``y`` is
+        ``g^{-1}(mu + s Phi^{-1}(q))``, with ``mu``, ``s`` the Gaussian predictive mean
+        and standard deviation of ``g(y)``.
 
         Parameters
         ----------
@@ -813,17 +762,15 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         )
 
     def _table_layout(self, position):
-        """The field layout of a model fitted on a table: its coordinate columns
-        (`position`) are the position; replicates (columns of a 2-D `y`) form a
-        ``replicate`` dimension labelled by their names."""
+        """Field layout of a model fitted on a table; replicates form a ``replicate``
+        dimension labelled by their names."""
         if self._y_one_d:
             return FieldLayout(position, ())
         labels = np.asarray(self._y_names) if self._y_names else np.arange(len(self.coef_))
         return FieldLayout(position, (), "replicate", labels)
 
     def _predict_field(self, template, return_std):
-        """Kriging on every cell of an xarray template (NaN where a covariate is missing);
-        lazy, chunk by chunk, when the template is Dask-backed."""
+        """Kriging on every cell of an xarray template; lazy for a Dask-backed one."""
         sites, here, fitted, complete = self._template_sites(template)
         names = ("mean", "std") if return_std else ("mean",)
         predict_rows = lambda rows: self._predict_rows(sites, complete, rows, return_std)  # noqa: E731
@@ -834,25 +781,24 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             out = predict_rows(np.arange(len(sites)))
             fields = [
                 field_from_values(values, template, here, fitted, name)
-                for values, name in zip(out, names)
+                for values, name in zip(out, names, strict=True)
             ]
         return tuple(fields) if return_std else fields[0]
 
     def _predict_rows(self, sites, complete, rows, return_std):
-        """Predictions at some rows of a template's sites table, NaN where a covariate is missing."""
+        """Predictions at `rows` of a template's sites, NaN where a covariate is missing."""
         kept = rows[complete[rows]]
         shape = (len(rows),) + (() if self._y_one_d else (len(self.coef_),))
         outputs = [np.full(shape, np.nan) for _ in range(2 if return_std else 1)]
         if kept.size:
             found = self.predict(self._fitted_input(sites.iloc[kept]), return_std=return_std)
-            for output, values in zip(outputs, found if return_std else (found,)):
+            for output, values in zip(outputs, found if return_std else (found,), strict=True):
                 output[complete[rows]] = np.asarray(values)
         return outputs
 
     def _fitted_input(self, sites):
-        """A template's sites table (coordinates, then covariates) in the form of the
-        fitted input: its columns in the fitted order, as a frame with the fitted feature
-        names, or an array for a model fitted on arrays."""
+        """A template's sites in the form of the fitted input (column order, frame or
+        array)."""
         _, coord_pos, cov_pos = self._layout
         ordered = sites.iloc[:, np.argsort([*coord_pos, *cov_pos])]
         return ordered if hasattr(self, "feature_names_in_") else ordered.to_numpy()
@@ -884,9 +830,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         -------
         ndarray of shape (m, n_samples), or (m, r, n_samples) with replicates; for a
             DataFrame `X` a DataFrame on its index with one column per draw (columns
-            named ``sample``; with replicates a ``(replicate, sample)`` MultiIndex), as
-            :meth:`predict` returns pandas for pandas input; for an xarray template a
-            DataArray named ``sample`` with a trailing ``sample`` dimension
+            named ``sample``; with replicates a ``(replicate, sample)`` MultiIndex); for
+            an xarray template a DataArray named ``sample`` with a trailing ``sample``
+            dimension
         """
         n_samples = check_positive_int(n_samples, "n_samples")
         rng = check_random_state(
@@ -912,8 +858,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         )
 
     def _draws(self, data, n_samples, rng):
-        """Conditional draws at checked sites, ``(m, r, n_samples)`` in the units of `y`
-        (drawn for ``g(y)`` and transformed back)."""
+        """Conditional draws, ``(m, r, n_samples)``, in the units of `y`."""
         return self._transform().inverse(
             self._scale.factor * self._kriging.sample(data.coords, data.design, n_samples, rng)
         )
@@ -954,9 +899,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
 
     @property
     def n_params_(self) -> int:
-        """int: Parameters estimated by the fit: the covariance parameters of
-        ``result_.estimated`` (the variance included when profiled), every trend
-        coefficient of every replicate and an estimated Box-Cox ``lambda``."""
+        """int: Number of estimated parameters: ``result_.estimated`` (a profiled
+        variance included), all trend coefficients, an estimated Box-Cox ``lambda``."""
         check_is_fitted(self)
         return (
             len(self.result_.estimated)
@@ -966,9 +910,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
 
     @property
     def aic_(self) -> float:
-        r"""float: Akaike's information criterion ``2 k - 2 loglik_`` with ``k`` =
-        :attr:`n_params_`. Lower is better. With ``reml=True`` it compares models of one
-        trend only (the restricted likelihoods of different trends are of different data)."""
+        r"""float: Akaike's information criterion ``2 k - 2 loglik_``, ``k`` =
+        :attr:`n_params_`. With ``reml=True`` it compares models of one trend only."""
         return 2.0 * self.n_params_ - 2.0 * self.loglik_
 
     @property
@@ -980,12 +923,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
 
     @property
     def weakly_identified_(self) -> dict:
-        """dict: The weakly identified parameters of the fit, each with its reasons and a
-        remedy (:func:`geostat.optimize.identification.weakly_identified`): a relative
-        standard error above 0.5, an estimate on its search bound, a range comparable to
-        the largest site separation. Empty when every parameter is well identified. Its
-        profile intervals add their own reasons:
-        ``identification_of(est, est.confidence_intervals())``."""
+        """dict: Weakly identified parameters, each with reasons and a remedy
+        (:func:`geostat.optimize.identification.weakly_identified`): relative standard
+        error above 0.5, estimate on a search bound, range comparable to the largest
+        site separation. Empty when all are well identified."""
         return identification_of(self)
 
     def cross_validate(
@@ -999,11 +940,15 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     ) -> pd.DataFrame:
         """Leave-one-out or K-fold cross-validation at the fitted parameters.
 
-        Each observation (or fold of sites) is predicted from the others by universal
-        kriging, in closed form from the fitted factor (Dubrule 1983); see
-        :func:`geostat.validation.cross_validate` for the parameters, the cost and the
-        table returned (``.attrs["scores"]``: RMSE, MAE, CRPS, log score, coverage and
-        the moments of the standardized residuals).
+        Each observation (or fold) is predicted from the others by universal kriging, in
+        closed form from the fitted factor [1]_; see
+        :func:`geostat.validation.cross_validate` for the parameters and the table
+        returned.
+
+        References
+        ----------
+        .. [1] Dubrule, O. (1983). Cross validation of kriging in a unique neighborhood.
+           Mathematical Geology, 15(6).
         """
         return cross_validate(
             self,
@@ -1039,12 +984,11 @@ class SpatialGP(RegressorMixin, BaseEstimator):
     ) -> pd.DataFrame:
         """Confidence intervals for the estimated covariance parameters.
 
-        ``"wald"``: ``estimate ± z stderr_`` with ``z`` the normal quantile of
-        ``(1 + level) / 2``; ``"log-wald"``: ``exp(log estimate ± z stderr_ / estimate)``
-        (delta method on the log scale, positive); ``"profile"``: the values ``theta`` with
-        ``2 (loglik_ - l_p(theta)) <= chi2_1(level)``, where the profile log-likelihood
-        ``l_p`` maximizes over the other parameters with ``theta`` held fixed, on the
-        likelihood the fit used (exact or TLR). See :mod:`geostat.optimize.intervals`.
+        ``"wald"``: ``estimate ± z stderr_``, ``z`` the normal quantile of
+        ``(1 + level) / 2``; ``"log-wald"``: ``exp(log estimate ± z stderr_ / estimate)``;
+        ``"profile"``: the ``theta`` with ``2 (loglik_ - l_p(theta)) <= chi2_1(level)``,
+        ``l_p`` the profile log-likelihood (other parameters maximized, on the fit's
+        likelihood). See :mod:`geostat.optimize.intervals`.
 
         Parameters
         ----------
@@ -1057,10 +1001,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         pandas.DataFrame
             One row per estimated parameter; columns ``estimate``, ``lower``, ``upper``
             and, for ``"profile"``, ``at_bound`` (an endpoint is a bound of the parameter
-            space, e.g. a nugget interval reaching 0: the interval is open there), and
-            ``one_sided``: the estimate is on a bound (a nugget of 0), so the interval runs
-            from the bound to where the deviance reaches the one-sided critical value
-            (the 50:50 mixture of chi-squared 0 and 1 of Self and Liang 1987), never NaN.
+            space) and ``one_sided`` (the estimate is on a bound, e.g. a nugget of 0: the
+            interval runs from it to the critical value of the 50:50 mixture of
+            chi-squared 0 and 1 [1]_).
 
         Raises
         ------
@@ -1068,28 +1011,28 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             If the estimator is not fitted.
         ValueError
             For a `level` outside (0, 1) or an unknown `method`.
+
+        References
+        ----------
+        .. [1] Self, S. G., Liang, K.-Y. (1987). Asymptotic properties of maximum
+           likelihood estimators and likelihood ratio tests under nonstandard
+           conditions. Journal of the American Statistical Association, 82(398).
         """
         from geostat.optimize.intervals import confidence_intervals
 
         check_is_fitted(self)
-        verbose = (
-            getattr(self, "verbose", None) if method == "profile" else 0
-        )  # only profiles evaluate
+        verbose = getattr(self, "verbose", None) if method == "profile" else 0  # only profiles
         with fit_progress(verbose, self._scale.factor, name="geostat profile"):
             return confidence_intervals(self, level, method)
 
     def save(self, path: str | bytes | os.PathLike[str]) -> None:
         """Write the fitted model to a file that :func:`geostat.load` reads back.
 
-        The file (a zip archive of JSON and ``.npy`` arrays, see
-        :mod:`geostat.data.model_file`) holds the settings, the estimates and the training
-        data (sites, observations, trend design), not the covariance factor: that is
-        recomputed at the first prediction after loading, so predictions and simulations
-        equal this estimator's. Nor the Dask `client`: a loaded model computes in process.
-        Loading runs no pickle, so a model file from elsewhere is safe to open. The file
-        is written atomically: a failed or interrupted save (an error, a full disk,
-        Ctrl-C) leaves an existing file at `path` as it was, and of concurrent saves to one
-        path the file is one of them, whole.
+        The file (a zip of JSON and ``.npy`` arrays, :mod:`geostat.data.model_file`)
+        holds the settings, estimates and training data, not the covariance factor
+        (recomputed at the first prediction after loading, to the same predictions) nor
+        the Dask `client`. Loading runs no pickle. The write is atomic: a failed save
+        leaves an existing file as it was.
 
         Parameters
         ----------
@@ -1111,18 +1054,14 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         path = _path_argument(path)
         params = self.get_params(deep=False)
-        del params[
-            "client"
-        ]  # a connection, not a setting of the model: a loaded model computes in process
+        del params["client"]  # a connection, not a setting: a loaded model computes in process
         required, optional = FITTED_ATTRIBUTES[MODEL_FILE_VERSION]
         fitted = {k: v for k, v in self.__getstate__().items() if k in required | optional}
         write_model(path, params, fitted)
 
     def __getstate__(self):
-        """The state to pickle: all but the likelihood and the kriging predictor (with the
-        covariance factor and distance tables), which are rebuilt from the training data
-        at first use, so a pickle is about as small as the data; and without the Dask
-        client (a connection: the copy computes in process)."""
+        """The state to pickle, without the factors (rebuilt from the training data at
+        first use) and the Dask client."""
         state = {k: v for k, v in super().__getstate__().items() if k != "_solvers"}
         return {**state, "client": None} if "client" in state else state
 
@@ -1138,8 +1077,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
 
     def _fitted_solvers(self):
         """The likelihood and kriging predictor of the fit; after unpickling or loading,
-        rebuilt from the training data exactly as `fit` built them (the same factors), on
-        the fitted device, or on the CPU where that device is not available."""
+        rebuilt as `fit` built them, on the fitted device or else the CPU."""
         solvers = getattr(self, "_solvers", None)
         if solvers is None:
             check_is_fitted(self)
@@ -1153,7 +1091,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
                     backend,
                     self.accuracy_,
                 )
-                # the estimates in fitting units: exactly those fit used (the scale is a power of two)
+                # the estimates in fitting units, exactly (the scale is a power of two)
                 params, coef = (
                     self._scale.params_to_unit(self.params_),
                     self.result_.coef / self._scale.factor,
@@ -1162,9 +1100,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         return solvers
 
     def _likelihood_of(self, training, kernel, distance_name, method, backend, accuracy=None):
-        """The likelihood of `training` (a :class:`_TrainingData`) with this estimator's
-        settings, at `accuracy` instead of the `accuracy` setting when given (the fitted
-        one, for the fitted factors)."""
+        """The likelihood of `training` with this estimator's settings (`accuracy`
+        overrides the setting)."""
         seed = int(self.random_state) if isinstance(self.random_state, (int, np.integer)) else 0
         return make_likelihood(
             method,
@@ -1186,9 +1123,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
 
     @property
     def noise_variance_(self) -> FloatArray | None:
-        """ndarray of shape (n,) or None: The known measurement-error variance of each
-        training site, in the units of ``y`` squared (a copy); None when `fit` was given
-        none."""
+        """ndarray of shape (n,) or None: Known measurement-error variances of the training
+        sites (units of ``y`` squared), or None."""
         check_is_fitted(self)
         noise = self._training.noise
         return None if noise is None else noise * self._scale.factor**2
@@ -1196,10 +1132,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
 
 @dataclasses.dataclass(frozen=True)
 class _TrainingData:
-    """What the likelihood of a fit is built from: sites, observations in fitting units
-    (divided by the data scale, :mod:`geostat.optimize.scaling`), the trend design and
-    the known noise variances of the sites in fitting units (divided by the scale
-    squared; None: none known)."""
+    """Sites, observations, trend design and known noise variances (None: none), in
+    fitting units (divided by the data scale, or its square)."""
 
     coords: np.ndarray
     y: np.ndarray
@@ -1209,9 +1143,8 @@ class _TrainingData:
 
 @dataclasses.dataclass(frozen=True)
 class _Solvers:
-    """The likelihood of a fit and its kriging predictor (both hold covariance factors),
-    and the fit's profile likelihood once intervals or profiles were asked for
-    (:meth:`geostat.optimize.intervals.ProfileLikelihood.of`)."""
+    """The likelihood and kriging predictor of a fit, and its profile likelihoods once
+    computed."""
 
     likelihood: object
     kriging: Kriging
@@ -1225,13 +1158,10 @@ _SAVED_RECORDS = (MLEResult, Trend, FieldLayout, DataScale, _TrainingData, Ident
 def load(path: str | bytes | os.PathLike[str]) -> SpatialGP:
     """Read a model written by :meth:`SpatialGP.save` (or ``geostat fit --save-model``).
 
-    No pickle is involved: the file is JSON and ``.npy`` arrays, so a model file from
-    elsewhere is safe to open. The file is checked before anything it declares is
-    allocated (:mod:`geostat.data.model_file`), then every setting and fitted value is
-    checked as a fit would have made it: of the right type, finite, positive where it
-    must be, in shapes that agree with the training data. The covariance factor is
-    recomputed at the first prediction (on the CPU for a model fitted on a GPU, where no
-    GPU is available).
+    No pickle is involved, so a model file from elsewhere is safe to open. The file is
+    checked before anything it declares is allocated (:mod:`geostat.data.model_file`),
+    then every value is checked as a fit would have made it. The covariance factor is
+    recomputed at the first prediction (on the CPU where no GPU is available).
 
     Parameters
     ----------
@@ -1247,10 +1177,9 @@ def load(path: str | bytes | os.PathLike[str]) -> SpatialGP:
     OSError
         If `path` cannot be read (:class:`FileNotFoundError` when it does not exist).
     geostat.errors.ModelFileError
-        A :class:`ValueError`: if `path` is not a regular file, is not a geostat model
-        file, is damaged (truncated, corrupted, or holding values no fit gives), exceeds
-        the size limits of a model file, or was written by a newer geostat in a format
-        this one cannot read. The message names the file, what is wrong and what to do.
+        A :class:`ValueError`: if `path` is not a regular geostat model file, is damaged
+        (truncated, corrupted, or holding values no fit gives), exceeds the size limits,
+        or was written in a newer format.
 
     Examples
     --------
@@ -1262,19 +1191,15 @@ def load(path: str | bytes | os.PathLike[str]) -> SpatialGP:
     unknown = sorted(set(params) - (set(SpatialGP().get_params(deep=False)) - {"client"}))
     if unknown:
         raise ModelFileError(
-            f"{path} sets {[name[:100] for name in unknown[:5]]}, which this geostat's SpatialGP "
-            "does not have; upgrade geostat to load it."
+            f"{path} sets {[name[:100] for name in unknown[:5]]}, which this geostat's "
+            "SpatialGP does not have; upgrade geostat to load it."
         )
     model = SpatialGP(**params)
     try:
         _check_saved_settings(model)
         check_fitted_state(fitted, _TrainingData)
         _check_fitted_transform(fitted["transform_"])
-    except (
-        ValueError,
-        TypeError,
-        OverflowError,
-    ) as exc:  # OverflowError: an integer beyond float range
+    except (ValueError, TypeError, OverflowError) as exc:  # Overflow: an int beyond float range
         raise damaged_file_error(path, str(exc).rstrip(".")) from None
     model.__dict__.update(fitted)
     model.transform_ = fitted["transform_"] or Identity()
@@ -1282,8 +1207,7 @@ def load(path: str | bytes | os.PathLike[str]) -> SpatialGP:
 
 
 def _check_fitted_transform(transform):
-    """ValueError unless `transform` (a model file's ``transform_``) is None or a transform
-    with nothing left to estimate."""
+    """ValueError unless `transform` is None or a transform with nothing to estimate."""
     if transform is not None and not (
         isinstance(transform, Transform) and not transform.n_estimated
     ):
@@ -1293,7 +1217,7 @@ def _check_fitted_transform(transform):
 
 
 def _path_argument(path):
-    """`path` (str, bytes or os.PathLike) as a str; TypeError naming `path` for anything else."""
+    """`path` (str, bytes or os.PathLike) as a str; TypeError otherwise."""
     try:
         return os.fsdecode(path)
     except TypeError:
@@ -1342,15 +1266,12 @@ LARGEST_FIXED_NUGGET = 1e6
 
 
 def _check_sites_and_nugget(coords, likelihood, space, data_variance, noise=None):
-    """Refuse a fixed nugget far above the data variance, sites all at one place, and
-    sites that coincide to within :data:`~geostat.likelihood.failure.NEGLIGIBLE` of the
-    largest separation when the nugget is held at a value negligible against the data
-    variance and the twins' known `noise` variances (natural units; None: none) add up to
-    a negligible one too: the covariance is then singular in floating point (or made
-    regular only by a range at its lower bound), and the fit would explain the
-    difference between the twins' values by an inflated variance. (The twins' block
-    ``[[v + n_i, v], [v, v + n_j]]`` has determinant ``v (n_i + n_j) + n_i n_j``.) The
-    nearest pair of sites is the one checked."""
+    """Raise ValueError for a fixed nugget far above the data variance, for sites all at
+    one place, and for a nearest pair of sites within
+    :data:`~geostat.likelihood.failure.NEGLIGIBLE` of the largest separation when the
+    held nugget plus the pair's known `noise` is negligible against the data variance:
+    that covariance is singular in floating point. (The twins' block
+    ``[[v + n_i, v], [v, v + n_j]]`` has determinant ``v (n_i + n_j) + n_i n_j``.)"""
     if likelihood.max_distance == 0.0:
         raise ValueError(
             "all sites of X are at the same place: no spatial covariance can be estimated."
@@ -1358,9 +1279,10 @@ def _check_sites_and_nugget(coords, likelihood, space, data_variance, noise=None
     nugget = space.nugget_value
     if nugget is not None and nugget > LARGEST_FIXED_NUGGET * data_variance:
         raise ValueError(
-            f"nugget={nugget:g} is {nugget / data_variance:.3g} times the variance of y around its trend "
-            f"({data_variance:.3g}), but the nugget is part of that variance: check the units of y and of the "
-            "nugget, or use nugget=True to estimate it."
+            f"nugget={nugget:g} is {nugget / data_variance:.3g} times the variance of y "
+            f"around its trend ({data_variance:.3g}), but the nugget is part of that "
+            "variance: check the units of y and of the nugget, or use nugget=True to "
+            "estimate it."
         )
     if nugget is None or nugget > NEGLIGIBLE * data_variance:
         return
@@ -1377,9 +1299,10 @@ def _check_sites_and_nugget(coords, likelihood, space, data_variance, noise=None
     )
     without = "" if noise is None else " and no known noise_variance at either"
     raise ValueError(
-        f"X has duplicate sites: rows {i} and {j} are {apart}. With the nugget held at {nugget:g} "
-        f"(negligible against the data variance {data_variance:.3g}){without} their covariance is singular. "
-        "Use nugget=True to estimate the nugget, or average the observations of each site."
+        f"X has duplicate sites: rows {i} and {j} are {apart}. With the nugget held at "
+        f"{nugget:g} (negligible against the data variance {data_variance:.3g}){without} "
+        "their covariance is singular. Use nugget=True to estimate the nugget, or average "
+        "the observations of each site."
     )
 
 
@@ -1405,8 +1328,8 @@ def _log_fit(model, likelihood, result):
         for name, value in model.params_.items()
     )
     logger.info(
-        "estimates: %s; loglik %.10g%s; %d evaluations on the full data, %d on subsamples or blocks; %s; "
-        "%.1f s",
+        "estimates: %s; loglik %.10g%s; %d evaluations on the full data, "
+        "%d on subsamples or blocks; %s; %.1f s",
         estimates,
         model.loglik_,
         f" (the exact maximum at most {result.gap_bound:.2g} above, 95%)"
@@ -1420,34 +1343,37 @@ def _log_fit(model, likelihood, result):
 
 
 def _warn_if_loglik_unsettled(error, accuracy):
-    """Warn when the TLR log-likelihood at the estimate did not settle: its estimated
-    error stayed above :data:`~geostat.optimize.search.LOGLIK_TOLERANCE` down to the
-    finest accuracy (:func:`~geostat.optimize.search.reported_loglik`)."""
+    """Warn when the estimated TLR error of the log-likelihood at the estimate stayed
+    above :data:`~geostat.optimize.search.LOGLIK_TOLERANCE` down to the finest accuracy."""
     if error > LOGLIK_TOLERANCE:
         warnings.warn(
-            f"the log-likelihood at the estimate did not settle: its estimated TLR error is still {error:.3g} at "
-            f"accuracy {accuracy:.0e} (the target is {LOGLIK_TOLERANCE}), so loglik_ and the estimates are not "
-            "reliable. The covariance is numerically singular there and its compression error dominates the "
-            "likelihood; estimate a nugget, bound the range, or fit with method='exact'.",
+            "the log-likelihood at the estimate did not settle: its estimated TLR error is "
+            f"still {error:.3g} at accuracy {accuracy:.0e} (the target is "
+            f"{LOGLIK_TOLERANCE}), so loglik_ and the estimates are not reliable. The "
+            "covariance is numerically singular there and its compression error dominates "
+            "the likelihood; estimate a nugget, bound the range, or fit with "
+            "method='exact'.",
             GeostatWarning,
             stacklevel=3,
         )
 
 
 def _warn_if_perturbed(relative, shift, data_variance, accuracy, params):
-    """Warn when the factorization at the estimate changed the covariance materially: by
-    more than :func:`~geostat.likelihood.failure.warning_threshold` relative to the matrix
-    (``||E||_F / ||K||_F``) or to the variance of the data (the shift)."""
+    """Warn when the factorization at the estimate changed the covariance by more than
+    :func:`~geostat.likelihood.failure.warning_threshold`, relative to ``||K||_F`` or
+    (the shift) to the data variance."""
     threshold = warning_threshold(accuracy)
     if relative > threshold or shift > threshold * data_variance:
+        where = "at accuracy " + format(accuracy, "g") if accuracy else "in floating point"
         warnings.warn(
-            f"the covariance at the estimate is not positive definite "
-            f"{'at accuracy ' + format(accuracy, 'g') if accuracy else 'in floating point'}; it was factored "
-            f"with a diagonal shift of {shift:.3g} ({shift / data_variance:.2g} of the data variance; "
+            f"the covariance at the estimate is not positive definite {where}; it was "
+            f"factored with a diagonal shift of {shift:.3g} "
+            f"({shift / data_variance:.2g} of the data variance; "
             f"||E||_F / ||K||_F = {relative:.2g}; the threshold is {threshold:g}), "
-            f"i.e. the estimates are those of a model with nugget {params.get('nugget', 0.0):.3g} + {shift:.3g}. "
-            "Tighten the accuracy, estimate a nugget, or bound the range; on_failure='step' avoids such "
-            "parameters instead.",
+            "i.e. the estimates are those of a model with nugget "
+            f"{params.get('nugget', 0.0):.3g} + {shift:.3g}. "
+            "Tighten the accuracy, estimate a nugget, or bound the range; on_failure='step' "
+            "avoids such parameters instead.",
             PerturbationWarning,
             stacklevel=3,
         )

@@ -1,32 +1,25 @@
 """Orderings of sites that make the off-diagonal tiles of a covariance matrix low rank.
 
 A tile low-rank (TLR) matrix groups its rows and columns into tiles of ``tile_size``
-consecutive indices. The off-diagonal tile ``(i, j)`` of a covariance matrix is
-numerically low rank when the sites of tile ``i`` and those of tile ``j`` form two
-compact, well separated clusters. The functions here return a permutation ``perm`` of
-the sites such that ``points[perm]`` is a good order; every function returns a new
-``int64`` array of shape ``(n,)`` and leaves its input untouched.
+consecutive indices; the off-diagonal tile ``(i, j)`` of a covariance matrix is
+numerically low rank when the sites of tiles ``i`` and ``j`` form two compact, well
+separated clusters. Each ordering returns a new ``int64`` permutation ``perm`` of shape
+``(n,)`` such that ``points[perm]`` is such an order: :func:`kdtree_order` (the
+default, the cluster tree of [1]_), :func:`morton_order` (the Z-order curve, as in [2]_
+and [3]_) or :func:`identity_order`. Ties (equal coordinates) are broken by the
+original index, so the orderings are deterministic.
 
-Public names
-------------
-kdtree_order
-    Cluster tree of the H2Opus TLR paper: every block of ``tile_size`` consecutive sites
-    is a leaf of a KD-tree (the default).
-morton_order
-    Sort by Morton (Z-order) code, as in the ExaGeoStat / HiCMA TLR papers.
-identity_order
-    Keep the input order (no reordering).
-order_points
-    Dispatch on ``method`` in :data:`ORDERING_METHODS`.
-auto_tile_size
-    Default tile size for ``n`` sites.
-inverse_permutation
-    ``inv`` with ``inv[perm] = arange(n)``, to map results back to the input order.
-
-Notes
------
-Both tree and curve orderings break ties (equal coordinates) by the original index of
-the site, so they are deterministic: the same input always gives the same permutation.
+References
+----------
+.. [1] Boukaram, W., Zampini, S., Turkiyyah, G., Keyes, D. (2021). H2OPUS-TLR: High
+   performance tile low rank symmetric factorizations using adaptive randomized
+   approximation. arXiv:2108.11932.
+.. [2] Akbudak, K., Ltaief, H., Mikhalev, A., Keyes, D. (2017). Tile low rank Cholesky
+   factorization for climate/weather modeling applications on manycore architectures.
+   ISC High Performance, LNCS 10266.
+.. [3] Abdulah, S., Ltaief, H., Sun, Y., Genton, M. G., Keyes, D. E. (2018). ExaGeoStat:
+   A high performance unified software for geostatistics on manycore systems. IEEE
+   Transactions on Parallel and Distributed Systems, 29(12).
 """
 
 import math
@@ -71,7 +64,8 @@ def _check_points(points):
     n, d = array.shape
     if n < 1 or d < 1:
         raise ValueError(
-            f"points must hold at least one site with at least one coordinate; got shape {array.shape}."
+            "points must hold at least one site with at least one coordinate; got shape "
+            f"{array.shape}."
         )
     if not np.isfinite(array).all():
         raise ValueError(
@@ -102,19 +96,8 @@ def _check_optional_tile_size(tile_size, n):
 
 # ---------------------------------------------------------------------- kd-tree
 def _axis_ranks(coords):
-    """Rank of every site along every axis, ties broken by original index.
-
-    Parameters
-    ----------
-    coords : ndarray, shape (d, n)
-        Coordinates, one row per axis.
-
-    Returns
-    -------
-    ndarray of int64, shape (d, n)
-        ``ranks[k, i]`` is the position of site ``i`` in the stable sort of
-        ``coords[k]``; all entries of one row are distinct.
-    """
+    """``ranks[k, i]``: position of site ``i`` in the stable sort of ``coords[k]``
+    (`coords` of shape ``(d, n)``); int64 ``(d, n)``."""
     d, n = coords.shape
     ranks = np.empty((d, n), dtype=np.int64)
     positions = np.arange(n, dtype=np.int64)
@@ -140,17 +123,8 @@ def _left_sizes(sizes, tile_size):
 
 
 def _split_axes(coords, perm, starts):
-    """Axis of largest bounding-box extent of every segment (first axis on ties).
-
-    Parameters
-    ----------
-    coords : ndarray, shape (d, n)
-        Coordinates, one row per axis.
-    perm : ndarray of int64, shape (n,)
-        Current order of the sites.
-    starts : ndarray of int64
-        First position of every segment of ``perm``, increasing, starting at 0.
-    """
+    """Axis of largest bounding-box extent (first axis on ties) of each segment of
+    ``perm`` starting at `starts`; `coords` is ``(d, n)``."""
     ordered = np.take(coords, perm, axis=1)
     extent = np.maximum.reduceat(ordered, starts, axis=1) - np.minimum.reduceat(
         ordered, starts, axis=1
@@ -159,32 +133,9 @@ def _split_axes(coords, perm, starts):
 
 
 def _split_level(coords, ranks, perm, bounds, tile_size):
-    """Split every cluster of more than ``tile_size`` sites once.
-
-    A cluster is a segment ``perm[bounds[s]:bounds[s + 1]]``. Its sites are sorted along
-    the axis of largest extent (ties by original index) and the segment is cut after
-    :func:`_left_sizes` sites; smaller segments (leaves) keep their order.
-
-    Parameters
-    ----------
-    coords : ndarray, shape (d, n)
-        Coordinates, one row per axis.
-    ranks : ndarray of int64, shape (d, n)
-        :func:`_axis_ranks` of ``coords``.
-    perm : ndarray of int64, shape (n,)
-        Current order of the sites.
-    bounds : ndarray of int64
-        Segment boundaries, ``0 = bounds[0] < ... < bounds[-1] = n``.
-    tile_size : int
-        Largest leaf.
-
-    Returns
-    -------
-    perm : ndarray of int64
-        The new order (a new array).
-    bounds : ndarray of int64
-        Segment boundaries including the new cuts.
-    """
+    """Split once every cluster ``perm[bounds[s]:bounds[s + 1]]`` of more than
+    `tile_size` sites: sort it along its axis of largest extent and cut after
+    :func:`_left_sizes` sites. Returns the new ``(perm, bounds)``."""
     n = perm.size
     starts, sizes = bounds[:-1], np.diff(bounds)
     active = sizes > tile_size
@@ -202,45 +153,37 @@ def _split_level(coords, ranks, perm, bounds, tile_size):
 def kdtree_order(points, tile_size):
     """Order sites so that consecutive blocks of ``tile_size`` form KD-tree leaves.
 
-    The cluster tree of the H2Opus TLR Cholesky paper: starting from all sites, a
-    cluster of ``c > tile_size`` sites is sorted along the axis of largest extent of its
-    bounding box (ties between coordinates by original index, ties between axes by the
-    first axis) and split into a left cluster of ``2**(ceil(log2(ceil(c / tile_size))) - 1)
-    * tile_size`` sites and a right cluster with the rest; both are split again until
-    they hold at most ``tile_size`` sites. The left cluster is always a whole number of
-    tiles, so every tile of ``points[perm]`` is one leaf: all hold exactly ``tile_size``
-    sites except the last, which holds ``n % tile_size`` when that is not zero. Clusters
-    nest: a cluster of ``t > 1`` tiles is a run of ``t`` consecutive tiles whose first
-    ``2**(ceil(log2(t)) - 1)`` tiles form its left child. Sites inside a leaf stay
-    sorted along the last split axis.
-
-    The tree is built level by level, with one vectorized sort of all sites per level
-    (``O(n log n log(n / tile_size))``): about 0.4 s for a million 2-D sites and 1.1 s
-    for two million on two CPU cores.
+    The cluster tree of [1]_: a cluster of ``c > tile_size`` sites is sorted along the
+    axis of largest extent of its bounding box (first axis on ties) and split into a
+    left cluster of ``2**(ceil(log2(ceil(c / tile_size))) - 1) * tile_size`` sites and a
+    right one with the rest, recursively. The left cluster is a whole number of tiles,
+    so every tile of ``points[perm]`` is one leaf, all of ``tile_size`` sites but the
+    last (``n % tile_size`` when not zero). Built level by level with one vectorized
+    sort per level: ``O(n log n log(n / tile_size))``.
 
     Parameters
     ----------
     points : array_like, shape (n, d) or (n,)
-        Site coordinates; a 1-D array means ``d = 1``. Must be finite.
+        Finite site coordinates; a 1-D array means ``d = 1``.
     tile_size : int
         Sites per tile, ``1 <= tile_size <= n``.
 
     Returns
     -------
     perm : ndarray of int64, shape (n,)
-        Permutation: ``points[perm]`` is the new order.
+        ``points[perm]`` is the new order.
 
     Raises
     ------
-    TypeError
-        If `points` is not numeric or `tile_size` is not an integer.
-    ValueError
-        If `points` is empty, not 2-D or not finite, or `tile_size` is outside ``[1, n]``.
+    TypeError, ValueError
+        For `points` not numeric, empty, not 2-D or not finite, or a `tile_size` that is
+        not an integer in ``[1, n]``.
 
-    See Also
-    --------
-    morton_order : a cheaper space-filling-curve ordering.
-    inverse_permutation : map results back to the input order.
+    References
+    ----------
+    .. [1] Boukaram, W., Zampini, S., Turkiyyah, G., Keyes, D. (2021). H2OPUS-TLR: High
+       performance tile low rank symmetric factorizations using adaptive randomized
+       approximation. arXiv:2108.11932.
 
     Examples
     --------
@@ -265,10 +208,8 @@ def kdtree_order(points, tile_size):
 
 # ---------------------------------------------------------------------- Morton
 def _quantize(points, bits):
-    """Scale each coordinate to [0, 1] by the bounding box and quantize to ``bits`` bits.
-
-    A zero-extent axis maps to 0. Returns a uint64 array of the same shape.
-    """
+    """Each coordinate scaled to [0, 1] by the bounding box (a zero-extent axis to 0)
+    and quantized to ``bits`` bits, as uint64."""
     low = points.min(axis=0)
     extent = points.max(axis=0) - low
     scale = np.divide(1.0, extent, out=np.zeros_like(extent), where=extent > 0)
@@ -309,7 +250,7 @@ def _interleave_generic(cells, bits):
 
 
 def _interleave(cells, bits):
-    """Morton keys of quantized cells, shape (n, d): axis 0 holds the lowest bit of each group."""
+    """Morton keys of quantized cells ``(n, d)``; axis 0 holds the lowest bit of a group."""
     d = cells.shape[1]
     if d == 1:
         return cells[:, 0].copy()
@@ -328,7 +269,8 @@ def _morton_bits(d):
     """Bits per coordinate: ``min(floor(63 / d), 21)``."""
     if d > 63:
         raise ValueError(
-            f"morton_order handles at most 63 dimensions; points has d={d}. Use kdtree_order instead."
+            f"morton_order handles at most 63 dimensions; points has d={d}. Use kdtree_order "
+            "instead."
         )
     return min(63 // d, _MAX_MORTON_BITS)
 
@@ -336,34 +278,14 @@ def _morton_bits(d):
 def morton_order(points, tile_size=None):
     """Order sites along the Morton (Z-order) space-filling curve.
 
-    Each coordinate is scaled to ``[0, 1]`` by the global bounding box (an axis of zero
-    extent maps to 0) and quantized to ``b = min(floor(63 / d), 21)`` bits (21 for
-    ``d <= 3``); the bits are interleaved into a uint64 key, bit ``j`` of axis ``k``
-    going to bit ``j * d + k`` (so axis 0 varies fastest), and the sites are sorted by
-    key, ties by original index. Consecutive sites on the curve are close, but tiles are
-    not aligned with the curve's quadrants unless ``n`` is a power of two times a
-    uniform density, so :func:`kdtree_order` usually compresses a little better.
+    Each coordinate is scaled to ``[0, 1]`` by the bounding box and quantized to
+    ``b = min(floor(63 / d), 21)`` bits; bit ``j`` of axis ``k`` goes to bit
+    ``j * d + k`` of a uint64 key, and the sites are sorted by key. Tiles are not aligned
+    with the curve's quadrants, so :func:`kdtree_order` usually compresses better.
 
-    Parameters
-    ----------
-    points : array_like, shape (n, d) or (n,)
-        Site coordinates; a 1-D array means ``d = 1``; ``d <= 63``. Must be finite.
-    tile_size : int, optional
-        Ignored (accepted for a signature shared with :func:`kdtree_order`), but
-        checked to be an integer in ``[1, n]`` when given.
-
-    Returns
-    -------
-    perm : ndarray of int64, shape (n,)
-        Permutation: ``points[perm]`` is the new order.
-
-    Raises
-    ------
-    TypeError
-        If `points` is not numeric or `tile_size` is not an integer.
-    ValueError
-        If `points` is empty, not 2-D, not finite or has ``d > 63``, or `tile_size` is
-        outside ``[1, n]``.
+    `points` and the returned `perm` are as for :func:`kdtree_order`, with ``d <= 63``;
+    `tile_size` is ignored but checked when given. Raises as :func:`kdtree_order`, and
+    ValueError for ``d > 63``.
 
     Examples
     --------
@@ -382,20 +304,8 @@ def morton_order(points, tile_size=None):
 
 # ---------------------------------------------------------------------- others
 def identity_order(points, tile_size=None):
-    """Keep the input order: ``np.arange(n)``.
-
-    Parameters
-    ----------
-    points : array_like, shape (n, d) or (n,)
-        Site coordinates (checked like in :func:`kdtree_order`).
-    tile_size : int, optional
-        Ignored, but checked to be an integer in ``[1, n]`` when given.
-
-    Returns
-    -------
-    perm : ndarray of int64, shape (n,)
-        ``np.arange(n)``.
-    """
+    """Keep the input order: ``np.arange(n)`` (int64), after checking `points` and
+    `tile_size` as :func:`morton_order` does."""
     points = _check_points(points)
     n = points.shape[0]
     _check_optional_tile_size(tile_size, n)
@@ -406,30 +316,12 @@ _ORDERERS = {"kdtree": kdtree_order, "morton": morton_order, "none": identity_or
 
 
 def order_points(points, method="kdtree", tile_size=None):
-    """Permutation of the sites for TLR compression by the named method.
+    """Permutation of the sites for TLR compression by `method`: ``"kdtree"``
+    (:func:`kdtree_order`), ``"morton"`` or ``"none"`` (case-insensitive).
 
-    Parameters
-    ----------
-    points : array_like, shape (n, d) or (n,)
-        Site coordinates; a 1-D array means ``d = 1``. Must be finite.
-    method : {"kdtree", "morton", "none"}, default "kdtree"
-        :func:`kdtree_order`, :func:`morton_order` or :func:`identity_order`;
-        case-insensitive.
-    tile_size : int, optional
-        Sites per tile, ``1 <= tile_size <= n``; default :func:`auto_tile_size` of ``n``.
-
-    Returns
-    -------
-    perm : ndarray of int64, shape (n,)
-        Permutation: ``points[perm]`` is the new order.
-
-    Raises
-    ------
-    TypeError
-        If `method` is not a string, `points` is not numeric or `tile_size` is not an
-        integer.
-    ValueError
-        If `method` is unknown, or `points` or `tile_size` is invalid.
+    `points` and the result are as for :func:`kdtree_order`; `tile_size` defaults to
+    :func:`auto_tile_size` of ``n``. Raises TypeError or ValueError for a bad `method`,
+    `points` or `tile_size`.
     """
     if not isinstance(method, str):
         raise TypeError(f"method must be a string, one of {ORDERING_METHODS}; got {method!r}.")
@@ -445,37 +337,12 @@ def order_points(points, method="kdtree", tile_size=None):
 def auto_tile_size(n, costly_kernel=False):
     """Default tile size for ``n`` sites.
 
-    The rule is ``min(n, clip(2**round(log2(c sqrt(n))), 256, 2048))`` with ``c = 15``,
-    or ``c = 5.66`` for a costly kernel: the power of two nearest ``c sqrt(n)`` (so the
-    number of tiles also grows like ``sqrt(n)``), at least 256 so that per-tile overheads
-    stay small, at most 2048 so that the dense diagonal tiles (``8 n tile`` bytes) stay a
-    fraction of the factor, and never more than ``n`` (fewer than 256 sites make a single
-    dense tile).
-
-    Larger tiles mean fewer, larger BLAS calls (diagonal tiles of 1024 and more are
-    factored by blocks on all cores, :mod:`tlrcore.dense.blocked`) but more kernel
-    entries: ``n * tile`` in the dense diagonal tiles, for the covariance and for every
-    derivative. Where an entry is cheap, the larger tiles win. One TLR log-likelihood on
-    2 cores, medians of 3 (2-D, range 0.1, accuracy 1e-8):
-
-    ========  ===========================================================
-    n         seconds at tile 256 / 512 / 1024 / 2048
-    ========  ===========================================================
-    4,096     Matern 1.5: 1.41 / 1.06 / **0.69** / 0.73
-    8,192     Matern 1.5: 4.64 / 1.85 / 1.87 / 1.69; co2 cells: 2.65 at
-              512, **1.88** at 1024, 2.37 at 2048
-    16,384    Matern 1.5: 14.4 / 7.65 / 4.50 / **3.74**
-    32,768    exponential: - / 19.2 / 12.1 / **8.60**
-    ========  ===========================================================
-
-    A whole fit of the 8,192 co2 cells (Matérn 1.5 + nugget) took 29.0 s at tile 1024
-    against 42.3 s at 512 (medians of 2). Where an entry is costly (a Matérn smoothness
-    other than 0.5, 1.5, 2.5, or a shape parameter that is estimated, whose derivative
-    needs its own dense tiles), the smaller tiles of ``c = 5.66`` win: ``geostat fit
-    --dataset co2`` (26,633 cells, smoothness estimated) took 285 s at tile 1024 and
-    505 s at 2048 (one run each); with the entries interpolated
-    (:class:`geostat.kernels.tabulation.RadialTable`, 5-8 times faster), 41.4 s against
-    55.1 s.
+    ``min(n, clip(2**round(log2(c sqrt(n))), 256, 2048))`` with ``c = 15``, or
+    ``c = 5.66`` for a costly kernel: the number of tiles grows like ``sqrt(n)``; at
+    least 256 keeps per-tile overheads small, at most 2048 keeps the dense diagonal
+    tiles (``8 n tile`` bytes) a fraction of the factor. Larger tiles mean larger BLAS
+    calls but more kernel entries (``n * tile`` in the diagonal tiles, for the
+    covariance and each derivative), hence smaller tiles when an entry is costly.
 
     ==============  ======  ======  ======  ======  =======  ========  ========
     n               100     1000    4096    8192    16384    131072    2**21
@@ -483,24 +350,9 @@ def auto_tile_size(n, costly_kernel=False):
     tile, costly    100     256     512     512     1024     2048      2048
     ==============  ======  ======  ======  ======  =======  ========  ========
 
-    Parameters
-    ----------
-    n : int
-        Number of sites, ``n >= 1``.
-    costly_kernel : bool, default False
-        Whether kernel entries are costly (:func:`geostat.solvers.site_order` says when).
-
-    Returns
-    -------
-    int
-        Tile size in ``[1, n]``.
-
-    Raises
-    ------
-    TypeError
-        If `n` is not an integer.
-    ValueError
-        If `n < 1`.
+    `costly_kernel`: whether kernel entries are costly (:func:`geostat.solvers.site_order`
+    says when). Returns a tile size in ``[1, n]``; TypeError for a non-integer `n`,
+    ValueError for ``n < 1``.
     """
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral):
         raise TypeError(f"n must be an integer number of sites; got {n!r}.")
@@ -513,25 +365,10 @@ def auto_tile_size(n, costly_kernel=False):
 
 
 def inverse_permutation(perm):
-    """Inverse of a permutation: ``inv[perm] == arange(n)``.
+    """Inverse of a permutation: ``inv[perm] == arange(n)``, so ``y[perm][inv] == y``.
 
-    If ``y_ordered = y[perm]``, then ``y_ordered[inv] == y``.
-
-    Parameters
-    ----------
-    perm : array_like of int, shape (n,)
-        A permutation of ``0 .. n - 1``.
-
-    Returns
-    -------
-    inv : ndarray of int64, shape (n,)
-
-    Raises
-    ------
-    TypeError
-        If `perm` is not an integer array.
-    ValueError
-        If `perm` is not 1-D or not a permutation of ``0 .. n - 1``.
+    Returns an int64 array; TypeError if `perm` is not an integer array, ValueError if
+    it is not a 1-D permutation of ``0 .. n - 1``.
 
     Examples
     --------

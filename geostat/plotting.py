@@ -1,26 +1,14 @@
 r"""Plots: semivariograms, kriging maps, profile likelihoods and TLR rank heatmaps.
 
 matplotlib (and cartopy, for coastlines) is imported only when a plotting function is
-called, so ``import geostat`` never needs it. Every plotting function draws on the Axes it
-is given (or on new ones) and returns them.
+called. Every plotting function draws on the Axes it is given (or on new ones) and
+returns them. The fitted semivariogram is
+:math:`\gamma(h) = \tau^2 + \sigma^2 (1 - M(h / \rho))`, the empirical one Matheron's
+estimator (:func:`empirical_variogram`) [1]_.
 
-Public names
-------------
-empirical_variogram
-    Matheron's estimator :math:`\hat\gamma(h) = \frac{1}{2|N(h)|}\sum_{N(h)} (y_i - y_j)^2`
-    in distance bins, as a table.
-plot_variogram
-    Empirical semivariogram of a fitted model's GLS residuals with the fitted
-    :math:`\gamma(h) = \tau^2 + \sigma^2 (1 - M(h / \rho))`.
-plot_field, plot_kriging
-    Maps of a 2-D ``xarray.DataArray``; kriging mean and standard deviation on a template.
-plot_profile
-    Profile log-likelihood of one covariance parameter with its intervals.
-plot_ranks
-    Tile ranks of a TLR matrix.
-plot_standardized_residuals
-    Histogram and normal Q-Q plot of standardized cross-validation residuals
-    (:func:`geostat.validation.cross_validate`).
+References
+----------
+.. [1] Cressie, N. (1993). Statistics for Spatial Data, revised ed. Wiley.
 """
 
 from __future__ import annotations
@@ -53,8 +41,7 @@ if TYPE_CHECKING:  # matplotlib is imported only when a plot is drawn
     from geostat.estimator import SpatialGP
 
     class _TileRanks(Protocol):
-        """What :func:`plot_ranks` reads of a ``tlrcore.TLRMatrix`` (geostat names tlrcore
-        only in its bridge, :mod:`geostat.solvers`)."""
+        """What :func:`plot_ranks` reads of a ``tlrcore.TLRMatrix``."""
 
         n: int
         n_tiles: int
@@ -116,9 +103,7 @@ def empirical_variogram(
     Parameters
     ----------
     X : array-like of shape (n, d) or DataFrame
-        Site coordinates. Distances follow the estimator's rule: ``"auto"`` gives chordal
-        distance in km for columns named lon/lat (longitude/latitude), Euclidean
-        otherwise.
+        Site coordinates; `distance` as for :class:`geostat.SpatialGP`.
     y : array-like of shape (n,) or (n, r)
         Observations; NaN marks a site missing on a replicate.
     n_bins : int, default 15
@@ -189,10 +174,8 @@ def model_semivariogram(
     estimator: SpatialGP, h: ArrayLike, angle: float | None = None
 ) -> NDArray[np.float64]:
     r"""The fitted semivariogram :math:`\gamma(h) = \tau^2 + \sigma^2 (1 - M(h / \rho))` for
-    ``h > 0`` (and 0 at ``h = 0``).
-
-    For an anisotropic model, along the direction `angle` (default: the major axis); for
-    a space-time model, between sites at the same time (time lag 0).
+    ``h > 0`` (0 at ``h = 0``); for an anisotropic model along `angle` (default: the major
+    axis), for a space-time model at time lag 0.
 
     Parameters
     ----------
@@ -223,9 +206,8 @@ def model_semivariogram(
 
 
 def _lag_correlation_along(estimator, h, angle):
-    """The correlation of a kernel of coordinate differences at separations `h` in the
-    direction `angle` of the first two embedded axes, at time lag 0 (every other
-    coordinate difference zero)."""
+    """The correlation of a lag kernel at separations `h` in the direction `angle` of the
+    first two embedded axes, every other coordinate difference zero."""
     kernel, params = estimator.kernel_, estimator.params_
     n_axes = estimator._likelihood.distance.embed(estimator._training.coords[:1]).shape[1]
     flat = h.reshape(-1)
@@ -257,9 +239,8 @@ def _new_residuals(estimator, X, y):
 
 
 def _sites_by_times(coords, residuals):
-    """Space-time residuals (one column, a row per site and time) as a table of the
-    distinct sites by the distinct times (NaN where a site has no value at a time), so
-    that the empirical variogram pairs sites at the same time."""
+    """Space-time residuals as a table of distinct sites by distinct times (NaN where
+    missing), so that the empirical variogram pairs sites at the same time."""
     sites, site = np.unique(coords[:, :-1], axis=0, return_inverse=True)
     times, time = np.unique(coords[:, -1], return_inverse=True)
     table = np.full((sites.shape[0], times.size), np.nan)
@@ -274,9 +255,8 @@ def _distance_label(distance_name):
 def _model_title(estimator):
     """``"<kernel> (shape): variance v, range r [km], nugget t"`` of a fitted model."""
     params, kernel = estimator.params_, estimator.kernel_
-    names = (
-        () if kernel.name == "exponential" else kernel.shape_names
-    )  # its smoothness 0.5 is in its name
+    # the exponential's smoothness 0.5 is in its name
+    names = () if kernel.name == "exponential" else kernel.shape_names
     shape = ", ".join(f"{name} {params[name]:.3g}" for name in names)
     unit = " km" if estimator.distance_ in ("chordal", "great_circle") else ""
     name = _KERNEL_TITLES.get(kernel.name, kernel.name)
@@ -297,12 +277,10 @@ def plot_variogram(
 ) -> Axes:
     r"""Empirical semivariogram of the GLS residuals with the fitted model's.
 
-    Points: Matheron's estimator (:func:`empirical_variogram`) of the residuals
-    ``y - F beta_hat`` of the training data (or of `X`, `y`), marker area proportional to
-    the number of pairs; for a space-time model, of the pairs of sites at one time. Line:
-    the fitted :math:`\gamma(h) = \tau^2 + \sigma^2 (1 - M(h / \rho))` for ``h > 0``
-    (:func:`model_semivariogram`); its limit at ``h -> 0`` is the nugget. An anisotropic
-    model draws it along its major axis and, dashed, along its minor axis.
+    Points: :func:`empirical_variogram` of the residuals ``y - F beta_hat`` of the
+    training data (or of `X`, `y`; a space-time model's at equal times), marker area
+    proportional to the pair count. Line: :func:`model_semivariogram` (an anisotropic
+    model's along the major axis and, dashed, the minor axis).
 
     Parameters
     ----------
@@ -556,9 +534,8 @@ def plot_kriging(
     estimator : geostat.SpatialGP
         Fitted on lon/lat (or x/y) positions.
     template : xarray.DataArray or xarray.Dataset
-        A 2-D grid with the fitted position coordinates (every cell is predicted); they
-        are read, and drawn, by the fitted names (other position coordinates, such as
-        the 2-D lon/lat of a projected grid under an x/y model, are ignored).
+        A 2-D grid with the fitted position coordinates, read and drawn by the fitted
+        names; every cell is predicted.
     axes : sequence of 2 matplotlib Axes, optional
     sites : bool or array-like, default True
         ``True`` overlays the training sites, an ``(n, 2)`` array other sites.
@@ -600,7 +577,7 @@ def plot_kriging(
         ]
         fig.subplots_adjust(wspace=0.35)  # room for the first map's colorbar
     titles = ("kriging mean", "kriging standard deviation")
-    for ax, field, title in zip(axes, (mean, std), titles):
+    for ax, field, title in zip(axes, (mean, std), titles, strict=False):
         plot_field(
             field.rename(title), ax, cmap=cmap, title=title, sites=sites, coastlines=coastlines
         )
@@ -618,14 +595,10 @@ def plot_profile(
 ) -> Axes:
     r"""Profile log-likelihood of one covariance parameter with its confidence intervals.
 
-    Draws :math:`\ell_p(\theta)` (:func:`geostat.optimize.intervals.profile_loglik`) at
-    `n_points` values spanning the profile interval with a margin (a value already
-    profiled, e.g. while the interval was found, stands in for those near it and every
-    one in the span is drawn), the threshold
-    :math:`\hat\ell - \chi^2_1(\text{level}) / 2`, the profile interval's endpoints as
-    vertical lines, and the Wald interval :math:`\hat\theta \pm z\,\mathrm{se}` shaded.
-    The range, the nugget and the variance are drawn on a logarithmic axis (linear when
-    the interval reaches 0).
+    Draws :math:`\ell_p(\theta)` over the profile interval with a margin, the threshold
+    :math:`\hat\ell - \chi^2_1(\text{level}) / 2`, the interval's endpoints, and the Wald
+    interval :math:`\hat\theta \pm z\,\mathrm{se}` shaded. The range, nugget and variance
+    are drawn on a logarithmic axis (linear when the interval reaches 0).
 
     Parameters
     ----------
@@ -635,8 +608,8 @@ def plot_profile(
         An estimated parameter (``estimator.result_.estimated``).
     level : float, default 0.95
     n_points : int, default 15
-        Evenly spread values of the curve (each a maximization over the other parameters,
-        unless a value already profiled is within half a spacing of it).
+        Evenly spread values of the curve (each a maximization over the other
+        parameters; values already profiled are reused).
     ax : matplotlib Axes, optional
 
     Returns
@@ -724,10 +697,9 @@ def _plain_log_ticks(axis):
 
 
 def _profile_grid(lower, upper, estimate, n_points, logarithmic, bounds, known):
-    """`n_points` values from a margin below `lower` to a margin above `upper` (within
-    `bounds`), evenly in log or linear scale, with the endpoints and the estimate; the
-    `known` values (already profiled) in that span are added, and an even value within
-    half a spacing of one of them is dropped."""
+    """`n_points` values, evenly in log or linear scale, from a margin below `lower` to a
+    margin above `upper` (within `bounds`), with the endpoints, the estimate and the
+    `known` values in the span (even values within half a spacing of those dropped)."""
     if logarithmic:
         span = math.log(upper / lower)
         ends = math.log(lower) - 0.25 * span, math.log(upper) + 0.25 * span
@@ -752,7 +724,7 @@ def _profile_grid(lower, upper, estimate, n_points, logarithmic, bounds, known):
 def plot_ranks(
     matrix: _TileRanks, ax: Axes | None = None, cmap: str = "viridis", annotate: bool | None = None
 ) -> Axes:
-    """Heatmap of the tile ranks of a TLR matrix (the papers' rank figures).
+    """Heatmap of the tile ranks of a TLR matrix.
 
     Parameters
     ----------
@@ -793,18 +765,14 @@ def plot_standardized_residuals(
 ) -> NDArray[np.object_]:
     r"""Histogram and normal Q-Q plot of the standardized cross-validation residuals.
 
-    A calibrated model gives standardized residuals
-    :math:`z_i = (y_i - \hat y_{-i}) / \sigma_{-i}` with mean 0 and variance 1 (each is
-    standard normal under the model; Dubrule 1983): the histogram is drawn with the
-    :math:`N(0, 1)` density, and the Q-Q panel the sorted :math:`z_i` against the normal
-    quantiles :math:`\Phi^{-1}((i - 1/2) / m)` with the identity line. Residuals spread
-    wider than the line mean predictive standard deviations too small (and the reverse).
+    Under the model :math:`z_i = (y_i - \hat y_{-i}) / \sigma_{-i}` is standard normal
+    [1]_: the histogram is drawn with the :math:`N(0, 1)` density, the Q-Q panel the
+    sorted :math:`z_i` against :math:`\Phi^{-1}((i - 1/2) / m)` with the identity line.
 
     Parameters
     ----------
     cv_result : pandas.DataFrame
-        The table of :func:`geostat.validation.cross_validate` (its ``standardized``
-        column; its ``.attrs["scores"]``, when present, titles the panels).
+        The table of :func:`geostat.validation.cross_validate`.
     axes : sequence of 2 matplotlib Axes, optional
         Histogram, Q-Q plot; new ones side by side by default.
     bins : int or str, default "auto"
@@ -823,14 +791,14 @@ def plot_standardized_residuals(
     References
     ----------
     .. [1] Dubrule, O. (1983). Cross validation of kriging in a unique neighborhood.
-       Mathematical Geology 15(6), 687-699.
+       Mathematical Geology, 15(6), 687-699.
     """
     import matplotlib.pyplot as plt
 
     if not isinstance(cv_result, pd.DataFrame) or "standardized" not in cv_result.columns:
         raise ValueError(
-            "cv_result must be the table of geostat.validation.cross_validate, with a 'standardized' "
-            "column; pass that function's result."
+            "cv_result must be the table of geostat.validation.cross_validate, with a "
+            "'standardized' column; pass that function's result."
         )
     z = np.asarray(cv_result["standardized"], dtype=np.float64)
     z = np.sort(z[np.isfinite(z)])

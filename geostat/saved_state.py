@@ -1,18 +1,11 @@
 """Checks of a loaded model's fitted state: every value a fit gives, and only such values.
 
-A model file (:mod:`geostat.data.model_file`) is read without running code and within
-the sizes it declares; what it holds is then checked here, attribute by attribute, as a
-fit would have made it: of the right type, finite, positive where it must be, in shapes
-that agree with the training data, the estimates equal in ``params_``/``coef_`` and in
-``result_``. A file that passes predicts what the saved model predicted; one that does
-not is refused with the first attribute that no fit gives.
-
-The estimates of a kernel of coordinate differences (:class:`~geostat.kernels.Anisotropic`,
-:class:`~geostat.kernels.SpaceTime`) are checked against the ranges a fit reports them in:
-``anisotropy_ratio`` in (0, 1], ``anisotropy_angle`` in [0, pi) (the correlation is
-pi-periodic in it and a fit reduces it there), ``separability`` in [0, 1] (0: separable),
-``time_range`` and ``vertical_range`` positive, the families' shape parameters in their
-domains, and every value finite.
+What a model file (:mod:`geostat.data.model_file`) holds is checked attribute by
+attribute as a fit would have made it: type, finiteness, sign, shapes that agree with
+the training data, and the estimates equal in ``params_``/``coef_`` and ``result_``.
+Lag-kernel estimates must lie where a fit reports them: ``anisotropy_ratio`` in (0, 1],
+``anisotropy_angle`` in [0, pi), ``separability`` in [0, 1], ``time_range`` and
+``vertical_range`` positive.
 """
 
 from __future__ import annotations
@@ -39,10 +32,8 @@ def check_fitted_state(state, training_record):
     Parameters
     ----------
     state : dict
-        The fitted attributes read from a model file, by name (every required name of the
-        format's schema, :data:`geostat.data.model_file.FITTED_ATTRIBUTES`; an optional
-        one that is absent counts as its default,
-        :data:`geostat.data.model_file.FITTED_DEFAULTS`).
+        The fitted attributes read from a model file, by name
+        (:data:`geostat.data.model_file.FITTED_ATTRIBUTES`).
     training_record : type
         The record class of the training data (``coords``, ``y``, ``design``, ``noise``).
 
@@ -65,7 +56,8 @@ def check_fitted_state(state, training_record):
         and np.frexp(scale.factor)[0] == 0.5
         and isinstance(scale.log_jacobian, float)
         and _is_finite(scale.log_jacobian),
-        f"_scale is {_brief(scale)}, not a data scale (a positive power of two and a finite log-Jacobian)",
+        f"_scale is {_brief(scale)}, not a data scale (a positive power of two and a finite "
+        "log-Jacobian)",
     )
     _require(
         not state["_y_one_d"] or r == 1,
@@ -172,10 +164,8 @@ _LAG_RANGES = {
 
 
 def _checked_params(params, kernel, argname):
-    """`params` as plain floats once checked against `kernel`: by
-    :func:`geostat.checks.check_params` for an isotropic family; for a kernel of
-    coordinate differences, every parameter present, finite and in the range a fit
-    reports it in (:data:`_LAG_RANGES`, the families' domains), fixed ones at their value."""
+    """`params` as plain floats once checked against `kernel` (for a lag kernel, against
+    :data:`_LAG_RANGES` and the families' domains)."""
     if not kernel.structured:
         return check_params(params, kernel, argname)
     _require(isinstance(params, dict), f"{argname} is not a dict")
@@ -291,7 +281,7 @@ def _check_floats(value, name, shape, allow=""):
         isinstance(value, np.ndarray)
         and value.dtype == np.float64
         and value.ndim == len(shape)
-        and all(want is None or want == got for want, got in zip(shape, value.shape)),
+        and all(want is None or want == got for want, got in zip(shape, value.shape, strict=True)),
         f"{name} is not a float64 array of shape {tuple('any' if s is None else s for s in shape)}",
     )
     bad = ~np.isfinite(value)

@@ -64,27 +64,21 @@ def simulate(
     n_samples : int, default 1
     random_state : None, int or numpy Generator
     distance : {"auto", "euclidean", "chordal", "great_circle"}, default "auto"
-        ``"auto"``, as in :class:`~geostat.SpatialGP`, uses chordal distance (km) when the
-        coordinate columns are named longitude/latitude (lon/lat), Euclidean otherwise.
+        As for :class:`~geostat.SpatialGP`.
     method : {"auto", "exact", "tlr"}, default "auto"
-        ``"tlr"`` draws through a tile low-rank Cholesky factor (memory and time far
-        below dense for 10^5 sites); ``"auto"`` uses it from
+        ``"tlr"`` draws through a tile low-rank Cholesky factor; ``"auto"`` uses it from
         :data:`geostat.likelihood.TLR_FROM` sites on.
     accuracy : float, default 1e-8
-        Relative accuracy of the TLR covariance and factor (the samples then have
-        covariance ``L L^T``, within that accuracy of the model's).
+        Relative accuracy of the TLR factor: the samples have covariance ``L L^T``,
+        within that accuracy of the model's.
     tile_size : int, optional
     ordering : {"kdtree", "morton", "none"}, default "kdtree"
     client : None, "default" or distributed.Client, default None
-        Build and factor the TLR covariance on the workers of a Dask cluster (see
-        ``docs/cluster.md``); the white noise is drawn here from `random_state` and the
+        Build and factor the TLR covariance on a Dask cluster (``docs/cluster.md``); the
         draws equal the in-process ones to rounding. With a client ``method="auto"``
         means ``"tlr"``; ``"exact"`` is refused.
     time : None, str or int, default None
-        With a space-time kernel (:class:`geostat.SpaceTime`), the time column of `X`
-        (name or position); None takes a column named ``"time"``, else the last
-        coordinate column. Numbers, ``datetime64`` values or cftime dates (as days since
-        1970-01-01, so ``time_range`` is in days), as for :class:`~geostat.SpatialGP`.
+        The time column of `X` for a space-time kernel, as for :class:`~geostat.SpatialGP`.
 
     Returns
     -------
@@ -94,16 +88,15 @@ def simulate(
     Raises
     ------
     ValueError, TypeError
-        For bad arguments (the message names the argument; `time` with a kernel without
-        time, or naming no column), ``method="exact"`` with a
+        For bad arguments (the message names the argument), ``method="exact"`` with a
         `client`, or a bad or closed `client`.
     ImportError
         For a `client` without the ``dask`` extra installed.
     MemoryError
-        If ``method="exact"`` needs more memory than is available (the message says how much).
+        If ``method="exact"`` needs more memory than is available.
     tlrcore.NotPositiveDefiniteError
-        If the covariance is numerically singular (e.g. a Gaussian kernel without nugget
-        on closely spaced sites); add a small nugget.
+        If the covariance is numerically singular (e.g. a Gaussian kernel without
+        nugget on close sites).
     """
     n_samples = check_positive_int(n_samples, "n_samples")
     rng = check_random_state(random_state)
@@ -113,8 +106,8 @@ def simulate(
     client = resolve_client(client)
     if client is not None and method == "exact":
         raise ValueError(
-            "client= simulates through the TLR factor on a Dask cluster; method='exact' runs in this "
-            "process only: use method='tlr' (or 'auto') with a client, or client=None."
+            "client= simulates through the TLR factor on a Dask cluster; method='exact' runs in "
+            "this process only: use method='tlr' (or 'auto') with a client, or client=None."
         )
     kern = get_kernel(kernel)
     params = check_params(params, kern)

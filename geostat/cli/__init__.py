@@ -1,23 +1,15 @@
 """The ``geostat`` command.
 
-``geostat fit`` with no file fits the bundled default climate dataset (summer
-precipitation of 1720 North American stations, log scale) and prints a table of
-estimates with standard errors, the log-likelihood, n, the method and the wall time. It
-also fits a CSV table (one row per site; lon/lat or x/y columns are found by name) or a
-NetCDF field (any file xarray opens: a lon/lat or x/y grid or station dimension, its other
-dimension, e.g. time, as replicates, NaN cells missing), and ``--save-model`` writes the
-fitted model. With ``--space-time`` the field (or a CSV table with a time column, one row
-per site and time) is one space-time field fitted with a ``SpaceTime`` kernel; dates
-become days since 1970-01-01. ``--anisotropy geometric`` estimates a geometric
-anisotropy. ``geostat predict`` kriges a saved model at the sites of a CSV table or on the
-grid of a NetCDF file (for a space-time model at the times of its time coordinate), into a
-CSV or NetCDF file. ``geostat cv`` cross-validates a saved model (leave-one-out or K-fold,
-from the training data its file holds) and prints the scores. ``geostat datasets`` lists
-the bundled datasets. Bad input stops with one line on standard error and exit status 2.
-
-No output may be one of the inputs; an existing output file is replaced only with
-``--force``; every output is written whole or not at all, so a failed or interrupted run
-leaves the previous file as it was (:mod:`geostat.cli.files`).
+``geostat fit`` fits the bundled default dataset (no file), a CSV table (one row per
+site; lon/lat or x/y columns found by name) or a NetCDF field (a grid or station
+dimension, its other dimension as replicates), prints the estimates with standard
+errors, and with ``--save-model`` writes the model; ``--space-time`` fits one
+space-time field, ``--anisotropy geometric`` a geometric anisotropy. ``geostat predict``
+kriges a saved model at the sites of a CSV table or on the grid of a NetCDF file.
+``geostat cv`` cross-validates a saved model. ``geostat datasets`` lists the bundled
+datasets. Bad input stops with one line on standard error and exit status 2. No output
+may be an input; an existing output is replaced only with ``--force``; outputs are
+written atomically (:mod:`geostat.cli.files`).
 """
 
 from __future__ import annotations
@@ -34,7 +26,8 @@ from geostat.cli.predict import run_predict
 
 __all__ = ["main"]
 
-#: The library's documented error types (misuse, files, memory, numerical failure): bad input, exit 2.
+#: The library's documented error types (misuse, files, memory, numerical failure): bad
+#: input, exit status 2.
 INPUT_ERRORS = (
     ValueError,
     TypeError,
@@ -67,7 +60,8 @@ def main(argv=None):
         return fail("interrupted", 130)
     except Exception as exc:
         return fail(
-            f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} (please report this)",
+            f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} (please report "
+            "this)",
             1,
         )
     finally:

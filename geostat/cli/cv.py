@@ -1,10 +1,8 @@
 """``geostat cv``: cross-validation of a saved model, from the training data its file holds.
 
-A model file keeps the training sites, observations and trend design, so the model is
-cross-validated without the data file: leave-one-out or K-fold at the fitted parameters
-(closed form, :func:`geostat.validation.cross_validate`), or K-fold refitted on each
-training fold (``--refit``). The scores are printed as a table; ``--output`` writes the
-per-observation results to a CSV file, atomically.
+Leave-one-out or K-fold at the fitted parameters (:func:`geostat.validation.cross_validate`),
+or K-fold refitted on each training fold (``--refit``). The scores are printed;
+``--output`` writes the per-observation results to a CSV file.
 """
 
 from __future__ import annotations
@@ -33,18 +31,14 @@ IDEAL = {
 
 def run_cv(args):
     """``geostat cv``: cross-validate the saved model, write the CSV if asked; return the
-    report (the table of scores, then the file written).
-
-    The output path is checked before the model is read: it may not be the model file,
-    nor an existing file unless ``--force``, and must end in ``.csv``; so are ``--level``
-    and ``--refit`` (which needs K folds).
-    """
+    report. The output path (a ``.csv``), ``--level`` and ``--refit`` are checked before
+    the model is read."""
     start = time.perf_counter()
     check_outputs([("--output", args.output)], [("model file", args.model)], args.force)
     if args.output and Path(args.output).suffix.lower() != ".csv":
         raise ValueError(
-            f"--output {args.output}: the per-observation results are a table; give a file name ending "
-            "in .csv"
+            f"--output {args.output}: the per-observation results are a table; give a file name "
+            "ending in .csv"
         )
     level = check_level(args.level)  # before any work
     if args.refit and args.cv == "loo":
@@ -75,8 +69,8 @@ def score_table(result, source, model, elapsed):
         else f"{attrs['cv']} folds" + (", refitted on each" if attrs["refit"] else "")
     )
     lines = [
-        f"geostat cv: {source}  ({scheme}; {len(result)} observations at {result['site'].nunique()} sites; "
-        f"method {model.method_})",
+        f"geostat cv: {source}  ({scheme}; {len(result)} observations at "
+        f"{result['site'].nunique()} sites; method {model.method_})",
         "",
         f"{'score':<20}{'value':>14}  ideal",
     ]
@@ -88,8 +82,9 @@ def score_table(result, source, model, elapsed):
     units = (
         "rmse, mae and crps are in the units of the observations"
         if transform == "identity"
-        else f"rmse and mae are in the units of the observations, crps on the {transform} scale the model was "
-        f"fitted on (as the standardized residuals and the coverage)"
+        else "rmse and mae are in the units of the observations, crps on the "
+        f"{transform} scale the model was fitted on (as the standardized residuals and the "
+        "coverage)"
     )
     lines += [
         "",

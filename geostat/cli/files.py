@@ -1,11 +1,10 @@
-"""Files of the ``geostat`` command: which are fields, reading CSV and NetCDF, checking
-and writing outputs (every failure a ``ValueError`` with one line saying what to do).
+"""Files of the ``geostat`` command: reading CSV and NetCDF, checking and writing outputs
+(every failure a ``ValueError`` with one line saying what to do).
 
-Outputs are checked before any work: an output may not be one of the command's inputs
-(the same file by name, link or resolved path), two outputs may not share a file, and a
-file that exists is replaced only with ``--force``. Every output is written whole or not
-at all (:func:`geostat.data.atomic.atomic_path`): a failed or interrupted write leaves
-the previous file as it was. Through a symbolic link, the file it points to is written.
+Outputs are checked before any work: an output may not be an input (by name, link or
+resolved path) nor another output, and an existing file is replaced only with
+``--force``. Outputs are written atomically (:func:`geostat.data.atomic.atomic_path`);
+through a symbolic link, the file it points to is written.
 """
 
 from __future__ import annotations
@@ -107,11 +106,8 @@ def read_csv(path, sep=",", encoding=None):
     sep : str
         Column separator (``"\\t"`` spelled out for a tab).
     encoding : str, optional
-        The file's text encoding. By default UTF-8 (a byte-order mark is skipped); a
-        file that is not valid UTF-8 but holds text is read as Latin-1 (ISO-8859-1, the
-        usual encoding of spreadsheet exports in Western Europe), with a warning on
-        standard error. Numbers, separators and quotes are ASCII in both, so the fallback
-        can only change how accented letters in names and text columns read.
+        The file's text encoding. By default UTF-8 (a byte-order mark is skipped), and
+        Latin-1 with a warning on standard error for text that is not valid UTF-8.
 
     Raises
     ------
@@ -125,16 +121,17 @@ def read_csv(path, sep=",", encoding=None):
     except UnicodeDecodeError as exc:
         if encoding is not None:
             raise ValueError(
-                f"{path} is not {encoding} text (byte {exc.object[exc.start]:#04x} cannot be decoded); "
-                "give its encoding with --encoding"
+                f"{path} is not {encoding} text (byte {exc.object[exc.start]:#04x} cannot be "
+                "decoded); give its encoding with --encoding"
             ) from None
         if _looks_binary(path):
             raise ValueError(
-                f"{path} is not a text CSV file (it holds binary data, e.g. compressed, an image or "
-                "UTF-16); give a CSV file with a header row"
+                f"{path} is not a text CSV file (it holds binary data, e.g. compressed, an image "
+                "or UTF-16); give a CSV file with a header row"
             ) from None
     warn(
-        f"{path} is not UTF-8 text; read as {FALLBACK_ENCODING} (give --encoding to choose another encoding)"
+        f"{path} is not UTF-8 text; read as {FALLBACK_ENCODING} (give --encoding to choose another "
+        "encoding)"
     )
     return _parse_csv(path, sep, FALLBACK_ENCODING)
 
@@ -194,8 +191,8 @@ def open_field(path):
             else ""
         )
         raise ValueError(
-            f"cannot read {path} with xarray ({' '.join(str(exc).split())}){hint}; give a NetCDF file "
-            "(or another format xarray reads)"
+            f"cannot read {path} with xarray ({' '.join(str(exc).split())}){hint}; give a NetCDF "
+            "file (or another format xarray reads)"
         ) from None
 
 
@@ -204,19 +201,9 @@ def check_outputs(outputs, inputs, force):
     """Refuse, before any work, outputs that would replace an input, each other, or an
     existing file (without `force`), or that cannot be written.
 
-    Parameters
-    ----------
-    outputs : sequence of (str, str or None)
-        ``(option, path)`` of each output (None: not asked for).
-    inputs : sequence of (str, str or None)
-        ``(what, path)`` of each input file, e.g. ``("input file", "data.csv")``.
-    force : bool
-        Whether existing outputs may be replaced (``--force``).
-
-    Raises
-    ------
-    ValueError
-        Naming the option, the path and the fix.
+    `outputs` are ``(option, path or None)``, `inputs` ``(what, path or None)`` (e.g.
+    ``("input file", "data.csv")``); `force` allows replacing existing outputs. The
+    ValueError names the option, the path and the fix.
     """
     outputs = [(option, path) for option, path in outputs if path]
     for option, path in outputs:
@@ -260,19 +247,21 @@ def check_output(text, option, force):
         )
     if not target.parent.is_dir():
         raise ValueError(
-            f"{option} {path}: folder {target.parent} does not exist; create it or choose another path"
+            f"{option} {path}: folder {target.parent} does not exist; create it or choose another "
+            "path"
         )
     if target.exists():
         if not target.is_file():
             raise ValueError(
-                f"{option} {path} is not a regular file (a pipe, device or socket); give the name of a "
-                "file"
+                f"{option} {path} is not a regular file (a pipe, device or socket); give the name "
+                "of a file"
             )
         if not force:
             raise ValueError(
                 f"{option} {path} exists; add --force to replace it, or choose another path"
             )
-    try:  # the output is written to a new file in its folder, then renamed: the folder must take one
+    # the output is written to a new file in its folder, then renamed: the folder must take one
+    try:
         with tempfile.NamedTemporaryFile(
             dir=target.parent, prefix=f".{target.name}.", suffix=".probe"
         ):
@@ -296,7 +285,8 @@ def strict_json(value):
 
 
 def write_json(result, text):
-    """`result` as strict JSON (non-finite numbers as ``null``) to the file `text` names, atomically."""
+    """`result` as strict JSON (non-finite numbers as ``null``) to the file `text` names,
+    atomically."""
     atomic_write_text(
         written_path(text), json.dumps(strict_json(result), indent=2, allow_nan=False) + "\n"
     )
@@ -306,17 +296,8 @@ def write_predictions(predictions, path, sep, history=None):
     """Predictions (a table or an xarray Dataset) as CSV (UTF-8) or NetCDF, by the name of
     `path`, atomically.
 
-    Parameters
-    ----------
-    predictions : DataFrame or xarray.Dataset
-        Never modified.
-    path : pathlib.Path
-    sep : str
-        Column separator of a CSV file.
-    history : str, optional
-        A line for the global ``history`` attribute of a NetCDF file, appended to the
-        history the predictions have (on a line of its own, as CF asks of every program
-        that writes a file).
+    `predictions` is never modified; `sep` separates CSV columns; `history` is a line
+    appended to a NetCDF file's global ``history`` attribute.
     """
     table = isinstance(predictions, pd.DataFrame)
     with atomic_path(written_path(path)) as temporary:

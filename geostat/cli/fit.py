@@ -1,13 +1,10 @@
 """``geostat fit``: fit, then print the table of estimates (and write JSON and the model).
 
-The table prints each estimate to the decimal place of the second significant digit of its
-standard error (at least two significant digits of its own), and its interval ends to the
-same place; an interval end beyond the search box of the fit reads ``> bound`` (or
-``< bound`` for a profile interval's lower end), a non-finite one ``unbounded``. A row
-ends with ``weak`` for a weakly identified parameter
-(:func:`geostat.optimize.identification.identification_of`), explained with remedies
-below the table, and ``one-sided`` for an estimate on a bound, whose interval runs from
-that bound (:mod:`geostat.optimize.intervals`).
+Each estimate is printed to the decimal place of the second significant digit of its
+standard error (at least two significant digits of its own), its interval ends to the
+same place; an end beyond the search box reads ``> bound`` (or ``< bound``), a
+non-finite one ``unbounded``. A row ends with ``weak`` for a weakly identified parameter
+(remedies below the table) and ``one-sided`` for an estimate on a bound.
 """
 
 from __future__ import annotations
@@ -42,13 +39,10 @@ BOUND_RTOL = 1e-9
 
 
 def run_fit(args):
-    """``geostat fit``: fit, write the JSON and the model if asked; return the report (the
-    table, then the files written).
+    """``geostat fit``: fit, write the JSON and the model if asked; return the report.
 
-    The output paths are checked before the data are read: neither may be the input
-    file nor each other, nor an existing file unless ``--force``. The JSON is strict
-    (non-finite numbers written as ``null``) and written atomically; the model file too
-    (:meth:`SpatialGP.save`).
+    Output paths are checked before the data are read. The JSON is strict (non-finite
+    numbers as ``null``); both outputs are written atomically.
     """
     from geostat.estimator import SpatialGP
 
@@ -177,9 +171,12 @@ def nugget_option(text):
 
 
 def by_name(model, values):
-    """Trend coefficients (or standard errors) by name for one replicate; a list per replicate for several."""
+    """Trend coefficients (or standard errors) by name for one replicate; a list per
+    replicate for several."""
     values = np.asarray(values)
-    return dict(zip(model.coef_names_, values.tolist())) if values.ndim == 1 else values.tolist()
+    if values.ndim != 1:
+        return values.tolist()
+    return dict(zip(model.coef_names_, values.tolist(), strict=True))
 
 
 def fitted_kernel(model):
@@ -349,8 +346,9 @@ def table(result, model):
             for note, shown in (("weak", row["weak"]), ("one-sided", row["one_sided"]))
             if shown
         )
+        star = "*" if row["at_bound"] else " "
         lines.append(
-            f"{row['label']:<{width}}{estimate:>14}{'*' if row['at_bound'] else ' '}{se:>13}{interval}"
+            f"{row['label']:<{width}}{estimate:>14}{star}{se:>13}{interval}"
             + (f"  {notes}" if notes else "")
         )
     for name, value in coef.items():
@@ -361,19 +359,22 @@ def table(result, model):
             f"{name} = {result['params'][name]:.4g}" for name in result["at_bounds"]
         )
         lines.append(
-            f"* on its bound: {on_bound} (the likelihood is highest at the edge of the parameter space; "
-            "standard errors there are not reliable)"
+            f"* on its bound: {on_bound} (the likelihood is highest at the edge of the parameter "
+            "space; standard errors there are not reliable)"
         )
     one_sided = intervals.get("one_sided", []) if intervals else []
     if one_sided:
         level = intervals["level"]
         if intervals["method"] == "profile":
             other = (
-                f"where the deviance is {stats.chi2.ppf(max(2 * level - 1, 0.0), 1):.4g} (the one-sided "
-                "likelihood-ratio test: chi-bar-squared, Self and Liang 1987)"
+                f"where the deviance is {stats.chi2.ppf(max(2 * level - 1, 0.0), 1):.4g} (the "
+                "one-sided likelihood-ratio test: chi-bar-squared, Self and Liang 1987)"
             )
         else:
-            other = f"{stats.norm.ppf(max(level, 0.5)):.4g} standard errors from the estimate (one-sided)"
+            other = (
+                f"{stats.norm.ppf(max(level, 0.5)):.4g} standard errors from the estimate "
+                "(one-sided)"
+            )
         lines.append(
             f"{ONE_SIDED}: {', '.join(one_sided)}: the interval runs from the bound; "
             f"its other end is {other}"
@@ -388,10 +389,12 @@ def table(result, model):
         evaluations += f" (+ {result['n_pilot_evaluations']} on subsamples)"
     lines += [
         "",
-        f"log-likelihood {result['loglik']:.6f}   n = {result['n']}   observations = {result['n_observations']}",
+        f"log-likelihood {result['loglik']:.6f}   n = {result['n']}   observations = "
+        f"{result['n_observations']}",
         *(
             [
-                f"estimated TLR error of the log-likelihood {result['loglik_error']:.2g}; distance to the exact maximum "
+                f"estimated TLR error of the log-likelihood {result['loglik_error']:.2g}; distance "
+                "to the exact maximum "
                 + (
                     "unknown (derivative-free search)"
                     if result["gap_bound"] is None

@@ -1,20 +1,11 @@
 """What ``geostat fit`` fits: a CSV table, a bundled dataset or a NetCDF field, read into
 sites, observations and covariates, with the options that select and transform them.
 
-A column has one role: a column named twice, or as both a coordinate and a covariate (or
-the value), is refused. Coordinate columns named like longitude and latitude but not
-recognised as such (``lon_deg``, ``latitude_n``) whose values lie in degree ranges get a
-warning under ``--distance auto`` (they are taken as Euclidean x/y), and are put in
-longitude, latitude order under ``--distance chordal`` or ``great_circle``.
-
-A NetCDF field is first restricted by ``--select DIM=VALUE`` (by coordinate label), then
-its length-1 dimensions other than the spatial ones are dropped (the first of them stays
-when all have length 1: it holds the single replicate), so that a file with, e.g.,
-dimensions ``(time=1, zlev=1, lat, lon)`` is a single field.
-
-With ``--space-time`` a NetCDF field is one space-time field (every observed cell is an
-observation at its position and time), and a table needs a time column (``--time``, else
-one named ``time``) of numbers or dates, one row per site and time.
+A column has one role (named twice, or in two roles, it is refused). A NetCDF field is
+restricted by ``--select DIM=VALUE`` (by coordinate label), then its length-1
+non-spatial dimensions are dropped (the first stays when all have length 1: the single
+replicate). With ``--space-time`` a field is one space-time field, and a table needs a
+time column (``--time``, else one named ``time``), one row per site and time.
 """
 
 from __future__ import annotations
@@ -85,8 +76,9 @@ def load_fit_data(args):
     ):
         if value is not None:
             raise ValueError(
-                f"{option} applies to a NetCDF file (named *{', *'.join(FIELD_SUFFIXES[:4])}, ...), "
-                f"not to {args.file or 'a bundled dataset'}; name the column of a table with --value"
+                f"{option} applies to a NetCDF file (named *{', *'.join(FIELD_SUFFIXES[:4])}, "
+                f"...), not to {args.file or 'a bundled dataset'}; name the column of a table with "
+                "--value"
             )
     if args.encoding and not args.file:
         raise ValueError(
@@ -104,7 +96,8 @@ def load_fit_data(args):
     value = split_names(args.value) or info["value"]
     if not value:
         raise ValueError(
-            f"name the column of observations with --value; {source} has columns {list(frame.columns)}"
+            f"name the column of observations with --value; {source} has columns "
+            f"{list(frame.columns)}"
         )
     value = [value] if isinstance(value, str) else list(value)
     transform = args.transform or info.get("transform") or "none"
@@ -121,7 +114,8 @@ def load_fit_data(args):
         raise ValueError(f"columns {missing} are not in the data; it has {list(frame.columns)}")
     if time and len(value) > 1:
         raise ValueError(
-            f"--space-time fits one value column (each row is a site at a time); got --value {value}"
+            "--space-time fits one value column (each row is a site at a time); got --value "
+            f"{value}"
         )
     y = np.column_stack(
         [positive_for(numbers(frame, c, "value", missing_ok=True), c, transform) for c in value]
@@ -176,8 +170,9 @@ def times(frame, column):
     if bad.size:
         first = "a missing value" if pd.isna(raw.iloc[bad[0]]) else repr(raw.iloc[bad[0]])
         raise ValueError(
-            f"time column {column!r} must hold numbers or dates (e.g. 1999-07-15): {bad.size} value(s) "
-            f"are neither; the first, in data row {bad[0] + 1}, is {first}; fix or drop those rows"
+            f"time column {column!r} must hold numbers or dates (e.g. 1999-07-15): {bad.size} "
+            f"value(s) are neither; the first, in data row {bad[0] + 1}, is {first}; fix or drop "
+            "those rows"
         )
     return parsed.to_numpy()
 
@@ -187,19 +182,9 @@ def split_names(text):
 
 
 def check_roles(*roles):
-    """Refuse a column named twice: within one role, or in two roles.
-
-    Parameters
-    ----------
-    *roles : tuple of (str, str, list of str)
-        ``(role, origin, names)``: e.g. ``("covariate", "--covariates", ["elevation"])``,
-        the origin being the option that named them, for the message.
-
-    Raises
-    ------
-    ValueError
-        Naming the column, its roles and the options that gave them.
-    """
+    """Refuse (ValueError) a column named twice, within one role or in two; each of
+    `roles` is ``(role, option, names)``, e.g. ``("covariate", "--covariates",
+    ["elevation"])``."""
     for _, origin, names in roles:
         repeated = sorted({c for c in names if names.count(c) > 1})
         if repeated:
@@ -209,20 +194,21 @@ def check_roles(*roles):
             shared = [c for c in names if c in other_names]
             if shared:
                 raise ValueError(
-                    f"{shared} is both a {role} ({origin}) and a {other} ({other_origin}); a column "
-                    "has one role: drop it from one of them"
+                    f"{shared} is both a {role} ({origin}) and a {other} ({other_origin}); a "
+                    "column has one role: drop it from one of them"
                 )
 
 
 def name_words(name):
-    """The lower-case words of a column name (``"lonDeg"`` and ``"LON_DEG"``: ``{"lon", "deg"}``)."""
+    """The lower-case words of a column name (``"lonDeg"`` and ``"LON_DEG"``:
+    ``{"lon", "deg"}``)."""
     return {word.lower() for word in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", str(name))}
 
 
 def degree_columns(frame, coords):
-    """``(i_lon, i_lat)``: positions among two coordinate columns of a longitude and a latitude
-    named so only in part (``lon_deg``, ``Latitude_N``), not as the library recognises them,
-    whose values lie within [-180, 360] and [-90, 90]; None otherwise."""
+    """``(i_lon, i_lat)`` among two coordinate columns named like longitude and latitude
+    only in part (``lon_deg``, ``Latitude_N``) whose values lie in degree ranges; None
+    otherwise."""
     if len(coords) != 2 or find_lonlat(coords) is not None:
         return None
     kinds = [
@@ -251,28 +237,32 @@ def spherical_order(frame, coords, distance):
         return [lon, lat]
     if str(distance).strip().lower() == "auto":
         warn(
-            f"coordinate columns {coords} look like longitude and latitude in degrees, but only columns named "
-            "lon/lat (or longitude/latitude) get a distance on the sphere: they are used as Euclidean x/y (the "
-            "range in degrees). Give --distance chordal (or great_circle) for distances in km, or rename them "
-            "lon and lat; --distance euclidean keeps x/y without this warning"
+            f"coordinate columns {coords} look like longitude and latitude in degrees, but only "
+            "columns named lon/lat (or longitude/latitude) get a distance on the sphere: they are "
+            "used as Euclidean x/y (the range in degrees). Give --distance chordal (or "
+            "great_circle) for distances in km, or rename them lon and lat; --distance euclidean "
+            "keeps x/y without this warning"
         )
     return coords
 
 
 def numbers(frame, column, role, missing_ok=False):
-    """The column as floats; anything but a finite number (or NaN where `missing_ok`) is an error."""
+    """The column as floats; anything but a finite number (or NaN where `missing_ok`) is
+    an error."""
     raw = frame[column]
     values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
     bad = np.flatnonzero(~np.isfinite(values) & ~(missing_ok & raw.isna().to_numpy()))
     if bad.size:
         first = "a missing value" if pd.isna(raw.iloc[bad[0]]) else repr(raw.iloc[bad[0]])
         raise ValueError(
-            f"{role} column {column!r} must hold {'numbers' if missing_ok else 'finite numbers'}: {bad.size} value(s) "
-            f"are not; the first, in data row {bad[0] + 1}, is {first}; fix or drop those rows"
+            f"{role} column {column!r} must hold {'numbers' if missing_ok else 'finite numbers'}: "
+            f"{bad.size} value(s) are not; the first, in data row {bad[0] + 1}, is {first}; fix or "
+            "drop those rows"
         )
     if missing_ok and np.isnan(values).all():
         raise ValueError(
-            f"{role} column {column!r} has no values (all missing); choose another column with --value"
+            f"{role} column {column!r} has no values (all missing); choose another column with "
+            "--value"
         )
     return values
 
@@ -282,8 +272,9 @@ def positive_for(values, column, transform):
     bad = np.flatnonzero(values <= 0)
     if transform != "none" and bad.size:
         raise ValueError(
-            f"--transform {transform} needs positive values, but value column {column!r} has {bad.size} value(s) <= 0 "
-            f"(the first {values[bad[0]]:g} in data row {bad[0] + 1}); use --transform none or shift the column"
+            f"--transform {transform} needs positive values, but value column {column!r} has "
+            f"{bad.size} value(s) <= 0 (the first {values[bad[0]]:g} in data row {bad[0] + 1}); "
+            "use --transform none or shift the column"
         )
     return values
 
@@ -297,8 +288,8 @@ def detect_coords(frame, source):
     if {"x", "y"} <= set(columns):
         return ["x", "y"]
     raise ValueError(
-        f"{source} has no coordinate columns named lon/lat (or longitude/latitude) or x/y; name them with --coords "
-        f"(e.g. --coords easting,northing); its columns are {columns}"
+        f"{source} has no coordinate columns named lon/lat (or longitude/latitude) or x/y; name "
+        f"them with --coords (e.g. --coords easting,northing); its columns are {columns}"
     )
 
 
@@ -410,7 +401,8 @@ def select_field(dataset, selections, label, position=None):
     for dim, text in selections or ():
         if dim not in dataset.dims:
             raise ValueError(
-                f"--select {dim}={text}: {label} has no dimension {dim!r}; its dimensions are {sizes}"
+                f"--select {dim}={text}: {label} has no dimension {dim!r}; its dimensions are "
+                f"{sizes}"
             )
         if dim in spatial:
             raise ValueError(
@@ -424,9 +416,8 @@ def select_field(dataset, selections, label, position=None):
 def drop_singletons(dataset, dims, spatial, keep_replicate):
     """`dataset` without the length-1 dimensions among `dims` other than the `spatial` ones.
 
-    With `keep_replicate`, when every such dimension has length 1, the first one stays:
-    it holds the field's single replicate (and its label, e.g. the date), as
-    :func:`geostat.data.table_from_field` reads such a field.
+    With `keep_replicate`, when every such dimension has length 1, the first one stays
+    (the field's single replicate).
     """
     others = [d for d in dims if d not in spatial]
     singletons = [d for d in others if dataset.sizes[d] == 1]
@@ -475,8 +466,8 @@ def replicate_dimension(da, label):
     others = [str(d) for d in da.dims if d not in spatial]
     if not spatial or len(others) != 1:
         raise ValueError(
-            f"--time-slice and --time-index select along the one time (non-spatial) dimension of {label}, but its "
-            f"dimensions are {[str(d) for d in da.dims]}"
+            "--time-slice and --time-index select along the one time (non-spatial) dimension of "
+            f"{label}, but its dimensions are {[str(d) for d in da.dims]}"
             + ("" if spatial else ", with no lon/lat or x/y coordinates")
         )
     return others[0]
@@ -493,8 +484,8 @@ def select_steps(dataset, da, args, label):
     if args.time_index is not None:
         if not -size <= args.time_index < size:
             raise ValueError(
-                f"--time-index {args.time_index} is out of range: {dim} of {label} has {size} steps "
-                f"(0 to {size - 1})"
+                f"--time-index {args.time_index} is out of range: {dim} of {label} has {size} "
+                f"steps (0 to {size - 1})"
             )
         return dataset.isel({dim: args.time_index})
     if dim not in dataset.coords:
@@ -528,7 +519,8 @@ def slice_bounds(text, numeric):
     """``(start, end)`` of ``START:END`` (None where left out), numbers for a numeric coordinate."""
     if text.count(":") != 1:
         raise ValueError(
-            f"--time-slice must be START:END (e.g. 1999-01:1999-06; either may be left out); got {text!r}"
+            "--time-slice must be START:END (e.g. 1999-01:1999-06; either may be left out); got "
+            f"{text!r}"
         )
     bounds = [part.strip() or None for part in text.split(":")]
     if not numeric:
@@ -548,6 +540,6 @@ def check_positive_field(da, label, transform):
     bad = values <= 0  # NaN cells compare False: they stay missing
     if transform != "none" and bad.any():
         raise ValueError(
-            f"--transform {transform} needs positive values, but {label} has {int(bad.sum())} value(s) <= 0 "
-            f"(the first {values[bad][0]:g}); use --transform none"
+            f"--transform {transform} needs positive values, but {label} has {int(bad.sum())} "
+            f"value(s) <= 0 (the first {values[bad][0]:g}); use --transform none"
         )

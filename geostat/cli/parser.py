@@ -96,8 +96,8 @@ def build_parser():
         "--space-time",
         action="store_true",
         help="fit one space-time field: every observed cell "
-        "(site, time) is an observation, with a SpaceTime kernel (--kernel in space, --time-kernel in "
-        "time); dates become days since 1970-01-01",
+        "(site, time) is an observation, with a SpaceTime kernel (--kernel in space, --time-kernel "
+        "in time); dates become days since 1970-01-01",
     )
     fit.add_argument("--time-kernel", help="temporal family of --space-time (default exponential)")
     fit.add_argument(
@@ -109,8 +109,8 @@ def build_parser():
         "--time",
         metavar="NAME",
         help="with --space-time: the time column of a CSV file (default: the "
-        "column named time), or the time coordinate of a NetCDF field (default: that of its non-spatial "
-        "dimension); numbers or dates",
+        "column named time), or the time coordinate of a NetCDF field (default: that of its "
+        "non-spatial dimension); numbers or dates",
     )
     fit.add_argument("--nugget", default="estimate", help="'estimate', 'none', or a fixed value")
     fit.add_argument("--distance", default="auto", help="auto, euclidean, chordal or great_circle")
@@ -186,8 +186,8 @@ def build_parser():
         type=int,
         metavar="K",
         help="also write K conditional simulations (at most "
-        f"{MAX_SAMPLE_VALUES:,} values in all, sites x replicates x K; at CSV sites, where each is a "
-        f"column, at most {MAX_SAMPLE_COLUMNS:,} columns)",
+        f"{MAX_SAMPLE_VALUES:,} values in all, sites x replicates x K; at CSV sites, where each is "
+        f"a column, at most {MAX_SAMPLE_COLUMNS:,} columns)",
     )
     predict.add_argument(
         "--seed",

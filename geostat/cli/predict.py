@@ -1,25 +1,16 @@
 """``geostat predict``: kriging (and conditional simulation) of a saved model at the sites
 of a CSV table or on the grid of a NetCDF file.
 
-Outputs are bounded: ``--samples`` writes at most ``MAX_SAMPLE_VALUES`` values (sites or
-cells × replicates × samples), and at CSV sites, where each draw is a column, at most
-``MAX_SAMPLE_COLUMNS`` columns (:mod:`geostat.cli.files`); larger requests are refused before any work. At CSV
-sites the output repeats the sites' columns and adds ``mean``, ``std`` and ``sample_K``
-(with replicates ``mean_R``, ``std_R``, ``sample_R_K``); a sites file that already has a
-column of one of these names is refused rather than overwritten.
-
-On a NetCDF grid the output is what climate tools read: the variables are named after
-the variable of the sites file they predict (``tas_mean``, ``tas_std``, ``tas_sample``;
-``mean``, ``std``, ``sample`` when the file has no such variable, or several, besides the
-trend covariates), keep its order of dimensions in the file (``(time, lat, lon)``, also
-when ``--select`` or a length-1 dimension leaves the time out of the grid), its coordinates
-with their attributes and encoding (units, calendar), the CF attributes of the variable
-that describe a prediction of it (:func:`geostat.data.fields.prediction_attrs`: units,
-standard name, a long name such as "kriging mean of air temperature", the grid mapping),
-its grid-mapping variable and the bounds variables of its coordinates, and the file's
-global attributes. Every NetCDF output gets a ``history`` line
-``<UTC time> geostat predict <arguments>``, appended to the history of the sites file
-(CF: one line per program run, each starting with its time).
+``--samples`` writes at most ``MAX_SAMPLE_VALUES`` values, and at CSV sites (a column
+per draw) at most ``MAX_SAMPLE_COLUMNS`` columns; larger requests are refused before any
+work. At CSV sites the output repeats the sites' columns and adds ``mean``, ``std`` and
+``sample_K`` (with replicates ``mean_R``, ``std_R``, ``sample_R_K``); a sites file with
+such a column is refused. On a NetCDF grid the variables are named after the predicted
+variable (``tas_mean``, ``tas_std``, ``tas_sample``; else ``mean``, ``std``,
+``sample``) and keep the file's order of dimensions, coordinates with their attributes
+and encoding, grid mapping, bounds variables, global attributes and the CF attributes of
+:func:`geostat.data.fields.prediction_attrs`; a line ``<UTC time> geostat predict
+<arguments>`` is appended to its ``history``.
 """
 
 from __future__ import annotations
@@ -62,7 +53,8 @@ def run_predict(args):
     output = Path(args.output)
     if output.suffix.lower() not in OUTPUT_SUFFIXES:
         raise ValueError(
-            f"-o {output}: the output file must end in {' or '.join(OUTPUT_SUFFIXES)} (CSV or NetCDF)"
+            f"-o {output}: the output file must end in {' or '.join(OUTPUT_SUFFIXES)} (CSV or "
+            "NetCDF)"
         )
     check_outputs(
         [("-o", args.output)], [("model file", args.model), ("sites file", args.sites)], args.force
@@ -114,16 +106,16 @@ def load_model(path, args):
         model = load(path)
     except MemoryError as exc:
         raise ValueError(
-            f"not enough memory to load the model file {path} ({' '.join(str(exc).split())}); a damaged "
-            "file can announce arrays larger than it holds: save the model again"
+            f"not enough memory to load the model file {path} ({' '.join(str(exc).split())}); a "
+            "damaged file can announce arrays larger than it holds: save the model again"
         ) from None
     except Exception as exc:  # a model file is untrusted input: whatever it breaks is bad input
         message = " ".join(str(exc).split())
         if isinstance(exc, (ValueError, OSError)) and str(path) in message:
             raise ValueError(message) from None
         raise ValueError(
-            f"{path} is not a usable geostat model file ({type(exc).__name__}: {message}); give a file "
-            "written by SpatialGP.save or 'geostat fit --save-model'"
+            f"{path} is not a usable geostat model file ({type(exc).__name__}: {message}); give a "
+            "file written by SpatialGP.save or 'geostat fit --save-model'"
         ) from None
     return model.set_params(verbose=verbose_level(args))
 
@@ -135,22 +127,9 @@ def replicate_count(model):
 
 
 def check_sample_size(samples, sites, replicates, columns):
-    """Refuse ``--samples`` beyond the output bounds, before any work.
-
-    Parameters
-    ----------
-    samples : int or None
-    sites : int
-        Sites (or grid cells) predicted.
-    replicates : int
-    columns : bool
-        Whether each draw is a column of the output (a prediction at the sites of a table).
-
-    Raises
-    ------
-    ValueError
-        Naming ``--samples``, the size asked for, the bound and the most samples allowed.
-    """
+    """Refuse (ValueError) ``--samples`` beyond the output bounds, before any work, for
+    `sites` predicted sites or cells and `replicates`; `columns`: each draw is a CSV
+    column."""
     if not samples:
         return
     by_values = MAX_SAMPLE_VALUES // max(sites * replicates, 1)
@@ -160,14 +139,14 @@ def check_sample_size(samples, sites, replicates, columns):
     fewer = f"ask for at most {most} samples" if most else "predict at fewer sites"
     if samples > by_values:
         raise ValueError(
-            f"--samples {samples}: {sites} sites x {replicates} replicate(s) x {samples} samples is "
-            f"{sites * replicates * samples:,} values, above the {MAX_SAMPLE_VALUES:,} that geostat "
-            f"predict writes; {fewer}"
+            f"--samples {samples}: {sites} sites x {replicates} replicate(s) x {samples} samples "
+            f"is {sites * replicates * samples:,} values, above the {MAX_SAMPLE_VALUES:,} that "
+            f"geostat predict writes; {fewer}"
         )
     raise ValueError(
         f"--samples {samples}: at the sites of a table each draw is a column, and "
-        f"{samples * replicates:,} columns exceed the {MAX_SAMPLE_COLUMNS:,} allowed; {fewer}, or predict "
-        "on a NetCDF grid (draws along a 'sample' dimension)"
+        f"{samples * replicates:,} columns exceed the {MAX_SAMPLE_COLUMNS:,} allowed; {fewer}, or "
+        "predict on a NetCDF grid (draws along a 'sample' dimension)"
     )
 
 
@@ -176,8 +155,8 @@ def site_columns(model, columns, path):
     names = [str(c) for c in getattr(model, "feature_names_in_", ())]
     if not names:
         raise ValueError(
-            f"the model was fitted on arrays without column names, so the columns of {path} cannot be "
-            "matched to it; fit it on a DataFrame, a CSV or a NetCDF field"
+            f"the model was fitted on arrays without column names, so the columns of {path} cannot "
+            "be matched to it; fit it on a DataFrame, a CSV or a NetCDF field"
         )
     missing = [c for c in names if c not in columns]
     if missing:
@@ -240,8 +219,8 @@ def check_new_columns(columns, new, path, output):
     clashes = [str(c) for c in columns if str(c) in reserved]
     if clashes:
         raise ValueError(
-            f"{path} has column(s) {clashes}, which the output would overwrite with its own (mean, std, "
-            "sample_K, and site in NetCDF); rename or drop those columns of the sites file"
+            f"{path} has column(s) {clashes}, which the output would overwrite with its own (mean, "
+            "std, sample_K, and site in NetCDF); rename or drop those columns of the sites file"
         )
 
 
@@ -319,8 +298,9 @@ def check_no_time_selection(template, selections, time, path):
     chosen = [f"{dim}={value}" for dim, value in selections or () if dim in dims or dim == time]
     if chosen:
         raise ValueError(
-            f"--select {chosen[0]}: the model is a space-time one, and the times of {path} ({time!r}) "
-            "are the times it predicts; give a sites file with only the times wanted instead"
+            f"--select {chosen[0]}: the model is a space-time one, and the times of {path} "
+            f"({time!r}) are the times it predicts; give a sites file with only the times wanted "
+            "instead"
         )
 
 

@@ -1,16 +1,8 @@
 """Data in and out: the only package that knows pandas, xarray and files.
 
-``tables``
-    DataFrame / array input checked into float64 arrays (:class:`SpatialData`), trend
-    designs, and results handed back in the caller's container.
-``fields``
-    xarray ``DataArray`` / ``Dataset`` fields: sites and replicates in, ``DataArray``
-    predictions out.
-``times``
-    Time columns of dates (``datetime64``, cftime) as float days since 1970-01-01.
-``model_file``
-    Model files of fitted estimators: JSON and ``.npy`` arrays in a zip archive, read
-    without pickle.
+:mod:`~geostat.data.tables` (tables in, results out), :mod:`~geostat.data.fields`
+(xarray fields), :mod:`~geostat.data.times` (dates as days) and
+:mod:`~geostat.data.model_file` (model files without pickle).
 """
 
 from geostat.data.fields import (

@@ -1,11 +1,9 @@
 """Atomic file writes: a file is replaced whole or not at all.
 
-Every file geostat writes (model files, the command line's CSV, NetCDF and JSON outputs)
-is written to a temporary file in the destination's folder, flushed to disk and renamed
-over the destination (:func:`os.replace`, atomic on POSIX and Windows within one file
-system). A write that fails or is interrupted (an exception, a full disk, Ctrl-C, a killed
-process) leaves the previous file as it was; of concurrent writers to one path, the last
-rename wins and the file is always one writer's complete output.
+Every file geostat writes is written to a temporary file in the destination's folder,
+flushed to disk and renamed over the destination (:func:`os.replace`, atomic within one
+file system [1]_). A failed or interrupted write leaves the previous file as it was; of
+concurrent writers to one path, the file is one writer's complete output.
 
 References
 ----------
@@ -27,29 +25,14 @@ __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text"]
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """A temporary path to write instead of `path`, moved onto `path` on success.
 
-    The temporary file is created empty (mode ``0o666`` less the umask, as a new file
-    would be) in the folder of `path`, named ``.<name>.<random>.tmp<suffixes>`` so that
-    writers that choose a format or compression from the file name (pandas, xarray) see
-    the suffixes of `path`. On leaving the block normally it is flushed to disk (``fsync``)
-    and renamed onto `path`; on an exception it is removed and `path` is untouched.
+    The temporary file is created empty (mode ``0o666`` less the umask) in the folder of
+    `path` as ``.<name>.<random>.tmp<suffixes>`` (writers see the suffixes of `path`).
+    On normal exit it is flushed (``fsync``) and renamed onto `path`; on an exception it
+    is removed and `path` is untouched.
 
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The destination. Its folder must exist; an existing file there is replaced only
-        when the block succeeds.
-
-    Yields
-    ------
-    pathlib.Path
-        The temporary file to write (by name: it may be reopened or replaced).
-
-    Raises
-    ------
-    IsADirectoryError
-        If `path` is a folder.
-    OSError
-        If the temporary file cannot be created or renamed (e.g. a read-only folder).
+    Yields the temporary ``pathlib.Path`` (it may be reopened or replaced). The folder
+    of `path` must exist. Raises IsADirectoryError if `path` is a folder, OSError if the
+    temporary file cannot be created or renamed.
     """
     path = Path(os.fsdecode(path))
     if path.is_dir():

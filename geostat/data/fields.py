@@ -1,17 +1,12 @@
-"""xarray fields in and out: a ``DataArray`` on a lon/lat (or x/y) grid or station
-dimension becomes a sites table and observations; predictions on a template become
-``DataArray`` objects on its coordinates. xarray itself is imported only to build results.
+"""xarray fields in and out.
 
-For a spatial model the other dimension (e.g. ``time``) holds replicates. For a
-space-time model the field is one realization: every observed cell (site, time) is an
-observation with coordinates (position, time) (:func:`space_time_table`), and a template
-is predicted on every cell of its spatial and time coordinates, in the order of its
-dimensions. Dates stay as they are here; :mod:`geostat.data.times` makes them numbers.
-
-Predictions keep what climate tools read from the template: its order of dimensions,
-its coordinates with their attributes (units, standard names, axes, and the encoding of
-a time coordinate: units and calendar), and CF attributes of the predicted variable
-(:func:`prediction_attrs`).
+A ``DataArray`` on a lon/lat (or x/y) grid or station dimension becomes a sites table
+and observations (:func:`table_from_field`); for a spatial model its other dimension
+holds replicates, for a space-time model every observed cell is an observation at
+(position, time) (:func:`space_time_table`). Predictions on a template become
+``DataArray`` objects with its order of dimensions, its coordinates and their
+attributes, and CF attributes of the predicted variable (:func:`prediction_attrs`).
+xarray is imported only to build results.
 """
 
 from __future__ import annotations
@@ -57,7 +52,7 @@ def is_xarray(obj):
 
 @dataclass
 class FieldLayout:
-    """How a gridded or station field maps to sites: kept at fit time to rebuild outputs.
+    """How a gridded or station field maps to sites (kept at fit time to rebuild outputs).
 
     Attributes
     ----------
@@ -78,9 +73,8 @@ class FieldLayout:
 
 
 def _field_layout(obj, argname, position=None):
-    """The layout of `obj`'s horizontal position: the coordinates named `position` (a
-    fitted model's, read by name and in that order), else the first pair of
-    :data:`XARRAY_POSITIONS` that `obj` has."""
+    """The layout of `obj`'s coordinates named `position`, else of the first pair of
+    :data:`XARRAY_POSITIONS` it has."""
     if position is None:
         position = _recognised_position(obj, argname)
     spanned = {d for name in position for d in obj.coords[name].dims}
@@ -94,14 +88,14 @@ def _recognised_position(obj, argname):
         if set(position) <= coords:
             return position
     raise ValueError(
-        f"{argname} has no horizontal coordinates: give it coordinates named lon/lat (or longitude/latitude, "
-        f"or x/y); it has {sorted(map(str, coords))}."
+        f"{argname} has no horizontal coordinates: give it coordinates named lon/lat (or "
+        f"longitude/latitude, or x/y); it has {sorted(map(str, coords))}."
     )
 
 
 def _observed_table(da, source, layout, covariates, observed, argname):
-    """The sites (their coordinates by `layout`) and trend covariates of the `observed`
-    cells of `da`, as a table; a covariate that is NaN at an observed cell is refused."""
+    """Sites and trend covariates of the `observed` cells of `da` as a table
+    (ValueError for a covariate NaN at an observed cell)."""
     frame = _sites_of(da, layout)[observed].reset_index(drop=True)
     for name, column in _covariates_of(
         source if source is not None else da, layout, covariates, argname
@@ -109,17 +103,16 @@ def _observed_table(da, source, layout, covariates, observed, argname):
         column = column[observed]
         if np.isnan(column).any():
             raise ValueError(
-                f"trend covariate {name!r} is NaN at {int(np.isnan(column).sum())} observed cell(s) of {argname}; "
-                "fill it there or set those observations to NaN."
+                f"trend covariate {name!r} is NaN at {int(np.isnan(column).sum())} observed "
+                f"cell(s) of {argname}; fill it there or set those observations to NaN."
             )
         frame[name] = column
     return frame
 
 
 def _sites_of(obj, layout):
-    """Coordinates of every cell of the layout's dimensions, one column per name of its
-    position (named so): floats, or the raw values of a date coordinate (``datetime64``
-    or cftime objects, converted by :mod:`geostat.data.times`)."""
+    """Coordinates of every cell of the layout's dimensions, one column per position
+    name: floats, or raw dates (converted later by :mod:`geostat.data.times`)."""
     shape = tuple(obj.sizes[d] for d in layout.space_dims)
     columns = {}
     for name in layout.position:
@@ -136,35 +129,24 @@ def _sites_of(obj, layout):
 
 
 def field_to_fit(X, y, argname="X"):
-    """The observed ``DataArray`` of a fit and the object holding its covariates.
-
-    Parameters
-    ----------
-    X : xarray.DataArray or xarray.Dataset
-    y : None or str
-        Omitted for a ``DataArray`` (its values are the observations); for a ``Dataset``
-        the name of the observed variable.
-    argname : str
-
-    Returns
-    -------
-    field : xarray.DataArray
-    source : xarray.DataArray or xarray.Dataset
-        Where trend covariates are looked up (data variables and coordinates).
-    """
+    """``(field, source)``: the observed ``DataArray`` of a fit and where its trend
+    covariates are looked up. `y` is None for a ``DataArray`` `X`, the name of the
+    observed variable for a ``Dataset``."""
     if hasattr(X, "data_vars"):
         names = sorted(map(str, X.data_vars))
         if not isinstance(y, str):
             raise TypeError(
-                f"with {argname} an xarray Dataset, y names the observed variable (one of {names}), e.g. "
-                f"fit(ds, y={names[0]!r}) — or pass the DataArray: fit(ds[{names[0]!r}])."
+                f"with {argname} an xarray Dataset, y names the observed variable (one of "
+                f"{names}), e.g. fit(ds, y={names[0]!r}) — or pass the DataArray: "
+                f"fit(ds[{names[0]!r}])."
             )
         if y not in X.data_vars:
             raise ValueError(f"y={y!r} is not a data variable of {argname}; it has {names}.")
         return X[y], X
     if y is not None:
         raise ValueError(
-            f"y must be omitted when {argname} is an xarray DataArray: its values are the observations."
+            f"y must be omitted when {argname} is an xarray DataArray: its values are the "
+            "observations."
         )
     return X, X
 
@@ -172,38 +154,29 @@ def field_to_fit(X, y, argname="X"):
 def table_from_field(da, argname="X", covariates=(), source=None, time=None):
     """Sites and observations of an xarray ``DataArray`` field.
 
-    The horizontal position comes from coordinates named lon/lat (or longitude/latitude,
-    or x/y), in that order of preference: dimensions of a grid, 2-D (curvilinear)
-    coordinates, or coordinates along a station dimension. At most one other dimension
-    longer than 1 (``time`` or any name) holds replicates; the other dimensions must have
-    length 1 and are dropped (squeezed), so that a file's ``(time=1, zlev=1, lat, lon)``
-    variable fits as it comes. When every other dimension has length 1, the first one
-    holds the single replicate (its label, e.g. the date, then labels the predictions).
-    Select along the dimensions that are longer first, e.g. ``da.sel(level=850)`` or
-    ``da.isel(member=0)``. NaN cells are missing values; cells missing on every
-    replicate (a land or sea mask) are dropped. A Dask-backed field is reduced to its
-    mask block by block and only then brought into memory.
+    The position comes from coordinates named lon/lat, longitude/latitude or x/y (in
+    that order of preference): grid dimensions, 2-D (curvilinear) coordinates, or
+    coordinates along a station dimension. At most one other dimension longer than 1
+    holds replicates; the others must have length 1 and are dropped (when all have
+    length 1, the first holds the single replicate). NaN cells are missing values;
+    cells missing on every replicate are dropped. A Dask-backed field is reduced to its
+    mask block by block before it is loaded.
 
     Parameters
     ----------
     da : xarray.DataArray
     argname : str
     covariates : sequence of str
-        Trend covariates: variables or coordinates of `source` over the spatial
-        dimensions only (the trend design is shared by the replicates; dimensions of
-        length 1 are dropped), and not the position coordinates themselves.
+        Trend covariates: variables or coordinates of `source` (default `da`) over the
+        spatial dimensions only, not position coordinates.
     source : xarray.Dataset or xarray.DataArray, optional
-        Where the covariates are looked up (default `da`'s coordinates).
     time : None, True or str, default None
-        None: the other dimension holds replicates (as above). Otherwise the field is
-        one space-time field (:func:`space_time_table`): True takes the time coordinate
-        of the one non-spatial dimension, a str names the time coordinate.
+        Not None: a space-time field (:func:`space_time_table`).
 
     Returns
     -------
     X : DataFrame
-        One row per kept cell: the position names (so ``distance="auto"`` recognises
-        longitude/latitude), then the covariates.
+        One row per kept cell: the position columns, then the covariates.
     y : ndarray of shape (n,) or (n, r)
     layout : FieldLayout
 
@@ -239,39 +212,14 @@ def table_from_field(da, argname="X", covariates=(), source=None, time=None):
 def space_time_table(da, argname="X", covariates=(), source=None, time=True):
     """Observations of a space-time field: one row per observed cell (site, time).
 
-    Every non-NaN cell of the spatial dimensions and the time dimension is an
-    observation whose coordinates are the position, then the time (raw: numbers,
-    ``datetime64`` or cftime dates, converted by :mod:`geostat.data.times`), in the
-    order of `da`'s dimensions. Other dimensions must have length 1 and are dropped.
+    Every non-NaN cell is an observation at the position, then the time (raw numbers or
+    dates), in the order of `da`'s dimensions. Other dimensions must have length 1.
 
-    Parameters
-    ----------
-    da : xarray.DataArray
-    argname : str
-    covariates : sequence of str
-        Trend covariates over the spatial dimensions, the time dimension or both (the
-        ones missing are broadcast), not the position or time coordinates.
-    source : xarray.Dataset or xarray.DataArray, optional
-        Where the covariates are looked up (default `da`'s coordinates).
-    time : True or str, default True
-        True: the coordinate of the one non-spatial dimension (longer than 1, else the
-        first); a str: the name of a one-dimensional time coordinate of `da`.
-
-    Returns
-    -------
-    X : DataFrame
-        One row per observed cell: the position names, the time coordinate's name (the
-        last coordinate column), then the covariates.
-    y : ndarray of shape (n,)
-    layout : FieldLayout
-        The spatial layout (no replicate dimension: the field is one realization).
-
-    Raises
-    ------
-    ValueError
-        Without position coordinates or a time coordinate, with another dimension longer
-        than 1, when no cell is observed, or for a covariate that is missing, is a
-        coordinate of the model, or is NaN at an observed cell.
+    `covariates` may span the spatial dimensions, the time dimension or both. `time`:
+    True for the coordinate of the one non-spatial dimension (longer than 1, else the
+    first), or the name of a 1-D time coordinate. Returns ``(X, y, layout)`` as
+    :func:`table_from_field`, with the time column last among the coordinates and the
+    spatial layout; raises ValueError as it does, and without a time coordinate.
     """
     layout = _field_layout(da, argname)
     time_name, time_dim = _time_coordinate(da, layout, time, argname)
@@ -283,9 +231,9 @@ def space_time_table(da, argname="X", covariates=(), source=None, time=True):
     if longer:
         name = argname if argname.isidentifier() else "da"
         raise ValueError(
-            f"{argname} has dimensions {_sizes(da)}: besides the spatial ones {list(layout.space_dims)} "
-            f"and the time ({time_dim!r}) no dimension may be longer than 1; select along the others "
-            f"first, e.g. {name}.isel({longer[0]}=0)."
+            f"{argname} has dimensions {_sizes(da)}: besides the spatial ones "
+            f"{list(layout.space_dims)} and the time ({time_dim!r}) no dimension may be "
+            f"longer than 1; select along the others first, e.g. {name}.isel({longer[0]}=0)."
         )
     da = da.squeeze(others)
     cells = FieldLayout(layout.position + (time_name,), tuple(d for d in da.dims))
@@ -301,8 +249,8 @@ def _sizes(da):
 
 
 def _time_coordinate(da, layout, time, argname):
-    """``(name, dimension)`` of the time coordinate of a space-time field (see
-    :func:`space_time_table`); the dimension is None for a scalar time."""
+    """``(name, dimension)`` of the time coordinate of a space-time field; the dimension
+    is None for a scalar time."""
     if time is True:
         other = [d for d in da.dims if d not in layout.space_dims]
         longer = [d for d in other if da.sizes[d] > 1]
@@ -314,45 +262,46 @@ def _time_coordinate(da, layout, time, argname):
             )
         if not (longer or other):
             raise ValueError(
-                f"{argname} has no time dimension (its dimensions are {_sizes(da)}); a space-time model "
-                "needs one, with time coordinate values."
+                f"{argname} has no time dimension (its dimensions are {_sizes(da)}); a "
+                "space-time model needs one, with time coordinate values."
             )
         dim = (longer or other)[0]
         if dim not in da.coords:
             raise ValueError(
-                f"{argname} has no coordinate values along its time dimension {dim!r}; assign them, "
-                f"e.g. da.assign_coords({dim}=dates)."
+                f"{argname} has no coordinate values along its time dimension {dim!r}; assign "
+                f"them, e.g. da.assign_coords({dim}=dates)."
             )
         return dim, dim
     if not isinstance(time, str) or time not in da.coords:
         raise ValueError(
-            f"time={time!r} is not a coordinate of {argname}; with a field, time names its time "
-            f"coordinate (it has {sorted(map(str, da.coords))}), or is None for the coordinate of its "
-            "one non-spatial dimension."
+            f"time={time!r} is not a coordinate of {argname}; with a field, time names its "
+            f"time coordinate (it has {sorted(map(str, da.coords))}), or is None for the "
+            "coordinate of its one non-spatial dimension."
         )
     dims = da.coords[time].dims
     if len(dims) > 1 or set(dims) & set(layout.space_dims):
         raise ValueError(
-            f"time={time!r} is a coordinate of {argname} along {list(dims)}; the time coordinate must "
-            "be one-dimensional, along a dimension other than the spatial ones."
+            f"time={time!r} is a coordinate of {argname} along {list(dims)}; the time "
+            "coordinate must be one-dimensional, along a dimension other than the spatial "
+            "ones."
         )
     return time, (dims[0] if dims else None)
 
 
 def _replicate_dims(da, layout, argname):
     """``([replicate dimension] or [], dimensions to squeeze)`` of a field: the one
-    non-spatial dimension longer than 1 (else the first non-spatial one) holds the
-    replicates, the others must have length 1."""
+    non-spatial dimension longer than 1 (else the first non-spatial one)."""
     other = [d for d in da.dims if d not in layout.space_dims]
     longer = [d for d in other if da.sizes[d] > 1]
     if len(longer) > 1:
         sizes = {str(d): da.sizes[d] for d in da.dims}
         name = argname if argname.isidentifier() else "da"
         raise ValueError(
-            f"{argname} has dimensions {sizes}: besides the spatial ones ({list(layout.space_dims)}) at most one "
-            f"longer than 1 (e.g. time) can hold replicates; select along the others first, e.g. "
-            f"{name}.isel({longer[1]}=0) or {name}.sel({longer[1]}=<value>) (geostat fit: --select "
-            f"{longer[1]}=<value>), or stack them ({name}.stack)."
+            f"{argname} has dimensions {sizes}: besides the spatial ones "
+            f"({list(layout.space_dims)}) at most one longer than 1 (e.g. time) can hold "
+            f"replicates; select along the others first, e.g. {name}.isel({longer[1]}=0) or "
+            f"{name}.sel({longer[1]}=<value>) (geostat fit: --select {longer[1]}=<value>), "
+            f"or stack them ({name}.stack)."
         )
     kept = longer or other[:1]
     return kept, [d for d in other if d not in kept]
@@ -363,9 +312,9 @@ def _check_covariates_are_not_position(covariates, layout, argname):
     both = [str(name) for name in covariates if name in layout.position]
     if both:
         raise ValueError(
-            f"trend names {both}, position coordinate(s) of {argname}: a coordinate cannot also be a trend "
-            "covariate. Use trend='linear' for a trend in the coordinates, or give the covariate its own name "
-            "(a copy of the coordinate)."
+            f"trend names {both}, position coordinate(s) of {argname}: a coordinate cannot "
+            "also be a trend covariate. Use trend='linear' for a trend in the coordinates, or "
+            "give the covariate its own name (a copy of the coordinate)."
         )
 
 
@@ -376,8 +325,8 @@ def _covariates_of(source, layout, names, argname):
     for name in names:
         if name not in available:
             raise ValueError(
-                f"trend names {name!r}, which {argname} does not have as a variable or coordinate; "
-                f"it has {sorted(available)}."
+                f"trend names {name!r}, which {argname} does not have as a variable or "
+                f"coordinate; it has {sorted(available)}."
             )
         variable = source[name]
         variable = variable.squeeze(
@@ -386,8 +335,9 @@ def _covariates_of(source, layout, names, argname):
         extra = [d for d in variable.dims if d not in layout.space_dims]
         if extra:
             raise ValueError(
-                f"trend covariate {name!r} varies along {extra}: a covariate must depend on the position only "
-                f"(dims within {list(layout.space_dims)}), since the replicates share the trend design."
+                f"trend covariate {name!r} varies along {extra}: a covariate must depend on "
+                f"the position only (dims within {list(layout.space_dims)}), since the "
+                "replicates share the trend design."
             )
         shape = [source.sizes[d] for d in layout.space_dims]
         own = [d for d in layout.space_dims if d in variable.dims]
@@ -403,38 +353,25 @@ def sites_of_template(template, position, argname="X", covariates=(), hint=""):
     """Cells of an xarray ``DataArray`` or ``Dataset`` template as a sites table.
 
     The position is read from the coordinates named `position`, in that order, whatever
-    the order of the template's dimensions and whatever other position coordinates it has
-    (e.g. the 2-D lon/lat of a projected grid read by an x/y model).
+    the order of the template's dimensions and whatever other coordinates it has.
 
-    Parameters
-    ----------
-    template : xarray.DataArray or xarray.Dataset
-        Needs the fitted position coordinates; its values are never read, so a
-        Dask-backed template is not computed.
-    position : sequence of str
-        The fitted coordinate names, in the order of the fitted coordinate columns.
-    argname : str
-    covariates : sequence of str
-        Trend covariates, looked up among the template's variables and coordinates.
-    hint : str, optional
-        Appended to the error for missing coordinates (where the names come from).
+    The template's values are never read (a Dask-backed one is not computed). `hint` is
+    appended to the error for missing coordinates.
 
     Returns
     -------
     sites : DataFrame
         One row per cell, in the order of the template's spatial dimensions: the
-        position columns named and ordered as `position`, then the covariates (NaN where
-        the template has none).
+        position columns as `position`, then the `covariates`.
     here : FieldLayout
         The template's layout.
     complete : ndarray of bool
-        Which rows have finite covariates (every row without covariates).
+        Which rows have finite covariates.
 
     Raises
     ------
     ValueError
-        If the template lacks a fitted coordinate (the message lists those it has and
-        how to rename them), or a covariate.
+        If the template lacks a fitted coordinate or a covariate.
     """
     missing = [name for name in position if name not in template.coords]
     if missing:
@@ -454,11 +391,11 @@ def _complete_rows(sites):
 
 def _missing_position_message(template, position, missing, argname):
     """Why a template without the fitted coordinates is refused, with the rename that
-    fixes it when the template has longitude/latitude under other names."""
+    fixes it when it has longitude/latitude under other names."""
     has = sorted(map(str, template.coords))
     message = (
-        f"{argname} lacks the coordinate(s) {missing} the model was fitted on (its coordinates are "
-        f"{list(position)}, read by name); {argname} has {has}."
+        f"{argname} lacks the coordinate(s) {missing} the model was fitted on (its "
+        f"coordinates are {list(position)}, read by name); {argname} has {has}."
     )
     fitted, found = find_lonlat(position), find_lonlat(has)
     if fitted is not None and found is not None and len(position) == 2:
@@ -476,33 +413,12 @@ def _missing_position_message(template, position, missing, argname):
 def field_from_values(values, template, here, fitted, name, samples=False, complete=None):
     """Predictions on a template's cells as an ``xarray.DataArray`` with its coordinates.
 
-    Parameters
-    ----------
-    values : ndarray of shape (m,), (m, r), (m, k) or (m, r, k)
-        One row per predicted template cell, in the order of :func:`sites_of_template`;
-        ``r`` replicates when the fitted field had them, ``k`` draws when `samples`.
-    template : xarray.DataArray or xarray.Dataset
-    here : FieldLayout
-        The template's layout.
-    fitted : FieldLayout
-        The fitted field's layout (its replicate dimension labels the replicates).
-    name : {"mean", "std", "sample"}
-        The output's name and kind (:func:`prediction_attrs`).
-    samples : bool, default False
-        The last axis holds draws (dimension ``sample``).
-    complete : ndarray of bool, optional
-        The cells `values` belong to (the others, without covariates, become NaN);
-        default every cell.
-
-    Returns
-    -------
-    xarray.DataArray
-        Dimensions: the template's spatial ones and the fitted replicate dimension (if
-        any), in the template's order of dimensions where it has them (that of its
-        widest data variable over the spatial dimensions for a ``Dataset``), then
-        ``sample``; the template's coordinates over them, with their attributes (the
-        replicate coordinate is the template's own when it holds the fitted labels);
-        for a ``DataArray`` template the CF attributes of :func:`prediction_attrs`.
+    `values` has one row per cell of :func:`sites_of_template` (or per `complete` cell;
+    the others become NaN), then ``r`` replicates of the `fitted` layout and, with
+    `samples`, ``k`` draws. The result is named `name` (``"mean"``, ``"std"`` or
+    ``"sample"``), on the template's spatial dimensions and the fitted replicate
+    dimension in the template's order, then ``sample``, with the template's coordinates
+    and, for a ``DataArray`` template, :func:`prediction_attrs`.
     """
     import xarray
 
@@ -524,9 +440,8 @@ def field_from_values(values, template, here, fitted, name, samples=False, compl
 
 
 def _output_dims(template, here, fitted, samples, n_samples):
-    """Dimensions and coordinates of an output on a template: its spatial dimensions, the
-    fitted replicate dimension, then ``sample`` (the order of the values; the output is
-    transposed to :func:`_output_order` afterwards)."""
+    """Dimensions and coordinates of an output, in the order of the values: spatial
+    dimensions, the fitted replicate dimension, then ``sample``."""
     dims = list(here.space_dims)
     coords = {k: c for k, c in template.coords.items() if set(c.dims) <= set(here.space_dims)}
     if fitted.replicate_dim is not None:
@@ -540,9 +455,8 @@ def _output_dims(template, here, fitted, samples, n_samples):
 
 
 def _replicate_coordinate(template, fitted):
-    """The fitted replicate labels as a coordinate: the template's own coordinate of that
-    dimension when it holds the same labels (its attributes and encoding, e.g. the units
-    and calendar of a time axis, come along), else the bare labels."""
+    """The fitted replicate labels: the template's own coordinate (with its attributes
+    and encoding) when it holds the same labels, else the bare labels."""
     own = template.coords.get(fitted.replicate_dim)
     labels = fitted.replicates
     if (
@@ -557,17 +471,14 @@ def _replicate_coordinate(template, fitted):
 
 
 def _output_order(template, here, dims):
-    """`dims` in the template's order of dimensions (:func:`_template_dims`), then those the
-    template lacks (a fitted replicate dimension it does not have, ``sample``) in the
-    order of `dims`: a ``(time, lat, lon)`` field is predicted as ``(time, lat, lon)``."""
+    """`dims` in the template's order (:func:`_template_dims`), then those it lacks."""
     reference = [d for d in _template_dims(template, here) if d in dims]
     return reference + [d for d in dims if d not in reference]
 
 
 def _template_dims(template, here):
-    """The order of a template's dimensions: a ``DataArray``'s own; for a ``Dataset``,
-    that of its data variable over every spatial dimension with the most dimensions (the
-    first of them), else the ``Dataset``'s."""
+    """A ``DataArray``'s dimensions; for a ``Dataset``, those of its first widest data
+    variable over every spatial dimension, else the ``Dataset``'s."""
     if not hasattr(template, "data_vars"):
         return tuple(template.dims)
     spanning = [v for v in template.data_vars.values() if set(here.space_dims) <= set(v.dims)]
@@ -576,39 +487,21 @@ def _template_dims(template, here):
 
 
 def _template_attrs(template, kind, carried):
-    """The attributes of an output on a template: those of :func:`prediction_attrs` for a
-    ``DataArray`` template (the variable predicted); none for a ``Dataset``, whose own
-    attributes are global ones and which names no one variable."""
+    """:func:`prediction_attrs` for a ``DataArray`` template; none for a ``Dataset``."""
     return {} if hasattr(template, "data_vars") else prediction_attrs(template, kind, carried)
 
 
 def prediction_attrs(variable, kind, carried=()):
     """CF attributes of a prediction of `variable`.
 
-    * ``units`` — copied (a standard deviation and a simulation have the units of the
-      variable);
-    * ``standard_name`` — copied for ``mean`` and ``sample``; for ``std`` with the CF
-      modifier ``standard_error`` (``"air_temperature standard_error"``);
-    * ``long_name`` — ``"<label> of <long_name>"`` (the variable's name without one), the
-      label from :data:`PREDICTION_LABELS`, e.g. ``"kriging mean of air temperature"``;
-    * ``grid_mapping`` — copied when every variable it names is among `carried`.
+    ``units`` is copied; ``standard_name`` too, with the CF modifier
+    ``standard_error`` for ``std``; ``long_name`` is ``"<label> of <long_name or
+    name>"`` with the label from :data:`PREDICTION_LABELS`; ``grid_mapping`` is copied
+    when every variable it names is among `carried`. Attributes of the stored variable
+    (``_FillValue``, ``valid_range``, packing) are not.
 
-    Other attributes (``_FillValue``, ``valid_range``, ``cell_methods``, packing) describe
-    the stored variable, not its prediction, and are not copied.
-
-    Parameters
-    ----------
-    variable : xarray.DataArray
-        The variable predicted: its attributes and name are read (a ``grid_mapping``
-        moved to its encoding by ``decode_coords="all"`` too); never modified.
-    kind : {"mean", "std", "sample"}
-    carried : collection of str, optional
-        Names of the variables that come with the prediction (its coordinates, or the
-        other variables of the file it goes to).
-
-    Returns
-    -------
-    dict
+    `kind` is ``"mean"``, ``"std"`` or ``"sample"``; `carried` names the variables that
+    come with the prediction. Returns a new dict; `variable` is only read.
     """
     attrs = variable.attrs
     out = {}
@@ -636,8 +529,7 @@ def grid_mapping_names(value):
 
 
 def is_chunked(template):
-    """Whether an xarray template holds Dask arrays (its values are then never computed
-    by us, and predictions on it stay lazy)."""
+    """Whether an xarray template holds Dask arrays (predictions on it stay lazy)."""
     arrays = template.data_vars.values() if hasattr(template, "data_vars") else [template]
     return any(getattr(a, "chunks", None) for a in arrays)
 
@@ -645,25 +537,10 @@ def is_chunked(template):
 def lazy_field(predict_cells, template, here, fitted, names, n_replicates):
     """Pointwise predictions on a Dask-backed template, computed chunk by chunk.
 
-    Parameters
-    ----------
-    predict_cells : callable
-        ``predict_cells(rows) -> sequence of ndarray`` (one per name, each ``(m,)`` or
-        ``(m, r)``) for integer positions of cells in the order of
-        :func:`sites_of_template`.
-    template : xarray.DataArray or xarray.Dataset
-    here, fitted : FieldLayout
-    names : tuple of str
-        Output names (``("mean",)`` or ``("mean", "std")``).
-    n_replicates : int or None
-        ``r`` when the outputs have a replicate axis.
-
-    Returns
-    -------
-    tuple of xarray.DataArray
-        Dask-backed, chunked like the template's spatial dimensions; nothing is
-        computed until the caller asks (``.compute()``, ``.to_netcdf()``, ``.plot()``).
-        Dimensions, coordinates and attributes as for :func:`field_from_values`.
+    ``predict_cells(rows)`` returns one array per name of `names`, ``(m,)`` or
+    ``(m, n_replicates)``, at cells `rows` of :func:`sites_of_template`. Returns one
+    Dask-backed ``DataArray`` per name, chunked like the template's spatial dimensions,
+    as :func:`field_from_values` builds them.
     """
     import dask.array
     import xarray

@@ -1,67 +1,39 @@
-"""Model files: a fitted estimator's settings and state in one zip archive, read without pickle.
+"""Model files: a fitted estimator's settings and state in one zip archive [1]_, no pickle.
 
-A model file is a zip archive (deflate-compressed) holding
-
-``model.json``
-    UTF-8 JSON: ``{"format": "geostat-model", "version": 1, "geostat": "<version that
-    wrote it>", "params": {...}, "fitted": {...}}`` — the estimator's constructor
-    parameters and its fitted state.
-``arrays/<name>.npy``
-    One NumPy ``.npy`` file per array of that state (numbers, booleans, dates or
-    fixed-width strings; never Python objects).
-
-The state is a tree of dicts with string keys, lists, tuples, numbers, strings, None,
-NumPy arrays, kernels (:mod:`geostat.kernels`, stored by family name with their
-constructor arguments, :meth:`~geostat.kernels.Kernel.init_arguments`: fixed shape
-parameters, custom bounds, and the kernels an :class:`~geostat.kernels.Anisotropic` or
-:class:`~geostat.kernels.SpaceTime` one is made of, nested at most
-:data:`MAX_KERNEL_DEPTH` deep) and records (dataclasses, stored by class name and fields).
-In the JSON, a tuple, an array, an array of Python strings (such as ``feature_names_in_``),
-a kernel and a record are objects with a single key starting with ``$``; floats are
-written exactly (shortest round-trip form; ``NaN`` and ``Infinity`` as Python's
-:mod:`json` writes them, and read back as such: whether a value may be NaN or infinite
-is up to the reader of that value). The fitted state holds exactly
-the attributes :data:`FITTED_ATTRIBUTES` lists for the file's format version; an optional
-attribute that a file of an older version cannot hold reads as its default,
+The archive (deflate [2]_) holds ``model.json``, UTF-8 JSON ``{"format": "geostat-model",
+"version": N, "geostat": "<writer version>", "params": {...}, "fitted": {...}}`` (the
+constructor parameters and fitted state), and one ``arrays/<name>.npy`` [3]_ per array
+(numbers, booleans, dates or fixed-width strings, never objects). The state is a tree of
+dicts, lists, tuples, numbers, strings, None, arrays, kernels (family name and
+:meth:`~geostat.kernels.Kernel.init_arguments`, nested at most :data:`MAX_KERNEL_DEPTH`
+deep) and records (dataclasses by class name and fields); in the JSON, tuples, arrays,
+kernels and records are objects with one key starting with ``$``, and floats round-trip
+exactly (NaN and Infinity included). The fitted state holds exactly the attributes
+:data:`FITTED_ATTRIBUTES` lists for the file's version; absent optional ones read as
 :data:`FITTED_DEFAULTS`.
 
-Format versions: 1 holds isotropic kernels (exponential, Matérn, powered exponential,
-Gaussian); 2 adds the anisotropic and space-time kernels and the fitted ``time_unit_``
-(text or None: the unit of the time coordinate of a space-time model); 3 adds the known
-noise variances of the training sites to the training data record (``noise``: an array of
-one variance per site in fitting units, or None; a record of an older file, without it,
-reads as None), the fitted target transform ``transform_`` (a record of
-:mod:`geostat.transforms`; absent: none) and the log-Jacobian of the data scale. This
-module writes version 3 and reads all three.
+Versions: 1, isotropic kernels; 2 adds the anisotropic and space-time kernels and
+``time_unit_``; 3 adds the known noise variances of the training record (``noise``,
+None when absent), ``transform_`` and the log-Jacobian of the data scale. This module
+writes :data:`VERSION` and reads every older one; :data:`VERSION` changes whenever an
+older reader could not read the new files. Writing is atomic.
 
-Writing is atomic (:func:`geostat.data.atomic.atomic_path`): a failed or interrupted save
-leaves the previous file as it was, and of concurrent saves to one path the file is one
-of them, whole.
-
-Reading trusts nothing in the file. It opens regular files only (a named pipe, a device
-or a folder is refused without being read), and checks before decompressing anything
-that the zip directory is one the writer makes: at most :data:`MAX_MEMBERS` members,
-named ``model.json`` and ``arrays/<name>.npy`` only, stored or deflated, not encrypted,
-not overlapping, each declaring an uncompressed size that deflate can reach from its
-compressed size (at most 1032 to 1) and together at most :data:`MAX_MODEL_BYTES`.
-Members are read to their declared size and no further. ``model.json`` is at most
-:data:`MAX_JSON_BYTES` long and :data:`MAX_JSON_DEPTH` deep, without repeated keys. An
-array's ``.npy`` header is parsed first; its dtype must be numeric, boolean, a date or a
-fixed-width string, and its shape times its item size must be what the directory
-declares, before the array is allocated. Only the kernel families and record classes
-the reader names are rebuilt: a model file cannot run code, unlike a pickle, and cannot
-make the reader allocate more than it honestly declares. Every file that breaks these
-rules raises :class:`geostat.errors.ModelFileError`, naming the file, what is wrong and
-what to do.
-
-:data:`VERSION` changes whenever a reader of an older version could not read the new
-files; :func:`read_model` refuses files of a newer version with a message saying so.
+Reading trusts nothing: only regular files are opened; before anything is decompressed
+the zip directory must be one the writer makes (at most :data:`MAX_MEMBERS` members
+named ``model.json`` and ``arrays/<name>.npy``, stored or deflated, not encrypted, not
+overlapping, each declaring an uncompressed size deflate can reach, at most 1032 to 1,
+together at most :data:`MAX_MODEL_BYTES`); members are read to their declared size only;
+``model.json`` is at most :data:`MAX_JSON_BYTES` and :data:`MAX_JSON_DEPTH` deep
+without repeated keys; an array's header must declare a plain dtype and the size the
+directory declares before the array is allocated. Only the kernel families and records
+the reader names are rebuilt. A file that breaks these rules raises
+:class:`geostat.errors.ModelFileError`.
 
 References
 ----------
 .. [1] PKWARE Inc. (2022). APPNOTE.TXT - .ZIP File Format Specification, version 6.3.10.
 .. [2] Deutsch, P. (1996). DEFLATE Compressed Data Format Specification version 1.3.
-   RFC 1951 (a length-258 match every two bits at best: at most 1032 bytes out per byte in).
+   RFC 1951.
 .. [3] NumPy Enhancement Proposal 1 (NEP 1): A simple file format for NumPy arrays.
 """
 
@@ -215,17 +187,15 @@ _DAMAGE = (
 
 
 class _Malformed(Exception):
-    """A broken rule of the model file format, described for the message of :class:`ModelFileError`."""
+    """A broken rule of the model file format (the message of :class:`ModelFileError`)."""
 
 
 def write_model(path, params, fitted):
     """Write an estimator's parameters and fitted state to a model file, atomically.
 
-    Everything is checked before the file is opened, and the archive is written to a
-    temporary file in the same folder, flushed to disk and renamed onto `path`
-    (:func:`geostat.data.atomic.atomic_path`): a value that cannot be stored, a full disk
-    or an interruption leaves an existing file at `path` as it was, and concurrent
-    writers to one path leave one of their files, whole.
+    Everything is checked before the file is opened; the archive is written to a
+    temporary file and renamed onto `path` (:func:`geostat.data.atomic.atomic_path`), so
+    a failure leaves an existing file as it was.
 
     Parameters
     ----------
@@ -266,8 +236,8 @@ def write_model(path, params, fitted):
 def read_model(path, records):
     """Read the parameters and fitted state of a model file, trusting nothing in it.
 
-    The checks, all made before the data they guard are read or allocated, are listed in
-    the module's description.
+    The checks (module docstring) are made before the data they guard are read or
+    allocated.
 
     Parameters
     ----------
@@ -277,21 +247,18 @@ def read_model(path, records):
 
     Returns
     -------
-    params : dict
-    fitted : dict
-        Exactly the attributes :data:`FITTED_ATTRIBUTES` lists for the file's version,
-        and those of :data:`FITTED_DEFAULTS` that the file lacks, at their default (the
-        values are checked by the caller, who knows what they mean).
+    params, fitted : dict
+        The constructor parameters, and exactly the fitted attributes
+        :data:`FITTED_ATTRIBUTES` lists (absent optional ones at their
+        :data:`FITTED_DEFAULTS`), to be checked by the caller.
 
     Raises
     ------
     OSError
         If `path` cannot be read (:class:`FileNotFoundError` when it does not exist).
     geostat.errors.ModelFileError
-        If `path` is not a regular file, is not a geostat model file, breaks a rule or a
-        size limit of the format (it is damaged or was not written by geostat), or was
-        written in a newer format version; the message names the file, what is wrong and
-        what to do.
+        If `path` is not a regular geostat model file, breaks a rule or a size limit of
+        the format, or was written in a newer format version.
     """
     path = Path(os.fsdecode(path))
     with _open_regular_file(path) as stream:
@@ -313,23 +280,11 @@ def read_model(path, records):
 
 
 def damaged_file_error(path, detail):
-    """The :class:`~geostat.errors.ModelFileError` for a model file that is damaged or
-    breaks a rule of the format.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The file, named first in the message.
-    detail : str
-        What is wrong, e.g. ``"params_['variance'] is nan"``.
-
-    Returns
-    -------
-    geostat.errors.ModelFileError
-    """
+    """The :class:`~geostat.errors.ModelFileError` for a damaged model file `path`, with
+    the `detail` of what is wrong (e.g. ``"params_['variance'] is nan"``)."""
     return ModelFileError(
-        f"{path} is a damaged geostat model file ({detail}); copy it again, or save the model again with "
-        "SpatialGP.save."
+        f"{path} is a damaged geostat model file ({detail}); copy it again, or save the "
+        "model again with SpatialGP.save."
     )
 
 
@@ -388,8 +343,8 @@ def _check_end_record(stream, size):
         raise _Malformed("the archive spans several disks")
     if entries > MAX_MEMBERS or directory_size > _MAX_DIRECTORY_BYTES:
         raise _Malformed(
-            f"its directory lists {entries} members in {directory_size:,} bytes; a model file has at most "
-            f"{MAX_MEMBERS} members"
+            f"its directory lists {entries} members in {directory_size:,} bytes; a model file has "
+            f"at most {MAX_MEMBERS} members"
         )
     record = size - tail_size + at
     if (
@@ -439,7 +394,7 @@ def _check_directory(archive, directory_offset, path):
             path, f"its model.json declares {json_size:,} bytes", MAX_JSON_BYTES, "MAX_JSON_BYTES"
         )
     _check_no_overlap(infos, directory_offset)
-    return dict(zip(names, infos))
+    return dict(zip(names, infos, strict=True))
 
 
 def _check_member(info):
@@ -448,7 +403,8 @@ def _check_member(info):
     name = info.filename
     if name != _JSON_MEMBER and not _ARRAY_MEMBER.fullmatch(name):
         raise _Malformed(
-            f"it has the member {name[:100]!r}; a model file holds model.json and arrays/<name>.npy only"
+            f"it has the member {name[:100]!r}; a model file holds model.json and "
+            "arrays/<name>.npy only"
         )
     if info.orig_filename != name:
         raise _Malformed(f"its member {name} has a name with a NUL character or a backslash")
@@ -465,8 +421,8 @@ def _check_member(info):
         )
     if not honest:
         raise _Malformed(
-            f"its member {name} declares {info.file_size:,} bytes from {info.compress_size:,} compressed "
-            f"bytes, more than deflate can give ({_DEFLATE_RATIO} to 1)"
+            f"its member {name} declares {info.file_size:,} bytes from {info.compress_size:,} "
+            f"compressed bytes, more than deflate can give ({_DEFLATE_RATIO} to 1)"
         )
 
 
@@ -488,8 +444,8 @@ def _read_member(archive, info):
         data = stream.read(info.file_size + 1)
     if len(data) != info.file_size:
         raise _Malformed(
-            f"its member {info.filename} holds {'more' if len(data) > info.file_size else 'fewer'} bytes "
-            "than its directory entry says"
+            f"its member {info.filename} holds {'more' if len(data) > info.file_size else 'fewer'} "
+            "bytes than its directory entry says"
         )
     return data
 
@@ -503,9 +459,9 @@ def _not_a_model(path):
 
 def _too_large(path, what, limit, name):
     return ModelFileError(
-        f"{path} is refused as a geostat model file: {what}, more than the {limit:,} a model file may have "
-        f"(geostat.data.model_file.{name}). A file written by SpatialGP.save stays far below; if this one is, raise "
-        "that limit before loading it."
+        f"{path} is refused as a geostat model file: {what}, more than the {limit:,} a model file "
+        f"may have (geostat.data.model_file.{name}). A file written by SpatialGP.save stays far "
+        "below; if this one is, raise that limit before loading it."
     )
 
 
@@ -559,8 +515,8 @@ def _check_header(header, path):
     if version > VERSION:
         raise ModelFileError(
             f"{path} is a geostat model file of format version {version} (written by geostat "
-            f"{str(header.get('geostat', 'unknown'))[:40]}); this geostat ({__version__}) reads versions up to "
-            f"{VERSION}. Upgrade geostat to load it."
+            f"{str(header.get('geostat', 'unknown'))[:40]}); this geostat ({__version__}) reads "
+            f"versions up to {VERSION}. Upgrade geostat to load it."
         )
     for part in ("params", "fitted"):
         if not isinstance(header.get(part), dict):
@@ -569,8 +525,8 @@ def _check_header(header, path):
     unknown = sorted(set(header["fitted"]) - required - optional)
     if unknown:
         raise _Malformed(
-            f"it sets {[name[:100] for name in unknown[:5]]}, which are not fitted attributes of a model "
-            f"file of format version {version}"
+            f"it sets {[name[:100] for name in unknown[:5]]}, which are not fitted attributes of a "
+            f"model file of format version {version}"
         )
     missing = sorted(required - set(header["fitted"]))
     if missing:
@@ -600,8 +556,9 @@ def _encode(value, where, arrays, kernels=0):
         fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
         return {"$record": [type(value).__name__, _encode_dict(fields, where, arrays)]}
     raise ValueError(
-        f"{where} is a {type(value).__name__}, which a model file cannot hold (it holds numbers, strings, "
-        "arrays, lists, dicts and kernels); set it to such a value (e.g. an int random_state) before saving."
+        f"{where} is a {type(value).__name__}, which a model file cannot hold (it holds numbers, "
+        "strings, arrays, lists, dicts and kernels); set it to such a value (e.g. an int "
+        "random_state) before saving."
     )
 
 
@@ -620,8 +577,9 @@ def _encode_array(value, where, arrays):
         if all(isinstance(v, str) for v in value.flat):
             return {"$strings": value.tolist()}
         raise ValueError(
-            f"{where} is an array of Python objects (such as cftime dates), which a model file cannot hold "
-            "without pickle; convert them to numbers, numpy datetime64 or strings before fitting."
+            f"{where} is an array of Python objects (such as cftime dates), which a model file "
+            "cannot hold without pickle; convert them to numbers, numpy datetime64 or strings "
+            "before fitting."
         )
     name = where.replace("/", "_")
     if name in arrays:  # keys that differ only by "/" and "_"
@@ -636,20 +594,22 @@ def _encode_kernel(kernel, where, arrays, depth):
     families = _KERNELS[VERSION]
     if families.get(kernel.name) is not type(kernel):
         raise ValueError(
-            f"{where} is a {type(kernel).__name__}, not one of the built-in kernels {sorted(families)}: a model "
-            "file stores kernels by family name. Use a built-in kernel, or pickle the estimator instead."
+            f"{where} is a {type(kernel).__name__}, not one of the built-in kernels "
+            f"{sorted(families)}: a model file stores kernels by family name. Use a built-in "
+            "kernel, or pickle the estimator instead."
         )
     if depth > MAX_KERNEL_DEPTH:
         raise ValueError(
-            f"{where} nests kernels more than {MAX_KERNEL_DEPTH} deep (or in a cycle); a model file holds at most "
-            "SpaceTime(space=Anisotropic(<family>)). Build the kernel from built-in families only."
+            f"{where} nests kernels more than {MAX_KERNEL_DEPTH} deep (or in a cycle); a model "
+            "file holds at most SpaceTime(space=Anisotropic(<family>)). Build the kernel from "
+            "built-in families only."
         )
     arguments = kernel.init_arguments()
     expected = set(inspect.signature(type(kernel)).parameters)
     if not isinstance(arguments, dict) or set(arguments) != expected:
         raise ValueError(
-            f"{where}: {type(kernel).__name__}.init_arguments() does not give the constructor arguments "
-            f"{sorted(expected)}, so a model file cannot rebuild it."
+            f"{where}: {type(kernel).__name__}.init_arguments() does not give the constructor "
+            f"arguments {sorted(expected)}, so a model file cannot rebuild it."
         )
     return _encode_dict(
         {"name": kernel.name, "arguments": arguments}, f"{where}.{kernel.name}", arrays, depth
@@ -758,7 +718,8 @@ def _read_array(archive, info):
         if count * dtype.itemsize != data_bytes:
             raise _Malformed(
                 f"the header of {info.filename} announces {count:,} values of {dtype} "
-                f"({count * dtype.itemsize:,} bytes) but the member holds {data_bytes:,} bytes of data"
+                f"({count * dtype.itemsize:,} bytes) but the member holds {data_bytes:,} bytes of "
+                "data"
             )
         array = np.empty(shape[::-1] if fortran_order else shape, dtype)
         _read_into(stream, array.reshape(-1).view(np.uint8), info.filename)
@@ -776,7 +737,8 @@ def _array_header(stream, name):
         version = np.lib.format.read_magic(stream)
         if version not in _NPY_HEADERS:
             raise _Malformed(
-                f"{name} is a .npy file of version {version}; a model file holds versions 1.0 and 2.0"
+                f"{name} is a .npy file of version {version}; a model file holds versions 1.0 and "
+                "2.0"
             )
         shape, fortran_order, dtype = _NPY_HEADERS[version](stream)
     except (SyntaxError, RecursionError) as exc:
@@ -789,8 +751,8 @@ def _array_header(stream, name):
     )
     if not plain:
         raise _Malformed(
-            f"{name} holds values of dtype {dtype}; a model file holds numbers, booleans, dates and "
-            "fixed-width strings only"
+            f"{name} holds values of dtype {dtype}; a model file holds numbers, booleans, dates "
+            "and fixed-width strings only"
         )
     if any(n < 0 for n in shape):
         raise _Malformed(f"{name} announces the shape {shape}")

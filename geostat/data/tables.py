@@ -1,10 +1,9 @@
 """Tables in and out: pandas and NumPy input checked into float64 arrays, results handed back.
 
-Everything the statistics sees is a :class:`SpatialData`: float64 coordinates in the
-order the distance expects (longitude, latitude for spherical distances), a trend design
-matrix, and the observations as an ``(n, r)`` array with NaN marking a site missing on a
-replicate. Column names are kept so that results can be handed back in the caller's
-container.
+The statistics sees a :class:`SpatialData` (float64 coordinates, longitude first for
+spherical distances, and a trend design matrix) and observations as an ``(n, r)`` array,
+NaN marking a site missing on a replicate. Column names and index are kept for the
+output.
 """
 
 from __future__ import annotations
@@ -52,18 +51,8 @@ class Trend:
 
     @classmethod
     def parse(cls, spec):
-        """Build a trend from the ``trend=`` argument of the public API.
-
-        Parameters
-        ----------
-        spec : None, str or sequence
-            ``None``/``"none"``, ``"constant"``, ``"linear"``, or a list of covariate
-            columns of ``X`` (an intercept is always added).
-
-        Returns
-        -------
-        Trend
-        """
+        """The trend of a ``trend=`` setting: ``None``/``"none"``, ``"constant"``,
+        ``"linear"``, or a list of covariate columns of ``X`` (an intercept added)."""
         if spec is None:
             return cls("none")
         if isinstance(spec, Trend):
@@ -88,21 +77,13 @@ class Trend:
                 )
             return cls("covariates", columns)
         raise TypeError(
-            f"trend must be None, 'constant', 'linear' or a list of columns, not {type(spec).__name__}."
+            "trend must be None, 'constant', 'linear' or a list of columns, not "
+            f"{type(spec).__name__}."
         )
 
     def design(self, coords, covariates):
-        """Return the design matrix ``F`` of shape ``(n, p)``.
-
-        Parameters
-        ----------
-        coords : ndarray of shape (n, d)
-        covariates : ndarray of shape (n, q)
-
-        Returns
-        -------
-        ndarray of shape (n, p)
-        """
+        """The design matrix ``F``, ``(n, p)``, of `coords` ``(n, d)`` and `covariates`
+        ``(n, q)``."""
         n = coords.shape[0]
         if self.kind == "none":
             return np.empty((n, 0))
@@ -128,18 +109,10 @@ class Trend:
 class SpatialData:
     """Validated inputs of one fit or prediction.
 
-    Attributes
-    ----------
-    coords : ndarray of shape (n, d)
-        Coordinates, float64; longitude then latitude for spherical distances.
-    design : ndarray of shape (n, p)
-        Trend design matrix.
-    coord_names, covariate_names : list of str
-    index : pandas.Index or None
-        Row labels of a DataFrame input, kept for the output.
-    layout : tuple
-        ``(n_columns, coord_positions, covariate_positions)`` of the input, so that
-        prediction inputs are split the same way.
+    ``coords`` ``(n, d)`` (longitude first for spherical distances), ``design``
+    ``(n, p)``, ``coord_names``, ``covariate_names``, the ``index`` of a DataFrame input,
+    and the ``layout`` ``(n_columns, coord_positions, covariate_positions)`` that splits
+    prediction inputs the same way.
     """
 
     coords: np.ndarray
@@ -158,10 +131,9 @@ class SpatialData:
 def check_table(X, argname, finite=True):
     """Refuse a table that is not rows of numbers, naming the argument and the column.
 
-    Catches what a NumPy conversion or scikit-learn's validation would report without the
-    argument's name: no rows or no columns, a scalar, DataFrame columns of strings,
-    categories or objects, duplicate column names, ragged nested lists, strings in an
-    array, complex values, and (with `finite`) NaN or infinite values.
+    Refused: no rows or no columns, a scalar, non-numeric DataFrame columns, duplicate
+    column names, ragged nested lists, strings in an array, complex values, and (with
+    `finite`) NaN or infinite values.
 
     Raises
     ------
@@ -212,8 +184,9 @@ def check_table(X, argname, finite=True):
                 shown = value.item() if isinstance(value, np.generic) else value
                 kind = TypeError if isinstance(exc, TypeError) else ValueError
                 raise kind(
-                    f"{argname} must hold numbers; row {row}, column {column} is {shown!r}, which float() refuses "
-                    "(its argument must be a string or a number). Convert the entries to float."
+                    f"{argname} must hold numbers; row {row}, column {column} is {shown!r}, which "
+                    "float() refuses (its argument must be a string or a number). Convert the "
+                    "entries to float."
                 ) from None
     if not finite:
         return
@@ -233,8 +206,9 @@ def _check_finite(values, columns, argname):
             f" and {rows.size - 5} more" if rows.size > 5 else ""
         )
         raise ValueError(
-            f"{argname} contains NaN or infinite values in column {columns[column]!r} (row(s) {shown}); a site "
-            "needs finite coordinates and covariates: drop those rows or fill them."
+            f"{argname} contains NaN or infinite values in column {columns[column]!r} (row(s) "
+            f"{shown}); a site needs finite coordinates and covariates: drop those rows or fill "
+            "them."
         )
 
 
@@ -297,14 +271,12 @@ def prepare_coords(X, trend, distance="auto", argname="X", layout=None, time=Non
     distance : str
         ``"auto"``, ``"euclidean"``, ``"chordal"`` or ``"great_circle"``.
     argname : str
-        Name of the argument, used in error messages.
     layout : tuple, optional
-        ``(n_columns, coord_positions, covariate_positions)`` from a fit: a prediction
-        input is split by the same column positions.
+        ``(n_columns, coord_positions, covariate_positions)`` of a fit, to split a
+        prediction input the same way.
     time : str, int, True or None, default None
         The time column of a space-time model (a name, a position, or True for the last
-        coordinate column): it becomes the last coordinate, and the distance is resolved
-        on the others. None: no time.
+        coordinate column); it becomes the last coordinate.
 
     Returns
     -------
@@ -381,22 +353,8 @@ def _layout(columns, trend, distance, named, argname, time=None):
 
 
 def time_position(X, trend, time, argname="X"):
-    """Position of the time column among the columns of `X`, as :func:`prepare_coords`
-    finds it.
-
-    Parameters
-    ----------
-    X : array-like of shape (n, d) or DataFrame
-    trend : Trend
-    time : str, int, True or None
-        As for :func:`prepare_coords`.
-    argname : str
-
-    Returns
-    -------
-    int or None
-        None without `time`, or for an `X` that is not a table (left to
-        :func:`check_table` to refuse with its message).
+    """Position of the `time` column among the columns of `X`, as :func:`prepare_coords`
+    finds it; None without `time` or for an `X` that is not a table.
 
     Raises
     ------
@@ -458,12 +416,13 @@ def _covariate_positions(columns, trend, argname):
             position = int(column)
         else:
             raise ValueError(
-                f"trend names column {column!r}, which {argname} does not have; its columns are {columns}."
+                f"trend names column {column!r}, which {argname} does not have; its columns are "
+                f"{columns}."
             )
         if position in cov_pos:
             raise ValueError(
-                f"trend names column {columns[position]!r} of {argname} twice (by name and by position: "
-                f"{list(trend.columns)}); list each covariate once."
+                f"trend names column {columns[position]!r} of {argname} twice (by name and by "
+                f"position: {list(trend.columns)}); list each covariate once."
             )
         cov_pos.append(position)
     return cov_pos
@@ -476,8 +435,7 @@ _POSITION_PAIRS = (({"lon", "long", "lng", "longitude"}, {"lat", "latitude"}), (
 
 def _check_no_split_position(coord_names, covariate_names, argname):
     """Refuse a trend covariate that is half of the position whose other half is a
-    coordinate (e.g. ``trend=["lon"]`` with columns lon, lat): it would silently leave a
-    model on the other coordinate alone."""
+    coordinate (``trend=["lon"]`` with columns lon, lat)."""
     coords = {name.strip().lower() for name in coord_names}
     for name in covariate_names:
         key = name.strip().lower()
@@ -486,9 +444,10 @@ def _check_no_split_position(coord_names, covariate_names, argname):
             if coords & partner:
                 rest = [c for c in coord_names if c.strip().lower() in partner]
                 raise ValueError(
-                    f"trend names {name!r}, which with {rest} forms the position of {argname}: as a trend covariate "
-                    f"it would leave {rest} alone as the coordinates. Use trend='linear' for a trend in the "
-                    "coordinates, or give the covariate its own name (a copy of the column)."
+                    f"trend names {name!r}, which with {rest} forms the position of {argname}: as "
+                    f"a trend covariate it would leave {rest} alone as the coordinates. Use "
+                    "trend='linear' for a trend in the coordinates, or give the covariate its own "
+                    "name (a copy of the column)."
                 )
 
 
@@ -498,8 +457,7 @@ _DEGREE_BOUNDS = ((-180.0, 360.0), (-90.0, 90.0))
 
 def _warn_if_degrees(coords, names, argname):
     """Warn when two Euclidean coordinate columns look like longitude and latitude in
-    degrees under other names (``lon_deg``, ``Latitude_N``): names containing lon (or
-    lng) and lat, values within [-180, 360] x [-90, 90]."""
+    degrees (names containing lon or lng and lat, values in [-180, 360] x [-90, 90])."""
     if len(names) != 2:
         return
     lowered = [name.lower() for name in names]
@@ -509,14 +467,15 @@ def _warn_if_degrees(coords, names, argname):
         return
     within = all(
         low <= coords[:, i].min() and coords[:, i].max() <= high
-        for i, (low, high) in zip((lon[0], lat[0]), _DEGREE_BOUNDS)
+        for i, (low, high) in zip((lon[0], lat[0]), _DEGREE_BOUNDS, strict=True)
     )
     if within:
         warnings.warn(
-            f"{argname} coordinate columns {list(names)} look like longitude and latitude in degrees, but are not "
-            "named lon/lat (or longitude/latitude), so distance='auto' takes them as Euclidean coordinates: "
-            "distances and the range are then in degrees. Rename them to lon and lat for chordal distances in "
-            "km, or pass distance='euclidean' to keep Euclidean distances.",
+            f"{argname} coordinate columns {list(names)} look like longitude and latitude in "
+            "degrees, but are not named lon/lat (or longitude/latitude), so distance='auto' takes "
+            "them as Euclidean coordinates: distances and the range are then in degrees. Rename "
+            "them to lon and lat for chordal distances in km, or pass distance='euclidean' to keep "
+            "Euclidean distances.",
             GeostatWarning,
             stacklevel=4,
         )
@@ -537,8 +496,9 @@ def _check_spread(coords, argname):
     if largest > high or 0 < spread < low:
         what = f"reach {largest:.3g}" if largest > high else f"span {spread:.3g}"
         raise ValueError(
-            f"{argname} coordinates {what}: squared distances would {'overflow' if largest > high else 'underflow'} "
-            f"in double precision. Rescale the coordinates (e.g. to km) to magnitudes between {low:g} and {high:g}."
+            f"{argname} coordinates {what}: squared distances would "
+            f"{'overflow' if largest > high else 'underflow'} in double precision. Rescale the "
+            f"coordinates (e.g. to km) to magnitudes between {low:g} and {high:g}."
         )
 
 
@@ -553,8 +513,8 @@ def _numeric(frame, what):
     if bad.any():
         row, column = (int(i) for i in np.argwhere(bad)[0])
         raise ValueError(
-            f"{what} contain NaN or infinite values (first at row {row}, column {frame.columns[column]!r}); "
-            "drop or fill those rows before fitting."
+            f"{what} contain NaN or infinite values (first at row {row}, column "
+            f"{frame.columns[column]!r}); drop or fill those rows before fitting."
         )
     return values
 
@@ -562,25 +522,14 @@ def _numeric(frame, what):
 def align_observations(X, y, argname="y"):
     """`y` in the row order of `X`, paired by index label when both are pandas objects.
 
-    scikit-learn pairs rows by position; a ``y`` Series or DataFrame whose index is a
-    permutation of ``X``'s (after a sort or a shuffle of one of them) would then pair
-    each site with another site's observation. Pandas inputs are paired by label
-    instead, and refused when their labels disagree.
-
-    Parameters
-    ----------
-    X : array-like or DataFrame
-        The sites.
-    y : array-like, Series or DataFrame
-        The observations.
-    argname : str
+    Pairing by label guards against a ``y`` whose index is a permutation of ``X``'s.
 
     Returns
     -------
     y
         Unchanged unless both are pandas objects with equal, unique index sets in
         different orders: then `y` reindexed to ``X.index``. Unequal lengths are left
-        to :func:`prepare_y`, which names them.
+        to :func:`prepare_y`.
 
     Raises
     ------
@@ -602,32 +551,16 @@ def align_observations(X, y, argname="y"):
         else "they hold the same labels in another order, with some repeated"
     )
     raise ValueError(
-        f"{argname} and X are pandas objects whose indexes disagree: {why}. Observations are paired with sites by "
-        f"index label; align them first ({argname}.reindex(X.index), or reset both indexes), or pass "
-        f"{argname}.to_numpy() to pair them by position."
+        f"{argname} and X are pandas objects whose indexes disagree: {why}. Observations are "
+        f"paired with sites by index label; align them first ({argname}.reindex(X.index), or reset "
+        f"both indexes), or pass {argname}.to_numpy() to pair them by position."
     )
 
 
 def prepare_y(y, n, argname="y"):
-    """Check observations and return them as an ``(n, r)`` float64 array.
-
-    NaN marks a site missing on a replicate; infinite values are an error.
-
-    Parameters
-    ----------
-    y : array-like of shape (n,) or (n, r), Series or DataFrame
-    n : int
-        Number of sites.
-    argname : str
-
-    Returns
-    -------
-    values : ndarray of shape (n, r)
-    names : list of str or None
-        Column names of a DataFrame (replicates) or the Series name.
-    one_d : bool
-        Whether the input was one-dimensional.
-    """
+    """``(values, names, one_d)``: observations `y` ``(n,)`` or ``(n, r)`` checked into a
+    new ``(n, r)`` float64 array (NaN: missing; infinite values and empty replicates
+    raise ValueError), the column or Series names (or None), and whether `y` was 1-D."""
     names = None
     if isinstance(y, pd.DataFrame):
         names = [str(c) for c in y.columns]
@@ -645,8 +578,8 @@ def prepare_y(y, n, argname="y"):
         values = values.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:
         raise ValueError(
-            f"{argname} must be numbers of shape (n,) or (n, r); got values of dtype {values.dtype} that are not. "
-            "Convert it to float (NaN marks a missing value)."
+            f"{argname} must be numbers of shape (n,) or (n, r); got values of dtype "
+            f"{values.dtype} that are not. Convert it to float (NaN marks a missing value)."
         ) from exc
     one_d = values.ndim == 1
     if one_d:
@@ -655,7 +588,8 @@ def prepare_y(y, n, argname="y"):
         raise ValueError(f"{argname} must have shape (n,) or (n, r); got {values.shape}.")
     if values.shape[0] != n:
         raise ValueError(
-            f"{argname} has {values.shape[0]} rows but X has {n} sites; pass one observation per site."
+            f"{argname} has {values.shape[0]} rows but X has {n} sites; pass one observation per "
+            "site."
         )
     if values.shape[1] == 0:
         raise ValueError(f"{argname} has no columns; pass at least one replicate.")
@@ -673,8 +607,8 @@ def prepare_y(y, n, argname="y"):
             else f"column {empty[0]}"
         )
         raise ValueError(
-            f"{argname} replicate {label} has no observed values (all NaN; {empty.size} such replicate(s)); "
-            "drop the empty replicates before fitting."
+            f"{argname} replicate {label} has no observed values (all NaN; {empty.size} such "
+            "replicate(s)); drop the empty replicates before fitting."
         )
     return values.copy(), names, one_d
 
@@ -682,31 +616,11 @@ def prepare_y(y, n, argname="y"):
 def prepare_noise(noise, y, argname="noise_variance"):
     """Check known measurement-error variances and return one per site.
 
-    The noise is a property of the sites, shared by the replicates: ``(n,)`` or
-    ``(n, 1)``, or ``(n, r)`` like `y` when the replicates observed at each site agree on
-    its variance (a cell where `y` is NaN may then be NaN too). Zero means a site without
-    known noise.
-
-    Parameters
-    ----------
-    noise : array-like of shape (n,), (n, 1) or (n, r), Series or DataFrame
-        Variances in the units of `y` squared.
-    y : ndarray of shape (n, r)
-        The observations (:func:`prepare_y`; NaN marks a missing value).
-    argname : str
-
-    Returns
-    -------
-    ndarray of shape (n,)
-        A new float64 array (the input is not changed); 0.0 at a site observed on no
-        replicate.
-
-    Raises
-    ------
-    ValueError
-        If `noise` is not numbers of one of those shapes, has a negative or non-finite
-        variance (at an observed cell), or gives one site different variances on
-        different replicates.
+    `noise` ``(n,)``, ``(n, 1)`` or ``(n, r)`` holds variances in units of `y` squared
+    (0: none known); an ``(n, r)`` array must agree across the observed replicates of
+    each site (NaN where `y` is NaN). Returns a new float64 ``(n,)`` array (0.0 at a site
+    observed nowhere); ValueError for another shape, a negative or non-finite variance
+    at an observed cell, or disagreeing replicates.
     """
     n, r = y.shape
     shapes = f"({n},), ({n}, 1)" + (f" or ({n}, {r})" if r > 1 else "")
@@ -726,8 +640,8 @@ def prepare_noise(noise, y, argname="noise_variance"):
         values = values[:, 0]
     if values.shape not in ((n,), (n, r)):
         raise ValueError(
-            f"{argname} must have shape {shapes} (one variance per site, in the units of y squared); "
-            f"got shape {values.shape}."
+            f"{argname} must have shape {shapes} (one variance per site, in the units of y "
+            f"squared); got shape {values.shape}."
         )
     observed = ~np.isnan(y) if values.ndim == 2 else np.ones(n, dtype=bool)
     bad = observed & ~(np.isfinite(values) & (values >= 0))
@@ -746,30 +660,17 @@ def prepare_noise(noise, y, argname="noise_variance"):
     if differs.size:
         i = int(differs[0])
         raise ValueError(
-            f"{argname} gives site (row) {i} the variances {per_site[i]:g} and {spread[i]:g} on different "
-            f"replicates ({differs.size} such site(s)); the known noise is one variance per site, shared by the "
-            f"replicates: pass shape ({n},), or fit replicates of different noise separately."
+            f"{argname} gives site (row) {i} the variances {per_site[i]:g} and {spread[i]:g} on "
+            f"different replicates ({differs.size} such site(s)); the known noise is one variance "
+            f"per site, shared by the replicates: pass shape ({n},), or fit replicates of "
+            "different noise separately."
         )
     return np.where(observed.any(axis=1), per_site, 0.0)
 
 
 def as_output(values, index=None, names=None, one_d=True):
-    """Return predictions in the caller's container.
-
-    Parameters
-    ----------
-    values : ndarray of shape (m, r) or (m,)
-    index : pandas.Index or None
-        When given, the result is a Series (one replicate) or a DataFrame.
-    names : list of str, optional
-        Replicate column names.
-    one_d : bool
-        Whether to return one column as a 1-D result.
-
-    Returns
-    -------
-    ndarray, Series or DataFrame
-    """
+    """Predictions `values` ``(m, r)`` in the caller's container: 1-D when `one_d`, and
+    with an `index` a Series (one replicate) or a DataFrame with columns `names`."""
     values = np.asarray(values)
     if values.ndim == 2 and one_d:
         values = values[:, 0]
@@ -783,26 +684,10 @@ def as_output(values, index=None, names=None, one_d=True):
 def samples_output(draws, index=None, names=None, one_d=True, axis="sample", labels=None):
     """Return conditional draws (or another trailing axis of values) in the caller's container.
 
-    Parameters
-    ----------
-    draws : ndarray of shape (m, r, k)
-        ``k`` draws of ``r`` replicates at ``m`` sites.
-    index : pandas.Index or None
-        When given, the result is a DataFrame with this index: one column per draw
-        (columns named `axis`, labelled `labels`), or with replicates a ``(replicate,
-        axis)`` column MultiIndex.
-    names : list of str, optional
-        Replicate names (default 0..r-1).
-    one_d : bool
-        Whether there is a single replicate (no replicate level or axis).
-    axis : str, default "sample"
-        The name of the last axis (e.g. ``"quantile"``).
-    labels : sequence, optional
-        Its labels (default 0..k-1).
-
-    Returns
-    -------
-    ndarray of shape (m, k) or (m, r, k), or DataFrame
+    `draws` ``(m, r, k)`` becomes ``(m, k)`` when `one_d`; with an `index`, a DataFrame
+    with one column per draw (columns named `axis`, labelled `labels`, default
+    ``0..k-1``), or with replicates a ``(replicate, axis)`` column MultiIndex (replicate
+    names `names`, default ``0..r-1``).
     """
     m, r, k = draws.shape
     if index is None:

@@ -1,14 +1,10 @@
 """Time coordinates as numbers: dates become float days since 1970-01-01.
 
-A space-time model reads lags of its time column as numbers. A time column may hold
-numbers (in their own unit), NumPy or pandas ``datetime64`` values of any resolution
-(time-zone naive), or cftime dates (xarray's dates of non-standard calendars; cftime is
-imported only when such dates appear). Dates become float **days since 1970-01-01**:
-``datetime64`` values by exact integer arithmetic in their own resolution (whole days,
-then the remainder as a fraction), cftime dates by ``cftime.date2num`` in their calendar.
-The unit is recorded (:func:`time_unit`) so that the times of a prediction are converted
-alike and a prediction in another kind of time (numbers against dates, or another
-calendar) is refused.
+A time column may hold numbers (in their own unit), naive ``datetime64`` values of any
+resolution (converted by exact integer arithmetic), or cftime dates (``date2num`` in
+their calendar; cftime is imported only when such dates appear). The unit is recorded
+(:func:`time_unit`) so that prediction times are converted alike; another kind of time
+is refused.
 """
 
 from __future__ import annotations
@@ -46,33 +42,17 @@ def time_unit(calendar=None):
 def column_to_days(values, what="the time column"):
     """A time column as float64 numbers, and its unit.
 
-    Parameters
-    ----------
-    values : array-like of shape (n,)
-        Numbers, ``datetime64`` values (NumPy or pandas, any resolution, naive), Python
-        or pandas datetimes, or cftime dates of one calendar.
-    what : str
-        The column, for messages (e.g. ``"X column 'time'"``).
-
-    Returns
-    -------
-    days : ndarray of shape (n,), float64
-        The numbers as they are, or dates as days since 1970-01-01.
-    unit : str or None
-        None for numbers (their unit is the column's own); :func:`time_unit` for dates.
-
-    Raises
-    ------
-    ValueError
-        For time-zone aware dates, missing dates (NaT, None), cftime dates of several
-        calendars, or values that are neither numbers nor dates.
-    ImportError
-        For cftime dates without the cftime package (it made them, so it is there).
+    `values` ``(n,)`` are numbers, naive ``datetime64`` values or datetimes, or cftime
+    dates of one calendar; `what` names the column in messages. Returns ``(days, unit)``:
+    the numbers as they are (unit None) or dates as days since 1970-01-01
+    (:func:`time_unit`). Raises ValueError for aware or missing dates, mixed calendars,
+    or values that are neither numbers nor dates; ImportError for cftime dates without
+    cftime.
     """
     if isinstance(getattr(values, "dtype", None), pd.DatetimeTZDtype):
         raise ValueError(
-            f"{what} holds time-zone aware dates ({values.dtype}); convert them to naive UTC first, "
-            "e.g. column.dt.tz_convert(None)."
+            f"{what} holds time-zone aware dates ({values.dtype}); convert them to naive UTC "
+            "first, e.g. column.dt.tz_convert(None)."
         )
     array = np.asarray(values)
     if array.dtype.kind == "M":
@@ -123,8 +103,8 @@ def _object_days(array, what):
     except (TypeError, ValueError):
         shown = next(v for v in array.flat if not _is_number(v))
         raise ValueError(
-            f"{what} must hold numbers or dates; it holds {shown!r} ({type(shown).__name__}). Convert "
-            "it to numbers or to datetime64 (pandas.to_datetime)."
+            f"{what} must hold numbers or dates; it holds {shown!r} ({type(shown).__name__}). "
+            "Convert it to numbers or to datetime64 (pandas.to_datetime)."
         ) from None
     return numbers, None
 
@@ -145,45 +125,26 @@ def _cftime_days(array, what):
     if not all(isinstance(v, cftime.datetime) for v in values):
         shown = next(v for v in values if not isinstance(v, cftime.datetime))
         raise ValueError(
-            f"{what} mixes cftime dates with {shown!r} ({type(shown).__name__}); give dates of one kind."
+            f"{what} mixes cftime dates with {shown!r} ({type(shown).__name__}); give dates of one "
+            "kind."
         )
     calendars = sorted({v.calendar for v in values})
     if len(calendars) != 1:
         raise ValueError(
-            f"{what} holds cftime dates of several calendars {calendars}; convert them to one calendar."
+            f"{what} holds cftime dates of several calendars {calendars}; convert them to one "
+            "calendar."
         )
     days = np.asarray(cftime.date2num(values, EPOCH_DAYS, calendar=calendars[0]), dtype=np.float64)
     return days.reshape(array.shape), time_unit(calendars[0])
 
 
 def convert_time_column(X, position, argname="X", expected=False):
-    """`X` with its time column as float numbers, and the time unit.
+    """`X` with its time column as float numbers (before scikit-learn's validation), and
+    the time unit.
 
-    Called before scikit-learn's validation, which needs numbers.
-
-    Parameters
-    ----------
-    X : array-like of shape (n, d) or DataFrame
-    position : int or None
-        Position of the time column among ``X``'s columns; None: no time column (`X` is
-        returned as it is, as is an `X` that is not a table with that column).
-    argname : str
-    expected : False, None or str, default False
-        False: any kind of time is taken (a fit). Otherwise the unit recorded at fit
-        time (None for numbers): a time column of another kind is refused.
-
-    Returns
-    -------
-    X : ndarray or DataFrame
-        A copy with the time column converted when it held dates (or was part of an
-        object array), else `X` itself.
-    unit : str or None
-        As :func:`column_to_days`.
-
-    Raises
-    ------
-    ValueError
-        As :func:`column_to_days`, or when the time kind differs from `expected`.
+    `position` is the time column's (None: none, `X` returned as it is). `expected`:
+    False takes any kind of time (a fit), else the unit recorded at fit time, and a
+    column of another kind raises ValueError. `X` is copied only when converted.
     """
     if position is None or position >= _width(X):
         return X, None  # no time column, or not a table with that column (the table checks name it)
@@ -235,6 +196,6 @@ def _check_unit(unit, expected, what):
         return "numbers (in the unit of the fitted time column)" if u is None else f"dates ({u})"
 
     raise ValueError(
-        f"{what} holds {kind(unit)}, but the model was fitted on times given as {kind(expected)}; give "
-        "the times in the same form as at fit time."
+        f"{what} holds {kind(unit)}, but the model was fitted on times given as {kind(expected)}; "
+        "give the times in the same form as at fit time."
     )

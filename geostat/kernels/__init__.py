@@ -1,23 +1,11 @@
 """Correlation kernels: isotropic families, geometric anisotropy and space-time models.
 
 The covariance between sites at distance ``h`` is
-``variance * M(h / range) + nugget * [h == 0]``; a kernel is the correlation ``M``.
-
-Public names
-------------
-Kernel
-    Abstract base: ``correlation``, ``correlation_and_gradient``, their device
-    counterparts ``device_correlation``, ``device_correlation_and_gradient`` (any array
-    module), shape bookkeeping.
-Exponential, Matern, PoweredExponential, Gaussian
-    The families (``M(u) = exp(-u)``, Matérn, ``exp(-u**power)``, ``exp(-u**2)``).
-Anisotropic, SpaceTime
-    Kernels of coordinate differences (:mod:`geostat.kernels.lags`): geometric
-    anisotropy of a family; separable and Gneiting space-time correlations.
-KERNEL_NAMES
-    Canonical family names accepted by :func:`get_kernel`.
-get_kernel
-    Build a kernel from a name, or check a given instance.
+``variance * M(h / range) + nugget * [h == 0]``; a kernel is the correlation ``M``:
+:class:`Exponential` (``exp(-u)``), :class:`Matern`, :class:`PoweredExponential`
+(``exp(-u**power)``), :class:`Gaussian` (``exp(-u**2)``), and the kernels of coordinate
+differences :class:`Anisotropic` and :class:`SpaceTime`. :func:`get_kernel` builds one
+from a name of :data:`KERNEL_NAMES`.
 """
 
 from __future__ import annotations
@@ -68,7 +56,7 @@ def _smoothness_conflict(kernel, smoothness):
 
 
 def get_kernel(spec: str | Kernel, smoothness: float | None = None) -> Kernel:
-    """Return a kernel from a name or an instance.
+    """A kernel from a name or an instance.
 
     Parameters
     ----------
@@ -77,13 +65,9 @@ def get_kernel(spec: str | Kernel, smoothness: float | None = None) -> Kernel:
         ``"exponential"``, ``"matern"``, ``"powered_exponential"`` (alias
         ``"powexp"``) or ``"gaussian"`` (alias ``"squared_exponential"``).
     smoothness : float or None, default None
-        Matérn smoothness; ``None`` means estimated. For ``"exponential"`` only
-        ``None`` or ``0.5`` are allowed; the other names accept only ``None``. With a
-        Kernel instance it must be None or agree with the instance.
-
-    Returns
-    -------
-    Kernel
+        Matérn smoothness; ``None`` means estimated. ``"exponential"`` accepts ``None``
+        or ``0.5``, the other names only ``None``; with a Kernel instance it must be None
+        or agree with it.
 
     Raises
     ------

@@ -8,12 +8,11 @@ and the differences ``(dx, dy)`` of two sites,
     a = \cos\theta\,dx + \sin\theta\,dy, \qquad b = -\sin\theta\,dx + \cos\theta\,dy,
     \qquad u^2 = \frac{a^2 + (b/\rho)^2}{r^2} \;\Bigl[+ \frac{dz^2}{r_z^2}\Bigr],
 
-and the correlation is ``M(u)``: the range ``r`` along the major axis, ``rho r`` across
-it (``rho`` = ``anisotropy_ratio`` in (0, 1]), and with a third coordinate (elevation,
-depth) the separate ``vertical_range`` ``r_z``. ``M`` is positive definite on the
-transformed coordinates, so the model is positive definite wherever ``M`` is in two (or
-three) dimensions [1]_. The angle is identified modulo ``pi``, and not at all when
-``rho = 1``; the optimizer searches it on a wider interval and reports it in ``[0, pi)``.
+and the correlation is ``M(u)``: range ``r`` along the major axis, ``rho r`` across it
+(``rho`` = ``anisotropy_ratio`` in (0, 1]), and a separate ``vertical_range`` ``r_z`` of
+a third coordinate. A linear map of the coordinates keeps ``M`` positive definite [1]_.
+The angle is identified modulo ``pi`` (not at all when ``rho = 1``); it is searched on a
+wider interval and reported in ``[0, pi)``.
 
 Derivatives of ``u^2``: ``d/dr = -2 (a^2 + b^2/rho^2) / r^3``,
 ``d/drho = -2 b^2 / (rho^3 r^2)``, ``d/dtheta = 2 a b (1 - 1/rho^2) / r^2``,
@@ -21,8 +20,8 @@ Derivatives of ``u^2``: ``d/dr = -2 (a^2 + b^2/rho^2) / r^3``,
 
 References
 ----------
-.. [1] Chilès, J.-P. and Delfiner, P. (2012). *Geostatistics: Modeling Spatial
-   Uncertainty*, 2nd ed., Wiley, section 2.5.2 (geometric anisotropy).
+.. [1] Chilès, J.-P., Delfiner, P. (2012). Geostatistics: Modeling Spatial Uncertainty,
+   2nd ed., Section 2.5.2. Wiley.
 """
 
 from __future__ import annotations
@@ -119,7 +118,8 @@ class Anisotropic(LagKernel):
 
     @property
     def linear_shape(self):
-        """tuple of str: Shape parameters searched on their natural scale (the angle and the family's)."""
+        """tuple of str: Shape parameters searched on their natural scale (the angle and
+        the family's)."""
         return self.family.linear_shape + (ANGLE,)
 
     @property
@@ -154,7 +154,8 @@ class Anisotropic(LagKernel):
         check_real_axes(n_axes, (3,) if self.vertical else (2,), False, repr(self))
 
     def wrap(self, values):
-        """`values` with the angle reduced to ``[0, pi)`` (the correlation is ``pi``-periodic in it)."""
+        """`values` with the angle reduced to ``[0, pi)`` (the correlation is
+        ``pi``-periodic in it)."""
         if ANGLE in values:
             values = {
                 **values,

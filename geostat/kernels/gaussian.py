@@ -12,10 +12,9 @@ __all__ = ["Gaussian"]
 class Gaussian(Kernel):
     """Gaussian correlation ``M(u) = exp(-u**2)``, ``u = d / range``.
 
-    No shape parameters. scikit-learn's ``RBF(length_scale=l)`` equals this kernel
-    with ``range = sqrt(2) * l``. Not positive definite with great-circle distance;
-    the covariance matrices of smooth fields are often numerically singular, so a
-    nugget is usually needed.
+    scikit-learn's ``RBF(length_scale=l)`` equals this kernel with
+    ``range = sqrt(2) * l``. Not positive definite with great-circle distance; its
+    covariance matrices are often numerically singular without a nugget.
     """
 
     name = "gaussian"

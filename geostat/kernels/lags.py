@@ -1,13 +1,9 @@
 r"""Kernels of coordinate differences: the shared base of anisotropic and space-time models.
 
-An isotropic kernel is a function of the distance between two sites. A *lag kernel* is a
-function of their coordinate differences ``delta = x_i - x_j`` (one array per axis of the
-embedded coordinates, :meth:`geostat.distance.Distance.embed`, with time as a last axis
-for a space-time model), written once with the operations of the arrays' module.
-
-Every lag kernel here scales the differences to a dimensionless ``u >= 0`` and evaluates
-an isotropic family ``M`` there. Derivatives follow from the family's ``u dM/du`` (finite
-at ``u = 0``) and the derivative of ``u^2`` in each geometric parameter ``p``:
+A *lag kernel* is a function of the coordinate differences ``delta = x_i - x_j`` of two
+sites (one array per embedded axis, time last for a space-time model). Each one here
+scales the differences to a dimensionless ``u >= 0`` and evaluates an isotropic family
+``M`` there; along a geometric parameter ``p``,
 
 .. math::
 
@@ -50,36 +46,16 @@ class LagKernel(Kernel):
     def lag_evaluate(self, deltas, range_, shape, gradient=False):
         """The correlation (and gradient) at coordinate differences, without validation.
 
-        Parameters
-        ----------
-        deltas : list of arrays
-            One array of differences per embedded axis, all of one shape and module,
-            trusted to be finite.
-        range_ : float
-            The (major) spatial range, > 0.
-        shape : dict
-            Every shape parameter's value (:meth:`resolve_shape`).
-        gradient : bool or tuple of str
-            As :meth:`Kernel.evaluate`: True for ``"range"`` and every free shape
-            parameter, a tuple for those of its names.
-
-        Returns
-        -------
-        m : array of the shape of the differences
-        grads : dict of str to arrays
+        `deltas` holds one array of (finite) differences per embedded axis, all of one
+        shape and module; `range_` is the (major) spatial range; `shape` every shape
+        parameter's value; `gradient` as for :meth:`Kernel.evaluate`. Returns
+        ``(m, grads)``, arrays of the shape of the differences.
         """
         raise NotImplementedError
 
     def check_axes(self, n_axes, lonlat):
-        """Raise ValueError unless the model applies to `n_axes` embedded coordinates.
-
-        Parameters
-        ----------
-        n_axes : int
-            Columns of the coordinates the kernel sees (time included).
-        lonlat : bool
-            Whether the spatial coordinates are longitude/latitude (embedded in 3-D).
-        """
+        """Raise ValueError unless the model applies to `n_axes` coordinate columns (time
+        included), longitude/latitude when `lonlat`."""
         raise NotImplementedError
 
     def _check_shape_value(self, key, value, argname=None):
@@ -118,25 +94,9 @@ class LagKernel(Kernel):
 
 
 def family_derivatives(family, u, shape, names):
-    """``M(u)``, ``u dM/du`` and the family's own shape derivatives on scaled distances.
-
-    Parameters
-    ----------
-    family : geostat.kernels.Kernel
-        An isotropic family.
-    u : array
-        Scaled distances, >= 0.
-    shape : dict
-        The family's shape values.
-    names : tuple of str or None
-        None for the values only; else the family's shape parameters to differentiate.
-
-    Returns
-    -------
-    m : array
-    u_dm_du : array or None
-    dshape : dict of str to arrays
-    """
+    """``(M(u), u dM/du, dshape)`` of an isotropic `family` on scaled distances
+    ``u >= 0``: with `names` None the values only (``(m, None, {})``), else also the
+    derivatives in the family's shape parameters `names`."""
     if names is None:
         return family.evaluate(u, 1.0, shape)[0], None, {}
     m, grads = family.evaluate(u, 1.0, shape, gradient=("range", *names))
@@ -145,9 +105,8 @@ def family_derivatives(family, u, shape, names):
 
 
 def requested_names(kernel, gradient):
-    """The parameter names `gradient` asks for, as :meth:`Kernel.evaluate` reads it: none,
-    ``"range"`` and every free shape parameter (True), or ``"range"`` and the free ones
-    among a tuple's."""
+    """The parameter names `gradient` asks for: none, ``"range"`` and every free shape
+    parameter (True), or ``"range"`` and the free ones among a tuple's."""
     if not gradient:
         return ()
     free = kernel.free_shape
@@ -165,12 +124,14 @@ def check_real_axes(n_axes, expected, lonlat, model):
     """Raise ValueError unless there are `expected` Euclidean axes (a tuple of counts)."""
     if lonlat:
         raise ValueError(
-            f"{model} needs projected coordinates (x/y in a plane); longitude/latitude are not supported by it. "
-            "Project the sites first (e.g. to km east/north of the data's centre) and fit on x/y."
+            f"{model} needs projected coordinates (x/y in a plane); longitude/latitude are not "
+            "supported by it. Project the sites first (e.g. to km east/north of the data's centre) "
+            "and fit on x/y."
         )
     if n_axes not in expected:
         raise ValueError(
-            f"{model} applies to {' or '.join(map(str, expected))} coordinate columns, got {n_axes}."
+            f"{model} applies to {' or '.join(map(str, expected))} coordinate columns, got "
+            f"{n_axes}."
         )
 
 

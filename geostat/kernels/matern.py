@@ -1,57 +1,35 @@
-"""Matérn correlation family.
+"""Matérn correlation family [1]_.
 
 ``M(u) = 2**(1 - nu) / Gamma(nu) * u**nu * K_nu(u)``, ``u = d / range``, ``M(0) = 1``,
-where ``K_nu`` is the modified Bessel function of the second kind and ``nu`` the
-smoothness.
+``K_nu`` the modified Bessel function of the second kind, ``nu`` the smoothness.
 
-Numerical method
-----------------
-``nu`` in {0.5, 1.5, 2.5} uses the closed forms (pure numpy). Otherwise the scaled
-distances are split by thresholds that depend on ``nu`` only, so that chunked
-evaluation gives identical results:
+``nu`` in {0.5, 1.5, 2.5} uses the closed forms. Otherwise the scaled distances are
+split by thresholds that depend on ``nu`` only (so chunked evaluation is bitwise
+identical):
 
-* ``u <= u_series(nu)``: the small-argument series below, with analytic derivatives.
-  ``u_series`` is the largest ``u`` at which the truncation error of the series and
-  of its derivatives is below ``1e-17``: ~1e-10 for ``nu < 2``, 1e-3 at ``nu = 3``,
-  0.9 at ``nu = 10.7`` and 2 for ``nu >= 13``. It includes ``u = 0``.
-* ``u_series < u <= 1e5``: ``K_nu(u)``, ``K_{nu-1}(u)`` and ``dK_nu(u)/dnu`` by the
-  trapezoidal rule on::
-
-      K_nu(u) = integral_0^inf exp(-u cosh t) cosh(nu t) dt,
-      dK_nu(u)/dnu = integral_0^inf exp(-u cosh t) t sinh(nu t) dt.
-
-  The integrands are analytic in the strip ``|Im t| < pi/2`` and decay
-  double-exponentially, so the rule converges geometrically; its step and
-  truncation come from the standard strip error bound (target relative error
-  ~1e-19) for bands ``u in (4**-b 1e5, 4**(1-b) 1e5]``: 25 to 50 nodes for
-  ``1e-3 < u < 600`` and ``nu <= 10``. The exponentials ``exp(-u (cosh t_k - 1))``
-  are shared by the three integrals, which are weighted sums of them; the sums
-  have positive terms, so the relative error is a few ulp (against mpmath ~1e-16;
-  ``scipy.special.kv`` itself is off by up to 1.5e-13 near ``u = 2``). On 1.5e6
-  distances this is ~4x faster than one ``scipy.special.kv`` call, and the value
-  with both derivatives ~10x faster than the four ``kv`` calls a finite
-  difference in ``nu`` would need. ``M = C u**nu exp(-u) S_nu``
-  (``C = 2**(1-nu)/Gamma(nu)``, ``S`` the scaled integral), in log form for
-  ``u > 600``; ``M`` is clipped to 1 (rounding could give ``1 + 1e-15``).
+* ``u <= u_series(nu)`` (including 0): with ``x = u**2 / 4``, the series
+  ``M = sum_k a_k x**k - Gamma(1 - nu) x**nu sum_k x**k / (k! Gamma(k + nu + 1))``,
+  ``a_k = 1 / (k! (1 - nu)(2 - nu)...(k - nu))``, kept for ``k <= K <= nu - 1`` (and the
+  term ``-b0 (u/2)**(2 nu)``, ``b0 = Gamma(1 - nu) / Gamma(1 + nu)``, for
+  ``nu < 0.75``). The neglected terms are bounded by ``3 c x**p (|log x| + 3)**2``;
+  ``u_series`` is where that bound reaches ``1e-17``.
+* ``u_series < u <= 1e5``: the trapezoidal rule on
+  ``K_nu(u) = int_0^inf exp(-u cosh t) cosh(nu t) dt`` and
+  ``dK_nu/dnu = int_0^inf exp(-u cosh t) t sinh(nu t) dt``, analytic in the strip
+  ``|Im t| < pi/2``, with step and truncation from the strip error bound (target
+  relative error 1e-19) in bands ``u in (4**-b 1e5, 4**(1-b) 1e5]``. The sums have
+  positive terms: relative error a few ulp. ``M = C u**nu exp(-u) S_nu``
+  (``C = 2**(1-nu)/Gamma(nu)``), in log form for ``u > 600``, clipped to 1.
 * ``u > 1e5``: ``M = 0`` (it underflows for every accepted ``nu``).
 
-Derivatives: ``u dM/du = -C u**(nu+1) K_{nu-1}(u)`` (``K_{-a} = K_a``), and
-``dM/dnu = M (log(u/2) - psi(nu) + (dK_nu/dnu) / K_nu)``, exact up to rounding
-(relative error ~1e-13; as ``u -> 0`` the terms cancel and the error is ~1e-16 in
-absolute terms).
+Derivatives: ``u dM/du = -C u**(nu+1) K_{nu-1}(u)`` and
+``dM/dnu = M (log(u/2) - psi(nu) + (dK_nu/dnu) / K_nu)``, relative error about 1e-13
+(absolute 1e-16 as ``u -> 0``).
 
-Small-argument series
----------------------
-With ``x = u**2 / 4`` and non-integer ``nu``::
-
-    M = sum_k a_k x**k - Gamma(1 - nu) x**nu sum_k x**k / (k! Gamma(k + nu + 1)),
-    a_k = 1 / (k! (1 - nu)(2 - nu)...(k - nu)).
-
-The first sum is kept for ``k <= K`` with ``K <= nu - 1`` (no poles), and for
-``nu < 0.75`` also the first term of the second sum, ``-b0 (u/2)**(2 nu)`` with
-``b0 = Gamma(1 - nu) / Gamma(1 + nu)``. The neglected terms, including the pairs that
-cancel at integer ``nu``, are bounded by ``3 c x**p (|log x| + 3)**2`` (``p`` the
-first neglected power), which fixes ``u_series``.
+References
+----------
+.. [1] Stein, M. L. (1999). Interpolation of Spatial Data: Some Theory for Kriging.
+   Springer.
 """
 
 from __future__ import annotations
@@ -304,14 +282,13 @@ def _series(u, p, xp, m_given, want_u, want_nu):
 def _quadrature(u, p, xp, m_given, want_u, want_nu):
     """The quadrature region: ``(M or None when given, u dM/du, dM/dnu)``."""
     rows = [0] + ([1] if want_u else []) + ([2] if want_nu else [])
-    scaled = dict(zip(rows, _scaled_bessel(u, p.nu, rows, xp)))
+    scaled = dict(zip(rows, _scaled_bessel(u, p.nu, rows, xp), strict=True))
     # C u**nu exp(-u), in log space above _U_PRODUCT_MAX where exp(-u) would lose range
     small = xp.minimum(u, _U_PRODUCT_MAX)
     factor = ((small**p.nu) * xp.exp(-small)) * p.c
     factor = xp.where(u > _U_PRODUCT_MAX, xp.exp(p.log_c + p.nu * xp.log(u) - u), factor)
-    m = (
-        xp.minimum(factor * scaled[0], 1.0) if m_given is None else m_given
-    )  # rounding could give 1 + 1e-15
+    # rounding could give 1 + 1e-15
+    m = xp.minimum(factor * scaled[0], 1.0) if m_given is None else m_given
     u_dm_du = -((factor * scaled[1]) * u) if want_u else None
     # d log M / dnu = log(u/2) - psi(nu) + (dK/dnu) / K
     dnu = (((scaled[2] / scaled[0]) + xp.log(0.5 * u)) - p.psi) * m if want_nu else None
@@ -335,7 +312,7 @@ def _general(u, nu, xp, m_given, want_u, want_nu):
             continue
         m_part = None if m_given is None else m_given[idx]
         values = region(u[idx], p, xp, m_part, want_u, want_nu)
-        for out, value in zip((m, u_dm_du, dnu), values):
+        for out, value in zip((m, u_dm_du, dnu), values, strict=True):
             if value is not None:
                 out[idx] = value
     return m, u_dm_du, dnu
@@ -344,23 +321,9 @@ def _general(u, nu, xp, m_given, want_u, want_nu):
 def matern_formula(u, nu, xp, derivatives):
     """``M``, ``u dM/du`` and ``dM/dnu`` of the Matérn family on scaled distances.
 
-    Parameters
-    ----------
-    u : 1-D array of module `xp`
-        Scaled distances (>= 0, finite).
-    nu : float
-        Smoothness.
-    xp : module
-    derivatives : tuple of str or None
-        None for values only; ``("smoothness",)`` also gives ``dM/dnu``; ``()`` only
-        ``u dM/du``.
-
-    Returns
-    -------
-    m : array
-    u_dm_du : array or None
-    dshape : dict
-        ``{"smoothness": dM/dnu}`` when asked for, else empty.
+    `u` is a finite, non-negative 1-D array of module `xp`. `derivatives`: None for
+    values only, ``()`` for ``u dM/du`` too, ``("smoothness",)`` also for ``dM/dnu``.
+    Returns ``(m, u_dm_du or None, {"smoothness": dM/dnu} or {})``.
     """
     want_u = derivatives is not None
     want_nu = want_u and "smoothness" in derivatives
@@ -377,11 +340,9 @@ def matern_formula(u, nu, xp, derivatives):
 class Matern(Kernel):
     """Matérn correlation ``M(u) = 2**(1-nu)/Gamma(nu) * u**nu * K_nu(u)``, ``u = d/range``.
 
-    This is the parameterization of ExaGeoStat and of R ``fields``: the range
-    divides the distance directly. scikit-learn's
-    ``Matern(length_scale=l, nu=nu)`` scales by ``sqrt(2 nu) / l`` instead and equals
-    this kernel with ``range = l / sqrt(2 * nu)``. At fixed ``range``, larger ``nu``
-    gives a smoother field and a longer effective correlation length.
+    The parameterization of ExaGeoStat [1]_: the range divides the distance directly.
+    scikit-learn's ``Matern(length_scale=l, nu=nu)`` equals this kernel with
+    ``range = l / sqrt(2 * nu)``.
 
     Parameters
     ----------
@@ -394,10 +355,14 @@ class Matern(Kernel):
 
     Notes
     -----
-    See the module docstring of :mod:`geostat.kernels.matern` for the numerical
-    method and its accuracy (relative error ~1e-14 for ``M``; the derivative with
-    respect to the smoothness is analytic, through ``dK_nu/dnu``, not a finite
-    difference).
+    Relative error about 1e-14 for ``M``; the derivative in the smoothness is analytic
+    (:mod:`geostat.kernels.matern`).
+
+    References
+    ----------
+    .. [1] Abdulah, S., Ltaief, H., Sun, Y., Genton, M. G., Keyes, D. E. (2018).
+       ExaGeoStat: A high performance unified software for geostatistics on manycore
+       systems. IEEE Transactions on Parallel and Distributed Systems, 29(12).
     """
 
     name = "matern"

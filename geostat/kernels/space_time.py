@@ -14,16 +14,13 @@ where ``M`` is the spatial family, ``T`` the temporal one, ``d`` the dimension o
 spatial coordinates (2 in a plane, 3 for the chordal embedding of longitude/latitude) and
 ``beta`` in ``[0, 1]`` the ``separability`` (space-time interaction) parameter.
 
-* ``beta = 0`` is the separable model ``T(tau) M(u_s)``, so a likelihood-ratio test of
-  separability compares a fit with ``separability=0`` against one that estimates it.
-* ``beta > 0`` is Gneiting's non-separable class [1]_ (his theorem 2 with
-  ``psi(t^2) = 1 + t^2 / a_t^2``, a function with a completely monotone derivative, and
-  ``M`` a normal scale mixture, as every Matérn, powered exponential and Gaussian is),
-  multiplied by the valid temporal correlation ``T``: a product of positive definite
-  functions, so positive definite for every ``beta`` in ``[0, 1]``. The farther apart in
-  time, the longer the spatial range (``range psi^{beta/2}``) and the lower the
-  correlation (``psi^{-beta d/2}``). ExaGeoStat's space-time Matérn [2]_ is this form with
-  a generalized Cauchy ``T = psi^{-delta}``.
+* ``beta = 0`` is the separable model ``T(tau) M(u_s)`` (a likelihood-ratio test of
+  separability compares fits with ``separability=0`` and estimated).
+* ``beta > 0`` is Gneiting's non-separable class [1]_ (Theorem 2 with
+  ``psi(t^2) = 1 + t^2 / a_t^2`` and ``M`` a normal scale mixture, as every Matérn,
+  powered exponential and Gaussian is) times the temporal correlation ``T``: positive
+  definite for every ``beta`` in ``[0, 1]``. ExaGeoStat's space-time Matérn [2]_ is this
+  form with a generalized Cauchy ``T = psi^{-delta}``.
 
 Derivatives (``G = T psi^{-beta d/2}``, ``v = u_s psi^{-beta/2}``,
 ``K = d M(v) + v M'(v)``): along a spatial parameter ``p``,
@@ -33,12 +30,11 @@ Derivatives (``G = T psi^{-beta d/2}``, ``v = u_s psi^{-beta/2}``,
 References
 ----------
 .. [1] Gneiting, T. (2002). Nonseparable, stationary covariance functions for
-   space-time data. *Journal of the American Statistical Association* 97(458),
-   590-600. doi:10.1198/016214502760047113
-.. [2] Salvaña, M. L. O., Abdulah, S., Huang, H., Ltaief, H., Sun, Y., Genton, M. G.
-   and Keyes, D. E. (2021). High performance multivariate geospatial statistics on
-   manycore systems. *IEEE Transactions on Parallel and Distributed Systems* 32(11),
-   2719-2733.
+   space-time data. Journal of the American Statistical Association, 97(458), 590-600.
+   doi:10.1198/016214502760047113
+.. [2] Salvaña, M. L. O., Abdulah, S., Huang, H., Ltaief, H., Sun, Y., Genton, M. G.,
+   Keyes, D. E. (2021). High performance multivariate geospatial statistics on manycore
+   systems. IEEE Transactions on Parallel and Distributed Systems, 32(11), 2719-2733.
 """
 
 from __future__ import annotations
@@ -108,7 +104,7 @@ class SpaceTime(LagKernel):
             raise TypeError("space must be a spatial kernel, not a SpaceTime one.")
         time_names = tuple(_TIME_PREFIX + n for n in self.time.shape_names)
         self._SHAPE_NAMES = self.space.shape_names + time_names + (TIME_RANGE, SEPARABILITY)
-        rename = dict(zip(self.time.shape_names, time_names))
+        rename = dict(zip(self.time.shape_names, time_names, strict=True))
         self._SHAPE_DOMAIN = {
             **self.space._SHAPE_DOMAIN,
             **{rename[k]: v for k, v in self.time._SHAPE_DOMAIN.items()},
@@ -130,7 +126,8 @@ class SpaceTime(LagKernel):
         own = {k: v for k, v in (bounds or {}).items() if k in self.space.shape_names}
         if own:
             raise ValueError(
-                f"bounds of {sorted(own)} belong to the spatial family: pass them to {self.space!r}."
+                f"bounds of {sorted(own)} belong to the spatial family: pass them to "
+                f"{self.space!r}."
             )
         fixed_time = {rename[k]: v for k, v in self.time.fixed_shape.items()}
         super().__init__(
@@ -189,7 +186,8 @@ class SpaceTime(LagKernel):
             self.space.check_axes(n_axes - 1, lonlat)
         elif n_axes < 2:
             raise ValueError(
-                "a space-time kernel needs spatial coordinates and a time coordinate, got one column."
+                "a space-time kernel needs spatial coordinates and a time coordinate, got one "
+                "column."
             )
 
     def _spatial_square(self, deltas, range_, shape, names):

@@ -1,32 +1,16 @@
-r"""Fast evaluation of costly correlation functions: on a fixed set of pair distances
-(:class:`LogDistanceTable`), or on any distances at fixed parameters (:class:`RadialTable`).
+r"""Fast evaluation of costly correlation functions by interpolation in ``t = log d``.
 
-During a fit the pair distances never change; only the kernel parameters do. A radial
-function ``g(d)`` (the correlation or one of its parameter derivatives) is smooth in
-``t = log d``, so it is evaluated at nodes spaced uniformly in ``t`` across the span of the
-data's distances and interpolated to every pair with four-point (cubic) Lagrange weights
-that are computed once. Each evaluation then costs ``O(nodes)`` special-function calls,
-instead of ``O(pairs)``, plus four gathers per pair.
+A radial function ``g(d)`` (a correlation or one of its parameter derivatives) is
+smooth in ``t``; it is evaluated at nodes uniform in ``t`` and interpolated with
+four-point (cubic) Lagrange weights, so an evaluation costs ``O(nodes)`` special-function
+calls plus four gathers per distance. :class:`LogDistanceTable` does so on the fixed
+pair distances of a fit (weights computed once); :class:`RadialTable` on any distances
+at fixed parameters (a TLR build), on nodes ``t_k = k h`` that do not depend on the
+distances, so an entry's value depends on its distance alone. Distances outside
+:data:`SPAN` (0 included) take the formula.
 
-Accuracy: the cubic Lagrange remainder is bounded by
-``step^4 / 24 * max|g''''(t)| * 9/16``; with the default step of ``1e-3`` in ``log d``
-and the ``t``-derivatives of Matern correlations (a few units at most) this is about
-``1e-13``, far below what the likelihood can resolve.
-
-The table lives in the array module of the distances (NumPy, or CuPy on a GPU): the
-node values are computed there too and only the gathers touch every pair.
-
-A TLR build evaluates the kernel on blocks of distances that it computes as it goes, at
-one set of parameters: :class:`RadialTable` tabulates the function once per build on the
-nodes ``t_k = k h`` (``h`` = :data:`STEP`) where ``d / range`` lies in :data:`SPAN`, and
-interpolates each block with the same cubic through four nodes, as one polynomial per
-interval (a log, a floor and four gathers per entry). For a Matérn correlation of
-smoothness 0.78 this took 16 ms per million distances against 104 ms for its formula
-(one thread), and 74% of a single-thread build of the 26,633 co2 cells was the formula.
-The nodes do not depend on the distances, so an entry's value depends on its distance
-alone, whatever the block, thread or process that computes it (up to the rounding of its
-logarithm, which NumPy may vectorize differently in another array). Distances outside the
-span (0, a duplicate site, included) take the formula.
+Accuracy: the cubic remainder is at most ``step^4 / 24 * max|g''''(t)| * 9/16``, about
+``1e-13`` with the step ``1e-3`` for Matérn correlations.
 """
 
 from __future__ import annotations
@@ -48,13 +32,8 @@ SPAN = (1e-6, 1e4)
 class LogDistanceTable:
     """Interpolation weights from nodes uniform in log distance to fixed pair distances.
 
-    Parameters
-    ----------
-    distances : ndarray
-        Pair distances (any shape, non-negative). Zero distances are kept exactly: they
-        take the value of the function at distance 0.
-    step : float, default 1e-3
-        Node spacing in ``log d``.
+    `distances` (any shape, non-negative) are fixed; zero distances take the value at
+    distance 0 exactly. `step` is the node spacing in ``log d``.
     """
 
     def __init__(self, distances, step=1e-3):
@@ -82,18 +61,8 @@ class LogDistanceTable:
         )
 
     def interpolate(self, node_values, value_at_zero):
-        """Values at every pair distance from values at :attr:`nodes`.
-
-        Parameters
-        ----------
-        node_values : array of shape (n_nodes,)
-        value_at_zero : float
-            The function's value at distance 0.
-
-        Returns
-        -------
-        array with the shape of the distances given at construction
-        """
+        """Values at every pair distance (the shape given at construction) from
+        `node_values` at :attr:`nodes` and the `value_at_zero`."""
         i = self.index
         w0, w1, w2, w3 = self.weights
         out = w0 * node_values[i]
@@ -108,21 +77,8 @@ class LogDistanceTable:
         return full.reshape(self.shape)
 
     def evaluate(self, kernel, range_, shape, gradient):
-        """Kernel correlation (and gradient) at the pair distances through the table.
-
-        Parameters
-        ----------
-        kernel : geostat.kernels.Kernel
-        range_ : float
-        shape : dict
-            Every shape parameter's value (:meth:`~geostat.kernels.Kernel.resolve_shape`).
-        gradient : bool
-
-        Returns
-        -------
-        values : array
-        grads : dict of str to array (empty unless `gradient`)
-        """
+        """``(values, grads)`` of the kernel at the pair distances, through the table, as
+        :meth:`~geostat.kernels.Kernel.evaluate` returns them."""
         nodes, node_grads = kernel.evaluate(self.nodes, range_, shape, gradient)
         zero, zero_grads = kernel.evaluate(self.xp.zeros(1), range_, shape, gradient)
         grads = {k: self.interpolate(v, float(zero_grads[k][0])) for k, v in node_grads.items()}
@@ -133,23 +89,16 @@ class RadialFunction:
     """The correlation of a kernel at fixed parameters, or its derivative, as a function
     of the distance: ``g(d)``, by the kernel's formula.
 
-    Parameters
-    ----------
-    kernel : geostat.kernels.Kernel
-    range_ : float
-    shape : dict
-        Every shape parameter's value (:meth:`~geostat.kernels.Kernel.resolve_shape`).
-    name : str, optional
-        ``"range"`` or a free shape parameter: the derivative with respect to it
-        (default: the correlation itself).
+    `shape` holds every shape parameter's value; `name` (``"range"`` or a free shape
+    parameter) selects a derivative (default: the correlation itself).
     """
 
     def __init__(self, kernel, range_, shape, name=None):
         self.kernel, self.range, self.shape, self.name = kernel, float(range_), shape, name
 
     def __call__(self, d, overwrite_d=False):
-        """``g`` at the distances `d` (an array of any shape and module), which the
-        correlation may overwrite with `overwrite_d` (:meth:`~geostat.kernels.Kernel.evaluate`)."""
+        """``g`` at the distances `d` (any shape and array module), which the correlation
+        may overwrite with `overwrite_d`."""
         if self.name is None:
             return self.kernel.evaluate(d, self.range, self.shape, overwrite_d=overwrite_d)[0]
         return self.kernel.evaluate(d, self.range, self.shape, gradient=(self.name,))[1][self.name]
@@ -157,19 +106,15 @@ class RadialFunction:
 
 class RadialTable(RadialFunction):
     """:class:`RadialFunction` interpolated from its values at the nodes ``t_k = k h`` of
-    ``t = log d`` (``h`` = `step`) where ``d / range`` is in :data:`SPAN` (see the module
-    docstring); other distances take the formula.
+    ``t = log d`` (``h`` = `step`) where ``d / range`` is in :data:`SPAN`; other
+    distances take the formula.
 
-    On the interval ``[t_k, t_{k+1})``, with ``f = t / h - k`` and ``v_j = g(e^{t_{k+j}})``,
-    the cubic through ``v_{-1}, v_0, v_1, v_2`` is
-    ``v_0 + f c_1 + f^2 c_2 + f^3 c_3`` with ``c_1 = -v_{-1}/3 - v_0/2 + v_1 - v_2/6``,
-    ``c_2 = v_{-1}/2 - v_0 + v_1/2``, ``c_3 = -v_{-1}/6 + v_0/2 - v_1/2 + v_2/6``: the
-    error bound of :class:`LogDistanceTable`. Measured against the formula for Matérn
-    smoothness 0.3, 0.78 and 3.7: at most 2e-13 of the correlation's largest value, and
-    1e-12 of a derivative's (whose fourth derivative in ``t`` is larger), far below a
-    TLR tile's tolerance (``tests/geostat/test_tabulation.py``).
-    The coefficients are computed at the first call, in the array module of its
-    distances, and are not pickled (a worker process computes its own).
+    On ``[t_k, t_{k+1})``, with ``f = t / h - k`` and ``v_j = g(e^{t_{k+j}})``, the cubic
+    through ``v_{-1}, v_0, v_1, v_2`` is ``v_0 + f c_1 + f^2 c_2 + f^3 c_3`` with
+    ``c_1 = -v_{-1}/3 - v_0/2 + v_1 - v_2/6``, ``c_2 = v_{-1}/2 - v_0 + v_1/2``,
+    ``c_3 = -v_{-1}/6 + v_0/2 - v_1/2 + v_2/6``. For Matérn correlations the error is
+    at most 2e-13 of the correlation's largest value (1e-12 for a derivative). The
+    coefficients are computed at the first call and are not pickled.
     """
 
     def __init__(self, kernel, range_, shape, name=None, step=STEP):

@@ -1,26 +1,10 @@
 """Gaussian log-likelihoods of spatial data, and the choice of how to evaluate them.
 
-Modules
--------
-terms
-    The scalars of one evaluation (:class:`~geostat.likelihood.terms.Terms`) and the split
-    of natural parameters.
-gls
-    Replicate groups sharing observed sites, and the generalized least-squares trend.
-base
-    :class:`~geostat.likelihood.base.Likelihood`: the data and bookkeeping both share.
-dense
-    :class:`ExactLikelihood`: dense Cholesky factors on any back end, with gradients.
-tlr
-    :class:`TLRLikelihood`: tile low-rank Cholesky factors, without gradients.
-stochastic_fisher
-    Expected Fisher information with traces estimated by random probes (TLR).
-failure
-    The ``on_failure`` policy for covariances that are not positive definite.
-
-Both likelihoods take their back end as an object (:func:`geostat.solvers.get_backend`)
-and answer ``terms``, ``log_likelihood``, ``factors``, ``gls``, ``fisher_information``,
-``loglik_error`` and ``subset`` alike; :func:`make_likelihood` chooses one.
+:class:`ExactLikelihood` (dense Cholesky factors, with gradients) and
+:class:`TLRLikelihood` (tile low-rank Cholesky factors, traces by random probes) answer
+``terms``, ``log_likelihood``, ``factors``, ``gls``, ``fisher_information``,
+``loglik_error`` and ``subset`` alike; :func:`make_likelihood` chooses one. The scalars
+of an evaluation are defined in :mod:`geostat.likelihood.terms`.
 """
 
 from __future__ import annotations
@@ -48,17 +32,11 @@ logger = logging.getLogger(__name__)
 
 METHODS = ("auto", "exact", "tlr")
 #: Sites from which ``method="auto"`` evaluates the likelihood through TLR factors on the
-#: CPU. ``benchmarks/crossover.py`` (2 cores, accuracy 1e-8): at 4,096 sites a TLR value
-#: costs 0.6 s against 2.0 s for a dense value with gradient (0.9 s without), so a TLR fit
-#: (about 15 values after an exact subsample fit) is about twice as fast as an exact one;
-#: at 2,048 TLR is slower than dense.
+#: CPU (the crossover where a TLR fit becomes faster than an exact one).
 TLR_FROM = 4096
-#: Most sites for which ``method="auto"`` on a GPU uses the exact dense likelihood (when its
-#: matrices also fit in the free device memory, :func:`geostat.likelihood.dense.fits_in_memory`).
-#: Not measured yet: it must be set from timings on a GPU (dense against batched TLR). The
-#: starting point is that a dense H100 Cholesky factorization at n = 32K takes well under a
-#: second, and that memory rather than time bounds the dense method there (48 to 64 GiB at
-#: 32K, :func:`geostat.likelihood.dense.dense_bytes`).
+#: Most sites for which ``method="auto"`` on a GPU uses the exact dense likelihood, when
+#: its matrices also fit in the free device memory (48 to 64 GiB at this size,
+#: :func:`geostat.likelihood.dense.dense_bytes`).
 DEVICE_EXACT_MAX = 32_768
 #: Most sites of the exact method under ``method="auto"``, by back end name (the CPU's is
 #: below :data:`TLR_FROM`; any other back end's is :data:`DEVICE_EXACT_MAX`).
@@ -107,36 +85,17 @@ def make_likelihood(
 ):
     """The likelihood `method` resolves to, on a back end (or a Dask cluster).
 
-    Parameters
-    ----------
-    method : {"auto", "exact", "tlr"}
-    coords, y, design, kernel, distance, reml
-        As for :class:`ExactLikelihood`.
-    accuracy, tile_size, ordering, random_state
-        TLR settings (ignored by the exact likelihood).
-    on_failure : {"shift", "compensate", "step", "raise"}, default "shift"
-        See :mod:`geostat.likelihood.failure`.
-    backend : tlrcore.backends.Backend, default NUMPY
-        Where the matrices live (:func:`geostat.solvers.get_backend`).
-    client : None, "default" or distributed.Client, default None
-        Run the TLR method on this Dask cluster (:class:`TLRLikelihood`); with a client
-        ``"auto"`` means ``"tlr"``.
-    noise : ndarray of shape (n,), optional
-        Known noise variances of the sites, in the units of `y` squared
-        (:class:`~geostat.likelihood.base.Likelihood`).
-
-    Raises
-    ------
-    ValueError
-        For ``method="exact"`` with a client: the exact method runs in process only.
+    The arguments are those of :class:`ExactLikelihood` and :class:`TLRLikelihood` (TLR
+    settings are ignored by the exact likelihood); with a `client` ``"auto"`` means
+    ``"tlr"``, and ``method="exact"`` raises ValueError.
     """
     n_gradients = 1 + len(kernel.free_shape)
     client = resolve_client(client)
     if client is not None:
         if method == "exact":
             raise ValueError(
-                "client= runs the TLR method on a Dask cluster; method='exact' runs in this process "
-                "only: use method='tlr' (or 'auto') with a client, or client=None."
+                "client= runs the TLR method on a Dask cluster; method='exact' runs in this "
+                "process only: use method='tlr' (or 'auto') with a client, or client=None."
             )
         resolve_method(method, 0)
     chosen = (
@@ -190,8 +149,8 @@ def _why(method, chosen, n, backend, n_gradients):
     need, free = dense_bytes(n, n_gradients), backend.free_memory()
     if chosen == "tlr":
         return (
-            f"method='auto': the exact method's dense matrices ({need / 2**30:.3g} GiB) would not fit in "
-            f"the free memory ({free / 2**30:.3g} GiB)"
+            f"method='auto': the exact method's dense matrices ({need / 2**30:.3g} GiB) would "
+            f"not fit in the free memory ({free / 2**30:.3g} GiB)"
         )
     return (
         f"method='auto': n = {n:,} sites, at most {limit:,} (TLR from {limit + 1:,} on this device)"

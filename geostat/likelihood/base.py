@@ -24,24 +24,12 @@ class Likelihood(SiteDistanceExtremes):
         NaN marks a site missing on a replicate.
     design : ndarray of shape (n, p)
         Trend design matrix; each replicate has its own coefficients.
-    kernel : geostat.kernels.Kernel
-    distance : geostat.distance.Distance
-    reml : bool
-    on_failure : {"shift", "compensate", "step", "raise"}
-        See :mod:`geostat.likelihood.failure`.
+    kernel, distance, reml, on_failure
     backend : tlrcore.backends.Backend
-        Where the matrices live (:func:`geostat.solvers.get_backend`).
+        Where the matrices live.
     noise : ndarray of shape (n,), optional
-        Known measurement-error variances of the sites, in the units of `y` squared,
-        added to the covariance: ``C = variance R + nugget I + diag(noise)``
-        (:mod:`geostat.likelihood.terms`). Copied; the caller checks it (finite,
-        non-negative).
-
-    Attributes
-    ----------
-    noise : ndarray of shape (n,) or None
-    group_noise : list
-        The noise on each replicate group's observed sites (None without known noise).
+        Known measurement-error variances (units of `y` squared):
+        ``C = variance R + nugget I + diag(noise)``. Copied; the caller checks it.
 
     Raises
     ------
@@ -84,34 +72,18 @@ class Likelihood(SiteDistanceExtremes):
         return self.factors(theta, eta, noise_ratio=noise_ratio)
 
     def fitting(self):
-        """A context for the evaluations of one fit: BLAS on one thread in this process
-        (:func:`tlrcore._threads.one_blas_thread_block`; the TLR likelihood's also runs its
-        builds' compression in worker processes).
+        """A context for the evaluations of one fit: BLAS on one thread in the whole
+        process while it is open.
 
-        Every costly step of a fit brings its own parallelism (tile pools, worker processes)
-        with BLAS on one thread. Between them, a multithreaded BLAS call (L-BFGS-B's own,
-        say) left OpenBLAS's threads spinning, waiting for more work, on the cores that the
-        next step's threads and processes needed: block Vecchia evaluations in worker
-        processes took 60-80 ms instead of 42 ms at 8,192 co2 cells, and whole co2 fits
-        5.8-6.2 s instead of 5.5-5.7 s (2 cores). The limit holds for the whole process
-        while the context is open.
+        Every costly step of a fit brings its own parallelism (tile pools, worker
+        processes); a multithreaded BLAS call between them would leave its threads
+        spinning on the cores the next step needs.
         """
         return one_blas_thread_block()
 
     def gls(self, params):
-        """Generalized least-squares trend at natural parameters.
-
-        Parameters
-        ----------
-        params : dict
-            ``variance``, ``range``, ``nugget`` and shape parameters.
-
-        Returns
-        -------
-        coef : ndarray of shape (r, p)
-        coef_cov : ndarray of shape (r, p, p)
-            Covariance of each replicate's coefficient estimate.
-        """
+        """``(coef, coef_cov)``: the GLS trend coefficients ``(r, p)`` at natural
+        parameters and the covariance ``(r, p, p)`` of each replicate's estimate."""
         return trend_estimates(
             self.groups, self.factors_at(params), params["variance"], self.n_replicates, self.n_coef
         )

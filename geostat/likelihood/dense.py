@@ -1,20 +1,12 @@
 r"""Exact Gaussian log-likelihood through dense Cholesky factors, on any array back end.
 
-The model and the scalars are those of :mod:`geostat.likelihood.terms`, with known noise
-variances ``V`` where given (``K = R + eta I + nu V``). Every ``n x n``
-array lives on the likelihood's back end (NumPy; CuPy on a GPU) and is formed by
-:class:`geostat.covariance.Sites`; the factors are :class:`geostat.solvers.DenseCholesky`
-(LAPACK ``dpotrf`` in place on the host, cuSOLVER ``potrf`` on a GPU). Only scalars and
-the small ``p x p`` and ``p x r`` trend matrices of the GLS cross to the host.
-
-Gradient traces ``tr(K^{-1} dR) = 2 sum(tril(K^{-1}) * dR)`` (``dR`` symmetric with a
-zero diagonal) use the lower triangle of the inverse (``dpotri`` on the host, by blocks
-over threads for large ``n``: :mod:`tlrcore.dense.blocked`), and one product per
-parameter for the quadratic forms. The traces of the diagonal derivatives are
+The model and the scalars are those of :mod:`geostat.likelihood.terms`
+(``K = R + eta I + nu V``). The ``n x n`` arrays live on the likelihood's back end
+(NumPy, or CuPy on a GPU); only scalars and the small GLS trend matrices cross to the
+host. Gradient traces use the lower triangle ``W`` of ``K^{-1}``:
+``tr(K^{-1} dR) = 2 sum(W * dR)`` (``dR`` symmetric with a zero diagonal),
 ``tr(K^{-1}) = sum diag(W)`` and ``tr(K^{-1} V) = sum diag(W) * noise``, less the REML
-trend part.
-
-Memory: see :func:`dense_bytes`.
+trend part. Memory: :func:`dense_bytes`.
 """
 
 from __future__ import annotations
@@ -40,21 +32,10 @@ MEMORY_FRACTION = 0.9
 def dense_bytes(n, n_gradients):
     """Peak memory (bytes) of the dense likelihood on `n` sites, about.
 
-    Counted from the code in ``n x n`` float64 matrices, with ``q = n_gradients``
-    correlation derivatives: a value with its gradient holds ``R``, the ``q``
-    derivatives, the factor, its inverse and one transient (a group's ``K`` or a
-    Cholesky copy): ``q + 4``; the Fisher information holds ``R``, the derivatives, the
-    inverse, ``q + 1`` products and a transient: ``2 q + 4``, the larger.
-
-    Parameters
-    ----------
-    n : int
-    n_gradients : int
-        Correlation parameters with derivatives: the range and the free shape parameters.
-
-    Returns
-    -------
-    float
+    In ``n x n`` float64 matrices, with ``q = n_gradients``: a value with its gradient
+    holds ``R``, ``q`` derivatives, the factor, its inverse and a transient (``q + 4``);
+    the Fisher information ``R``, the derivatives, the inverse, ``q + 1`` products and a
+    transient (``2 q + 4``, the larger). ``q`` counts the range and free shape parameters.
     """
     return 8.0 * n * n * (2 * n_gradients + 4)
 
@@ -93,23 +74,9 @@ class _GroupArrays:
 class ExactLikelihood(Likelihood):
     """Log-likelihood of one dataset under one kernel, with dense Cholesky factors.
 
-    Parameters
-    ----------
-    coords, y, design, kernel, distance
-        As for :class:`~geostat.likelihood.base.Likelihood`.
-    reml : bool, default False
-    on_failure : {"shift", "compensate", "step", "raise"}, default "shift"
-    backend : tlrcore.backends.Backend, default NUMPY
-    noise : ndarray of shape (n,), optional
-        Known noise variances (:class:`~geostat.likelihood.base.Likelihood`).
-
-    Raises
-    ------
-    ValueError, TrendNotIdentifiableError
-        As :class:`~geostat.likelihood.base.Likelihood`.
-    MemoryError
-        If the dense matrices (:func:`dense_bytes`) do not fit in the back end's free
-        memory.
+    The parameters and errors are those of :class:`~geostat.likelihood.base.Likelihood`,
+    and MemoryError if the dense matrices (:func:`dense_bytes`) do not fit in the back
+    end's free memory.
     """
 
     has_gradient = True
@@ -141,7 +108,7 @@ class ExactLikelihood(Likelihood):
                 None if noise is None else put(noise),
                 0.0 if noise is None else float(noise.max(initial=0.0)),
             )
-            for g, noise in zip(self.groups, self.group_noise)
+            for g, noise in zip(self.groups, self.group_noise, strict=True)
         ]
 
     def _check_memory(self):
@@ -149,9 +116,10 @@ class ExactLikelihood(Likelihood):
         if not fits_in_memory(self.backend, self.n, n_gradients):
             need, free = dense_bytes(self.n, n_gradients), self.backend.free_memory()
             raise MemoryError(
-                f"the exact likelihood at n = {self.n:,} needs about {need / 2**30:.1f} GiB of dense matrices "
-                f"but {free / 2**30:.1f} GiB is free ({self.backend.name} back end); fit a subset of the "
-                "sites, or use the tile low-rank method (method='tlr')."
+                f"the exact likelihood at n = {self.n:,} needs about {need / 2**30:.1f} GiB of "
+                f"dense matrices but {free / 2**30:.1f} GiB is free ({self.backend.name} back "
+                "end); fit a subset of the sites, or use the tile low-rank method "
+                "(method='tlr')."
             )
 
     def describe(self):
@@ -162,7 +130,10 @@ class ExactLikelihood(Likelihood):
             if len(self.groups) > 1
             else ""
         )
-        return f"dense Cholesky factors of {self.n:,} sites (about {need / 2**30:.2g} GiB at most){groups}"
+        return (
+            f"dense Cholesky factors of {self.n:,} sites (about {need / 2**30:.2g} GiB at "
+            f"most){groups}"
+        )
 
     def describe_factors(self):
         """None: dense factors are not kept."""
@@ -216,14 +187,10 @@ class ExactLikelihood(Likelihood):
         of ``K = R + eta I + nu V`` on the group's sites.
 
         One group is factored in `R`'s memory (``R`` is overwritten when every site is
-        observed). Several go through :func:`geostat.solvers.dense_cholesky_batch`, as
-        many at a time as fit in the ``n x n`` entries of one covariance (their factors
-        need as much again; :func:`dense_bytes` allows for both); if one fails, that run
-        is factored group by group through :meth:`_factor`, which applies the
-        ``on_failure`` policy. On the 2-core CPU this takes as long as factoring every
-        group in place (n = 2,000, 6 groups).
+        observed). Several are factored in batches that fit in ``n x n`` entries; a
+        failed batch is refactored group by group under the ``on_failure`` policy.
         """
-        pairs = list(zip(self.groups, self._arrays))
+        pairs = list(zip(self.groups, self._arrays, strict=True))
         if len(pairs) == 1:
             arrays = pairs[0][1]
             yield (
@@ -236,9 +203,11 @@ class ExactLikelihood(Likelihood):
             try:
                 factors = dense_cholesky_batch(Ks, self.backend)
             except NotPositiveDefiniteError:
-                factors = [self._factor(K, arrays, eta, nu) for K, (_, arrays) in zip(Ks, run)]
+                factors = [
+                    self._factor(K, arrays, eta, nu) for K, (_, arrays) in zip(Ks, run, strict=True)
+                ]
             del Ks
-            yield from zip(run, factors)
+            yield from zip(run, factors, strict=True)
 
     def _trend_trace(self, fit, A):
         """``tr((F^T K^{-1} F)^{-1} (K^{-1} F)^T A (K^{-1} F))``: the REML part of ``tr(P A)``."""
@@ -248,33 +217,12 @@ class ExactLikelihood(Likelihood):
     def terms(self, theta, eta, gradient=False, correlation=None, noise_ratio=None):
         """Evaluate the likelihood scalars at correlation parameters `theta` and ratio `eta`.
 
-        Parameters
-        ----------
-        theta : dict
-        eta : float
-        gradient : bool, default False
-            Also ``quad`` and ``trace`` of each ``dR``, of ``"eye"`` and, with known noise,
-            of ``"noise"`` (``V``).
-        correlation : (R, dR), optional
-            The correlation matrix and its derivatives at `theta` (as :meth:`correlation`
-            returns them), computed by the caller: the blocks of
-            :mod:`geostat.likelihood.vecchia` share one kernel evaluation. ``R`` is
-            overwritten; ``dR`` is only read.
-        noise_ratio : float, optional
-            ``nu = 1 / variance`` of ``K = R + eta I + nu V``; required with known noise,
-            ignored without (:func:`~geostat.likelihood.terms.resolve_noise_ratio`).
-
-        Returns
-        -------
-        geostat.likelihood.terms.Terms
-
-        Raises
-        ------
-        NotPositiveDefiniteError
-            If ``K`` is not numerically positive definite on some group of sites (after
-            the shifts, under ``on_failure="shift"``).
-        ValueError
-            With known noise and no `noise_ratio`.
+        With `gradient`, also ``quad`` and ``trace`` of each ``dR``, of ``"eye"`` and
+        (known noise) of ``"noise"``. `correlation`: ``(R, dR)`` at `theta` computed by
+        the caller (``R`` is overwritten). `noise_ratio` (``nu = 1 / variance``) is
+        required with known noise. Returns :class:`~geostat.likelihood.terms.Terms`;
+        raises NotPositiveDefiniteError if some ``K`` is not numerically positive
+        definite after the shifts of ``on_failure``.
         """
         xp = self.backend.xp
         nu = resolve_noise_ratio(self.noise, noise_ratio)
@@ -316,19 +264,9 @@ class ExactLikelihood(Likelihood):
 
     @one_blas_thread
     def factors(self, theta, eta, noise_ratio=None):
-        """Cholesky factors of ``K = R + eta I + nu V`` on each group's sites.
-
-        Parameters
-        ----------
-        theta : dict
-        eta : float
-        noise_ratio : float, optional
-            ``nu = 1 / variance``, required with known noise (:meth:`factors_at` finds it).
-
-        Returns
-        -------
-        list of geostat.solvers.DenseCholesky
-        """
+        """Cholesky factors (:class:`geostat.solvers.DenseCholesky`) of
+        ``K = R + eta I + nu V`` on each group's sites; `noise_ratio` as for
+        :meth:`terms`."""
         nu = resolve_noise_ratio(self.noise, noise_ratio)
         R, _ = self.correlation(theta)
         return [chol for _, chol in self._group_factors(R, eta, nu)]
@@ -349,18 +287,8 @@ class ExactLikelihood(Likelihood):
         ``I_ab = 1/2 sum_j tr(P_j dC_a P_j dC_b)``, with ``P`` the inverse covariance
         (ML) or the REML projection, at natural parameters.
 
-        Parameters
-        ----------
-        params : dict
-        names : sequence of str
-            Parameters to include, e.g. ``["variance", "range", "nugget"]``.
-        return_error : bool, default False
-            Also return the relative error of the entries (0.0: computed exactly).
-
-        Returns
-        -------
-        info : ndarray of shape (len(names), len(names))
-        relative_error : float, only when `return_error`
+        Returns ``info`` ``(len(names), len(names))`` for the parameters `names`, and
+        with `return_error` also its relative error, 0.0 (computed exactly).
         """
         xp = self.backend.xp
         theta, eta, noise_ratio = self.split(params)
@@ -368,7 +296,7 @@ class ExactLikelihood(Likelihood):
         s = params["variance"]
         R, dR = self.correlation(theta, gradient=True)
         info = np.zeros((len(names), len(names)))
-        for g, arrays in zip(self.groups, self._arrays):
+        for g, arrays in zip(self.groups, self._arrays, strict=True):
             chol = self._factor(self._group_matrix(R, arrays, eta, nu, copy=True), arrays, eta, nu)
             W = chol.inverse()
             W /= s

@@ -15,24 +15,25 @@ symmetric
     G_\mathrm{nugget} = \Pi L^{-1} L^{-T} \Pi / s,
 
 and ``G_theta = Pi L^{-1} dR L^{-T} Pi``. For Rademacher probes ``z``,
-``(G_a z)^T (G_b z)`` is an unbiased estimate of ``tr(G_a G_b)`` (Hutchinson); each
-block of probes costs one backward and ``1 + #theta`` forward TLR solves and one TLR
-product with each compressed ``dR``. Probes are added until the Monte Carlo standard
-error of every diagonal entry is below a relative tolerance.
+``(G_a z)^T (G_b z)`` is an unbiased estimate of ``tr(G_a G_b)`` [1]_; each block of
+probes costs one backward and ``1 + #theta`` forward TLR solves and one TLR product
+with each compressed ``dR``. Probes are added until the Monte Carlo standard error of
+every diagonal entry is below a relative tolerance. With reordered sites,
+``K = P^T L L^T P``, ``L^{-1} P`` and ``P^T L^{-T}`` take the place of ``L^{-1}`` and
+``L^{-T}``.
 
-With a factor of reordered sites, ``K = P^T L L^T P``, the same holds with ``L^{-1} P``
-(``solve_lower``) and ``P^T L^{-T}`` (``solve_upper``) in place of ``L^{-1}`` and
-``L^{-T}``; the compressed ``dR`` act in the caller's site order.
+Scores (:func:`probe_traces`): with ``alpha = P y``, every ``dC_a = s sum_j M_aj D_j``
+is a combination of ``D = (K, I, V, dR/dtheta...)``, so the score is
+``1/2 sum_j M_aj (alpha^T D_j alpha / s - tr(G_j))`` and the information
+``1/2 M T M^T`` with ``T_jk = tr(G_j G_k)`` and ``tr(G_K) = N`` (``N - r p`` under
+REML) exactly. The quadratic forms are exact; the traces are averages over fixed
+probes, so the estimates are smooth in the parameters (common random numbers).
 
-Scores (:func:`probe_traces`, for Fisher scoring): with ``alpha = P y`` (``P`` of ``K``),
-every derivative ``dC_a = s sum_j M_aj D_j`` is a combination of
-``D = (K, I, V, dR/dtheta...)`` (``V`` only with known noise: a diagonal operator), so
-the score ``1/2 y^T P_C dC_a P_C y - 1/2 tr(P_C dC_a)`` is
-``1/2 sum_j M_aj (alpha^T D_j alpha / s - tr(G_j))`` and the information is
-``1/2 M T M^T`` with ``T_jk = tr(G_j G_k)``, ``G_K = Pi`` (its trace is the number of
-observations, less ``r p`` under REML: exact). The
-quadratic forms are exact; the traces are averages over fixed probes, so the estimates
-are smooth functions of the parameters (common random numbers).
+References
+----------
+.. [1] Hutchinson, M. F. (1990). A stochastic estimator of the trace of the influence
+   matrix for Laplacian smoothing splines. Communications in Statistics - Simulation
+   and Computation, 19(2).
 """
 
 from __future__ import annotations
@@ -58,30 +59,12 @@ def stochastic_fisher_information(
 ):
     """Expected Fisher information of covariance parameters through TLR factors.
 
-    Parameters
-    ----------
-    likelihood : geostat.likelihood.tlr.TLRLikelihood
-        Provides the groups, their designs and compressed ``dR`` matrices (in the
-        factors' site order).
-    factors : list of geostat.solvers.TLRFactor
-        Factors of ``K = R + eta I + nu V`` at `params`, one per group.
-    params : dict
-        Natural parameters.
-    names : sequence of str
-        Parameters to include (``variance``, ``nugget``, ``range``, shape names).
-    random_state : int, default 0
-    rtol : float, default 0.02
-        Target relative standard error of the diagonal entries (the standard errors
-        derived from them are then accurate to about half of it).
-    block_size : int, default 16
-        Probes per block.
-    max_probes : int, default 256
-
-    Returns
-    -------
-    info : ndarray of shape (len(names), len(names))
-    relative_error : float
-        Largest relative Monte Carlo standard error of a diagonal entry.
+    `factors` factor ``K = R + eta I + nu V`` at the natural parameters `params`, one
+    per group of `likelihood`. Probes are drawn in blocks of `block_size` until the
+    relative Monte Carlo standard error of every diagonal entry is below `rtol` (the
+    standard errors derived from them are then accurate to about half of it) or
+    `max_probes` are drawn. Returns ``(info, relative_error)``, ``info`` of shape
+    ``(len(names), len(names))``.
     """
     names = list(names)
     theta, eta, noise_ratio = likelihood.split(params)
@@ -90,7 +73,7 @@ def stochastic_fisher_information(
     derivative_names = [n for n in names if n not in ("variance", "nugget")]
     rng = np.random.default_rng(random_state)
     groups = []
-    for index, (group, factor) in enumerate(zip(likelihood.groups, factors)):
+    for index, (group, factor) in enumerate(zip(likelihood.groups, factors, strict=True)):
         basis = None
         if likelihood.reml and likelihood.n_coef:
             basis = np.linalg.qr(factor.solve_lower(centered_design(group.design)[0]))[0]
@@ -163,35 +146,15 @@ class ProbeTraces:
 def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64):
     r"""Exact quadratic forms and per-probe Hutchinson traces, one block of probes at a time.
 
-    Probe block ``b`` of group ``g`` is drawn from ``default_rng([random_state, g, b])``,
-    so the same `random_state` gives the same probes at any parameters and the first
-    blocks of a longer run are those of a shorter one. With ``X = L^{-T} Pi Z`` (one
-    backward TLR solve) the traces are ``z^T G_j z = x^T D_j x``: ``||x||^2`` for the
-    identity, ``sum noise * x^2`` for the known noise and ``x^T (dR x)`` for each
-    compressed ``dR`` (compressed once, before the first block). The products
-    ``(G_j z)^T (G_k z)`` of the information take ``1 + #theta`` forward solves more (one
-    more with known noise); they are computed for a block unless the
-    generator is sent False for it (``blocks.send(False)``: traces only, the score needing
-    more probes than the information).
+    Probe block ``b`` of group ``g`` is drawn from ``default_rng([random_state, g, b])``:
+    the same probes at any parameters. With ``X = L^{-T} Pi Z`` (one backward TLR solve)
+    the traces are ``z^T G_j z = x^T D_j x``. The products ``(G_j z)^T (G_k z)`` of the
+    information take ``1 + #theta`` more forward solves (one more with known noise); they
+    are skipped for a block when the generator is sent False (``blocks.send(False)``).
 
-    Parameters
-    ----------
-    likelihood : geostat.likelihood.tlr.TLRLikelihood
-    factors : list of geostat.solvers.TLRFactor
-        Factors of ``K = R + eta I + nu V`` at `theta`, one per group.
-    fits : list of geostat.likelihood.gls.GLSFit
-        The GLS fits of the groups through `factors` (their ``alpha = P y``).
-    theta : dict
-        Correlation parameters; a derivative is taken for the range and every free shape
-        parameter of the kernel.
-    random_state : int, default 0
-    block_size : int, default 64
-
-    Yields
-    ------
-    ProbeTraces
-        The cumulative estimates after each further block (an endless sequence); the
-        traces of a block do not depend on whether its products were computed.
+    `factors` factor ``K`` at `theta` and `fits` are their GLS fits, one per group;
+    derivatives are taken in the range and every free shape parameter. Yields the
+    cumulative :class:`ProbeTraces` after each further block, endlessly.
     """
     names = ["range", *(n for n in likelihood.kernel.free_shape if n in theta)]
     diagonals = ["eye"] if likelihood.noise is None else ["eye", "noise"]
@@ -199,7 +162,9 @@ def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64
     to_host = likelihood.backend.to_host
     quad = np.zeros(q)
     groups = []
-    for index, (group, factor, fit) in enumerate(zip(likelihood.groups, factors, fits)):
+    for index, (group, factor, fit) in enumerate(
+        zip(likelihood.groups, factors, fits, strict=True)
+    ):
         basis = None
         if likelihood.reml and likelihood.n_coef:
             basis = np.linalg.qr(factor.solve_lower(centered_design(group.design)[0]))[0]
@@ -247,9 +212,9 @@ def probe_traces(likelihood, factors, fits, theta, random_state=0, block_size=64
 
 
 def _probes_needed(done, relative_error, rtol, block_size, max_probes):
-    """Probes the loop will have drawn when it stops, estimated after `done`: the Monte
-    Carlo error shrinks like ``1 / sqrt(probes)``, so ``done (relative_error / rtol)^2``,
-    in whole blocks, at most `max_probes` (for the progress display)."""
+    """Probes drawn when the loop stops, estimated after `done` (the error shrinks like
+    ``1 / sqrt(probes)``): ``done (relative_error / rtol)^2`` in whole blocks, at most
+    `max_probes`."""
     if relative_error <= rtol:
         return done
     if not np.isfinite(relative_error):

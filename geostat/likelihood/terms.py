@@ -124,32 +124,16 @@ def split_params(params, kernel):
 
 
 def resolve_noise_ratio(noise, noise_ratio):
-    """The noise ratio ``nu`` of ``K = R + eta I + nu V`` for an evaluation.
-
-    Parameters
-    ----------
-    noise : ndarray of shape (n,) or None
-        The likelihood's known noise variances (fitting units); None: no known noise.
-    noise_ratio : float or None
-        The evaluation's ``nu = 1 / variance``.
-
-    Returns
-    -------
-    float
-        0.0 without known noise (`noise_ratio` is then ignored), else `noise_ratio`.
-
-    Raises
-    ------
-    ValueError
-        If the likelihood has known noise and `noise_ratio` is None: ``K`` then depends on
-        the variance, which must be given (it cannot be profiled).
-    """
+    """The noise ratio ``nu`` of ``K = R + eta I + nu V``: 0.0 without known `noise`,
+    else `noise_ratio` (``1 / variance``), which is then required (ValueError): ``K``
+    depends on the variance, which cannot be profiled."""
     if noise is None:
         return 0.0
     if noise_ratio is None:
         raise ValueError(
-            "noise_ratio must be given (1 / variance): with known noise variances K = R + eta I + noise_ratio diag(noise) "
-            "depends on the variance, so the variance cannot be profiled; use a ParameterSpace with "
-            "known_noise=True, or pass noise_ratio=1 / variance."
+            "noise_ratio must be given (1 / variance): with known noise variances "
+            "K = R + eta I + noise_ratio diag(noise) depends on the variance, so the variance "
+            "cannot be profiled; use a ParameterSpace with known_noise=True, or pass "
+            "noise_ratio=1 / variance."
         )
     return float(noise_ratio)

@@ -1,24 +1,22 @@
 """Gaussian log-likelihood through tile low-rank Cholesky factors.
 
-For each group of replicates sharing observed sites, the sites are ordered once (KD-tree
-or Morton); at every evaluation the correlation ``K = R + eta I + nu V`` of those sites
-(``V`` the known noise variances, where given: :mod:`geostat.likelihood.terms`) is
-compressed into a :class:`tlrcore.TLRMatrix` and factored by :func:`tlrcore.cholesky`.
-The GLS trend, quadratic form and log-determinant then come from the factor exactly as
-in the dense path (:mod:`geostat.likelihood.dense`), so both likelihoods return the same
-:class:`~geostat.likelihood.terms.Terms`.
+For each group of replicates sharing observed sites, the sites are ordered once; at
+every evaluation the correlation ``K = R + eta I + nu V`` (``V`` the known noise
+variances) is compressed into a :class:`tlrcore.TLRMatrix` and factored by
+:func:`tlrcore.cholesky` [1]_ [2]_. The GLS trend, quadratic form and log-determinant
+come from the factor as in :mod:`geostat.likelihood.dense`. The traces
+``tr(K^{-1} dK)`` of the score would need the inverse; they are estimated with random
+probes through TLR solves (:mod:`geostat.likelihood.stochastic_fisher`). With a Dask
+``client`` each group's covariance is compressed, factored and solved on the workers.
 
-There are no analytic gradients here: their traces ``tr(K^{-1} dK)`` would need the
-inverse. They are estimated instead with fixed random probes through TLR solves
-(:meth:`TLRLikelihood.probe_traces`, :mod:`geostat.likelihood.stochastic_fisher`), which
-give the optimizer's Fisher-scoring steps (:mod:`geostat.optimize.scoring`) and the
-expected Fisher information of the standard errors.
-
-On a Dask cluster (``client=``) each group's covariance is compressed and factored on
-the workers (:func:`geostat.solvers.distributed_tlr_factor`), the groups concurrently;
-the GLS solves, the probe solves (``n x 64`` blocks) and the log-determinant run there
-too, and only ``n``-vectors, ``n x m`` blocks and scalars come back. The derivative
-matrices ``dR`` of the probe traces are compressed in this process.
+References
+----------
+.. [1] Akbudak, K., Ltaief, H., Mikhalev, A., Keyes, D. (2017). Tile low rank Cholesky
+   factorization for climate/weather modeling applications on manycore architectures.
+   ISC High Performance, LNCS 10266.
+.. [2] Boukaram, W., Zampini, S., Turkiyyah, G., Keyes, D. (2021). H2OPUS-TLR: High
+   performance tile low rank symmetric factorizations using adaptive randomized
+   approximation. arXiv:2108.11932.
 """
 
 from __future__ import annotations
@@ -63,11 +61,8 @@ AUTO_START_ACCURACY = 1e-8
 #: Accuracy of the compressed derivatives ``dR`` of the probe traces (the likelihood's own
 #: when that is coarser): see :meth:`TLRLikelihood.gradient_matrices`.
 DERIVATIVE_ACCURACY = 1e-6
-#: Largest matrix (bytes) whose tiles :meth:`TLRLikelihood.keep_coarser` keeps: they stay in
-#: memory beside the factor until the next evaluation, where the factorization would have
-#: released them. A truncation takes 0.11-0.13 s at 16,384 simulated sites (tiles of 2048)
-#: with the diagonal tiles shared (:meth:`tlrcore.TLRMatrix.truncated`), 0.5-0.7 s with
-#: them copied.
+#: Largest matrix (bytes) whose tiles :meth:`TLRLikelihood.keep_coarser` keeps in memory
+#: beside the factor until the next evaluation.
 CHECK_COPY_BYTES = 2**29
 
 
@@ -88,43 +83,32 @@ class TLRLikelihood(Likelihood):
     accuracy : float or "auto", default 1e-8
         Relative Frobenius accuracy of the compression and of the factorization.
         ``"auto"`` starts at :data:`AUTO_START_ACCURACY` and lets the optimizer change it
-        (:attr:`adaptive`, :meth:`set_accuracy`); the accuracy in effect is always
-        :attr:`accuracy`.
+        (:meth:`set_accuracy`).
     tile_size : int, optional
         Default :func:`geostat.ordering.auto_tile_size` of each group's size.
     ordering : {"kdtree", "morton", "none"}, default "kdtree"
     random_state : int, default 0
         Seeds compression and factorization: equal inputs give equal values.
     on_failure : {"shift", "compensate", "step", "raise"}, default "shift"
-        What a covariance that is not positive definite at this accuracy does; see
-        :mod:`geostat.likelihood.failure`. ``"shift"`` refactors with
-        ``tlrcore.cholesky(..., safeguard="shift")``.
+        What a covariance that is not positive definite at this accuracy does
+        (:mod:`geostat.likelihood.failure`).
     backend : tlrcore.backends.Backend, default NUMPY
-        Where the covariance tiles are generated, compressed and factored (a GPU's builds
-        and factors them in the packed layout, with batched algorithms). An evaluation
-        keeps the observations and design on the back end and moves only scalars and
-        small arrays (per-tile estimates, ``p x p`` GLS products) to the host; the factors
-        handed to kriging and standard errors (:meth:`factors`) solve host vectors into
-        host results.
+        Where the tiles are generated, compressed and factored; only scalars and small
+        arrays move to the host. The factors (:meth:`factors`) solve host vectors.
     client : None, "default" or distributed.Client, default None
         Build and factor the covariances on the workers of this Dask cluster
-        (:func:`geostat.solvers.resolve_client`); the values equal the in-process ones to
-        rounding. ``on_failure`` refactors there with the in-process safeguards (the
-        same factor): ``"shift"`` with the in-process shifts, ``"compensate"`` with the
-        always-on compensation in block form, then with it and the shifts.
+        (:func:`geostat.solvers.resolve_client`), with the same safeguards; the values
+        equal the in-process ones to rounding.
     noise : ndarray of shape (n,), optional
-        Known noise variances (:class:`~geostat.likelihood.base.Likelihood`), added to
-        the diagonal of every build.
+        Known noise variances, added to the diagonal of every build.
 
     Raises
     ------
-    ValueError
+    ValueError, TrendNotIdentifiableError
         If `accuracy` is neither ``"auto"`` nor in (0, 1), for a `client` with a back end
         other than NumPy, and as :class:`~geostat.likelihood.base.Likelihood`.
     TypeError, ImportError
-        For a bad `client`, or one without Dask installed (:func:`~geostat.solvers.resolve_client`).
-    TrendNotIdentifiableError
-        As :class:`~geostat.likelihood.base.Likelihood`.
+        For a bad `client`, or one without Dask installed.
     """
 
     has_gradient = False
@@ -155,7 +139,7 @@ class TLRLikelihood(Likelihood):
         self.client = resolve_client(client)
         if self.client is not None and backend.name != NUMPY.name:
             raise ValueError(
-                f"client= runs the TLR method on the cluster's CPUs; use device='cpu' with it "
+                "client= runs the TLR method on the cluster's CPUs; use device='cpu' with it "
                 f"(got the {backend.name} back end)."
             )
         super().__init__(coords, y, design, kernel, distance, reml, on_failure, backend, noise)
@@ -179,16 +163,11 @@ class TLRLikelihood(Likelihood):
 
     @contextlib.contextmanager
     def fitting(self):
-        """A context for the evaluations of one fit: BLAS on one thread in this process
-        (:meth:`Likelihood.fitting`); new arrays on small pages, for the probe blocks and
-        solves of the scoring iterations as well as the tile algorithms
-        (:func:`tlrcore._malloc.small_pages`); and on the CPU, in this process, worker
-        processes held for the fit (:func:`tlrcore.compress.worker_processes.hold`; when it closes
-        they wait idle for the next fit, then stop). They compress the builds' tile columns
-        (by default for tiles of at most 1024, when they are forked as it opens, and for
-        builds of at least :data:`~tlrcore.compress.worker_processes.AUTO_MIN_COLUMNS` tile
-        columns) and evaluate the block Vecchia likelihood that starts Fisher scoring
-        (:mod:`geostat.likelihood.vecchia`; forked at its first evaluation, if not before)."""
+        """A context for the evaluations of one fit: BLAS on one thread
+        (:meth:`Likelihood.fitting`), new arrays on small pages, and on the CPU in this
+        process worker processes held for the fit
+        (:func:`tlrcore.compress.worker_processes.hold`), which compress tile columns and
+        evaluate the block Vecchia likelihood."""
         with super().fitting(), small_pages():
             if self.client is not None or self.backend.batched_by_default:
                 yield
@@ -205,14 +184,16 @@ class TLRLikelihood(Likelihood):
             if len(self.groups) > 1
             else ""
         )
+        n_tiles = math.ceil(largest.perm.size / largest.tile_size)
         return (
-            f"tile size {'/'.join(map(str, sizes))} ({math.ceil(largest.perm.size / largest.tile_size)} tiles of "
-            f"{largest.perm.size:,} sites), accuracy {self.accuracy:g}, {self.ordering} ordering{groups}"
+            f"tile size {'/'.join(map(str, sizes))} ({n_tiles} tiles of "
+            f"{largest.perm.size:,} sites), accuracy {self.accuracy:g}, "
+            f"{self.ordering} ordering{groups}"
         )
 
     def describe_factors(self):
-        """Ranks and memory of the most recent factors at this accuracy (those at the
-        estimate after a fit), in words; None when there are none."""
+        """Ranks and memory of the most recent factors at this accuracy, in words (None
+        when there are none)."""
         if self._cache is None:
             return None
         return "; ".join(_factor_summary(factor) for factor in self._cache[1])
@@ -238,21 +219,12 @@ class TLRLikelihood(Likelihood):
         """TLR Cholesky factors of ``K = R + eta I + nu V`` on each group's sites.
 
         The factors of the most recent parameters at the likelihood's own accuracy are
-        kept, so the estimate, trend, standard errors and kriging share one
-        factorization; a new evaluation first releases them, so at most one set is held.
+        kept (at most one set), so the estimate, trend, standard errors and kriging share
+        one factorization.
 
-        Parameters
-        ----------
-        theta : dict
-        eta : float
-        accuracy : float, optional
-            Another accuracy (such factors are not kept).
-        noise_ratio : float, optional
-            ``nu = 1 / variance``, required with known noise (:meth:`factors_at` finds it).
-
-        Returns
-        -------
-        list of geostat.solvers.TLRFactor
+        At another `accuracy` the factors are not kept. `noise_ratio`
+        (``nu = 1 / variance``) is required with known noise. Returns a list of
+        :class:`geostat.solvers.TLRFactor`.
         """
         nu = resolve_noise_ratio(self.noise, noise_ratio)
         key = (tuple(sorted(theta.items())), float(eta), nu)
@@ -280,12 +252,9 @@ class TLRLikelihood(Likelihood):
         return out
 
     def _factor(self, index, block, accuracy, key):
-        """``(factor, shifted)`` of group `index`'s covariance given by `block` (parameters
-        `key`): in this process, or on the cluster. In this process, on NumPy, a build at
-        the likelihood's own accuracy keeps its tiles (:meth:`keep_coarser`), and an
-        evaluation at the same parameters and the kept accuracy factors them truncated
-        instead of building (once: a failed attempt consumed the copy), if the copy differs
-        from the build by at least the bound on the build's own compression error."""
+        """``(factor, shifted)`` of group `index`'s covariance `block` (parameters `key`),
+        in this process or on the cluster; reuses the tiles kept by :meth:`keep_coarser`
+        when they serve."""
         order, accuracy = self._orders[index], accuracy or self.accuracy
         start = time.perf_counter()
         if self.client is None:
@@ -342,12 +311,9 @@ class TLRLikelihood(Likelihood):
 
     @staticmethod
     def _truncated(A, accuracy):
-        """`A` (the tiles of a build kept by :meth:`keep_coarser`) truncated to `accuracy`,
-        or None where the copy would not serve the check: the check takes the change of the
-        log-likelihood for an upper estimate of the error of A's, so the copy must move at
-        least as far from A as the bound on A's own compression error (else, e.g. where the
-        tiles' spectra have gaps and nothing was truncated, a new build at the coarser
-        accuracy does)."""
+        """`A` truncated to `accuracy`, or None when the copy moved less than the bound
+        ``sqrt(n_t (n_t - 1)) tau`` on A's own compression error: the check needs the
+        change of the log-likelihood to overstate A's error."""
         copy = A.truncated(accuracy)
         own_bound = math.sqrt(A.n_tiles * (A.n_tiles - 1)) * A.tolerance
         serves = copy.truncation_error >= own_bound
@@ -361,9 +327,8 @@ class TLRLikelihood(Likelihood):
         return copy if serves else None
 
     def _map_groups(self, function):
-        """``[function(index) for each group]``; on a cluster with several groups, the groups
-        are submitted concurrently (one client thread each, in this thread's context, so
-        the progress setting holds), their results in group order."""
+        """``[function(index) for each group]``; on a cluster, groups run concurrently (one
+        client thread each, in this thread's context)."""
         indices = range(len(self.groups))
         if self.client is None or len(indices) == 1:
             return [function(index) for index in indices]
@@ -374,39 +339,23 @@ class TLRLikelihood(Likelihood):
             return [future.result() for future in futures]
 
     def _ordered(self, index):
-        """The sites of group `index` in the factor's order, on the back end (copied there
-        once)."""
+        """The sites of group `index` in the factor's order, on the back end."""
         if index not in self._ordered_sites:
             coords = self._sites(self.groups[index])[self._orders[index].perm]
             self._ordered_sites[index] = Sites(coords, self.distance, self.backend)
         return self._ordered_sites[index]
 
     def _ordered_diagonal(self, index, nu):
-        """``nu`` times the known noise of group `index` in the factor's order (None without
-        known noise)."""
+        """``nu`` times the known noise of group `index` in the factor's order, or None."""
         noise = self.group_noise[index]
         return None if noise is None else nu * noise[self._orders[index].perm]
 
     def keep_coarser(self, accuracy):
-        """From now on, keep the tiles of each build at the likelihood's own accuracy
-        (:meth:`tlrcore.TLRMatrix.shared`: no copy; its factorization releases but does not
-        change them) until the next evaluation, for an evaluation at the same parameters
-        and the coarser `accuracy`: the fit's check of its reported log-likelihood
-        (:func:`geostat.optimize.search.reported_loglik`) then factors them truncated to
-        `accuracy` (:meth:`tlrcore.TLRMatrix.truncated`) instead of building anew.
-        Truncating only then, not after every build, saved 0.12 s a build at 16,384 sites,
-        and the factorizations ran 0.3 s faster without the copies' new arrays beside them
-        (1.29 s against 0.96 s, medians of 4). Only on NumPy, in this process, for
-        matrices of at most :data:`CHECK_COPY_BYTES`, and only where the copy differs from
-        the build by at least the bound ``sqrt(n_t (n_t - 1)) tau`` on the build's own
-        compression error, so that the check's change still overstates that error (the
-        truncation moves each tile by up to ``tau' - tau``, nine times the build's ``tau``
-        for a tenfold coarser accuracy). ``None`` stops it.
-
-        Parameters
-        ----------
-        accuracy : float or None
-            In ``(self.accuracy, 1)``.
+        """Keep the tiles of each build at the own accuracy until the next evaluation, so
+        that an evaluation at the same parameters and the coarser `accuracy` (the check of
+        :func:`geostat.optimize.search.reported_loglik`) factors them truncated instead of
+        building anew. Only on NumPy, in this process, for matrices of at most
+        :data:`CHECK_COPY_BYTES`. `accuracy` is in ``(self.accuracy, 1)``; None stops it.
         """
         if accuracy is not None and not self.accuracy < accuracy < 1:
             raise ValueError(
@@ -417,16 +366,9 @@ class TLRLikelihood(Likelihood):
         self._coarser = {}
 
     def set_accuracy(self, accuracy):
-        """Evaluate at `accuracy` from now on (the optimizer's choice for an adaptive
-        likelihood). The kept factors and tiles are released; a check copy kept by
-        :meth:`keep_coarser` moves with it, the same factor coarser. Values depend only on
-        the parameters and the accuracy, never on the calls before.
-
-        Parameters
-        ----------
-        accuracy : float
-            In (0, 1).
-        """
+        """Evaluate at `accuracy` (in (0, 1)) from now on, releasing the kept factors; the
+        coarser accuracy of :meth:`keep_coarser` keeps its ratio to it. Values depend
+        only on the parameters and the accuracy."""
         _check_accuracy(accuracy)
         ratio = (
             None
@@ -446,7 +388,7 @@ class TLRLikelihood(Likelihood):
 
     def terms(self, theta, eta, gradient=False, accuracy=None, noise_ratio=None):
         """Likelihood scalars at correlation parameters `theta`, ratio `eta` and, with known
-        noise, noise ratio `noise_ratio` (``nu = 1 / variance``, then required).
+        noise, `noise_ratio` (``nu = 1 / variance``).
 
         Raises
         ------
@@ -470,7 +412,7 @@ class TLRLikelihood(Likelihood):
         factors = self.factors(theta, eta, accuracy, noise_ratio=nu)
         self.n_factorizations += kept is None or factors is not kept[1]
         fits = self._map_groups(lambda index: self._gls(index, self.groups[index], factors[index]))
-        for g, chol, fit in zip(self.groups, factors, fits):
+        for g, chol, fit in zip(self.groups, factors, fits, strict=True):
             logdet += g.r * chol.logdet()
             quadratic += float(xp.sum(fit.residual * fit.alpha))
             if self.reml and self.n_coef:
@@ -484,34 +426,16 @@ class TLRLikelihood(Likelihood):
     def probe_traces(self, theta, eta, random_state=0, noise_ratio=None):
         """One evaluation with stochastic derivative traces, for Fisher scoring.
 
-        Parameters
-        ----------
-        theta : dict
-        eta : float
-        random_state : int, default 0
-            Seeds the probes: the same value gives the same probes at any parameters.
-        noise_ratio : float, optional
-            ``nu = 1 / variance``; required with known noise (as :meth:`terms`).
-
-        Returns
-        -------
-        terms : geostat.likelihood.terms.Terms
-        blocks : iterator of geostat.likelihood.stochastic_fisher.ProbeTraces
-            The estimates after each further block of probes
-            (:func:`~geostat.likelihood.stochastic_fisher.probe_traces`).
-
-        Raises
-        ------
-        tlrcore.NotPositiveDefiniteError
-            As :meth:`terms`.
+        Returns ``(terms, blocks)``: the :class:`~geostat.likelihood.terms.Terms` and the
+        generator of :func:`~geostat.likelihood.stochastic_fisher.probe_traces`, whose
+        probes `random_state` seeds (the same probes at any parameters). Raises as
+        :meth:`terms`.
         """
         terms, factors, fits = self._evaluate(theta, eta, noise_ratio=noise_ratio)
         return terms, probe_traces(self, factors, fits, theta, random_state)
 
     def _gls(self, index, group, chol):
-        """GLS fit of group `index`, its observations and design held on the back end
-        (copied there once), so that an evaluation moves only scalars and ``p x p``
-        matrices to the host."""
+        """GLS fit of group `index`, its observations and design held on the back end."""
         if index not in self._arrays:
             self._arrays[index] = (
                 self.backend.asarray(group.y),
@@ -559,17 +483,10 @@ class TLRLikelihood(Likelihood):
         r"""``dR / d name`` on a group's sites as TLR operators (``@``) in the caller's site
         order (:class:`geostat.solvers.PermutedTLR`).
 
-        They are compressed at accuracy ``max(accuracy, DERIVATIVE_ACCURACY)``: they enter
-        only the score and the information, whose Monte Carlo error dwarfs that of the
-        compression. A compression error ``E`` of ``dR`` changes the score by
-        ``delta = 1/2 (alpha^T E alpha / s - tr(K^{-1} E))``, of mean zero and variance
-        ``1/2 tr(K^{-1} E K^{-1} E) <= 1/2 ||E||_F^2 / eta^2`` under the model; relative
-        to the information ``1/2 tr((K^{-1} dR)^2)`` that is at most
-        ``(||E||_F / ||dR||_F)^2`` times ``||dR||_F^2 / (eta^2 tr((K^{-1} dR)^2))``.
-        Measured on the simulated field of ``benchmarks/peers.py`` at 16,384 sites (same
-        probes, against ``dR`` at 1e-8): a log-likelihood loss ``delta^T I^{-1} delta / 2``
-        of 1.1e-6 at 1e-6 (2.4e-4 at 1e-5), against the Monte Carlo loss target 2e-3 of
-        :mod:`geostat.optimize.scoring`.
+        Compressed at ``max(accuracy, DERIVATIVE_ACCURACY)``: they enter only the score
+        and the information, whose Monte Carlo error dominates. A compression error ``E``
+        of ``dR`` changes the score by ``delta = 1/2 (alpha^T E alpha / s - tr(K^{-1} E))``,
+        of mean zero and variance ``1/2 tr(K^{-1} E K^{-1} E) <= 1/2 ||E||_F^2 / eta^2``.
         """
         sites, order = self._ordered(group_index), self._orders[group_index]
         accuracy = max(self.accuracy, DERIVATIVE_ACCURACY)
@@ -604,4 +521,7 @@ def _factor_summary(factor):
     off = ranks[np.tril_indices(ranks.shape[0], -1)]
     dense = 8.0 * factor.n * (factor.n + 1) / 2
     rank = f"mean rank {off.mean():.1f}, max rank {off.max()}" if off.size else "one dense tile"
-    return f"n = {factor.n:,}, {rank}, {factor.nbytes / 2**20:.1f} MiB ({factor.nbytes / dense:.1%} of a dense factor)"
+    return (
+        f"n = {factor.n:,}, {rank}, {factor.nbytes / 2**20:.1f} MiB "
+        f"({factor.nbytes / dense:.1%} of a dense factor)"
+    )

@@ -1,50 +1,20 @@
 r"""Block Vecchia likelihood: blocks of neighbouring sites, each conditioned on nearby sites.
 
-The sites are cut into blocks of at most ``block_size`` neighbours in the k-d tree order
-of the TLR tiles, and each block ``b`` is conditioned on the ``conditioning`` sites
-``c(b)`` nearest its centroid among those before it in that order (Vecchia, 1988, *J. R.
-Statist. Soc. B* 50; blocks, or "grouping": Guinness, 2018, *Technometrics* 60):
+The sites are cut into blocks of at most ``block_size`` neighbours in k-d tree order,
+and each block ``b`` is conditioned on the ``conditioning`` sites ``c(b)`` nearest its
+centroid among those before it [1]_ [2]_:
 
 .. math::
 
-    \ell_V(\sigma^2, \theta, \eta) = \sum_b \log p\bigl(y_b \mid y_{c(b)}\bigr)
+    \ell_V = \sum_b \log p\bigl(y_b \mid y_{c(b)}\bigr)
     = \sum_b \Bigl[\ell\bigl(y_{c(b) \cup b}\bigr) - \ell\bigl(y_{c(b)}\bigr)\Bigr],
 
-each ``\ell`` an exact Gaussian log-density of the residuals ``y - F \tilde\beta`` under
-``\sigma^2 K(\theta, \eta)``, ``K`` the correlation plus nugget ratio (plus ``nu V``,
-the known noise variances times ``nu = 1 / \sigma^2``, where given), and
-``\tilde\beta`` the ordinary least-squares trend of each replicate on all its observed
-sites (fixed: a shared GLS trend would couple the blocks). Every scalar of
-:class:`~geostat.likelihood.terms.Terms` (log-determinant, quadratic form, their
-derivatives) is a difference of the two exact ones, so the variance is profiled over all
-blocks at once and the gradients are exact. A replicate missing on all of ``c(b)`` has no
-second term. With more than ``max_sites`` sites, a random subset of the blocks is kept
-(their conditioning sites still come from all the sites). An evaluation costs
-``O(m (b + c)^3 / b)`` for ``m`` kept sites, whatever ``n``.
-
-It starts Fisher scoring on the full data (:mod:`geostat.optimize.scoring`), so what
-matters is how close its maximizer is to the full-data one. Full-data log-likelihood
-below its maximum at the maximizer of each approximation (Matérn 1.5 + nugget + constant
-mean, all sites kept):
-
-==============================  ================  ===============================
-data                            block Vecchia     independent blocks of 256
-                                (128 | 64)        (the start before this one)
-==============================  ================  ===============================
-co2, 8,192 cells                0.07              3.5
-simulated, 8,192 sites          0.24              1.2
-==============================  ================  ===============================
-
-On co2, conditioning on 128 sites instead of 64 (0.14 below) or blocks of 256 (0.35) did
-not do better, and blocks taken in a random order instead of the k-d tree order did worse
-(1.2). Keeping a random half of the blocks put the maximizer 0.04 to 1.7 below, depending
-on the half; at the 26,633 co2 cells with the smoothness estimated, a third of the
-blocks put it 6.6 below. Hence :data:`MAX_SITES`.
-
-Each block is factored
-once: with the conditioning sites first, the Cholesky factor ``L`` of the joint
-``K`` has the factor of the conditioning sites' ``K_cc`` as its leading block ``L_11``, so
-with ``w = L^{-1} y`` and ``X = L^{-1}`` (leading block ``X_11 = L_11^{-1}``)
+each ``\ell`` an exact Gaussian log-density of the residuals from the ordinary
+least-squares trend (fixed: a shared GLS trend would couple the blocks). Every scalar of
+:class:`~geostat.likelihood.terms.Terms` is a difference of two exact ones, so the
+variance is profiled over all blocks and the gradients are exact. With the conditioning
+sites first, the Cholesky factor ``L`` of the joint ``K`` has that of ``K_cc`` as its
+leading block, so one factorization gives, with ``w = L^{-1} y`` and ``X = L^{-1}``,
 
 .. math::
 
@@ -54,20 +24,17 @@ with ``w = L^{-1} y`` and ``X = L^{-1}`` (leading block ``X_11 = L_11^{-1}``)
     \operatorname{tr}(K^{-1} D) - \operatorname{tr}(K_{cc}^{-1} D_{cc})
     = \langle X^T X, D \rangle - \langle X_{11}^T X_{11}, D_{cc} \rangle.
 
-Factoring the conditioning sites again, as a likelihood of their own, made an evaluation
-with gradients at the 8,192 co2 cells take 82-88 ms instead of 75 ms (one process; 2
-cores). A failed factorization is shifted as an exact likelihood's (``on_failure``); the
-conditioning sites' part is then the leading block of the shifted joint matrix.
+With more than ``max_sites`` sites a random subset of the blocks is kept; an evaluation
+costs ``O(m (b + c)^3 / b)`` for ``m`` kept sites. It starts Fisher scoring on the full
+data (:mod:`geostat.optimize.scoring`). The blocks are evaluated in sets, in worker
+processes during a fit (the Python between small LAPACK calls holds the GIL).
 
-The blocks are cut into as many sets as the tile pool has threads (every ``k``-th block).
-The kernel is evaluated once per evaluation for all the pairs of a set's blocks
-(:class:`~geostat.covariance.PairCorrelation`: a costly kernel, such as a Matérn whose
-smoothness is estimated, through one table of the log-distances). In a fit each set is
-evaluated in a worker process
-(:class:`tlrcore.compress.worker_processes.Shared`): 42 ms instead of 75 ms per
-evaluation at the co2 cells. On threads the same sets took longer than one after the
-other (86 ms): the blocks are small, and the Python between their LAPACK calls holds the
-GIL.
+References
+----------
+.. [1] Vecchia, A. V. (1988). Estimation and model identification for continuous spatial
+   processes. Journal of the Royal Statistical Society, Series B, 50(2).
+.. [2] Guinness, J. (2018). Permutation and grouping methods for sharpening Gaussian
+   process approximations. Technometrics, 60(4).
 """
 
 from __future__ import annotations
@@ -90,49 +57,31 @@ __all__ = ["BLOCK_SIZE", "CONDITIONING", "MAX_SITES", "BlockVecchiaLikelihood", 
 BLOCK_SIZE = 128
 #: Sites each block is conditioned on.
 CONDITIONING = 64
-#: Most sites in the kept blocks (256 blocks). One evaluation with gradients on 2 cores
-#: (worker processes): about 0.04 s for 8,192 sites (Matérn 1.5), 0.21 s for the 26,633
-#: co2 cells with the smoothness estimated.
+#: Most sites in the kept blocks (256 blocks): fewer blocks move the maximizer too far
+#: from the full-data one.
 MAX_SITES = 32768
 
 
 class BlockVecchiaLikelihood:
-    """Block Vecchia log-likelihood of the data of `likelihood` (see module docstring).
+    """Block Vecchia log-likelihood of the data of `likelihood` (module docstring).
 
     Parameters
     ----------
     likelihood : geostat.likelihood.base.Likelihood
-        Its sites, observations (NaN marks a missing value), trend design, known noise
-        variances, kernel, distance and failure policy are used; REML is not (the trend
-        is fixed).
+        Its data, kernel, distance and failure policy are used; REML is not.
     block_size : int, default BLOCK_SIZE
     conditioning : int, default CONDITIONING
-        Sites each block is conditioned on (fewer for the first blocks; 0 makes the
-        blocks independent).
+        Sites each block is conditioned on (0: independent blocks).
     max_sites : int, default MAX_SITES
-        With more sites than this, a random subset of ``max_sites // block_size``
-        blocks is kept.
+        With more sites, a random subset of ``max_sites // block_size`` blocks (drawn by
+        `rng`, default seed 0) is kept.
     rng : numpy.random.Generator, optional
-        Draws that subset (default: seed 0).
 
     Attributes
     ----------
     blocks : list of VecchiaBlock
-        The kept blocks, each with its conditioning sites.
-    n : int
-        Sites in the kept blocks.
-    n_obs : int
-        Observed values on those sites.
-    noise : ndarray of shape (n,) or None
-        The known noise variances of `likelihood`.
-
-    Notes
-    -----
-    The blocks are dense on the host (NumPy), whatever the back end of `likelihood`: each
-    is small. Evaluating them in stacks of one shape (one batched factorization and
-    batched products) was tried and was about twice as slow (0.32-0.42 s against
-    0.14-0.24 s per evaluation with gradients at 8,192 sites): the work is the
-    ``O((b + c)^3)`` factorizations and inverses, not the calls.
+    n, n_obs : int
+        Sites in the kept blocks, and observed values on them.
     """
 
     def __init__(
@@ -186,24 +135,14 @@ class BlockVecchiaLikelihood:
         self._sets = InWorkerProcesses(sets)
 
     def terms(self, theta, eta, gradient=False, noise_ratio=None):
-        """The likelihood scalars of :class:`geostat.likelihood.terms.Terms`: those of
-        each block with its conditioning sites, less those of the conditioning sites.
+        """The likelihood scalars (:class:`geostat.likelihood.terms.Terms`), summed over
+        the blocks.
 
-        With known noise, `noise_ratio` (``nu = 1 / variance``) is required
-        (:func:`~geostat.likelihood.terms.resolve_noise_ratio`), and the gradient has
-        ``"noise"`` terms too.
+        With known noise, `noise_ratio` (``nu = 1 / variance``) is required and the
+        gradient has ``"noise"`` terms too.
 
-        The blocks are cut into as many sets as the tile pool has threads, each evaluated
-        apart: in a worker process when :mod:`tlrcore.compress.worker_processes` runs them
-        (in a fit, by default), else one after the other here, with the same result.
-
-        Raises
-        ------
-        NotPositiveDefiniteError
-            If some ``K`` is not numerically positive definite (after the shifts of
-            ``on_failure``).
-        ValueError
-            With known noise and no `noise_ratio`.
+        Raises NotPositiveDefiniteError if some ``K`` is not numerically positive
+        definite after the shifts of ``on_failure``.
         """
         nu = resolve_noise_ratio(self.noise, noise_ratio)
         sets = self._sets.obj
@@ -244,7 +183,7 @@ class _BlockSets:
             ]
             joined = [p.distances for p in pairs]
             joined = (
-                [np.concatenate(axis) for axis in zip(*joined)]
+                [np.concatenate(axis) for axis in zip(*joined, strict=True)]
                 if self.kernel.structured
                 else np.concatenate(joined)
             )
@@ -253,9 +192,7 @@ class _BlockSets:
 
     @one_blas_thread
     def terms(self, index, theta, eta, gradient, nu=0.0):
-        """``(log det, quadratic, quad, trace)`` summed over the blocks of set `index`
-        (:meth:`VecchiaBlock.terms`), at noise ratio `nu` where the blocks have known
-        noise."""
+        """``(log det, quadratic, quad, trace)`` summed over the blocks of set `index`."""
         pairs, offsets = self._pair_correlation(index)
         values, grads = pairs.evaluate(self.kernel, theta, gradient)
         blocks = self.sets[index]
@@ -273,7 +210,7 @@ class _BlockSets:
         names = ([*grads, "eye"] + (["noise"] if noisy else [])) if gradient else []
         logdet = quadratic = 0.0
         quad, trace = dict.fromkeys(names, 0.0), dict.fromkeys(names, 0.0)
-        for block, start, stop in zip(self.sets[index], offsets, offsets[1:]):
+        for block, start, stop in zip(self.sets[index], offsets[:-1], offsets[1:], strict=True):
             n = block.sites.size
             R = NUMPY.squareform(values[start:stop], n, 1.0)
             dR = (
@@ -293,24 +230,9 @@ class _BlockSets:
 class VecchiaBlock:
     """A block's sites with its conditioning sites first, and its observations.
 
-    Parameters
-    ----------
-    sites : ndarray of int
-        Indices of the conditioning sites, then of the block's own sites.
-    conditioning : int
-        How many of `sites` condition the block.
-    coords : ndarray of shape (sites.size, d)
-        Their coordinates.
-    y : ndarray of shape (sites.size, r)
-        The residuals on `sites` (NaN where not observed).
-    noise : ndarray of shape (sites.size,), optional
-        The known noise variances of `sites`.
-
-    Attributes
-    ----------
-    sites, conditioning, coords
-    n_obs : int
-        Observed values on the block's own sites.
+    `sites` indexes the `conditioning` conditioning sites, then the block's own;
+    `coords`, `y` (residuals, NaN where not observed) and `noise` are on `sites`.
+    ``n_obs`` counts the observed values on the block's own sites.
     """
 
     def __init__(self, sites, conditioning, coords, y, noise=None):
@@ -322,21 +244,21 @@ class VecchiaBlock:
             conditioning if g.sites is None else int(np.searchsorted(g.sites, conditioning))
             for g in self._groups
         ]
-        self.n_obs = sum(g.r * (g.y.shape[0] - m) for g, m in zip(self._groups, self._leading))
+        self.n_obs = sum(
+            g.r * (g.y.shape[0] - m) for g, m in zip(self._groups, self._leading, strict=True)
+        )
 
     def terms(self, R, dR, eta, shifts, nu=0.0):
-        """``(log det, quadratic, quad, trace)`` of the block given its conditioning sites
-        (module docstring), ``quad`` and ``trace`` for each ``dR``, ``"eye"`` and, with
-        known noise, ``"noise"`` when `dR` is given (``None`` for no gradient; an empty dict
-        for none but the diagonal ones), for ``K = R + eta I + nu V``.
+        """``(log det, quadratic, quad, trace)`` of the block given its conditioning sites,
+        for ``K = R + eta I + nu V``; ``quad`` and ``trace`` for each ``dR``, ``"eye"``
+        and (known noise) ``"noise"`` when `dR` is not None.
 
-        `R` (the correlation on :attr:`sites`) is overwritten; `dR` must have a zero
-        diagonal (a correlation's derivative) and is only read.
+        `R` is overwritten; `dR` must have a zero diagonal and is only read.
         """
         logdet = quadratic = 0.0
         quad, trace = {}, {}
-        for g, m in zip(self._groups, self._leading):
-            if g.sites is None:  # the last group (the masks are sorted): R is not needed after it
+        for g, m in zip(self._groups, self._leading, strict=True):
+            if g.sites is None:  # the last group (masks are sorted): R not needed after it
                 K = R
             else:
                 K = R[np.ix_(g.sites, g.sites)]
@@ -375,7 +297,7 @@ class VecchiaBlock:
                 np.sum(X * X) - np.sum(X[:m, :m] ** 2)
             )
             if noise is not None:
-                # diag(K^{-1}) = column sums of X * X (K^{-1} = X^T X), and of the leading block for K_cc
+                # diag(K^{-1}) = column sums of X * X (K^{-1} = X^T X); leading block: K_cc
                 quad["noise"] = quad.get("noise", 0.0) + float(
                     np.sum(noise[:, None] * alpha**2) - np.sum(noise[:m, None] * alpha_c**2)
                 )

@@ -1,47 +1,24 @@
-r"""Transforms of the target: a Gaussian process for ``z = g(y)``, predictions in units of ``y``.
+r"""Transforms of the target: a Gaussian process for ``z = g(y)``, predictions of ``y``.
 
-With ``SpatialGP(target_transform=...)`` the Gaussian process is fitted to ``z = g(y)``
-and kriging gives, at each new site, the mean ``mu`` and standard deviation ``s`` of the
-Gaussian-scale value ``Z ~ N(mu, s^2)``: ``s`` is the kriging standard deviation for the
-latent process, or ``sqrt(s_kriging^2 + nugget)`` for a new observation. A transform
-carries both directions and turns ``(mu, s)`` into predictions in the units of ``y``:
+With ``SpatialGP(target_transform=...)`` the process is fitted to ``z = g(y)`` and
+kriging gives the Gaussian predictive distribution ``Z ~ N(mu, s^2)`` at a new site. A
+monotone increasing transform maps it to predictions of ``y``: median ``g^{-1}(mu)``,
+quantiles ``g^{-1}(mu + s Phi^{-1}(q))``, and the moments of ``g^{-1}(Z)``. The density
+of ``y`` adds the Jacobian: ``loglik(y) = loglik_gauss(g(y)) + sum_i log g'(y_i)``.
 
-=================  =====================================================================
-``forward(y)``     ``z = g(y)`` (NaN stays NaN)
-``inverse(z)``     ``y = g^{-1}(z)``
-``log_jacobian``   ``sum_i log g'(y_i)`` over the observed values, so that the
-                   log-likelihood of ``y`` is ``loglik_gauss(g(y)) + log_jacobian(y)``
-``median``         ``g^{-1}(mu)`` (``g`` is increasing, so medians map to medians)
-``quantile``       ``g^{-1}(mu + s * Phi^{-1}(q))``; ``interval`` is the central pair
-``mean``, ``std``  the moments of ``g^{-1}(Z)``
-=================  =====================================================================
-
-The transforms (:func:`get_transform` builds them from ``target_transform``):
-
-* :class:`Identity` — ``g(y) = y``.
-* :class:`Log` — ``g(y) = log y``: lognormal kriging (Cressie 1993, §3.2.2), mean
-  ``exp(mu + s^2/2)`` and standard deviation ``sqrt((exp(s^2) - 1) exp(2 mu + s^2))``.
-* :class:`BoxCox` — ``g(y) = (y^lambda - 1) / lambda`` (``log y`` at ``lambda = 0``;
-  Box & Cox 1964), ``lambda`` fixed or estimated by maximum likelihood
-  (:meth:`BoxCox.estimate`), as in the transformed Gaussian random fields of
-  De Oliveira, Kedem & Short (1997). Its mean and standard deviation are computed by
-  Gauss–Hermite quadrature; see :class:`BoxCox` for the convention beyond the range of
-  ``g``.
-
-A transform is saved in a model file by :meth:`Transform.to_dict` (a name and plain
-floats) and read back by :meth:`Transform.from_dict`, which checks every field.
+* :class:`Identity`: ``g(y) = y``.
+* :class:`Log`: ``g(y) = log y``, lognormal kriging [2]_.
+* :class:`BoxCox`: ``g(y) = (y^lambda - 1) / lambda`` [1]_, ``lambda`` fixed or
+  estimated by maximum likelihood, as in transformed Gaussian random fields [3]_.
 
 References
 ----------
-Box, G. E. P. and Cox, D. R. (1964). An analysis of transformations. *Journal of the
-Royal Statistical Society, Series B*, 26(2), 211–252.
-
-Cressie, N. (1993). *Statistics for Spatial Data*, revised ed., §3.2.2 (lognormal
-kriging). Wiley.
-
-De Oliveira, V., Kedem, B. and Short, D. A. (1997). Bayesian prediction of transformed
-Gaussian random fields. *Journal of the American Statistical Association*, 92(440),
-1422–1433.
+.. [1] Box, G. E. P., Cox, D. R. (1964). An analysis of transformations. Journal of the
+   Royal Statistical Society, Series B, 26(2), 211–252.
+.. [2] Cressie, N. (1993). Statistics for Spatial Data, revised ed., §3.2.2. Wiley.
+.. [3] De Oliveira, V., Kedem, B., Short, D. A. (1997). Bayesian prediction of
+   transformed Gaussian random fields. Journal of the American Statistical Association,
+   92(440), 1422–1433.
 """
 
 from __future__ import annotations
@@ -76,52 +53,28 @@ _BLOCK = 8192
 
 
 class Transform:
-    """A monotone increasing transform ``g`` of a positive (or any) target, and the
-    predictions in units of ``y`` of a Gaussian ``Z = g(Y) ~ N(mu, s^2)``.
+    """A monotone increasing transform ``g``, and predictions of ``y`` from a Gaussian
+    ``Z = g(Y) ~ N(mu, s^2)``.
 
-    Subclasses define :meth:`forward`, :meth:`inverse`, the derivative term of
-    :meth:`log_jacobian`, :meth:`mean` and :meth:`std`; the quantiles follow from
-    :meth:`inverse` because ``g`` is increasing.
-
-    Arguments ``mu`` and ``s`` of the prediction methods are array-likes that broadcast
-    together (``s >= 0``; NaN stays NaN); the results have their broadcast shape (a
-    NumPy scalar for scalars).
+    Subclasses define :meth:`forward`, :meth:`inverse`, :meth:`log_derivative`,
+    :meth:`mean` and :meth:`std`. ``mu`` and ``s`` of the prediction methods broadcast
+    together (``s >= 0``; NaN stays NaN); results have their broadcast shape (a NumPy
+    scalar for scalars).
     """
 
     name: str = ""
 
     # ------------------------------------------------------------------ the transform
     def forward(self, y):
-        """``z = g(y)``, elementwise; NaN stays NaN.
+        """``z = g(y)`` elementwise, as a float ndarray; NaN stays NaN.
 
-        Parameters
-        ----------
-        y : array-like
-            Positive values for :class:`Log` and :class:`BoxCox`.
-
-        Returns
-        -------
-        ndarray of float
-
-        Raises
-        ------
-        ValueError
-            If a value of `y` is ``<= 0`` where ``g`` needs positive values (the
-            message says how many, and to add an offset or use no transform).
+        Raises ValueError for a value of `y` that is ``<= 0`` where ``g`` needs positive
+        values (:class:`Log`, :class:`BoxCox`).
         """
         raise NotImplementedError
 
     def inverse(self, z):
-        """``y = g^{-1}(z)``, elementwise; NaN stays NaN.
-
-        Parameters
-        ----------
-        z : array-like
-
-        Returns
-        -------
-        ndarray of float
-        """
+        """``y = g^{-1}(z)``, elementwise, as a float ndarray; NaN stays NaN."""
         raise NotImplementedError
 
     def log_derivative(self, y):
@@ -129,73 +82,30 @@ class Transform:
         raise NotImplementedError
 
     def log_jacobian(self, y):
-        r"""``sum_i log g'(y_i)`` over the observed (not NaN) values of `y`.
+        r"""``sum_i log g'(y_i)`` (a float) over the observed (not NaN) values of `y`.
 
-        The density of ``Y`` is that of ``Z = g(Y)`` times ``|dz/dy|``, so
-        ``loglik(y) = loglik_gauss(g(y)) + log_jacobian(y)``: the log-likelihood of the
-        data in their own units, comparable across transforms and values of ``lambda``.
-
-        Parameters
-        ----------
-        y : array-like
-
-        Returns
-        -------
-        float
-
-        Raises
-        ------
-        ValueError
-            As :meth:`forward`, for values where ``g`` is not defined.
+        ``loglik(y) = loglik_gauss(g(y)) + log_jacobian(y)`` is the log-likelihood of the
+        data in their own units. Raises ValueError as :meth:`forward`.
         """
         y = self._checked(y)
         observed = y[~np.isnan(y)]
         return float(np.sum(self.log_derivative(observed))) if observed.size else 0.0
 
     def _checked(self, y):
-        """`y` as a float array (a new one where `y` is not already one: never written to)."""
+        """`y` as a float array (not copied; never written to)."""
         return _floats(y, "y")
 
     # ------------------------------------------------------------------ predictions
     def mean(self, mu, s):
-        """The mean of ``g^{-1}(Z)`` for ``Z ~ N(mu, s^2)``: the back-transformed
-        predictive mean.
-
-        Parameters
-        ----------
-        mu, s : array-like
-            Mean and standard deviation of the Gaussian-scale value.
-
-        Returns
-        -------
-        ndarray or numpy scalar
-        """
+        """The mean of ``g^{-1}(Z)`` for ``Z ~ N(mu, s^2)``."""
         raise NotImplementedError
 
     def std(self, mu, s):
-        """The standard deviation of ``g^{-1}(Z)`` for ``Z ~ N(mu, s^2)``.
-
-        Parameters
-        ----------
-        mu, s : array-like
-
-        Returns
-        -------
-        ndarray or numpy scalar
-        """
+        """The standard deviation of ``g^{-1}(Z)`` for ``Z ~ N(mu, s^2)``."""
         raise NotImplementedError
 
     def median(self, mu, s):
-        """The median of ``g^{-1}(Z)``: ``g^{-1}(mu)`` (``g`` is increasing).
-
-        Parameters
-        ----------
-        mu, s : array-like
-
-        Returns
-        -------
-        ndarray or numpy scalar
-        """
+        """The median of ``g^{-1}(Z)``: ``g^{-1}(mu)`` (``g`` is increasing)."""
         mu, s = _gaussian(mu, s)
         return _out(np.where(np.isnan(s), np.nan, self.inverse(mu)))
 
@@ -205,12 +115,9 @@ class Transform:
         Parameters
         ----------
         mu, s : array-like
+            Mean and standard deviation of ``Z``.
         q : float or array-like
             Probabilities in (0, 1), broadcast with `mu` and `s`.
-
-        Returns
-        -------
-        ndarray or numpy scalar
 
         Raises
         ------
@@ -227,12 +134,12 @@ class Transform:
         return _out(self.inverse(mu + s * special.ndtri(q)))
 
     def interval(self, mu, s, level=0.9):
-        """The central prediction interval of ``g^{-1}(Z)``: its ``(1 - level) / 2`` and
-        ``(1 + level) / 2`` quantiles.
+        """The ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of ``g^{-1}(Z)``.
 
         Parameters
         ----------
         mu, s : array-like
+            Mean and standard deviation of ``Z``.
         level : float, default 0.9
             Coverage, in (0, 1).
 
@@ -255,35 +162,18 @@ class Transform:
 
     # ------------------------------------------------------------------ model files
     def to_dict(self):
-        """The transform as a JSON-ready dict: ``{"name": ...}`` and, for
-        :class:`BoxCox`, ``"lmbda"`` (a float; absent while it is to be estimated).
-
-        Returns
-        -------
-        dict
-        """
+        """The transform as a JSON-ready dict: ``{"name": ...}`` and, for a
+        :class:`BoxCox` with a ``lambda``, ``"lmbda"``."""
         return {"name": self.name}
 
     @classmethod
     def from_dict(cls, state):
-        """The transform a dict of :meth:`to_dict` describes, every field checked.
+        """The transform a dict of :meth:`to_dict` describes:
+        ``{"name": "identity" | "log" | "boxcox"}``, with a finite ``"lmbda"`` allowed for
+        ``"boxcox"`` only. Called on a subclass it also requires that subclass.
 
-        Called on a subclass (``BoxCox.from_dict``) it also requires that transform.
-
-        Parameters
-        ----------
-        state : dict
-            ``{"name": "identity" | "log" | "boxcox"}``, with ``"lmbda"`` (a finite
-            number) allowed for ``"boxcox"`` only.
-
-        Returns
-        -------
-        Transform
-
-        Raises
-        ------
-        ValueError
-            Naming the field that is missing, unknown or of a bad type or value.
+        Raises ValueError naming a field that is missing, unknown, or of a bad type or
+        value.
         """
         if not isinstance(state, dict):
             raise ValueError(
@@ -299,8 +189,8 @@ class Transform:
         unknown = sorted(_brief(key) for key in state if key not in allowed)
         if unknown:
             raise ValueError(
-                f"the {name} transform has the unknown field(s) {', '.join(unknown[:3])}; it has only "
-                f"{sorted(allowed)}."
+                f"the {name} transform has the unknown field(s) {', '.join(unknown[:3])}; "
+                f"it has only {sorted(allowed)}."
             )
         if name != "boxcox":
             transform = Identity() if name == "identity" else Log()
@@ -308,7 +198,8 @@ class Transform:
             lmbda = state.get("lmbda")
             if "lmbda" in state and not _is_finite_number(lmbda):
                 raise ValueError(
-                    f"the boxcox transform's field 'lmbda' must be a finite number; got {_brief(lmbda)}."
+                    "the boxcox transform's field 'lmbda' must be a finite number; got "
+                    f"{_brief(lmbda)}."
                 )
             transform = BoxCox(lmbda)
         if not isinstance(transform, cls):
@@ -320,25 +211,13 @@ class Transform:
     # ------------------------------------------------------------------ estimation
     @property
     def n_estimated(self):
-        """int: How many parameters of the transform :meth:`resolve` estimates from the
-        data (1 for a :class:`BoxCox` without ``lmbda``, else 0): a fit counts them
-        among its parameters (AIC, BIC)."""
+        """int: Parameters :meth:`resolve` estimates from the data (1 for a
+        :class:`BoxCox` without ``lmbda``, else 0)."""
         return 0
 
     def resolve(self, y, profile_loglik):
-        """The transform with its free parameters estimated: itself when it has none.
-
-        Parameters
-        ----------
-        y : array-like
-            The observations (NaN: missing).
-        profile_loglik : callable
-            ``profile_loglik(z) -> float``, see :meth:`BoxCox.estimate`.
-
-        Returns
-        -------
-        Transform
-        """
+        """The transform with its free parameters estimated from the observations `y`
+        (NaN: missing) by :meth:`BoxCox.estimate`; itself when it has none."""
         return self
 
 
@@ -374,21 +253,18 @@ class Identity(Transform):
 
 @dataclass(frozen=True)
 class Log(Transform):
-    r"""``g(y) = log y``: lognormal kriging (Cressie 1993, §3.2.2).
+    r"""``g(y) = log y``: lognormal kriging [1]_.
 
     With ``Z = log Y ~ N(mu, s^2)``:
 
     .. math::
 
         E[Y] = e^{\mu + s^2/2}, \qquad
-        \operatorname{sd}[Y] = \sqrt{(e^{s^2} - 1)\, e^{2\mu + s^2}},
-
-    the median is ``exp(mu)`` and the quantiles ``exp(mu + s Phi^{-1}(q))``. The
-    Jacobian term is ``-sum log y``.
+        \operatorname{sd}[Y] = \sqrt{(e^{s^2} - 1)\, e^{2\mu + s^2}}.
 
     References
     ----------
-    Cressie, N. (1993). *Statistics for Spatial Data*, revised ed., §3.2.2. Wiley.
+    .. [1] Cressie, N. (1993). Statistics for Spatial Data, revised ed., §3.2.2. Wiley.
     """
 
     name = "log"
@@ -414,65 +290,44 @@ class Log(Transform):
 
 @dataclass(frozen=True)
 class BoxCox(Transform):
-    r"""The Box-Cox transform ``g(y) = (y^lambda - 1) / lambda`` (``log y`` at ``lambda = 0``).
+    r"""The Box-Cox transform ``g(y) = (y^lambda - 1) / lambda`` (``log y`` at 0) [1]_.
 
     Parameters
     ----------
     lmbda : float or None, default None
-        ``lambda``; None: to be estimated from the data (:meth:`estimate`, or
-        :meth:`resolve` in a fit). ``lambda = 1`` is a shift, ``1/2`` a square root,
-        ``0`` the logarithm, ``-1`` the reciprocal.
+        ``lambda``; None: to be estimated (:meth:`estimate`, or :meth:`resolve` in a
+        fit). 1 is a shift, 1/2 a square root, 0 the logarithm, -1 the reciprocal.
 
     Notes
     -----
-    ``g(y) = expm1(lambda log y) / lambda``, continuous in ``lambda`` at 0;
-    ``g'(y) = y^(lambda - 1)``, so the Jacobian term is ``(lambda - 1) sum log y``;
-    ``g^{-1}(z) = (1 + lambda z)^(1/lambda)``.
+    ``g'(y) = y^(lambda - 1)``; ``g^{-1}(z) = (1 + lambda z)^(1/lambda)``, extended
+    beyond the boundary ``1 + lambda z = 0`` of the range of ``g`` by its limit: 0 for
+    ``lambda > 0`` (``Y = max(1 + lambda Z, 0)^(1/lambda)``), +inf for ``lambda < 0``
+    (a pole). :meth:`inverse`, :meth:`median`, :meth:`quantile` follow it exactly.
 
-    **Beyond the range of g.** For ``lambda != 0``, ``g`` maps ``(0, inf)`` onto the
-    half-line ``1 + lambda z > 0`` only, while a Gaussian ``Z`` puts mass beyond its
-    boundary ``z = -1/lambda``. The convention here: ``g^{-1}`` is extended beyond the
-    boundary by its limit there — **0 for lambda > 0** (``Y = max(1 + lambda Z, 0)^(1/lambda)``:
-    the probability that the Gaussian model puts outside the range goes to ``y = 0``)
-    and **+inf for lambda < 0** (the boundary is a pole). :meth:`inverse`,
-    :meth:`median`, :meth:`quantile` and :meth:`interval` follow it exactly.
-
-    **Moments.** :meth:`mean` and :meth:`std` integrate ``g^{-1}(Z)`` and
-    ``(g^{-1}(Z) - mean)^2`` against the normal density with a 64-node Gauss–Hermite
-    rule (:data:`GAUSS_HERMITE_NODES`; exact for polynomials of degree 127, nodes up
-    to 14.9 standard deviations from ``mu``). A clipped integrand has a kink at the
-    boundary, on which the rule converges slowly; so for ``lambda >= 1/30``
-    (:data:`CLOSED_FORM_LAMBDA`) and a boundary within 7 standard deviations of ``mu``
-    (:data:`CLOSED_FORM_DISTANCE`) the moments use the closed form (``a = (1 + lambda
-    mu) / (lambda s)``, ``p = 1 / lambda``, ``D`` the parabolic cylinder function;
-    Gradshteyn & Ryzhik 3.462.1)
+    :meth:`mean` and :meth:`std` use a 64-node Gauss–Hermite rule (nodes up to 14.9
+    standard deviations from ``mu``). The clipped integrand has a kink, so for
+    ``lambda >= 1/30`` (:data:`CLOSED_FORM_LAMBDA`) and a boundary within 7 standard
+    deviations of ``mu`` (:data:`CLOSED_FORM_DISTANCE`) they use the closed form [2]_,
+    with ``a = (1 + lambda mu) / (lambda s)``, ``p = 1 / lambda``, ``D`` the parabolic
+    cylinder function:
 
     .. math::
 
-        E[Y^k] = (\lambda s)^{kp}\, \Gamma(kp + 1)\, e^{-a^2/4}\, D_{-kp-1}(-a) / \sqrt{2\pi},
+        E[Y^k] = (\lambda s)^{kp}\, \Gamma(kp + 1)\, e^{-a^2/4}\, D_{-kp-1}(-a) / \sqrt{2\pi}.
 
-    and the standard deviation is ``sqrt(E[Y^2] - E[Y]^2)``. Both are then accurate to
-    about 1e-8 relative (checked against adaptive quadrature for ``lambda`` in [1/30, 2]
-    and ``a`` from -6 to 20).
-
-    For ``lambda < 0`` the exact moments are infinite (the Gaussian density is positive
-    at the pole, and for ``-1 <= lambda < 0`` the back-transform is not integrable
-    there). The values returned are the rule's, which neglects the Gaussian tail beyond
-    its outermost node (probability below 1e-49): ``+inf`` when the pole lies within
-    14.9 standard deviations of ``mu``; otherwise finite, and a stable summary only when
-    the back-transform stays moderate over the nodes (the pole far beyond them). Prefer
+    Accuracy: about 1e-8 relative for ``lambda`` in [1/30, 2] and ``a`` in [-6, 20].
+    For ``lambda < 0`` the exact moments are infinite; the rule neglects the tail beyond
+    its outermost node (probability below 1e-49) and returns ``+inf`` when the pole is
+    within 14.9 standard deviations of ``mu``, a finite value otherwise. Prefer
     :meth:`median` and :meth:`quantile` there: they are exact.
 
     References
     ----------
-    Box, G. E. P. and Cox, D. R. (1964). An analysis of transformations. *JRSS-B*,
-    26(2), 211–252.
-
-    De Oliveira, V., Kedem, B. and Short, D. A. (1997). Bayesian prediction of
-    transformed Gaussian random fields. *JASA*, 92(440), 1422–1433.
-
-    Gradshteyn, I. S. and Ryzhik, I. M. (2007). *Table of Integrals, Series, and
-    Products*, 7th ed., 3.462.1. Academic Press.
+    .. [1] Box, G. E. P., Cox, D. R. (1964). An analysis of transformations. Journal of
+       the Royal Statistical Society, Series B, 26(2), 211–252.
+    .. [2] Gradshteyn, I. S., Ryzhik, I. M. (2007). Table of Integrals, Series, and
+       Products, 7th ed., formula 3.462.1. Academic Press.
 
     Examples
     --------
@@ -489,7 +344,8 @@ class BoxCox(Transform):
         if self.lmbda is not None:
             if not _is_finite_number(self.lmbda):
                 raise ValueError(
-                    f"lmbda must be a finite number (or None to estimate it); got {_brief(self.lmbda)}."
+                    "lmbda must be a finite number (or None to estimate it); got "
+                    f"{_brief(self.lmbda)}."
                 )
             object.__setattr__(self, "lmbda", float(self.lmbda))
 
@@ -500,8 +356,8 @@ class BoxCox(Transform):
     def _lambda(self):
         if self.lmbda is None:
             raise ValueError(
-                "this BoxCox transform has no lmbda yet: give one, BoxCox(lmbda=0.5), or estimate it "
-                "with BoxCox.estimate(y, profile_loglik)."
+                "this BoxCox transform has no lmbda yet: give one, BoxCox(lmbda=0.5), or "
+                "estimate it with BoxCox.estimate(y, profile_loglik)."
             )
         return self.lmbda
 
@@ -544,30 +400,18 @@ class BoxCox(Transform):
 
     @classmethod
     def estimate(cls, y, profile_loglik, bounds=(-1.0, 2.0)):
-        r"""``lambda`` by maximum likelihood: the Box-Cox transform that makes `y` most
-        plausibly Gaussian under the caller's model.
+        r"""``lambda`` by maximum likelihood.
 
-        Maximizes, over ``lambda`` in `bounds` (SciPy's bounded scalar minimizer,
-        ``xatol`` 1e-5),
+        Maximizes over ``lambda`` in `bounds` (bounded scalar search, ``xatol`` 1e-5)
+        the profile log-likelihood of the data in their own units [1]_:
 
         .. math::
 
-            \ell(\lambda) = \ell_{\mathrm{prof}}(g_\lambda(y)) + (\lambda - 1) \sum_i \log y_i,
+            \ell(\lambda) = \ell_{\mathrm{prof}}(g_\lambda(y)) + (\lambda - 1) \sum_i \log y_i.
 
-        the profile log-likelihood of the data in their own units. The second term is
-        the log Jacobian of ``y -> g_lambda(y)`` (:meth:`log_jacobian`): without it the
-        Gaussian likelihood of ``z = g_lambda(y)`` measures densities on a scale that
-        changes with ``lambda`` (``z`` shrinks as ``lambda`` decreases, for ``y > 1``),
-        and its maximum favours the ``lambda`` that contracts the data rather than the
-        one that makes them Gaussian (Box & Cox 1964, §3).
-
-        Box and Cox remove that term instead by dividing ``g_lambda`` by
-        ``ydot^(lambda - 1)``, ``ydot`` the geometric mean of ``y``. That scaling is not
-        used: the transform would depend on the data it was fitted to (a saved model
-        would need ``ydot``, and a new ``y`` would be scaled by the old one), while with
-        the Jacobian kept explicitly ``g`` is the plain Box-Cox transform and
-        ``ell(lambda)`` is the log-likelihood of ``y`` itself, comparable with models
-        fitted without a transform or with another one. Both give the same estimate.
+        The Jacobian is kept explicit rather than scaling ``g`` by the geometric mean of
+        `y` (Box and Cox's form, same estimate), so that ``g`` does not depend on the
+        data it was fitted to.
 
         Parameters
         ----------
@@ -576,9 +420,8 @@ class BoxCox(Transform):
             and left out of the Jacobian.
         profile_loglik : callable
             ``profile_loglik(z) -> float``: the Gaussian log-likelihood of transformed
-            data ``z`` (same shape as `y`), maximized over the other parameters — the
-            caller's model, or a cheap pilot fit of it. A non-finite value marks a
-            ``lambda`` the model cannot fit.
+            data ``z`` (same shape as `y`), maximized over the other parameters. A
+            non-finite value marks a ``lambda`` the model cannot fit.
         bounds : (float, float), default (-1, 2)
             The search interval of ``lambda``.
 
@@ -602,13 +445,13 @@ class BoxCox(Transform):
 
         References
         ----------
-        Box, G. E. P. and Cox, D. R. (1964). An analysis of transformations. *JRSS-B*,
-        26(2), 211–252.
+        .. [1] Box, G. E. P., Cox, D. R. (1964). An analysis of transformations. Journal
+           of the Royal Statistical Society, Series B, 26(2), 211–252.
         """
         if not callable(profile_loglik):
             raise TypeError(
-                f"profile_loglik must be a function of the transformed data z returning its maximized "
-                f"Gaussian log-likelihood; got {type(profile_loglik).__name__}."
+                "profile_loglik must be a function of the transformed data z returning its "
+                f"maximized Gaussian log-likelihood; got {type(profile_loglik).__name__}."
             )
         low, high = _bounds(bounds)
         y = _positive(y, "the Box-Cox transform")
@@ -624,14 +467,14 @@ class BoxCox(Transform):
         )
         if not math.isfinite(found.fun):
             raise ValueError(
-                f"profile_loglik gave no finite log-likelihood for lambda in [{low:g}, {high:g}]; check "
-                "that it fits the transformed data z."
+                f"profile_loglik gave no finite log-likelihood for lambda in [{low:g}, "
+                f"{high:g}]; check that it fits the transformed data z."
             )
         lmbda = float(found.x)
         if min(lmbda - low, high - lmbda) < 1e-3 * (high - low):
             warnings.warn(
-                f"the Box-Cox lambda estimate {lmbda:.4g} lies on a bound of [{low:g}, {high:g}]; widen "
-                "bounds, or fix lambda with BoxCox(lmbda=...).",
+                f"the Box-Cox lambda estimate {lmbda:.4g} lies on a bound of [{low:g}, "
+                f"{high:g}]; widen bounds, or fix lambda with BoxCox(lmbda=...).",
                 GeostatWarning,
                 stacklevel=2,
             )
@@ -639,24 +482,9 @@ class BoxCox(Transform):
 
 
 def get_transform(spec):
-    """The transform of a ``target_transform`` setting.
-
-    Parameters
-    ----------
-    spec : None, str or Transform
-        None or ``"identity"``: no transform; ``"log"``: :class:`Log`; ``"boxcox"``:
-        :class:`BoxCox` with ``lambda`` to be estimated; a :class:`Transform` instance
-        (e.g. ``BoxCox(lmbda=0.3)`` for a fixed ``lambda``) is returned as it is.
-
-    Returns
-    -------
-    Transform
-
-    Raises
-    ------
-    ValueError
-        For any other value, naming ``target_transform`` and the valid values.
-    """
+    """The transform of a ``target_transform`` setting: None or ``"identity"``,
+    ``"log"`` (:class:`Log`), ``"boxcox"`` (:class:`BoxCox`, ``lambda`` to be estimated),
+    or a :class:`Transform` (returned as it is); ValueError for any other value."""
     if spec is None:
         return Identity()
     if isinstance(spec, Transform):
@@ -705,9 +533,8 @@ def _box_cox_moments(mu, s, lmbda):
     std[np.isinf(mean)] = np.inf
     if lmbda >= CLOSED_FORM_LAMBDA:
         with np.errstate(divide="ignore", invalid="ignore"):
-            distance = (1.0 + lmbda * mu) / (
-                lmbda * s
-            )  # of the boundary below mu, in standard deviations
+            # of the boundary below mu, in standard deviations
+            distance = (1.0 + lmbda * mu) / (lmbda * s)
         near = (distance <= CLOSED_FORM_DISTANCE) & (s > 0)
         if near.any():
             first, second = (
@@ -721,9 +548,8 @@ def _box_cox_moments(mu, s, lmbda):
 def _clipped_moment(a, scale, p):
     """``E[(scale (X + a))_+^p]`` for standard normal ``X``: ``scale^p Gamma(p + 1)
     e^{-a^2/4} D_{-p-1}(-a) / sqrt(2 pi)`` (Gradshteyn & Ryzhik 3.462.1)."""
-    a = np.maximum(
-        a, -40.0
-    )  # the moment is 0 in double precision there; pbdv fails on large arguments
+    # the moment is 0 in double precision there; pbdv fails on large arguments
+    a = np.maximum(a, -40.0)
     cylinder, _ = special.pbdv(-p - 1.0, -a)
     with np.errstate(under="ignore"):
         return (
@@ -754,9 +580,9 @@ def _positive(y, what):
     bad = y <= 0
     if bad.any():
         raise ValueError(
-            f"y has {int(bad.sum())} value(s) <= 0 (the smallest {np.nanmin(y):g}), but {what} needs "
-            "positive values: add an offset that makes every value positive (e.g. y - min(y) + 1), or "
-            "fit without a transform (target_transform=None)."
+            f"y has {int(bad.sum())} value(s) <= 0 (the smallest {np.nanmin(y):g}), but "
+            f"{what} needs positive values: add an offset that makes every value positive "
+            "(e.g. y - min(y) + 1), or fit without a transform (target_transform=None)."
         )
     return y
 
@@ -805,7 +631,7 @@ def _is_finite_number(value):
 
 
 def _first_bad(values, good):
-    """The first value of `values` where the mask `good` (of the same shape) is False, for a message."""
+    """The first value of `values` where the mask `good` is False, for a message."""
     return f"{values[~good][0]:g}"
 
 

@@ -1,52 +1,26 @@
 r"""Cross-validation of a fitted :class:`geostat.SpatialGP` at its estimated parameters.
 
-Each observation (or each fold of sites) is held out and predicted from the others by
-universal kriging, the GLS trend re-estimated without it; the prediction is of the
-observation, so its variance includes the nugget (measurement error).
-
-With :math:`C` the covariance of the observations (nugget included), :math:`F` the trend
-design and
-
-.. math::
-
-    P = C^{-1} - C^{-1} F (F^T C^{-1} F)^{-1} F^T C^{-1},
-
-(so that :math:`P y = C^{-1}(y - F\hat\beta)`, the kriging weights of the fit), the
-leave-one-out residual and predictive variance of observation :math:`i` are
+Each observation (or fold of sites) is held out and predicted from the others by
+universal kriging, the GLS trend re-estimated without it; the predictive variance
+includes the nugget. With :math:`C` the covariance of the observations and :math:`F`
+the trend design, let :math:`P = C^{-1} - C^{-1} F (F^T C^{-1} F)^{-1} F^T C^{-1}`.
+The held-out residuals and their covariance are [1]_
 
 .. math::
 
-    e_i = y_i - \hat y_{-i} = \frac{(P y)_i}{P_{ii}}, \qquad
-    \operatorname{Var}(y_i - \hat y_{-i}) = \frac{1}{P_{ii}},
+    e_i = \frac{(P y)_i}{P_{ii}}, \quad \operatorname{Var}(e_i) = \frac{1}{P_{ii}};
+    \qquad e_V = P_{VV}^{-1} (P y)_V, \quad \operatorname{Cov}(e_V) = P_{VV}^{-1}
 
-and holding out a set :math:`V` of sites,
-
-.. math::
-
-    e_V = P_{VV}^{-1} (P y)_V, \qquad \operatorname{Cov}(e_V) = P_{VV}^{-1}
-
-(Dubrule 1983 [1]_, who derived them from the inverse of the kriging system; :math:`P` is the
-lower-right block of that inverse). No refit: all of it comes from one factorization of
-:math:`C` (:mod:`geostat.validation.closed_form`). The scores are those of
-:mod:`geostat.validation.scores` (CRPS and the log score of Gneiting and Raftery 2007 [2]_).
-
-Public names
-------------
-cross_validate
-    Leave-one-out or K-fold cross-validation: a table of held-out predictions with their
-    scores.
-SCORES
-    The score names.
-gaussian_crps, gaussian_log_score
-    The scores of Gaussian predictive distributions, observation by observation.
+for one observation :math:`i` or a set :math:`V` of sites, all from one factorization
+of :math:`C` (:mod:`geostat.validation.closed_form`). The scores
+(:mod:`geostat.validation.scores`) include the CRPS and the log score [2]_.
 
 References
 ----------
 .. [1] Dubrule, O. (1983). Cross validation of kriging in a unique neighborhood.
-   Mathematical Geology 15(6), 687-699.
-.. [2] Gneiting, T. and Raftery, A. E. (2007). Strictly proper scoring rules,
-   prediction, and estimation. Journal of the American Statistical Association 102(477),
-   359-378.
+   Mathematical Geology, 15(6), 687-699.
+.. [2] Gneiting, T., Raftery, A. E. (2007). Strictly proper scoring rules, prediction,
+   and estimation. Journal of the American Statistical Association, 102(477), 359-378.
 """
 
 from __future__ import annotations
@@ -92,24 +66,16 @@ def cross_validate(
 ) -> pd.DataFrame:
     r"""Leave-one-out or K-fold cross-validation of a fitted model.
 
-    Every observation is predicted from the others: leave-one-out holds out one
-    observation at a time; K-fold holds out the sites of a fold together (at all their
-    replicates). The prediction is universal kriging of the observation: the GLS trend is
-    re-estimated without the held-out data and the predictive variance includes the
-    nugget. Without `refit` the covariance parameters stay at the fitted ones and the
-    results come in closed form from the fitted factorization (Dubrule 1983):
-    :math:`e_i = (P y)_i / P_{ii}` with variance :math:`1 / P_{ii}`, and for a fold
-    :math:`V`, :math:`e_V = P_{VV}^{-1} (P y)_V` with covariance :math:`P_{VV}^{-1}`
-    (marginal standard deviations reported), where
-    :math:`P = C^{-1} - C^{-1} F (F^T C^{-1} F)^{-1} F^T C^{-1}`.
+    Leave-one-out holds out one observation at a time; K-fold the sites of a fold
+    together (at all their replicates). The prediction is universal kriging of the
+    observation (trend re-estimated, nugget in the variance). Without `refit` the
+    results come in closed form from the fitted factorization [1]_ (module docstring).
 
-    Cost: an exact (dense) model computes the inverse of its covariance once per group of
-    replicates observed at the same sites (about the cost of its factorization, and as
-    much memory). A TLR model solves with columns of the identity through its factor:
-    ``n`` forward (triangular) solves (``n`` the sites of each group), for leave-one-out
-    in blocks of bounded memory (:data:`geostat.validation.closed_form.SOLVE_BLOCK_BYTES`),
-    for K-fold a fold's at once (its ``n x |V|`` solution held), logged at INFO; each fold
-    then factors its ``|V| x |V|`` block of :math:`P`.
+    Cost: an exact model computes the inverse of its covariance once per group of
+    replicates sharing sites (about the cost and memory of its factorization). A TLR
+    model makes ``n`` triangular solves with columns of the identity, in blocks of
+    :data:`geostat.validation.closed_form.SOLVE_BLOCK_BYTES` (leave-one-out) or a fold's
+    at once (K-fold).
 
     Parameters
     ----------
@@ -120,42 +86,32 @@ def cross_validate(
         an observation): the observed sites are shuffled (`random_state`) and dealt
         into ``K`` folds of sizes differing by at most one.
     scoring : str, sequence of str or None, default None
-        Scores to compute, from :data:`SCORES` (None: all): ``"rmse"``, ``"mae"``,
-        ``"crps"`` (mean closed-form Gaussian CRPS), ``"log_score"`` (mean negative log
-        predictive density: lower is better), ``"coverage"`` (fraction of observations in
-        their central `level` interval), ``"standardized_mean"``, ``"standardized_std"``
-        (of the standardized residuals; ideally 0 and 1). See
-        :mod:`geostat.validation.scores`.
+        Scores from :data:`SCORES` (None: all): ``"rmse"``, ``"mae"``, ``"crps"``,
+        ``"log_score"`` (mean negative log predictive density), ``"coverage"`` (of the
+        central `level` interval), ``"standardized_mean"``, ``"standardized_std"``
+        (ideally 0 and 1). See :mod:`geostat.validation.scores`.
     level : float, default 0.9
         Nominal probability of the central predictive interval of ``"coverage"``, in (0, 1).
     refit : bool, default False
-        K-fold only: refit a clone of `model` (:func:`sklearn.base.clone`, maximum
-        likelihood on the other folds) for each fold and predict the fold with it, its
-        nugget added to the kriging variance. ``K`` fits.
+        K-fold only: refit a clone of `model` on the other folds for each fold (``K``
+        fits) and predict the fold with it.
     random_state : int, numpy Generator or None, default 0
         Seeds the assignment of sites to folds (K-fold without `folds`).
     folds : array-like of int of shape (n,), optional
-        A fold label for each training site, in the order of the fitted data, e.g.
-        spatial blocks; the sites of a label are held out together. It defines the folds
-        in place of `cv` (an integer `cv` must then equal the number of labels).
+        A fold label for each training site (in the order of the fitted data), e.g.
+        spatial blocks; replaces `cv` (an integer `cv` must equal the number of labels).
 
     Returns
     -------
     pandas.DataFrame
-        One row per held-out observation, ordered by site, then replicate, with columns
-        ``site`` (position among the training sites), the site coordinates under the
-        model's coordinate names (as fitted: a space-time model's dates as float days,
-        see ``time_unit_``), ``replicate`` (the label of the column of ``y``, only with
-        replicates), ``fold`` (K-fold only), ``observed``, ``mean`` (the prediction from
-        the other data), ``std`` (its predictive standard deviation, the nugget included),
-        in the units of ``y``, and ``standardized`` = ``(observed - mean) / std``. With a
-        target transform ``g`` (`target_transform`) the predictions are made for
-        ``g(y)`` and reported in the units of ``y`` (the back-transformed mean and
-        standard deviation); ``standardized``, ``coverage`` and ``crps`` are those of
-        ``g(y)``, the log score that of the density of ``y``.
-        ``.attrs["scores"]`` holds the dict of scores, ``.attrs["cv"]`` ``"loo"`` or the
-        number of folds, ``.attrs["level"]`` and ``.attrs["refit"]``. A model fitted on an
-        xarray field gives the same table (one row per observed cell), not a field.
+        One row per held-out observation, by site then replicate: ``site`` (index among
+        the training sites), the site coordinates as fitted, ``replicate`` (with
+        replicates), ``fold`` (K-fold), ``observed``, ``mean``, ``std`` (units of ``y``)
+        and ``standardized = (observed - mean) / std``. With a target transform ``g``
+        the mean and std are back-transformed; ``standardized``, ``coverage`` and
+        ``crps`` are those of ``g(y)``, the log score that of the density of ``y``.
+        ``.attrs`` holds ``"scores"`` (a dict), ``"cv"`` (``"loo"`` or the number of
+        folds), ``"level"`` and ``"refit"``.
 
     Raises
     ------
@@ -165,7 +121,7 @@ def cross_validate(
         For a `cv` that is neither ``"loo"`` nor a number of folds in range, a `level`
         outside (0, 1), unknown `scoring` names, `refit` with leave-one-out, `folds` of
         the wrong length or with fewer than two labels, or a fold whose removal leaves
-        the trend unidentifiable: the message names the argument and the fix.
+        the trend unidentifiable.
     TypeError
         For `folds` that are not integers, or a `refit` that is not a bool.
     MemoryError
@@ -174,9 +130,7 @@ def cross_validate(
     References
     ----------
     .. [1] Dubrule, O. (1983). Cross validation of kriging in a unique neighborhood.
-       Mathematical Geology 15(6), 687-699.
-    .. [2] Gneiting, T. and Raftery, A. E. (2007). Strictly proper scoring rules,
-       prediction, and estimation. JASA 102(477), 359-378.
+       Mathematical Geology, 15(6), 687-699.
 
     Examples
     --------
@@ -251,8 +205,8 @@ def _fold_labels(cv, folds, rng, n, observed_sites, refit):
         or not 2 <= cv <= m
     ):
         raise ValueError(
-            f"cv must be 'loo' (leave-one-out) or a number of folds from 2 to {m} (the sites with an "
-            f"observation), such as cv=5; got {cv!r}."
+            f"cv must be 'loo' (leave-one-out) or a number of folds from 2 to {m} (the sites "
+            f"with an observation), such as cv=5; got {cv!r}."
         )
     if folds is not None:
         labels = np.asarray(folds)
@@ -263,26 +217,26 @@ def _fold_labels(cv, folds, rng, n, observed_sites, refit):
             )
         if labels.dtype.kind not in "iu":
             raise TypeError(
-                f"folds must be integer fold labels (e.g. the block number of each site); got dtype "
-                f"{labels.dtype}."
+                "folds must be integer fold labels (e.g. the block number of each site); got "
+                f"dtype {labels.dtype}."
             )
         k = np.unique(labels[observed_sites]).size
         if k < 2:
             raise ValueError(
-                "folds gives every observed site the same label; give at least 2 distinct labels "
-                "(e.g. spatial blocks)."
+                "folds gives every observed site the same label; give at least 2 distinct "
+                "labels (e.g. spatial blocks)."
             )
         if not loo and cv != k:
             raise ValueError(
-                f"cv={cv} disagrees with the {k} labels of folds; leave cv at its default (the folds "
-                "define the folds) or give folds with as many labels."
+                f"cv={cv} disagrees with the {k} labels of folds; leave cv at its default (the "
+                "folds define the folds) or give folds with as many labels."
             )
         return labels
     if loo:
         if refit:
             raise ValueError(
-                "refit=True refits the model for each fold of K-fold cross-validation; give a number "
-                "of folds, such as cv=5, or use refit=False for leave-one-out."
+                "refit=True refits the model for each fold of K-fold cross-validation; give a "
+                "number of folds, such as cv=5, or use refit=False for leave-one-out."
             )
         return None
     labels = np.full(n, -1)
@@ -300,15 +254,13 @@ def _closed_form_rows(model, labels):
         replicate = np.broadcast_to(group.columns[None, :], group.residual.shape).ravel()
         variance = np.broadcast_to(group.variance[:, None], group.residual.shape).ravel()
         parts.append((site, replicate, y[site, replicate], group.residual.ravel(), variance))
-    return tuple(np.concatenate(a) for a in zip(*parts))
+    return tuple(np.concatenate(a) for a in zip(*parts, strict=True))
 
 
 def _in_units_of_y(transform, observed, mean, std, scores):
-    """Observations, predictive means and standard deviations of ``g(y)`` (Gaussian) in
-    the units of ``y``, and the scores of the Gaussian predictions moved there: RMSE and
-    MAE of the back-transformed means, the log score of the density of ``y`` (that of
-    ``g(y)`` minus ``log g'(y)``); coverage and the standardized residuals are those of
-    ``g(y)`` (a monotone transform keeps intervals and ranks), CRPS stays in the units
+    """Observations and predictions of ``g(y)`` in the units of ``y``, with the scores
+    moved there: RMSE and MAE of the back-transformed means, the log score of the density
+    of ``y`` (minus ``log g'(y)``); coverage, standardized residuals and CRPS stay those
     of ``g(y)``."""
     observed_y = transform.inverse(observed)
     mean_y, std_y = transform.mean(mean, std), transform.std(mean, std)
@@ -333,8 +285,8 @@ def _result_table(model, site, replicate, fold, observed, mean, std, standardize
     clashes = [name for name in names if name in RESULT_COLUMNS]
     if clashes:
         raise ValueError(
-            f"the model's coordinate(s) {clashes} have the names of result columns {RESULT_COLUMNS}; "
-            "refit the model with those coordinate columns renamed."
+            f"the model's coordinate(s) {clashes} have the names of result columns "
+            f"{RESULT_COLUMNS}; refit the model with those coordinate columns renamed."
         )
     columns = {"site": site, **{name: coords[:, j] for j, name in enumerate(names)}}
     if not model._y_one_d:
@@ -349,9 +301,7 @@ def _result_table(model, site, replicate, fold, observed, mean, std, standardize
 
 
 def _coordinate_names(model, d):
-    """The model's coordinate names (:meth:`geostat.SpatialGP._coordinate_names`), or
-    ``x0, x1, ...`` for a model fitted on an unnamed array whose coordinates have no
-    conventional names (not two, or two and a time)."""
+    """The model's coordinate names, or ``x0, x1, ...`` where it has none."""
     try:
         return [str(name) for name in model._coordinate_names()]
     except ValueError:

@@ -1,35 +1,25 @@
 r"""Cross-validation residuals from the fitted covariance factors, without refitting.
 
-For one group of replicates (:class:`geostat.predict.Kriging` ``groups``: the replicates
-observed at the same sites share one factor of :math:`K = C / \sigma^2`), with
-:math:`G = L_M^{-1} F_c^T C^{-1}` (:math:`L_M` the Cholesky factor of
-:math:`M = F_c^T C^{-1} F_c`, :math:`F_c` the centred design), the matrix
+For one group of replicates sharing a factor of :math:`K = C / \sigma^2`, with
+:math:`M = F_c^T C^{-1} F_c = L_M L_M^T` (:math:`F_c` the centred design) and
+:math:`G = L_M^{-1} F_c^T C^{-1}`,
 
 .. math::
 
-    P = C^{-1} - C^{-1} F (F^T C^{-1} F)^{-1} F^T C^{-1} = K^{-1} / \sigma^2 - G^T G
+    P = C^{-1} - C^{-1} F (F^T C^{-1} F)^{-1} F^T C^{-1} = K^{-1} / \sigma^2 - G^T G,
 
-gives the residuals of kriging a held-out set ``V`` from the rest (the GLS trend
-re-estimated without ``V``): :math:`e_V = P_{VV}^{-1} (P y)_V`, with covariance
-:math:`P_{VV}^{-1}`; for one site :math:`e_i = (P y)_i / P_{ii}`, variance
-:math:`1 / P_{ii}` (Dubrule 1983). ``P y`` is the kriging's
-:math:`\alpha = C^{-1}(y - F\hat\beta)` with the GLS condition
-:math:`F_c^T P y = 0` enforced: :math:`P y = \alpha - C^{-1} F_c M^{-1} F_c^T \alpha`
-(the correction vanishes when :math:`\hat\beta` is the GLS estimate of these factors,
-and removes the difference when the coefficients came from an evaluation at another TLR
-accuracy).
-
-The entries of :math:`K^{-1}` come from the dense inverse of a dense factor
-(:meth:`geostat.solvers.DenseCholesky.inverse`, a new matrix: the factor is kept), and
-from forward solves with columns of the identity through a TLR factor: the diagonal
-:math:`(K^{-1})_{ii} = \|L^{-1} P e_i\|^2` in blocks of at most
-:data:`SOLVE_BLOCK_BYTES`, and a fold's block :math:`(K^{-1})_{VV} = W^T W` with
-:math:`W = L^{-1} P E_V` solved for the whole fold at once.
+and the held-out residuals are :math:`e_V = P_{VV}^{-1} (P y)_V` with covariance
+:math:`P_{VV}^{-1}` [1]_. :math:`P y = \alpha - C^{-1} F_c M^{-1} F_c^T \alpha`, with
+:math:`\alpha` the kriging weights, enforces :math:`F_c^T P y = 0` even when the
+coefficients came from another TLR accuracy. The entries of :math:`K^{-1}` come from
+the dense inverse of a dense factor, or from forward solves with columns of the
+identity through a TLR factor: :math:`(K^{-1})_{ii} = \|L^{-1} P e_i\|^2` and
+:math:`(K^{-1})_{VV} = W^T W` with :math:`W = L^{-1} P E_V`.
 
 References
 ----------
 .. [1] Dubrule, O. (1983). Cross validation of kriging in a unique neighborhood.
-   Mathematical Geology 15(6), 687-699.
+   Mathematical Geology, 15(6), 687-699.
 """
 
 from __future__ import annotations
@@ -57,16 +47,9 @@ SOLVE_BLOCK_BYTES = 2**27
 class GroupResiduals:
     """Held-out residuals of one group of replicates, in fitting units.
 
-    Attributes
-    ----------
-    sites : ndarray of shape (n_g,)
-        Indices of the group's sites among the training sites.
-    columns : ndarray of shape (r_g,)
-        The group's replicates (columns of ``y``).
-    residual : ndarray of shape (n_g, r_g)
-        ``y - prediction`` of each observation held out.
-    variance : ndarray of shape (n_g,)
-        Predictive variance of each observation (the same for the group's replicates).
+    ``sites`` ``(n_g,)`` among the training sites, ``columns`` ``(r_g,)`` of ``y``,
+    ``residual`` ``(n_g, r_g)`` (``y - prediction``) and the predictive ``variance``
+    ``(n_g,)``, shared by the group's replicates.
     """
 
     sites: np.ndarray
@@ -78,28 +61,14 @@ class GroupResiduals:
 def closed_form_residuals(kriging, folds=None):
     """Leave-one-out (`folds` None) or K-fold residuals of every group of replicates.
 
-    Parameters
-    ----------
-    kriging : geostat.predict.Kriging
-        The fitted predictor (its factors and GLS quantities are used as they are).
-    folds : ndarray of shape (n,), optional
-        Fold label of each training site; the sites of a label are held out together.
-
-    Returns
-    -------
-    list of GroupResiduals
-
-    Raises
-    ------
-    ValueError
-        If a fold leaves too few sites of a replicate to estimate the trend, naming the
-        fold and the fix.
-    MemoryError
-        If a dense inverse or a fold's block would not fit in memory.
+    From the factors and GLS quantities of the fitted `kriging`; `folds` labels each
+    training site. Returns a list of :class:`GroupResiduals`; ValueError if a fold leaves
+    too few sites to estimate the trend, MemoryError if a dense inverse or a fold's block
+    would not fit.
     """
     out = []
     solved = blocks = 0
-    for group, fit in zip(kriging.lik.groups, kriging.groups):
+    for group, fit in zip(kriging.lik.groups, kriging.groups, strict=True):
         n_g = group.y.shape[0]
         sites = np.arange(n_g) if group.sites is None else np.asarray(group.sites)
         inverse = _InverseEntries(fit.chol, n_g)
@@ -118,8 +87,8 @@ def closed_form_residuals(kriging, folds=None):
         out.append(GroupResiduals(sites, np.asarray(group.columns), residual, variance))
     if solved:
         logger.info(
-            "cross-validation: %d columns of the identity solved through the TLR factors in %d blocks "
-            "(forward solves)",
+            "cross-validation: %d columns of the identity solved through the TLR factors in "
+            "%d blocks (forward solves)",
             solved,
             blocks,
         )
@@ -127,7 +96,7 @@ def closed_form_residuals(kriging, folds=None):
 
 
 def _projected_observations(group, fit):
-    """``P y`` of a group, (n_g, r_g): the kriging's ``alpha`` with ``F_c^T P y = 0`` enforced."""
+    """``P y`` of a group, (n_g, r_g): ``alpha`` with ``F_c^T P y = 0`` enforced."""
     if fit.ftcf_chol is None:
         return fit.alpha
     centered = remove_means(group.design, fit.shift)
@@ -162,9 +131,9 @@ def _fold_residuals(inverse, fit, group, projected, trend_root, labels):
             factor = cholesky(0.5 * (block + block.T), lower=True, check_finite=False)
         except LinAlgError:
             raise ValueError(
-                f"fold {label} cannot be predicted from the other sites of {_replicates(group)}: its "
-                "conditional covariance is numerically singular; use "
-                "more folds (a larger cv) or folds that leave sites spread over the domain."
+                f"fold {label} cannot be predicted from the other sites of "
+                f"{_replicates(group)}: its conditional covariance is numerically singular; "
+                "use more folds (a larger cv) or folds that leave sites spread over the domain."
             ) from None
         residual[held] = cho_solve((factor, True), projected[held], check_finite=False)
         root_inverse = solve_triangular(factor, np.eye(held.size), lower=True, check_finite=False)
@@ -181,15 +150,17 @@ def _check_trend_identified(centered, held, label, group):
     norms = np.linalg.norm(rest, axis=0)
     if rest.shape[0] < p or np.linalg.matrix_rank(rest / np.where(norms > 0.0, norms, 1.0)) < p:
         raise ValueError(
-            f"fold {label} leaves {rest.shape[0]} observed site(s) of {_replicates(group)}, which cannot "
-            f"estimate the {p} trend coefficient(s); use more folds (a larger cv), or folds that keep "
-            "sites of every replicate and spread over the covariates' values."
+            f"fold {label} leaves {rest.shape[0]} observed site(s) of {_replicates(group)}, "
+            f"which cannot estimate the {p} trend coefficient(s); use more folds (a larger "
+            "cv), or folds that keep sites of every replicate and spread over the covariates' "
+            "values."
         )
 
 
 def _replicates(group):
-    """``"replicate(s) [0, 3]"`` (positions of the columns of ``y``) of a group, for messages."""
-    return f"replicate(s) {[int(j) for j in group.columns[:5]]}{' ...' if len(group.columns) > 5 else ''}"
+    """``"replicate(s) [0, 3]"`` (columns of ``y``) of a group, for messages."""
+    more = " ..." if len(group.columns) > 5 else ""
+    return f"replicate(s) {[int(j) for j in group.columns[:5]]}{more}"
 
 
 class _InverseEntries:

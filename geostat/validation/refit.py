@@ -13,29 +13,13 @@ def refit_predictions(model, labels):
     """Predictions of the observations of each fold by a clone of `model` fitted on the
     other folds.
 
-    Each clone (:func:`sklearn.base.clone`: the settings, not the estimates, with the
-    fitted target transform held) is fitted by maximum likelihood on the training sites
-    of the other folds and predicts the fold's sites in the Gaussian scale ``g(y)`` of
-    the transform, its nugget (and any diagonal shift it needed, ``shift_``) and the
-    known noise variance of each held-out site (``noise_variance_`` of `model`, which the
-    clone is fitted with on its training sites) added to the kriging variance of the
-    latent process: the result predicts the observation.
+    Each clone (the settings, with the fitted target transform held) is fitted on the
+    other folds and predicts the fold's observations in the scale ``g(y)``: the kriging
+    variance plus its nugget, its ``shift_`` and the known noise of each held-out site.
 
-    Parameters
-    ----------
-    model : geostat.SpatialGP
-        Fitted; its training data (``_training``) are split.
-    labels : ndarray of shape (n,)
-        Fold label of each training site; sites with no observation are in no training
-        fold and never predicted.
-
-    Returns
-    -------
-    site, replicate : ndarray of int
-        Training site and replicate (column of ``y``) of each held-out observation.
-    mean, std : ndarray of float
-        Predictive mean and standard deviation of ``g(y)`` for each observation (in the
-        units of ``y`` without a transform).
+    `labels` gives each training site's fold. Returns ``(site, replicate, mean, std)``
+    per held-out observation: its training site and replicate, and the predictive mean
+    and standard deviation of ``g(y)``.
     """
     training = model._training
     transform = model._transform()
@@ -66,10 +50,8 @@ def refit_predictions(model, labels):
 
 
 def _training_table(model):
-    """The training sites as the fitted input: coordinates and covariates in the fitted
-    column order, a DataFrame with the fitted column names (an array for a model fitted
-    on arrays). Coordinates are as the fit stored them (dates of a space-time fit as float
-    days, :attr:`geostat.SpatialGP.time_unit_`)."""
+    """The training sites in the form of the fitted input (column order, a DataFrame
+    with the fitted names or an array), dates as float days."""
     n_columns, coord_pos, cov_pos = model._layout
     training = model._training
     table = np.empty((training.coords.shape[0], n_columns))

@@ -1,32 +1,18 @@
 r"""Scores of Gaussian predictive distributions of held-out observations.
 
-Each held-out observation :math:`y` has a Gaussian predictive distribution
-:math:`N(\mu, \sigma^2)`; with :math:`z = (y - \mu) / \sigma`:
-
-* ``rmse`` :math:`\sqrt{\overline{(y - \mu)^2}}` and ``mae`` :math:`\overline{|y - \mu|}`,
-  in the units of ``y``;
-* ``crps``, the mean continuous ranked probability score, in closed form for a Gaussian
-  (Gneiting and Raftery 2007, eq. 21):
-  :math:`\mathrm{CRPS} = \sigma\,[z\,(2\Phi(z) - 1) + 2\varphi(z) - 1/\sqrt\pi]
-  = \int (F(t) - [t \ge y])^2\,dt`, in the units of ``y``; lower is better;
-* ``log_score``, the mean negative log predictive density
-  :math:`\tfrac12 \log(2\pi\sigma^2) + \tfrac12 z^2`: positively oriented as a loss
-  (lower is better), the negative of Gneiting and Raftery's logarithmic score; it
-  depends on the units of ``y`` (rescaling ``y`` by ``c`` adds ``log c``);
-* ``coverage``, the fraction of observations inside the central `level` interval
-  :math:`\mu \pm \Phi^{-1}((1 + \text{level})/2)\,\sigma` (ideally `level`);
-* ``standardized_mean`` and ``standardized_std``, the mean and the sample standard
-  deviation (``ddof=1``) of :math:`z` (ideally 0 and 1).
-
-CRPS and the log score are strictly proper: in expectation the true predictive
-distribution scores lowest, so they reward calibration and sharpness together; the
-others are diagnostics of one of the two.
+With :math:`N(\mu, \sigma^2)` the predictive distribution of an observation :math:`y`
+and :math:`z = (y - \mu) / \sigma`: ``rmse`` and ``mae`` of :math:`y - \mu`; ``crps``,
+the closed-form Gaussian CRPS (:func:`gaussian_crps`); ``log_score``, the negative log
+predictive density (:func:`gaussian_log_score`); ``coverage``, the fraction inside
+:math:`\mu \pm \Phi^{-1}((1 + \text{level})/2)\,\sigma`; ``standardized_mean`` and
+``standardized_std`` (``ddof=1``) of :math:`z`, ideally 0 and 1. All are means over the
+observations; lower is better for the first four. CRPS and the log score are strictly
+proper [1]_.
 
 References
 ----------
-.. [1] Gneiting, T. and Raftery, A. E. (2007). Strictly proper scoring rules,
-   prediction, and estimation. Journal of the American Statistical Association 102(477),
-   359-378.
+.. [1] Gneiting, T., Raftery, A. E. (2007). Strictly proper scoring rules, prediction,
+   and estimation. Journal of the American Statistical Association, 102(477), 359-378.
 """
 
 from __future__ import annotations
@@ -84,20 +70,13 @@ def gaussian_crps(observed: ArrayLike, mean: ArrayLike, std: ArrayLike) -> NDArr
         \mathrm{CRPS}(N(\mu, \sigma^2), y) = \sigma\left[z\,(2\Phi(z) - 1) + 2\varphi(z)
         - \frac{1}{\sqrt\pi}\right], \qquad z = \frac{y - \mu}{\sigma}.
 
-    Parameters
-    ----------
-    observed, mean, std : array-like
-        Broadcast together; `std` positive.
-
-    Returns
-    -------
-    ndarray
-        In the units of `observed`; lower is better.
+    `observed`, `mean` and `std` (positive) broadcast together; the result is in the
+    units of `observed` (eq. 21 of [1]_).
 
     References
     ----------
-    .. [1] Gneiting, T. and Raftery, A. E. (2007). Strictly proper scoring rules,
-       prediction, and estimation. JASA 102(477), 359-378, eq. (21).
+    .. [1] Gneiting, T., Raftery, A. E. (2007). Strictly proper scoring rules, prediction,
+       and estimation. Journal of the American Statistical Association, 102(477), 359-378.
     """
     std = np.asarray(std, dtype=np.float64)
     z = (np.asarray(observed, dtype=np.float64) - np.asarray(mean, dtype=np.float64)) / std
@@ -114,18 +93,8 @@ def gaussian_log_score(observed: ArrayLike, mean: ArrayLike, std: ArrayLike) -> 
         -\log \varphi_{\mu, \sigma}(y) = \tfrac12 \log(2\pi\sigma^2) + \tfrac12 z^2,
         \qquad z = \frac{y - \mu}{\sigma}.
 
-    Lower is better: the negative of the logarithmic score of Gneiting and Raftery
-    (2007), which is positively oriented. It depends on the units of `observed` (a
-    density per unit).
-
-    Parameters
-    ----------
-    observed, mean, std : array-like
-        Broadcast together; `std` positive.
-
-    Returns
-    -------
-    ndarray
+    The negative of the (positively oriented) logarithmic score; it depends on the units
+    of `observed`. `observed`, `mean` and `std` (positive) broadcast together.
     """
     std = np.asarray(std, dtype=np.float64)
     z = (np.asarray(observed, dtype=np.float64) - np.asarray(mean, dtype=np.float64)) / std
@@ -139,21 +108,9 @@ def score_predictions(
     names: Iterable[str] = SCORES,
     level: float = 0.9,
 ) -> dict[str, float]:
-    """The scores `names` (from :data:`SCORES`) of Gaussian predictions of observations.
-
-    Parameters
-    ----------
-    observed, mean, std : array-like of shape (m,)
-        Observations, predictive means and predictive standard deviations (positive).
-    names : iterable of str, default all of :data:`SCORES`
-    level : float, default 0.9
-        Nominal probability of the central interval of ``coverage``, in (0, 1).
-
-    Returns
-    -------
-    dict
-        Score name to value, in the order of `names`.
-    """
+    """The scores `names` (from :data:`SCORES`) of Gaussian predictions `mean`, `std`
+    (positive) of `observed`, each ``(m,)``, as a dict in the order of `names`; `level`
+    is the nominal probability of the ``coverage`` interval."""
     observed, mean, std = (np.asarray(a, dtype=np.float64) for a in (observed, mean, std))
     error = observed - mean
     z = error / std
