@@ -1,14 +1,14 @@
 #!/bin/bash
-# The GPU checks, in order of priority, each bounded so that the
-# whole run fits one call of a lent GPU machine (the limits add up to 590 s, under a call's 600 s;
-# about 5 minutes in practice; device time is scarce).
-# A fresh machine compiles CuPy's kernels on first use (its cache starts empty): on an H100
-# the pytest step then took over 90 s, against 26 s with the cache warm, and the 131K step
-# over 80 s; the limits below leave room for that.
-# Run from the repository root on a machine with CuPy:
+# The GPU checks: the CuPy test cases, one TLR log-likelihood at 131,072 sites, a whole TLR
+# fit by Fisher scoring, a profile of a 65,536-site build and factorization, and the
+# batched kernels; in order of priority, each under a time limit, so that the whole script
+# finishes within 10 minutes (the limits add up to 590 s). The limits allow for a cold
+# CuPy kernel cache: a fresh machine compiles CuPy's kernels at first use, which can take
+# the test step past 90 s and the 131,072-site step past 80 s.
+# Run from the repository root on a machine with CuPy (the 'gpu' extra):
 #   bash benchmarks/gpu_checks.sh [LOG_DIR]
-# Logs go to LOG_DIR (default: $OUT, else ./gpu-logs). Record what they show in
-# docs/performance.md.
+# Logs go to LOG_DIR (default: $OUT, else ./gpu-logs); docs/performance.md ("GPU") quotes
+# their figures with the card, the CuPy version and the date.
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 logs=${1:-${OUT:-gpu-logs}}
@@ -40,7 +40,7 @@ step 80 fit16k python3 benchmarks/fit_tlr.py --n 16384 --search scoring --device
 step 90 profile65k python3 benchmarks/gpu.py --parts 2 --backend cupy --sizes 65536 --accuracies 1e-8 --repeats 1 --profile "$logs/profile"
 # 3. Batched Cholesky and the low-rank GEMMs, medians of 3.
 step 60 batched python3 benchmarks/gpu.py --parts 1 --backend cupy --count 2000 --repeats 3
-# 4. With GPU_CHECKS_1M=1 only, in a call of its own (about 8 minutes): 1,048,576 sites
+# 4. With GPU_CHECKS_1M=1 only, about 8 minutes more (run it on its own): 1,048,576 sites
 #    at 1e-6, one evaluation, no second one timing the phases apart. It needs more GPU
 #    memory than an H100 has (docs/performance.md).
 [ "${GPU_CHECKS_1M:-0}" = 1 ] && step 520 tlr1m python3 benchmarks/gpu.py --parts 2 --backend cupy --sizes 1048576 --accuracies 1e-6 --repeats 1 --no-phases

@@ -1,8 +1,9 @@
 """The Sphinx documentation builds with no warning (``python -m sphinx -W -b html docs ...``).
 
 Each build runs on a copy of ``docs/`` in a temporary folder, next to a ``notebooks/``
-folder (the repository's, or made up), so the generated API stubs and notebook copies
-never land in the source tree. About 10 s for the whole site on 2 cores.
+folder (the repository's, or made up) and the root files its pages include, so the
+generated API stubs and notebook copies never land in the source tree. About 10 s for
+the whole site on 2 cores.
 """
 
 import shutil
@@ -20,6 +21,8 @@ nbformat = pytest.importorskip(
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Files of the repository root that pages of ``docs/`` include (``{include} ../NAME``).
+INCLUDED = ("CHANGELOG.md", "CONTRIBUTING.md")
 GENERATED = shutil.ignore_patterns(
     "_build", "generated", "tutorials", "jupyter_execute", ".jupyter_cache"
 )
@@ -60,6 +63,8 @@ def test_docs_build_without_warnings(tmp_path):
         shutil.copytree(
             ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns(".*")
         )
+    for name in INCLUDED:  # pages of docs/ include these files of the repository root
+        shutil.copy(ROOT / name, tmp_path / name)
     html = build(tmp_path)
     api = (html / "api.html").read_text(encoding="utf-8")
     for name in ("SpatialGP", "log_likelihood", "TLRMatrix", "cholesky"):
@@ -67,6 +72,8 @@ def test_docs_build_without_warnings(tmp_path):
     assert (html / "api" / "generated" / "geostat.SpatialGP.html").is_file()
     assert (html / "api" / "generated" / "tlrcore.cholesky.html").is_file()
     assert "Errors and warnings" in (html / "errors.html").read_text(encoding="utf-8")
+    assert "Unreleased" in (html / "changelog.html").read_text(encoding="utf-8")
+    assert "Adding a kernel" in (html / "contributing.html").read_text(encoding="utf-8")
     notebooks = sorted(path.stem for path in (ROOT / "notebooks").glob("*.ipynb"))
     for name in notebooks:
         assert (html / "tutorials" / f"{name}.html").is_file()
