@@ -18,13 +18,11 @@ in-process one. Dask is imported only there, never by ``import geostat``.
 Progress: :func:`tile_progress` (tlrcore's :func:`tlrcore.progress`) switches on the
 tile-column counters of TLR builds and factorizations for a block of code.
 
-Threads: dense LAPACK and BLAS calls run on one thread (:func:`one_blas_thread`, tlrcore's
-pinning, re-exported for the statistics). On a
-busy two-core machine threaded OpenBLAS was 80x slower for a 300 x 300 Cholesky factor and
-2.5-4x slower from 1,000 to 3,000, and its in-place ``dpotrf`` crashed at 16,000. Parallel work comes from the kernel evaluation and, from
-:data:`tlrcore.dense.blocked.PARALLEL_FROM` sites, from tlrcore's blocked Cholesky factor,
-inverse and products (:mod:`tlrcore.dense.blocked`: blocks on the tile pool, one BLAS
-thread each), which the NumPy back end uses for :class:`DenseCholesky`.
+Threads: dense LAPACK and BLAS calls run on one thread (:func:`one_blas_thread`), because
+threaded BLAS on small and medium matrices competes with the tile pool; parallel work
+comes from the kernel evaluation and, from :data:`tlrcore.dense.blocked.PARALLEL_FROM`
+sites, from tlrcore's blocked Cholesky factor, inverse and products
+(:mod:`tlrcore.dense.blocked`), which :class:`DenseCholesky` uses on NumPy.
 """
 
 from __future__ import annotations
@@ -47,6 +45,7 @@ from tlrcore.concurrency import column_progress as progress_counter
 from tlrcore.concurrency import hold as worker_hold
 from tlrcore.concurrency import one_blas_thread, one_blas_thread_block, small_pages
 from tlrcore.concurrency import workers as tile_threads
+from tlrcore.packed.build import check_scale
 
 __all__ = [
     "DEVICES",
@@ -57,6 +56,7 @@ __all__ = [
     "TLRFactor",
     "compressed_cross_product",
     "covariance_block",
+    "check_tlr_entries",
     "dense_cholesky_batch",
     "distributed_tlr_factor",
     "get_backend",
@@ -79,7 +79,8 @@ __all__ = [
 #: factorizations in the block that run longer than two seconds (:func:`tlrcore.progress`).
 tile_progress = tlrcore.progress
 
-#: Values of the ``device`` argument of :class:`geostat.SpatialGP` and :func:`geostat.log_likelihood`.
+#: Values of the ``device`` argument of :class:`geostat.SpatialGP` and
+#: :func:`geostat.log_likelihood`.
 DEVICES = ("cpu", "gpu")
 
 
@@ -110,16 +111,17 @@ def get_backend(device):
             return _tlrcore_backend("cupy")
         except ValueError as exc:
             raise ValueError(
-                "device='gpu' needs CuPy and a CUDA GPU; install the GPU extra (pip install 'geostat-tlr[gpu]') "
-                f"on a machine with an NVIDIA GPU, or use device='cpu'. ({exc})"
+                "device='gpu' needs CuPy and a CUDA GPU; install the GPU extra "
+                "(pip install 'geostat-tlr[gpu]') on a machine with an NVIDIA GPU, or use "
+                f"device='cpu'. ({exc})"
             ) from None
     raise ValueError(f"device={device!r} is not one of {DEVICES}.")
 
 
 #: The message of a ``client=`` without Dask installed.
 DASK_MISSING = (
-    "client= runs the TLR method on a Dask cluster and needs dask.distributed, which is not installed: "
-    "pip install 'geostat-tlr[dask]'."
+    "client= runs the TLR method on a Dask cluster and needs dask.distributed, which is not "
+    "installed: pip install 'geostat-tlr[dask]'."
 )
 
 
@@ -155,7 +157,8 @@ def resolve_client(client):
     if isinstance(client, str):
         if client != "default":
             raise ValueError(
-                f"client must be None, 'default' or a distributed.Client; got the string {client!r}."
+                "client must be None, 'default' or a distributed.Client; got the string "
+                f"{client!r}."
             )
         try:
             return distributed.get_client()
@@ -450,6 +453,25 @@ class PermutedTLR:
         return backend.like(out, x)
 
 
+def check_tlr_entries(largest, n, reason):
+    """Refuse a TLR covariance of order `n` whose largest entry is `largest`, when tile norms
+    of such a matrix would overflow (:func:`tlrcore.packed.build.check_scale`).
+
+    Raises
+    ------
+    ValueError
+        Starting with `reason` (which names the parameters at fault), then the range.
+    """
+    try:
+        check_scale(largest, n, "the covariance", error=ValueError)
+    except ValueError as exc:
+        limits = str(exc).split(", the range")[0].split("magnitude, ")[-1]
+        raise ValueError(
+            f"{reason}: the covariance has entries up to {largest:.3g}, {limits}, the range "
+            f"in which a TLR factorization of {n:,} sites can work"
+        ) from None
+
+
 def tlr_matrix(block, n, tile_size=None, accuracy=1e-8, method=None, random_state=0, backend=NUMPY):
     """A :class:`tlrcore.TLRMatrix` from a block generator of already ordered sites.
 
@@ -601,8 +623,8 @@ def distributed_tlr_factor(
         return TLRFactor(factor, perm, norm), True
     raise NotPositiveDefiniteError(
         f"{failure} The automatic shift reached {shifts[-1] if shifts else 0.0:.3g} "
-        f"({len(shifts)} doublings of the tile tolerance) without success: the covariance is probably "
-        "indefinite; add or bound a nugget, or check the kernel.",
+        f"({len(shifts)} doublings of the tile tolerance) without success: the covariance is "
+        "probably indefinite; add or bound a nugget, or check the kernel.",
         tile=failure.tile,
     ) from failure
 
@@ -611,8 +633,8 @@ def covariance_block(coords, kernel, params, distance, backend=NUMPY):
     """Block generator ``block(rows, cols)`` of the covariance matrix of `coords`.
 
     A shorthand for ``Sites(coords, distance, backend).covariance_block(kernel, params)``;
-    to build blocks for many parameter values, keep one :class:`geostat.covariance.Sites` (the coordinates
-    then go to the back end once).
+    to build blocks for many parameter values, keep one :class:`geostat.covariance.Sites`
+    (the coordinates then go to the back end once).
 
     Parameters
     ----------

@@ -31,17 +31,9 @@ modules (a GPU's) are evaluated in chunks of :data:`DEVICE_CHUNK` entries, which
 the temporaries. Results do not depend on the chunking: every formula is elementwise.
 
 The pool serves the main thread of a process that was not forked only. Calls from other
-threads (a TLR build's tile pool, Dask's threads, the pool's own) and from forked
-processes (the worker processes of a TLR build) evaluate their chunks one after the other
-in the caller, whose own parallelism already keeps the cores busy: there the pool's
-threads only contended with it. Measured on a 2-core Intel machine: inside a pool of two
-threads, a 2048 x 2048 exponential covariance tile took 15.8 ms per tile with the kernel
-pool against 10.0 ms serially; the diagonal tiles of the 131,072-site build 2.08-2.09 s
-against 1.62-1.72 s, the whole build 9.83 and 10.14 s against 9.37 and 9.90 s; the co2
-fit (``geostat fit --dataset co2``) and a 16,384-site fit took the same time either way.
-From the main thread the pool pays for costly formulas (Matérn of smoothness 1.3 by its
-Bessel function on 4 million distances: 410-414 ms against 464-508 ms on one thread) and
-costs for cheap ones (the exponential tile: 15.9 against 11.2 ms).
+threads (a TLR build's tile pool, Dask's threads, the pool's own) and from forked worker
+processes evaluate their chunks one after the other in the caller, whose own parallelism
+already keeps the cores busy.
 """
 
 from __future__ import annotations
@@ -521,10 +513,9 @@ class Kernel(abc.ABC):
             Matérn smoothness's can cost many times the correlation).
         overwrite_d : bool, default False
             Without `gradient`, let the correlation overwrite `d` (when C-contiguous and
-            writeable) where it is large, instead of two temporaries of its size (scaled distances and values):
-            fresh memory of a tile's size is zeroed by the system at its first touch,
-            which had cost more than the exponential itself in the diagonal tiles of a
-            TLR build.
+            writeable) where it is large, instead of two temporaries of its size: fresh
+            memory is zeroed by the system at its first touch, which can cost more than a
+            cheap formula itself.
 
         Returns
         -------
@@ -650,7 +641,8 @@ class Kernel(abc.ABC):
         """
         if name not in self._SHAPE_NAMES:
             raise ValueError(
-                f"{name!r} is not a shape parameter of {self!r}; those are {list(self._SHAPE_NAMES)}."
+                f"{name!r} is not a shape parameter of {self!r}; those are "
+                f"{list(self._SHAPE_NAMES)}."
             )
         held = copy.copy(self)
         held._shape = {**self._shape, name: self._check_shape_value(name, value)}

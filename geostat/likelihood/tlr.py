@@ -40,6 +40,7 @@ from geostat.likelihood.terms import Terms, resolve_noise_ratio
 from geostat.solvers import (
     NUMPY,
     PermutedTLR,
+    check_tlr_entries,
     distributed_tlr_factor,
     resolve_client,
     site_order,
@@ -166,7 +167,7 @@ class TLRLikelihood(Likelihood):
         """A context for the evaluations of one fit: BLAS on one thread
         (:meth:`Likelihood.fitting`), new arrays on small pages, and on the CPU in this
         process worker processes held for the fit
-        (:func:`tlrcore.compress.worker_processes.hold`), which compress tile columns and
+        (:func:`tlrcore.concurrency.hold`), which compress tile columns and
         evaluate the block Vecchia likelihood."""
         with super().fitting(), small_pages():
             if self.client is not None or self.backend.batched_by_default:
@@ -234,6 +235,7 @@ class TLRLikelihood(Likelihood):
         if own:
             self._cache = None
             self._coarser = {}
+        self._check_entries(eta, nu)
         params = {"variance": 1.0, **theta, "nugget": float(eta)}
         blocks = [
             self._ordered(index).covariance_block(
@@ -250,6 +252,18 @@ class TLRLikelihood(Likelihood):
         if own:
             self._cache = (key, out)
         return out
+
+    def _check_entries(self, eta, nu):
+        """Refuse a nugget (or known noise) so large against the variance that the tiles of
+        ``K = R + eta I + nu V`` cannot be factored (ValueError naming the parameters)."""
+        largest = 1.0 + float(eta) + (nu * float(np.max(self.noise)) if nu else 0.0)
+        n = max(order.perm.size for order in self._orders)
+        check_tlr_entries(
+            largest,
+            n,
+            f"params: the nugget (with any known noise) is {largest - 1.0:.3g} times the "
+            "variance, white noise at any accuracy; use method='exact' or a larger variance",
+        )
 
     def _factor(self, index, block, accuracy, key):
         """``(factor, shifted)`` of group `index`'s covariance `block` (parameters `key`),
