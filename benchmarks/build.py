@@ -6,15 +6,17 @@ order, ``Sites(...).covariance_block`` handed to ``geostat.solvers.tlr_matrix``,
 to time and count its calls (``block`` and ``block.entries``). Reported, medians of 3:
 build time, generator time and calls, the rest (compression: ACA bookkeeping and
 recompression, norm and symmetry samples), time per off-diagonal tile, and the ratio of
-the generator time to a dense evaluation of the same number of entries in the same run
-(``scipy.spatial.distance.cdist`` + ``numpy.exp`` on 1024 x 1024 blocks: the cost of the
-entries themselves, without per-call overhead).
+the generator time to the baseline, a dense evaluation of the same number of entries in
+the same run (``scipy.spatial.distance.cdist`` + ``numpy.exp`` on 1024 x 1024 blocks:
+the cost of the entries themselves, without per-call overhead).
 
 The build runs on one tile thread (``TLRCORE_NUM_THREADS=1``, set before tlrcore is
 imported) so that the generator time is not shared between threads.
 
-Run: ``flock /tmp/bench.lock python benchmarks/build.py`` (32,768 sites, exponential and
-Matern 1.5, range 0.1, accuracy 1e-8) or e.g. ``--n 131072 --kernels exp``.
+Run: ``python benchmarks/build.py`` (32,768 sites, exponential and Matern 1.5, range
+0.1, accuracy 1e-8) or e.g. ``python benchmarks/build.py --n 131072 --kernels exp``.
+
+Output: a table on standard output, one row per kernel and n; nothing is written to disk.
 """
 
 from __future__ import annotations
@@ -89,8 +91,8 @@ def main():
     args = parser.parse_args()
     distance = get_distance("euclidean")
     print(
-        f"{'kernel':>9} {'n':>7} {'tiles':>5} {'rank':>5} {'build s':>8} {'gen s':>7} {'rest s':>7} "
-        f"{'calls':>7} {'ms/tile':>7} {'gen/dense':>9}"
+        f"{'kernel':>9} {'n':>7} {'tiles':>5} {'rank':>5} {'build s':>8} {'gen s':>7} "
+        f"{'rest s':>7} {'calls':>7} {'ms/tile':>7} {'gen/dense':>9}"
     )
     for n in args.n:
         X = np.random.default_rng(n).uniform(size=(n, 2))
@@ -108,8 +110,9 @@ def main():
             off_tiles = n_tiles * (n_tiles - 1) // 2
             dense = timed.entries_read * per_entry
             print(
-                f"{key:>9} {n:>7} {n_tiles:>5} {rank:>5.1f} {total:>8.2f} {gen:>7.2f} {total - gen:>7.2f} "
-                f"{timed.calls:>7} {1e3 * (total - gen) / max(off_tiles, 1):>7.2f} {gen / dense:>9.1f}",
+                f"{key:>9} {n:>7} {n_tiles:>5} {rank:>5.1f} {total:>8.2f} {gen:>7.2f} "
+                f"{total - gen:>7.2f} {timed.calls:>7} "
+                f"{1e3 * (total - gen) / max(off_tiles, 1):>7.2f} {gen / dense:>9.1f}",
                 flush=True,
             )
 

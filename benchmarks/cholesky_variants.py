@@ -5,9 +5,10 @@ square, KD-tree ordering through ``geostat.solvers.tlr_covariance``, as in
 ``benchmarks/loglik.py``) the same TLR matrix is factored by
 
 * ``left, index order``: left-looking, the tiles of a column handed to the thread pool in
-  index order (the behaviour before rank-sorted scheduling; reproduced here by patching
-  the library's work estimate to a constant, which leaves the order unsorted);
-* ``left, sorted``: left-looking as shipped, largest estimated work first;
+  index order (the baseline of the scheduling: the library's work estimate is patched to
+  a constant, which leaves the order unsorted);
+* ``left, sorted``: left-looking as the library schedules it, largest estimated work
+  first;
 * ``right``: ``tlr.cholesky(A, variant="right")``.
 
 Reported: factor time (median of ``--repeats`` runs, one run above ``--repeat-max``; the
@@ -22,8 +23,11 @@ tile's ARA timed, and each column's tiles are list-scheduled on ``w`` simulated 
 The sum over columns of the makespans is compared with the bound ``max(total / w,
 longest tile)`` per column.
 
-Run: ``PYTHONPATH=. python benchmarks/cholesky_variants.py`` or e.g.
-``PYTHONPATH=. python benchmarks/cholesky_variants.py --n 8192 --repeats 5``.
+Run: ``python benchmarks/cholesky_variants.py`` (n = 8,192, 16,384 and 32,768) or e.g.
+``python benchmarks/cholesky_variants.py --n 8192 --repeats 5``.
+
+Output: Markdown tables on standard output (factor times, their ratios, the scheduling
+model); nothing is written to disk.
 """
 
 from __future__ import annotations
@@ -147,7 +151,8 @@ def main(argv=None):
         f"{library_threads()} threads\n"
     )
     print(
-        "| n | tile | rank A | variant | runs | factor s (median) | min s | rank L | MB | |dlogdet| |"
+        "| n | tile | rank A | variant | runs | factor s (median) | min s | rank L | MB "
+        "| |dlogdet| |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     ratios, models = [], []
@@ -159,8 +164,8 @@ def main(argv=None):
         for name, F in factors.items():
             print(
                 f"| {n} | {A.tile_size} | {A.mean_rank:.1f} | {name} | {repeats} | "
-                f"{statistics.median(times[name]):.2f} | {min(times[name]):.2f} | {mean_rank(F):.1f} | "
-                f"{F.nbytes / 1e6:.0f} | {abs(F.logdet() - reference):.1e} |",
+                f"{statistics.median(times[name]):.2f} | {min(times[name]):.2f} | "
+                f"{mean_rank(F):.1f} | {F.nbytes / 1e6:.0f} | {abs(F.logdet() - reference):.1e} |",
                 flush=True,
             )
         median = {name: statistics.median(t) for name, t in times.items()}
@@ -183,7 +188,8 @@ def main(argv=None):
     )
 
     print(
-        "\nScheduling model (left-looking; per-tile ARA times on one thread, list-scheduled per column)\n"
+        "\nScheduling model (left-looking; per-tile ARA times on one thread, "
+        "list-scheduled per column)\n"
     )
     print(
         "| n | tiles s (serial) | corr(estimate, s) | threads | index order s | sorted s | bound s "
@@ -192,13 +198,13 @@ def main(argv=None):
     print("|---|---|---|---|---|---|---|---|")
     for n, columns in models:
         total = sum(seconds.sum() for _, seconds in columns)
-        work, seconds = (np.concatenate(part) for part in zip(*columns))
+        work, seconds = (np.concatenate(part) for part in zip(*columns, strict=True))
         corr = np.corrcoef(work, seconds)[0, 1]
         for workers in args.model_threads:
             index, ranked, bound = scheduling_model(columns, workers)
             print(
-                f"| {n} | {total:.2f} | {corr:.2f} | {workers} | {index:.3f} | {ranked:.3f} | {bound:.3f} "
-                f"| {index / ranked:.3f} |"
+                f"| {n} | {total:.2f} | {corr:.2f} | {workers} | {index:.3f} | {ranked:.3f} "
+                f"| {bound:.3f} | {index / ranked:.3f} |"
             )
 
 

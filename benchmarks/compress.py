@@ -3,16 +3,19 @@
 For each kernel, n, ordering and accuracy: time to order the sites and compress the
 covariance into a TLRMatrix (ACA by default), its memory, mean/max off-diagonal rank, and
 the achieved relative Frobenius error estimated from probed tiles; and, in the same run,
-the time and memory to build the dense covariance (row block by row block into one
-preallocated array, the least a dense method must do).
+the baseline: the time and memory to build the dense covariance (row block by row block
+into one preallocated array, the least a dense method must do), up to ``--dense-max``.
 
 Kernels: 2-D exponential (range 0.1, unit square), 2-D Matern 1.5 (range 0.1), 3-D
 exponential (range 0.2, unit cube); uniform random sites.
 
 Run: ``python benchmarks/compress.py`` (full grid, long) or e.g.
-``python benchmarks/compress.py --n 32768 --accuracy 1e-8 --kernels exp2d --orderings kdtree``
-``--profile`` prints where the time of the first TLR build goes (rebuilt on one thread,
-``TLRCORE_NUM_THREADS=1``, so that cProfile sees the tile work).
+``python benchmarks/compress.py --n 32768 --accuracy 1e-8 --kernels exp2d --orderings
+kdtree``. ``--profile`` prints where the time of the first TLR build goes (rebuilt on one
+thread, ``TLRCORE_NUM_THREADS=1``, so that cProfile sees the tile work).
+
+Output: a table on standard output, one row per kernel, n, ordering and accuracy (and the
+profile with ``--profile``); nothing is written to disk.
 """
 
 from __future__ import annotations
@@ -85,7 +88,8 @@ def main(argv=None):
 
     header = (
         f"{'kernel':<12}{'n':>7} {'order':<7}{'acc':>7}{'tile':>6}{'order s':>8}{'build s':>8}"
-        f"{'dense s':>8}{'speedup':>8}{'TLR MB':>9}{'dense MB':>9}{'mem frac':>9}{'mean rk':>8}{'max rk':>7}{'est err':>9}"
+        f"{'dense s':>8}{'speedup':>8}{'TLR MB':>9}{'dense MB':>9}{'mem frac':>9}"
+        f"{'mean rk':>8}{'max rk':>7}{'est err':>9}"
     )
     print(header)
     print("-" * len(header))
@@ -119,16 +123,19 @@ def main(argv=None):
                     )
                     dense_s = f"{dense_time:8.2f}" if dense_time else f"{'-':>8}"
                     print(
-                        f"{name:<12}{n:>7} {ordering:<7}{accuracy:>7.0e}{tile:>6}{order_time:>8.2f}{build:>8.2f}"
+                        f"{name:<12}{n:>7} {ordering:<7}{accuracy:>7.0e}{tile:>6}"
+                        f"{order_time:>8.2f}{build:>8.2f}"
                         f"{dense_s}{speedup}{A.nbytes / 1e6:>9.1f}{8 * n * n / 1e6:>9.0f}"
-                        f"{A.nbytes / (8 * n * n):>9.4f}{info['mean_rank']:>8.1f}{info['max_rank']:>7}{info['estimated_error']:>9.1e}",
+                        f"{A.nbytes / (8 * n * n):>9.4f}{info['mean_rank']:>8.1f}"
+                        f"{info['max_rank']:>7}{info['estimated_error']:>9.1e}",
                         flush=True,
                     )
                     if args.profile and not profiled:
                         profiled = True
                         print(profile_one_thread(block, n, tile, accuracy, args.method))
     print(
-        "\nspeedup = dense build time / (ordering + TLR build time); est err = relative Frobenius error"
+        "\nspeedup = dense build time / (ordering + TLR build time); "
+        "est err = relative Frobenius error"
     )
     print("estimated from 24 probed off-diagonal tiles; dense MB = 8 n^2 / 1e6.")
 

@@ -1,7 +1,8 @@
-"""One Gaussian log-likelihood through the TLR Cholesky: in process versus a 2-worker
-Dask LocalCluster (:mod:`tlrcore.distributed`), side by side.
+"""One TLR log-likelihood on a 2-worker Dask cluster against the same in one process.
 
-For each n: the time of one log-likelihood (build the TLR covariance from its generator,
+One Gaussian log-likelihood through the TLR Cholesky, on a 2-worker Dask LocalCluster
+(:mod:`tlrcore.distributed`) and, as the baseline, in one process, side by side. For
+each n: the time of one log-likelihood (build the TLR covariance from its generator,
 factor with ``overwrite_a=True``, ``log det`` and ``||L^{-1} z||^2``), the peak resident
 memory of the in-process run and of each worker, the tasks the workers ran, the bytes
 they sent each other, and the relative difference of the two log-likelihoods.
@@ -13,17 +14,20 @@ submission, without the cluster start-up. Ratios are distributed over in-process
 side the median of ``--repeats`` runs in this invocation.
 
 Kernel: exponential, range 0.1, variance 1, nugget 1e-2, on uniform sites in the unit
-square ordered by a k-d tree (geostat.ordering); tile size ``geostat.ordering.auto_tile_size``.
+square ordered by a k-d tree (geostat.ordering); tile size
+``geostat.ordering.auto_tile_size`` unless ``--tile``.
 
 The distributed run builds the matrix with ``from_generator(..., wait=False)``, so the
-tiles are generated just before the factorization consumes them. ``--save PREFIX``
-writes each size's task durations, ranks and set-up time, which
-``benchmarks/distributed_model.py`` calibrates on.
+tiles are generated just before the factorization consumes them.
 
 Run: ``python benchmarks/distributed.py --n 16384 32768 --tile 2048 --repeats 1 --save
-runs`` and ``--n 65536 --repeats 3 --save runs``. Measured on 2 cores at 65,536 sites,
-medians of 3: 24.0 s in process, 26.8 s on 2 workers (1.11), peak 1,773 MB in process
-against 1,115 MB per worker (0.63), equal log-likelihoods (``docs/cluster.md``).
+runs`` and ``python benchmarks/distributed.py --n 65536 --repeats 3 --save runs``.
+
+Output: a table on standard output, one row per n. With ``--save PREFIX``, each n's
+first distributed run is also written as JSON to ``PREFIX{n}.json`` (e.g.
+``runs65536.json``): times, peak and base memory, tasks, bytes sent, mean rank, the
+client's serial set-up time and every task's duration, which
+``benchmarks/distributed_model.py`` calibrates on.
 """
 
 from __future__ import annotations
@@ -194,8 +198,8 @@ def main():
         print(json.dumps(in_process(args.child, args.tile)))
         return
     print(
-        f"{'n':>7} {'in-proc s':>9} {'dask s':>8} {'time x':>6} {'in-proc MB':>10} {'worker MB':>9} {'mem x':>6} "
-        f"{'tasks':>6} {'sent MB':>8} {'|dloglik|/|loglik|':>18}"
+        f"{'n':>7} {'in-proc s':>9} {'dask s':>8} {'time x':>6} {'in-proc MB':>10} "
+        f"{'worker MB':>9} {'mem x':>6} {'tasks':>6} {'sent MB':>8} {'|dloglik|/|loglik|':>18}"
     )
     for n in args.n:
         local = [child(n, args.tile) for _ in range(args.repeats)]
@@ -210,8 +214,9 @@ def main():
         m_remote = statistics.median(r["peak_mb"] for r in remote)
         diff = abs(remote[0]["value"] - local[0]["value"]) / abs(local[0]["value"])
         print(
-            f"{n:>7} {t_local:>9.2f} {t_remote:>8.2f} {t_remote / t_local:>6.2f} {m_local:>10.0f} {m_remote:>9.0f} "
-            f"{m_remote / m_local:>6.2f} {remote[0]['tasks']:>6} {remote[0]['sent_mb']:>8.1f} {diff:>18.2e}",
+            f"{n:>7} {t_local:>9.2f} {t_remote:>8.2f} {t_remote / t_local:>6.2f} "
+            f"{m_local:>10.0f} {m_remote:>9.0f} {m_remote / m_local:>6.2f} "
+            f"{remote[0]['tasks']:>6} {remote[0]['sent_mb']:>8.1f} {diff:>18.2e}",
             flush=True,
         )
 

@@ -1,7 +1,10 @@
-"""A model of the distributed TLR log-likelihood, calibrated on measured runs, that
-predicts its time and memory at other sizes and worker counts.
+"""Time and memory of the distributed TLR log-likelihood, predicted from measured runs.
 
-The runs of ``benchmarks/distributed.py --save FILE`` record, for one tile size ``b``,
+A model of the distributed TLR log-likelihood, calibrated on measured runs, predicts its
+time and memory at other sizes and worker counts; its baseline is a measured run left out
+of the calibration (``--check``), whose time and peak memory it predicts.
+
+The runs of ``benchmarks/distributed.py --save PREFIX`` record, for one tile size ``b``,
 the compute time of every task of the factorization (from the Dask task stream) and the
 factor's ranks. The model is the graph of :mod:`tlrcore.distributed.factorize` itself,
 with task durations fitted on those runs:
@@ -19,22 +22,27 @@ with task durations fitted on those runs:
 
 Least squares over every task of the calibration runs gives the coefficients. The mean
 rank ``rbar`` of ``L`` at another ``n`` (tiles of a fixed size cover less of the domain
-as ``n`` grows, and their ranks fall) comes from the ranks of ``A``: ACA of a random sample
-of off-diagonal tiles of the same problem at that ``n`` (:func:`sampled_rank`, cheap even
-at ``10^6``), times the ratio of ``L``'s mean rank to that sample's in the calibration runs. A list
-scheduler then plays the graph on ``P`` single-threaded workers with the rows placed
-cyclically and the priorities of the real graph (the chain ``R(k + 1, k) -> D(k + 1) ->
-C(k + 1)`` first, then earlier columns), a header's transfer delaying the tiles of other
-workers that read it. Its makespan, plus the serial set-up measured on the client (the
-diagonal tiles and the norm sample, scaled by ``n``), is the predicted time.
+as ``n`` grows, and their ranks fall) comes from the ranks of ``A``: ACA of a random
+sample of off-diagonal tiles of the same problem at that ``n`` (:func:`sampled_rank`,
+cheap even at ``10^6``), times the ratio of ``L``'s mean rank to that sample's in the
+calibration runs. A list scheduler then plays the graph on ``P`` single-threaded workers
+with the rows placed cyclically and the priorities of the real graph (the chain
+``R(k + 1, k) -> D(k + 1) -> C(k + 1)`` first, then earlier columns), a header's transfer
+delaying the tiles of other workers that read it. Its makespan, plus the serial set-up
+measured on the client (the diagonal tiles and the norm sample, scaled by ``n``), is the
+predicted time.
 
 Memory per worker: its rows of ``L`` (``16 b rbar`` bytes per tile, ``8 b^2`` per diagonal
 tile), and a working set fitted on the runs (the most the measured peaks held beyond the
 rows and the worker's resident base: tiles of ``A`` in flight, received headers).
 
-Run ``python benchmarks/distributed_model.py runs16k.json runs32k.json --check runs65k.json``
-to fit on the first files and compare the prediction with the last, and ``--predict
-1048576 --workers 16 32 64`` for a projection.
+Run: ``python benchmarks/distributed_model.py runs16384.json runs32768.json --check
+runs65536.json`` (the files of ``benchmarks/distributed.py --save runs``) to fit on the
+first files and compare the prediction with the last, and add ``--predict 1048576
+--workers 16 32 64`` for a projection.
+
+Output: the fitted coefficients, the check and the predictions on standard output; it
+reads the JSON files named on the command line and writes nothing.
 """
 
 from __future__ import annotations
@@ -121,8 +129,8 @@ def sampled_rank(n, tile, samples=32):
         rows = np.arange(b * tile, min((b + 1) * tile, n))
         cols = np.arange(a * tile, min((a + 1) * tile, n))
         U, _ = aca_compress(
-            lambda idx: block(rows[idx], cols),
-            lambda idx: block(rows, cols[idx]),
+            lambda idx, rows=rows, cols=cols: block(rows[idx], cols),
+            lambda idx, rows=rows, cols=cols: block(rows, cols[idx]),
             (rows.size, cols.size),
             tolerance,
         )
@@ -254,26 +262,30 @@ def main():
     runs = [json.load(open(path)) for path in args.runs]
     cal = Calibration(runs)
     print(
-        f"tile {cal.tile}: A tile {cal.build[0]:.3f} + {cal.build[1]:.2e} rbar s, R(i, k) {cal.update[0]:.3f} + "
-        f"{cal.update[1]:.2e} k rbar s, D(k) {cal.diagonal[0]:.3f} + {cal.diagonal[1]:.2e} k rbar s, header "
+        f"tile {cal.tile}: A tile {cal.build[0]:.3f} + {cal.build[1]:.2e} rbar s, "
+        f"R(i, k) {cal.update[0]:.3f} + {cal.update[1]:.2e} k rbar s, "
+        f"D(k) {cal.diagonal[0]:.3f} + {cal.diagonal[1]:.2e} k rbar s, header "
         f"{cal.header:.3f} s, rank of L / sampled rank of A {cal.rank_ratio:.2f}, serial "
-        f"{cal.serial_per_site * 1e6:.2f} us/site, worker base {cal.base_mb:.0f} MB, working set {cal.working_mb:.0f} MB"
+        f"{cal.serial_per_site * 1e6:.2f} us/site, worker base {cal.base_mb:.0f} MB, "
+        f"working set {cal.working_mb:.0f} MB"
     )
     if args.check:
         run = json.load(open(args.check))
         seconds, memory, _, _, rank = cal.predict(run["n"], run["workers"], bandwidth=float("inf"))
         print(
-            f"check n={run['n']} on {run['workers']} workers (mean rank predicted {rank:.1f}, measured "
-            f"{run['mean_rank']:.1f}): predicted {seconds:.1f} s, measured "
-            f"{run['seconds']:.1f} s ({seconds / run['seconds'] - 1:+.0%}); peak per worker predicted "
-            f"{memory:.0f} MB, measured {run['peak_mb']:.0f} MB ({memory / run['peak_mb'] - 1:+.0%})"
+            f"check n={run['n']} on {run['workers']} workers "
+            f"(mean rank predicted {rank:.1f}, measured {run['mean_rank']:.1f}): "
+            f"predicted {seconds:.1f} s, measured {run['seconds']:.1f} s "
+            f"({seconds / run['seconds'] - 1:+.0%}); peak per worker predicted "
+            f"{memory:.0f} MB, measured {run['peak_mb']:.0f} MB "
+            f"({memory / run['peak_mb'] - 1:+.0%})"
         )
     for n in args.predict:
         for workers in args.workers:
             seconds, memory, tasks, sent, rank = cal.predict(n, workers, args.bandwidth)
             print(
-                f"n={n} on {workers} workers (mean rank {rank:.1f}): {seconds:.0f} s, {memory / 1024:.1f} GB per "
-                f"worker, {tasks} tasks, {sent:.0f} GB sent"
+                f"n={n} on {workers} workers (mean rank {rank:.1f}): {seconds:.0f} s, "
+                f"{memory / 1024:.1f} GB per worker, {tasks} tasks, {sent:.0f} GB sent"
             )
 
 

@@ -17,8 +17,12 @@ The TLR factorizations (plain vs safeguarded vs pivoted vs LDLᵀ, time and rank
 2-D or 3-D covariance at n = 32K) are in ``benchmarks/tlr_safeguards.py``.
 
 Everything runs with BLAS on one thread (the tlrcore.dense kernels pin it themselves).
-Run: ``PYTHONPATH=. python benchmarks/factorizations.py`` (n = 1000, 2000, 4000, a few
-minutes) or e.g. ``PYTHONPATH=. python benchmarks/factorizations.py --n 1000 --matrices neg10%``.
+
+Run: ``python benchmarks/factorizations.py`` (n = 1000, 2000, 4000) or e.g.
+``python benchmarks/factorizations.py --n 1000 --matrices neg10%``.
+
+Output: a Markdown table on standard output (progress lines on standard error); nothing
+is written to disk.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ import tlrcore as tlr
 
 
 def with_negative_fraction(n, fraction, seed=0):
-    """``(M, lambda)`` with ``M = Q diag(lambda) Q^T`` and ``round(fraction n)`` negative eigenvalues."""
+    """``(M, lambda)`` with ``M = Q diag(lambda) Q^T`` and ``round(fraction n)`` negative
+    eigenvalues."""
     rng = np.random.default_rng(seed)
     Q, R = np.linalg.qr(rng.normal(size=(n, n)))
     Q *= np.sign(np.diagonal(R))  # Haar distributed
@@ -60,7 +65,8 @@ def gaussian_covariance(n, duplicated=0.0, seed=0):
 
 
 def near_singular(n):
-    """``(M, lambda)``: Gaussian covariance with 5 % duplicated sites (PSD, numerically singular)."""
+    """``(M, lambda)``: Gaussian covariance with 5 % duplicated sites (PSD, numerically
+    singular)."""
     M = gaussian_covariance(n, duplicated=0.05)
     return M, np.linalg.eigvalsh(M)
 
@@ -107,7 +113,8 @@ FACTORIZATIONS = {
 
 
 def timed(func, M, repeats):
-    """Median wall time of `repeats` calls and the last call's result (``"fails"`` on LinAlgError)."""
+    """Median wall time of `repeats` calls and the last call's result (``"fails"`` on
+    LinAlgError)."""
     times, result = [], None
     for _ in range(repeats):
         start = time.perf_counter()

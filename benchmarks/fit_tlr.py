@@ -1,8 +1,9 @@
-"""One full maximum-likelihood fit through TLR factors on a simulated field, in
-evaluation equivalents, by Fisher scoring and by the derivative-free search.
+"""A whole TLR maximum-likelihood fit in evaluation equivalents, by each local search.
 
-A Matern 1.5 field with a nugget (variance 1, range 0.1, nugget 0.05, mean 2) is
-simulated at n uniform sites of the unit square (through a TLR factor at accuracy
+One full maximum-likelihood fit through TLR factors on a simulated field, by Fisher
+scoring and by the derivative-free search; the baseline is one TLR log-likelihood
+evaluation. A Matern 1.5 field with a nugget (variance 1, range 0.1, nugget 0.05, mean
+2) is simulated at n uniform sites of the unit square (through a TLR factor at accuracy
 1e-10, independent of the fit's) and fitted with ``SpatialGP(method="tlr")``, smoothness
 held at 1.5, by each local search asked for (``maximize_likelihood``'s ``search``):
 ``scoring`` (Fisher scoring with probe traces) and/or ``polish`` (the derivative-free
@@ -12,16 +13,20 @@ each a new build: the cost of a fit in evaluation equivalents), the full-data ev
 (every factorization, the final accuracy check included), the probes and their expected
 Monte Carlo loss, the reported log-likelihood and its estimated error, and the estimates
 with standard errors. With both searches it prints the difference of their optima in
-log-likelihood (both evaluated on the scoring fit's likelihood at 100 times its
-accuracy) and the time to krige at new sites through the factor.
+log-likelihood (both evaluated on the scoring fit's likelihood at a hundredth of the
+finer of the two fits' accuracies). Last, the time to krige ``--predict`` new sites
+through the first fit.
 
 ``--data co2`` fits real data instead: ``--n`` cells of the bundled co2 grid drawn at
 random (lon/lat, chordal distance in km), same model; the other cells are the new sites.
 
-Run: ``python benchmarks/fit_tlr.py`` (n = 65,536, accuracy "auto", both searches) or e.g.
-``python benchmarks/fit_tlr.py --n 16384 --search scoring`` or
-``python benchmarks/fit_tlr.py --data co2 --n 8192``; ``--device gpu`` fits on CuPy (the field is
-simulated on the CPU either way).
+Run: ``python benchmarks/fit_tlr.py`` (n = 65,536, accuracy "auto", both searches) or
+e.g. ``python benchmarks/fit_tlr.py --n 16384 --search scoring`` or
+``python benchmarks/fit_tlr.py --data co2 --n 8192``; ``--device gpu`` fits on CuPy (the
+field is simulated on the CPU either way).
+
+Output: lines and Markdown tables on standard output (``--log``: every evaluation logged
+to standard error); nothing is written to disk.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ TRUTH = {"variance": 1.0, "range": 0.1, "smoothness": 1.5, "nugget": 0.05}
 MEAN = 2.0
 
 
-#: The accuracy of the evaluation a fit is measured in (the fixed default before ``"auto"``).
+#: The accuracy of the one TLR evaluation a fit's time is measured in.
 EQUIVALENT_ACCURACY = 1e-8
 
 
@@ -79,14 +84,17 @@ def fit(X, y, args, how):
     one = evaluation_time(est)
     r = est.result_
     print(
-        f"[{how}] fit {elapsed:.1f} s = {elapsed / one:.1f} evaluation equivalents (one TLR evaluation at "
-        f"{EQUIVALENT_ACCURACY:g}: {one:.2f} s); accuracy at the end {est.accuracy_:g}; bound on the distance "
+        f"[{how}] fit {elapsed:.1f} s = {elapsed / one:.1f} evaluation equivalents "
+        f"(one TLR evaluation at {EQUIVALENT_ACCURACY:g}: {one:.2f} s); "
+        f"accuracy at the end {est.accuracy_:g}; bound on the distance "
         f"to the exact maximum {r.gap_bound:.3g}; full-data evaluations {r.n_evaluations} "
-        f"(+ {r.n_pilot_evaluations} exact on subsamples); probes {r.n_probes} (expected Monte Carlo loss {r.scoring_loss:.2g}); converged "
+        f"(+ {r.n_pilot_evaluations} exact on subsamples); probes {r.n_probes} "
+        f"(expected Monte Carlo loss {r.scoring_loss:.2g}); converged "
         f"{r.converged}: {r.message}"
     )
     print(
-        f"[{how}] loglik {r.loglik:.4f} at accuracy {r.loglik_accuracy:g}, estimated error {r.loglik_error:.2e}; "
+        f"[{how}] loglik {r.loglik:.4f} at accuracy {r.loglik_accuracy:g}, "
+        f"estimated error {r.loglik_error:.2e}; "
         f"Fisher information Monte Carlo error {100 * r.fisher_relative_error:.1f}%"
     )
     truth = {**TRUTH, "mean": MEAN} if args.data == "simulated" else {}
@@ -98,7 +106,8 @@ def fit(X, y, args, how):
     for name, value, se in [*rows, ("mean", est.coef_[0], est.coef_stderr_[0])]:
         if name in truth:
             print(
-                f"| {name} | {truth[name]:g} | {value:.5g} | {se:.3g} | {(value - truth[name]) / se:+.2f} |"
+                f"| {name} | {truth[name]:g} | {value:.5g} | {se:.3g} "
+                f"| {(value - truth[name]) / se:+.2f} |"
             )
         else:
             print(f"| {name} | | {value:.5g} | {se:.3g} | |")
@@ -168,15 +177,15 @@ def main(argv=None):
             return likelihood.log_likelihood(unit, accuracy=tight)
 
         print(
-            f"loglik(scoring optimum) - loglik(derivative-free optimum), both at accuracy {tight:g}: "
-            f"{loglik(scored) - loglik(polished):+.4f}"
+            "loglik(scoring optimum) - loglik(derivative-free optimum), "
+            f"both at accuracy {tight:g}: {loglik(scored) - loglik(polished):+.4f}"
         )
     est = fits[searches[0]]
     start = time.perf_counter()
     _, std = est.predict(new, return_std=True)
     print(
-        f"kriging mean and standard deviation at {args.predict} new sites: {time.perf_counter() - start:.1f} s "
-        f"(median std {np.median(std):.3f})"
+        f"kriging mean and standard deviation at {args.predict} new sites: "
+        f"{time.perf_counter() - start:.1f} s (median std {np.median(std):.3f})"
     )
 
 

@@ -6,53 +6,56 @@ flops per matrix (padding not counted), for ``--count`` matrices (default 10,000
 
 * ``variable``: orders uniform in [16, 512] (seeded), a list;
 * ``fixed 256``: all of order 256, one ``(count, 256, 256)`` array;
-* ``fixed <mean>``: all of the variable batch's mean order (264), one array.
+* ``fixed <mean>``: all of the variable batch's mean order, one array.
 
 Every matrix is ``(G + G^T) / 2 + m I`` with ``G`` uniform in [-1, 1]. Methods: the
-baseline, a Python loop of ``scipy.linalg.cholesky`` on the CPU (BLAS on one thread: two
-OpenBLAS threads were 2-10x slower on these small matrices on the 2-core machine), then
-``tlr.batched.cholesky`` with each strategy on each ``--backend`` (inputs already on the
-device; the timed region, between ``backend.synchronize()`` calls, includes stacking and
-padding); on NumPy also ``auto`` with one host thread (``TLRCORE_NUM_THREADS=1``), to show
-what the thread pool across stacks gives. Each method runs once on a small sub-batch to
-warm up, then ``--repeats`` times, the methods taking turns (each round starting one
-method later); the table gives medians, GFLOP/s, the ratio of the baseline's time to the
-method's (above 1: faster) and the fastest and slowest run relative to the median. No
-method checks for non-finite values (``check_finite=False``). On the 2-core VM, runs
-that allocate a large array (a fixed batch's factors) varied up to 6x from run to run
-(first touches of fresh memory), so read the spread with the medians.
+baseline, a Python loop of ``scipy.linalg.cholesky`` on the CPU (BLAS on one thread,
+faster than threaded BLAS on such small matrices), then ``tlr.batched.cholesky`` with
+each strategy on each ``--backend`` (inputs already on the device; the timed region,
+between ``backend.synchronize()`` calls, includes stacking and padding); on NumPy also
+``auto`` with one host thread (``TLRCORE_NUM_THREADS=1``), to show what the thread pool
+across stacks gives. Each method runs once on a small sub-batch to warm up, then
+``--repeats`` times, the methods taking turns (each round starting one method later);
+the table gives medians, GFLOP/s, the ratio of the baseline's time to the method's
+(above 1: faster) and the fastest and slowest run relative to the median. No method
+checks for non-finite values (``check_finite=False``). Runs that allocate a large array
+(a fixed batch's factors) can vary widely from run to run (first touches of fresh
+memory), so read the spread with the medians.
 
-Then batched GEMM for tile low-rank shapes: ``--gemm-count`` products ``(b x r_i)(r_i x s)``
-with ranks ``r_i`` uniform in [5, 100], for ``b`` in {512, 2048} and ``s`` in {16, 64}
-(``2 b r_i s`` flops each): a Python loop of ``A @ B`` (baseline) against
+Then batched GEMM for tile low-rank shapes: ``--gemm-count`` products ``(b x r_i)(r_i x
+s)`` with ranks ``r_i`` uniform in [5, 100], for ``b`` in {512, 2048} and ``s`` in {16,
+64} (``2 b r_i s`` flops each): a Python loop of ``A @ B`` (baseline) against
 ``tlr.batched.gemm`` with each strategy.
 
 Part 2 (TLR log-likelihood). One Gaussian log-likelihood of a 2-D exponential covariance
 (range 0.1, nugget 1e-2, uniform sites, constant trend) through ``TLRLikelihood`` on each
-``--backend`` (tiles generated on the device from ``geostat.covariance.Sites``, the
-packed layout, the batched Cholesky), at ``--sizes`` (default 65K to 1M) and
-``--accuracies`` (1e-6, 1e-8), the median of ``--repeats`` after one warm-up at
-n = 4,096; side by side with the dense log-likelihood on the same device (covariance
-built there, one Cholesky, ``potrf`` on a GPU) up to ``--dense-max``, with the difference
-of the two values, the mean rank of the factor and its memory; then the build and the
-factorization timed apart (a second build and factorization, which ``--no-phases``
-skips), and the rate of the factorization's low-rank products
-(``PackedCholesky.gemm_flops``, counted from shapes with padding, over the factorization
-time: a lower bound of the GEMM-phase rate); ``--profile FOLDER`` runs that second build
-and factorization under cProfile (where an H200's time went at 65,536 sites:
-``docs/user_guide.md``, "On a GPU"). On ``--backend numpy``
-this is the CPU algorithm (ACA tiles, thread-pooled left-looking Cholesky), the baseline
-for the GPU's batched one. Observations are white noise, which magnifies the TLR error of
-the quadratic term (see benchmarks/loglik.py). Part 2 on a GPU:
-``--parts 2 --backend cupy --repeats 3``; on a CPU e.g.
-``--parts 2 --backend numpy --sizes 8192 16384 --dense-max 16384 --repeats 1``.
+``--backend`` (on a GPU: tiles generated on the device from ``geostat.covariance.Sites``
+in the packed layout, factored by the packed TLR Cholesky, ``variant="packed"``), at
+``--sizes`` (default 65K to 1M) and ``--accuracies`` (1e-6, 1e-8), the median of
+``--repeats`` after one warm-up at n = 4,096; side by side with the baseline, the dense
+log-likelihood on the same device (covariance built there, one Cholesky, ``potrf`` on a
+GPU) up to ``--dense-max``, with the difference of the two values, the mean rank of the
+factor and its memory; then the build and the factorization timed apart (a second build
+and factorization, which ``--no-phases`` skips), and the rate of the factorization's
+low-rank products (``PackedCholesky.gemm_flops``, counted from shapes with padding, over
+the factorization time: a lower bound of the GEMM-phase rate); ``--profile FOLDER`` runs
+that second build and factorization under cProfile. On ``--backend numpy`` this is the
+CPU algorithm (ACA tiles, thread-pooled left-looking Cholesky), the baseline for the
+GPU's packed one. Observations are white noise, which magnifies the TLR error of the
+quadratic term (see benchmarks/loglik.py). Part 2 on a GPU: ``--parts 2 --backend cupy
+--repeats 3``; on a CPU e.g. ``--parts 2 --backend numpy --sizes 8192 16384 --dense-max
+16384 --repeats 1``.
 
 The batch is made smaller, with a note, when it would not fit in 70% of the free memory.
 
-Run: ``PYTHONPATH=. python benchmarks/gpu.py --parts 1`` (about 7 minutes on the 2-core
-CPU, where memory allows about 7,700 matrices; ``--count 1000 --repeats 3`` for a quick
-run); on a GPU machine with CuPy,
-``--backend numpy cupy`` or ``--backend cupy``.
+Run: ``python benchmarks/gpu.py --parts 1`` (``--count 1000 --repeats 3`` for a quick
+run); on a GPU machine with CuPy, ``--backend numpy cupy`` or ``--backend cupy``.
+``benchmarks/gpu_checks.sh`` runs the GPU checks.
+
+Output: tables on standard output. With ``--profile FOLDER``, the cProfile statistics of
+each part 2 case are also written to ``FOLDER/<backend>-<n>-<accuracy>.prof`` (read them
+with ``python -m pstats``) and their top 25 functions printed. Measured results, profiles
+included: ``docs/performance.md``, section "GPU".
 """
 
 from __future__ import annotations
@@ -140,7 +143,9 @@ def take_turns(methods, repeats, run):
     for r in range(repeats):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             backend, call = methods[name]
-            times[name].append(timed(backend, lambda: run(backend, call)))
+            times[name].append(
+                timed(backend, lambda backend=backend, call=call: run(backend, call))
+            )
     return times
 
 
@@ -195,7 +200,8 @@ def run_case(label, batch, orders, methods, repeats):
     for name, seconds in times.items():
         t = statistics.median(seconds)
         print(
-            f"{label:<14} {name:<24} {t:10.3f} {flops / t / 1e9:9.1f} {base / t:9.2f}   {spread(seconds)}"
+            f"{label:<14} {name:<24} {t:10.3f} {flops / t / 1e9:9.1f} {base / t:9.2f}   "
+            f"{spread(seconds)}"
         )
 
 
@@ -212,8 +218,9 @@ def part_batched(args):
         f"{library_threads()} host threads, median of {args.repeats}"
     )
     print(
-        f"variable orders: {len(np.unique(orders))} distinct (calls of 'group'), {len(np.unique(padded))} "
-        f"padded (calls of 'pad'), padded flops x{np.sum(padded**3.0) / np.sum(orders**3.0):.2f}"
+        f"variable orders: {len(np.unique(orders))} distinct (calls of 'group'), "
+        f"{len(np.unique(padded))} padded (calls of 'pad'), "
+        f"padded flops x{np.sum(padded**3.0) / np.sum(orders**3.0):.2f}"
     )
     print(f"{'batch':<14} {'method':<24} {'median s':>10} {'GFLOP/s':>9} {'vs scipy':>9}   min-max")
     methods = cholesky_methods(args.backend)
@@ -231,7 +238,8 @@ def part_gemm(args):
         f"median of {args.repeats}"
     )
     print(
-        f"{'b':>5} {'s':>3} {'method':<24} {'median ms':>10} {'GFLOP/s':>9} {'vs loop':>9}   min-max"
+        f"{'b':>5} {'s':>3} {'method':<24} {'median ms':>10} {'GFLOP/s':>9} {'vs loop':>9}"
+        "   min-max"
     )
     host = get_backend("numpy")
     for b, s in GEMM_SHAPES:
@@ -243,7 +251,7 @@ def part_gemm(args):
 
         def loop(As, Bs):
             with threadpool_limits(1, "blas"):
-                return [A @ B for A, B in zip(As, Bs)]
+                return [A @ B for A, B in zip(As, Bs, strict=True)]
 
         methods = {"loop A @ B (CPU)": (host, loop)}
         for name in args.backend:
@@ -261,13 +269,18 @@ def part_gemm(args):
         }
         for backend, call in methods.values():
             call(*inputs[backend.name])
-        times = take_turns(methods, args.repeats, lambda backend, call: call(*inputs[backend.name]))
+        times = take_turns(
+            methods,
+            args.repeats,
+            lambda backend, call, inputs=inputs: call(*inputs[backend.name]),
+        )
         base = statistics.median(times["loop A @ B (CPU)"])
         for name, seconds in times.items():
             t = statistics.median(seconds)
             rate = flops / t / 1e9
             print(
-                f"{b:>5} {s:>3} {name:<24} {t * 1e3:10.2f} {rate:9.1f} {base / t:9.2f}   {spread(seconds)}"
+                f"{b:>5} {s:>3} {name:<24} {t * 1e3:10.2f} {rate:9.1f} {base / t:9.2f}   "
+                f"{spread(seconds)}"
             )
 
 
@@ -286,12 +299,13 @@ def part_tlr(args):
     for name in args.backend:
         backend = get_backend(name)
         print(
-            f"\nPart 2: 2-D exponential log-likelihood (range 0.1, nugget {NUGGET}, constant trend), "
-            f"backend {backend.name}, median of {args.repeats}"
+            f"\nPart 2: 2-D exponential log-likelihood (range 0.1, nugget {NUGGET}, "
+            f"constant trend), backend {backend.name}, median of {args.repeats}"
         )
         print(
-            f"{'n':>9} {'accuracy':>9} {'tile':>5} {'TLR s':>8} {'dense s':>8} {'dense/TLR':>9} {'|dl|':>9} "
-            f"{'mean rank':>9} {'L GiB':>6} {'build s':>8} {'factor s':>8} {'GFLOP/s':>8}"
+            f"{'n':>9} {'accuracy':>9} {'tile':>5} {'TLR s':>8} {'dense s':>8} {'dense/TLR':>9} "
+            f"{'|dl|':>9} {'mean rank':>9} {'L GiB':>6} {'build s':>8} {'factor s':>8} "
+            f"{'GFLOP/s':>8}"
         )
         _tlr_loglik(
             backend, 4096, 1e-6, 512, kernel, distance, params
@@ -348,7 +362,7 @@ def part_tlr(args):
 def _phases(backend, X, accuracy, tile, kernel, distance, params):
     """``(build s, factor s, GEMM flops)`` of the TLR covariance of `X`, as the likelihood
     makes it (KD-tree order, tiles from ``Sites``), timed apart; the flops are the
-    batched factorization's counted low-rank products (0 on the CPU algorithm)."""
+    packed factorization's counted low-rank products (0 on the CPU algorithm)."""
     from geostat.covariance import Sites
     from geostat.solvers import site_order, tlr_matrix
 

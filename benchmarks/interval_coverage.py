@@ -1,5 +1,8 @@
 """Coverage of Wald, log-Wald and profile-likelihood confidence intervals by simulation.
 
+The three methods of ``SpatialGP.confidence_intervals`` are compared with each other and
+with the nominal level, which is the baseline.
+
 Each replication draws ``--n`` sites uniformly in the unit square and one field of the
 exponential model with the true parameters below (constant mean 0, estimated by GLS),
 fits ``SpatialGP(kernel="exponential")`` (variance, range and nugget estimated) and
@@ -16,7 +19,11 @@ distance), nugget 0.1.
 ``--reml`` fits by restricted maximum likelihood instead (the profile is then of the
 restricted likelihood); ``--jobs`` runs replications in that many processes.
 
-Run: ``python benchmarks/interval_coverage.py [--reps 200] [--n 250] [--level 0.95] [--seed 0] [--reml] [--jobs 2]``
+Run: ``python benchmarks/interval_coverage.py [--reps 200] [--n 250] [--level 0.95]
+[--seed 0] [--reml] [--jobs 2]``
+
+Output: a table on standard output, one row per parameter and method; nothing is
+written to disk.
 """
 
 from __future__ import annotations
@@ -85,8 +92,8 @@ def main(argv=None):
     print(f"exponential model {TRUTH}, n = {args.n} sites uniform in the unit square, {fit} fits")
     summarize(results, args.level)
     print(
-        f"\n{elapsed:.1f} s in all, {elapsed / args.reps:.2f} s per replication (fit and three intervals, "
-        f"{args.jobs} process(es))"
+        f"\n{elapsed:.1f} s in all, {elapsed / args.reps:.2f} s per replication "
+        f"(fit and three intervals, {args.jobs} process(es))"
     )
 
 

@@ -1,14 +1,19 @@
-"""Array operations (kernel launches on a GPU) of the batched TLR Cholesky, counted on NumPy.
+"""Array operations (kernel launches on a GPU) of the packed TLR Cholesky, counted on NumPy.
 
-Every array operation of ``tlrcore.cholesky.packed`` on a GPU is at least one kernel
-launch and some 10 microseconds of Python and CuPy overhead, whatever its size. This runs
-the factorization with a NumPy back end whose arrays count their operations (ufuncs,
-matrix products, gathers, assignments, creation), so the count can be read without a
-GPU. The matrix is a 2-D exponential covariance (range 0.1, nugget 1e-2, KD-tree order).
+Every array operation of ``tlrcore.cholesky.packed`` (``variant="packed"``) on a GPU is
+at least one kernel launch and a fixed overhead of Python and CuPy, whatever its size.
+This runs the factorization with a NumPy back end whose arrays count their operations
+(ufuncs, matrix products, gathers, assignments, creation), so the count can be read
+without a GPU. No other implementation is run: the operations per column are read
+against the number of tiles (they should grow with the number of rank width classes in
+use, not with the column index). The matrix is a 2-D exponential covariance (range 0.1,
+nugget 1e-2, KD-tree order).
 
-Run: ``PYTHONPATH=. python benchmarks/launch_count.py --sizes 4096 8192 16384 --tile 128``
+Run: ``python benchmarks/launch_count.py --sizes 4096 8192 16384 --tile 128``
 (``n_tiles`` = 32, 64, 128; at tile 128 and ``n = 16,384`` the tile count is that of
 ``n = 131,072`` at tile 1024).
+
+Output: a table on standard output, one row per size; nothing is written to disk.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import numpy as np
 import tlrcore as tlr
 from tlrcore.backends.numpy_backend import NumpyBackend
 from tlrcore.cholesky.packed import packed_left_looking
+from tlrcore.cholesky.safeguards import DiagonalFactorizer
 
 COUNT = [0]
 
@@ -105,10 +111,6 @@ class CountingBackend(NumpyBackend):
         return NumpyBackend.normal(self, seed, shape).view(Counted)
 
 
-class _NoShift:
-    shift = 0.0
-
-
 def count(n, tile, accuracy):
     from geostat.ordering import order_points
 
@@ -126,7 +128,8 @@ def count(n, tile, accuracy):
     P.diagonal = P.diagonal.view(Counted)
     COUNT[0] = 0
     start = time.perf_counter()
-    factor = packed_left_looking(P, A.tolerance, _NoShift(), 16, 0)  # as tlr.cholesky(A)
+    # As tlr.cholesky(A): no shift, no safeguard.
+    factor = packed_left_looking(P, A.tolerance, DiagonalFactorizer(A.tolerance), 16, 0)
     seconds = time.perf_counter() - start
     ranks = factor.ranks[np.tril_indices(factor.n_tiles, -1)]
     return P.n_tiles, COUNT[0], ranks.mean(), seconds
@@ -139,12 +142,14 @@ def main(argv=None):
     parser.add_argument("--accuracy", type=float, default=1e-8)
     args = parser.parse_args(argv)
     print(
-        f"{'n':>7} {'tile':>5} {'n_tiles':>7} {'operations':>10} {'per column':>10} {'mean rank':>9} {'CPU s':>7}"
+        f"{'n':>7} {'tile':>5} {'n_tiles':>7} {'operations':>10} {'per column':>10} "
+        f"{'mean rank':>9} {'CPU s':>7}"
     )
     for n in args.sizes:
         n_t, ops, rank, seconds = count(n, args.tile, args.accuracy)
         print(
-            f"{n:>7} {args.tile:>5} {n_t:>7} {ops:>10} {ops / n_t:>10.0f} {rank:>9.1f} {seconds:>7.2f}",
+            f"{n:>7} {args.tile:>5} {n_t:>7} {ops:>10} {ops / n_t:>10.0f} {rank:>9.1f} "
+            f"{seconds:>7.2f}",
             flush=True,
         )
 

@@ -9,15 +9,23 @@ and the table shows the medians.
 
 Two ratios need no second machine: ``x dense n^3`` is the one-thread dense SciPy
 Cholesky at ``--dense-ref`` sites (16,384), measured in the same invocation and
-extrapolated by ``(n / n_ref)^3``, over the TLR total; and the last line gives each TLR
-total over that of the next smaller n (e.g. 262,144 over 131,072).
+extrapolated by ``(n / n_ref)^3``, over the TLR total; and the closing lines give each
+TLR total over that of the next smaller n (e.g. 262,144 over 131,072).
 
 Run: ``python benchmarks/loglik.py`` (2-D exponential and Matern 1.5, range 0.1, n up to
 131,072; 3-D exponential, range 0.2, up to 65,536; accuracies 1e-6 and 1e-8; dense up to
-32,768) or e.g.
-``python benchmarks/loglik.py --n 32768 --accuracy 1e-8 --kernels exp2d``; the
-targets: ``python benchmarks/loglik.py --n 131072 262144 --accuracy 1e-8 --kernels exp2d
---dense-max 0 --repeats 3 --repeats-max 131072`` (262,144 once).
+32,768) or e.g. ``python benchmarks/loglik.py --n 32768 --accuracy 1e-8 --kernels
+exp2d``; at the largest sizes: ``python benchmarks/loglik.py --n 131072 262144 --accuracy
+1e-8 --kernels exp2d --dense-max 0 --repeats 3 --repeats-max 131072`` (262,144 once).
+
+Output: a table on standard output, one row per kernel, n and accuracy, then the ratios
+and a legend. With ``--json FILE`` the results are also written to ``FILE`` as a JSON
+list of records: ``{"kernel", "n", "accuracy", "repeats", "tlr", "dense"}`` per
+configuration (``tlr`` and ``dense`` the medians of every number of the runs, or
+``{"error": ...}``; ``dense`` null above ``--dense-max``) and ``{"kernel", "n",
+"dense_reference"}`` for the dense Cholesky at ``--dense-ref``. The observations drawn
+from the model are cached in the temporary directory
+(``geostat-loglik-{kernel}-{n}.npy``) and reused by later runs.
 """
 
 from __future__ import annotations
@@ -81,7 +89,8 @@ def problem(kernel_key, n, data="model"):
 
 
 def loglik_from(factor, y):
-    """Log-likelihood of zero-mean `y` from a factor with ``solve`` and ``logdet`` (TLR or dense)."""
+    """Log-likelihood of zero-mean `y` from a factor with ``solve`` and ``logdet`` (TLR or
+    dense)."""
     alpha = factor.solve(y)
     return -0.5 * (float(y @ alpha) + factor.logdet() + y.size * np.log(2 * np.pi))
 
@@ -221,8 +230,9 @@ def main(argv=None):
         return 1 if args.repeats_max and n > args.repeats_max else args.repeats
 
     header = (
-        f"{'kernel':<12}{'n':>7}{'acc':>7}{'tile':>6}{'build s':>8}{'factor s':>9}{'solve s':>8}{'total s':>8}"
-        f"{'peak GiB':>9}{'build':>6}{'A GiB':>7}{'L GiB':>7}{'rank A':>7}{'rank L':>7}{'x dense n^3':>12}"
+        f"{'kernel':<12}{'n':>7}{'acc':>7}{'tile':>6}{'build s':>8}{'factor s':>9}"
+        f"{'solve s':>8}{'total s':>8}{'peak GiB':>9}{'build':>6}{'A GiB':>7}{'L GiB':>7}"
+        f"{'rank A':>7}{'rank L':>7}{'x dense n^3':>12}"
         f"{'dense s':>9}{'dense GiB':>10}{'speedup':>8}{'|err|':>10}"
     )
     records, lines = [], []
@@ -268,7 +278,8 @@ def main(argv=None):
                 )
                 if "error" in tlr_result:
                     print(
-                        f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}  TLR failed: {tlr_result['error']}",
+                        f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}  "
+                        f"TLR failed: {tlr_result['error']}",
                         flush=True,
                     )
                     continue
@@ -284,8 +295,9 @@ def main(argv=None):
                 else:
                     dense_cols, err = f"{'-':>9}{'-':>10}{'-':>8}", f"{'-':>10}"
                 print(
-                    f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}{int(tlr_result['tile']):>6}{tlr_result['build']:>8.2f}"
-                    f"{tlr_result['factor']:>9.2f}{tlr_result['solve']:>8.2f}{total(tlr_result):>8.2f}"
+                    f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}{int(tlr_result['tile']):>6}"
+                    f"{tlr_result['build']:>8.2f}{tlr_result['factor']:>9.2f}"
+                    f"{tlr_result['solve']:>8.2f}{total(tlr_result):>8.2f}"
                     f"{tlr_result['peak_gib']:>9.2f}{tlr_result['peak_build_gib']:>6.2f}"
                     f"{tlr_result['A_gib']:>7.2f}{tlr_result['L_gib']:>7.2f}"
                     f"{tlr_result['rank_A']:>7.1f}{tlr_result['rank_L']:>7.1f}"
@@ -301,7 +313,9 @@ def main(argv=None):
                 and r.get("accuracy") == accuracy
                 and "error" not in r["tlr"]
             ]
-            steps = [f"{n}/{m}: {t / s:.2f}" for (m, s), (n, t) in zip(done, done[1:])]
+            steps = [
+                f"{n}/{m}: {t / s:.2f}" for (m, s), (n, t) in zip(done, done[1:], strict=False)
+            ]
             if steps:
                 lines.append(
                     f"{kernel_key} {accuracy:.0e} TLR total time ratios: " + ", ".join(steps)
@@ -314,15 +328,17 @@ def main(argv=None):
         + ";"
     )
     print(
-        "dense = covariance build + one-thread LAPACK Cholesky + solve (SciPy LAPACK); speedup = dense total / "
-        "TLR total;"
+        "dense = covariance build + one-thread LAPACK Cholesky + solve (SciPy LAPACK); "
+        "speedup = dense total / TLR total;"
     )
     if args.dense_ref:
         print(
-            f"x dense n^3 = dense Cholesky at n={args.dense_ref} x (n/{args.dense_ref})^3 / TLR total;"
+            f"x dense n^3 = dense Cholesky at n={args.dense_ref} x (n/{args.dense_ref})^3 "
+            "/ TLR total;"
         )
     print(
-        "peak GiB = maximum resident set of the configuration's process (build: by the end of the build); "
+        "peak GiB = maximum resident set of the configuration's process "
+        "(build: by the end of the build); "
         "A GiB, L GiB = bytes of the TLR matrix and of its factor."
     )
     if args.json:

@@ -13,13 +13,18 @@ GLS trend as in a fit), per case:
   ``benchmarks/loglik.py`` at 16,384 sites (``-white``: white-noise observations, whose
   quadratic form magnifies the compression error).
 
-The column ``d_c / |e(a)|`` at ``a = 1e-8`` is the reported error's margin: at least 1 for
-the report to be an upper estimate. Measured on a 2-core machine: 5.2, 139, 11.9, 4.1 and
-81. A fit now takes its check value from the 1e-8 build truncated to 1e-7
-(``TLRLikelihood.keep_coarser``) rather than from a new build at 1e-7: its error is the
-column "truncated 1e-07", its margin ``d_t / |e(1e-8)|`` the last column.
+The baseline is the reference value ``l(1e-12)``. The column ``d_c / |e(a)|`` at
+``a = 1e-8`` is the reported error's margin when the check value comes from a new build
+at 1e-7: at least 1 for the report to be an upper estimate. A fit takes its check value
+from the 1e-8 build truncated to 1e-7 (``TLRLikelihood.keep_coarser``) rather than from a
+new build at 1e-7: its error is the column "truncated 1e-07", its margin
+``d_t / |e(1e-8)|`` the last column.
 
-Run: ``python benchmarks/loglik_error.py [cases...]`` (about a minute a case).
+Run: ``python benchmarks/loglik_error.py [cases...]`` (all cases by default), e.g.
+``python benchmarks/loglik_error.py co2``.
+
+Output: a Markdown table on standard output, one row per case; nothing is written to
+disk (``benchmarks/loglik.py`` caches its simulated fields in the temporary directory).
 """
 
 from __future__ import annotations

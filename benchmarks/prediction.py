@@ -3,20 +3,22 @@
 A 2-D exponential model (range 0.1, nugget 0.01, constant mean) on ``n`` uniform sites
 with data drawn from it (``--data white``: white noise, the hardest case for the
 compression), its TLR factor at accuracy 1e-8 (the factor's time is reported, not
-counted), then the
-kriging mean, and the mean with the standard deviation, on ``m`` cells of a regular grid
-two ways in the same run: at scale (what ``SpatialGP.predict`` does from
-``predict.COMPRESSED_FROM`` target-site pairs: compressed cross-covariance tiles,
-:func:`geostat.solvers.compressed_cross_product`, and local neighbourhoods for the
-variance) and through dense cross-covariance blocks with a TLR solve per target. Where
-the dense path would take long (more than ``--dense-max`` targets for the mean, a tenth
-of that for the standard deviation) it is timed on that many cells and scaled by ``m``.
-The errors are those at scale against the dense path on 1,000 random cells: of the mean
-relative to its largest value there, of the standard deviation relative to each cell's.
-Medians of ``--repeats``.
+counted), then the kriging mean, and the mean with the standard deviation, on ``m``
+cells of a regular grid two ways in the same run: at scale (what ``SpatialGP.predict``
+does from ``predict.COMPRESSED_FROM`` target-site pairs: compressed cross-covariance
+tiles, :func:`geostat.solvers.compressed_cross_product`, and local neighbourhoods for the
+variance) and, as the baseline, through dense cross-covariance blocks with a TLR solve
+per target. Where the dense path would take long (more than ``--dense-max`` targets for
+the mean, a tenth of that for the standard deviation) it is timed on that many cells and
+scaled by ``m``. The errors are those at scale against the dense path on 1,000 random
+cells: of the mean relative to its largest value there, of the standard deviation
+relative to each cell's. Medians of ``--repeats``.
 
 Run: ``python benchmarks/prediction.py`` (n = 16,384, m = 262,144), or e.g.
 ``python benchmarks/prediction.py --n 131072 --m 1048576 --repeats 1``.
+
+Output: a few lines on standard output (times, their ratios, the errors, peak memory);
+nothing is written to disk.
 """
 
 from __future__ import annotations
@@ -108,20 +110,23 @@ def main():
     std_error = np.abs(np.sqrt(var[check] / reference_var) - 1).max()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(
-        f"n = {args.n:,} sites, m = {args.m:,} targets, accuracy {args.accuracy:g}, {args.data} data, "
-        f"medians of {args.repeats}"
+        f"n = {args.n:,} sites, m = {args.m:,} targets, accuracy {args.accuracy:g}, "
+        f"{args.data} data, medians of {args.repeats}"
     )
     print(f"  TLR factor and weights         {factor_time:8.2f} s (not counted)")
     print(f"  mean at scale                  {mean_time:8.2f} s")
     print(
-        f"  mean, dense blocks             {dense_mean_time:8.2f} s (scaled from {mean_rows:,} targets)"
+        f"  mean, dense blocks             {dense_mean_time:8.2f} s "
+        f"(scaled from {mean_rows:,} targets)"
     )
     print(f"  mean and std at scale          {both_time:8.2f} s")
     print(
-        f"  mean and std, dense blocks     {dense_both_time:8.2f} s (scaled from {std_rows:,} targets)"
+        f"  mean and std, dense blocks     {dense_both_time:8.2f} s "
+        f"(scaled from {std_rows:,} targets)"
     )
     print(
-        f"  dense / at scale: mean {dense_mean_time / mean_time:.2f} x, with std {dense_both_time / both_time:.2f} x"
+        f"  dense / at scale: mean {dense_mean_time / mean_time:.2f} x, "
+        f"with std {dense_both_time / both_time:.2f} x"
     )
     print(
         f"  error on {check.size} cells: mean {mean_error:.2e} (relative to its largest), "

@@ -1,5 +1,8 @@
 """Coverage of confidence intervals for anisotropic and space-time models by simulation.
 
+The baseline is the nominal level ``--level``: the share of intervals that contain the
+truth should match it.
+
 Each replication simulates one Gaussian field of a case below (constant mean 0, estimated
 by GLS), fits it with the exact likelihood and computes the intervals of every estimated
 covariance parameter at ``--level`` (``SpatialGP.confidence_intervals``). The table gives,
@@ -25,6 +28,9 @@ the profile-likelihood intervals, which take tens of constrained fits each, by W
 
 Run: ``python benchmarks/recovery.py [--cases aniso st_sep st_gneiting] [--replications 200]
 [--method profile] [--level 0.95] [--reml] [--seed 0] [--jobs 1]``
+
+Output: a table per case on standard output (failed replications are reported there
+too); nothing is written to disk.
 """
 
 from __future__ import annotations
@@ -169,7 +175,8 @@ def summarize(case, results, level, elapsed):
     reps = len(frames)
     truth = CASES[case]["truth"]
     print(
-        f"\n{case}: truth {truth}; {reps} of {len(results)} replications fitted, nominal level {level:g}, "
+        f"\n{case}: truth {truth}; {reps} of {len(results)} replications fitted, "
+        f"nominal level {level:g}, "
         f"{elapsed:.1f} s ({elapsed / max(1, len(results)):.1f} s per replication)"
     )
     header = (
@@ -213,7 +220,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     fit = "REML" if args.reml else "ML"
     print(
-        f"{args.method} intervals, {fit} fits, exact likelihood, {args.replications} replications per case"
+        f"{args.method} intervals, {fit} fits, exact likelihood, "
+        f"{args.replications} replications per case"
     )
     total = time.perf_counter()
     for case in args.cases:

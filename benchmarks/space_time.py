@@ -1,5 +1,8 @@
-"""Space-time TLR at scale: one log-likelihood against dense, a full fit in evaluation
-equivalents, and the TLR optimum against the exact one on a subset.
+"""Space-time TLR: one log-likelihood against dense, a fit, its optimum against exact.
+
+Three measurements of the space-time TLR method at scale, each against its baseline: one
+log-likelihood against the dense one, a full fit in evaluation equivalents (against one
+TLR log-likelihood), and the TLR optimum against the exact one on a subset.
 
 The field: ``sites`` uniform sites of the unit square observed at the integer times
 ``0 .. times - 1``, a Gneiting space-time covariance (:class:`geostat.SpaceTime`) with
@@ -22,7 +25,12 @@ Three parts, each optional:
     The same model fitted exactly and by TLR on ``SITES x times`` points: the exact
     log-likelihood at the TLR estimate below the exact maximum.
 
-Run: ``python benchmarks/space_time.py --loglik 10000 20000 50000 --fit --subset 200``.
+Run: ``python benchmarks/space_time.py --loglik 10000 20000 50000 --fit --subset 200``
+(from the repository root: the ``--loglik`` processes import ``benchmarks/space_time.py``
+by that path).
+
+Output: a table (``--loglik``) and lines (``--fit``, ``--subset``) on standard output;
+nothing is written to disk.
 """
 
 from __future__ import annotations
@@ -55,7 +63,8 @@ KERNEL = gs.SpaceTime(space="exponential", time="exponential")
 
 
 def sites_and_times(n_sites, n_times, seed):
-    """Coordinates ``(x, y, t)``: `n_sites` uniform sites, each at the times ``0 .. n_times - 1``."""
+    """Coordinates ``(x, y, t)``: `n_sites` uniform sites, each at the times
+    ``0 .. n_times - 1``."""
     rng = np.random.default_rng(seed)
     sites = rng.uniform(size=(n_sites, 2))
     return np.column_stack(
@@ -109,7 +118,8 @@ def fit(X, y, method):
 
 def report_fit(est, seconds, equivalent):
     print(
-        f"fit: {seconds:.1f} s, {est.n_evaluations_} full-data evaluations, one evaluation {equivalent:.2f} s, "
+        f"fit: {seconds:.1f} s, {est.n_evaluations_} full-data evaluations, "
+        f"one evaluation {equivalent:.2f} s, "
         f"{seconds / equivalent:.1f} equivalents; loglik {est.loglik_:.4f}"
     )
     for name, value in est.params_.items():
@@ -131,8 +141,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.loglik:
         print(
-            f"{'n':>8} {'tlr s':>8} {'tlr GiB':>8} {'dense s':>8} {'dense GiB':>9} {'time ratio':>10} "
-            f"{'|diff|':>9}"
+            f"{'n':>8} {'tlr s':>8} {'tlr GiB':>8} {'dense s':>8} {'dense GiB':>9} "
+            f"{'time ratio':>10} {'|diff|':>9}"
         )
         for n in args.loglik:
             tlr = measured("tlr", n, args.times)
@@ -141,7 +151,8 @@ def main(argv=None):
             if dense:
                 line += (
                     f" {dense['seconds']:>8.2f} {dense['peak_gib']:>9.2f} "
-                    f"{dense['seconds'] / tlr['seconds']:>10.2f} {abs(dense['loglik'] - tlr['loglik']):>9.2g}"
+                    f"{dense['seconds'] / tlr['seconds']:>10.2f} "
+                    f"{abs(dense['loglik'] - tlr['loglik']):>9.2g}"
                 )
             print(line, flush=True)
     if args.fit:
@@ -156,8 +167,9 @@ def main(argv=None):
         tlr, tlr_seconds = fit(X, y, "tlr")
         at_tlr = exact.log_likelihood(tlr.params_)
         print(
-            f"subset of {X.shape[0]} points: exact fit {exact_seconds:.1f} s (loglik {exact.loglik_:.4f}), "
-            f"TLR fit {tlr_seconds:.1f} s; exact loglik at the TLR estimate {exact.loglik_ - at_tlr:.4f} below "
+            f"subset of {X.shape[0]} points: exact fit {exact_seconds:.1f} s "
+            f"(loglik {exact.loglik_:.4f}), TLR fit {tlr_seconds:.1f} s; "
+            f"exact loglik at the TLR estimate {exact.loglik_ - at_tlr:.4f} below "
             f"the exact maximum"
         )
 

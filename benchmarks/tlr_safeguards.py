@@ -5,9 +5,11 @@ Part 1 (cost), default n = 32,768, 2-D exponential (range 0.1, nugget 1e-2, unif
 in the unit square) at accuracy 1e-8, tile 1024, KD-tree order: plain ``tlr.cholesky``
 against ``safeguard="compensate"`` (always on, so it changes this positive definite
 matrix too) and the on-failure safeguards, one process, after one unmeasured warm-up, in
-rotated round robin (drift of a shared machine falls on all alike), the median of ``--repeats`` runs
-each; time ratio to plain, ``||E||_F / ||A||_F`` (the intended perturbation) and the
-Gaussian log-likelihood of one seeded standard normal ``y`` minus that of plain.
+rotated round robin (drift of a shared machine falls on all alike), the median of
+``--repeats`` runs each; time ratio to plain (the baseline), ``||E||_F / ||A||_F`` (the
+intended perturbation) and the Gaussian log-likelihood minus that of plain, for a seeded
+standard normal ``y`` and for a draw from the model, with plain's own error (plain at
+1e-8 minus plain at 1e-9) for scale.
 
 Part 2 (rescue), n = 4,096 sites in the unit square, tile 256, accuracies 1e-4, 1e-6 and
 1e-8, no nugget: Gaussian kernel (range 0.1 and 0.3), Matérn 2.5 (range 0.5), and an
@@ -28,25 +30,12 @@ policy (``"shift"``, ``"compensate"``, ``"step"``), and exactly (dense, ``"shift
 reference: estimates, the reported log-likelihood, factorizations that needed a safeguard,
 the relative perturbation at the estimate, and the time.
 
-Measured (2 cores, under ``flock /tmp/bench.lock``, 2026-11-24, tile-local lifts from the
-recorded tile errors). Part 2: plain fails on every case except the duplicated exponential
-at 1e-6 and 1e-8; ``"modified"`` alone fails on all the others; with no shift,
-``"compensate"`` factors all 12 with ``||E||_F / ||A||_F`` of 6.9-9.8 times the accuracy
-and ``"compensate-block"`` with 5.8-8.2 (the shift 3.0-12), ``dlogdet/n`` within 0.09 of
-the lifted reference for all. Part 1 at n = 32,768 (``--repeats 5``, two runs on a quiet
-machine): plain 5.72 and 4.98 s; ``"compensate-block"`` 1.061 and 1.091 times plain,
-``"compensate"`` 1.097 and 1.183; ``"shift"`` and ``"modified"``, which do plain's work
-on this matrix, 0.97-1.04 (the noise of the ratios). No tile is lifted (nugget 1e-2); the
-update tails move the log-likelihood of a draw from the model by 3.9e-6 (block) and
--4.8e-4 (rowsum), against plain's own error estimate 1.9e-6 (plain at 1e-8 minus plain at
-1e-9); of white noise, which the model's small nugget makes an extreme misfit, by 0.025
-and 4.7 (plain's error 1.9e-4): the rowsum of a tail of norm ``tau`` reaches ``sqrt(b)
-tau``.
+Run: ``python benchmarks/tlr_safeguards.py`` (all three parts; part 1 at the default
+n is the longest); ``--parts 2`` or ``--parts 1`` for one part, ``--n`` for part 1's
+size, ``--accuracies`` for part 2's, ``--dim 3`` for the 3-D exponential (range 0.2) in
+part 1.
 
-Run: ``PYTHONPATH=. python benchmarks/tlr_safeguards.py`` (part 2 about 4 minutes on 2
-cores, part 1 at 32K about 10); ``--parts 2`` or ``--parts 1`` for one part, ``--n`` for
-part 1's size, ``--accuracies`` for part 2's, ``--dim 3`` for the 3-D exponential (range
-0.2) in part 1.
+Output: one table per part on standard output; nothing is written to disk.
 """
 
 from __future__ import annotations
@@ -106,8 +95,8 @@ def cost_part(n, dim, repeats):
     norm = A.frobenius_norm()
     print(f"\nPart 1: {dim}-D exponential, n = {n}, accuracy 1e-8, tile 1024, median of {repeats}")
     # Round robin after one unmeasured warm-up, each round starting one later, so that
-    # drift of a shared machine and the first run of a round (measured slower by 5-13 %
-    # at 16K and 32K) fall on every factorization alike.
+    # drift of a shared machine and the first run of a round (often slower) fall on every
+    # factorization alike.
     tlr.cholesky(A)
     times = {safeguard: [] for safeguard in COST_SAFEGUARDS}
     factors = {}
@@ -168,12 +157,12 @@ def hard_cases(n):
 
 def rescue_part(accuracies, n=4096, tile=256):
     print(
-        f"\nPart 2: n = {n}, tile {tile}, no nugget; E = L L^T - A (dense A); dlogdet per site against "
-        "the eigenvalue-lifted reference"
+        f"\nPart 2: n = {n}, tile {tile}, no nugget; E = L L^T - A (dense A); "
+        "dlogdet per site against the eigenvalue-lifted reference"
     )
     print(
-        f"{'matrix':19s} {'acc':>6s} {'safeguard':20s} {'result':>8s} {'shift/tau':>9s} {'|E|/|A|':>9s} "
-        f"{'pert/|A|':>9s} {'dlogdet/n':>10s} {'time s':>7s}"
+        f"{'matrix':19s} {'acc':>6s} {'safeguard':20s} {'result':>8s} {'shift/tau':>9s} "
+        f"{'|E|/|A|':>9s} {'pert/|A|':>9s} {'dlogdet/n':>10s} {'time s':>7s}"
     )
     distance = get_distance("euclidean")
     for name, (X, kernel, params) in hard_cases(n).items():
@@ -193,7 +182,8 @@ def rescue_part(accuracies, n=4096, tile=256):
                 except tlr.NotPositiveDefiniteError as exc:
                     seconds = time.perf_counter() - start
                     print(
-                        f"{name:19s} {accuracy:6.0e} {str(safeguard):20s} {'tile ' + str(exc.tile):>8s} "
+                        f"{name:19s} {accuracy:6.0e} {str(safeguard):20s} "
+                        f"{'tile ' + str(exc.tile):>8s} "
                         f"{'-':>9s} {'-':>9s} {'-':>9s} {'-':>10s} {seconds:7.2f}"
                     )
                     continue
@@ -206,9 +196,9 @@ def rescue_part(accuracies, n=4096, tile=256):
                     float(np.sum(np.log(np.maximum(eigenvalues, scale)))) if scale > 0 else np.nan
                 )
                 print(
-                    f"{name:19s} {accuracy:6.0e} {str(safeguard):20s} {'ok':>8s} {F.shift / A.tolerance:9.0f} "
-                    f"{error:9.1e} {F.perturbation / dense_norm:9.1e} {(F.logdet() - reference) / n:10.2e} "
-                    f"{seconds:7.2f}",
+                    f"{name:19s} {accuracy:6.0e} {str(safeguard):20s} {'ok':>8s} "
+                    f"{F.shift / A.tolerance:9.0f} {error:9.1e} {F.perturbation / dense_norm:9.1e} "
+                    f"{(F.logdet() - reference) / n:10.2e} {seconds:7.2f}",
                     flush=True,
                 )
 
@@ -224,11 +214,12 @@ def fit_part(n=2000, accuracy=1e-6):
         X, {"variance": 1.0, "range": 0.2, "nugget": 1e-6}, kernel="gaussian", random_state=1
     ).ravel()
     print(
-        f"\nPart 3: near-singular fit, Gaussian kernel without nugget, n = {n}, TLR accuracy {accuracy:g}"
+        f"\nPart 3: near-singular fit, Gaussian kernel without nugget, n = {n}, "
+        f"TLR accuracy {accuracy:g}"
     )
     print(
-        f"{'method':7s} {'on_failure':11s} {'variance':>9s} {'range':>8s} {'loglik':>12s} {'safeguarded':>11s} "
-        f"{'pert/|K|':>9s} {'time s':>7s}"
+        f"{'method':7s} {'on_failure':11s} {'variance':>9s} {'range':>8s} {'loglik':>12s} "
+        f"{'safeguarded':>11s} {'pert/|K|':>9s} {'time s':>7s}"
     )
     for method, policy in [
         ("exact", "shift"),
@@ -245,8 +236,9 @@ def fit_part(n=2000, accuracy=1e-6):
             model.fit(X, y)
         seconds = time.perf_counter() - start
         print(
-            f"{method:7s} {policy:11s} {model.params_['variance']:9.4f} {model.params_['range']:8.5f} "
-            f"{model.loglik_:12.3f} {model.n_safeguarded_:11d} {model.perturbation_:9.1e} {seconds:7.1f}",
+            f"{method:7s} {policy:11s} {model.params_['variance']:9.4f} "
+            f"{model.params_['range']:8.5f} {model.loglik_:12.3f} {model.n_safeguarded_:11d} "
+            f"{model.perturbation_:9.1e} {seconds:7.1f}",
             flush=True,
         )
 

@@ -1,5 +1,5 @@
 """Tile factors from forked worker processes to the caller: through the pool's pipe
-(pickled) against the spool, a memory file shared with the workers
+(pickled, the baseline) against the spool, a memory file shared with the workers
 (:mod:`tlrcore.concurrency.spool`).
 
 Each of `--columns` tasks makes the factors of one tile column, `--tiles` pairs ``(U, V)``
@@ -8,14 +8,16 @@ two forked workers, and returns them either pickled or spooled. The caller recei
 as :mod:`tlrcore.compress.in_processes` does in a build (two threads, each sending a
 column and waiting for it: ``future.result()``, then
 :func:`~tlrcore.concurrency.spool.unspool`, which maps the column's region), and keeps
-every column until the last has come. A third way, ``spool+copy``,
-copies each mapped array into a new one, as the previous spool (a file in ``/dev/shm``
-read into new arrays) did. The ways alternate, each `--repeats` times. Printed: the wall
-time and the caller's CPU time (user and system) of each way (medians), and their ratios
-to the pipe. The defaults send 64 columns of 21 MB, about the 1.3 GB of a 131,072-site
-build.
+every column until the last has come. A third way, ``spool+copy``, copies each mapped
+array into a new one (the cost of a spool read into fresh arrays instead of mapped in
+place). The ways alternate, each `--repeats` times. Printed: the wall time and the
+caller's CPU time (user and system) of each way (medians), and their ratios to the pipe.
+The defaults send 64 columns of 21 MB, about the 1.3 GB of a 131,072-site build.
 
 Run: ``python benchmarks/worker_transfer.py`` (or ``--columns 32 --repeats 5``).
+
+Output: a few lines on standard output, one per way; nothing is written to disk (the
+spool is a memory file, released at exit).
 """
 
 from __future__ import annotations
@@ -109,7 +111,8 @@ def main():
     for way, (wall, cpu) in medians.items():
         print(
             f"  {way:10s} wall {wall:6.2f} s   caller CPU {cpu:6.2f} s   "
-            f"/ pipe: wall {wall / medians['pipe'][0]:.2f}, caller CPU {cpu / medians['pipe'][1]:.2f}"
+            f"/ pipe: wall {wall / medians['pipe'][0]:.2f}, "
+            f"caller CPU {cpu / medians['pipe'][1]:.2f}"
         )
 
 
