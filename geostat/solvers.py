@@ -45,7 +45,7 @@ from tlrcore.concurrency import column_progress as progress_counter
 from tlrcore.concurrency import hold as worker_hold
 from tlrcore.concurrency import one_blas_thread, one_blas_thread_block, small_pages
 from tlrcore.concurrency import workers as tile_threads
-from tlrcore.packed.build import check_scale
+from tlrcore.packed.build import scale_range
 
 __all__ = [
     "DEVICES",
@@ -454,22 +454,22 @@ class PermutedTLR:
 
 
 def check_tlr_entries(largest, n, reason):
-    """Refuse a TLR covariance of order `n` whose largest entry is `largest`, when tile norms
-    of such a matrix would overflow (:func:`tlrcore.packed.build.check_scale`).
+    """Refuse a TLR covariance of order `n` whose largest entry is `largest` when it is
+    outside :func:`tlrcore.packed.build.scale_range`, where the tiles' norms underflow or
+    overflow.
 
     Raises
     ------
     ValueError
         Starting with `reason` (which names the parameters at fault), then the range.
     """
-    try:
-        check_scale(largest, n, "the covariance", error=ValueError)
-    except ValueError as exc:
-        limits = str(exc).split(", the range")[0].split("magnitude, ")[-1]
+    low, high = scale_range(n)
+    if not low <= largest <= high:
         raise ValueError(
-            f"{reason}: the covariance has entries up to {largest:.3g}, {limits}, the range "
-            f"in which a TLR factorization of {n:,} sites can work"
-        ) from None
+            f"{reason}: the covariance has entries up to {largest:.3g}, outside "
+            f"[{low:.3g}, {high:.3g}], the range in which a TLR factorization of {n:,} sites "
+            "can work"
+        )
 
 
 def tlr_matrix(block, n, tile_size=None, accuracy=1e-8, method=None, random_state=0, backend=NUMPY):

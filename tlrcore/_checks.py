@@ -37,7 +37,8 @@ def check_random_state(random_state):
         random_state, (int, np.integer)
     ):
         raise TypeError(
-            f"random_state must be a non-negative integer or a numpy.random.Generator; got {random_state!r}."
+            "random_state must be a non-negative integer or a numpy.random.Generator; got "
+            f"{random_state!r}."
         )
     if random_state < 0:
         raise ValueError(f"random_state must be a non-negative integer; got {random_state}.")

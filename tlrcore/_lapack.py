@@ -1,19 +1,16 @@
-r"""BLAS and LAPACK calls that release the GIL, for the tile work run on threads.
+"""BLAS and LAPACK calls that release the GIL, for the tile work run on threads.
 
-SciPy's Python wrappers of ``dpotrf``, ``dtrsm``, ``dsyrk`` and the triangular solves
-built on them (``scipy.linalg.solve_triangular``, ``scipy.linalg.lapack.dpotrf``,
-``scipy.linalg.blas.dsyrk``) hold the GIL for the whole call (f2py releases it only for
-routines declared ``threadsafe``; scipy/scipy#12436). On two cores, two threads calling
-them take as long as one thread calling them twice, so a tile pool that spends half its
-time in them gains little from its threads. The same routines are reached here through
-the C function pointers of :mod:`scipy.linalg.cython_blas` and
-:mod:`scipy.linalg.cython_lapack` (``nogil`` functions, the very BLAS and LAPACK SciPy
-links), called through :mod:`ctypes`, which releases the GIL for the call.
+SciPy's wrappers of ``dpotrf``, ``dtrsm`` and ``dsyrk`` hold the GIL for the whole call
+(f2py releases it only for routines declared ``threadsafe`` [1]_). The same routines are
+called here through the C function pointers of :mod:`scipy.linalg.cython_blas` and
+:mod:`scipy.linalg.cython_lapack` via :mod:`ctypes`, which releases the GIL. Arrays are
+Fortran-ordered, or blocks ``A[i0:i1, j0:j1]`` of such arrays, written in place; layout,
+dtype and shapes are checked, as a wrong one would corrupt memory silently.
 
-Arrays are passed in Fortran order (or as column-major views of a larger Fortran-ordered
-array: a block ``A[i0:i1, j0:j1]``, whose leading dimension is read off its strides) and
-written in place; the functions check the layout, the dtype and the shapes they rely on
-(a wrong one would be silent memory corruption, not an exception).
+References
+----------
+.. [1] SciPy issue 12436, "Declare each function or subroutine from BLAS and LAPACK
+   threadsafe (scipy.linalg)": https://github.com/scipy/scipy/issues/12436
 """
 
 from __future__ import annotations
@@ -39,7 +36,7 @@ _char_p = ctypes.c_char_p
 
 def _function(module, name, *argtypes):
     """The ``nogil`` function `name` of the Cython module `module`, callable through
-    :mod:`ctypes` (which releases the GIL while it runs)."""
+    :mod:`ctypes`."""
     capsule = module.__pyx_capi__[name]
     get_name = ctypes.pythonapi.PyCapsule_GetName
     get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
@@ -116,8 +113,7 @@ _dtrmm = _function(
 
 
 def _column_major(a):
-    """Whether `a` is a 2-D array whose columns are contiguous and do not overlap: a
-    Fortran-ordered array or a block of one."""
+    """Whether `a` is 2-D with contiguous, non-overlapping columns (Fortran order or a block)."""
     rows, cols = a.shape
     if a.size == 0:
         return True
@@ -128,8 +124,8 @@ def _column_major(a):
 
 
 def _fortran(a, name, writeable=False):
-    """The pointer to the column-major float64 matrix `a` (Fortran-ordered, or a block of
-    such an array) and its leading dimension."""
+    """Pointer to the column-major float64 matrix `a` and its leading dimension; ValueError for
+    another layout or dtype (or a read-only `a` with `writeable`)."""
     if (
         a.dtype != np.float64
         or a.ndim != 2
@@ -137,8 +133,8 @@ def _fortran(a, name, writeable=False):
         or (writeable and not a.flags.writeable)
     ):
         raise ValueError(
-            f"{name} must be a {'writeable ' if writeable else ''}Fortran-ordered 2-D float64 array "
-            "or a block of one."
+            f"{name} must be a {'writeable ' if writeable else ''}Fortran-ordered 2-D float64 "
+            "array or a block of one."
         )
     lda = a.strides[1] // a.itemsize if a.shape[1] > 1 else a.shape[0]
     return a.ctypes.data_as(_double_p), ctypes.byref(ctypes.c_int(max(1, lda)))
@@ -153,21 +149,9 @@ def _double(value):
 
 
 def potrf_lower(a, clean=True):
-    """Cholesky factor ``L`` of `a` in its lower triangle, in place (LAPACK ``dpotrf``).
-
-    Parameters
-    ----------
-    a : ndarray of shape (n, n), Fortran order, float64
-        Read in its lower triangle; overwritten by ``L`` there.
-    clean : bool, default True
-        Zero the strict upper triangle (else it keeps the matrix's values).
-
-    Returns
-    -------
-    info : int
-        0 on success; ``j > 0`` if the leading minor of order ``j`` is not positive
-        definite (the factorization stopped there).
-    """
+    """Cholesky factor ``L`` of `a` (``(n, n)``, Fortran order, float64) in its lower triangle,
+    in place (LAPACK ``dpotrf``), the strict upper triangle zeroed with `clean`; returns
+    ``info``: 0, or ``j > 0`` if the leading minor of order ``j`` is not positive definite."""
     if a.shape[0] != a.shape[1]:
         raise ValueError(f"a must be square; got shape {a.shape}.")
     pointer, lda = _fortran(a, "a", writeable=True)
@@ -183,13 +167,8 @@ def potrf_lower(a, clean=True):
 def zero_strict_upper(F):
     """Zero the strict upper triangle of the Fortran-ordered `F` (or a block of one) in place.
 
-    LAPACK ``dlaset`` on the block ``F[:, 1:]``, whose upper triangle (its diagonal
-    included) is the strict upper triangle of ``F``: it writes only those entries, and
-    releases the GIL. A masked NumPy assignment built an ``m x n`` mask every call (``np.tri``;
-    about 1.5 % of the factorization of 8,192 co2 cells), and a loop of slice assignments
-    re-acquires the GIL once per column, which beside threads busy in Python costs up to a
-    switch interval each (0.6 s instead of 4 ms for 2,500 columns, measured).
-    """
+    LAPACK ``dlaset`` on ``F[:, 1:]``, whose upper triangle is ``F``'s strict upper triangle:
+    no mask is built, and the GIL is released once rather than per column."""
     pointer, lda = _fortran(F, "F", writeable=True)
     rows, cols = F.shape
     if rows < 1 or cols < 2:
@@ -199,25 +178,13 @@ def zero_strict_upper(F):
 
 
 def trsm_lower(L, B, trans=False, right=False):
-    """``B <- L^{-1} B`` (or ``L^{-T} B`` with `trans`; with `right`, ``B L^{-1}`` or
-    ``B L^{-T}``), in place (BLAS ``dtrsm``).
+    """``B <- L^{-1} B`` (``L^{-T} B`` with `trans`; with `right`, ``B L^{-1}`` or ``B L^{-T}``),
+    in place (BLAS ``dtrsm``); returns `B`.
 
-    Parameters
-    ----------
-    L : ndarray of shape (n, n), float64
-        Read in its lower triangle (non-unit diagonal). A C-ordered `L` is read as the
-        upper triangle of its Fortran-ordered transpose, at no copy; a block of a
-        Fortran-ordered array is read in place.
-    B : ndarray of shape (n, m) or (n,) (with `right`: (m, n)), float64
-        Right-hand sides, Fortran- or C-ordered, or a block of a Fortran-ordered array;
-        overwritten by the solution. A C-ordered ``B`` is solved as its Fortran-ordered
-        transpose from the other side: ``op(L) X = B`` is ``X^T op(L)^T = B^T``.
-    trans, right : bool, default False
-
-    Returns
-    -------
-    B : ndarray
-    """
+    `L` (float64) is read in its lower triangle, non-unit diagonal (a C-ordered `L` as its
+    transpose's upper triangle). `B`, ``(n, m)`` or ``(n,)`` (``(m, n)`` with `right`), is
+    Fortran- or C-ordered (solved as its transpose from the other side) or a block of a
+    Fortran-ordered array."""
     axis = 1 if right else 0
     if (
         L.ndim != 2
@@ -256,19 +223,8 @@ def trsm_lower(L, B, trans=False, right=False):
 
 
 def trmm_lower_transposed(L, B):
-    """``B <- L^T B``, in place (BLAS ``dtrmm``).
-
-    Parameters
-    ----------
-    L : ndarray of shape (n, n), float64
-        Fortran-ordered or a block of such an array; read in its lower triangle.
-    B : ndarray of shape (n, m), float64
-        Fortran-ordered or a block of such an array; overwritten.
-
-    Returns
-    -------
-    B : ndarray
-    """
+    """``B <- L^T B``, in place (BLAS ``dtrmm``), `L` (n x n, read in its lower triangle) and `B`
+    (n x m) float64, Fortran-ordered or blocks of such arrays."""
     if L.ndim != 2 or L.shape[0] != L.shape[1] or B.ndim != 2 or B.shape[0] != L.shape[0]:
         raise ValueError(
             f"L must be square and B have as many rows; got shapes {L.shape} and {B.shape}."
@@ -283,20 +239,8 @@ def trmm_lower_transposed(L, B):
 
 
 def gemm_nt(alpha, A, B, beta, C):
-    """``C <- alpha A B^T + beta C``, in place (BLAS ``dgemm``).
-
-    Parameters
-    ----------
-    alpha, beta : float
-    A : ndarray of shape (m, k)
-    B : ndarray of shape (n, k)
-    C : ndarray of shape (m, n)
-        Each float64, Fortran-ordered or a block of such an array; `C` is overwritten.
-
-    Returns
-    -------
-    C : ndarray
-    """
+    """``C <- alpha A B^T + beta C``, in place (BLAS ``dgemm``), `A` (m x k), `B` (n x k) and `C`
+    (m x n) float64, Fortran-ordered or blocks of such arrays."""
     if A.shape[1] != B.shape[1] or C.shape != (A.shape[0], B.shape[0]):
         raise ValueError(
             f"C must be {A.shape[0]} x {B.shape[0]} for A {A.shape} and B {B.shape}; got {C.shape}."
@@ -324,18 +268,8 @@ def gemm_nt(alpha, A, B, beta, C):
 
 
 def syrk_lower(alpha, W, beta, C):
-    """``C <- alpha W W^T + beta C`` in the lower triangle of `C`, in place (BLAS ``dsyrk``).
-
-    Parameters
-    ----------
-    alpha, beta : float
-    W : ndarray of shape (n, k), Fortran order, float64
-    C : ndarray of shape (n, n), Fortran order, float64
-
-    Returns
-    -------
-    C : ndarray
-    """
+    """``C <- alpha W W^T + beta C`` in the lower triangle of `C`, in place (BLAS ``dsyrk``), `W`
+    (n x k) and `C` (n x n) float64 in Fortran order."""
     if C.shape != (W.shape[0], W.shape[0]):
         raise ValueError(
             f"C must be {W.shape[0]} x {W.shape[0]} for W of shape {W.shape}; got {C.shape}."

@@ -38,8 +38,9 @@ BlockGenerator: TypeAlias = Callable[[NDArray[np.intp], NDArray[np.intp]], Array
 Seed: TypeAlias = int | np.integer | np.random.Generator
 #: Pivoting of a dense LDLᵀ: Bunch–Kaufman or rook.
 Pivoting: TypeAlias = Literal["bk", "rook"]
-#: Safeguards of :func:`tlrcore.cholesky`: None, a name (``"compensate"``, ``"compensate-block"``, ``"shift"``, ``"schur"``, ``"modified"``,
-#: ``"pivot"``), a ``"+"``-joined combination, or a collection of names.
+#: Safeguards of :func:`tlrcore.cholesky`: None, a name (``"compensate"``,
+#: ``"compensate-block"``, ``"shift"``, ``"schur"``, ``"modified"``, ``"pivot"``), a
+#: ``"+"``-joined combination, or a collection of names.
 SafeguardSpec: TypeAlias = str | list[str] | tuple[str, ...] | set[str] | frozenset[str] | None
 #: The variable-size form of a batch: a list or tuple of 2-D arrays (NumPy or of the back end).
 BatchList: TypeAlias = list[Any] | tuple[Any, ...]

@@ -22,33 +22,18 @@ def summary(
 ) -> dict[str, float]:
     """Memory, rank statistics and (optionally) an estimate of the achieved error.
 
-    Parameters
-    ----------
-    A : TLRMatrix
-    block : callable, optional
-        The generator `A` was built from. When given, ``n_probe_tiles`` off-diagonal
-        tiles drawn at random are evaluated exactly and compared with their low-rank
-        factors; ``sum_{i != j} ||E_ij||_F^2`` is estimated by scaling up their errors
-        (unbiased for uniform sampling of tiles).
-    n_probe_tiles : int, default 16
-    random_state : int or numpy Generator, default 0
-
-    Returns
-    -------
-    dict
-        ``n``, ``tile_size``, ``n_tiles``, ``nbytes``, ``dense_nbytes``,
-        ``memory_fraction`` (TLR over dense), ``mean_rank``, ``max_rank`` (off-diagonal
-        tiles), ``tolerance`` (absolute, per tile), ``error_bound`` (relative, implied by
-        the tolerance), and with `block`: ``estimated_error`` (relative Frobenius error;
-        for a zero ``A_tlr``, 0.0 if the probed tiles are zero and infinity otherwise)
-        and ``probed_tiles``.
+    Returns a dict of ``n``, ``tile_size``, ``n_tiles``, ``nbytes``, ``dense_nbytes``,
+    ``memory_fraction``, ``mean_rank``, ``max_rank`` (off-diagonal), ``tolerance`` (absolute,
+    per tile) and ``error_bound`` (relative). With `block`, the generator `A` was built from,
+    also ``estimated_error``, the relative Frobenius error estimated without bias from
+    ``n_probe_tiles`` random off-diagonal tiles (`random_state` seeds the draw; for a zero
+    ``A_tlr``, 0.0 or infinity), and ``probed_tiles``.
 
     Raises
     ------
     TypeError, ValueError
-        For an `A` that is not a TLRMatrix, a `block` that is not callable or returns a
-        block of the wrong shape or with non-finite values, or bad `n_probe_tiles` or
-        `random_state`.
+        For an `A` that is not a TLRMatrix, a `block` that is not callable or returns a wrong
+        shape or non-finite values, or bad `n_probe_tiles` or `random_state`.
     ConsumedMatrixError
         If `A` was consumed by ``tlrcore.cholesky(A, overwrite_a=True)``.
     """

@@ -13,16 +13,9 @@ __all__ = [
 
 
 class NotPositiveDefiniteError(np.linalg.LinAlgError):
-    """A matrix expected to be symmetric positive definite is not, numerically.
-
-    Parameters
-    ----------
-    message : str
-        What failed and what to try instead.
-    tile : int or None
-        Index of the diagonal tile (or, for a dense factorization, ``0``) whose
-        Cholesky factorization broke down.
-    """
+    """A matrix expected to be symmetric positive definite is not, numerically; `message` says
+    what failed and what to try, `tile` is the index of the diagonal tile (``0`` for a dense
+    factorization, the matrix's index in a batch) whose Cholesky factorization broke down."""
 
     def __init__(self, message: str, tile: int | None = None) -> None:
         super().__init__(message)
@@ -32,10 +25,9 @@ class NotPositiveDefiniteError(np.linalg.LinAlgError):
 class FactorizationError(np.linalg.LinAlgError):
     """A dense factorization broke down numerically (overflow to infinity or NaN).
 
-    Raised by :mod:`tlrcore.dense` when the computed factors are not finite, which happens
-    only for matrices with entries near the floating-point limits; rescaling the matrix
-    (and the result) avoids it.
-    """
+    Raised by :mod:`tlrcore.dense` for factors that are not finite (entries near the
+    floating-point limits; rescaling avoids it) and by :func:`tlrcore.ldl` for a singular
+    diagonal tile (with ``.tile``, its index)."""
 
 
 class GeneratorError(ValueError):

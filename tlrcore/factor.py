@@ -1,23 +1,11 @@
-r"""The contract of a factor of a symmetric matrix: :class:`Factor` and :class:`CholeskyFactor`.
+"""The contract of a factor of a symmetric matrix: :class:`Factor` and :class:`CholeskyFactor`.
 
-Every factorization answers the same calls, whatever its layout (tiles, the packed
-layout, tiles on a cluster, a dense matrix), so that statistics code asks a factor for
-``logdet``, ``solve`` and the triangular products and never sees its structure. The two
-protocols state that contract; they are structural (:class:`typing.Protocol`): a class
-meets them by having the members, and ``isinstance(F, CholeskyFactor)`` checks that the
-members are there, not what they compute. The members are read-only for a caller (a
-factor may set them as plain attributes).
-
-A factor represents a matrix ``A + E``: ``A`` the matrix factored (to the accuracy of its
-compression, for a tile low-rank factor), ``E`` what the factorization changed on
-purpose (a diagonal shift, the safeguards of :func:`tlrcore.cholesky`). Results of a
-factor are arrays of its :attr:`~Factor.backend`; right-hand sides may be NumPy arrays or
-arrays of that back end.
-
-Meeting it: :class:`tlrcore.TLRCholesky`, :class:`tlrcore.cholesky.PackedCholesky`,
-:class:`tlrcore.distributed.DistributedCholesky` (:class:`CholeskyFactor`) and
-:class:`tlrcore.TLRLDL` (:class:`Factor`).
-"""
+Every factorization answers the same calls whatever its layout, so that statistics code
+never sees the structure. The protocols are structural (:class:`typing.Protocol`):
+``isinstance(F, CholeskyFactor)`` checks that the members exist, not what they compute. A
+factor represents ``A + E``, ``E`` what the factorization changed on purpose (a shift,
+the safeguards); results are arrays of its :attr:`~Factor.backend`, right-hand sides NumPy
+arrays or arrays of that back end."""
 
 from __future__ import annotations
 
@@ -37,23 +25,16 @@ class Factor(Protocol):
     Attributes
     ----------
     n : int
-        The order of ``A``.
     backend : tlrcore.backends.Backend
-        The array back end of the factor's results; ``backend.to_host(x)`` turns a result
-        into a NumPy array.
-    perturbation : float
-        ``||E||_F``: the change the factorization made on purpose, beyond the compression
-        of a tile low-rank matrix. Exactly 0.0 when nothing was changed.
-    shift : float
-        The diagonal shift ``s`` in ``E`` (``s I``); 0.0 without.
+        The back end of the results.
+    perturbation, shift : float
+        ``||E||_F`` beyond compression (exactly 0.0 when nothing changed); the diagonal shift
+        in ``E``.
     ranks : ndarray of int, shape (n_tiles, n_tiles)
-        Lower triangular: the ranks of the factor's low-rank tiles below the diagonal,
-        the tile sizes on it (they add up to ``n``), zeros above; ``[[n]]`` for a dense
-        factor.
+        Ranks of the low-rank tiles below the diagonal, tile sizes on it, zeros above (``[[n]]``
+        for a dense factor).
     nbytes : int
-        Bytes the factor holds: at least its dense diagonal tiles and the ``U``, ``V``
-        factors of its low-rank tiles in float64 (a layout may hold more: the padding of
-        the packed layout, the ``D`` blocks of an LDLᵀ).
+        At least the bytes of the dense diagonal tiles and low-rank factors.
     """
 
     @property
@@ -75,38 +56,26 @@ class Factor(Protocol):
     def nbytes(self) -> int: ...
 
     def logdet(self) -> float:
-        """``log |det(A + E)|`` (the log-determinant, for a positive definite ``A + E``)."""
+        """``log |det(A + E)|``."""
         ...
 
     def solve(self, b: Any) -> Any:
-        """``(A + E)^{-1} b`` for a vector ``(n,)`` or a matrix ``(n, k)``, of the shape of
-        `b`."""
+        """``(A + E)^{-1} b`` for a vector ``(n,)`` or a matrix ``(n, k)``, of the shape of `b`."""
         ...
 
     def to_dense(self) -> Any:
-        """The factor as dense arrays: for a Cholesky-type factor ``L``, lower triangular,
-        with ``L L^T = (A + E)[perm][:, perm]`` (``perm`` the factor's permutation, the
-        identity where it is None); for an LDLᵀ, ``(L, D)`` with ``L D L^T = A + E``."""
+        """Dense arrays: for a Cholesky-type factor ``L`` with ``L L^T = (A + E)[perm][:, perm]``
+        (the identity for ``perm`` None); for an LDLᵀ, ``(L, D)`` with ``L D L^T = A + E``."""
         ...
 
 
 @runtime_checkable
 class CholeskyFactor(Factor, Protocol):
-    """A Cholesky-type factor: ``A + E = P^T L L^T P``, ``L`` lower triangular and ``P``
-    the permutation :attr:`perm`, with products and solves by ``L``.
+    """A Cholesky-type factor ``A + E = P^T L L^T P`` (``P`` the permutation :attr:`perm`,
+    ``(A + E)[perm][:, perm] = L L^T``, None for the identity).
 
-    For any permutation, ``G = multiply_lower(I) = P^T L`` has ``G G^T = A + E``, and
-    ``solve(b) = solve_upper(solve_lower(b))``: ``solve_lower(b)`` takes `b` in ``A``'s
-    order and ``solve_upper`` returns it there, so ``||solve_lower(b)||^2 = b^T (A +
-    E)^{-1} b`` (a quadratic form) and ``multiply_lower(z)``, `z` white noise, has
-    covariance ``A + E`` (a simulation).
-
-    Attributes
-    ----------
-    perm : ndarray of int, shape (n,), or None
-        The factor's order of ``A``'s rows: ``(A + E)[perm][:, perm] = L L^T``; None for
-        the identity.
-    """
+    ``solve(b) = solve_upper(solve_lower(b))`` in ``A``'s order, ``||solve_lower(b)||^2 = b^T
+    (A + E)^{-1} b``, and ``multiply_lower(z)`` of white noise `z` has covariance ``A + E``."""
 
     @property
     def perm(self) -> IntArray | None: ...

@@ -1,45 +1,23 @@
-r"""Left-looking TLR LDLᵀ factorization of a symmetric indefinite matrix (H2Opus, Algorithm 10).
+"""Left-looking TLR LDLᵀ factorization of a symmetric indefinite matrix ([1]_, Algorithm 10).
 
-``A ~ L D L^T`` with ``L`` block lower triangular (low-rank off-diagonal tiles
-``L(i, k) = U V^T``) and ``D = blockdiag(D_0, D_1, ...)``, each ``D_k`` block diagonal with
-1x1 and 2x2 blocks. The tile order is not changed (no pivoting between tiles, Section 5.3
-of the paper); within a diagonal tile the dense LDLᵀ pivots (Bunch–Kaufman or rook).
+``A ~ L D L^T``: ``L`` block lower triangular with low-rank tiles ``L(i, k) = U V^T``,
+``D = blockdiag(D_0, ...)`` with 1x1 and 2x2 blocks. Tiles are not reordered; within a
+diagonal tile the dense LDLᵀ pivots (Bunch–Kaufman [2]_ or rook). For column ``k``:
+``S(k, k) = A(k, k) - sum_j U_j M_j U_j^T`` (``M_j = V_j^T D_j V_j``, one GEMM, exactly
+symmetric) is factored as ``S(k, k)[p][:, p] = L_k D_k L_k^T`` (diagonal tile
+``P_k^T L_k``); each ``A(i, k) - U_i M_ik U_k^T`` is compressed by ARA, never formed; and
+``L(i, k) = U (D_k^{-1} L_k^{-1} P_k V)^T`` (2x2 blocks of ``D_k`` solved as ``dsytrs``).
+``A_tlr`` has the inertia of ``D`` (Sylvester), ``det A ~ prod det D_k``; an eigenvalue
+closer to zero than about ``accuracy ||A||_F`` may change sign. Each tile has its own
+seed: the factor is bit-identical for any number of threads.
 
-For each tile column ``k``:
-
-1. **Diagonal update.** ``S(k, k) = A(k, k) - sum_{j<k} L(k, j) D_j L(k, j)^T``. With
-   ``L(k, j) = U_j V_j^T`` and the small symmetric ``M_j = V_j^T D_j V_j`` (``r_j x r_j``;
-   ``D_j V_j`` costs ``O(n r_j)`` as ``D_j`` has at most one off-diagonal per row), this is
-   ``A(k, k) - [U_0 M_0 | U_1 M_1 | ...] [U_0 | U_1 | ...]^T``, one GEMM; the lower
-   triangle is kept and mirrored, so ``S(k, k)`` is exactly symmetric.
-2. **Dense LDLᵀ with pivoting inside the tile.** ``S(k, k)[p][:, p] = L_k D_k L_k^T``
-   (:func:`tlrcore.dense.ldl`), i.e. ``S(k, k) = (P_k^T L_k) D_k (P_k^T L_k)^T`` with
-   ``P_k = I[p]``: the factor's diagonal tile is the permuted unit lower triangle
-   ``P_k^T L_k``. A zero eigenvalue of ``D_k`` (``|lambda| <= m eps max(max|lambda|,
-   max|A(k, k)|)`` for a tile of order ``m``: the second term catches an update that cancels
-   the tile to rounding noise) raises :class:`~tlrcore.errors.FactorizationError` naming
-   the tile.
-3. **Off-diagonal update, sampled once.** Each tile below the diagonal,
-   ``A(i, k) - sum_{j<k} U(i, j) V(i, j)^T D_j V(k, j) U(k, j)^T
-   = U_A V_A^T - U_i M_ik U_k^T`` with ``M_ik = blockdiag(V(i, j)^T D_j V(k, j))`` (the
-   five products of the paper's Equation 3, with ``D_j V(k, j)`` formed once per column),
-   is never formed: adaptive randomized approximation samples it and compresses it to the
-   tile tolerance in a single step.
-4. **Solve on V only.** ``L(i, k) = S(i, k) (P_k^T L_k)^{-T} D_k^{-1}``; with
-   ``S(i, k) = U V^T`` and ``(P_k^T L_k)^{-T} = P_k^T L_k^{-T}``, this is
-   ``U (D_k^{-1} L_k^{-1} P_k V)^T``: ``V`` has its rows permuted, one unit-triangular
-   solve, and ``D_k^{-1}`` applied by its 1x1 and 2x2 blocks (never inverted densely; a 2x2
-   block is solved with LAPACK ``dsytrs``'s scaling by its off-diagonal entry).
-
-The determinant and inertia come from the ``D_k`` alone: ``det A ~ prod det D_k`` and, by
-Sylvester's law of inertia, ``A`` has as many positive, negative and zero eigenvalues as
-``D``. They are exact for the TLR-approximated matrix only up to the compression error;
-an eigenvalue of ``A`` closer to zero than about ``accuracy * ||A||_F`` may change sign.
-
-Tiles of one column are independent and are compressed (and solved) by a thread pool with
-BLAS on one thread each, started in descending order of estimated work. Every tile has its
-own seed and its result is stored by tile index, so the factor is bit-identical from run to
-run and for any number of threads. Unlike :func:`tlrcore.cholesky` there is no lookahead.
+References
+----------
+.. [1] Boukaram, W., Zampini, S., Turkiyyah, G., Keyes, D. E. (2021). H2OPUS-TLR: High
+   performance tile low rank symmetric factorizations using adaptive randomized
+   approximation. arXiv:2108.11932.
+.. [2] Bunch, J. R., Kaufman, L. (1977). Some stable methods for calculating inertia and
+   solving symmetric linear systems. Math. Comp. 31(137), 163-179.
 """
 
 from __future__ import annotations
@@ -76,34 +54,21 @@ _EPS = np.finfo(np.float64).eps
 
 
 class TLRLDL(TileFactor):
-    """Tile low-rank LDLᵀ factor ``A ~ L D L^T`` of a symmetric, possibly indefinite,
-    matrix; a :class:`~tlrcore.Factor`.
-
-    ``L`` is block lower triangular: its diagonal tile ``k`` is ``P_k^T L_k`` (``L_k`` unit
-    lower triangular, ``P_k = I[perms[k]]``) and its tile ``(i, k)``, ``i > k``, is
-    ``U[i, k] @ V[i, k].T``. ``D = blockdiag(d[0], d[1], ...)``.
+    """Tile low-rank LDLᵀ factor ``A ~ L D L^T``; a :class:`~tlrcore.Factor`.
 
     Attributes
     ----------
-    n, n_tiles, offsets
-        As for :class:`~tlrcore.TLRMatrix`.
-    diagonal : list of ndarray
-        Unit lower-triangular ``L_k`` of the diagonal tiles.
-    d : list of ndarray
-        Dense tile-sized block-diagonal ``D_k`` (1x1 and 2x2 blocks).
-    perms : list of ndarray of int
-        Pivot order within each diagonal tile: ``S(k, k)[p][:, p] = L_k D_k L_k^T``.
+    n, n_tiles, offsets, tolerance, backend
+        As for :class:`~tlrcore.TLRCholesky`.
+    diagonal, d, perms : list of ndarray
+        Unit lower-triangular ``L_k``, block-diagonal ``D_k``, and pivot orders: ``L``'s
+        diagonal tile ``k`` is ``P_k^T L_k``, ``P_k = I[perms[k]]``.
     U, V : dict of (int, int) to ndarray
         ``L(i, k) = U[i, k] @ V[i, k].T`` for ``i > k``.
-    tolerance : float
-        Absolute Frobenius tolerance of the updated tiles.
     pivoting : str
-        ``"bk"`` or ``"rook"``, the pivoting within the diagonal tiles.
+        ``"bk"`` or ``"rook"``.
     perturbation, shift : float
-        Always 0.0: the LDLᵀ changes nothing on purpose (as for an unsafeguarded
-        :class:`~tlrcore.TLRCholesky`).
-    backend : Backend
-        :data:`tlrcore.backends.NUMPY`.
+        Always 0.0.
     """
 
     perturbation = shift = 0.0
@@ -128,29 +93,22 @@ class TLRLDL(TileFactor):
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the factor (diagonal tiles, ``D`` blocks, perms, low-rank tiles)."""
+        """Bytes held by the factor."""
         dense = sum(
-            Lk.nbytes + Dk.nbytes + p.nbytes for Lk, Dk, p in zip(self.diagonal, self.d, self.perms)
+            Lk.nbytes + Dk.nbytes + p.nbytes
+            for Lk, Dk, p in zip(self.diagonal, self.d, self.perms, strict=True)
         )
-        return dense + sum(U.nbytes + V.nbytes for U, V in zip(self.U.values(), self.V.values()))
+        return dense + sum(
+            U.nbytes + V.nbytes for U, V in zip(self.U.values(), self.V.values(), strict=True)
+        )
 
     def eigenvalues_d(self) -> FloatArray:
         """Eigenvalues of ``D`` (those of its 1x1 and 2x2 blocks), in tile order."""
         return np.concatenate([block_eigenvalues(Dk) for Dk in self.d])
 
     def inertia(self, rtol: float | None = None) -> tuple[int, int, int]:
-        """``(n_pos, n_neg, n_zero)`` of ``A`` by Sylvester's law: the signs of the eigenvalues of ``D``.
-
-        Parameters
-        ----------
-        rtol : float, optional
-            An eigenvalue of ``D`` with ``|lambda| <= rtol * max|lambda|`` counts as zero;
-            default ``n * eps``.
-
-        Returns
-        -------
-        tuple of int
-        """
+        """``(n_pos, n_neg, n_zero)`` of ``A``: the signs of the eigenvalues of ``D``, those with
+        ``|lambda| <= rtol max|lambda|`` counted as zero (default ``rtol = n eps``)."""
         return inertia_of(self.eigenvalues_d(), rtol)
 
     def slogdet(self) -> tuple[float, float]:
@@ -163,7 +121,7 @@ class TLRLDL(TileFactor):
         return self.slogdet()[1]
 
     def _solve_lower(self, x):
-        """``L^{-1} x`` in place, forward over tiles: ``x_k = L_k^{-1} P_k (x_k - sum_j L(k, j) x_j)``."""
+        """``L^{-1} x`` in place: ``x_k = L_k^{-1} P_k (x_k - sum_j L(k, j) x_j)``, forward."""
         for k in range(self.n_tiles):
             rows = self.tile(k)
             for j in range(k):
@@ -178,7 +136,7 @@ class TLRLDL(TileFactor):
         return x
 
     def _solve_upper(self, x):
-        """``L^{-T} x`` in place, backward over tiles: ``x_k = P_k^T L_k^{-T} (x_k - sum_i L(i, k)^T x_i)``."""
+        """``L^{-T} x`` in place: ``x_k = P_k^T L_k^{-T} (x_k - sum_i L(i, k)^T x_i)``, backward."""
         for k in reversed(range(self.n_tiles)):
             rows = self.tile(k)
             for i in range(k + 1, self.n_tiles):
@@ -208,13 +166,10 @@ class TLRLDL(TileFactor):
         return self._solve_upper(x)
 
     def to_dense(self) -> tuple[FloatArray, FloatArray]:
-        """``(L, D)`` as dense ``(n, n)`` arrays with ``L @ D @ L.T ~ A``.
-
-        ``L`` includes the tile permutations: block lower triangular, its diagonal tile
-        ``k`` is ``P_k^T L_k`` (rows ``perms[k]`` of it form a unit lower triangle).
-        """
+        """``(L, D)`` as dense ``(n, n)`` arrays with ``L @ D @ L.T ~ A`` (``L``'s diagonal tiles
+        ``P_k^T L_k``)."""
         L, D = np.zeros((self.n, self.n)), np.zeros((self.n, self.n))
-        for k, (Lk, p) in enumerate(zip(self.diagonal, self.perms)):
+        for k, (Lk, p) in enumerate(zip(self.diagonal, self.perms, strict=True)):
             rows = self.tile(k)
             L[self.offsets[k] + p, rows] = Lk
             D[rows, rows] = self.d[k]
@@ -226,8 +181,8 @@ class TLRLDL(TileFactor):
         off = [U.shape[1] for U in self.U.values()]
         mean = float(np.mean(off)) if off else 0.0
         return (
-            f"TLRLDL(n={self.n}, n_tiles={self.n_tiles}, pivoting={self.pivoting!r}, mean_rank={mean:.1f}, "
-            f"inertia={self.inertia()}, nbytes={self.nbytes})"
+            f"TLRLDL(n={self.n}, n_tiles={self.n_tiles}, pivoting={self.pivoting!r}, "
+            f"mean_rank={mean:.1f}, inertia={self.inertia()}, nbytes={self.nbytes})"
         )
 
 
@@ -246,46 +201,39 @@ def ldl(
 ) -> TLRLDL:
     """TLR LDLᵀ factorization ``A ~ L D L^T`` of a symmetric, possibly indefinite, matrix.
 
-    Left-looking, every off-diagonal tile updated and compressed once by ARA (Algorithm 10
-    of the batched TLR Cholesky paper); each diagonal tile is factored by a dense LDLᵀ that
-    pivots within the tile. Tiles are not reordered.
+    Left-looking; each off-diagonal tile updated and compressed once by ARA, each diagonal
+    tile factored by a dense LDLᵀ pivoting within it; tiles are not reordered.
 
     Parameters
     ----------
     A : TLRMatrix
         Symmetric, nonsingular; may be indefinite.
     accuracy : float, optional
-        Relative accuracy of the updated tiles: each is compressed to the absolute
-        tolerance ``accuracy * ||A||_F / n_tiles``. Default: the tolerance `A` was built
-        with.
+        Updated tiles are compressed to ``accuracy ||A||_F / n_tiles`` (default: `A`'s
+        tolerance).
     pivoting : {"bk", "rook"}, default "bk"
-        Pivoting within the diagonal tiles (:func:`tlrcore.dense.ldl`): Bunch–Kaufman
-        (LAPACK ``dsytrf``) or rook (bounded Bunch–Kaufman, slower, bounded ``|L_k|``).
+        Within diagonal tiles (:func:`tlrcore.dense.ldl`): Bunch–Kaufman or rook.
     block_size : int, default 16
-        ARA sampling block (columns per sample).
+        ARA sampling block.
     random_state : int, default 0
-        Seeds the per-tile samples; equal inputs give bit-identical factors.
+        Seeds the samples; equal inputs give bit-identical factors.
 
     Returns
     -------
     TLRLDL
-        With ``d`` (the ``D_k`` blocks), ``inertia()``, ``slogdet()``, ``logdet()``,
-        ``solve(b)``, ``to_dense()``.
 
     Raises
     ------
     TypeError
-        If `A` is not a TLRMatrix, or `accuracy`, `pivoting` or `block_size` has the wrong
-        type.
+        If `A` is not a TLRMatrix, or an argument has the wrong type.
     ConsumedMatrixError
         If `A` was consumed by ``tlrcore.cholesky(A, overwrite_a=True)``.
     ValueError
-        If `accuracy` is not in (0, 1), `pivoting` is not ``"bk"`` or ``"rook"``, or
-        `block_size` is below 1.
+        If `accuracy` is not in (0, 1), `pivoting` is unknown, or `block_size` is below 1.
     FactorizationError
-        If an updated diagonal tile is singular (an eigenvalue of ``D_k`` with
-        ``|lambda| <= m eps max(max|lambda|, max|A(k, k)|)``, ``m`` the tile order) or its
-        factors overflow; ``.tile`` is its index.
+        If an updated diagonal tile is singular (an eigenvalue of ``D_k`` with ``|lambda| <=
+        m eps max(max|lambda|, max|A(k, k)|)``, ``m`` its order) or overflows; ``.tile`` names
+        it.
 
     Examples
     --------
@@ -295,7 +243,8 @@ def ldl(
     >>> x = np.linspace(0, 1, 400)
     >>> M = np.exp(-np.abs(x[:, None] - x[None, :]) / 0.2) - 0.5 * np.eye(400)
     >>> F = ldl(tlr.TLRMatrix.from_dense(M, 100, accuracy=1e-10))
-    >>> F.inertia() == tuple(int(c) for c in np.bincount(np.linalg.eigvalsh(M) < 0, minlength=2)) + (0,)
+    >>> negative = np.linalg.eigvalsh(M) < 0
+    >>> F.inertia() == (int(np.sum(~negative)), int(np.sum(negative)), 0)
     True
     """
     if not isinstance(A, TLRMatrix):
@@ -362,30 +311,26 @@ def _left_looking(A, tolerance, pivoting, block_size, random_state):
             updated = start_by_work(
                 pool, update, rest, [ara_work(A, U, i, k, block_size) for i in rest]
             )()
-            for i, (Ut, Vt) in zip(rest, updated):
+            for i, (Ut, Vt) in zip(rest, updated, strict=True):
                 U[i, k], V[i, k] = Ut, Vt
             counter.update()
     return TLRLDL(diagonal, d, perms, U, V, A.offsets, tolerance, pivoting)
 
 
 def _updated_diagonal(Akk, Us, Ms):
-    """``A(k, k) - sum_j U_j M_j U_j^T`` (one GEMM), made exactly symmetric from its lower triangle."""
+    """``A(k, k) - sum_j U_j M_j U_j^T`` (one GEMM), exactly symmetric from its lower triangle."""
     if not Us:
         return np.array(Akk)
-    W = np.hstack([Uj @ Mj for Uj, Mj in zip(Us, Ms)])
+    W = np.hstack([Uj @ Mj for Uj, Mj in zip(Us, Ms, strict=True)])
     S = Akk - W @ np.hstack(Us).T
     lower = np.tril(S)
     return lower + np.tril(S, -1).T
 
 
 def _factor_diagonal(S, pivoting, k, scale_a):
-    """Dense LDLᵀ of the updated diagonal tile `k`; FactorizationError if it is singular.
-
-    Singular: an eigenvalue of ``D_k`` with ``|lambda| <= m eps max(max|lambda|, scale_a)``,
-    ``m`` the tile order and `scale_a` the largest entry of ``A(k, k)``. The second term
-    catches an update that cancels ``A(k, k)`` down to rounding noise, whose eigenvalues
-    are all alike and would pass a test relative to ``max|lambda|`` alone.
-    """
+    """Dense LDLᵀ of the updated diagonal tile `k`; FactorizationError where an eigenvalue of
+    ``D_k`` has ``|lambda| <= m eps max(max|lambda|, scale_a)`` (the second term catches an
+    update that cancels ``A(k, k)`` to rounding)."""
     if not np.isfinite(S).all():
         raise _tile_error(f"diagonal tile {k} is not finite after its update", k)
     try:
@@ -397,8 +342,9 @@ def _factor_diagonal(S, pivoting, k, scale_a):
     if scale == 0.0 or lam.min() <= lam.size * _EPS * scale:
         raise _tile_error(
             f"diagonal tile {k} is singular after its update (smallest |eigenvalue| of its D block "
-            f"{lam.min():.3g}, largest {lam.max():.3g}, largest entry of A({k}, {k}) {scale_a:.3g}); the matrix is singular, or nearly so at this "
-            "accuracy. Tighten the accuracy, shift the matrix, or regularize it",
+            f"{lam.min():.3g}, largest {lam.max():.3g}, largest entry of A({k}, {k}) "
+            f"{scale_a:.3g}); the matrix is singular, or nearly so at this accuracy. Tighten the "
+            "accuracy, shift the matrix, or regularize it",
             k,
         )
     return Lk, Dk, pk
@@ -411,8 +357,8 @@ def _tile_error(message, k):
 
 
 def _blocks_of(D):
-    """``(d, e, starts, safe_d)`` of a block-diagonal ``D``: diagonal, subdiagonal, the
-    first indices of its 2x2 blocks, and ``d`` with ones in the 2x2 positions."""
+    """``(d, e, starts, safe_d)`` of a block-diagonal ``D``: diagonal, subdiagonal, first indices
+    of its 2x2 blocks, and ``d`` with ones there."""
     d, e = np.diagonal(D).copy(), np.diagonal(D, -1).copy()
     starts = np.flatnonzero(e)
     safe = d.copy()
@@ -430,8 +376,8 @@ def _apply_d(d, e, starts, safe, X):
 
 
 def _solve_d(d, e, starts, safe, X):
-    """``D^{-1} X`` block by block; a 2x2 block ``[[a, b], [b, c]]`` as LAPACK ``dsytrs``:
-    scaled by ``b``, ``x_1 = (c/b y_1/b - y_2/b) / (a/b c/b - 1)`` and symmetrically."""
+    """``D^{-1} X`` block by block; a 2x2 block ``[[a, b], [b, c]]`` scaled by ``b`` as LAPACK
+    ``dsytrs`` does."""
     shape = X.shape
     X = X.reshape(shape[0], -1)
     Y = X / safe[:, None]

@@ -1,20 +1,13 @@
-r"""Symmetric tile low-rank (TLR) matrices.
+"""Symmetric tile low-rank (TLR) matrices.
 
-The index range ``0..n-1`` is cut into tiles of ``tile_size`` consecutive indices (the last
-one ragged). Diagonal tiles are stored dense; each lower off-diagonal tile ``A(i, j)``,
-``i > j``, is stored as ``U(i, j) V(i, j)^T`` with its own rank.
-
-Accuracy
---------
-``accuracy = eps`` means ``||A - A_tlr||_F <= eps ||A||_F``. Every off-diagonal tile is
-compressed to the same absolute Frobenius tolerance ``tau = eps * N / n_tiles``, where ``N``
-estimates ``||A||_F``. Since ``||A - A_tlr||_F^2 = sum_{i != j} ||E_ij||_F^2 <=
-n_tiles (n_tiles - 1) tau^2 < (eps N)^2``, the contract holds whenever ``N <= ||A||_F``.
-``N`` adds the exact norms of the diagonal tiles to half of a sampled estimate of the
-off-diagonal part (a random ``s x s`` sub-block), so it stays below ``||A||_F`` unless the
-sample overestimates the off-diagonal mass by more than a factor of two.
-(A per-tile *relative* threshold would waste rank on tiles that hardly contribute.)
-"""
+The indices ``0..n-1`` are cut into tiles of ``tile_size`` (the last ragged). Diagonal
+tiles are dense; each lower off-diagonal tile is ``A(i, j) ~ U(i, j) V(i, j)^T``, with its
+own rank, compressed to the absolute tolerance ``tau = eps N / n_t`` for ``accuracy = eps``
+and ``N`` an estimate of ``||A||_F``. As ``||A - A_tlr||_F^2 <= n_t (n_t - 1) tau^2 <
+(eps N)^2``, ``||A - A_tlr||_F <= eps ||A||_F`` whenever ``N <= ||A||_F``: ``N`` is the
+exact norm of the diagonal tiles plus half a sampled estimate of the off-diagonal part,
+below ``||A||_F`` unless the sample overestimates that part twofold. (A per-tile relative
+threshold would waste rank on tiles that hardly contribute.)"""
 
 from __future__ import annotations
 
@@ -68,45 +61,35 @@ _RELEASED = np.full((0, 0), np.nan)
 
 
 class TLRMatrix:
-    """A symmetric matrix in tile low-rank form.
-
-    Build one with :meth:`from_generator` or :meth:`from_dense`.
+    """A symmetric matrix in tile low-rank form; build one with :meth:`from_generator` or
+    :meth:`from_dense`.
 
     Attributes
     ----------
-    n : int
-        Order of the matrix.
-    tile_size : int
-    n_tiles : int
+    n, tile_size, n_tiles : int
     offsets : ndarray of shape (n_tiles + 1,)
         Tile boundaries.
     diagonal : list of ndarray
         Dense diagonal tiles.
     U, V : dict of (int, int) to ndarray
-        Factors of the lower off-diagonal tiles, ``A(i, j) ~ U[i, j] @ V[i, j].T``.
-    accuracy : float
-        Requested relative accuracy.
-    tolerance : float
-        Absolute Frobenius tolerance each off-diagonal tile was compressed to.
+        Lower off-diagonal tiles, ``A(i, j) ~ U[i, j] @ V[i, j].T``.
+    accuracy, tolerance : float
+        Requested relative accuracy; absolute Frobenius tolerance of each tile.
     backend : Backend
     packed : PackedTiles or None
-        The packed layout (:mod:`tlrcore.packed`) when the matrix was built with
-        ``method="batched"``; then `diagonal`, `U` and `V` are views into it, and
-        :func:`tlrcore.cholesky` uses its packed variant.
+        The packed layout (:mod:`tlrcore.packed`) of a matrix built with ``method="batched"``,
+        of which `diagonal`, `U`, `V` are views; :func:`tlrcore.cholesky` then uses
+        ``variant="packed"``.
     tile_errors : ndarray of shape (n_tiles, n_tiles) or None
-        Estimated spectral norm of each off-diagonal tile's compression error,
-        ``||A(i, j) - U V^T||_2`` (symmetric, zero diagonal): the largest singular value the
-        truncation dropped (:class:`~tlrcore.compress._recompress.LowRank`; for
-        ``method="batched"``, :mod:`tlrcore.compress.ara_batched`). Recorded by
-        :meth:`from_generator` and :meth:`from_dense`; None for other builds.
-        The safeguard ``"compensate"`` lifts each diagonal tile by these errors.
+        Each tile's ``||A(i, j) - U V^T||_2``, the largest singular value its truncation
+        dropped (symmetric, zero diagonal), as built by :meth:`from_generator`; the
+        safeguard ``"compensate"`` lifts diagonal tiles by them.
 
     Notes
     -----
-    ``tlrcore.cholesky(A, overwrite_a=True)`` consumes `A`, whether it succeeds or
-    fails: afterwards the tiles (`diagonal`, `U`, `V`, `packed`) and everything computed
-    from them raise :class:`~tlrcore.ConsumedMatrixError`; the shape attributes and
-    ``repr`` remain.
+    ``tlrcore.cholesky(A, overwrite_a=True)`` consumes `A`, whether it succeeds or fails: its
+    tiles, and everything computed from them, then raise :class:`~tlrcore.ConsumedMatrixError`;
+    the shape attributes and ``repr`` remain.
     """
 
     def __init__(
@@ -155,64 +138,40 @@ class TLRMatrix:
         backend: str | Backend = "numpy",
         random_state: Seed = 0,
     ) -> TLRMatrix:
-        """Compress a symmetric matrix given by a block generator.
-
-        No ``n x n`` array is allocated: diagonal tiles are evaluated dense, off-diagonal
-        tiles are compressed one by one (ACA touches only ``O(k m)`` entries of each).
+        """Compress a symmetric matrix given by a block generator, with no ``n x n`` array.
 
         Parameters
         ----------
         block : callable
-            ``block(rows, cols)`` returns the dense block ``A[rows][:, cols]`` for integer
-            index arrays ``rows`` and ``cols``. If it has a method ``entries(i, j)``
-            returning ``A[i, j]`` elementwise for integer arrays that broadcast together
-            (of their broadcast shape), ACA reads the columns of all the tiles of a tile
-            column with one call of it per round (:mod:`tlrcore.compress.aca_column`)
-            instead of one ``block`` call per tile. A generator whose blocks are
-            symmetric by construction (``block(cols, rows)`` is ``block(rows, cols).T``
-            to rounding) may say so with an attribute ``symmetric_blocks = True``: its
-            diagonal tiles are then not scanned for asymmetry (the random sample below
-            still is). A generator whose off-diagonal tiles may hold a few large
-            entries in rows and columns that partial pivoting need not visit (ACA's
-            known failure mode, :mod:`tlrcore.compress.aca`) says so with
-            ``cross_approximation = False``: its tiles are then compressed by ARA by
-            default, which sees whole tiles.
+            ``block(rows, cols)`` returns ``A[rows][:, cols]`` for integer index arrays. Optional
+            attributes: ``entries(i, j)``, ``A[i, j]`` elementwise for broadcasting arrays (ACA
+            then reads a tile column's columns in one call per round); ``symmetric_blocks = True``
+            (skips the asymmetry scan of diagonal tiles); ``cross_approximation = False`` (tiles
+            whose few large entries ACA may miss: ARA by default).
         n : int
-            Order of the matrix.
         tile_size : int
-            Rows per tile, ``1 <= tile_size <= n``; the last tile holds the remainder.
+            ``1 <= tile_size <= n``; the last tile holds the remainder.
         accuracy : float, default 1e-8
-            Relative Frobenius accuracy ``||A - A_tlr||_F <= accuracy ||A||_F``.
+            ``||A - A_tlr||_F <= accuracy ||A||_F``.
         method : {"aca", "ara", "svd", "batched"}, optional
-            Compression of the off-diagonal tiles: one at a time (``"aca"``, ``"ara"``,
-            ``"svd"``, on NumPy arrays), or ``"batched"``: a tile column at a time, one
-            generator call per column chunk returning arrays of the back end, into the
-            packed layout (:mod:`tlrcore.packed.build`), the GPU path. Default
-            ``"aca"`` on NumPy (``"ara"`` for a generator with
-            ``cross_approximation = False``) and ``"batched"`` on other back ends.
+            One tile at a time on NumPy, or ``"batched"``: batched ARA of a tile column at a time
+            into the packed layout, the generator returning arrays of the back end. Default
+            ``"aca"`` (or ``"ara"``, above) on NumPy, ``"batched"`` elsewhere.
         max_rank : int, optional
-            Cap on every tile's rank (the accuracy may then not be met; see
-            :meth:`error_bound`).
+            Cap on every tile's rank (the accuracy may then not be met).
         backend : str or Backend, default "numpy"
-            ``"numpy"`` or ``"cupy"`` (GPU; needs ``method="batched"``).
+            ``"numpy"`` or ``"cupy"`` (with ``method="batched"``).
         random_state : int or numpy Generator, default 0
             Seeds the norm sample and randomized compression.
-
-        Returns
-        -------
-        TLRMatrix
 
         Raises
         ------
         ValueError
-            For a bad `n`, `tile_size`, `accuracy`, `method` or `max_rank`, and
-            (:class:`GeneratorError`) when `block` returns a wrong shape or non-finite
-            values, when a diagonal tile (unless the generator promises
-            ``symmetric_blocks``), or one of a random sample of 64 x 64 entries compared
-            with their transposes, is not symmetric to ``1e-10 max|A|`` (the criterion of
-            :mod:`tlrcore.dense`), or when the entries are too large or too
-            small for the norms (``max|A|`` outside about ``[1e-134, 1e134]``, see
-            :func:`tlrcore.packed.build.check_scale`); the message names the tile.
+            For a bad `n`, `tile_size`, `accuracy`, `method` or `max_rank`; as
+            :class:`GeneratorError`, naming the tile, when `block` returns a wrong shape or
+            non-finite values, when a diagonal tile (unless ``symmetric_blocks``) or a random
+            64 x 64 sample is not symmetric to ``1e-10 max|A|``, or when ``max|A|`` is outside
+            about ``[1e-134, 1e134]`` (:func:`tlrcore.packed.build.check_scale`).
         """
         n = check_int(n, "n", 1)
         tile_size = check_int(tile_size, "tile_size", 1, n)
@@ -288,7 +247,7 @@ class TLRMatrix:
                 D = checked(tiles[i], tiles[i], (i, i))
                 return D, *host_diagonal_summary(D, symmetric)
 
-            diagonal, squares, stats = zip(*run(diagonal_tile, range(n_tiles)))
+            diagonal, squares, stats = zip(*run(diagonal_tile, range(n_tiles)), strict=True)
             diagonal = list(diagonal)
             scale = check_diagonal(stats, n)
             norm = norm_lower_estimate(sum(squares), checked, offsets, rng, np)
@@ -320,12 +279,14 @@ class TLRMatrix:
 
                 with column_progress(n_tiles, "TLR compression", unit="row") as counter:
                     factors = list(
-                        by_rows(run(compress, zip(pairs, seeds)), range(n_tiles), counter)
+                        by_rows(
+                            run(compress, zip(pairs, seeds, strict=True)), range(n_tiles), counter
+                        )
                     )
-        U = {pair: f[0] for pair, f in zip(pairs, factors)}
-        V = {pair: f[1] for pair, f in zip(pairs, factors)}
+        U = {pair: f[0] for pair, f in zip(pairs, factors, strict=True)}
+        V = {pair: f[1] for pair, f in zip(pairs, factors, strict=True)}
         errors = np.zeros((n_tiles, n_tiles))
-        for (i, j), f in zip(pairs, factors):
+        for (i, j), f in zip(pairs, factors, strict=True):
             errors[i, j] = errors[j, i] = f.dropped
         matrix = cls(diagonal, U, V, offsets, accuracy, tolerance, backend, tile_errors=errors)
         logger.debug(
@@ -348,25 +309,16 @@ class TLRMatrix:
         max_rank: int | None = None,
         random_state: Seed = 0,
     ) -> TLRMatrix:
-        """Compress a dense symmetric matrix.
-
-        Parameters
-        ----------
-        M : array_like of shape (n, n)
-            Symmetric; the lower off-diagonal tiles are compressed.
-        tile_size, accuracy, method, max_rank, random_state
-            As in :meth:`from_generator` (default method ``"svd"``).
-
-        Returns
-        -------
-        TLRMatrix
+        """Compress the dense symmetric `M`; other arguments as :meth:`from_generator` (default
+        method ``"svd"``).
 
         Raises
         ------
+        TypeError
+            If `M` is not real and numeric.
         ValueError
-            If `M` is not square and finite, not symmetric (``max|M - M.T| <= 1e-10
-            max|M|``, the criterion of :mod:`tlrcore.dense`), has entries too large or too
-            small for the norms (see :meth:`from_generator`), or for bad settings.
+            If `M` is not square, finite and symmetric (``max|M - M.T| <= 1e-10 max|M|``), has
+            entries too large or small for the norms, or for bad settings.
         """
         M = np.asarray(M)
         if M.dtype.kind not in "biuf":
@@ -389,25 +341,16 @@ class TLRMatrix:
         )
 
     def shared(self) -> TLRMatrix:
-        """A second matrix on the same tile arrays, as read-only views, at no copy.
+        """A second matrix on the same tiles as read-only views, at no copy.
 
-        It stays usable after ``cholesky(self, overwrite_a=True)``, which releases this
-        matrix's references to its tiles but then writes into none of them (tlrcore's
-        factorizations replace, never update, the low-rank factors, and a matrix with
-        shared tiles has its diagonal tiles copied before they are updated, where
-        ``overwrite_a=True`` otherwise factors them in place), so that the tiles can
-        serve later, e.g. :meth:`truncated` after the factorization. The tiles stay in
-        memory while it lives.
-
-        Returns
-        -------
-        TLRMatrix
+        It stays usable after ``cholesky(self, overwrite_a=True)``, which then writes into no tile
+        (low-rank factors are replaced, and shared diagonal tiles copied before they are updated);
+        the tiles stay in memory while it lives.
 
         Raises
         ------
         ValueError
-            For a matrix in the packed layout (its packed factorization with
-            ``overwrite_a=True`` factors the diagonal tiles in place).
+            For a matrix in the packed layout (whose factorization may overwrite its tiles).
         ConsumedMatrixError
             If the matrix was consumed by ``cholesky(A, overwrite_a=True)``.
         """
@@ -432,40 +375,19 @@ class TLRMatrix:
         return view
 
     def truncated(self, accuracy: float) -> TLRMatrix:
-        r"""A copy at the coarser `accuracy`, from the factors (the generator is not read).
+        """A copy at the coarser `accuracy` in ``[self.accuracy, 1)``, from the factors.
 
-        The diagonal tiles are this matrix's arrays, as read-only views: tlrcore's
-        factorizations then copy a diagonal tile of either matrix before updating it, also
-        with ``overwrite_a=True`` (which otherwise factors the tiles in place), so
-        neither matrix's factorization changes the other, and the copy costs no memory
-        for them (``8 n tile`` bytes: 268 MB at 16,384 sites in tiles of 2048, where
-        copying took 0.2-0.6 s). A matrix in the packed layout, whose packed
-        factorization with ``overwrite_a=True`` factors its diagonal tiles in place, has
-        them copied. Each off-diagonal tile's ``U V^T`` is truncated
-        (orthonormal bases of both factors and an SVD, :func:`tlrcore.compress._recompress.recompress`)
-        with the Frobenius budget ``tau' - tau``, where ``tau' = tau accuracy / self.accuracy`` is the tolerance a
-        build at `accuracy` with the same norm estimate would use. A tile's two errors
-        add at most to ``tau'``, so the copy meets the module's contract at `accuracy`
-        whenever this matrix meets it at its own. :attr:`tile_errors` add likewise (a
-        bound on the spectral norms), and :attr:`truncation_error` is ``||copy - self||_F``.
-        It costs two thin factorizations and an SVD of the rank's size per tile, against the kernel
-        evaluations and ACA of a new build.
-
-        Parameters
-        ----------
-        accuracy : float
-            In ``[self.accuracy, 1)``.
-
-        Returns
-        -------
-        TLRMatrix
-            On the NumPy back end, tile by tile (not packed).
+        Each ``U V^T`` is truncated (:func:`tlrcore.compress._recompress.recompress`) with the
+        budget ``tau' - tau``, ``tau' = tau accuracy / self.accuracy``: the copy meets the accuracy
+        bound at `accuracy` whenever this matrix meets it at its own. :attr:`tile_errors` add
+        likewise; :attr:`truncation_error` is ``||copy - self||_F``. Diagonal tiles are shared as
+        read-only views (copied if packed), and copied by a factorization before it updates them.
+        The copy is on NumPy, in the tile layout.
 
         Raises
         ------
         ValueError
-            If `accuracy` is not in ``[self.accuracy, 1)``, or the matrix is not on the
-            NumPy back end.
+            If `accuracy` is not in ``[self.accuracy, 1)``, or the matrix is not on NumPy.
         ConsumedMatrixError
             If the matrix was consumed by ``cholesky(A, overwrite_a=True)``.
         """
@@ -491,7 +413,7 @@ class TLRMatrix:
         errors = None
         if self.tile_errors is not None:
             errors = np.array(self.tile_errors, dtype=np.float64)
-            for (i, j), f in zip(pairs, factors):
+            for (i, j), f in zip(pairs, factors, strict=True):
                 errors[i, j] = errors[j, i] = errors[i, j] + f.dropped
         diagonal = [
             np.array(D) if self.packed is not None else _read_only(D) for D in self.diagonal
@@ -499,8 +421,8 @@ class TLRMatrix:
         self._diagonal_shared = self._diagonal_shared or self.packed is None
         copy = type(self)(
             diagonal,
-            {pair: f[0] for pair, f in zip(pairs, factors)},
-            {pair: f[1] for pair, f in zip(pairs, factors)},
+            {pair: f[0] for pair, f in zip(pairs, factors, strict=True)},
+            {pair: f[1] for pair, f in zip(pairs, factors, strict=True)},
             self.offsets,
             accuracy,
             tolerance,
@@ -515,8 +437,8 @@ class TLRMatrix:
         """Raise :class:`ConsumedMatrixError` if the tiles were released."""
         if self._consumed:
             raise ConsumedMatrixError(
-                "A was consumed by tlr.cholesky(A, overwrite_a=True) (its tiles were released); build the "
-                "matrix again, or factor it without overwrite_a=True to keep it."
+                "A was consumed by tlr.cholesky(A, overwrite_a=True) (its tiles were released); "
+                "build the matrix again, or factor it without overwrite_a=True to keep it."
             )
 
     @property
@@ -558,9 +480,9 @@ class TLRMatrix:
         return ranks
 
     def pack(self) -> PackedTiles:
-        """The matrix in the packed layout (:class:`~tlrcore.packed.tiles.PackedTiles`): the
-        storage itself if it was built that way, else a copy made once (the matrix keeps
-        its tile layout and its default factorization)."""
+        """The matrix in the packed layout (:class:`~tlrcore.packed.tiles.PackedTiles`): its
+        storage if built so, else a copy made once (the matrix keeps its layout and default
+        factorization)."""
         if self.packed is not None:
             return self.packed
         if self._packed_copy is None:
@@ -576,41 +498,38 @@ class TLRMatrix:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the dense diagonal tiles and the low-rank factors (padding
-        included in the packed layout)."""
+        """Bytes of the dense diagonal tiles and low-rank factors (padding included if packed)."""
         if self.packed is not None:
             return self.packed.nbytes
         dense = sum(D.nbytes for D in self.diagonal)
-        return dense + sum(U.nbytes + V.nbytes for U, V in zip(self.U.values(), self.V.values()))
+        return dense + sum(
+            U.nbytes + V.nbytes for U, V in zip(self.U.values(), self.V.values(), strict=True)
+        )
 
     def frobenius_norm(self) -> float:
         """``||A_tlr||_F``, exactly, from the factors (no densification)."""
         if self.packed is not None:
             return self.packed.frobenius_norm()
         total = sum(float(np.sum(D * D)) for D in self.diagonal)
-        for U, V in zip(self.U.values(), self.V.values()):
+        for U, V in zip(self.U.values(), self.V.values(), strict=True):
             total += 2.0 * float(np.sum((U.T @ U) * (V.T @ V)))
         return math.sqrt(total)
 
     def error_bound(self) -> float:
-        """Relative error bound ``sqrt(n_t (n_t - 1)) tau / ||A_tlr||_F`` implied by the
-        per-tile tolerance (when no tile was capped by ``max_rank``)."""
+        """Relative error bound ``sqrt(n_t (n_t - 1)) tau / ||A_tlr||_F`` of the tile tolerance
+        (when no tile was capped by ``max_rank``)."""
         norm = self.frobenius_norm()
         n_t = self.n_tiles
         return math.sqrt(n_t * (n_t - 1)) * self.tolerance / norm if norm > 0 else 0.0
 
     # ------------------------------------------------------------------ products
     def __matmul__(self, x: ArrayLike) -> BackendArray:
-        """``A_tlr @ x`` for a vector ``(n,)`` or a matrix ``(n, k)`` (an array of the
-        matrix's back end in the packed layout).
+        """``A_tlr @ x`` for a vector ``(n,)`` or a matrix ``(n, k)`` (an array of the matrix's back
+        end in the packed layout).
 
-        Each row tile of the result, ``D_i x_i + sum_{j<i} U_ij V_ij^T x_j + sum_{j>i}
-        V_ji U_ji^T x_j``, is one task of the tile pool, so that a diagonal tile is read
-        once whatever the number of columns (in chunks of columns, each chunk read all the
-        diagonal tiles again, and two threads took 37 ms instead of 51 ms on one for
-        8,192 sites, tiles of 1024 and 64 columns). The result does not depend on the
-        number of threads.
-        """
+        Each row tile of the result, ``D_i x_i + sum_{j<i} U_ij V_ij^T x_j + sum_{j>i} V_ji U_ji^T
+        x_j``, is one task of the tile pool, so each diagonal tile is read once. The result does
+        not depend on the number of threads."""
         if self.packed is not None:
             return self.packed.symmetric_matmul(check_operand(x, self.n, "x", self.backend.xp))
         x = check_operand(x, self.n, "x")
@@ -647,12 +566,9 @@ class TLRMatrix:
         return A
 
     def _diagonal_in_place(self, k):
-        """Diagonal tile `k` as a Fortran-ordered array to factor in place: the tile itself
-        (a C-ordered tile through its transpose, the same symmetric matrix), or None where
-        it must be copied (shared with views, read-only or not contiguous).
-
-        Only for ``cholesky(A, overwrite_a=True)``, which consumes the matrix.
-        """
+        """Diagonal tile `k` as a Fortran-ordered array to factor in place (a C-ordered tile through
+        its transpose), or None where it must be copied (shared, read-only or not contiguous).
+        Only for ``cholesky(A, overwrite_a=True)``."""
         D = self._diagonal[k]
         if self._diagonal_shared or not D.flags.writeable:
             return None
@@ -661,18 +577,11 @@ class TLRMatrix:
         return D.T if D.flags.c_contiguous else None
 
     def _release_column(self, k):
-        """Free tile column `k` (the diagonal tile and the tiles below it).
+        """Free tile column `k`, for ``cholesky(A, overwrite_a=True)`` (which marks the matrix
+        consumed when it returns or raises).
 
-        Only for ``cholesky(A, overwrite_a=True)``, which marks the matrix consumed when
-        it returns or raises (:meth:`_consume`); until then it still reads the tiles.
-
-        Returns
-        -------
-        int
-            Bytes of the low-rank factors released that NumPy had allocated
-            (:func:`~tlrcore.concurrency.heap.numpy_allocated_bytes`): those of factors read from a
-            worker's memory file go back to the system without a heap trim.
-        """
+        Returns the bytes of the low-rank factors released that NumPy had allocated
+        (:func:`~tlrcore.concurrency.heap.numpy_allocated_bytes`)."""
         self._diagonal[k] = _RELEASED
         released = 0
         for i in range(k + 1, self.n_tiles):
@@ -686,7 +595,10 @@ class TLRMatrix:
 
     def __repr__(self) -> str:
         if self._consumed:
-            return f"TLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, consumed)"
+            return (
+                f"TLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, "
+                "consumed)"
+            )
         return (
             f"TLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, "
             f"mean_rank={self.mean_rank:.1f}, nbytes={self.nbytes})"

@@ -37,8 +37,9 @@ def _cupy_backend():
             import cupy
         except ImportError as exc:
             raise ValueError(
-                "backend='cupy' needs CuPy, which is not installed ("
-                f"{exc}); install the GPU extra, e.g. pip install 'geostat-tlr[gpu]', or use backend='numpy'."
+                f"backend='cupy' needs CuPy, which is not installed ({exc}); install it for your "
+                "CUDA version, e.g. pip install cupy-cuda12x (or, from a clone of the repository, "
+                "pip install \".[gpu]\"), or use backend='numpy'."
             ) from None
         try:
             count = cupy.cuda.runtime.getDeviceCount()

@@ -10,18 +10,10 @@ __all__ = ["Backend"]
 
 
 class Backend:
-    """An array module and the linear algebra the TLR algorithms need from it.
-
-    Subclasses set :attr:`name` and :attr:`xp` and implement the methods that raise
-    ``NotImplementedError`` here. Every method takes and returns arrays of this back end;
-    batched methods take stacks ``(..., m, m)``.
-
-    Attributes
-    ----------
-    name : str
-    xp : module
-        ``numpy`` or a module with the same interface.
-    """
+    """An array module `xp` (``numpy`` or one with its interface) and the linear algebra the TLR
+    algorithms need; subclasses set :attr:`name` and :attr:`xp` and implement the methods that
+    raise ``NotImplementedError``. Methods take and return arrays of this back end; batched
+    ones take stacks ``(..., m, m)``."""
 
     name = "abstract"
     xp = np
@@ -47,45 +39,22 @@ class Backend:
         return np.asarray(a)
 
     def small_kernels(self):
-        """Context for work made of many small kernels (batched tile operations).
-
-        On the CPU it pins BLAS to one thread (threaded OpenBLAS slows small
-        eigensolvers and QRs down by 10x and more); on the GPU it does nothing.
-        """
+        """Context for work made of many small kernels: BLAS on one thread on the CPU (threaded
+        OpenBLAS slows small eigensolvers and QRs), nothing on the GPU."""
         return nullcontext()
 
     def synchronize(self):
-        """Wait until queued device work is done (for timings); a no-op on the CPU."""
+        """Wait until queued device work is done; a no-op on the CPU."""
 
     def cholesky(self, a):
-        """Lower Cholesky factors of one matrix or a stack, with LAPACK's ``info``.
-
-        Parameters
-        ----------
-        a : array of shape (..., m, m)
-            Symmetric; only the lower triangle is read. Not modified.
-
-        Returns
-        -------
-        L : array of shape (..., m, m)
-            Lower triangular; meaningless where ``info != 0``.
-        info : ndarray of int, shape (...)
-            On the host. ``0`` for success, ``j > 0`` when the leading minor of order ``j``
-            is not positive definite.
-        """
+        """Lower Cholesky factors ``L`` of `a`, one matrix or a stack ``(..., m, m)`` (lower
+        triangle read; not modified), and LAPACK's ``info`` on the host (``j > 0``: leading minor
+        ``j`` not positive definite; ``L`` then meaningless)."""
         raise NotImplementedError
 
     def solve_triangular(self, a, b, lower=True, trans=False):
-        """``op(a)^{-1} b`` with ``op(a) = a`` or ``a^T``, for one system or a stack.
-
-        Parameters
-        ----------
-        a : array of shape (..., m, m)
-            Triangular.
-        b : array of shape (..., m, k)
-        lower : bool, default True
-        trans : bool, default False
-        """
+        """``op(a)^{-1} b``, ``op(a) = a`` or ``a^T`` (`trans`), for triangular `a` ``(..., m, m)``
+        and `b` ``(..., m, k)``."""
         raise NotImplementedError
 
     def eigh(self, a):
@@ -105,26 +74,12 @@ class Backend:
     # :meth:`solve_triangular` and ``xp``.
 
     def dense_cholesky(self, a, overwrite=False):
-        """Lower Cholesky factor of one symmetric matrix, possibly in `a`'s memory.
+        """Lower Cholesky factor of one symmetric matrix (one triangle read), in `a`'s memory if
+        `overwrite`; returns ``(L, info)``.
 
-        Parameters
-        ----------
-        a : array of shape (m, m)
-            Symmetric; only one triangle is read.
-        overwrite : bool, default False
-            Allow the factor to take `a`'s memory (`a` is then destroyed).
-
-        Returns
-        -------
-        L : array of shape (m, m)
-            On success, the factor with a zero strict upper triangle. On failure, an
-            array whose strict upper triangle still holds the matrix's (its diagonal and
-            lower triangle are lost): ``triu(L, 1)`` and the saved diagonal rebuild the
-            matrix without a copy having been kept.
-        info : int
-            0 for success, ``j > 0`` when the leading minor of order ``j`` is not
-            positive definite.
-        """
+        On success ``L`` has a zero strict upper triangle. On failure (``info = j > 0``, leading
+        minor ``j``) the array's strict upper triangle still holds the matrix's, so it can be
+        rebuilt with the saved diagonal."""
         L, info = self.cholesky(a)
         return (L, 0) if not int(info) else (a, int(info))
 
@@ -134,8 +89,7 @@ class Backend:
         return self.solve_triangular(L, z, lower=True, trans=True)
 
     def cholesky_inverse(self, L, lower=False):
-        """``(L L^T)^{-1}``: the full symmetric inverse, or with ``lower=True`` its lower
-        triangle (strict upper triangle zero)."""
+        """``(L L^T)^{-1}``, or with `lower` its lower triangle (strict upper zero)."""
         xp = self.xp
         L_inv = self.solve_triangular(L, xp.eye(L.shape[0]), lower=True)
         inverse = L_inv.T @ L_inv
@@ -146,10 +100,8 @@ class Backend:
         return a @ b
 
     def squareform(self, values, n, diagonal):
-        """The symmetric ``n x n`` matrix of condensed off-diagonal `values` (the pairs
-        ``i < j`` row by row, as ``scipy.spatial.distance.pdist``) and a constant
-        `diagonal`: one masked copy into each triangle (a mask of ``n^2`` bytes), not a
-        copy per row (on an H200, 30 ms at 1,024 sites: a kernel launch per copy)."""
+        """The symmetric ``n x n`` matrix of condensed off-diagonal `values` (``pdist``'s order) and
+        a constant `diagonal`, by one masked copy into each triangle (not one kernel per row)."""
         xp = self.xp
         upper = xp.arange(n)[:, None] < xp.arange(n)  # the pairs i < j, row by row: pdist's order
         out = xp.empty((n, n))
@@ -159,9 +111,9 @@ class Backend:
         return out
 
     def cdist(self, a, b):
-        """Euclidean distances between the rows of `a` and of `b`, summed coordinate by
-        coordinate as ``scipy.spatial.distance.cdist`` does (exact zeros for equal rows;
-        the Gram-matrix form ``|a|^2 + |b|^2 - 2 a.b`` loses them to cancellation)."""
+        """Euclidean distances between the rows of `a` and `b`, summed coordinate by coordinate as
+        ``scipy.spatial.distance.cdist`` (exact zeros for equal rows, where the Gram form
+        cancels)."""
         d2 = a[:, 0, None] - b[None, :, 0]
         d2 *= d2
         for k in range(1, a.shape[1]):
@@ -171,8 +123,7 @@ class Backend:
         return self.xp.sqrt(d2, out=d2)
 
     def like(self, x, reference):
-        """`x` (an array of this back end) as the kind of array `reference` is: on the
-        host when `reference` is a NumPy array, else as it is."""
+        """`x` as the kind of array `reference` is: on the host for a NumPy `reference`."""
         return self.to_host(x) if isinstance(reference, np.ndarray) else x
 
     def __repr__(self):

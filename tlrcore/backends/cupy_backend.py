@@ -72,7 +72,7 @@ class CupyBackend(Backend):
         if a.ndim > 2 and a.shape[-1] > _BATCHED_JACOBI_MAX:
             # cuSOLVER's batched Jacobi solver stops at 32; beyond, CuPy loops over single
             # calls. These Gram matrices are small: solving them on the host in parallel
-            # costs a transfer of q^2 numbers each (to be measured against the loop).
+            # costs a transfer of q^2 numbers each.
             lam, vec = host_eigh(cupy.asnumpy(a))
             return cupy.asarray(lam), cupy.asarray(vec)
         with cupyx.errstate(linalg="raise"):

@@ -1,11 +1,9 @@
 """Argument checks of the batched kernels: the two batch forms, back end, dtypes, shapes.
 
-A batch is either *fixed* (one 3-D array ``(b, m, n)``) or *variable* (a list or tuple of
-2-D arrays of any shapes). :func:`as_batch` checks one batch argument and converts it to
-the chosen back end; finiteness is checked later, on the stacks the kernels build
-(:func:`first_nonfinite`), so that every matrix is read once and a GPU synchronizes once
-per stack rather than once per matrix.
-"""
+A batch is *fixed* (one 3-D array ``(b, m, n)``) or *variable* (a list or tuple of 2-D
+arrays). :func:`as_batch` checks one argument and converts it to the back end; finiteness
+is checked on the stacks the kernels build (:func:`first_nonfinite`), so a GPU
+synchronizes once per stack, not per matrix."""
 
 from __future__ import annotations
 
@@ -19,11 +17,8 @@ _FORMS = "a 3-D array (b, m, n) or a list of 2-D arrays"
 
 
 def choose_backend(backend, *batches):
-    """The back end named by `backend`, else the one of the first array among `batches`.
-
-    A list takes the back end of its first item; an empty batch (or a list of nested
-    lists) gives NumPy.
-    """
+    """The back end named by `backend`, else that of the first array among `batches` (a list's
+    first item); NumPy for an empty batch."""
     if backend is not None:
         return get_backend(backend)
     for batch in batches:
@@ -34,7 +29,7 @@ def choose_backend(backend, *batches):
 
 
 def _real_array(a, backend, label):
-    """`a` as a float64 array of `backend`; TypeError naming `label` if it cannot be one."""
+    """`a` as a float64 array of `backend`; TypeError naming `label` otherwise."""
     dtype = getattr(a, "dtype", None)
     if dtype is None:
         try:
@@ -53,37 +48,22 @@ def _real_array(a, backend, label):
         return backend.asarray(a)
     except (TypeError, ValueError) as exc:
         raise TypeError(
-            f"{label} cannot become a {backend.name} array ({exc}); put every matrix on one back end, "
-            "or pass backend= naming the one they are on."
+            f"{label} cannot become a {backend.name} array ({exc}); put every matrix on one back "
+            "end, or pass backend= naming the one they are on."
         ) from None
 
 
 def as_batch(value, name, backend, square=False, vectors=False):
-    """Check the batch argument `value` and return it on `backend`.
+    """Check the batch argument `value` (named `name`) and return ``(fixed, batch)``, ``fixed``
+    True for the 3-D array form, ``batch`` float64 arrays of `backend`.
 
-    Parameters
-    ----------
-    value : array of shape (b, m, n), or list or tuple of 2-D arrays
-    name : str
-        The argument's name, for messages.
-    backend : Backend
-    square : bool
-        Every matrix must be square.
-    vectors : bool
-        A list may also hold 1-D arrays (single right-hand sides).
-
-    Returns
-    -------
-    fixed : bool
-        True for the 3-D array form.
-    batch : array or list of arrays
-        float64 arrays of `backend`.
+    With `square` every matrix must be square; with `vectors` a list may hold 1-D arrays.
 
     Raises
     ------
     TypeError
-        `value` is neither form, or holds complex or non-numeric entries, or arrays of
-        another back end.
+        `value` is neither form, holds complex or non-numeric entries, or arrays of another
+        back end.
     ValueError
         Wrong number of dimensions, or a non-square matrix where `square`.
     """
@@ -126,8 +106,8 @@ def shapes(batch, fixed):
 
 
 def labeled_shapes(batch, fixed):
-    """``(label, shape)`` pairs to check: one for a fixed batch (label ``""``, the shape of
-    its matrices, even when it is empty), one per matrix of a list (label ``"[i]"``)."""
+    """``(label, shape)`` pairs to check: one for a fixed batch (label ``""``, even when empty),
+    one per matrix of a list (label ``"[i]"``)."""
     if fixed:
         return [("", tuple(batch.shape[1:]))]
     return [(f"[{i}]", tuple(a.shape)) for i, a in enumerate(batch)]
@@ -143,7 +123,7 @@ def check_scalar(value, name):
 
 
 def first_nonfinite(backend, stack, indices):
-    """The smallest entry of `indices` whose matrix in `stack` has a NaN or an infinity, or None."""
+    """The smallest of `indices` whose matrix in `stack` has a NaN or infinity, or None."""
     xp = backend.xp
     finite = backend.to_host(xp.isfinite(stack).all(axis=(-2, -1)))
     bad = np.asarray(indices)[~finite]

@@ -1,22 +1,10 @@
 """Running a plan: work units, host threads, and collecting the results in the caller's form.
 
-On back ends whose kernels compute on the calling host thread (``backend.host_threads``),
-every bucket is cut into parts of at most :data:`UNIT_BYTES` (and into at least
-``workers`` parts), run on a thread pool of ``TLRCORE_NUM_THREADS`` threads (default: the
-CPU count, at most 8), BLAS on one thread each, as elsewhere in tlrcore; a fixed-size
-batch's parts are copied into one result array as they finish. Measured on the 2-core
-CPU (``benchmarks/gpu.py --parts 1``):
-
-* the pool gave 2.1x on idle cores (2,000 matrices of orders 16-512: 41.4 GFLOP/s
-  against 19.8 on one thread), 1.0-1.1x when other processes kept both cores busy;
-* with buckets cut only into ``workers`` parts, 7,853 matrices peaked at 22.8 GiB and
-  the variable batch ran at 23 GFLOP/s; with 16 MB parts, 18.2 GiB and 35 GFLOP/s
-  (smaller stacks, in memory the allocator reuses); parts of 0.25-4 MB were 10-20%
-  slower than 16 MB.
-
-Device back ends queue their work asynchronously: their buckets stay whole (one call
-each) and run on the calling thread.
-"""
+On back ends that compute on the calling host thread (``backend.host_threads``), every
+bucket is cut into parts of at most :data:`UNIT_BYTES` (and at least ``workers`` parts),
+run on a thread pool of ``TLRCORE_NUM_THREADS`` threads with BLAS on one thread each;
+small parts keep stacks in memory the allocator reuses. Device back ends queue work
+asynchronously: their buckets stay whole and run on the calling thread."""
 
 from __future__ import annotations
 
@@ -33,8 +21,8 @@ UNIT_BYTES = 16 * 2**20
 
 
 def units(backend, groups, item_bytes):
-    """The ``(indices, shape)`` work units of the buckets `groups` (see module docstring);
-    ``item_bytes(shape)`` is the memory one matrix of the bucket occupies."""
+    """The ``(indices, shape)`` work units of the buckets `groups`; ``item_bytes(shape)`` is one
+    matrix's memory."""
     if not backend.host_threads:
         return list(groups)
     threads = workers()
@@ -48,30 +36,20 @@ def units(backend, groups, item_bytes):
 
 
 def run(backend, work, task):
-    """Yield ``(unit, task(*unit))`` for each unit of `work`, in order; on a thread pool on
-    host-thread back ends."""
+    """Yield ``(unit, task(*unit))`` for each unit of `work`, in order (on a thread pool on
+    host-thread back ends)."""
     threads = min(workers(), len(work)) if backend.host_threads else 1
     if threads <= 1:
         for unit in work:
             yield unit, task(*unit)
         return
     with ThreadPoolExecutor(threads, thread_name_prefix="tlrcore-batched") as pool:
-        yield from zip(work, pool.map(lambda unit: task(*unit), work))
+        yield from zip(work, pool.map(lambda unit: task(*unit), work), strict=True)
 
 
 class Results:
-    """Results of a batch, gathered stack by stack into the caller's form.
-
-    Parameters
-    ----------
-    backend : Backend
-    fixed : bool
-        The batch is one array: :meth:`value` is one array ``(count, *shape)``.
-    shapes : list of tuple
-        The shape of each result.
-    fixed_shape : tuple, optional
-        For a fixed batch, the shape of every result.
-    """
+    """Results of a batch, gathered stack by stack: one array ``(count, *fixed_shape)`` for a
+    `fixed` batch, else a list of arrays of `shapes`."""
 
     def __init__(self, backend, fixed, shapes, fixed_shape=None):
         self.backend, self.fixed, self.shapes = backend, fixed, shapes
@@ -109,8 +87,8 @@ class Results:
 
 
 def assemble(backend, work, func, fixed, shapes, item_shape):
-    """Run `func` over the `work` parts (:func:`run`) and put the results together
-    (:class:`Results`); an input part with non-finite values raises, naming the first."""
+    """Run `func` over the `work` parts and put the results together; a part with non-finite
+    input raises, naming the first."""
     results = Results(backend, fixed, shapes, item_shape)
     nonfinite = []
     for (indices, _), (out, bad) in run(backend, work, func):

@@ -1,25 +1,14 @@
 """How a batch of matrices of varying shapes becomes a few stacked calls.
 
-Each item of a batch has integer dimensions (a Cholesky factor: its order ``m``; a
-triangular solve: ``(m, k)``; a product: ``(m, k, n)``). A *plan* gives the dimensions
-each item is computed at, and the items that share them form one *bucket*: one stacked
-call. ``"group"`` computes every item at its own dimensions (one call per distinct
-shape, no extra flops); ``"pad"`` rounds every dimension up to the grid :func:`pad_up`
-(few calls; dimensions about 9% larger at most, see :data:`PAD_RATIO`). Padding is
-exact: matrices to factor or solve with get an identity block (``chol(diag(A, I)) =
-diag(chol(A), I)``), everything else zeros.
-
-``"auto"`` picks the back end's ``batched_strategy``, as measured by ``benchmarks/gpu.py
---parts 1``. On the 2-core CPU grouping won: stacking costs a copy per matrix either way,
-and the CPU gains little from fewer calls. NumPy's stacked Cholesky copies every matrix
-into LAPACK's column order and back, and these transposing copies are 2.5x slower when
-the order is a multiple of 64 (cache conflicts of 512-byte strides; one thread, stacks of
-order 256: 10 GFLOP/s, 264: 26; 512: 14, 520: 36; LAPACK on the same matrices in place:
-34-44 at all four orders), so ``auto`` there moves such orders (from 128) up by 8
-(:func:`off_alignment`; the back end's ``cholesky_off_alignment``). Every other back end pads: on a
-GPU each call costs launches and a synchronization (the back end returns ``info`` on the
-host), which is what padding saves; that choice is not yet measured.
-"""
+A *plan* gives the dimensions each item (``m``; ``(m, k)``; ``(m, k, n)``) is computed at;
+items sharing them form one *bucket*, one stacked call. ``"group"`` keeps every item's own
+dimensions (no extra flops); ``"pad"`` rounds them up to the grid of :func:`pad_up` (at
+most about 9 % larger), exactly: matrices to factor or solve with get an identity block
+(``chol(diag(A, I)) = diag(chol(A), I)``), others zeros. ``"auto"`` is the back end's
+``batched_strategy``: grouping on the CPU, where fewer calls gain little, with Cholesky
+orders that are multiples of 64 (from 128) moved up by 8 (:func:`off_alignment`: NumPy's
+transposing stack copies suffer cache conflicts there); padding on a GPU, where each call
+costs launches and a synchronization."""
 
 from __future__ import annotations
 
@@ -46,8 +35,8 @@ def check_strategy(strategy):
 
 
 def _grid(limit):
-    """Padded sizes up to at least `limit`: the multiples of 8 up to 64, then multiples of
-    8 about ``PAD_RATIO`` apart (at least 8), skipping multiples of 64."""
+    """Padded sizes up to at least `limit`: multiples of 8 up to 64, then multiples of 8 about
+    ``PAD_RATIO`` apart, skipping multiples of 64."""
     global _GRID
     if _GRID[-1] < limit:
         sizes = list(_GRID)
@@ -74,16 +63,8 @@ def off_alignment(dims):
 
 
 def computed_dims(dims, strategy, backend, factor=False):
-    """Dimensions at which each item is computed.
-
-    Parameters
-    ----------
-    dims : ndarray of int, shape (count, d)
-    strategy : {"auto", "group", "pad"}
-    backend : Backend
-    factor : bool
-        The first dimension is the order of a matrix to factor (see :func:`off_alignment`).
-    """
+    """Dimensions ``(count, d)`` at which each item of `dims` is computed; with `factor` the first
+    dimension is the order of a matrix to factor (:func:`off_alignment`)."""
     resolved = backend.batched_strategy if strategy == "auto" else strategy
     if resolved == "pad":
         return pad_up(dims)
@@ -108,12 +89,9 @@ def buckets(computed):
 
 
 def pack(backend, batch, fixed, indices, shape, identity=False):
-    """Stack the matrices `indices` of `batch` into an array ``(len(indices), *shape)``.
-
-    Matrices smaller than `shape` fill its leading block; the rest is zero, with ones on
-    the padded part of the diagonal when `identity`. When nothing is padded, the part of a
-    fixed batch and a single matrix are views.
-    """
+    """Stack the matrices `indices` of `batch` into ``(len(indices), *shape)``: each in the
+    leading block, zeros elsewhere (ones on the padded diagonal with `identity`); views when
+    nothing is padded."""
     xp = backend.xp
     if fixed:  # `indices` are consecutive
         part = batch[int(indices[0]) : int(indices[-1]) + 1]

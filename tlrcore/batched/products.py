@@ -1,10 +1,8 @@
 """Batched matrix products ``C[i] = alpha op(A[i]) op(B[i]) + beta C[i]`` of varying shapes.
 
-The tile low-rank algorithms multiply ``b x r_i`` by ``r_i x s`` factors with a rank
-``r_i`` of their own per tile; this stacks such products by shape (``"group"``) or pads
-ranks and sizes with zeros to a grid (``"pad"``) and multiplies each stack with one
-``matmul``.
-"""
+The tile algorithms multiply ``b x r_i`` by ``r_i x s`` factors with a rank of their own
+per tile: the products are stacked by shape (``"group"``) or padded with zeros to a grid
+(``"pad"``), one ``matmul`` per stack."""
 
 from __future__ import annotations
 
@@ -71,43 +69,38 @@ def gemm(
     check_finite=True,
     backend=None,
 ):
-    """Products ``C[i] = alpha op(A[i]) op(B[i]) + beta C[i]`` for a batch, ``op(X) = X`` or ``X^T``.
+    """Products ``C[i] = alpha op(A[i]) op(B[i]) + beta C[i]``, ``op(X) = X`` or ``X^T``.
 
     Parameters
     ----------
-    As : array of shape (b, m, k), or list or tuple of 2-D arrays
-        Fixed-size batch (one array) or variable-size batch (any shapes).
-    Bs : array or list or tuple of 2-D arrays
-        In the form of `As`; ``op(Bs[i])`` has as many rows as ``op(As[i])`` has columns.
+    As, Bs : array of shape (b, m, k), or list or tuple of 2-D arrays
+        Fixed- or variable-size batches of one form; ``op(Bs[i])`` has as many rows as
+        ``op(As[i])`` has columns.
     transa, transb : bool, default False
-        Use the transposes of ``A[i]`` or ``B[i]``.
     alpha, beta : float, default 1.0 and 0.0
     Cs : array or list or tuple of 2-D arrays, optional
-        In the form of `As`, ``Cs[i]`` of shape ``(rows of op(A[i]), columns of op(B[i]))``;
-        needed when ``beta != 0`` and ignored otherwise (as in BLAS). Not modified.
+        In the form of `As`, of the shape of the product; needed for ``beta != 0``, ignored
+        otherwise, not modified.
     strategy : {"auto", "group", "pad"}, default "auto"
-        ``"group"`` stacks the products of equal shapes; ``"pad"`` pads every dimension with
-        zeros to a grid (about 9% apart) and stacks by padded shape; ``"auto"``
-        uses what was measured fastest on the back end (see :mod:`tlrcore.batched`).
+        Stack equal shapes (``"group"``), or pad with zeros to a grid about 9 % apart
+        (``"pad"``); ``"auto"``: the back end's choice.
     check_finite : bool, default True
-        Reject NaN or infinite entries.
     backend : str or Backend, optional
-        Default: the back end of `As` (of its first matrix for a list).
+        Default: the back end of `As`.
 
     Returns
     -------
     array of shape (b, m, n), or list of 2-D arrays
-        New arrays, in the form of `As`; they may be views into larger stacks.
+        New arrays in the form of `As` (possibly views into larger stacks).
 
     Raises
     ------
     TypeError
-        An argument is neither form, the forms differ, values are complex or non-numeric,
-        or `alpha` or `beta` is not a real number.
+        An argument is neither form, the forms differ, values are complex or non-numeric, or
+        `alpha` or `beta` is not a real number.
     ValueError
-        Different numbers of matrices, wrong dimensions, inner dimensions or ``Cs[i]``
-        shapes that do not agree, ``beta != 0`` without `Cs`, non-finite values, or an
-        unknown `strategy`.
+        Different numbers of matrices, wrong dimensions, shapes that do not agree, ``beta !=
+        0`` without `Cs`, non-finite values, or an unknown `strategy`.
 
     Examples
     --------
@@ -127,23 +120,24 @@ def gemm(
     _checks.check_pairs("As", As, "Bs", Bs, fixed, fixed_b)
     a_shapes = [(label, _op_shape(s, transa)) for label, s in _checks.labeled_shapes(As, fixed)]
     b_shapes = [_op_shape(s, transb) for _, s in _checks.labeled_shapes(Bs, fixed)]
-    for (label, a), b in zip(a_shapes, b_shapes):
+    for (label, a), b in zip(a_shapes, b_shapes, strict=True):
         if a[1] != b[0]:
             raise ValueError(
-                f"op(As{label}) has {a[1]} columns but op(Bs{label}) has {b[0]} rows; they must agree "
-                "(check transa and transb)."
+                f"op(As{label}) has {a[1]} columns but op(Bs{label}) has {b[0]} rows; they must "
+                "agree (check transa and transb)."
             )
-    shapes = [(a[0], b[1]) for (_, a), b in zip(a_shapes, b_shapes)]
+    shapes = [(a[0], b[1]) for (_, a), b in zip(a_shapes, b_shapes, strict=True)]
     if Cs is not None:
         fixed_c, Cs = _checks.as_batch(Cs, "Cs", backend)
         _checks.check_pairs("As", As, "Cs", Cs, fixed, fixed_c)
-        for shape, (label, c_shape) in zip(shapes, _checks.labeled_shapes(Cs, fixed)):
+        for shape, (label, c_shape) in zip(shapes, _checks.labeled_shapes(Cs, fixed), strict=True):
             if shape != c_shape:
                 raise ValueError(
-                    f"Cs{label} has shape {c_shape} but op(As{label}) op(Bs{label}) has shape {shape}."
+                    f"Cs{label} has shape {c_shape} but op(As{label}) op(Bs{label}) has shape "
+                    f"{shape}."
                 )
     dims = np.array(
-        [(a[0], a[1], b[1]) for (_, a), b in zip(a_shapes, b_shapes)], dtype=int
+        [(a[0], a[1], b[1]) for (_, a), b in zip(a_shapes, b_shapes, strict=True)], dtype=int
     ).reshape(-1, 3)
     if fixed:
         fixed_shape = shapes[0]
@@ -159,12 +153,13 @@ def gemm(
         m, k, n = shape
         stored = [_op_shape((m, k), transa), _op_shape((k, n), transb), (m, n)]
         stacks = [
-            plan.pack(backend, batch, fixed, indices, s) for (_, batch), s in zip(operands, stored)
+            plan.pack(backend, batch, fixed, indices, s)
+            for (_, batch), s in zip(operands, stored, strict=False)
         ]
         if check_finite:
             bad = [
                 (i, name)
-                for (name, _), stack in zip(operands, stacks)
+                for (name, _), stack in zip(operands, stacks, strict=True)
                 if (i := _checks.first_nonfinite(backend, stack, indices)) is not None
             ]
             if bad:

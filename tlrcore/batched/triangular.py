@@ -44,24 +44,21 @@ def cholesky(mats, strategy="auto", check_finite=True, backend=None):
     Parameters
     ----------
     mats : array of shape (b, m, m), or list or tuple of square 2-D arrays
-        A fixed-size batch (one array) or a variable-size batch (any orders). Only the
-        lower triangles are read; nothing is modified.
+        A fixed-size batch, or a variable-size batch of any orders; lower triangles read,
+        nothing modified.
     strategy : {"auto", "group", "pad"}, default "auto"
-        How matrices are stacked: ``"group"`` makes one stacked call per distinct order;
-        ``"pad"`` pads each matrix with an identity block to a grid of orders (about 9%
-        apart) and makes one call per grid order; ``"auto"`` uses what was
-        measured fastest on the back end (see :mod:`tlrcore.batched`). Every strategy
-        gives the same factors up to rounding.
+        One stacked call per distinct order (``"group"``), or per order of a grid about 9 %
+        apart, padding with identity blocks (``"pad"``); ``"auto"``: the back end's choice.
+        The factors agree to rounding.
     check_finite : bool, default True
-        Reject matrices with NaN or infinite entries.
+        Reject NaN and infinite entries.
     backend : str or Backend, optional
         Default: the back end of `mats` (of its first matrix for a list).
 
     Returns
     -------
     array of shape (b, m, m), or list of 2-D arrays
-        Lower triangular ``L[i]`` with ``L[i] @ L[i].T = mats[i]``, in the form of `mats`
-        (a list for a list or tuple). They may be views into larger stacks.
+        ``L[i]`` with ``L[i] @ L[i].T = mats[i]``, in the form of `mats` (possibly views).
 
     Raises
     ------
@@ -70,8 +67,8 @@ def cholesky(mats, strategy="auto", check_finite=True, backend=None):
     ValueError
         Wrong dimensions, a non-square matrix, non-finite values, or an unknown `strategy`.
     tlrcore.NotPositiveDefiniteError
-        Some matrix is not numerically positive definite; ``.tile`` is the index of the
-        first such matrix in the batch, and the message gives its failing leading minor.
+        ``.tile`` is the index of the first matrix that is not numerically positive definite,
+        the message gives its failing leading minor.
 
     Examples
     --------
@@ -95,7 +92,7 @@ def cholesky(mats, strategy="auto", check_finite=True, backend=None):
         if len(stack) > 1:
             return backend.cholesky(stack), None
         # One matrix: the back end's single-matrix path (on the CPU, LAPACK without NumPy's
-        # copies in and out of a stack: 2.9x at order 264, 1.4x at 1,400, one thread).
+        # copies in and out of a stack).
         L, info = backend.cholesky(stack[0])
         return (L[None], info), None
 
@@ -114,9 +111,9 @@ def cholesky(mats, strategy="auto", check_finite=True, backend=None):
     if failed:
         index, order = min(failed)
         raise NotPositiveDefiniteError(
-            f"mats[{index}] is not positive definite (leading minor of order {order} of {shapes[index][0]}); it "
-            "is the first such matrix of the batch. Check that it is symmetric with positive eigenvalues, or add "
-            "a small multiple of the identity to it.",
+            f"mats[{index}] is not positive definite (leading minor of order {order} of "
+            f"{shapes[index][0]}); it is the first such matrix of the batch. Check that it is "
+            "symmetric with positive eigenvalues, or add a small multiple of the identity to it.",
             tile=index,
         )
     return results.value()
@@ -151,25 +148,20 @@ def solve_triangular(
 def solve_triangular(
     Ls, Bs, lower=True, trans=False, strategy="auto", check_finite=True, backend=None
 ):
-    """Solve ``op(L[i]) X[i] = B[i]`` for a batch of triangular matrices, ``op(L) = L`` or ``L^T``.
+    """Solve ``op(L[i]) X[i] = B[i]``, ``op(L) = L`` or ``L^T`` (`trans`), for a batch.
 
     Parameters
     ----------
     Ls : array of shape (b, m, m), or list or tuple of square 2-D arrays
-        Triangular matrices; only the triangle named by `lower` is read.
+        Triangular; only the triangle named by `lower` is read.
     Bs : array of shape (b, m, k), or list or tuple of 1-D or 2-D arrays
-        Right-hand sides, in the same form as `Ls`; ``Bs[i]`` has ``Ls[i].shape[0]`` rows
-        and any number of columns (a 1-D array is one right-hand side).
-    lower : bool, default True
-    trans : bool, default False
-        Solve with ``L[i]^T``.
+        In the form of `Ls`, ``Bs[i]`` with ``Ls[i].shape[0]`` rows (1-D: one right-hand side).
+    lower, trans : bool, default True and False
     strategy : {"auto", "group", "pad"}, default "auto"
-        As for :func:`cholesky`; a pair is grouped or padded by its order and its number
-        of columns (``L`` with an identity block, ``B`` with zeros).
+        As for :func:`cholesky`, by order and number of columns.
     check_finite : bool, default True
-        Reject NaN or infinite entries.
     backend : str or Backend, optional
-        Default: the back end of `Ls` (of its first matrix for a list).
+        Default: the back end of `Ls`.
 
     Returns
     -------
@@ -179,13 +171,12 @@ def solve_triangular(
     Raises
     ------
     TypeError
-        Either argument is neither form, the two differ in form, or values are complex or
-        non-numeric.
+        An argument is neither form, the forms differ, or values are complex or non-numeric.
     ValueError
-        Different numbers of matrices, wrong dimensions, ``Bs[i]`` rows that differ from
-        the order of ``Ls[i]``, non-finite values, or an unknown `strategy`.
+        Different numbers of matrices, wrong dimensions, rows of ``Bs[i]`` other than the order
+        of ``Ls[i]``, non-finite values, or an unknown `strategy`.
     numpy.linalg.LinAlgError
-        On the NumPy back end, a triangular matrix with a zero on its diagonal.
+        On NumPy, a triangular matrix with a zero on its diagonal.
     """
     plan.check_strategy(strategy)
     backend = _checks.choose_backend(backend, Ls, Bs)
@@ -194,13 +185,14 @@ def solve_triangular(
     _checks.check_pairs("Ls", Ls, "Bs", Bs, fixed, fixed_b)
     vector = [] if fixed else [b.ndim == 1 for b in Bs]
     if not fixed:
-        Bs = [b[:, None] if v else b for b, v in zip(Bs, vector)]
+        Bs = [b[:, None] if v else b for b, v in zip(Bs, vector, strict=True)]
     for (label, l_shape), (_, b_shape) in zip(
-        _checks.labeled_shapes(Ls, fixed), _checks.labeled_shapes(Bs, fixed)
+        _checks.labeled_shapes(Ls, fixed), _checks.labeled_shapes(Bs, fixed), strict=True
     ):
         if l_shape[0] != b_shape[0]:
             raise ValueError(
-                f"Bs{label} has {b_shape[0]} rows but Ls{label} has order {l_shape[0]}; they must agree."
+                f"Bs{label} has {b_shape[0]} rows but Ls{label} has order {l_shape[0]}; they must "
+                "agree."
             )
     shapes = _checks.shapes(Bs, fixed)
     dims = np.array(shapes, dtype=int).reshape(len(shapes), 2)
@@ -225,4 +217,4 @@ def solve_triangular(
         return backend.solve_triangular(L, B, lower=lower, trans=trans), None
 
     out = _run.assemble(backend, work, solve, fixed, shapes, tuple(Bs.shape[1:]) if fixed else None)
-    return out if fixed else [x[:, 0] if v else x for x, v in zip(out, vector)]
+    return out if fixed else [x[:, 0] if v else x for x, v in zip(out, vector, strict=True)]

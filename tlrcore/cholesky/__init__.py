@@ -1,31 +1,13 @@
-r"""TLR Cholesky factorization ``A ~ L L^T``: :func:`cholesky` chooses the variant.
+"""TLR Cholesky factorization ``A ~ L L^T``: :func:`cholesky` chooses the variant among
+:mod:`~tlrcore.cholesky.left` (left-looking, ARA; the default in the tile layout),
+:mod:`~tlrcore.cholesky.right` (right-looking, QR and SVD recompression: a deterministic
+reference), :mod:`~tlrcore.cholesky.pivoted` (tile pivoting) and
+:mod:`~tlrcore.cholesky.packed` (whole tile columns in the packed layout, any back end),
+with the :mod:`~tlrcore.cholesky.safeguards`; the factors are in
+:mod:`~tlrcore.cholesky.factor`.
 
-Modules
--------
-left
-    Left-looking, every off-diagonal tile updated and compressed once by ARA (H2Opus,
-    Algorithms 3-6); the default for a matrix in the tile layout.
-right
-    Right-looking, the trailing tiles recompressed by QR and SVD after every column: no
-    random sampling; the reference the left-looking factor is checked against.
-pivoted
-    Left-looking with symmetric tile pivoting (``safeguard="pivot"``).
-packed
-    Left-looking on whole tile columns with batched kernels in the packed layout
-    (:mod:`tlrcore.packed`), on any back end; the default for a packed matrix.
-safeguards
-    Compensation, shift, Schur compensation and modified Cholesky for matrices that lost
-    definiteness.
-factor
-    The factors: :class:`TLRCholesky` (tile layout) and :class:`PackedCholesky`.
-_steps
-    The steps the tile-layout variants (and :mod:`tlrcore.ldl`) share.
-
-The attribute ``tlrcore.cholesky`` is the function :func:`cholesky` (``tlrcore`` imports
-it over the package's name), so ``import tlrcore.cholesky.left as m`` fails; write
-``from tlrcore.cholesky import left``, ``from tlrcore.cholesky.left import left_looking``
-or ``importlib.import_module("tlrcore.cholesky.left")``.
-"""
+``tlrcore.cholesky`` is the function :func:`cholesky` (imported over the package's name),
+so ``import tlrcore.cholesky.left as m`` fails; write ``from tlrcore.cholesky import left``."""
 
 from __future__ import annotations
 
@@ -78,62 +60,41 @@ def cholesky(
     A : TLRMatrix
         Symmetric positive definite (or, with a `safeguard` or `shift`, nearly so).
     accuracy : float, optional
-        Relative accuracy of the updated tiles: each is compressed to the absolute
-        tolerance ``accuracy * ||A||_F / n_tiles``. Default: the tolerance `A` was built
-        with.
+        Updated tiles are compressed to ``accuracy ||A||_F / n_tiles`` (default: `A`'s
+        tolerance).
     block_size : int, default 16
-        ARA sampling block (columns per sample) of the left-looking variant.
+        ARA sampling block.
     random_state : int, default 0
-        Seeds the per-tile samples of the left-looking variant; equal inputs give
-        bit-identical factors. (The right-looking variant recompresses by QR and SVD and
-        uses neither this nor `block_size`.)
+        Seeds the samples; equal inputs give bit-identical factors.
     overwrite_a : bool, default False
-        Release the tiles of `A` as soon as the factorization no longer needs them, which
-        keeps the peak memory near the larger of `A` and its factor; the left-looking
-        variant also factors the diagonal tiles in place (unless views of
-        :meth:`~tlrcore.TLRMatrix.shared` or :meth:`~tlrcore.TLRMatrix.truncated` read
-        them). `A` is consumed,
-        whether the factorization succeeds or fails: any later use of it raises
-        :class:`~tlrcore.ConsumedMatrixError`. Not with ``safeguard="shift"``, which may
-        restart from `A`.
+        Release `A`'s tiles once no longer needed (peak memory near the larger of `A` and its
+        factor), factoring diagonal tiles in place unless views
+        (:meth:`~tlrcore.TLRMatrix.shared`, :meth:`~tlrcore.TLRMatrix.truncated`) read them.
+        `A` is consumed even on failure. Not with ``safeguard="shift"``.
     variant : {"left", "right", "packed"}, optional
-        ``"left"``: left-looking, every tile updated and compressed once by ARA
-        (:mod:`tlrcore.cholesky.left`). ``"right"``: right-looking, the trailing tiles
-        updated and recompressed by QR and SVD after every column
-        (:mod:`tlrcore.cholesky.right`): slower and without safeguards, but with no random
-        sampling, so an independent reference for the left-looking factor (it ignores
-        `block_size` and `random_state`). ``"packed"``: left-looking on whole tile
-        columns with batched kernels in the packed layout (:mod:`tlrcore.cholesky.packed`),
-        the GPU algorithm, on any back end; every safeguard but ``"pivot"``. Default:
-        ``"packed"`` if `A` is in the packed layout (built with ``method="batched"``, e.g.
-        on a GPU), else ``"left"``. ``"batched"``, the former name of ``"packed"``, is
-        deprecated.
+        ``"right"`` has no random sampling and no safeguards; ``"packed"`` (the GPU
+        algorithm) has every safeguard but ``"pivot"``. Default ``"packed"`` for a packed `A`
+        (``method="batched"``), else ``"left"``; ``"batched"`` is a deprecated alias of
+        ``"packed"``.
     safeguard : None, str or sequence of str, default None
-        What to do when the matrix is not positive definite at this accuracy (see
-        :mod:`tlrcore.cholesky.safeguards`): ``"compensate"`` (always-on compensation of
-        every diagonal tile, H2Opus sec. 5.1.1: the update's compression tail in diagonal
-        rowsum form, and a lift of each nearly singular tile by the compression errors
-        of its tile row, ``A.tile_errors``; changes positive definite input too, within
-        ``||L L^T - A_tlr||_F <= (1 + sqrt(b / n_t) + 1.25 sqrt(b)) accuracy
-        ||A_tlr||_F``), ``"compensate-block"`` (the same with the tail as a full block,
-        ``1 + 1 / sqrt(n_t) + 1.25 sqrt(b)``; it perturbs less), ``"shift"`` (retry with
-        the smallest sufficient diagonal shift, a power-of-two multiple of the tile
-        tolerance), ``"schur"`` (Schur compensation of
-        a failing tile only), ``"modified"`` (modified Cholesky on a failing diagonal
-        tile), ``"pivot"`` (tile pivoting, :mod:`tlrcore.cholesky.pivoted`); combine as
-        ``"compensate+modified"`` or ``("compensate", "shift")``. None raises.
+        For a matrix not positive definite at this accuracy
+        (:mod:`tlrcore.cholesky.safeguards`): ``"compensate"`` (every tile gets back its
+        update's compression tail in rowsum form, nearly singular tiles a lift by
+        ``A.tile_errors``; within ``||L L^T - A_tlr||_F <= (1 + sqrt(b / n_t) + 1.25 sqrt(b))
+        accuracy ||A_tlr||_F``), ``"compensate-block"`` (the tail as a block: ``1 + 1 /
+        sqrt(n_t) + 1.25 sqrt(b)``), ``"shift"`` (retry with the smallest sufficient
+        power-of-two multiple of the tile tolerance), ``"schur"`` (compensate failing tiles
+        only), ``"modified"`` (modified Cholesky of a failing tile), ``"pivot"`` (tile
+        pivoting); combine as ``"compensate+modified"`` or ``("compensate", "shift")``.
     shift : float, default 0.0
         Added to every diagonal entry of `A` (which is not modified).
 
     Returns
     -------
     TLRCholesky or PackedCholesky
-        (the latter from the packed variant, with arrays of `A`'s back end); both meet
-        :class:`tlrcore.CholeskyFactor`. With
-        ``.perturbation = ||E||_F`` (0.0 when nothing was changed),
-        ``.perturbation_parts`` (``||.||_F`` by source: shift, compensation, lift, schur,
-        modified), ``.shift``, ``.compensated_tiles``, ``.lifted_tiles``,
-        ``.modified_tiles``, ``.backend`` and, with tile pivoting, ``.perm``.
+        A :class:`tlrcore.CholeskyFactor` on `A`'s back end, with ``.perturbation =
+        ||E||_F`` (0.0 when nothing changed), ``.perturbation_parts``, ``.shift``,
+        ``.compensated_tiles``, ``.lifted_tiles``, ``.modified_tiles`` and ``.perm``.
 
     Raises
     ------
@@ -142,12 +103,11 @@ def cholesky(
     ConsumedMatrixError
         If `A` was consumed by an earlier ``cholesky(A, overwrite_a=True)``.
     ValueError
-        If `accuracy` is not in (0, 1), `variant` is not ``"left"``, ``"right"`` or
-        ``"packed"``, a safeguard name is unknown, `shift` is negative, or the combination
-        of options is not supported.
+        If `accuracy` is not in (0, 1), `variant` or a safeguard is unknown, `shift` is
+        negative, or the options do not combine.
     NotPositiveDefiniteError
-        If an updated diagonal tile is not positive definite and the safeguards could not
-        help; ``.tile`` is its index (its position in the factor, with tile pivoting).
+        If an updated diagonal tile is not positive definite and the safeguards did not help;
+        ``.tile`` is its index (its factor position, with tile pivoting).
     """
     if not isinstance(A, TLRMatrix):
         raise TypeError(f"A must be a tlrcore.TLRMatrix; got {type(A).__name__}.")
@@ -214,8 +174,8 @@ def cholesky(
 def _safeguarded(
     A, tolerance, guards, shift, block_size, random_state, overwrite_a, variant="left"
 ):
-    """Left-looking factorization with the safeguards; retries with a growing shift
-    under ``"shift"``."""
+    """Left-looking factorization with the safeguards; under ``"shift"``, retries with a growing
+    shift."""
     if variant == "packed":
 
         def factorization(A, tolerance, diagonal, block_size, random_state, overwrite_a):
@@ -248,16 +208,18 @@ def _safeguarded(
             if attempt + 1 == len(extra):
                 if "shift" in guards and tolerance == 0:
                     raise NotPositiveDefiniteError(
-                        f"diagonal tile {exc.tile} is not positive definite, and safeguard='shift' has no shift to "
-                        "try: A is zero (||A||_F = 0), so the tile tolerance, the unit of its shifts, is 0 and no "
-                        f"relative shift exists. {ZERO_MATRIX_HINT}",
+                        f"diagonal tile {exc.tile} is not positive definite, and safeguard='shift' "
+                        "has no shift to try: A is zero (||A||_F = 0), so the tile tolerance, the "
+                        "unit of its shifts, is 0 and no relative shift exists. "
+                        f"{ZERO_MATRIX_HINT}",
                         tile=exc.tile,
                     ) from exc
                 if len(extra) > 1:
                     raise NotPositiveDefiniteError(
-                        f"{exc} The automatic shift reached {shift + added:.3g} ({added / tolerance:.0f} "
-                        "tile tolerances), past the bound that guarantees success for a positive "
-                        "semidefinite A; A is probably indefinite (use tlrcore.ldl).",
+                        f"{exc} The automatic shift reached {shift + added:.3g} "
+                        f"({added / tolerance:.0f} tile tolerances), past the bound that "
+                        "guarantees success for a positive semidefinite A; A is probably "
+                        "indefinite (use tlrcore.ldl).",
                         tile=exc.tile,
                     ) from exc
                 raise

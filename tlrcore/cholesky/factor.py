@@ -1,7 +1,5 @@
-"""The Cholesky factors ``A ~ L L^T``: :class:`TLRCholesky` (tile by tile, from the
-left-looking, right-looking and pivoted variants) and :class:`PackedCholesky` (the packed
-layout, from the packed variant, on any back end). Both meet the factor contract
-:class:`tlrcore.CholeskyFactor`."""
+"""The Cholesky factors ``A ~ L L^T``: :class:`TLRCholesky` (tile layout) and
+:class:`PackedCholesky` (packed layout, any back end), both :class:`tlrcore.CholeskyFactor`."""
 
 from __future__ import annotations
 
@@ -31,35 +29,23 @@ class TLRCholesky(TileFactor):
     n, n_tiles, offsets
         As for :class:`~tlrcore.TLRMatrix`.
     diagonal : list of ndarray
-        Dense lower-triangular diagonal tiles ``L(k, k)``.
+        ``L(k, k)``, dense lower triangular.
     U, V : dict of (int, int) to ndarray
         ``L(i, k) = U[i, k] @ V[i, k].T`` for ``i > k``.
     tolerance : float
         Absolute Frobenius tolerance of the updated tiles.
     perm : ndarray of int or None
-        With tile pivoting, the site order of the factor: ``A[perm][:, perm] ~ L L^T``
-        (the methods below take and return vectors in the order of ``A``). None without.
-    perturbation : float
-        ``||E||_F`` of the change the safeguards made on purpose, beyond compression:
-        ``L L^T ~ A + E``. Exactly 0.0 when none was needed.
+        With tile pivoting ``A[perm][:, perm] ~ L L^T`` (the methods work in ``A``'s order).
+    perturbation, shift : float
+        ``||E||_F`` of the safeguards' changes, ``L L^T ~ A + E`` (exactly 0.0 for none), and
+        the diagonal shift in ``E``.
     perturbation_parts : dict of str to float
-        ``||.||_F`` of ``E`` by source (``"shift"``, ``"compensation"`` (the update
-        tails), ``"lift"`` (the compensation of the off-diagonal errors), ``"schur"``,
-        ``"modified"``); all 0.0 when nothing was changed.
-    shift : float
-        The diagonal shift in ``E`` (explicit plus automatic).
+        ``||.||_F`` of ``E`` by source (``"shift"``, ``"compensation"``, ``"lift"``,
+        ``"schur"``, ``"modified"``).
     compensated_tiles, lifted_tiles, modified_tiles : tuple of int
-        Factor positions of the diagonal tiles changed by Schur compensation, by the
-        lift of ``"compensate"`` and by modified Cholesky.
+        Factor positions of the diagonal tiles changed so.
     backend : Backend
-        :data:`tlrcore.backends.NUMPY`: the factor's arrays are NumPy arrays.
-
-    Notes
-    -----
-    The substitutions and ``multiply_lower`` run with BLAS on one thread: their calls (a
-    triangular solve per diagonal tile, two thin products per low-rank tile) are too small
-    to amortize thread synchronization. With 64 right-hand sides on the 2-core development
-    machine, two OpenBLAS threads made them 1.6-2.4 times slower (n = 16,384 and 66,560).
+        :data:`tlrcore.backends.NUMPY`.
     """
 
     def __init__(
@@ -84,7 +70,9 @@ class TLRCholesky(TileFactor):
     def nbytes(self) -> int:
         """Bytes held by the factor."""
         dense = sum(D.nbytes for D in self.diagonal)
-        return dense + sum(U.nbytes + V.nbytes for U, V in zip(self.U.values(), self.V.values()))
+        return dense + sum(
+            U.nbytes + V.nbytes for U, V in zip(self.U.values(), self.V.values(), strict=True)
+        )
 
     def logdet(self) -> float:
         """``log det(L L^T)``."""
@@ -102,17 +90,13 @@ class TLRCholesky(TileFactor):
 
     @one_blas_thread
     def solve_lower(self, b: ArrayLike) -> FloatArray:
-        """``L^{-1} P b`` by forward substitution over tiles (vector or matrix `b`; ``P`` is
-        the tile pivoting's permutation, the identity without). The columns of a matrix
-        are solved in chunks on the tile pool
-        (:func:`~tlrcore.concurrency.threads.by_column_chunks`)."""
+        """``L^{-1} P b`` by forward substitution over tiles (``P`` the tile pivoting's
+        permutation); a matrix's columns are solved in chunks on the tile pool."""
         return by_column_chunks(self._forward, self._to_factor_order(self._check_rhs(b)))
 
     def _forward(self, x):
-        """Forward substitution in place on the C-ordered `x`. The tiles before the first
-        nonzero row of `x` stay zero (``L^{-1}`` is lower triangular) and are skipped,
-        which leaves the result as it is: the columns of the identity a cross-validation
-        solves with, grouped by factor position, start late."""
+        """Forward substitution in place on the C-ordered `x`, skipping the tiles before its first
+        nonzero row (they stay zero)."""
         nonzero = np.flatnonzero(np.any(x.reshape(x.shape[0], -1) != 0, axis=1))
         if not nonzero.size:
             return x
@@ -126,8 +110,7 @@ class TLRCholesky(TileFactor):
 
     @one_blas_thread
     def solve_upper(self, b: ArrayLike) -> FloatArray:
-        """``P^T L^{-T} b`` by backward substitution over tiles (in column chunks, as
-        :meth:`solve_lower`)."""
+        """``P^T L^{-T} b`` by backward substitution over tiles, in column chunks."""
         return self._from_factor_order(by_column_chunks(self._backward, self._check_rhs(b)))
 
     def _backward(self, x):
@@ -141,8 +124,7 @@ class TLRCholesky(TileFactor):
 
     @one_blas_thread
     def multiply_lower(self, z: ArrayLike) -> FloatArray:
-        """``P^T L z`` (e.g. to draw Gaussian vectors with covariance ``P^T L L^T P``), in
-        column chunks as :meth:`solve_lower`."""
+        """``P^T L z`` (e.g. Gaussian draws with covariance ``P^T L L^T P``), in column chunks."""
         return self._from_factor_order(by_column_chunks(self._multiply, self._check_rhs(z)))
 
     def _multiply(self, z):
@@ -159,8 +141,7 @@ class TLRCholesky(TileFactor):
         return self.solve_upper(self.solve_lower(b))
 
     def to_dense(self) -> FloatArray:
-        """The factor ``L`` as a dense lower-triangular array (of ``A[perm][:, perm]`` with
-        tile pivoting)."""
+        """``L`` as a dense lower-triangular array (of ``A[perm][:, perm]`` with tile pivoting)."""
         L = np.zeros((self.n, self.n))
         for k, D in enumerate(self.diagonal):
             L[self.tile(k), self.tile(k)] = D
@@ -179,25 +160,10 @@ class TLRCholesky(TileFactor):
 
 
 class PackedCholesky:
-    """TLR Cholesky factor ``A ~ L L^T`` in the packed layout, on the factor's back end; a
-    :class:`~tlrcore.CholeskyFactor`.
-
-    Right-hand sides may be NumPy arrays or arrays of the back end; results are arrays of
-    the back end. The interface is that of :class:`~tlrcore.TLRCholesky`.
-
-    Attributes
-    ----------
-    packed : PackedTiles
-        ``L``: the lower-triangular diagonal tiles and the tile columns.
-    backend, n, n_tiles, offsets, tolerance
-    perturbation, shift : float
-        Set by the factorization: ``||E||_F`` of the shift, and the shift.
-    gemm_flops : float
-        Flops of the factorization's low-rank products (sampling, projection, diagonal
-        updates), counted from the operand shapes, padding included; for rates.
-    allocated_bytes : int
-        Memory the factor holds: :attr:`nbytes` and the unused slots of its tile pool.
-    """
+    """TLR Cholesky factor in the packed layout (`packed`), on its back end, with the interface
+    of :class:`~tlrcore.TLRCholesky`; right-hand sides NumPy arrays or arrays of the back end.
+    ``gemm_flops`` counts the low-rank products' flops (padding included) and
+    ``allocated_bytes`` adds the tile pool's unused slots to :attr:`nbytes`."""
 
     perm: IntArray | None = None
     gemm_flops = 0.0

@@ -1,63 +1,23 @@
-r"""Left-looking TLR Cholesky factorization (H2Opus, Algorithms 3-6).
+"""Left-looking TLR Cholesky factorization ([1]_, Algorithms 3-6; the tile algorithm of [2]_).
 
-For each tile column ``k``:
+For tile column ``k``: ``L(k, k) = chol(A(k, k) - W W^T)``, ``W = [U(k, 0) C_0 | ...]``
+with ``C_j C_j^T = V(k, j)^T V(k, j)`` (one ``dsyrk``; in place with ``overwrite_a``); each
+``A(i, k) - U_i M_ik U_k^T``, ``M_ik = blockdiag(V(i, j)^T V(k, j))``, sampled through the
+stacked factors and compressed to the tile tolerance by ARA, never formed; then ``L(i, k) =
+U (L(k, k)^{-1} V)^T`` for the column in one solve. A column's tiles share their Gaussian
+blocks (one seed per column) and run on the tile pool, most work first (dynamic batching
+on the CPU), stored by tile index: the factor is bit-identical for any number of threads.
+Lookahead: a chain thread factors diagonal tile ``k + 1`` while the pool works on column
+``k``.
 
-1. **Diagonal update.** ``D = A(k, k) - sum_{j<k} L(k, j) L(k, j)^T``. With the Cholesky
-   factor ``C_j C_j^T = V(k, j)^T V(k, j)`` of the small Gram matrix
-   (:func:`~tlrcore.cholesky._steps.gram_root`), ``L(k, j) L(k, j)^T = (U(k, j) C_j)(U(k, j) C_j)^T``,
-   so ``D = A(k, k) - W W^T`` with ``W = [U(k, 0) C_0 | ... ]``: one symmetric rank-k update
-   (``dsyrk``, lower triangle only); then ``L(k, k) = chol(D)``. With ``overwrite_a``,
-   ``D`` is ``A(k, k)``'s own array (a C-ordered tile through its transpose, the same
-   symmetric matrix), updated and factored in place: the 64 diagonal tiles of 131,072
-   sites are 2.1 GB that the factor then does not allocate and fault in again.
-2. **Off-diagonal update, sampled once.** Each tile below the diagonal,
-   ``A(i, k) - sum_{j<k} U(i, j) V(i, j)^T V(k, j) U(k, j)^T
-   = U_A V_A^T - U_i M_ik U_k^T`` with ``M_ik = blockdiag(V(i, j)^T V(k, j))``, is never
-   formed: adaptive randomized approximation samples it through products with these
-   stacked factors and compresses it to the tile tolerance in a single step. The
-   stacked ``U_i = [U(i, 0) | ... | U(i, k-1)]`` is read in place: each tile row of ``L``
-   keeps its ``U`` factors side by side in one buffer
-   (:class:`~tlrcore.cholesky._steps.RowPanels`); ``M_ik`` is kept as its blocks
-   (:class:`~tlrcore.cholesky._steps.BlockDiagonal`). At 131,072 sites (64 tile
-   columns) the per-tile copy of ``U_i`` and the dense, mostly zero ``M_ik`` had cost
-   an eighth of the factorization. The blocks ``V(i, j)^T V(k, j)`` come from one Gram
-   matrix per finished column ``j`` (:class:`~tlrcore.cholesky._steps.ColumnGrams`),
-   computed by a pool thread while the next column is updated: a 131,072-site
-   factorization 5-7 % faster than with each tile's own small products.
-3. **Triangular solve on V only.** ``L(i, k) = U V^T L(k, k)^{-T} = U (L(k, k)^{-1} V)^T``,
-   for all tiles of the column at once (their ``V`` side by side: one BLAS-3 solve that
-   reads ``L(k, k)`` once, split across the worker threads).
-
-All tiles of a column sample with the same Gaussian blocks (one seed per column), so
-the products of the shared stacked factor ``U(k, :k)^T`` with them are computed once
-per column (:class:`~tlrcore.cholesky._steps.ColumnSamples`) rather than once per tile;
-each tile's samples stay independent of its data, which is all ARA's error estimate
-needs.
-
-Tiles of one column are independent and are compressed by a thread pool (BLAS on one
-thread each). They are handed to the pool in descending order of estimated work (a cost
-model of the ARA products, from the rank of ``A(i, k)`` and the stacked ranks of
-``L(i, :k)`` and ``L(k, :k)``), so the largest tiles start first and the threads refill
-from the queue as tiles finish: the CPU analogue of the paper's dynamic batching, which
-keeps a few large tiles from finishing alone at the end of a column. Results are stored
-by tile index and every column has its own seed, so the factor is bit-identical from run
-to run and for any number of threads.
-
-Lookahead: diagonal tile ``k + 1`` needs only ``L(k + 1, :k + 1)``, so tile
-``(k + 1, k)`` is compressed first, and a thread of its own (the chain) solves it and
-updates and factors diagonal tile ``k + 1`` while the pool compresses the rest of column
-``k`` and, once that is solved with ``L(k, k)``, the tiles of column ``k + 1``: only
-column ``k + 1``'s triangular solve waits for ``L(k + 1, k + 1)``. The dense diagonal work
-(a quarter to a third of the total) thus runs beside the tile work instead of holding
-it up.
-
-The dense routines run on these threads (``dpotrf``, ``dsyrk``, ``dtrsm``, the SVDs of
-recompression) release the GIL (:mod:`tlrcore._lapack`); through SciPy's wrappers,
-which hold it, two threads on two cores factored 65,536 sites only 1.2 times faster than
-one thread.
-
-Reached through ``tlrcore.cholesky(A)`` (``variant="left"``, the default for a matrix in
-the tile layout).
+References
+----------
+.. [1] Boukaram, W., Zampini, S., Turkiyyah, G., Keyes, D. E. (2021). H2OPUS-TLR: High
+   performance tile low rank symmetric factorizations using adaptive randomized
+   approximation. arXiv:2108.11932.
+.. [2] Akbudak, K., Ltaief, H., Mikhalev, A., Keyes, D. E. (2017). Tile low rank Cholesky
+   factorization for climate/weather modeling applications on manycore architectures.
+   ISC High Performance, LNCS 10266, 22-40.
 """
 
 from __future__ import annotations
@@ -89,19 +49,17 @@ from tlrcore.concurrency.threads import (
 
 __all__ = ["TRIM_BYTES", "left_looking"]
 
-#: With ``overwrite_a``, the C heap is trimmed (:func:`~tlrcore.concurrency.heap.trim_heap`) once
-#: the released low-rank factors of ``A`` in the heap add up to this many bytes: a trim
-#: also hands back the free pages of the factorization's own short-lived arrays, which
-#: the next column then faults in again (at 131,072 sites a trim after every column
-#: doubled the system time of the factorization). Factors read from a worker's memory file
-#: are not counted: their memory goes back to the system when they are released (at
-#: 131,072 sites, 0.8-0.9 instead of 1.2-1.4 s of system time, the same peak).
+#: With ``overwrite_a``, the C heap is trimmed (:func:`~tlrcore.concurrency.heap.trim_heap`)
+#: once the released low-rank factors of ``A`` in the heap add up to this many bytes, not
+#: after every column: a trim also hands back the free pages of the factorization's own
+#: short-lived arrays, which the next column then faults in again. Factors read from a
+#: worker's memory file are not counted: their memory goes back when they are released.
 TRIM_BYTES = 64 << 20
 
 
 def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a):
-    """Left-looking factorization of `A`, each updated tile compressed to `tolerance` and
-    each diagonal tile factored by the :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer`."""
+    """Left-looking factorization of `A` into a :class:`TLRCholesky`, each updated tile
+    compressed to `tolerance`, each diagonal tile factored by `factorizer`."""
     n_t = A.n_tiles
     seeds = column_seeds(random_state, n_t)
     diagonal, U, V = [None] * n_t, {}, {}
@@ -147,8 +105,7 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             samples = ColumnSamples(Uk, block_size)
 
             def update(i, k=k, Uk=Uk, samples=samples):
-                """``V`` of the updated tile ``(i, k)``, its ``U`` appended to row `i` (the
-                only row the tile writes to, and no other tile of the column reads)."""
+                """``V`` of the updated tile ``(i, k)``, its ``U`` appended to row `i`."""
                 Ut, Vt = sampled_update(
                     A.U[i, k],
                     A.V[i, k],
@@ -182,7 +139,7 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             updated = collect()
             ranks = [Vt.shape[1] for Vt in updated]
             solved = solve_stacked(diagonal[k], updated, run)
-            for i, Vt in zip(rest, np.hsplit(solved, np.cumsum(ranks)[:-1])):
+            for i, Vt in zip(rest, np.hsplit(solved, np.cumsum(ranks)[:-1]), strict=False):
                 V[i, k] = Vt
             if k + 1 < n_t:
                 solved_next.result()

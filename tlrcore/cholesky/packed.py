@@ -1,33 +1,18 @@
-r"""Left-looking TLR Cholesky on whole tile columns with batched kernels (GPU layout).
+"""Left-looking TLR Cholesky on whole tile columns with batched kernels, in the packed layout
+([1]_, Algorithms 4-6).
 
-The algorithm of :mod:`tlrcore.cholesky.left` (H2Opus, Algorithms 4-6) on the
-:class:`~tlrcore.packed.tiles.PackedTiles` layout, written only with the back end's array
-module: it runs unchanged on NumPy and on CuPy, where every step is a handful of batched
-GEMMs over the tiles of a column and the factor never leaves the GPU. For column ``k``
-(``p = n_tiles - k - 1`` tiles below the diagonal):
+Written with the back end's array module only (on CuPy the factor stays on the GPU). For
+column ``k``: ``L(k, k) = chol(D_k)``, the diagonal tiles below updated eagerly; the tiles
+``A(i, k) - sum_{j<k} L(i, j) L(k, j)^T`` compressed by batched ARA through
+:class:`~tlrcore.packed.update.ColumnUpdate` (a few batched GEMMs per width class of the
+:class:`~tlrcore.packed.pool.TilePool`); ``V(i, k) <- L(k, k)^{-1} V(i, k)`` in one solve.
+Kernel launches per column grow with the width classes in use, not with ``k``.
 
-1. ``L(k, k) = chol(D_k)``: one Cholesky. The diagonal tiles are updated eagerly: after
-   column ``k`` is done, ``D_i -= U(i, k) (V(i, k)^T V(i, k)) U(i, k)^T`` for all ``i > k``
-   at once (two batched GEMMs per rank segment), instead of ``k`` small updates per tile
-   later.
-2. The updated tiles ``T_i = A(i, k) - sum_{j<k} L(i, j) L(k, j)^T`` are compressed by the
-   batched ARA of :mod:`tlrcore.compress.ara_batched`, which sees them through
-   :class:`~tlrcore.packed.update.ColumnUpdate`: the factor's tiles ``(i, j)``,
-   ``i > k > j``, and ``(k, j)`` are gathered by width class from the
-   :class:`~tlrcore.packed.pool.TilePool` that holds them, and a sample or projection of
-   the whole column is a few batched GEMMs per class. Tiles that converge leave the
-   batch.
-3. ``V(i, k) <- L(k, k)^{-1} V(i, k)`` for the whole column in one triangular solve; the
-   column's tiles are copied into the pool in runs of one width class, and the factor's
-   :class:`~tlrcore.packed.column.TileColumn` holds views of it.
-
-Launches: a few per width class and sampling round, and a few per run of the column for
-the diagonal updates: per column they grow with the number of width classes in use, not
-with ``k``. Counted by ``benchmarks/launch_count.py`` (every array operation, accuracy
-1e-8, tile 128, ``n_tiles`` = 32, 64, 128; the last as at ``n = 131,072`` with tile
-1024): 1,132, 1,366 and 1,590 per column, 203,000 in all at 128 tiles, against 1,560,
-2,822 and 5,186 per column (664,000) when the update was sampled column by column and
-segment by segment.
+References
+----------
+.. [1] Boukaram, W., Zampini, S., Turkiyyah, G., Keyes, D. E. (2021). H2OPUS-TLR: High
+   performance tile low rank symmetric factorizations using adaptive randomized
+   approximation. arXiv:2108.11932.
 """
 
 from __future__ import annotations
@@ -60,30 +45,17 @@ _MIN_WORK_BYTES = 64 * 2**20
 
 
 def packed_left_looking(P, tolerance, factorizer, block_size, random_state, release=None):
-    """Factor the packed matrix `P`; `factorizer` supplies the diagonal shift, added to
-    all diagonal tiles at once, and factors each tile under the safeguards by the rules
-    the tile path uses (:meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.safeguarded`
-    on a :class:`PackedTile`). Compensation and ``"schur"`` read the update off ``A``'s
-    diagonal tile, so not with `release`, which drops it.
+    """Factor the packed matrix `P` into a :class:`PackedCholesky`, the shift and safeguards of
+    `factorizer` applied by :meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.safeguarded`
+    on a :class:`PackedTile`; NotPositiveDefiniteError names the first tile that fails.
 
-    ``release(k)``, if given, is called when tile column `k` of the matrix is no longer
-    needed (``overwrite_a``); the packed column is dropped as well, and the diagonal tiles
-    are overwritten by those of the factor.
-
-    Returns
-    -------
-    PackedCholesky
-
-    Raises
-    ------
-    NotPositiveDefiniteError
-        Naming the first diagonal tile that fails.
-    """
+    ``release(k)`` (``overwrite_a``) is called once tile column `k` of the matrix is no longer
+    needed (its packed column is dropped, the diagonal tiles overwritten); not with
+    compensation or ``"schur"``, which read ``A``'s diagonal tiles."""
     backend = P.backend
     xp = backend.xp
     n_t, b = P.n_tiles, P.tile_size
-    # With overwrite_a the diagonal tiles are factored in place: at n = 1M and tile 2048
-    # they alone take 16 GB.
+    # With overwrite_a the diagonal tiles are factored in place (8 n b bytes).
     D = P.diagonal if release is not None else P.diagonal.copy()
     real = xp.asarray(np.arange(P.n_padded) < P.n, dtype=xp.float64).reshape(n_t, b)
     if factorizer.shift:
@@ -143,18 +115,12 @@ def packed_left_looking(P, tolerance, factorizer, block_size, random_state, rele
 
 
 class PackedTile:
-    """Diagonal tile `k` of the packed factorization, ``D[k] = A(k, k) + shift - W W^T``
-    (padded with the identity), for
-    :meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.safeguarded`; written with the
-    back end's array module only.
+    """Diagonal tile `k` of the packed factorization, ``D[k] = A(k, k) + shift - W W^T`` (padded
+    with the identity), for :meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.safeguarded`.
 
-    The update ``W W^T`` is not at hand as a low-rank root: it is read off ``A``'s tile,
-    ``A(k, k) + shift - D[k]``, and its tail comes from one ``eigh`` of it
-    (:func:`packed_compensation`). Changes go to the real entries only, so the padding
-    stays the identity. The modified Cholesky takes the tile to the host and its factor
-    back (one round trip of a ``b x b`` tile, on a tile that failed every other
-    safeguard): GMW is a sequential pivoted loop that no back end batches.
-    """
+    The update ``W W^T`` is read off ``A``'s tile and its tail taken from one ``eigh``
+    (:func:`packed_compensation`). Changes go to the real entries only. Modified Cholesky (a
+    sequential pivoted loop no back end batches) takes the tile to the host and back."""
 
     def __init__(self, factorizer, P, D, real, k):
         self.factorizer, self.P, self.D, self.k = factorizer, P, D, k
@@ -166,7 +132,7 @@ class PackedTile:
         self._update = None
 
     def update(self):
-        """The accumulated update ``W W^T`` of the tile (zero on the padding)."""
+        """The accumulated update ``W W^T`` (zero on the padding)."""
         if self._update is None:
             xp, shift = self.backend.xp, self.factorizer.shift
             self._update = self.P.diagonal[self.k] + shift * xp.diag(self.real) - self.D[self.k]
@@ -177,7 +143,7 @@ class PackedTile:
         self._add(part, self.backend.xp.diag(values * self.real))
 
     def add_tail(self, form):
-        """Add the compensation of the update's tail, in `form` (``"rowsum"`` or ``"block"``)."""
+        """Add the compensation of the update's tail in `form` (``"rowsum"`` or ``"block"``)."""
         self._add(
             "compensation",
             packed_compensation(self.backend, self.update(), self.factorizer.tolerance, form),
@@ -201,8 +167,8 @@ class PackedTile:
         return np.tril(M) + np.tril(M, -1).T
 
     def tally_block(self, part, lower):
-        """Tally a change of the real part by the symmetric host matrix whose lower
-        triangle is `lower`."""
+        """Tally a change of the real part by the symmetric host matrix of lower triangle
+        `lower`."""
         xp = self.backend.xp
         block = xp.zeros(self.D.shape[1:])
         block[: self.size, : self.size] = xp.asarray(lower + np.tril(lower, -1).T)
@@ -216,8 +182,7 @@ class PackedTile:
         return full
 
     def change_norm2(self):
-        """``||E_k||_F^2`` of the change made to the tile (the shift apart,
-        :meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.record_shift`)."""
+        """``||E_k||_F^2`` of the change made to the tile, the shift apart."""
         if self.change is None:
             return 0.0
         return float(self.backend.xp.sum(self.change * self.change))
@@ -232,13 +197,9 @@ class PackedTile:
 
 
 def packed_compensation(backend, update, tolerance, form):
-    """The update-tail compensation of one padded diagonal tile with accumulated update
-    `update` (``W W^T``, symmetric, zero on the padding), as in
-    :meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.factor`
-    (:func:`~tlrcore.cholesky.safeguards.tail_compensation` of the update's tail ``T``
-    below `tolerance`; the lift is decided by
-    :meth:`~tlrcore.cholesky.safeguards.DiagonalFactorizer.lift_needed`). One ``eigh`` of
-    the whole tile on the back end (no host round trip)."""
+    """The update-tail compensation (:func:`~tlrcore.cholesky.safeguards.tail_compensation` of
+    the tail below `tolerance`) of a padded diagonal tile with update `update`, by one ``eigh``
+    on the back end."""
     xp = backend.xp
     lam, Q = backend.eigh(update)
     lam = xp.maximum(lam, 0.0)

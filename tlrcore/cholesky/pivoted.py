@@ -1,20 +1,19 @@
-r"""Left-looking TLR Cholesky with symmetric tile pivoting (H2Opus, Algorithm 9).
+"""Left-looking TLR Cholesky with symmetric tile pivoting.
 
-Reached through ``tlrcore.cholesky(A, safeguard="pivot")``. At step ``k`` the pivot is the
-remaining diagonal tile whose updated value ``A(i, i) - sum_{j<k} L(i, j) L(i, j)^T`` has
-the largest Frobenius norm; it becomes tile ``k`` of the factor. As in scalar pivoted
-Cholesky of a semidefinite matrix, the small (nearly singular) Schur complements are left
-for last, where their errors no longer feed many later updates.
+Reached through ``tlrcore.cholesky(A, safeguard="pivot")`` ([1]_, Algorithm 9). At step
+``k`` the pivot is the remaining diagonal tile whose updated value has the largest
+Frobenius norm; as in pivoted Cholesky of a semidefinite matrix, nearly singular Schur
+complements come last, where their errors feed few updates. The updated diagonal tiles are
+kept in a workspace (a copy of ``A``'s diagonal) and updated eagerly, one ``dsyrk`` per
+tile and column; off-diagonal tiles are sampled once by ARA as in
+:mod:`tlrcore.cholesky.left`, a tile above the diagonal in pivot order read through its
+transpose. No lookahead. The factor's ``perm`` gives ``A[perm][:, perm] ~ L L^T``.
 
-The pivot choice needs every remaining diagonal tile updated with every finished column,
-so the updated diagonal tiles are kept in a workspace (``n * tile_size`` doubles, a copy
-of the diagonal of ``A``) and updated eagerly by one ``dsyrk`` per tile and column, in
-parallel: the same work as the unpivoted diagonal updates, done earlier. The
-off-diagonal tiles are sampled once by ARA, as in :mod:`tlrcore.cholesky.left`; a tile of `A`
-above the diagonal in the pivoted order is read through its transpose. There is no
-lookahead: the next diagonal tile is not known before the column is finished.
-
-The factor stores ``perm``, the site order, with ``A[perm][:, perm] ~ L L^T``.
+References
+----------
+.. [1] Boukaram, W., Zampini, S., Turkiyyah, G., Keyes, D. E. (2021). H2OPUS-TLR: High
+   performance tile low rank symmetric factorizations using adaptive randomized
+   approximation. arXiv:2108.11932.
 """
 
 from __future__ import annotations
@@ -45,11 +44,8 @@ __all__ = ["pivoted_left_looking"]
 
 
 def pivoted_left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a=False):
-    """Tile-pivoted left-looking factorization (see the module docstring).
-
-    Parameters are those of the unpivoted :func:`tlrcore.cholesky.left.left_looking`;
-    `overwrite_a` releases nothing here (tiles are read in pivot order).
-    """
+    """Tile-pivoted left-looking factorization; parameters as
+    :func:`tlrcore.cholesky.left.left_looking` (`overwrite_a` releases nothing here)."""
     n_t = A.n_tiles
     seeds = tile_seeds(random_state, n_t)
     updated = {i: fortran_copy(A.diagonal[i]) for i in range(n_t)}
@@ -88,7 +84,7 @@ def pivoted_left_looking(A, tolerance, factorizer, block_size, random_state, ove
             work = [ara_work(A, U, i, p, block_size, columns=k) for i in rest]
             columns = start_by_work(pool, update, rest, work)()
             solved = solve_column(Lkk, [Vt for _, Vt in columns], run)
-            for i, (Ut, _), Vt in zip(rest, columns, solved):
+            for i, (Ut, _), Vt in zip(rest, columns, solved, strict=True):
                 U[i, k], V[i, k] = Ut, Vt
             list(run(lambda i, k=k: subtract_gram(updated[i], gram_root(U[i, k], V[i, k])), rest))
             counter.update()
@@ -109,8 +105,8 @@ def _strict_upper_squares(D):
 
 
 def _frobenius(D, stale):
-    """Frobenius norm of the symmetric matrix whose lower triangle is `D`'s, given the
-    sum of squares `stale` of `D`'s (not updated) strict upper triangle: no copy."""
+    """Frobenius norm of the symmetric matrix of `D`'s lower triangle, `stale` the sum of squares
+    of `D`'s stale strict upper triangle: no copy."""
     flat = D.ravel(order="K")
     diagonal = np.diagonal(D)
     lower = float(flat @ flat) - stale

@@ -1,33 +1,20 @@
-r"""Right-looking TLR Cholesky factorization: a deterministic reference for the left-looking one.
+"""Right-looking TLR Cholesky factorization: a deterministic reference for the left-looking one.
 
 Reached through ``tlrcore.cholesky(A, variant="right")``. For each tile column ``k``:
+``L(k, k) = chol(D_k)``; ``L(i, k) = U(i, k) (L(k, k)^{-1} V(i, k))^T`` in one wide solve;
+then every trailing diagonal tile gets ``D_j -= L(j, k) L(j, k)^T`` (one ``dsyrk``) and
+every trailing tile ``A(i, j) -= L(i, k) L(j, k)^T``, the stacked low-rank sum
+recompressed by QR and SVD to ``tau / sqrt(j)``: over its ``j`` updates, errors adding up
+like independent ones total about ``tau`` (aligned ones up to ``sqrt(j) tau``). Without
+random sampling the factor depends on no seed. It costs ``O(n_t^3)`` recompressions
+against the left-looking ``O(n_t^2)`` ARA compressions [1]_. Trailing tiles run on the
+tile pool, stored by tile: bit-identical for any number of threads.
 
-1. **Diagonal factorization.** ``L(k, k) = chol(D_k)``; the diagonal tile ``D_k`` already
-   carries the updates of all columns to its left.
-2. **Triangular solve on V only.** ``L(i, k) = U(i, k) (L(k, k)^{-1} V(i, k))^T`` for all
-   ``i > k``, as one wide solve (as in :mod:`tlrcore.cholesky.left`).
-3. **Trailing update.** Every diagonal tile ``j > k`` gets ``D_j -= L(j, k) L(j, k)^T``
-   (dense, one ``dsyrk`` with ``W = U(j, k) R^T`` where ``V(j, k) = Q R``), and every
-   off-diagonal tile ``(i, j)``, ``i > j > k``, gets ``A(i, j) -= L(i, k) L(j, k)^T``: the
-   low-rank sum ``[U_A | -U(i, k) C] [V_A | U(j, k)]^T`` with ``C = V(i, k)^T V(j, k)``
-   (or the transposed stacking, whichever adds the smaller rank) is recompressed by QR
-   of both factors and an SVD of the small core.
-
-Accuracy
---------
-Tile ``(i, j)`` is recompressed once for each of its ``j`` updates. Each truncation
-discards at most ``tau / sqrt(j)``, so errors that add up like independent ones total
-about ``tau``, the budget of the single ARA compression of the left-looking variant
-(aligned errors could reach ``sqrt(j) tau``). The recompression is deterministic: the
-factor does not depend on a seed.
-
-Cost
-----
-``O(n_tiles^3)`` recompressions of a stacked tile instead of ``O(n_tiles^2)`` ARA
-compressions, mostly small QR and SVD calls: this is why H2Opus (paper sec. 4) prefers
-the left-looking variant. The tiles of a trailing update are independent; a thread pool
-updates them with BLAS on one thread each, started in descending order of estimated work,
-and stores the results by tile, so the factor is bit-identical for any number of threads.
+References
+----------
+.. [1] Boukaram, W., Zampini, S., Turkiyyah, G., Keyes, D. E. (2021). H2OPUS-TLR: High
+   performance tile low rank symmetric factorizations using adaptive randomized
+   approximation. arXiv:2108.11932.
 """
 
 from __future__ import annotations
@@ -51,22 +38,11 @@ __all__ = ["right_looking"]
 
 
 def right_looking(A, tolerance, overwrite_a=False):
-    """Right-looking TLR Cholesky factorization ``A ~ L L^T``.
+    """Right-looking TLR Cholesky factorization ``A ~ L L^T``, a :class:`TLRCholesky`.
 
-    Parameters
-    ----------
-    A : TLRMatrix
-        Symmetric positive definite (checked by :func:`tlrcore.cholesky`).
-    tolerance : float
-        Absolute Frobenius tolerance of each tile of ``L`` (split over its updates, see
-        the module docstring).
-    overwrite_a : bool, default False
-        Hand the tiles of `A` to the factorization, which frees each one as soon as it is
-        replaced by its update; `A` is unusable afterwards.
-
-    Returns
-    -------
-    TLRCholesky
+    `tolerance` is the absolute Frobenius tolerance of each tile of ``L``, split over its
+    updates; with `overwrite_a` each tile of `A` is freed once replaced (`A` is then
+    unusable).
 
     Raises
     ------
@@ -85,7 +61,7 @@ def right_looking(A, tolerance, overwrite_a=False):
             Lkk = factor_diagonal(diagonal[k], k)
             factors.append(Lkk)
             below = range(k + 1, n_t)
-            for i, Vt in zip(below, solve_column(Lkk, [V[i, k] for i in below], run)):
+            for i, Vt in zip(below, solve_column(Lkk, [V[i, k] for i in below], run), strict=True):
                 V[i, k] = Vt
             _update_trailing(k, diagonal, U, V, tolerance, run)
             counter.update()
@@ -93,8 +69,8 @@ def right_looking(A, tolerance, overwrite_a=False):
 
 
 def _working_tiles(A, overwrite_a):
-    """Tiles of `A` to update: Fortran-ordered copies of the diagonal, the off-diagonal
-    factors themselves (the updates replace them, never write into them)."""
+    """Tiles of `A` to update: Fortran-ordered copies of the diagonal, the off-diagonal factors
+    themselves (replaced by updates, never written into)."""
     diagonal, U, V = [], {}, {}
     for k in range(A.n_tiles):
         diagonal.append(fortran_copy(A.diagonal[k]))
@@ -119,7 +95,7 @@ def _update_trailing(k, diagonal, U, V, tolerance, run):
         )
 
     work = [_update_work(diagonal[j].shape[0], U, i, j, k) for i, j in tiles]
-    for (i, j), result in zip(tiles, map_by_work(run, update, tiles, work)):
+    for (i, j), result in zip(tiles, map_by_work(run, update, tiles, work), strict=True):
         if i == j:
             diagonal[j] = result
         else:
@@ -127,8 +103,8 @@ def _update_trailing(k, diagonal, U, V, tolerance, run):
 
 
 def _downdate(Ua, Va, Li, Lj, tol):
-    """``Ua Va^T - (Ui Vi^T)(Uj Vj^T)^T`` recompressed to `tol`, for ``Li = (Ui, Vi)``,
-    ``Lj = (Uj, Vj)``; the update enters with rank ``min(rank Li, rank Lj)``."""
+    """``Ua Va^T - (Ui Vi^T)(Uj Vj^T)^T`` recompressed to `tol`; the update enters with rank
+    ``min(rank Li, rank Lj)``."""
     (Ui, Vi), (Uj, Vj) = Li, Lj
     core = Vi.T @ Vj
     if Ui.shape[1] <= Uj.shape[1]:
@@ -139,8 +115,7 @@ def _downdate(Ua, Va, Li, Lj, tol):
 
 
 def _update_work(size, U, i, j, k):
-    """Estimated flops of the update of tile ``(i, j)`` by column `k` (tile order `size`):
-    a ``dsyrk`` for a diagonal tile, QR of the two stacked factors for an off-diagonal one."""
+    """Estimated flops of the update of tile ``(i, j)`` by column `k`."""
     rank_j = U[j, k].shape[1]
     if i == j:
         return size * size * rank_j + size * rank_j * rank_j

@@ -1,113 +1,42 @@
-r"""Safeguards that let the TLR Cholesky factor matrices which lost definiteness.
+"""Safeguards that let the TLR Cholesky factor matrices which lost definiteness.
 
-A compressed covariance ``A_tlr = A - E_A`` of a numerically singular ``A`` (a smooth
-kernel, a long range, near-duplicate sites) is indefinite by about the tile tolerance
-``tau``, and the factorization adds its own compression errors ``F`` (one ``tau`` per
-updated tile): what it factors is ``A_tlr + F``. The safeguards change the diagonal tiles
-on purpose, by an ``E`` they tally, so that ``L L^T = A_tlr + F + E``:
+A compressed ``A_tlr = A - E_A`` of a numerically singular ``A`` is indefinite by about the
+tile tolerance ``tau = eps ||A_tlr||_F / n_t``; the factorization adds errors ``F``. The
+safeguards change diagonal tiles (size ``b``) by a tallied ``E``, ``L L^T = A_tlr + F + E``;
+all but ``"compensate"`` change nothing when every tile factors.
 
 ``"shift"``
-    Retry with ``s I`` added, ``s = tau, 2 tau, 4 tau, ...`` (on top of any explicit
-    `shift`), until the factorization succeeds. Block Gershgorin bounds the negative
-    eigenvalues of ``E_A + F`` by ``2 (n_t - 1) tau``, so success is certain (up to
-    rounding and the ARA's probabilistic error estimate) once ``s`` passes that bound;
-    the retries stop one doubling later. ``||E||_F = s sqrt(n)``.
-``"compensate"`` (``"compensate-block"``)
-    Always-on compensation (H2Opus sec. 5.1.1 with the diagonal compensation of the
-    off-diagonal errors), applied to *every* diagonal tile before its Cholesky, so that
-    the Schur complements do not lose definiteness in the first place:
+    Retry with ``s I`` added, ``s = tau, 2 tau, ...``, to one doubling past ``2 (n_t - 1) tau``.
+``"compensate"``, ``"compensate-block"``
+    Schur compensation of every tile [1]_ [2]_: the tail ``T_k ⪰ 0``, ``||T_k||_F <= tau``,
+    dropped by compressing the update is added back as ``diag(rowsum |T_k|)`` or ``T_k``. A
+    tile that fails, or whose smallest eigenvalue is below ``LIFT_MARGIN`` lifts, is lifted
+    by ``g_k = c_off sqrt(sum_{j != k} e_kj^2)`` (``e_kj = ||E_A,kj||_2``, recorded by the
+    build, else ``tau``; ``c_off = OFF_DIAGONAL_COMPENSATION``; a root sum of squares as
+    independent tile errors do not add in phase). With ``s = sqrt(b)`` (rowsum) or 1 (block)::
 
-    * the accumulated update ``D_k = W W^T`` is compressed to ``tau`` (its smallest
-      eigenvalues, ``sqrt(sum lambda_j^2) <= tau``) and the positive semidefinite
-      difference ``T_k = D_k - D̄_k`` is added back, as ``diag(rowsum |T_k|)`` (the
-      paper's preferred diagonal form, ``"compensate"``: Gershgorin gives
-      ``diag(rowsum |T|) - T ⪰ 0``) or as ``T_k`` itself (``"compensate-block"``);
-      ``||T_k||_F <= tau``, so the block form changes a tile by at most ``tau``, the
-      rowsum form by at most ``sqrt(b) tau`` (``b`` the tile size). The eigenpairs come
-      from the ``R x R`` Gram matrix ``W^T W`` when ``W`` has ``R <= b`` columns. The
-      left-looking path subtracts the compressed update ``D̄_k = H H^T`` itself (block
-      form) instead of adding ``T_k`` to ``A(k, k) - D_k``: the tail holds about two
-      thirds of the update's ``R`` directions on kernel matrices, so this costs less than
-      the plain update, and compensation adds only the Gram, its ``eigh`` and ``W Z``
-      (measured at 32K, ``benchmarks/tlr_safeguards.py`` part 1: 6-9 % over plain in
-      block form, 10-18 % in rowsum form, which forms ``T_k`` for its rowsums);
-    * the compression errors ``E_A,kj`` of ``A``'s off-diagonal tiles, recorded by the
-      build as ``e_kj = ||E_A,kj||_2`` (:attr:`tlrcore.TLRMatrix.tile_errors`, the largest
-      dropped singular value), are compensated tile by tile: tile ``k`` is lifted by
-      ``g_k = c_off sqrt(sum_{j != k} e_kj^2)``, ``c_off = OFF_DIAGONAL_COMPENSATION =
-      1.25``. Why the root sum of squares: block Gershgorin guarantees ``-E_A ⪯
-      blockdiag(sum_j e_kj I)``, but the errors of independent tiles add like a random
-      sum, not in phase. Measured on the matrices of ``benchmarks/tlr_safeguards.py``
-      (4,096 sites, tile 256, accuracy 1e-4): ``e_kj ~ 0.3-0.46 tau``, the Gershgorin sums
-      5-7 ``tau`` (18-23 times the accuracy in ``||E||_F``), while ``lambda_min(A_tlr)`` is
-      -0.7 to -4.2 ``tau``; the root sum of squares with ``c_off = 1.25`` factors all of
-      them at 1e-4, 1e-6 and 1e-8 within 10 times the accuracy (``c_off = 1`` fails on
-      Matérn 2.5 at 1e-4). A tile is lifted only when it needs it: when its Cholesky fails
-      or its smallest eigenvalue (:func:`smallest_eigenvalue_estimate`) is below
-      ``LIFT_MARGIN = 16`` lifts, so the compression errors could make it, or through
-      ``L(k, k)^{-1}`` the tiles after it, indefinite. A positive definite covariance
-      with a nugget far above the tolerance is never lifted, and its log-likelihood
-      moves only by the tails. The packed build records the same errors (the largest
-      singular value its truncation dropped, :mod:`tlrcore.compress.ara_batched`);
-      matrices without recorded errors (built from factors) take every ``e_kj`` at its
-      bound ``tau``.
+        ||L L^T - A_tlr||_F <= sqrt(n_t (n_t - 1)) tau + ||C||_F,
+        ||C||_F <= sqrt(n_t) s tau + c_off sqrt(b) ||E_A||_F,
 
-    Accuracy contract: with ``b`` the tile size, ``n = n_t b``, ``tau = eps
-    ||A_tlr||_F / n_t``,
-
-        ``||L L^T - A_tlr||_F <= ||F||_F + ||C||_F``,
-        ``||F||_F <= sqrt(n_t (n_t - 1)) tau < eps ||A_tlr||_F``,
-        ``||C||_F <= sqrt(n_t) tau s + sqrt(b sum_k g_k^2)``,
-
-    with ``s = sqrt(b)`` for the rowsum form and 1 for the block form; as ``e_kj <=
-    ||E_A,kj||_F`` and each tile pair counts twice in ``||E_A||_F^2``, ``sqrt(b sum_k
-    g_k^2) <= c_off sqrt(b) ||E_A||_F <= c_off sqrt(b) eps ||A||_F`` in the worst case, so
-    ``c = 1 + s / sqrt(n_t) + c_off sqrt(b)``, and
-    against the exact ``A`` one more ``eps ||A||_F`` for the build. The spectral errors
-    of kernel tiles are far below their Frobenius norms: measured, ``||L L^T - A||_F``
-    is 5.8-9.8 ``eps ||A||_F`` (``c`` = 25 at ``b`` = 256, ``n_t`` = 16, rowsum form).
-    ``factor.perturbation`` is the exact ``||C||_F`` (plus any shift or modification),
-    ``factor.perturbation_parts`` splits it into ``"compensation"`` (tails) and
-    ``"lift"``.
+    plus ``eps ||A||_F`` against ``A``. ``factor.perturbation`` is ``||E||_F``.
 ``"schur"``
-    Schur compensation of a failing tile only: the tail ``T`` above is added in
-    diagonal form when ``dpotrf`` fails, so a matrix that factors is never changed. It
-    rescues a tile past the first that fails by the compression of its update (sites
-    duplicated across tiles, on either layout); it cannot help tile 0 (no update) and
-    does not stop the growth described under ``"modified"``, hence ``"schur+modified"``;
-    ``"compensate"`` changes every tile instead and rescues more.
+    The rowsum compensation of a failing tile only (never tile 0, which has no update).
 ``"modified"``
-    Modified Cholesky on a diagonal tile that is still not positive definite (Algorithm
-    8): Gill–Murray–Wright with ``delta = tau`` (never 0: a zero ``tau`` means ``A = 0``
-    and raises), raised once to ``4 tau`` if ``dpotrf`` does not accept ``D + E``, and
-    refused if ``||E||_F > 2 delta sqrt(b)`` (growth in the ``LDL^T`` factor, not the
-    tile). Why it cannot rescue on its own: a tile lifted to eigenvalues ``~delta``
-    makes ``||L(k, k)^{-1}|| ~ delta^{-1/2}``; the compression errors ``~tau`` of the
-    tiles below then reach the next Schur complements as ``tau^2 / delta`` and, through
-    the cross terms, ``tau sqrt(||A_kk|| / delta)``. A modification that keeps up needs
-    ``delta >= tau sqrt(||A_kk|| / delta)``, i.e. ``delta >= tau^(2/3) ||A_kk||^(1/3)``
-    (31 ``tau`` on the Gaussian of range 0.3 above). Measured there: without
-    compensation, GMW at ``delta`` = 1, 4, 16, 31 ``tau`` produced ``||E||_F`` of
-    1e22-1e71 ``||A||_F`` (every tile modified, the growth compounding) and 2e-2 at 64
-    ``tau``; Cheng–Higham with rook pivoting 6e-2 at 4 ``tau``, 0.5 at 31 ``tau``.
-    With ``"compensate"`` no tile of those matrices fails, so ``"compensate+modified"``
-    modifies only what compensation leaves (isolated singular tiles); ``"modified"``
-    alone is for sites repeated within a tile. GMW, not Cheng–Higham, in the tile: on
-    nearly semidefinite tiles GMW's diagonal ``E`` is within 10% of the smallest
-    eigenvalue lift, Cheng–Higham's (rook) 12-17 times larger (measured at ``delta`` =
-    1-16 ``tau`` on Gaussian and duplicated-site Matérn tiles).
+    Gill–Murray–Wright modified Cholesky [3]_ of a tile still indefinite ([1]_, Algorithm 8),
+    ``delta = tau`` then ``4 tau``, refused when ``||E||_F > 2 delta sqrt(b)``. Alone it does
+    not keep up (a tile lifted to ``~delta`` passes ``tau sqrt(||A_kk|| / delta)`` on), hence
+    ``"compensate+modified"``; GMW as its ``E`` stays near the smallest-eigenvalue lift.
 ``"pivot"``
-    Tile pivoting (Algorithm 9), see :mod:`tlrcore.cholesky.pivoted`; the tile path only.
+    Tile pivoting ([1]_, Algorithm 9, :mod:`tlrcore.cholesky.pivoted`); tile layout only.
 
-Both paths, the tile layout's (:mod:`tlrcore.cholesky.left`, ``pivoted``) and the
-packed layout's (:mod:`tlrcore.cholesky.packed`), factor their diagonal tiles by the
-same rules, :meth:`DiagonalFactorizer.safeguarded`, each on its own form of the tile: the
-tile path's ``W`` is a low-rank root of the update, the packed path reads the update off
-``A``'s tile and takes its tail from an ``eigh`` of it; the packed path's modified
-Cholesky runs on the host (one ``b x b`` tile there and its factor back).
-
-``"shift"``, ``"schur"``, ``"modified"`` and ``"pivot"`` change nothing when every tile
-factors; ``"compensate"`` changes every tile, by design.
+References
+----------
+.. [1] Boukaram, W., Zampini, S., Turkiyyah, G., Keyes, D. E. (2021). H2OPUS-TLR: High
+   performance tile low rank symmetric factorizations using adaptive randomized
+   approximation. arXiv:2108.11932, Sec. 5.1.
+.. [2] Xia, J., Gu, M. (2010). Robust approximate Cholesky factorization of rank-structured
+   symmetric positive definite matrices. SIAM J. Matrix Anal. Appl. 31(5), 2899-2920.
+.. [3] Gill, P. E., Murray, W., Wright, M. H. (1981). Practical Optimization. Academic Press.
 """
 
 from __future__ import annotations
@@ -144,7 +73,7 @@ logger = logging.getLogger(__name__)
 
 SAFEGUARDS = ("compensate", "compensate-block", "schur", "modified", "pivot", "shift")
 #: Diagonal compensation of the off-diagonal compression errors, in tile tolerances per
-#: diagonal entry (see the module docstring for the measurement that sets it).
+#: diagonal entry (1.0 left a Matérn 2.5 matrix at accuracy 1e-4 indefinite).
 OFF_DIAGONAL_COMPENSATION = 1.25
 #: The lift is applied to a tile whose smallest eigenvalue is below this many lifts.
 LIFT_MARGIN = 16.0
@@ -159,13 +88,8 @@ ZERO_MATRIX_HINT = (
 
 
 def parse_safeguard(safeguard):
-    """The set of safeguards named by `safeguard` (None, a name, ``"a+b"``, or a sequence).
-
-    Raises
-    ------
-    ValueError
-        For a name other than those in :data:`SAFEGUARDS`.
-    """
+    """The set of safeguards named by `safeguard` (None, a name, ``"a+b"``, or a sequence);
+    ValueError for a name not in :data:`SAFEGUARDS`, or both forms of compensation."""
     if safeguard is None:
         return frozenset()
     if isinstance(safeguard, str):
@@ -209,8 +133,8 @@ def check_shift(shift):
 
 
 def shift_schedule(tolerance, n_tiles):
-    """Automatic shifts ``tau * 2^m`` up to one doubling past the bound ``2 (n_t - 1) tau``;
-    none for ``tau = 0`` (a zero matrix: no relative scale)."""
+    """Automatic shifts ``tau * 2^m`` up to one doubling past ``2 (n_t - 1) tau``, the block
+    Gershgorin bound on the negative eigenvalues of ``E_A + F``; none for ``tau = 0``."""
     if tolerance == 0:
         return []
     bound = 2.0 * max(n_tiles - 1, 1) * tolerance
@@ -221,36 +145,22 @@ def shift_schedule(tolerance, n_tiles):
 
 
 class DiagonalFactorizer:
-    """Factors the updated diagonal tiles, with the shift and safeguards, and tallies ``E``.
+    """Factors the updated diagonal tiles under the shift and safeguards, and tallies ``E``.
 
-    A tile gets the shift and, with `compensate`, the update-tail compensation, and is
-    factored; with `compensate`, a tile that fails or is near singular is lifted and
-    factored again (:meth:`lift_needed`). Only if that fails, the Schur compensation of
-    the failing tile and then the modification are tried, in that order.
-
-    Parameters
-    ----------
-    tolerance : float
-        Tile tolerance ``tau``: the compensation threshold and the modified Cholesky's
-        smallest pivot.
-    shift : float
-        Added to every diagonal entry.
-    schur, modified : bool
-        Compensate, then modify, tiles that are not positive definite.
-    compensate : {None, "rowsum", "block"}
-        Compensate every tile (module docstring), the update's tail in this form.
-    lifts : ndarray of shape (n_tiles,), optional
-        With `compensate`: each tile's lift (:func:`compensation_lifts`), by tile of ``A``.
+    Per tile: the `shift` and, with `compensate` (``"rowsum"`` or ``"block"``), the tail
+    compensation; Cholesky; with `compensate`, the lift ``lifts[tile]``
+    (:func:`compensation_lifts`) where :meth:`lift_needed`; then, while it fails, Schur
+    compensation (`schur`) and modified Cholesky (`modified`, smallest pivot `tolerance`).
 
     Attributes
     ----------
     total : float
-        ``||E||_F^2`` of the changes so far (each tile's changes summed before the norm).
+        ``||E||_F^2`` so far (each tile's changes summed before the norm).
     parts : dict of str to float
-        ``||.||_F^2`` of the changes so far by source: ``"shift"``, ``"compensation"``
-        (the update tails, always on), ``"lift"``, ``"schur"`` (on failure), ``"modified"``.
+        ``||.||_F^2`` by source: ``"shift"``, ``"compensation"``, ``"lift"``, ``"schur"``,
+        ``"modified"``.
     compensated_tiles, lifted_tiles, modified_tiles : list of int
-        Factor positions of the tiles that were compensated, lifted or modified.
+        Factor positions of the tiles changed so.
     """
 
     def __init__(
@@ -269,23 +179,12 @@ class DiagonalFactorizer:
         self.total += self.shift**2 * size
 
     def factor(self, D, W, k, tile=None, updated=True):
-        """Lower Cholesky factor of the updated tile `D` (``A(k, k) - W W^T``, lower
-        triangle, Fortran order; overwritten), at position `k` of the factor; `tile`, the
-        tile of ``A`` it comes from, when tile pivoting moved it (default `k`). The tile
-        path: the shift, then :meth:`safeguarded`.
+        """Lower Cholesky factor of the tile-path tile `D` (lower triangle, Fortran order,
+        overwritten) at factor position `k`, `tile` of ``A`` (default `k`).
 
-        With ``updated=False``, `D` is ``A(k, k)`` itself and the update is subtracted
-        here: the block-form compensation then subtracts only the update's head,
-        ``A(k, k) - W W^T + T = A(k, k) - H H^T`` (``H``, ``Y`` the head and tail roots
-        of :func:`_update_split`), which costs less than the plain update instead of
-        adding a tail to it; the rowsum form subtracts ``H H^T`` and the tail ``T`` it
-        forms anyway for its rowsums, the cost of the plain update.
-
-        Raises
-        ------
-        NotPositiveDefiniteError
-            If the tile is not positive definite and the safeguards did not help.
-        """
+        `D` is ``A(k, k) - W W^T``, or with ``updated=False`` ``A(k, k)``, the update subtracted
+        here (the block-form compensation then subtracts only its head, ``H H^T``,
+        :func:`_update_split`). Raises :class:`NotPositiveDefiniteError` if the safeguards fail."""
         work = _HostTile(
             self,
             D,
@@ -299,24 +198,13 @@ class DiagonalFactorizer:
         return self.safeguarded(work, k, tile)
 
     def safeguarded(self, work, k, tile=None):
-        """The factor of the diagonal tile `work` (shift already added) under the
-        safeguards, in the order of the class docstring; the rules of both paths.
+        """The factor of the diagonal tile `work` (shift added) under the safeguards; raises
+        :class:`NotPositiveDefiniteError` if they fail.
 
-        `work` is the tile at position `k` in the form of its path: the tile path's
-        :class:`_HostTile`, or the packed path's
-        :class:`~tlrcore.cholesky.packed.PackedTile`. It offers ``backend``,
-        ``has_update`` (whether the tile has an update, so a tail), ``add_diagonal(part,
-        values)`` and ``add_tail(form)`` (change the tile and tally the change),
-        ``schur_compensation()`` (``rowsum |T|`` of the update's tail), ``cholesky()``
-        (``(L, info)`` of the tile as changed so far), ``symmetric()`` (the tile, on the
-        host), ``tally_block(part, lower)`` (a change made outside, by its lower
-        triangle on the host), ``from_host(L)`` and ``change_norm2()``.
-
-        Raises
-        ------
-        NotPositiveDefiniteError
-            If the tile is not positive definite and the safeguards did not help.
-        """
+        `work` (:class:`_HostTile` or :class:`~tlrcore.cholesky.packed.PackedTile`) offers
+        ``backend``, ``has_update``, ``add_diagonal(part, values)``, ``add_tail(form)``,
+        ``schur_compensation()``, ``cholesky()``, ``symmetric()``, ``tally_block(part, lower)``,
+        ``from_host(L)`` and ``change_norm2()``."""
         if self.compensate:
             work.add_tail(self.compensate)
             self.compensated_tiles.append(k)
@@ -341,10 +229,8 @@ class DiagonalFactorizer:
         return L
 
     def lift_needed(self, backend, L, info, k, tile=None):
-        """The lift of diagonal tile `k` (`tile` of ``A``) if it needs one, else 0.0: with
-        compensation, when its Cholesky `L` failed (`info` > 0) or its smallest eigenvalue
-        is below :data:`LIFT_MARGIN` lifts (module docstring). Records it in
-        :attr:`lifted_tiles`; the caller adds it and factors again."""
+        """The lift of tile `k` (`tile` of ``A``) where, with compensation, its Cholesky `L` failed
+        or its smallest eigenvalue is below :data:`LIFT_MARGIN` lifts (recorded), else 0.0."""
         if not self.compensate:
             return 0.0
         lift = float(self.lifts[k if tile is None else tile])
@@ -354,18 +240,18 @@ class DiagonalFactorizer:
         return 0.0
 
     def record(self, k, part, norm2):
-        """Count a change of tile `k` by `part` with ``||.||_F^2 = norm2`` in
-        :attr:`parts` (the tile's total goes to :attr:`total` once, summed first)."""
+        """Count a change of tile `k` by `part` with ``||.||_F^2 = norm2`` in :attr:`parts`."""
         self.parts[part] += norm2
         logger.debug("diagonal tile %d, %s: ||E||_F = %.3g", k, part, np.sqrt(norm2))
 
     def _modified(self, M, k):
-        """GMW on the symmetric host tile `M` (module docstring): its factor and the lower
-        triangle of the modification ``E``, on the host."""
+        """GMW on the symmetric host tile `M`: its factor and ``tril(E)``; NotPositiveDefiniteError
+        for ``tau = 0`` or a tile still indefinite at both ``delta``."""
         if not self.tolerance > 0:
             raise NotPositiveDefiniteError(
-                f"diagonal tile {k} is not positive definite, and modified Cholesky has no smallest pivot: "
-                f"its delta is the tile tolerance, 0 because ||A||_F = 0 (A is zero). {ZERO_MATRIX_HINT}",
+                f"diagonal tile {k} is not positive definite, and modified Cholesky has no "
+                "smallest pivot: its delta is the tile tolerance, 0 because ||A||_F = 0 (A is "
+                f"zero). {ZERO_MATRIX_HINT}",
                 tile=k,
             )
         delta = self.tolerance
@@ -380,10 +266,10 @@ class DiagonalFactorizer:
                 return L, np.tril(modification.E)
             delta *= 4.0
         raise NotPositiveDefiniteError(
-            f"diagonal tile {k} stayed indefinite after modified Cholesky with delta = {self.tolerance:.3e} and "
-            f"{delta / 4:.3e} (1 and {4**_DELTA_RAISES} tile tolerances): the compression errors of the earlier "
-            "tiles grew through their inverses. Use safeguard='compensate' (or 'compensate+modified'), or "
-            "add 'shift'.",
+            f"diagonal tile {k} stayed indefinite after modified Cholesky with delta = "
+            f"{self.tolerance:.3e} and {delta / 4:.3e} (1 and {4**_DELTA_RAISES} tile tolerances): "
+            "the compression errors of the earlier tiles grew through their inverses. Use "
+            "safeguard='compensate' (or 'compensate+modified'), or add 'shift'.",
             tile=k,
         )
 
@@ -399,18 +285,13 @@ class DiagonalFactorizer:
 
 
 def tail_compensation(xp, T, form):
-    """The update-tail part of the always-on compensation of a diagonal tile whose update
-    has the tail `T`: ``T`` (``form="block"``) or ``diag(rowsum |T|)`` (``"rowsum"``).
-    Written with the array module `xp`, for every back end."""
+    """``T`` (``form="block"``) or ``diag(rowsum |T|)`` (``"rowsum"``) for the update tail `T`."""
     return T if form == "block" else xp.diag(xp.abs(T).sum(axis=1))
 
 
 def compensation_lifts(tile_errors, tolerance, n_tiles):
-    """Per diagonal tile, the lift ``g_k = c_off sqrt(sum_{j != k} e_kj^2)`` that
-    compensates the compression errors ``e_kj = ||E_A,kj||_2`` of the off-diagonal tiles
-    of its tile row (``c_off =`` :data:`OFF_DIAGONAL_COMPENSATION`; module docstring).
-    Without recorded errors (`tile_errors` None), every ``e_kj`` is taken at its bound,
-    the tile tolerance."""
+    """Per diagonal tile, ``g_k = c_off sqrt(sum_{j != k} e_kj^2)`` for the tile errors
+    `tile_errors` (``e_kj = tolerance`` for all when None)."""
     if tile_errors is None:
         return np.full(
             n_tiles, OFF_DIAGONAL_COMPENSATION * tolerance * np.sqrt(max(n_tiles - 1, 0))
@@ -420,14 +301,12 @@ def compensation_lifts(tile_errors, tolerance, n_tiles):
 
 
 class _HostTile:
-    """A diagonal tile of the tile path for :meth:`DiagonalFactorizer.safeguarded`: the
-    lower triangle of ``D = A(k, k) - W W^T`` (Fortran order, on the host; its strict upper
-    part is stale), and the change made to it. With ``updated=False`` `D` starts as
-    ``A(k, k)`` and the update is subtracted by the compensation or the first Cholesky,
-    whichever comes first (diagonal changes commute with it).
+    """A tile-path diagonal tile for :meth:`DiagonalFactorizer.safeguarded`: the lower triangle
+    of ``D = A(k, k) - W W^T`` (Fortran order, strict upper part stale) and its change.
 
-    The first Cholesky overwrites `D`; with `keep`, a copy taken before it takes the later
-    changes and tries."""
+    With ``updated=False`` `D` starts as ``A(k, k)``, the update subtracted by the first
+    compensation or Cholesky. The first Cholesky overwrites `D`; with `keep` a copy serves
+    later tries."""
 
     backend = NUMPY
 
@@ -450,7 +329,7 @@ class _HostTile:
         self.change.add_diagonal(self.factorizer, part, values, self.k)
 
     def add_tail(self, form):
-        """Add the compensation of the update's tail, in `form` (``"rowsum"`` or ``"block"``)."""
+        """Add the compensation of the update's tail in `form` (``"rowsum"`` or ``"block"``)."""
         Y, eigenvalues, head = _update_split(
             self.W, self.factorizer.tolerance, with_head=self.pending
         )
@@ -505,9 +384,8 @@ class _HostTile:
 
 
 class _Change:
-    """The change ``E_k`` made to one diagonal tile, summed over its sources before the
-    norm: a diagonal vector, roots ``Y`` of positive semidefinite parts ``Y Y^T`` (the
-    block-form tail), and lower triangles of the other symmetric parts."""
+    """The change ``E_k`` to one diagonal tile: a diagonal, roots ``Y`` of parts ``Y Y^T``, and
+    lower triangles of other symmetric parts, summed before the norm."""
 
     def __init__(self, size):
         self.diagonal = np.zeros(size)
@@ -528,8 +406,8 @@ class _Change:
         factorizer.record(k, part, norm2)
 
     def norm2(self):
-        """``||E_k||_F^2``; with one root and no block, ``||d + Y Y^T||_F^2 = ||d||^2 + 2
-        d . rowsum(Y * Y) + ||Y Y^T||_F^2`` for the diagonal ``d``, in ``O(b r)``."""
+        """``||E_k||_F^2``; ``O(b r)`` for a diagonal ``d`` and one root:
+        ``||d||^2 + 2 d . rowsum(Y * Y) + ||Y Y^T||_F^2``."""
         d = self.diagonal
         if not self.blocks and len(self.roots) <= 1:
             if not self.roots:
@@ -561,7 +439,7 @@ def _lower_gram(Y):
 
 def subtract_gram(D, W):
     """``D - W W^T`` in the lower triangle of the Fortran-ordered `D`, in place (``dsyrk``,
-    releasing the GIL: :mod:`tlrcore._lapack`)."""
+    without the GIL)."""
     if W.shape[1] == 0:
         return D
     return syrk_lower(-1.0, np.asfortranarray(W), 1.0, np.asfortranarray(D))
@@ -574,10 +452,8 @@ def _symmetric_abs_rowsum(lower):
 
 
 def smallest_eigenvalue_estimate(backend, L):
-    """``lambda_min(L L^T)`` estimated by :data:`_INVERSE_ITERATIONS` steps of inverse
-    power iteration from a fixed random start, two triangular solves each (``O(b^2)``,
-    on the back end): ``1 / max_x ||L^{-1} x||^2`` over the iterates, which approaches
-    ``lambda_min`` from above."""
+    """``lambda_min(L L^T)`` estimated from above by :data:`_INVERSE_ITERATIONS` steps of inverse
+    iteration from a fixed random start: ``1 / max_x ||L^{-1} x||^2``, ``O(b^2)`` per step."""
     xp = backend.xp
     x = backend.normal(_PROBE_SEED, (L.shape[0], 1))
     largest = 0.0
@@ -595,16 +471,10 @@ def _schur_compensation(W, tolerance):
 
 
 def _update_split(W, tolerance, with_head=False):
-    """A root ``Y`` of the tail ``T = Y Y^T`` of ``W W^T`` that compression to
-    `tolerance` drops (positive semidefinite, ``||T||_F <= tolerance``), the tail's
-    eigenvalues, and with `with_head` a root ``H`` of the rest, ``W W^T = H H^T + Y Y^T``
-    (else None).
-
-    ``W W^T = sum_j lambda_j q_j q_j^T``; the tail is the set of smallest ``lambda_j``
-    with ``sqrt(sum lambda_j^2) <= tolerance``. The eigenpairs come from the smaller of
-    ``W^T W`` (its lower triangle by ``dsyrk``) and ``W W^T``; ``Y^T Y = diag(lambda)``
-    over the tail, so ``||T||_F^2 = sum lambda_j^2``.
-    """
+    """Root ``Y`` and eigenvalues of the tail ``T = Y Y^T`` of ``W W^T`` (its smallest
+    ``lambda_j`` with ``sqrt(sum lambda_j^2) <= tolerance``), and with `with_head` a root ``H``
+    of the rest, ``W W^T = H H^T + Y Y^T`` (else None); from the smaller of ``W^T W`` and
+    ``W W^T``."""
     rows, cols = W.shape
     if cols == 0:
         return np.zeros((rows, 0)), np.zeros(0), (W if with_head else None)
@@ -621,18 +491,18 @@ def _update_split(W, tolerance, with_head=False):
 
 
 def tail_count(xp, lam, tolerance):
-    """Number of leading (smallest) entries of the ascending nonnegative `lam` with
-    ``||.||_2 <= tolerance`` (array module `xp`, for every back end)."""
+    """Number of leading entries of the ascending nonnegative `lam` with
+    ``||.||_2 <= tolerance`` (array module `xp`)."""
     return int(xp.sum(xp.sqrt(xp.cumsum(lam * lam)) <= tolerance))
 
 
 def tile_failure(k, info):
-    """The :class:`NotPositiveDefiniteError` for diagonal tile `k`, whose leading minor of
-    order `info` failed."""
+    """The :class:`NotPositiveDefiniteError` for diagonal tile `k`, failed at leading
+    minor `info`."""
     return NotPositiveDefiniteError(
-        f"diagonal tile {k} is not positive definite after its update (leading minor "
-        f"{info}); the matrix is not positive definite at this accuracy. Tighten the "
-        "accuracy, add a nugget, or use a safeguard (safeguard='shift' adds the "
-        "smallest diagonal shift that works, a multiple of the tile tolerance).",
+        f"diagonal tile {k} is not positive definite after its update (leading minor {info}); the "
+        "matrix is not positive definite at this accuracy. Tighten the accuracy, add a nugget, or "
+        "use a safeguard (safeguard='shift' adds the smallest diagonal shift that works, a "
+        "multiple of the tile tolerance).",
         tile=k,
     )

@@ -1,12 +1,9 @@
-"""Helpers shared by the compressors: argument checks and SVD truncation.
+"""Argument checks and SVD truncation shared by the compressors.
 
 Every compressor ends in :func:`truncate_svd` or :func:`recompress`, which keep the
-smallest rank ``k`` whose discarded singular values satisfy
-``sqrt(sum_{i >= k} s_i^2) <= tol``. That discarded part is the exact Frobenius error
-of the truncation step (in :func:`recompress`, through nearly orthonormal bases, a
-bound with ``tol`` reduced to cover their departure), so each compressor only
-has to budget its own sampling error against ``tol``.
-"""
+smallest rank ``k`` with ``sqrt(sum_{i >= k} s_i^2) <= tol``, the Frobenius error of the
+truncation (in :func:`recompress` a bound, ``tol`` reduced for the bases' departure from
+orthonormality); each compressor budgets only its own sampling error against ``tol``."""
 
 import math
 import numbers
@@ -34,22 +31,8 @@ __all__ = [
 
 # ---------------------------------------------------------------------- checks
 def check_tol(tol):
-    """Return `tol` as a float after checking it is finite and non-negative.
-
-    Parameters
-    ----------
-    tol : float
-        Absolute Frobenius tolerance; ``0`` asks for an approximation exact to rounding.
-
-    Returns
-    -------
-    float
-
-    Raises
-    ------
-    ValueError
-        If `tol` is not a real number, is negative, NaN or infinite.
-    """
+    """`tol` (absolute Frobenius tolerance; 0: exact to rounding) as a float; ValueError unless
+    it is a finite real number ``>= 0``."""
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
         raise ValueError(f"tol must be a real number; got {tol!r}.")
     tol = float(tol)
@@ -59,22 +42,8 @@ def check_tol(tol):
 
 
 def check_max_rank(max_rank):
-    """Return `max_rank` as an int (or ``None``) after checking it.
-
-    Parameters
-    ----------
-    max_rank : int or None
-        Largest rank allowed; ``None`` means no limit.
-
-    Returns
-    -------
-    int or None
-
-    Raises
-    ------
-    ValueError
-        If `max_rank` is neither ``None`` nor an integer ``>= 0``.
-    """
+    """`max_rank` (None: no limit) as an int or None; ValueError unless None or an integer
+    ``>= 0``."""
     if max_rank is None:
         return None
     if isinstance(max_rank, bool) or not isinstance(max_rank, numbers.Integral):
@@ -85,22 +54,7 @@ def check_max_rank(max_rank):
 
 
 def check_shape(shape):
-    """Return `shape` as a tuple ``(m, p)`` of non-negative ints.
-
-    Parameters
-    ----------
-    shape : tuple of int
-        Shape ``(m, p)`` of the block.
-
-    Returns
-    -------
-    tuple of int
-
-    Raises
-    ------
-    ValueError
-        If `shape` is not a pair of non-negative integers.
-    """
+    """`shape` as a tuple ``(m, p)``; ValueError unless a pair of non-negative integers."""
     try:
         dims = tuple(shape)
     except TypeError:
@@ -114,24 +68,8 @@ def check_shape(shape):
 
 
 def as_block(block, argname="block"):
-    """Return `block` as a 2-D float64 array with finite entries (no copy if possible).
-
-    Parameters
-    ----------
-    block : array_like
-        Dense block.
-    argname : str, default "block"
-        Name used in error messages.
-
-    Returns
-    -------
-    ndarray of shape (m, p)
-
-    Raises
-    ------
-    ValueError
-        If `block` is not numeric, not 2-D or has NaN or infinite entries.
-    """
+    """`block` as a 2-D float64 array (copied only if needed); ValueError, naming it `argname`,
+    if not numeric, not 2-D, or not finite."""
     try:
         array = np.asarray(block, dtype=np.float64)
     except (TypeError, ValueError):
@@ -144,27 +82,8 @@ def as_block(block, argname="block"):
 
 
 def check_block_output(values, expected_shape, funcname):
-    """Check what a block callback returned and return it as a float64 array.
-
-    Parameters
-    ----------
-    values : array_like
-        Output of the callback.
-    expected_shape : tuple of int
-        The shape it must have.
-    funcname : str
-        Name of the callback, used in error messages (``"get_rows"``, ``"matmat"``...).
-
-    Returns
-    -------
-    ndarray
-        `values` as float64 (not copied when it already is one).
-
-    Raises
-    ------
-    ValueError
-        If the output is not numeric, has the wrong shape, or has NaN or infinite entries.
-    """
+    """`values`, returned by the callback `funcname`, as a float64 array (not copied when it is
+    one); ValueError if complex, not numeric, not of `expected_shape`, or not finite."""
     if np.iscomplexobj(values):
         raise ValueError(f"{funcname} returned complex values; it must return real numbers.")
     try:
@@ -183,11 +102,9 @@ def check_block_output(values, expected_shape, funcname):
 
 # ------------------------------------------------------------------ truncation
 class LowRank(tuple):
-    """The pair ``(U, V)`` of a truncation, unpacked like a tuple, with the largest
-    singular value it dropped as ``dropped``: the spectral norm ``||M - U V^T||_2`` of the
-    truncation step (the compressors' sampling errors, budgeted below `tol`, come on top),
-    and the Frobenius norm of all it dropped as ``dropped_frobenius``. The safeguards of
-    :mod:`tlrcore.cholesky.safeguards` compensate these errors tile by tile."""
+    """The pair ``(U, V)`` of a truncation, unpacked like a tuple, with ``dropped``, the largest
+    singular value dropped (``||M - U V^T||_2`` of the truncation step; sampling errors come
+    on top), and ``dropped_frobenius``, the norm of all dropped."""
 
     def __new__(cls, U, V, dropped=0.0, dropped_frobenius=0.0):
         pair = super().__new__(cls, (U, V))
@@ -200,37 +117,21 @@ class LowRank(tuple):
 
 
 def _truncated(s, rank, U, V, inflation=1.0, rounding=0.0):
-    """:class:`LowRank` of the kept factors, ``dropped = inflation * s[rank] + rounding``
-    (``s[rank]`` = 0 when none is; the other two bound the effect of nearly orthonormal
-    bases, :func:`recompress`) and ``dropped_frobenius = ||s[rank:]||``."""
+    """:class:`LowRank` of the kept factors, ``dropped = inflation * s[rank] + rounding`` and
+    ``dropped_frobenius = ||s[rank:]||``."""
     tail = s[rank:]
     dropped = tail[0] if tail.size else 0.0
     return LowRank(U, V, inflation * dropped + rounding, math.sqrt(float(np.sum(tail[::-1] ** 2))))
 
 
 def empty_factors(m, p):
-    """Return rank-0 factors ``U`` of shape (m, 0) and ``V`` of shape (p, 0)."""
+    """Rank-0 factors ``U`` of shape (m, 0) and ``V`` of shape (p, 0)."""
     return LowRank(np.zeros((m, 0)), np.zeros((p, 0)))
 
 
 def truncation_rank(s, tol, max_rank=None):
-    """Smallest rank whose discarded singular values have Frobenius norm ``<= tol``.
-
-    Parameters
-    ----------
-    s : ndarray of shape (n,)
-        Singular values in non-increasing order.
-    tol : float
-        Absolute Frobenius budget for the discarded part.
-    max_rank : int or None, default None
-        Upper bound on the returned rank.
-
-    Returns
-    -------
-    int
-        ``k`` in ``[0, n]``, the smallest with ``sqrt(sum(s[k:] ** 2)) <= tol``, capped
-        at `max_rank`.
-    """
+    """Smallest ``k`` in ``[0, n]`` with ``sqrt(sum(s[k:] ** 2)) <= tol``, capped at `max_rank`,
+    for singular values `s` in non-increasing order."""
     # tails[k] = sum(s[k:] ** 2), summed from the small end for accuracy; tails[n] = 0.
     tails = np.append(np.cumsum((s * s)[::-1])[::-1], 0.0)
     rank = int(np.argmax(tails <= tol * tol))
@@ -238,29 +139,8 @@ def truncation_rank(s, tol, max_rank=None):
 
 
 def svd(matrix):
-    """Thin SVD ``matrix = W diag(s) Zt`` by ``gesdd``, falling back to ``gesvd``.
-
-    ``gesdd`` through NumPy, which releases the GIL while LAPACK runs (SciPy's wrapper
-    holds it: :mod:`tlrcore._lapack`), so that tiles compressed on several threads do
-    not wait for each other's SVDs.
-
-    Parameters
-    ----------
-    matrix : ndarray of shape (m, n)
-        Finite matrix; it is not modified.
-
-    Returns
-    -------
-    W : ndarray of shape (m, r)
-    s : ndarray of shape (r,)
-    Zt : ndarray of shape (r, n)
-        With ``r = min(m, n)``.
-
-    Raises
-    ------
-    numpy.linalg.LinAlgError
-        If neither LAPACK driver converges.
-    """
+    """Thin SVD ``matrix = W diag(s) Zt`` (`matrix` not modified) by ``gesdd`` through NumPy,
+    which releases the GIL, falling back to ``gesvd``; LinAlgError if neither converges."""
     try:
         return np.linalg.svd(matrix, full_matrices=False)
     except np.linalg.LinAlgError:
@@ -270,29 +150,9 @@ def svd(matrix):
 
 
 def truncate_svd(matrix, tol, max_rank=None):
-    """Truncated SVD of a dense matrix, as factors ``U = W S``, ``V = Z``.
-
-    Parameters
-    ----------
-    matrix : ndarray of shape (m, n)
-        Finite matrix; it is not modified.
-    tol : float
-        Absolute Frobenius budget for the discarded part.
-    max_rank : int or None, default None
-        Largest rank kept.
-
-    Returns
-    -------
-    U : ndarray of shape (m, k)
-        Left singular vectors scaled by the singular values.
-    V : ndarray of shape (n, k)
-        Right singular vectors (orthonormal columns).
-
-    Raises
-    ------
-    numpy.linalg.LinAlgError
-        If the SVD does not converge.
-    """
+    """Truncated SVD of `matrix` (m x n, not modified): :class:`LowRank` ``U = W S`` (m x k),
+    ``V = Z`` (n x k, orthonormal), ``k`` the smallest rank within the Frobenius budget `tol`,
+    at most `max_rank`; LinAlgError if the SVD does not converge."""
     m, n = matrix.shape
     if m == 0 or n == 0:
         return empty_factors(m, n)
@@ -302,43 +162,18 @@ def truncate_svd(matrix, tol, max_rank=None):
 
 
 def recompress(U, V, tol, max_rank=None):
-    """Truncate a product ``U V^T`` to rank ``k`` through orthonormal bases of both factors.
+    """Truncate ``U V^T`` (``U`` m x r, ``V`` n x r) to the Frobenius budget `tol`.
 
-    ``U = P_U R_U`` and ``V = P_V R_V``; the small SVD ``R_U R_V^T = W S Z^T`` gives
-    ``U V^T = (P_U W) S (P_V Z)^T``, truncated as in :func:`truncation_rank`. The bases
-    come from the Cholesky factors of the factors' Gram matrices
-    (:func:`~tlrcore.compress._gram.gram_basis`), orthonormal to a computed bound
-    ``delta`` on ``||P^T P - I||_2``: the truncation's Frobenius error is then within
-    ``1 +- (delta_U + delta_V)`` of the dropped singular values' norm, plus a bound on
-    the rounding of the products with the bases. The rank is that of the budget `tol`
-    divided by ``1 + delta_U + delta_V``, and the truncation is kept when the two terms
-    add up to at most `tol` (:func:`_gram_truncation`). Where a basis is refused or the
-    sum is above `tol` (as for ``tol = 0``), the bases come from Householder QR (``P``
-    orthonormal to rounding).
+    ``U V^T = (P_U W) S (P_V Z)^T`` for ``U = P_U R_U``, ``V = P_V R_V`` and ``R_U R_V^T = W S
+    Z^T``. With Cholesky-Gram bases (:func:`~tlrcore.compress._gram.gram_basis`,
+    ``||P^T P - I||_2 <= delta``) the rank is that of the budget ``tol / (1 + delta_U +
+    delta_V)``, kept when the error bound, rounding included, is within `tol`; otherwise
+    Householder QR (as for ``tol = 0``).
 
-    Parameters
-    ----------
-    U : ndarray of shape (m, r)
-    V : ndarray of shape (n, r)
-    tol : float
-        Absolute Frobenius budget for the truncation.
-    max_rank : int or None, default None
-        Largest rank kept.
-
-    Returns
-    -------
-    LowRank
-        ``U`` (m x k) carries the singular values; ``V`` (n x k) has orthonormal columns
-        (to the computed bound ``delta``, at most 0.05: :mod:`tlrcore.compress._gram`; on
-        ACA tiles 1e-12). ``dropped`` bounds the truncation's spectral error, rounding of
-        the products included; ``dropped_frobenius`` is the norm of the dropped singular
-        values, its Frobenius error to a factor ``1 +- delta``.
-
-    Raises
-    ------
-    numpy.linalg.LinAlgError
-        If the small SVD does not converge.
-    """
+    Returns a :class:`LowRank`: ``U`` (m x k) carries the singular values, ``V`` (n x k) is
+    orthonormal to ``delta <= 0.05``; ``dropped`` bounds the spectral error, rounding
+    included, ``dropped_frobenius`` is the Frobenius error to a factor ``1 +- delta``.
+    Raises LinAlgError if the small SVD does not converge."""
     if U.shape[1] == 0:
         return empty_factors(U.shape[0], V.shape[0])
     left = gram_basis(U)
@@ -370,7 +205,7 @@ def recompress(U, V, tol, max_rank=None):
 
 def _product_residual(U, V, residual_u, residual_v):
     """Bound on ``||U V^T - (P_U R_U)(P_V R_V)^T||_F`` for bases with residuals
-    ``||U - P_U R_U||_F <= residual_u`` and ``||V - P_V R_V||_F <= residual_v``."""
+    `residual_u`, `residual_v` in Frobenius norm."""
     if residual_u == 0.0 and residual_v == 0.0:
         return 0.0
     return (
@@ -379,28 +214,12 @@ def _product_residual(U, V, residual_u, residual_v):
 
 
 def _gram_truncation(s, tol, max_rank, inflation, products, residual=0.0, spare=0.0):
-    """The truncation of singular values `s` through Cholesky-Gram bases, or None where its
-    error bound is not certified within `tol`.
+    """The truncation of `s` through Cholesky-Gram bases, or None where its bound exceeds `tol`.
 
-    The rank is that of the budget ``tol / inflation``; ``products(rank)`` returns a
-    callable that makes the kept factors, the bases' column count ``k`` and the size of
-    the products' rounding (:func:`~tlrcore.compress._gram.rounding_bound`), known before
-    the products (:meth:`~tlrcore.compress._gram.GramBasis.coefficients`), which are made
-    for the rank kept only (the near-field tiles of the 131,072-site build, most of them
-    tried twice, spent a fifth of their recompression on the products of the rank
-    refused); `residual` bounds the distance of
-    the product factored by the bases from the given one (second-pass bases). The error
-    is then at most ``inflation ||s[rank:]|| + rounding + residual``; a truncation is
-    kept when that is within `tol`, or when `max_rank` cut the rank below the budget's
-    (the tolerance is then not asked for). A rank whose tail leaves no room for the
-    rounding found is tried once more with the rank of the budget less that rounding
-    (near-field tiles: their tails fill the budget to within the few per cent that the
-    rounding bound takes). A rank more than ``1 + spare h`` above the rank ``h`` of the
-    budget itself (the Householder path's) is not kept. :func:`recompress` spares 2 %:
-    at 65,536 sites its near-field tiles (ranks 175-192) keep up to 3 more, 0.1 % more
-    memory in all, instead of two Householder QRs each, which took 10-15 % of the
-    build's CPU time; :func:`recompress_orthonormal` (one QR to save) spares none.
-    """
+    The bound is ``inflation ||s[rank:]|| + rounding + residual``, ``rounding`` known before
+    the products (made for the rank kept only). A rank whose tail leaves no room for the
+    rounding is retried once with the budget less it; a rank cut by `max_rank` is kept
+    without the bound; one above ``h (1 + spare) + 1`` (``h`` the Householder rank) is refused."""
     budget = tol - residual
     rank, householder = -1, truncation_rank(s, tol)
     most = householder + 1 + int(spare * householder)
@@ -424,15 +243,8 @@ _QR_BLOCK = 64
 
 
 def _householder_qr(M):
-    """Thin QR of ``M`` (m x r) with ``Q`` kept as Householder reflectors (``dgeqrf``).
-
-    Returns
-    -------
-    reflectors : tuple
-        ``(a, tau)`` as ``dgeqrf`` returns them, for :func:`_apply_q`.
-    R : ndarray of shape (min(m, r), r)
-        Upper triangular.
-    """
+    """Thin QR of ``M`` (m x r) as ``((a, tau), R)``: reflectors of ``dgeqrf`` for
+    :func:`_apply_q`, and ``R`` (min(m, r) x r) upper triangular."""
     m, r = M.shape
     a, tau, _, info = scipy.linalg.lapack.dgeqrf(M, lwork=max(1, r * _QR_BLOCK))
     if info != 0:
@@ -442,9 +254,8 @@ def _householder_qr(M):
 
 
 def _apply_q(reflectors, C):
-    """``Q C`` for the thin ``Q`` (m x k) of :func:`_householder_qr` and ``C`` (k x c): the
-    reflectors applied to ``[C; 0]`` (``dormqr``), without forming ``Q``, which costs as
-    much as the QR itself and more than this product."""
+    """``Q C`` for the thin ``Q`` (m x k) of :func:`_householder_qr`, by ``dormqr`` on
+    ``[C; 0]`` without forming ``Q`` (which costs as much as the QR)."""
     a, tau = reflectors
     m, k = a.shape
     padded = np.zeros((m, C.shape[1]), order="F")
@@ -460,35 +271,8 @@ def _apply_q(reflectors, C):
 
 
 def recompress_orthonormal(Q, B, tol, max_rank=None):
-    """Truncate ``Q B^T`` where `Q` has orthonormal columns.
-
-    With ``B = W S Z^T``, ``Q B^T = (Q Z) S W^T``; only ``B`` is factored, as ``B = P_B R``
-    and the SVD of the small ``R``, ``W = P_B W_R``. ``P_B`` is a Cholesky-Gram basis
-    with the error accounting of :func:`recompress` (projections of ARA at 131,072 sites:
-    35 % faster than Householder QR), else Householder QR with ``W`` applied by
-    reflectors (15-25 % cheaper than the SVD of the tall ``B`` for ``2048 x 35-48``).
-
-    Parameters
-    ----------
-    Q : ndarray of shape (m, r)
-        Orthonormal columns.
-    B : ndarray of shape (n, r)
-    tol : float
-        Absolute Frobenius budget for the truncation.
-    max_rank : int or None, default None
-        Largest rank kept.
-
-    Returns
-    -------
-    LowRank
-        ``U`` (m x k) carries the singular values; ``V`` (n x k) has orthonormal columns
-        (as in :func:`recompress`).
-
-    Raises
-    ------
-    numpy.linalg.LinAlgError
-        If the SVD does not converge.
-    """
+    """Truncate ``Q B^T`` (``Q`` m x r orthonormal, ``B`` n x r) to the budget `tol`, as
+    :func:`recompress`: ``Q B^T = (Q Z) S (P_B W_R)^T`` for ``B = P_B R``, ``R = W_R S Z^T``."""
     if Q.shape[1] == 0:
         return empty_factors(Q.shape[0], B.shape[0])
     basis = gram_basis(B)

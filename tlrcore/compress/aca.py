@@ -1,72 +1,23 @@
 """Adaptive cross approximation (ACA) with partial pivoting, then SVD recompression.
 
-ACA builds ``A ~ sum_t u_t v_t^T`` from one residual row and one residual column per
-term, so ``k`` terms read ``O(k (m + p))`` entries of the ``m x p`` block ``A`` and cost
-``O(k^2 (m + p))`` flops.
+ACA [1]_ builds ``A ~ sum_t u_t v_t^T`` from one residual row and column per term (``k``
+terms read ``O(k (m + p))`` entries): the residual ``r`` of pivot row ``i`` has its largest
+free entry ``delta`` at ``j``; ``v_t = r / delta``, ``u_t`` is the residual of column
+``j``. Rows are read in blocks (:func:`_block_size`), pivoted one after the other: the
+terms of one-at-a-time ACA, with matrix-matrix residual products.
 
-Term ``t`` (Bebendorf's partial pivoting): the residual of pivot row ``i`` is
-``r = A[i, :] - sum_{s<t} u_s[i] v_s``; its largest entry over unused columns, at ``j``,
-is the pivot ``delta``; ``v_t = r / delta`` and ``u_t`` is the residual of column ``j``.
-A residual row that is zero to rounding gives no term and triggers the spot check below.
+ACA stops when the last ``_SMALL_TERMS`` terms have ``||u_t|| ||v_t|| <= tau = _SAFETY
+tol`` and an unbiased spot check of the residual on ``_CHECK_SIZE`` free rows and columns
+agrees (else it resumes at the largest sampled residual). The terms are recompressed with
+budget ``(1 - _ACA_SHARE) tol``, twice the largest ACA error seen on kernel blocks left
+for ACA. After ``ceil(m p / (m + p))`` terms the block is read whole and truncated by SVD.
+ACA's error is estimated, not observed: a nearly sparse block can hide its few large
+entries from pivots and checks; ARA or the SVD does not miss them.
 
-Block steps. The rows are read a block at a time, ``b`` of them (a quarter of the rank so
-far, within :data:`_BLOCK_ROWS`), and the pivots are taken in them one row after the
-other, as above: the residual of a block row after the block's earlier terms needs only
-``u_s`` on the block's rows, which is the pivot column's residual there, known from the
-rows read. The pivot columns are then read together. The first block's rows are spread
-evenly over the block; each next block's are the unused rows where the new terms' ``|u_t|``
-are largest (the row one-at-a-time ACA would take after each). The terms are exactly those
-of one-at-a-time ACA with these pivots; what changes is that the residual products are
-matrix-matrix products and a tile costs ``k / b`` rounds of Python and reads instead of
-``k``. On the 8,192 co2 cells (Matern 1.5, tiles of 1024, ACA ranks near 100) a build
-took 0.56 s instead of 0.92 s on two threads; the 131,072-site exponential build (tiles of
-2048, ranks near 25) 19.3 s instead of 22.1 s. A block can end a few terms past
-convergence, which the recompression drops (8 % more terms and 1-3 % more entries read on
-the blocks below).
-
-Stopping rule
--------------
-ACA's error is estimated, never observed. It stops when, with ``tau = _SAFETY * tol``,
-
-1. the last ``_SMALL_TERMS`` terms have ``||u_t|| ||v_t|| <= tau`` (the classical
-   estimate of the remaining error; one small term alone is often an accident of the
-   pivot), and
-2. a spot check passes: on the next ``_CHECK_SIZE`` unused rows and as many unused
-   columns, in a golden-ratio order spread over the indices,
-   ``sqrt(n_free / n * sum of squared residuals) <= tau`` (an unbiased estimate of the
-   squared Frobenius error). It catches the classical failure of partial pivoting, a
-   part of the block that the pivots never visit. When it fails, ACA resumes from the
-   row of the largest sampled residual entry, and the next check samples new rows.
-
-The term norm reads the next singular value, not the tail of all the remaining ones,
-so it under-reads the error where many singular values are comparable (slow decay). On
-exponential, Matern-3/2 and Gaussian kernel blocks between separated and adjacent
-clusters in 1-3 dimensions (length scales 0.1-2 times the cluster size, tolerances 1e-2
-to 1e-10 of the block norm, some 2,000 blocks from 120 x 150 to 1024 x 1024) the ACA
-error at stopping was at most ``0.075 tol`` (``2.5 tau``; median ``0.01 tol``) with
-``_SAFETY = 0.03``, outside the failure mode below, one term at a time. With block steps,
-on 1,056 such blocks (the three kernels in 1-3 dimensions, length scales 0.1-2,
-tolerances 1e-2 to 1e-10, 120 to 1024 rows and columns, four random draws) at most
-``0.057 tol`` (median ``0.003 tol``), against ``0.068 tol`` (``0.012 tol``) one term at
-a time on the same blocks.
-
-Recompression: orthonormal bases of both factors and SVD of the small core
-(:func:`~tlrcore.compress._recompress.recompress`), truncated with budget
-``(1 - _ACA_SHARE) tol = 0.85 tol``. By the triangle inequality the final error is at
-most ACA error + truncation error ``<= tol`` when the ACA error is ``<= 0.15 tol``, a
-factor 2 above the worst case observed. The rank is then the SVD optimum or one or two
-above it.
-
-If ACA has not converged after ``ceil(m p / (m + p))`` terms it has read as many entries
-as the block holds: the block is assembled and compressed by truncated SVD, whose error
-is known exactly.
-
-Known failure mode: a nearly sparse block, whose few large entries sit in rows and
-columns that neither the pivots nor the spot checks visit. This happens when the kernel
-range is far below the cluster size (in the tests: exponential or Matern kernels with a
-range of 1-3% of the cluster size, a Gaussian kernel with 10%, where under 1% of the
-entries carry 99% of the norm). ACA then stops early and misses them; ARA
-(:func:`~tlrcore.compress.ara_compress`) or the SVD does not.
+References
+----------
+.. [1] Bebendorf, M. (2000). Approximation of boundary element matrices. Numer. Math. 86,
+   565-589.
 """
 
 import functools
@@ -114,34 +65,30 @@ def aca_compress(get_rows, get_cols, shape, tol, max_rank=None):
 
     Parameters
     ----------
-    get_rows : callable
-        ``get_rows(idx)`` with ``idx`` an int array returns the rows ``A[idx, :]`` as an
-        array of shape ``(len(idx), p)``.
-    get_cols : callable
-        ``get_cols(idx)`` returns the columns ``A[:, idx]``, shape ``(m, len(idx))``.
+    get_rows, get_cols : callable
+        ``get_rows(idx)`` returns ``A[idx, :]``, ``get_cols(idx)`` returns ``A[:, idx]``, for
+        an int array ``idx``.
     shape : tuple of int
         ``(m, p)``, the shape of ``A``.
     tol : float
-        Absolute Frobenius tolerance, ``||A - U V^T||_F <= tol`` (met in practice, not
-        guaranteed: ACA's error is estimated). ``0`` asks for an approximation exact to
-        rounding; ACA then usually reads the whole block and ends in a dense SVD.
+        ``||A - U V^T||_F <= tol``, met in practice (ACA's error is estimated); 0 asks for
+        exactness to rounding (usually a dense SVD).
     max_rank : int or None, default None
-        Largest rank returned. When it binds, ACA runs up to ``max_rank +
-        max(32, max_rank // 2)`` terms and the result is truncated to `max_rank`; its error then
-        exceeds `tol` and no error is raised.
+        Largest rank; when it binds, after up to ``max_rank + max(32, max_rank // 2)`` terms,
+        the error exceeds `tol` without an error.
 
     Returns
     -------
     U : ndarray of shape (m, k)
-        Carries the singular values of the approximation.
+        Carries the singular values.
     V : ndarray of shape (p, k)
         Orthonormal columns.
 
     Raises
     ------
     ValueError
-        If `tol`, `max_rank` or `shape` is invalid, or `get_rows` or `get_cols` returns
-        an array of the wrong shape or with NaN or infinite values.
+        If `tol`, `max_rank` or `shape` is invalid, or a callback returns a wrong shape or
+        non-finite values.
     numpy.linalg.LinAlgError
         If an SVD does not converge.
     """
@@ -159,35 +106,13 @@ def aca_compress(get_rows, get_cols, shape, tol, max_rank=None):
 
 
 def aca_steps(m, p, tol, max_rank=None, recompressed=True):
-    """:func:`aca_compress` as a coroutine that asks for the entries it reads.
+    """:func:`aca_compress` as a coroutine (checked `tol`, `max_rank`) that asks for the entries
+    it reads, so a caller can serve many blocks at once.
 
-    The caller serves the requests, so that it can serve those of many blocks at once
-    (:mod:`tlrcore.compress.aca_column`); the arithmetic is that of :func:`aca_compress`,
-    or without `recompressed` that of ACA alone: its terms as they are (a few more than
-    the SVD's rank, not orthogonal, within the tolerance by the same stopping rule), for
-    a product applied once, where recompression would cost more than it saves.
-
-    Parameters
-    ----------
-    m, p : int
-        Shape of the block, ``>= 0``.
-    tol : float
-        Absolute Frobenius tolerance, checked (:func:`check_tol`).
-    max_rank : int or None
-        Checked (:func:`check_max_rank`).
-
-    Yields
-    ------
-    list of (str, ndarray)
-        Requests ``("rows", idx)`` for ``A[idx, :]`` and ``("cols", idx)`` for ``A[:, idx]``,
-        ``idx`` a non-empty intp array; the coroutine must be sent the list of these
-        arrays, float64 and finite, in the same order.
-
-    Returns
-    -------
-    (U, V)
-        As :func:`aca_compress` (the value of the ``StopIteration``).
-    """
+    It yields lists of requests ``("rows", idx)`` for ``A[idx, :]`` and ``("cols", idx)`` for
+    ``A[:, idx]`` (``idx`` a non-empty intp array) and must be sent back the list of these
+    arrays, float64 and finite; it returns ``(U, V)``. Without `recompressed`, ACA's terms as
+    they are (not orthogonal, within the tolerance), for a product applied once."""
     if m == 0 or p == 0 or max_rank == 0:
         return empty_factors(m, p)
     dense_limit = math.ceil(m * p / (m + p))
@@ -225,11 +150,7 @@ class _Block:
 
 
 class _Cross:
-    """The rank-one terms ``u_t v_t^T`` found so far, in buffers grown by doubling.
-
-    Terms are stored as rows of ``ut`` (capacity x m) and ``vt`` (capacity x p), so that
-    appending a term writes contiguous memory.
-    """
+    """The terms ``u_t v_t^T`` found so far, as rows of buffers grown by doubling."""
 
     def __init__(self, m, p, capacity):
         self.rank = 0
@@ -269,29 +190,17 @@ def _doubled(buffer):
 
 
 class _SpotCheck:
-    """Estimates the residual's Frobenius norm from a few rows and columns.
-
-    Rows and columns are taken in a golden-ratio order, whose every prefix is spread
-    evenly over the indices (blocks of spatially sorted points have their large residuals
-    in contiguous index ranges), and each is checked at most once.
-    """
+    """Estimates the residual's Frobenius norm from rows and columns in golden-ratio order
+    (every prefix spread over the indices), each checked at most once."""
 
     def __init__(self, m, p):
         self._rows = _Sequence(m)
         self._cols = _Sequence(p)
 
     def run(self, cross, row_free, col_free):
-        """Check the residual on the next `_CHECK_SIZE` free rows and free columns (a
-        coroutine step of :func:`aca_steps`: it yields its requests).
-
-        Returns
-        -------
-        estimate : float
-            ``sqrt(n_free / n * sum of squared residuals)`` over the sampled rows, or over
-            the sampled columns, whichever is larger; 0 when nothing was left to sample.
-        pivot : int
-            Row of the largest sampled residual entry, a row that is not a pivot yet.
-        """
+        """Check the residual on the next `_CHECK_SIZE` free rows and columns (a coroutine step):
+        ``(estimate, pivot)``, the larger of ``sqrt(n_free / n * sum of squares)`` over rows and
+        columns (0 if nothing left), and the free row of the largest sampled residual."""
         m, p = row_free.size, col_free.size
         rows = self._rows.take(row_free, _CHECK_SIZE)
         cols = self._cols.take(col_free, _CHECK_SIZE)
@@ -329,8 +238,7 @@ class _Sequence:
 
 @functools.lru_cache(maxsize=16)
 def _golden_order(n):
-    """The golden-ratio order of ``0..n-1`` (read-only; the same for every block of `n`
-    rows or columns, so computed once: its two sorts had cost 1.5 % of a build)."""
+    """The golden-ratio order of ``0..n-1`` (read-only, cached: the same for every block)."""
     spread = (np.arange(n) * _GOLDEN) % 1.0
     order = np.argsort(np.argsort(spread))
     order.flags.writeable = False
@@ -352,28 +260,14 @@ def _masked_argmax(values, free):
 
 
 def _block_size(rank):
-    """Pivot rows read together once the approximation has `rank` terms: a quarter of
-    it, within :data:`_BLOCK_ROWS`, so that the terms found past convergence stay a small
-    share of the rank."""
+    """Pivot rows read together at `rank` terms: a quarter of it, within :data:`_BLOCK_ROWS`."""
     low, high = _BLOCK_ROWS
     return min(high, max(low, rank // 4))
 
 
 def _cross_approximation(m, p, tau, step_limit):
-    """Run ACA until the error estimates are ``<= tau`` or `step_limit` terms are built
-    (a coroutine step of :func:`aca_steps`: it yields its requests).
-
-    Each round reads a block of pivot rows and then the columns of their pivots
-    (:func:`_pivot_block`), and chooses the next block's rows from the new terms
-    (:func:`_next_rows`).
-
-    Returns
-    -------
-    cross : _Cross
-        The terms found.
-    converged : bool
-        False when the step limit was reached first.
-    """
+    """Run ACA until the error estimates are ``<= tau`` or `step_limit` terms are built (a
+    coroutine step); returns ``(cross, converged)``."""
     cross = _Cross(m, p, min(step_limit, _INITIAL_CAPACITY))
     row_free = np.ones(m, dtype=bool)
     col_free = np.ones(p, dtype=bool)
@@ -408,23 +302,9 @@ def _cross_approximation(m, p, tau, step_limit):
 
 
 def _pivot_block(rows, values, residual, row_free, col_free, limit):
-    """Pivots of the block of `rows` (read as `values`, `residual` after the terms so
-    far), taken row by row as ACA would, at most `limit`.
-
-    Row ``r``'s residual after the block's earlier terms is ``residual[r] - c[r] @ v``,
-    with ``c[:, s]`` the residual of pivot column ``s`` on the block's rows (known without
-    reading the column: they are the block's rows); its largest entry over free columns is
-    the pivot, and a row that is zero to rounding gives no term. The rows taken (pivots
-    and rows zero to rounding, not those left by `limit`) and the pivot columns are marked
-    in `row_free` and `col_free`.
-
-    Returns
-    -------
-    columns : ndarray of intp
-        The pivot column of each term, in order.
-    v : ndarray of shape (len(columns), p)
-        The terms' ``v``, each scaled to 1 at its pivot column.
-    """
+    """Pivots of the block of `rows` (`residual` after the earlier terms), row by row, at most
+    `limit`, marked in `row_free` and `col_free`: the pivot columns and the terms' ``v``, each
+    1 at its pivot."""
     b, p = residual.shape
     scale = np.abs(values).max(axis=1)
     v = np.empty((min(b, limit), p))
@@ -447,9 +327,7 @@ def _pivot_block(rows, values, residual, row_free, col_free, limit):
 
 
 def _column_terms(columns, v, pivot_columns):
-    """The terms' ``u``: the residual `columns` (those of the pivots, after the terms
-    before the block) less the block's earlier terms, ``u_t = columns[:, t] - sum_{s<t}
-    u_s v_s[j_t]``."""
+    """The terms' ``u_t = columns[:, t] - sum_{s<t} u_s v_s[j_t]``."""
     u = columns.copy()
     for t in range(1, u.shape[1]):
         u[:, t] -= u[:, :t] @ v[:t, pivot_columns[t]]
@@ -457,10 +335,8 @@ def _column_terms(columns, v, pivot_columns):
 
 
 def _next_rows(u, row_free, count):
-    """Up to `count` free rows for the next block: where each new term's ``|u|`` is
-    largest (the row ACA would take after it), the last term first, then the rows of the
-    largest ``max_t |u_t|``. The scores are kept term by term (``b x m``), so that each
-    term's maximum and the peaks over the terms run along contiguous memory."""
+    """Up to `count` free rows for the next block: each new term's largest ``|u|`` (last term
+    first), then the rows of the largest ``max_t |u_t|``."""
     scores = np.where(row_free, np.abs(u.T, order="C"), -1.0)
     chosen = []
     for t in range(u.shape[1] - 1, -1, -1):
@@ -475,9 +351,7 @@ def _next_rows(u, row_free, count):
 
 
 def _largest_first(values, count):
-    """The indices of the `count` largest `values`, largest first, ties in index order:
-    ``np.argsort(-values, kind="stable")[:count]``, without sorting all of them (the
-    sort of 2,048 rows per round had cost 4 % of a build)."""
+    """``np.argsort(-values, kind="stable")[:count]`` without sorting all of `values`."""
     if count >= values.size:
         return np.argsort(-values, kind="stable")
     threshold = np.partition(values, values.size - count)[values.size - count]

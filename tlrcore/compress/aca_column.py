@@ -1,15 +1,10 @@
 """ACA of all the tiles of one tile column together, their reads served in few calls.
 
-Each tile ``A(i, j)``, ``i > j``, runs its own :func:`~tlrcore.compress.aca.aca_steps`
-coroutine, so its pivots, terms and rank are exactly those of
-:func:`~tlrcore.compress.aca_compress` given the same entries. What changes is who reads
-the entries: in every round, the requests of all the tiles that are still running are
-collected and handed to two callables at once, one for the rows and one for the columns.
-The tiles of a column share their columns (the indices of tile ``j``), so all the rows
-they ask for in a round are one block of the matrix, read by one generator call instead
-of one per tile (:meth:`tlrcore.TLRMatrix.from_generator`); that call overhead, not the
-arithmetic, dominated the generator time of ACA on kernel matrices.
-"""
+Each tile runs its own :func:`~tlrcore.compress.aca.aca_steps` coroutine, so its pivots,
+terms and rank are those of :func:`~tlrcore.compress.aca_compress` given the same entries.
+The requests of all running tiles are collected each round: the rows they ask for share
+their columns, so one generator call reads them all, as the calls, not the arithmetic,
+dominate the generator time of ACA on kernel matrices."""
 
 from tlrcore.compress.aca import aca_steps
 
@@ -17,32 +12,12 @@ __all__ = ["aca_column"]
 
 
 def aca_column(read_rows, read_columns, sizes, p, tol, max_rank=None, recompressed=True):
-    """Compress the blocks ``A_t`` of shapes ``(sizes[t], p)`` by ACA, all together.
+    """Compress the blocks ``A_t`` of shapes ``(sizes[t], p)`` by ACA together: one pair per
+    block, what :func:`~tlrcore.compress.aca_compress` returns for it (`tol` and `max_rank`
+    checked by the caller; `recompressed` as in :func:`~tlrcore.compress.aca.aca_steps`).
 
-    Parameters
-    ----------
-    read_rows : callable
-        ``read_rows(parts)`` with ``parts`` a list of ``(t, idx)``: the list of the rows
-        ``A_t[idx, :]``, float64 and finite, in that order.
-    read_columns : callable
-        ``read_columns(parts)``: the list of the columns ``A_t[:, idx]``.
-    sizes : sequence of int
-        Rows of each block.
-    p : int
-        Columns of every block.
-    tol : float
-        Absolute Frobenius tolerance of every block (checked by the caller).
-    max_rank : int or None, default None
-        As in :func:`~tlrcore.compress.aca_compress` (checked by the caller).
-    recompressed : bool, default True
-        Recompress each block's ACA terms (:func:`~tlrcore.compress.aca.aca_steps`).
-
-    Returns
-    -------
-    list of (U, V)
-        One pair per block, equal to what :func:`~tlrcore.compress.aca_compress` returns
-        for that block given the same entries.
-    """
+    ``read_rows(parts)`` and ``read_columns(parts)``, ``parts`` a list of ``(t, idx)``, return
+    the lists of ``A_t[idx, :]`` and of ``A_t[:, idx]``, float64 and finite, in that order."""
     steps = [aca_steps(m, p, tol, max_rank, recompressed) for m in sizes]
     results = [None] * len(steps)
     pending = {}
@@ -58,7 +33,9 @@ def aca_column(read_rows, read_columns, sizes, p, tol, max_rank=None, recompress
                 if what == kind
             ]
             if wanted:
-                for (t, q, _), values in zip(wanted, read([(t, idx) for t, _, idx in wanted])):
+                for (t, q, _), values in zip(
+                    wanted, read([(t, idx) for t, _, idx in wanted]), strict=True
+                ):
                     answers[t][q] = values
         for t, values in answers.items():
             _advance(steps, t, values, pending, results)
@@ -66,8 +43,8 @@ def aca_column(read_rows, read_columns, sizes, p, tol, max_rank=None, recompress
 
 
 def _advance(steps, t, values, pending, results):
-    """Send `values` to coroutine `t`: its next requests go to `pending`, its result (when
-    it returns) to `results`."""
+    """Send `values` to coroutine `t`; its next requests go to `pending`, its result to
+    `results`."""
     try:
         pending[t] = steps[t].send(values)
     except StopIteration as done:

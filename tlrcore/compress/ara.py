@@ -1,52 +1,27 @@
 """Adaptive randomized approximation (ARA), then SVD recompression.
 
-Algorithm 1 (sec. 3.1) of the batched tile low-rank Cholesky of Boukaram et al. [1]_: the
-block ``A`` (m x p) is touched only through ``A @ X`` and ``A.T @ X``. Gaussian blocks ``Omega`` of `block_size`
-columns are drawn, ``Y = A Omega`` is made orthogonal to the basis ``Q`` built so far
-(block Gram-Schmidt and QR of the panel, done twice) and appended, until the samples
-show that ``Q`` captures ``A``. Then ``B = A^T Q`` and ``Q B^T = Q Q^T A`` is truncated
-by SVD.
+ARA ([1]_, Algorithm 1; [2]_) sees the block ``A`` (m x p) only through ``A @ X`` and
+``A.T @ X``: Gaussian blocks ``Omega`` of ``b`` columns are drawn and ``Y = A Omega``,
+orthogonalized against the basis ``Q`` (block Gram-Schmidt, twice), appended until the
+samples show that ``Q`` captures ``A``; then ``Q (A^T Q)^T`` is truncated by SVD. As
+``E ||M w||^2 = ||M||_F^2`` for Gaussian ``w``, ``e = ||(I - Q Q^T) A Omega||_F / sqrt(b)``
+estimates ``E = ||(I - Q Q^T) A||_F`` without bias; sampling stops at ``e <= _SAFETY
+tol`` without appending that block (a narrower block is appended still), at a complete
+basis, or at a block with no direction above rounding.
 
-Stopping rule
--------------
-For a Gaussian vector ``w``, ``E ||M w||^2 = ||M||_F^2``. Before a new block is
-appended, its projected samples ``(I - Q Q^T) A Omega`` therefore give the unbiased
-estimate ``e = ||(I - Q Q^T) A Omega||_F / sqrt(b)`` of the current error
-``||(I - Q Q^T) A||_F``. The loop stops when ``e <= _SAFETY * tol`` (``_SAFETY = 0.25``),
-without appending that last block: its samples only measured the basis. On 648 kernel
-blocks (exponential, Matern-3/2 and Gaussian kernels, three length scales, tolerances
-1e-2 to 1e-10 of the block norm) the final sampling error was a median 1.02 ``e`` and at
-most 1.81 ``e``. Appending the block as well lowered it to 0.08 ``e`` but cost 16 more
-basis columns per tile: with TLR ranks of 20-30 that is a third more columns in every
-tile's ``B = A^T Q``, its SVD and the Gram-Schmidt products, and the left-looking
-factorization at n = 65,536 took 15 % longer (its accuracy, ranks and log-determinant
-the same to 1e-12 relative). A block narrower than `block_size` (the basis within
-`block_size` columns of complete, or a small block) is appended even then: its estimate
-rests on fewer samples (``P(chi2_w < w / 4)``, 0.38 for one sample, against 1e-3 for 16;
-see below), and appending it leaves the basis complete or nearly so. The loop also stops
-when the basis is complete (``min(m, p)`` columns, exact) or when a block brings no
-direction above rounding noise.
-
-The final error splits into two orthogonal parts, ``A - U V^T = (I - Q Q^T) A +
-(Q Q^T A - U V^T)``: the first is orthogonal to the range of ``Q``, the second lies in
-it. So ``||A - U V^T||_F^2 = E^2 + T^2``, with ``E`` the sampling error and ``T`` the
-exact truncation error, and the truncation may use ``sqrt(tol^2 - (2 e)^2)``, at least
-``0.87 tol``. ``E <= 2 e`` fails only if ``e^2`` falls below a quarter of its mean:
-``e^2 / E^2`` is a weighted mean of `block_size` chi-square(1) variables, so for a
-residual concentrated in a single direction this has probability
-``P(chi2_16 < 4) ~ 1e-3`` (``block_size = 16``), far less for the many-direction
-residuals of kernel blocks; the tile's error then exceeds `tol` by at most the excess of
-``E`` over ``2 e``. A factorization's accuracy sums the squared errors of all its tiles,
-most of them well below their tolerance: at n = 8,192 (exponential, Matern 1.5 and 2.5
-kernels, accuracy 1e-6 to 1e-10) ``||L L^T - A||_F`` came out at 0.52-0.69 of the
-requested ``accuracy * ||A||_F``, with this rule as with the appended block. Ranks come
-out at the SVD optimum or one above.
+The two parts of ``A - U V^T = (I - Q Q^T) A + (Q Q^T A - U V^T)`` are orthogonal, so the
+truncation gets ``sqrt(tol^2 - (2 e)^2) >= 0.87 tol``. ``E <= 2 e`` fails only if ``e^2``
+falls below a quarter of its mean: for a residual in one direction ``P(chi2_b < b / 4)``,
+about 1e-3 for ``b = 16``; the error then exceeds `tol` by at most ``E - 2 e``.
 
 References
 ----------
-.. [1] Boukaram, W., Zampini, S., Turkiyyah, G., and Keyes, D. E. (2021). H2OPUS-TLR:
-   High performance tile low rank symmetric factorizations using adaptive randomized
+.. [1] Boukaram, W., Zampini, S., Turkiyyah, G., Keyes, D. E. (2021). H2OPUS-TLR: High
+   performance tile low rank symmetric factorizations using adaptive randomized
    approximation. arXiv:2108.11932.
+.. [2] Halko, N., Martinsson, P.-G., Tropp, J. A. (2011). Finding structure with
+   randomness: probabilistic algorithms for constructing approximate matrix
+   decompositions. SIAM Review 53(2), 217-288.
 """
 
 import math
@@ -75,30 +50,20 @@ _NOISE = 64 * np.finfo(np.float64).eps
 
 
 class GaussianBlocks:
-    """The Gaussian test matrices ``Omega`` of one ARA compression, drawn in order from
-    `rng`: :meth:`first` for the first product, which samples several blocks at once,
-    then :meth:`next` for each later one.
-
-    A subclass may hand out other draws (shared ones: the tiles of a column of the
-    left-looking Cholesky sample with the same blocks, drawn once for the column); ARA
-    calls these two methods and nothing else of it.
-
-    Parameters
-    ----------
-    rng : numpy.random.Generator
-    """
+    """The Gaussian test matrices of one ARA compression, drawn in order from the Generator
+    `rng`: ARA calls :meth:`first`, then :meth:`next`, and nothing else (a subclass may hand
+    out draws shared by the tiles of a column)."""
 
     def __init__(self, rng):
         self.rng = rng
 
     def first(self, rows, blocks, block_size):
-        """The first draw: `blocks` blocks of `block_size` columns side by side, shape
+        """`blocks` blocks of `block_size` columns side by side, shape
         ``(rows, blocks * block_size)``."""
         return self.rng.standard_normal((rows, blocks * block_size))
 
     def next(self, rows, columns):
-        """A later draw (or a first one of a single, narrower block): shape ``(rows,
-        columns)``."""
+        """A later draw (or a first one of a single, narrower block), shape ``(rows, columns)``."""
         return self.rng.standard_normal((rows, columns))
 
 
@@ -117,47 +82,39 @@ def ara_compress(
 
     Parameters
     ----------
-    matmat : callable
-        ``matmat(X)`` returns ``A @ X`` of shape ``(m, b)`` for ``X`` of shape ``(p, b)``.
-    rmatmat : callable
-        ``rmatmat(X)`` returns ``A.T @ X`` of shape ``(p, b)`` for ``X`` of shape ``(m, b)``.
+    matmat, rmatmat : callable
+        ``matmat(X)`` returns ``A @ X`` for ``X`` of shape ``(p, b)``; ``rmatmat(X)``,
+        ``A.T @ X`` for ``X`` of shape ``(m, b)``.
     shape : tuple of int
         ``(m, p)``, the shape of ``A``.
     tol : float
-        Absolute Frobenius tolerance, ``||A - U V^T||_F <= tol`` (with high probability:
-        the sampling error is estimated). ``0`` samples until the basis is complete.
+        ``||A - U V^T||_F <= tol`` with high probability (the sampling error is estimated);
+        0 samples until the basis is complete.
     block_size : int, default 16
-        Number of random vectors sampled at a time.
+        Random vectors sampled at a time.
     max_rank : int or None, default None
-        Largest rank returned. When it binds, sampling goes up to ``max_rank +
-        max(block_size, max_rank // 2)`` vectors and the result is truncated to
-        `max_rank`; its error then exceeds `tol` and no error is raised.
+        Largest rank; when it binds, after up to ``max_rank + max(block_size, max_rank // 2)``
+        samples, the error exceeds `tol` without an error.
     rng : numpy.random.Generator or int or None, default None
-        Source of the random samples; an int is a seed and ``None`` means seed 0, so
-        results are reproducible. A Generator is advanced.
+        An int is a seed, None seed 0 (reproducible); a Generator is advanced.
     rank_hint : int or None, default None
-        The rank expected (for example that of a nearby or earlier version of the
-        block). The first product then samples ``ceil(rank_hint / block_size) + 1``
-        blocks (at least two) at once; they are appended one at a time as usual, so the
-        basis stops growing where the samples say, whatever the hint. A good hint saves
-        products with few columns, which cost nearly as much as products with many; a
-        hint far above the rank costs the samples not needed.
+        The rank expected: the first product samples ``ceil(rank_hint / block_size) + 1``
+        blocks (at least two), still appended one at a time (wide products cost about as much
+        as narrow ones).
     draws : GaussianBlocks or None, default None
-        Where the Gaussian blocks come from; default ``GaussianBlocks(rng)``. When given,
-        `rng` is not used.
+        Source of the Gaussian blocks (default ``GaussianBlocks(rng)``; then `rng` is unused).
 
     Returns
     -------
     U : ndarray of shape (m, k)
-        Carries the singular values of the approximation.
+        Carries the singular values.
     V : ndarray of shape (p, k)
         Orthonormal columns.
 
     Raises
     ------
     ValueError
-        If `tol`, `max_rank`, `shape`, `block_size`, `rng` or `rank_hint` is invalid, or `matmat` or
-        `rmatmat` returns an array of the wrong shape or with NaN or infinite values.
+        If an argument is invalid, or a callback returns a wrong shape or non-finite values.
     numpy.linalg.LinAlgError
         If an SVD does not converge.
     """
@@ -195,8 +152,8 @@ def _check_block_size(block_size):
 
 
 def _first_blocks(rank_hint, block_size):
-    """Blocks of ARA's first product for `rank_hint` (checked): enough to cover the rank
-    and one more to measure it, at least two."""
+    """Blocks in ARA's first product for `rank_hint` (checked): the rank's and one more, at
+    least two."""
     if rank_hint is None:
         return 2
     if not isinstance(rank_hint, numbers.Integral) or isinstance(rank_hint, bool) or rank_hint < 0:
@@ -217,26 +174,10 @@ def _as_generator(rng):
 
 
 def _range_finder(sample, shape, tau, limit, block_size, draws, first_blocks=2):
-    """Orthonormal basis ``Q`` of at most `limit` columns with estimated error ``<= tau``.
-
-    The blocks are drawn one after the other, except that the first `first_blocks` (as
-    many as `limit` leaves room for, and at least two) come from one draw and are
-    sampled by one product: most tiles of a TLR factorization stop after their second
-    block, and a product with twice the columns costs far less than two (each reads the
-    operator's factors from memory once: in the left-looking factorization at 131,072
-    sites, 1.7 ms against 2 x 1.27 ms for a stacked factor of 2048 x 320). The blocks
-    sampled together are still measured and appended one at a time, as blocks drawn one
-    after the other would be; those left when the estimate is met go unused.
-
-    Returns
-    -------
-    Q : ndarray of shape (m, k)
-        Orthonormal columns.
-    estimate : float
-        Estimate of ``||(I - Q Q^T) A||_F`` from the last samples: of `Q` itself when it
-        met `tau` (those samples are not appended), else of the basis before the last
-        panel, an upper estimate of the error of `Q`; ``inf`` if the loop never sampled.
-    """
+    """Orthonormal ``Q`` (at most `limit` columns) with estimated error ``<= tau``, and the
+    estimate: of `Q` when it met `tau`, else of the basis before the last panel, ``inf`` if
+    nothing was sampled. The first `first_blocks` blocks come from one draw and one product,
+    measured and appended one at a time."""
     m, p = shape
     Q = np.empty((m, 0))
     estimate = math.inf
@@ -271,14 +212,10 @@ def _project_out(Q, Y):
 
 
 def _orthonormal_panel(Q, Y, noise):
-    """Orthonormal basis of the part of ``Y`` (already projected once) orthogonal to ``Q``.
+    """Orthonormal basis of the part of ``Y`` (projected once) orthogonal to ``Q``.
 
-    Pivoted QR of ``Y`` drops directions whose ``|R_jj| <= noise`` (rounding noise, whose
-    basis vectors would not be orthogonal to ``Q``); a second projection and QR restore
-    orthogonality to working precision (block Gram-Schmidt with re-orthogonalization).
-    With no ``Q`` yet, the Householder QR's columns are the basis: orthonormal to working
-    precision already.
-    """
+    Pivoted QR drops directions with ``|R_jj| <= noise``; a second projection and QR restore
+    orthogonality to working precision (with no ``Q``, the QR's columns are already the basis)."""
     panel, r, _ = scipy.linalg.qr(Y, mode="economic", pivoting=True, check_finite=False)
     kept = int(np.count_nonzero(np.abs(np.diag(r)) > noise))
     if kept == 0:

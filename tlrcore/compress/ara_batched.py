@@ -1,63 +1,26 @@
-r"""Adaptive randomized approximation of a batch of tiles at once, from products only.
+"""Adaptive randomized approximation of a batch of tiles at once, from products only.
 
-The batched form of :mod:`tlrcore.compress.ara` (Algorithm 5 of Boukaram et al. [1]_)
-for the GPU and the other back ends.
-``count`` tiles ``T_i`` (each ``m x p``) are seen only through ``sample(active, Omega)``
-(``T_i Omega`` for the tiles still sampling) and ``project(Q)`` (``T_i^T Q_i``). All
-tiles share the Gaussian block ``Omega`` of a round: each tile's own estimates stay
-unbiased, and the products become one batched GEMM with a broadcast operand. Tiles leave
-the batch as soon as their estimated error is below the tolerance (dynamic batching):
-the tiles of large rank keep sampling while the rest stop.
-
-Everything is matrix products and eigendecompositions of small Gram matrices, which GPUs
-batch well (no batched Householder QR or tall SVD, which CuPy runs as a loop of calls):
-
-- **Orthonormalization** of a projected sample panel ``Y`` by SVQB (Stathopoulos & Wu):
-  ``Y^T Y = W diag(lambda) W^T`` and ``Y W lambda^{-1/2}``, twice, dropping directions
-  below rounding noise (their columns are set to zero, which the later products ignore).
-  One pass loses the directions below ``sqrt(eps)`` of the largest; they stay in the
-  residual, so the next round's samples find them again and the error estimate, taken
-  from the projected samples, still counts them.
-- **Stopping rule** as in :mod:`tlrcore.compress.ara`: stop when
-  ``e = ||(I - Q Q^T) T Omega||_F / sqrt(b)`` falls below a quarter of the tolerance
-  (that last panel only measured, not appended, unless it is narrower than `block_size`);
-  the sampling error is taken as at most ``2 e``.
-- **Truncation** of ``Q B^T`` (``B = T^T Q``, ``q`` columns): with the eigenvectors ``Z``
-  of ``B^T B`` (descending), ``Q B^T = (Q Z)(B Z)^T`` and dropping the columns ``c >= r``
-  costs exactly ``||(B Z)_{:, r:}||_F`` since ``Q Z`` has orthonormal columns. These tail
-  norms are summed from the computed ``B Z`` itself, so the tolerance holds to rounding
-  (``eps ||B||``) even where the Gram matrix resolves the small singular values poorly.
-  The rank is at the SVD optimum or one above while the tolerance is above about
-  ``sqrt(eps) ||T||`` (``1.5e-8`` of the tile's norm); below that the Gram matrix cannot
-  separate the singular values and the rank grows, up to complete (the tolerance still
-  holds). In a TLR matrix at global accuracy 1e-8 the tiles next to the diagonal reach
-  that regime: at n = 8,192 (tile 512, 2-D exponential) the mean rank of ``A`` came out
-  5 % above ACA's (30.1 against 28.7) and that of ``L`` 2 % above the tile-by-tile ARA's
-  (26.4 against 25.8; it moves with the number of samples drawn, i.e. with rounding;
-  9 % and 8 % while the last panel was appended); at 1e-6 they were
-  equal. A Householder QR and SVD would not square the condition number, but
-  CuPy runs both as a loop of single-matrix calls.
-
-The result is ``U = Q Z_r`` (orthonormal columns) and ``V = (B Z)_r`` (it carries the
-singular values), padded with zero columns to the largest rank of the batch, and each
-tile's largest dropped singular value ``max_{c >= r} ||(B Z)_{:, c}||``: the columns of
-``B Z`` are orthogonal and ``Q Z`` has orthonormal columns, so this is the spectral norm
-``||Q B^T - U V^T||_2`` of the truncation step, as :class:`~tlrcore.compress._recompress.LowRank`
-records it for the one-tile compressors. The sampling error ``(I - Q Q^T) T`` has its
-range orthogonal to ``Q``'s, so the tile's whole error lies between the dropped value and
-``sqrt(dropped^2 + ||(I - Q Q^T) T||_2^2)``, the second term below ``2 e <= tol / 2``
-(with the probability of the stopping rule): measured at accuracy 1e-4 and 1e-6 (kernel
-tiles of 128, Gaussian, Matérn, duplicated sites), the recorded value was the spectral
-error to ``3e-3 tol``. Where the Gram matrix cannot resolve the tail (tolerance below
-about ``sqrt(eps) ||T||``, above) the rounding of ``Q Q^T T`` comes on top: at accuracy
-1e-8 and 1e-10 the part not recorded, ``sqrt(true^2 - dropped^2)``, reached ``0.57 tol``
-(recorded ``0.54 tol``, true ``0.78 tol``; every true error stayed below ``tol``).
+The batched ARA of [1]_ (Algorithm 5) for every back end. ``count`` tiles ``T_i`` are seen
+through ``sample(active, Omega)`` (``T_i Omega`` for the tiles still sampling) and
+``project(Q)`` (``T_i^T Q_i``). A round's tiles share the Gaussian block (one batched GEMM;
+each tile's estimates stay unbiased) and leave the batch once their estimated error is
+below the tolerance (dynamic batching). Only products and small Gram eigenproblems are
+used, which GPUs batch well: SVQB orthonormalization [2]_, ``Y W lambda^{-1/2}`` for
+``Y^T Y = W diag(lambda) W^T``, twice; the stopping rule of :mod:`tlrcore.compress.ara`;
+and truncation of ``Q B^T = (Q Z)(B Z)^T``, ``Z`` the eigenvectors of ``B^T B``, whose
+dropped columns ``c >= r`` cost exactly ``||(B Z)_{:, r:}||_F``, so the tolerance holds to
+rounding (below about ``sqrt(eps) ||T||`` the ranks exceed the SVD optimum). The largest
+dropped ``||(B Z)_{:, c}||`` is the spectral norm of the truncation step; the tile's
+spectral error lies between it and ``sqrt(dropped^2 + (2 e)^2)``, with the stopping rule's
+probability.
 
 References
 ----------
-.. [1] Boukaram, W., Zampini, S., Turkiyyah, G., and Keyes, D. E. (2021). H2OPUS-TLR:
-   High performance tile low rank symmetric factorizations using adaptive randomized
+.. [1] Boukaram, W., Zampini, S., Turkiyyah, G., Keyes, D. E. (2021). H2OPUS-TLR: High
+   performance tile low rank symmetric factorizations using adaptive randomized
    approximation. arXiv:2108.11932.
+.. [2] Stathopoulos, A., Wu, K. (2002). A block orthogonalization procedure with constant
+   synchronization requirements. SIAM J. Sci. Comput. 23(6), 2165-2182.
 """
 
 from __future__ import annotations
@@ -76,42 +39,18 @@ _GRAM_FLOOR = 1e3 * np.finfo(np.float64).eps
 
 
 def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16, max_rank=None):
-    """Compress ``count`` tiles to the absolute Frobenius tolerance `tol` each.
+    """Compress ``count`` tiles of `shape` ``(m, p)`` to the absolute Frobenius tolerance `tol`
+    each.
 
-    Parameters
-    ----------
-    sample : callable
-        ``sample(active, Omega)`` returns ``T_i Omega`` stacked, shape
-        ``(len(active), m, s)``, for the tile positions `active` (a host int array, sorted)
-        and ``Omega`` of shape ``(p, s)``.
-    project : callable
-        ``project(Q)`` returns ``T_i^T Q_i`` stacked, shape ``(count, p, q)``, for ``Q`` of
-        shape ``(count, m, q)``.
-    count : int
-    shape : tuple of int
-        ``(m, p)``, the shape of every tile.
-    tol : float
-        Absolute tolerance per tile.
-    backend : tlrcore.backends.Backend
-    seed : int
-        Seeds the sample blocks (round ``t`` uses ``seed + t``).
-    block_size : int, default 16
-        Columns per sample block (at most 32 keeps the Gram eigenproblems in cuSOLVER's
-        batched Jacobi solver).
-    max_rank : int, optional
-        Cap on the ranks (the tolerance may then not be met).
+    ``sample(active, Omega)`` returns ``T_i Omega`` for the sorted host positions `active`,
+    ``(len(active), m, s)``; ``project(Q)`` returns ``T_i^T Q_i``, ``(count, p, q)``, for ``Q``
+    of shape ``(count, m, q)``. Round ``t`` draws its block with seed ``seed + t``;
+    `block_size` at most 32 keeps the Gram eigenproblems in cuSOLVER's batched Jacobi solver;
+    `max_rank` caps the ranks (the tolerance may then not be met).
 
-    Returns
-    -------
-    U : array of shape (count, m, r)
-        Orthonormal columns (zero beyond each tile's rank).
-    V : array of shape (count, p, r)
-    ranks : ndarray of int, shape (count,)
-        On the host.
-    dropped : ndarray of float, shape (count,)
-        On the host: the largest singular value each truncation dropped (0.0 when none
-        was), the spectral norm of its truncation error (module docstring).
-    """
+    Returns ``(U, V, ranks, dropped)``: ``U`` ``(count, m, r)`` with orthonormal columns and
+    ``V`` ``(count, p, r)``, zero beyond each rank; on the host the ranks and each
+    truncation's largest dropped singular value (0.0 if none)."""
     xp = backend.xp
     m, p = shape
     if count == 0 or m == 0 or p == 0:
@@ -176,11 +115,8 @@ def _project_out(Q, Y):
 
 
 def _orthonormalize(xp, backend, Y, noise):
-    """SVQB: orthonormal columns spanning ``Y``'s directions above `noise` (per matrix).
-
-    Returns the panel (dropped directions as zero columns) and, on the host, how many
-    directions each matrix kept.
-    """
+    """SVQB: orthonormal columns spanning each ``Y``'s directions above `noise`, dropped ones as
+    zero columns, and on the host how many each kept."""
     gram = Y.transpose(0, 2, 1) @ Y
     lam, W = backend.eigh(gram)
     floor = xp.maximum(noise[:, None] ** 2, _GRAM_FLOOR * lam[:, -1:])
@@ -190,8 +126,7 @@ def _orthonormalize(xp, backend, Y, noise):
 
 
 def _truncate(xp, backend, Q, B, budget, max_rank):
-    """Truncate each ``Q_i B_i^T`` to its Frobenius `budget`; also the largest dropped
-    singular value of each (see the module docstring)."""
+    """Truncate each ``Q_i B_i^T`` to its Frobenius `budget`: ``(U, V, ranks, dropped)``."""
     count = Q.shape[0]
     lam, Z = backend.eigh(B.transpose(0, 2, 1) @ B)
     Z = xp.ascontiguousarray(xp.flip(Z, axis=2))

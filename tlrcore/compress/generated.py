@@ -23,13 +23,11 @@ _TILES_TOGETHER = 8
 
 
 class CheckedBlock:
-    """The user's generator ``block(rows, cols)``, with the shape and finiteness of every
-    block checked and errors naming the tile (:class:`~tlrcore.GeneratorError`).
+    """The user's generator ``block(rows, cols)``, every block's shape and finiteness checked,
+    errors (:class:`~tlrcore.GeneratorError`) naming the tile.
 
-    ``entries`` is the checked form of the generator's optional ``entries(i, j)``
-    (``A[i, j]`` elementwise for integer arrays that broadcast together), or None when it
-    has none. Picklable when the generator is.
-    """
+    ``entries`` is the checked form of the generator's optional ``entries(i, j)`` (``A[i, j]``
+    elementwise for broadcasting integer arrays), or None. Picklable when the generator is."""
 
     def __init__(self, block):
         if not callable(block):
@@ -43,8 +41,7 @@ class CheckedBlock:
 
     def columns(self, rows, cols, where):
         """``A[rows][:, cols]`` as ACA reads columns: through ``entries`` when the generator
-        has it (the values :func:`tlrcore.compress.aca_column.aca_column` reads), else as a
-        block."""
+        has it."""
         if self.entries is None:
             return self(rows, cols, where)
         return self.entries(rows[:, None], cols[None, :], where)
@@ -62,9 +59,8 @@ class CheckedBlock:
 
 
 def compress_tile(checked, rows, cols, tile, tolerance, method, max_rank, seed):
-    """``(U, V)`` of the off-diagonal tile `tile` = ``(i, j)`` on the index arrays `rows`
-    and `cols`, compressed by `method` (``"aca"``, ``"ara"`` or ``"svd"``) to `tolerance`;
-    `seed` seeds ARA's samples."""
+    """``(U, V)`` of the off-diagonal tile `tile` = ``(i, j)`` on the index arrays `rows`, `cols`,
+    by `method` (``"aca"``, ``"ara"``, ``"svd"``) to `tolerance`; `seed` seeds ARA."""
     if method == "aca":
         return aca_compress(
             lambda idx: checked(rows[idx], cols, tile),
@@ -87,11 +83,8 @@ def compress_tile(checked, rows, cols, tile, tolerance, method, max_rank, seed):
 
 
 def compress_column(checked, tiles, j, tolerance, max_rank):
-    """ACA factors of the tiles ``(i, j)``, ``i > j``, of the tile column `j` of the
-    matrix `checked` generates (the tiles' index arrays `tiles`), in order of `i`,
-    compressed :data:`_TILES_TOGETHER` at a time (:func:`_compress_tiles`) to the absolute
-    `tolerance`: what :meth:`tlrcore.TLRMatrix.from_generator` does with each column, on
-    its threads or in a worker process (:mod:`tlrcore.compress.in_processes`)."""
+    """ACA factors of the tiles ``(i, j)``, ``i > j``, of tile column `j` (index arrays `tiles`)
+    to the absolute `tolerance`, in order of ``i``, :data:`_TILES_TOGETHER` at a time."""
     return [
         factors
         for first in range(j + 1, len(tiles), _TILES_TOGETHER)
@@ -102,13 +95,11 @@ def compress_column(checked, tiles, j, tolerance, max_rank):
 
 
 def _compress_tiles(checked, tiles, j, first, stop, tolerance, max_rank):
-    """ACA factors of the tiles ``(i, j)``, ``first <= i < stop``, compressed together
-    (:func:`~tlrcore.compress.aca_column.aca_column`).
+    """ACA factors of the tiles ``(i, j)``, ``first <= i < stop``, compressed together.
 
-    The rows the tiles ask for in a round are read by one generator call; their columns by
-    one call of ``entries`` when the generator has it, else by one call per tile. A
-    failing read is repeated tile by tile, so that the error names the tile.
-    """
+    A round's rows are read by one generator call, its columns by one ``entries`` call if the
+    generator has it (else one per tile). A failing read is repeated tile by tile, so that
+    the error names the tile."""
     cols = tiles[j]
     below = tiles[first:stop]
     where = f"tiles {first}..{stop - 1} of column {j}"
@@ -142,7 +133,7 @@ def _compress_tiles(checked, tiles, j, first, stop, tolerance, max_rank):
                     t, idx = parts[pos]
                     checked(below[t], cols[idx], (first + t, j))
                 raise
-            for pos, value in zip(positions, stacked):
+            for pos, value in zip(positions, stacked, strict=True):
                 values[pos] = value
         return values
 

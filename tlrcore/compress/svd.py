@@ -8,27 +8,17 @@ __all__ = ["svd_compress"]
 def svd_compress(block, tol, max_rank=None):
     """Compress a dense block by truncated SVD.
 
-    Keeps the smallest ``k`` with ``sqrt(sum_{i >= k} s_i^2) <= tol`` (``s`` in
-    non-increasing order), which by the Eckart-Young theorem is the smallest rank of
-    any approximation within `tol` in the Frobenius norm.
-
-    Parameters
-    ----------
-    block : array_like of shape (m, p)
-        The block ``A``; it is not modified.
-    tol : float
-        Absolute Frobenius tolerance, ``||A - U V^T||_F <= tol``. ``0`` keeps every
-        non-zero singular value (exact to rounding).
-    max_rank : int or None, default None
-        Largest rank returned. When it binds, the result is the best rank-`max_rank`
-        approximation and its error exceeds `tol`; no error is raised.
+    Keeps the smallest ``k`` with ``sqrt(sum_{i >= k} s_i^2) <= tol``, by the Eckart-Young
+    theorem the smallest rank within `tol` in the Frobenius norm (0 keeps every non-zero
+    singular value); `block` is not modified. When `max_rank` binds, the best rank-`max_rank`
+    approximation, its error above `tol` without an error.
 
     Returns
     -------
     U : ndarray of shape (m, k)
         Left singular vectors scaled by the singular values.
     V : ndarray of shape (p, k)
-        Right singular vectors (orthonormal columns).
+        Right singular vectors.
 
     Raises
     ------

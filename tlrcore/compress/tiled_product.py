@@ -1,27 +1,17 @@
 r"""The product ``A @ X`` of a rectangular matrix given by a block generator, its tiles
 compressed on the fly and never stored.
 
-``A`` is ``m x n`` with rows partitioned into row tiles ``I_a`` and columns into column
-tiles ``J_b``. For each row tile the product is
-
 .. math::
 
     (A X)_{I_a} = \sum_{b \in D_a} A_{ab} X_{J_b}
                 + \sum_{b \notin D_a} V_{ab} (U_{ab}^T X_{J_b}),
     \qquad \| A_{ab}^T - U_{ab} V_{ab}^T \|_F \le \tau,
 
-with the tiles of ``D_a`` (those the caller marks dense, e.g. where rows and columns
-are near each other) generated whole and the others compressed by ACA with partial
-pivoting (:func:`~tlrcore.compress.aca_column.aca_column`, the tiles of one row tile
-together, their reads served by one generator call per round; the terms applied as ACA
-leaves them, since an SVD recompression costs more than the product it would shorten).
-A compressed tile of
-rank ``k`` reads ``k (|I_a| + |J_b|)`` entries instead of ``|I_a| |J_b|``; its
-factors are applied and dropped, so memory is that of one row tile's work per thread.
-
-The error of the product is bounded tile by tile:
-``||(A X - Y)_{I_a}||_F <= tau sum_b ||X_{J_b}||_2`` (ACA's estimate of ``tau``, see
-:mod:`tlrcore.compress.aca`).
+the tiles ``D_a`` marked dense generated whole, the others compressed by ACA [1]_ per row
+tile (terms unrecompressed: recompression costs more than the product it shortens). A tile
+of rank ``k`` reads ``k (|I_a| + |J_b|)`` entries; memory is one row tile's work per
+thread. Error: ``||(A X - Y)_{I_a}||_F <= tau sum_b ||X_{J_b}||_2``, ``tau`` as ACA
+estimates it.
 
 References
 ----------
@@ -44,33 +34,18 @@ __all__ = ["tiled_product"]
 
 
 def tiled_product(block, row_tiles, col_tiles, X, tolerance, dense, description="product"):
-    """``A @ X`` for ``A`` given by ``block(rows, cols)``, compressed tile by tile.
+    """``A @ X`` (``(m, q)``, ``m`` the largest row index plus one) for ``A[rows][:, cols] =
+    block(rows, cols)``, compressed tile by tile.
 
-    Parameters
-    ----------
-    block : callable
-        ``block(rows, cols)`` -> the dense block ``A[rows][:, cols]`` (float64, finite)
-        for integer index arrays.
-    row_tiles, col_tiles : sequence of ndarray of int
-        Partitions of the rows and of the columns of ``A`` into tiles.
-    X : ndarray of shape (n, q)
-        The right-hand sides, ``n`` the number of columns of ``A``.
-    tolerance : float
-        Absolute Frobenius tolerance of every compressed tile, positive.
-    dense : ndarray of bool, shape (len(row_tiles), len(col_tiles))
-        The tiles generated whole.
-    description : str, default "product"
-        The label of the progress counter (:func:`tlrcore.progress`).
-
-    Returns
-    -------
-    ndarray of shape (m, q)
-        Rows in the order of the row indices (``m`` the largest row index plus one).
+    `row_tiles` and `col_tiles` partition the rows and columns of ``A`` (``X`` has as many
+    rows as columns); `dense` (``(len(row_tiles), len(col_tiles))`` bools) marks the tiles
+    generated whole; the others are compressed to the positive `tolerance`; `description`
+    labels the progress counter.
 
     Raises
     ------
     ValueError
-        For a bad `tolerance`, shapes that do not match or tiles out of range.
+        For a bad `tolerance`, shapes that do not match, or tiles out of range.
     GeneratorError
         If `block` returns a wrong shape or non-finite values.
     """
@@ -103,7 +78,7 @@ def tiled_product(block, row_tiles, col_tiles, X, tolerance, dense, description=
             total += checked(rows, col_tiles[b], (a, int(b))) @ X[col_tiles[b]]
         if far and rows.size:
             factors = _compress_row_tile(checked, rows, [col_tiles[b] for b in far], a, tolerance)
-            for b, (U, V) in zip(far, factors):
+            for b, (U, V) in zip(far, factors, strict=True):
                 if U.shape[1]:
                     total += V @ (U.T @ X[col_tiles[b]])
         return rows, total
@@ -119,9 +94,8 @@ def tiled_product(block, row_tiles, col_tiles, X, tolerance, dense, description=
 
 
 def _compress_row_tile(checked, rows, col_tiles, a, tolerance):
-    """ACA factors ``(U, V)`` of ``A[rows][:, cols]^T`` for each of `col_tiles`: the
-    transposed tiles share their columns (`rows`), so the tiles of a row tile are
-    compressed together and the rows they ask for in a round read by one call."""
+    """ACA factors ``(U, V)`` of ``A[rows][:, cols]^T`` for each of `col_tiles`, compressed
+    together (the transposed tiles share their columns, `rows`)."""
     where = f"row tile {a}"
 
     def read_rows(parts):

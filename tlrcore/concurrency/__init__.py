@@ -1,28 +1,12 @@
 """Where tlrcore runs its work: thread pools, worker processes and the C heap.
 
 Results never depend on it: every tile has its own seed and its result is stored by tile
-index, so a factor is bit-identical from run to run, for any number of threads, and
-whether its tiles were compressed in threads or in worker processes.
-
-Modules
--------
-threads
-    The tile pool (:func:`tile_pool`: a thread pool of :func:`workers` threads, BLAS on
-    one thread each, new arrays on small pages), BLAS pinned to one thread
-    (:func:`one_blas_thread`, :func:`one_blas_thread_block`), per-tile and per-column
-    seeds, work started in descending order of cost, and the tile-column counters of
-    :func:`progress`.
-heap
-    The glibc allocator tuned for short-lived tiles: the mmap threshold pinned
-    (:func:`pin_mmap_threshold`), transparent huge pages off around tile work
-    (:func:`small_pages`), free heap pages handed back (:func:`trim_heap`).
-processes
-    Worker processes forked for work that holds the GIL (:func:`hold`, :class:`Shared`,
-    :func:`call`); what a worker computes for a tile column is
-    :mod:`tlrcore.compress.in_processes`.
-spool
-    Memory files shared with the worker processes, through which their results come back
-    without a copy (:class:`Spool`).
+index, so a factor is bit-identical for any number of threads, whether its tiles were
+compressed in threads or in worker processes. :mod:`~tlrcore.concurrency.threads`: the
+tile pool, BLAS pinned to one thread, seeds, progress counters;
+:mod:`~tlrcore.concurrency.heap`: the glibc allocator tuned for short-lived tiles;
+:mod:`~tlrcore.concurrency.processes`: worker processes for work that holds the GIL;
+:mod:`~tlrcore.concurrency.spool`: memory files for their results.
 
 Environment
 -----------

@@ -1,72 +1,23 @@
-"""Worker processes forked from the caller, for work that holds the GIL: the tile columns
-of a CPU TLR build (:mod:`tlrcore.compress.in_processes`) and the calls of a
-:class:`Shared` object (geostat's block Vecchia likelihood).
+"""Worker processes forked from the caller, for work that holds the GIL: the tile columns of
+a CPU TLR build (:mod:`tlrcore.compress.in_processes`) and the calls of a :class:`Shared`
+object.
 
-A task (:func:`call`) is a module-level function and its arguments, run in one worker;
-it may unpickle a payload once per build and worker (:func:`unpickled_once`) and write
-its result to the memory files shared with the caller (:func:`spooled`,
-:mod:`tlrcore.concurrency.spool`). Pages of the caller that exist when the workers are
-forked are copied on its first writes (0.6 s more for the first factorization at 32,768
-sites when the fork came in the middle of its build), and stay held by the workers while
-they live, even once the caller frees them.
+A task (:func:`call`) is a module-level function run in one worker, which may unpickle a
+payload once per build (:func:`unpickled_once`) and return its result through the shared
+memory files (:func:`spooled`). ``TLRCORE_PROCESSES`` decides where the work runs: unset
+or empty, builds with tiles of at most :data:`AUTO_MAX_TILE` inside a :func:`hold`, builds
+of at least :data:`AUTO_MIN_COLUMNS` tile columns anywhere, and :class:`Shared` calls in
+any hold; ``1``: all of them, always; ``0``: none. There are workers only with more than
+one worker thread, on Linux, outside daemonic processes (a Dask worker), until the pool
+breaks; otherwise the work runs in the caller.
 
-When the workers serve a build, set by ``TLRCORE_PROCESSES``:
-
-* unset or empty (the default): inside a :func:`hold` (a geostat fit opens one around
-  its optimization), for tiles of at most 1024 (:data:`AUTO_MAX_TILE`); and with any
-  tile size, in a hold or not, for builds of at least :data:`AUTO_MIN_COLUMNS` tile
-  columns (outside a hold, the build opens one of its own, and the workers stop
-  with it);
-* ``1``: every build, with any tile size, in a hold or not;
-* ``0``: never.
-
-The same setting decides where the calls of a :class:`Shared` object run, with no tile
-size: by default in any hold (forking the workers at the first call if the hold's
-tiles were too large for them), always with ``1``, never with ``0``. There are workers
-only with more than one worker thread (:func:`tlrcore.concurrency.threads.workers`), on
-Linux, in a process that may have children (not a daemonic one, such as a Dask
-worker's), and as long as the pool has not broken; otherwise the work runs in the
-caller.
-
-The workers are forked: a fork server or spawned processes would import the caller's
-main script again (running a script without a ``__main__`` guard twice) and take about
-3 s to import NumPy, SciPy and geostat; a fork and its warm-up take 25 ms, the shutdown
-11 ms. They are forked from a thread with no other work running: when the first hold
-opens (before the fit's large arrays exist), or, for a build they serve outside a hold,
-before its first tile, while the tile pool's threads wait, or at a
-:class:`Shared` object's first calls (in a fit with tiles above 1024: the block Vecchia
-likelihood, before the first build).
-
-By default, when the last hold closes (unless it was a build's own), each worker
-drops the generator and the :class:`Shared` objects it keeps and trims its heap; the
-workers then wait :data:`IDLE_TIMEOUT` seconds (a minute) for the next hold, which
-uses them without a fork, and stop if none comes. Forking anew for every fit cost more
-than the fork: the caller's pages become copy-on-write, and its first write to each (in
-a fit, mostly to the free memory of its heaps) is a page fault. A co2 fit of 8,192 cells
-after others in the same process took 4.5-4.8 s with idle workers against 5.0-5.3 s with
-workers forked for it (system time 0.3-0.5 s against 1.0-1.3 s). While idle, the workers
-hold little of their own, but keep the caller's pages as they were at the fork: what the
-caller frees meanwhile stays allocated until they stop (:func:`shutdown` stops them at
-once).
-
-The workers end with the caller, however it ends. When it exits or is interrupted
-(Ctrl-C), they stop as they always did. A caller killed (``SIGKILL``, ``SIGTERM``,
-``timeout``, a batch scheduler's time limit, the OOM killer) stops nothing, and the
-workers, waiting on the pool's queue, would wait for good, holding their copies of its
-pages. So each worker,
-as it starts (:func:`_end_with_the_caller`), asks the kernel for ``SIGKILL`` when its
-parent ends (``prctl(PR_SET_PDEATHSIG)`` [1]_), then exits at once if the caller has
-already ended (its parent is then another process). That signal follows the *thread*
-that forked the worker, not the process: a worker forked from another thread than the
-caller's main thread (a fit run on a thread pool's thread) would be killed when that
-thread ends, with the caller alive and the pool broken. Such a worker, and one whose
-kernel refuses the request, instead watches on a daemon thread of its own the pipe by
-which :mod:`multiprocessing` tells a child that its parent has ended
-(:func:`multiprocessing.parent_process`), blocked in ``poll`` until the caller's end
-closes it, and then exits. The pipe of each worker is also held open by the workers
-forked after it (which end in turn, the last first) and by any child that the caller
-forks without ``exec`` while the worker lives (a :mod:`subprocess` child does not hold
-it): a watching worker outlives the caller as long as such a child does.
+The workers are forked (spawned ones would import the caller's main script again) from a
+thread with no other work running; the caller's pages at the fork are copied on its first
+writes and held by the workers while they live. After the last hold (unless a build's
+own) they drop what they keep, trim their heaps and wait :data:`IDLE_TIMEOUT` seconds for
+the next hold; :func:`shutdown` stops them. They end with the caller however it ends: each
+asks for ``SIGKILL`` at its parent's end (``prctl(PR_SET_PDEATHSIG)`` [1]_, which follows
+the forking *thread*), or else watches the pipe by which :mod:`multiprocessing` signals it.
 
 References
 ----------
@@ -120,16 +71,12 @@ logger = logging.getLogger(__name__)
 #: Largest tile that the workers serve by default in a hold, whatever the build's size.
 AUTO_MAX_TILE = 1024
 #: Fewest tile columns of a build that the workers serve by default with tiles of any
-#: size, in a hold or not (outside one, for that build alone). Measured on a 2-core
-#: Intel machine (2-D exponential kernel, accuracy 1e-8, tiles of 2048, builds outside a
-#: hold, two runs each): 16 columns (32,768 sites) 2.05-2.13 s against 2.21-2.28 s on
-#: threads, 32 columns 5.2-5.5 s against 6.0-6.1 s, 64 columns 12.0-13.9 s against
-#: 15.1-16.9 s (ACA's Python holds the GIL, and two threads fault pages in one address
-#: space: the build's system time doubled).
+#: size, in a hold or not (outside one, for that build alone): from about this size the
+#: processes beat the threads, whose ACA holds the GIL and faults pages in one address space.
 AUTO_MIN_COLUMNS = 16
-#: Seconds the workers wait, idle, after the last hold closes, for the next hold of
-#: the process (the next fit of a notebook, a benchmark's repeats) to use them instead of
-#: forking new ones; then they stop. ``0`` stops them when the hold closes.
+#: Seconds the workers wait, idle, after the last hold closes, for the next hold of the
+#: process to use them instead of forking new ones; then they stop. ``0`` stops them when
+#: the hold closes.
 IDLE_TIMEOUT = 60.0
 #: Seconds a worker waits for the others at the release of :func:`_rest`.
 _RELEASE_WAIT = 10.0
@@ -163,13 +110,8 @@ _PR_SET_PDEATHSIG = 1
 
 
 def setting():
-    """``TLRCORE_PROCESSES``: ``"auto"`` (unset or empty), ``"always"`` (1) or ``"never"`` (0).
-
-    Raises
-    ------
-    ValueError
-        For any other value.
-    """
+    """``TLRCORE_PROCESSES``: ``"auto"`` (unset or empty), ``"always"`` (1) or ``"never"`` (0);
+    ValueError for any other value."""
     value = os.environ.get("TLRCORE_PROCESSES", "")
     if value not in ("", "0", "1"):
         raise ValueError(
@@ -181,10 +123,9 @@ def setting():
 
 
 def enabled(tile_size=None, n_tiles=0):
-    """Whether the tile columns of a build with `n_tiles` tiles of `tile_size` go to worker
-    processes (``None``: whether the calls of a :class:`Shared` object do): by
-    :func:`setting`, with more than one worker, on Linux, in a process allowed children,
-    and no pool broken before."""
+    """Whether the tile columns of a build of `n_tiles` tiles of `tile_size` go to the workers
+    (None: whether :class:`Shared` calls do): by :func:`setting`, with more than one worker,
+    on Linux, in a process allowed children, no pool broken before."""
     chosen = setting()
     auto = (_holds and (tile_size or 0) <= AUTO_MAX_TILE) or n_tiles >= AUTO_MIN_COLUMNS
     if chosen == "never" or (chosen == "auto" and not auto):
@@ -199,16 +140,12 @@ def enabled(tile_size=None, n_tiles=0):
 
 @contextlib.contextmanager
 def hold(tile_size, linger=True):
-    """A hold on worker processes for the builds inside the block (with tiles of
-    `tile_size`): they are forked when it opens unless running, and kept while any hold is
-    open.
+    """A hold on the workers for the builds inside the block (tiles of `tile_size`), forking them
+    unless running; holds nest, in several threads too.
 
-    Open it from a thread that holds no lock, with no other thread of the caller's working
-    (a fork copies the locks of every thread as they are). Holds nest and may be open
-    in several threads at once. When the last one closes, the workers drop what they keep
-    and wait :data:`IDLE_TIMEOUT` seconds for the next hold before they stop
-    (:func:`_rest`), or, if that hold was opened with ``linger=False``, stop at once.
-    """
+    Open it from a thread that holds no lock, with no other thread of the caller working (a
+    fork copies every thread's locks). After the last hold the workers idle
+    :data:`IDLE_TIMEOUT` seconds, or stop at once for ``linger=False``."""
     global _holds
     size = workers()
     with _holds_lock:
@@ -228,11 +165,8 @@ def hold(tile_size, linger=True):
 
 
 def start():
-    """Fork the pool's workers now, unless they are running.
-
-    Call it from a thread that holds no lock, with no other thread of the caller's
-    working: a fork copies the locks of every thread as they are.
-    """
+    """Fork the pool's workers now, unless they are running (from a thread that holds no lock,
+    with no other thread of the caller working)."""
     global _broken
     if _pool is not None:  # running: a dead worker shows at the next submission
         return
@@ -257,15 +191,9 @@ def shutdown():
 
 
 def _rest(linger):
-    """After the last hold: the workers drop what they keep (a build's generator, the
-    :class:`Shared` objects) and trim their heaps (:func:`_release`), then stay idle for
-    :data:`IDLE_TIMEOUT` seconds unless a hold opens (see the module's notes).
-
-    They are stopped at once when not to `linger`, with no timeout, when some could not
-    be reached, or with ``TLRCORE_PROCESSES`` set: only by default does every use of the
-    pool happen in a hold (``1`` sends :class:`Shared` calls to it outside holds
-    too, which the idle timer could meet as it stops the pool).
-    """
+    """After the last hold: the workers drop what they keep and idle :data:`IDLE_TIMEOUT`
+    seconds; they stop at once when not to `linger`, with no timeout, when some could not be
+    reached, or with ``TLRCORE_PROCESSES`` set."""
     global _idle_timer
     if _pool is None:
         return
@@ -282,8 +210,8 @@ def _rest(linger):
 
 
 def _released_everywhere():
-    """Run :func:`_release` once in every worker (each waits at the barrier for the others,
-    so none takes two); whether all did."""
+    """Run :func:`_release` once in every worker (each waits at the barrier, so none takes two);
+    whether all did."""
     try:
         futures = [_pool.submit(_release) for _ in range(_barrier.parties)]
         for future in futures:
@@ -314,8 +242,8 @@ def broken():
 
 
 def new_key():
-    """A key of its own for a build or a :class:`Shared` object (the caller's process id
-    and a count), under which a worker keeps what it unpickled for it."""
+    """A key for a build or a :class:`Shared` object (process id and a count), under which a
+    worker keeps what it unpickled for it."""
     return (os.getpid(), next(_builds))
 
 
@@ -328,22 +256,18 @@ def pickled(obj):
 
 
 def call(task, args, size=None):
-    """Here, in a :func:`hold` with the workers started: ``task(*args, spooling)`` run in
-    a worker process, and its result.
-
-    `task` is a function of a module (pickled by reference). `spooling` is the ``(region,
-    size)`` of the spool where the task may write a result of at most `size` bytes
-    (:func:`spooled`), or None (no `size`, no spool, or every file of it in use); a
-    spooled result comes back as views of its region.
+    """``task(*args, spooling)`` run in a worker (in a :func:`hold`, workers started), and its
+    result; `spooling` is ``(region, size)`` of the spool for a result of at most `size` bytes
+    (:func:`spooled`), or None.
 
     Raises
     ------
     concurrent.futures.process.BrokenProcessPool
-        The pool broke (a worker died): the workers are not used again (:func:`broken`).
+        A worker died; the workers are not used again (:func:`broken`).
     Unpicklable
-        The worker could not unpickle a payload of the task (:func:`unpickled_once`).
+        The worker could not unpickle a payload of the task.
     ResultLost
-        The result's region of the spool could not be mapped (it is cut out of the file).
+        The result's spool region could not be mapped.
     """
     global _broken
     pool, spool = _get_pool(), _spool
@@ -368,26 +292,13 @@ def call(task, args, size=None):
 
 
 class Shared:
-    """An object whose methods run in the worker processes, each call in one of them.
+    """An object `obj` whose methods run in the worker processes, one call each.
 
-    The object is pickled here once, at the first :meth:`map` that the workers serve; a
-    worker unpickles it at its first call and keeps it (with the last few others), so
-    what it builds lazily (say, distances) stays there. Once the :class:`Shared` object
-    is gone here, each worker drops its copy at its next task (of any kind), and gives
-    the memory back: the block Vecchia sets of the 26,633 co2 cells (smoothness free, with
-    their distances and interpolation weights) had held 350 MB in each worker for the
-    rest of the fit. A worker with no further task keeps its copy until the pool stops.
-    When the workers are not :func:`enabled`, the object does not pickle, or the pool
-    breaks, the calls run here; a call that raises in a worker runs here again, so that
-    its exception is the object's own. The results are the same either way (the same
-    operations on the same data), provided the object's methods do not depend on state
-    that the calls change.
-
-    Parameters
-    ----------
-    obj : object
-        Its methods are what :meth:`map` calls.
-    """
+    Pickled once, at the first :meth:`map` the workers serve; a worker keeps its copy (with
+    the last few others) until the object is gone here. Where the workers are not
+    :func:`enabled`, the object does not pickle, or the pool breaks, the calls run here; a call
+    that raises in a worker runs here again, so the exception is the object's own. Results are
+    the same either way, provided the methods do not depend on state the calls change."""
 
     def __init__(self, obj):
         self.obj = obj
@@ -404,8 +315,8 @@ class Shared:
         return self._payload
 
     def map(self, method, calls):
-        """``[getattr(obj, method)(*args) for args in calls]``, the calls spread over the
-        workers when they are enabled."""
+        """``[getattr(obj, method)(*args) for args in calls]``, spread over the workers when
+        they are enabled."""
         global _broken
         local = [functools.partial(getattr(self.obj, method), *args) for args in calls]
         if len(calls) < 2 or not enabled() or self._pickled() is None:
@@ -424,7 +335,7 @@ class Shared:
         except BrokenProcessPool:
             futures = []
         results = []
-        for future, here in zip(futures, local):
+        for future, here in zip(futures, local, strict=False):
             try:
                 results.append(future.result())
             except BrokenProcessPool:
@@ -455,8 +366,8 @@ class Shared:
 
 
 def _call_remote(key, payload, method, args, released):
-    """In a worker: ``getattr(obj, method)(*args)`` for the :class:`Shared` object `key`
-    (after dropping the objects `released`)."""
+    """In a worker: ``getattr(obj, method)(*args)`` for the :class:`Shared` object `key`, after
+    dropping the objects `released`."""
     _drop(released)
     obj = _worker_shared.pop(key, None)
     if obj is None:
@@ -472,14 +383,12 @@ def _call_remote(key, payload, method, args, released):
 
 
 def _released_keys():
-    """The keys of :data:`_released`, from a copy: a garbage collection during the
-    iteration could run a finalizer that adds to the set."""
+    """The keys of :data:`_released`, from a copy (a finalizer may add to the set meanwhile)."""
     return tuple(_released.copy())
 
 
 def _drop(released):
-    """In a worker: forget the :class:`Shared` objects `released` by the caller, and give
-    their memory back to the system."""
+    """In a worker: forget the :class:`Shared` objects `released`, and trim the heap."""
     dropped = sum(_worker_shared.pop(key, None) is not None for key in released)
     if dropped:
         trim_heap()
@@ -504,8 +413,8 @@ def _get_pool():
 
 
 def _note_the_forking_thread():
-    """Before each fork of this process: note whether its main thread makes it (the
-    child keeps the note, :data:`_forked_from_main_thread`)."""
+    """Before each fork: note whether the main thread makes it
+    (:data:`_forked_from_main_thread`)."""
     global _forked_from_main_thread
     _forked_from_main_thread = threading.current_thread() is threading.main_thread()
 
@@ -514,15 +423,9 @@ os.register_at_fork(before=_note_the_forking_thread)
 
 
 def _end_with_the_caller():
-    """In a worker, as it starts: arrange that it ends when the caller does, however the
-    caller ends (see the module's notes).
-
-    Forked from the caller's main thread, the worker asks the kernel for ``SIGKILL`` at
-    the caller's end (:func:`_ask_for_parent_death_signal`); forked from another thread,
-    or refused, it watches the caller from a daemon thread (:func:`_exit_with`). Either
-    way, it exits at once if the caller ended before the request: the worker's parent is
-    then another process.
-    """
+    """In a worker, as it starts: ask for ``SIGKILL`` at the caller's end when forked from its
+    main thread, else (or if refused) watch the caller from a daemon thread; exit at once if
+    the caller already ended."""
     caller = multiprocessing.parent_process()
     if not (_forked_from_main_thread and _ask_for_parent_death_signal()):
         threading.Thread(
@@ -533,16 +436,8 @@ def _end_with_the_caller():
 
 
 def _ask_for_parent_death_signal():
-    """Ask the kernel to send this process ``SIGKILL`` when the thread that forked it
-    ends: ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` [1]_. Whether it agreed.
-
-    The request is this process's alone: a fork's child does not inherit it.
-
-    References
-    ----------
-    .. [1] prctl(2), Linux man-pages, ``PR_SET_PDEATHSIG``:
-       https://man7.org/linux/man-pages/man2/prctl.2.html
-    """
+    """``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (not inherited by a fork's child); whether the kernel
+    agreed."""
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):  # no C library to ask, or no prctl in it
@@ -553,16 +448,14 @@ def _ask_for_parent_death_signal():
 
 
 def _exit_with(caller):
-    """In a worker's watch thread: wait, blocked, for the end of `caller` (the
-    :func:`multiprocessing.parent_process`: its pipe closes), then exit the worker."""
+    """In a worker's watch thread: wait, blocked, for the end of `caller`, then exit."""
     caller.join()
     os._exit(1)
 
 
 def _release():
-    """In a worker: drop what it keeps (the object of :func:`unpickled_once`, the
-    :class:`Shared` objects), give the memory back to the system, and wait for the other
-    workers to do the same."""
+    """In a worker: drop what it keeps, trim the heap, and wait for the other workers at the
+    barrier."""
     global _worker_build
     _worker_build = (None, None)
     _worker_shared.clear()
@@ -576,22 +469,16 @@ def _warm_up():
 
 
 def _run(task, args, released, spooling):
-    """In a worker: ``task(*args, spooling)`` (after dropping the :class:`Shared` objects
-    `released`)."""
+    """In a worker: ``task(*args, spooling)``, after dropping the :class:`Shared` objects
+    `released`."""
     _drop(released)
     return task(*args, spooling)
 
 
 def unpickled_once(key, payload, wrap=None):
-    """In a worker: the object pickled in `payload`, unpickled (and passed through
-    `wrap`) at the first task of `key` (:func:`new_key`), and kept for the next ones until
-    a task of another key unpickles its own or the last hold closes.
-
-    Raises
-    ------
-    Unpicklable
-        Where `payload` does not unpickle in the worker.
-    """
+    """In a worker: the object in `payload` (through `wrap`), unpickled at the first task of
+    `key` and kept until another key's task or the last hold's close; raises
+    :class:`Unpicklable` where it does not unpickle."""
     global _worker_build
     if _worker_build[0] != key:
         try:
@@ -603,7 +490,6 @@ def unpickled_once(key, payload, wrap=None):
 
 
 def spooled(result, spooling):
-    """In a worker: `result` written to the spool where it can be (`spooling`: ``(region,
-    size)`` from :func:`call`, or None), as :meth:`~tlrcore.concurrency.spool.Spool.write`;
+    """In a worker: `result` written to the spool where it can be (`spooling` from :func:`call`),
     else `result` itself, which then takes the pipe."""
     return result if spooling is None or _spool is None else _spool.write(result, *spooling)

@@ -1,54 +1,16 @@
 """Results handed from a worker process to the caller through a shared memory file.
 
-A tile column's factors that return through the process pool's pipe are pickled into one
-bytes object in the worker, written to the pipe, read back here in pieces of the pipe's
-buffer into another bytes object and unpickled into new arrays: three copies and about
-16,000 reads a gigabyte, on a thread of the caller that holds the GIL while it
-unpickles. A build of 131,072 sites sends about a gigabyte.
-
-Instead, the caller makes memory files (``memfd_create``) before it forks the workers,
-which inherit their descriptors: the :class:`Spool`. Each result is given a region of
-one of them that no other result ever gets (:meth:`Spool.region`, of the size the caller
-asks for), in a file that no other result on its way is written to (a write holds its
-file's lock: two workers writing to one file each spent 1.3-1.5 % of a 131,072-site
-evaluation's samples spinning on it); the worker writes the arrays there (``pwrite``,
-one copy), and only their layouts cross the pipe. The caller maps the region and the
-arrays are views of the mapping: no copy here, and no new page to be zeroed. When the
-last of a region's arrays is gone, the region is cut out of the file
-(``fallocate(FALLOC_FL_PUNCH_HOLE)``) and the memory goes back to the system.
-
-What the spool carries: a list of records, each an instance of a subclass of
-:class:`tuple` whose items are NumPy arrays and whose class rebuilds it as
-``cls(*arrays, **vars(record))`` (its other attributes passed by name), such as the
-low-rank pairs of :class:`tlrcore.compress._recompress.LowRank`. Any other result (a
-plain tuple among the records, an item that is not an array) takes the pipe.
-
-Measured at 131,072 sites (2-D exponential kernel, accuracy 1e-8, tiles of 2048, two
-cores; ``benchmarks/worker_transfer.py`` compares the three ways on synthetic columns):
-
-- pickled through the pipe: the caller's CPU 8.2-8.8 s, the build 15.6-15.9 s (a 2-core
-  Intel machine);
-- written to a file in ``/dev/shm`` and read here into new arrays (the previous way): on
-  that machine 6.5-7.0 s and 13.9-14.0 s; on a 2-core AMD machine the caller's system
-  time in the build was 2.4-3.5 s, most of it zeroing the pages of the new arrays
-  (``perf``: ``clear_page_erms`` under the reads);
-- mapped: on the AMD machine the caller's system time 0.6-0.8 s against 2.4-3.4 s, the
-  build 7.3-7.4 s against 7.9-8.4 s (alternating runs). The workers' system time rose by
-  about 1 s: the pages they write are now new ones, not those of the file read and
-  removed before.
-
-A memory file is not ``/dev/shm``: Docker gives containers a ``/dev/shm`` of 64 MB,
-which a file there would fill for the matrix's life. It is freed with the processes (no
-file is left behind by a killed caller), and its pages count as the caller's memory
-once mapped, as a matrix's arrays would.
-
-The arrays are equal bit for bit to those the pipe gives, in the same memory order
-(Fortran order for an array that is Fortran- but not C-contiguous, C order otherwise),
-so later products take the same paths; each starts at a multiple of
-:data:`ALIGNMENT` bytes. Where no memory file can be made (not Linux), where every
-file is in use (more results on their way than workers), where the result is not a list
-of records, or where a write fails, it takes the pipe.
-"""
+Through the pool's pipe a result is copied three times, on a caller thread holding the
+GIL. Instead, the caller makes memory files (``memfd_create``) that the workers inherit,
+the :class:`Spool`. Each result gets a fresh region (:meth:`Spool.region`) in a file no
+other result on its way uses; the worker writes the arrays there (``pwrite``) and only
+their layouts cross the pipe (:class:`Spooled`); the caller's arrays are views of the
+mapped region, and when the last is gone the region is cut out of the file
+(``FALLOC_FL_PUNCH_HOLE``), its memory returned. The spool carries lists of records,
+instances of a subclass of :class:`tuple` of NumPy arrays rebuilt as ``cls(*arrays,
+**vars(record))``, equal bit for bit and in the same memory order as through the pipe,
+each array at a multiple of :data:`ALIGNMENT` bytes. Anything else, or where no memory
+file can be made, every file is in use, or a write fails, takes the pipe."""
 
 from __future__ import annotations
 
@@ -93,10 +55,9 @@ _FALLOCATE = _fallocate()
 
 
 class Spooled:
-    """What crosses the pipe in place of a list of records (see the module docstring):
-    the result's region of the spool (`file`, `offset`, `length` bytes written) and, per
-    record, its class, the layouts of its arrays (shape, dtype, Fortran order, offset in
-    the region) and its other attributes."""
+    """What crosses the pipe in place of a list of records: the region (`file`, `offset`,
+    `length` bytes written) and per record its class, its arrays' layouts (shape, dtype,
+    Fortran order, offset in the region) and its other attributes."""
 
     def __init__(self, file, offset, length, records):
         self.file = file
@@ -111,8 +72,8 @@ class Spool:
     Parameters
     ----------
     descriptors : list of int
-        The files' descriptors; each is closed when the spool and every result read
-        from it are gone.
+        The files' descriptors; each is closed when the spool and every result read from it
+        are gone.
     """
 
     def __init__(self, descriptors):
@@ -140,10 +101,9 @@ class Spool:
         return cls(descriptors)
 
     def region(self, size):
-        """Here: ``(file, offset)`` of a new region of `size` bytes (never handed out
-        before) in a file that no other result on its way is written to, or None when
-        every file is in use or the file's offsets are used up. The file is in use until
-        :meth:`done`."""
+        """Here: ``(file, offset)`` of a new region of `size` bytes in a file no other result on its
+        way is written to (in use until :meth:`done`), or None when every file is in use or the
+        file's offsets are used up."""
         with self._lock:
             if not self._free:
                 return None
@@ -162,10 +122,9 @@ class Spool:
             self._free.append(region[0])
 
     def write(self, records, region, size):
-        """In a worker: `records` (a list of records, see the module docstring) written to
-        `region` (``(file, offset)``), as a :class:`Spooled`; the list itself where it is
-        not a list of records (:func:`spoolable`), would not fit in the region's `size`
-        bytes, or cannot be written (what was written is then cut out)."""
+        """In a worker: `records` written to `region` (``(file, offset)``), as a :class:`Spooled`;
+        `records` itself where they are not :func:`spoolable`, exceed `size` bytes, or cannot be
+        written (what was written is then cut out)."""
         if not spoolable(records):
             return records
         pieces, layouts, at = [], [], 0
@@ -192,8 +151,7 @@ class Spool:
         return Spooled(file, offset, at, layouts)
 
     def read(self, spooled):
-        """Here: the records of `spooled`, their arrays views of its region mapped from the
-        file.
+        """Here: the records of `spooled`, their arrays views of its region mapped from the file.
 
         Raises
         ------
@@ -227,8 +185,8 @@ class Spool:
         ]
 
     def discard(self, file, offset, length):
-        """Cut the region at `offset` out of `file`, giving its memory back (where the
-        system allows; else it is freed with the file)."""
+        """Cut the region at `offset` out of `file`, giving its memory back (where the system
+        allows; else it is freed with the file)."""
         if _FALLOCATE is None or not length:
             return
         length = _round_up(length, mmap.PAGESIZE)  # the region's last page is its own
@@ -246,9 +204,8 @@ class Spool:
 
 
 def spoolable(result):
-    """Whether `result` is a list of records that the spool carries: instances of
-    subclasses of :class:`tuple` (not tuples themselves) whose items are NumPy arrays
-    (see the module docstring)."""
+    """Whether `result` is a list of records the spool carries (instances of strict subclasses of
+    :class:`tuple` whose items are NumPy arrays)."""
     return isinstance(result, list) and all(
         isinstance(record, tuple)
         and type(record) is not tuple
@@ -259,8 +216,8 @@ def spoolable(result):
 
 
 def unspool(spool, result):
-    """Here: the records of `result`, read from `spool` when it is a :class:`Spooled`,
-    else `result` itself (see :meth:`Spool.read`)."""
+    """Here: the records of `result` read from `spool` when it is a :class:`Spooled`, else
+    `result` itself."""
     return spool.read(result) if isinstance(result, Spooled) else result
 
 

@@ -1,23 +1,11 @@
-"""Thread pools, per-tile seeds, BLAS pinning and tile-column progress, shared by every
-tile algorithm of tlrcore.
+"""Thread pools, per-tile seeds, BLAS pinning and tile-column progress for every tile
+algorithm of tlrcore.
 
-Tiles of one column are independent and run on a thread pool with BLAS on one thread
-each: parallelism is across tiles. Measured on the 2-core development machine (shared,
-OpenBLAS): at n = 2000 every dense factorization of :mod:`tlrcore.dense` ran 4-7 times
-faster on one BLAS thread than on two, because the per-column matrix-vector products are
-too small to amortize thread synchronization.
-
-Every tile has its own seed and its result is stored by tile index, so a factor is
-bit-identical from run to run and for any number of threads.
-
-Progress: inside ``with tlrcore.progress():`` (:func:`progress`) every build and
-factorization loop shows a counter of tile columns (:func:`column_progress`, tqdm on
-standard error) once it has run :data:`PROGRESS_DELAY` seconds. The loops call it once
-per tile column, never per tile; outside the context it is a no-op object. The setting is
-a context variable, not an argument, so that one implementation per algorithm serves
-both, callers several layers up (geostat's likelihood) switch it without passing it down,
-and each thread (or asyncio task) has its own.
-"""
+Tiles of one column run on a thread pool with BLAS on one thread each (small products do
+not amortize BLAS's threads); each has its own seed and its result is stored by tile
+index, so a factor is bit-identical for any number of threads. Inside ``with
+tlrcore.progress():`` build and factorization loops show a tile-column counter after
+:data:`PROGRESS_DELAY` seconds; the setting is a context variable, per thread."""
 
 from __future__ import annotations
 
@@ -73,11 +61,8 @@ os.register_at_fork(after_in_child=_no_blocks_open_after_fork)
 
 
 def workers():
-    """Threads that compress tiles: ``TLRCORE_NUM_THREADS`` or the CPU count (at most 8).
-
-    Each tile's BLAS calls run on one thread; parallelism is across tiles. With one
-    thread the tiles are compressed in the calling thread (profilers then see the work).
-    """
+    """Tile threads: ``TLRCORE_NUM_THREADS`` (ValueError unless a positive integer) or the CPU
+    count, at most 8; with one, tiles run in the calling thread."""
     value = os.environ.get("TLRCORE_NUM_THREADS")
     if value is not None:
         if not value.isdigit() or int(value) < 1:
@@ -88,32 +73,25 @@ def workers():
 
 @contextmanager
 def tile_pool(count):
-    """BLAS pinned to one thread, new arrays on small pages
-    (:func:`tlrcore.concurrency.heap.small_pages`), and a thread pool of `count` workers (None for
-    one).
-
-    Yields
-    ------
-    concurrent.futures.ThreadPoolExecutor or None
-        None when ``count <= 1``: the work then runs in the calling thread.
-    """
+    """BLAS pinned to one thread, new arrays on small pages, and a thread pool of `count`
+    workers: yields the pool, or None when ``count <= 1`` (the work then runs in the calling
+    thread)."""
     with tile_work(), _executor(count) if count > 1 else nullcontext() as pool:
         yield pool
 
 
 @contextmanager
 def tile_work():
-    """Context manager for tile work outside a :func:`tile_pool` (in a worker process):
-    BLAS on one thread (:func:`one_blas_thread_block`) and new arrays on small pages
-    (:func:`tlrcore.concurrency.heap.small_pages`), as in the pool."""
+    """Context manager for tile work outside a :func:`tile_pool` (in a worker process): BLAS on
+    one thread and new arrays on small pages, as in the pool."""
     with one_blas_thread_block(), small_pages():
         yield
 
 
 @contextmanager
 def _executor(count):
-    """A thread pool of `count` workers that, when the block raises, drops the calls
-    still queued (their results would be thrown away) before waiting for those running."""
+    """A thread pool of `count` workers that drops the queued calls when the block raises, then
+    waits for those running."""
     pool = ThreadPoolExecutor(count)
     try:
         yield pool
@@ -134,8 +112,7 @@ def tile_seeds(random_state, n_tiles):
 
 
 def column_seeds(random_state, n_tiles):
-    """``(n_tiles,)`` seeds, one per tile column (the packed factorization samples a
-    whole column at once), drawn from `random_state`."""
+    """``(n_tiles,)`` seeds, one per tile column, drawn from `random_state`."""
     return np.random.default_rng(random_state).integers(0, 2**62, size=n_tiles)
 
 
@@ -147,21 +124,10 @@ _R = TypeVar("_R")
 def one_blas_thread_block():
     """Context manager: BLAS limited to one thread inside the block.
 
-    A thread's outermost block sets the limit and restores the previous setting at its
-    end; blocks nested in it (the decorated dense steps inside a tile loop or a Vecchia
-    block, thousands per fit) only count. The BLAS libraries are found once, at the first
-    call: ``threadpoolctl.threadpool_limits`` scans the process's shared libraries at
-    every call, which took 12 ms a call on a GPU machine (1,300 ``stat`` calls, with
-    CUDA's and a deep-learning stack's libraries loaded), a tenth of a 65,536-site GPU
-    build, and 2 ms on a CPU machine. A BLAS library loaded after that first call is not
-    limited; tlrcore's products go through NumPy's and SciPy's, loaded when it is imported.
-
-    Where every BLAS library is on one thread already, the block sets nothing: in a
-    process forked with that setting (the build's workers,
-    :mod:`tlrcore.concurrency.processes`), setting it would start OpenBLAS's
-    threads, which a fork stops, and each new one spins for about 0.1 s of CPU time
-    before it sleeps.
-    """
+    A thread's outermost block sets the limit and restores the previous setting; nested
+    blocks only count. BLAS libraries are found at the first call (one loaded later is not
+    limited). Where every BLAS is on one thread already nothing is set (in a forked worker
+    that would restart OpenBLAS's threads)."""
     global _controller
     if _controller is None:
         _controller = ThreadpoolController().select(user_api="blas")
@@ -189,8 +155,8 @@ def one_blas_thread(func: Callable[_P, _R]) -> Callable[_P, _R]:
 
 
 def submit(executor, func, *args):
-    """``executor.submit(func, *args)``, or without an executor (None) ``func(*args)``
-    called now (an exception propagates at once), its result in a completed future."""
+    """``executor.submit(func, *args)``, or without an executor ``func(*args)`` called now (an
+    exception propagates at once), its result in a completed future."""
     if executor is not None:
         return executor.submit(func, *args)
     future = Future()
@@ -200,8 +166,8 @@ def submit(executor, func, *args):
 
 @contextmanager
 def serial_thread(pool):
-    """One more thread, for a chain of calls that must run in order beside the work of
-    `pool` (a single-thread executor); None, for calls made at once, when `pool` is None."""
+    """A single-thread executor for a chain of calls that must run in order beside `pool`'s
+    work; None (calls made at once) when `pool` is None."""
     with _executor(1) if pool is not None else nullcontext() as executor:
         yield executor
 
@@ -211,14 +177,11 @@ RHS_CHUNK = 32
 
 
 def by_column_chunks(func, X):
-    """``func`` applied to the columns of `X` in chunks of :data:`RHS_CHUNK`, on the tile
-    pool; the results side by side.
+    """``func`` applied to C-ordered copies (which it may overwrite and return) of the columns of
+    `X` in chunks of :data:`RHS_CHUNK`, on the tile pool; the results side by side.
 
-    Each chunk is a C-ordered copy that `func` may overwrite and return. The chunks are
-    the same whatever the number of threads, and so is the result (BLAS products may round
-    differently for other widths). A vector, or a matrix of at most :data:`RHS_CHUNK`
-    columns, is one chunk, handled in the calling thread.
-    """
+    The chunks, and so the result, are the same for any number of threads. A vector or a
+    matrix of at most :data:`RHS_CHUNK` columns is one chunk, in the calling thread."""
     if X.ndim == 1 or X.shape[1] <= RHS_CHUNK:
         return func(np.array(X, order="C"))
     chunks = [
@@ -230,12 +193,8 @@ def by_column_chunks(func, X):
 
 
 def start_by_work(pool, func, items, work):
-    """Start ``func(x)`` for every item, most `work` first; return a collector.
-
-    With a thread pool the calls are queued in that order and each thread takes the next
-    as it becomes free (the calling thread is free meanwhile); without one they run when
-    the collector is called. The collector returns the results in the order of `items`.
-    """
+    """Start ``func(x)`` for every item, most `work` first, and return a collector of the results
+    in the order of `items` (without a pool, the calls run when it is called)."""
     if pool is None:
         return lambda: [func(item) for item in items]
     futures = {
@@ -246,14 +205,10 @@ def start_by_work(pool, func, items, work):
 
 
 def map_by_work(run, func, items, work):
-    """``[func(x) for x in items]``, started in descending order of `work`.
-
-    `run` is ``map`` or a thread pool's ``map``: the pool queues the calls in that order
-    and each thread takes the next one as it becomes free, so the most expensive calls
-    start first and the cheap ones fill the gaps. Ties keep the order of `items`.
-    """
+    """``[func(x) for x in items]``, started in descending order of `work` (ties in order) on
+    ``run``, ``map`` or a thread pool's ``map``."""
     order = sorted(range(len(items)), key=lambda pos: -work[pos])
-    results = dict(zip(order, run(lambda pos: func(items[pos]), order)))
+    results = dict(zip(order, run(lambda pos: func(items[pos]), order), strict=True))
     return [results[pos] for pos in range(len(items))]
 
 
@@ -267,21 +222,11 @@ _PROGRESS = contextvars.ContextVar("tlrcore_progress", default=False)
 def progress(enabled=True):
     """Show tile-column progress of long builds and factorizations inside this block.
 
-    Within ``with tlrcore.progress():``, :meth:`TLRMatrix.from_generator` and
-    :func:`tlrcore.cholesky` (every variant) and :func:`tlrcore.ldl` show a counter of
-    tile columns on standard error (tqdm) once they have run :data:`PROGRESS_DELAY`
-    seconds; shorter ones show nothing. The counter is updated once per tile column and
-    changes no result. Off by default; the setting is per thread (a context variable),
-    and ``progress(False)`` turns it off inside an enclosing block.
-
-    Parameters
-    ----------
-    enabled : bool, default True
-
-    Raises
-    ------
-    TypeError
-        If `enabled` is not a bool.
+    :meth:`TLRMatrix.from_generator`, :func:`tlrcore.cholesky` and :func:`tlrcore.ldl` show a
+    counter of tile columns on standard error (tqdm) once they have run
+    :data:`PROGRESS_DELAY` seconds; no result changes. Off by default; per thread;
+    ``progress(False)`` turns it off inside an enclosing block. TypeError unless `enabled` is
+    a bool.
 
     Examples
     --------
@@ -318,12 +263,9 @@ _NO_PROGRESS = _NoProgress()
 
 
 def column_progress(total, description, unit="col"):
-    """A counter of `total` tile columns for a loop (a context manager with ``update()``).
-
-    Inside :func:`progress` a tqdm bar on standard error that appears after
-    :data:`PROGRESS_DELAY` seconds and is erased when the loop ends; otherwise (or for
-    fewer than two columns) a no-op object.
-    """
+    """A counter of `total` tile columns (a context manager with ``update()``): inside
+    :func:`progress` a tqdm bar shown after :data:`PROGRESS_DELAY` seconds and erased at the
+    end; otherwise, or for fewer than two columns, a no-op."""
     if not _PROGRESS.get() or total < 2:
         return _NO_PROGRESS
     from tqdm import tqdm
@@ -341,8 +283,7 @@ def column_progress(total, description, unit="col"):
 
 
 def terminal_width(stream):
-    """tqdm's size arguments for `stream`: follow the terminal's size, or 80 x 24 where
-    it reports none (in a pseudo-terminal of size 0, tqdm would print nothing)."""
+    """tqdm's size arguments for `stream`: the terminal's size, or 80 x 24 where it reports none."""
     try:
         columns = os.get_terminal_size(stream.fileno()).columns
     except (AttributeError, ValueError, OSError):  # no file descriptor, or not a terminal
@@ -351,11 +292,8 @@ def terminal_width(stream):
 
 
 def by_rows(results, row_lengths, counter):
-    """Iterate `results` (one per tile, row by row), updating `counter` once per row.
-
-    `row_lengths` gives the number of results of each row (rows of length 0 count when
-    they are reached). Outside :func:`progress` `results` is returned as it is.
-    """
+    """Iterate `results` (one per tile, row by row), updating `counter` once per row of
+    `row_lengths`; outside :func:`progress`, `results` itself."""
     if counter is _NO_PROGRESS:
         return results
 

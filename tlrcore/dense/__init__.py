@@ -3,19 +3,14 @@
 Public names
 ------------
 ldl(M, pivoting="bk"), LDL
-    ``M[perm][:, perm] = L D L^T`` with 1x1 and 2x2 pivots: Bunch–Kaufman (LAPACK
-    ``dsytrf``) or rook (bounded Bunch–Kaufman); ``inertia()``, ``slogdet()``, ``logdet()``.
+    ``M[perm][:, perm] = L D L^T`` with 1x1 and 2x2 pivots (Bunch–Kaufman or rook).
 modified_cholesky(M, method="gmw", pivoting="bk"), ModifiedCholesky
-    ``L L^T = (M + E)[perm][:, perm]`` with ``M + E`` positive definite: Gill–Murray–Wright
-    or Cheng–Higham; ``.E_norm = ||E||_F`` (``0.0`` for a sufficiently positive definite
-    ``M``).
+    ``L L^T = (M + E)[perm][:, perm]``, ``M + E`` positive definite (Gill–Murray–Wright or
+    Cheng–Higham); ``.E_norm = ||E||_F``, 0.0 for a sufficiently positive definite ``M``.
 
-BLAS runs on one thread inside these functions (see ``tlrcore.concurrency.threads``): their
-per-column products lose more to thread synchronization than they gain.
-
-The submodule :mod:`tlrcore.dense.blocked` factors, inverts and multiplies positive
-definite matrices by blocks over the tile pool (the NumPy back end's dense Cholesky for
-large orders).
+BLAS runs on one thread inside these functions (their per-column products lose more to
+thread synchronization than they gain). :mod:`tlrcore.dense.blocked` factors, inverts and
+multiplies positive definite matrices by blocks over the tile pool.
 """
 
 from tlrcore.dense.ldl import LDL, ldl

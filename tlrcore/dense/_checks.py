@@ -22,28 +22,9 @@ def check_choice(value, name, choices):
 
 
 def working_copy(M, check_finite=True):
-    """Validate a symmetric matrix and return a Fortran-ordered float64 copy of it.
-
-    Parameters
-    ----------
-    M : array_like, shape (n, n)
-        Real symmetric matrix, ``n >= 1``; it is never modified.
-    check_finite : bool
-        Reject NaN and infinite entries.
-
-    Returns
-    -------
-    ndarray
-        ``float64`` copy in Fortran order (columns contiguous, as LAPACK wants them).
-
-    Raises
-    ------
-    TypeError
-        `M` is complex or not numeric.
-    ValueError
-        `M` is not a non-empty square matrix, has non-finite entries, or is not symmetric
-        to a relative ``SYMMETRY_RTOL`` in the max norm.
-    """
+    """A Fortran-ordered float64 copy of the symmetric `M` (never modified): TypeError if complex
+    or not numeric; ValueError if not a non-empty square matrix, not finite (with
+    `check_finite`), or not symmetric to a relative ``SYMMETRY_RTOL`` in the max norm."""
     M = np.asarray(M)
     if np.iscomplexobj(M) or not (np.issubdtype(M.dtype, np.number) or M.dtype == bool):
         raise TypeError(f"M must be a real numeric matrix; got dtype {M.dtype}.")
@@ -59,14 +40,11 @@ def working_copy(M, check_finite=True):
 
 
 def asymmetry(a, b=None):
-    """``max|a - b^T|``; ``b`` defaults to ``a`` (square), for the test ``a = a^T``.
+    """``max|a - b^T|`` (``b`` defaults to the square `a`), on any back end.
 
-    With :data:`SYMMETRY_RTOL` this is the symmetry criterion of tlrcore:
-    ``asymmetry(a) <= SYMMETRY_RTOL * max|a|`` (the scale of the whole matrix when `a`
-    is a part). Works on any back end's arrays. NumPy arrays are scanned by
-    ``_BLOCK x _BLOCK`` pieces, which keeps the transposed operand in cache (2-3x
-    faster than whole rows) and, for ``b = a``, visits the lower triangle only.
-    """
+    tlrcore's symmetry criterion is ``asymmetry(a) <= SYMMETRY_RTOL max|a|``. NumPy arrays are
+    scanned in ``_BLOCK x _BLOCK`` pieces (the transposed operand stays in cache), for
+    ``b = a`` the lower triangle only."""
     square = b is None
     b = a if square else b
     step = _BLOCK if isinstance(a, np.ndarray) else max(a.shape)

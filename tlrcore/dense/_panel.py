@@ -1,22 +1,15 @@
-r"""Right-looking blocked factorization of a symmetric matrix kept in lower storage.
+"""Right-looking blocked factorization of a symmetric matrix kept in lower storage.
 
-The rook-pivoted LDLᵀ and the Gill–Murray–Wright factorization share the layout of
-LAPACK's ``dlasyf``. ``a`` is a Fortran-ordered ``(n, n)`` array of which only the lower
-triangle is read:
-
-* columns ``< k`` hold the unit lower factor ``L`` (rows in the current pivot order);
-* the trailing lower triangle holds the Schur complement ``S`` as it was when the current
-  panel started.
-
-A panel of at most ``nb`` columns ``k0 <= c < k`` is factored with delayed updates: with
-``W = L D`` for the panel columns (stored in ``w[:, :k - k0]``), column ``m`` of the current
-Schur complement is ``S[:, m] - L[:, k0:k] @ W[m]`` (one matrix-vector product), and the
-trailing matrix is brought up to date once per panel, ``S -= L W^T``, with matrix products.
-"""
+The rook-pivoted LDLᵀ and the GMW factorization share the layout of LAPACK's ``dlasyf``:
+in the Fortran-ordered ``a`` (lower triangle read), columns ``< k`` hold the unit lower
+``L``, the trailing triangle the Schur complement ``S`` as of the panel's start. With
+``W = L D`` for the panel columns ``k0 <= c < k`` (``w[:, :k - k0]``), column ``m`` of the
+current Schur complement is ``S[:, m] - L[:, k0:k] @ W[m]``, and the trailing matrix is
+updated once per panel, ``S -= L W^T``."""
 
 import numpy as np
 
-#: Columns per panel (at n = 4000, 128 ran 20-30% faster than LAPACK's 64 here).
+#: Columns per panel (wider than LAPACK's 64: fewer, larger trailing products).
 PANEL_WIDTH = 128
 
 #: Width of the column blocks of the trailing update (only the lower triangle is updated).
@@ -24,31 +17,15 @@ UPDATE_CHUNK = 256
 
 
 def updated_column(a, w, m, k, k0):
-    """Rows ``k:`` of column `m` of the current Schur complement.
-
-    Parameters
-    ----------
-    a, w : ndarray
-        Working matrix and panel ``W = L D`` (see the module docstring).
-    m : int
-        Column, ``m >= k``.
-    k, k0 : int
-        First unfactored column; first column of the panel.
-
-    Returns
-    -------
-    ndarray, shape (n - k,)
-    """
+    """Rows ``k:`` of column `m` (``>= k``) of the current Schur complement (`k` the first
+    unfactored column, `k0` the panel's first)."""
     stored = np.concatenate((a[m, k:m], a[m:, m]))
     return stored - a[k:, k0:k] @ w[m, : k - k0]
 
 
 def swap(a, w, perm, k, p):
-    """Symmetric interchange of rows and columns ``k <= p`` of the trailing matrix.
-
-    The rows of the factor columns ``< k``, of the panel work array `w` and of `perm` are
-    interchanged with them.
-    """
+    """Symmetric interchange of rows and columns ``k <= p`` of the trailing matrix, with the rows
+    of the factor columns ``< k``, of `w` and of `perm`."""
     if p == k:
         return
     a[[k, p], :k] = a[[p, k], :k]

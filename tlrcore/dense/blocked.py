@@ -1,28 +1,19 @@
 r"""Dense Cholesky factor, inverse and products by blocks, on tlrcore's thread pool.
 
-One LAPACK call (``dpotrf``, ``dpotri``) or one NumPy product runs on one BLAS thread here
-(``tlrcore.concurrency.threads``: threaded OpenBLAS crashed in place at n = 16,000 and collapsed
-whenever another process was busy). These functions do the same work as independent
-blocks on the tile pool instead, each block one BLAS call on one thread that releases the
-GIL (:mod:`tlrcore._lapack`). The blocks are fixed (:data:`BLOCK`), never sized by the
-number of threads, so the result is bit-identical for any number of threads.
-
-Cholesky (left-looking, lower storage): for each block column ``K = k0:k1``,
+LAPACK runs on one BLAS thread in tlrcore; these functions split the work into fixed
+blocks (:data:`BLOCK`), each one BLAS call without the GIL (:mod:`tlrcore._lapack`), so
+the result is bit-identical for any number of threads. Cholesky, left-looking, per block
+column ``K``:
 
 .. math::
 
     A_{KK} \leftarrow A_{KK} - L_{K,:k_0} L_{K,:k_0}^T, \quad
     A_{IK} \leftarrow A_{IK} - L_{I,:k_0} L_{K,:k_0}^T \ (I > K), \quad
-    L_{KK} = \operatorname{chol}(A_{KK}), \quad L_{IK} = A_{IK} L_{KK}^{-T},
+    L_{KK} = \operatorname{chol}(A_{KK}), \quad L_{IK} = A_{IK} L_{KK}^{-T}
 
-the updates and the triangular solves split by row blocks ``I`` (``dsyrk`` for the
-diagonal block, so that the strict upper triangle of ``A`` is never written).
-
-Inverse: ``K^{-1} = L^{-T} L^{-1}``, by block columns ``J = j0:j1``: ``X_J = L^{-1} E_J``
-(only rows ``j0:`` are non-zero: a solve with ``L[j0:, j0:]``), then
-``(K^{-1})_{j0:, J} = X_{j0:, j0:}^T X_{j0:, J}`` (a triangular product): each
-``(n - j0)^2 b`` flops, ``2 n^3 / 3`` in all, as ``dpotri``.
-"""
+(``dsyrk`` on the diagonal: ``A``'s strict upper triangle is never written). Inverse:
+``X_J = L^{-1} E_J`` by block columns, then ``(K^{-1})_{j0:, J} = X_{j0:, j0:}^T
+X_{j0:, J}``, ``2 n^3 / 3`` flops as ``dpotri``."""
 
 from __future__ import annotations
 
@@ -48,20 +39,11 @@ PARALLEL_FROM = 1024
 
 
 def cholesky_lower(a):
-    """Cholesky factor of the symmetric positive definite `a`, in its lower triangle.
+    """Cholesky factor of the symmetric positive definite `a` (``(n, n)``, Fortran order,
+    float64) in its lower triangle, in place; the strict upper triangle is left as it was.
 
-    Parameters
-    ----------
-    a : ndarray of shape (n, n), Fortran order, float64
-        Read in its lower triangle, overwritten there by ``L``; the strict upper
-        triangle is left as it was (so the matrix can be rebuilt after a failure).
-
-    Returns
-    -------
-    info : int
-        0 on success; ``j > 0`` if the leading minor of order ``j`` is not positive
-        definite (the factorization stopped in its block), as LAPACK ``dpotrf``.
-    """
+    Returns ``info``: 0 on success, ``j > 0`` if the leading minor of order ``j`` is not
+    positive definite, as LAPACK ``dpotrf``."""
     n = a.shape[0]
     with tile_pool(workers()) as pool:
         run = runner(pool)
@@ -71,7 +53,7 @@ def cholesky_lower(a):
             if k0:
                 done = a[k0:k1, :k0]
 
-                def update(r0):
+                def update(r0, k0=k0, k1=k1, done=done):
                     if r0 == k0:
                         syrk_lower(-1.0, done, 1.0, a[k0:k1, k0:k1])
                     else:
@@ -83,7 +65,7 @@ def cholesky_lower(a):
             if info:
                 return k0 + info
 
-            def solve(r0):
+            def solve(r0, k0=k0, k1=k1, diagonal=diagonal):
                 trsm_lower(diagonal, a[r0 : r0 + BLOCK, k0:k1], trans=True, right=True)
 
             list(run(solve, below))
@@ -91,7 +73,7 @@ def cholesky_lower(a):
 
 
 def _gram_of_inverse(L, out):
-    """The lower triangle of ``X^T X`` into ``out``, ``X = L^{-1}``, by column blocks."""
+    """The lower triangle of ``X^T X``, ``X = L^{-1}``, into `out`, by column blocks."""
     n = L.shape[0]
     starts = range(0, n, BLOCK)
     X = np.zeros((n, n), order="F")
@@ -115,19 +97,8 @@ def _gram_of_inverse(L, out):
 
 
 def inverse_lower(L, lower=False):
-    """``(L L^T)^{-1}`` of a lower Cholesky factor, as LAPACK ``dpotri``.
-
-    Parameters
-    ----------
-    L : ndarray of shape (n, n), float64
-        Fortran-ordered, read in its lower triangle.
-    lower : bool, default False
-        Return only the lower triangle (strict upper triangle zero).
-
-    Returns
-    -------
-    ndarray of shape (n, n), Fortran order
-    """
+    """``(L L^T)^{-1}`` (Fortran order) of a Fortran-ordered lower Cholesky factor `L`, as LAPACK
+    ``dpotri``; with `lower`, only the lower triangle (strict upper zero)."""
     n = L.shape[0]
     out = np.empty((n, n), order="F")
     _gram_of_inverse(L, out)
@@ -143,18 +114,7 @@ def inverse_lower(L, lower=False):
 
 
 def matmul(A, B):
-    """``A @ B`` by row blocks of `A` on the tile pool (NumPy's product, one BLAS thread
-    per block, releases the GIL).
-
-    Parameters
-    ----------
-    A : ndarray of shape (m, k)
-    B : ndarray of shape (k, n)
-
-    Returns
-    -------
-    ndarray of shape (m, n), C order
-    """
+    """``A @ B`` (C order) by row blocks of `A` on the tile pool."""
     out = np.empty((A.shape[0], B.shape[1]), dtype=np.result_type(A, B))
     with tile_pool(workers()) as pool:
 

@@ -1,16 +1,17 @@
-r"""Gill–Murray–Wright modified Cholesky (GMW81; Gill, Murray and Wright, Practical Optimization, 1981).
+"""Gill–Murray–Wright modified Cholesky [1]_.
 
-``P (M + E) P^T = L D L^T`` with ``D`` diagonal and ``E`` diagonal, built column by column.
-At step ``k`` the symmetric interchange brings the largest ``|c_ii|`` of the Schur complement
-to the pivot, and with ``c`` the pivot column and ``theta = max_{i > k} |c_ik|``,
+``P (M + E) P^T = L D L^T``, ``D`` and ``E`` diagonal. At step ``k`` the largest ``|c_ii|``
+of the Schur complement becomes the pivot and, with ``theta = max_{i > k} |c_ik|``,
+``d_k = max(delta, |c_kk|, theta^2 / beta^2)``, ``E_kk = d_k - c_kk``, where ``beta^2 =
+max(gamma, xi / sqrt(n^2 - 1), eps)`` (``gamma``, ``xi``: largest diagonal and
+off-diagonal magnitudes) bounds ``|l_ik| sqrt(d_k) <= beta`` and minimizes GMW's bound on
+``||E||``. Panels use delayed updates (:mod:`tlrcore.dense._panel`), the diagonal kept
+current for the pivot choice.
 
-    d_k = max(delta, |c_kk|, theta^2 / beta^2),    E_kk = d_k - c_kk,
-
-where ``beta^2 = max(gamma, xi / sqrt(n^2 - 1), eps)`` (``gamma``, ``xi``: largest diagonal
-and off-diagonal magnitudes of ``M``) bounds ``|l_ik| sqrt(d_k) <= beta``, the choice that
-minimizes GMW's a-priori bound on ``||E||``. The columns are computed in panels with delayed
-updates (:mod:`tlrcore.dense._panel`); only an ``O(n)`` diagonal update is done per column
-for the whole trailing matrix, so the pivot choice sees the current Schur complement.
+References
+----------
+.. [1] Gill, P. E., Murray, W., Wright, M. H. (1981). Practical Optimization. Academic
+   Press.
 """
 
 import numpy as np
@@ -31,26 +32,12 @@ def gmw_beta2(a):
 
 
 def gmw_ldl(a, beta2, delta, nb=PANEL_WIDTH):
-    """Factor ``P (A + E) P^T = L D L^T`` in place.
+    """Factor ``P (A + E) P^T = L D L^T`` in place, `a` Fortran-ordered (lower triangle read),
+    overwritten by ``L`` below the diagonal; `beta2` bounds the squared entries of
+    ``L sqrt(D)``, `delta` is the smallest pivot, `nb` the panel width.
 
-    Parameters
-    ----------
-    a : ndarray, shape (n, n), Fortran order
-        Symmetric matrix (lower triangle read); overwritten by ``L`` below the diagonal.
-    beta2, delta : float
-        Bound on the squared entries of ``L sqrt(D)`` and smallest pivot.
-    nb : int
-        Panel width.
-
-    Returns
-    -------
-    d : ndarray, shape (n,)
-        ``D``, all entries ``>= delta``.
-    e : ndarray, shape (n,)
-        ``P E P^T = diag(e)``, ``e >= 0``; exactly zero where a pivot was kept.
-    perm : ndarray of int, shape (n,)
-        ``P A P^T = A[perm][:, perm]``.
-    """
+    Returns ``(d, e, perm)``: ``D >= delta``; ``P E P^T = diag(e)``, ``e >= 0``, exactly zero
+    where a pivot was kept; ``P A P^T = A[perm][:, perm]``."""
     n = a.shape[0]
     d, e = np.zeros(n), np.zeros(n)
     perm = np.arange(n)

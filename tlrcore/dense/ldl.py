@@ -1,4 +1,15 @@
-r"""Symmetric indefinite factorization ``P M P^T = L D L^T`` with 1x1 and 2x2 pivots."""
+"""Symmetric indefinite factorization ``P M P^T = L D L^T`` with 1x1 and 2x2 pivots.
+
+Bunch–Kaufman pivoting [1]_ through LAPACK ``dsytrf``, or rook (bounded Bunch–Kaufman)
+pivoting [2]_ (:mod:`tlrcore.dense.rook`).
+
+References
+----------
+.. [1] Bunch, J. R., Kaufman, L. (1977). Some stable methods for calculating inertia and
+   solving symmetric linear systems. Math. Comp. 31(137), 163-179.
+.. [2] Ashcraft, C., Grimes, R. G., Lewis, J. G. (1998). Accurate symmetric indefinite
+   linear equation solvers. SIAM J. Matrix Anal. Appl. 20(2), 513-561.
+"""
 
 from __future__ import annotations
 
@@ -18,33 +29,17 @@ __all__ = ["LDL", "ldl"]
 
 
 class LDL(NamedTuple):
-    """Result of :func:`ldl`; unpacks as ``L, D, perm``.
-
-    Attributes
-    ----------
-    L : ndarray, shape (n, n)
-        Unit lower triangular.
-    D : ndarray, shape (n, n)
-        Block diagonal with 1x1 and 2x2 blocks; a 2x2 block ``D[k:k+2, k:k+2]`` has a
-        nonzero off-diagonal ``D[k+1, k]`` and is indefinite (one positive and one negative
-        eigenvalue).
-    perm : ndarray of int, shape (n,)
-        ``M[perm][:, perm] = L @ D @ L.T``, i.e. ``P M P^T`` with ``P = I[perm]``.
-    """
+    """Result of :func:`ldl`, unpacking as ``L, D, perm``: unit lower ``L``, block-diagonal ``D``
+    (a 2x2 block at ``k`` has ``D[k+1, k] != 0`` and is indefinite), ``M[perm][:, perm] = L @
+    D @ L.T``."""
 
     L: FloatArray
     D: FloatArray
     perm: IntArray
 
     def inertia(self, rtol: float | None = None) -> tuple[int, int, int]:
-        """``(n_pos, n_neg, n_zero)`` of ``M``: the signs of the eigenvalues of ``D`` (Sylvester).
-
-        Parameters
-        ----------
-        rtol : float, optional
-            An eigenvalue of ``D`` with ``|lambda| <= rtol * max|lambda|`` counts as zero;
-            default ``n * eps``.
-        """
+        """``(n_pos, n_neg, n_zero)`` of ``M`` (Sylvester): the signs of the eigenvalues of ``D``,
+        those with ``|lambda| <= rtol max|lambda|`` counted as zero (default ``rtol = n eps``)."""
         return inertia_of(block_eigenvalues(self.D), rtol)
 
     def slogdet(self) -> tuple[float, float]:
@@ -61,26 +56,23 @@ class LDL(NamedTuple):
 
 @one_blas_thread
 def ldl(M: ArrayLike, pivoting: Pivoting = "bk", check_finite: bool = True) -> LDL:
-    r"""Symmetric indefinite factorization ``P M P^T = L D L^T``.
+    """Symmetric indefinite factorization ``P M P^T = L D L^T``.
 
     Parameters
     ----------
     M : array_like, shape (n, n)
-        Real symmetric matrix, possibly indefinite or singular. It is checked to be
-        symmetric to a relative ``1e-10`` and only its lower triangle is used; it is not
-        modified.
+        Real symmetric, possibly indefinite or singular (to a relative ``1e-10``; lower
+        triangle used; not modified).
     pivoting : {"bk", "rook"}
-        ``"bk"``: Bunch–Kaufman partial pivoting, LAPACK ``dsytrf`` (blocked). ``"rook"``:
-        bounded Bunch–Kaufman, a blocked NumPy implementation with ``|L| <= 2.78``; slower,
-        more accurate when Bunch–Kaufman's ``L`` grows.
+        Bunch–Kaufman [1]_ (LAPACK ``dsytrf``, blocked) or rook [2]_ (blocked NumPy,
+        ``|L| <= 2.78``; slower, more accurate where Bunch–Kaufman's ``L`` grows).
     check_finite : bool
         Reject NaN and infinite entries.
 
     Returns
     -------
     LDL
-        ``(L, D, perm)`` with ``M[perm][:, perm] = L @ D @ L.T``, and ``inertia()``,
-        ``slogdet()``, ``logdet()``.
+        ``(L, D, perm)``.
 
     Raises
     ------
@@ -88,6 +80,13 @@ def ldl(M: ArrayLike, pivoting: Pivoting = "bk", check_finite: bool = True) -> L
         `M` is not a real symmetric finite square matrix, or `pivoting` is unknown.
     FactorizationError
         The factors overflowed (entries of `M` near the floating-point limits).
+
+    References
+    ----------
+    .. [1] Bunch, J. R., Kaufman, L. (1977). Some stable methods for calculating inertia and
+       solving symmetric linear systems. Math. Comp. 31(137), 163-179.
+    .. [2] Ashcraft, C., Grimes, R. G., Lewis, J. G. (1998). Accurate symmetric indefinite
+       linear equation solvers. SIAM J. Matrix Anal. Appl. 20(2), 513-561.
 
     Examples
     --------
@@ -109,21 +108,9 @@ def ldl(M: ArrayLike, pivoting: Pivoting = "bk", check_finite: bool = True) -> L
 
 
 def factor_ldl(a, pivoting):
-    """Factor a validated working copy `a` (overwritten).
-
-    Returns
-    -------
-    L : ndarray, shape (n, n)
-        Unit lower triangular, C order.
-    d, e : ndarray, shapes (n,) and (n - 1,)
-        Diagonal and subdiagonal of ``D``; ``e[k] != 0`` marks a 2x2 block at ``k``.
-    perm : ndarray of int, shape (n,)
-
-    Raises
-    ------
-    FactorizationError
-        The factors are not finite.
-    """
+    """Factor the validated copy `a` (overwritten): ``(L, d, e, perm)``, ``L`` unit lower in C
+    order, ``d``, ``e`` the diagonal and subdiagonal of ``D`` (``e[k] != 0``: a 2x2 block);
+    FactorizationError if not finite."""
     if pivoting == "rook":
         d, e, perm = rook_ldl(a)
         L = unit_lower(a)
@@ -158,8 +145,8 @@ def _bunch_kaufman(a):
 
 
 def inertia_of(lam, rtol=None):
-    """``(n_pos, n_neg, n_zero)`` of eigenvalues `lam`; ``|lambda| <= rtol max|lambda|``
-    (default ``rtol = len(lam) eps``) counts as zero."""
+    """``(n_pos, n_neg, n_zero)`` of eigenvalues `lam`, ``|lambda| <= rtol max|lambda|`` (default
+    ``rtol = len(lam) eps``) counted as zero."""
     if rtol is None:
         rtol = lam.size * np.finfo(np.float64).eps
     zero = np.abs(lam) <= rtol * np.abs(lam).max()
@@ -179,5 +166,5 @@ def block_eigenvalues(D):
 
 
 def as_2x2(a, b, c):
-    """The ``(m, 2, 2)`` stack of ``[[a, b], [b, c]]`` for arrays `a`, `b`, `c` of length ``m``."""
+    """The ``(m, 2, 2)`` stack of ``[[a, b], [b, c]]``."""
     return np.stack([np.stack([a, b], -1), np.stack([b, c], -1)], -2)

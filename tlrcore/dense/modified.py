@@ -1,9 +1,16 @@
-r"""Modified Cholesky factorizations ``L L^T = P (M + E) P^T`` with ``M + E`` positive definite.
+"""Modified Cholesky factorizations ``L L^T = P (M + E) P^T`` with ``M + E`` positive definite.
 
-``"gmw"`` (Gill–Murray–Wright 1981) perturbs the diagonal while it factors, see
-:mod:`tlrcore.dense.gmw`. ``"cheng-higham"`` (Cheng and Higham 1998) factors ``P M P^T =
-L D L^T`` with Bunch–Kaufman or rook pivoting and then raises every eigenvalue of the 1x1
-and 2x2 blocks of ``D`` below ``delta`` to ``delta``: ``E = P^T L (D' - D) L^T P``.
+``"gmw"`` [1]_ perturbs the diagonal while it factors (:mod:`tlrcore.dense.gmw`).
+``"cheng-higham"`` [2]_ factors ``P M P^T = L D L^T`` with Bunch–Kaufman or rook pivoting,
+then raises every eigenvalue of the 1x1 and 2x2 blocks of ``D`` below ``delta`` to
+``delta``: ``E = P^T L (D' - D) L^T P``.
+
+References
+----------
+.. [1] Gill, P. E., Murray, W., Wright, M. H. (1981). Practical Optimization. Academic
+   Press.
+.. [2] Cheng, S. H., Higham, N. J. (1998). A modified Cholesky algorithm based on a
+   symmetric indefinite factorization. SIAM J. Matrix Anal. Appl. 19(4), 1097-1110.
 """
 
 from __future__ import annotations
@@ -29,23 +36,9 @@ EPS = np.finfo(np.float64).eps
 
 @dataclass(frozen=True, repr=False)
 class ModifiedCholesky:
-    """Result of :func:`modified_cholesky`.
-
-    Attributes
-    ----------
-    L : ndarray, shape (n, n)
-        Lower triangular with positive diagonal, ``L @ L.T = (M + E)[perm][:, perm]``.
-    perm : ndarray of int, shape (n,)
-        Symmetric permutation ``P = I[perm]``.
-    E_norm : float
-        ``||E||_F``; exactly ``0.0`` when no pivot was modified.
-    delta : float
-        Modification threshold used.
-    method : str
-        ``"gmw"`` or ``"cheng-higham"``.
-    E : ndarray, shape (n, n), or None
-        The symmetric perturbation, with ``return_E=True``.
-    """
+    """Result of :func:`modified_cholesky`: ``L`` (lower, positive diagonal, ``L @ L.T = (M +
+    E)[perm][:, perm]``), ``perm``, ``E_norm = ||E||_F`` (exactly 0.0 when no pivot was
+    modified), ``delta``, ``method``, and ``E`` (with ``return_E=True``, else None)."""
 
     L: FloatArray
     perm: IntArray
@@ -59,7 +52,10 @@ class ModifiedCholesky:
         return 2.0 * float(np.sum(np.log(np.diagonal(self.L))))
 
     def __repr__(self) -> str:
-        return f"ModifiedCholesky(n={self.L.shape[0]}, method={self.method!r}, E_norm={self.E_norm:.3g})"
+        return (
+            f"ModifiedCholesky(n={self.L.shape[0]}, method={self.method!r}, "
+            f"E_norm={self.E_norm:.3g})"
+        )
 
 
 @one_blas_thread
@@ -71,70 +67,54 @@ def modified_cholesky(
     delta: float | None = None,
     check_finite: bool = True,
 ) -> ModifiedCholesky:
-    r"""Cholesky factor of a nearby positive definite matrix: ``L L^T = P (M + E) P^T``.
+    """Cholesky factor of a nearby positive definite matrix: ``L L^T = P (M + E) P^T``.
 
     Parameters
     ----------
     M : array_like, shape (n, n)
-        Real symmetric matrix, e.g. a covariance that lost definiteness through
-        compression or rounding. It is checked to be symmetric to a relative ``1e-10``
-        and only its lower triangle is used; it is not modified.
+        Real symmetric (to a relative ``1e-10``; lower triangle used; not modified).
     method : {"gmw", "cheng-higham"}
-        ``"gmw"``: Gill–Murray–Wright, diagonal ``E``, pivoting on the largest diagonal of
-        the Schur complement. ``"cheng-higham"``: LDLᵀ with `pivoting`, then the eigenvalues
-        of ``D``'s blocks below `delta` are raised to `delta`; ``E`` is dense but usually
-        much smaller than GMW's.
+        ``"gmw"`` [1]_: diagonal ``E``, pivoting on the largest diagonal of the Schur
+        complement. ``"cheng-higham"`` [2]_: LDLᵀ with `pivoting`, block eigenvalues of ``D``
+        below `delta` raised to `delta`; ``E`` dense, usually much smaller.
     pivoting : {"bk", "rook"}
-        LDLᵀ pivoting for ``"cheng-higham"`` (see :func:`ldl`). GMW has its own pivoting and
-        accepts only the default.
+        For ``"cheng-higham"`` (:func:`ldl`); GMW accepts only the default.
     return_E : bool
-        Also form the ``(n, n)`` perturbation ``E`` (``O(n^2 s)`` work for ``s`` modified
-        pivots).
+        Also form ``E`` (``O(n^2 s)`` work for ``s`` modified pivots).
     delta : float, optional
-        Smallest pivot (GMW) or smallest eigenvalue of a block of ``D`` (Cheng–Higham)
-        allowed; default ``sqrt(eps / 2) * ||M||_inf`` for both methods (Cheng and Higham's
-        choice). Larger values improve the conditioning of ``M + E`` and enlarge ``E``.
+        Smallest pivot (GMW) or block eigenvalue allowed; default ``sqrt(eps / 2) ||M||_inf``
+        [2]_ (larger: better conditioned ``M + E``, larger ``E``).
     check_finite : bool
         Reject NaN and infinite entries.
 
     Returns
     -------
     ModifiedCholesky
-        ``.L``, ``.perm``, ``.E_norm``, ``.delta``, ``.method``, ``.E`` (or ``None``),
-        ``.logdet()``.
 
     Raises
     ------
     TypeError, ValueError
-        Bad `M`, unknown `method` or `pivoting`, ``pivoting="rook"`` with GMW, or a
-        `delta` that is not a positive finite number.
+        Bad `M`, unknown `method` or `pivoting`, ``pivoting="rook"`` with GMW, or a `delta`
+        that is not positive and finite.
     FactorizationError
         The factors overflowed (entries of `M` near the floating-point limits).
 
     Notes
     -----
-    Both methods leave a sufficiently positive definite `M` unchanged (``E_norm == 0.0``
-    exactly) when ``lambda_min(M) >= delta`` with some margin for rounding: the pivots and
-    the eigenvalues of the 2x2 pivots of an SPD matrix are at least ``lambda_min(M)``, and
-    GMW's bound ``theta_k^2 / beta^2`` does not bind, because pivoting on the largest
-    diagonal gives ``theta_k^2 <= c_kk^2`` and ``c_kk <= gamma <= beta^2``.
+    Both methods leave `M` unchanged (``E_norm == 0.0``) when ``lambda_min(M) >= delta`` with a
+    margin for rounding: an SPD matrix's pivots are at least ``lambda_min(M)``, and GMW's
+    ``theta_k^2 / beta^2`` does not bind, as ``theta_k^2 <= c_kk^2`` and ``c_kk <= beta^2``.
+    ``||E||_F`` is at least ``||min(lambda(M), 0)||_2``; Cheng–Higham typically within ``n`` times
+    it, GMW far more on strongly indefinite matrices. On numerically singular `M` use rook pivoting
+    with Cheng–Higham (Bunch–Kaufman's ``L``, hence ``E``, can grow). The default `delta` is above
+    [1]_'s ``O(eps)``, with which zero pivots make ``L`` grow as ``beta / sqrt(delta)``.
 
-    ``||E||_F`` is at least the distance ``||min(lambda(M), 0)||_2`` to the positive
-    semidefinite cone. Cheng–Higham typically stays within ``n`` times it (plus ``sqrt(n)
-    delta`` for numerically singular `M`); GMW's ``E`` is often far larger on strongly
-    indefinite matrices (up to ``30 n`` times in the tests) but is small and diagonal
-    when `M` is nearly positive semidefinite.
-
-    On numerically singular matrices (e.g. a covariance with duplicated sites), use
-    ``pivoting="rook"`` with Cheng–Higham: Bunch–Kaufman's ``L`` is unbounded there, and
-    ``E = P^T L (D' - D) L^T P`` and ``cond(M + E)`` inherit its growth (measured on a
-    Gaussian-kernel covariance with duplicated sites: ``max|L| = 6e4``, ``||E||_F = 60
-    ||M||_F`` with ``"bk"``; ``||E||_F = 2e-6 ||M||_F`` with ``"rook"``).
-
-    GMW81 and the reference study take ``delta`` of the order of ``eps``; with it, the
-    numerically zero pivots of a singular matrix are kept at ``eps`` scale, ``L`` grows to
-    ``beta / sqrt(delta)`` and ``E`` became ``O(||M||)`` on a duplicated-site covariance,
-    hence the larger default here (``delta`` can be passed).
+    References
+    ----------
+    .. [1] Gill, P. E., Murray, W., Wright, M. H. (1981). Practical Optimization. Academic
+       Press.
+    .. [2] Cheng, S. H., Higham, N. J. (1998). A modified Cholesky algorithm based on a
+       symmetric indefinite factorization. SIAM J. Matrix Anal. Appl. 19(4), 1097-1110.
 
     Examples
     --------
@@ -149,7 +129,8 @@ def modified_cholesky(
     check_choice(pivoting, "pivoting", PIVOTING)
     if method == "gmw" and pivoting != "bk":
         raise ValueError(
-            "pivoting applies to method='cheng-higham'; GMW pivots on the largest diagonal, leave it at 'bk'."
+            "pivoting applies to method='cheng-higham'; GMW pivots on the largest diagonal, leave "
+            "it at 'bk'."
         )
     delta = _check_delta(delta)
     a = working_copy(M, check_finite)
@@ -222,11 +203,9 @@ def _cheng_higham(a, pivoting, delta, return_E):
 
 
 def _times_block_cholesky(L, d, e, pairs, det):
-    """``L C`` with ``C`` the lower Cholesky factor of the positive definite ``D'``.
-
-    `det` holds the determinants of the 2x2 blocks starting at `pairs` (from their
-    eigenvalues, so that ``c22 = sqrt(det / d11)`` has no cancellation).
-    """
+    """``L C``, ``C`` the lower Cholesky factor of the positive definite ``D'``; `det` holds the
+    2x2 blocks' determinants (from their eigenvalues: ``c22 = sqrt(det / d11)`` without
+    cancellation)."""
     G = L * np.sqrt(d)
     if pairs.size:
         c11 = np.sqrt(d[pairs])

@@ -1,16 +1,18 @@
-r"""Blocked LDLᵀ with bounded Bunch–Kaufman (rook) pivoting (Ashcraft, Grimes and Lewis 1998).
+"""Blocked LDLᵀ with bounded Bunch–Kaufman (rook) pivoting [1]_.
 
-SciPy does not expose LAPACK's ``dsytrf_rook``; this is the same algorithm in NumPy: panels
-of ``nb`` columns are factored with delayed updates (``dlasyf_rook``) and the trailing matrix
-is updated with matrix products, see :mod:`tlrcore.dense._panel`.
+SciPy does not expose LAPACK's ``dsytrf_rook``; this is the same algorithm in NumPy:
+panels factored with delayed updates (``dlasyf_rook``), the trailing matrix updated by
+matrix products (:mod:`tlrcore.dense._panel`). With ``alpha = (1 + sqrt 17) / 8``, ``a_kk``
+is a 1x1 pivot if ``|a_kk| >= alpha colmax``; else the search moves to the row ``r`` of the
+largest off-diagonal entry and accepts ``a_rr`` if ``|a_rr| >= alpha rowmax``, the 2x2
+pivot ``(p, r)`` if column ``r``'s largest entry is in column ``p``, and otherwise goes on
+from ``r``. Every pivot is the largest entry of its row and column: ``|L| <= 1 / (1 -
+alpha) ~ 2.78``.
 
-Pivot search from column ``k`` of the Schur complement (``alpha = (1 + sqrt 17) / 8``):
-``a_kk`` is a 1x1 pivot if ``|a_kk| >= alpha * colmax``; otherwise the search moves to the
-row ``r`` of the largest off-diagonal entry and accepts ``a_rr`` if ``|a_rr| >= alpha *
-rowmax``, the 2x2 pivot ``(p, r)`` if the largest entry of column ``r`` lies in the current
-column ``p`` (``rowmax <= colmax``), and otherwise continues from ``r``. Every accepted pivot
-is then the largest entry of its row and column, which bounds the entries of ``L`` by
-``1 / (1 - alpha) ~ 2.78``.
+References
+----------
+.. [1] Ashcraft, C., Grimes, R. G., Lewis, J. G. (1998). Accurate symmetric indefinite
+   linear equation solvers. SIAM J. Matrix Anal. Appl. 20(2), 513-561.
 """
 
 import numpy as np
@@ -21,24 +23,11 @@ ALPHA = (1.0 + np.sqrt(17.0)) / 8.0
 
 
 def rook_ldl(a, nb=PANEL_WIDTH):
-    """Factor ``P A P^T = L D L^T`` in place.
+    """Factor ``P A P^T = L D L^T`` in place, `a` Fortran-ordered (lower triangle read),
+    overwritten by ``L`` below the diagonal; panels of `nb` columns.
 
-    Parameters
-    ----------
-    a : ndarray, shape (n, n), Fortran order
-        Symmetric matrix (lower triangle read); overwritten by ``L`` below the diagonal.
-    nb : int
-        Panel width.
-
-    Returns
-    -------
-    d : ndarray, shape (n,)
-        Diagonal of ``D``.
-    e : ndarray, shape (n - 1,)
-        Subdiagonal of ``D``: ``e[k] != 0`` marks the 2x2 block ``D[k:k+2, k:k+2]``.
-    perm : ndarray of int, shape (n,)
-        ``P A P^T = A[perm][:, perm]``.
-    """
+    Returns ``(d, e, perm)``: the diagonal and subdiagonal of ``D`` (``e[k] != 0`` marks the
+    2x2 block at ``k``) and ``P A P^T = A[perm][:, perm]``."""
     n = a.shape[0]
     d, e = np.zeros(n), np.zeros(n - 1)
     perm = np.arange(n)
@@ -88,15 +77,9 @@ def _factor_panel(a, w, k0, nb, d, e, perm):
 
 
 def _search(a, w, k, k0):
-    """Rook pivot search from column `k`.
-
-    Returns
-    -------
-    p, r : int or None, int
-        ``p is None``: 1x1 pivot at row `r`. Otherwise the 2x2 pivot on rows ``p`` and ``r``.
-    cp, cr : ndarray or None, ndarray
-        Rows ``k:`` of the current Schur complement columns ``p`` and ``r``.
-    """
+    """Rook pivot search from column `k`: ``(p, r, cp, cr)``, ``p`` None for a 1x1 pivot at row
+    ``r``, else the 2x2 pivot on rows ``p``, ``r``; ``cp``, ``cr`` rows ``k:`` of their Schur
+    complement columns."""
     ck = updated_column(a, w, k, k, k0)
     colmax, imax = _offdiagonal_max(ck, 0, k)
     if abs(ck[0]) >= ALPHA * colmax:
@@ -113,7 +96,7 @@ def _search(a, w, k, k0):
 
 
 def _offdiagonal_max(column, diagonal, k):
-    """Largest ``|column[i]|`` over ``i != diagonal`` and its row ``k + i`` (0 and `k` if none)."""
+    """Largest ``|column[i]|``, ``i != diagonal``, and its row ``k + i`` (0 and `k` if none)."""
     magnitude = np.abs(column)
     magnitude[diagonal] = -1.0
     i = int(np.argmax(magnitude))

@@ -1,7 +1,7 @@
-r"""The TLR Cholesky on a ``dask.distributed`` cluster.
+"""The TLR Cholesky on a ``dask.distributed`` cluster.
 
-Needs the ``dask`` extra (``pip install "geostat-tlr[dask]"``); ``import tlrcore`` does
-not import this subpackage, nor Dask.
+Needs Dask (``pip install "dask[distributed]"``, or ``pip install ".[dask]"`` from a clone
+of the repository); ``import tlrcore`` imports neither this subpackage nor Dask.
 
 ::
 
@@ -13,12 +13,11 @@ not import this subpackage, nor Dask.
     L = td.cholesky(A, overwrite_a=True)
     L.logdet(), L.solve_lower(z)                      # a float, an n-vector
 
-The tiles are computed on the workers from the picklable generator ``block`` (its sites
-travel once), placed by tile row (row ``i`` on worker ``i mod P``), and factored by a
-task graph of the left-looking steps of :mod:`tlrcore.cholesky.left`, with the same
-seeds: the factor, its log-determinant and its solves equal the in-process ones to
-rounding, also with the tile-local safeguards (``safeguard="compensate"``,
-``"compensate-block"``, ``"schur"``, ``"modified"``), which run in the diagonal tasks. When a worker dies, the scheduler recomputes its tiles from the graph.
+The tiles are computed on the workers from the picklable generator ``block``, placed by
+tile row (row ``i`` on worker ``i mod P``), and factored by a task graph of the
+left-looking steps with the in-process seeds: the factor, its log-determinant and solves
+equal the in-process ones to rounding, with the tile-local safeguards too. When a worker
+dies, the scheduler recomputes its tiles from the graph.
 
 Modules
 -------
@@ -27,9 +26,7 @@ matrix
 factorize
     :func:`cholesky`: the factorization as a task graph.
 factor
-    :class:`DistributedCholesky`: ``logdet``, ``solve_lower``, ``solve_upper``, ``solve``,
-    ``multiply_lower``, ``ranks``, ``nbytes``, ``gather`` (what :class:`tlrcore.TLRCholesky`
-    answers, so ``geostat.solvers.TLRFactor`` wraps either).
+    :class:`DistributedCholesky`, a :class:`tlrcore.CholeskyFactor`.
 _graph, _tasks
     Keys, placement and submission; the functions the workers run.
 """
@@ -40,8 +37,9 @@ try:
     import distributed  # noqa: F401
 except ImportError as exc:
     raise ImportError(
-        "tlrcore.distributed needs dask.distributed, which is not installed: install the 'dask' extra, "
-        "pip install 'geostat-tlr[dask]'."
+        "tlrcore.distributed needs dask.distributed, which is not installed: "
+        'pip install "dask[distributed]" (or, from a clone of the repository, '
+        'pip install ".[dask]").'
     ) from exc
 
 from tlrcore.distributed.factor import DistributedCholesky

@@ -1,12 +1,8 @@
 """Task keys, the placement of tile rows on the workers, and graph submission.
 
-Placement: tile row ``i`` (the diagonal tile ``(i, i)`` and the tiles ``(i, j)``, ``j <
-i``, of ``A`` and of ``L``) lives on worker ``i mod P`` (a 1-D block-cyclic map over
-rows). Left-looking, tile ``L(i, k)`` reads the whole row ``L(i, :k)``, which is then
-local, and row ``k``, which is the only tile data a column sends to the other workers
-(:mod:`tlrcore.distributed.cholesky`). The placement is a loose restriction
-(``allow_other_workers``): when a worker is lost, the scheduler runs its tasks elsewhere.
-"""
+Tile row ``i`` of ``A`` and of ``L`` lives on worker ``i mod P``: left-looking, ``L(i, k)``
+reads row ``L(i, :k)``, local, and row ``k``, the only tile data a column sends. The
+placement is loose (``allow_other_workers``): a lost worker's tasks run elsewhere."""
 
 from __future__ import annotations
 
@@ -17,19 +13,13 @@ from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 __all__ = ["CriticalFirst", "RowPlacement", "check_open", "prefix", "submit"]
 
 #: Seconds to wait for a worker when the scheduler lists none: a worker whose nanny restarts
-#: it, or that misses heartbeats on a busy machine, is away for a few seconds (seen once in
-#: the test suite on 2 cores, between two evaluations of a fit).
+#: it, or that misses heartbeats on a busy machine, is away for a few seconds.
 WORKER_WAIT = 10.0
 
 
 class RowPlacement:
-    """Maps a task key ``(name, i, ...)`` to the worker of tile row ``i``.
-
-    Parameters
-    ----------
-    addresses : list of str
-        The workers, in the order of the cyclic map.
-    """
+    """Maps a task key ``(name, i, ...)`` to the worker of tile row ``i``, cycling over
+    `addresses`."""
 
     def __init__(self, addresses):
         if not addresses:
@@ -40,8 +30,8 @@ class RowPlacement:
 
     @classmethod
     def of(cls, client):
-        """Cyclic map over the client's current workers (sorted by address), waiting up to
-        :data:`WORKER_WAIT` seconds for one when there are none."""
+        """Cyclic map over the client's workers (sorted by address), waiting up to
+        :data:`WORKER_WAIT` seconds for one."""
         workers = client.scheduler_info(n_workers=-1)["workers"]
         if not workers:
             try:
@@ -60,18 +50,9 @@ class RowPlacement:
 
 
 class CriticalFirst:
-    """Scheduling priority of a factorization task (higher runs first, among the tasks
-    ready on a worker): the critical chain ``R(k + 1, k) -> D(k + 1) -> C(k + 1)`` (and
-    the log-diagonal terms) before anything else, then the tiles of earlier columns.
-
-    Parameters
-    ----------
-    row : str
-        Key name of the tile tasks ``(row, i, k)`` (of ``L``, or of ``A``, whose tile
-        ``(k + 1, k)`` the chain reads); every other key ``(name, k)`` belongs to the
-        chain.
-    n_tiles : int
-    """
+    """Scheduling priority of a factorization task (higher first): the critical chain (keys
+    other than `row`'s, and tiles ``(row, k + 1, k)``) before the tiles of earlier columns,
+    earlier first."""
 
     def __init__(self, row, n_tiles):
         self.row, self.n_tiles = row, n_tiles
@@ -83,16 +64,8 @@ class CriticalFirst:
 
 
 def check_open(client, holder=None):
-    """Raise a ValueError, saying what to do, when `client` is closed or closing: its calls
-    would fail with Dask's bare ``RuntimeError: IOLoop is closed``.
-
-    Parameters
-    ----------
-    client : distributed.Client
-    holder : str or None
-        What keeps its tiles on the client's cluster (``"matrix"``, ``"factor"``): its
-        tiles went with the client. None for a `client` argument.
-    """
+    """Raise a ValueError saying what to do when `client` is closed or closing (`holder`:
+    ``"matrix"`` or ``"factor"`` whose tiles went with it, None for an argument)."""
     if client.status not in ("closing", "closed"):
         return
     if holder is None:
@@ -101,22 +74,20 @@ def check_open(client, holder=None):
             "client = distributed.Client(...), and pass it."
         )
     raise ValueError(
-        f"the Dask client of this {holder} is closed (status {client.status!r}), and the {holder}'s "
-        f"tiles went with it: build the {holder} again with an open client "
-        "(client = distributed.Client(...))."
+        f"the Dask client of this {holder} is closed (status {client.status!r}), and the "
+        f"{holder}'s tiles went with it: build the {holder} again with an open client (client = "
+        "distributed.Client(...))."
     )
 
 
 def prefix(kind):
-    """A new, unique key name ``tlr-{kind}-{uuid}`` for a set of tasks."""
+    """A new, unique key name ``tlr-{kind}-{uuid}``."""
     return f"tlr-{kind}-{uuid4().hex}"
 
 
 def submit(client, tasks, placement, wanted, priority=None):
-    """Send the tasks (a dict ``key -> (func, *args)``; arguments may be futures of earlier
-    graphs) in one graph, each on the worker `placement` gives (and with the scheduling
-    priority `priority` gives, a callable of the key, if any), and return the futures of
-    the keys `wanted` (a list)."""
+    """Send `tasks` (``key -> (func, *args)``) in one graph, placed by `placement` with the
+    optional `priority` (callables of the key); the futures of the keys `wanted`."""
     annotations = {"workers": placement, "allow_other_workers": True}
     if priority is not None:
         annotations["priority"] = priority

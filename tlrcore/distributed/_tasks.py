@@ -1,14 +1,9 @@
-"""The tasks of :mod:`tlrcore.distributed`: pure functions that run on the workers.
+"""The tasks of :mod:`tlrcore.distributed`: pure functions run on the workers.
 
-Each is a function of its arguments only (no worker state, no randomness beyond the
-seeds it is given, inputs never modified), so that the scheduler may run it again, on
-any worker, after a worker is lost: a recomputed tile is bit-identical to the lost one.
-They call the same steps as the in-process factorization (:mod:`tlrcore.cholesky.left`),
-in the same order, with the same per-tile seeds.
-
-A factor row is a pair of lists ``(U, V)``: ``L(i, j) = U[j] @ V[j].T`` for ``j`` below
-the column the row has reached; None for the empty row (no tile left of column 0).
-"""
+Each depends only on its arguments (no worker state, no randomness beyond its seeds,
+inputs never modified), so a recomputed tile is bit-identical to a lost one. They call the
+steps of :mod:`tlrcore.cholesky.left` in the same order with the same seeds. A factor row
+is ``(U, V)`` with ``L(i, j) = U[j] @ V[j].T``; None for the empty row."""
 
 from __future__ import annotations
 
@@ -57,8 +52,7 @@ def diagonal_tile(checked, lo, hi, k):
 
 
 def tile_squares(tile):
-    """``||T||_F^2`` of a dense tile, or of ``U V^T`` for a pair ``(U, V)``, computed as
-    in :meth:`tlrcore.TLRMatrix.frobenius_norm`."""
+    """``||T||_F^2`` of a dense tile or of ``U V^T`` for a pair ``(U, V)``."""
     if isinstance(tile, tuple):
         U, V = tile
         return float(np.sum((U.T @ U) * (V.T @ V)))
@@ -66,39 +60,31 @@ def tile_squares(tile):
 
 
 def off_diagonal_tile(checked, rows, cols, i, j, tolerance, method, max_rank, seed):
-    """``(U, V)`` of the off-diagonal tile ``A(i, j)`` on index ranges `rows` and `cols`
-    (``[lo, hi]`` pairs), as :meth:`tlrcore.TLRMatrix.from_generator` compresses it
-    (:func:`tlrcore.compress.generated.compress_tile`)."""
+    """``(U, V)`` of ``A(i, j)`` on the index ranges `rows`, `cols` (``[lo, hi]`` pairs), as in
+    process (:func:`tlrcore.compress.generated.compress_tile`)."""
     return compress_tile(
         checked, np.arange(*rows), np.arange(*cols), (i, j), tolerance, method, max_rank, seed
     )
 
 
 def tile_error(UV):
-    """The compression error ``e_ij`` the build recorded for an off-diagonal tile: the
-    largest singular value its truncation dropped (``LowRank.dropped``, see
-    :attr:`tlrcore.TLRMatrix.tile_errors`)."""
+    """The recorded error of an off-diagonal tile (``LowRank.dropped``)."""
     return UV.dropped
 
 
 def factor_diagonal(Akk, row, k, options, errors=None):
-    """``(L(k, k), tally)``: the factor of ``A(k, k) - sum_j L(k, j) L(k, j)^T`` from row
-    `k` of ``L``, by a :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer` made here
-    with `options`, its positional arguments ``[tolerance, shift, schur, modified,
-    compensate]``, exactly as in process (the update subtracted inside the factorizer,
-    ``updated=False``, as :mod:`tlrcore.cholesky.left` does). The tally is that
-    factorizer's ``(total, parts, compensated_tiles, lifted_tiles, modified_tiles)``,
-    which hold this tile's changes only.
+    """``(L(k, k), tally)`` for ``A(k, k) - sum_j L(k, j) L(k, j)^T`` from row `k`, by a
+    :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer` of `options` (``[tolerance,
+    shift, schur, modified, compensate]``), as in process.
 
-    With compensation, `errors` is tile row `k` of the recorded tile errors (``n_tiles``
-    floats, ``e_kk = 0``): the lift of tile `k` comes from it by
-    :func:`~tlrcore.cholesky.safeguards.compensation_lifts`, as in process (the same sum
-    over the same row); the factorizer reads only entry `k` of its lifts.
+    The tally is the factorizer's ``(total, parts, compensated_tiles, lifted_tiles,
+    modified_tiles)`` for this tile. With compensation, `errors` is tile row `k` of the tile
+    errors, the lift computed from it as in process.
 
     Raises
     ------
     NotPositiveDefiniteError
-        Naming tile `k`, if it is not positive definite and the safeguards did not help.
+        Naming tile `k`, if the safeguards did not help.
     """
     lifts = None
     if errors is not None:
@@ -107,7 +93,7 @@ def factor_diagonal(Akk, row, k, options, errors=None):
             np.array([errors], dtype=np.float64), options[0], len(errors)
         )[0]
     factorizer = DiagonalFactorizer(*options, lifts=lifts)
-    D, W = diagonal_update(Akk, list(zip(*_factors(row))))
+    D, W = diagonal_update(Akk, list(zip(*_factors(row), strict=True)))
     L = factorizer.factor(D, W, k, updated=False)
     return L, (
         factorizer.total,
@@ -119,16 +105,9 @@ def factor_diagonal(Akk, row, k, options, errors=None):
 
 
 class ColumnHeader:
-    """What every tile of column ``k`` reads: ``Uk = [U(k, 0) | ... ]``, the ``V(k, j)``
-    and ``L(k, k)``, with the column's sample products.
-
-    A worker holds one copy of a header for all the tiles of the column it updates, so
-    the products ``Uk^T Omega_j`` with the Gaussian blocks every tile of the column draws
-    alike (one seed per column) are computed once per worker and column, as in process
-    (:class:`~tlrcore.cholesky._steps.ColumnSamples`). The products are a cache: they are
-    not pickled (a worker that receives the header computes its own), and the tiles do not
-    depend on which tile filled it.
-    """
+    """What every tile of column ``k`` reads: ``Uk = [U(k, 0) | ... ]``, the ``V(k, j)`` and
+    ``L(k, k)``, with the column's sample products (computed once per worker and column; a
+    cache, not pickled)."""
 
     def __init__(self, Uk, Vk, Lkk, block_size):
         self.Uk, self.Vk, self.Lkk, self.block_size = Uk, Vk, Lkk, block_size
@@ -145,9 +124,8 @@ def column_header(row, Lkk, block_size):
 
 
 def update_tile(row, UV, header, tolerance, block_size, seed):
-    """Row `i` extended by ``L(i, k) = (A(i, k) - sum_j L(i, j) L(k, j)^T) L(k, k)^{-T}``:
-    the sampled update of :func:`tlrcore.cholesky._steps.sampled_update` (with the
-    header's shared sample products), then the triangular solve on its ``V`` side."""
+    """Row `i` extended by ``L(i, k) = (A(i, k) - sum_j L(i, j) L(k, j)^T) L(k, k)^{-T}`` (the
+    sampled update, then the solve on its ``V`` side)."""
     Ui, Vi = _factors(row)
     Ut, Vt = sampled_update(
         UV[0],
@@ -169,28 +147,26 @@ def log_diagonal(Lkk):
 
 
 def row_summary(row, Lkk):
-    """``(bytes, ranks)`` of tile row ``k`` of ``L``: the bytes of ``L(k, k)`` and of the
-    factors ``U(k, j), V(k, j)``, and the list of ranks ``[rank L(k, 0), ...]``."""
+    """``(bytes, ranks)`` of tile row ``k`` of ``L``."""
     U, V = _factors(row)
-    return Lkk.nbytes + sum(u.nbytes + v.nbytes for u, v in zip(U, V)), [u.shape[1] for u in U]
+    return Lkk.nbytes + sum(u.nbytes + v.nbytes for u, v in zip(U, V, strict=True)), [
+        u.shape[1] for u in U
+    ]
 
 
 def multiply_row(z, offsets, k, row, Lkk):
-    """Tile ``k`` of ``L z``: ``L(k, k) z_k + sum_{j<k} U(k, j) (V(k, j)^T z_j)``, summed in
-    the order of :meth:`tlrcore.TLRCholesky.multiply_lower`; `z` is the whole right-hand
-    side and `offsets` the tile boundaries."""
+    """Tile ``k`` of ``L z``, summed in the order of :meth:`tlrcore.TLRCholesky.multiply_lower`."""
     yk = Lkk @ z[offsets[k] : offsets[k + 1]]
-    for j, (U, V) in enumerate(zip(*_factors(row))):
+    for j, (U, V) in enumerate(zip(*_factors(row), strict=True)):
         yk += U @ (V.T @ z[offsets[j] : offsets[j + 1]])
     return yk
 
 
 def forward_step(x, bk, row, Lkk):
-    """Forward substitution through tile row `k`: ``x_k = L(k, k)^{-1} (b_k - sum_j
-    L(k, j) x_j)`` appended to the solved prefix `x` (tiles ``0..k-1``, stacked)."""
+    """``x_k = L(k, k)^{-1} (b_k - sum_j L(k, j) x_j)`` appended to the solved prefix `x`."""
     xk = bk.copy()
     start = 0
-    for U, V in zip(*_factors(row)):
+    for U, V in zip(*_factors(row), strict=True):
         stop = start + V.shape[0]
         xk -= U @ (V.T @ x[start:stop])
         start = stop
@@ -206,17 +182,15 @@ def start_backward(b):
 def backward_step(carry, row, Lkk):
     """Backward substitution through tile row `k`.
 
-    `carry` is ``(y, pieces)``: ``y`` the right-hand side of tiles ``0..k``, less the
-    contributions of the rows already solved, and ``pieces`` the solved tiles ``x_{k+1},
-    ...``. Solves ``x_k = L(k, k)^{-T} y_k`` and removes ``L(k, j)^T x_k`` from ``y_j``,
-    ``j < k``.
-    """
+    `carry` is ``(y, pieces)``: the right-hand side of tiles ``0..k`` less the rows solved,
+    and the solved tiles ``x_{k+1}, ...``. Solves ``x_k = L(k, k)^{-T} y_k`` and subtracts
+    ``L(k, j)^T x_k`` from ``y_j``, ``j < k``."""
     y, pieces = carry
     size = Lkk.shape[0]
     xk = solve_triangular(Lkk, y[-size:], lower=True, trans="T", check_finite=False)
     rest = y[:-size].copy()
     start = 0
-    for U, V in zip(*_factors(row)):
+    for U, V in zip(*_factors(row), strict=True):
         stop = start + V.shape[0]
         rest[start:stop] -= V @ (U.T @ xk)
         start = stop

@@ -1,13 +1,8 @@
 """The distributed TLR Cholesky factor: :class:`DistributedCholesky`.
 
-Its tiles stay on the workers; the log-determinant and the triangular solves are task
-chains over the tile rows, and only scalars and right-hand sides (``n``-vectors or
-``n x m`` matrices) travel: a solve sends tile ``k`` of the right-hand side to the worker
-of row ``k`` and passes the solved part along the rows; :meth:`~DistributedCholesky.solve`
-runs both chains in one graph, so the intermediate ``L^{-1} b`` stays on the cluster. The
-product ``L z`` (for simulation) is one task per tile row, each reading the whole `z`
-(sent once per worker); the ranks and bytes come back as one small list per row.
-"""
+Its tiles stay on the workers; the log-determinant and triangular solves are task chains
+over the tile rows, and only scalars and right-hand sides travel (:meth:`~DistributedCholesky.solve`
+keeps ``L^{-1} b`` on the cluster). ``L z`` is one task per tile row."""
 
 from __future__ import annotations
 
@@ -37,35 +32,18 @@ __all__ = ["DistributedCholesky"]
 
 
 class DistributedCholesky:
-    """TLR Cholesky factor ``A ~ L L^T`` whose tiles live on the workers; a
-    :class:`~tlrcore.CholeskyFactor`.
-
-    Made by :func:`tlrcore.distributed.cholesky`; :meth:`gather` brings it into the
-    process as a :class:`tlrcore.TLRCholesky`.
+    """TLR Cholesky factor on the workers, a :class:`~tlrcore.CholeskyFactor`; :meth:`gather`
+    brings it into the process.
 
     Attributes
     ----------
     client : distributed.Client
-    n, n_tiles, offsets, tolerance
-        As for :class:`tlrcore.TLRCholesky`.
-    diagonal : list of distributed.Future
-        ``L(k, k)``.
-    rows : list of distributed.Future
-        ``rows[i] = ([U(i, 0), ...], [V(i, 0), ...])``, ``L(i, j) = U(i, j) V(i, j)^T``
-        (None for row 0).
-    shift : float
-        The diagonal shift the factorization added (``shift=`` of
-        :func:`~tlrcore.distributed.cholesky`).
+    n, n_tiles, offsets, tolerance, shift, backend
+        As for :class:`tlrcore.TLRCholesky` (``perm`` is None).
+    diagonal, rows : list of distributed.Future
+        ``L(k, k)``, and ``rows[i] = ([U(i, 0), ...], [V(i, 0), ...])`` (None for row 0).
     perturbation, perturbation_parts, compensated_tiles, lifted_tiles, modified_tiles
-        The changes the shift and safeguards made to the diagonal tiles, as
-        :func:`tlrcore.cholesky` reports them: each diagonal task returns its tile's
-        tally (that of its :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer`),
-        and the first use gathers them and sums them in tile order, as the in-process
-        factorizer does (``perturbation = ||E||_F = sqrt(sum_k ||E_k||_F^2)``).
-    backend : Backend
-        :data:`tlrcore.backends.NUMPY`: the results are NumPy arrays.
-    perm : None
-        No tile pivoting: the factor is in ``A``'s order.
+        As :func:`tlrcore.cholesky` reports them, summed in tile order on first use.
     """
 
     backend = NUMPY
@@ -99,10 +77,9 @@ class DistributedCholesky:
         check_open(self.client, "factor")
 
     def wait(self) -> DistributedCholesky:
-        """Block until every tile is computed; raise the first failure (e.g.
-        :class:`~tlrcore.NotPositiveDefiniteError` naming the tile). Inside
-        :func:`tlrcore.progress` a counter ticks as each diagonal tile ``L(k, k)`` is
-        factored (the critical path, one per tile column)."""
+        """Block until every tile is computed, raising the first failure (such as
+        :class:`~tlrcore.NotPositiveDefiniteError` naming the tile); inside :func:`tlrcore.progress`
+        a counter ticks per diagonal tile."""
         self._check_usable()
         with column_progress(self.n_tiles, "TLR Cholesky on the cluster") as counter:
             for future in self.diagonal:
@@ -116,8 +93,7 @@ class DistributedCholesky:
         return self
 
     def _summed_tally(self):
-        """The tiles' tallies, gathered once and summed in tile order into one
-        :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer`'s."""
+        """The tiles' tallies, gathered once and summed in tile order."""
         if self._tally is None:
             self._check_usable()
             tally = DiagonalFactorizer(self.tolerance)
@@ -138,7 +114,7 @@ class DistributedCholesky:
 
     @property
     def perturbation_parts(self) -> dict:
-        """``||.||_F`` of the changes by source (as :attr:`tlrcore.TLRCholesky.perturbation_parts`)."""
+        """``||.||_F`` of the changes by source."""
         return self._summed_tally().perturbation_parts
 
     @property
@@ -157,8 +133,7 @@ class DistributedCholesky:
         return tuple(self._summed_tally().modified_tiles)
 
     def logdet(self) -> float:
-        """``log det(L L^T) = 2 sum_k sum log diag L(k, k)``: one scalar per tile comes back,
-        summed in tile order (as :meth:`tlrcore.TLRCholesky.logdet`)."""
+        """``log det(L L^T)``, summed in tile order as :meth:`tlrcore.TLRCholesky.logdet`."""
         self._check_usable()
         return 2.0 * float(sum(self.client.gather(self._log_diagonal)))
 
@@ -166,7 +141,7 @@ class DistributedCholesky:
         return [b[int(self.offsets[k]) : int(self.offsets[k + 1])] for k in range(self.n_tiles)]
 
     def _forward(self, b, tasks):
-        """Add the forward substitution of `b` to `tasks`; return the key of its result."""
+        """Add the forward substitution of `b` to `tasks`; the key of its result."""
         name = prefix("forward")
         pieces = self._rhs_tiles(b)
         previous = np.zeros((0,) + b.shape[1:])
@@ -176,8 +151,8 @@ class DistributedCholesky:
         return previous
 
     def _backward(self, b, tasks):
-        """Add the backward substitution of `b` (an array or the key of one) to `tasks`;
-        return the key of its result."""
+        """Add the backward substitution of `b` (an array or a key) to `tasks`; the key of its
+        result."""
         name = prefix("backward")
         last = self.n_tiles - 1
         tasks[name, last + 1] = (start_backward, b)
@@ -191,31 +166,27 @@ class DistributedCholesky:
         return self.client.gather(submit(self.client, tasks, self.placement, [key]))[0]
 
     def solve_lower(self, b: ArrayLike) -> FloatArray:
-        """``L^{-1} b`` by forward substitution, one task per tile row (vector or matrix `b`)."""
+        """``L^{-1} b`` by forward substitution, one task per tile row."""
         tasks: dict[tuple, tuple] = {}
         return self._run(tasks, self._forward(check_operand(b, self.n, "b"), tasks))
 
     def solve_upper(self, b: ArrayLike) -> FloatArray:
-        """``L^{-T} b`` by backward substitution, one task per tile row: row ``k`` solves its
-        tile and subtracts ``L(k, j)^T x_k`` from the tiles ``j < k`` it passes on (the
-        sums run in another order than in :meth:`tlrcore.TLRCholesky.solve_upper`, so the
-        two agree to rounding)."""
+        """``L^{-T} b`` by backward substitution, one task per tile row (summed in another order
+        than :meth:`tlrcore.TLRCholesky.solve_upper`: equal to rounding)."""
         tasks: dict[tuple, tuple] = {}
         return self._run(tasks, self._backward(check_operand(b, self.n, "b"), tasks))
 
     def solve(self, b: ArrayLike) -> FloatArray:
-        """``(L L^T)^{-1} b``: the forward and backward chains in one graph (the same
-        operations as ``solve_upper(solve_lower(b))``, without the round trip)."""
+        """``(L L^T)^{-1} b``: both chains in one graph."""
         tasks: dict[tuple, tuple] = {}
         return self._run(
             tasks, self._backward(self._forward(check_operand(b, self.n, "b"), tasks), tasks)
         )
 
     def multiply_lower(self, z: ArrayLike) -> FloatArray:
-        """``L z`` (vector or matrix `z`), one task per tile row, the sums in the order of
-        :meth:`tlrcore.TLRCholesky.multiply_lower` (so the two agree to rounding: BLAS
-        may round a tile's products differently at another address). `z` is sent once
-        to each worker, as a task of the graph (recomputable after a worker is lost)."""
+        """``L z``, one task per tile row, summed in the order of
+        :meth:`tlrcore.TLRCholesky.multiply_lower` (equal to rounding); `z` is a task of the
+        graph."""
         z = check_operand(z, self.n, "z")
         self._check_usable()
         name = prefix("multiply")
@@ -241,27 +212,25 @@ class DistributedCholesky:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the factor on the workers (as :attr:`tlrcore.TLRCholesky.nbytes`)."""
+        """Bytes of the factor on the workers."""
         return sum(size for size, _ in self._row_summaries())
 
     @property
     def ranks(self) -> IntArray:
-        """``(n_tiles, n_tiles)`` ranks of ``L`` (lower triangle; diagonal = tile sizes), as
-        :attr:`tlrcore.TLRCholesky.ranks`."""
+        """``(n_tiles, n_tiles)`` ranks of ``L`` (lower triangle; diagonal = tile sizes)."""
         ranks = np.diag(np.diff(self.offsets)).astype(np.int64)
         for k, (_, row) in enumerate(self._row_summaries()):
             ranks[k, : len(row)] = row
         return ranks
 
     def gather(self) -> TLRCholesky:
-        """The factor as an in-process :class:`tlrcore.TLRCholesky` (every tile travels to
-        the client: for tests and small matrices)."""
+        """The factor as an in-process :class:`tlrcore.TLRCholesky` (every tile travels)."""
         self._check_usable()
         diagonal = self.client.gather(self.diagonal)
         rows = self.client.gather([row for row in self.rows if row is not None])
         U, V = {}, {}
         for i, (Ui, Vi) in enumerate(rows, start=1):
-            for j, (Uij, Vij) in enumerate(zip(Ui, Vi)):
+            for j, (Uij, Vij) in enumerate(zip(Ui, Vi, strict=True)):
                 U[i, j], V[i, j] = Uij, Vij
         return TLRCholesky(diagonal, U, V, self.offsets, self.tolerance)
 
@@ -270,7 +239,10 @@ class DistributedCholesky:
         return self.gather().to_dense()
 
     def __repr__(self) -> str:
-        return f"DistributedCholesky(n={self.n}, n_tiles={self.n_tiles}, workers={len(self.placement.addresses)})"
+        return (
+            f"DistributedCholesky(n={self.n}, n_tiles={self.n_tiles}, "
+            f"workers={len(self.placement.addresses)})"
+        )
 
 
 if TYPE_CHECKING:  # it meets the factor contract (checked by mypy)

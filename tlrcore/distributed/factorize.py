@@ -1,49 +1,15 @@
-r"""The left-looking TLR Cholesky factorization as a Dask task graph.
+"""The left-looking TLR Cholesky factorization as a Dask task graph.
 
-The tasks are the steps of :mod:`tlrcore.cholesky.left` with the same seeds (one per
-tile column, :func:`tlrcore.concurrency.threads.column_seeds`), so the factor equals the in-process
-one:
-
-* ``D(k)``: ``L(k, k) = chol(A(k, k) - sum_{j<k} L(k, j) L(k, j)^T)``, from row ``k``,
-  by the in-process :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer` (shift and
-  tile-local safeguards), with the tile's tally of changes beside it;
-* ``C(k)``: the column header ``([U(k, 0) | ...], [V(k, j)], L(k, k))``, which every tile
-  of column ``k`` reads, with the products of ``[U(k, 0) | ...]^T`` and the column's
-  Gaussian sample blocks, computed once per worker (:class:`~tlrcore.distributed._tasks.ColumnHeader`);
-* ``R(i, k)``: row ``i`` extended by ``L(i, k)``: the sampled update of ``A(i, k)`` by
-  ``L(i, :k)`` and ``L(k, :k)`` (one ARA compression), then ``L(k, k)^{-1}`` on its
-  ``V`` side.
-
-The rows are placed cyclically (:mod:`tlrcore.distributed._graph`): ``R(i, k)`` runs on
-the worker of row ``i`` and finds ``R(i, k - 1)``, ``A(i, k)`` there; only ``C(k)``
-crosses the network, once per worker and column. Per worker this keeps its rows of ``L``
-(and the tiles of ``A`` not yet consumed) plus one column header and the tiles in flight.
-
-Why left-looking: each tile of ``L`` is compressed once, from ``A(i, k)`` and the final
-rows, with the seeds of the in-process factorization, so the factors agree; a
-right-looking graph would send every updated trailing tile across the network after
-every column (``O(n_t^3)`` tile messages, against ``O(n_t^2)`` here) and recompress it
-each time. The critical path is the chain ``R(k + 1, k) -> D(k + 1) -> C(k + 1)``; the
-other tiles of a column run beside it: :class:`~tlrcore.distributed._graph.CriticalFirst`
-gives the chain the
-highest priority and the other tiles that of their column (earlier first), the
-lookahead of the in-process code.
-
-Safeguards: the tile-local ones, ``"compensate"`` / ``"compensate-block"`` (always-on
-compensation), ``"schur"`` and ``"modified"``, run inside ``D(k)`` by the same rules as
-in process (:mod:`tlrcore.cholesky.safeguards`). The lifts of the compensation come from
-the tile errors the build recorded: each off-diagonal tile's largest dropped singular
-value (``LowRank.dropped``), read by a task on the tile's worker, so that one scalar per
-tile travels, to the diagonal tasks of its row and column; ``D(k)`` then also waits for
-the tiles of column ``k``, which ``R(i, k)`` reads right after it anyway. The driver sums
-the tallies in tile order, as the in-process factorizer does, into ``.perturbation``,
-``.perturbation_parts`` and the tile lists. ``"shift"`` (a retry loop) is the caller's:
-:func:`tlrcore.cholesky.safeguards.shift_schedule` with ``shift=``.
-
-Resilience: every task is a pure function of its inputs, and the tiles of ``A`` are tasks
-of the generator (:mod:`tlrcore.distributed.matrix`), so when a worker is lost the
-scheduler recomputes what it held from the lineage, and the factor is bit-identical.
-"""
+The tasks are the steps of :mod:`tlrcore.cholesky.left` with its per-column seeds, so the
+factor equals the in-process one to rounding: ``D(k)`` factors diagonal tile ``k`` from
+row ``k`` by a :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer` (with its tally of
+changes); ``C(k)`` is the column header every tile of the column reads
+(:class:`~tlrcore.distributed._tasks.ColumnHeader`); ``R(i, k)`` extends row ``i`` by
+``L(i, k)``, one ARA compression and solve. Row ``i`` lives on worker ``i mod P``, so
+only ``C(k)`` crosses the network, once per worker and column (``O(n_t^2)`` tile
+messages, against ``O(n_t^3)`` for a right-looking graph); the critical chain ``R(k + 1,
+k) -> D(k + 1) -> C(k + 1)`` runs first (:class:`~tlrcore.distributed._graph.CriticalFirst`).
+Every task is pure: a lost worker's results are recomputed, the factor unchanged."""
 
 from __future__ import annotations
 
@@ -80,45 +46,31 @@ def cholesky(
     shift: float = 0.0,
     safeguard: SafeguardSpec = None,
 ) -> DistributedCholesky:
-    """Left-looking TLR Cholesky factorization ``A ~ L L^T`` on the cluster of `A`.
-
-    Equals ``tlrcore.cholesky(A.gather(), accuracy, block_size, random_state,
-    safeguard=safeguard, shift=shift)`` (the in-process left-looking variant) to rounding,
-    the reported perturbation included.
+    """Left-looking TLR Cholesky factorization ``A ~ L L^T`` on the cluster of `A`, equal to
+    ``tlrcore.cholesky(A.gather(), accuracy, block_size, random_state, safeguard=safeguard,
+    shift=shift)`` to rounding, perturbation included.
 
     Parameters
     ----------
     A : DistributedTLRMatrix
-        Symmetric positive definite.
     accuracy, block_size, random_state
         As in :func:`tlrcore.cholesky`.
     overwrite_a : bool, default False
-        Release the client's hold on the tiles of `A` once the graph is submitted (`A`
-        is consumed): each tile is then freed as soon as its column is factored, which
-        keeps the workers' memory near their share of ``L``.
+        Release the client's hold on `A`'s tiles once submitted (`A` is consumed): each tile
+        is freed once its column is factored.
     wait : bool, default True
-        Return when the factor is computed (raising its errors here). With False, return
-        at once; errors are raised by the first method that needs the failed tiles.
+        Return when the factor is computed, raising its errors here; with False at once, the
+        first method that needs a failed tile raising its error.
     shift : float, default 0.0
-        Added to every diagonal entry of `A` (which is not modified), as in
-        :func:`tlrcore.cholesky`; the factor reports ``.shift`` and, without other
-        safeguards, ``.perturbation = shift sqrt(n)``. A retry with growing shifts (in process, ``safeguard="shift"``)
-        is the caller's loop: :func:`tlrcore.cholesky.safeguards.shift_schedule` gives
-        the same shifts.
+        Added to the diagonal (`A` is not modified). Growing shifts are the caller's loop
+        (:func:`tlrcore.cholesky.safeguards.shift_schedule`).
     safeguard : None, str or sequence of str, default None
-        The tile-local safeguards of :func:`tlrcore.cholesky`, applied in the diagonal
-        tasks by the same rules: ``"compensate"`` (always-on compensation, update tails
-        in diagonal rowsum form, lifts from the tile errors the build recorded) or
-        ``"compensate-block"`` (tails as full blocks), ``"schur"``, ``"modified"``;
-        combine as ``"compensate-block+modified"``. Not ``"shift"`` (the caller's loop,
-        see `shift`) nor ``"pivot"``.
+        ``"compensate"``, ``"compensate-block"``, ``"schur"``, ``"modified"``, as in
+        :func:`tlrcore.cholesky`.
 
     Returns
     -------
     DistributedCholesky
-        With ``.shift``, ``.perturbation = ||E||_F``, ``.perturbation_parts``,
-        ``.compensated_tiles``, ``.lifted_tiles`` and ``.modified_tiles`` as the
-        in-process factor reports them (gathered from the tiles' tallies on first use).
 
     Raises
     ------
@@ -127,8 +79,8 @@ def cholesky(
     ConsumedMatrixError
         If `A` was consumed by an earlier ``cholesky(A, overwrite_a=True)``.
     ValueError
-        For a bad `accuracy`, `block_size`, `random_state` or `shift`, an unknown
-        safeguard, or ``"shift"`` or ``"pivot"``.
+        For a bad `accuracy`, `block_size`, `random_state` or `shift`, or a safeguard other
+        than those above.
     NotPositiveDefiniteError
         If an updated diagonal tile is not positive definite and the safeguards did not
         help; ``.tile`` is its index.
@@ -144,9 +96,10 @@ def cholesky(
     guards = parse_safeguard(safeguard)
     if guards & {"shift", "pivot"}:
         raise ValueError(
-            f"safeguard={safeguard!r}: on a cluster 'shift' is the caller's loop (factor again with shift= from "
-            "tlrcore.cholesky.safeguards.shift_schedule) and 'pivot' is not available; the cluster supports "
-            "'compensate', 'compensate-block', 'schur' and 'modified' (combinations allowed)."
+            f"safeguard={safeguard!r}: on a cluster 'shift' is the caller's loop (factor again "
+            "with shift= from tlrcore.cholesky.safeguards.shift_schedule) and 'pivot' is not "
+            "available; the cluster supports 'compensate', 'compensate-block', 'schur' and "
+            "'modified' (combinations allowed)."
         )
     compensate = compensation_form(guards)
     tolerance = (

@@ -1,15 +1,7 @@
-r"""A TLR matrix whose tiles live on the workers of a ``dask.distributed`` cluster.
-
-:meth:`DistributedTLRMatrix.from_generator` builds the same tiles as
-:meth:`tlrcore.TLRMatrix.from_generator` (the same norm estimate, tolerance, checks and
-per-tile seeds), but each tile is computed by a task on the worker that owns its tile row
-(:mod:`tlrcore.distributed._graph`). The generator travels to the workers once, as a
-task of its own (so that it, too, can be recomputed); only scalars come back: the
-squared norms, largest entries and asymmetries of the diagonal tiles, from which the
-client draws the norm estimate ``N`` and the tile tolerance ``tau = accuracy * N /
-n_tiles`` exactly as in process. The random norm and symmetry samples (``1024 x 1024``
-and two ``64 x 64`` blocks) are evaluated on the client, from the same random stream.
-"""
+"""A TLR matrix whose tiles live on the workers of a ``dask.distributed`` cluster, built as
+:meth:`tlrcore.TLRMatrix.from_generator` builds them (same norm estimate, tolerance,
+checks and seeds), each tile by a task on the worker of its tile row; only scalars of the
+diagonal tiles come back to the client."""
 
 from __future__ import annotations
 
@@ -42,24 +34,16 @@ __all__ = ["DistributedTLRMatrix"]
 class DistributedTLRMatrix:
     """A symmetric TLR matrix with its tiles on the workers of a Dask cluster.
 
-    Build one with :meth:`from_generator`; factor it with
-    :func:`tlrcore.distributed.cholesky`.
-
     Attributes
     ----------
     client : distributed.Client
     n, tile_size, n_tiles, offsets, accuracy, tolerance
         As for :class:`tlrcore.TLRMatrix`.
     placement : RowPlacement
-        Which worker holds each tile row (``i mod P``).
-    diagonal : list of distributed.Future
-        The dense diagonal tiles (built again on first use when the matrix was made with
-        ``wait=False``, which keeps only their recipe).
-    tiles : dict of (int, int) to distributed.Future
-        ``(U, V)`` of each lower off-diagonal tile, ``A(i, j) ~ U V^T``: a
-        :class:`~tlrcore.compress._recompress.LowRank` whose ``dropped`` is the tile's
-        recorded error (:attr:`tlrcore.TLRMatrix.tile_errors`), which the safeguard
-        ``"compensate"`` reads on the tile's worker.
+        The worker of each tile row (``i mod P``).
+    diagonal, tiles : list and dict of distributed.Future
+        The dense diagonal tiles (rebuilt on first use after ``wait=False``), and the
+        :class:`~tlrcore.compress._recompress.LowRank` ``(U, V)`` of each lower tile.
     """
 
     def __init__(self, client, offsets, accuracy, tolerance, placement, generator, diagonal, tiles):
@@ -87,44 +71,31 @@ class DistributedTLRMatrix:
         random_state: Seed = 0,
         wait: bool = True,
     ) -> DistributedTLRMatrix:
-        """Compress a symmetric matrix given by a block generator, on the workers.
-
-        The tiles equal those of ``tlrcore.TLRMatrix.from_generator(block, n, tile_size,
-        accuracy, method, max_rank, random_state=random_state)`` bit for bit.
+        """Compress a symmetric matrix given by a block generator on the `client`'s current
+        workers, into the tiles of ``tlrcore.TLRMatrix.from_generator`` with the same arguments,
+        bit for bit.
 
         Parameters
         ----------
         client : distributed.Client
-            Connected to the cluster; its current workers hold the tiles.
         block : callable
-            ``block(rows, cols)`` returns ``A[rows][:, cols]``; it must be picklable (a
-            top-level class holding the sites and the parameters, not a closure over a
-            large array: it is sent to the workers once).
-        n, tile_size, accuracy, max_rank, random_state
-            As in :meth:`tlrcore.TLRMatrix.from_generator`.
-        method : {"aca", "ara", "svd"}, optional
-            Compression of the off-diagonal tiles (the NumPy methods); default as in
-            process (:func:`tlrcore.compress.generator_method`).
+            ``block(rows, cols)`` returns ``A[rows][:, cols]``; picklable (a top-level class, not
+            a closure over a large array), sent to the workers once.
+        n, tile_size, accuracy, method, max_rank, random_state
+            As in :meth:`tlrcore.TLRMatrix.from_generator` (`method` one of the NumPy ones).
         wait : bool, default True
-            Return when every tile is built (raising the generator's errors here). With
-            False, return once the tolerance is known: the off-diagonal tiles are
-            computed when the workers get to them, scheduled by column with the
-            factorization's priorities, and the diagonal tiles, once their norms are
-            taken, are dropped and generated again inside the task that factors them.
-            A factorization with ``overwrite_a=True`` then makes each tile shortly before
-            it consumes it, and the workers never hold all of ``A`` (errors come from the
-            first operation that reads a failed tile).
-
-        Returns
-        -------
-        DistributedTLRMatrix
+            Return when every tile is built, raising the generator's errors here; with False once
+            the tolerance is known, tiles built as the workers get to them and diagonal tiles
+            generated again inside the tasks that factor them (with ``overwrite_a=True`` the
+            workers never hold all of ``A``; errors come from the first reader of a failed tile).
 
         Raises
         ------
+        TypeError
+            If `client` is not a ``distributed.Client``.
         ValueError, GeneratorError
-            As :meth:`tlrcore.TLRMatrix.from_generator` (a generator error raised on a
-            worker comes back as itself, naming the tile); a ValueError also for a
-            closed `client`.
+            As :meth:`tlrcore.TLRMatrix.from_generator` (a worker's error comes back as itself);
+            ValueError also for a closed `client`.
         """
         if not isinstance(client, Client):
             raise TypeError(f"client must be a distributed.Client; got {type(client).__name__}.")
@@ -161,7 +132,7 @@ class DistributedTLRMatrix:
             [(name, k) for k in range(n_tiles)] + [(stats, k) for k in range(n_tiles)],
         )
         diagonal, stat_futures = futures[:n_tiles], futures[n_tiles:]
-        squares, stats = zip(*client.gather(stat_futures))
+        squares, stats = zip(*client.gather(stat_futures), strict=True)
         scale = check_diagonal(stats, n)
         norm = norm_lower_estimate(sum(squares), checked, offsets, rng, np)
         tolerance = accuracy * norm / n_tiles
@@ -181,7 +152,7 @@ class DistributedTLRMatrix:
                 max_rank,
                 int(seed),
             )
-            for (i, j), seed in zip(pairs, seeds)
+            for (i, j), seed in zip(pairs, seeds, strict=True)
         }
         futures = submit(
             client, tasks, placement, [(name, i, j) for i, j in pairs], CriticalFirst(name, n_tiles)
@@ -199,14 +170,15 @@ class DistributedTLRMatrix:
             placement,
             generator,
             diagonal,
-            dict(zip(pairs, futures)),
+            dict(zip(pairs, futures, strict=True)),
         )
 
     def _check_usable(self):
         if self._consumed:
             raise ConsumedMatrixError(
-                "A was consumed by tlrcore.distributed.cholesky(A, overwrite_a=True) (its tiles were released); "
-                "build the matrix again, or factor it without overwrite_a=True to keep it."
+                "A was consumed by tlrcore.distributed.cholesky(A, overwrite_a=True) (its tiles "
+                "were released); build the matrix again, or factor it without overwrite_a=True to "
+                "keep it."
             )
         check_open(self.client, "matrix")
 
@@ -221,8 +193,7 @@ class DistributedTLRMatrix:
         return self._diagonal
 
     def diagonal_task(self, k: int):
-        """Diagonal tile `k` as an argument of a task: its future, or, when only its
-        recipe is kept, the task that generates it (run inside the task that reads it)."""
+        """Diagonal tile `k` as a task argument: its future, or the task that generates it."""
         self._check_usable()
         if self._diagonal is not None:
             return self._diagonal[k]
@@ -235,15 +206,14 @@ class DistributedTLRMatrix:
         return self._tiles
 
     def release(self) -> None:
-        """Drop the client's hold on the tiles: each is freed on its worker as soon as no
-        pending task reads it (the scheduler keeps its recipe, to rebuild it if a worker
-        is lost). The matrix is consumed afterwards."""
+        """Drop the client's hold on the tiles, each then freed once no pending task reads it; the
+        matrix is consumed."""
         self._diagonal = self._tiles = None
         self._consumed = True
 
     def frobenius_norm(self) -> float:
-        """``||A_tlr||_F``, exactly, from the factors; only scalars leave the workers (the
-        sums in the order of :meth:`tlrcore.TLRMatrix.frobenius_norm`)."""
+        """``||A_tlr||_F`` from the factors, summed as :meth:`tlrcore.TLRMatrix.frobenius_norm`;
+        only scalars leave the workers."""
         self._check_usable()
         name = prefix("squares")
         order = list(self.tiles)
@@ -256,12 +226,11 @@ class DistributedTLRMatrix:
         return math.sqrt(total)
 
     def gather(self) -> TLRMatrix:
-        """The matrix as an in-process :class:`tlrcore.TLRMatrix`, with the recorded
-        :attr:`~tlrcore.TLRMatrix.tile_errors` (all tiles travel to the client: for tests
-        and small matrices)."""
+        """The matrix as an in-process :class:`tlrcore.TLRMatrix` with its ``tile_errors`` (every
+        tile travels: for tests and small matrices)."""
         self._check_usable()
         diagonal = self.client.gather(self.diagonal)
-        factors = dict(zip(self.tiles, self.client.gather(list(self.tiles.values()))))
+        factors = dict(zip(self.tiles, self.client.gather(list(self.tiles.values())), strict=True))
         U = {pair: f[0] for pair, f in factors.items()}
         V = {pair: f[1] for pair, f in factors.items()}
         errors = np.zeros((self.n_tiles, self.n_tiles))

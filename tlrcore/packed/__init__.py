@@ -1,8 +1,8 @@
 """The packed tile layout and what works on it a tile column at a time (the GPU path).
 
 Every tile is ``b x b`` (the matrix padded with an identity block), the diagonal tiles
-form one ``(n_tiles, b, b)`` array and each tile column's low-rank tiles are stacked in
-a few rank segments, so batched kernels see whole columns as views.
+form one ``(n_tiles, b, b)`` array and each tile column's low-rank tiles are stacked in a
+few rank segments, so batched kernels see whole columns as views.
 
 Modules
 -------
@@ -11,14 +11,13 @@ tiles
 column
     :class:`TileColumn`: one tile column's low-rank tiles in rank segments.
 pool
-    :class:`TilePool`: the factor's tiles by width class, gathered in few operations.
+    :class:`TilePool`: the factor's tiles by width class.
 build
-    :func:`build_packed`: a matrix from a block generator, a tile column at a time, and
-    the checks of what the generator returns.
+    :func:`build_packed`: a matrix from a block generator, and the generator checks.
 update
-    :class:`ColumnUpdate`: samples and projections of a tile column's Schur update.
+    :class:`ColumnUpdate`: products with a tile column's updated tiles.
 
-The factorization on this layout is :mod:`tlrcore.cholesky.packed` (``variant="packed"``).
+The factorization is :mod:`tlrcore.cholesky.packed` (``variant="packed"``).
 """
 
 from tlrcore.packed.build import build_packed

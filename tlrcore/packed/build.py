@@ -1,14 +1,11 @@
-"""Building a TLR matrix in the packed layout, a tile column at a time (GPU path).
+"""Building a TLR matrix in the packed layout, a tile column at a time (the GPU path).
 
-The block generator is called once per chunk of a tile column (``block(rows, cols)``
-with ``rows`` all the indices below the column's diagonal tile, in chunks that fit the
-back end's free memory and hold at most ``_CHUNK_ENTRIES`` entries) and may return
-arrays of the back end: on a GPU the covariance is evaluated on the device and never
-crosses to the host. The column's tiles are then
-compressed together by the batched ARA of :mod:`tlrcore.compress.ara_batched`, which
-also reports each tile's largest dropped singular value: the tile errors the safeguard
-``"compensate"`` lifts the diagonal tiles by (:attr:`tlrcore.TLRMatrix.tile_errors`).
-"""
+The block generator is called once per chunk of a tile column (all rows below the
+column's diagonal tile, in chunks that fit the back end's free memory and hold at most
+``_CHUNK_ENTRIES`` entries) and may return arrays of the back end, so that on a GPU the
+covariance never crosses to the host. The column's tiles are compressed together by the
+batched ARA of :mod:`tlrcore.compress.ara_batched`, which also reports each tile's largest
+dropped singular value (:attr:`tlrcore.TLRMatrix.tile_errors`)."""
 
 from __future__ import annotations
 
@@ -27,12 +24,9 @@ __all__ = ["build_packed"]
 
 #: Fraction of the back end's free memory one chunk of dense tiles may take.
 _CHUNK_MEMORY = 0.25
-#: Most entries one generator call may return (1 GiB). The generator's temporaries
-#: (distances, scaled distances, kernel values) are each as large as its output: on an
-#: H200 at 1,048,576 sites, chunks sized by free memory alone (328 tiles of 2,048, 11 GB
-#: each) ran out of its 139 GiB. With 12 GiB or more free, this cap is what binds, so the
-#: chunks, and with them the random sketches and the result, do not depend on the memory
-#: free.
+#: Most entries one generator call may return (1 GiB): the generator's temporaries are each
+#: as large as its output. With 12 GiB or more free this cap binds, so the chunks, and with
+#: them the random sketches and the result, do not depend on the memory free.
 _CHUNK_ENTRIES = 2**27
 #: Size of the random sub-block that estimates the off-diagonal mass of ``||A||_F``.
 _NORM_SAMPLE = 1024
@@ -70,26 +64,9 @@ class GeneratorOutput:
 def build_packed(checked, n, tile_size, accuracy, backend, rng, block_size=16, max_rank=None):
     """Evaluate and compress a symmetric matrix into :class:`PackedTiles`.
 
-    Parameters
-    ----------
-    checked : GeneratorOutput
-    n, tile_size : int
-    accuracy : float
-        Relative accuracy; every tile is compressed to ``accuracy * N / n_tiles`` with
-        ``N`` the estimate of ``||A||_F`` described in :mod:`tlrcore.matrix`.
-    backend : Backend
-    rng : numpy.random.Generator
-    block_size : int, default 16
-    max_rank : int, optional
-
-    Returns
-    -------
-    packed : PackedTiles
-    tolerance : float
-    tile_errors : ndarray of shape (n_tiles, n_tiles)
-        On the host: the largest singular value the compression of each off-diagonal tile
-        dropped, ``||A(i, j) - U V^T||_2`` of its truncation (symmetric, zero diagonal).
-    """
+    Every tile is compressed to ``accuracy * N / n_tiles``, ``N`` the estimate of ``||A||_F``
+    of :mod:`tlrcore.matrix`. Returns ``(packed, tolerance, tile_errors)``, the last on the
+    host: ``||A(i, j) - U V^T||_2`` of each truncation (symmetric, zero diagonal)."""
     xp = backend.xp
     b = tile_size
     n_t = -(-n // b)
@@ -167,8 +144,8 @@ def _compress_rows(
 
 
 def _join(xp, factors, b):
-    """Concatenate chunks of one column, padding to the column's largest rank; with their
-    ranks and dropped singular values."""
+    """Concatenate a column's chunks, padded to its largest rank, with their ranks and dropped
+    singular values."""
     if not factors:
         return xp.zeros((0, b, 0)), xp.zeros((0, b, 0)), np.zeros(0, dtype=np.int64), np.zeros(0)
     width = max(U.shape[2] for U, *_ in factors)
@@ -199,9 +176,8 @@ def _join(xp, factors, b):
 
 
 def norm_lower_estimate(diag_sq, checked, offsets, rng, xp):
-    """``||A||_F`` estimate that errs low: `diag_sq`, the exact squared norm of the
-    diagonal tiles, plus half of the off-diagonal mass sampled from a random ``s x s``
-    sub-block (see :mod:`tlrcore.matrix`)."""
+    """``||A||_F`` estimate that errs low: `diag_sq` (the diagonal tiles' exact squared norm)
+    plus half the off-diagonal mass sampled from a random ``s x s`` sub-block."""
     n = int(offsets[-1])
     if len(offsets) == 2:
         return math.sqrt(diag_sq)
@@ -216,92 +192,64 @@ def norm_lower_estimate(diag_sq, checked, offsets, rng, xp):
     return math.sqrt(diag_sq + 0.5 * off_sq)
 
 
-def check_scale(scale, n, what, error=GeneratorError):
-    """Refuse entries too large or too small for the norms of an order-`n` TLR matrix.
-
-    Compression and factorization compare sums of squares (norms of tiles, samples and
-    residuals) with the squared tile tolerance. With ``s = max|A|``, the largest such
-    sum is about ``(n s)^2`` times the growth of a random sample (far below ``1 / eps``),
-    and the smallest that must be resolved is the square of the tolerance, at least
-    ``(eps s / n)^2`` for any accuracy above ``eps``. Both stay normal floating-point
-    numbers, with that margin, for ``sqrt(tiny) n / eps <= s <= sqrt(max) eps / n``
-    (about ``7e-135`` to ``3e134`` at ``n = 10^4``); outside, squares underflow to zero
-    (tiles silently dropped) or overflow. A zero matrix (``s = 0``) is exact.
-
-    Raises
-    ------
-    error
-        Naming `what`, when ``s`` is outside that range.
-    """
+def scale_range(n):
+    """``(low, high) = (sqrt(tiny) n / eps, sqrt(max) eps / n)``: the largest entries ``s =
+    max|A|`` of an order-`n` TLR matrix for which sums of squares up to ``(n s)^2`` and
+    squared tolerances down to ``(eps s / n)^2`` stay normal floats (about ``7e-135`` to
+    ``3e134`` at ``n = 10^4``); outside, tiles silently underflow or overflow."""
     info = np.finfo(np.float64)
-    low, high = math.sqrt(info.tiny) * n / _EPS, math.sqrt(info.max) * _EPS / n
+    return math.sqrt(info.tiny) * n / _EPS, math.sqrt(info.max) * _EPS / n
+
+
+def check_scale(scale, n, what, error=GeneratorError):
+    """Raise `error`, naming `what`, where ``s = max|A|`` (`scale`) is outside
+    :func:`scale_range` of `n` (``s = 0`` apart)."""
+    low, high = scale_range(n)
     if scale != 0.0 and not low <= scale <= high:
         raise error(
-            f"{what} has entries up to {scale:.3g} in magnitude, outside [{low:.3g}, {high:.3g}], the range in "
-            f"which the norms of an order-{n} TLR matrix neither underflow nor overflow; rescale the matrix by "
-            "c = 1 / (its largest entry): the Cholesky factor of c A is sqrt(c) L, and log det(c A) = "
-            "log det A + n log c."
+            f"{what} has entries up to {scale:.3g} in magnitude, outside [{low:.3g}, {high:.3g}], "
+            f"the range in which the norms of an order-{n} TLR matrix neither underflow nor "
+            "overflow; rescale the matrix by c = 1 / (its largest entry): the Cholesky factor of "
+            "c A is sqrt(c) L, and log det(c A) = log det A + n log c."
         )
 
 
 def promises_symmetry(block):
-    """Whether the generator `block` promises symmetric blocks: its attribute
-    ``symmetric_blocks`` is ``True``. Such a generator's diagonal tiles are not scanned
-    for asymmetry (:func:`diagonal_stats`); the random sample of
-    :func:`check_symmetry_sample` is still compared."""
+    """Whether the generator `block` has ``symmetric_blocks = True``: its diagonal tiles are then
+    not scanned for asymmetry (the random sample still is)."""
     return getattr(block, "symmetric_blocks", False) is True
 
 
 def diagonal_stats(T, symmetric=False):
-    """``(max|T|, max|T - T^T|)`` of a diagonal tile, for :func:`check_diagonal` (computed
-    where the tile is made: on the tile pool, on a Dask worker); the asymmetry is taken
-    as 0 without a scan when the generator promises `symmetric` blocks
-    (:func:`promises_symmetry`; the scan reads the tile's transpose, about 7 ms for a tile of
-    2048 on one core)."""
+    """``(max|T|, max|T - T^T|)`` of a diagonal tile for :func:`check_diagonal`; the asymmetry is
+    0 without a scan for `symmetric` generators."""
     return max(float(T.max()), -float(T.min())), 0.0 if symmetric else float(asymmetry(T))
 
 
 def host_diagonal_summary(D, symmetric=False):
-    """``(||D||_F^2, diagonal_stats(D, symmetric))`` of a NumPy diagonal tile (the squared
-    norm by ``np.vdot``: no temporary of the tile's size), as every host build computes them."""
+    """``(||D||_F^2, diagonal_stats(D, symmetric))`` of a NumPy diagonal tile."""
     return float(np.vdot(D, D)), diagonal_stats(D, symmetric)
 
 
 def check_diagonal(stats, n):
-    """``max|A|`` over the diagonal tiles, after checking its range (:func:`check_scale`)
-    and that every diagonal tile is symmetric relative to it; `stats` are the tiles'
-    :func:`diagonal_stats`.
-
-    Raises
-    ------
-    GeneratorError
-        Naming the tile.
-    """
+    """``max|A|`` over the diagonal tiles (`stats` their :func:`diagonal_stats`), after checking
+    its range and each tile's symmetry relative to it; GeneratorError naming the tile."""
     scale = max(largest for largest, _ in stats)
     check_scale(scale, n, "the block generator")
     for k, (_, excess) in enumerate(stats):
         if excess > SYMMETRY_RTOL * scale:
             raise GeneratorError(
                 f"block generator (tile ({k}, {k})) returned a block that is not symmetric: "
-                f"max|block(rows, rows) - block(rows, rows).T| = {excess:.3g} > {SYMMETRY_RTOL:g} * max|A|; "
+                f"max|block(rows, rows) - block(rows, rows).T| = {excess:.3g} > {SYMMETRY_RTOL:g} "
+                "* max|A|; "
                 "a TLR matrix is symmetric, so block(cols, rows) must equal block(rows, cols).T."
             )
     return scale
 
 
 def check_symmetry_sample(checked, offsets, rng, scale):
-    """Compare ``A[r, c]`` with ``A[c, r]`` on a random ``64 x 64`` sample of entries.
-
-    Two generator calls (``block(r, c)`` and ``block(c, r)``), so the cost does not grow
-    with ``n``; with ``n_tiles <= 16`` every tile pair holds about 16 of the pairs or more.
-    The criterion is that of :func:`~tlrcore.dense._checks.asymmetry`, relative to the
-    largest entry seen (`scale` from the diagonal tiles, and the sample).
-
-    Raises
-    ------
-    GeneratorError
-        Naming the tile of the most asymmetric pair.
-    """
+    """Compare ``A[r, c]`` with ``A[c, r]`` on a random ``64 x 64`` sample (two generator calls),
+    relative to the largest entry seen; GeneratorError naming the tile of the worst pair."""
     n = int(offsets[-1])
     s = min(n, _SYMMETRY_SAMPLE)
     rows, cols = rng.choice(n, size=s, replace=False), rng.choice(n, size=s, replace=False)
@@ -316,7 +264,7 @@ def check_symmetry_sample(checked, offsets, rng, scale):
     r, c = int(rows[p]), int(cols[q])
     i, j = sorted(np.searchsorted(offsets, [r, c], side="right") - 1, reverse=True)
     raise GeneratorError(
-        f"block generator (tile ({i}, {j})) is not symmetric: A[{r}, {c}] differs from A[{c}, {r}] by "
-        f"{excess:.3g} > {SYMMETRY_RTOL:g} * max|A|; a TLR matrix is symmetric, so block(cols, rows) must "
-        "equal block(rows, cols).T."
+        f"block generator (tile ({i}, {j})) is not symmetric: A[{r}, {c}] differs from A[{c}, {r}] "
+        f"by {excess:.3g} > {SYMMETRY_RTOL:g} * max|A|; a TLR matrix is symmetric, so block(cols, "
+        "rows) must equal block(rows, cols).T."
     )

@@ -1,14 +1,9 @@
 """One tile column's low-rank tiles, stacked in rank segments (the packed layout's unit).
 
-Tiles of one column can differ in rank by 10x (a neighbour against a distant cluster).
-Padding them all to the largest rank cost 5.5x the memory of the tiles themselves on a
-2-D exponential covariance (n = 32,768, tile 1024, accuracy 1e-6). The column is
-therefore cut into at most :data:`MAX_SEGMENTS` runs of consecutive tiles, each padded
-only to its own largest rank. Runs keep the tiles of a batch contiguous, so a batch over
-the tiles ``i >= k`` is still a few slices and nothing is copied to form it. On that
-matrix, 2, 4 and 8 segments brought the padding down to 2.3x, 1.36x and 1.08x (optimal
-cuts), at the price of one launch per segment.
-"""
+Tiles of one column can differ in rank tenfold, so padding them all to the largest rank
+wastes memory. The column is cut into at most :data:`MAX_SEGMENTS` runs of consecutive
+tiles, each padded only to its own largest rank (:func:`segment_bounds`); runs keep a
+batch over the tiles ``i >= k`` a few slices, at one kernel launch per segment."""
 
 from __future__ import annotations
 
@@ -25,18 +20,9 @@ _MIN_GAIN = 0.02
 
 
 class TileColumn:
-    """Low-rank tiles ``T_p = U_p V_p^T``, ``p = 0..count-1``, of one tile column.
-
-    Parameters
-    ----------
-    bounds : ndarray of int
-        Segment boundaries ``0 = bounds[0] < ... < bounds[-1] = count``.
-    U, V : list of arrays
-        Per segment, shape ``(bounds[s + 1] - bounds[s], b, r_s)``, zero beyond each
-        tile's rank.
-    ranks : ndarray of int, shape (count,)
-        On the host.
-    """
+    """Low-rank tiles ``T_p = U_p V_p^T``, ``p = 0..count-1``, of one tile column: segments cut at
+    `bounds` (``0 = bounds[0] < ... < bounds[-1] = count``), per segment `U`, `V` of shape
+    ``(bounds[s + 1] - bounds[s], b, r_s)``, zero beyond each tile's host `ranks`."""
 
     def __init__(self, bounds, U, V, ranks):
         self.bounds = np.asarray(bounds, dtype=np.int64)
@@ -50,16 +36,13 @@ class TileColumn:
 
     @classmethod
     def from_padded(cls, xp, U, V, ranks):
-        """Cut padded factors ``(count, b, r)`` (zero beyond each rank) into segments.
-
-        The segments are copies, so the padded arrays can be freed: a view of the widest
-        segment (a contiguous slice) would keep all of `U` and `V` alive.
-        """
+        """Cut padded factors ``(count, b, r)`` (zero beyond each rank) into segments, copied so the
+        padded arrays can be freed."""
         if len(ranks) == 0:
             return cls.empty()
         bounds = segment_bounds(ranks)
         Us, Vs = [], []
-        for a, c in zip(bounds[:-1], bounds[1:]):
+        for a, c in zip(bounds[:-1], bounds[1:], strict=True):
             width = int(ranks[a:c].max())
             Us.append(U[a:c, :, :width].copy())
             Vs.append(V[a:c, :, :width].copy())
@@ -71,7 +54,7 @@ class TileColumn:
 
     @property
     def nbytes(self):
-        return int(sum(U.nbytes + V.nbytes for U, V in zip(self.U, self.V)))
+        return int(sum(U.nbytes + V.nbytes for U, V in zip(self.U, self.V, strict=True)))
 
     def tile(self, p):
         """``(U_p, V_p)`` of tile `p`, trimmed to its rank (views)."""
@@ -80,12 +63,9 @@ class TileColumn:
         return self.U[s][q, :, :r], self.V[s][q, :, :r]
 
     def blocks(self, positions):
-        """The tiles at sorted `positions`, segment by segment.
-
-        Yields ``(lo, hi, U, V)``: the tiles ``positions[lo:hi]`` lie in one segment and
-        ``U``, ``V`` are their factors, a slice of the segment when they are consecutive
-        (no copy) and gathered otherwise.
-        """
+        """Yield ``(lo, hi, U, V)`` for the tiles at sorted `positions`, segment by segment:
+        ``positions[lo:hi]`` lie in one segment, ``U``, ``V`` a slice of it when consecutive,
+        else gathered."""
         positions = np.asarray(positions)
         cuts = np.searchsorted(positions, self.bounds)
         for s in range(len(self.U)):
@@ -111,8 +91,8 @@ class TileColumn:
 
 
 def segment_bounds(ranks, max_segments=MAX_SEGMENTS):
-    """Cut points of consecutive runs of `ranks` that lower the padded size ``sum_s
-    (length_s * max rank_s)``, by greedy best splits while each saves enough."""
+    """Cut points of consecutive runs of `ranks` lowering the padded size ``sum_s length_s max
+    rank_s``, by greedy best splits while each saves at least ``_MIN_GAIN``."""
     ranks = np.asarray(ranks, dtype=np.int64)
     count = ranks.size
     bounds = [0, count]
@@ -121,7 +101,7 @@ def segment_bounds(ranks, max_segments=MAX_SEGMENTS):
     floor = _MIN_GAIN * max(int(ranks.sum()), 1)
     while len(bounds) - 1 < max_segments:
         best = (floor, None)
-        for a, c in zip(bounds[:-1], bounds[1:]):
+        for a, c in zip(bounds[:-1], bounds[1:], strict=True):
             if c - a < 2:
                 continue
             r = ranks[a:c]

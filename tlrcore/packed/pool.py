@@ -1,17 +1,12 @@
 """Low-rank tile factors stored by width class in a few large arrays.
 
-The left-looking factorization's update of tile column ``k`` involves every factor tile
-``(i, j)`` with ``i > k > j``: about ``n_tiles^2 / 4`` tiles spread over ``k`` tile
-columns and their rank segments. Taken column by column and segment by segment that is
-some hundred thousand small GEMM launches per column sweep at ``n = 131,072`` (tile
-1024), each costing more on a GPU in launch and Python overhead than its arithmetic. Here
-the factor's segments are copied, as they are made, into arrays shared by all segments of
-one width class (widths about 1.5x apart), so that any set of tiles is gathered with one
-indexing operation per class and chunk, and a whole tile column's update runs as a few
-batched GEMMs per class (:mod:`tlrcore.packed.update`). The segments of
-:class:`~tlrcore.packed.column.TileColumn` are views of these arrays, so nothing is stored
-twice.
-"""
+The update of tile column ``k`` reads every factor tile ``(i, j)``, ``i > k > j``: taken
+tile by tile, each a GEMM launch costing more than its arithmetic on a GPU. The factor's
+segments are copied, as they are made, into arrays shared by all segments of one width
+class (widths at most 25 % apart), so any set of tiles is gathered by one indexing
+operation per class and chunk, and a column's update is a few batched GEMMs per class
+(:mod:`tlrcore.packed.update`). The segments of :class:`~tlrcore.packed.column.TileColumn`
+are views of these arrays."""
 
 from __future__ import annotations
 
@@ -42,20 +37,9 @@ def _classes(ranks):
 
 
 class TilePool:
-    """Stacks of ``b x w`` factor pairs ``(U, V)``, one list of chunks per width ``w``.
-
-    Parameters
-    ----------
-    xp : module
-        The array module of the back end.
-    tile_size : int
-        ``b``, the rows of every factor.
-    chunk_bytes : int
-        Size of a new chunk of ``U`` (and of ``V``); a chunk holds at least the segment
-        that opens it. Unused slots of the last chunk of each width are the pool's waste.
-    max_tiles : int
-        No chunk has more slots than this (the number of tiles to be stored, at most).
-    """
+    """Stacks of ``b x w`` factor pairs ``(U, V)`` (``b`` = `tile_size`, on the array module
+    `xp`), one list of chunks per width ``w``; a new chunk has `chunk_bytes` of ``U`` (at
+    least the segment that opens it) and at most `max_tiles` slots."""
 
     def __init__(self, xp, tile_size, chunk_bytes, max_tiles):
         self.xp = xp
@@ -65,21 +49,9 @@ class TilePool:
         self._U, self._V, self._fill = {}, {}, {}
 
     def store(self, U, V):
-        """Copy a segment into the pool.
-
-        Parameters
-        ----------
-        U, V : arrays of shape (t, b, r)
-            Zero beyond each tile's rank.
-
-        Returns
-        -------
-        width, chunk, start : int
-            Where the segment's tiles lie: slots ``start .. start + t - 1`` of chunk
-            `chunk` of width `width`.
-        U_view, V_view : arrays of shape (t, b, width)
-            Views of the pool (zero beyond each tile's rank).
-        """
+        """Copy a segment (`U`, `V` of shape ``(t, b, r)``, zero beyond each tile's rank) into the
+        pool: ``(width, chunk, start, U_view, V_view)``, the views ``(t, b, width)`` at slots
+        ``start ..`` of chunk `chunk` of width `width`."""
         t, b, r = U.shape
         width = width_class(r)
         Us, Vs = self._U.setdefault(width, []), self._V.setdefault(width, [])
@@ -95,9 +67,8 @@ class TilePool:
         return width, chunk, start, Us[chunk][start : start + t], Vs[chunk][start : start + t]
 
     def gather(self, width, chunks, slots, columns):
-        """Copies ``(U, V)``, each ``(N, b, columns)``, of the first `columns` columns of
-        the tiles at host arrays `chunks` and `slots` of one width: one indexing operation
-        per chunk involved."""
+        """Copies ``(U, V)``, each ``(N, b, columns)``, of the first `columns` columns of the tiles
+        at host arrays `chunks`, `slots` of one width: one indexing operation per chunk."""
         xp = self.xp
         chunks, slots = np.asarray(chunks), np.asarray(slots)
         Us, Vs = self._U[width], self._V[width]
@@ -116,14 +87,9 @@ class TilePool:
         return U, V
 
     def gather_trimmed(self, index, rows, cols):
-        """The tiles ``(rows[t], cols[t])`` of `index`, grouped by the width class of
-        their own rank (the stored zero columns beyond it are not copied).
-
-        Returns
-        -------
-        list of (members, U, V)
-            ``members``: host positions into `rows`; ``U``, ``V``: ``(N, b, c)``.
-        """
+        """The tiles ``(rows[t], cols[t])`` of `index` grouped by the width class of their own rank
+        (stored zero columns beyond it not copied): a list of ``(members, U, V)``, ``members``
+        host positions into `rows`."""
         xp = self.xp
         stored = index.width[rows, cols]
         own = np.minimum(_classes(index.rank[rows, cols]), stored)
@@ -167,8 +133,8 @@ class TilePool:
 
 
 class PoolIndex:
-    """Where each tile ``(i, j)``, ``i > j``, of an ``n_tiles``-tile factor lies in a
-    :class:`TilePool`: host arrays ``width``, ``chunk`` and ``slot``, ``(n_tiles, n_tiles)``."""
+    """Where each tile ``(i, j)``, ``i > j``, lies in a :class:`TilePool`: host arrays ``width``,
+    ``chunk``, ``slot`` and ``rank``, ``(n_tiles, n_tiles)``."""
 
     def __init__(self, n_tiles):
         self.width = np.zeros((n_tiles, n_tiles), dtype=np.int64)
@@ -177,8 +143,7 @@ class PoolIndex:
         self.rank = np.zeros((n_tiles, n_tiles), dtype=np.int64)
 
     def record(self, j, first, width, chunk, start, ranks):
-        """Tiles ``(j + 1 + first + t, j)``, ``t < len(ranks)``, of ranks `ranks`, lie at
-        ``start + t`` of `chunk`."""
+        """Tiles ``(j + 1 + first + t, j)`` of `ranks` lie at ``start + t`` of `chunk`."""
         count = len(ranks)
         rows = slice(j + 1 + first, j + 1 + first + count)
         self.rank[rows, j] = ranks
@@ -188,26 +153,15 @@ class PoolIndex:
 
 
 def store_column(pool, index, j, U, V, ranks):
-    """Tile column `j` of the factor as a :class:`~tlrcore.packed.column.TileColumn` whose
-    segments are views of `pool`: runs of tiles of one width class, so that every tile
-    is stored at its own class (gathers by class copy no padding beyond it).
-
-    Parameters
-    ----------
-    pool : TilePool
-    index : PoolIndex
-        Updated with the tiles' places.
-    j : int
-    U, V : arrays of shape (count, b, r)
-        The column's padded factors, zero beyond each tile's rank.
-    ranks : ndarray of int, shape (count,)
-    """
+    """Tile column `j` of the factor (`U`, `V` ``(count, b, r)``, zero beyond each tile's
+    `ranks`) as a :class:`~tlrcore.packed.column.TileColumn` of views of `pool`, in runs of
+    one width class, each tile stored at its own class; `index` records the places."""
     if len(ranks) == 0:
         return TileColumn.empty()
     widths = _classes(ranks)
     bounds = np.concatenate([[0], np.flatnonzero(np.diff(widths)) + 1, [len(ranks)]])
     Us, Vs = [], []
-    for a, c in zip(bounds[:-1], bounds[1:]):
+    for a, c in zip(bounds[:-1], bounds[1:], strict=True):
         top = int(ranks[a:c].max())
         width, chunk, start, Uv, Vv = pool.store(U[a:c, :, :top], V[a:c, :, :top])
         index.record(j, int(a), width, chunk, start, ranks[a:c])

@@ -1,17 +1,11 @@
 """Packed tile layout: tiles of one size, stacked so that batched kernels see views.
 
-The GPU algorithms (:mod:`tlrcore.cholesky.packed`) work on whole tile columns with
-batched matrix products, so every tile has the same ``b x b`` shape: ``n`` is padded to
-``n_tiles * b`` with an identity block on the diagonal and zero off-diagonal rows, which
-changes neither the Cholesky factor of the original rows nor the log-determinant. The
-diagonal tiles form one ``(n_tiles, b, b)`` array; tile column ``j``'s lower tiles
-``(i, j)``, ``i > j``, are a :class:`~tlrcore.packed.column.TileColumn` whose tile
-``p = i - j - 1`` is ``(i, j)``: runs of consecutive tiles stacked and padded to the run's
-largest rank. The tiles ``(i, j)`` for ``i >= k`` are then a few slices, and no data
-moves to form a batch. In a factor made by :mod:`tlrcore.cholesky.packed` the segments
-are views of a :class:`~tlrcore.packed.pool.TilePool`, from which the tiles of many columns
-are gathered at once.
-"""
+Every tile is ``b x b``: ``n`` is padded to ``n_tiles b`` with an identity block on the
+diagonal and zero off-diagonal rows, which changes neither the Cholesky factor of the real
+rows nor the log-determinant. The diagonal tiles form one ``(n_tiles, b, b)`` array; tile
+column ``j``'s tiles ``(i, j)``, ``i > j``, are a :class:`~tlrcore.packed.column.TileColumn`
+(tile ``p = i - j - 1``), so the tiles ``i >= k`` are a few slices and forming a batch
+moves no data. A factor's segments are views of a :class:`~tlrcore.packed.pool.TilePool`."""
 
 from __future__ import annotations
 
@@ -25,18 +19,9 @@ __all__ = ["PackedTiles"]
 
 
 class PackedTiles:
-    """Dense diagonal tiles and column-stacked low-rank tiles of one size.
-
-    Parameters
-    ----------
-    backend : tlrcore.backends.Backend
-    n : int
-        Order of the represented matrix (without the padding).
-    tile_size : int
-    diagonal : array of shape (n_tiles, b, b)
-    columns : list of TileColumn
-        ``columns[j]`` holds the tiles ``(j + 1 .. n_tiles - 1, j)``.
-    """
+    """Dense diagonal tiles (``(n_tiles, b, b)`` array `diagonal`) and column-stacked low-rank
+    tiles (`columns`, ``columns[j]`` holding the tiles ``(j + 1 .. n_tiles - 1, j)``) of one
+    size `tile_size`, for a matrix of order `n` (without the padding) on `backend`."""
 
     def __init__(self, backend, n, tile_size, diagonal, columns):
         self.backend = backend
@@ -57,10 +42,8 @@ class PackedTiles:
 
     @classmethod
     def from_tiles(cls, backend, diagonal, U, V, offsets):
-        """Pack dict-of-tiles storage (as in :class:`~tlrcore.TLRMatrix`) into this layout.
-
-        All tiles but the last must have the same size.
-        """
+        """Pack dict-of-tiles storage (as in :class:`~tlrcore.TLRMatrix`; all tiles but the last of
+        one size) into this layout."""
         xp = backend.xp
         offsets = np.asarray(offsets)
         n, n_t = int(offsets[-1]), len(diagonal)
@@ -84,8 +67,8 @@ class PackedTiles:
         return cls(backend, n, b, D, columns)
 
     def views(self):
-        """``(diagonal, U, V)`` as a list and dicts of views trimmed to the real tile
-        sizes and ranks (the storage of :class:`~tlrcore.TLRMatrix`)."""
+        """``(diagonal, U, V)``: a list and dicts of views trimmed to the real tile sizes and
+        ranks."""
         sizes = np.diff(self.offsets)
         diagonal = [self.diagonal[k, : sizes[k], : sizes[k]] for k in range(self.n_tiles)]
         U, V = {}, {}
@@ -115,8 +98,8 @@ class PackedTiles:
         return int(self.diagonal.nbytes + sum(column.nbytes for column in self.columns))
 
     def pad(self, x):
-        """`x` (``(n,)`` or ``(n, k)``, any array) as ``(n_tiles, b, k)`` on the back end,
-        zero in the padding."""
+        """`x` (``(n,)`` or ``(n, k)``) as ``(n_tiles, b, k)`` on the back end, zero in the
+        padding."""
         xp = self.backend.xp
         x = self.backend.asarray(x)
         x2 = x.reshape(x.shape[0], -1)
@@ -140,8 +123,7 @@ class PackedTiles:
         return self.unpad(Y, x)
 
     def to_dense(self, symmetric=True):
-        """The matrix as a dense host array; ``symmetric=False`` gives the lower block
-        triangle only (for factors)."""
+        """The matrix as a dense host array; ``symmetric=False``: the lower block triangle only."""
         xp = self.backend.xp
         n, b = self.n_padded, self.tile_size
         A = xp.zeros((n, n))
@@ -169,8 +151,7 @@ class PackedTiles:
 
 
 def diagonal_squares(xp, D, n):
-    """Sum of squares of the diagonal tiles ``D`` of an order-`n` matrix, without the
-    identity padding of the last tile (summed apart: subtracting it from the total
-    would cancel the digits of a matrix with small entries)."""
+    """Sum of squares of the diagonal tiles ``D`` of an order-`n` matrix without the last tile's
+    identity padding (summed apart, not subtracted, to avoid cancellation)."""
     last = n - (D.shape[0] - 1) * D.shape[1]
     return float(xp.sum(D[:-1] * D[:-1])) + float(xp.sum(D[-1, :last, :last] ** 2))

@@ -1,31 +1,14 @@
 r"""Products with the updated tiles of one tile column, a few batched GEMMs per width class.
 
-In the left-looking factorization, tile column ``k`` is compressed from its updated tiles
+Tile column ``k`` is compressed from
 
-.. math:: T_i = A(i, k) - \sum_{j<k} L(i, j) L(k, j)^T, \qquad i > k,
+.. math:: T_i = A(i, k) - \sum_{j<k} U_{ij} V_{ij}^T V_{kj} U_{kj}^T, \qquad i > k,
 
-seen only through ``T_i \Omega`` (sampling) and ``T_i^T Q_i`` (projection). With
-``L(i, j) = U_{ij} V_{ij}^T``, the sum runs over the "rectangle" of factor tiles
-``(i, j)``, ``i > k > j``, and the row ``(k, j)``. Both are gathered from the
-:class:`~tlrcore.packed.pool.TilePool` by width class, so every step below is one batched
-GEMM or one indexing operation per class, however many tiles and tile columns there are
-(the marshaling of H2Opus, Algorithm 4, with uniform batches per class in place of
-non-uniform batched GEMMs):
-
-- sampling: ``Z_j = V_{kj} (U_{kj}^T \Omega)`` per row tile, ``W_{ij} = V_{ij}^T Z_j``
-  and ``U_{ij} W_{ij}`` per rectangle tile, the latter placed at ``(i, j)`` of an
-  ``(rows, k, b, s)`` array whose sum over ``j`` is the update (a fixed summation order,
-  so results repeat bit for bit);
-- projection: ``E_{ij} = V_{ij} (U_{ij}^T Q_i)`` per rectangle tile, then
-  ``V_{kj}^T [E_{ij}]_i`` for all row tiles of a class in one batched GEMM (the rows
-  side by side), and
-  ``\sum_j U_{kj} (V_{kj}^T E_{ij})`` as one GEMM of the row's ``U`` factors side by side,
-  ``[U_{k j}]_j`` (``b x K``), with the stacked products.
-
-The flops are those of the tile-by-tile products (padding to the width classes aside).
-Rows are taken in blocks whose work arrays fit in a budget; the rectangle's factors are
-gathered once per column when they fit in it too, and otherwise once per block and call.
-"""
+seen through ``T_i \Omega`` and ``T_i^T Q_i``. The factor tiles ``(i, j)``, ``i > k > j``,
+and ``(k, j)`` are gathered from the :class:`~tlrcore.packed.pool.TilePool` by width class
+(the marshaling of H2OPUS-TLR's Algorithm 4 with uniform batches), so each step is one
+batched GEMM per class; the sum over ``j`` runs in a fixed order (bit for bit
+reproducible). Rows go in blocks whose work arrays fit a budget."""
 
 from __future__ import annotations
 
@@ -35,9 +18,8 @@ __all__ = ["ColumnUpdate"]
 
 
 class _Pairs:
-    """The rectangle's tiles in some rows, by width class: per class the host arrays
-    ``local`` (row's place in ``rows``) and ``js``, the same on the device, and the
-    factors ``U``, ``V`` ``(N, b, c)``."""
+    """The rectangle's tiles in some rows by width class: per class the host arrays ``local``
+    (place in ``rows``) and ``js``, their device copies, and ``U``, ``V`` ``(N, b, c)``."""
 
     def __init__(self, xp, rows, groups):
         self.rows = rows
@@ -59,22 +41,10 @@ class _Pairs:
 
 
 class ColumnUpdate:
-    """Sampling and projection of the updated tiles of tile column `k`.
-
-    Parameters
-    ----------
-    A_column : TileColumn
-        Tile column `k` of the matrix.
-    pool : TilePool
-    index : PoolIndex
-        Places of the factor's tiles of columns ``0 .. k - 1`` in `pool`.
-    k, n_tiles, tile_size : int
-    backend : tlrcore.backends.Backend
-    budget : int
-        Bytes allowed for work arrays.
-    flops : list of one float
-        The flops of the low-rank products are added to ``flops[0]``.
-    """
+    """Sampling (:meth:`sample`) and projection (:meth:`project`) of the updated tiles of tile
+    column `k`, from the matrix's column `A_column` and the factor's tiles in `pool` at the
+    places of `index`; work arrays within `budget` bytes; the products' flops added to
+    ``flops[0]``."""
 
     #: A cached set of rows is cut down to the rows still sampling once they are fewer
     #: than this fraction of it (below, the converged rows' products are wasted work).
@@ -109,9 +79,8 @@ class ColumnUpdate:
         return _Pairs(self.xp, positions, [(local[m], js[m], U, V) for m, U, V in groups])
 
     def _blocks(self, positions, columns):
-        """``(start, pairs, pick)`` for blocks of the sorted `positions`: the block is
-        ``positions[start : start + len]``; ``pairs`` covers its rows, and more when
-        ``pick`` (device indices of the block's rows in ``pairs.rows``) is not None."""
+        """``(start, pairs, pick)`` for blocks of the sorted `positions` (``positions[start : start
+        + len]``); ``pick``, device indices of the block's rows in ``pairs.rows``, or None."""
         xp = self.xp
         if self._cache is not None:
             cache = self._cache
@@ -129,7 +98,7 @@ class ColumnUpdate:
             yield start, self._gather(positions[start : start + size]), None
 
     def sample(self, active, omega):
-        """``T_i Omega`` for the positions `active` (host, sorted): ``(len(active), b, s)``."""
+        """``T_i Omega`` for the sorted host positions `active`: ``(len(active), b, s)``."""
         xp, b, k = self.xp, self.b, self.k
         s = omega.shape[1]
         Y = xp.empty((active.size, b, s))
@@ -154,7 +123,7 @@ class ColumnUpdate:
         return Y
 
     def project(self, Q):
-        """``T_i^T Q_i`` for all the column's tiles: ``Q`` and the result ``(p, b, q)``."""
+        """``T_i^T Q_i`` for all the column's tiles, ``(p, b, q)``."""
         xp, b, k = self.xp, self.b, self.k
         q = Q.shape[2]
         B = xp.empty((self.p, b, q))
