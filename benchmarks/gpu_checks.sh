@@ -27,9 +27,10 @@ step() {  # step SECONDS NAME COMMAND...: run COMMAND with a time limit, log to 
 
 # 1. Every CuPy test case.
 step 180 pytest-gpu python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu --durations=10 \
-    tests/tlrcore/test_backends.py tests/tlrcore/test_batched.py tests/tlrcore/test_batched_tlr.py \
-    tests/geostat/test_kernels_xp.py tests/geostat/test_likelihood_backends.py \
-    tests/geostat/test_tlr_batched_likelihood.py tests/geostat/test_persistence.py
+    tests/tlrcore/backends/test_backends.py tests/tlrcore/batched/test_batched.py \
+    tests/tlrcore/packed/test_batched_tlr.py tests/geostat/kernels/test_kernels_xp.py \
+    tests/geostat/likelihood/test_likelihood_backends.py \
+    tests/geostat/likelihood/test_tlr_batched_likelihood.py tests/geostat/data/test_persistence.py
 # 2. One log-likelihood at 131,072 sites; the script times a second, phased evaluation after it.
 step 180 tlr131k python3 benchmarks/gpu.py --parts 2 --backend cupy --sizes 131072 --accuracies 1e-8 --repeats 1
 # 2a. A whole TLR fit by Fisher scoring on the GPU: Matern 1.5 + nugget + mean at 16,384 sites,

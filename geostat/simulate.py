@@ -25,6 +25,7 @@ from geostat.likelihood import resolve_method
 from geostat.solvers import (
     NUMPY,
     DenseCholesky,
+    check_tlr_entries,
     distributed_tlr_factor,
     one_blas_thread,
     resolve_client,
@@ -120,6 +121,13 @@ def simulate(
     # Draws of K = R + (nugget / variance) I, scaled by sqrt(variance): no entry of the
     # factorized matrix over- or underflows whatever the variance.
     unit = {**params, "variance": 1.0, "nugget": params["nugget"] / params["variance"]}
+    if client is not None or resolve_method(method, data.n) == "tlr":
+        check_tlr_entries(
+            1.0 + unit["nugget"],
+            data.n,
+            f"params: the nugget is {unit['nugget']:.3g} times the variance, draws of white "
+            "noise at any accuracy; use method='exact' or a larger variance",
+        )
     if client is not None:
         perm, tile_size = site_order(data.coords, dist, kern, ordering, tile_size)
         block = Sites(data.coords[perm], dist, NUMPY).covariance_block(kern, unit)

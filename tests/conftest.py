@@ -1,11 +1,26 @@
-"""Shared fixtures: array back ends, a small reproducible point set and a 2-worker Dask cluster."""
+"""Shared fixtures: array back ends, a seeded random generator and a 2-worker Dask cluster.
 
+The test folders mirror the packages and have no ``__init__.py``: pytest imports each test
+module by its base name (base names are unique across the tree) with its folder put first on
+``sys.path``, and this file's folder, ``tests/``, puts the helper modules (``strategies``,
+``standin``, ``model_files``, ``problems``) on it.
+"""
+
+import importlib.util
 import os
+import sys
 
 import numpy as np
 import pytest
 
 from tlrcore.backends import cupy_available
+
+# tests/tlrcore/distributed/ is on ``sys.path`` as a folder named "distributed": where Dask is
+# not installed, ``import distributed`` would find it as an empty namespace package. Mark the
+# name absent instead, so that the tests that need Dask skip and tlrcore.distributed raises
+# its ImportError naming the extra.
+if importlib.util.find_spec("distributed") is None:
+    sys.modules["distributed"] = None
 
 BACKENDS = [
     pytest.param("numpy", id="numpy"),

@@ -28,7 +28,7 @@ from hypothesis.control import currently_in_test_context
 import tlrcore
 
 #: Settings of every property test: derandomized (the same examples on every machine and
-#: run, as CI needs), no example database, no deadline (the machines differ 2x in speed).
+#: run, as CI needs), no example database, no deadline (run times vary between machines).
 PROPERTY_SETTINGS = dict(
     deadline=None,
     derandomize=True,
@@ -190,12 +190,12 @@ def same(a, b):
         if a.dtype != b.dtype or a.shape != b.shape:
             return False
         if a.dtype == object:
-            return all(same(x, y) for x, y in zip(a.ravel(), b.ravel()))
+            return all(same(x, y) for x, y in zip(a.ravel(), b.ravel(), strict=True))
         return a.tobytes() == b.tobytes()
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, (float, np.floating)) and np.isnan(a):
         return bool(np.isnan(b))
     try:

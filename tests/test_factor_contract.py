@@ -55,7 +55,7 @@ import functools
 import numpy as np
 import pytest
 import scipy.linalg
-from scipy.spatial.distance import cdist
+from problems import generator, morton_sites
 from standin import StandIn
 from threadpoolctl import threadpool_limits
 
@@ -68,25 +68,14 @@ ACCURACIES = [1e-6, 1e-9]
 EPS = np.finfo(np.float64).eps
 
 
-def morton_order(X, bits=16):
-    """The permutation that sorts points of the unit square along the Z (Morton) curve."""
-    q = np.minimum((X * 2**bits).astype(np.int64), 2**bits - 1)
-    code = np.zeros(X.shape[0], dtype=np.int64)
-    for bit in range(bits):
-        for dim in range(2):
-            code |= ((q[:, dim] >> bit) & 1) << (2 * bit + dim)
-    return np.argsort(code, kind="stable")
-
-
-SITES = np.random.default_rng(7).uniform(size=(N, 2))
-SITES = SITES[morton_order(SITES)]
+SITES = morton_sites(N, seed=7)
+_BLOCKS = generator(SITES, range_=RANGE, nugget=NUGGET)
 
 
 def block(rows, cols):
-    """``A[rows][:, cols]`` of the exponential covariance with a nugget."""
-    C = np.exp(-cdist(SITES[rows], SITES[cols]) / RANGE)
-    C[rows[:, None] == cols[None, :]] += NUGGET
-    return C
+    """``A[rows][:, cols]`` of the exponential covariance with a nugget (a module function:
+    it pickles, as worker processes need)."""
+    return _BLOCKS(rows, cols)
 
 
 class Problem:
@@ -178,7 +167,8 @@ def reference():
 @pytest.fixture(autouse=True, scope="module")
 def one_blas_thread():
     """Dense references and products on one BLAS thread (the factorizations pin it
-    themselves): on a shared 2-core machine threaded BLAS made the module 4x slower."""
+    themselves): at these orders BLAS threads only contend for the cores of a shared
+    machine."""
     with threadpool_limits(1, "blas"):
         yield
 

@@ -8,9 +8,9 @@ misuses it rejects. Needs the test extra's ``mypy`` and ``pandas-stubs`` (and xa
 types the predictions on fields use); skipped without them.
 
 mypy runs in a subprocess rather than through ``mypy.api.run``: in-process, freeing its
-object graph when pytest exits took as long as the check itself (9 s). Its incremental cache
-lives in pytest's cache folder (``.pytest_cache/d/mypy``): a rerun takes about a second, a
-cold run (a fresh clone) 10-30 s on 2 cores, so the check is in the ``slow`` set
+object graph when pytest exits costs about as much as the check itself. Its incremental
+cache lives in pytest's cache folder (``.pytest_cache/d/mypy``): a rerun is quick, a cold
+run (a fresh clone) checks everything, so the check is in the ``slow`` set
 (``pytest -m slow``).
 """
 
@@ -39,7 +39,7 @@ def test_packages_ship_py_typed(package):
     assert (ROOT / package / "py.typed").is_file()
 
 
-# slow: a cold run (a fresh clone, as in CI) took 29-30 s of a 12-minute suite on a slower 2-core machine
+# slow: a cold run (a fresh clone, as in CI) type-checks both packages from scratch
 @pytest.mark.slow
 def test_mypy_passes_on_the_packages_and_the_public_api_snippet(request, tmp_path):
     if not _installed("pandas-stubs"):

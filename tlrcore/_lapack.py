@@ -9,8 +9,8 @@ dtype and shapes are checked, as a wrong one would corrupt memory silently.
 
 References
 ----------
-.. [1] SciPy issue 12436, "Declare each function or subroutine from BLAS and LAPACK
-   threadsafe (scipy.linalg)": https://github.com/scipy/scipy/issues/12436
+.. [1] The SciPy developers, "Declare each function or subroutine from BLAS and LAPACK
+   threadsafe (scipy.linalg)", https://github.com/scipy/scipy/issues/12436
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Inputs that once gave a silent wrong answer or a raw error: each now gives the correct
-result, a named error, or a warning (the contract of ``docs/errors.md``)."""
+"""Degenerate, extreme and malformed inputs: each gives the correct result, a named error,
+or a warning (the contract of ``docs/errors.md``), never a silent wrong answer or a raw
+error."""
 
 import warnings
 
@@ -94,8 +95,8 @@ def test_the_duplicate_check_is_relative_to_the_site_spread(field):
 )
 def test_standard_errors_do_not_depend_on_the_units(field, site_unit, data_unit):
     """Sites in nanometres or in light years: the same fit, in those units. The information
-    about the range (units^-2) was once compared with the variance's on an absolute scale,
-    so one of them was called "not identified" (inf, with a warning) or got a wrong value."""
+    about the range (units^-2) and about the variance differ by many orders of magnitude:
+    neither is called "not identified" (inf, with a warning) nor gets a wrong value."""
     X, y = field
     reference = fit(X, y, nugget=False)
     with warnings.catch_warnings():
@@ -148,9 +149,9 @@ def test_a_covariate_far_from_zero_fits_like_the_same_covariate_near_zero(
 ):
     """A covariate ``offset + unit * x`` (a timestamp, an elevation in mm) spans the same
     trend space as ``x`` with the intercept: the same likelihood (ML and REML), slope,
-    standard error and predictions. Its near-collinearity with the intercept was squared
-    into F^T K^-1 F: the first case lost 5 digits of the log-likelihood, the second was
-    refused as rank deficient."""
+    standard error and predictions. Its near-collinearity with the intercept must not be
+    squared into F^T K^-1 F, which would cost the first case 5 digits of the
+    log-likelihood and refuse the second as rank deficient."""
     X, y = field
     x = np.random.default_rng(7).uniform(size=len(X))
     y = y + 3.0 * x
@@ -344,8 +345,8 @@ def test_inputs_are_not_modified(field):
     ("name", "pair"), [("nugget", (0.2, 10.0)), ("variance", (3.0, 10.0)), ("nugget", (1e-6, 1e-4))]
 )
 def test_bounds_on_the_variance_or_nugget_are_honoured(field, name, pair):
-    """They were ignored while the variance was profiled, and a nugget bounded away from
-    zero was reported as 0.0."""
+    """Bounds on the variance and the nugget hold also while the variance is profiled, and
+    a nugget bounded away from zero is reported within its bounds, not as 0.0."""
     X, y = field
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", gs.GeostatWarning)
@@ -454,3 +455,28 @@ def test_fixed_nugget_far_above_the_data_variance_is_refused(field):
 def test_empty_or_string_X_is_refused_naming_X(field, X, match):
     with pytest.raises(ValueError, match=match):
         fit(X, field[1][: len(X)])
+
+
+# ---------------------------------------------------------------- nugget far above the variance
+@pytest.mark.parametrize("variance", [1e-150, 1e-140])
+def test_tlr_with_a_nugget_beyond_the_factorizations_range_is_refused_by_name(field, variance):
+    """The TLR likelihood and draws factor ``R + (nugget / variance) I``: past the range in
+    which tile norms stay finite (about 1e137 / n) the parameters are named, where the
+    exact method still answers."""
+    X, y = field
+    params = {"variance": variance, "range": 0.2, "nugget": 0.1}
+    for call in (
+        lambda method: gs.log_likelihood(X, y, params, kernel="exponential", method=method),
+        lambda method: gs.simulate(X, params, kernel="exponential", method=method, random_state=0),
+    ):
+        with pytest.raises(ValueError, match=r"params: the nugget .* times the variance"):
+            call("tlr")
+        assert np.all(np.isfinite(call("exact")))
+
+
+def test_tlr_with_a_large_nugget_inside_the_range_agrees_with_exact(field):
+    X, y = field
+    params = {"variance": 1e-6, "range": 0.2, "nugget": 0.1}
+    exact = gs.log_likelihood(X, y, params, kernel="exponential", method="exact")
+    tlr = gs.log_likelihood(X, y, params, kernel="exponential", method="tlr", accuracy=1e-10)
+    assert tlr == pytest.approx(exact, abs=1e-6)

@@ -25,8 +25,9 @@ from geostat.plotting import plot_kriging  # noqa: E402
 xr = pytest.importorskip("xarray")
 
 N_SITES = 100
-#: Sites of each kind: lon/lat in Europe (|lon| <= 90, where a swap stays within the
-#: valid ranges and used to pass unnoticed), x/y in km on a projected grid.
+#: Sites of each kind: lon/lat in Europe (|lon| <= 90, where a swap of lon and lat stays
+#: within the valid ranges, so only reading by name catches it), x/y in km on a projected
+#: grid.
 EXTENT = {
     "lonlat": (("lon", 0.0, 20.0), ("lat", 40.0, 55.0)),
     "xy": (("x", 0.0, 500.0), ("y", 0.0, 400.0)),
@@ -48,7 +49,8 @@ def sites_and_values(kind, seed=0):
 
 
 def fit(kind, columns):
-    """An exponential fit on the sites of `kind`, with the DataFrame's columns in `columns` order."""
+    """An exponential fit on the sites of `kind`, with the DataFrame's columns in `columns`
+    order."""
     X, y = sites_and_values(kind)
     return gs.SpatialGP(kernel="exponential").fit(X[list(columns)], y)
 
@@ -75,7 +77,9 @@ def grid_table(template, columns):
     dimensions (the order predictions on the template come in)."""
     coords = xr.broadcast(*(template[c] for c in columns))
     dims = [d for d in template.dims if any(d in c.dims for c in coords)]
-    return pd.DataFrame({c: a.transpose(*dims).values.ravel() for c, a in zip(columns, coords)})
+    return pd.DataFrame(
+        {c: a.transpose(*dims).values.ravel() for c, a in zip(columns, coords, strict=True)}
+    )
 
 
 @pytest.fixture(scope="module")

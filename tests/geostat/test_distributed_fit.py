@@ -2,7 +2,7 @@
 against the same computations in process.
 
 Agreement: the workers compress the same covariance blocks with the same seeds and run
-the in-process factorization steps (tests/tlrcore/test_distributed.py), so the factors
+the in-process factorization steps (tests/tlrcore/distributed/test_distributed.py), so the factors
 are the in-process ones up to rounding (BLAS may round a tile differently at another
 address); the triangular solves sum in another grouping. The likelihood terms then
 differ by about ``cond(L) eps n_tiles`` relative, ~1e-13 here (cond(L) < 1e3 with the
@@ -227,9 +227,11 @@ def test_without_a_client_or_the_dask_extra():
         "import sys, numpy as np, geostat as gs\n"
         "assert 'distributed' not in sys.modules and 'dask' not in sys.modules\n"
         "X, p = np.random.default_rng(0).random((50, 2)), {'variance': 1.0, 'range': 0.2}\n"
-        "try:\n    gs.simulate(X, p, client='default')\nexcept ValueError as exc:\n    print(exc)\n"
+        "try:\n    gs.simulate(X, p, client='default')\n"
+        "except ValueError as exc:\n    print(exc)\n"
         "sys.modules['distributed'] = None\n"
-        "try:\n    gs.simulate(X, p, client='default')\nexcept ImportError as exc:\n    print(exc)\n"
+        "try:\n    gs.simulate(X, p, client='default')\n"
+        "except ImportError as exc:\n    print(exc)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True

@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.spatial.distance import cdist
+from problems import covariance
 from sklearn.base import clone
 from sklearn.model_selection import cross_val_score
 from sklearn.pipeline import make_pipeline
@@ -81,8 +81,8 @@ def test_matches_dense_kriging_formulas(fitted, field):
     X, y, _ = field
     p = fitted.params_
     Xnew = np.random.default_rng(1).uniform(size=(25, 2))
-    C = p["variance"] * np.exp(-cdist(X, X) / p["range"]) + p["nugget"] * np.eye(len(X))
-    c0 = p["variance"] * np.exp(-cdist(Xnew, X) / p["range"])
+    C = covariance(X, range_=p["range"], variance=p["variance"], nugget=p["nugget"])
+    c0 = covariance(Xnew, X, range_=p["range"], variance=p["variance"])
     F, f0 = np.ones((len(X), 1)), np.ones((len(Xnew), 1))
     Ci = np.linalg.inv(C)
     beta = np.linalg.solve(F.T @ Ci @ F, F.T @ Ci @ y)

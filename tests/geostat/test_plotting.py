@@ -251,7 +251,7 @@ def test_plot_kriging_draws_the_predictions(field_fit):
     assert axes.shape == (2,)
     assert [ax.get_title() for ax in axes] == ["kriging mean", "kriging standard deviation"]
     mean, std = est.predict(template, return_std=True)
-    for ax, expected in zip(axes, (mean, std)):
+    for ax, expected in zip(axes, (mean, std), strict=True):
         (mesh,) = by_gid(ax.collections, "field")
         np.testing.assert_allclose(
             np.asarray(mesh.get_array()).reshape(6, 8),

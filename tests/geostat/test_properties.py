@@ -656,7 +656,7 @@ def test_fit_gives_finite_estimates_or_a_named_error(data):
     check_fit(table["X"], y, table["n"], **settings_)
 
 
-# ---------------------------------------------------------------- bad inputs once mishandled
+# ---------------------------------------------------------------- specific bad inputs
 def _field(n=30, seed=0):
     X = np.random.default_rng(seed).uniform(size=(n, 2))
     return X, np.sin(3 * X).sum(axis=1) + np.random.default_rng(seed + 1).standard_normal(n)

@@ -2,6 +2,7 @@
 NumPy error or a silent conversion."""
 
 import numpy as np
+import problems
 import pytest
 
 import tlrcore as tlr
@@ -9,8 +10,7 @@ import tlrcore as tlr
 
 @pytest.fixture(scope="module")
 def spd():
-    B = np.random.default_rng(0).standard_normal((60, 60))
-    return B @ B.T + 60 * np.eye(60)
+    return problems.spd(60, np.random.default_rng(0))
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,9 @@ the floating-point limits. Each call gives a correct result or a named error (ne
 ZeroDivisionError, a raw NumPy error or NaN)."""
 
 import numpy as np
+import problems
 import pytest
-from scipy.spatial.distance import cdist
+from problems import grid_sorted_sites
 
 import tlrcore as tlr
 
@@ -13,9 +14,7 @@ METHODS = ["aca", "ara", "svd", "batched"]
 
 
 def covariance():
-    X = np.random.default_rng(0).uniform(size=(N, 2))
-    X = X[np.lexsort([X[:, 0], np.floor(X[:, 1] * 2)])]
-    return np.exp(-cdist(X, X) / 0.2) + 0.1 * np.eye(N)
+    return problems.covariance(grid_sorted_sites(N, cells=2), range_=0.2, nugget=0.1)
 
 
 def zero_tile_column():

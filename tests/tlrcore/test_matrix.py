@@ -5,33 +5,11 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from scipy.spatial.distance import cdist
+from problems import covariance, dense, generator, grid_sorted_sites
 
 import tlrcore as tlr
 
 METHODS = ["aca", "ara", "svd"]
-
-
-def sorted_points(n, d, seed=0):
-    """Random points sorted cell by cell of a coarse grid, so that tiles are clusters."""
-    X = np.random.default_rng(seed).uniform(size=(n, d))
-    cells = np.floor(X * 4)
-    return X[np.lexsort([X[:, 0], *(cells[:, k] for k in range(d))])]
-
-
-def exponential_block(X, range_=0.1, nugget=0.0):
-    def block(rows, cols):
-        C = np.exp(-cdist(X[rows], X[cols]) / range_)
-        if nugget:
-            C[rows[:, None] == cols[None, :]] += nugget
-        return C
-
-    return block
-
-
-def dense_of(block, n):
-    idx = np.arange(n)
-    return block(idx, idx)
 
 
 CASES = {
@@ -48,9 +26,9 @@ CASES = {
 @pytest.mark.parametrize("accuracy", [1e-2, 1e-4, 1e-6, 1e-8, 1e-10], ids=lambda a: f"acc{a:.0e}")
 def test_generator_meets_accuracy(method, case, accuracy):
     n, d, tile = CASES[case]
-    block = exponential_block(sorted_points(n, d), range_=0.2, nugget=0.01)
+    block = generator(grid_sorted_sites(n, d), range_=0.2, nugget=0.01)
     A = tlr.TLRMatrix.from_generator(block, n, tile, accuracy=accuracy, method=method)
-    M = dense_of(block, n)
+    M = dense(block, n)
     assert np.linalg.norm(M - A.to_dense()) <= accuracy * np.linalg.norm(M)
     assert A.n == n and A.tile_size == tile and A.n_tiles == -(-n // tile)
 
@@ -58,7 +36,7 @@ def test_generator_meets_accuracy(method, case, accuracy):
 @pytest.mark.parametrize("method", METHODS)
 def test_products_match_dense(method, rng):
     n = 1000
-    block = exponential_block(sorted_points(n, 2), range_=0.3)
+    block = generator(grid_sorted_sites(n, 2), range_=0.3)
     A = tlr.TLRMatrix.from_generator(block, n, 128, accuracy=1e-12, method=method)
     D = A.to_dense()
     x = rng.normal(size=n)
@@ -72,7 +50,7 @@ def test_products_are_the_same_on_any_number_of_threads(rng, monkeypatch):
     """Each row tile of ``A @ X`` is one task, computed the same way on any thread."""
     n = 1000
     A = tlr.TLRMatrix.from_generator(
-        exponential_block(sorted_points(n, 2), range_=0.3), n, 128, accuracy=1e-10
+        generator(grid_sorted_sites(n, 2), range_=0.3), n, 128, accuracy=1e-10
     )
     X = rng.normal(size=(n, 40))
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "1")
@@ -83,14 +61,14 @@ def test_products_are_the_same_on_any_number_of_threads(rng, monkeypatch):
 
 def test_from_dense_ranks_nbytes_and_repr():
     n = 1100
-    M = dense_of(exponential_block(sorted_points(n, 2), range_=0.1), n)
+    M = dense(generator(grid_sorted_sites(n, 2), range_=0.1), n)
     A = tlr.TLRMatrix.from_dense(M, 256, accuracy=1e-8)
     ranks = A.ranks
     assert ranks.shape == (5, 5) and ranks.dtype.kind == "i"
     np.testing.assert_array_equal(np.diag(ranks), [256, 256, 256, 256, 76])
     np.testing.assert_array_equal(ranks, ranks.T)
     expected = sum(D.nbytes for D in A.diagonal) + sum(
-        U.nbytes + V.nbytes for U, V in zip(A.U.values(), A.V.values())
+        U.nbytes + V.nbytes for U, V in zip(A.U.values(), A.V.values(), strict=True)
     )
     assert A.nbytes == expected < M.nbytes
     assert A.frobenius_norm() == pytest.approx(np.linalg.norm(A.to_dense()), rel=1e-12)
@@ -102,7 +80,7 @@ def test_from_dense_ranks_nbytes_and_repr():
 @pytest.mark.parametrize("method", METHODS)
 def test_max_rank_is_respected(method):
     n = 800
-    block = exponential_block(sorted_points(n, 2), range_=0.5)
+    block = generator(grid_sorted_sites(n, 2), range_=0.5)
     A = tlr.TLRMatrix.from_generator(block, n, 100, accuracy=1e-12, method=method, max_rank=3)
     off = A.ranks[~np.eye(A.n_tiles, dtype=bool)]
     assert off.max() <= 3
@@ -111,7 +89,7 @@ def test_max_rank_is_respected(method):
 @pytest.mark.parametrize("method", METHODS)
 def test_deterministic(method):
     n = 600
-    block = exponential_block(sorted_points(n, 2))
+    block = generator(grid_sorted_sites(n, 2))
     A = tlr.TLRMatrix.from_generator(block, n, 100, accuracy=1e-6, method=method, random_state=3)
     B = tlr.TLRMatrix.from_generator(block, n, 100, accuracy=1e-6, method=method, random_state=3)
     np.testing.assert_array_equal(A.to_dense(), B.to_dense())
@@ -119,26 +97,26 @@ def test_deterministic(method):
 
 def test_construction_never_allocates_the_dense_matrix():
     n = 4096
-    X = sorted_points(n, 2)
-    block = exponential_block(X, range_=0.1)
+    X = grid_sorted_sites(n, 2)
+    block = generator(X, range_=0.1)
     tracemalloc.start()
     A = tlr.TLRMatrix.from_generator(block, n, 256, accuracy=1e-6)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    dense = 8 * n * n
-    assert peak < dense / 4, (peak, dense)
-    assert A.nbytes < dense / 4
+    dense_bytes = 8 * n * n
+    assert peak < dense_bytes / 4, (peak, dense_bytes)
+    assert A.nbytes < dense_bytes / 4
 
 
 def test_summary_reports_memory_ranks_and_error():
     n = 1200
-    block = exponential_block(sorted_points(n, 2), range_=0.1)
+    block = generator(grid_sorted_sites(n, 2), range_=0.1)
     A = tlr.TLRMatrix.from_generator(block, n, 200, accuracy=1e-6)
     info = tlr.summary(A, block, n_probe_tiles=15)
     assert info["n_tiles"] == 6 and info["probed_tiles"] == 15
     assert info["memory_fraction"] == pytest.approx(A.nbytes / (8 * n * n))
     assert 0 < info["mean_rank"] <= info["max_rank"] < 200
-    true_error = np.linalg.norm(dense_of(block, n) - A.to_dense()) / np.linalg.norm(A.to_dense())
+    true_error = np.linalg.norm(dense(block, n) - A.to_dense()) / np.linalg.norm(A.to_dense())
     # all 15 off-diagonal tiles probed: the estimate is exact
     assert info["estimated_error"] == pytest.approx(true_error, rel=1e-6)
     assert info["estimated_error"] <= 1e-6
@@ -159,7 +137,7 @@ def test_summary_reports_memory_ranks_and_error():
     ids=["tile-0", "tile-gt-n", "tile-float", "acc-0", "acc-1", "method", "max-rank", "backend"],
 )
 def test_bad_arguments(kwargs, error, match):
-    block = exponential_block(sorted_points(100, 2))
+    block = generator(grid_sorted_sites(100, 2))
     args = {"tile_size": 20, **kwargs}
     tile_size = args.pop("tile_size")
     with pytest.raises(error, match=match):
@@ -194,7 +172,7 @@ SYMMETRY = r"1e-10 \* max\|A\|"
 def perturbed_block(X, tile_rows, tile_cols, tile=100, amount=1e-3):
     """The exponential block plus `amount` on tile (`tile_rows`, `tile_cols`) only (for a
     diagonal tile, its strict lower triangle): symmetric everywhere else."""
-    exact = exponential_block(X, range_=0.2, nugget=0.01)
+    exact = generator(X, range_=0.2, nugget=0.01)
 
     def block(rows, cols):
         C = exact(rows, cols)
@@ -206,14 +184,14 @@ def perturbed_block(X, tile_rows, tile_cols, tile=100, amount=1e-3):
 
 @pytest.mark.parametrize("method", ALL_METHODS)
 def test_asymmetric_off_diagonal_tile_is_refused(method):
-    X = sorted_points(600, 2)
+    X = grid_sorted_sites(600, 2)
     with pytest.raises(tlr.GeneratorError, match=r"tile \(4, 1\)\) is not symmetric.*" + SYMMETRY):
         tlr.TLRMatrix.from_generator(perturbed_block(X, 4, 1), 600, 100, method=method)
 
 
 @pytest.mark.parametrize("method", ALL_METHODS)
 def test_asymmetric_diagonal_tile_is_refused(method):
-    X = sorted_points(600, 2)
+    X = grid_sorted_sites(600, 2)
     match = r"tile \(3, 3\)\) returned a block that is not symmetric.*" + SYMMETRY
     with pytest.raises(tlr.GeneratorError, match=match):
         tlr.TLRMatrix.from_generator(perturbed_block(X, 3, 3), 600, 100, method=method)
@@ -236,7 +214,7 @@ def test_a_promise_of_symmetric_blocks_skips_the_diagonal_scan_but_not_the_sampl
     """The diagonal tiles of a generator promising ``symmetric_blocks`` are not scanned:
     an asymmetric one is then caught by the random sample (about 57 of its pairs fall in
     tile (3, 3)), whose message names the entries. Only ``True`` is a promise."""
-    X = sorted_points(600, 2)
+    X = grid_sorted_sites(600, 2)
     promising = Promising(perturbed_block(X, 3, 3))
     with pytest.raises(
         tlr.GeneratorError, match=r"tile \(3, 3\)\) is not symmetric: A\[\d+, \d+\] differs"
@@ -251,13 +229,13 @@ def test_a_promise_of_symmetric_blocks_skips_the_diagonal_scan_but_not_the_sampl
 
 @pytest.mark.parametrize("method", ALL_METHODS)
 def test_a_promise_of_symmetric_blocks_changes_no_tile(method):
-    X = sorted_points(600, 2)
-    block = exponential_block(X, range_=0.2, nugget=0.01)
+    X = grid_sorted_sites(600, 2)
+    block = generator(X, range_=0.2, nugget=0.01)
     A, B = (
         tlr.TLRMatrix.from_generator(g, 600, 100, method=method) for g in (block, Promising(block))
     )
     assert A.tolerance == B.tolerance
-    for D, E in zip(A.diagonal, B.diagonal):
+    for D, E in zip(A.diagonal, B.diagonal, strict=True):
         np.testing.assert_array_equal(D, E)
     for pair in A.U:
         np.testing.assert_array_equal(A.U[pair], B.U[pair])
@@ -266,7 +244,7 @@ def test_a_promise_of_symmetric_blocks_changes_no_tile(method):
 
 def test_asymmetric_dense_matrix_is_refused():
     n = 600
-    M = dense_of(exponential_block(sorted_points(n, 2), range_=0.2), n)
+    M = dense(generator(grid_sorted_sites(n, 2), range_=0.2), n)
     M[450, 20] += 1e-6
     with pytest.raises(
         ValueError, match=r"M is not symmetric: max\|M - M.T\| = 1e-06 .*\(M \+ M.T\) / 2"
@@ -286,7 +264,7 @@ def rounding_asymmetric(n, seed=0):
 def one_ulp_off(n, seed=0):
     """A symmetric matrix with its strict lower triangle moved by one ulp at random; and
     its generator."""
-    M = dense_of(exponential_block(sorted_points(n, 2), range_=0.2, nugget=0.01), n)
+    M = dense(generator(grid_sorted_sites(n, 2), range_=0.2, nugget=0.01), n)
     M = (M + M.T) / 2
     step = np.random.default_rng(seed).choice([-1.0, 0.0, 1.0], size=M.shape)
     M += np.tril(step * np.spacing(M), -1)
@@ -313,7 +291,7 @@ def test_from_dense_rejects_bad_input():
 
 def test_serial_and_threaded_construction_agree(monkeypatch):
     n = 900
-    block = exponential_block(sorted_points(n, 2))
+    block = generator(grid_sorted_sites(n, 2))
     threaded = tlr.TLRMatrix.from_generator(block, n, 128, accuracy=1e-8)
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "1")
     serial = tlr.TLRMatrix.from_generator(block, n, 128, accuracy=1e-8)
@@ -342,21 +320,23 @@ def test_mmap_threshold_is_pinned_once_and_can_be_disabled(monkeypatch):
 @pytest.mark.parametrize("own, coarser", [(1e-9, 1e-8), (1e-10, 1e-6), (1e-6, 1e-6)], ids=str)
 def test_truncated_meets_the_coarser_accuracy_from_the_factors(case, own, coarser):
     n, d, tile = CASES[case]
-    block = exponential_block(sorted_points(n, d), nugget=0.01)
+    block = generator(grid_sorted_sites(n, d), nugget=0.01)
     A = tlr.TLRMatrix.from_generator(block, n, tile, accuracy=own)
     before = A.to_dense()
     T = A.truncated(coarser)
-    M = dense_of(block, n)
+    M = dense(block, n)
     assert T.accuracy == coarser and T.tolerance == pytest.approx(
         A.tolerance * coarser / own, rel=1e-12
     )
-    # the contract of the module docstring at the coarser accuracy (each tile's two errors add to at most tau'):
-    # the truncation spends at most tau' - tau on each tile, exactly (SVD); the build's own error comes on top
+    # the contract of the module docstring at the coarser accuracy (each tile's two errors
+    # add to at most tau'): the truncation spends at most tau' - tau on each tile, exactly
+    # (SVD); the build's own error comes on top
     assert T.truncation_error <= np.sqrt(T.n_tiles * (T.n_tiles - 1)) * (
         T.tolerance - A.tolerance
     ) * (1 + 1e-9)
     assert np.linalg.norm(T.to_dense() - M) <= coarser * np.linalg.norm(M)
-    # (abs: the rounding of recomputed factors, about k eps per entry over n^2 entries, when nothing is dropped)
+    # (abs: the rounding of recomputed factors, about k eps per entry over n^2 entries, when
+    # nothing is dropped)
     assert T.truncation_error == pytest.approx(
         np.linalg.norm(T.to_dense() - before), rel=1e-6, abs=1e-9
     )
@@ -364,9 +344,8 @@ def test_truncated_meets_the_coarser_accuracy_from_the_factors(case, own, coarse
         assert T.U[key].shape[1] <= A.U[key].shape[1]
         assert T.tile_errors[key] >= A.tile_errors[key]
     np.testing.assert_array_equal(A.to_dense(), before)  # the original is untouched
-    for D, E in zip(
-        A.diagonal, T.diagonal
-    ):  # its diagonal tiles serve the copy, which cannot write them
+    # its diagonal tiles serve the copy, which cannot write them
+    for D, E in zip(A.diagonal, T.diagonal, strict=True):
         assert np.shares_memory(D, E) and not E.flags.writeable
     with pytest.raises(ValueError, match="read-only"):
         T.diagonal[0][0, 0] += 1.0
@@ -378,7 +357,7 @@ def test_a_truncated_copy_is_unchanged_by_factoring_the_original_in_place_and_fa
     is then the one it had before, bit for bit (the same operations on the same arrays)."""
     n, d, tile = CASES["2d-ragged"]
     A = tlr.TLRMatrix.from_generator(
-        exponential_block(sorted_points(n, d), nugget=0.01), n, tile, accuracy=1e-9
+        generator(grid_sorted_sites(n, d), nugget=0.01), n, tile, accuracy=1e-9
     )
     T = A.truncated(1e-7)
     before, factor_before = T.to_dense(), tlr.cholesky(T).to_dense()
@@ -390,12 +369,12 @@ def test_a_truncated_copy_is_unchanged_by_factoring_the_original_in_place_and_fa
 def test_shared_is_the_same_tiles_read_only_and_outlives_factoring_the_matrix_in_place():
     n, d, tile = CASES["2d-ragged"]
     A = tlr.TLRMatrix.from_generator(
-        exponential_block(sorted_points(n, d), nugget=0.01), n, tile, accuracy=1e-9
+        generator(grid_sorted_sites(n, d), nugget=0.01), n, tile, accuracy=1e-9
     )
     before = A.to_dense()
     S = A.shared()
     tiles = (
-        list(zip(A.diagonal, S.diagonal))
+        list(zip(A.diagonal, S.diagonal, strict=True))
         + [(A.U[key], S.U[key]) for key in A.U]
         + [(A.V[key], S.V[key]) for key in A.V]
     )
@@ -412,9 +391,9 @@ def singular_tiles_matrix():
     """Matern 1.5 on sites each duplicated (to 1e-12) inside its tile: every diagonal tile is
     singular, so the plain factorization fails and the safeguards act on every tile."""
     rng = np.random.default_rng(0)
-    X = np.repeat(sorted_points(256, 2), 2, axis=0) + 1e-12 * rng.standard_normal((512, 2))
-    D = cdist(X, X) * np.sqrt(3) / 0.3
-    return tlr.TLRMatrix.from_dense((1 + D) * np.exp(-D), 128, accuracy=1e-4)
+    X = np.repeat(grid_sorted_sites(256, 2), 2, axis=0) + 1e-12 * rng.standard_normal((512, 2))
+    M = covariance(X, kernel="matern15", range_=0.3, scaled=True)
+    return tlr.TLRMatrix.from_dense(M, 128, accuracy=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -429,13 +408,13 @@ def singular_tiles_matrix():
     ],
 )
 def test_no_factorization_in_place_writes_into_the_tiles_a_shared_matrix_reads(variant, safeguard):
-    """shared() rests on this: cholesky(A, overwrite_a=True) of a matrix in the tile layout, with any
-    variant or safeguard, releases A's tiles but writes into none of them, also when the safeguards
-    change every diagonal tile."""
+    """shared() rests on this: cholesky(A, overwrite_a=True) of a matrix in the tile layout,
+    with any variant or safeguard, releases A's tiles but writes into none of them, also when
+    the safeguards change every diagonal tile."""
     if safeguard in (None, "pivot"):
         n, d, tile = CASES["2d-ragged"]
         A = tlr.TLRMatrix.from_generator(
-            exponential_block(sorted_points(n, d), nugget=1e-6), n, tile, accuracy=1e-6
+            generator(grid_sorted_sites(n, d), nugget=1e-6), n, tile, accuracy=1e-6
         )
     else:
         A = singular_tiles_matrix()
@@ -449,7 +428,7 @@ def test_no_factorization_in_place_writes_into_the_tiles_a_shared_matrix_reads(v
 def test_shared_refuses_a_packed_matrix():
     n, d, tile = CASES["2d-ragged"]
     A = tlr.TLRMatrix.from_generator(
-        exponential_block(sorted_points(n, d), nugget=0.01),
+        generator(grid_sorted_sites(n, d), nugget=0.01),
         n,
         tile,
         accuracy=1e-9,
@@ -462,7 +441,7 @@ def test_shared_refuses_a_packed_matrix():
 def test_a_packed_matrix_truncates_to_a_copy_with_its_own_diagonal_tiles():
     n, d, tile = CASES["2d-ragged"]
     A = tlr.TLRMatrix.from_generator(
-        exponential_block(sorted_points(n, d), nugget=0.01),
+        generator(grid_sorted_sites(n, d), nugget=0.01),
         n,
         tile,
         accuracy=1e-9,
@@ -470,11 +449,11 @@ def test_a_packed_matrix_truncates_to_a_copy_with_its_own_diagonal_tiles():
     )
     T = A.truncated(1e-7)
     assert T.packed is None
-    assert not any(np.shares_memory(D, E) for D, E in zip(A.diagonal, T.diagonal))
+    assert not any(np.shares_memory(D, E) for D, E in zip(A.diagonal, T.diagonal, strict=True))
 
 
 def test_truncated_refuses_a_finer_accuracy_and_a_consumed_matrix():
-    block = exponential_block(sorted_points(400, 2), nugget=0.01)
+    block = generator(grid_sorted_sites(400, 2), nugget=0.01)
     A = tlr.TLRMatrix.from_generator(block, 400, 100, accuracy=1e-6)
     with pytest.raises(ValueError, match="accuracy must be at least"):
         A.truncated(1e-8)

@@ -4,7 +4,7 @@ import functools
 
 import numpy as np
 import pytest
-from scipy.spatial.distance import cdist
+from problems import covariance, grid_sorted_sites
 from threadpoolctl import threadpool_limits
 
 import tlrcore as tlr
@@ -17,18 +17,15 @@ ACCURACIES = pytest.mark.parametrize("accuracy", [1e-10, 1e-6], ids=lambda a: f"
 PIVOTING = pytest.mark.parametrize("pivoting", ["bk", "rook"])
 
 
-def points(n, seed=0):
-    X = np.random.default_rng(seed).uniform(size=(n, 2))
-    return X[np.lexsort([X[:, 0], np.floor(X[:, 0] * 4), np.floor(X[:, 1] * 4)])]
-
-
 def kernel(n, smooth, range_=0.1):
-    D = cdist(points(n), points(n)) / range_
-    return (1 + D) * np.exp(-D) if smooth else np.exp(-D)
+    """Exponential (Matérn 1.5 with `smooth`) correlation of `n` grid-sorted sites."""
+    name = "matern15" if smooth else "exponential"
+    return covariance(grid_sorted_sites(n), kernel=name, range_=range_)
 
 
 def shift_in_widest_gap(C, low, high):
-    """``C - s I`` with ``s`` halfway across the widest gap of the spectrum of ``C`` in ``(low, high)``."""
+    """``C - s I`` with ``s`` halfway across the widest gap of the spectrum of ``C`` in
+    ``(low, high)``."""
     lam = np.linalg.eigvalsh(C)
     inside = np.flatnonzero((lam[:-1] > low) & (lam[1:] < high))
     i = inside[np.argmax(lam[inside + 1] - lam[inside])]
@@ -43,7 +40,8 @@ def congruent_to_signs(n, negative_fraction, seed=1):
 
 
 def top_positive(C, count):
-    """``C - s I`` with ``s`` between the ``count``-th and ``(count + 1)``-th largest eigenvalues."""
+    """``C - s I`` with ``s`` between the ``count``-th and ``(count + 1)``-th largest
+    eigenvalues."""
     lam = np.linalg.eigvalsh(C)[::-1]
     return C - 0.5 * (lam[count - 1] + lam[count]) * np.eye(C.shape[0])
 
@@ -60,9 +58,9 @@ INDEFINITE = {
 
 @pytest.fixture(autouse=True, scope="module")
 def one_blas_thread():
-    """The dense references (eigvalsh, slogdet) on one BLAS thread: on a shared 2-core machine
-    a multithreaded eigvalsh of order 900 took up to 3.5 s instead of 0.05 s. The factorizations
-    run on one BLAS thread per tile anyway."""
+    """The dense references (eigvalsh, slogdet) on one BLAS thread: at order 900 BLAS
+    threads only contend for the cores of a shared machine. The factorizations run on one
+    BLAS thread per tile anyway."""
     with threadpool_limits(1, "blas"):
         yield
 
@@ -171,9 +169,9 @@ def test_deterministic_and_thread_independent(monkeypatch):
     monkeypatch.setenv("TLRCORE_NUM_THREADS", "1")
     serial = ldl(A, random_state=5)
     for other in (again, serial):
-        for x, y in zip(first.to_dense(), other.to_dense()):
+        for x, y in zip(first.to_dense(), other.to_dense(), strict=True):
             np.testing.assert_array_equal(x, y)
-        for x, y in zip(first.perms, other.perms):
+        for x, y in zip(first.perms, other.perms, strict=True):
             np.testing.assert_array_equal(x, y)
 
 
@@ -181,7 +179,7 @@ def test_input_is_not_modified():
     A = compressed("congruence-30pct-negative", 1e-6)[0]
     before = [D.copy() for D in A.diagonal], {ij: (A.U[ij].copy(), A.V[ij].copy()) for ij in A.U}
     ldl(A, accuracy=1e-8, pivoting="rook")
-    for D, D0 in zip(A.diagonal, before[0]):
+    for D, D0 in zip(A.diagonal, before[0], strict=True):
         np.testing.assert_array_equal(D, D0)
     for ij, (U0, V0) in before[1].items():
         np.testing.assert_array_equal(A.U[ij], U0)

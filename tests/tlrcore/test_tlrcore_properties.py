@@ -248,7 +248,10 @@ def test_from_dense_meets_the_accuracy_contract_or_refuses_naming_the_argument(d
     # The product from the factors, against the densified matrix: products of the same
     # tiles in a different association, within rounding of |U||V^T|.
     x = np.random.default_rng(0).standard_normal(n)
-    lowrank = sum(np.linalg.norm(U) * np.linalg.norm(V) for U, V in zip(A.U.values(), A.V.values()))
+    lowrank = sum(
+        np.linalg.norm(U) * np.linalg.norm(V)
+        for U, V in zip(A.U.values(), A.V.values(), strict=True)
+    )
     diff = np.linalg.norm(A @ x - D @ x)
     assert diff <= rounding(n, norm, 2 * lowrank) * np.linalg.norm(x), (
         f"A @ x differs from to_dense() @ x by {diff}"
@@ -403,8 +406,8 @@ def test_cholesky_factor_reproduces_the_matrix_or_fails_with_a_tile(data):
         lam_min = np.linalg.eigvalsh(S_A)[0]
         margin = 2 * compression + rounding(n, np.linalg.norm(D_A))
         assert not (isinstance(exc, tlr.NotPositiveDefiniteError) and lam_min + shift > margin), (
-            f"cholesky failed (tile {exc.tile}) on a matrix with lambda_min + shift = {lam_min + shift:.3g} > "
-            f"{margin:.3g} ({kind})"
+            f"cholesky failed (tile {exc.tile}) on a matrix with "
+            f"lambda_min + shift = {lam_min + shift:.3g} > {margin:.3g} ({kind})"
         )
         return
     L = F.to_dense()
@@ -419,8 +422,8 @@ def test_cholesky_factor_reproduces_the_matrix_or_fails_with_a_tile(data):
     error = np.linalg.norm(L @ L.T - target)
     bound = F.perturbation + compression + rounding(n, np.linalg.norm(np.abs(L) @ np.abs(L).T))
     assert error <= bound, (
-        f"||L L^T - A_tlr||_F = {error:.3g} > {bound:.3g} (perturbation {F.perturbation:.3g}, safeguard "
-        f"{safeguard!r}, {kind})"
+        f"||L L^T - A_tlr||_F = {error:.3g} > {bound:.3g} "
+        f"(perturbation {F.perturbation:.3g}, safeguard {safeguard!r}, {kind})"
     )
     # logdet is 2 sum log L_kk; solve is backward stable for P^T L L^T P.
     assert math.isclose(F.logdet(), 2 * np.log(np.diag(L)).sum(), rel_tol=1e-12, abs_tol=1e-12 * n)
@@ -656,7 +659,7 @@ def test_batched_cholesky_factors_each_matrix_or_names_the_first_failure(data):
     factors, _ = out
     assert isinstance(factors, list) == isinstance(mats, (list, tuple))
     assert len(factors) == len(items)
-    for i, (L, M) in enumerate(zip(factors, items)):
+    for i, (L, M) in enumerate(zip(factors, items, strict=True)):
         L = np.asarray(L)
         np.testing.assert_array_equal(L, np.tril(L))
         bound = rounding(M.shape[0], np.linalg.norm(np.abs(L) @ np.abs(L).T))
@@ -682,7 +685,7 @@ def test_batched_cholesky_names_the_first_indefinite_matrix(data):
         assert first_bad is None
 
 
-# ---------------------------------------------------------------- bad inputs once mishandled
+# ---------------------------------------------------------------- specific bad inputs
 def _asymmetric(n=40):
     M = np.exp(-np.abs(np.subtract.outer(np.linspace(0, 1, n), np.linspace(0, 1, n))) / 0.2)
     M[5, 30] += 1e-3
