@@ -37,7 +37,8 @@ extensions = [
 
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 root_doc = "index"
-# myst-nb writes notebook images to <outdir>/../jupyter_execute: docs/jupyter_execute for docs/_build.
+# myst-nb writes notebook images to <outdir>/../jupyter_execute (docs/jupyter_execute for
+# docs/_build).
 exclude_patterns = ["_build", "jupyter_execute", "**.ipynb_checkpoints"]
 templates_path = ["_templates"]
 nitpicky = False
