@@ -63,6 +63,7 @@ from geostat.data.types import (
     SitesOrField,
     TableOutput,
     TrendSpec,
+    XarrayDataset,
     XarrayObject,
 )
 from geostat.distance import (
@@ -137,8 +138,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         ``"auto"``: chordal (km) for columns named lon/lat (longitude/latitude), else
         Euclidean.
     method : {"auto", "exact", "tlr"}, default "auto"
-        ``"exact"``: dense Cholesky. ``"tlr"``: tile low-rank Cholesky (derivative-free
-        polish, stochastic traces for standard errors). ``"auto"``: TLR from
+        ``"exact"``: dense Cholesky. ``"tlr"``: tile low-rank Cholesky (Fisher scoring with
+        stochastic traces, :mod:`geostat.optimize.scoring`). ``"auto"``: TLR from
         :data:`geostat.likelihood.TLR_FROM` sites on (on the GPU, exact up to
         :data:`geostat.likelihood.DEVICE_EXACT_MAX` sites if it fits in memory).
     accuracy : "auto" or float, default "auto"
@@ -937,13 +938,15 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         refit: bool = False,
         random_state: Seed = 0,
         folds: ArrayLike | None = None,
-    ) -> pd.DataFrame:
+    ) -> pd.DataFrame | XarrayDataset:
         """Leave-one-out or K-fold cross-validation at the fitted parameters.
 
         Each observation (or fold) is predicted from the others by universal kriging, in
         closed form from the fitted factor [1]_; see
-        :func:`geostat.validation.cross_validate` for the parameters and the table
-        returned.
+        :func:`geostat.validation.cross_validate` for the parameters and the result: a
+        table with a row per held-out observation, or for a model fitted on an xarray
+        field an ``xarray.Dataset`` on its grid (``observed``, ``mean``, ``std``,
+        ``standardized``, and ``fold`` for K-fold; NaN where nothing was observed).
 
         References
         ----------

@@ -36,7 +36,14 @@ if TYPE_CHECKING:  # matplotlib is imported only when a plot is drawn
 
     from matplotlib.axes import Axes
 
-    from geostat.data.types import Observations, Seed, SitesLike, XarrayDataArray, XarrayObject
+    from geostat.data.types import (
+        Observations,
+        Seed,
+        SitesLike,
+        XarrayDataArray,
+        XarrayDataset,
+        XarrayObject,
+    )
     from geostat.distance import Distance
     from geostat.estimator import SpatialGP
 
@@ -761,7 +768,10 @@ def plot_ranks(
 
 # ---------------------------------------------------------------------- cross-validation
 def plot_standardized_residuals(
-    cv_result: pd.DataFrame, *, axes: Sequence[Axes] | None = None, bins: int | str = "auto"
+    cv_result: pd.DataFrame | XarrayDataset,
+    *,
+    axes: Sequence[Axes] | None = None,
+    bins: int | str = "auto",
 ) -> NDArray[np.object_]:
     r"""Histogram and normal Q-Q plot of the standardized cross-validation residuals.
 
@@ -771,8 +781,9 @@ def plot_standardized_residuals(
 
     Parameters
     ----------
-    cv_result : pandas.DataFrame
-        The table of :func:`geostat.validation.cross_validate`.
+    cv_result : pandas.DataFrame or xarray.Dataset
+        The result of :func:`geostat.validation.cross_validate`: its table, or its Dataset
+        for a model fitted on a field (the finite ``standardized`` cells are plotted).
     axes : sequence of 2 matplotlib Axes, optional
         Histogram, Q-Q plot; new ones side by side by default.
     bins : int or str, default "auto"
@@ -786,7 +797,7 @@ def plot_standardized_residuals(
     Raises
     ------
     ValueError
-        If `cv_result` has no ``standardized`` column or no finite value in it.
+        If `cv_result` has no ``standardized`` column (variable) or no finite value in it.
 
     References
     ----------
@@ -795,22 +806,10 @@ def plot_standardized_residuals(
     """
     import matplotlib.pyplot as plt
 
-    if not isinstance(cv_result, pd.DataFrame) or "standardized" not in cv_result.columns:
-        raise ValueError(
-            "cv_result must be the table of geostat.validation.cross_validate, with a "
-            "'standardized' column; pass that function's result."
-        )
-    z = np.asarray(cv_result["standardized"], dtype=np.float64)
-    z = np.sort(z[np.isfinite(z)])
-    if not z.size:
-        raise ValueError(
-            "cv_result has no finite standardized residual to plot; pass the table of "
-            "geostat.validation.cross_validate."
-        )
+    z, scores, level = _standardized_residuals(cv_result)
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     histogram, qq = axes
-    scores = cv_result.attrs.get("scores", {})
     histogram.hist(
         z,
         bins=bins,
@@ -838,7 +837,6 @@ def plot_standardized_residuals(
     qq.plot(ends, ends, color="k", linewidth=1, label="identity", gid="identity")
     qq.set_xlabel("N(0, 1) quantile")
     qq.set_ylabel("standardized residual")
-    level = cv_result.attrs.get("level")
     coverage = scores.get("coverage")
     qq.set_title(
         "normal Q-Q plot"
@@ -851,3 +849,29 @@ def plot_standardized_residuals(
     )
     qq.legend(fontsize=8, loc="upper left")
     return np.asarray(axes)
+
+
+def _standardized_residuals(cv_result):
+    """``(sorted finite standardized residuals, scores, level)`` of a cross-validation
+    table or Dataset (whose scores are its ``score_<name>`` attributes)."""
+    dataset = hasattr(cv_result, "data_vars")
+    names = cv_result.data_vars if dataset else getattr(cv_result, "columns", ())
+    if not (dataset or isinstance(cv_result, pd.DataFrame)) or "standardized" not in names:
+        raise ValueError(
+            "cv_result must be the table of geostat.validation.cross_validate (or its Dataset, "
+            "for a model fitted on a field), with a 'standardized' column; pass that "
+            "function's result."
+        )
+    z = np.asarray(cv_result["standardized"], dtype=np.float64).ravel()
+    z = np.sort(z[np.isfinite(z)])
+    if not z.size:
+        raise ValueError(
+            "cv_result has no finite standardized residual to plot; pass the table (or "
+            "Dataset) of geostat.validation.cross_validate."
+        )
+    attrs = cv_result.attrs
+    if dataset:
+        scores = {k.removeprefix("score_"): v for k, v in attrs.items() if k.startswith("score_")}
+    else:
+        scores = attrs.get("scores", {})
+    return z, scores, attrs.get("level")

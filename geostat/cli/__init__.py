@@ -4,7 +4,8 @@
 site; lon/lat or x/y columns found by name) or a NetCDF field (a grid or station
 dimension, its other dimension as replicates), prints the estimates with standard
 errors, and with ``--save-model`` writes the model; ``--space-time`` fits one
-space-time field, ``--anisotropy geometric`` a geometric anisotropy. ``geostat predict``
+space-time field, ``--anisotropy geometric`` a geometric anisotropy, ``--noise-variance``
+takes a table's known measurement-error variances. ``geostat predict``
 kriges a saved model at the sites of a CSV table or on the grid of a NetCDF file.
 ``geostat cv`` cross-validates a saved model. ``geostat datasets`` lists the bundled
 datasets. Bad input stops with one line on standard error and exit status 2. No output

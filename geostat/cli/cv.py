@@ -70,7 +70,9 @@ def score_table(result, source, model, elapsed):
     )
     lines = [
         f"geostat cv: {source}  ({scheme}; {len(result)} observations at "
-        f"{result['site'].nunique()} sites; method {model.method_})",
+        f"{result['site'].nunique()} sites; method {model.method_}"
+        + ("" if model.noise_variance_ is None else "; with the known error variances")
+        + ")",
         "",
         f"{'score':<20}{'value':>14}  ideal",
     ]

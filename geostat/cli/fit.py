@@ -30,9 +30,15 @@ CLI_REMEDIES = {
     "fix_range": "fix the range (in Python: SpatialGP(fixed={{'range': value}}))",
     "reml": "--reml",
     "profile": "--ci profile",
-    "fix_nugget": "fix the nugget (--nugget 0, or a known measurement-error variance)",
+    "fix_nugget": "fix the nugget (--nugget 0 or a known common error variance, or per-row "
+    "variances with --noise-variance)",
     "fix_shape": "fix {name} (in Python, in the kernel)",
     "widen_bounds": "widen the bounds of {name} (in Python: SpatialGP(bounds=...))",
+}
+#: The nugget's remedy where known error variances are given (the nugget is on top of them).
+KNOWN_ERRORS_REMEDIES = {
+    **CLI_REMEDIES,
+    "fix_nugget": "fix the nugget (--nugget none: the known errors alone, or --nugget VALUE)",
 }
 #: Relative tolerance of an interval end on a bound of the search box.
 BOUND_RTOL = 1e-9
@@ -77,10 +83,13 @@ def run_fit(args):
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model.fit(data.X, data.y)
+        model.fit(
+            data.X, data.y, noise_variance=None if data.noise is None else data.noise.variance
+        )
         intervals = model.confidence_intervals(args.level, args.ci) if args.ci else None
         weak = identification_of(model, intervals)
     elapsed = time.perf_counter() - start
+    remedies = CLI_REMEDIES if data.noise is None else KNOWN_ERRORS_REMEDIES
     result = {
         "data": data.source,
         "value": data.value,
@@ -90,6 +99,8 @@ def run_fit(args):
         "time_unit": model.time_unit_,
         "transform": data.transform,
         "boxcox_lambda": getattr(model.transform_, "lmbda", None),
+        # known measurement-error variances (units of the value squared), or None
+        "known_errors": None if data.noise is None else data.noise.summary(),
         "n": data.n,
         "n_observations": data.n_observations,
         "kernel": fitted_kernel(model),
@@ -120,7 +131,7 @@ def run_fit(args):
             **{name: [row.lower, row.upper] for name, row in intervals.iterrows()},
         },
         "weakly_identified": {
-            name: {"reason": flag.reason, "remedy": flag.remedy_text(CLI_REMEDIES)}
+            name: {"reason": flag.reason, "remedy": flag.remedy_text(remedies)}
             for name, flag in weak.items()
         },
         "wall_time_s": elapsed,
@@ -184,6 +195,17 @@ def fitted_kernel(model):
     kernel = model.kernel_
     shape = ", ".join(f"{name}={model.params_[name]:.4g}" for name in kernel.shape_names)
     return f"{type(kernel).__name__}({shape})"
+
+
+def known_errors_line(known):
+    """The report's line on known measurement errors, e.g. ``known error variances: column
+    v, median 0.01, range 0.002 to 0.03 at 200 observed rows (units of the value squared)``."""
+    given = " (--noise-sd, squared)" if known["option"] == "--noise-sd" else ""
+    return (
+        f"known error variances: column {known['column']}{given}, median {known['median']:.4g}, "
+        f"range {known['min']:.4g} to {known['max']:.4g} at {known['n']} observed rows (units of "
+        "the value squared)"
+    )
 
 
 def interval_header(intervals):
@@ -327,6 +349,7 @@ def table(result, model):
             if result["time"]
             else []
         ),
+        *([known_errors_line(result["known_errors"])] if result.get("known_errors") else []),
         "",
     ]
     rows = parameter_rows(result, model)

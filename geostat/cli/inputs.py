@@ -5,7 +5,9 @@ A column has one role (named twice, or in two roles, it is refused). A NetCDF fi
 restricted by ``--select DIM=VALUE`` (by coordinate label), then its length-1
 non-spatial dimensions are dropped (the first stays when all have length 1: the single
 replicate). With ``--space-time`` a field is one space-time field, and a table needs a
-time column (``--time``, else one named ``time``), one row per site and time.
+time column (``--time``, else one named ``time``), one row per site and time. A table's
+column of known measurement errors (``--noise-variance``, ``--noise-sd``) gives one
+variance per row; a field takes none.
 """
 
 from __future__ import annotations
@@ -23,10 +25,13 @@ from geostat.data import XARRAY_POSITIONS, table_from_field
 from geostat.distance import find_lonlat
 
 __all__ = [
+    "NOISE_OPTIONS",
     "TRANSFORMS",
     "FitData",
+    "KnownErrors",
     "drop_singletons",
     "load_fit_data",
+    "noise_option",
     "numbers",
     "select_field",
     "spatial_dims",
@@ -41,6 +46,31 @@ TRANSFORMS = ("none", "log", "boxcox")
 #: Words of a column name that mark a longitude or a latitude (``lon`` in ``lon_deg``).
 LONGITUDE_WORDS = frozenset({"lon", "long", "lng", "longitude"})
 LATITUDE_WORDS = frozenset({"lat", "latitude"})
+#: Options naming a table's column of known measurement errors, and what the column holds.
+NOISE_OPTIONS = {"--noise-variance": "variances", "--noise-sd": "standard deviations"}
+
+
+@dataclass
+class KnownErrors:
+    """Known measurement-error variances of a table (``--noise-variance`` or ``--noise-sd``)."""
+
+    option: str
+    column: str
+    variance: np.ndarray  # one per row, in the units of the value squared; 0 where unobserved
+    observed: np.ndarray  # the rows with an observed value (bool)
+
+    def summary(self):
+        """The report's record: the option and column, and the median, least and greatest
+        variance of the observed rows (units of the value squared)."""
+        used = self.variance[self.observed]
+        return {
+            "option": self.option,
+            "column": self.column,
+            "n": int(used.size),
+            "median": float(np.median(used)),
+            "min": float(used.min()),
+            "max": float(used.max()),
+        }
 
 
 @dataclass
@@ -58,6 +88,18 @@ class FitData:
     replicates: int
     replicate_dimension: object = None  # a field's replicate dimension (e.g. "time"), or None
     time: object = None  # the time column or coordinate of a space-time fit, or None
+    noise: KnownErrors | None = None  # known measurement-error variances, or None
+
+
+def noise_option(args):
+    """``(option, column)`` of ``--noise-variance`` or ``--noise-sd``, or None."""
+    for option, column in (
+        ("--noise-variance", args.noise_variance),
+        ("--noise-sd", args.noise_sd),
+    ):
+        if column is not None:
+            return option, column
+    return None
 
 
 def load_fit_data(args):
@@ -101,6 +143,9 @@ def load_fit_data(args):
         )
     value = [value] if isinstance(value, str) else list(value)
     transform = args.transform or info.get("transform") or "none"
+    noise = noise_option(args)
+    if noise is not None:
+        check_noise_transform(noise[0], transform, args.transform is None)
     covariates = split_names(args.covariates)
     time = table_time_column(frame, args, source)
     check_roles(
@@ -108,7 +153,12 @@ def load_fit_data(args):
         ("value", "--value", value),
         ("covariate", "--covariates", covariates),
         ("time", "--time" if args.time else "the default time column", [time] if time else []),
+        *([("known error", noise[0], [noise[1]])] if noise else []),
     )
+    if noise is not None and noise[1] not in frame.columns:
+        raise ValueError(
+            f"{noise[0]} {noise[1]}: {source} has no such column; it has {list(frame.columns)}"
+        )
     missing = [c for c in [*coords, *value, *covariates] if c not in frame.columns]
     if missing:
         raise ValueError(f"columns {missing} are not in the data; it has {list(frame.columns)}")
@@ -137,7 +187,50 @@ def load_fit_data(args):
         int(np.isfinite(y).sum()),
         len(value),
         time=time,
+        noise=None if noise is None else known_errors(frame, *noise, np.isfinite(y).any(axis=1)),
     )
+
+
+def check_noise_transform(option, transform, by_default):
+    """Refuse known errors (in the units of the value) with a transformed value."""
+    if transform == "none":
+        return
+    fitted = "log(value)" if transform == "log" else "a Box-Cox transform of the value"
+    origin = "the dataset's default --transform" if by_default else "--transform"
+    raise ValueError(
+        f"{option} gives errors in the units of the value, but {origin} {transform} fits "
+        f"{fitted}; known errors and a transform are exclusive: add --transform none, or drop "
+        f"{option}"
+    )
+
+
+def known_errors(frame, option, column, observed):
+    """The :class:`KnownErrors` of `column`: finite, non-negative numbers wherever a value
+    is `observed` (read as variances, or standard deviations squared, after `option`); the
+    rows without a value are not used (their variance is 0)."""
+    raw = frame[column]
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(observed & ~(np.isfinite(values) & (values >= 0)))
+    if bad.size:
+        shown = "; ".join(f"data row {i + 1}: {cell_text(raw.iloc[i])}" for i in bad[:3])
+        raise ValueError(
+            f"{option} column {column!r} must hold finite, non-negative {NOISE_OPTIONS[option]} "
+            f"wherever the value is observed: {bad.size} row(s) do not ({shown}"
+            f"{'; ...' if bad.size > 3 else ''}); fix or drop those rows"
+        )
+    values = np.where(observed, values, 0.0)
+    return KnownErrors(
+        option, column, values**2 if option == "--noise-sd" else values, observed.copy()
+    )
+
+
+def cell_text(cell):
+    """A table cell as a message shows it: ``missing``, a number as written, or quoted text."""
+    if pd.isna(cell):
+        return "missing"
+    if isinstance(cell, (int, float, np.number)):
+        return f"{cell:g}"
+    return repr(str(cell))
 
 
 def table_time_column(frame, args, source):
@@ -305,6 +398,13 @@ def load_field(args, dataset, path):
                 f"{option} applies to CSV files; a NetCDF field's sites are its lon/lat (or x/y) "
                 "coordinates and --var names its variable"
             )
+    noise = noise_option(args)
+    if noise is not None:
+        raise ValueError(
+            f"{noise[0]} applies to a table, not to a NetCDF field ({path}): the estimator takes "
+            "known errors with a table of sites only; write the field's observed cells to a CSV "
+            f"file (one row per cell, with a column of {NOISE_OPTIONS[noise[0]]}) and fit that"
+        )
     covariates = split_names(args.covariates)
     dataset = select_field(dataset, args.select, path)
     name = variable(dataset, args.var or default_variable(path), path)

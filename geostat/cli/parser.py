@@ -74,6 +74,20 @@ def build_parser():
         default="",
         help="comma-separated covariate columns (or variables of a NetCDF file) for the trend",
     )
+    noise = fit.add_mutually_exclusive_group()
+    noise.add_argument(
+        "--noise-variance",
+        metavar="COLUMN",
+        help="column of a table holding each row's known measurement-error variance (units of "
+        "the value squared, 0 for none; ignored where the value is missing), added to the "
+        "covariance's diagonal besides the nugget; kept in the saved model and used by 'geostat "
+        "cv'. Not with a NetCDF field or --transform log|boxcox",
+    )
+    noise.add_argument(
+        "--noise-sd",
+        metavar="COLUMN",
+        help="as --noise-variance, from known standard deviations (units of the value), squared",
+    )
     fit.add_argument(
         "--trend",
         default="constant",

@@ -7,12 +7,14 @@
 
 from geostat.data.fields import (
     XARRAY_POSITIONS,
+    FieldGrid,
     FieldLayout,
     field_from_values,
     field_to_fit,
     is_chunked,
     is_xarray,
     lazy_field,
+    results_on_grid,
     sites_of_template,
     space_time_table,
     table_from_field,
@@ -42,6 +44,7 @@ __all__ = [
     "is_xarray",
     "is_chunked",
     "FieldLayout",
+    "FieldGrid",
     "field_to_fit",
     "table_from_field",
     "space_time_table",
@@ -50,6 +53,7 @@ __all__ = [
     "sites_of_template",
     "field_from_values",
     "lazy_field",
+    "results_on_grid",
     "read_model",
     "write_model",
 ]

@@ -11,6 +11,7 @@ xarray is imported only to build results.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,12 +25,14 @@ __all__ = [
     "is_xarray",
     "is_chunked",
     "FieldLayout",
+    "FieldGrid",
     "field_to_fit",
     "table_from_field",
     "space_time_table",
     "sites_of_template",
     "field_from_values",
     "lazy_field",
+    "results_on_grid",
     "prediction_attrs",
     "grid_mapping_names",
 ]
@@ -64,12 +67,71 @@ class FieldLayout:
         The other dimension (e.g. ``time``), whose entries are replicates.
     replicates : ndarray or None
         Its coordinate values (None without a coordinate).
+    grid : FieldGrid or None
+        The fitted field's grid (:func:`table_from_field`), None for a template. Not a
+        constructor argument, so model files do not store it: a loaded model has None.
     """
 
     position: tuple
     space_dims: tuple
     replicate_dim: object = None
     replicates: object = None
+    grid: FieldGrid | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
+
+
+@dataclass
+class FieldGrid:
+    """The grid of a fitted field, to put results per training observation back on it.
+
+    Attributes
+    ----------
+    coords : xarray.Dataset
+        The field's coordinates, without data variables (those of the dimensions of
+        length 1 the fit dropped are scalars).
+    sizes : dict
+        The length of each dimension the fit kept, in the field's order.
+    cell_dims : tuple
+        The dimensions the training sites run over, in the order of the field: the
+        spatial ones (every one of a space-time field).
+    cells : ndarray of int
+        The flat index, in C order over `cell_dims`, of the cell of each training site.
+    replicate_dim : hashable or None
+        The dimension of the replicates (the kept one not in `cell_dims`).
+    name : hashable or None
+        The field's name.
+    attrs : dict
+        The field's attributes, with a ``grid_mapping`` kept in its encoding.
+    """
+
+    coords: object
+    sizes: dict
+    cell_dims: tuple
+    cells: np.ndarray
+    replicate_dim: object = None
+    name: object = None
+    attrs: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def encoding(self):
+        """No encoding: the attributes hold all :func:`prediction_attrs` reads."""
+        return {}
+
+
+def _grid_of(da, cell_dims, observed, replicate_dim):
+    """The :class:`FieldGrid` of a fitted field `da` (its dimensions of length 1 already
+    dropped) whose cells `observed` (flattened over `cell_dims`) are the training sites."""
+    attrs = dict(da.attrs)
+    if "grid_mapping" in da.encoding and "grid_mapping" not in attrs:
+        attrs["grid_mapping"] = da.encoding["grid_mapping"]
+    return FieldGrid(
+        coords=da.coords.to_dataset(),
+        sizes={d: int(da.sizes[d]) for d in da.dims},
+        cell_dims=tuple(cell_dims),
+        cells=np.flatnonzero(observed),
+        replicate_dim=replicate_dim,
+        name=da.name,
+        attrs=attrs,
+    )
 
 
 def _field_layout(obj, argname, position=None):
@@ -179,6 +241,7 @@ def table_from_field(da, argname="X", covariates=(), source=None, time=None):
         One row per kept cell: the position columns, then the covariates.
     y : ndarray of shape (n,) or (n, r)
     layout : FieldLayout
+        With the field's :class:`FieldGrid`.
 
     Raises
     ------
@@ -206,6 +269,7 @@ def table_from_field(da, argname="X", covariates=(), source=None, time=None):
     values = np.asarray(ordered.values, dtype=float).reshape(-1, n_replicates)
     frame = _observed_table(da, source, layout, covariates, observed, argname)
     y = values[observed]
+    layout.grid = _grid_of(da, layout.space_dims, observed, layout.replicate_dim)
     return frame, (y if layout.replicate_dim else y[:, 0]), layout
 
 
@@ -241,6 +305,7 @@ def space_time_table(da, argname="X", covariates=(), source=None, time=True):
     if not observed.any():
         raise ValueError(f"{argname} has no observed value (every cell is NaN).")
     frame = _observed_table(da, source, cells, covariates, observed, argname)
+    layout.grid = _grid_of(da, da.dims, observed, None)
     return frame, np.asarray(da.values, dtype=float).reshape(-1)[observed], layout
 
 
@@ -437,6 +502,49 @@ def field_from_values(values, template, here, fitted, name, samples=False, compl
         attrs=_template_attrs(template, name, coords),
     )
     return field.transpose(*_output_order(template, here, dims))
+
+
+def results_on_grid(grid, site, replicate, values, per_site=None, attrs=None):
+    """Results per training observation as an ``xarray.Dataset`` on a fitted field's grid.
+
+    Parameters
+    ----------
+    grid : FieldGrid
+    site, replicate : ndarray of int of shape (m,)
+        The training site and replicate (column of ``y``) of each result.
+    values : dict
+        ``{name: (array of shape (m,), attrs)}``: variables on every dimension of the
+        grid, NaN where no observation has a result.
+    per_site : dict, optional
+        ``{name: (array of shape (n,), fill, attrs)}``: one value per training site,
+        variables on the grid's `cell_dims`, `fill` at the other cells.
+    attrs : dict, optional
+        The attributes of the Dataset.
+
+    Returns
+    -------
+    xarray.Dataset
+        The variables on the grid's dimensions in the field's order, with its coordinates.
+    """
+    import xarray
+
+    shape = tuple(grid.sizes[d] for d in grid.cell_dims)
+    n_cells = int(np.prod(shape))
+    replicates = () if grid.replicate_dim is None else (grid.sizes[grid.replicate_dim],)
+    dims = grid.cell_dims + ((grid.replicate_dim,) if replicates else ())
+    where = (grid.cells[site],) + ((replicate,) if replicates else ())
+    order = [d for d in grid.sizes if d in dims]
+    variables = {}
+    for name, (column, meta) in values.items():
+        full = np.full((n_cells, *replicates), np.nan)
+        full[where] = column
+        variable = xarray.Variable(dims, full.reshape(shape + replicates), meta)
+        variables[name] = variable.transpose(*order)
+    for name, (column, fill, meta) in (per_site or {}).items():
+        full = np.full(n_cells, fill, dtype=np.result_type(column, np.asarray(fill)))
+        full[grid.cells] = column
+        variables[name] = xarray.Variable(grid.cell_dims, full.reshape(shape), meta)
+    return xarray.Dataset(variables, coords=grid.coords.coords, attrs=attrs or {})
 
 
 def _output_dims(template, here, fitted, samples, n_samples):

@@ -35,7 +35,8 @@ from numpy.typing import ArrayLike
 from sklearn.utils.validation import check_is_fitted
 
 from geostat.checks import check_bool, check_random_state
-from geostat.data.types import Seed
+from geostat.data.fields import prediction_attrs, results_on_grid
+from geostat.data.types import Seed, XarrayDataset
 from geostat.optimize.intervals import check_level
 from geostat.validation.closed_form import closed_form_residuals
 from geostat.validation.refit import refit_predictions
@@ -47,12 +48,32 @@ from geostat.validation.scores import (
     score_predictions,
 )
 
-__all__ = ["RESULT_COLUMNS", "SCORES", "cross_validate", "gaussian_crps", "gaussian_log_score"]
+__all__ = [
+    "FIELD_LABELS",
+    "NO_FOLD",
+    "RESULT_COLUMNS",
+    "SCORES",
+    "cross_validate",
+    "gaussian_crps",
+    "gaussian_log_score",
+]
 
 logger = logging.getLogger(__name__)
 
 #: Columns of :func:`cross_validate`'s table besides the site coordinates.
 RESULT_COLUMNS = ("site", "replicate", "fold", "observed", "mean", "std", "standardized")
+#: The ``long_name`` of each variable of :func:`cross_validate`'s Dataset (for a model
+#: fitted on a field), followed by " of <the field's long_name or name>" but for ``fold``.
+FIELD_LABELS = {
+    "observed": "observation",
+    "mean": "cross-validation predictive mean",
+    "std": "cross-validation predictive standard deviation",
+    "standardized": "standardized cross-validation residual",
+    "fold": "cross-validation fold",
+}
+#: The ``fold`` of the cells of a field without an observation (a label that `folds` may
+#: also use: the cells with an observation are those where ``observed`` is not NaN).
+NO_FOLD = -1
 
 
 def cross_validate(
@@ -63,7 +84,7 @@ def cross_validate(
     refit: bool = False,
     random_state: Seed = 0,
     folds: ArrayLike | None = None,
-) -> pd.DataFrame:
+) -> pd.DataFrame | XarrayDataset:
     r"""Leave-one-out or K-fold cross-validation of a fitted model.
 
     Leave-one-out holds out one observation at a time; K-fold the sites of a fold
@@ -98,20 +119,35 @@ def cross_validate(
     random_state : int, numpy Generator or None, default 0
         Seeds the assignment of sites to folds (K-fold without `folds`).
     folds : array-like of int of shape (n,), optional
-        A fold label for each training site (in the order of the fitted data), e.g.
-        spatial blocks; replaces `cv` (an integer `cv` must equal the number of labels).
+        A fold label for each training site (in the order of the fitted data; for a
+        field, its cells observed at least once, in C order over its spatial dimensions),
+        e.g. spatial blocks; replaces `cv` (an integer `cv` must equal the number of labels).
 
     Returns
     -------
-    pandas.DataFrame
-        One row per held-out observation, by site then replicate: ``site`` (index among
-        the training sites), the site coordinates as fitted, ``replicate`` (with
-        replicates), ``fold`` (K-fold), ``observed``, ``mean``, ``std`` (units of ``y``)
-        and ``standardized = (observed - mean) / std``. With a target transform ``g``
-        the mean and std are back-transformed; ``standardized``, ``coverage`` and
-        ``crps`` are those of ``g(y)``, the log score that of the density of ``y``.
+    pandas.DataFrame or xarray.Dataset
+        For a model fitted on a table: one row per held-out observation, by site then
+        replicate: ``site`` (index among the training sites), the site coordinates as
+        fitted, ``replicate`` (with replicates), ``fold`` (K-fold), ``observed``,
+        ``mean``, ``std`` (units of ``y``) and ``standardized = (observed - mean) / std``.
         ``.attrs`` holds ``"scores"`` (a dict), ``"cv"`` (``"loo"`` or the number of
         folds), ``"level"`` and ``"refit"``.
+
+        For a model fitted on an xarray field (one read back by :func:`geostat.load` gives
+        the table: model files do not keep the grid): a ``Dataset`` on the field's
+        dimensions, in its order, with its coordinates (dimensions of length 1 dropped by
+        the fit are not among them). ``observed``, ``mean``, ``std`` and
+        ``standardized`` are NaN at the cells without an observation; ``fold`` (K-fold,
+        int64 on the spatial dimensions, every dimension of a space-time field) is each
+        site's fold, :data:`NO_FOLD` (-1) where no replicate is observed. Variables have
+        the field's ``units`` (``"1"`` for ``standardized``), ``standard_name`` and
+        ``grid_mapping`` and a ``long_name`` (:data:`FIELD_LABELS`). ``.attrs`` holds
+        ``"cv"``, ``"level"``, ``"refit"`` (0 or 1) and each score as ``"score_<name>"``,
+        so that ``to_netcdf`` writes it.
+
+        With a target transform ``g`` the mean and std are back-transformed;
+        ``standardized``, ``coverage`` and ``crps`` are those of ``g(y)``, the log score
+        that of the density of ``y``.
 
     Raises
     ------
@@ -136,6 +172,9 @@ def cross_validate(
     --------
     >>> result = cross_validate(est, cv=5)                        # doctest: +SKIP
     >>> result.attrs["scores"]["crps"], result.attrs["scores"]["coverage"]  # doctest: +SKIP
+    >>> on_grid = cross_validate(est.fit(da), cv=5)  # a field: a Dataset  # doctest: +SKIP
+    >>> on_grid["standardized"].isel(time=0).plot()               # doctest: +SKIP
+    >>> on_grid.attrs["score_crps"]                               # doctest: +SKIP
     """
     check_is_fitted(model)
     names = check_scoring(scoring)
@@ -166,6 +205,25 @@ def cross_validate(
     transform = model._transform()
     if transform.name != "identity":
         observed, mean, std, scores = _in_units_of_y(transform, observed, mean, std, scores)
+    attrs = {
+        "scores": scores,
+        "cv": "loo" if labels is None else int(np.unique(labels[observed_sites]).size),
+        "level": level,
+        "refit": refit,
+    }
+    logger.info(
+        "cross-validation (%s) of %d observations at %d sites: %s",
+        "leave-one-out"
+        if labels is None
+        else f"{attrs['cv']} folds" + (", refitted" if refit else ""),
+        site.size,
+        observed_sites.size,
+        ", ".join(f"{name} {value:.4g}" for name, value in scores.items()),
+    )
+    grid = None if model._field is None else getattr(model._field, "grid", None)
+    if grid is not None:
+        columns = {"observed": observed, "mean": mean, "std": std, "standardized": standardized}
+        return _result_field(grid, site, replicate, labels, columns, attrs)
     table = _result_table(
         model,
         site,
@@ -176,21 +234,7 @@ def cross_validate(
         std,
         standardized,
     )
-    table.attrs.update(
-        scores=scores,
-        cv="loo" if labels is None else int(np.unique(labels[observed_sites]).size),
-        level=level,
-        refit=refit,
-    )
-    logger.info(
-        "cross-validation (%s) of %d observations at %d sites: %s",
-        "leave-one-out"
-        if labels is None
-        else f"{table.attrs['cv']} folds" + (", refitted" if refit else ""),
-        len(table),
-        observed_sites.size,
-        ", ".join(f"{name} {value:.4g}" for name, value in table.attrs["scores"].items()),
-    )
+    table.attrs.update(attrs)
     return table
 
 
@@ -298,6 +342,49 @@ def _result_table(model, site, replicate, fold, observed, mean, std, standardize
         columns["fold"] = fold
     columns |= {"observed": observed, "mean": mean, "std": std, "standardized": standardized}
     return pd.DataFrame(columns)
+
+
+def _result_field(grid, site, replicate, labels, columns, attrs):
+    """The Dataset of :func:`cross_validate` for a model fitted on a field."""
+    names = [*columns, *([] if labels is None else ["fold"])]
+    clashes = [name for name in names if name in grid.coords.variables or name in grid.sizes]
+    if clashes:
+        raise ValueError(
+            f"the fitted field has coordinate(s) or dimension(s) {clashes}, the names of "
+            f"result variables {names}; rename them (da.rename(...)) and refit the model."
+        )
+    carried = [str(name) for name in grid.coords.variables]
+    values = {
+        name: (column, _variable_attrs(grid, name, carried)) for name, column in columns.items()
+    }
+    per_site = {}
+    if labels is not None:
+        per_site["fold"] = (
+            labels.astype(np.int64),
+            NO_FOLD,
+            _variable_attrs(grid, "fold", carried),
+        )
+    metadata = {
+        "cv": attrs["cv"],
+        "level": attrs["level"],
+        "refit": int(attrs["refit"]),
+        **{f"score_{name}": value for name, value in attrs["scores"].items()},
+    }
+    return results_on_grid(grid, site, replicate, values, per_site, metadata)
+
+
+def _variable_attrs(grid, name, carried):
+    """CF attributes of a result variable: the field's ``units`` (``"1"`` for the
+    standardized residual), ``standard_name`` and ``grid_mapping`` as
+    :func:`~geostat.data.fields.prediction_attrs` copies them, and a ``long_name``."""
+    if name == "fold":
+        return {"long_name": FIELD_LABELS[name], "comment": f"{NO_FOLD}: no observation"}
+    attrs = prediction_attrs(grid, "std" if name == "std" else "mean", carried)
+    if name == "standardized":
+        attrs = {"units": "1", **{k: v for k, v in attrs.items() if k == "grid_mapping"}}
+    label = grid.attrs.get("long_name") or grid.name
+    attrs["long_name"] = FIELD_LABELS[name] + ("" if label is None else f" of {label}")
+    return attrs
 
 
 def _coordinate_names(model, d):

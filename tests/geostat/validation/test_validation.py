@@ -428,7 +428,7 @@ def test_bad_types_are_refused_by_name(fitted):
 
 
 # ---------------------------------------------------------------------- fields
-def test_a_model_fitted_on_a_field_gives_a_table_of_its_observed_cells():
+def test_a_model_fitted_on_a_field_gives_a_dataset_of_its_observed_cells():
     xr = pytest.importorskip("xarray")
     rng = np.random.default_rng(13)
     lon, lat = np.linspace(-10, 10, 8), np.linspace(40, 50, 7)
@@ -438,10 +438,11 @@ def test_a_model_fitted_on_a_field_gives_a_table_of_its_observed_cells():
         values, coords={"time": [0, 1], "lat": lat, "lon": lon}, dims=("time", "lat", "lon")
     )
     model = gs.SpatialGP(kernel="exponential").fit(da)
-    result = cross_validate(model)
-    assert isinstance(result, pd.DataFrame) and len(result) == np.sum(~np.isnan(values))
-    assert {"lon", "lat", "replicate"} <= set(result.columns)
-    assert set(result["lon"]) == set(lon) and set(result["lat"]) == set(lat)
+    result = cross_validate(model)  # more in test_validation_fields.py
+    assert isinstance(result, xr.Dataset) and result["mean"].dims == da.dims
+    assert np.isfinite(result["mean"].values).sum() == np.sum(~np.isnan(values))
+    np.testing.assert_array_equal(result["observed"].values, values)
+    np.testing.assert_array_equal(result["lon"].values, lon)
 
 
 # ---------------------------------------------------------------------- plot
