@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 SNIPPETS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-VENV = "python3 -m venv .venv && . .venv/bin/activate && "
+VENV = "python3 -m venv --system-site-packages .venv && . .venv/bin/activate && "
 
 
 def commands(text):
