@@ -3,7 +3,7 @@
 * no module docstring over :data:`MODULE_DOCSTRING_LINES` lines;
 * docstrings at most :data:`DOCSTRING_SHARE` of the non-blank source lines of ``geostat``
   and ``tlrcore`` together;
-* no pointer, anywhere in the tree a reader gets, to records outside it (work periods,
+* no pointer, anywhere in the tree a reader gets, to records outside it (dated stretches of work,
   numbered issues of this project, files beside the repository).
 """
 
@@ -18,9 +18,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("geostat", "tlrcore")
 MODULE_DOCSTRING_LINES = 40
 DOCSTRING_SHARE = 0.30
-#: Phrases that point outside the repository or to the project's own work history.
+#: Phrases that point outside the repository or to the project's own work history
+#: (written with character classes so that this line does not match itself).
 OUTSIDE_POINTERS = re.compile(
-    r"\bsession \d|\bissue #?\d|shared/papers|DESIGN\.md|\bwork item|\bwork period",
+    r"\bs[e]ssion \d|\bi[s]sue #?\d|shared/pap[e]rs|DESIGN\.md|\bwork item|\bwork period",
     re.IGNORECASE,
 )
 
@@ -79,7 +80,7 @@ def tracked_text_files():
 def test_no_pointer_outside_the_repository_or_to_work_history():
     hits = []
     for path in tracked_text_files():
-        if not path.is_file() or path == Path(__file__).resolve():
+        if not path.is_file():
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if OUTSIDE_POINTERS.search(line):
