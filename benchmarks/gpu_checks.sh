@@ -26,7 +26,7 @@ step() {  # step SECONDS NAME COMMAND...: run COMMAND with a time limit, log to 
 }
 
 # 1. Every CuPy test case.
-step 180 pytest-gpu python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu --durations=10 \
+step 150 pytest-gpu python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu --durations=10 \
     tests/tlrcore/backends/test_backends.py tests/tlrcore/batched/test_batched.py \
     tests/tlrcore/packed/test_batched_tlr.py tests/geostat/kernels/test_kernels_xp.py \
     tests/geostat/likelihood/test_likelihood_backends.py \
@@ -37,8 +37,10 @@ step 180 tlr131k python3 benchmarks/gpu.py --parts 2 --backend cupy --sizes 1310
 #    in evaluation equivalents (the field is simulated on the CPU first).
 step 80 fit16k python3 benchmarks/fit_tlr.py --n 16384 --search scoring --device gpu --predict 100
 # 2b. Where the time of a 65,536-site build and factorization goes (cProfile; statistics in
-#    $logs/profile).
-step 90 profile65k python3 benchmarks/gpu.py --parts 2 --backend cupy --sizes 65536 --accuracies 1e-8 --repeats 1 --profile "$logs/profile"
+#    $logs/profile). CUDA_LAUNCH_BLOCKING=1 makes every launch wait for its kernel, so the
+#    device's time lands on the line that launched the work (and launch overhead shows as
+#    the difference to the unprofiled time).
+CUDA_LAUNCH_BLOCKING=1 step 120 profile65k python3 benchmarks/gpu.py --parts 2 --backend cupy --sizes 65536 --accuracies 1e-8 --repeats 1 --profile "$logs/profile"
 # 3. Batched Cholesky and the low-rank GEMMs, medians of 3.
 step 60 batched python3 benchmarks/gpu.py --parts 1 --backend cupy --count 2000 --repeats 3
 # 4. With GPU_CHECKS_1M=1 only, about 8 minutes more (run it on its own): 1,048,576 sites

@@ -64,6 +64,8 @@ def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16
     Q = xp.zeros((count, m, 0))
     estimate = np.full(count, np.inf)
     basis = np.zeros(count, dtype=np.int64)
+    # Tiles leave the sampling for good, so tile i's columns of Q beyond prefix[i] are zero.
+    prefix = np.zeros(count, dtype=np.int64)
     active = np.arange(count)
     round_ = 0
     # Dropped directions leave zero columns, so the padded width may pass `limit`.
@@ -87,6 +89,8 @@ def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16
             grown = xp.zeros((count, m, width))
             grown[xp.asarray(growing)] = panel
             Q = xp.concatenate([Q, grown], axis=2)
+            prefix[growing] = Q.shape[2]
+            kept, kept2 = backend.to_host(xp.stack([kept, kept2]))  # one read for both passes
             basis[growing] += kept2
             growing = growing[~converged & (np.minimum(kept, kept2) > 0) & (basis[growing] < limit)]
         active = growing
@@ -99,7 +103,7 @@ def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16
         complete, 0.0, _ESTIMATE_MARGIN * np.where(np.isfinite(estimate), estimate, 0.0)
     )
     budget = np.sqrt(np.maximum(tol * tol - sampling_error**2, 0.0))
-    return _truncate(xp, backend, Q, B, budget, max_rank)
+    return _truncate(xp, backend, Q, B, budget, max_rank, prefix)
 
 
 def _norms(xp, Y):
@@ -116,31 +120,63 @@ def _project_out(Q, Y):
 
 def _orthonormalize(xp, backend, Y, noise):
     """SVQB: orthonormal columns spanning each ``Y``'s directions above `noise`, dropped ones as
-    zero columns, and on the host how many each kept."""
+    zero columns, and (on the back end) how many each kept."""
     gram = Y.transpose(0, 2, 1) @ Y
     lam, W = backend.eigh(gram)
     floor = xp.maximum(noise[:, None] ** 2, _GRAM_FLOOR * lam[:, -1:])
     keep = lam > floor
     scale = xp.where(keep, 1.0 / xp.sqrt(xp.where(keep, lam, 1.0)), 0.0)
-    return Y @ (W * scale[:, None, :]), backend.to_host(xp.sum(keep, axis=1))
+    return Y @ (W * scale[:, None, :]), xp.sum(keep, axis=1)
 
 
-def _truncate(xp, backend, Q, B, budget, max_rank):
-    """Truncate each ``Q_i B_i^T`` to its Frobenius `budget`: ``(U, V, ranks, dropped)``."""
-    count = Q.shape[0]
+def _truncate(xp, backend, Q, B, budget, max_rank, prefix):
+    """Truncate each ``Q_i B_i^T`` to its Frobenius `budget`: ``(U, V, ranks, dropped)``.
+
+    Tile ``i`` uses its first ``prefix[i]`` columns only (the rest are zero), so tiles are
+    truncated in groups of one prefix: the Gram eigenproblems stay as small as each tile's
+    basis (cuSOLVER's batched Jacobi solver takes orders up to 32)."""
+    count, m, q = Q.shape
+    p = B.shape[1]
+    groups = [(w, np.flatnonzero(prefix == w)) for w in np.unique(prefix) if w > 0]
+    ranks = np.zeros(count, dtype=np.int64)
+    dropped = np.zeros(count)
+    parts = []
+    for w, members in groups:
+        whole = members.size == count
+        at = None if whole else xp.asarray(members)
+        Qg = Q[:, :, :w] if whole else Q[at, :, :w]
+        Bg = B[:, :, :w] if whole else B[at, :, :w]
+        Ug, Vg, ranks[members], dropped[members] = _truncate_group(
+            xp, backend, Qg, Bg, budget[members], max_rank
+        )
+        parts.append((at, Ug, Vg))
+    r = int(ranks.max())
+    if len(parts) == 1 and parts[0][0] is None:
+        return parts[0][1][:, :, :r], parts[0][2][:, :, :r], ranks, dropped
+    U, V = xp.zeros((count, m, r)), xp.zeros((count, p, r))
+    for at, Ug, Vg in parts:
+        U[at, :, : Ug.shape[2]] = Ug
+        V[at, :, : Vg.shape[2]] = Vg
+    return U, V, ranks, dropped
+
+
+def _truncate_group(xp, backend, Q, B, budget, max_rank):
+    """:func:`_truncate` of tiles whose columns are all in use: ``(U, V, ranks, dropped)``,
+    ``U`` and ``V`` as wide as the largest rank, the ranks and dropped values on the host (one
+    read)."""
     lam, Z = backend.eigh(B.transpose(0, 2, 1) @ B)
     Z = xp.ascontiguousarray(xp.flip(Z, axis=2))
     BZ = B @ Z
     squares = xp.sum(BZ * BZ, axis=1)
-    tail = xp.flip(xp.cumsum(xp.flip(squares, axis=1), axis=1), axis=1)
-    ranks = backend.to_host(xp.sum(tail > xp.asarray(budget**2)[:, None], axis=1)).astype(np.int64)
+    tail = squares @ xp.tri(squares.shape[1])  # tail[:, c] = sum of squares[:, c:]
+    ranks = xp.sum(tail > xp.asarray(budget**2)[:, None], axis=1)
     if max_rank is not None:
-        ranks = np.minimum(ranks, max_rank)
+        ranks = xp.minimum(ranks, max_rank)
     # the maximum rather than column r: rounding can leave the tail's norms out of order
-    beyond = xp.asarray(np.arange(squares.shape[1])[None, :] >= ranks[:, None])
-    dropped = np.sqrt(backend.to_host(xp.max(xp.where(beyond, squares, 0.0), axis=1)))
-    r = int(ranks.max()) if count else 0
+    beyond = xp.arange(squares.shape[1])[None, :] >= ranks[:, None]
+    dropped2 = xp.max(xp.where(beyond, squares, 0.0), axis=1)
+    ranks, dropped2 = backend.to_host(xp.stack([ranks.astype(xp.float64), dropped2]))
+    ranks = ranks.astype(np.int64)
+    r = int(ranks.max())
     mask = xp.asarray(np.arange(r)[None, :] < ranks[:, None], dtype=xp.float64)[:, None, :]
-    U = (Q @ Z[:, :, :r]) * mask
-    V = BZ[:, :, :r] * mask
-    return U, V, ranks, dropped
+    return (Q @ Z[:, :, :r]) * mask, BZ[:, :, :r] * mask, ranks, np.sqrt(dropped2)

@@ -3,7 +3,7 @@
 The update of tile column ``k`` reads every factor tile ``(i, j)``, ``i > k > j``: taken
 tile by tile, each a GEMM launch costing more than its arithmetic on a GPU. The factor's
 segments are copied, as they are made, into arrays shared by all segments of one width
-class (widths at most 25 % apart), so any set of tiles is gathered by one indexing
+class (widths at most 50 % apart), so any set of tiles is gathered by one indexing
 operation per class and chunk, and a column's update is a few batched GEMMs per class
 (:mod:`tlrcore.packed.update`). The segments of :class:`~tlrcore.packed.column.TileColumn`
 are views of these arrays."""
@@ -17,10 +17,11 @@ from tlrcore.packed.column import TileColumn
 __all__ = ["TilePool", "PoolIndex", "store_column", "width_class", "WIDTHS"]
 
 #: Stored widths: a segment whose largest rank is ``r`` is padded to the smallest width
-#: ``>= r``; consecutive widths are at most 25 % apart from 8 on (a width class costs a
-#: few launches per sampling round, padding costs flops).
+#: ``>= r``; consecutive widths are at most 50 % apart from 4 on. A width class costs
+#: several kernel launches per sampling round, whose fixed cost on a GPU exceeds the
+#: arithmetic of the padding (at most a third of a tile's stored columns).
 WIDTHS = np.unique(
-    np.concatenate([np.arange(1, 9)] + [2**e * np.array([5, 6, 7, 8]) for e in range(1, 12)])
+    np.concatenate([np.arange(1, 5)] + [2**e * np.array([3, 4]) for e in range(1, 13)])
 )
 
 

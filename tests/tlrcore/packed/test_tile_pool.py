@@ -21,9 +21,9 @@ def dense(X):
     return problems.dense(generator(X), X.shape[0])
 
 
-def test_width_classes_are_at_most_a_quarter_apart():
-    assert [width_class(r) for r in (0, 1, 8, 9, 11, 17, 33, 100)] == [1, 1, 8, 10, 12, 20, 40, 112]
-    assert np.all(WIDTHS[9:] / WIDTHS[8:-1] <= 1.25 + 1e-12)
+def test_width_classes_are_at_most_half_apart():
+    assert [width_class(r) for r in (0, 1, 8, 9, 11, 17, 33, 100)] == [1, 1, 8, 12, 12, 24, 48, 128]
+    assert np.all(WIDTHS[4:] / WIDTHS[3:-1] <= 1.5 + 1e-12)
     assert width_class(10**6) == 10**6
 
 
