@@ -90,6 +90,9 @@ CURVATURE_MIN, CURVATURE_MAX = 0.25, 4.0
 #: Smallest sine of the angle between a step and the span of newer steps for its secant to
 #: correct the information (:func:`_curvature`).
 SECANT_ANGLE = 0.3
+#: A step is compared with a value at ``z`` of a coarser accuracy, with both errors as
+#: margin, only while the margin is below this share of its predicted gain.
+MARGIN_SHARE = 0.5
 #: Confidence of :attr:`ScoringReport.gap_bound`.
 BOUND_LEVEL = 0.95
 #: Smallest share of a final step's predicted gain that the bound takes as left after it.
@@ -358,8 +361,13 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
                     value = probed.value(z)
                     continue
                 # The value at z errs by more than this comparison allows: a step that clears
-                # the errors of both values needs no new one.
+                # the errors of both values needs no new one. A step not expected to clear
+                # them (they exceed half its predicted gain) has z evaluated again first, so
+                # that the point accepted is the last one evaluated and its factors serve
+                # the estimate.
                 margin = policy.error(previous) + policy.error()
+                if margin >= MARGIN_SHARE * gain:
+                    value, margin = probed.value(z), 0.0
         if _settled(gain, loss):
             return _converged(
                 likelihood, z, value, iteration, f"predicted gain {gain:.2g}", report, gain

@@ -166,13 +166,26 @@ def test_a_fit_stalled_by_the_tlr_error_now_ends_within_its_bound_by_scoring():
         z, evaluations = original(likelihood, space, start, rng)
         return z + 0.3, evaluations
 
-    fits = {}
+    fits, factored = {}, {}
+    factor = tlr_module.TLRLikelihood._factor
+
+    def counted(self, index, block, accuracy, key):
+        at = (key, accuracy or self.accuracy)
+        factored[at] = factored.get(at, 0) + 1
+        return factor(self, index, block, accuracy, key)
+
     with (
         mock.patch.object(search, "_refined_start", away),
         mock.patch.object(tlr_module, "AUTO_START_ACCURACY", 1e-5),
+        mock.patch.object(tlr_module.TLRLikelihood, "_factor", counted),
     ):
         for setting in ("auto", 1e-5):
+            factored.clear()
             fits[setting] = _fit(X, y, accuracy=setting)
+            if setting == "auto":
+                # the point accepted last is the last one factored: the estimate, its
+                # standard errors and the reported value share one factorization
+                assert max(factored.values()) == 1
     auto, fixed = fits["auto"], fits[1e-5]
     assert fixed.result_.gap_bound > 1.0  # its values err by far more than the gains
     gap = exact.loglik_ - exact.log_likelihood(auto.params_)
