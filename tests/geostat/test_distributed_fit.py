@@ -7,11 +7,20 @@ are the in-process ones up to rounding (BLAS may round a tile differently at ano
 address); the triangular solves sum in another grouping. The likelihood terms then
 differ by about ``cond(L) eps n_tiles`` relative, ~1e-13 here (cond(L) < 1e3 with the
 nugget ratio 0.05), and are held to the distributed path's contract, 1e-10 relative.
+
+Lost workers: a fit whose cluster loses one worker, or two of three at once, in the middle
+of a factorization gets the fit of an undisturbed 2-worker cluster bit for bit. The tasks
+are pure functions of their inputs (tlrcore/distributed/_tasks.py), so the results the
+scheduler recomputes are the lost ones, whichever worker and however many workers run
+them; the fit is then the in-process one to the tolerances of the fit test below.
 """
 
+import os
 import pickle
+import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -25,6 +34,7 @@ from geostat.kernels import get_kernel
 from geostat.solvers import NUMPY
 
 distributed = pytest.importorskip("distributed")
+td = pytest.importorskip("tlrcore.distributed")
 
 N, TILE = 1500, 256
 PARAMS = {"variance": 2.0, "range": 0.15, "smoothness": 1.5, "nugget": 0.1}
@@ -101,6 +111,137 @@ def test_fit_agrees_with_the_in_process_fit(client, data):
         assert remote.params_[name] == pytest.approx(value, rel=1e-6), name
     # kriging through the distributed factor
     np.testing.assert_allclose(remote.predict(X[:5]), local.predict(X[:5]), rtol=1e-8)
+
+
+#: The fit of the lost-worker tests: 1,000 sites in 8 tiles, three factorizations.
+KILL_FIT = {"smoothness": 1.5, "method": "tlr", "tile_size": 125, "n_starts": 1}
+
+
+@contextmanager
+def worker_processes(n_workers):
+    """A client of a new ``LocalCluster`` of `n_workers` worker processes with 1 thread each,
+    whose nannies start a new process for one that dies; the environment the cluster sets
+    for its workers is restored on exit, as by the ``client`` fixture. Its scheduler's HTTP
+    server (no dashboard) takes a free port: the ``client`` fixture's has the default."""
+    environment = dict(os.environ)
+    try:
+        with (
+            distributed.LocalCluster(
+                n_workers=n_workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                scheduler_kwargs={"dashboard_address": ":0"},
+            ) as cluster,
+            distributed.Client(cluster) as client,
+        ):
+            yield client
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
+
+
+class KillDuringFactorization:
+    """Stands in for :func:`tlrcore.distributed.cholesky`: call `at` submits its graph, waits
+    for its first diagonal tile, then kills `n_victims` worker processes (``SIGKILL``) while
+    the rest of the graph is pending, and returns the factor as the function would.
+
+    Attributes
+    ----------
+    pids : dict
+        The worker processes before the fit (address -> pid).
+    victims : list of str
+        The addresses of the workers killed.
+    calls : int
+        The factorizations the fit ran.
+    pending : int or None
+        The tile rows of the factor not yet computed at the kill (None: no kill yet).
+    """
+
+    def __init__(self, client, at, n_victims):
+        self.at, self.calls, self.pending = at, 0, None
+        self.pids = client.run(os.getpid)
+        self.victims = sorted(self.pids)[:n_victims]
+        self._cholesky = td.cholesky
+
+    def __call__(self, A, *args, wait=True, **kwargs):
+        L = self._cholesky(A, *args, wait=False, **kwargs)
+        self.calls += 1
+        if self.calls == self.at:
+            distributed.wait(L.diagonal[0])
+            self.pending = sum(not row.done() for row in L.rows[1:])
+            for address in self.victims:
+                os.kill(self.pids[address], signal.SIGKILL)
+        return L.wait() if wait else L
+
+    def check_killed_mid_fit(self, client):
+        """Assert that the kill came with factorizations before and after it and work of the
+        fit pending, that the scheduler removed the victims with tasks of the fit, and that
+        their nannies replaced them by new processes."""
+        assert self.pending is not None and self.pending > 0
+        assert self.calls > self.at, "the fit ran no factorization after the kill"
+        lost = set()
+        for address in self.victims:
+            (removal,) = (
+                event
+                for _, event in client.get_events(address)
+                if event.get("action") == "remove-worker"
+            )
+            lost |= set(removal["processing-tasks"]) | set(removal["lost-computed-tasks"])
+        names = {key[0] if isinstance(key, tuple) else key for key in lost}
+        assert any(name.startswith("tlr-") for name in names), lost
+        client.wait_for_workers(len(self.pids), timeout=60)
+        pids = client.run(os.getpid)
+        assert len(pids) == len(self.pids)
+        assert not {self.pids[address] for address in self.victims} & set(pids.values())
+
+
+@pytest.fixture(scope="module")
+def undisturbed(client, data):
+    """``(in-process fit, fit on the 2-worker cluster)`` of the first 1,000 sites."""
+    X, y = data[0][:1000], data[1][:1000, 0]
+    return gs.SpatialGP(**KILL_FIT).fit(X, y), gs.SpatialGP(**KILL_FIT, client=client).fit(X, y)
+
+
+def check_the_undisturbed_fit(fitted, undisturbed):
+    """`fitted` is the fit on the undisturbed cluster bit for bit, so the in-process one to
+    the tolerances of :func:`test_fit_agrees_with_the_in_process_fit`."""
+    local, remote = undisturbed
+    assert fitted.loglik_ == remote.loglik_
+    assert fitted.params_ == remote.params_
+    assert fitted.loglik_ == pytest.approx(local.loglik_, rel=1e-8)
+    for name, value in local.params_.items():
+        assert fitted.params_[name] == pytest.approx(value, rel=1e-6), name
+
+
+def test_a_fit_that_loses_a_worker_gets_the_undisturbed_fit(data, undisturbed, monkeypatch):
+    """A worker process of a 2-worker cluster killed in the second of the fit's three
+    factorizations: the scheduler recomputes the tiles it held or was computing on the
+    other worker and on the one its nanny starts, and the fit goes on to the same steps."""
+    X, y = data[0][:1000], data[1][:1000, 0]
+    with worker_processes(2) as client:
+        kill = KillDuringFactorization(client, at=2, n_victims=1)
+        monkeypatch.setattr(td, "cholesky", kill)
+        fitted = gs.SpatialGP(**KILL_FIT, client=client).fit(X, y)
+        kill.check_killed_mid_fit(client)
+    check_the_undisturbed_fit(fitted, undisturbed)
+
+
+def test_a_fit_that_loses_two_workers_at_once_gets_the_undisturbed_fit(
+    data, undisturbed, monkeypatch
+):
+    """Two of three worker processes killed together in the second factorization: one worker
+    computes on until the nannies' new processes join, and the fit, its factor included
+    (the kriging predictions), is that of the undisturbed cluster."""
+    X, y = data[0][:1000], data[1][:1000, 0]
+    with worker_processes(3) as client:
+        kill = KillDuringFactorization(client, at=2, n_victims=2)
+        monkeypatch.setattr(td, "cholesky", kill)
+        fitted = gs.SpatialGP(**KILL_FIT, client=client).fit(X, y)
+        kill.check_killed_mid_fit(client)
+        predictions = fitted.predict(X[:5])
+    check_the_undisturbed_fit(fitted, undisturbed)
+    assert np.array_equal(predictions, undisturbed[1].predict(X[:5]))
 
 
 def test_estimator_clone_get_params_pickle_and_save(client, data, tmp_path):
