@@ -198,11 +198,16 @@ class Sites:
         return self._axes
 
     # ------------------------------------------------------------------ blocks
+    def at(self, index):
+        """The points at the index array `index`, host (moved to the back end explicitly,
+        as a GPU's arrays require) or of the back end."""
+        return self.points[self.backend.xp.asarray(index)]
+
     def distances(self, rows=None, cols=None):
         """Distances ``(len(rows), len(cols))`` between the sites `rows` and `cols` (1-D
         index arrays; None: all sites), on the back end."""
-        a = self.points if rows is None else self.points[rows]
-        b = self.points if cols is None else self.points[cols]
+        a = self.points if rows is None else self.at(rows)
+        b = self.points if cols is None else self.at(cols)
         if self._spherical:
             xp = self.backend.xp
             return (
@@ -284,25 +289,29 @@ class _CovarianceBlock:
         return self._covariance(self._sites.between(i, j))
 
     def _on_diagonal(self, sites):
-        """The nugget plus the per-site diagonal at `sites`."""
-        return self._nugget if self._diagonal is None else self._nugget + self._diagonal[sites]
+        """The nugget plus the per-site diagonal at the index array `sites` (host or back
+        end)."""
+        if self._diagonal is None:
+            return self._nugget
+        return self._nugget + self._diagonal[self._sites.backend.xp.asarray(sites)]
 
     def __call__(self, rows, cols):
         C = self._block(rows, cols)
         if (self._nugget or self._diagonal is not None) and _overlap(rows, cols):
+            # where the indices are (tlrcore's are on the host): no read back from a device
+            ns = array_namespace(rows)
             xp = self._sites.backend.xp
-            rows, cols = xp.asarray(rows), xp.asarray(cols)
             if (
                 rows.shape == cols.shape
-                and bool(xp.all(rows == cols))
-                and bool(xp.all(rows[1:] > rows[:-1]))
+                and bool(ns.all(rows == cols))
+                and bool(ns.all(rows[1:] > rows[:-1]))
             ):
                 # the same increasing (so distinct) sites: the diagonal, without an m x m mask
                 diagonal = xp.arange(rows.size)
                 C[diagonal, diagonal] += self._on_diagonal(rows)
             else:
-                i, j = xp.nonzero(rows[:, None] == cols[None, :])
-                C[i, j] += self._on_diagonal(rows[i])
+                i, j = ns.nonzero(rows[:, None] == cols[None, :])
+                C[xp.asarray(i), xp.asarray(j)] += self._on_diagonal(rows[i])
         return C
 
     def entries(self, i, j):
@@ -386,8 +395,8 @@ class _LagCovarianceBlock(_CovarianceBlock):
         self._set_diagonal(params, diagonal)
 
     def _block(self, rows, cols):
-        points = self._sites.points
-        C = lag_rows(self._kernel, points[rows], points[cols], self._range, self._shape)[0]
+        sites = self._sites
+        C = lag_rows(self._kernel, sites.at(rows), sites.at(cols), self._range, self._shape)[0]
         C *= self._variance
         return C
 
@@ -416,11 +425,9 @@ class _LagGradientBlock:
         return D
 
     def __call__(self, rows, cols):
-        points = self._sites.points
+        a, b = self._sites.at(rows), self._sites.at(cols)
         return self._significant(
-            lag_rows(
-                self._kernel, points[rows], points[cols], self._range, self._shape, (self._name,)
-            )[1][self._name]
+            lag_rows(self._kernel, a, b, self._range, self._shape, (self._name,))[1][self._name]
         )
 
     def entries(self, i, j):

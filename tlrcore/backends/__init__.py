@@ -5,19 +5,48 @@ algebra methods (:class:`Backend`), and never tests for a GPU. The NumPy back en
 always available; the CuPy one is imported on first use, so importing tlrcore never needs
 CuPy. Both report a failed Cholesky factorization the same way (a per-matrix ``info``
 array, as LAPACK's ``potrf``), and both raise ``numpy.linalg.LinAlgError`` for other
-numerical failures.
+numerical failures. Other array types (a test's device stand-in) name their back end with
+:func:`register_array_type`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from tlrcore.backends._base import Backend
 from tlrcore.backends.numpy_backend import NUMPY, NumpyBackend
 
-__all__ = ["Backend", "NumpyBackend", "NUMPY", "get_backend", "cupy_available"]
+__all__ = [
+    "Backend",
+    "NumpyBackend",
+    "NUMPY",
+    "get_backend",
+    "cupy_available",
+    "register_array_type",
+]
 
 _CUPY = None
+#: Back ends of registered array types (:func:`register_array_type`).
+_ARRAY_TYPES: dict[type, Callable[[Any], Backend]] = {}
+
+
+def register_array_type(array_type, backend):
+    """Make :func:`get_backend` return ``backend(array)`` for arrays of `array_type` (its
+    subclasses included), e.g. the device arrays of a back end that stands in for a GPU.
+
+    Parameters
+    ----------
+    array_type : type
+        Neither ``numpy.ndarray`` (or a subclass) nor a CuPy type: those keep their back end.
+    backend : callable
+        ``backend(array) -> Backend``.
+    """
+    if issubclass(array_type, np.ndarray) or array_type.__module__.split(".")[0] == "cupy":
+        raise ValueError(f"{array_type.__name__} arrays have their back end already.")
+    _ARRAY_TYPES[array_type] = backend
 
 
 def cupy_available():
@@ -61,7 +90,8 @@ def get_backend(spec="numpy"):
     Parameters
     ----------
     spec : str, Backend or array
-        ``"numpy"``, ``"cupy"``, a :class:`Backend`, or an array whose module decides.
+        ``"numpy"``, ``"cupy"``, a :class:`Backend`, or an array whose module (or
+        :func:`register_array_type`) decides.
 
     Returns
     -------
@@ -87,4 +117,7 @@ def get_backend(spec="numpy"):
         raise ValueError(f"backend={spec!r} is unknown; use 'numpy' or 'cupy'.")
     if type(spec).__module__.split(".")[0] == "cupy":
         return _cupy_backend()
+    for array_type, backend in _ARRAY_TYPES.items():
+        if isinstance(spec, array_type):
+            return backend(spec)
     raise TypeError(f"backend must be 'numpy', 'cupy' or an array; got {type(spec).__name__}.")

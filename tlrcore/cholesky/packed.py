@@ -25,7 +25,7 @@ from tlrcore.cholesky.factor import PackedCholesky
 from tlrcore.cholesky.safeguards import tail_compensation, tail_count
 from tlrcore.compress.ara_batched import batched_ara
 from tlrcore.concurrency.threads import column_progress, column_seeds
-from tlrcore.packed.column import TileColumn
+from tlrcore.packed.column import TileColumn, segment_bounds
 from tlrcore.packed.pool import PoolIndex, TilePool, store_column
 from tlrcore.packed.tiles import PackedTiles
 from tlrcore.packed.update import ColumnUpdate
@@ -97,11 +97,7 @@ def packed_left_looking(P, tolerance, factorizer, block_size, random_state, rele
             )
             V = V.reshape(b, p, width).transpose(1, 0, 2)
             column = store_column(pool, index, k, U, V, r)
-            for lo, hi, Us, Vs in column.suffix(0):
-                D[k + 1 + lo : k + 1 + hi] -= (Us @ (Vs.transpose(0, 2, 1) @ Vs)) @ Us.transpose(
-                    0, 2, 1
-                )
-                flops[0] += 2.0 * (hi - lo) * Us.shape[2] * (2 * b * Us.shape[2] + b * b)
+            _update_diagonal(D, k, U, V, r, flops)
             columns.append(column)
             if release is not None:
                 P.columns[k] = TileColumn.empty()
@@ -112,6 +108,22 @@ def packed_left_looking(P, tolerance, factorizer, block_size, random_state, rele
     factor.gemm_flops = flops[0]
     factor.allocated_bytes = int(D.nbytes) + pool.nbytes
     return factor
+
+
+def _update_diagonal(D, k, U, V, ranks, flops):
+    """``D[k + 1 + i] -= L(i) L(i)^T`` for column `k`'s tiles ``L(i) = U_i V_i^T`` (padded
+    ``(p, b, r)``, zero beyond the host `ranks`), by segments of
+    :func:`~tlrcore.packed.column.segment_bounds` trimmed to their largest rank: at most
+    :data:`~tlrcore.packed.column.MAX_SEGMENTS` products, whatever the number of tiles."""
+    b = D.shape[1]
+    bounds = segment_bounds(ranks)
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        w = int(ranks[lo:hi].max())
+        if w == 0:
+            continue
+        Us, Vs = U[lo:hi, :, :w], V[lo:hi, :, :w]
+        D[k + 1 + lo : k + 1 + hi] -= (Us @ (Vs.transpose(0, 2, 1) @ Vs)) @ Us.transpose(0, 2, 1)
+        flops[0] += 2.0 * (hi - lo) * w * (2 * b * w + b * b)
 
 
 class PackedTile:

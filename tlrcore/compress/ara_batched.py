@@ -50,7 +50,11 @@ def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16
 
     Returns ``(U, V, ranks, dropped)``: ``U`` ``(count, m, r)`` with orthonormal columns and
     ``V`` ``(count, p, r)``, zero beyond each rank; on the host the ranks and each
-    truncation's largest dropped singular value (0.0 if none)."""
+    truncation's largest dropped singular value (0.0 if none).
+
+    Reads from the back end: one per round (two numbers per sampling tile) and one for the
+    truncation (two per tile), besides what `sample`, `project` and the back end's ``eigh``
+    read."""
     xp = backend.xp
     m, p = shape
     if count == 0 or m == 0 or p == 0:
@@ -75,25 +79,27 @@ def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16
         noise = _NOISE * _norms(xp, Y)
         Qa = Q if active.size == count else Q[xp.asarray(active)]
         Y = _project_out(Qa, _project_out(Qa, Y))
-        estimate[active] = backend.to_host(_norms(xp, Y)) / math.sqrt(width)
+        # Every active tile's panel is made before the round's one read: the estimates say
+        # which tiles append theirs, the directions kept which keep sampling. A first pass
+        # that keeps none leaves a zero panel, of which the second keeps none: the second
+        # pass's count says both.
+        panel, _ = _orthonormalize(xp, backend, Y, noise)
+        panel = _project_out(Qa, panel)
+        panel, kept = _orthonormalize(xp, backend, panel, 0.5 * xp.ones(active.size))
+        residual, kept = backend.to_host(xp.stack([_norms(xp, Y), kept.astype(xp.float64)]))
+        estimate[active] = residual / math.sqrt(width)
         converged = estimate[active] <= _SAFETY * tol
-        measured = converged & (width == block_size)  # a full panel only measured: not appended
-        growing, converged = active[~measured], converged[~measured]
-        if growing.size:
-            if growing.size < active.size:
-                keep = xp.asarray(np.flatnonzero(~measured))
-                Qa, Y, noise = Qa[keep], Y[keep], noise[keep]
-            panel, kept = _orthonormalize(xp, backend, Y, noise)
-            panel = _project_out(Qa, panel)
-            panel, kept2 = _orthonormalize(xp, backend, panel, 0.5 * xp.ones(growing.size))
+        growing = ~(converged & (width == block_size))  # a full panel only measured: not appended
+        if growing.any():
+            if not growing.all():
+                panel = panel[xp.asarray(np.flatnonzero(growing))]
             grown = xp.zeros((count, m, width))
-            grown[xp.asarray(growing)] = panel
+            grown[xp.asarray(active[growing])] = panel
             Q = xp.concatenate([Q, grown], axis=2)
-            prefix[growing] = Q.shape[2]
-            kept, kept2 = backend.to_host(xp.stack([kept, kept2]))  # one read for both passes
-            basis[growing] += kept2
-            growing = growing[~converged & (np.minimum(kept, kept2) > 0) & (basis[growing] < limit)]
-        active = growing
+            prefix[active[growing]] = Q.shape[2]
+            basis[active[growing]] += kept[growing].astype(np.int64)
+            growing &= ~converged & (kept > 0) & (basis[active] < limit)
+        active = active[growing]
         round_ += 1
     if Q.shape[2] == 0:  # every tile met its tolerance on its first samples: rank 0
         return Q, xp.zeros((count, p, 0)), np.zeros(count, dtype=np.int64), np.zeros(count)
@@ -134,22 +140,26 @@ def _truncate(xp, backend, Q, B, budget, max_rank, prefix):
 
     Tile ``i`` uses its first ``prefix[i]`` columns only (the rest are zero), so tiles are
     truncated in groups of one prefix: the Gram eigenproblems stay as small as each tile's
-    basis (cuSOLVER's batched Jacobi solver takes orders up to 32)."""
+    basis (cuSOLVER's batched Jacobi solver takes orders up to 32). The ranks and dropped
+    values of all groups come to the host in one read."""
     count, m, q = Q.shape
     p = B.shape[1]
-    groups = [(w, np.flatnonzero(prefix == w)) for w in np.unique(prefix) if w > 0]
+    groups = []
+    for w in np.unique(prefix[prefix > 0]):
+        members = np.flatnonzero(prefix == w)
+        at = None if members.size == count else xp.asarray(members)
+        Qg = Q[:, :, :w] if at is None else Q[at, :, :w]
+        Bg = B[:, :, :w] if at is None else B[at, :, :w]
+        groups.append((members, at, Qg, *_rotate(xp, backend, Bg, budget[members], max_rank)))
+    found = backend.to_host(xp.concatenate([g[-1] for g in groups], axis=1))
     ranks = np.zeros(count, dtype=np.int64)
     dropped = np.zeros(count)
-    parts = []
-    for w, members in groups:
-        whole = members.size == count
-        at = None if whole else xp.asarray(members)
-        Qg = Q[:, :, :w] if whole else Q[at, :, :w]
-        Bg = B[:, :, :w] if whole else B[at, :, :w]
-        Ug, Vg, ranks[members], dropped[members] = _truncate_group(
-            xp, backend, Qg, Bg, budget[members], max_rank
-        )
-        parts.append((at, Ug, Vg))
+    start = 0
+    for members, *_ in groups:
+        ranks[members] = found[0, start : start + members.size].astype(np.int64)
+        dropped[members] = np.sqrt(found[1, start : start + members.size])
+        start += members.size
+    parts = [(at, *_trimmed(xp, Qg, Z, BZ, ranks[members])) for members, at, Qg, Z, BZ, _ in groups]
     r = int(ranks.max())
     if len(parts) == 1 and parts[0][0] is None:
         return parts[0][1][:, :, :r], parts[0][2][:, :, :r], ranks, dropped
@@ -160,10 +170,10 @@ def _truncate(xp, backend, Q, B, budget, max_rank, prefix):
     return U, V, ranks, dropped
 
 
-def _truncate_group(xp, backend, Q, B, budget, max_rank):
-    """:func:`_truncate` of tiles whose columns are all in use: ``(U, V, ranks, dropped)``,
-    ``U`` and ``V`` as wide as the largest rank, the ranks and dropped values on the host (one
-    read)."""
+def _rotate(xp, backend, B, budget, max_rank):
+    """For tiles whose columns are all in use: ``Z``, the eigenvectors of ``B^T B`` (largest
+    first), ``BZ`` and, on the back end, the ranks meeting `budget` and the largest dropped
+    squares stacked ``(2, count)``."""
     lam, Z = backend.eigh(B.transpose(0, 2, 1) @ B)
     Z = xp.ascontiguousarray(xp.flip(Z, axis=2))
     BZ = B @ Z
@@ -175,8 +185,11 @@ def _truncate_group(xp, backend, Q, B, budget, max_rank):
     # the maximum rather than column r: rounding can leave the tail's norms out of order
     beyond = xp.arange(squares.shape[1])[None, :] >= ranks[:, None]
     dropped2 = xp.max(xp.where(beyond, squares, 0.0), axis=1)
-    ranks, dropped2 = backend.to_host(xp.stack([ranks.astype(xp.float64), dropped2]))
-    ranks = ranks.astype(np.int64)
+    return Z, BZ, xp.stack([ranks.astype(xp.float64), dropped2])
+
+
+def _trimmed(xp, Q, Z, BZ, ranks):
+    """``(U, V)`` of :func:`_rotate`'s tiles at their host `ranks`, as wide as the largest."""
     r = int(ranks.max())
     mask = xp.asarray(np.arange(r)[None, :] < ranks[:, None], dtype=xp.float64)[:, None, :]
-    return (Q @ Z[:, :, :r]) * mask, BZ[:, :, :r] * mask, ranks, np.sqrt(dropped2)
+    return (Q @ Z[:, :, :r]) * mask, BZ[:, :, :r] * mask

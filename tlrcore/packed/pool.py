@@ -156,16 +156,32 @@ class PoolIndex:
 def store_column(pool, index, j, U, V, ranks):
     """Tile column `j` of the factor (`U`, `V` ``(count, b, r)``, zero beyond each tile's
     `ranks`) as a :class:`~tlrcore.packed.column.TileColumn` of views of `pool`, in runs of
-    one width class, each tile stored at its own class; `index` records the places."""
+    one width class, each tile stored at its own class; `index` records the places.
+
+    The runs of one class go to consecutive slots by one copy per class (gathered where the
+    class has several runs), so the copies do not follow the number of runs, which grows
+    with the number of tiles."""
     if len(ranks) == 0:
         return TileColumn.empty()
     widths = _classes(ranks)
     bounds = np.concatenate([[0], np.flatnonzero(np.diff(widths)) + 1, [len(ranks)]])
-    Us, Vs = [], []
-    for a, c in zip(bounds[:-1], bounds[1:], strict=True):
-        top = int(ranks[a:c].max())
-        width, chunk, start, Uv, Vv = pool.store(U[a:c, :, :top], V[a:c, :, :top])
-        index.record(j, int(a), width, chunk, start, ranks[a:c])
-        Us.append(Uv)
-        Vs.append(Vv)
+    run_width = widths[bounds[:-1]]
+    Us, Vs = [None] * run_width.size, [None] * run_width.size
+    for w in np.unique(run_width):
+        runs = np.flatnonzero(run_width == w)
+        members = np.flatnonzero(widths == w)
+        top = int(ranks[members].max())
+        if runs.size == 1:
+            a, c = int(bounds[runs[0]]), int(bounds[runs[0] + 1])
+            Uc, Vc = U[a:c, :, :top], V[a:c, :, :top]
+        else:
+            at = pool.xp.asarray(members)
+            Uc, Vc = U[at, :, :top], V[at, :, :top]
+        width, chunk, start, Uv, Vv = pool.store(Uc, Vc)
+        offset = 0
+        for s in runs:
+            a, c = int(bounds[s]), int(bounds[s + 1])
+            index.record(j, a, width, chunk, start + offset, ranks[a:c])
+            Us[s], Vs[s] = Uv[offset : offset + c - a], Vv[offset : offset + c - a]
+            offset += c - a
     return TileColumn(bounds, Us, Vs, ranks)
