@@ -33,6 +33,7 @@ from geostat.data import (
     check_table,
     convert_time_column,
     field_from_values,
+    field_noise,
     field_to_fit,
     is_chunked,
     is_xarray,
@@ -397,8 +398,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             then searched, not profiled out; ``nugget=True`` estimates a common error on
             top. One value per site: an ``(n, r)`` array must agree across the observed
             replicates of a site (NaN where `y` is NaN). Paired by index label like `y`.
-            Not supported for an xarray field `X`. Kriging still predicts the latent
-            process.
+            With an xarray field `X`: a ``DataArray`` of variances that broadcasts against
+            the field on its coordinates (per cell, or per site without the replicate or
+            time dimension), or the name of a variable of the ``Dataset`` `X`. Kriging
+            still predicts the latent process.
 
         Returns
         -------
@@ -420,13 +423,9 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         backend = get_backend(self.device)
         trend = Trend.parse(self.trend)
         family = get_kernel(self.kernel, self.smoothness)
-        if noise_variance is not None and is_xarray(X):
-            raise ValueError(
-                "noise_variance is supported with a table X (array or DataFrame) and y, not "
-                "with an xarray field X; pass the field's observed cells as a table (X the "
-                "sites, y the values) with noise_variance in the same rows."
-            )
-        X, y, field, time, time_unit = self._fit_inputs(X, y, trend, family)
+        X, y, field, time, time_unit, noise_variance = self._fit_inputs(
+            X, y, trend, family, noise_variance
+        )
         check_table(X, "X")
         y = align_observations(X, y)
         if noise_variance is not None:
@@ -549,15 +548,23 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         """The fitted target transform (the identity for a model saved without one)."""
         return getattr(self, "transform_", None) or Identity()
 
-    def _fit_inputs(self, X, y, trend, family):
-        """``(X, y, field layout or None, time column, time unit)`` of a fit's inputs, a
-        field turned into its table and dates into float days."""
+    def _fit_inputs(self, X, y, trend, family, noise_variance=None):
+        """``(X, y, field layout or None, time column, time unit, noise_variance)`` of a fit's
+        inputs, a field (and its known noise) turned into its table and dates into float
+        days."""
         field = None
         time = time_column(family, self.time, X)
         if is_xarray(X):
             da, source = field_to_fit(X, y, "X")
             field_time = (True if self.time is None else self.time) if family.time_axis else None
             X, y, field = table_from_field(da, "X", trend.columns, source, time=field_time)
+            if noise_variance is not None:
+                noise_variance = field_noise(da, noise_variance, source, time=field_time)
+        elif is_xarray(noise_variance):
+            raise TypeError(
+                "noise_variance is an xarray object but X is a table; pass the variances as "
+                "an array in the rows of X, or fit the field itself (X a DataArray)."
+            )
             # the time coordinate is the last coordinate column
             time = True if family.time_axis else None
         if y is None:
@@ -565,7 +572,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
             )
         X, time_unit = convert_time_column(X, time_position(X, trend, time, "X"), "X")
-        return X, y, field, time, time_unit
+        return X, y, field, time, time_unit, noise_variance
 
     def _template_sites(self, X):
         """``(sites, template layout, fitted layout, complete)`` of an xarray template:

@@ -84,7 +84,7 @@ def run_fit(args):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(
-            data.X, data.y, noise_variance=None if data.noise is None else data.noise.variance
+            data.X, data.y, noise_variance=None if data.noise is None else data.noise.noise_variance
         )
         intervals = model.confidence_intervals(args.level, args.ci) if args.ci else None
         weak = identification_of(model, intervals)

@@ -7,7 +7,8 @@ non-spatial dimensions are dropped (the first stays when all have length 1: the 
 replicate). With ``--space-time`` a field is one space-time field, and a table needs a
 time column (``--time``, else one named ``time``), one row per site and time. A table's
 column of known measurement errors (``--noise-variance``, ``--noise-sd``) gives one
-variance per row; a field takes none.
+variance per row; a field's variable of them, one per cell (one per site, shared by the
+replicates).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import pandas as pd
 
 from geostat import datasets
 from geostat.cli.files import FIELD_SUFFIXES, is_field, open_field, read_csv, warn
-from geostat.data import XARRAY_POSITIONS, table_from_field
+from geostat.data import XARRAY_POSITIONS, field_noise, table_from_field
+from geostat.data.tables import prepare_noise
 from geostat.distance import find_lonlat
 
 __all__ = [
@@ -52,12 +54,20 @@ NOISE_OPTIONS = {"--noise-variance": "variances", "--noise-sd": "standard deviat
 
 @dataclass
 class KnownErrors:
-    """Known measurement-error variances of a table (``--noise-variance`` or ``--noise-sd``)."""
+    """Known measurement-error variances of a table or field (``--noise-variance`` or
+    ``--noise-sd``)."""
 
     option: str
     column: str
     variance: np.ndarray  # one per row, in the units of the value squared; 0 where unobserved
     observed: np.ndarray  # the rows with an observed value (bool)
+    field: object = None  # a field's variances as a DataArray on its grid, or None
+
+    @property
+    def noise_variance(self):
+        """What the estimator's ``fit(..., noise_variance=)`` takes: the field's DataArray,
+        or the table's variances."""
+        return self.variance if self.field is None else self.field
 
     def summary(self):
         """The report's record: the option and column, and the median, least and greatest
@@ -399,27 +409,46 @@ def load_field(args, dataset, path):
                 "coordinates and --var names its variable"
             )
     noise = noise_option(args)
-    if noise is not None:
-        raise ValueError(
-            f"{noise[0]} applies to a table, not to a NetCDF field ({path}): the estimator takes "
-            "known errors with a table of sites only; write the field's observed cells to a CSV "
-            f"file (one row per cell, with a column of {NOISE_OPTIONS[noise[0]]}) and fit that"
-        )
     covariates = split_names(args.covariates)
     dataset = select_field(dataset, args.select, path)
     name = variable(dataset, args.var or default_variable(path), path)
-    check_roles(("value", "--var", [name]), ("covariate", "--covariates", covariates))
+    check_roles(
+        ("value", "--var", [name]),
+        ("covariate", "--covariates", covariates),
+        *([("known error", noise[0], [noise[1]])] if noise else []),
+    )
+    if noise is not None:
+        check_noise_transform(noise[0], args.transform or "none", args.transform is None)
+        if noise[1] not in dataset.data_vars:
+            raise ValueError(
+                f"{noise[0]} {noise[1]}: {path} has no such data variable; it has "
+                f"{sorted(map(str, dataset.data_vars))}"
+            )
     dataset = drop_singletons(
         dataset, dataset[name].dims, spatial_dims(dataset), keep_replicate=True
     )
     label = f"variable {name!r} of {path}"
     dataset = select_steps(dataset, dataset[name], args, label)
     kept = [name, *(c for c in covariates if c in dataset.data_vars)]
+    kept += [noise[1]] if noise is not None and noise[1] not in kept else []
     dataset = dataset[kept].load()
     transform = args.transform or "none"
     check_positive_field(dataset[name], label, transform)
     time = (args.time or True) if args.space_time else None
     X, y, layout = table_from_field(dataset[name], label, covariates, dataset, time=time)
+    known = None
+    if noise is not None:
+        given = dataset[noise[1]] ** 2 if noise[0] == "--noise-sd" else dataset[noise[1]]
+        argname = f"{noise[0]} {noise[1]}"
+        rows = field_noise(dataset[name], given, dataset, argname, time=time)
+        values = y.reshape(len(y), -1)
+        known = KnownErrors(
+            noise[0],
+            noise[1],
+            prepare_noise(rows, values, argname),
+            np.isfinite(values).any(axis=1),
+            given,
+        )
     return FitData(
         str(path),
         dataset,
@@ -432,6 +461,7 @@ def load_field(args, dataset, path):
         1 if y.ndim == 1 else y.shape[1],
         layout.replicate_dim,
         time=str(X.columns[len(layout.position)]) if time else None,
+        noise=known,
     )
 
 

@@ -78,10 +78,11 @@ def build_parser():
     noise.add_argument(
         "--noise-variance",
         metavar="COLUMN",
-        help="column of a table holding each row's known measurement-error variance (units of "
-        "the value squared, 0 for none; ignored where the value is missing), added to the "
-        "covariance's diagonal besides the nugget; kept in the saved model and used by 'geostat "
-        "cv'. Not with a NetCDF field or --transform log|boxcox",
+        help="column of a table (or variable of a NetCDF field, on its grid) holding each "
+        "row's (cell's) known measurement-error variance (units of the value squared, 0 for "
+        "none; ignored where the value is missing), added to the covariance's diagonal besides "
+        "the nugget; kept in the saved model and used by 'geostat cv'. Not with --transform "
+        "log|boxcox",
     )
     noise.add_argument(
         "--noise-sd",

@@ -27,6 +27,7 @@ __all__ = [
     "FieldLayout",
     "FieldGrid",
     "field_to_fit",
+    "field_noise",
     "table_from_field",
     "space_time_table",
     "sites_of_template",
@@ -211,6 +212,60 @@ def field_to_fit(X, y, argname="X"):
             "observations."
         )
     return X, X
+
+
+def field_noise(da, noise, source, argname="noise_variance", time=None):
+    """Known measurement-error variances of a field fit, row for row with the observations
+    :func:`table_from_field` makes of `da` (``(n,)`` or ``(n, r)``, NaN where `da` is).
+
+    `noise` is a ``DataArray`` that broadcasts against `da` (a variance per cell, or per
+    site when it lacks the replicate or time dimension), its coordinates equal to `da`'s
+    where they share a dimension, or the name of a variable of the ``Dataset`` `source`.
+    ValueError, naming `argname`, for a missing variable, other coordinates, or a NaN
+    variance at an observed cell; TypeError for another kind of object.
+    """
+    import xarray as xr
+
+    if isinstance(noise, str):
+        if not hasattr(source, "data_vars") or noise not in source.data_vars:
+            names = sorted(map(str, getattr(source, "data_vars", ())))
+            raise ValueError(
+                f"{argname}={noise!r} names no data variable of X"
+                + (f" (it has {names})." if names else " (X is a DataArray).")
+            )
+        noise = source[noise]
+    if not isinstance(noise, xr.DataArray):
+        raise TypeError(
+            f"with X an xarray field, {argname} is a DataArray of variances on its grid or "
+            f"the name of a variable of the Dataset X; got {type(noise).__name__}."
+        )
+    extra = sorted(map(str, set(noise.dims) - set(da.dims)))
+    if extra:
+        raise ValueError(
+            f"{argname} has dimension(s) {extra} that the field {da.name or 'X'!r} lacks; "
+            f"its dimensions are {list(map(str, da.dims))}."
+        )
+    try:
+        da, noise = xr.align(da, noise, join="exact")
+    except ValueError as exc:
+        raise ValueError(
+            f"{argname}'s coordinates differ from the field's ({exc}); give the variances "
+            "on the field's own grid (e.g. noise.interp_like(field) or .reindex_like)."
+        ) from None
+    # the field's own coordinates (positions, times), the variances as values
+    noise = xr.DataArray(
+        np.asarray(noise.broadcast_like(da).transpose(*da.dims).values, dtype=float),
+        coords=da.coords,
+        dims=da.dims,
+    )
+    observed = da.notnull()
+    unknown = int((observed & noise.isnull()).sum())
+    if unknown:
+        raise ValueError(
+            f"{argname} is NaN at {unknown} observed value(s) of the field; give a variance "
+            "(0 where none is known) at every observed cell."
+        )
+    return table_from_field(noise.where(observed), argname, time=time)[1]
 
 
 def table_from_field(da, argname="X", covariates=(), source=None, time=None):

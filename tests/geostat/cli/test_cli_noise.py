@@ -216,19 +216,50 @@ def test_bundled_dataset_with_its_default_log_transform_is_refused(capsys, monke
     assert "the dataset's default --transform log" in err and "--transform none" in err
 
 
-def test_netcdf_field_is_refused_with_the_reason(tmp_path, capsys, monkeypatch):
+def _netcdf(tmp_path, err=None):
+    """A 4 x 5 lon/lat field over three months with a cell never observed, and its error
+    standard deviations on the grid (`err`, default 0.3 everywhere)."""
     xr = pytest.importorskip("xarray")
-    monkeypatch.setattr(SpatialGP, "fit", _never)
     lon, lat = np.linspace(-100, -90, 5), np.linspace(35, 40, 4)
-    values = np.random.default_rng(0).normal(size=(4, 5))
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(3, 4, 5)) + np.linspace(0, 3, 20).reshape(1, 4, 5)
+    values[:, 0, 0] = np.nan
+    sd = np.full((4, 5), 0.3) if err is None else err
     path = tmp_path / "field.nc"
-    xr.Dataset(
-        {"tas": (("lat", "lon"), values), "err": (("lat", "lon"), np.full((4, 5), 0.1))},
-        coords={"lat": lat, "lon": lon},
-    ).to_netcdf(path)
+    dataset = xr.Dataset(
+        {"tas": (("month", "lat", "lon"), values), "sd": (("lat", "lon"), sd)},
+        coords={"month": [1, 2, 3], "lat": lat, "lon": lon},
+    )
+    dataset.to_netcdf(path)
+    return path, dataset
+
+
+def test_a_netcdf_field_takes_its_known_errors_from_a_variable(tmp_path, capsys):
+    path, dataset = _netcdf(tmp_path)
+    out = tmp_path / "fit.json"
+    argv = ["fit", str(path), "--var", "tas", "--kernel", "exponential", "--noise-sd", "sd"]
+    assert cli.main([*argv, "-q", "--output", str(out)]) == 0
+    report = json.loads(out.read_text())
+    expected = SpatialGP(kernel="exponential").fit(
+        dataset, y="tas", noise_variance=dataset["sd"] ** 2
+    )
+    assert report["known_errors"]["column"] == "sd" and report["known_errors"]["n"] == 19
+    assert report["known_errors"]["median"] == pytest.approx(0.09)
+    assert report["loglik"] == pytest.approx(expected.loglik_, rel=1e-12)
+
+
+def test_a_netcdf_field_with_a_missing_or_nan_error_is_refused_naming_it(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr(SpatialGP, "fit", _never)
+    path, _ = _netcdf(tmp_path)
     err = _fails(["fit", str(path), "--var", "tas", "--noise-variance", "err", "-q"], capsys)
-    assert err.startswith("geostat: --noise-variance applies to a table, not to a NetCDF field")
-    assert "takes known errors with a table of sites only" in err and "CSV file" in err
+    assert err.startswith("geostat: --noise-variance err: ") and "no such data variable" in err
+    sd = np.full((4, 5), 0.3)
+    sd[2, 3] = np.nan
+    path, _ = _netcdf(tmp_path, sd)
+    err = _fails(["fit", str(path), "--var", "tas", "--noise-sd", "sd", "-q"], capsys)
+    assert err.startswith("geostat: --noise-sd sd is NaN at 3 observed value(s)")
 
 
 def test_both_options_together_are_refused(fitted, capsys):

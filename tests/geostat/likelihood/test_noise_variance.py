@@ -547,13 +547,67 @@ def test_bad_noise_variance_is_refused_naming_it(change, match, rng):
         gs.log_likelihood(X, y, EXPONENTIAL, kernel="exponential", noise_variance=bad)
 
 
-def test_an_xarray_field_with_noise_is_refused_naming_it(rng):
-    xr = pytest.importorskip("xarray")
-    da = xr.DataArray(
-        rng.normal(size=(6, 7)), dims=("y", "x"), coords={"y": np.arange(6.0), "x": np.arange(7.0)}
+def _noisy_field(rng, xr):
+    """Three months of a 6 x 7 grid with two cells never observed and one month-cell gap,
+    and per-cell error variances (a DataArray over the grid only)."""
+    coords = {"y": np.arange(6.0), "x": np.arange(7.0), "month": [1, 2, 3]}
+    values = rng.normal(size=(6, 7, 3)) + np.linspace(0, 2, 42).reshape(6, 7, 1)
+    values[0, 0, :] = values[5, 6, :] = np.nan
+    values[2, 3, 1] = np.nan
+    da = xr.DataArray(values, dims=("y", "x", "month"), coords=coords, name="tas")
+    noise = xr.DataArray(
+        rng.uniform(0.05, 0.3, size=(6, 7)),
+        dims=("y", "x"),
+        coords={"y": coords["y"], "x": coords["x"]},
     )
-    with pytest.raises(ValueError, match="noise_variance is supported with a table X"):
-        gs.SpatialGP(kernel="exponential").fit(da, noise_variance=np.ones(42))
+    return da, noise
+
+
+def test_a_field_takes_its_noise_as_a_dataarray_or_a_variable_like_the_table(rng):
+    xr = pytest.importorskip("xarray")
+    da, noise = _noisy_field(rng, xr)
+    X, y, _ = gs.data.table_from_field(da)
+    rows = gs.data.table_from_field(noise.broadcast_like(da).where(da.notnull()))[1]
+    table = gs.SpatialGP(kernel="exponential", method="exact").fit(X, y, noise_variance=rows)
+    on_field = gs.SpatialGP(kernel="exponential", method="exact").fit(da, noise_variance=noise)
+    by_name = gs.SpatialGP(kernel="exponential", method="exact").fit(
+        xr.Dataset({"tas": da, "tas_var": noise}), y="tas", noise_variance="tas_var"
+    )
+    assert len(X) == 40 and on_field.noise_variance_.shape == (40,)
+    for fitted in (on_field, by_name):
+        assert fitted.params_ == table.params_ and fitted.loglik_ == table.loglik_
+        assert np.array_equal(fitted.noise_variance_, table.noise_variance_)
+    ignored = gs.SpatialGP(kernel="exponential", method="exact").fit(da)
+    assert ignored.loglik_ != table.loglik_  # the noise entered the likelihood
+
+
+@pytest.mark.parametrize(
+    "change, error, match",
+    [
+        (lambda n, da: n.values, TypeError, "DataArray of variances"),
+        (lambda n, da: "missing", ValueError, "names no data variable"),
+        (lambda n, da: n.assign_coords(x=n.x + 0.5), ValueError, "coordinates differ"),
+        (lambda n, da: n.expand_dims(member=2), ValueError, "lacks"),
+        (lambda n, da: n.where(n.x != 3.0), ValueError, "NaN at 17 observed value"),
+        (lambda n, da: n.broadcast_like(da) * da.month, ValueError, "different replicates"),
+    ],
+    ids=["array", "no-variable", "other-coordinates", "extra-dimension", "nan", "per-month"],
+)
+def test_a_bad_field_noise_is_refused_naming_it(change, error, match, rng):
+    xr = pytest.importorskip("xarray")
+    da, noise = _noisy_field(rng, xr)
+    with pytest.raises(error, match=match) as raised:
+        gs.SpatialGP(kernel="exponential").fit(da, noise_variance=change(noise, da))
+    assert "noise_variance" in str(raised.value)
+
+
+def test_an_xarray_noise_with_a_table_is_refused_naming_it(rng):
+    xr = pytest.importorskip("xarray")
+    X = rng.uniform(size=(40, 2))
+    with pytest.raises(TypeError, match="noise_variance is an xarray object but X is a table"):
+        gs.SpatialGP(kernel="exponential").fit(
+            X, rng.normal(size=40), noise_variance=xr.DataArray(np.ones(40))
+        )
 
 
 def test_duplicate_sites_need_a_diagonal(rng):
