@@ -7,11 +7,11 @@ module by its base name (base names are unique across the tree) with its folder 
 """
 
 import importlib.util
-import os
 import sys
 
 import numpy as np
 import pytest
+from clusters import local_cluster
 
 from tlrcore.backends import cupy_available
 
@@ -56,22 +56,7 @@ def rng():
 @pytest.fixture(scope="module")
 def client():
     """A client of a ``LocalCluster`` of 2 worker processes with 1 thread each, one per
-    test module (CI has 2 cores and only loopback networking).
-
-    Starting the cluster sets ``OMP_NUM_THREADS=1``, ``OPENBLAS_NUM_THREADS=1`` and more in
-    this process's environment (for its workers) and leaves them there, which would make
-    every process started later (notebook kernels, the CLI) run BLAS on one thread: the
-    environment is restored when the cluster closes."""
-    distributed = pytest.importorskip("distributed")
-    environment = dict(os.environ)
-    try:
-        with (
-            distributed.LocalCluster(
-                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-            ) as cluster,
-            distributed.Client(cluster) as client,
-        ):
-            yield client
-    finally:
-        os.environ.clear()
-        os.environ.update(environment)
+    test module (:func:`clusters.local_cluster`)."""
+    pytest.importorskip("distributed")
+    with local_cluster(2) as client:
+        yield client

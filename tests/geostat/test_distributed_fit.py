@@ -20,10 +20,10 @@ import pickle
 import signal
 import subprocess
 import sys
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
+from clusters import local_cluster
 from sklearn.base import clone
 
 import geostat as gs
@@ -117,30 +117,6 @@ def test_fit_agrees_with_the_in_process_fit(client, data):
 KILL_FIT = {"smoothness": 1.5, "method": "tlr", "tile_size": 125, "n_starts": 1}
 
 
-@contextmanager
-def worker_processes(n_workers):
-    """A client of a new ``LocalCluster`` of `n_workers` worker processes with 1 thread each,
-    whose nannies start a new process for one that dies; the environment the cluster sets
-    for its workers is restored on exit, as by the ``client`` fixture. Its scheduler's HTTP
-    server (no dashboard) takes a free port: the ``client`` fixture's has the default."""
-    environment = dict(os.environ)
-    try:
-        with (
-            distributed.LocalCluster(
-                n_workers=n_workers,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                scheduler_kwargs={"dashboard_address": ":0"},
-            ) as cluster,
-            distributed.Client(cluster) as client,
-        ):
-            yield client
-    finally:
-        os.environ.clear()
-        os.environ.update(environment)
-
-
 class KillDuringFactorization:
     """Stands in for :func:`tlrcore.distributed.cholesky`: call `at` submits its graph, waits
     for its first diagonal tile, then kills `n_victims` worker processes (``SIGKILL``) while
@@ -219,7 +195,7 @@ def test_a_fit_that_loses_a_worker_gets_the_undisturbed_fit(data, undisturbed, m
     factorizations: the scheduler recomputes the tiles it held or was computing on the
     other worker and on the one its nanny starts, and the fit goes on to the same steps."""
     X, y = data[0][:1000], data[1][:1000, 0]
-    with worker_processes(2) as client:
+    with local_cluster(2) as client:
         kill = KillDuringFactorization(client, at=2, n_victims=1)
         monkeypatch.setattr(td, "cholesky", kill)
         fitted = gs.SpatialGP(**KILL_FIT, client=client).fit(X, y)
@@ -234,7 +210,7 @@ def test_a_fit_that_loses_two_workers_at_once_gets_the_undisturbed_fit(
     computes on until the nannies' new processes join, and the fit, its factor included
     (the kriging predictions), is that of the undisturbed cluster."""
     X, y = data[0][:1000], data[1][:1000, 0]
-    with worker_processes(3) as client:
+    with local_cluster(3) as client:
         kill = KillDuringFactorization(client, at=2, n_victims=2)
         monkeypatch.setattr(td, "cholesky", kill)
         fitted = gs.SpatialGP(**KILL_FIT, client=client).fit(X, y)
