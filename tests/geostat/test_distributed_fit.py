@@ -190,28 +190,19 @@ def check_the_undisturbed_fit(fitted, undisturbed):
         assert fitted.params_[name] == pytest.approx(value, rel=1e-6), name
 
 
-def test_a_fit_that_loses_a_worker_gets_the_undisturbed_fit(data, undisturbed, monkeypatch):
-    """A worker process of a 2-worker cluster killed in the second of the fit's three
-    factorizations: the scheduler recomputes the tiles it held or was computing on the
-    other worker and on the one its nanny starts, and the fit goes on to the same steps."""
-    X, y = data[0][:1000], data[1][:1000, 0]
-    with local_cluster(2) as client:
-        kill = KillDuringFactorization(client, at=2, n_victims=1)
-        monkeypatch.setattr(td, "cholesky", kill)
-        fitted = gs.SpatialGP(**KILL_FIT, client=client).fit(X, y)
-        kill.check_killed_mid_fit(client)
-    check_the_undisturbed_fit(fitted, undisturbed)
-
-
-def test_a_fit_that_loses_two_workers_at_once_gets_the_undisturbed_fit(
-    data, undisturbed, monkeypatch
+@pytest.mark.parametrize(
+    "n_workers, n_victims", [(2, 1), (3, 2)], ids=["one-of-two", "two-of-three-at-once"]
+)
+def test_a_fit_that_loses_workers_gets_the_undisturbed_fit(
+    n_workers, n_victims, data, undisturbed, monkeypatch
 ):
-    """Two of three worker processes killed together in the second factorization: one worker
-    computes on until the nannies' new processes join, and the fit, its factor included
-    (the kriging predictions), is that of the undisturbed cluster."""
+    """Worker processes killed in the second of the fit's three factorizations (one of two,
+    or two of three together): the scheduler recomputes the tiles they held or were
+    computing on the workers left and on the ones their nannies start, and the fit, its
+    factor included (the kriging predictions), is that of the undisturbed cluster."""
     X, y = data[0][:1000], data[1][:1000, 0]
-    with local_cluster(3) as client:
-        kill = KillDuringFactorization(client, at=2, n_victims=2)
+    with local_cluster(n_workers) as client:
+        kill = KillDuringFactorization(client, at=2, n_victims=n_victims)
         monkeypatch.setattr(td, "cholesky", kill)
         fitted = gs.SpatialGP(**KILL_FIT, client=client).fit(X, y)
         kill.check_killed_mid_fit(client)
