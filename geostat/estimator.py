@@ -47,6 +47,7 @@ from geostat.data import (
     time_position,
     write_model,
 )
+from geostat.data.grid_record import grid_from_record, grid_record
 from geostat.data.model_file import FITTED_ATTRIBUTES, damaged_file_error
 from geostat.data.model_file import VERSION as MODEL_FILE_VERSION
 from geostat.data.tables import align_observations, prepare_noise
@@ -945,6 +946,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         refit: bool = False,
         random_state: Seed = 0,
         folds: ArrayLike | None = None,
+        as_table: bool = False,
     ) -> pd.DataFrame | XarrayDataset:
         """Leave-one-out or K-fold cross-validation at the fitted parameters.
 
@@ -953,7 +955,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         :func:`geostat.validation.cross_validate` for the parameters and the result: a
         table with a row per held-out observation, or for a model fitted on an xarray
         field an ``xarray.Dataset`` on its grid (``observed``, ``mean``, ``std``,
-        ``standardized``, and ``fold`` for K-fold; NaN where nothing was observed).
+        ``standardized``, and ``fold`` for K-fold; NaN where nothing was observed), unless
+        `as_table`.
 
         References
         ----------
@@ -968,6 +971,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             refit=refit,
             random_state=random_state,
             folds=folds,
+            as_table=as_table,
         )
 
     def log_likelihood(self, params: Params) -> float:
@@ -1067,6 +1071,10 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         del params["client"]  # a connection, not a setting: a loaded model computes in process
         required, optional = FITTED_ATTRIBUTES[MODEL_FILE_VERSION]
         fitted = {k: v for k, v in self.__getstate__().items() if k in required | optional}
+        grid = None if self._field is None else self._field.grid
+        record = None if grid is None else grid_record(grid)
+        if record is not None:
+            fitted["_field_grid"] = record
         write_model(path, params, fitted)
 
     def __getstate__(self):
@@ -1205,15 +1213,35 @@ def load(path: str | bytes | os.PathLike[str]) -> SpatialGP:
             "SpatialGP does not have; upgrade geostat to load it."
         )
     model = SpatialGP(**params)
+    record = fitted.pop("_field_grid")
     try:
         _check_saved_settings(model)
         check_fitted_state(fitted, _TrainingData)
         _check_fitted_transform(fitted["transform_"])
+        grid = _field_grid(record, fitted)
     except (ValueError, TypeError, OverflowError) as exc:  # Overflow: an int beyond float range
         raise damaged_file_error(path, str(exc).rstrip(".")) from None
     model.__dict__.update(fitted)
+    if grid is not None:
+        model._field.grid = grid
     model.transform_ = fitted["transform_"] or Identity()
     return model
+
+
+def _field_grid(record, fitted):
+    """The :class:`~geostat.data.FieldGrid` of a loaded field model's grid `record` (None
+    without one, or without xarray to hold it); ValueError for a grid of a model not
+    fitted on a field or one no fit writes."""
+    if record is None:
+        return None
+    if fitted["_field"] is None:
+        raise ValueError("_field_grid is given for a model fitted on a table, not a field")
+    try:
+        import xarray  # noqa: F401  (the grid's coordinates are an xarray Dataset)
+    except ImportError:
+        return None
+    training = fitted["_training"]
+    return grid_from_record(record, training.coords.shape[0], training.y.shape[1])
 
 
 def _check_fitted_transform(transform):

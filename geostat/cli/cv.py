@@ -50,7 +50,7 @@ def run_cv(args):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = cross_validate(
-            model, cv=args.cv, level=level, refit=args.refit, random_state=args.seed
+            model, cv=args.cv, level=level, refit=args.refit, random_state=args.seed, as_table=True
         )
     lines = [score_table(result, args.model, model, time.perf_counter() - start)]
     lines += [f"warning: {message}" for message in dict.fromkeys(str(w.message) for w in caught)]

@@ -70,7 +70,8 @@ class FieldLayout:
         Its coordinate values (None without a coordinate).
     grid : FieldGrid or None
         The fitted field's grid (:func:`table_from_field`), None for a template. Not a
-        constructor argument, so model files do not store it: a loaded model has None.
+        constructor argument: model files store it apart
+        (:mod:`geostat.data.grid_record`).
     """
 
     position: tuple

@@ -14,7 +14,9 @@ exactly (NaN and Infinity included). The fitted state holds exactly the attribut
 
 Versions: 1, isotropic kernels; 2 adds the anisotropic and space-time kernels and
 ``time_unit_``; 3 adds the known noise variances of the training record (``noise``,
-None when absent), ``transform_`` and the log-Jacobian of the data scale. This module
+None when absent), ``transform_`` and the log-Jacobian of the data scale; 4 adds
+``_field_grid``, the grid of a model fitted on an xarray field
+(:mod:`geostat.data.grid_record`). This module
 writes :data:`VERSION` and reads every older one; :data:`VERSION` changes whenever an
 older reader could not read the new files. Writing is atomic.
 
@@ -86,7 +88,7 @@ __all__ = [
 #: The ``format`` entry of every model file.
 FORMAT = "geostat-model"
 #: The format version this module writes, and the newest it reads (it reads every older one).
-VERSION = 3
+VERSION = 4
 
 _REQUIRED_1 = frozenset(
     {
@@ -125,10 +127,14 @@ FITTED_ATTRIBUTES = {
     1: (_REQUIRED_1, frozenset({"feature_names_in_"})),
     2: (_REQUIRED_1, frozenset({"feature_names_in_", "time_unit_"})),
     3: (_REQUIRED_1, frozenset({"feature_names_in_", "time_unit_", "transform_"})),
+    4: (
+        _REQUIRED_1,
+        frozenset({"feature_names_in_", "time_unit_", "transform_", "_field_grid"}),
+    ),
 }
 #: ``{name: value}``: optional fitted attributes that :func:`read_model` sets when a file
 #: lacks them (a file of an older version, or one saved before the attribute existed).
-FITTED_DEFAULTS = {"time_unit_": None, "transform_": None}
+FITTED_DEFAULTS = {"time_unit_": None, "transform_": None, "_field_grid": None}
 #: Deepest nesting of kernels in a model file: ``SpaceTime(space=Anisotropic(Matern()))``.
 MAX_KERNEL_DEPTH = 3
 
@@ -171,7 +177,7 @@ _READ_CHUNK = 2**20
 _ISOTROPIC = {cls.name: cls for cls in (Exponential, Matern, PoweredExponential, Gaussian)}
 #: ``{version: {family name: class}}``: the kernels a model file of each version holds.
 _ALL_KERNELS = {**_ISOTROPIC, Anisotropic.name: Anisotropic, SpaceTime.name: SpaceTime}
-_KERNELS = {1: _ISOTROPIC, 2: _ALL_KERNELS, 3: _ALL_KERNELS}
+_KERNELS = {1: _ISOTROPIC, 2: _ALL_KERNELS, 3: _ALL_KERNELS, 4: _ALL_KERNELS}
 #: What the zip, zlib, JSON, ``.npy`` and dataclass readers raise on bad input.
 _DAMAGE = (
     zipfile.BadZipFile,

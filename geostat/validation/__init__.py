@@ -84,6 +84,7 @@ def cross_validate(
     refit: bool = False,
     random_state: Seed = 0,
     folds: ArrayLike | None = None,
+    as_table: bool = False,
 ) -> pd.DataFrame | XarrayDataset:
     r"""Leave-one-out or K-fold cross-validation of a fitted model.
 
@@ -122,6 +123,8 @@ def cross_validate(
         A fold label for each training site (in the order of the fitted data; for a
         field, its cells observed at least once, in C order over its spatial dimensions),
         e.g. spatial blocks; replaces `cv` (an integer `cv` must equal the number of labels).
+    as_table : bool, default False
+        Give a model fitted on a field the table too (as for one fitted on a table).
 
     Returns
     -------
@@ -133,8 +136,9 @@ def cross_validate(
         ``.attrs`` holds ``"scores"`` (a dict), ``"cv"`` (``"loo"`` or the number of
         folds), ``"level"`` and ``"refit"``.
 
-        For a model fitted on an xarray field (one read back by :func:`geostat.load` gives
-        the table: model files do not keep the grid): a ``Dataset`` on the field's
+        For a model fitted on an xarray field (also one read back by :func:`geostat.load`,
+        whose file keeps the grid where its coordinates are numbers, dates or strings): a
+        ``Dataset`` on the field's
         dimensions, in its order, with its coordinates (dimensions of length 1 dropped by
         the fit are not among them). ``observed``, ``mean``, ``std`` and
         ``standardized`` are NaN at the cells without an observation; ``fold`` (K-fold,
@@ -220,7 +224,7 @@ def cross_validate(
         observed_sites.size,
         ", ".join(f"{name} {value:.4g}" for name, value in scores.items()),
     )
-    grid = None if model._field is None else getattr(model._field, "grid", None)
+    grid = None if model._field is None or as_table else getattr(model._field, "grid", None)
     if grid is not None:
         columns = {"observed": observed, "mean": mean, "std": std, "standardized": standardized}
         return _result_field(grid, site, replicate, labels, columns, attrs)

@@ -146,3 +146,28 @@ def test_a_bad_number_of_folds_is_a_usage_error(model_file, capsys, text):
     with pytest.raises(SystemExit) as stop:
         cli.main(["cv", str(model_file), "--cv", text])
     assert stop.value.code == 2 and "expected 'loo' or a number of folds" in capsys.readouterr().err
+
+
+def test_a_model_fitted_on_a_netcdf_field_is_cross_validated_as_a_table(tmp_path, capsys):
+    """A field model's file keeps its grid, on which the estimator's cross-validation is a
+    Dataset; the command writes the table, the same observations and values."""
+    xr = pytest.importorskip("xarray")
+    lon, lat = np.linspace(-100, -90, 6), np.linspace(35, 40, 5)
+    values = np.random.default_rng(0).normal(size=(3, 5, 6)) + np.linspace(0, 3, 30).reshape(
+        1, 5, 6
+    )
+    path, model, out = tmp_path / "f.nc", tmp_path / "m.npz", tmp_path / "cv.csv"
+    xr.Dataset(
+        {"tas": (("month", "lat", "lon"), values)},
+        coords={"month": [1, 2, 3], "lat": lat, "lon": lon},
+    ).to_netcdf(path)
+    argv = ["fit", str(path), "--var", "tas", "--kernel", "exponential", "-q"]
+    assert cli.main([*argv, "--save-model", str(model)]) == 0
+    assert cli.main(["cv", str(model), "--cv", "5", "--output", str(out)]) == 0
+    assert "90 observations at 30 sites" in capsys.readouterr().out
+    loaded = gs.load(model)
+    assert isinstance(loaded.cross_validate(cv=5), xr.Dataset)
+    expected = loaded.cross_validate(cv=5, as_table=True)
+    written = pd.read_csv(out)
+    np.testing.assert_allclose(written["mean"], expected["mean"], rtol=1e-12)
+    np.testing.assert_array_equal(written["site"], expected["site"])

@@ -78,7 +78,7 @@ def test_a_loaded_lag_kernel_model_predicts_bit_for_bit(which, request, tmp_path
 def test_a_nested_kernel_is_stored_by_family_names_and_arguments(space_time, tmp_path):
     space_time[0].save(tmp_path / "model.npz")
     header = _header(tmp_path / "model.npz")
-    assert header["version"] == VERSION == 3
+    assert header["version"] == VERSION == 4
     kernel = header["fitted"]["kernel_"]["$kernel"]
     space = kernel["arguments"]["space"]["$kernel"]
     family = space["arguments"]["kernel"]["$kernel"]

@@ -125,7 +125,7 @@ def test_model_file_is_json_with_a_version_stamp(small, tmp_path):
     est.save(path)
     with zipfile.ZipFile(path) as archive:
         header = json.loads(archive.read("model.json"))
-    assert header["format"] == FORMAT == "geostat-model" and header["version"] == VERSION == 3
+    assert header["format"] == FORMAT == "geostat-model" and header["version"] == VERSION == 4
     assert header["geostat"] == gs.__version__
     assert (
         header["params"]["kernel"] == "exponential" and header["fitted"]["distance_"] == "euclidean"

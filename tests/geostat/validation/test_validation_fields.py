@@ -1,9 +1,11 @@
 """Cross-validation of a model fitted on an xarray field: an ``xarray.Dataset`` on the
 field's grid, equal to the table of the same observations fitted as a table."""
 
+import json
 import pickle
 import subprocess
 import sys
+import zipfile
 
 import matplotlib
 
@@ -13,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from model_files import rewrite_header  # noqa: E402
 
 import geostat as gs  # noqa: E402
 from geostat.plotting import plot_standardized_residuals  # noqa: E402
@@ -218,14 +221,74 @@ def test_plot_refuses_a_dataset_without_standardized_residuals(fitted):
         plot_standardized_residuals(fitted.cross_validate().drop_vars("standardized"))
 
 
-def test_a_model_read_from_a_file_gives_the_table(field, fitted, table_fit, tmp_path):
+def test_a_model_read_from_a_file_keeps_the_grid(fitted, tmp_path):
     fitted.save(tmp_path / "model.npz")
     loaded = gs.load(tmp_path / "model.npz")
-    assert loaded._field.grid is None  # model files do not store the grid
-    table = loaded.cross_validate(cv=5)
-    assert isinstance(table, pd.DataFrame)
-    assert_matches_table(fitted.cross_validate(cv=5), table, table_fit[1], field)
-    assert isinstance(pickle.loads(pickle.dumps(fitted)).cross_validate(), xr.Dataset)
+    again = loaded.cross_validate(cv=5)
+    assert isinstance(again, xr.Dataset)
+    xr.testing.assert_identical(again, fitted.cross_validate(cv=5))
+    assert isinstance(pickle.loads(pickle.dumps(loaded)).cross_validate(), xr.Dataset)
+
+
+def test_a_version_3_file_without_a_grid_still_loads_and_gives_the_table(fitted, tmp_path):
+    path = tmp_path / "model.npz"
+    fitted.save(path)
+
+    def as_version_3(header):
+        header["version"] = 3
+        del header["fitted"]["_field_grid"]
+
+    rewrite_header(path, as_version_3)
+    with zipfile.ZipFile(path) as archive:  # the grid's arrays, which model.json no longer uses
+        members = {n: archive.read(n) for n in archive.namelist() if "_field_grid" not in n}
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    loaded = gs.load(path)
+    assert loaded._field.grid is None
+    assert isinstance(loaded.cross_validate(cv=5), pd.DataFrame)
+
+
+def test_a_grid_a_model_file_cannot_hold_leaves_the_table(field, tmp_path):
+    """Coordinates of Python objects (cftime dates, say) cannot be stored without pickle:
+    the file has no grid, and the loaded model's results are the table."""
+    labelled = field.assign_coords(label=("lat", np.array([object()] * 8, dtype=object)))
+    model().fit(labelled).save(tmp_path / "model.npz")
+    assert isinstance(gs.load(tmp_path / "model.npz").cross_validate(cv=5), pd.DataFrame)
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda g: g["sizes"].update(lat=9), "does not hold values|cells are not"),
+        (lambda g: g.update(cell_dims=["lat", "depth"]), "cell_dims"),
+        (lambda g: g.update(replicate_dim="lat"), "replicate_dim"),
+        (lambda g: g.update(name=5), "name"),
+        (lambda g: g["coords"]["lat"].update(dims=["lon"]), "coordinate 'lat'"),
+        (lambda g: g.update(attrs={"units": {"nested": 1}}), "attrs are not"),
+        (lambda g: g["sizes"].update(lat=2**40), "spans more than"),
+        (lambda g: g.update(extra=1), "is not a grid record"),
+    ],
+    ids=["size", "cell-dims", "replicate-dim", "name", "coordinate", "attrs", "huge", "keys"],
+)
+def test_a_damaged_grid_is_refused_naming_it(fitted, tmp_path, change, match):
+    path = tmp_path / "model.npz"
+    fitted.save(path)
+    rewrite_header(path, lambda header: change(header["fitted"]["_field_grid"]))
+    with pytest.raises(gs.errors.ModelFileError, match=f"_field_grid.*({match})"):
+        gs.load(path)
+
+
+def test_a_grid_on_a_table_model_is_refused(fitted, table_fit, tmp_path):
+    field_path, table_path = tmp_path / "field.npz", tmp_path / "table.npz"
+    fitted.save(field_path)
+    table_fit[0].save(table_path)
+    with zipfile.ZipFile(field_path) as archive:
+        grid = json.loads(archive.read("model.json"))["fitted"]["_field_grid"]
+    grid = {**grid, "cells": None, "coords": {}}
+    rewrite_header(table_path, lambda header: header["fitted"].update(_field_grid=grid))
+    with pytest.raises(gs.errors.ModelFileError, match="_field_grid is given for a model fitted"):
+        gs.load(table_path)
 
 
 def test_a_space_time_field_gives_every_cell_its_own_result():
