@@ -140,7 +140,7 @@ def grid_from_record(record, n_sites, n_replicates):
         variables[name] = xarray.Variable(dims, values, attrs)
     return FieldGrid(
         coords=xarray.Dataset(coords=variables),
-        sizes={d: sizes[d] for d in sizes},
+        sizes=dict(sizes),
         cell_dims=tuple(cell_dims),
         cells=cells.astype(np.int64),
         replicate_dim=replicate_dim,

@@ -142,7 +142,7 @@ def _truncate(xp, backend, Q, B, budget, max_rank, prefix):
     truncated in groups of one prefix: the Gram eigenproblems stay as small as each tile's
     basis (cuSOLVER's batched Jacobi solver takes orders up to 32). The ranks and dropped
     values of all groups come to the host in one read."""
-    count, m, q = Q.shape
+    count, m, _ = Q.shape
     p = B.shape[1]
     groups = []
     for w in np.unique(prefix[prefix > 0]):
@@ -152,13 +152,10 @@ def _truncate(xp, backend, Q, B, budget, max_rank, prefix):
         Bg = B[:, :, :w] if at is None else B[at, :, :w]
         groups.append((members, at, Qg, *_rotate(xp, backend, Bg, budget[members], max_rank)))
     found = backend.to_host(xp.concatenate([g[-1] for g in groups], axis=1))
+    order = np.concatenate([g[0] for g in groups])
     ranks = np.zeros(count, dtype=np.int64)
     dropped = np.zeros(count)
-    start = 0
-    for members, *_ in groups:
-        ranks[members] = found[0, start : start + members.size].astype(np.int64)
-        dropped[members] = np.sqrt(found[1, start : start + members.size])
-        start += members.size
+    ranks[order], dropped[order] = found[0].astype(np.int64), np.sqrt(found[1])
     parts = [(at, *_trimmed(xp, Qg, Z, BZ, ranks[members])) for members, at, Qg, Z, BZ, _ in groups]
     r = int(ranks.max())
     if len(parts) == 1 and parts[0][0] is None:
