@@ -108,7 +108,7 @@ def run_tlr(kernel_key, n, accuracy, tile_size=None, data="model"):
     built = time.perf_counter()
     peak_build = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     tile, rank_a, a_gib = A.tile_size, A.mean_rank, A.nbytes / 2**30
-    a_diagonal_gib = sum(D.nbytes for D in A.diagonal) / 2**30
+    a_diagonal_gib = A.diagonal.nbytes / 2**30
     factor = tlr.cholesky(A, overwrite_a=True)  # as the likelihood does: A is a temporary
     factored = time.perf_counter()
     value = loglik_from(factor, y[perm])
@@ -120,11 +120,13 @@ def run_tlr(kernel_key, n, accuracy, tile_size=None, data="model"):
         "loglik": value,
         "tile": tile,
         "rank_A": rank_a,
-        "rank_L": float(np.mean([U.shape[1] for U in factor.U.values()])) if factor.U else 0.0,
+        "rank_L": float(np.mean(factor.ranks[np.tril_indices(factor.n_tiles, -1)]))
+        if factor.n_tiles > 1
+        else 0.0,
         "A_gib": a_gib,
         "L_gib": factor.nbytes / 2**30,
         "A_diagonal_gib": a_diagonal_gib,
-        "L_diagonal_gib": sum(D.nbytes for D in factor.diagonal) / 2**30,
+        "L_diagonal_gib": factor.diagonal.nbytes / 2**30,
         "peak_build_gib": peak_build,
         "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     }

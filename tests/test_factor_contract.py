@@ -294,10 +294,13 @@ def test_ranks_and_nbytes(factor):
         assert (
             0 < lower.sum() < np.tril(np.minimum.outer(sizes, sizes), -1).sum()
         )  # low rank, not zero
-    # the dense diagonal tiles and the U, V factors of the low-rank ones, in float64;
-    # a factor may hold more (padding of the packed layout, the D blocks of an LDLᵀ)
-    least = 8 * (int(np.sum(sizes**2)) + int(np.sum(lower * np.add.outer(sizes, sizes))))
-    assert least <= factor.nbytes <= 3 * least
+    # the dense diagonal tiles and the U, V factors of the low-rank ones in float64, at most
+    # three times (padding of the packed layout, the D blocks of an LDLᵀ); at least their
+    # triangles and the factors in single precision
+    low_rank = int(np.sum(lower * np.add.outer(sizes, sizes)))
+    whole = 8 * (int(np.sum(sizes**2)) + low_rank)
+    least = 8 * int(np.sum(sizes * (sizes + 1) // 2)) + 4 * low_rank
+    assert least <= factor.nbytes <= 3 * whole
 
 
 def test_every_factor_is_an_instance_of_the_protocol(factor):

@@ -22,10 +22,13 @@ from scipy.linalg import cython_blas, cython_lapack
 
 __all__ = [
     "gemm_nt",
+    "pack_lower",
     "potrf_lower",
     "syrk_lower",
     "trmm_lower_transposed",
     "trsm_lower",
+    "trsm_packed",
+    "unpack_lower",
     "zero_strict_upper",
 ]
 
@@ -107,6 +110,28 @@ _dtrmm = _function(
     _double_p,
     _double_p,
     _int_p,
+    _double_p,
+    _int_p,
+)
+
+_dtrttf = _function(
+    cython_lapack, "dtrttf", _char_p, _char_p, _int_p, _double_p, _int_p, _double_p, _int_p
+)
+_dtfttr = _function(
+    cython_lapack, "dtfttr", _char_p, _char_p, _int_p, _double_p, _double_p, _int_p, _int_p
+)
+_dtfsm = _function(
+    cython_lapack,
+    "dtfsm",
+    _char_p,
+    _char_p,
+    _char_p,
+    _char_p,
+    _char_p,
+    _int_p,
+    _int_p,
+    _double_p,
+    _double_p,
     _double_p,
     _int_p,
 )
@@ -290,3 +315,72 @@ def syrk_lower(alpha, W, beta, C):
             ldc,
         )
     return C
+
+
+def _packed_operand(arf, n):
+    """Pointer to the rectangular full packed array `arf` of an ``n x n`` triangle."""
+    if arf.dtype != np.float64 or arf.ndim != 1 or arf.size != n * (n + 1) // 2:
+        raise ValueError(
+            f"arf must hold the {n * (n + 1) // 2} float64 entries of an {n} x {n} triangle; "
+            f"got shape {arf.shape} and dtype {arf.dtype}."
+        )
+    if not arf.flags.c_contiguous:
+        raise ValueError("arf must be contiguous.")
+    return arf.ctypes.data_as(_double_p)
+
+
+def pack_lower(a, out=None):
+    """The lower triangle of the square `a` (Fortran order or a block of one) in rectangular full
+    packed form (LAPACK ``dtrttf``, ``TRANSR = 'N'``): ``n (n + 1) / 2`` entries, into `out`."""
+    n = a.shape[0]
+    if a.ndim != 2 or a.shape[1] != n:
+        raise ValueError(f"a must be square; got shape {a.shape}.")
+    pointer, lda = _fortran(a, "a")
+    out = np.empty(n * (n + 1) // 2) if out is None else out
+    info = ctypes.c_int(0)
+    if n:
+        _dtrttf(b"N", b"L", _int(n), pointer, lda, _packed_operand(out, n), ctypes.byref(info))
+    return out
+
+
+def unpack_lower(arf, out):
+    """Write the triangle packed by :func:`pack_lower` into the lower triangle of the square,
+    Fortran-ordered `out` (LAPACK ``dtfttr``); the strict upper triangle is left as it was.
+    Returns `out`."""
+    n = out.shape[0]
+    if out.ndim != 2 or out.shape[1] != n:
+        raise ValueError(f"out must be square; got shape {out.shape}.")
+    pointer, lda = _fortran(out, "out", writeable=True)
+    info = ctypes.c_int(0)
+    if n:
+        _dtfttr(b"N", b"L", _int(n), _packed_operand(arf, n), pointer, lda, ctypes.byref(info))
+    return out
+
+
+def trsm_packed(arf, B, trans=False):
+    """``B <- L^{-1} B`` (``L^{-T} B`` with `trans`) in place (LAPACK ``dtfsm``), ``L`` the lower
+    triangle packed by :func:`pack_lower`, non-unit diagonal; `B` ``(n, m)`` or ``(n,)``,
+    Fortran- or C-ordered (solved as its transpose from the right), or a block of a
+    Fortran-ordered array. Returns `B`."""
+    n = B.shape[0]
+    a = _packed_operand(arf, n)
+    if B.size == 0:
+        return B
+    work, right, transposed = B.reshape(n, -1), False, bool(trans)
+    if not _column_major(work) and work.flags.c_contiguous:
+        work, right, transposed = work.T, True, not transposed
+    b, ldb = _fortran(work, "B", writeable=True)
+    _dtfsm(
+        b"N",
+        b"R" if right else b"L",
+        b"L",
+        b"T" if transposed else b"N",
+        b"N",
+        _int(work.shape[0]),
+        _int(work.shape[1]),
+        _double(1.0),
+        a,
+        b,
+        ldb,
+    )
+    return B

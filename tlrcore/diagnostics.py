@@ -43,7 +43,7 @@ def summary(
         raise TypeError("block must be None or the callable block(rows, cols) A was built from.")
     n_probe_tiles = check_int(n_probe_tiles, "n_probe_tiles", 1)
     random_state = check_random_state(random_state)
-    ranks = [U.shape[1] for U in A.U.values()]
+    ranks = [A.tile_rank(i, j) for i, j in A.U]
     dense_nbytes = 8 * A.n * A.n
     out = {
         "n": A.n,

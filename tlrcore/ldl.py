@@ -273,16 +273,17 @@ def _left_looking(A, tolerance, pivoting, block_size, random_state):
             # D_j V(k, j) for j < k: shared by the diagonal update and every tile of the column.
             DVk = [_apply_d(*blocks[j], V[k, j]) for j in range(k)]
             Mk = [V[k, j].T @ DVk[j] for j in range(k)]
-            S = _updated_diagonal(A.diagonal[k], [U[k, j] for j in range(k)], Mk)
-            Lk, Dk, pk = _factor_diagonal(S, pivoting, k, np.abs(A.diagonal[k]).max())
+            Akk = A.diagonal[k]
+            S = _updated_diagonal(Akk, [U[k, j] for j in range(k)], Mk)
+            Lk, Dk, pk = _factor_diagonal(S, pivoting, k, np.abs(Akk).max())
             diagonal.append(Lk)
             d.append(Dk)
             perms.append(pk)
             blocks.append(_blocks_of(Dk))
-            Uk = stack([U[k, j] for j in range(k)], A.diagonal[k].shape[0])
+            Uk = stack([U[k, j] for j in range(k)], S.shape[0])
 
             def update(i, k=k, Uk=Uk, DVk=DVk, Lk=Lk, pk=pk):
-                Ui = stack([U[i, j] for j in range(k)], A.diagonal[i].shape[0])
+                Ui = stack([U[i, j] for j in range(k)], int(A.offsets[i + 1] - A.offsets[i]))
                 Mik = BlockDiagonal([V[i, j].T @ DVk[j] for j in range(k)])
                 Ua, Va = A.U[i, k], A.V[i, k]
 

@@ -1,7 +1,8 @@
 """Symmetric tile low-rank (TLR) matrices.
 
 The indices ``0..n-1`` are cut into tiles of ``tile_size`` (the last ragged). Diagonal
-tiles are dense; each lower off-diagonal tile is ``A(i, j) ~ U(i, j) V(i, j)^T``, with its
+tiles are dense (kept as their lower triangles, :class:`~tlrcore.dense.triangles.Triangles`);
+each lower off-diagonal tile is ``A(i, j) ~ U(i, j) V(i, j)^T``, with its
 own rank, compressed to the absolute tolerance ``tau = eps N / n_t`` for ``accuracy = eps``
 and ``N`` an estimate of ``||A||_F``. As ``||A - A_tlr||_F^2 <= n_t (n_t - 1) tau^2 <
 (eps N)^2``, ``||A - A_tlr||_F <= eps ||A||_F`` whenever ``N <= ||A||_F``: ``N`` is the
@@ -12,9 +13,11 @@ threshold would waste rank on tiles that hardly contribute.)"""
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -26,6 +29,7 @@ from tlrcore.compress import COMPRESSORS, generator_method
 from tlrcore.compress._recompress import recompress
 from tlrcore.compress.generated import CheckedBlock, compress_column, compress_tile
 from tlrcore.compress.in_processes import column_compressor
+from tlrcore.compress.single import CompactFactors, compact
 from tlrcore.concurrency.heap import numpy_allocated_bytes, pin_mmap_threshold
 from tlrcore.concurrency.threads import (
     by_rows,
@@ -36,6 +40,7 @@ from tlrcore.concurrency.threads import (
     workers,
 )
 from tlrcore.dense._checks import check_symmetric
+from tlrcore.dense.triangles import GeneratedTiles, Triangles, symmetric_squared_norm
 from tlrcore.errors import ConsumedMatrixError, GeneratorError
 from tlrcore.packed.build import (
     GeneratorOutput,
@@ -56,6 +61,14 @@ logger = logging.getLogger(__name__)
 #: Compression of the off-diagonal tiles (:meth:`TLRMatrix.from_generator`).
 CompressionMethod = Literal["aca", "ara", "svd", "batched"]
 
+#: Diagonal tiles whose triangles take more bytes than this are not kept by
+#: :meth:`TLRMatrix.from_generator`: the generator makes them again when they are read
+#: (:class:`~tlrcore.dense.triangles.GeneratedTiles`), the same values bit for bit.
+STORED_DIAGONAL_BYTES = 3 << 30
+
+#: The tile layout's stores of diagonal tiles.
+_TILE_STORES = (Triangles, GeneratedTiles)
+
 #: Placeholder of a tile freed by :meth:`TLRMatrix._release_column`.
 _RELEASED = np.full((0, 0), np.nan)
 
@@ -69,10 +82,14 @@ class TLRMatrix:
     n, tile_size, n_tiles : int
     offsets : ndarray of shape (n_tiles + 1,)
         Tile boundaries.
-    diagonal : list of ndarray
-        Dense diagonal tiles.
-    U, V : dict of (int, int) to ndarray
-        Lower off-diagonal tiles, ``A(i, j) ~ U[i, j] @ V[i, j].T``.
+    diagonal : Triangles or list of ndarray
+        Dense diagonal tiles: in the tile layout a :class:`~tlrcore.dense.triangles.Triangles`
+        (each tile stored as its lower triangle; ``diagonal[k]`` unpacks a symmetric copy),
+        in the packed layout views of its storage.
+    U, V : mapping of (int, int) to ndarray
+        Lower off-diagonal tiles, ``A(i, j) ~ U[i, j] @ V[i, j].T``: in the tile layout a
+        :class:`~tlrcore.compress.single.CompactFactors`, which keeps the trailing columns the
+        compression rounded to single precision as float32 and hands out float64 arrays.
     accuracy, tolerance : float
         Requested relative accuracy; absolute Frobenius tolerance of each tile.
     backend : Backend
@@ -94,9 +111,9 @@ class TLRMatrix:
 
     def __init__(
         self,
-        diagonal: list[BackendArray],
-        U: dict[tuple[int, int], BackendArray],
-        V: dict[tuple[int, int], BackendArray],
+        diagonal: Sequence[BackendArray],
+        U: Mapping[tuple[int, int], BackendArray],
+        V: Mapping[tuple[int, int], BackendArray],
         offsets: ArrayLike,
         accuracy: float,
         tolerance: float,
@@ -107,13 +124,17 @@ class TLRMatrix:
         self._packed = packed
         self.tile_errors = tile_errors
         self._packed_copy: PackedTiles | None = None
-        self._diagonal = diagonal
-        self._U, self._V = U, V
+        if packed is None:
+            if not isinstance(diagonal, _TILE_STORES):
+                diagonal = Triangles(diagonal, symmetric=True)
+            U = U if isinstance(U, CompactFactors) else CompactFactors(U)
+            V = V if isinstance(V, CompactFactors) else CompactFactors(V)
+        # a Triangles or GeneratedTiles and CompactFactors in the tile layout, views of the
+        # packed storage in the packed layout
+        self._diagonal: Any = diagonal
+        self._U: Any = U
+        self._V: Any = V
         self._consumed = False
-        #: Whether views made by :meth:`shared` or :meth:`truncated` read the diagonal
-        #: tiles, which ``cholesky(A, overwrite_a=True)`` then copies instead of factoring
-        #: them in place.
-        self._diagonal_shared = False
         self.offsets = np.asarray(offsets)
         self.n = int(self.offsets[-1])
         self.n_tiles = len(diagonal)
@@ -241,14 +262,28 @@ class TLRMatrix:
             run = runner(pool)
 
             symmetric = promises_symmetry(block)
+            sizes = [len(t) for t in tiles]
+            keep = 8 * sum(b * (b + 1) // 2 + b for b in sizes) <= STORED_DIAGONAL_BYTES
+            diagonal = Triangles.empty(sizes, symmetric=True)
+            kept_squares = [0.0] * n_tiles
 
             def diagonal_tile(i):
-                # the tile and the figures the checks and the norm need, on the pool
+                # the figures the checks and the norm need, on the pool; the tile kept as its
+                # lower triangle (generated tiles are symmetric to the checks' tolerance), or
+                # only its norm, to be made again when read
                 D = checked(tiles[i], tiles[i], (i, i))
-                return D, *host_diagonal_summary(D, symmetric)
+                summary = host_diagonal_summary(D, symmetric)
+                if keep:
+                    diagonal.store(i, D)
+                else:
+                    kept_squares[i] = symmetric_squared_norm(D)
+                return summary
 
-            diagonal, squares, stats = zip(*run(diagonal_tile, range(n_tiles)), strict=True)
-            diagonal = list(diagonal)
+            squares, stats = zip(*run(diagonal_tile, range(n_tiles)), strict=True)
+            if not keep:
+                diagonal = GeneratedTiles(
+                    functools.partial(_diagonal_tile, checked, tiles), sizes, kept_squares
+                )
             scale = check_diagonal(stats, n)
             norm = norm_lower_estimate(sum(squares), checked, offsets, rng, np)
             tolerance = accuracy * norm / n_tiles
@@ -283,10 +318,12 @@ class TLRMatrix:
                             run(compress, zip(pairs, seeds, strict=True)), range(n_tiles), counter
                         )
                     )
-        U = {pair: f[0] for pair, f in zip(pairs, factors, strict=True)}
-        V = {pair: f[1] for pair, f in zip(pairs, factors, strict=True)}
+        U, V = CompactFactors(), CompactFactors()
         errors = np.zeros((n_tiles, n_tiles))
         for (i, j), f in zip(pairs, factors, strict=True):
+            U_head, U_tail, V_head, V_tail = f = compact(f)
+            U.store_parts((i, j), U_head, U_tail)
+            V.store_parts((i, j), V_head, V_tail)
             errors[i, j] = errors[j, i] = f.dropped
         matrix = cls(diagonal, U, V, offsets, accuracy, tolerance, backend, tile_errors=errors)
         logger.debug(
@@ -343,9 +380,9 @@ class TLRMatrix:
     def shared(self) -> TLRMatrix:
         """A second matrix on the same tiles as read-only views, at no copy.
 
-        It stays usable after ``cholesky(self, overwrite_a=True)``, which then writes into no tile
-        (low-rank factors are replaced, and shared diagonal tiles copied before they are updated);
-        the tiles stay in memory while it lives.
+        It stays usable after ``cholesky(self, overwrite_a=True)``, which writes into no tile
+        (low-rank factors are replaced, diagonal tiles unpacked into new arrays); the tiles stay
+        in memory while it lives.
 
         Raises
         ------
@@ -360,11 +397,10 @@ class TLRMatrix:
                 "shared() works on matrices in the tile layout; this one is packed (built with "
                 "method='batched'), whose factorization may overwrite its tiles: copy it instead."
             )
-        self._diagonal_shared = True
         view = type(self)(
-            [_read_only(D) for D in self.diagonal],
-            {key: _read_only(U) for key, U in self.U.items()},
-            {key: _read_only(V) for key, V in self.V.items()},
+            self._diagonal.view(),
+            self._U.view(),
+            self._V.view(),
             self.offsets,
             self.accuracy,
             self.tolerance,
@@ -380,8 +416,8 @@ class TLRMatrix:
         Each ``U V^T`` is truncated (:func:`tlrcore.compress._recompress.recompress`) with the
         budget ``tau' - tau``, ``tau' = tau accuracy / self.accuracy``: the copy meets the accuracy
         bound at `accuracy` whenever this matrix meets it at its own. :attr:`tile_errors` add
-        likewise; :attr:`truncation_error` is ``||copy - self||_F``. Diagonal tiles are shared as
-        read-only views (copied if packed), and copied by a factorization before it updates them.
+        likewise; :attr:`truncation_error` is ``||copy - self||_F``. Diagonal tiles are shared
+        (copied if packed); a factorization unpacks them into new arrays.
         The copy is on NumPy, in the tile layout.
 
         Raises
@@ -415,10 +451,10 @@ class TLRMatrix:
             errors = np.array(self.tile_errors, dtype=np.float64)
             for (i, j), f in zip(pairs, factors, strict=True):
                 errors[i, j] = errors[j, i] = errors[i, j] + f.dropped
-        diagonal = [
-            np.array(D) if self.packed is not None else _read_only(D) for D in self.diagonal
-        ]
-        self._diagonal_shared = self._diagonal_shared or self.packed is None
+        if self.packed is not None:
+            diagonal = [np.array(D) for D in self.diagonal]
+        else:
+            diagonal = self._diagonal.view()
         copy = type(self)(
             diagonal,
             {pair: f[0] for pair, f in zip(pairs, factors, strict=True)},
@@ -442,19 +478,20 @@ class TLRMatrix:
             )
 
     @property
-    def diagonal(self) -> list[BackendArray]:
-        """The dense diagonal tiles (a list)."""
+    def diagonal(self) -> Sequence[BackendArray]:
+        """The dense diagonal tiles: ``diagonal[k]`` is tile ``k`` (a new array in the tile
+        layout, a view in the packed layout)."""
         self._check_usable()
         return self._diagonal
 
     @property
-    def U(self) -> dict[tuple[int, int], BackendArray]:
+    def U(self) -> Any:
         """``{(i, j): U}`` of the lower off-diagonal tiles ``A(i, j) ~ U V^T``."""
         self._check_usable()
         return self._U
 
     @property
-    def V(self) -> dict[tuple[int, int], BackendArray]:
+    def V(self) -> Any:
         """``{(i, j): V}`` of the lower off-diagonal tiles."""
         self._check_usable()
         return self._V
@@ -472,12 +509,22 @@ class TLRMatrix:
     @property
     def ranks(self) -> IntArray:
         """``(n_tiles, n_tiles)`` integer ranks, symmetric; the diagonal holds tile sizes."""
-        ranks = np.zeros((self.n_tiles, self.n_tiles), dtype=np.int64)
-        for i, D in enumerate(self.diagonal):
-            ranks[i, i] = D.shape[0]
-        for (i, j), U in self.U.items():
-            ranks[i, j] = ranks[j, i] = U.shape[1]
+        self._check_usable()
+        ranks = np.diag(np.diff(self.offsets)).astype(np.int64)
+        for (i, j), rank in self._off_diagonal_ranks().items():
+            ranks[i, j] = ranks[j, i] = rank
         return ranks
+
+    def tile_rank(self, i: int, j: int) -> int:
+        """Rank of the low-rank tile ``(i, j)``, ``i != j`` (either triangle), without
+        assembling its factors."""
+        key = (max(i, j), min(i, j))
+        U = self.U
+        return U.rank(key) if isinstance(U, CompactFactors) else int(U[key].shape[1])
+
+    def _off_diagonal_ranks(self):
+        """``{(i, j): rank}`` of the lower low-rank tiles."""
+        return {(i, j): self.tile_rank(i, j) for i, j in self.U}
 
     def pack(self) -> PackedTiles:
         """The matrix in the packed layout (:class:`~tlrcore.packed.tiles.PackedTiles`): its
@@ -494,23 +541,21 @@ class TLRMatrix:
     @property
     def mean_rank(self) -> float:
         """Mean rank of the off-diagonal tiles (0.0 with a single tile)."""
-        return float(np.mean([U.shape[1] for U in self.U.values()])) if self.U else 0.0
+        ranks = list(self._off_diagonal_ranks().values())
+        return float(np.mean(ranks)) if ranks else 0.0
 
     @property
     def nbytes(self) -> int:
         """Bytes of the dense diagonal tiles and low-rank factors (padding included if packed)."""
         if self.packed is not None:
             return self.packed.nbytes
-        dense = sum(D.nbytes for D in self.diagonal)
-        return dense + sum(
-            U.nbytes + V.nbytes for U, V in zip(self.U.values(), self.V.values(), strict=True)
-        )
+        return self._diagonal.nbytes + self._U.nbytes + self._V.nbytes
 
     def frobenius_norm(self) -> float:
         """``||A_tlr||_F``, exactly, from the factors (no densification)."""
         if self.packed is not None:
             return self.packed.frobenius_norm()
-        total = sum(float(np.sum(D * D)) for D in self.diagonal)
+        total = sum(self._diagonal.squared_norm(k) for k in range(self.n_tiles))
         for U, V in zip(self.U.values(), self.V.values(), strict=True):
             total += 2.0 * float(np.sum((U.T @ U) * (V.T @ V)))
         return math.sqrt(total)
@@ -534,18 +579,14 @@ class TLRMatrix:
             return self.packed.symmetric_matmul(check_operand(x, self.n, "x", self.backend.xp))
         x = check_operand(x, self.n, "x")
         y = np.empty_like(x)
-        terms: list[list[tuple[int, BackendArray, BackendArray]]] = [
-            [] for _ in range(self.n_tiles)
-        ]
-        # (j, left, right): left @ right^T @ x_j joins row tile i
-        for (i, j), U in self.U.items():
-            terms[i].append((j, U, self.V[i, j]))
-            terms[j].append((i, self.V[i, j], U))
+        U, V = self.U, self.V
 
         def row(i):
-            out = self.diagonal[i] @ x[self.tile(i)]
-            for j, left, right in terms[i]:
-                out += left @ (right.T @ x[self.tile(j)])
+            out = self._diagonal.symmetric_product(i, x[self.tile(i)])
+            for j in range(i):
+                out += U[i, j] @ (V[i, j].T @ x[self.tile(j)])
+            for j in range(i + 1, self.n_tiles):
+                out += V[j, i] @ (U[j, i].T @ x[self.tile(j)])
             y[self.tile(i)] = out
 
         with tile_pool(workers() if x.ndim == 2 else 1) as pool:
@@ -565,16 +606,19 @@ class TLRMatrix:
             A[self.tile(j), self.tile(i)] = T.T
         return A
 
-    def _diagonal_in_place(self, k):
-        """Diagonal tile `k` as a Fortran-ordered array to factor in place (a C-ordered tile through
-        its transpose), or None where it must be copied (shared, read-only or not contiguous).
-        Only for ``cholesky(A, overwrite_a=True)``."""
-        D = self._diagonal[k]
-        if self._diagonal_shared or not D.flags.writeable:
-            return None
-        if D.flags.f_contiguous:
-            return D
-        return D.T if D.flags.c_contiguous else None
+    def _diagonal_lower(self, k, out=None):
+        """Diagonal tile `k` in the lower triangle of a Fortran-ordered array, `out` (of its
+        shape) or a new one: what a factorization overwrites."""
+        if isinstance(self._diagonal, _TILE_STORES):
+            return self._diagonal.lower(k, out)
+        return np.array(self.backend.to_host(self._diagonal[k]), order="F")
+
+    def _take_diagonal(self, k):
+        """Release diagonal tile `k` and hand over its storage for the factor's triangle
+        (:meth:`~tlrcore.dense.triangles.Triangles.take`), or None."""
+        if isinstance(self._diagonal, _TILE_STORES):
+            return self._diagonal.take(k)
+        return None
 
     def _release_column(self, k):
         """Free tile column `k`, for ``cholesky(A, overwrite_a=True)`` (which marks the matrix
@@ -582,11 +626,14 @@ class TLRMatrix:
 
         Returns the bytes of the low-rank factors released that NumPy had allocated
         (:func:`~tlrcore.concurrency.heap.numpy_allocated_bytes`)."""
-        self._diagonal[k] = _RELEASED
+        if isinstance(self._diagonal, _TILE_STORES):
+            self._diagonal.release(k)
+        else:
+            self._diagonal[k] = _RELEASED
         released = 0
         for i in range(k + 1, self.n_tiles):
-            released += numpy_allocated_bytes(self._U[i, k]) + numpy_allocated_bytes(self._V[i, k])
-            self._U[i, k] = self._V[i, k] = _RELEASED
+            for factors in (self._U, self._V):
+                released += _release(factors, (i, k))
         return released
 
     def _consume(self):
@@ -605,8 +652,16 @@ class TLRMatrix:
         )
 
 
-def _read_only(array):
-    """A view of `array` that cannot be written through."""
-    view = array.view()
-    view.flags.writeable = False
-    return view
+def _diagonal_tile(checked, tiles, k):
+    """Diagonal tile `k` from the checked generator, as the build read it."""
+    return checked(tiles[k], tiles[k], (k, k))
+
+
+def _release(factors, key):
+    """Replace the factor `key` of `factors` by the released placeholder; the bytes NumPy had
+    allocated for it."""
+    if isinstance(factors, CompactFactors):
+        return factors.release(key, _RELEASED)
+    freed = numpy_allocated_bytes(factors[key])
+    factors[key] = _RELEASED
+    return freed

@@ -67,10 +67,20 @@ def test_from_dense_ranks_nbytes_and_repr():
     assert ranks.shape == (5, 5) and ranks.dtype.kind == "i"
     np.testing.assert_array_equal(np.diag(ranks), [256, 256, 256, 256, 76])
     np.testing.assert_array_equal(ranks, ranks.T)
-    expected = sum(D.nbytes for D in A.diagonal) + sum(
-        U.nbytes + V.nbytes for U, V in zip(A.U.values(), A.V.values(), strict=True)
-    )
-    assert A.nbytes == expected < M.nbytes
+    # diagonal tiles as their triangles (b (b + 1) / 2 entries) and diagonals (b)
+    triangles = sum(8 * (b * (b + 1) // 2 + b) for b in np.diag(ranks))
+    assert A.diagonal.nbytes == triangles
+    # low-rank factors with their trailing single-precision columns at 4 bytes an entry
+    low_rank = 0
+    for key in A.U:
+        for factors in (A.U, A.V):
+            head, tail = factors.parts(key)
+            assert head.dtype == np.float64 and (tail is None or tail.dtype == np.float32)
+            low_rank += head.nbytes + (0 if tail is None else tail.nbytes)
+            np.testing.assert_array_equal(
+                factors[key], head if tail is None else np.hstack([head, tail])
+            )
+    assert A.nbytes == triangles + low_rank < M.nbytes
     assert A.frobenius_norm() == pytest.approx(np.linalg.norm(A.to_dense()), rel=1e-12)
     assert np.linalg.norm(M - A.to_dense()) <= 1e-8 * np.linalg.norm(M)
     assert A.error_bound() <= 1e-8
@@ -344,11 +354,13 @@ def test_truncated_meets_the_coarser_accuracy_from_the_factors(case, own, coarse
         assert T.U[key].shape[1] <= A.U[key].shape[1]
         assert T.tile_errors[key] >= A.tile_errors[key]
     np.testing.assert_array_equal(A.to_dense(), before)  # the original is untouched
-    # its diagonal tiles serve the copy, which cannot write them
+    # its diagonal tiles serve the copy; what the copy hands out are new arrays
     for D, E in zip(A.diagonal, T.diagonal, strict=True):
-        assert np.shares_memory(D, E) and not E.flags.writeable
-    with pytest.raises(ValueError, match="read-only"):
-        T.diagonal[0][0, 0] += 1.0
+        np.testing.assert_array_equal(D, E)
+    tile = T.diagonal[0]
+    value = tile[0, 0]
+    tile[0, 0] = value + 1.0
+    assert T.diagonal[0][0, 0] == A.diagonal[0][0, 0] == value
 
 
 def test_a_truncated_copy_is_unchanged_by_factoring_the_original_in_place_and_factors_alike():
@@ -373,12 +385,15 @@ def test_shared_is_the_same_tiles_read_only_and_outlives_factoring_the_matrix_in
     )
     before = A.to_dense()
     S = A.shared()
-    tiles = (
-        list(zip(A.diagonal, S.diagonal, strict=True))
-        + [(A.U[key], S.U[key]) for key in A.U]
-        + [(A.V[key], S.V[key]) for key in A.V]
-    )
-    assert all(np.shares_memory(a, b) and not b.flags.writeable for a, b in tiles)
+    parts = [
+        (a, b)
+        for factors, shared in ((A.U, S.U), (A.V, S.V))
+        for key in factors
+        for a, b in zip(factors.parts(key), shared.parts(key), strict=True)
+        if a is not None
+    ]
+    assert all(np.shares_memory(a, b) and not b.flags.writeable for a, b in parts)
+    assert all(np.array_equal(a, b) for a, b in zip(A.diagonal, S.diagonal, strict=True))
     assert (S.accuracy, S.tolerance, S.n_tiles) == (A.accuracy, A.tolerance, A.n_tiles)
     F = tlr.cholesky(A, overwrite_a=True)  # releases A's tiles, writes into none
     np.testing.assert_array_equal(S.to_dense(), before)
@@ -495,3 +510,27 @@ def test_a_generator_without_cross_approximation_is_compressed_from_whole_tiles(
     np.testing.assert_array_equal(
         A.to_dense(), ara.to_dense()
     )  # the same build: ARA chosen by default
+
+
+def test_a_large_diagonal_is_made_again_when_read_with_the_same_values(monkeypatch):
+    """Above STORED_DIAGONAL_BYTES the build keeps only the diagonal tiles' norms and the
+    generator makes each tile again when read: the matrix, its norm and its factor equal
+    those of the kept tiles bit for bit, and the tiles take no memory."""
+    import tlrcore.matrix as matrix_module
+
+    n, d, tile = CASES["2d-ragged"]
+    block = generator(grid_sorted_sites(n, d), nugget=0.01)
+    kept = tlr.TLRMatrix.from_generator(block, n, tile, accuracy=1e-8)
+    monkeypatch.setattr(matrix_module, "STORED_DIAGONAL_BYTES", 0)
+    made = tlr.TLRMatrix.from_generator(block, n, tile, accuracy=1e-8)
+    assert made.diagonal.nbytes == 0 < kept.diagonal.nbytes
+    assert made.nbytes == kept.nbytes - kept.diagonal.nbytes
+    np.testing.assert_array_equal(made.to_dense(), kept.to_dense())
+    assert made.frobenius_norm() == kept.frobenius_norm()
+    x = np.random.default_rng(0).standard_normal((n, 2))
+    np.testing.assert_array_equal(made @ x, kept @ x)
+    factor = tlr.cholesky(kept).to_dense()
+    np.testing.assert_array_equal(tlr.cholesky(made.shared()).to_dense(), factor)
+    np.testing.assert_array_equal(tlr.cholesky(made, overwrite_a=True).to_dense(), factor)
+    with pytest.raises(tlr.ConsumedMatrixError):
+        _ = made.diagonal

@@ -6,6 +6,7 @@ column."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -18,6 +19,7 @@ from tlrcore.backends import NUMPY
 from tlrcore.cholesky.safeguards import DiagonalFactorizer, subtract_gram
 from tlrcore.compress import ara_compress
 from tlrcore.compress.ara import GaussianBlocks
+from tlrcore.compress.single import CompactFactors
 from tlrcore.concurrency.threads import submit
 
 __all__ = [
@@ -51,14 +53,15 @@ class TileFactor:
 
     def __init__(
         self,
-        diagonal: list[FloatArray],
-        U: dict[tuple[int, int], FloatArray],
-        V: dict[tuple[int, int], FloatArray],
+        diagonal: Sequence[FloatArray],
+        U: Mapping[tuple[int, int], FloatArray],
+        V: Mapping[tuple[int, int], FloatArray],
         offsets: ArrayLike,
         tolerance: float,
     ) -> None:
-        self.diagonal = diagonal
-        self.U, self.V = U, V
+        self.diagonal: Sequence[FloatArray] = diagonal
+        self.U: Mapping[tuple[int, int], FloatArray] = U
+        self.V: Mapping[tuple[int, int], FloatArray] = V
         self.offsets = np.asarray(offsets)
         self.n = int(self.offsets[-1])
         self.n_tiles = len(diagonal)
@@ -71,11 +74,9 @@ class TileFactor:
     @property
     def ranks(self) -> IntArray:
         """``(n_tiles, n_tiles)`` ranks of ``L`` (lower triangle; diagonal = tile sizes)."""
-        ranks = np.zeros((self.n_tiles, self.n_tiles), dtype=np.int64)
-        for k, D in enumerate(self.diagonal):
-            ranks[k, k] = D.shape[0]
-        for (i, k), U in self.U.items():
-            ranks[i, k] = U.shape[1]
+        ranks = np.diag(np.diff(self.offsets)).astype(np.int64)
+        for i, k in self.U:
+            ranks[i, k] = _rank(self.U, (i, k))
         return ranks
 
     def _check_rhs(self, b):
@@ -180,6 +181,11 @@ class RowPanels:
         buffer[:, first:end] = Ut
         spans.append((k, first, end))
         self._U[i, k] = buffer[:, first:end]
+
+    def release(self, i):
+        """Drop row `i`'s buffer (its tiles must have been stored elsewhere)."""
+        self._buffers[i] = np.empty((self._buffers[i].shape[0], 0), order="F")
+        self._spans[i] = []
 
     def stacked(self, i):
         """``[U(i, 0) | ... ]`` of the tiles added so far to row `i` (a view)."""
@@ -379,13 +385,18 @@ def ara_work(A, U, i, k, block_size, columns=None):
     block_size`` samples, each a product with ``U_A V_A^T`` and ``U_i M_ik U_k^T`` plus its
     orthogonalization, over the factor's first `columns` tile columns (default `k`)."""
     columns = k if columns is None else columns
-    rows, cols = A.diagonal[i].shape[0], A.diagonal[k].shape[0]
-    rank = A.U[max(i, k), min(i, k)].shape[1]
-    stacked_i = sum(U[i, j].shape[1] for j in range(columns))
-    stacked_k = sum(U[k, j].shape[1] for j in range(columns))
+    rows, cols = (int(A.offsets[t + 1] - A.offsets[t]) for t in (i, k))
+    rank = A.tile_rank(i, k)
+    stacked_i = sum(_rank(U, (i, j)) for j in range(columns))
+    stacked_k = sum(_rank(U, (k, j)) for j in range(columns))
     samples = rank + block_size
     per_sample = (rows + cols) * rank + rows * stacked_i + cols * stacked_k + stacked_i * stacked_k
     return samples * (per_sample + rows * samples)
+
+
+def _rank(U, key):
+    """Columns of the factor `key` of `U` (a dict, or a CompactFactors without assembling)."""
+    return U.rank(key) if isinstance(U, CompactFactors) else U[key].shape[1]
 
 
 def fortran_copy(M):
@@ -394,11 +405,10 @@ def fortran_copy(M):
     return np.array(M.T if M.flags.c_contiguous else M, order="F")
 
 
-def diagonal_update(Akk, factors, in_place=None):
-    """``(D, W)``: a Fortran-ordered copy ``D`` of ``A(k, k)`` (or `in_place`, the tile itself in
-    Fortran order, to be overwritten) and the root ``W`` of its update,
+def diagonal_update(D, factors):
+    """``(D, W)``: `D`, the Fortran-ordered tile ``A(k, k)`` (its lower triangle) that the
+    factorization overwrites, and the root ``W`` of its update,
     ``W W^T = sum_j U_j V_j^T V_j U_j^T``, not yet subtracted."""
-    D = fortran_copy(Akk) if in_place is None else in_place
     W = np.empty((D.shape[0], sum(V.shape[1] for _, V in factors)), order="F")
     col = 0
     for Uj, Vj in factors:

@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from tlrcore._checks import check_operand
-from tlrcore._lapack import trsm_lower
 from tlrcore._typing import BackendArray, FloatArray, IntArray
 from tlrcore.cholesky._steps import TileFactor
+from tlrcore.compress.single import CompactFactors
 from tlrcore.concurrency.threads import by_column_chunks, one_blas_thread
+from tlrcore.dense.triangles import Triangles
 
 if TYPE_CHECKING:
     from tlrcore.factor import CholeskyFactor
@@ -28,10 +30,13 @@ class TLRCholesky(TileFactor):
     ----------
     n, n_tiles, offsets
         As for :class:`~tlrcore.TLRMatrix`.
-    diagonal : list of ndarray
-        ``L(k, k)``, dense lower triangular.
-    U, V : dict of (int, int) to ndarray
-        ``L(i, k) = U[i, k] @ V[i, k].T`` for ``i > k``.
+    diagonal : Triangles
+        ``L(k, k)``, dense lower triangular, each kept as its triangle
+        (:class:`~tlrcore.dense.triangles.Triangles`; ``diagonal[k]`` unpacks a copy).
+    U, V : CompactFactors
+        ``L(i, k) = U[i, k] @ V[i, k].T`` for ``i > k``
+        (:class:`~tlrcore.compress.single.CompactFactors`: trailing columns rounded to
+        single precision by the factorization are stored as float32).
     tolerance : float
         Absolute Frobenius tolerance of the updated tiles.
     perm : ndarray of int or None
@@ -50,14 +55,21 @@ class TLRCholesky(TileFactor):
 
     def __init__(
         self,
-        diagonal: list[FloatArray],
-        U: dict[tuple[int, int], FloatArray],
-        V: dict[tuple[int, int], FloatArray],
+        diagonal: Triangles | list[FloatArray],
+        U: Mapping[tuple[int, int], FloatArray],
+        V: Mapping[tuple[int, int], FloatArray],
         offsets: ArrayLike,
         tolerance: float,
         perm: ArrayLike | None = None,
     ) -> None:
+        U = U if isinstance(U, CompactFactors) else CompactFactors(U)
+        V = V if isinstance(V, CompactFactors) else CompactFactors(V)
         super().__init__(diagonal, U, V, offsets, tolerance)
+        self.diagonal: Triangles = (
+            diagonal if isinstance(diagonal, Triangles) else Triangles(diagonal)
+        )
+        self.U: CompactFactors = U
+        self.V: CompactFactors = V
         self.perm: IntArray | None = None if perm is None else np.asarray(perm)
         # set by the safeguarded factorization that made the factor
         self.perturbation = self.shift = 0.0
@@ -69,14 +81,12 @@ class TLRCholesky(TileFactor):
     @property
     def nbytes(self) -> int:
         """Bytes held by the factor."""
-        dense = sum(D.nbytes for D in self.diagonal)
-        return dense + sum(
-            U.nbytes + V.nbytes for U, V in zip(self.U.values(), self.V.values(), strict=True)
-        )
+        return self.diagonal.nbytes + self.U.nbytes + self.V.nbytes
 
     def logdet(self) -> float:
         """``log det(L L^T)``."""
-        return 2.0 * float(sum(np.sum(np.log(np.diagonal(D))) for D in self.diagonal))
+        triangles = self.diagonal
+        return 2.0 * float(sum(np.sum(np.log(triangles.diagonal(k))) for k in range(self.n_tiles)))
 
     def _to_factor_order(self, b):
         return b.copy() if self.perm is None else b[self.perm]
@@ -104,8 +114,8 @@ class TLRCholesky(TileFactor):
         for k in range(first, self.n_tiles):
             rows = self.tile(k)
             for j in range(first, k):
-                x[rows] -= self.U[k, j] @ (self.V[k, j].T @ x[self.tile(j)])
-            trsm_lower(self.diagonal[k], x[rows])
+                x[rows] -= self.U.product((k, j), self.V, x[self.tile(j)])
+            self.diagonal.solve(k, x[rows])
         return x
 
     @one_blas_thread
@@ -118,8 +128,8 @@ class TLRCholesky(TileFactor):
         for k in reversed(range(self.n_tiles)):
             rows = self.tile(k)
             for i in range(k + 1, self.n_tiles):
-                x[rows] -= self.V[i, k] @ (self.U[i, k].T @ x[self.tile(i)])
-            trsm_lower(self.diagonal[k], x[rows], trans=True)
+                x[rows] -= self.V.product((i, k), self.U, x[self.tile(i)])
+            self.diagonal.solve(k, x[rows], trans=True)
         return x
 
     @one_blas_thread
@@ -133,7 +143,7 @@ class TLRCholesky(TileFactor):
             rows = self.tile(i)
             y[rows] = self.diagonal[i] @ z[rows]
             for k in range(i):
-                y[rows] += self.U[i, k] @ (self.V[i, k].T @ z[self.tile(k)])
+                y[rows] += self.U.product((i, k), self.V, z[self.tile(k)])
         return y
 
     def solve(self, b: ArrayLike) -> FloatArray:
@@ -150,7 +160,7 @@ class TLRCholesky(TileFactor):
         return L
 
     def __repr__(self):
-        off = [U.shape[1] for U in self.U.values()]
+        off = [self.U.rank(key) for key in self.U]
         mean = float(np.mean(off)) if off else 0.0
         extra = f", perturbation={self.perturbation:.3g}" if self.perturbation else ""
         return (

@@ -1,7 +1,8 @@
 """Left-looking TLR Cholesky factorization ([1]_, Algorithms 3-6; the tile algorithm of [2]_).
 
 For tile column ``k``: ``L(k, k) = chol(A(k, k) - W W^T)``, ``W = [U(k, 0) C_0 | ...]``
-with ``C_j C_j^T = V(k, j)^T V(k, j)`` (one ``dsyrk``; in place with ``overwrite_a``); each
+with ``C_j C_j^T = V(k, j)^T V(k, j)`` (one ``dsyrk`` on the unpacked lower triangle of
+``A(k, k)``; ``L(k, k)`` is kept as a triangle once its column is solved); each
 ``A(i, k) - U_i M_ik U_k^T``, ``M_ik = blockdiag(V(i, j)^T V(k, j))``, sampled through the
 stacked factors and compressed to the tile tolerance by ARA, never formed; then ``L(i, k) =
 U (L(k, k)^{-1} V)^T`` for the column in one solve. A column's tiles share their Gaussian
@@ -35,6 +36,7 @@ from tlrcore.cholesky._steps import (
     solve_stacked,
 )
 from tlrcore.cholesky.factor import TLRCholesky
+from tlrcore.compress.single import CompactFactors, factor_budget, round_in_place
 from tlrcore.concurrency.heap import trim_heap
 from tlrcore.concurrency.threads import (
     column_progress,
@@ -46,6 +48,7 @@ from tlrcore.concurrency.threads import (
     tile_pool,
     workers,
 )
+from tlrcore.dense.triangles import Triangles
 
 __all__ = ["TRIM_BYTES", "left_looking"]
 
@@ -62,9 +65,12 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
     compressed to `tolerance`, each diagonal tile factored by `factorizer`."""
     n_t = A.n_tiles
     seeds = column_seeds(random_state, n_t)
-    diagonal, U, V = [None] * n_t, {}, {}
+    rows = [int(size) for size in np.diff(A.offsets)]
+    # L(k, k) kept whole while column k and the next use it, then as a triangle
+    diagonal, triangles, U, V = {}, Triangles.empty(rows), CompactFactors(), CompactFactors()
+    budget = factor_budget(tolerance, A.tolerance * n_t / A.accuracy)
+    single = {}  # (i, k): trailing columns of L(i, k) rounded to single precision
     released = 0  # bytes of A's low-rank factors released since the heap was last trimmed
-    rows = [D.shape[0] for D in A.diagonal]
     with (
         tile_pool(workers()) as pool,
         serial_thread(pool) as chain,
@@ -74,15 +80,15 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
         panels = RowPanels(
             U,
             rows,
-            [sum(A.U[i, j].shape[1] for j in range(i)) * 5 // 4 + block_size for i in range(n_t)],
+            [sum(A.tile_rank(i, j) for j in range(i)) * 5 // 4 + block_size for i in range(n_t)],
         )
         run = runner(pool)
 
-        def factor_diagonal(k):
+        def factor_diagonal(k, unpacked):
+            """Factor diagonal tile `k`, its lower triangle unpacked by the future `unpacked`."""
             factors = [(U[k, j], V[k, j]) for j in range(k)]
-            in_place = A._diagonal_in_place(k) if overwrite_a else None
             diagonal[k] = factorizer.factor(
-                *diagonal_update(A.diagonal[k], factors, in_place), k, updated=False
+                *diagonal_update(unpacked.result(), factors), k, updated=False
             )
 
         def release(k, released):
@@ -94,11 +100,36 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
                 return 0
             return released
 
+        # Buffers reused rather than new pages: whole tiles of L whose triangles are stored
+        # (to unpack A's next tiles into) and, with overwrite_a, A's packed triangles (to
+        # pack L's into).
+        spare, recycled = [], {}
+
+        def unpack(k):
+            """A(k, k)'s lower triangle, in a spare buffer where one fits."""
+            buffer = spare.pop() if spare and spare[-1].shape[0] == rows[k] else None
+            lower = A._diagonal_lower(k, buffer)
+            if overwrite_a:
+                recycled[k] = A._take_diagonal(k)
+            return lower
+
+        def store(k, whole):
+            triangles.store(k, whole, recycled.pop(k, None))
+            spare.append(whole)
+
+        def rounded(i, k, Vt):
+            """Round the trailing columns of ``L(i, k) = U(i, k) Vt^T`` in place (`Vt`, and
+            ``U(i, k)`` in its row panel); their number."""
+            single[i, k] = round_in_place(U[i, k], Vt, budget)
+            return single[i, k]
+
         def solve_next(k, tile):
-            V[k + 1, k] = trsm_lower(diagonal[k], np.asfortranarray(tile.result()))
+            Vt = trsm_lower(diagonal[k], np.asfortranarray(tile.result()))
+            V.store_split((k + 1, k), Vt, rounded(k + 1, k, Vt))
 
         grams = ColumnGrams(n_t)
-        factored = submit(chain, factor_diagonal, 0)
+        stored = []
+        factored = submit(chain, factor_diagonal, 0, submit(pool, unpack, 0))
         for k in range(n_t):
             grams.wait(k)
             Uk = panels.stacked(k)
@@ -125,8 +156,9 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
                 # goes first, and the chain thread solves it and factors the tile while the
                 # pool compresses the rest of the column and, once it is solved, the next.
                 next_tile = submit(pool, update, k + 1)
+                unpacked = submit(pool, unpack, k + 1)
                 solved_next = submit(chain, solve_next, k, next_tile)
-                next_factored = submit(chain, factor_diagonal, k + 1)
+                next_factored = submit(chain, factor_diagonal, k + 1, unpacked)
             rest = list(range(k + 2, n_t))
             collect = start_by_work(
                 pool, update, rest, [ara_work(A, U, i, k, block_size) for i in rest]
@@ -139,16 +171,26 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             updated = collect()
             ranks = [Vt.shape[1] for Vt in updated]
             solved = solve_stacked(diagonal[k], updated, run)
-            for i, Vt in zip(rest, np.hsplit(solved, np.cumsum(ranks)[:-1]), strict=False):
-                V[i, k] = Vt
+            pieces = np.hsplit(solved, np.cumsum(ranks)[:-1]) if rest else []
+            list(run(lambda i, Vt, k=k: rounded(i, k, Vt), rest, pieces))
             if k + 1 < n_t:
                 solved_next.result()
                 factored = next_factored
             if rest:
                 grams.add(k, V[k + 1, k], solved, ranks, pool)
+            for i, Vt in zip(rest, pieces, strict=True):
+                V.store_split((i, k), Vt, single[i, k])
             grams.release(k)
+            # row k is read no more: its tiles leave the row panel, trailing columns as float32
+            for j in range(k):
+                U.store_split((k, j), U[k, j], single.pop((k, j)))
+            panels.release(k)
+            # packed on the pool, off the path from column to column
+            stored.append(submit(pool, store, k, diagonal.pop(k)))
             counter.update()
+        for future in stored:
+            future.result()
         if overwrite_a:
             A._release_column(n_t - 1)
             trim_heap()  # A's freed heap tiles would stay resident beside L's (concurrency.heap)
-    return TLRCholesky(diagonal, U, V, A.offsets, tolerance)
+    return TLRCholesky(triangles, U, V, A.offsets, tolerance)

@@ -89,7 +89,7 @@ def pivoted_left_looking(A, tolerance, factorizer, block_size, random_state, ove
             list(run(lambda i, k=k: subtract_gram(updated[i], gram_root(U[i, k], V[i, k])), rest))
             counter.update()
     position = {tile: k for k, tile in enumerate(order)}
-    sizes = [A.diagonal[tile].shape[0] for tile in order]
+    sizes = [int(A.offsets[tile + 1] - A.offsets[tile]) for tile in order]
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     perm = np.concatenate([np.arange(A.offsets[tile], A.offsets[tile + 1]) for tile in order])
     U = {(position[i], k): Ut for (i, k), Ut in U.items()}

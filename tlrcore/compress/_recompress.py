@@ -104,16 +104,22 @@ def check_block_output(values, expected_shape, funcname):
 class LowRank(tuple):
     """The pair ``(U, V)`` of a truncation, unpacked like a tuple, with ``dropped``, the largest
     singular value dropped (``||M - U V^T||_2`` of the truncation step; sampling errors come
-    on top), and ``dropped_frobenius``, the norm of all dropped."""
+    on top), ``dropped_frobenius``, the norm of all dropped, and ``single``, the number of
+    trailing columns rounded to single precision (:mod:`tlrcore.compress.single`)."""
 
-    def __new__(cls, U, V, dropped=0.0, dropped_frobenius=0.0):
+    dropped: float
+    dropped_frobenius: float
+    single: int
+
+    def __new__(cls, U, V, dropped=0.0, dropped_frobenius=0.0, single=0):
         pair = super().__new__(cls, (U, V))
         pair.dropped = float(dropped)
         pair.dropped_frobenius = float(dropped_frobenius)
+        pair.single = int(single)
         return pair
 
     def __getnewargs__(self):
-        return (*self, self.dropped, self.dropped_frobenius)
+        return (*self, self.dropped, self.dropped_frobenius, self.single)
 
 
 def _truncated(s, rank, U, V, inflation=1.0, rounding=0.0):

@@ -1,6 +1,10 @@
 """Tiles read from a user's block generator: the checks on what it returns, the
 compression of one off-diagonal tile (shared by :meth:`tlrcore.TLRMatrix.from_generator`
-and :mod:`tlrcore.distributed`) and of a whole tile column by ACA."""
+and :mod:`tlrcore.distributed`) and of a whole tile column by ACA.
+
+Each tile's tolerance is shared: the compressor meets ``(1 - SINGLE_SHARE) tolerance`` and
+the trailing columns of its factors are then rounded to single precision within the rest
+(:mod:`tlrcore.compress.single`), so that every path holds the same values."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from tlrcore.compress._recompress import check_block_output
 from tlrcore.compress.aca import aca_compress
 from tlrcore.compress.aca_column import aca_column
 from tlrcore.compress.ara import ara_compress
+from tlrcore.compress.single import SINGLE_SHARE, compact_rounded, round_trailing
 from tlrcore.compress.svd import svd_compress
 from tlrcore.errors import GeneratorError
 
@@ -60,7 +65,17 @@ class CheckedBlock:
 
 def compress_tile(checked, rows, cols, tile, tolerance, method, max_rank, seed):
     """``(U, V)`` of the off-diagonal tile `tile` = ``(i, j)`` on the index arrays `rows`, `cols`,
-    by `method` (``"aca"``, ``"ara"``, ``"svd"``) to `tolerance`; `seed` seeds ARA."""
+    by `method` (``"aca"``, ``"ara"``, ``"svd"``) to `tolerance`, trailing columns rounded
+    (module docstring); `seed` seeds ARA."""
+    return round_trailing(
+        _compressed(
+            checked, rows, cols, tile, (1.0 - SINGLE_SHARE) * tolerance, method, max_rank, seed
+        ),
+        SINGLE_SHARE * tolerance,
+    )
+
+
+def _compressed(checked, rows, cols, tile, tolerance, method, max_rank, seed):
     if method == "aca":
         return aca_compress(
             lambda idx: checked(rows[idx], cols, tile),
@@ -84,12 +99,15 @@ def compress_tile(checked, rows, cols, tile, tolerance, method, max_rank, seed):
 
 def compress_column(checked, tiles, j, tolerance, max_rank):
     """ACA factors of the tiles ``(i, j)``, ``i > j``, of tile column `j` (index arrays `tiles`)
-    to the absolute `tolerance`, in order of ``i``, :data:`_TILES_TOGETHER` at a time."""
+    to the absolute `tolerance`, trailing columns rounded (module docstring), as
+    :class:`~tlrcore.compress.single.CompactPair` in order of ``i``, :data:`_TILES_TOGETHER` at
+    a time."""
+    share = (1.0 - SINGLE_SHARE) * tolerance
     return [
-        factors
+        compact_rounded(factors, SINGLE_SHARE * tolerance)
         for first in range(j + 1, len(tiles), _TILES_TOGETHER)
         for factors in _compress_tiles(
-            checked, tiles, j, first, min(first + _TILES_TOGETHER, len(tiles)), tolerance, max_rank
+            checked, tiles, j, first, min(first + _TILES_TOGETHER, len(tiles)), share, max_rank
         )
     ]
 

@@ -15,11 +15,13 @@ from tlrcore.cholesky._steps import (
     ColumnSamples,
     cross_grams,
     diagonal_update,
+    fortran_copy,
     sampled_update,
     stack,
 )
 from tlrcore.cholesky.safeguards import DiagonalFactorizer, compensation_lifts
 from tlrcore.compress.generated import compress_tile
+from tlrcore.compress.single import round_in_place
 
 __all__ = [
     "ColumnHeader",
@@ -93,7 +95,7 @@ def factor_diagonal(Akk, row, k, options, errors=None):
             np.array([errors], dtype=np.float64), options[0], len(errors)
         )[0]
     factorizer = DiagonalFactorizer(*options, lifts=lifts)
-    D, W = diagonal_update(Akk, list(zip(*_factors(row), strict=True)))
+    D, W = diagonal_update(fortran_copy(Akk), list(zip(*_factors(row), strict=True)))
     L = factorizer.factor(D, W, k, updated=False)
     return L, (
         factorizer.total,
@@ -123,9 +125,11 @@ def column_header(row, Lkk, block_size):
     return ColumnHeader(stack(U, Lkk.shape[0]), V, Lkk, block_size)
 
 
-def update_tile(row, UV, header, tolerance, block_size, seed):
+def update_tile(row, UV, header, tolerance, block_size, seed, budget):
     """Row `i` extended by ``L(i, k) = (A(i, k) - sum_j L(i, j) L(k, j)^T) L(k, k)^{-T}`` (the
-    sampled update, then the solve on its ``V`` side)."""
+    sampled update, then the solve on its ``V`` side), its trailing columns rounded to single
+    precision within `budget` (:func:`tlrcore.compress.single.round_in_place`), as in
+    process."""
     Ui, Vi = _factors(row)
     Ut, Vt = sampled_update(
         UV[0],
@@ -138,7 +142,10 @@ def update_tile(row, UV, header, tolerance, block_size, seed):
         seed,
         header.samples,
     )
-    return Ui + [Ut], Vi + [trsm_lower(header.Lkk, np.asfortranarray(Vt))]
+    Vt = trsm_lower(header.Lkk, np.asfortranarray(Vt))
+    Ut = np.array(Ut, order="F")
+    round_in_place(Ut, Vt, budget)
+    return Ui + [Ut], Vi + [Vt]
 
 
 def log_diagonal(Lkk):

@@ -19,6 +19,7 @@ from operator import getitem
 from tlrcore._checks import check_accuracy, check_int, check_random_state
 from tlrcore._typing import SafeguardSpec, Seed
 from tlrcore.cholesky.safeguards import check_shift, compensation_form, parse_safeguard
+from tlrcore.compress.single import factor_budget
 from tlrcore.concurrency.threads import column_seeds
 from tlrcore.distributed._graph import CriticalFirst, prefix, submit
 from tlrcore.distributed._tasks import (
@@ -110,6 +111,7 @@ def cholesky(
     options = [tolerance, shift, "schur" in guards, "modified" in guards, compensate]
     n_t = A.n_tiles
     seeds = column_seeds(random_state, n_t)
+    budget = factor_budget(tolerance, A.tolerance * n_t / A.accuracy)  # as in process
     P, D, T, C, R, G, E = (
         prefix(kind)
         for kind in (
@@ -157,6 +159,7 @@ def cholesky(
                 tolerance,
                 block_size,
                 int(seeds[k]),
+                budget,
             )
     wanted = (
         [(D, k) for k in range(n_t)]

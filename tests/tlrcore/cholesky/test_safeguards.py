@@ -22,6 +22,7 @@ from tlrcore.cholesky.safeguards import (
     tail_compensation,
 )
 from tlrcore.compress._recompress import LowRank
+from tlrcore.compress.single import SINGLE_SHARE
 
 
 def kernel_matrix(name, n=1024):
@@ -202,10 +203,12 @@ def test_recorded_tile_errors_are_the_spectral_errors_of_the_tiles():
         for (i, j), U in A.U.items():
             true[i, j] = true[j, i] = np.linalg.norm(M[A.tile(i), A.tile(j)] - U @ A.V[i, j].T, 2)
         np.testing.assert_array_equal(A.tile_errors, A.tile_errors.T)
-        if method == "svd":  # the dropped singular value is the error, to rounding
-            np.testing.assert_allclose(
-                A.tile_errors, true, rtol=1e-8, atol=1e-12 * np.linalg.norm(M)
-            )
+        if method == "svd":
+            # the dropped singular value is the error, to rounding, and the bound of the
+            # single-precision rounding of trailing columns (within SINGLE_SHARE tol) comes on top
+            scale = 1e-12 * np.linalg.norm(M)
+            assert np.all(true <= A.tile_errors * (1 + 1e-8) + scale)
+            assert np.all(A.tile_errors - true <= SINGLE_SHARE * A.tolerance + scale)
         else:  # the truncation's part; the sampling error (budgeted, <= 0.15 tol) comes on top
             assert np.all(np.abs(A.tile_errors - true) <= 0.15 * A.tolerance)
 
