@@ -5,7 +5,10 @@ with ``C_j C_j^T = V(k, j)^T V(k, j)`` (one ``dsyrk`` on the unpacked lower tria
 ``A(k, k)``; ``L(k, k)`` is kept as a triangle once its column is solved); each
 ``A(i, k) - U_i M_ik U_k^T``, ``M_ik = blockdiag(V(i, j)^T V(k, j))``, sampled through the
 stacked factors and compressed to the tile tolerance by ARA, never formed; then ``L(i, k) =
-U (L(k, k)^{-1} V)^T`` for the column in one solve. A column's tiles share their Gaussian
+U (L(k, k)^{-1} V)^T`` for the column in one solve, whose trailing columns are then
+rounded to single precision within :func:`~tlrcore.compress.single.factor_budget` before
+anything reads them (a finished tile row is stored compact, float32 where rounded). A
+column's tiles share their Gaussian
 blocks (one seed per column) and run on the tile pool, most work first (dynamic batching
 on the CPU), stored by tile index: the factor is bit-identical for any number of threads.
 Lookahead: a chain thread factors diagonal tile ``k + 1`` while the pool works on column
