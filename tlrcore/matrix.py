@@ -82,10 +82,12 @@ class TLRMatrix:
     n, tile_size, n_tiles : int
     offsets : ndarray of shape (n_tiles + 1,)
         Tile boundaries.
-    diagonal : Triangles or list of ndarray
+    diagonal : Triangles, GeneratedTiles or list of ndarray
         Dense diagonal tiles: in the tile layout a :class:`~tlrcore.dense.triangles.Triangles`
-        (each tile stored as its lower triangle; ``diagonal[k]`` unpacks a symmetric copy),
-        in the packed layout views of its storage.
+        (each tile stored as its lower triangle; ``diagonal[k]`` unpacks a symmetric copy) or,
+        above :data:`STORED_DIAGONAL_BYTES` of them, a
+        :class:`~tlrcore.dense.triangles.GeneratedTiles` (made again when read); in the
+        packed layout views of its storage.
     U, V : mapping of (int, int) to ndarray
         Lower off-diagonal tiles, ``A(i, j) ~ U[i, j] @ V[i, j].T``: in the tile layout a
         :class:`~tlrcore.compress.single.CompactFactors`, which keeps the trailing columns the
