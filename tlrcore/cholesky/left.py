@@ -110,7 +110,12 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
 
         def unpack(k):
             """A(k, k)'s lower triangle, in a spare buffer where one fits."""
-            buffer = spare.pop() if spare and spare[-1].shape[0] == rows[k] else None
+            try:
+                buffer = spare.pop()  # atomic: two unpacks may overlap
+            except IndexError:
+                buffer = None
+            if buffer is not None and buffer.shape[0] != rows[k]:
+                buffer = None
             lower = A._diagonal_lower(k, buffer)
             if overwrite_a:
                 recycled[k] = A._take_diagonal(k)
