@@ -38,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -88,6 +89,39 @@ def problem(kernel_key, n, data="model"):
     return X, np.load(path), kernel, params
 
 
+class AnonymousPeak:
+    """Peak of the process's resident memory that the system cannot reclaim without swap:
+    anonymous and shared memory (``RssAnon + RssShmem`` of ``/proc/self/status``, the latter
+    the memory files through which worker processes return tiles), sampled every
+    :attr:`interval` seconds on a thread (NaN off Linux), in GiB. Unlike the resident set,
+    it leaves out file pages mapped in (a factor's rows moved to files,
+    :mod:`tlrcore.concurrency.spill`), which the system can drop and read again."""
+
+    interval = 0.02
+
+    def __enter__(self):
+        self.peak, self._done = float("nan"), threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+    def _sample(self):
+        while True:
+            try:
+                with open("/proc/self/status") as status:
+                    fields = dict(line.split(":", 1) for line in status if ":" in line)
+                kib = float(fields["RssAnon"].split()[0]) + float(fields["RssShmem"].split()[0])
+            except (OSError, KeyError, ValueError):
+                return
+            self.peak = kib / 2**20 if self.peak != self.peak else max(self.peak, kib / 2**20)
+            if self._done.wait(self.interval):
+                return
+
+
 def loglik_from(factor, y):
     """Log-likelihood of zero-mean `y` from a factor with ``solve`` and ``logdet`` (TLR or
     dense)."""
@@ -96,11 +130,18 @@ def loglik_from(factor, y):
 
 
 def run_tlr(kernel_key, n, accuracy, tile_size=None, data="model"):
+
+    X, y, kernel, params = problem(kernel_key, n, data)
+    with AnonymousPeak() as anonymous:
+        result = _timed_tlr(X, y, kernel, params, accuracy, tile_size)
+    return {**result, "peak_anon_gib": anonymous.peak}
+
+
+def _timed_tlr(X, y, kernel, params, accuracy, tile_size):
     import tlrcore as tlr
     from geostat.distance import get_distance
     from geostat.solvers import tlr_covariance
 
-    X, y, kernel, params = problem(kernel_key, n, data)
     start = time.perf_counter()
     A, perm = tlr_covariance(
         X, kernel, params, get_distance("euclidean"), accuracy=accuracy, tile_size=tile_size
@@ -236,7 +277,7 @@ def main(argv=None):
 
     header = (
         f"{'kernel':<12}{'n':>7}{'acc':>7}{'tile':>6}{'build s':>8}{'factor s':>9}"
-        f"{'solve s':>8}{'total s':>8}{'peak GiB':>9}{'build':>6}{'A GiB':>7}{'diag':>6}"
+        f"{'solve s':>8}{'total s':>8}{'peak GiB':>9}{'build':>6}{'anon':>6}{'A GiB':>7}{'diag':>6}"
         f"{'L GiB':>7}{'diag':>6}"
         f"{'rank A':>7}{'rank L':>7}{'x dense n^3':>12}"
         f"{'dense s':>9}{'dense GiB':>10}{'speedup':>8}{'|err|':>10}"
@@ -305,6 +346,7 @@ def main(argv=None):
                     f"{tlr_result['build']:>8.2f}{tlr_result['factor']:>9.2f}"
                     f"{tlr_result['solve']:>8.2f}{total(tlr_result):>8.2f}"
                     f"{tlr_result['peak_gib']:>9.2f}{tlr_result['peak_build_gib']:>6.2f}"
+                    f"{tlr_result['peak_anon_gib']:>6.2f}"
                     f"{tlr_result['A_gib']:>7.2f}{tlr_result['A_diagonal_gib']:>6.2f}"
                     f"{tlr_result['L_gib']:>7.2f}{tlr_result['L_diagonal_gib']:>6.2f}"
                     f"{tlr_result['rank_A']:>7.1f}{tlr_result['rank_L']:>7.1f}"
@@ -345,7 +387,8 @@ def main(argv=None):
         )
     print(
         "peak GiB = maximum resident set of the configuration's process "
-        "(build: by the end of the build); "
+        "(build: by the end of the build; anon: of its anonymous and shared memory, without "
+        "file pages mapped in, such as a factor's rows moved to files); "
         "A GiB, L GiB = bytes of the TLR matrix and of its factor, diag = of their dense "
         "diagonal tiles."
     )

@@ -24,6 +24,7 @@ __all__ = [
     "gemm_nt",
     "pack_lower",
     "potrf_lower",
+    "symm_packed",
     "syrk_lower",
     "trmm_lower_transposed",
     "trsm_lower",
@@ -84,6 +85,22 @@ _dgemm = _function(
     _char_p,
     _char_p,
     _int_p,
+    _int_p,
+    _int_p,
+    _double_p,
+    _double_p,
+    _int_p,
+    _double_p,
+    _int_p,
+    _double_p,
+    _double_p,
+    _int_p,
+)
+_dsymm = _function(
+    cython_blas,
+    "dsymm",
+    _char_p,
+    _char_p,
     _int_p,
     _int_p,
     _double_p,
@@ -270,16 +287,22 @@ def gemm_nt(alpha, A, B, beta, C):
         raise ValueError(
             f"C must be {A.shape[0]} x {B.shape[0]} for A {A.shape} and B {B.shape}; got {C.shape}."
         )
+    return _gemm(b"N", b"T", alpha, A, B, beta, C)
+
+
+def _gemm(trans_a, trans_b, alpha, A, B, beta, C):
+    """``C <- alpha op(A) op(B) + beta C`` (BLAS ``dgemm``), shapes already checked."""
     a, lda = _fortran(A, "A")
     b, ldb = _fortran(B, "B")
     c, ldc = _fortran(C, "C", writeable=True)
+    inner = A.shape[0] if trans_a == b"T" else A.shape[1]
     if C.size:
         _dgemm(
-            b"N",
-            b"T",
+            trans_a,
+            trans_b,
             _int(C.shape[0]),
             _int(C.shape[1]),
-            _int(A.shape[1]),
+            _int(inner),
             _double(alpha),
             a,
             lda,
@@ -384,3 +407,69 @@ def trsm_packed(arf, B, trans=False):
         ldb,
     )
     return B
+
+
+def symm_packed(arf, X):
+    """``S X`` for the symmetric ``S`` whose lower triangle :func:`pack_lower` packed into `arf`,
+    and `X` ``(n,)`` or ``(n, m)``: a new array of `X`'s memory order, read from the packed
+    blocks in place.
+
+    The rectangular full packed array is a column-major ``R`` of ``h`` columns holding
+    ``S11 = S[:h, :h]`` (lower triangle), ``S21 = S[h:, :h]`` and ``S22 = S[h:, h:]`` (upper
+    triangle), as described in :func:`tlrcore.dense.triangles._unpack_blocks`, so
+    ``S X = [S11 X1 + S21^T X2; S21 X1 + S22 X2]`` is two ``dsymm`` and two ``dgemm`` (for a
+    C-ordered `X`, the same on the transposes: ``X^T S``)."""
+    X = np.asarray(X, dtype=np.float64)
+    n = X.shape[0]
+    _packed_operand(arf, n)
+    if n % 2 == 0:
+        h = n // 2
+        R = arf.reshape(h, n + 1).T
+        S11, S21, S22 = R[1 : h + 1], R[h + 1 :], R[:h]
+    else:
+        h = (n + 1) // 2
+        R = arf.reshape(h, n).T
+        S11, S21, S22 = R[:h], R[h:], R[: n - h, 1:]
+    if X.ndim == 2 and X.flags.c_contiguous and not X.flags.f_contiguous:
+        W = X.T
+        out = np.empty(W.shape, order="F")
+        W1, W2, Y1, Y2 = W[:, :h], W[:, h:], out[:, :h], out[:, h:]
+        _symm(b"R", b"L", S11, W1, 0.0, Y1)
+        if n > h:
+            _gemm(b"N", b"N", 1.0, W2, S21, 1.0, Y1)
+            _gemm(b"N", b"T", 1.0, W1, S21, 0.0, Y2)
+            _symm(b"R", b"U", S22, W2, 1.0, Y2)
+        return out.T
+    operand = np.asfortranarray(X.reshape(n, -1))
+    out = np.empty(operand.shape, order="F")
+    X1, X2, Y1, Y2 = operand[:h], operand[h:], out[:h], out[h:]
+    _symm(b"L", b"L", S11, X1, 0.0, Y1)
+    if n > h:
+        _gemm(b"T", b"N", 1.0, S21, X2, 1.0, Y1)
+        _gemm(b"N", b"N", 1.0, S21, X1, 0.0, Y2)
+        _symm(b"L", b"U", S22, X2, 1.0, Y2)
+    return out.reshape(X.shape)
+
+
+def _symm(side, uplo, A, B, beta, C):
+    """``C <- A B + beta C`` (`side` ``b"L"``) or ``C <- B A + beta C`` (``b"R"``) for the
+    symmetric ``A`` held in its `uplo` triangle (BLAS ``dsymm``)."""
+    a, lda = _fortran(A, "A")
+    b, ldb = _fortran(B, "B")
+    c, ldc = _fortran(C, "C", writeable=True)
+    if C.size:
+        _dsymm(
+            side,
+            uplo,
+            _int(C.shape[0]),
+            _int(C.shape[1]),
+            _double(1.0),
+            a,
+            lda,
+            b,
+            ldb,
+            _double(beta),
+            c,
+            ldc,
+        )
+    return C

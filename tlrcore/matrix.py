@@ -586,9 +586,9 @@ class TLRMatrix:
         def row(i):
             out = self._diagonal.symmetric_product(i, x[self.tile(i)])
             for j in range(i):
-                out += U[i, j] @ (V[i, j].T @ x[self.tile(j)])
+                out += U.product((i, j), V, x[self.tile(j)])
             for j in range(i + 1, self.n_tiles):
-                out += V[j, i] @ (U[j, i].T @ x[self.tile(j)])
+                out += V.product((j, i), U, x[self.tile(j)])
             y[self.tile(i)] = out
 
         with tile_pool(workers() if x.ndim == 2 else 1) as pool:

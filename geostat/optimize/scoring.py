@@ -58,18 +58,23 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Expected log-likelihood lost to the Monte Carlo error of the score at the optimum.
-LOSS_TARGET = 2e-3
+#: Expected log-likelihood lost to the Monte Carlo error of the score at the optimum. The
+#: loss is a weighted chi-square whose 95 % quantile is about three times its mean for two
+#: or three parameters: 1e-3 keeps most fits within 0.005 of the maximum.
+LOSS_TARGET = 1e-3
 #: Scoring stops when the predicted gain of the next step is below this, or below
-#: :data:`NOISE_GAIN` times the Monte Carlo loss (:func:`_settled`).
+#: :data:`NOISE_GAIN` times the Monte Carlo loss (:func:`_settled`). The predicted gain
+#: includes the loss in expectation; a step taken leaves the loss, one not taken the true
+#: gain: with ``NOISE_GAIN = 1`` a predicted gain above the loss is taken.
 GAIN_TOLERANCE = 1e-3
-NOISE_GAIN = 2.0
+NOISE_GAIN = 1.0
 #: A step of smaller predicted gain, from a score within :data:`LOSS_TARGET`, is the last:
 #: the gain left after it is about ``(1 - rho)^2 / rho`` times this for a curvature ``rho``
-#: times the information along the step (0.1 of it for ``rho`` in [0.75, 1.3]).
-FINAL_GAIN = 0.02
+#: times the information along the step (at most half of it for ``rho`` in [0.5, 2]).
+FINAL_GAIN = 0.005
 #: A step that no halving makes increase the likelihood, from a score within
-#: :data:`LOSS_TARGET` predicting less than this gain, ends the search where it is (the
+#: :data:`LOSS_TARGET` (or from :data:`MAX_PROBES`) predicting less than this gain, ends the
+#: search where it is (the
 #: derivative-free search could not gain more than the target 0.01 there).
 STALL_GAIN = 0.01
 #: Most probes per replicate group.
@@ -107,7 +112,7 @@ class ScoringReport:
     ----------
     z : ndarray
         The last point where the information was estimated: the optimum found, or the point
-        before the final step (within ``sqrt(2 FINAL_GAIN) = 0.2`` standard errors).
+        before the final step (within ``sqrt(2 FINAL_GAIN) = 0.1`` standard errors).
     information, information_error : ndarray of shape (k, k), float
         Expected Fisher information over the estimated natural parameters at `z`, and the
         largest relative Monte Carlo standard error of its diagonal.
@@ -372,7 +377,9 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
             return _converged(
                 likelihood, z, value, iteration, f"predicted gain {gain:.2g}", report, gain
             )
-        final = gain < FINAL_GAIN and loss <= LOSS_TARGET
+        # as precise as the probes make it: within the target, or at the most probes
+        precise = loss <= LOSS_TARGET or traces.n_probes >= MAX_PROBES
+        final = gain < FINAL_GAIN and precise
         # A final step of gain below STALL_GAIN is tried once: what it could still gain is
         # small, and stays in the bound.
         halvings = 0 if final and gain < STALL_GAIN else MAX_HALVINGS
@@ -418,7 +425,7 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
                 report,
                 left,
             )
-        if not accepted and gain < STALL_GAIN and loss <= LOSS_TARGET:
+        if not accepted and gain < STALL_GAIN and precise:
             return _converged(
                 likelihood,
                 z,

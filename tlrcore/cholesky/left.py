@@ -12,7 +12,8 @@ column's tiles share their Gaussian
 blocks (one seed per column) and run on the tile pool, most work first (dynamic batching
 on the CPU), stored by tile index: the factor is bit-identical for any number of threads.
 Lookahead: a chain thread factors diagonal tile ``k + 1`` while the pool works on column
-``k``.
+``k``. Above :data:`SPILL_BYTES`, each finished tile row of ``L`` moves to a file
+(:mod:`~tlrcore.concurrency.spill`): no later column reads it.
 
 References
 ----------
@@ -25,6 +26,9 @@ References
 """
 
 from __future__ import annotations
+
+import logging
+import os
 
 import numpy as np
 
@@ -41,6 +45,7 @@ from tlrcore.cholesky._steps import (
 from tlrcore.cholesky.factor import TLRCholesky
 from tlrcore.compress.single import CompactFactors, factor_budget, round_in_place
 from tlrcore.concurrency.heap import trim_heap
+from tlrcore.concurrency.spill import Spill
 from tlrcore.concurrency.threads import (
     column_progress,
     column_seeds,
@@ -53,7 +58,16 @@ from tlrcore.concurrency.threads import (
 )
 from tlrcore.dense.triangles import Triangles
 
-__all__ = ["TRIM_BYTES", "left_looking"]
+__all__ = ["SPILL_BYTES", "TRIM_BYTES", "left_looking"]
+
+logger = logging.getLogger(__name__)
+
+#: A matrix whose bytes (:attr:`~tlrcore.TLRMatrix.nbytes`) and its factor's diagonal
+#: triangles add up to more than this has its factor's finished tile rows moved to files
+#: in ``TLRCORE_SPILL_DIR`` (the system's temporary directory when unset), read back
+#: through memory maps (:class:`Spill`): the factor's memory is then the operating
+#: system's file cache, which it can reclaim.
+SPILL_BYTES = 6 << 30
 
 #: With ``overwrite_a``, the C heap is trimmed (:func:`~tlrcore.concurrency.heap.trim_heap`)
 #: once the released low-rank factors of ``A`` in the heap add up to this many bytes, not
@@ -74,6 +88,7 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
     budget = factor_budget(tolerance, A.tolerance * n_t / A.accuracy)
     single = {}  # (i, k): trailing columns of L(i, k) rounded to single precision
     released = 0  # bytes of A's low-rank factors released since the heap was last trimmed
+    spill = _spill_for(A, rows)
     with (
         tile_pool(workers()) as pool,
         serial_thread(pool) as chain,
@@ -124,6 +139,20 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
         def store(k, whole):
             triangles.store(k, whole, recycled.pop(k, None))
             spare.append(whole)
+            if spill is not None:
+                spill_row(k)
+
+        def spill_row(k):
+            """Move row `k` of L to a file, or keep it where that fails (and stop spilling)."""
+            nonlocal spill
+            keys = [(k, j) for j in range(k)]
+            try:
+                U.spill(keys, spill)
+                V.spill(keys, spill)
+                triangles.spill(k, spill)
+            except OSError as exc:
+                logger.warning("factor rows stay in memory: the spill file failed (%s)", exc)
+                spill = None
 
         def rounded(i, k, Vt):
             """Round the trailing columns of ``L(i, k) = U(i, k) Vt^T`` in place (`Vt`, and
@@ -202,3 +231,12 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             A._release_column(n_t - 1)
             trim_heap()  # A's freed heap tiles would stay resident beside L's (concurrency.heap)
     return TLRCholesky(triangles, U, V, A.offsets, tolerance)
+
+
+def _spill_for(A, rows):
+    """A :class:`Spill` for the factor of `A` (tile `rows`) when `A`'s bytes and its factor's
+    diagonal triangles add up to more than :data:`SPILL_BYTES`, else None."""
+    triangles = sum(8 * b * (b + 1) // 2 for b in rows)
+    if A.nbytes + triangles <= SPILL_BYTES:
+        return None
+    return Spill(os.environ.get("TLRCORE_SPILL_DIR") or None)

@@ -228,9 +228,11 @@ class CompactFactors(MutableMapping):
         right_head, right_tail = right._parts[key]
         if head.shape[1] != right_head.shape[1]:
             return self[key] @ (right[key].T @ X)
-        out = head @ (right_head.T @ X)
-        if tail is not None and right_tail is not None:
-            out += tail.astype(np.float64) @ (right_tail.astype(np.float64).T @ X)
+        if tail is None or right_tail is None:
+            return head @ (right_head.T @ X)
+        out = tail.astype(np.float64) @ (right_tail.astype(np.float64).T @ X)
+        if head.shape[1]:
+            out += head @ (right_head.T @ X)
         return out
 
     def rank(self, key) -> int:
@@ -249,6 +251,18 @@ class CompactFactors(MutableMapping):
         freed = numpy_allocated_bytes(head) + (0 if tail is None else numpy_allocated_bytes(tail))
         self._parts[key] = (placeholder, None)
         return freed
+
+    def spill(self, keys, spill) -> None:
+        """Move the stored parts of `keys` into one file of `spill`
+        (:class:`~tlrcore.concurrency.spill.Spill`), read back through its memory map; the
+        values are unchanged."""
+        keys = list(keys)
+        arrays = [part for key in keys for part in self._parts[key] if part is not None]
+        moved = iter(spill.move(arrays))
+        for key in keys:
+            self._parts[key] = tuple(
+                None if part is None else next(moved) for part in self._parts[key]
+            )
 
     def view(self) -> CompactFactors:
         """The same stored arrays, read-only, in a second mapping."""

@@ -1,4 +1,4 @@
-"""Where tlrcore runs its work: thread pools, worker processes and the C heap.
+"""Where tlrcore runs its work: thread pools, worker processes, the C heap and spill files.
 
 Results never depend on it: every tile has its own seed and its result is stored by tile
 index, so a factor is bit-identical for any number of threads, whether its tiles were
@@ -6,7 +6,8 @@ compressed in threads or in worker processes. :mod:`~tlrcore.concurrency.threads
 tile pool, BLAS pinned to one thread, seeds, progress counters;
 :mod:`~tlrcore.concurrency.heap`: the glibc allocator tuned for short-lived tiles;
 :mod:`~tlrcore.concurrency.processes`: worker processes for work that holds the GIL;
-:mod:`~tlrcore.concurrency.spool`: memory files for their results.
+:mod:`~tlrcore.concurrency.spool`: memory files for their results;
+:mod:`~tlrcore.concurrency.spill`: finished factor rows moved to files.
 
 Environment
 -----------
@@ -17,9 +18,12 @@ Environment
     :mod:`tlrcore.concurrency.processes`.
 ``TLRCORE_MALLOC_TUNING``
     ``0`` leaves the C allocator and NumPy's huge-page advice alone.
+``TLRCORE_SPILL_DIR``
+    Directory of the files into which a large factorization moves its finished rows
+    (default: the system's temporary directory; :data:`tlrcore.cholesky.left.SPILL_BYTES`).
 """
 
-from tlrcore.concurrency import heap, processes, spool, threads
+from tlrcore.concurrency import heap, processes, spill, spool, threads
 from tlrcore.concurrency.heap import (
     numpy_allocated_bytes,
     pin_mmap_threshold,
@@ -54,6 +58,7 @@ __all__ = [
     "progress",
     "runner",
     "small_pages",
+    "spill",
     "spool",
     "threads",
     "tile_pool",

@@ -19,10 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from scipy.linalg.blas import dsymm as symm
-from scipy.linalg.blas import dsymv as symv
 
-from tlrcore._lapack import pack_lower, trsm_packed, unpack_lower
+from tlrcore._lapack import pack_lower, symm_packed, trsm_packed, unpack_lower
 
 __all__ = ["MIRROR_BLOCK", "GeneratedTiles", "Triangles", "symmetric_squared_norm"]
 
@@ -81,6 +79,11 @@ class Triangles(Sequence):
         """Free tile `k` (its size stays known)."""
         self._packed[k] = self._diagonals[k] = None
 
+    def spill(self, k: int, spill) -> None:
+        """Move tile `k` into a file of `spill` (:class:`~tlrcore.concurrency.spill.Spill`),
+        read back through its memory map; the values are unchanged."""
+        self._packed[k], self._diagonals[k] = spill.move([self._stored(k), self.diagonal(k)])
+
     def take(self, k: int) -> np.ndarray | None:
         """Release tile `k` and hand over its packed array, writeable, to be packed into again
         (:meth:`store`); None where a :meth:`view` may still read it."""
@@ -136,9 +139,9 @@ class Triangles(Sequence):
         return trsm_packed(self._stored(k), B, trans)
 
     def symmetric_product(self, k: int, X: np.ndarray) -> np.ndarray:
-        """``S_k X`` for the symmetric tile ``S_k`` (BLAS ``dsymv``/``dsymm`` on its unpacked
-        lower triangle) and `X` ``(b,)`` or ``(b, m)``: a new array."""
-        return _symmetric_product(self.lower(k), X)
+        """``S_k X`` for the symmetric tile ``S_k`` and `X` ``(b,)`` or ``(b, m)``: a new array,
+        read from the packed triangle in place (:func:`~tlrcore._lapack.symm_packed`)."""
+        return symm_packed(self._stored(k), X)
 
     def squared_norm(self, k: int) -> float:
         """``||T_k||_F^2`` of the tile (the symmetric tile's, counting both triangles)."""
@@ -213,8 +216,8 @@ class GeneratedTiles(Sequence):
         return self._sizes[k]
 
     def symmetric_product(self, k: int, X: np.ndarray) -> np.ndarray:
-        """As :meth:`Triangles.symmetric_product`."""
-        return _symmetric_product(self.lower(k), X)
+        """As :meth:`Triangles.symmetric_product` (the tile made and packed again), bit for bit."""
+        return symm_packed(pack_lower(self.lower(k)), X)
 
     def squared_norm(self, k: int) -> float:
         """``||S_k||_F^2``, as measured when the tile was first made."""
@@ -266,14 +269,6 @@ def _squared_norm(packed, diagonal, symmetric):
     if symmetric:
         total = 2.0 * total - float(diagonal @ diagonal)
     return total
-
-
-def _symmetric_product(lower, X):
-    """``S X`` for the symmetric ``S`` held in the lower triangle of `lower`."""
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim == 1:
-        return symv(1.0, lower, X, lower=1)
-    return symm(1.0, lower, X, side=0, lower=1)
 
 
 def _unpack_blocks(packed, out):

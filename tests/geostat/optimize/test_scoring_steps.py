@@ -125,6 +125,15 @@ def test_the_gain_left_by_a_final_step_follows_from_its_increase():
     )
 
 
+def test_a_predicted_gain_above_the_monte_carlo_loss_is_stepped():
+    """The predicted gain includes the Monte Carlo loss in expectation: a step leaves the
+    loss, no step the true gain. A gain of twice the loss is stepped (on real temperatures
+    stopping there left 0.009 below the maximum); one below the loss or the tolerance ends."""
+    assert not scoring._settled(0.0019, 0.001)
+    assert scoring._settled(0.0009, 0.001) and scoring._settled(0.0015, 0.002)
+    assert scoring._settled(0.9 * scoring.GAIN_TOLERANCE, 0.0)
+
+
 class _RatioObjective:
     """An objective whose value depends only on the log ratio, lowest at `best`."""
 

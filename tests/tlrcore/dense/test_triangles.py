@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from tlrcore._lapack import pack_lower, trsm_packed, unpack_lower
+from tlrcore._lapack import pack_lower, symm_packed, trsm_packed, unpack_lower
 from tlrcore.dense.triangles import MIRROR_BLOCK, Triangles
 
 #: Odd and even orders (the RFP layout differs), one above MIRROR_BLOCK and not a multiple.
@@ -53,6 +53,23 @@ def test_packed_solve_agrees_with_scipy(n, trans, shape, order):
     np.testing.assert_allclose(X, expected, rtol=0, atol=64 * np.finfo(float).eps * n)
 
 
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize(
+    "shape, order", [((), "C"), ((3,), "C"), ((3,), "F"), ((1,), "C")], ids=["vec", "C", "F", "1"]
+)
+def test_packed_symmetric_product_agrees_with_numpy(n, shape, order):
+    """Two dsymm and two dgemm on the packed blocks against the whole symmetric tile's product:
+    the same sums in another order, within ``n u`` times the products of absolute values."""
+    S = symmetric(n)
+    X = np.asarray(np.random.default_rng(3).standard_normal((n, *shape)), order=order)
+    before = X.copy()
+    Y = symm_packed(pack_lower(np.asfortranarray(S)), X)
+    assert Y.shape == X.shape
+    bound = 2 * n * np.finfo(float).eps * (np.abs(S) @ np.abs(X))
+    assert np.all(np.abs(Y - S @ X) <= bound)
+    np.testing.assert_array_equal(X, before)
+
+
 def test_packed_solve_of_a_fortran_block_writes_only_the_block():
     n = 40
     L = triangular(n)
@@ -72,8 +89,9 @@ def test_packed_solve_of_a_fortran_block_writes_only_the_block():
         (lambda: pack_lower(np.ones((3, 3), dtype=np.float32, order="F")), "float64"),
         (lambda: unpack_lower(np.ones(5), np.empty((3, 3), order="F")), "6 float64"),
         (lambda: trsm_packed(np.ones(6), np.ones(4)), "10 float64"),
+        (lambda: symm_packed(np.ones(6), np.ones(4)), "10 float64"),
     ],
-    ids=["not-square", "float32", "unpack-size", "solve-size"],
+    ids=["not-square", "float32", "unpack-size", "solve-size", "product-size"],
 )
 def test_bad_packed_operands_are_rejected(call, match):
     with pytest.raises(ValueError, match=match):

@@ -1,0 +1,82 @@
+"""Finished parts of a factor moved out of memory into files, read back through memory maps.
+
+A left-looking Cholesky factorization never reads a finished tile row of ``L`` again, so the
+row can leave the process's anonymous memory while the rest is factored. :class:`Spill`
+writes a group of arrays to one unnamed temporary file (``tempfile.TemporaryFile``, deleted
+when its last mapping closes) and hands back read-only arrays of the same shapes, dtypes,
+memory orders and values, bit for bit, that view one memory map of the file. Their pages
+belong to the operating system's file cache: clean pages that it can drop under memory
+pressure and read again on access, where anonymous pages would have to stay [1]_. One map
+per group keeps the number of maps (bounded by ``vm.max_map_count`` on Linux) at one per
+tile row.
+
+References
+----------
+.. [1] Toledo, S. (1999). A survey of out-of-core algorithms in numerical linear algebra. In
+   External Memory Algorithms, DIMACS Series in Discrete Mathematics and Theoretical
+   Computer Science 50, 161-179.
+"""
+
+from __future__ import annotations
+
+import mmap
+import tempfile
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["ALIGNMENT", "Spill"]
+
+#: Byte alignment of each array in a spill file.
+ALIGNMENT = 64
+
+
+class Spill:
+    """Groups of arrays moved to files in `directory` (the system's temporary directory by
+    default); :attr:`nbytes` counts the bytes moved."""
+
+    def __init__(self, directory: str | None = None) -> None:
+        self.directory = directory
+        self.nbytes = 0
+        self._lock = threading.Lock()
+
+    def move(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Read-only copies of the C- or Fortran-contiguous `arrays`, each viewing the one
+        memory map of a new file holding them all (OSError where the file cannot be
+        written: the caller keeps its arrays)."""
+        offsets, end = [], 0
+        for array in arrays:
+            if not (array.flags.c_contiguous or array.flags.f_contiguous):
+                raise ValueError("arrays to spill must be C- or Fortran-contiguous.")
+            offsets.append(end)
+            end += -(-array.nbytes // ALIGNMENT) * ALIGNMENT
+        if end == 0:
+            return [_read_only(np.array(array)) for array in arrays]
+        with tempfile.TemporaryFile(dir=self.directory) as file:
+            for array, offset in zip(arrays, offsets, strict=True):
+                if array.size:
+                    file.seek(offset)
+                    file.write(_raw(array))
+            file.truncate(end)
+            file.flush()
+            mapped = mmap.mmap(file.fileno(), end, access=mmap.ACCESS_READ)
+        with self._lock:
+            self.nbytes += end
+        moved = []
+        for array, offset in zip(arrays, offsets, strict=True):
+            order = "F" if array.flags.f_contiguous and not array.flags.c_contiguous else "C"
+            view = np.ndarray(array.shape, array.dtype, buffer=mapped, offset=offset, order=order)
+            moved.append(view)
+        return moved
+
+
+def _raw(array):
+    """The bytes of `array` in its memory order, without a copy."""
+    fortran = array.flags.f_contiguous and not array.flags.c_contiguous
+    return memoryview(array.T if fortran else array).cast("B")
+
+
+def _read_only(array):
+    array.flags.writeable = False
+    return array
