@@ -65,9 +65,16 @@ class Spill:
             self.nbytes += end
         moved = []
         for array, offset in zip(arrays, offsets, strict=True):
-            order = "F" if array.flags.f_contiguous and not array.flags.c_contiguous else "C"
-            view = np.ndarray(array.shape, array.dtype, buffer=mapped, offset=offset, order=order)
-            moved.append(view)
+            fortran = array.flags.f_contiguous and not array.flags.c_contiguous
+            moved.append(
+                np.ndarray(
+                    array.shape,
+                    array.dtype,
+                    buffer=mapped,
+                    offset=offset,
+                    order="F" if fortran else "C",
+                )
+            )
         return moved
 
 
