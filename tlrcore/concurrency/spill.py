@@ -4,7 +4,9 @@ A left-looking Cholesky factorization never reads a finished tile row of ``L`` a
 row can leave the process's anonymous memory while the rest is factored. :class:`Spill`
 writes a group of arrays to one unnamed temporary file (``tempfile.TemporaryFile``, deleted
 when its last mapping closes) and hands back read-only arrays of the same shapes, dtypes,
-memory orders and values, bit for bit, that view one memory map of the file. Their pages
+memory orders and values, bit for bit, that view one memory map of the file, mapped through
+the C library so that no file descriptor stays open (Python's :mod:`mmap` keeps one per
+map, and a million-site factor has hundreds of rows). Their pages
 belong to the operating system's file cache: clean pages that it can drop under memory
 pressure and read again on access, where anonymous pages would have to stay [1]_. One map
 per group keeps the number of maps (bounded by ``vm.max_map_count`` on Linux) at one per
@@ -19,9 +21,11 @@ References
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import tempfile
 import threading
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,6 +34,11 @@ __all__ = ["ALIGNMENT", "Spill"]
 
 #: Byte alignment of each array in a spill file.
 ALIGNMENT = 64
+
+try:
+    _LIBC = ctypes.CDLL(None, use_errno=True)
+except (OSError, TypeError):  # no C library by that name (Windows): Python's mmap then
+    _LIBC = None
 
 
 class Spill:
@@ -60,7 +69,7 @@ class Spill:
                     file.write(_raw(array))
             file.truncate(end)
             file.flush()
-            mapped = mmap.mmap(file.fileno(), end, access=mmap.ACCESS_READ)
+            mapped = _map(file.fileno(), end)
         with self._lock:
             self.nbytes += end
         moved = []
@@ -76,6 +85,34 @@ class Spill:
                 )
             )
         return moved
+
+
+def _map(descriptor, length):
+    """A read-only buffer on a private memory map of the first `length` bytes of the open
+    file `descriptor`, unmapped when the buffer is collected: through the C library's
+    ``mmap``, which keeps no descriptor (Python's :mod:`mmap` where there is none)."""
+    libc_map = getattr(_LIBC, "mmap", None)
+    if libc_map is None:
+        return memoryview(mmap.mmap(descriptor, length, access=mmap.ACCESS_READ))
+    libc_map.restype = ctypes.c_void_p
+    libc_map.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    _LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    # private and writeable: pages stay the file's (clean, reclaimable) until written, and a
+    # write, which the read-only arrays refuse unless their flag is forced, copies a page
+    protection = mmap.PROT_READ | mmap.PROT_WRITE
+    address = libc_map(None, length, protection, mmap.MAP_PRIVATE, descriptor, 0)
+    if address is None or address == ctypes.c_void_p(-1).value:
+        raise OSError(ctypes.get_errno(), "mmap of the spill file failed")
+    block = (ctypes.c_char * length).from_address(address)
+    weakref.finalize(block, _LIBC.munmap, address, length)
+    return memoryview(block).toreadonly()
 
 
 def _raw(array):
