@@ -38,120 +38,33 @@ _double_p = ctypes.POINTER(ctypes.c_double)
 _char_p = ctypes.c_char_p
 
 
-def _function(module, name, *argtypes):
+#: Argument types by letter in :func:`_function`'s signatures.
+_ARGUMENT_TYPES = {"c": _char_p, "i": _int_p, "d": _double_p}
+
+
+def _function(module, name, signature):
     """The ``nogil`` function `name` of the Cython module `module`, callable through
-    :mod:`ctypes`."""
+    :mod:`ctypes`; `signature` gives its arguments by letter: ``c`` a character, ``i`` an
+    integer, ``d`` a double (scalar or array), all by pointer as Fortran passes them."""
     capsule = module.__pyx_capi__[name]
     get_name = ctypes.pythonapi.PyCapsule_GetName
     get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
     get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
     get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    argtypes = [_ARGUMENT_TYPES[letter] for letter in signature]
     return ctypes.CFUNCTYPE(None, *argtypes)(get_pointer(capsule, get_name(capsule)))
 
 
-_dpotrf = _function(cython_lapack, "dpotrf", _char_p, _int_p, _double_p, _int_p, _int_p)
-_dtrsm = _function(
-    cython_blas,
-    "dtrsm",
-    _char_p,
-    _char_p,
-    _char_p,
-    _char_p,
-    _int_p,
-    _int_p,
-    _double_p,
-    _double_p,
-    _int_p,
-    _double_p,
-    _int_p,
-)
-_dsyrk = _function(
-    cython_blas,
-    "dsyrk",
-    _char_p,
-    _char_p,
-    _int_p,
-    _int_p,
-    _double_p,
-    _double_p,
-    _int_p,
-    _double_p,
-    _double_p,
-    _int_p,
-)
-_dgemm = _function(
-    cython_blas,
-    "dgemm",
-    _char_p,
-    _char_p,
-    _int_p,
-    _int_p,
-    _int_p,
-    _double_p,
-    _double_p,
-    _int_p,
-    _double_p,
-    _int_p,
-    _double_p,
-    _double_p,
-    _int_p,
-)
-_dsymm = _function(
-    cython_blas,
-    "dsymm",
-    _char_p,
-    _char_p,
-    _int_p,
-    _int_p,
-    _double_p,
-    _double_p,
-    _int_p,
-    _double_p,
-    _int_p,
-    _double_p,
-    _double_p,
-    _int_p,
-)
-_dlaset = _function(
-    cython_lapack, "dlaset", _char_p, _int_p, _int_p, _double_p, _double_p, _double_p, _int_p
-)
-_dtrmm = _function(
-    cython_blas,
-    "dtrmm",
-    _char_p,
-    _char_p,
-    _char_p,
-    _char_p,
-    _int_p,
-    _int_p,
-    _double_p,
-    _double_p,
-    _int_p,
-    _double_p,
-    _int_p,
-)
-
-_dtrttf = _function(
-    cython_lapack, "dtrttf", _char_p, _char_p, _int_p, _double_p, _int_p, _double_p, _int_p
-)
-_dtfttr = _function(
-    cython_lapack, "dtfttr", _char_p, _char_p, _int_p, _double_p, _double_p, _int_p, _int_p
-)
-_dtfsm = _function(
-    cython_lapack,
-    "dtfsm",
-    _char_p,
-    _char_p,
-    _char_p,
-    _char_p,
-    _char_p,
-    _int_p,
-    _int_p,
-    _double_p,
-    _double_p,
-    _double_p,
-    _int_p,
-)
+_dpotrf = _function(cython_lapack, "dpotrf", "cidii")
+_dlaset = _function(cython_lapack, "dlaset", "ciidddi")
+_dtrttf = _function(cython_lapack, "dtrttf", "ccididi")
+_dtfttr = _function(cython_lapack, "dtfttr", "cciddii")
+_dtfsm = _function(cython_lapack, "dtfsm", "ccccciidddi")
+_dtrsm = _function(cython_blas, "dtrsm", "cccciiddidi")
+_dtrmm = _function(cython_blas, "dtrmm", "cccciiddidi")
+_dsyrk = _function(cython_blas, "dsyrk", "cciiddiddi")
+_dgemm = _function(cython_blas, "dgemm", "cciiiddididdi")
+_dsymm = _function(cython_blas, "dsymm", "cciiddididdi")
 
 
 def _column_major(a):

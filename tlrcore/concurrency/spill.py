@@ -35,10 +35,29 @@ __all__ = ["ALIGNMENT", "Spill"]
 #: Byte alignment of each array in a spill file.
 ALIGNMENT = 64
 
-try:
-    _LIBC = ctypes.CDLL(None, use_errno=True)
-except (OSError, TypeError):  # no C library by that name (Windows): Python's mmap then
-    _LIBC = None
+
+def _c_library_maps():
+    """The C library's ``(mmap, munmap)`` with their argument types, or None (Windows:
+    Python's :mod:`mmap` then)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        c_map, c_unmap = libc.mmap, libc.munmap
+    except (OSError, TypeError, AttributeError):
+        return None
+    c_map.restype = ctypes.c_void_p
+    c_map.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    c_unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return c_map, c_unmap
+
+
+_C_MAPS = _c_library_maps()
 
 
 class Spill:
@@ -91,27 +110,17 @@ def _map(descriptor, length):
     """A read-only buffer on a private memory map of the first `length` bytes of the open
     file `descriptor`, unmapped when the buffer is collected: through the C library's
     ``mmap``, which keeps no descriptor (Python's :mod:`mmap` where there is none)."""
-    libc_map = getattr(_LIBC, "mmap", None)
-    if libc_map is None:
+    if _C_MAPS is None:
         return memoryview(mmap.mmap(descriptor, length, access=mmap.ACCESS_READ))
-    libc_map.restype = ctypes.c_void_p
-    libc_map.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_long,
-    ]
-    _LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    c_map, c_unmap = _C_MAPS
     # private and writeable: pages stay the file's (clean, reclaimable) until written, and a
     # write, which the read-only arrays refuse unless their flag is forced, copies a page
     protection = mmap.PROT_READ | mmap.PROT_WRITE
-    address = libc_map(None, length, protection, mmap.MAP_PRIVATE, descriptor, 0)
+    address = c_map(None, length, protection, mmap.MAP_PRIVATE, descriptor, 0)
     if address is None or address == ctypes.c_void_p(-1).value:
         raise OSError(ctypes.get_errno(), "mmap of the spill file failed")
     block = (ctypes.c_char * length).from_address(address)
-    weakref.finalize(block, _LIBC.munmap, address, length)
+    weakref.finalize(block, c_unmap, address, length)
     return memoryview(block).toreadonly()
 
 
