@@ -157,9 +157,7 @@ def trsm_lower(L, B, trans=False, right=False):
     if not _column_major(L) and L.flags.c_contiguous:
         L, uplo, transposed = L.T, b"U", not transposed
     a, lda = _fortran(L, "L")
-    work = B.reshape(B.shape[0], -1)
-    if not _column_major(work) and work.flags.c_contiguous:
-        work, right, transposed = work.T, not right, not transposed
+    work, right, transposed = _solve_operand(B, right, transposed)
     b, ldb = _fortran(work, "B", writeable=True)
     _dtrsm(
         b"R" if right else b"L",
@@ -293,6 +291,16 @@ def unpack_lower(arf, out):
     return out
 
 
+def _solve_operand(B, right, transposed):
+    """`B` as a column-major matrix for a triangular solve, with the side (`right`) and the
+    transposition that solve it: a C-ordered `B` is solved as its transpose from the other
+    side."""
+    work = B.reshape(B.shape[0], -1)
+    if not _column_major(work) and work.flags.c_contiguous:
+        return work.T, not right, not transposed
+    return work, right, transposed
+
+
 def trsm_packed(arf, B, trans=False):
     """``B <- L^{-1} B`` (``L^{-T} B`` with `trans`) in place (LAPACK ``dtfsm``), ``L`` the lower
     triangle packed by :func:`pack_lower`, non-unit diagonal; `B` ``(n, m)`` or ``(n,)``,
@@ -302,9 +310,7 @@ def trsm_packed(arf, B, trans=False):
     a = _packed_operand(arf, n)
     if B.size == 0:
         return B
-    work, right, transposed = B.reshape(n, -1), False, bool(trans)
-    if not _column_major(work) and work.flags.c_contiguous:
-        work, right, transposed = work.T, True, not transposed
+    work, right, transposed = _solve_operand(B, False, bool(trans))
     b, ldb = _fortran(work, "B", writeable=True)
     _dtfsm(
         b"N",
