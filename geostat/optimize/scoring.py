@@ -10,7 +10,10 @@ halved until it increases the log-likelihood.
 
 With fixed probes the iteration converges to the zero of the estimated score, at an
 expected loss ``1/2 tr(B^{-1} Cov(d))`` for the score's Monte Carlo error ``d``; probes
-are added until it is below ``max(LOSS_TARGET, gain / 10)``. Scoring converges when the
+are added until it is below ``max(LOSS_TARGET, gain / 10)``. A point near the last one
+estimated by a plain average (the anchor) takes the anchor's traces plus their change over
+its own first probes, a control variate [5]_: near the optimum a few probes of its own
+serve where the anchor needed many. Scoring converges when the
 predicted gain is below ``max(GAIN_TOLERANCE, NOISE_GAIN * loss)``, or after a step of
 predicted gain below :data:`FINAL_GAIN` from a score within :data:`LOSS_TARGET`; the TLR
 accuracy follows the gain (:class:`~geostat.optimize.accuracy.AccuracyPolicy`). A step
@@ -32,6 +35,8 @@ References
 .. [4] Schnabel, R. B. (1983). Quasi-Newton methods using multiple secant equations.
    Technical Report CU-CS-247-83, Department of Computer Science, University of Colorado
    at Boulder.
+.. [5] Glasserman, P. (2003). Monte Carlo Methods in Financial Engineering, section 4.1
+   (control variates). Springer. doi:10.1007/978-0-387-21617-1
 """
 
 from __future__ import annotations
@@ -44,10 +49,11 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 from scipy.stats import chi2
 
-from geostat.optimize.accuracy import AccuracyPolicy
+from geostat.optimize.accuracy import MEASURE_GAIN, AccuracyPolicy
 from geostat.optimize.polish import polish_without_gradient
 
 __all__ = [
+    "ScoreEstimate",
     "ScoringReport",
     "fisher_scoring",
     "monte_carlo_loss",
@@ -77,6 +83,11 @@ FINAL_GAIN = 0.005
 #: search where it is (the
 #: derivative-free search could not gain more than the target 0.01 there).
 STALL_GAIN = 0.01
+#: Share of :data:`LOSS_TARGET` an average of probes aims at when the step from it is not
+#: the last: the next point's estimate is that average plus the change at the new point
+#: (:func:`_trace_estimates`), which needs part of the target. From an anchor at
+#: :data:`MAX_PROBES`, an estimate that owes this share of its loss to the anchor is final.
+ANCHOR_SHARE = 0.8
 #: Most probes per replicate group.
 MAX_PROBES = 1024
 #: Products (the information's) are computed for further probes while the largest relative
@@ -117,7 +128,8 @@ class ScoringReport:
         Expected Fisher information over the estimated natural parameters at `z`, and the
         largest relative Monte Carlo standard error of its diagonal.
     n_probes : int
-        Probes per replicate group.
+        Probes per replicate group the score at `z` rests on (its anchor's, where it
+        took the anchor's traces).
     loss, loss_quantile : float
         Expected log-likelihood lost to the score's Monte Carlo error at `z`, and its
         :data:`BOUND_LEVEL` quantile (:func:`monte_carlo_loss_quantile`).
@@ -129,6 +141,12 @@ class ScoringReport:
         The optimum found by scoring (None after a fallback).
     gain_left : float
         Predicted gain left at `x` (NaN before convergence).
+    value_error : float
+        Estimated TLR error of the log-likelihood at `x` (0 without an accuracy policy).
+    tlr_change : float or None
+        The change of the log-likelihood from a ten times coarser accuracy than the end's,
+        measured near `x` (:meth:`~geostat.optimize.accuracy.AccuracyPolicy.nearby_change`),
+        or None.
     """
 
     z: np.ndarray
@@ -141,6 +159,8 @@ class ScoringReport:
     fell_back: bool = False
     x: np.ndarray | None = None
     gain_left: float = float("nan")
+    value_error: float = 0.0
+    tlr_change: float | None = None
 
     @property
     def gap_bound(self):
@@ -180,28 +200,89 @@ def _rows(names, derivative_names, variance, eta):
     return M
 
 
-def score_and_information(space, z, terms, traces):
-    """Score, expected Fisher information and the score's Monte Carlo covariance (from the
-    spread of the per-probe scores) at `z` in the optimizer's coordinates, from the
-    evaluation `terms` and its probe `traces`; profiled when the space profiles the variance.
+@dataclass
+class ScoreEstimate:
+    """The score at a point with its Monte Carlo covariance, and the information.
+
+    Attributes
+    ----------
+    score : ndarray of shape (k,)
+    information : ndarray of shape (k, k)
+        Expected Fisher information (optimizer's coordinates).
+    covariance : ndarray of shape (k, k)
+        Monte Carlo covariance of `score`.
+    n_probes : int
+        Probes the traces rest on: the point's own, or its anchor's.
+    anchor_share : float
+        Share of the Monte Carlo loss owed to the anchor's probes (0 for a plain average):
+        probes at the point itself lower the loss by at most ``1 - anchor_share`` until
+        they are as many as the anchor's.
+    """
+
+    score: np.ndarray
+    information: np.ndarray
+    covariance: np.ndarray
+    n_probes: int
+    anchor_share: float = 0.0
+
+
+def score_and_information(space, z, terms, traces, anchor=None):
+    """The :class:`ScoreEstimate` at `z` in the optimizer's coordinates, from the evaluation
+    `terms` and its probe `traces`; profiled when the space profiles the variance.
+
+    With the probe traces of an earlier point, `anchor`, the traces may be estimated as the
+    anchor's mean plus the mean change over the probes of `traces` (:func:`_trace_estimates`);
+    the estimate of the smaller Monte Carlo loss is taken.
     """
     free, _, eta, _ = _point(space, z)
     variance = terms.quadratic / terms.n_eff if space.profiled else space.natural(free)["variance"]
     names = (["scale"] if space.profiled else []) + list(space.names)
     M = _rows(names, traces.names, variance, eta)
-    # Per probe: 1/2 M (alpha^T D alpha / s - z^T G z), and the mean information 1/2 M T M^T.
-    samples = 0.5 * (traces.quad / variance - traces.traces) @ M.T
-    if space.profiled:
-        samples = samples[:, 1:]
+    # score = (quad / s - t) A for the traces t, A = 1/2 M^T (and the chain rule).
     chain = np.where(space.log_scale, np.array([free[n] for n in space.names]), 1.0)
-    samples = samples * chain
-    score = samples.mean(axis=0)
-    covariance = np.atleast_2d(np.cov(samples, rowvar=False)) / samples.shape[0]
-    return (
-        score,
-        _curvature_in(space, chain, 0.5 * M @ traces.products.mean(axis=0) @ M.T),
-        covariance,
-    )
+    A = (0.5 * M.T)[:, 1:] if space.profiled else 0.5 * M.T
+    A = A * chain
+    info = _curvature_in(space, chain, 0.5 * M @ traces.products.mean(axis=0) @ M.T)
+    best, best_loss = None, np.inf
+    for mean, covariance, n_probes, anchored in _trace_estimates(traces, anchor):
+        covariance = A.T @ covariance @ A
+        loss = monte_carlo_loss(info, covariance)
+        if loss < best_loss:
+            share = 0.0 if anchored is None else monte_carlo_loss(info, A.T @ anchored @ A) / loss
+            best_loss = loss
+            best = ScoreEstimate(
+                (traces.quad / variance - mean) @ A, info, covariance, n_probes, share
+            )
+    return best
+
+
+def _trace_estimates(traces, anchor=None):
+    """Estimates of the mean traces from per-probe `traces`: ``(mean, covariance, probes,
+    anchored)``, the plain average, and with the traces of the same probes at an earlier
+    point, `anchor` (more of them), a control variate [5]_: the anchor's mean plus the
+    mean change over the first ``m`` probes, ``mean(T_a) + mean(T_m - T_a,m)``.
+
+    Its covariance sums over the probes: ``m Cov(T_a / m_a + (T - T_a) / m)`` over the
+    first ``m`` and ``(m_a - m) Cov(T_a) / m_a^2`` over the others. Close to the anchor the
+    changes vary little, and the estimate is nearly as precise as the anchor's with ``m``
+    probes at the new point; it is the plain average when ``m = m_a``. ``anchored`` is the
+    covariance of the anchor's mean alone (None for the plain average).
+    """
+    T = traces.traces
+    m = T.shape[0]
+    yield T.mean(axis=0), _covariance(T) / m, m, None
+    if anchor is None or anchor.n_probes <= m:
+        return
+    Ta = anchor.traces
+    ma = Ta.shape[0]
+    change = T - Ta[:m]
+    covariance = m * _covariance(Ta[:m] / ma + change / m) + (ma - m) * _covariance(Ta) / ma**2
+    yield Ta.mean(axis=0) + change.mean(axis=0), covariance, ma, _covariance(Ta) / ma
+
+
+def _covariance(samples):
+    """Sample covariance of the rows of `samples`, as a matrix."""
+    return np.atleast_2d(np.cov(samples, rowvar=False))
 
 
 def _curvature_in(space, chain, matrix):
@@ -250,13 +331,13 @@ def natural_information(space, params, traces):
 
 class _Probed:
     """Evaluations with probes at points of the optimizer's coordinates, counted by the
-    full-data objective. The number of probes only grows, so the probes of one iteration
-    include those of the previous ones."""
+    full-data objective. The traces of the last point estimated by the plain average are
+    the anchor of the next points' estimates (:func:`_trace_estimates`)."""
 
     def __init__(self, likelihood, space, objective, random_state):
         self.likelihood, self.space, self.objective = likelihood, space, objective
         self.random_state = random_state
-        self.n_probes = 0
+        self.anchor = None
 
     def value(self, z, accuracy=None):
         """Log-likelihood at `z` (``-inf`` where the covariance is not positive definite),
@@ -267,10 +348,13 @@ class _Probed:
 
     def derivatives(self, z, bounds, history=()):
         """Score, (curvature, information), score covariance, step, Monte Carlo loss, predicted
-        gain, terms and probe traces at `z`, the curvature corrected along the `history` (pairs of
-        a step and the score before it). Probes are added while the loss exceeds
-        ``max(LOSS_TARGET, gain / 10)``, up to :data:`MAX_PROBES`; their products only while the
-        information errs by more than :data:`INFORMATION_RTOL`."""
+        gain, terms, probe traces and the probes the score rests on at `z`, the curvature
+        corrected along the `history` (pairs of a step and the score before it). Probes are
+        added while the loss exceeds ``max(LOSS_TARGET, gain / 10)`` (:data:`ANCHOR_SHARE`
+        of it for an average that will anchor the next point), up to
+        :data:`MAX_PROBES` or, from an anchor at :data:`MAX_PROBES`, until the anchor owes
+        :data:`ANCHOR_SHARE` of the loss; their products only while the information errs
+        by more than :data:`INFORMATION_RTOL`."""
         values, theta, eta, noise_ratio = _point(self.space, z)
         terms, blocks = self.likelihood.probe_traces(
             theta, eta, self.random_state, noise_ratio=noise_ratio
@@ -278,21 +362,31 @@ class _Probed:
         params = _natural_params(self.space, values, terms)
         traces = next(blocks)
         while True:
-            if traces.n_probes >= self.n_probes:
-                score, info, covariance = score_and_information(self.space, z, terms, traces)
-                curvature = _curvature(info, score, history)
-                step, gain, loss = _projected_step(z, score, curvature, covariance, bounds, info)
-                if loss <= max(LOSS_TARGET, 0.1 * gain) or traces.n_probes >= MAX_PROBES:
-                    break
-                # The loss shrinks like 1 / probes: ask for what the estimate says, in blocks.
-                self.n_probes = traces.n_probes * loss / max(LOSS_TARGET, 0.1 * gain)
+            estimate = score_and_information(self.space, z, terms, traces, self.anchor)
+            score, info = estimate.score, estimate.information
+            curvature = _curvature(info, score, history)
+            step, gain, loss = _projected_step(
+                z, score, curvature, estimate.covariance, bounds, info
+            )
+            anchored = estimate.n_probes > traces.n_probes
+            # an average that will anchor the next point's estimates leaves them room
+            share = ANCHOR_SHARE if not anchored and gain >= FINAL_GAIN else 1.0
+            if (
+                loss <= share * max(LOSS_TARGET, 0.1 * gain)
+                or traces.n_probes >= MAX_PROBES
+                # as precise as an anchor at the most probes allows
+                or (estimate.n_probes >= MAX_PROBES and estimate.anchor_share >= ANCHOR_SHARE)
+            ):
+                break
             # The information is precise with fewer probes than the score: the further
             # blocks give traces only (one TLR solve instead of 2 + #theta).
             traces = blocks.send(
                 natural_information(self.space, params, traces)[1] > INFORMATION_RTOL
             )
-        self.n_probes = traces.n_probes
-        return score, (curvature, info), covariance, step, loss, gain, terms, traces
+        if not anchored:
+            self.anchor = traces
+        covariance, n_probes = estimate.covariance, estimate.n_probes
+        return score, (curvature, info), covariance, step, loss, gain, terms, traces, n_probes
 
 
 def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
@@ -333,35 +427,44 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
     report, history = None, []
     for iteration in range(1, MAX_ITERATIONS + 1):
         try:
-            score, metrics, covariance, step, loss, gain, terms, traces = probed.derivatives(
-                z, bounds, history
+            score, metrics, covariance, step, loss, gain, terms, traces, n_probes = (
+                probed.derivatives(z, bounds, history)
             )
         except np.linalg.LinAlgError:
             return _fall_back(
                 likelihood, space, objective, z, rng, report, "the information is singular"
             )
         report = _report(
-            space, z, terms, traces, metrics, covariance, loss, _free_coordinates(z, score, bounds)
+            space,
+            z,
+            terms,
+            traces,
+            metrics,
+            covariance,
+            loss,
+            _free_coordinates(z, score, bounds),
+            n_probes,
         )
         logger.info(
             "scoring iteration %d: loglik %.6f, predicted gain %.3g, %d probes "
-            "(%d for the information; expected Monte Carlo loss %.2g)",
+            "(%d here, %d for the information; expected Monte Carlo loss %.2g)",
             iteration,
             value,
             gain,
+            n_probes,
             traces.n_probes,
             traces.n_information_probes,
             loss,
         )
         margin = 0.0
-        if policy is not None:
+        if policy is not None and (policy.change is not None or gain < MEASURE_GAIN):
             # The values compared next at an accuracy fit for the gain; at the optimum, the
             # score again at the accuracy of the end, if it was not that accurate.
             if policy.change is None:
                 policy.measure(functools.partial(probed.value, z))
             previous = policy.accuracy
             converged = _settled(gain, loss)
-            if not (converged and policy.settled()) and policy.follow(gain):
+            if not (converged and policy.settled()) and policy.follow(gain, step=not converged):
                 if converged:
                     value = probed.value(z)
                     continue
@@ -375,10 +478,10 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
                     value, margin = probed.value(z), 0.0
         if _settled(gain, loss):
             return _converged(
-                likelihood, z, value, iteration, f"predicted gain {gain:.2g}", report, gain
+                likelihood, z, value, iteration, f"predicted gain {gain:.2g}", report, gain, policy
             )
         # as precise as the probes make it: within the target, or at the most probes
-        precise = loss <= LOSS_TARGET or traces.n_probes >= MAX_PROBES
+        precise = loss <= LOSS_TARGET or n_probes >= MAX_PROBES
         final = gain < FINAL_GAIN and precise
         # A final step of gain below STALL_GAIN is tried once: what it could still gain is
         # small, and stays in the bound.
@@ -402,6 +505,8 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
         accepted = increase > 0
         if accepted:
             logger.info("scoring step: loglik %+.3g (predicted %+.3g)", increase, gain)
+            if policy is not None:
+                policy.stepped(gain)
             history.append((trial - z, score))
             z, value = trial, trial_value
         if final and not accepted and gain < STALL_GAIN:
@@ -413,7 +518,10 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
                 f"no increase from a final step of predicted gain {gain:.2g}",
                 report,
                 gain,
+                policy,
             )
+        if final and accepted and not margin and policy is not None:
+            margin = policy.comparison_error(gain)
         left = _gain_left(increase, gain, margin) if final and accepted else None
         if left is not None:
             return _converged(
@@ -424,6 +532,7 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
                 f"final step of predicted gain {gain:.2g}",
                 report,
                 left,
+                policy,
             )
         if not accepted and gain < STALL_GAIN and precise:
             return _converged(
@@ -434,6 +543,7 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
                 f"no step increased the likelihood from a predicted gain of {gain:.2g}",
                 report,
                 gain,
+                policy,
             )
         if not accepted:
             return _fall_back(
@@ -562,11 +672,13 @@ def _free_coordinates(z, score, bounds):
     return ~(at_low | at_high)
 
 
-def _converged(likelihood, z, value, iteration, how, report, gain_left):
+def _converged(likelihood, z, value, iteration, how, report, gain_left, policy=None):
     """:func:`fisher_scoring`'s answer when it converged at `z`, `gain_left` the predicted
-    gain left there."""
+    gain left there (`policy`: the accuracy policy, which estimates the value's error)."""
     report.x = np.array(z)
     report.gain_left = float(gain_left)
+    if policy is not None:
+        report.value_error, report.tlr_change = policy.error(), policy.nearby_change()
     result = OptimizeResult(
         x=z,
         fun=-value / likelihood.n_obs,
@@ -584,7 +696,7 @@ def _natural_params(space, free, terms):
     )
 
 
-def _report(space, z, terms, traces, metrics, covariance, loss, free):
+def _report(space, z, terms, traces, metrics, covariance, loss, free, n_probes):
     """The information over the estimated natural parameters at `z` and the Monte Carlo
     loss's quantile over the `free` coordinates (the larger for the `metrics`, the
     curvature and the expected information, as :func:`_projected_step`), for the report
@@ -597,9 +709,7 @@ def _report(space, z, terms, traces, metrics, covariance, loss, free):
         if free.any()
         else 0.0
     )
-    return ScoringReport(
-        np.array(z), info, error, traces.n_probes, loss, params, loss_quantile=quantile
-    )
+    return ScoringReport(np.array(z), info, error, n_probes, loss, params, loss_quantile=quantile)
 
 
 def _fall_back(likelihood, space, objective, z, rng, report, reason):

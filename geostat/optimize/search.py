@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 
 from geostat.checks import check_choice
 from geostat.errors import GeostatWarning, NotPositiveDefiniteError
+from geostat.optimize.accuracy import FINAL_ERROR
 from geostat.optimize.objective import Objective, run_lbfgsb
 from geostat.optimize.polish import (
     REFINE_SIZE,
@@ -328,7 +329,11 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter, sc
     if likelihood.accuracy is not None:
         progress.stage("accuracy check")
         loglik, loglik_error, loglik_accuracy, own_error = reported_loglik(
-            likelihood, params, loglik
+            likelihood,
+            params,
+            loglik,
+            finer_first=report is not None and report.value_error > FINAL_ERROR,
+            known_change=report.tlr_change if scored_inside else None,
         )
         gap_bound = np.inf if report is None else report.gap_bound + 2.0 * own_error
         logger.info(
@@ -373,7 +378,7 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter, sc
     )
 
 
-def reported_loglik(likelihood, params, loglik):
+def reported_loglik(likelihood, params, loglik, finer_first=False, known_change=None):
     """The TLR log-likelihood to report at `params`: ``(loglik, error, accuracy, own_error)``.
 
     The first round takes ``|loglik - l(ACCURACY_STEP a)|`` for the likelihood's accuracy
@@ -384,10 +389,24 @@ def reported_loglik(likelihood, params, loglik):
     :data:`FINEST_ACCURACY`, and reports that value with its change as the estimate.
     `own_error` is the error estimate of the given `loglik`: the first round's change, or
     where the coarser value is not positive definite the first finer one's (``inf`` if none).
+    `finer_first` skips the coarser round, whose change overstates the error about
+    fourfold, for a `loglik` whose estimated error is above the scoring's final tolerance:
+    the finer value's change bounds its error more tightly. A `known_change` (measured
+    near `params` from the coarser accuracy, ``ScoringReport.tlr_change``) takes the first
+    round's place.
     """
     accuracy = likelihood.accuracy
     error = own_error = np.inf
-    if accuracy * ACCURACY_STEP < 1:
+    if known_change is not None and not finer_first:
+        error = own_error = float(known_change)
+        logger.info(
+            "log-likelihood at accuracy %.0e: %.6f (change from %.0e, measured nearby: %.2g)",
+            accuracy,
+            loglik,
+            accuracy * ACCURACY_STEP,
+            error,
+        )
+    elif accuracy * ACCURACY_STEP < 1 and not finer_first:
         coarser = accuracy * ACCURACY_STEP
         try:
             error = abs(loglik - likelihood.log_likelihood(params, accuracy=coarser))
