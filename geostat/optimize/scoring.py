@@ -88,6 +88,9 @@ STALL_GAIN = 0.01
 #: (:func:`_trace_estimates`), which needs part of the target. From an anchor at
 #: :data:`MAX_PROBES`, an estimate that owes this share of its loss to the anchor is final.
 ANCHOR_SHARE = 0.8
+#: Below this predicted gain the next points are usually the last (a step closes most of
+#: the gain): an average that anchors them aims at ``ANCHOR_SHARE * LOSS_TARGET`` at once.
+ANCHOR_GAIN = 0.05
 #: Most probes per replicate group.
 MAX_PROBES = 1024
 #: Products (the information's) are computed for further probes while the largest relative
@@ -369,10 +372,13 @@ class _Probed:
                 z, score, curvature, estimate.covariance, bounds, info
             )
             anchored = estimate.n_probes > traces.n_probes
-            # an average that will anchor the next point's estimates leaves them room
-            share = ANCHOR_SHARE if not anchored and gain >= FINAL_GAIN else 1.0
+            target = max(LOSS_TARGET, 0.1 * gain)
+            if not anchored and gain >= FINAL_GAIN:
+                # An average that will anchor the next point's estimates leaves them room,
+                # and near the optimum that of the last ones.
+                target = ANCHOR_SHARE * (LOSS_TARGET if gain < ANCHOR_GAIN else target)
             if (
-                loss <= share * max(LOSS_TARGET, 0.1 * gain)
+                loss <= target
                 or traces.n_probes >= MAX_PROBES
                 # as precise as an anchor at the most probes allows
                 or (estimate.n_probes >= MAX_PROBES and estimate.anchor_share >= ANCHOR_SHARE)
