@@ -21,11 +21,13 @@ it. On a real field with a nugget of 2e-5 of the variance, points 0.1 standard e
 apart erred by 0.0026 at accuracy 1e-8 and their differences by at most 5 % of that. A
 step of predicted gain ``g`` is about ``sqrt(2 g)`` standard errors long, and its
 comparison is taken to err by ``min(1, sqrt(2 g)) e(a)`` (:meth:`AccuracyPolicy.comparison_error`),
-twice the share measured. For the same reason a change ``d`` measured within
-:data:`NEAR_DISTANCE` of the estimate serves as the change at the estimate: less closely
-(on a simulated field of 65,536 sites, changes 0.15 standard errors apart were 0.0034 and
-0.0015), but the change overstates the error about fourfold (0.0097 against a measured
-error of 0.0026 on the real field above).
+twice the share measured (points 0.24 standard errors apart: a tenth; 2.4 apart: one and
+a half times the error, where the share is capped at 1 as for a value alone). For the same
+reason a change ``d`` measured within :data:`NEAR_DISTANCE` of the estimate serves as the
+change at the estimate, an estimate of the error as the change at the estimate is: the
+changes differ more than the errors (0.0034 and 0.0015 at points 0.15 standard errors apart
+on a simulated field of 65,536 sites), and the change overstates the error (0.0097 against
+0.0026 on the real field above).
 
 References
 ----------

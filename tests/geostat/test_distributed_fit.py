@@ -113,7 +113,8 @@ def test_fit_agrees_with_the_in_process_fit(client, data):
     np.testing.assert_allclose(remote.predict(X[:5]), local.predict(X[:5]), rtol=1e-8)
 
 
-#: The fit of the lost-worker tests: 1,000 sites in 8 tiles, three factorizations.
+#: The fit of the lost-worker tests: 1,000 sites in 8 tiles, two factorizations (the
+#: value at the start and the TLR error measured there).
 KILL_FIT = {"smoothness": 1.5, "method": "tlr", "tile_size": 125, "n_starts": 1}
 
 
@@ -151,8 +152,8 @@ class KillDuringFactorization:
         return L.wait() if wait else L
 
     def check_killed_mid_fit(self, client):
-        """Assert that the kill came with factorizations before and after it and work of the
-        fit pending, that the scheduler removed the victims with tasks of the fit, and that
+        """Assert that the kill came with a factorization after it and work of the fit
+        pending, that the scheduler removed the victims with tasks of the fit, and that
         their nannies replaced them by new processes."""
         assert self.pending is not None and self.pending > 0
         assert self.calls > self.at, "the fit ran no factorization after the kill"
@@ -196,13 +197,13 @@ def check_the_undisturbed_fit(fitted, undisturbed):
 def test_a_fit_that_loses_workers_gets_the_undisturbed_fit(
     n_workers, n_victims, data, undisturbed, monkeypatch
 ):
-    """Worker processes killed in the second of the fit's three factorizations (one of two,
+    """Worker processes killed in the first of the fit's two factorizations (one of two,
     or two of three together): the scheduler recomputes the tiles they held or were
     computing on the workers left and on the ones their nannies start, and the fit, its
     factor included (the kriging predictions), is that of the undisturbed cluster."""
     X, y = data[0][:1000], data[1][:1000, 0]
     with local_cluster(n_workers) as client:
-        kill = KillDuringFactorization(client, at=2, n_victims=n_victims)
+        kill = KillDuringFactorization(client, at=1, n_victims=n_victims)
         monkeypatch.setattr(td, "cholesky", kill)
         fitted = gs.SpatialGP(**KILL_FIT, client=client).fit(X, y)
         kill.check_killed_mid_fit(client)
