@@ -62,6 +62,10 @@ AUTO_START_ACCURACY = 1e-8
 #: Accuracy of the compressed derivatives ``dR`` of the probe traces (the likelihood's own
 #: when that is coarser): see :meth:`TLRLikelihood.gradient_matrices`.
 DERIVATIVE_ACCURACY = 1e-6
+#: Largest factors (bytes, with the tiles kept for the check) that stay in memory while
+#: those of other parameters are made: a step that does not increase the likelihood
+#: leaves its start's factors in use (:meth:`TLRLikelihood.factors`).
+PREVIOUS_FACTOR_BYTES = 2**29
 #: Largest matrix (bytes) whose tiles :meth:`TLRLikelihood.keep_coarser` keeps in memory
 #: beside the factor until the next evaluation.
 CHECK_COPY_BYTES = 2**29
@@ -153,6 +157,8 @@ class TLRLikelihood(Likelihood):
         self._ordered_sites = {}
         self._arrays = {}
         self._cache = None
+        #: ``(key, factors, kept tiles)`` of the parameters before :attr:`_cache`'s, if small.
+        self._previous = None
         #: See :meth:`keep_coarser`.
         self.coarser_accuracy = None
         #: ``{group: ((key, accuracy), TLRMatrix)}``: the tiles of each group's last build at
@@ -220,8 +226,10 @@ class TLRLikelihood(Likelihood):
         """TLR Cholesky factors of ``K = R + eta I + nu V`` on each group's sites.
 
         The factors of the most recent parameters at the likelihood's own accuracy are
-        kept (at most one set), so the estimate, trend, standard errors and kriging share
-        one factorization.
+        kept, so the estimate, trend, standard errors and kriging share one factorization;
+        so are those of the parameters before, with the tiles kept for the check, while
+        they take at most :data:`PREVIOUS_FACTOR_BYTES` (in this process, on NumPy): the
+        start of a step that did not increase the likelihood is not factored again.
 
         At another `accuracy` the factors are not kept. `noise_ratio`
         (``nu = 1 / variance``) is required with known noise. Returns a list of
@@ -232,7 +240,12 @@ class TLRLikelihood(Likelihood):
         own = accuracy is None or accuracy == self.accuracy
         if own and self._cache is not None and self._cache[0] == key:
             return self._cache[1]
+        if own and self._previous is not None and self._previous[0] == key:
+            previous, self._previous = self._previous, self._kept()
+            self._cache, self._coarser = (key, previous[1]), previous[2]
+            return previous[1]
         if own:
+            self._previous = self._kept()
             self._cache = None
             self._coarser = {}
         self._check_entries(eta, nu)
@@ -252,6 +265,17 @@ class TLRLikelihood(Likelihood):
         if own:
             self._cache = (key, out)
         return out
+
+    def _kept(self):
+        """The kept factors with their tiles for the check, as :attr:`_previous`, where they
+        take at most :data:`PREVIOUS_FACTOR_BYTES` (None otherwise, or on a cluster or a
+        device)."""
+        if self._cache is None or self.client is not None or self.backend.name != NUMPY.name:
+            return None
+        key, factors = self._cache
+        size = sum(factor.nbytes for factor in factors)
+        size += sum(tiles.nbytes for _, tiles in self._coarser.values())
+        return (key, factors, self._coarser) if size <= PREVIOUS_FACTOR_BYTES else None
 
     def _check_entries(self, eta, nu):
         """Refuse a nugget (or known noise) so large against the variance that the tiles of
@@ -397,7 +421,7 @@ class TLRLikelihood(Likelihood):
 
     def release_factors(self):
         """Drop the kept factors (their memory is freed; the next use recomputes them)."""
-        self._cache = None
+        self._cache = self._previous = None
         self._coarser = {}
 
     def terms(self, theta, eta, gradient=False, accuracy=None, noise_ratio=None):
@@ -422,9 +446,9 @@ class TLRLikelihood(Likelihood):
         nu = resolve_noise_ratio(self.noise, noise_ratio)
         logdet = logdet_trend = quadratic = 0.0
         xp = self.backend.xp
-        kept = self._cache
+        kept = [entry[1] for entry in (self._cache, self._previous) if entry is not None]
         factors = self.factors(theta, eta, accuracy, noise_ratio=nu)
-        self.n_factorizations += kept is None or factors is not kept[1]
+        self.n_factorizations += not any(factors is k for k in kept)
         fits = self._map_groups(lambda index: self._gls(index, self.groups[index], factors[index]))
         for g, chol, fit in zip(self.groups, factors, fits, strict=True):
             logdet += g.r * chol.logdet()

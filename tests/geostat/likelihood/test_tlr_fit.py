@@ -11,6 +11,7 @@ import pytest
 import geostat as gs
 import geostat.estimator
 import geostat.likelihood
+import geostat.likelihood.tlr as tlr_module
 import tlrcore
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
@@ -59,13 +60,30 @@ def test_terms_and_gls_match_exact_with_replicates_and_missing_values(reml, rng)
     np.testing.assert_allclose(cov, cov_exact, rtol=1e-7)
 
 
-def test_factors_are_cached_for_the_last_parameters_only(rng):
+def test_factors_are_cached_for_the_last_two_parameters(rng, monkeypatch):
+    """The last parameters' factors and, while small, those before them (the start of a
+    step that did not increase the likelihood): returning to them factors nothing and
+    counts no evaluation; a third set, a new accuracy or a size above the budget evicts."""
     _, tlr = pair(300, rng)
     first = tlr.factors(THETA, 0.05)
     assert tlr.factors(dict(THETA), 0.05) is first
     assert tlr.factors(THETA, 0.05, accuracy=1e-6) is not first
     assert tlr.factors(THETA, 0.05) is first  # another accuracy does not evict
-    assert tlr.factors(THETA, 0.06) is not first
+    second = tlr.factors(THETA, 0.06)
+    assert second is not first
+    count = tlr.n_factorizations
+    tlr.terms(THETA, 0.05)
+    tlr.terms(THETA, 0.06)
+    assert tlr.n_factorizations == count
+    assert tlr.factors(THETA, 0.05) is first and tlr.factors(THETA, 0.06) is second
+    tlr.factors(THETA, 0.07)
+    assert tlr.factors(THETA, 0.05) is not first  # two sets later
+    tlr.set_accuracy(1e-7)
+    assert tlr.factors(THETA, 0.05) is not first
+    monkeypatch.setattr(tlr_module, "PREVIOUS_FACTOR_BYTES", 0)
+    third = tlr.factors(THETA, 0.05)
+    tlr.factors(THETA, 0.06)
+    assert tlr.factors(THETA, 0.05) is not third
 
 
 def test_gradient_request_and_bad_accuracy_are_refused(rng):
@@ -287,7 +305,6 @@ def test_a_cpu_fit_builds_in_worker_processes_and_leaves_them_idle_and_no_copies
 
 
 def test_the_check_evaluation_factors_a_truncated_copy_instead_of_building(monkeypatch, rng):
-    import geostat.likelihood.tlr as tlr_module
 
     exact, tlr = pair(400, rng, accuracy=1e-9, replicates=1, missing=0.0)
     params = {"variance": 1.0, **THETA, "nugget": 0.05}
