@@ -250,7 +250,7 @@ def score_and_information(space, z, terms, traces, anchor=None):
     for mean, covariance, n_probes, anchored in _trace_estimates(traces, anchor):
         covariance = A.T @ covariance @ A
         loss = monte_carlo_loss(info, covariance)
-        if loss < best_loss:
+        if best is None or loss < best_loss:
             share = 0.0 if anchored is None else monte_carlo_loss(info, A.T @ anchored @ A) / loss
             best_loss = loss
             best = ScoreEstimate(
@@ -350,9 +350,9 @@ class _Probed:
         return -np.inf if self.objective.n_failures > failures else -f * self.likelihood.n_obs
 
     def derivatives(self, z, bounds, history=()):
-        """Score, (curvature, information), score covariance, step, Monte Carlo loss, predicted
-        gain, terms, probe traces and the probes the score rests on at `z`, the curvature
-        corrected along the `history` (pairs of a step and the score before it). Probes are
+        """:class:`ScoreEstimate`, curvature, step, Monte Carlo loss, predicted gain, terms and
+        probe traces at `z`, the curvature corrected along the `history` (pairs of a step
+        and the score before it). Probes are
         added while the loss exceeds ``max(LOSS_TARGET, gain / 10)`` (:data:`ANCHOR_SHARE`
         of it for an average that will anchor the next point), up to
         :data:`MAX_PROBES` or, from an anchor at :data:`MAX_PROBES`, until the anchor owes
@@ -391,8 +391,7 @@ class _Probed:
             )
         if not anchored:
             self.anchor = traces
-        covariance, n_probes = estimate.covariance, estimate.n_probes
-        return score, (curvature, info), covariance, step, loss, gain, terms, traces, n_probes
+        return estimate, curvature, step, loss, gain, terms, traces
 
 
 def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
@@ -433,23 +432,16 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
     report, history = None, []
     for iteration in range(1, MAX_ITERATIONS + 1):
         try:
-            score, metrics, covariance, step, loss, gain, terms, traces, n_probes = (
-                probed.derivatives(z, bounds, history)
+            estimate, curvature, step, loss, gain, terms, traces = probed.derivatives(
+                z, bounds, history
             )
         except np.linalg.LinAlgError:
             return _fall_back(
                 likelihood, space, objective, z, rng, report, "the information is singular"
             )
+        score = estimate.score
         report = _report(
-            space,
-            z,
-            terms,
-            traces,
-            metrics,
-            covariance,
-            loss,
-            _free_coordinates(z, score, bounds),
-            n_probes,
+            space, z, terms, traces, estimate, curvature, loss, _free_coordinates(z, score, bounds)
         )
         logger.info(
             "scoring iteration %d: loglik %.6f, predicted gain %.3g, %d probes "
@@ -457,7 +449,7 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
             iteration,
             value,
             gain,
-            n_probes,
+            estimate.n_probes,
             traces.n_probes,
             traces.n_information_probes,
             loss,
@@ -487,7 +479,7 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
                 likelihood, z, value, iteration, f"predicted gain {gain:.2g}", report, gain, policy
             )
         # as precise as the probes make it: within the target, or at the most probes
-        precise = loss <= LOSS_TARGET or n_probes >= MAX_PROBES
+        precise = loss <= LOSS_TARGET or estimate.n_probes >= MAX_PROBES
         final = gain < FINAL_GAIN and precise
         # A final step of gain below STALL_GAIN is tried once: what it could still gain is
         # small, and stays in the bound.
@@ -678,7 +670,7 @@ def _free_coordinates(z, score, bounds):
     return ~(at_low | at_high)
 
 
-def _converged(likelihood, z, value, iteration, how, report, gain_left, policy=None):
+def _converged(likelihood, z, value, iteration, how, report, gain_left, policy):
     """:func:`fisher_scoring`'s answer when it converged at `z`, `gain_left` the predicted
     gain left there (`policy`: the accuracy policy, which estimates the value's error)."""
     report.x = np.array(z)
@@ -702,20 +694,26 @@ def _natural_params(space, free, terms):
     )
 
 
-def _report(space, z, terms, traces, metrics, covariance, loss, free, n_probes):
+def _report(space, z, terms, traces, estimate, curvature, loss, free):
     """The information over the estimated natural parameters at `z` and the Monte Carlo
-    loss's quantile over the `free` coordinates (the larger for the `metrics`, the
-    curvature and the expected information, as :func:`_projected_step`), for the report
-    (`metrics` and `covariance` in the optimizer's coordinates)."""
+    loss's quantile over the `free` coordinates (the larger for the `curvature` and the
+    `estimate`'s information, as :func:`_projected_step`), for the report (`estimate` and
+    `curvature` in the optimizer's coordinates)."""
     params = _natural_params(space, _point(space, z)[0], terms)
     info, error = natural_information(space, params, traces)
     pair = np.ix_(free, free)
+    covariance = estimate.covariance[pair]
     quantile = (
-        max(monte_carlo_loss_quantile(metric[pair], covariance[pair]) for metric in metrics)
+        max(
+            monte_carlo_loss_quantile(metric[pair], covariance)
+            for metric in (curvature, estimate.information)
+        )
         if free.any()
         else 0.0
     )
-    return ScoringReport(np.array(z), info, error, n_probes, loss, params, loss_quantile=quantile)
+    return ScoringReport(
+        np.array(z), info, error, estimate.n_probes, loss, params, loss_quantile=quantile
+    )
 
 
 def _fall_back(likelihood, space, objective, z, rng, report, reason):

@@ -392,9 +392,8 @@ def reported_loglik(likelihood, params, loglik, finer_first=False, known_change=
     `finer_first` skips the coarser round for a `loglik` whose estimated error is above the
     scoring's final tolerance: the coarser change overstates the error (by 1.6 to 93 times
     on the cases of ``benchmarks/loglik_error.py``), and the finer value's change estimates
-    it more closely. A `known_change` (measured
-    near `params` from the coarser accuracy, ``ScoringReport.tlr_change``) takes the first
-    round's place.
+    it more closely. A `known_change` (measured near `params` from the coarser accuracy,
+    ``ScoringReport.tlr_change``) takes the first round's place.
     """
     accuracy = likelihood.accuracy
     error = own_error = np.inf
