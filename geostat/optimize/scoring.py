@@ -279,8 +279,9 @@ def _trace_estimates(traces, anchor=None):
     Ta = anchor.traces
     ma = Ta.shape[0]
     change = T - Ta[:m]
-    covariance = m * _covariance(Ta[:m] / ma + change / m) + (ma - m) * _covariance(Ta) / ma**2
-    yield Ta.mean(axis=0) + change.mean(axis=0), covariance, ma, _covariance(Ta) / ma
+    anchored = _covariance(Ta) / ma
+    covariance = m * _covariance(Ta[:m] / ma + change / m) + (ma - m) / ma * anchored
+    yield Ta.mean(axis=0) + change.mean(axis=0), covariance, ma, anchored
 
 
 def _covariance(samples):
