@@ -169,9 +169,10 @@ def _linear(runs, kind, feature, intercept=True):
 
 def _row_mb(n, tile, rank, workers):
     """Megabytes of the factor's rows one worker holds: ``L`` is ``n_t (n_t - 1) / 2`` tiles
-    ``U, V`` of ``b x rbar`` and ``n_t`` dense ``b x b`` diagonal tiles."""
+    ``U, V`` of ``b x rbar`` and ``n_t`` diagonal tiles kept as triangles (``b (b + 3) / 2``
+    entries with their diagonals)."""
     n_t = math.ceil(n / tile)
-    return 8 * (n_t * (n_t - 1) * tile * rank + n_t * tile * tile) / workers / 2**20
+    return 8 * (n_t * (n_t - 1) * tile * rank + n_t * tile * (tile + 3) / 2) / workers / 2**20
 
 
 def _simulate(cal, n_t, workers, bandwidth, rank):

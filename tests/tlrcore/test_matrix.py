@@ -1,6 +1,7 @@
 """TLRMatrix contract tests against the densified matrix (tlrcore knows no kernels:
 the blocks here come from small numpy formulas)."""
 
+import sys
 import tracemalloc
 
 import numpy as np
@@ -324,6 +325,35 @@ def test_mmap_threshold_is_pinned_once_and_can_be_disabled(monkeypatch):
     pinned = _malloc.pin_mmap_threshold()
     assert pinned is (platform.libc_ver()[0] == "glibc")
     assert _malloc.pin_mmap_threshold() is pinned
+
+
+def test_task_processes_reuse_heap_memory_once_and_can_be_disabled(monkeypatch):
+    """reuse_task_memory sets glibc's mmap threshold, trim threshold and pad once (checked on
+    a stand-in C library, so that this process keeps its own settings)."""
+    from tlrcore.concurrency import heap
+
+    calls = []
+
+    class FakeLibc:
+        def mallopt(self, parameter, value):
+            calls.append((parameter, value))
+            return 1
+
+    monkeypatch.setattr(heap.ctypes, "CDLL", lambda name: FakeLibc())
+    monkeypatch.setattr(heap, "_task_heap", None)
+    monkeypatch.setenv("TLRCORE_MALLOC_TUNING", "0")
+    assert heap.reuse_task_memory() is False and calls == []
+    monkeypatch.setattr(heap, "_task_heap", None)
+    monkeypatch.delenv("TLRCORE_MALLOC_TUNING")
+    expected = sys.platform.startswith("linux")
+    assert heap.reuse_task_memory() is expected
+    assert heap.reuse_task_memory() is expected
+    if expected:
+        assert calls == [
+            (heap._M_MMAP_THRESHOLD, heap.TASK_MMAP_THRESHOLD),
+            (heap._M_TRIM_THRESHOLD, heap.TASK_TRIM_THRESHOLD),
+            (heap._M_TOP_PAD, heap.TOP_PAD),
+        ]
 
 
 @pytest.mark.parametrize("case", ["2d-ragged", "3d", "tiny-tiles"])

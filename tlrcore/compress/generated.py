@@ -97,44 +97,47 @@ def _compressed(checked, rows, cols, tile, tolerance, method, max_rank, seed):
     )
 
 
-def compress_column(checked, tiles, j, tolerance, max_rank):
+def compress_column(checked, tiles, j, tolerance, max_rank, rows=None):
     """ACA factors of the tiles ``(i, j)``, ``i > j``, of tile column `j` (index arrays `tiles`)
     to the absolute `tolerance`, trailing columns rounded (module docstring), as
     :class:`~tlrcore.compress.single.CompactPair` in order of ``i``, :data:`_TILES_TOGETHER` at
-    a time."""
+    a time; `rows` lists the ``i`` to compress (default all)."""
+    rows = list(range(j + 1, len(tiles))) if rows is None else [int(i) for i in rows]
     share = (1.0 - SINGLE_SHARE) * tolerance
     return [
         compact_rounded(factors, SINGLE_SHARE * tolerance)
-        for first in range(j + 1, len(tiles), _TILES_TOGETHER)
+        for first in range(0, len(rows), _TILES_TOGETHER)
         for factors in _compress_tiles(
-            checked, tiles, j, first, min(first + _TILES_TOGETHER, len(tiles)), share, max_rank
+            checked, tiles, j, rows[first : first + _TILES_TOGETHER], share, max_rank
         )
     ]
 
 
-def _compress_tiles(checked, tiles, j, first, stop, tolerance, max_rank):
-    """ACA factors of the tiles ``(i, j)``, ``first <= i < stop``, compressed together.
+def _compress_tiles(checked, tiles, j, rows, tolerance, max_rank):
+    """ACA factors of the tiles ``(i, j)``, ``i`` in `rows`, compressed together.
 
     A round's rows are read by one generator call, its columns by one ``entries`` call if the
     generator has it (else one per tile). A failing read is repeated tile by tile, so that
     the error names the tile."""
     cols = tiles[j]
-    below = tiles[first:stop]
-    where = f"tiles {first}..{stop - 1} of column {j}"
+    below = [tiles[i] for i in rows]
+    contiguous = rows == list(range(rows[0], rows[0] + len(rows)))
+    named = f"{rows[0]}..{rows[-1]}" if contiguous else ", ".join(map(str, rows))
+    where = f"tiles {named} of column {j}"
 
     def read_rows(parts):
-        rows = np.concatenate([below[t][idx] for t, idx in parts])
+        rows_read = np.concatenate([below[t][idx] for t, idx in parts])
         try:
-            values = checked(rows, cols, where)
+            values = checked(rows_read, cols, where)
         except GeneratorError:
             for t, idx in parts:
-                checked(below[t][idx], cols, (first + t, j))
+                checked(below[t][idx], cols, (rows[t], j))
             raise
         return np.split(values, np.cumsum([idx.size for _, idx in parts[:-1]]))
 
     def read_columns(parts):
         if checked.entries is None:
-            return [checked(below[t], cols[idx], (first + t, j)) for t, idx in parts]
+            return [checked(below[t], cols[idx], (rows[t], j)) for t, idx in parts]
         # Requests of one shape are stacked: entries(i, k) broadcasts i (T, m, 1) against
         # k (T, 1, q) into the T blocks A_t[:, idx] of shape (m, q).
         values = [None] * len(parts)
@@ -149,12 +152,12 @@ def _compress_tiles(checked, tiles, j, first, stop, tolerance, max_rank):
             except GeneratorError:
                 for pos in positions:
                     t, idx = parts[pos]
-                    checked(below[t], cols[idx], (first + t, j))
+                    checked(below[t], cols[idx], (rows[t], j))
                 raise
             for pos, value in zip(positions, stacked, strict=True):
                 values[pos] = value
         return values
 
     return aca_column(
-        read_rows, read_columns, [rows.size for rows in below], cols.size, tolerance, max_rank
+        read_rows, read_columns, [tile.size for tile in below], cols.size, tolerance, max_rank
     )

@@ -4,7 +4,11 @@ glibc's mmap threshold *rises* to the size of every mmap-ed block freed, so afte
 dense diagonal tile the factorization's short-lived arrays come from the heap, whose
 freed pages are rarely returned: :func:`pin_mmap_threshold` pins it at
 :data:`MMAP_THRESHOLD` (process-wide, harmless for other code), with a heap pad of
-:data:`TOP_PAD` bytes against shrinking and regrowing the heap. NumPy advises the kernel
+:data:`TOP_PAD` bytes against shrinking and regrowing the heap. A Dask worker is the
+opposite case: each task allocates its tile-sized arrays anew, and every one above the
+threshold is a fresh mapping whose pages the kernel faults in and zeroes, so
+:func:`reuse_task_memory` raises its threshold to :data:`TASK_MMAP_THRESHOLD` and keeps
+freed pages up to :data:`TASK_TRIM_THRESHOLD` for the next task. NumPy advises the kernel
 to back arrays of 4 MiB or more with transparent huge pages, whose first touch waits for
 the kernel to compact and zero them: :func:`small_pages` turns that off around tile work.
 :func:`trim_heap` hands back heap pages freed by ``cholesky(A, overwrite_a=True)``.
@@ -22,7 +26,13 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["numpy_allocated_bytes", "pin_mmap_threshold", "small_pages", "trim_heap"]
+__all__ = [
+    "numpy_allocated_bytes",
+    "pin_mmap_threshold",
+    "reuse_task_memory",
+    "small_pages",
+    "trim_heap",
+]
 
 
 def _huge_page_switch():
@@ -39,11 +49,17 @@ def _huge_page_switch():
 _set_madvise_hugepage = _huge_page_switch()
 logger = logging.getLogger(__name__)
 
+_M_TRIM_THRESHOLD = -1
 _M_TOP_PAD = -2
 _M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 1 << 20
 TOP_PAD = 64 << 20
+#: A task process's mmap threshold: above the dense tiles of the default tile sizes.
+TASK_MMAP_THRESHOLD = 128 << 20
+#: Free heap memory a task process keeps for its next tasks.
+TASK_TRIM_THRESHOLD = 64 << 20
 _pinned = None
+_task_heap = None
 _libc = None
 #: Guards the count of open :func:`small_pages` blocks and NumPy's setting before the first.
 _pages_lock = threading.Lock()
@@ -71,13 +87,39 @@ def pin_mmap_threshold():
 
 
 def _pin():
+    return _mallopt(
+        (_M_MMAP_THRESHOLD, MMAP_THRESHOLD),
+        (_M_TOP_PAD, TOP_PAD),
+    )
+
+
+def reuse_task_memory():
+    """In a process that runs tile tasks one after another (a Dask worker's), set glibc's mmap
+    threshold to :data:`TASK_MMAP_THRESHOLD`, its trim threshold to
+    :data:`TASK_TRIM_THRESHOLD` and its heap pad to :data:`TOP_PAD` (once per process);
+    whether they were set (False off glibc or when disabled).
+
+    The freed arrays of one task then serve the next from the heap instead of new mappings,
+    whose first touch costs a page fault and a zeroed page per 4 KiB: the price is up to
+    :data:`TASK_TRIM_THRESHOLD` of free memory kept by the process."""
+    global _task_heap
+    if _task_heap is None:
+        _task_heap = _mallopt(
+            (_M_MMAP_THRESHOLD, TASK_MMAP_THRESHOLD),
+            (_M_TRIM_THRESHOLD, TASK_TRIM_THRESHOLD),
+            (_M_TOP_PAD, TOP_PAD),
+        )
+        logger.debug("task heap: mmap threshold %d bytes: %s", TASK_MMAP_THRESHOLD, _task_heap)
+    return _task_heap
+
+
+def _mallopt(*settings):
+    """Apply glibc ``mallopt`` `settings` (``(parameter, value)`` pairs); whether all took."""
     if not _tuning_enabled():
         return False
     try:
         libc = ctypes.CDLL(None)
-        return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
-            libc.mallopt(_M_TOP_PAD, TOP_PAD)
-        )
+        return all([bool(libc.mallopt(parameter, value)) for parameter, value in settings])
     except (OSError, AttributeError):  # a C library without mallopt (musl)
         return False
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from uuid import uuid4
 
+import distributed
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+from tlrcore.concurrency.heap import reuse_task_memory
 
 __all__ = ["CriticalFirst", "RowPlacement", "check_open", "prefix", "submit"]
 
@@ -50,15 +53,16 @@ class RowPlacement:
 
 
 class CriticalFirst:
-    """Scheduling priority of a factorization task (higher first): the critical chain (keys
-    other than `row`'s, and tiles ``(row, k + 1, k)``) before the tiles of earlier columns,
-    earlier first."""
+    """Scheduling priority of a task (higher first): the critical chain (keys of other names
+    than `tiles`, and tiles ``(name, k + 1, k)``) before the tiles ``(name, i, k)`` of
+    earlier columns, earlier first."""
 
-    def __init__(self, row, n_tiles):
-        self.row, self.n_tiles = row, n_tiles
+    def __init__(self, tiles, n_tiles):
+        self.tiles = {tiles} if isinstance(tiles, str) else set(tiles)
+        self.n_tiles = n_tiles
 
     def __call__(self, key):
-        if key[0] == self.row and key[1] != key[2] + 1:
+        if key[0] in self.tiles and key[1] != key[2] + 1:
             return -key[2]
         return self.n_tiles
 
@@ -85,12 +89,33 @@ def prefix(kind):
     return f"tlr-{kind}-{uuid4().hex}"
 
 
+def run_task(func, *args):
+    """``func(*args)``, in a worker process set to serve task after task from its heap
+    (:func:`~tlrcore.concurrency.heap.reuse_task_memory`); a process with a client of its
+    own (workers in threads of the user's process) is left as it is."""
+    if not _has_client():
+        reuse_task_memory()
+    return func(*args)
+
+
+def _has_client():
+    """Whether this process holds a Dask client (a worker process does not)."""
+    try:
+        distributed.default_client()
+    except ValueError:
+        return False
+    return True
+
+
 def submit(client, tasks, placement, wanted, priority=None):
     """Send `tasks` (``key -> (func, *args)``) in one graph, placed by `placement` with the
-    optional `priority` (callables of the key); the futures of the keys `wanted`."""
+    optional `priority` (callables of the key), each run by :func:`run_task`; the futures
+    of the keys `wanted`."""
     annotations = {"workers": placement, "allow_other_workers": True}
     if priority is not None:
         annotations["priority"] = priority
-    layer = MaterializedLayer(tasks, annotations=annotations)
+    layer = MaterializedLayer(
+        {key: (run_task, *task) for key, task in tasks.items()}, annotations=annotations
+    )
     name = prefix("graph")
     return client.get(HighLevelGraph({name: layer}, {name: set()}), wanted, sync=False)

@@ -3,14 +3,15 @@
 Each depends only on its arguments (no worker state, no randomness beyond its seeds,
 inputs never modified), so a recomputed tile is bit-identical to a lost one. They call the
 steps of :mod:`tlrcore.cholesky.left` in the same order with the same seeds. A factor row
-is ``(U, V)`` with ``L(i, j) = U[j] @ V[j].T``; None for the empty row."""
+is ``(U, V)`` with ``L(i, j) = U[j] @ V[j].T``; None for the empty row. A diagonal factor
+tile ``L(k, k)`` is kept as its lower triangle, a one-tile
+:class:`~tlrcore.dense.triangles.Triangles` (half the memory, solved in place by
+``dtfsm``)."""
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
-from tlrcore._lapack import trsm_lower
 from tlrcore.cholesky._steps import (
     ColumnSamples,
     cross_grams,
@@ -20,14 +21,19 @@ from tlrcore.cholesky._steps import (
     stack,
 )
 from tlrcore.cholesky.safeguards import DiagonalFactorizer, compensation_lifts
-from tlrcore.compress.generated import compress_tile
+from tlrcore.compress._recompress import LowRank
+from tlrcore.compress.generated import compress_column, compress_tile
 from tlrcore.compress.single import round_in_place
+from tlrcore.dense.triangles import Triangles
+from tlrcore.packed.build import host_diagonal_summary
 
 __all__ = [
     "ColumnHeader",
     "backward_step",
     "column_header",
+    "column_tiles",
     "concatenate",
+    "diagonal_summary",
     "diagonal_tile",
     "factor_diagonal",
     "forward_step",
@@ -53,6 +59,12 @@ def diagonal_tile(checked, lo, hi, k):
     return checked(rows, rows, (k, k))
 
 
+def diagonal_summary(checked, lo, hi, k, symmetric):
+    """:func:`~tlrcore.packed.build.host_diagonal_summary` of diagonal tile `k`, generated
+    for it and not kept."""
+    return host_diagonal_summary(diagonal_tile(checked, lo, hi, k), symmetric)
+
+
 def tile_squares(tile):
     """``||T||_F^2`` of a dense tile or of ``U V^T`` for a pair ``(U, V)``."""
     if isinstance(tile, tuple):
@@ -69,6 +81,26 @@ def off_diagonal_tile(checked, rows, cols, i, j, tolerance, method, max_rank, se
     )
 
 
+def column_tiles(checked, spans, j, rows, tolerance, max_rank):
+    """``(U, V)`` of the tiles ``(i, j)``, ``i`` in `rows` (index ranges `spans` of every
+    tile), compressed together by ACA as in process
+    (:func:`tlrcore.compress.generated.compress_column`), each a
+    :class:`~tlrcore.compress._recompress.LowRank` of float64 factors (the single-precision
+    trailing columns widened, their values unchanged)."""
+    tiles = [np.arange(lo, hi) for lo, hi in spans]
+    return [
+        LowRank(
+            np.hstack([U_head, U_tail]),
+            np.hstack([V_head, V_tail]),
+            pair.dropped,
+            pair.dropped_frobenius,
+            U_tail.shape[1],
+        )
+        for pair in compress_column(checked, tiles, j, tolerance, max_rank, rows)
+        for U_head, U_tail, V_head, V_tail in [pair]
+    ]
+
+
 def tile_error(UV):
     """The recorded error of an off-diagonal tile (``LowRank.dropped``)."""
     return UV.dropped
@@ -77,7 +109,8 @@ def tile_error(UV):
 def factor_diagonal(Akk, row, k, options, errors=None):
     """``(L(k, k), tally)`` for ``A(k, k) - sum_j L(k, j) L(k, j)^T`` from row `k`, by a
     :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer` of `options` (``[tolerance,
-    shift, schur, modified, compensate]``), as in process.
+    shift, schur, modified, compensate]``), as in process; ``L(k, k)`` as a one-tile
+    :class:`Triangles`.
 
     The tally is the factorizer's ``(total, parts, compensated_tiles, lifted_tiles,
     modified_tiles)`` for this tile. With compensation, `errors` is tile row `k` of the tile
@@ -97,7 +130,7 @@ def factor_diagonal(Akk, row, k, options, errors=None):
     factorizer = DiagonalFactorizer(*options, lifts=lifts)
     D, W = diagonal_update(fortran_copy(Akk), list(zip(*_factors(row), strict=True)))
     L = factorizer.factor(D, W, k, updated=False)
-    return L, (
+    return Triangles([L]), (
         factorizer.total,
         factorizer.parts,
         factorizer.compensated_tiles,
@@ -122,7 +155,7 @@ class ColumnHeader:
 def column_header(row, Lkk, block_size):
     """The :class:`ColumnHeader` of column ``k`` from row `k` of ``L`` and ``L(k, k)``."""
     U, V = _factors(row)
-    return ColumnHeader(stack(U, Lkk.shape[0]), V, Lkk, block_size)
+    return ColumnHeader(stack(U, Lkk.size(0)), V, Lkk, block_size)
 
 
 def update_tile(row, UV, header, tolerance, block_size, seed, budget):
@@ -142,7 +175,7 @@ def update_tile(row, UV, header, tolerance, block_size, seed, budget):
         seed,
         header.samples,
     )
-    Vt = trsm_lower(header.Lkk, np.asfortranarray(Vt))
+    Vt = header.Lkk.solve(0, np.asfortranarray(Vt))
     Ut = np.array(Ut, order="F")
     round_in_place(Ut, Vt, budget)
     return Ui + [Ut], Vi + [Vt]
@@ -150,20 +183,20 @@ def update_tile(row, UV, header, tolerance, block_size, seed, budget):
 
 def log_diagonal(Lkk):
     """``sum log diag L(k, k)``."""
-    return np.sum(np.log(np.diagonal(Lkk)))
+    return np.sum(np.log(Lkk.diagonal(0)))
 
 
 def row_summary(row, Lkk):
     """``(bytes, ranks)`` of tile row ``k`` of ``L``."""
     U, V = _factors(row)
-    return Lkk.nbytes + sum(u.nbytes + v.nbytes for u, v in zip(U, V, strict=True)), [
+    return Lkk.tile_nbytes(0) + sum(u.nbytes + v.nbytes for u, v in zip(U, V, strict=True)), [
         u.shape[1] for u in U
     ]
 
 
 def multiply_row(z, offsets, k, row, Lkk):
     """Tile ``k`` of ``L z``, summed in the order of :meth:`tlrcore.TLRCholesky.multiply_lower`."""
-    yk = Lkk @ z[offsets[k] : offsets[k + 1]]
+    yk = Lkk[0] @ z[offsets[k] : offsets[k + 1]]
     for j, (U, V) in enumerate(zip(*_factors(row), strict=True)):
         yk += U @ (V.T @ z[offsets[j] : offsets[j + 1]])
     return yk
@@ -177,7 +210,7 @@ def forward_step(x, bk, row, Lkk):
         stop = start + V.shape[0]
         xk -= U @ (V.T @ x[start:stop])
         start = stop
-    xk = solve_triangular(Lkk, xk, lower=True, check_finite=False)
+    Lkk.solve(0, xk)
     return np.concatenate([x, xk])
 
 
@@ -193,8 +226,8 @@ def backward_step(carry, row, Lkk):
     and the solved tiles ``x_{k+1}, ...``. Solves ``x_k = L(k, k)^{-T} y_k`` and subtracts
     ``L(k, j)^T x_k`` from ``y_j``, ``j < k``."""
     y, pieces = carry
-    size = Lkk.shape[0]
-    xk = solve_triangular(Lkk, y[-size:], lower=True, trans="T", check_finite=False)
+    size = Lkk.size(0)
+    xk = Lkk.solve(0, y[-size:].copy(), trans=True)
     rest = y[:-size].copy()
     start = 0
     for U, V in zip(*_factors(row), strict=True):

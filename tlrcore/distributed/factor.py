@@ -18,6 +18,7 @@ from tlrcore.backends import NUMPY
 from tlrcore.cholesky.factor import TLRCholesky
 from tlrcore.cholesky.safeguards import DiagonalFactorizer
 from tlrcore.concurrency.threads import column_progress
+from tlrcore.dense.triangles import Triangles
 from tlrcore.distributed._graph import check_open, prefix, submit
 from tlrcore.distributed._tasks import (
     backward_step,
@@ -41,7 +42,8 @@ class DistributedCholesky:
     n, n_tiles, offsets, tolerance, shift, backend
         As for :class:`tlrcore.TLRCholesky` (``perm`` is None).
     diagonal, rows : list of distributed.Future
-        ``L(k, k)``, and ``rows[i] = ([U(i, 0), ...], [V(i, 0), ...])`` (None for row 0).
+        ``L(k, k)`` (a one-tile :class:`~tlrcore.dense.triangles.Triangles`), and ``rows[i] =
+        ([U(i, 0), ...], [V(i, 0), ...])`` (None for row 0).
     perturbation, perturbation_parts, compensated_tiles, lifted_tiles, modified_tiles
         As :func:`tlrcore.cholesky` reports them, summed in tile order on first use.
     """
@@ -226,7 +228,7 @@ class DistributedCholesky:
     def gather(self) -> TLRCholesky:
         """The factor as an in-process :class:`tlrcore.TLRCholesky` (every tile travels)."""
         self._check_usable()
-        diagonal = self.client.gather(self.diagonal)
+        diagonal = Triangles(tile.lower(0) for tile in self.client.gather(self.diagonal))
         rows = self.client.gather([row for row in self.rows if row is not None])
         U, V = {}, {}
         for i, (Ui, Vi) in enumerate(rows, start=1):

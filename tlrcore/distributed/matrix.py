@@ -1,11 +1,13 @@
 """A TLR matrix whose tiles live on the workers of a ``dask.distributed`` cluster, built as
 :meth:`tlrcore.TLRMatrix.from_generator` builds them (same norm estimate, tolerance,
-checks and seeds), each tile by a task on the worker of its tile row; only scalars of the
-diagonal tiles come back to the client."""
+checks and seeds) on the worker of each tile's row: by ACA, the tiles of a tile column in
+one worker's rows together, their generator reads shared (:data:`COLUMN_TILES` per task),
+as in process; only scalars of the diagonal tiles come back to the client."""
 
 from __future__ import annotations
 
 import math
+from operator import getitem
 
 import distributed
 import numpy as np
@@ -17,7 +19,13 @@ from tlrcore.backends import NUMPY
 from tlrcore.compress import COMPRESSORS, generator_method
 from tlrcore.compress.generated import CheckedBlock
 from tlrcore.distributed._graph import CriticalFirst, RowPlacement, check_open, prefix, submit
-from tlrcore.distributed._tasks import diagonal_tile, off_diagonal_tile, tile_squares
+from tlrcore.distributed._tasks import (
+    column_tiles,
+    diagonal_summary,
+    diagonal_tile,
+    off_diagonal_tile,
+    tile_squares,
+)
 from tlrcore.errors import ConsumedMatrixError
 from tlrcore.matrix import TLRMatrix
 from tlrcore.packed.build import (
@@ -28,7 +36,11 @@ from tlrcore.packed.build import (
     promises_symmetry,
 )
 
-__all__ = ["DistributedTLRMatrix"]
+__all__ = ["COLUMN_TILES", "DistributedTLRMatrix"]
+
+#: Tiles of a tile column compressed together by one task (ACA; their generator reads
+#: shared), as the in-process build does.
+COLUMN_TILES = 8
 
 
 class DistributedTLRMatrix:
@@ -120,48 +132,56 @@ class DistributedTLRMatrix:
 
         generator = client.submit(CheckedBlock, block, key=prefix("generator"))
         name, stats = prefix("diagonal"), prefix("diagonal-stats")
-        tasks = {(name, k): (diagonal_tile, generator, *span[k], k) for k in range(n_tiles)}
         symmetric = promises_symmetry(block)
-        tasks.update(
-            {(stats, k): (host_diagonal_summary, (name, k), symmetric) for k in range(n_tiles)}
-        )
-        futures = submit(
-            client,
-            tasks,
-            placement,
-            [(name, k) for k in range(n_tiles)] + [(stats, k) for k in range(n_tiles)],
-        )
-        diagonal, stat_futures = futures[:n_tiles], futures[n_tiles:]
-        squares, stats = zip(*client.gather(stat_futures), strict=True)
+        if wait:
+            tasks = {(name, k): (diagonal_tile, generator, *span[k], k) for k in range(n_tiles)}
+            tasks.update(
+                {(stats, k): (host_diagonal_summary, (name, k), symmetric) for k in range(n_tiles)}
+            )
+            wanted = [(name, k) for k in range(n_tiles)]
+        else:  # measured and dropped: the factorization generates them again
+            tasks = {
+                (stats, k): (diagonal_summary, generator, *span[k], k, symmetric)
+                for k in range(n_tiles)
+            }
+            wanted = []
+        futures = submit(client, tasks, placement, wanted + [(stats, k) for k in range(n_tiles)])
+        diagonal = futures[: len(wanted)] or None
+        squares, stats = zip(*client.gather(futures[len(wanted) :]), strict=True)
         scale = check_diagonal(stats, n)
         norm = norm_lower_estimate(sum(squares), checked, offsets, rng, np)
         tolerance = accuracy * norm / n_tiles
         check_symmetry_sample(checked, offsets, rng, scale)
 
-        name = prefix("tile")
-        tasks = {
-            (name, i, j): (
-                off_diagonal_tile,
-                generator,
-                span[i],
-                span[j],
-                i,
-                j,
-                tolerance,
-                method,
-                max_rank,
-                int(seed),
-            )
-            for (i, j), seed in zip(pairs, seeds, strict=True)
-        }
+        name, column = prefix("tile"), prefix("column-tiles")
+        if method == "aca":
+            tasks = _column_tasks(name, column, generator, span, placement, tolerance, max_rank)
+        else:
+            tasks = {
+                (name, i, j): (
+                    off_diagonal_tile,
+                    generator,
+                    span[i],
+                    span[j],
+                    i,
+                    j,
+                    tolerance,
+                    method,
+                    max_rank,
+                    int(seed),
+                )
+                for (i, j), seed in zip(pairs, seeds, strict=True)
+            }
         futures = submit(
-            client, tasks, placement, [(name, i, j) for i, j in pairs], CriticalFirst(name, n_tiles)
+            client,
+            tasks,
+            placement,
+            [(name, i, j) for i, j in pairs],
+            CriticalFirst((name, column), n_tiles),
         )
         if wait:
             distributed.wait(futures)
             _raise_first_error(futures)
-        else:
-            diagonal = None
         return cls(
             client,
             offsets,
@@ -246,6 +266,27 @@ class DistributedTLRMatrix:
             f"DistributedTLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, "
             f"workers={len(self.placement.addresses)}{state})"
         )
+
+
+def _column_tasks(name, column, generator, span, placement, tolerance, max_rank):
+    """The tasks of the off-diagonal tiles ``(name, i, j)`` of a matrix compressed by ACA: each
+    worker compresses the tiles of a tile column in its rows together
+    (:func:`~tlrcore.distributed._tasks.column_tiles`), :data:`COLUMN_TILES` at a time,
+    keyed ``(column, first row, j)``; tile ``(j + 1, j)``, which the next diagonal tile waits
+    for, alone."""
+    n_tiles = len(span)
+    workers = len(placement.addresses)
+    tasks = {}
+    for j in range(n_tiles - 1):
+        chunks = [[j + 1]]
+        for w in range(workers):
+            rows = [i for i in range(j + 2, n_tiles) if i % workers == (j + 1 + w) % workers]
+            chunks += [rows[c : c + COLUMN_TILES] for c in range(0, len(rows), COLUMN_TILES)]
+        for rows in filter(None, chunks):
+            key = (column, rows[0], j)
+            tasks[key] = (column_tiles, generator, span, j, rows, tolerance, max_rank)
+            tasks.update({(name, i, j): (getitem, key, t) for t, i in enumerate(rows)})
+    return tasks
 
 
 def _raise_first_error(futures):

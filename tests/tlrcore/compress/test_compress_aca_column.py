@@ -132,3 +132,27 @@ def test_entries_of_the_wrong_shape_are_refused():
         tlr.GeneratorError, match=r"tiles 1\.\.2 of column 0\) returned an array of shape"
     ):
         tlr.TLRMatrix.from_generator(block, n, 100, accuracy=1e-8)
+
+
+@pytest.mark.parametrize("entries", [True, False], ids=["entries", "block-only"])
+def test_a_column_compressed_on_chosen_rows_equals_its_tiles_alone(entries):
+    """compress_column on a strided choice of rows (a cluster worker's) gives each tile the
+    factors of compress_tile, bit for bit (widened: the trailing columns are float32)."""
+    from tlrcore.compress.generated import CheckedBlock, compress_column, compress_tile
+
+    n, size = 1200, 100
+    block = WithEntries(kernel_matrix(n, seed=5))
+    checked = CheckedBlock(block if entries else block.__call__)
+    tiles = [np.arange(lo, lo + size) for lo in range(0, n, size)]
+    rows = [3, 5, 7, 9, 11]
+    pairs = compress_column(checked, tiles, 1, 1e-6, None, rows)
+    assert len(pairs) == len(rows)
+    for i, (U_head, U_tail, V_head, V_tail) in zip(rows, pairs, strict=True):
+        U0, V0 = compress_tile(checked, tiles[i], tiles[1], (i, 1), 1e-6, "aca", None, 0)
+        np.testing.assert_array_equal(np.hstack([U_head, U_tail]), U0)
+        np.testing.assert_array_equal(np.hstack([V_head, V_tail]), V0)
+    block.entries = lambda i, j: np.zeros(3)
+    if entries:
+        checked = CheckedBlock(block)
+        with pytest.raises(tlr.GeneratorError, match=r"tiles 3, 5, 7, 9, 11 of column 1\)"):
+            compress_column(checked, tiles, 1, 1e-6, None, rows)

@@ -124,6 +124,42 @@ def test_tiles_equal_the_in_process_ones(remote, local):
     assert remote[0].frobenius_norm() == pytest.approx(A0.frobenius_norm(), rel=1e-14)
 
 
+def _task_heap_state():
+    from tlrcore.concurrency import heap
+
+    return heap._task_heap
+
+
+def test_workers_keep_task_memory_in_their_heap(remote, client):
+    """Every worker that ran tiles of the factorization set its heap for task after task
+    (the state is per process: the client's is not touched)."""
+    import platform
+
+    from tlrcore.concurrency import heap
+
+    client_state = heap._task_heap
+    states = client.run(_task_heap_state)
+    assert states and set(states.values()) == {platform.libc_ver()[0] == "glibc"}
+    assert heap._task_heap is client_state
+
+
+def test_column_tasks_of_few_tiles_give_the_in_process_tiles(client, monkeypatch):
+    """With two tiles per compression task, a 14-tile column splits into many tasks on each
+    worker (its critical tile alone): every tile, rank and recorded error is the
+    in-process one, bit for bit."""
+    from tlrcore.distributed import matrix
+
+    monkeypatch.setattr(matrix, "COLUMN_TILES", 2)
+    block, n = Exponential(sites(1400, seed=6)), 1400
+    A = td.DistributedTLRMatrix.from_generator(client, block, n, 100).gather()
+    A0 = tlrcore.TLRMatrix.from_generator(block, n, 100)
+    assert A.U.keys() == A0.U.keys()
+    for pair in A0.U:
+        np.testing.assert_array_equal(A.U[pair], A0.U[pair])
+        np.testing.assert_array_equal(A.V[pair], A0.V[pair])
+    np.testing.assert_array_equal(A.tile_errors, A0.tile_errors)
+
+
 def test_a_generator_with_entries_gives_the_in_process_tiles(client):
     block = WithEntries(sites(1000, seed=3))
     A, A0 = (
@@ -182,9 +218,10 @@ def test_product_ranks_and_bytes_equal_those_of_the_gathered_factor(remote, rng)
     np.testing.assert_allclose(product, gathered.to_dense() @ z, rtol=0, atol=1e-10)
     np.testing.assert_allclose(L.multiply_lower(z[:, 0]), product[:, 0], rtol=0, atol=1e-10)
     assert np.array_equal(L.ranks, gathered.ranks)
-    # the workers hold whole diagonal tiles, the gathered factor their triangles
-    whole = sum(8 * b * b for b in np.diff(gathered.offsets))
-    assert L.nbytes - whole == gathered.nbytes - gathered.diagonal.nbytes
+    # the workers hold the diagonal tiles as triangles too
+    assert L.nbytes == gathered.nbytes
+    triangles = sum(8 * (b * (b + 1) // 2 + b) for b in np.diff(gathered.offsets))
+    assert gathered.diagonal.nbytes == triangles
     with pytest.raises(ValueError, match="z must have shape"):
         L.multiply_lower(np.ones(5))
 

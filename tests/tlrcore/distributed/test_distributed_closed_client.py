@@ -1,6 +1,7 @@
-"""tlrcore.distributed: a closed Dask client, given to ``from_generator`` or holding the
-tiles of a matrix or a factor, gives a ValueError that says the client is closed and what
-to do, not Dask's bare ``RuntimeError: IOLoop is closed``."""
+"""tlrcore.distributed with a cluster in this process: a closed Dask client, given to
+``from_generator`` or holding the tiles of a matrix or a factor, gives a ValueError that says
+the client is closed and what to do, not Dask's bare ``RuntimeError: IOLoop is closed``;
+workers in this process's threads leave its C allocator alone."""
 
 import os
 
@@ -77,3 +78,13 @@ def test_a_matrix_and_a_factor_whose_client_closed_say_so(client, block):
             ValueError, match=message + r" .*build the (matrix|factor) again with an open client"
         ):
             call()
+
+
+def test_workers_in_this_process_leave_its_allocator_alone(client, block, monkeypatch):
+    """Only a worker process (no client of its own) sets its heap for task after task."""
+    from tlrcore.concurrency import heap
+
+    monkeypatch.setattr(heap, "_task_heap", None)
+    A = td.DistributedTLRMatrix.from_generator(client, block, N, TILE)
+    assert np.isfinite(td.cholesky(A).logdet())
+    assert heap._task_heap is None
