@@ -91,11 +91,14 @@ class PairCorrelation:
 
 def cross_correlation(kernel, distance, theta, a, b):
     """The correlation ``(m, n)`` between the sites `a` ``(m, d)`` and `b` ``(n, d)`` on
-    the host, at `theta` (``range`` and the kernel's shape parameters)."""
+    the host, at `theta` (``range`` and the kernel's shape parameters), written over the
+    distances it is computed from (validated coordinates: the distances are not checked
+    again)."""
     shape = kernel.resolve_shape({k: v for k, v in theta.items() if k != "range"})
     if kernel.structured:
         return lag_rows(kernel, distance.embed(a), distance.embed(b), theta["range"], shape)[0]
-    return kernel.correlation(distance.cross(a, b), theta["range"], **shape)
+    d = np.ascontiguousarray(distance.cross(a, b), dtype=np.float64)
+    return kernel.evaluate(d, float(theta["range"]), shape, overwrite_d=True)[0]
 
 
 def lag_rows(kernel, a, b, range_, shape, gradient=False):

@@ -188,3 +188,36 @@ def test_diagonal_blocks_keep_the_symmetry_they_promise_to_tlrcore(
         assert block.symmetric_blocks is True
         B = block(rows, rows)
         assert np.array_equal(B, B.T), type(block).__name__
+
+
+@pytest.mark.parametrize(
+    "kernel, smoothness, theta, distance",
+    [
+        ("exponential", None, {"range": 0.1}, "euclidean"),
+        ("matern", 1.5, {"range": 0.2}, "euclidean"),
+        ("matern", None, {"range": 0.3, "smoothness": 0.8}, "euclidean"),
+        ("exponential", None, {"range": 500.0}, "great_circle"),
+    ],
+    ids=["exp", "matern15", "matern-free", "great-circle"],
+)
+def test_cross_correlation_is_the_validated_correlation_of_the_distances(
+    kernel, smoothness, theta, distance
+):
+    """Written over the distances it computes, the cross-correlation is the value of the
+    validated kernel call, bit for bit (large enough for the kernels' chunked threads), and
+    the coordinates are left as they were."""
+    from geostat.covariance import cross_correlation
+
+    rng = np.random.default_rng(6)
+    if distance == "great_circle":
+        a = np.column_stack([rng.uniform(-120, -80, 700), rng.uniform(30, 50, 700)])
+        b = np.column_stack([rng.uniform(-120, -80, 500), rng.uniform(30, 50, 500)])
+    else:
+        a, b = rng.uniform(size=(700, 2)), rng.uniform(size=(500, 2))
+    a0, b0 = a.copy(), b.copy()
+    kern, dist = get_kernel(kernel, smoothness), get_distance(distance)
+    shape = {k: v for k, v in theta.items() if k != "range"}
+    expected = kern.correlation(dist.cross(a, b), theta["range"], **shape)
+    np.testing.assert_array_equal(cross_correlation(kern, dist, theta, a, b), expected)
+    np.testing.assert_array_equal(a, a0)
+    np.testing.assert_array_equal(b, b0)
