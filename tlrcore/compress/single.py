@@ -156,6 +156,18 @@ class CompactPair(tuple):
     def __getnewargs__(self):
         return (*self, self.dropped, self.dropped_frobenius)
 
+    def widened(self) -> LowRank:
+        """The :class:`LowRank` of float64 factors (the tails widened, values unchanged) that
+        :func:`round_trailing` gives for the same tile."""
+        U_head, U_tail, V_head, V_tail = self
+        return LowRank(
+            _joined(U_head, U_tail),
+            _joined(V_head, V_tail),
+            self.dropped,
+            self.dropped_frobenius,
+            U_tail.shape[1],
+        )
+
 
 def compact(factors: LowRank | CompactPair) -> CompactPair:
     """The :class:`CompactPair` of `factors`, split after its last float64 column (``single``
@@ -200,16 +212,7 @@ class CompactFactors(MutableMapping):
         self.store_parts(key, np.array(F[:, :first]), F[:, first:].astype(np.float32))
 
     def __getitem__(self, key) -> np.ndarray:
-        head, tail = self._parts[key]
-        if tail is None:
-            return head
-        fortran = head.flags.f_contiguous and not head.flags.c_contiguous
-        out = np.empty(
-            (head.shape[0], head.shape[1] + tail.shape[1]), order="F" if fortran else "C"
-        )
-        out[:, : head.shape[1]] = head
-        out[:, head.shape[1] :] = tail
-        return out
+        return _joined(*self._parts[key])
 
     def __delitem__(self, key) -> None:
         del self._parts[key]
@@ -278,6 +281,17 @@ class CompactFactors(MutableMapping):
             head.nbytes + (0 if tail is None else tail.nbytes)
             for head, tail in self._parts.values()
         )
+
+
+def _joined(head, tail):
+    """``[head | tail]`` in float64, in `head`'s memory order; `head` itself without a tail."""
+    if tail is None or tail.shape[1] == 0:
+        return head
+    fortran = head.flags.f_contiguous and not head.flags.c_contiguous
+    out = np.empty((head.shape[0], head.shape[1] + tail.shape[1]), order="F" if fortran else "C")
+    out[:, : head.shape[1]] = head
+    out[:, head.shape[1] :] = tail
+    return out
 
 
 def _count_within(tail, budget):

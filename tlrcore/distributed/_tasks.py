@@ -21,7 +21,6 @@ from tlrcore.cholesky._steps import (
     stack,
 )
 from tlrcore.cholesky.safeguards import DiagonalFactorizer, compensation_lifts
-from tlrcore.compress._recompress import LowRank
 from tlrcore.compress.generated import compress_column, compress_tile
 from tlrcore.compress.single import round_in_place
 from tlrcore.dense.triangles import Triangles
@@ -84,20 +83,11 @@ def off_diagonal_tile(checked, rows, cols, i, j, tolerance, method, max_rank, se
 def column_tiles(checked, spans, j, rows, tolerance, max_rank):
     """``(U, V)`` of the tiles ``(i, j)``, ``i`` in `rows` (index ranges `spans` of every
     tile), compressed together by ACA as in process
-    (:func:`tlrcore.compress.generated.compress_column`), each a
-    :class:`~tlrcore.compress._recompress.LowRank` of float64 factors (the single-precision
-    trailing columns widened, their values unchanged)."""
+    (:func:`tlrcore.compress.generated.compress_column`), each widened to float64 factors
+    (:meth:`~tlrcore.compress.single.CompactPair.widened`)."""
     tiles = [np.arange(lo, hi) for lo, hi in spans]
     return [
-        LowRank(
-            np.hstack([U_head, U_tail]),
-            np.hstack([V_head, V_tail]),
-            pair.dropped,
-            pair.dropped_frobenius,
-            U_tail.shape[1],
-        )
-        for pair in compress_column(checked, tiles, j, tolerance, max_rank, rows)
-        for U_head, U_tail, V_head, V_tail in [pair]
+        pair.widened() for pair in compress_column(checked, tiles, j, tolerance, max_rank, rows)
     ]
 
 
