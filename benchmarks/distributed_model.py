@@ -10,12 +10,15 @@ factor's ranks. The model is the graph of :mod:`tlrcore.distributed.factorize` i
 with task durations fitted on those runs:
 
 * ``A(i, k)``, building an off-diagonal tile, ``c_A rbar`` (ACA reads ``rbar`` rows and
-  columns of ``b`` entries: proportional to the rank, not dependent on ``k``);
+  columns of ``b`` entries: proportional to the rank, not dependent on ``k``), fitted on
+  the tasks that compress several tiles of a column together, per tile;
 * ``R(i, k)``, the sampled update of ``L(i, k)``, ``a_R + c_R k rbar``: its products with
   the stacked factors ``[U(i, 0) | ... ]`` and ``[U(k, 0) | ... ]`` grow with their
   width, ``k`` tiles of mean rank ``rbar``;
-* ``D(k)``, the diagonal update and Cholesky, ``a_D + c_D k rbar`` (the ``dsyrk`` of
-  ``W``, ``b x k rbar``, after the ``b^3 / 3`` Cholesky and the tile's generation);
+* ``Q(k)``, diagonal tile ``k`` generated and updated by the columns before ``k - 1``
+  once row ``k`` has them, ``a_Q + c_Q (k - 2) rbar`` (the ``dsyrk`` of ``W``, ``b x (k -
+  2) rbar``, after the tile's generation), off the critical chain;
+* ``D(k)``, the last column's update and the ``b^3 / 3`` Cholesky, a constant ``a_D``;
 * ``C(k)``, the column header, a constant ``a_C``; it is sent to the other ``P - 1``
   workers: ``[U(k, 0) | ... ]``, the ``V(k, j)`` and ``L(k, k)``, ``8 b (b + 2 rbar k)``
   bytes for the mean rank ``rbar``, at ``bandwidth``.
@@ -51,8 +54,15 @@ import argparse
 import heapq
 import json
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
+
+# this directory's distributed.py would shadow the dask.distributed package
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+from tlrcore.distributed.matrix import COLUMN_TILES  # noqa: E402
 
 #: Loopback on the calibration machine is far faster than a network: a 10 Gb/s link.
 BANDWIDTH = 1.25e9
@@ -68,14 +78,13 @@ class Calibration:
             raise SystemExit(
                 "calibrate on runs with one tile size (benchmarks/distributed.py --tile)"
             )
-        self.build = _linear(runs, "tile", lambda run, key: run["mean_rank"], intercept=False)
+        self.build = (0.0, float(np.mean([_per_tile(run, "column-tiles") for run in runs])))
         self.update = _linear(runs, "row", lambda run, key: key[-1] * run["mean_rank"])
-        self.diagonal = _linear(
-            runs, "diagonal-factor", lambda run, key: key[-1] * run["mean_rank"]
+        self.prepared = _linear(
+            runs, "diagonal-prepared", lambda run, key: key[-1] * run["mean_rank"]
         )
-        self.header = float(
-            np.mean([d for run in runs for d in run["durations"]["column"].values()])
-        )
+        self.diagonal = (_mean(runs, "diagonal-task"), 0.0)
+        self.header = _mean(runs, "column")
         self.rank_ratio = float(
             np.mean([run["mean_rank"] / sampled_rank(run["n"], self.tile) for run in runs])
         )
@@ -103,7 +112,11 @@ class Calibration:
         makespan, sent = _simulate(self, n_t, workers, bandwidth, rank)
         seconds = makespan + self.serial_per_site * n
         memory = self.base_mb + _row_mb(n, self.tile, rank, workers) + self.working_mb
-        tasks = n_t * (n_t - 1) + 3 * n_t
+        # a sampled update per tile, a compression per COLUMN_TILES tiles of a column and
+        # per critical tile, and seven per diagonal tile (measure, prepare, factor and its
+        # parts, log-determinant, header)
+        pairs = n_t * (n_t - 1) // 2
+        tasks = pairs + math.ceil(pairs / COLUMN_TILES) + n_t + 7 * n_t
         return seconds, memory, tasks, sent / 1e9, rank
 
 
@@ -154,6 +167,19 @@ def _benchmark():
     return sys.modules["distributed_benchmark"]
 
 
+def _mean(runs, kind):
+    """Mean compute seconds of the tasks ``kind`` of `runs`."""
+    return float(np.mean([d for run in runs for d in run["durations"][kind].values()]))
+
+
+def _per_tile(run, kind):
+    """Compute seconds of the tasks ``kind`` of `run` per off-diagonal tile and unit of its
+    mean rank."""
+    n_t = math.ceil(run["n"] / run["tile"])
+    total = sum(run["durations"][kind].values())
+    return total / (n_t * (n_t - 1) / 2) / run["mean_rank"]
+
+
 def _linear(runs, kind, feature, intercept=True):
     """``(a, c)`` of the least-squares fit ``duration = a + c feature(run, key)`` over the
     tasks ``kind`` (``key``: the task's tile indices); ``a = 0`` without `intercept`."""
@@ -181,10 +207,12 @@ def _simulate(cal, n_t, workers, bandwidth, rank):
     owner = [i % workers for i in range(n_t)]
     a_R, c_R = cal.update
     a_D, c_D = cal.diagonal
+    a_Q, c_Q = cal.prepared
     a_A, c_A = cal.build
     cost = {
         "A": lambda k: a_A + c_A * rank,
         "R": lambda k: a_R + c_R * k * rank,
+        "Q": lambda k: a_Q + c_Q * k * rank,
         "D": lambda k: a_D + c_D * k * rank,
         "C": lambda k: cal.header,
     }
@@ -197,6 +225,9 @@ def _simulate(cal, n_t, workers, bandwidth, rank):
     needs = {}
     for k in range(n_t):
         needs["D", k, k] = [("R", k, k - 1)] if k else []
+        if k >= 2:
+            needs["Q", k, k - 2] = [("R", k, k - 2)]
+            needs["D", k, k].append(("Q", k, k - 2))
         needs["C", k, k] = [("D", k, k)]
         for i in range(k + 1, n_t):
             needs["A", i, k] = []
@@ -265,7 +296,8 @@ def main():
     print(
         f"tile {cal.tile}: A tile {cal.build[0]:.3f} + {cal.build[1]:.2e} rbar s, "
         f"R(i, k) {cal.update[0]:.3f} + {cal.update[1]:.2e} k rbar s, "
-        f"D(k) {cal.diagonal[0]:.3f} + {cal.diagonal[1]:.2e} k rbar s, header "
+        f"Q(k) {cal.prepared[0]:.3f} + {cal.prepared[1]:.2e} (k - 2) rbar s, "
+        f"D(k) {cal.diagonal[0]:.3f} s, header "
         f"{cal.header:.3f} s, rank of L / sampled rank of A {cal.rank_ratio:.2f}, serial "
         f"{cal.serial_per_site * 1e6:.2f} us/site, worker base {cal.base_mb:.0f} MB, "
         f"working set {cal.working_mb:.0f} MB"

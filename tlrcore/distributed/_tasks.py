@@ -20,7 +20,7 @@ from tlrcore.cholesky._steps import (
     sampled_update,
     stack,
 )
-from tlrcore.cholesky.safeguards import DiagonalFactorizer, compensation_lifts
+from tlrcore.cholesky.safeguards import DiagonalFactorizer, compensation_lifts, subtract_gram
 from tlrcore.compress.generated import compress_column, compress_tile
 from tlrcore.compress.single import round_in_place
 from tlrcore.dense.triangles import Triangles
@@ -39,6 +39,7 @@ __all__ = [
     "log_diagonal",
     "multiply_row",
     "off_diagonal_tile",
+    "prepared_diagonal",
     "row_summary",
     "start_backward",
     "tile_error",
@@ -96,11 +97,20 @@ def tile_error(UV):
     return UV.dropped
 
 
-def factor_diagonal(Akk, row, k, options, errors=None):
-    """``(L(k, k), tally)`` for ``A(k, k) - sum_j L(k, j) L(k, j)^T`` from row `k`, by a
-    :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer` of `options` (``[tolerance,
-    shift, schur, modified, compensate]``), as in process; ``L(k, k)`` as a one-tile
-    :class:`Triangles`.
+def prepared_diagonal(Akk, row):
+    """``A(k, k) - sum_j L(k, j) L(k, j)^T`` over the columns of `row` (row `k` of ``L``),
+    in the lower triangle of a new Fortran-ordered tile: the update of diagonal tile `k` but
+    for its last column, made before that column is factored."""
+    D, W = diagonal_update(fortran_copy(Akk), list(zip(*_factors(row), strict=True)))
+    return subtract_gram(D, W)
+
+
+def factor_diagonal(Akk, row, k, options, errors=None, first=0):
+    """``(L(k, k), tally)`` for ``A(k, k) - sum_j L(k, j) L(k, j)^T`` (``j >= first``) from row
+    `k`, by a :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer` of `options`
+    (``[tolerance, shift, schur, modified, compensate]``), as in process; ``L(k, k)`` as a
+    one-tile :class:`Triangles`. With ``first > 0``, `Akk` is the
+    :func:`prepared_diagonal` of row `k` through column ``first - 1``.
 
     The tally is the factorizer's ``(total, parts, compensated_tiles, lifted_tiles,
     modified_tiles)`` for this tile. With compensation, `errors` is tile row `k` of the tile
@@ -118,7 +128,8 @@ def factor_diagonal(Akk, row, k, options, errors=None):
             np.array([errors], dtype=np.float64), options[0], len(errors)
         )[0]
     factorizer = DiagonalFactorizer(*options, lifts=lifts)
-    D, W = diagonal_update(fortran_copy(Akk), list(zip(*_factors(row), strict=True)))
+    factors = list(zip(*_factors(row), strict=True))[first:]
+    D, W = diagonal_update(fortran_copy(Akk), factors)
     L = factorizer.factor(D, W, k, updated=False)
     return Triangles([L]), (
         factorizer.total,

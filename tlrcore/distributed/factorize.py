@@ -3,7 +3,9 @@
 The tasks are the steps of :mod:`tlrcore.cholesky.left` with its per-column seeds, so the
 factor equals the in-process one to rounding: ``D(k)`` factors diagonal tile ``k`` from
 row ``k`` by a :class:`~tlrcore.cholesky.safeguards.DiagonalFactorizer` (with its tally of
-changes); ``C(k)`` is the column header every tile of the column reads
+changes); where no safeguard reads the whole update, ``Q(k)`` subtracts all but the last
+column's part of it beforehand, off the critical chain, and ``D(k)`` only the last. ``C(k)``
+is the column header every tile of the column reads
 (:class:`~tlrcore.distributed._tasks.ColumnHeader`); ``R(i, k)`` extends row ``i`` by
 ``L(i, k)``, one ARA compression and solve. Row ``i`` lives on worker ``i mod P``, so
 only ``C(k)`` crosses the network, once per worker and column (``O(n_t^2)`` tile
@@ -26,6 +28,7 @@ from tlrcore.distributed._tasks import (
     column_header,
     factor_diagonal,
     log_diagonal,
+    prepared_diagonal,
     tile_error,
     update_tile,
 )
@@ -112,10 +115,11 @@ def cholesky(
     n_t = A.n_tiles
     seeds = column_seeds(random_state, n_t)
     budget = factor_budget(tolerance, A.tolerance * n_t / A.accuracy)  # as in process
-    P, D, T, C, R, G, E = (
+    P, Q, D, T, C, R, G, E = (
         prefix(kind)
         for kind in (
             "diagonal-task",
+            "diagonal-prepared",
             "diagonal-factor",
             "diagonal-tally",
             "column",
@@ -133,17 +137,25 @@ def cholesky(
         """Keys of the recorded errors of tile row `k` (0.0 on the diagonal)."""
         return [(E, k, j) if j < k else (E, j, k) if j > k else 0.0 for j in range(n_t)]
 
+    # Without the safeguards that read the whole update, diagonal tile k takes all but its
+    # last column's update off the critical chain, once row k has column k - 2.
+    split = not (compensate or "schur" in guards or "modified" in guards)
     tasks: dict[tuple, tuple] = {}
     if compensate:
         tasks.update({(E, i, j): (tile_error, tile) for (i, j), tile in A.tiles.items()})
     for k in range(n_t):
+        diagonal, first = A.diagonal_task(k), 0
+        if split and k >= 2:
+            diagonal, first = (Q, k, k - 2), k - 1
+            tasks[diagonal] = (prepared_diagonal, A.diagonal_task(k), row(k, k - 1))
         tasks[P, k] = (
             factor_diagonal,
-            A.diagonal_task(k),
+            diagonal,
             row(k, k),
             k,
             options,
             errors(k) if compensate else None,
+            first,
         )
         tasks[D, k] = (getitem, (P, k), 0)
         tasks[T, k] = (getitem, (P, k), 1)
@@ -154,7 +166,7 @@ def cholesky(
             tasks[R, i, k] = (
                 update_tile,
                 row(i, k),
-                A.tiles[i, k],
+                A.tile_task(i, k),
                 (C, k),
                 tolerance,
                 block_size,
@@ -167,7 +179,7 @@ def cholesky(
         + [(G, k) for k in range(n_t)]
         + [(T, k) for k in range(n_t)]
     )
-    futures = submit(A.client, tasks, A.placement, wanted, CriticalFirst(R, n_t))
+    futures = submit(A.client, tasks, A.placement, wanted, CriticalFirst((R, Q), n_t))
     logger.debug(
         "distributed TLR Cholesky: %d tasks on %d workers", len(tasks), len(A.placement.addresses)
     )

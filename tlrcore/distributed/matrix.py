@@ -58,7 +58,18 @@ class DistributedTLRMatrix:
         :class:`~tlrcore.compress._recompress.LowRank` ``(U, V)`` of each lower tile.
     """
 
-    def __init__(self, client, offsets, accuracy, tolerance, placement, generator, diagonal, tiles):
+    def __init__(
+        self,
+        client,
+        offsets,
+        accuracy,
+        tolerance,
+        placement,
+        generator,
+        diagonal,
+        tiles,
+        sources=None,
+    ):
         self.client = client
         self.offsets = np.asarray(offsets)
         self.n = int(self.offsets[-1])
@@ -68,6 +79,8 @@ class DistributedTLRMatrix:
         self.placement = placement
         self.generator = generator
         self._diagonal, self._tiles = diagonal, tiles
+        # (i, j) -> (future of the tiles compressed together, position of (i, j) among them)
+        self._sources = sources or {}
         self._consumed = False
 
     @classmethod
@@ -172,13 +185,21 @@ class DistributedTLRMatrix:
                 )
                 for (i, j), seed in zip(pairs, seeds, strict=True)
             }
+        batches = [key for key in tasks if key[0] == column]
         futures = submit(
             client,
             tasks,
             placement,
-            [(name, i, j) for i, j in pairs],
+            [(name, i, j) for i, j in pairs] + batches,
             CriticalFirst((name, column), n_tiles),
         )
+        batch = dict(zip(batches, futures[len(pairs) :], strict=True))
+        sources = {
+            (i, j): (batch[task[1]], task[2])
+            for (kind, i, j), task in tasks.items()
+            if kind == name and method == "aca"
+        }
+        futures = futures[: len(pairs)]
         if wait:
             distributed.wait(futures)
             _raise_first_error(futures)
@@ -191,6 +212,7 @@ class DistributedTLRMatrix:
             generator,
             diagonal,
             dict(zip(pairs, futures, strict=True)),
+            sources,
         )
 
     def _check_usable(self):
@@ -225,10 +247,21 @@ class DistributedTLRMatrix:
         self._check_usable()
         return self._tiles
 
+    def tile_task(self, i: int, j: int):
+        """Tile ``(i, j)`` as a task argument: taken from the result of the task that
+        compressed it with others where there is one (no task of its own to schedule), else
+        its future."""
+        self._check_usable()
+        if (i, j) in self._sources:
+            future, position = self._sources[i, j]
+            return (getitem, future, position)
+        return self._tiles[i, j]
+
     def release(self) -> None:
         """Drop the client's hold on the tiles, each then freed once no pending task reads it; the
         matrix is consumed."""
         self._diagonal = self._tiles = None
+        self._sources = {}
         self._consumed = True
 
     def frobenius_norm(self) -> float:

@@ -5,9 +5,9 @@ killed mid-factorization; the error without the ``dask`` extra.
 Equality: the workers run the in-process steps on the same tiles with the same seeds, so
 the tiles of ``A`` (the same compression of the same blocks) are compared bit for bit.
 The factor's triangular solves are grouped differently (one tile per task, against
-stacked tile columns in process), which a BLAS may round differently in the last place,
-so the factor is compared at the distributed path's contract, 1e-10 relative on the
-log-likelihood terms.
+stacked tile columns in process), and so is the update of a diagonal tile (two parts,
+against one), which rounds differently in the last place, so the factor is compared at
+the distributed path's contract, 1e-10 relative on the log-likelihood terms.
 """
 
 import os
@@ -507,3 +507,69 @@ def test_placement_waits_for_a_worker_that_is_away(comes_back, monkeypatch):
         with pytest.raises(ValueError, match="no workers"):
             _graph.RowPlacement.of(client)
     assert client.waits == [0.5]
+
+
+def test_a_diagonal_tile_updated_in_two_parts_gives_the_factor_of_the_whole_update(rng):
+    """The cluster subtracts the update of diagonal tile ``k`` by all columns but the last
+    beforehand (:func:`prepared_diagonal`) and the last one where it factors the tile: the
+    factor of the whole update, to rounding. The parts are summed in another order, which
+    moves the updated tile by ``O(eps ||A(k, k)||)`` and its factor by ``O(eps cond)``
+    relative (the tile here has condition number below 10): held to 1e-12. The prepared
+    tile's input is left as it was."""
+    from tlrcore.distributed._tasks import factor_diagonal, prepared_diagonal
+
+    b, k = 96, 3
+    B = rng.standard_normal((b, b))
+    Akk = B @ B.T / b + 2.0 * np.eye(b)
+    U = [rng.standard_normal((b, 5)) * 0.1 for _ in range(k)]
+    V = [rng.standard_normal((40, 5)) * 0.1 for _ in range(k)]
+    options = [1e-8, 0.0, False, False, None]
+    whole = factor_diagonal(Akk, (U, V), k, options)[0][0]
+    kept = Akk.copy()
+    prepared = prepared_diagonal(Akk, (U[:-1], V[:-1]))
+    np.testing.assert_array_equal(Akk, kept)
+    parts = factor_diagonal(prepared, (U, V), k, options, None, k - 1)[0][0]
+    np.testing.assert_allclose(parts, whole, rtol=0, atol=1e-12 * np.abs(whole).max())
+    dense = Akk - sum(u @ v.T @ v @ u.T for u, v in zip(U, V, strict=True))
+    np.testing.assert_allclose(parts @ parts.T, dense, rtol=0, atol=1e-12 * np.abs(dense).max())
+
+
+@pytest.mark.parametrize("safeguard", [None, "schur"])
+def test_the_factor_graph_prepares_diagonal_tiles_and_reads_tiles_from_their_column_tasks(
+    client, monkeypatch, safeguard
+):
+    """Without a safeguard that reads a diagonal tile's whole update, every diagonal tile
+    from the third on is prepared by a task of its own (off the critical chain); with one,
+    none is. Either way each tile of ``A`` is read from the result of the task that
+    compressed its column (no task per tile), and the factor is the in-process one."""
+    from operator import getitem
+
+    from tlrcore.distributed import factorize
+
+    graphs = []
+    submit = factorize.submit
+
+    def recording(client, tasks, *args, **kwargs):
+        graphs.append(tasks)
+        return submit(client, tasks, *args, **kwargs)
+
+    monkeypatch.setattr(factorize, "submit", recording)
+    block, n, tile = Exponential(sites(900, seed=7)), 900, 100
+    A = td.DistributedTLRMatrix.from_generator(client, block, n, tile, wait=False)
+    L = td.cholesky(A, safeguard=safeguard, overwrite_a=True)
+    (tasks,) = graphs
+    prepared = [key for key in tasks if key[0].startswith("tlr-diagonal-prepared-")]
+    assert len(prepared) == (0 if safeguard else A.n_tiles - 2)
+    reads = [task[2] for key, task in tasks.items() if key[0].startswith("tlr-row-")]
+    assert len(reads) == A.n_tiles * (A.n_tiles - 1) // 2
+    assert all(isinstance(read, tuple) and read[0] is getitem for read in reads)
+    L0 = tlrcore.cholesky(tlrcore.TLRMatrix.from_generator(block, n, tile), safeguard=safeguard)
+    assert L.logdet() == pytest.approx(L0.logdet(), rel=RTOL)
+
+
+def test_a_tile_read_from_its_column_task_is_the_tile(remote, client):
+    A = remote[0]
+    func, future, position = A.tile_task(5, 2)
+    got, want = client.gather([client.submit(func, future, position), A.tiles[5, 2]])
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
