@@ -28,6 +28,7 @@ from tlrcore.packed.build import host_diagonal_summary
 
 __all__ = [
     "ColumnHeader",
+    "after",
     "backward_step",
     "column_header",
     "column_tiles",
@@ -46,6 +47,11 @@ __all__ = [
     "tile_squares",
     "update_tile",
 ]
+
+
+def after(_, value):
+    """`value`, computed once the first argument (a dependency that orders the tasks) is."""
+    return value
 
 
 def _factors(row):

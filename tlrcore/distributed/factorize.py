@@ -25,6 +25,7 @@ from tlrcore.compress.single import factor_budget
 from tlrcore.concurrency.threads import column_seeds
 from tlrcore.distributed._graph import CriticalFirst, prefix, submit
 from tlrcore.distributed._tasks import (
+    after,
     column_header,
     factor_diagonal,
     log_diagonal,
@@ -38,6 +39,13 @@ from tlrcore.distributed.matrix import DistributedTLRMatrix
 __all__ = ["cholesky"]
 
 logger = logging.getLogger(__name__)
+
+#: Where the factorization submits the compression of ``A``'s tiles itself (``A`` from
+#: ``from_generator(..., wait=False)``, factored with ``overwrite_a=True``), the tiles of
+#: column ``j`` are compressed once diagonal tile ``j - BUILD_AHEAD`` is factored: the
+#: workers hold the tiles of a few columns ahead of the factorization, not the rest of
+#: ``A``.
+BUILD_AHEAD = 4
 
 
 def cholesky(
@@ -143,6 +151,20 @@ def cholesky(
     tasks: dict[tuple, tuple] = {}
     if compensate:
         tasks.update({(E, i, j): (tile_error, tile) for (i, j), tile in A.tiles.items()})
+    build = A.take_build() if overwrite_a else None
+    critical = [R, Q]
+    if build is None:
+        tile = A.tile_task
+    else:
+        compression, reads, names = build
+        for key, task in compression.items():
+            j = key[2]
+            tasks[key] = task if j < BUILD_AHEAD else (after, (G, j - BUILD_AHEAD), task)
+        critical += names
+
+        def tile(i, k):
+            return reads[i, k]
+
     for k in range(n_t):
         diagonal, first = A.diagonal_task(k), 0
         if split and k >= 2:
@@ -166,7 +188,7 @@ def cholesky(
             tasks[R, i, k] = (
                 update_tile,
                 row(i, k),
-                A.tile_task(i, k),
+                tile(i, k),
                 (C, k),
                 tolerance,
                 block_size,
@@ -179,7 +201,7 @@ def cholesky(
         + [(G, k) for k in range(n_t)]
         + [(T, k) for k in range(n_t)]
     )
-    futures = submit(A.client, tasks, A.placement, wanted, CriticalFirst((R, Q), n_t))
+    futures = submit(A.client, tasks, A.placement, wanted, CriticalFirst(critical, n_t))
     logger.debug(
         "distributed TLR Cholesky: %d tasks on %d workers", len(tasks), len(A.placement.addresses)
     )

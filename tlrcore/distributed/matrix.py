@@ -67,8 +67,7 @@ class DistributedTLRMatrix:
         placement,
         generator,
         diagonal,
-        tiles,
-        sources=None,
+        build,
     ):
         self.client = client
         self.offsets = np.asarray(offsets)
@@ -78,9 +77,13 @@ class DistributedTLRMatrix:
         self.accuracy, self.tolerance = accuracy, tolerance
         self.placement = placement
         self.generator = generator
-        self._diagonal, self._tiles = diagonal, tiles
+        self._diagonal = diagonal
+        # the compression tasks, the key name of the tiles and of the tasks of several tiles,
+        # until they are submitted (:meth:`take_build`, or the first reader of the tiles)
+        self._build = build
+        self._tiles = None
         # (i, j) -> (future of the tiles compressed together, position of (i, j) among them)
-        self._sources = sources or {}
+        self._sources = {}
         self._consumed = False
 
     @classmethod
@@ -110,9 +113,11 @@ class DistributedTLRMatrix:
             As in :meth:`tlrcore.TLRMatrix.from_generator` (`method` one of the NumPy ones).
         wait : bool, default True
             Return when every tile is built, raising the generator's errors here; with False once
-            the tolerance is known, tiles built as the workers get to them and diagonal tiles
-            generated again inside the tasks that factor them (with ``overwrite_a=True`` the
-            workers never hold all of ``A``; errors come from the first reader of a failed tile).
+            the tolerance is known, the tiles built by the first reader of :attr:`tiles`, or by
+            the factorization that consumes the matrix (``overwrite_a=True``), a few tile
+            columns ahead of it, and diagonal tiles generated again inside the tasks that
+            factor them: the workers never hold all of ``A``. Errors come from the first
+            reader of a failed tile.
 
         Raises
         ------
@@ -185,35 +190,13 @@ class DistributedTLRMatrix:
                 )
                 for (i, j), seed in zip(pairs, seeds, strict=True)
             }
-        batches = [key for key in tasks if key[0] == column]
-        futures = submit(
-            client,
-            tasks,
-            placement,
-            [(name, i, j) for i, j in pairs] + batches,
-            CriticalFirst((name, column), n_tiles),
-        )
-        batch = dict(zip(batches, futures[len(pairs) :], strict=True))
-        sources = {
-            (i, j): (batch[task[1]], task[2])
-            for (kind, i, j), task in tasks.items()
-            if kind == name and method == "aca"
-        }
-        futures = futures[: len(pairs)]
+        build = (tasks, name, column)
+        matrix = cls(client, offsets, accuracy, tolerance, placement, generator, diagonal, build)
         if wait:
+            futures = list(matrix.tiles.values())
             distributed.wait(futures)
             _raise_first_error(futures)
-        return cls(
-            client,
-            offsets,
-            accuracy,
-            tolerance,
-            placement,
-            generator,
-            diagonal,
-            dict(zip(pairs, futures, strict=True)),
-            sources,
-        )
+        return matrix
 
     def _check_usable(self):
         if self._consumed:
@@ -245,22 +228,64 @@ class DistributedTLRMatrix:
     def tiles(self) -> dict:
         """Futures of ``(U, V)`` of the lower off-diagonal tiles."""
         self._check_usable()
+        if self._build is not None:
+            self._submit_build()
         return self._tiles
+
+    def _submit_build(self):
+        """Submit the compression tasks: the tiles' futures, and where tiles are compressed
+        together, the futures of those tasks."""
+        tasks, name, column = self._build
+        self._build = None
+        pairs = [(i, j) for i in range(self.n_tiles) for j in range(i)]
+        batches = [key for key in tasks if key[0] == column]
+        futures = submit(
+            self.client,
+            tasks,
+            self.placement,
+            [(name, i, j) for i, j in pairs] + batches,
+            CriticalFirst((name, column), self.n_tiles),
+        )
+        batch = dict(zip(batches, futures[len(pairs) :], strict=True))
+        self._tiles = dict(zip(pairs, futures[: len(pairs)], strict=True))
+        self._sources = {
+            (i, j): (batch[task[1]], task[2])
+            for (kind, i, j), task in tasks.items()
+            if kind == name and task[0] is getitem
+        }
+
+    def take_build(self):
+        """The compression tasks not yet submitted, for a graph that submits them itself:
+        ``(tasks, reads, names)``, ``reads[i, j]`` tile ``(i, j)`` as an argument of
+        that graph's tasks and ``names`` the key names of the tasks; None once they were
+        submitted (``wait=True``, or a reader of :attr:`tiles`)."""
+        self._check_usable()
+        if self._build is None:
+            return None
+        tasks, name, column = self._build
+        self._build = None
+        if any(key[0] == column for key in tasks):  # tiles compressed together
+            reads = {(i, j): task for (kind, i, j), task in tasks.items() if kind == name}
+            compression = {key: task for key, task in tasks.items() if key[0] == column}
+        else:
+            reads = {(i, j): (kind, i, j) for kind, i, j in tasks}
+            compression = tasks
+        return compression, reads, (name, column)
 
     def tile_task(self, i: int, j: int):
         """Tile ``(i, j)`` as a task argument: taken from the result of the task that
         compressed it with others where there is one (no task of its own to schedule), else
         its future."""
-        self._check_usable()
+        tiles = self.tiles
         if (i, j) in self._sources:
             future, position = self._sources[i, j]
             return (getitem, future, position)
-        return self._tiles[i, j]
+        return tiles[i, j]
 
     def release(self) -> None:
         """Drop the client's hold on the tiles, each then freed once no pending task reads it; the
         matrix is consumed."""
-        self._diagonal = self._tiles = None
+        self._diagonal = self._tiles = self._build = None
         self._sources = {}
         self._consumed = True
 

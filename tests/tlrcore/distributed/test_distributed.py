@@ -421,11 +421,28 @@ def test_tiles_built_on_demand_give_the_same_factor(client, block, local):
     )
     L = td.cholesky(A, overwrite_a=True)
     assert L.logdet() == pytest.approx(local[1].logdet(), rel=RTOL)
-    lazy = td.DistributedTLRMatrix.from_generator(
-        client, NaNInCorner(block.sites), N, TILE, wait=False
+    for overwrite_a in (False, True):
+        lazy = td.DistributedTLRMatrix.from_generator(
+            client, NaNInCorner(block.sites), N, TILE, wait=False
+        )
+        with pytest.raises(GeneratorError, match=rf"tile \({lazy.n_tiles - 1}, 0\)"):
+            td.cholesky(lazy, overwrite_a=overwrite_a)
+
+
+def test_tiles_built_on_demand_are_built_by_their_first_reader(client, block, local):
+    """A matrix built with ``wait=False`` that is read before it is factored submits its
+    compression then: the tiles are the in-process ones bit for bit, and its factorization
+    with ``overwrite_a=True`` reads them (nothing left for it to build)."""
+    A = td.DistributedTLRMatrix.from_generator(
+        client, block, N, TILE, accuracy=ACCURACY, wait=False
     )
-    with pytest.raises(GeneratorError, match=rf"tile \({lazy.n_tiles - 1}, 0\)"):
-        td.cholesky(lazy)
+    gathered, A0 = A.gather(), local[0]
+    for pair in A0.U:
+        np.testing.assert_array_equal(gathered.U[pair], A0.U[pair])
+        np.testing.assert_array_equal(gathered.V[pair], A0.V[pair])
+    assert A.take_build() is None
+    L = td.cholesky(A, overwrite_a=True)
+    assert L.logdet() == pytest.approx(local[1].logdet(), rel=RTOL)
 
 
 def test_bad_arguments(client, block, local):
@@ -541,10 +558,12 @@ def test_the_factor_graph_prepares_diagonal_tiles_and_reads_tiles_from_their_col
     """Without a safeguard that reads a diagonal tile's whole update, every diagonal tile
     from the third on is prepared by a task of its own (off the critical chain); with one,
     none is. Either way each tile of ``A`` is read from the result of the task that
-    compressed its column (no task per tile), and the factor is the in-process one."""
+    compressed its column (no task per tile), those tasks are in the factorization's graph,
+    a few columns ahead of it, and the factor is the in-process one."""
     from operator import getitem
 
     from tlrcore.distributed import factorize
+    from tlrcore.distributed._tasks import after
 
     graphs = []
     submit = factorize.submit
@@ -563,6 +582,13 @@ def test_the_factor_graph_prepares_diagonal_tiles_and_reads_tiles_from_their_col
     reads = [task[2] for key, task in tasks.items() if key[0].startswith("tlr-row-")]
     assert len(reads) == A.n_tiles * (A.n_tiles - 1) // 2
     assert all(isinstance(read, tuple) and read[0] is getitem for read in reads)
+    # the tiles of A are compressed in the same graph, column j after diagonal tile j - 2
+    compressions = {key: task for key, task in tasks.items() if "column-tiles" in key[0]}
+    assert {j for _, _, j in compressions} == set(range(A.n_tiles - 1))
+    for (_, _, j), task in compressions.items():
+        if j >= factorize.BUILD_AHEAD:
+            assert task[0] is after and task[1][0].startswith("tlr-log-diagonal-")
+            assert task[1][1] == j - factorize.BUILD_AHEAD
     L0 = tlrcore.cholesky(tlrcore.TLRMatrix.from_generator(block, n, tile), safeguard=safeguard)
     assert L.logdet() == pytest.approx(L0.logdet(), rel=RTOL)
 
