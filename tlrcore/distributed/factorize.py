@@ -201,12 +201,14 @@ def cholesky(
         + [(G, k) for k in range(n_t)]
         + [(T, k) for k in range(n_t)]
     )
-    futures = submit(A.client, tasks, A.placement, wanted, CriticalFirst(critical, n_t))
+    try:
+        futures = submit(A.client, tasks, A.placement, wanted, CriticalFirst(critical, n_t))
+    finally:
+        if overwrite_a:  # consumed, its compression taken by this graph or not
+            A.release()
     logger.debug(
         "distributed TLR Cholesky: %d tasks on %d workers", len(tasks), len(A.placement.addresses)
     )
-    if overwrite_a:
-        A.release()
     factor = DistributedCholesky(
         A.client,
         A.placement,
