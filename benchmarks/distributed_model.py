@@ -11,7 +11,8 @@ with task durations fitted on those runs:
 
 * ``A(i, k)``, building an off-diagonal tile, ``c_A rbar`` (ACA reads ``rbar`` rows and
   columns of ``b`` entries: proportional to the rank, not dependent on ``k``), fitted on
-  the tasks that compress several tiles of a column together, per tile;
+  the tasks that compress several tiles of a column together, per tile; it waits for
+  ``D(k - BUILD_AHEAD)``, as the factorization's graph has it;
 * ``R(i, k)``, the sampled update of ``L(i, k)``, ``a_R + c_R k rbar``: its products with
   the stacked factors ``[U(i, 0) | ... ]`` and ``[U(k, 0) | ... ]`` grow with their
   width, ``k`` tiles of mean rank ``rbar``;
@@ -62,6 +63,7 @@ import numpy as np
 # this directory's distributed.py would shadow the dask.distributed package
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
+from tlrcore.distributed.factorize import BUILD_AHEAD  # noqa: E402
 from tlrcore.distributed.matrix import COLUMN_TILES  # noqa: E402
 
 #: Loopback on the calibration machine is far faster than a network: a 10 Gb/s link.
@@ -83,7 +85,7 @@ class Calibration:
         self.prepared = _linear(
             runs, "diagonal-prepared", lambda run, key: key[-1] * run["mean_rank"]
         )
-        self.diagonal = (_mean(runs, "diagonal-task"), 0.0)
+        self.diagonal = _mean(runs, "diagonal-task")
         self.header = _mean(runs, "column")
         self.rank_ratio = float(
             np.mean([run["mean_rank"] / sampled_rank(run["n"], self.tile) for run in runs])
@@ -206,14 +208,13 @@ def _simulate(cal, n_t, workers, bandwidth, rank):
     bytes of the headers sent."""
     owner = [i % workers for i in range(n_t)]
     a_R, c_R = cal.update
-    a_D, c_D = cal.diagonal
     a_Q, c_Q = cal.prepared
     a_A, c_A = cal.build
     cost = {
         "A": lambda k: a_A + c_A * rank,
         "R": lambda k: a_R + c_R * k * rank,
         "Q": lambda k: a_Q + c_Q * k * rank,
-        "D": lambda k: a_D + c_D * k * rank,
+        "D": lambda k: cal.diagonal,
         "C": lambda k: cal.header,
     }
 
@@ -230,7 +231,8 @@ def _simulate(cal, n_t, workers, bandwidth, rank):
             needs["D", k, k].append(("Q", k, k - 2))
         needs["C", k, k] = [("D", k, k)]
         for i in range(k + 1, n_t):
-            needs["A", i, k] = []
+            # column k is compressed once diagonal tile k - BUILD_AHEAD is factored
+            needs["A", i, k] = [("D", k - BUILD_AHEAD, k - BUILD_AHEAD)] if k >= BUILD_AHEAD else []
             needs["R", i, k] = [("A", i, k), ("C", k, k)] + ([("R", i, k - 1)] if k else [])
     users = {task: [] for task in needs}
     for task, deps in needs.items():
@@ -297,7 +299,7 @@ def main():
         f"tile {cal.tile}: A tile {cal.build[0]:.3f} + {cal.build[1]:.2e} rbar s, "
         f"R(i, k) {cal.update[0]:.3f} + {cal.update[1]:.2e} k rbar s, "
         f"Q(k) {cal.prepared[0]:.3f} + {cal.prepared[1]:.2e} (k - 2) rbar s, "
-        f"D(k) {cal.diagonal[0]:.3f} s, header "
+        f"D(k) {cal.diagonal:.3f} s, header "
         f"{cal.header:.3f} s, rank of L / sampled rank of A {cal.rank_ratio:.2f}, serial "
         f"{cal.serial_per_site * 1e6:.2f} us/site, worker base {cal.base_mb:.0f} MB, "
         f"working set {cal.working_mb:.0f} MB"

@@ -264,12 +264,9 @@ class DistributedTLRMatrix:
             return None
         tasks, name, column = self._build
         self._build = None
-        if any(key[0] == column for key in tasks):  # tiles compressed together
-            reads = {(i, j): task for (kind, i, j), task in tasks.items() if kind == name}
-            compression = {key: task for key, task in tasks.items() if key[0] == column}
-        else:
-            reads = {(i, j): (kind, i, j) for kind, i, j in tasks}
-            compression = tasks
+        selections = {key: task for key, task in tasks.items() if task[0] is getitem}
+        reads = {(i, j): selections.get((kind, i, j), (kind, i, j)) for kind, i, j in tasks}
+        compression = {key: task for key, task in tasks.items() if key not in selections}
         return compression, reads, (name, column)
 
     def tile_task(self, i: int, j: int):
