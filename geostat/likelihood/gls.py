@@ -17,6 +17,7 @@ __all__ = [
     "centered_design",
     "gls",
     "remove_means",
+    "unit_columns",
     "gls_coefficients",
     "trend_estimates",
 ]
@@ -80,7 +81,7 @@ def check_groups(groups, n_coef):
                 f"trend has {n_coef} coefficients; use a simpler trend or drop nearly empty "
                 "replicates."
             )
-        if n_coef and np.linalg.matrix_rank(_unit_columns(centered_design(g.design)[0])) < n_coef:
+        if n_coef and np.linalg.matrix_rank(unit_columns(centered_design(g.design)[0])) < n_coef:
             raise TrendNotIdentifiableError(
                 "the trend design matrix is rank deficient on the observed sites (a constant "
                 "or repeated covariate?); drop redundant trend columns."
@@ -116,7 +117,7 @@ def remove_means(design, shift):
     return centered
 
 
-def _unit_columns(design):
+def unit_columns(design):
     """`design` with its nonzero columns scaled to unit norm (a rank test then sees
     collinearity, not the columns' units)."""
     norms = np.linalg.norm(design, axis=0)

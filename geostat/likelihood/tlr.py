@@ -159,6 +159,8 @@ class TLRLikelihood(Likelihood):
         self._cache = None
         #: ``(key, factors, kept tiles)`` of the parameters before :attr:`_cache`'s, if small.
         self._previous = None
+        #: ``(key, accuracy, factors)`` kept by :meth:`set_accuracy` from the accuracy left.
+        self._left = None
         #: See :meth:`keep_coarser`.
         self.coarser_accuracy = None
         #: ``{group: ((key, accuracy), TLRMatrix)}``: the tiles of each group's last build at
@@ -240,6 +242,8 @@ class TLRLikelihood(Likelihood):
         own = accuracy is None or accuracy == self.accuracy
         if own and self._cache is not None and self._cache[0] == key:
             return self._cache[1]
+        if not own and self._left is not None and self._left[:2] == (key, accuracy):
+            return self._left[2]
         if own and self._previous is not None and self._previous[0] == key:
             previous, self._previous = self._previous, self._kept()
             self._cache, self._coarser = (key, previous[1]), previous[2]
@@ -404,24 +408,28 @@ class TLRLikelihood(Likelihood):
         self._coarser = {}
 
     def set_accuracy(self, accuracy):
-        """Evaluate at `accuracy` (in (0, 1)) from now on, releasing the kept factors; the
-        coarser accuracy of :meth:`keep_coarser` keeps its ratio to it. Values depend
-        only on the parameters and the accuracy."""
+        """Evaluate at `accuracy` (in (0, 1)) from now on, releasing the kept factors but
+        those of the last parameters at the accuracy left, where small (the check of the
+        value's accuracy at the end of a fit compares the two); the coarser accuracy of
+        :meth:`keep_coarser` keeps its ratio to it. Values depend only on the parameters
+        and the accuracy."""
         _check_accuracy(accuracy)
         ratio = (
             None
             if self.coarser_accuracy is None
             else round(self.coarser_accuracy / self.accuracy, 6)
         )
+        left, left_accuracy = self._kept(), self.accuracy
         self.accuracy = float(accuracy)
         self.release_factors()
+        self._left = None if left is None else (left[0], left_accuracy, left[1])
         self.coarser_accuracy = (
             None if ratio is None or self.accuracy * ratio >= 1 else self.accuracy * ratio
         )
 
     def release_factors(self):
         """Drop the kept factors (their memory is freed; the next use recomputes them)."""
-        self._cache = self._previous = None
+        self._cache = self._previous = self._left = None
         self._coarser = {}
 
     def terms(self, theta, eta, gradient=False, accuracy=None, noise_ratio=None):
@@ -447,6 +455,7 @@ class TLRLikelihood(Likelihood):
         logdet = logdet_trend = quadratic = 0.0
         xp = self.backend.xp
         kept = [entry[1] for entry in (self._cache, self._previous) if entry is not None]
+        kept += [self._left[2]] if self._left is not None else []
         factors = self.factors(theta, eta, accuracy, noise_ratio=nu)
         self.n_factorizations += not any(factors is k for k in kept)
         fits = self._map_groups(lambda index: self._gls(index, self.groups[index], factors[index]))

@@ -9,17 +9,19 @@ centroid among those before it [1]_ [2]_:
     \ell_V = \sum_b \log p\bigl(y_b \mid y_{c(b)}\bigr)
     = \sum_b \Bigl[\ell\bigl(y_{c(b) \cup b}\bigr) - \ell\bigl(y_{c(b)}\bigr)\Bigr],
 
-each ``\ell`` an exact Gaussian log-density of the residuals from the ordinary
-least-squares trend (fixed: a shared GLS trend would couple the blocks). Every scalar of
-:class:`~geostat.likelihood.terms.Terms` is a difference of two exact ones, so the
-variance is profiled over all blocks and the gradients are exact. With the conditioning
-sites first, the Cholesky factor ``L`` of the joint ``K`` has that of ``K_cc`` as its
-leading block, so one factorization gives, with ``w = L^{-1} y`` and ``X = L^{-1}``,
+each ``\ell`` an exact Gaussian log-density of the residuals ``y - F beta``, with ``beta``
+profiled over all blocks as the exact maximum likelihood profiles it (one fixed at least
+squares biases a smooth field's variance and range): every term is a quadratic form in
+``beta`` (:class:`QuadraticForms`) summed over the blocks, ``beta`` their GLS solution,
+and the gradients those at fixed ``beta`` (the envelope theorem).
+With the conditioning sites first, the Cholesky factor ``L`` of the joint ``K`` has that
+of ``K_cc`` as its leading block, so one factorization gives, with ``w = L^{-1} r`` and
+``X = L^{-1}``,
 
 .. math::
 
     \log\det K - \log\det K_{cc} = 2 \sum_{i > c} \log L_{ii}, \qquad
-    y^T K^{-1} y - y_c^T K_{cc}^{-1} y_c = \lVert w_{c+1:} \rVert^2,
+    r^T K^{-1} r - r_c^T K_{cc}^{-1} r_c = \lVert w_{c+1:} \rVert^2,
 
     \operatorname{tr}(K^{-1} D) - \operatorname{tr}(K_{cc}^{-1} D_{cc})
     = \langle X^T X, D \rangle - \langle X_{11}^T X_{11}, D_{cc} \rangle.
@@ -46,12 +48,19 @@ from scipy.spatial import cKDTree
 from geostat.covariance import PairCorrelation, condensed_pairs
 from geostat.distance import ordering_points
 from geostat.likelihood.failure import dense_shifts
-from geostat.likelihood.gls import group_by_pattern
+from geostat.likelihood.gls import centered_design, group_by_pattern, unit_columns
 from geostat.likelihood.terms import Terms, resolve_noise_ratio
 from geostat.ordering import inverse_permutation, order_points
 from geostat.solvers import NUMPY, DenseCholesky, InWorkerProcesses, one_blas_thread, tile_threads
 
-__all__ = ["BLOCK_SIZE", "CONDITIONING", "MAX_SITES", "BlockVecchiaLikelihood", "VecchiaBlock"]
+__all__ = [
+    "BLOCK_SIZE",
+    "CONDITIONING",
+    "MAX_SITES",
+    "BlockVecchiaLikelihood",
+    "QuadraticForms",
+    "VecchiaBlock",
+]
 
 #: Sites per block.
 BLOCK_SIZE = 128
@@ -93,6 +102,9 @@ class BlockVecchiaLikelihood:
         rng=None,
     ):
         coords, y = likelihood.coords, _ols_residuals(likelihood.y, likelihood.design)
+        # The trend's column space in a well-scaled basis: the profiled terms depend on
+        # nothing else.
+        design = unit_columns(centered_design(likelihood.design)[0])
         points = ordering_points(coords, likelihood.distance)
         perm = order_points(points, "kdtree", block_size)
         position = inverse_permutation(perm)
@@ -120,6 +132,7 @@ class BlockVecchiaLikelihood:
                     coords[joint],
                     y[joint],
                     None if self.noise is None else self.noise[joint],
+                    design[joint],
                 )
             )
         self.n = sum(block.sites.size - block.conditioning for block in self.blocks)
@@ -149,16 +162,64 @@ class BlockVecchiaLikelihood:
         parts = self._sets.map(
             "terms", [(index, theta, eta, gradient, nu) for index in range(len(sets.sets))]
         )
+        forms = sum((p[1] for p in parts[1:]), parts[0][1])
+        beta = forms.coefficients()
         names = [*parts[0][2]] if gradient else []
         return Terms(
             self.n_obs,
             self.n_eff,
             logdet=sum(p[0] for p in parts),
             logdet_trend=0.0,
-            quadratic=sum(p[1] for p in parts),
-            quad={k: sum(p[2][k] for p in parts) for k in names},
+            quadratic=forms.at(beta),
+            quad={k: sum((p[2][k] for p in parts[1:]), parts[0][2][k]).at(beta) for k in names},
             trace={k: sum(p[3][k] for p in parts) for k in names},
             noise_ratio=nu,
+        )
+
+
+class QuadraticForms:
+    r"""The quadratic forms ``q_k(beta) = (y_k - F beta)^T M (y_k - F beta)`` of the
+    replicates ``k`` for one symmetric ``M``, held as their coefficients
+    ``yy[k] = y_k^T M y_k``, ``fy[k] = F^T M y_k`` and ``ff[k] = F^T M F``; sums of them
+    are sums of the coefficients.
+
+    Parameters
+    ----------
+    n_replicates, n_coef : int
+    """
+
+    def __init__(self, n_replicates, n_coef):
+        self.yy = np.zeros(n_replicates)
+        self.fy = np.zeros((n_replicates, n_coef))
+        self.ff = np.zeros((n_replicates, n_coef, n_coef))
+
+    def add(self, columns, left, right, r, sign=1.0):
+        """Add ``sign`` times the forms ``left^T right`` of replicates `columns`: the first
+        `r` columns of `left` and `right` are those of ``y``, the others those of ``F``
+        (``M`` applied on the right)."""
+        self.yy[columns] += sign * np.einsum("ij,ij->j", left[:, :r], right[:, :r])
+        self.fy[columns] += sign * (left[:, r:].T @ right[:, :r]).T
+        self.ff[columns] += sign * (left[:, r:].T @ right[:, r:])
+
+    def __add__(self, other):
+        total = QuadraticForms(*self.fy.shape)
+        for name in ("yy", "fy", "ff"):
+            setattr(total, name, getattr(self, name) + getattr(other, name))
+        return total
+
+    def coefficients(self):
+        """``beta_k`` minimizing each ``q_k`` (the GLS trend where ``M`` is the precision):
+        ``ff[k]^+ fy[k]``; zero for a replicate observed nowhere."""
+        if not self.ff.shape[1]:
+            return np.zeros(self.fy.shape)
+        return np.einsum("kij,kj->ki", np.linalg.pinv(self.ff, hermitian=True), self.fy)
+
+    def at(self, beta):
+        """``sum_k q_k(beta_k)`` for `beta` of shape ``(n_replicates, n_coef)``."""
+        return float(
+            np.sum(self.yy)
+            - 2.0 * np.sum(beta * self.fy)
+            + np.einsum("ki,kij,kj->", beta, self.ff, beta)
         )
 
 
@@ -192,7 +253,8 @@ class _BlockSets:
 
     @one_blas_thread
     def terms(self, index, theta, eta, gradient, nu=0.0):
-        """``(log det, quadratic, quad, trace)`` summed over the blocks of set `index`."""
+        """``(log det, quadratic forms, quad forms, trace)`` summed over the blocks of set
+        `index` (:meth:`VecchiaBlock.terms`)."""
         pairs, offsets = self._pair_correlation(index)
         values, grads = pairs.evaluate(self.kernel, theta, gradient)
         blocks = self.sets[index]
@@ -208,9 +270,11 @@ class _BlockSets:
         )
         shifts = dense_shifts(top) if self.on_failure in ("shift", "compensate") else ()
         names = ([*grads, "eye"] + (["noise"] if noisy else [])) if gradient else []
-        logdet = quadratic = 0.0
-        quad, trace = dict.fromkeys(names, 0.0), dict.fromkeys(names, 0.0)
-        for block, start, stop in zip(self.sets[index], offsets[:-1], offsets[1:], strict=True):
+        shape = blocks[0].n_replicates, blocks[0].n_coef
+        logdet, forms = 0.0, QuadraticForms(*shape)
+        quad = {name: QuadraticForms(*shape) for name in names}
+        trace = dict.fromkeys(names, 0.0)
+        for block, start, stop in zip(blocks, offsets[:-1], offsets[1:], strict=True):
             n = block.sites.size
             R = NUMPY.squareform(values[start:stop], n, 1.0)
             dR = (
@@ -218,27 +282,25 @@ class _BlockSets:
                 if gradient
                 else None
             )
-            part = block.terms(R, dR, eta, shifts, nu)
-            logdet += part[0]
-            quadratic += part[1]
-            for name in names:
-                quad[name] += part[2].get(name, 0.0)
-                trace[name] += part[3].get(name, 0.0)
-        return logdet, quadratic, quad, trace
+            logdet += block.terms(R, dR, eta, shifts, nu, forms, quad, trace)
+        return logdet, forms, quad, trace
 
 
 class VecchiaBlock:
-    """A block's sites with its conditioning sites first, and its observations.
+    """A block's sites with its conditioning sites first, its observations and trend.
 
     `sites` indexes the `conditioning` conditioning sites, then the block's own;
-    `coords`, `y` (residuals, NaN where not observed) and `noise` are on `sites`.
-    ``n_obs`` counts the observed values on the block's own sites.
+    `coords`, `y` (residuals, NaN where not observed, one column per replicate), `noise`
+    and `design` (the trend's ``F``) are on `sites`. ``n_obs`` counts the observed values
+    on the block's own sites.
     """
 
-    def __init__(self, sites, conditioning, coords, y, noise=None):
+    def __init__(self, sites, conditioning, coords, y, noise=None, design=None):
         self.sites, self.conditioning, self.coords, self.noise = sites, conditioning, coords, noise
-        observed = ~np.all(np.isnan(y), axis=0)
-        self._groups = group_by_pattern(y[:, observed], np.zeros((sites.size, 0)))
+        design = np.zeros((sites.size, 0)) if design is None else design
+        self.n_replicates, self.n_coef = y.shape[1], design.shape[1]
+        self._columns = np.flatnonzero(~np.all(np.isnan(y), axis=0))
+        self._groups = group_by_pattern(y[:, self._columns], design)
         # How many of each group's observed sites condition it: they come first.
         self._leading = [
             conditioning if g.sites is None else int(np.searchsorted(g.sites, conditioning))
@@ -248,15 +310,16 @@ class VecchiaBlock:
             g.r * (g.y.shape[0] - m) for g, m in zip(self._groups, self._leading, strict=True)
         )
 
-    def terms(self, R, dR, eta, shifts, nu=0.0):
-        """``(log det, quadratic, quad, trace)`` of the block given its conditioning sites,
-        for ``K = R + eta I + nu V``; ``quad`` and ``trace`` for each ``dR``, ``"eye"``
-        and (known noise) ``"noise"`` when `dR` is not None.
+    def terms(self, R, dR, eta, shifts, nu, forms, quad, trace):
+        """Add the block's terms given its conditioning sites, for ``K = R + eta I + nu V``,
+        and return its log-determinant.
 
+        Adds to `forms` those of ``K^{-1}`` (the quadratic), and when `dR` is not None, to
+        ``quad[name]`` those of ``K^{-1} D K^{-1}`` and to ``trace[name]``
+        ``tr(K^{-1} D)``, for ``D`` each ``dR``, ``"eye"`` and (known noise) ``"noise"``.
         `R` is overwritten; `dR` must have a zero diagonal and is only read.
         """
-        logdet = quadratic = 0.0
-        quad, trace = {}, {}
+        logdet = 0.0
         for g, m in zip(self._groups, self._leading, strict=True):
             if g.sites is None:  # the last group (masks are sorted): R not needed after it
                 K = R
@@ -271,9 +334,10 @@ class VecchiaBlock:
             )
             K[np.diag_indices_from(K)] += eta if noise is None else eta + nu * noise
             L = DenseCholesky(K, NUMPY, overwrite=True, shifts=shifts).L
-            w = solve_triangular(L, g.y, lower=True, check_finite=False)
-            logdet += 2.0 * g.r * float(np.sum(np.log(np.diagonal(L)[m:])))
-            quadratic += float(np.sum(w[m:] ** 2))
+            columns, r = self._columns[g.columns], g.r
+            w = solve_triangular(L, np.hstack([g.y, g.design]), lower=True, check_finite=False)
+            logdet += 2.0 * r * float(np.sum(np.log(np.diagonal(L)[m:])))
+            forms.add(columns, w[m:], w[m:], r)
             if dR is None:
                 continue
             alpha = solve_triangular(L, w, lower=True, trans="T", check_finite=False)
@@ -285,27 +349,24 @@ class VecchiaBlock:
             for name, D in dR.items():
                 Dg = D if g.sites is None else D[np.ix_(g.sites, g.sites)]
                 D_c = Dg[:m, :m]
-                quad[name] = quad.get(name, 0.0) + float(
-                    np.sum((Dg @ alpha) * alpha) - np.sum((D_c @ alpha_c) * alpha_c)
-                )
+                quad[name].add(columns, alpha, Dg @ alpha, r)
+                quad[name].add(columns, alpha_c, D_c @ alpha_c, r, sign=-1.0)
                 # <W, D> with W's lower triangle only: the diagonal of D is zero
-                trace[name] = trace.get(name, 0.0) + 2.0 * g.r * float(
-                    np.einsum("ij,ij->", W, Dg) - np.einsum("ij,ij->", W_c, D_c)
+                trace[name] += (
+                    2.0 * r * float(np.einsum("ij,ij->", W, Dg) - np.einsum("ij,ij->", W_c, D_c))
                 )
-            quad["eye"] = quad.get("eye", 0.0) + float(np.sum(alpha**2) - np.sum(alpha_c**2))
-            trace["eye"] = trace.get("eye", 0.0) + g.r * float(
-                np.sum(X * X) - np.sum(X[:m, :m] ** 2)
-            )
+            quad["eye"].add(columns, alpha, alpha, r)
+            quad["eye"].add(columns, alpha_c, alpha_c, r, sign=-1.0)
+            trace["eye"] += r * float(np.sum(X * X) - np.sum(X[:m, :m] ** 2))
             if noise is not None:
                 # diag(K^{-1}) = column sums of X * X (K^{-1} = X^T X); leading block: K_cc
-                quad["noise"] = quad.get("noise", 0.0) + float(
-                    np.sum(noise[:, None] * alpha**2) - np.sum(noise[:m, None] * alpha_c**2)
-                )
-                trace["noise"] = trace.get("noise", 0.0) + g.r * float(
+                quad["noise"].add(columns, alpha, noise[:, None] * alpha, r)
+                quad["noise"].add(columns, alpha_c, noise[:m, None] * alpha_c, r, sign=-1.0)
+                trace["noise"] += r * float(
                     np.sum(noise * np.sum(X * X, axis=0))
                     - np.sum(noise[:m] * np.sum(X[:m, :m] ** 2, axis=0))
                 )
-        return logdet, quadratic, quad, trace
+        return logdet
 
 
 def _lapack(routine, a, **options):

@@ -20,6 +20,7 @@ from geostat.optimize.objective import Objective, run_lbfgsb
 
 __all__ = [
     "REFINE_SIZE",
+    "observed_curvature",
     "polish_without_gradient",
     "refine_start",
     "subsample_objective",
@@ -133,9 +134,10 @@ def refine_start(objective, start, bounds):
     return np.clip(run_lbfgsb(objective, start, bounds, options).x, bounds[:, 0], bounds[:, 1])
 
 
-def _whitening(objective, z, bounds, step=1e-4):
-    """``T`` with ``T T^T`` the inverse Hessian of the log-likelihood at `z` (differenced
-    from analytic gradients), capped; :data:`MAX_STEP` where it is not positive."""
+def observed_curvature(objective, z, bounds, step=1e-4):
+    """Minus the Hessian of the log-likelihood of `objective` at `z` in the optimizer's
+    coordinates (central differences of its analytic gradients within `bounds`,
+    symmetrized): the observed information."""
     p = z.size
     hessian = np.zeros((p, p))
     for j in range(p):
@@ -144,7 +146,13 @@ def _whitening(objective, z, bounds, step=1e-4):
         up = np.minimum(z + h, bounds[:, 1])
         down = np.maximum(z - h, bounds[:, 0])
         hessian[:, j] = (objective(up)[1] - objective(down)[1]) / (up[j] - down[j])
-    hessian = 0.5 * (hessian + hessian.T) * objective.likelihood.n_obs
+    return 0.5 * (hessian + hessian.T) * objective.likelihood.n_obs
+
+
+def _whitening(objective, z, bounds):
+    """``T`` with ``T T^T`` the inverse Hessian of the log-likelihood at `z` (differenced
+    from analytic gradients), capped; :data:`MAX_STEP` where it is not positive."""
+    hessian = observed_curvature(objective, z, bounds)
     values, vectors = np.linalg.eigh(hessian)
     with np.errstate(divide="ignore"):
         sigma = np.where(values > 0, 1.0 / np.sqrt(np.maximum(values, 1e-300)), MAX_STEP)

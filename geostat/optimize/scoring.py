@@ -3,10 +3,10 @@ r"""Fisher scoring of a likelihood whose derivative traces are estimated (TLR).
 At each iterate, :func:`fisher_scoring` evaluates the log-likelihood and, through the same
 factor, the score ``g`` and the expected Fisher information ``I``, with the traces
 ``tr(P dK)`` and ``tr(P dK P dK)`` averaged over fixed Rademacher probes [2]_. The step
-``s = B^{-1} g`` of predicted gain ``1/2 g^T B^{-1} g`` has ``B = I`` at the first point
-[1]_, then ``I`` corrected along the steps taken to the curvature their scores measured
-[4]_; it is at most :data:`MAX_STEP` in each coordinate, projected on the box [3]_, and
-halved until it increases the log-likelihood.
+``s = B^{-1} g`` of predicted gain ``1/2 g^T B^{-1} g`` has ``B = I`` [1]_ or the start's
+observed information (on real fields severalfold ``I``), corrected along the steps to the
+curvature their scores measured [4]_; at most :data:`MAX_STEP` in each coordinate,
+projected on the box [3]_ and halved until it increases the log-likelihood.
 
 With fixed probes the iteration converges to the zero of the estimated score, at an
 expected loss ``1/2 tr(B^{-1} Cov(d))`` for the score's Monte Carlo error ``d``; probes
@@ -338,9 +338,9 @@ class _Probed:
     full-data objective. The traces of the last point estimated by the plain average are
     the anchor of the next points' estimates (:func:`_trace_estimates`)."""
 
-    def __init__(self, likelihood, space, objective, random_state):
+    def __init__(self, likelihood, space, objective, random_state, curvature=None):
         self.likelihood, self.space, self.objective = likelihood, space, objective
-        self.random_state = random_state
+        self.random_state, self.prior = random_state, curvature
         self.anchor = None
 
     def value(self, z, accuracy=None):
@@ -368,7 +368,7 @@ class _Probed:
         while True:
             estimate = score_and_information(self.space, z, terms, traces, self.anchor)
             score, info = estimate.score, estimate.information
-            curvature = _curvature(info, score, history)
+            curvature = _curvature(info, score, history, self.prior)
             step, gain, loss = _projected_step(
                 z, score, curvature, estimate.covariance, bounds, info
             )
@@ -395,7 +395,7 @@ class _Probed:
         return estimate, curvature, step, loss, gain, terms, traces
 
 
-def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
+def fisher_scoring(likelihood, space, objective, start, rng, random_state=0, curvature=None):
     """Maximize a TLR likelihood by Fisher scoring from `start` (module docstring).
 
     Parameters
@@ -411,6 +411,10 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
         Draws the subsample of the derivative-free fallback.
     random_state : int, default 0
         Seeds the probes.
+    curvature : ndarray of shape (k, k), optional
+        An observed information near `start` (of an approximation of the likelihood),
+        which the steps' curvature starts from instead of the expected information
+        (:func:`_curvature`).
 
     Returns
     -------
@@ -422,7 +426,7 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0):
     report : ScoringReport or None
     """
     bounds = np.array(space.z_bounds(), dtype=float)
-    probed = _Probed(likelihood, space, objective, random_state)
+    probed = _Probed(likelihood, space, objective, random_state, curvature)
     policy = AccuracyPolicy(likelihood) if likelihood.adaptive else None
     z = np.clip(np.asarray(start, dtype=float), bounds[:, 0], bounds[:, 1])
     value = probed.value(z)
@@ -596,17 +600,20 @@ def _line_search(probed, z, value, step, bounds, halvings, first=None):
     return trial, trial_value
 
 
-def _curvature(info, score, history):
-    """The information `info` corrected in the span of the `history`'s steps to the curvature
+def _curvature(info, score, history, prior=None):
+    """The information `info`, or the observed information `prior` within bounds of it
+    (:func:`_within`), corrected in the span of the `history`'s steps to the curvature
     their scores measured (a multi-secant quasi-Newton update, Schnabel 1983).
 
     A step ``s_i`` between points of scores ``g_i`` and ``g_{i+1}`` (`score` for the last)
-    measures ``y_i = g_i - g_{i+1} ~ H s_i``. With ``S`` the newest steps independent in the
-    metric of ``I`` (:func:`_independent`), ``G = S^T I S`` and ``R'`` the symmetric part of
-    ``S^T Y`` with its eigenvalues relative to ``G`` clipped to [:data:`CURVATURE_MIN`,
-    :data:`CURVATURE_MAX`] (non-positive ones set to 1),
+    measures ``y_i = g_i - g_{i+1} ~ H s_i``. With ``I`` the starting curvature, ``S`` the
+    newest steps independent in its metric (:func:`_independent`), ``G = S^T I S`` and
+    ``R'`` the symmetric part of ``S^T Y`` within bounds of ``G``,
     ``B = I + I S G^{-1} (R' - G) G^{-1} S^T I``, so that ``S^T B S = R'``.
     """
+    if prior is not None:
+        root, values = _within(np.linalg.cholesky(info), prior)
+        info = root @ np.diag(values) @ root.T
     if not history:
         return info
     befores = [before for _, before in history]
@@ -616,15 +623,20 @@ def _curvature(info, score, history):
     if steps.size == 0:
         return info
     gram = steps.T @ info @ steps
-    factor = np.linalg.cholesky(gram)
-    measured = steps.T @ secants
-    relative = np.linalg.solve(factor, np.linalg.solve(factor, 0.5 * (measured + measured.T)).T)
-    values, vectors = np.linalg.eigh(0.5 * (relative + relative.T))
-    values = np.where(values > 0.0, np.clip(values, CURVATURE_MIN, CURVATURE_MAX), 1.0)
-    root = factor @ vectors
+    root, values = _within(np.linalg.cholesky(gram), steps.T @ secants)
     change = root @ np.diag(values - 1.0) @ root.T
     across = np.linalg.solve(gram, steps.T @ info)
     return info + across.T @ change @ across
+
+
+def _within(factor, matrix):
+    """``(F V, lambda)`` with ``F V diag(lambda) V^T F^T`` the symmetric part of `matrix` with
+    its eigenvalues relative to ``F F^T`` (`factor` lower triangular), ``lambda``, clipped to
+    [:data:`CURVATURE_MIN`, :data:`CURVATURE_MAX`] and the non-positive ones set to 1."""
+    relative = np.linalg.solve(factor, np.linalg.solve(factor, 0.5 * (matrix + matrix.T)).T)
+    values, vectors = np.linalg.eigh(0.5 * (relative + relative.T))
+    values = np.where(values > 0.0, np.clip(values, CURVATURE_MIN, CURVATURE_MAX), 1.0)
+    return factor @ vectors, values
 
 
 def _independent(info, pairs):

@@ -86,6 +86,25 @@ def test_factors_are_cached_for_the_last_two_parameters(rng, monkeypatch):
     assert tlr.factors(THETA, 0.05) is not third
 
 
+def test_factors_at_the_accuracy_left_serve_that_accuracy(rng):
+    """After a new accuracy is set, the last parameters' factors at the accuracy left serve
+    evaluations at that accuracy (the check at the end of a fit compares the two) without
+    a factorization; other parameters do not use them, and releasing drops them."""
+    _, tlr = pair(300, rng)
+    old = tlr.accuracy
+    first = tlr.factors(THETA, 0.05)
+    value = tlr.terms(THETA, 0.05).profiled_value()
+    tlr.set_accuracy(old / 10)
+    count = tlr.n_factorizations
+    assert tlr.terms(THETA, 0.05, accuracy=old).profiled_value() == value
+    assert tlr.n_factorizations == count
+    assert tlr.factors(THETA, 0.05, accuracy=old) is first
+    assert tlr.factors(THETA, 0.05) is not first
+    assert tlr.factors(THETA, 0.06, accuracy=old) is not first
+    tlr.release_factors()
+    assert tlr.factors(THETA, 0.05, accuracy=old) is not first
+
+
 def test_gradient_request_and_bad_accuracy_are_refused(rng):
     _, tlr = pair(200, rng)
     with pytest.raises(ValueError, match="no analytic gradient"):

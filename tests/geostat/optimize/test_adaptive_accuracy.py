@@ -180,8 +180,8 @@ def test_a_fit_stalled_by_the_tlr_error_now_ends_within_its_bound_by_scoring():
     original = search._refined_start
 
     def away(likelihood, space, start, rng):
-        z, evaluations = original(likelihood, space, start, rng)
-        return z + 0.3, evaluations
+        z, curvature, evaluations = original(likelihood, space, start, rng)
+        return z + 0.3, curvature, evaluations
 
     fits, factored = {}, {}
     factor = tlr_module.TLRLikelihood._factor

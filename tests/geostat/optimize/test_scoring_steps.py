@@ -50,6 +50,43 @@ def test_the_correction_is_clipped_and_skipped_where_the_secant_is_not_positive(
     )
 
 
+def test_an_observed_information_within_the_bounds_is_the_curvature_and_clipped_beyond(rng):
+    """The observed information of the start (the block Vecchia fit's) replaces the
+    expected one where their ratios lie in [CURVATURE_MIN, CURVATURE_MAX]; beyond, the
+    ratio is clipped, and a non-positive direction keeps the expected information."""
+    info = _information(rng)
+    root = np.linalg.cholesky(info)
+    basis = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+
+    def relative(ratios):
+        return root @ basis @ np.diag(ratios) @ basis.T @ root.T
+
+    score = rng.standard_normal(3)
+    observed = relative([0.35, 1.0, 1.8])
+    np.testing.assert_allclose(scoring._curvature(info, score, [], observed), observed, rtol=1e-10)
+    np.testing.assert_allclose(
+        scoring._curvature(info, score, [], relative([10.0, -2.0, 0.01])),
+        relative([scoring.CURVATURE_MAX, 1.0, scoring.CURVATURE_MIN]),
+        rtol=1e-10,
+        atol=1e-12,
+    )
+
+
+def test_the_secants_correct_the_observed_information_they_start_from(rng):
+    """Steps in every direction measure a quadratic's Hessian whatever the curvature
+    they correct: the expected or an observed information."""
+    info = _information(rng)
+    root = np.linalg.cholesky(info)
+    basis = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+    hessian = root @ basis @ np.diag([0.5, 1.3, 2.0]) @ basis.T @ root.T
+    history, score = _quadratic_history(
+        hessian, rng.standard_normal((3, 3)), rng.standard_normal(3)
+    )
+    np.testing.assert_allclose(
+        scoring._curvature(info, score, history, 1.5 * info), hessian, rtol=1e-10, atol=1e-10
+    )
+
+
 def _quadratic_history(hessian, steps, start):
     """Steps and the scores before each on a quadratic log-likelihood of curvature
     `hessian` (score ``g - H s`` after a step), and the score at the end."""
@@ -159,3 +196,43 @@ def test_a_start_on_the_nugget_plateau_also_tries_larger_ratios():
     assert (
         search._off_the_nugget_plateau(objective, space, inside) is inside and not objective.calls
     )
+
+
+def test_the_start_carries_its_observed_information_only_where_it_sees_all_the_data(
+    monkeypatch,
+):
+    """Beyond REFINE_SIZE the start is the block Vecchia optimum and scoring's curvature
+    starts from its observed information there; with a subset of the blocks kept that is
+    another data set's, and none is passed."""
+    import geostat as gs
+    from geostat.distance import get_distance
+    from geostat.likelihood import TLRLikelihood
+    from geostat.likelihood.vecchia import BlockVecchiaLikelihood
+    from geostat.optimize.objective import Objective
+    from geostat.optimize.polish import observed_curvature
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(2400, 2))
+    params = {"variance": 1.0, "range": 0.1, "smoothness": 1.5, "nugget": 0.01}
+    y = 2 + gs.simulate(X, params, random_state=4, method="exact")
+    kernel = get_kernel("matern", 1.5)
+    likelihood = TLRLikelihood(
+        X, y[:, None], np.ones((2400, 1)), kernel, get_distance("euclidean"), tile_size=400
+    )
+    space = ParameterSpace(kernel, data_variance=float(np.var(y)))
+    start = space.to_z({"range": 0.2, "ratio": 0.05})
+    z, curvature, evaluations = search._refined_start(
+        likelihood, space, start, np.random.default_rng(0)
+    )
+    assert evaluations > 0
+    again = Objective(BlockVecchiaLikelihood(likelihood, rng=np.random.default_rng(0)), space)
+    np.testing.assert_allclose(
+        curvature, observed_curvature(again, z, np.array(space.z_bounds())), rtol=1e-10
+    )
+    assert np.all(np.linalg.eigvalsh(curvature) > 0)  # a maximum
+
+    def some_blocks(likelihood, space, rng):
+        return Objective(BlockVecchiaLikelihood(likelihood, max_sites=1280, rng=rng), space)
+
+    monkeypatch.setattr(search, "vecchia_objective", some_blocks)
+    assert search._refined_start(likelihood, space, start, np.random.default_rng(0))[1] is None
