@@ -16,6 +16,13 @@ def _information(rng, k=3):
     return basis @ np.diag(rng.uniform(0.5, 4.0, k)) @ basis.T
 
 
+def _relative(info, rng):
+    """The matrices of given eigenvalues relative to `info` in a random basis."""
+    root = np.linalg.cholesky(info)
+    basis = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+    return lambda ratios: root @ basis @ np.diag(ratios) @ basis.T @ root.T
+
+
 def test_the_curvature_takes_the_secant_along_the_last_step_and_the_information_elsewhere(rng):
     info = _information(rng)
     hessian = info + 0.8 * np.outer(info[:, 0], info[:, 0])  # more curved than I
@@ -55,12 +62,7 @@ def test_an_observed_information_within_the_bounds_is_the_curvature_and_clipped_
     expected one where their ratios lie in [CURVATURE_MIN, CURVATURE_MAX]; beyond, the
     ratio is clipped, and a non-positive direction keeps the expected information."""
     info = _information(rng)
-    root = np.linalg.cholesky(info)
-    basis = np.linalg.qr(rng.standard_normal((3, 3)))[0]
-
-    def relative(ratios):
-        return root @ basis @ np.diag(ratios) @ basis.T @ root.T
-
+    relative = _relative(info, rng)
     score = rng.standard_normal(3)
     observed = relative([0.35, 1.0, 1.8])
     np.testing.assert_allclose(scoring._curvature(info, score, [], observed), observed, rtol=1e-10)
@@ -69,21 +71,6 @@ def test_an_observed_information_within_the_bounds_is_the_curvature_and_clipped_
         relative([scoring.CURVATURE_MAX, 1.0, scoring.CURVATURE_MIN]),
         rtol=1e-10,
         atol=1e-12,
-    )
-
-
-def test_the_secants_correct_the_observed_information_they_start_from(rng):
-    """Steps in every direction measure a quadratic's Hessian whatever the curvature
-    they correct: the expected or an observed information."""
-    info = _information(rng)
-    root = np.linalg.cholesky(info)
-    basis = np.linalg.qr(rng.standard_normal((3, 3)))[0]
-    hessian = root @ basis @ np.diag([0.5, 1.3, 2.0]) @ basis.T @ root.T
-    history, score = _quadratic_history(
-        hessian, rng.standard_normal((3, 3)), rng.standard_normal(3)
-    )
-    np.testing.assert_allclose(
-        scoring._curvature(info, score, history, 1.5 * info), hessian, rtol=1e-10, atol=1e-10
     )
 
 
@@ -97,18 +84,19 @@ def _quadratic_history(hessian, steps, start):
     return history, score
 
 
-def test_as_many_independent_steps_as_coordinates_give_the_hessian(rng):
+@pytest.mark.parametrize("observed", [None, 1.5])
+def test_as_many_independent_steps_as_coordinates_give_the_hessian(rng, observed):
     """Secants in every direction: the multi-secant curvature is the quadratic's Hessian
-    (within the clip: its eigenvalues relative to I between 0.5 and 2)."""
+    (within the clip: its eigenvalues relative to I between 0.5 and 2), whether they
+    correct the expected information or an observed one."""
     info = _information(rng)
-    root = np.linalg.cholesky(info)
-    basis = np.linalg.qr(rng.standard_normal((3, 3)))[0]
-    hessian = root @ basis @ np.diag([0.5, 1.3, 2.0]) @ basis.T @ root.T
+    hessian = _relative(info, rng)([0.5, 1.3, 2.0])
     history, score = _quadratic_history(
         hessian, rng.standard_normal((3, 3)), rng.standard_normal(3)
     )
+    prior = None if observed is None else observed * info
     np.testing.assert_allclose(
-        scoring._curvature(info, score, history), hessian, rtol=1e-10, atol=1e-10
+        scoring._curvature(info, score, history, prior), hessian, rtol=1e-10, atol=1e-10
     )
 
 
