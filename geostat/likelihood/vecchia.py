@@ -198,8 +198,9 @@ class QuadraticForms:
         `r` columns of `left` and `right` are those of ``y``, the others those of ``F``
         (``M`` applied on the right)."""
         self.yy[columns] += sign * np.einsum("ij,ij->j", left[:, :r], right[:, :r])
-        self.fy[columns] += sign * (left[:, r:].T @ right[:, :r]).T
-        self.ff[columns] += sign * (left[:, r:].T @ right[:, r:])
+        design = left[:, r:].T @ right  # F^T M [y, F]
+        self.fy[columns] += sign * design[:, :r].T
+        self.ff[columns] += sign * design[:, r:]
 
     def __add__(self, other):
         total = QuadraticForms(*self.fy.shape)
