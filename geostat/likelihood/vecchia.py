@@ -158,10 +158,7 @@ class BlockVecchiaLikelihood:
         definite after the shifts of ``on_failure``.
         """
         nu = resolve_noise_ratio(self.noise, noise_ratio)
-        sets = self._sets.obj
-        parts = self._sets.map(
-            "terms", [(index, theta, eta, gradient, nu) for index in range(len(sets.sets))]
-        )
+        parts = self._map(theta, eta, gradient, nu)
         forms = sum((p[1] for p in parts[1:]), parts[0][1])
         beta = forms.coefficients()
         names = [*parts[0][2]] if gradient else []
@@ -175,6 +172,39 @@ class BlockVecchiaLikelihood:
             trace={k: sum(p[3][k] for p in parts) for k in names},
             noise_ratio=nu,
         )
+
+    def precision_forms(self, theta, eta, left, rights, noise_ratio=None, traces=True):
+        r"""The traces ``tr(P_V D)`` and the bilinear forms ``left[:, i]^T P_V
+        rights[name][:, i]`` of the block Vecchia precision
+        ``P_V = sum_b (E_b^T K_b^{-1} E_b - E_c^T K_c^{-1} E_c)`` (``E`` selecting a block's
+        joint and conditioning sites), for ``D`` each ``name`` of `rights` (``dR / d
+        name``, ``"eye"``, ``"noise"``).
+
+        Each block's terms are local: with its factor ``L_b`` (conditioning sites first,
+        so that of ``K_c`` leads it), ``u^T P_b v = (L_b^{-1} u)_{c+1:}^T (L_b^{-1}
+        v)_{c+1:}``. For a likelihood whose observations are complete on every block;
+        `left` and each of `rights` have a row per site.
+
+        Returns
+        -------
+        trace : dict of float, or None without `traces`
+        forms : dict of ndarray of shape (left.shape[1],)
+        """
+        if not all(block.complete for block in self.blocks):
+            raise ValueError("precision_forms needs observations on every site of every block.")
+        nu = resolve_noise_ratio(self.noise, noise_ratio)
+        parts = self._map(theta, eta, traces, nu, (left, rights))
+        return (
+            {k: sum(p[3][k] for p in parts) for k in rights} if traces else None,
+            {k: sum(p[4][k] for p in parts) for k in rights},
+        )
+
+    def _map(self, theta, eta, gradient, nu, probes=None):
+        """:meth:`_BlockSets.terms` of every set, in the worker processes during a fit."""
+        calls = [
+            (index, theta, eta, gradient, nu, probes) for index in range(len(self._sets.obj.sets))
+        ]
+        return self._sets.map("terms", calls)
 
 
 class QuadraticForms:
@@ -253,9 +283,10 @@ class _BlockSets:
         return self._pairs[index]
 
     @one_blas_thread
-    def terms(self, index, theta, eta, gradient, nu=0.0):
-        """``(log det, quadratic forms, quad forms, trace)`` summed over the blocks of set
-        `index` (:meth:`VecchiaBlock.terms`)."""
+    def terms(self, index, theta, eta, gradient, nu=0.0, probes=None):
+        """``(log det, quadratic forms, quad forms, trace, probe forms)`` summed over the
+        blocks of set `index` (:meth:`VecchiaBlock.terms`; the probe forms only with
+        `probes`, ``(left, rights)``, else None)."""
         pairs, offsets = self._pair_correlation(index)
         values, grads = pairs.evaluate(self.kernel, theta, gradient)
         blocks = self.sets[index]
@@ -275,6 +306,7 @@ class _BlockSets:
         logdet, forms = 0.0, QuadraticForms(*shape)
         quad = {name: QuadraticForms(*shape) for name in names}
         trace = dict.fromkeys(names, 0.0)
+        sums = None if probes is None else {k: 0.0 for k in probes[1]}
         for block, start, stop in zip(blocks, offsets[:-1], offsets[1:], strict=True):
             n = block.sites.size
             R = NUMPY.squareform(values[start:stop], n, 1.0)
@@ -283,8 +315,9 @@ class _BlockSets:
                 if gradient
                 else None
             )
-            logdet += block.terms(R, dR, eta, shifts, nu, forms, quad, trace)
-        return logdet, forms, quad, trace
+            rows = None if probes is None else (*_rows(probes, block.sites), sums)
+            logdet += block.terms(R, dR, eta, shifts, nu, forms, quad, trace, rows)
+        return logdet, forms, quad, trace, sums
 
 
 class VecchiaBlock:
@@ -311,14 +344,22 @@ class VecchiaBlock:
             g.r * (g.y.shape[0] - m) for g, m in zip(self._groups, self._leading, strict=True)
         )
 
-    def terms(self, R, dR, eta, shifts, nu, forms, quad, trace):
+    @property
+    def complete(self):
+        """Whether every replicate is observed on every site of the block."""
+        return len(self._groups) == 1 and self._groups[0].sites is None
+
+    def terms(self, R, dR, eta, shifts, nu, forms, quad, trace, probes=None):
         """Add the block's terms given its conditioning sites, for ``K = R + eta I + nu V``,
         and return its log-determinant.
 
         Adds to `forms` those of ``K^{-1}`` (the quadratic), and when `dR` is not None, to
         ``quad[name]`` those of ``K^{-1} D K^{-1}`` and to ``trace[name]``
         ``tr(K^{-1} D)``, for ``D`` each ``dR``, ``"eye"`` and (known noise) ``"noise"``.
-        `R` is overwritten; `dR` must have a zero diagonal and is only read.
+        `R` is overwritten; `dR` must have a zero diagonal and is only read. `probes`,
+        ``(left, rights, sums)`` on the block's sites, adds to ``sums[name]`` the forms
+        ``left^T P_b rights[name]`` of the block's precision (for a block observed
+        everywhere; :meth:`BlockVecchiaLikelihood.precision_forms`).
         """
         logdet = 0.0
         for g, m in zip(self._groups, self._leading, strict=True):
@@ -339,6 +380,12 @@ class VecchiaBlock:
             w = solve_triangular(L, np.hstack([g.y, g.design]), lower=True, check_finite=False)
             logdet += 2.0 * r * float(np.sum(np.log(np.diagonal(L)[m:])))
             forms.add(columns, w[m:], w[m:], r)
+            if probes is not None:
+                left, rights, sums = probes
+                a = solve_triangular(L, left, lower=True, check_finite=False)[m:]
+                for name, right in rights.items():
+                    b = solve_triangular(L, right, lower=True, check_finite=False)[m:]
+                    sums[name] = sums[name] + np.einsum("ij,ij->j", a, b)
             if dR is None:
                 continue
             alpha = solve_triangular(L, w, lower=True, trans="T", check_finite=False)
@@ -368,6 +415,12 @@ class VecchiaBlock:
                     - np.sum(noise[:m] * np.sum(X[:m, :m] ** 2, axis=0))
                 )
         return logdet
+
+
+def _rows(probes, sites):
+    """`probes`, ``(left, rights)``, on the rows `sites`."""
+    left, rights = probes
+    return left[sites], {name: right[sites] for name, right in rights.items()}
 
 
 def _lapack(routine, a, **options):

@@ -27,7 +27,9 @@ reason a change ``d`` measured within :data:`NEAR_DISTANCE` of the estimate serv
 change at the estimate, an estimate of the error as the change at the estimate is: the
 changes differ more than the errors (0.0034 and 0.0015 at points 0.15 standard errors apart
 on a simulated field of 65,536 sites), and the change overstates the error (0.0097 against
-0.0026 on the real field above).
+0.0026 on the real field above). The estimate and the exact maximum are such a pair:
+:func:`gap_bound` adds their values' difference, not twice a value's error, to scoring's
+bound.
 
 References
 ----------
@@ -46,14 +48,13 @@ import numpy as np
 
 from geostat.errors import NotPositiveDefiniteError
 
-__all__ = ["AccuracyPolicy"]
+__all__ = ["AccuracyPolicy", "gap_bound"]
 
 logger = logging.getLogger(__name__)
 
 #: A value is compared with the error it may have at most this share of the predicted gain.
 ERROR_SHARE = 0.1
-#: ... and needs no error below this (the estimate's distance to the exact maximum owes at
-#: most twice it to the TLR error of the last values compared).
+#: ... and needs no error below this.
 FINAL_ERROR = 2e-3
 #: Scoring converged from values of at most this error stops there; from less accurate
 #: ones it estimates the score again at the accuracy of :data:`FINAL_ERROR` (the fit's
@@ -149,7 +150,7 @@ class AccuracyPolicy:
         """Estimated error of the difference of two values at `accuracy` (default the
         current one) a step of predicted gain `gain` apart: ``min(1, sqrt(2 gain))`` times
         :meth:`error` (module docstring)."""
-        return min(1.0, math.sqrt(2.0 * max(gain, 0.0))) * self.error(accuracy)
+        return _difference_share(gain) * self.error(accuracy)
 
     def settled(self):
         """Whether values at the current accuracy are accurate enough to stop at
@@ -192,3 +193,24 @@ class AccuracyPolicy:
                 self.error(accuracy),
             )
             self.likelihood.set_accuracy(accuracy)
+
+
+def gap_bound(scoring_gap, error):
+    r"""Bound on how far the exact log-likelihood ``l`` at the estimate ``x`` lies below
+    its maximum ``x*``, from scoring's bound ``S`` (`scoring_gap`) on that of the TLR
+    log-likelihood ``l~ = l + e`` and the `error` ``E`` of TLR values near ``x``.
+
+    ``l(x*) - l(x) <= [l~(x*) - l~(x)] + |e(x*) - e(x)|``: the first term is at most
+    ``S``, the second the error of comparing two values a gap ``G`` apart,
+    ``min(1, sqrt(2 G)) E`` (module docstring). So ``G <= S + min(1, sqrt(2 G)) E``, whose
+    largest solution is ``u^2 / 2`` with ``u = E + sqrt(E^2 + 2 S)`` where ``u <= 1``, else
+    ``S + E``.
+    """
+    u = error + math.sqrt(error**2 + 2.0 * scoring_gap)
+    return 0.5 * u**2 if u <= 1.0 else scoring_gap + error
+
+
+def _difference_share(gain):
+    """The share of a value's TLR error by which two values a step of predicted gain
+    `gain` apart differ: ``min(1, sqrt(2 gain))``, the step's length in standard errors."""
+    return min(1.0, math.sqrt(2.0 * max(gain, 0.0)))

@@ -1,24 +1,24 @@
 r"""Fisher scoring of a likelihood whose derivative traces are estimated (TLR).
 
 At each iterate, :func:`fisher_scoring` evaluates the log-likelihood and, through the same
-factor, the score ``g`` and the expected Fisher information ``I``, with the traces
-``tr(P dK)`` and ``tr(P dK P dK)`` averaged over fixed Rademacher probes [2]_. The step
-``s = B^{-1} g`` of predicted gain ``1/2 g^T B^{-1} g`` has ``B = I`` [1]_ or the start's
-observed information (on real fields severalfold ``I``), corrected along the steps to the
-curvature their scores measured [4]_; at most :data:`MAX_STEP` in each coordinate,
-projected on the box [3]_ and halved until it increases the log-likelihood.
+factor, the score ``g`` and the information ``I``, with ``tr(P dK)`` and ``tr(P dK P dK)``
+averaged over fixed Rademacher probes [2]_ (the first with a control variate,
+:mod:`~geostat.likelihood.stochastic_fisher`). The step ``s = B^{-1} g`` of predicted gain
+``1/2 g^T B^{-1} g`` has ``B = I`` [1]_ or the start's observed information, corrected
+along the steps to the curvature their scores measured [4]_; at most :data:`MAX_STEP` in
+each coordinate, projected on the box [3]_ and halved until it increases the likelihood.
 
 With fixed probes the iteration converges to the zero of the estimated score, at an
 expected loss ``1/2 tr(B^{-1} Cov(d))`` for the score's Monte Carlo error ``d``; probes
 are added until it is below ``max(LOSS_TARGET, gain / 10)``. A point near the last one
 estimated by a plain average (the anchor) takes the anchor's traces plus their change over
 its own first probes, a control variate [5]_: near the optimum a few probes of its own
-serve where the anchor needed many. Scoring converges when the
-predicted gain is below ``max(GAIN_TOLERANCE, NOISE_GAIN * loss)``, or after a step of
-predicted gain below :data:`FINAL_GAIN` from a score within :data:`LOSS_TARGET`; the TLR
-accuracy follows the gain (:class:`~geostat.optimize.accuracy.AccuracyPolicy`). A step
-that no halving makes increase the likelihood, a singular information or
-:data:`MAX_ITERATIONS` hand over to :func:`~geostat.optimize.polish.polish_without_gradient`.
+serve where the anchor needed many. Scoring converges when the predicted gain is below
+``max(GAIN_TOLERANCE, NOISE_GAIN * loss)``, or after a step of predicted gain below
+:data:`FINAL_GAIN` from a score within :data:`LOSS_TARGET`; the TLR accuracy follows the
+gain (:class:`~geostat.optimize.accuracy.AccuracyPolicy`). A step that no halving makes
+increase the likelihood, a singular information or :data:`MAX_ITERATIONS` hand over to
+:func:`~geostat.optimize.polish.polish_without_gradient`.
 At confidence :data:`BOUND_LEVEL` the optimum lies at most
 ``(sqrt(gain_left) + sqrt(loss_quantile))^2`` below the maximum of the estimated likelihood.
 
@@ -144,8 +144,6 @@ class ScoringReport:
         The optimum found by scoring (None after a fallback).
     gain_left : float
         Predicted gain left at `x` (NaN before convergence).
-    value_error : float
-        Estimated TLR error of the log-likelihood at `x` (0 without an accuracy policy).
     tlr_change : float or None
         The change of the log-likelihood from a ten times coarser accuracy than the end's,
         measured near `x` (:meth:`~geostat.optimize.accuracy.AccuracyPolicy.nearby_change`),
@@ -162,7 +160,6 @@ class ScoringReport:
     fell_back: bool = False
     x: np.ndarray | None = None
     gain_left: float = float("nan")
-    value_error: float = 0.0
     tlr_change: float | None = None
 
     @property
@@ -342,6 +339,8 @@ class _Probed:
         self.likelihood, self.space, self.objective = likelihood, space, objective
         self.random_state, self.prior = random_state, curvature
         self.anchor = None
+        #: The probes' control variates as the first point chose them, for every point.
+        self.control = None
 
     def value(self, z, accuracy=None):
         """Log-likelihood at `z` (``-inf`` where the covariance is not positive definite),
@@ -361,10 +360,11 @@ class _Probed:
         by more than :data:`INFORMATION_RTOL`."""
         values, theta, eta, noise_ratio = _point(self.space, z)
         terms, blocks = self.likelihood.probe_traces(
-            theta, eta, self.random_state, noise_ratio=noise_ratio
+            theta, eta, self.random_state, noise_ratio=noise_ratio, control=self.control
         )
         params = _natural_params(self.space, values, terms)
         traces = next(blocks)
+        self.control = traces.controlled
         while True:
             estimate = score_and_information(self.space, z, terms, traces, self.anchor)
             score, info = estimate.score, estimate.information
@@ -689,7 +689,7 @@ def _converged(likelihood, z, value, iteration, how, report, gain_left, policy):
     report.x = np.array(z)
     report.gain_left = float(gain_left)
     if policy is not None:
-        report.value_error, report.tlr_change = policy.error(), policy.nearby_change()
+        report.tlr_change = policy.nearby_change()
     result = OptimizeResult(
         x=z,
         fun=-value / likelihood.n_obs,

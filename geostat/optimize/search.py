@@ -12,10 +12,10 @@ standard errors come from the expected Fisher information (:func:`standard_error
 TLR log-likelihood is reported to within :data:`LOGLIK_TOLERANCE` (:func:`reported_loglik`).
 
 With ``l`` the exact and ``l~`` the TLR log-likelihood, ``e = l~ - l``, the estimate ``x``
-and the exact maximum ``x*``, ``l(x*) - l(x) <= [l~(x*) - l~(x)] + |e(x)| + |e(x*)|``:
-:attr:`MLEResult.gap_bound` is Fisher scoring's bound on the first term
-(:attr:`~geostat.optimize.scoring.ScoringReport.gap_bound`) plus twice the TLR error
-estimated by :func:`reported_loglik`.
+and the exact maximum ``x*``, ``l(x*) - l(x) <= [l~(x*) - l~(x)] + |e(x*) - e(x)|``:
+:attr:`MLEResult.gap_bound` combines Fisher scoring's bound on the first term
+(:attr:`~geostat.optimize.scoring.ScoringReport.gap_bound`) with the TLR error estimated by
+:func:`reported_loglik` (:func:`~geostat.optimize.accuracy.gap_bound`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 from geostat.checks import check_choice
 from geostat.errors import GeostatWarning, NotPositiveDefiniteError
-from geostat.optimize.accuracy import FINAL_ERROR
+from geostat.optimize.accuracy import gap_bound as tlr_gap_bound
 from geostat.optimize.objective import Objective, run_lbfgsb
 from geostat.optimize.polish import (
     REFINE_SIZE,
@@ -333,10 +333,9 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter, sc
             likelihood,
             params,
             loglik,
-            finer_first=report is not None and report.value_error > FINAL_ERROR,
             known_change=report.tlr_change if scored_inside else None,
         )
-        gap_bound = np.inf if report is None else report.gap_bound + 2.0 * own_error
+        gap_bound = np.inf if report is None else tlr_gap_bound(report.gap_bound, own_error)
         logger.info(
             "distance to the exact maximum at most %.2g (scoring %.2g, TLR error %.2g)",
             gap_bound,
@@ -379,7 +378,7 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter, sc
     )
 
 
-def reported_loglik(likelihood, params, loglik, finer_first=False, known_change=None):
+def reported_loglik(likelihood, params, loglik, known_change=None):
     """The TLR log-likelihood to report at `params`: ``(loglik, error, accuracy, own_error)``.
 
     The first round takes ``|loglik - l(ACCURACY_STEP a)|`` for the likelihood's accuracy
@@ -390,15 +389,12 @@ def reported_loglik(likelihood, params, loglik, finer_first=False, known_change=
     :data:`FINEST_ACCURACY`, and reports that value with its change as the estimate.
     `own_error` is the error estimate of the given `loglik`: the first round's change, or
     where the coarser value is not positive definite the first finer one's (``inf`` if none).
-    `finer_first` skips the coarser round for a `loglik` whose estimated error is above the
-    scoring's final tolerance: the coarser change overstates the error (by 1.6 to 93 times
-    on the cases of ``benchmarks/loglik_error.py``), and the finer value's change estimates
-    it more closely. A `known_change` (measured near `params` from the coarser accuracy,
+    A `known_change` (measured near `params` from the coarser accuracy,
     ``ScoringReport.tlr_change``) takes the first round's place.
     """
     accuracy = likelihood.accuracy
     error = own_error = np.inf
-    if known_change is not None and not finer_first:
+    if known_change is not None:
         error = own_error = float(known_change)
         logger.info(
             "log-likelihood at accuracy %.0e: %.6f (change from %.0e, measured nearby: %.2g)",
@@ -407,7 +403,7 @@ def reported_loglik(likelihood, params, loglik, finer_first=False, known_change=
             accuracy * ACCURACY_STEP,
             error,
         )
-    elif accuracy * ACCURACY_STEP < 1 and not finer_first:
+    elif accuracy * ACCURACY_STEP < 1:
         coarser = accuracy * ACCURACY_STEP
         try:
             error = abs(loglik - likelihood.log_likelihood(params, accuracy=coarser))
@@ -548,14 +544,16 @@ def _refined_start(likelihood, space, start, rng):
     small = likelihood.n <= REFINE_SIZE
     objective = (subsample_objective if small else vecchia_objective)(likelihood, space, rng)
     bounds = space.z_bounds()
-    start = refine_start(objective, _off_the_nugget_plateau(objective, space, start), bounds)
+    start, gradient = refine_start(
+        objective, _off_the_nugget_plateau(objective, space, start), bounds
+    )
     # Real fields are not exactly of the model's family: where the observed information
     # departs from the expected one, it is the curvature that predicts scoring's steps.
     # That of a subset of the blocks is another data set's (at 65,536 simulated sites it
     # predicted worse than the expected information).
     if objective.likelihood.n_obs < likelihood.n_obs:
         return start, None, objective.n_evaluations
-    curvature = observed_curvature(objective, start, np.asarray(bounds, dtype=float))
+    curvature = observed_curvature(objective, start, np.asarray(bounds, dtype=float), gradient)
     return start, curvature, objective.n_evaluations
 
 

@@ -318,7 +318,7 @@ def test_tlr_probe_traces_estimate_the_exact_noise_terms(rng):
     theta, eta, nu = {"range": 0.2}, 0.05, 1 / 1.3
     expected = exact.terms(theta, eta, gradient=True, noise_ratio=nu)
     terms, factors, fits = tlr._evaluate(theta, eta, noise_ratio=nu)
-    blocks = probe_traces(tlr, factors, fits, theta, random_state=3)
+    blocks = probe_traces(tlr, factors, fits, theta, eta, random_state=3, noise_ratio=nu)
     for _ in range(4):
         traces = next(blocks)
     assert traces.names == ["K", "eye", "noise", "range"]

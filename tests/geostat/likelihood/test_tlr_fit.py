@@ -274,20 +274,6 @@ def test_reported_loglik_checks_a_coarser_evaluation_first(
     assert error == pytest.approx(9 * scale * reported) and error <= 0.01
 
 
-def test_reported_loglik_goes_finer_first_when_asked():
-    """A value whose error is known to be too large skips the coarser round: the change to
-    the finer value is its own error and the finer value is reported."""
-    from geostat.optimize.search import reported_loglik
-
-    likelihood = _ScaledError(1e-8, 3e5, ())
-    loglik, error, got, own_error = reported_loglik(
-        likelihood, {}, likelihood.log_likelihood({}), finer_first=True
-    )
-    assert likelihood.asked[1:] == pytest.approx([1e-9])
-    assert got == pytest.approx(1e-9) and own_error == pytest.approx(3e5 * 9e-9)
-    assert error == own_error and loglik == pytest.approx(1000.0 + 3e5 * 1e-9)
-
-
 @pytest.mark.skipif(sys.platform != "linux", reason="the worker processes are forked on Linux only")
 def test_a_cpu_fit_builds_in_worker_processes_and_leaves_them_idle_and_no_copies(monkeypatch, rng):
     from tlrcore.concurrency import processes as worker_processes

@@ -301,3 +301,42 @@ def test_a_block_that_fails_in_a_worker_raises_the_not_positive_definite_error_h
     )
     with pytest.raises(NotPositiveDefiniteError):  # R - 0.9 I is indefinite
         BlockVecchiaLikelihood(exact, block_size=100, conditioning=50).terms({"range": 0.1}, -0.9)
+
+
+def test_precision_forms_are_those_of_the_dense_block_vecchia_precision():
+    """``P_V = sum_b (E_b^T K_b^-1 E_b - E_c^T K_c^-1 E_c)`` assembled with SciPy from the
+    same blocks: its traces against ``I`` and ``dR/drange`` (central differences of the
+    covariance, step 1e-6: truncation about 1e-12 relative) and the bilinear forms of
+    random vectors, column by column."""
+    X, y, F = data(n=600)
+    likelihood = vecchia(X, y, F, 64, 96)
+    range_, eta, h = 0.2, 0.01, 1e-6
+    K = covariance(X, kernel="matern15", range_=range_, nugget=eta)
+    D = (
+        covariance(X, kernel="matern15", range_=range_ + h)
+        - covariance(X, kernel="matern15", range_=range_ - h)
+    ) / (2 * h)
+    P = np.zeros_like(K)
+    for block in likelihood.blocks:
+        joint, given = block.sites, block.sites[: block.conditioning]
+        P[np.ix_(joint, joint)] += scipy.linalg.inv(K[np.ix_(joint, joint)])
+        P[np.ix_(given, given)] -= scipy.linalg.inv(K[np.ix_(given, given)])
+    rng = np.random.default_rng(1)
+    left, rights = rng.normal(size=(600, 5)), {"eye": rng.normal(size=(600, 5))}
+    rights["range"] = D @ rights["eye"]
+    trace, forms = likelihood.precision_forms({"range": range_}, eta, left, rights)
+    assert trace["eye"] == pytest.approx(np.trace(P), rel=1e-10)
+    assert trace["range"] == pytest.approx(np.sum(P * D), rel=1e-7)
+    for name, right in rights.items():
+        np.testing.assert_allclose(forms[name], np.sum(left * (P @ right), axis=0), rtol=1e-9)
+    none, again = likelihood.precision_forms({"range": range_}, eta, left, rights, traces=False)
+    assert none is None
+    for name in rights:
+        np.testing.assert_array_equal(again[name], forms[name])
+
+
+def test_precision_forms_need_complete_blocks():
+    X, y, F = data(n=300, missing=0.1)
+    likelihood = vecchia(X, y, F, 64, 32)
+    with pytest.raises(ValueError, match="observations on every site"):
+        likelihood.precision_forms({"range": 0.1}, 0.05, np.ones((300, 1)), {})

@@ -246,3 +246,19 @@ def test_the_gap_bound_covers_the_realized_gap_on_simulated_and_real_data():
         if gap > model.result_.gap_bound:
             exceeded.append((name, gap, model.result_.gap_bound))
     assert len(exceeded) <= 1, exceeded
+
+
+@pytest.mark.parametrize(
+    ("scoring_gap", "error"), [(0.0043, 0.0087), (0.0, 0.01), (0.01, 0.0), (0.3, 0.4), (2.0, 0.1)]
+)
+def test_the_gap_bound_is_the_largest_gap_its_tlr_comparison_error_allows(scoring_gap, error):
+    """``G = S + min(1, sqrt(2 G)) E``: the TLR part is the error of comparing the estimate
+    with a maximum ``sqrt(2 G)`` standard errors away, and at most ``E`` (points a
+    standard error or more apart)."""
+    bound = accuracy.gap_bound(scoring_gap, error)
+    assert bound == pytest.approx(scoring_gap + min(1.0, np.sqrt(2 * bound)) * error, rel=1e-12)
+    assert scoring_gap <= bound <= scoring_gap + error
+    # any larger gap breaks the inequality
+    larger = bound * 1.01 + 1e-12
+    assert larger > scoring_gap + min(1.0, np.sqrt(2 * larger)) * error
+    assert accuracy.gap_bound(np.inf, error) == np.inf == accuracy.gap_bound(scoring_gap, np.inf)
