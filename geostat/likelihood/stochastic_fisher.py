@@ -242,15 +242,15 @@ def probe_traces(
             DX = [X if d is None else d * X for d in diagonal] + [D @ X for D in derivatives]
             sample = np.stack([np.asarray(to_host(np.sum(X * Y, axis=0))) for Y in DX], axis=1)
             if kept[index]:
+                first = exact[index] is None
                 known, forms = variate.precision_forms(
                     theta,
                     eta,
                     np.asarray(to_host(factor.multiply_lower(Z))),
                     {label: np.asarray(to_host(Y)) for label, Y in zip(labels, DX, strict=True)},
                     noise_ratio=noise_ratio,
-                    traces=exact[index] is None,
+                    traces=first,
                 )
-                first = exact[index] is None
                 if first:
                     exact[index] = np.array([known[label] for label in labels])
                 controlled = sample + exact[index] - np.stack([forms[label] for label in labels], 1)
