@@ -183,13 +183,21 @@ class TLRLikelihood(Likelihood):
         (:meth:`Likelihood.fitting`), new arrays on small pages, and on the CPU in this
         process worker processes held for the fit
         (:func:`tlrcore.concurrency.hold`), which compress tile columns and
-        evaluate the block Vecchia likelihood."""
-        with super().fitting(), small_pages():
+        evaluate the block Vecchia likelihood. The probes' control variates
+        (:meth:`control_variate`) are freed on leaving it."""
+        with super().fitting(), small_pages(), self._freeing_controls():
             if self.client is not None or self.backend.batched_by_default:
                 yield
                 return
             with worker_hold(max(order.tile_size for order in self._orders)):
                 yield
+
+    @contextlib.contextmanager
+    def _freeing_controls(self):
+        try:
+            yield
+        finally:
+            self._controls = {}
 
     def describe(self):
         """The settings in words, for the log: tile size, tiles, accuracy, ordering."""
@@ -445,8 +453,8 @@ class TLRLikelihood(Likelihood):
         :data:`CONTROL_BLOCK` sites, each conditioned on :data:`CONTROL_CONDITIONING`),
         whose precision is the control variate of the probe traces
         (:func:`~geostat.likelihood.stochastic_fisher.probe_traces`); made at first use
-        and kept. None under REML with a trend (the traces are the projection's) and
-        beyond :data:`CONTROL_MAX_SITES` sites."""
+        and kept until :meth:`fitting` ends. None under REML with a trend (the traces are
+        the projection's) and beyond :data:`CONTROL_MAX_SITES` sites."""
         group, n = self.groups[index], self._orders[index].perm.size
         if (self.reml and self.n_coef) or n > CONTROL_MAX_SITES:
             return None

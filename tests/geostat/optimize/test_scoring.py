@@ -182,6 +182,14 @@ def test_a_control_variate_that_reduces_too_little_is_dropped_for_the_plain_trac
         np.testing.assert_array_equal(other.traces, plain.traces)
 
 
+def test_the_control_variate_is_kept_for_the_fit_and_freed_after(rng):
+    _, tlr = likelihoods(400, rng)
+    with tlr.fitting():
+        variate = tlr.control_variate(0)
+        assert tlr.control_variate(0) is variate
+    assert tlr.control_variate(0) is not variate
+
+
 def test_the_reduction_is_taken_in_the_least_reduced_direction():
     """Variances divided by 10 in every direction keep the control variate; not at all, or
     by 100 along the sum of the two traces and not along their difference (each column's
