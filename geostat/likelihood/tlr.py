@@ -434,10 +434,14 @@ class TLRLikelihood(Likelihood):
             if self.coarser_accuracy is None
             else round(self.coarser_accuracy / self.accuracy, 6)
         )
-        left, left_accuracy = self._kept(), self.accuracy
+        left, left_accuracy, controls = self._kept(), self.accuracy, self._controls
         self.accuracy = float(accuracy)
         self.release_factors()
-        self._left = None if left is None else (left[0], left_accuracy, left[1])
+        # the control variates do not depend on the accuracy
+        self._left, self._controls = (
+            None if left is None else (left[0], left_accuracy, left[1]),
+            controls,
+        )
         self.coarser_accuracy = (
             None if ratio is None or self.accuracy * ratio >= 1 else self.accuracy * ratio
         )
@@ -459,6 +463,7 @@ class TLRLikelihood(Likelihood):
         if (self.reml and self.n_coef) or n > CONTROL_MAX_SITES:
             return None
         if index not in self._controls:
+            # only the sites, kernel and noise matter: no observations, a constant trend
             data = SimpleNamespace(
                 coords=self._sites(group),
                 y=np.zeros((n, 1)),

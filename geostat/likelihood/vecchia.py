@@ -382,10 +382,13 @@ class VecchiaBlock:
             forms.add(columns, w[m:], w[m:], r)
             if probes is not None:
                 left, rights, sums = probes
-                a = solve_triangular(L, left, lower=True, check_finite=False)[m:]
-                for name, right in rights.items():
-                    b = solve_triangular(L, right, lower=True, check_finite=False)[m:]
-                    sums[name] = sums[name] + np.einsum("ij,ij->j", a, b)
+                k = left.shape[1]
+                solved = solve_triangular(
+                    L, np.hstack([left, *rights.values()]), lower=True, check_finite=False
+                )[m:]
+                for i, name in enumerate(rights, start=1):
+                    part = solved[:, i * k : (i + 1) * k]
+                    sums[name] = sums[name] + np.einsum("ij,ij->j", solved[:, :k], part)
             if dR is None:
                 continue
             alpha = solve_triangular(L, w, lower=True, trans="T", check_finite=False)

@@ -183,9 +183,11 @@ def test_a_control_variate_that_reduces_too_little_is_dropped_for_the_plain_trac
 
 
 def test_the_control_variate_is_kept_for_the_fit_and_freed_after(rng):
+    """Kept across a change of accuracy (it does not depend on it), freed by the fit's end."""
     _, tlr = likelihoods(400, rng)
     with tlr.fitting():
         variate = tlr.control_variate(0)
+        tlr.set_accuracy(tlr.accuracy / 10)
         assert tlr.control_variate(0) is variate
     assert tlr.control_variate(0) is not variate
 
