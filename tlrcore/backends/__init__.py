@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tlrcore.backends._base import Backend
+from tlrcore.backends._base import Backend, upload_indices
 from tlrcore.backends.numpy_backend import NUMPY, NumpyBackend
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "get_backend",
     "cupy_available",
     "register_array_type",
+    "upload_indices",
 ]
 
 _CUPY = None

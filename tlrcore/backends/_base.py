@@ -6,7 +6,7 @@ from contextlib import nullcontext
 
 import numpy as np
 
-__all__ = ["Backend"]
+__all__ = ["Backend", "upload_indices"]
 
 
 class Backend:
@@ -128,3 +128,17 @@ class Backend:
 
     def __repr__(self):
         return f"<tlrcore backend {self.name!r}>"
+
+
+def upload_indices(xp, arrays):
+    """Copies of the host integer `arrays` on the array module `xp`, in one transfer: views
+    ``(shape as given)`` of one ``int64`` array. On a GPU every copy from the host waits for
+    the work queued before it, so a batch's index arrays travel together."""
+    if not arrays:
+        return []
+    flat = xp.asarray(np.concatenate([np.ravel(a) for a in arrays]).astype(np.int64))
+    ends = np.cumsum([np.size(a) for a in arrays])
+    return [
+        flat[end - np.size(a) : end].reshape(np.shape(a))
+        for a, end in zip(arrays, ends, strict=True)
+    ]

@@ -216,8 +216,9 @@ class PackedCholesky:
         with self.backend.small_kernels():
             for k, column in enumerate(P.columns):
                 X[k] = solve(P.diagonal[k], X[k], lower=True)
-                for lo, hi, U, V in column.suffix(0):
-                    X[k + 1 + lo : k + 1 + hi] -= U @ (V.transpose(0, 2, 1) @ X[k])
+                below = X[k + 1 :]
+                for rows, U, V in column.stacks():
+                    below[rows] -= U @ (V.transpose(0, 2, 1) @ X[k])
         return P.unpad(X, b)
 
     def solve_upper(self, b: ArrayLike | BackendArray) -> BackendArray:
@@ -227,8 +228,9 @@ class PackedCholesky:
         X = P.pad(b)
         with self.backend.small_kernels():
             for k in reversed(range(self.n_tiles)):
-                for lo, hi, U, V in P.columns[k].suffix(0):
-                    X[k] -= (V @ (U.transpose(0, 2, 1) @ X[k + 1 + lo : k + 1 + hi])).sum(axis=0)
+                below = X[k + 1 :]
+                for rows, U, V in P.columns[k].stacks():
+                    X[k] -= (V @ (U.transpose(0, 2, 1) @ below[rows])).sum(axis=0)
                 X[k] = solve(P.diagonal[k], X[k], lower=True, trans=True)
         return P.unpad(X, b)
 
@@ -243,8 +245,9 @@ class PackedCholesky:
         X = P.pad(z)
         Y = P.diagonal @ X
         for j, column in enumerate(P.columns):
-            for lo, hi, U, V in column.suffix(0):
-                Y[j + 1 + lo : j + 1 + hi] += U @ (V.transpose(0, 2, 1) @ X[j])
+            below = Y[j + 1 :]
+            for rows, U, V in column.stacks():
+                below[rows] += U @ (V.transpose(0, 2, 1) @ X[j])
         return P.unpad(Y, z)
 
     def to_dense(self) -> FloatArray:

@@ -4,9 +4,10 @@
 Written with the back end's array module only (on CuPy the factor stays on the GPU). For
 column ``k``: ``L(k, k) = chol(D_k)``, the diagonal tiles below updated eagerly; the tiles
 ``A(i, k) - sum_{j<k} L(i, j) L(k, j)^T`` compressed by batched ARA through
-:class:`~tlrcore.packed.update.ColumnUpdate` (a few batched GEMMs per width class of the
-:class:`~tlrcore.packed.pool.TilePool`); ``V(i, k) <- L(k, k)^{-1} V(i, k)`` in one solve.
-Kernel launches per column grow with the width classes in use, not with ``k``.
+:class:`~tlrcore.packed.update.ColumnUpdate` (a sampling round is a fixed number of
+batched GEMMs over the tiles of the :class:`~tlrcore.packed.pool.TilePool`, concatenated
+once per column); ``V(i, k) <- L(k, k)^{-1} V(i, k)`` in one solve. Kernel launches per
+column grow with the width classes in use, not with ``k``.
 
 References
 ----------

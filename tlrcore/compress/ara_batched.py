@@ -29,6 +29,8 @@ import math
 
 import numpy as np
 
+from tlrcore.backends import upload_indices
+
 __all__ = ["batched_ara"]
 
 _SAFETY = 0.25
@@ -54,7 +56,8 @@ def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16
 
     Reads from the back end: one per round (two numbers per sampling tile) and one for the
     truncation (two per tile), besides what `sample`, `project` and the back end's ``eigh``
-    read."""
+    read. Copies to it: the round's random block and, in one transfer, its selections of
+    tiles."""
     xp = backend.xp
     m, p = shape
     if count == 0 or m == 0 or p == 0:
@@ -70,14 +73,14 @@ def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16
     basis = np.zeros(count, dtype=np.int64)
     # Tiles leave the sampling for good, so tile i's columns of Q beyond prefix[i] are zero.
     prefix = np.zeros(count, dtype=np.int64)
-    active = np.arange(count)
+    active, active_on_device = np.arange(count), None
     round_ = 0
     # Dropped directions leave zero columns, so the padded width may pass `limit`.
     while active.size and Q.shape[2] < 2 * limit:
         width = int(min(block_size, limit - basis[active].min()))
         Y = sample(active, backend.normal(seed + round_, (p, width)))
         noise = _NOISE * _norms(xp, Y)
-        Qa = Q if active.size == count else Q[xp.asarray(active)]
+        Qa = Q if active.size == count else Q[active_on_device]
         Y = _project_out(Qa, _project_out(Qa, Y))
         # Every active tile's panel is made before the round's one read: the estimates say
         # which tiles append theirs, the directions kept which keep sampling. A first pass
@@ -89,17 +92,19 @@ def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16
         residual, kept = backend.to_host(xp.stack([_norms(xp, Y), kept.astype(xp.float64)]))
         estimate[active] = residual / math.sqrt(width)
         converged = estimate[active] <= _SAFETY * tol
-        growing = ~(converged & (width == block_size))  # a full panel only measured: not appended
-        if growing.any():
-            if not growing.all():
-                panel = panel[xp.asarray(np.flatnonzero(growing))]
+        # A converged tile's full panel was only a measurement: it is not appended.
+        appended = ~(converged & (width == block_size))
+        basis[active[appended]] += kept[appended].astype(np.int64)
+        following = active[appended & ~converged & (kept > 0) & (basis[active] < limit)]
+        picks, into, active_on_device = upload_indices(
+            xp, [np.flatnonzero(appended), active[appended], following]
+        )
+        if appended.any():
             grown = xp.zeros((count, m, width))
-            grown[xp.asarray(active[growing])] = panel
+            grown[into] = panel if appended.all() else panel[picks]
             Q = xp.concatenate([Q, grown], axis=2)
-            prefix[active[growing]] = Q.shape[2]
-            basis[active[growing]] += kept[growing].astype(np.int64)
-            growing &= ~converged & (kept > 0) & (basis[active] < limit)
-        active = active[growing]
+            prefix[active[appended]] = Q.shape[2]
+        active = following
         round_ += 1
     if Q.shape[2] == 0:  # every tile met its tolerance on its first samples: rank 0
         return Q, xp.zeros((count, p, 0)), np.zeros(count, dtype=np.int64), np.zeros(count)
@@ -144,19 +149,25 @@ def _truncate(xp, backend, Q, B, budget, max_rank, prefix):
     values of all groups come to the host in one read."""
     count, m, _ = Q.shape
     p = B.shape[1]
+    widths = np.unique(prefix[prefix > 0])
+    members = [np.flatnonzero(prefix == w) for w in widths]
+    squared_budget = backend.asarray(budget**2)
     groups = []
-    for w in np.unique(prefix[prefix > 0]):
-        members = np.flatnonzero(prefix == w)
-        at = None if members.size == count else xp.asarray(members)
-        Qg = Q[:, :, :w] if at is None else Q[at, :, :w]
-        Bg = B[:, :, :w] if at is None else B[at, :, :w]
-        groups.append((members, at, Qg, *_rotate(xp, backend, Bg, budget[members], max_rank)))
+    for w, mine, at in zip(widths, members, upload_indices(xp, members), strict=True):
+        if mine.size == count:
+            at, Qg, Bg, bg = None, Q[:, :, :w], B[:, :, :w], squared_budget
+        else:
+            Qg, Bg, bg = Q[at, :, :w], B[at, :, :w], squared_budget[at]
+        groups.append((mine, at, Qg, *_rotate(xp, backend, Bg, bg, max_rank)))
     found = backend.to_host(xp.concatenate([g[-1] for g in groups], axis=1))
-    order = np.concatenate([g[0] for g in groups])
+    order = np.concatenate(members)
     ranks = np.zeros(count, dtype=np.int64)
     dropped = np.zeros(count)
     ranks[order], dropped[order] = found[0].astype(np.int64), np.sqrt(found[1])
-    parts = [(at, *_trimmed(xp, Qg, Z, BZ, ranks[members])) for members, at, Qg, Z, BZ, _ in groups]
+    parts = [
+        (at, *_trimmed(xp, Qg, Z, BZ, int(ranks[mine].max()), found_on_device[0]))
+        for mine, at, Qg, Z, BZ, found_on_device in groups
+    ]
     r = int(ranks.max())
     if len(parts) == 1 and parts[0][0] is None:
         return parts[0][1][:, :, :r], parts[0][2][:, :, :r], ranks, dropped
@@ -167,16 +178,16 @@ def _truncate(xp, backend, Q, B, budget, max_rank, prefix):
     return U, V, ranks, dropped
 
 
-def _rotate(xp, backend, B, budget, max_rank):
+def _rotate(xp, backend, B, squared_budget, max_rank):
     """For tiles whose columns are all in use: ``Z``, the eigenvectors of ``B^T B`` (largest
-    first), ``BZ`` and, on the back end, the ranks meeting `budget` and the largest dropped
-    squares stacked ``(2, count)``."""
+    first), ``BZ`` and, on the back end, the ranks meeting the budgets (their squares given
+    on the back end) and the largest dropped squares stacked ``(2, count)``."""
     lam, Z = backend.eigh(B.transpose(0, 2, 1) @ B)
     Z = xp.ascontiguousarray(xp.flip(Z, axis=2))
     BZ = B @ Z
     squares = xp.sum(BZ * BZ, axis=1)
     tail = squares @ xp.tri(squares.shape[1])  # tail[:, c] = sum of squares[:, c:]
-    ranks = xp.sum(tail > xp.asarray(budget**2)[:, None], axis=1)
+    ranks = xp.sum(tail > squared_budget[:, None], axis=1)
     if max_rank is not None:
         ranks = xp.minimum(ranks, max_rank)
     # the maximum rather than column r: rounding can leave the tail's norms out of order
@@ -185,8 +196,8 @@ def _rotate(xp, backend, B, budget, max_rank):
     return Z, BZ, xp.stack([ranks.astype(xp.float64), dropped2])
 
 
-def _trimmed(xp, Q, Z, BZ, ranks):
-    """``(U, V)`` of :func:`_rotate`'s tiles at their host `ranks`, as wide as the largest."""
-    r = int(ranks.max())
-    mask = xp.asarray(np.arange(r)[None, :] < ranks[:, None], dtype=xp.float64)[:, None, :]
+def _trimmed(xp, Q, Z, BZ, r, ranks):
+    """``(U, V)`` of :func:`_rotate`'s tiles at their `ranks` (on the back end, as floats),
+    `r` wide, the largest of them."""
+    mask = (xp.arange(r)[None, :] < ranks[:, None]).astype(xp.float64)[:, None, :]
     return (Q @ Z[:, :, :r]) * mask, BZ[:, :, :r] * mask

@@ -22,12 +22,14 @@ _MIN_GAIN = 0.02
 class TileColumn:
     """Low-rank tiles ``T_p = U_p V_p^T``, ``p = 0..count-1``, of one tile column: segments cut at
     `bounds` (``0 = bounds[0] < ... < bounds[-1] = count``), per segment `U`, `V` of shape
-    ``(bounds[s + 1] - bounds[s], b, r_s)``, zero beyond each tile's host `ranks`."""
+    ``(bounds[s + 1] - bounds[s], b, r_s)``, zero beyond each tile's host `ranks`; `classes`,
+    if given, the same tiles as fewer stacks ``(rows, U, V)`` (:meth:`stacks`)."""
 
-    def __init__(self, bounds, U, V, ranks):
+    def __init__(self, bounds, U, V, ranks, classes=None):
         self.bounds = np.asarray(bounds, dtype=np.int64)
         self.U, self.V = list(U), list(V)
         self.ranks = np.asarray(ranks, dtype=np.int64)
+        self.classes = classes
 
     @classmethod
     def empty(cls):
@@ -84,6 +86,16 @@ class TileColumn:
                 # an index array of the segment's module (CuPy indexes with device arrays)
                 index = get_backend(self.U[s]).xp.asarray(local)
                 yield lo, hi, self.U[s][index], self.V[s][index]
+
+    def stacks(self):
+        """Yield ``(rows, U, V)`` covering every tile once, in as few stacks as the column was
+        stored in: ``rows`` a slice of tile positions, or a device index array (the tiles of
+        one width class of :func:`~tlrcore.packed.pool.store_column`)."""
+        if self.classes is not None:
+            yield from self.classes
+            return
+        for s in range(len(self.U)):
+            yield slice(int(self.bounds[s]), int(self.bounds[s + 1])), self.U[s], self.V[s]
 
     def suffix(self, start):
         """:meth:`blocks` of the tiles ``start..count-1``."""

@@ -4,22 +4,25 @@ The update of tile column ``k`` reads every factor tile ``(i, j)``, ``i > k > j`
 tile by tile, each a GEMM launch costing more than its arithmetic on a GPU. The factor's
 segments are copied, as they are made, into arrays shared by all segments of one width
 class (widths at most 50 % apart), so any set of tiles is gathered by one indexing
-operation per class and chunk, and a column's update is a few batched GEMMs per class
-(:mod:`tlrcore.packed.update`). The segments of :class:`~tlrcore.packed.column.TileColumn`
-are views of these arrays."""
+operation per class and chunk into the concatenations of :mod:`tlrcore.packed.update`,
+and a factor column's products (solves, diagonal updates) are a few batched GEMMs per
+class. The segments of :class:`~tlrcore.packed.column.TileColumn` are views of these
+arrays."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from tlrcore.backends import upload_indices
 from tlrcore.packed.column import TileColumn
 
-__all__ = ["TilePool", "PoolIndex", "store_column", "width_class", "WIDTHS"]
+__all__ = ["TilePool", "PoolIndex", "store_column", "width_class", "width_classes", "WIDTHS"]
 
 #: Stored widths: a segment whose largest rank is ``r`` is padded to the smallest width
 #: ``>= r``; consecutive widths are at most 50 % apart from 4 on. A width class costs
-#: several kernel launches per sampling round, whose fixed cost on a GPU exceeds the
-#: arithmetic of the padding (at most a third of a tile's stored columns).
+#: several kernel launches per tile column (gathers, the projection's pairs, stores,
+#: solves), whose fixed cost on a GPU exceeds the arithmetic of the padding (at most a
+#: third of a tile's stored columns).
 WIDTHS = np.unique(
     np.concatenate([np.arange(1, 5)] + [2**e * np.array([3, 4]) for e in range(1, 13)])
 )
@@ -27,10 +30,10 @@ WIDTHS = np.unique(
 
 def width_class(rank):
     """The stored width of a segment whose largest rank is `rank`."""
-    return int(_classes([rank])[0])
+    return int(width_classes([rank])[0])
 
 
-def _classes(ranks):
+def width_classes(ranks):
     """:func:`width_class` of each of `ranks`."""
     ranks = np.maximum(np.asarray(ranks), 1)
     at = np.searchsorted(WIDTHS, ranks)
@@ -67,59 +70,51 @@ class TilePool:
         self._fill[width] = start + t
         return width, chunk, start, Us[chunk][start : start + t], Vs[chunk][start : start + t]
 
-    def gather(self, width, chunks, slots, columns):
-        """Copies ``(U, V)``, each ``(N, b, columns)``, of the first `columns` columns of the tiles
-        at host arrays `chunks`, `slots` of one width: one indexing operation per chunk."""
-        xp = self.xp
-        chunks, slots = np.asarray(chunks), np.asarray(slots)
-        Us, Vs = self._U[width], self._V[width]
-        present = np.unique(chunks)
-        if present.size == 1:
-            index = xp.asarray(slots)
-            c = int(present[0])
-            return Us[c][index, :, :columns], Vs[c][index, :, :columns]
-        U = xp.empty((slots.size, self.tile_size, columns))
-        V = xp.empty_like(U)
-        for c in present:
-            where = chunks == c
-            into, index = xp.asarray(np.flatnonzero(where)), xp.asarray(slots[where])
-            U[into] = Us[int(c)][index, :, :columns]
-            V[into] = Vs[int(c)][index, :, :columns]
-        return U, V
-
-    def gather_trimmed(self, index, rows, cols):
+    def gather_trimmed(self, index, rows, cols, extra=()):
         """The tiles ``(rows[t], cols[t])`` of `index` grouped by the width class of their own rank
-        (stored zero columns beyond it not copied): a list of ``(members, U, V)``, ``members``
-        host positions into `rows`."""
+        (stored zero columns beyond it not copied): ``(groups, extra_on_device)``, ``groups`` a
+        list of ``(members, U, V)`` in increasing width, ``members`` host positions into
+        `rows` (those of :meth:`trimmed_widths` equal to the width), ``U`` and ``V`` copies
+        ``(len(members), b, width)``.
+
+        The index arrays of all groups and the caller's host integer arrays `extra` go to the
+        device in one transfer; then one indexing operation per group, stored width and
+        chunk."""
         xp = self.xp
-        stored = index.width[rows, cols]
-        own = np.minimum(_classes(index.rank[rows, cols]), stored)
-        groups = []
+        stored, own = index.width[rows, cols], self.trimmed_widths(index, rows, cols)
+        chunk, slot = index.chunk[rows, cols], index.slot[rows, cols]
+        plan, host = [], []
         for c in np.unique(own):
             members = np.flatnonzero(own == c)
-            sources = stored[members]
-            parts = np.unique(sources)
-            if parts.size == 1:
-                U, V = self.gather(
-                    int(parts[0]),
-                    index.chunk[rows[members], cols[members]],
-                    index.slot[rows[members], cols[members]],
-                    int(c),
-                )
+            parts = []
+            for w in np.unique(stored[members]):
+                for ch in np.unique(chunk[members][stored[members] == w]):
+                    mine = np.flatnonzero((stored[members] == w) & (chunk[members] == ch))
+                    parts.append((int(w), int(ch), len(host)))
+                    host += [mine, slot[members[mine]]]
+            plan.append((members, int(c), parts))
+        device = upload_indices(xp, host + list(extra))
+        groups = []
+        for members, c, parts in plan:
+            if len(parts) == 1:
+                w, ch, at = parts[0]
+                slots = device[at + 1]
+                U, V = self._U[w][ch][slots, :, :c], self._V[w][ch][slots, :, :c]
             else:
-                U = xp.empty((members.size, self.tile_size, int(c)))
+                U = xp.empty((members.size, self.tile_size, c))
                 V = xp.empty_like(U)
-                for w in parts:
-                    part = np.flatnonzero(sources == w)
-                    at, mine = xp.asarray(part), members[part]
-                    U[at], V[at] = self.gather(
-                        int(w),
-                        index.chunk[rows[mine], cols[mine]],
-                        index.slot[rows[mine], cols[mine]],
-                        int(c),
-                    )
+                for w, ch, at in parts:
+                    into, slots = device[at], device[at + 1]
+                    U[into] = self._U[w][ch][slots, :, :c]
+                    V[into] = self._V[w][ch][slots, :, :c]
             groups.append((members, U, V))
-        return groups
+        return groups, device[len(host) :]
+
+    @staticmethod
+    def trimmed_widths(index, rows, cols):
+        """The widths :meth:`gather_trimmed` gives the tiles ``(rows[t], cols[t])``: each tile's
+        own width class, at most its stored width."""
+        return np.minimum(width_classes(index.rank[rows, cols]), index.width[rows, cols])
 
     @property
     def nbytes(self):
@@ -163,25 +158,35 @@ def store_column(pool, index, j, U, V, ranks):
     with the number of tiles."""
     if len(ranks) == 0:
         return TileColumn.empty()
-    widths = _classes(ranks)
+    widths = width_classes(ranks)
     bounds = np.concatenate([[0], np.flatnonzero(np.diff(widths)) + 1, [len(ranks)]])
     run_width = widths[bounds[:-1]]
     Us, Vs = [None] * run_width.size, [None] * run_width.size
+    classes = []
+    scattered = [w for w in np.unique(run_width) if np.sum(run_width == w) > 1]
+    places = dict(
+        zip(
+            scattered,
+            upload_indices(pool.xp, [np.flatnonzero(widths == w) for w in scattered]),
+            strict=True,
+        )
+    )
     for w in np.unique(run_width):
         runs = np.flatnonzero(run_width == w)
-        members = np.flatnonzero(widths == w)
-        top = int(ranks[members].max())
+        top = int(ranks[widths == w].max())
         if runs.size == 1:
             a, c = int(bounds[runs[0]]), int(bounds[runs[0] + 1])
             Uc, Vc = U[a:c, :, :top], V[a:c, :, :top]
         else:
-            at = pool.xp.asarray(members)
+            at = places[w]
             Uc, Vc = U[at, :, :top], V[at, :, :top]
         width, chunk, start, Uv, Vv = pool.store(Uc, Vc)
+        rows = slice(a, c) if runs.size == 1 else at
+        classes.append((rows, Uv, Vv))
         offset = 0
         for s in runs:
             a, c = int(bounds[s]), int(bounds[s + 1])
             index.record(j, a, width, chunk, start + offset, ranks[a:c])
             Us[s], Vs[s] = Uv[offset : offset + c - a], Vv[offset : offset + c - a]
             offset += c - a
-    return TileColumn(bounds, Us, Vs, ranks)
+    return TileColumn(bounds, Us, Vs, ranks, classes)

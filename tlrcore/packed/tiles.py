@@ -116,10 +116,10 @@ class PackedTiles:
         X = self.pad(x)
         Y = self.diagonal @ X
         for j, column in enumerate(self.columns):
-            for lo, hi, U, V in column.suffix(0):
-                rows = slice(j + 1 + lo, j + 1 + hi)
-                Y[rows] += U @ (V.transpose(0, 2, 1) @ X[j])
-                Y[j] += (V @ (U.transpose(0, 2, 1) @ X[rows])).sum(axis=0)
+            below, X_below = Y[j + 1 :], X[j + 1 :]
+            for rows, U, V in column.stacks():
+                below[rows] += U @ (V.transpose(0, 2, 1) @ X[j])
+                Y[j] += (V @ (U.transpose(0, 2, 1) @ X_below[rows])).sum(axis=0)
         return self.unpad(Y, x)
 
     def to_dense(self, symmetric=True):
@@ -143,7 +143,7 @@ class PackedTiles:
         xp = self.backend.xp
         total = diagonal_squares(xp, self.diagonal, self.n)
         for column in self.columns:
-            for _, _, U, V in column.suffix(0):
+            for _, U, V in column.stacks():
                 total += 2.0 * float(
                     xp.sum((U.transpose(0, 2, 1) @ U) * (V.transpose(0, 2, 1) @ V))
                 )

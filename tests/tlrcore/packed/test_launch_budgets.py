@@ -27,17 +27,18 @@ ACCURACY = 1e-8
 CLASSES = int(np.sum(WIDTHS <= TILE))
 
 #: Kernel launches in one tile column of the factorization (see
-#: :func:`test_factorization_launches_per_column_do_not_grow`); measured at most 871.
-LAUNCHES_PER_COLUMN = 1200
-#: Growth of the mean per column from 32 to 64 tile columns: measured 1.08 (launches) and
-#: 1.09 (allocations); a store and diagonal update by runs of one width class, whose number
+#: :func:`test_factorization_launches_per_column_do_not_grow`); measured at most 715.
+LAUNCHES_PER_COLUMN = 1000
+#: Growth of the mean per column from 32 to 64 tile columns: measured 1.06 (launches) and
+#: 1.05 (allocations); a store and diagonal update by runs of one width class, whose number
 #: grows with the tiles below, gives 1.19.
 GROWTH = 1.15
-#: New device arrays in one tile column of the factorization; measured at most 866.
-ALLOCATIONS_PER_COLUMN = 1200
-#: Host-to-device copies (index arrays of the width classes, the random blocks) in one
-#: column; measured at most 134.
-UPLOADS_PER_COLUMN = 200
+#: New device arrays in one tile column of the factorization; measured at most 608.
+ALLOCATIONS_PER_COLUMN = 1000
+#: Host-to-device copies in one column: per ARA round its random block and its selections of
+#: tiles (one transfer), per concatenation of the update's tiles and per truncation one
+#: transfer of index arrays and one of budgets; measured at most 22.
+UPLOADS_PER_COLUMN = 40
 #: Reads of the factorization per column besides one per ARA round: the diagonal tile's
 #: Cholesky ``info``, the truncation's ranks and dropped values, and the stacked ``eigh``
 #: of truncation groups wider than 32 that the CuPy back end solves on the host; measured
@@ -119,15 +120,15 @@ def test_factorization_launches_per_column_do_not_grow(columns):
 
     Column ``k`` of the factorization is, by :mod:`tlrcore.cholesky.packed`: per ARA round
     ``t`` (``R`` rounds) a fixed number of operations of the ARA itself (sketch, two
-    projections, two SVQB passes) and of :meth:`~tlrcore.packed.update.ColumnUpdate.sample`:
-    3 per segment of ``A``'s column (at most ``MAX_SEGMENTS = 8``), 3 per width class of row
-    ``k`` of the factor and 4 per width class of the rectangle below it; the projection once,
-    with the same terms; the truncation, a fixed number per group of equal basis width; the
-    diagonal update, at most 8 segments; the store into the pool, a few per width class. The
-    classes a rank can take are ``CLASSES = 12`` at tile 64, so with ``R <= 5`` the count is
-    bounded by about 1,100 whatever ``n``; it still rises between 32 and 64 columns as more
-    classes come into use (the rare ranks of far tiles), by 8 %, and levels off (about 800 on
-    average at 128 columns against 720 at 64)."""
+    projections, two SVQB passes) and of :meth:`~tlrcore.packed.update.ColumnUpdate.sample`
+    (at most 11, :func:`test_a_sampling_round_costs_the_same_operations_whatever_the_tiles`);
+    once, the concatenations of the update's tiles (a few per width class and per segment
+    of ``A``'s column), the projection (3 per segment, 4 per width class), the truncation
+    (a fixed number per group of equal basis width), the diagonal update (at most 8
+    segments) and the store into the pool (a few per width class). The classes a rank can
+    take are ``CLASSES = 12`` at tile 64, so with ``R <= 5`` the count is bounded whatever
+    ``n``; it still rises between 32 and 64 columns as more classes come
+    into use (the rare ranks of far tiles), by 6 %, and levels off."""
     means = {}
     for n, (_, factor, _) in columns.items():
         launches = per_column(factor, "launches")
@@ -138,8 +139,8 @@ def test_factorization_launches_per_column_do_not_grow(columns):
 
 def test_factorization_allocations_and_uploads_per_column_are_bounded(columns):
     """New arrays follow the operations (nearly every operation makes one): the same bound and
-    growth as the launches. Uploads are the index arrays of the width-class gathers and one
-    random block per round."""
+    growth as the launches. Uploads are the index arrays of the concatenations (one transfer
+    each), one random block per round and the ARA's selections of tiles."""
     means = {}
     for n, (_, factor, _) in columns.items():
         allocations = per_column(factor, "allocations")
@@ -233,3 +234,58 @@ def test_storing_a_factor_column_and_its_diagonal_update_do_not_follow_its_runs(
         assert counts[64].launches == counts[16].launches, counts
     assert counts[64].launches <= 2 * CLASSES * 5 + 8 * 6, counts
     assert counts[64].allocations <= counts[64].launches + 2 * CLASSES, counts
+
+
+def test_a_sampling_round_costs_the_same_operations_whatever_the_tiles(monkeypatch):
+    """A sampling round of column ``k``, ``A(i, k) Omega - sum_j U_ij V_ij^T Z_j`` for every
+    row ``i`` still sampling, is a fixed number of operations: ``Z_j`` (three), the products
+    of ``V^T`` with ``Omega`` and ``Z`` in the columns' layout (three), the gather into the
+    rows' layout, the product with the rows' concatenations and the pick of the rows still
+    sampling (three), and, when those fall below three quarters, the rows' concatenations cut
+    down (two); however many segments ``A``'s column has and width classes its tiles fall in.
+    The projection, once per column, costs three per segment of ``A`` and four per width
+    class (the pairs' small factors gathered, multiplied and placed). The concatenations,
+    made once per column, are counted apart."""
+    from tlrcore.packed import update
+
+    B = StrictBackend()
+    X = np.random.default_rng(0).uniform(size=(2048, 2))
+    X = X[order_points(X, "kdtree", TILE)]
+
+    def block(rows, cols):
+        C = np.exp(-np.linalg.norm(X[rows][:, None] - X[cols][None], axis=2) / 0.1)
+        C[rows[:, None] == cols[None, :]] += 1e-2
+        return B.asarray(C)
+
+    A = tlr.TLRMatrix.from_generator(block, X.shape[0], TILE, accuracy=ACCURACY, backend=B)
+    built, rounds, projections = [0], [], []
+    build, sample, project = (
+        update._Rectangle.__init__,
+        update.ColumnUpdate.sample,
+        update.ColumnUpdate.project,
+    )
+
+    def counted_build(self, *args):
+        before = B.counts.launches
+        build(self, *args)
+        built[0] += B.counts.launches - before
+
+    def counted(method, record):
+        def call(self, *args):
+            segments = len(self.A.U)
+            built[0], before = 0, B.counts.launches
+            result = method(self, *args)
+            classes = len(self._everything.pairs)
+            record.append((B.counts.launches - before - built[0], segments, classes))
+            return result
+
+        return call
+
+    monkeypatch.setattr(update._Rectangle, "__init__", counted_build)
+    monkeypatch.setattr(update.ColumnUpdate, "sample", counted(sample, rounds))
+    monkeypatch.setattr(update.ColumnUpdate, "project", counted(project, projections))
+    tlr.cholesky(A)
+    rounds, projections = np.array(rounds), np.array(projections)
+    assert rounds[:, 1].max() >= 4 and rounds[:, 2].max() >= 6  # many segments and classes
+    assert rounds[:, 0].max() <= 11, rounds
+    assert np.all(projections[:, 0] <= 3 * projections[:, 1] + 4 * projections[:, 2] + 8)

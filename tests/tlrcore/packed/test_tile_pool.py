@@ -53,7 +53,8 @@ def test_store_and_gather_round_trip_across_chunks():
     rows = np.array([3, 1, 6, 4, 5, 7, 2])
     cols = np.array([0, 0, 0, 1, 1, 1, 1])
     seen = []
-    for members, U, V in pool.gather_trimmed(index, rows, cols):
+    groups, _ = pool.gather_trimmed(index, rows, cols)
+    for members, U, V in groups:
         assert U.shape[2] == max(width_class(index.rank[rows[m], cols[m]]) for m in members)
         for t, m in enumerate(members):
             for got, expected in zip((U[t], V[t]), factors[rows[m], cols[m]], strict=True):
@@ -96,13 +97,13 @@ def test_tight_and_default_budgets_give_the_same_factor(monkeypatch):
 
 def test_batched_operations_per_column_do_not_grow_with_the_columns(monkeypatch):
     groups = []
-    original = schur_update._Pairs.__init__
+    original = schur_update._Rectangle.__init__
 
-    def spy(self, xp, rows, parts):
-        groups.append(len(parts))
-        original(self, xp, rows, parts)
+    def spy(self, *args):
+        original(self, *args)
+        groups.append(len(self.pairs))
 
-    monkeypatch.setattr(schur_update._Pairs, "__init__", spy)
+    monkeypatch.setattr(schur_update._Rectangle, "__init__", spy)
     X = grid_sorted_sites(2048)
     A = tlr.TLRMatrix.from_generator(generator(X), 2048, 32, accuracy=1e-8, method="batched")
     F = tlr.cholesky(A)
