@@ -22,8 +22,9 @@ What the code is allowed to do is counted in :attr:`StrictBackend.counts`:
     Device-to-host reads: ``float/int/bool/index`` of a device array, ``item``, ``get``,
     ``tolist``, ``repr``, :meth:`StrictBackend.to_host`, the Cholesky's ``info``, and the
     operations whose result size depends on the data (boolean-mask gathers, ``nonzero``,
-    ``flatnonzero``, ``unique``), and stacked ``eigh`` of order over 32 (which CuPy's back
-    end solves on the host).
+    ``flatnonzero``, ``unique``), and every ``eigh`` but those with ``check=False``: CuPy's
+    back end reads the solver's ``info`` (it raises on a failure), or solves stacks of
+    order over 32 on the host.
 ``uploads``
     Host-to-device copies: ``xp.asarray``/``xp.array`` of host data, ``normal`` (drawn on
     the host as on CuPy), the stacked ``eigh`` results above.
@@ -48,6 +49,7 @@ import numpy as np
 import scipy.linalg
 
 from tlrcore.backends import Backend, NumpyBackend, register_array_type
+from tlrcore.backends._base import unchecked_eigh
 
 __all__ = ["Counts", "DeviceArray", "StrictBackend", "StrictNumpy"]
 
@@ -455,11 +457,13 @@ class StrictBackend(Backend):
             x = NumpyBackend.solve_triangular(self, a, b, lower, trans)
         return self._wrap(x)
 
-    def eigh(self, a):
+    def eigh(self, a, check=True):
         a = _device(a)
         if a.ndim > 2 and a.shape[-1] > BATCHED_JACOBI_MAX:
             self.record(syncs=1, uploads=2)  # solved on the host by CuPy's back end
-        lam, vec = np.linalg.eigh(a)
+        elif check:
+            self.record(syncs=1)  # CuPy reads the solver's info to raise on a failure
+        lam, vec = np.linalg.eigh(a) if check else unchecked_eigh(np, a)
         self.record(launches=1, allocations=2)
         return DeviceArray(lam, self), DeviceArray(vec, self)
 

@@ -6,7 +6,7 @@ from contextlib import nullcontext
 
 import numpy as np
 
-__all__ = ["Backend", "upload_indices"]
+__all__ = ["Backend", "unchecked_eigh", "upload_indices"]
 
 
 class Backend:
@@ -57,9 +57,14 @@ class Backend:
         and `b` ``(..., m, k)``."""
         raise NotImplementedError
 
-    def eigh(self, a):
-        """Eigenvalues (ascending) and eigenvectors of symmetric matrices (stack allowed)."""
-        return self.xp.linalg.eigh(a)
+    def eigh(self, a, check=True):
+        """Eigenvalues (ascending) and eigenvectors of symmetric matrices (stack allowed).
+
+        ``check=False`` lets a solver that did not converge return its last iterate instead
+        of raising (on a GPU, raising needs its status read on the host: a synchronization),
+        and a matrix with values that are not finite NaN results; the caller then checks
+        the results."""
+        return self.xp.linalg.eigh(a) if check else unchecked_eigh(self.xp, a)
 
     def normal(self, seed, shape):
         """Standard normal samples, reproducible from the integer `seed`."""
@@ -142,3 +147,13 @@ def upload_indices(xp, arrays):
         flat[end - np.size(a) : end].reshape(np.shape(a))
         for a, end in zip(arrays, ends, strict=True)
     ]
+
+
+def unchecked_eigh(xp, a):
+    """``xp.linalg.eigh`` of a stack, NaN for the matrices with values that are not finite
+    (LAPACK refuses them), as a GPU's batched solver leaves them without a check."""
+    finite = xp.isfinite(a).all(axis=(-2, -1))
+    if bool(finite.all()):
+        return xp.linalg.eigh(a)
+    lam, vec = xp.linalg.eigh(xp.where(finite[..., None, None], a, xp.eye(a.shape[-1])))
+    return xp.where(finite[..., None], lam, xp.nan), xp.where(finite[..., None, None], vec, xp.nan)

@@ -91,6 +91,7 @@ def packed_left_looking(P, tolerance, factorizer, block_size, random_state, rele
                 backend,
                 int(seeds[k]),
                 block_size,
+                tiles=(k + 1, k),
             )
             width = V.shape[2]
             V = backend.solve_triangular(

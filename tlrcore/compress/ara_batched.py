@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from tlrcore.backends import upload_indices
+from tlrcore.errors import FactorizationError
 
 __all__ = ["batched_ara"]
 
@@ -40,7 +41,9 @@ _NOISE = 64 * np.finfo(np.float64).eps
 _GRAM_FLOOR = 1e3 * np.finfo(np.float64).eps
 
 
-def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16, max_rank=None):
+def batched_ara(
+    sample, project, count, shape, tol, backend, seed, block_size=16, max_rank=None, tiles=None
+):
     """Compress ``count`` tiles of `shape` ``(m, p)`` to the absolute Frobenius tolerance `tol`
     each.
 
@@ -48,7 +51,8 @@ def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16
     ``(len(active), m, s)``; ``project(Q)`` returns ``T_i^T Q_i``, ``(count, p, q)``, for ``Q``
     of shape ``(count, m, q)``. Round ``t`` draws its block with seed ``seed + t``;
     `block_size` at most 32 keeps the Gram eigenproblems in cuSOLVER's batched Jacobi solver;
-    `max_rank` caps the ranks (the tolerance may then not be met).
+    `max_rank` caps the ranks (the tolerance may then not be met); ``tiles = (first, column)``
+    names tile ``i`` of the batch ``(first + i, column)`` in errors.
 
     Returns ``(U, V, ranks, dropped)``: ``U`` ``(count, m, r)`` with orthonormal columns and
     ``V`` ``(count, p, r)``, zero beyond each rank; on the host the ranks and each
@@ -57,7 +61,9 @@ def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16
     Reads from the back end: one per round (two numbers per sampling tile) and one for the
     truncation (two per tile), besides what `sample`, `project` and the back end's ``eigh``
     read. Copies to it: the round's random block and, in one transfer, its selections of
-    tiles."""
+    tiles. The eigensolves are not checked one by one (on a GPU each check is a read): a
+    failure leaves values that are not finite, which the round's or the truncation's read
+    finds, raising :class:`~tlrcore.errors.FactorizationError` that names the tiles."""
     xp = backend.xp
     m, p = shape
     if count == 0 or m == 0 or p == 0:
@@ -90,6 +96,7 @@ def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16
         panel = _project_out(Qa, panel)
         panel, kept = _orthonormalize(xp, backend, panel, 0.5 * xp.ones(active.size))
         residual, kept = backend.to_host(xp.stack([_norms(xp, Y), kept.astype(xp.float64)]))
+        _check_finite(residual, active, tiles)
         estimate[active] = residual / math.sqrt(width)
         converged = estimate[active] <= _SAFETY * tol
         # A converged tile's full panel was only a measurement: it is not appended.
@@ -114,7 +121,24 @@ def batched_ara(sample, project, count, shape, tol, backend, seed, block_size=16
         complete, 0.0, _ESTIMATE_MARGIN * np.where(np.isfinite(estimate), estimate, 0.0)
     )
     budget = np.sqrt(np.maximum(tol * tol - sampling_error**2, 0.0))
-    return _truncate(xp, backend, Q, B, budget, max_rank, prefix)
+    return _truncate(xp, backend, Q, B, budget, max_rank, prefix, tiles)
+
+
+def _check_finite(values, positions, tiles):
+    """FactorizationError naming the tiles at `positions` whose `values` (host, per tile in
+    the last axis) are not all finite."""
+    bad = positions[~np.isfinite(values).reshape(-1, positions.size).all(axis=0)]
+    if bad.size:
+        names = (
+            ", ".join(f"({tiles[0] + i}, {tiles[1]})" for i in bad[:5])
+            if tiles is not None
+            else f"at positions {bad[:5].tolist()} of the batch"
+        )
+        raise FactorizationError(
+            f"batched ARA: the compression of tiles {names}{' ...' if bad.size > 5 else ''} "
+            "met values that are not finite (NaN or infinity in the samples or in an "
+            "eigensolve)."
+        )
 
 
 def _norms(xp, Y):
@@ -133,14 +157,14 @@ def _orthonormalize(xp, backend, Y, noise):
     """SVQB: orthonormal columns spanning each ``Y``'s directions above `noise`, dropped ones as
     zero columns, and (on the back end) how many each kept."""
     gram = Y.transpose(0, 2, 1) @ Y
-    lam, W = backend.eigh(gram)
+    lam, W = backend.eigh(gram, check=False)
     floor = xp.maximum(noise[:, None] ** 2, _GRAM_FLOOR * lam[:, -1:])
     keep = lam > floor
     scale = xp.where(keep, 1.0 / xp.sqrt(xp.where(keep, lam, 1.0)), 0.0)
     return Y @ (W * scale[:, None, :]), xp.sum(keep, axis=1)
 
 
-def _truncate(xp, backend, Q, B, budget, max_rank, prefix):
+def _truncate(xp, backend, Q, B, budget, max_rank, prefix, tiles):
     """Truncate each ``Q_i B_i^T`` to its Frobenius `budget`: ``(U, V, ranks, dropped)``.
 
     Tile ``i`` uses its first ``prefix[i]`` columns only (the rest are zero), so tiles are
@@ -161,6 +185,7 @@ def _truncate(xp, backend, Q, B, budget, max_rank, prefix):
         groups.append((mine, at, Qg, *_rotate(xp, backend, Bg, bg, max_rank)))
     found = backend.to_host(xp.concatenate([g[-1] for g in groups], axis=1))
     order = np.concatenate(members)
+    _check_finite(found, order, tiles)
     ranks = np.zeros(count, dtype=np.int64)
     dropped = np.zeros(count)
     ranks[order], dropped[order] = found[0].astype(np.int64), np.sqrt(found[1])
@@ -182,7 +207,7 @@ def _rotate(xp, backend, B, squared_budget, max_rank):
     """For tiles whose columns are all in use: ``Z``, the eigenvectors of ``B^T B`` (largest
     first), ``BZ`` and, on the back end, the ranks meeting the budgets (their squares given
     on the back end) and the largest dropped squares stacked ``(2, count)``."""
-    lam, Z = backend.eigh(B.transpose(0, 2, 1) @ B)
+    lam, Z = backend.eigh(B.transpose(0, 2, 1) @ B, check=False)
     Z = xp.ascontiguousarray(xp.flip(Z, axis=2))
     BZ = B @ Z
     squares = xp.sum(BZ * BZ, axis=1)

@@ -145,7 +145,7 @@ def _compress_rows(
         return T.transpose(0, 2, 1) @ Q
 
     return batched_ara(
-        sample, project, count, (b, b), tolerance, backend, seed, block_size, max_rank
+        sample, project, count, (b, b), tolerance, backend, seed, block_size, max_rank, (first, j)
     )
 
 

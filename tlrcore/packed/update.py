@@ -4,20 +4,22 @@ Tile column ``k`` is compressed from
 
 .. math:: T_i = A(i, k) - \sum_{j<k} U_{ij} V_{ij}^T V_{kj} U_{kj}^T, \qquad i > k,
 
-seen through ``T_i \Omega`` and ``T_i^T Q_i``. The factor tiles ``(i, j)``, ``i > k > j``,
-are gathered once per column from the :class:`~tlrcore.packed.pool.TilePool` (the
-marshaling of H2OPUS-TLR's Algorithm 4) into two concatenations: row ``i``'s tiles side by
-side, ``[U_{i0} \dots U_{i,k-1}]`` (``b x R``), and column ``j``'s stacked,
-``[V_{k+1,j} \dots V_{n-1,j}]`` (``b x R'``), each padded with zero columns to the widest.
-The sum over ``j`` is then the inner dimension of one product,
+seen through ``T_i \Omega`` and ``T_i^T Q_i``. The tiles ``A(i, k) = U_{Ai} V_{Ai}^T`` and
+the factor's ``(i, j)``, ``i > k > j``, are gathered once per column (the factor's from the
+:class:`~tlrcore.packed.pool.TilePool`: the marshaling of H2OPUS-TLR's Algorithm 4) into
+concatenations: row ``i``'s tiles side by side, ``[U_{Ai} U_{i0} \dots U_{i,k-1}]``
+(``b x R``, zero columns up to the widest row), column ``j``'s ``V_{ij}`` stacked over the
+rows, and the rows' ``V_{Ai}``. With ``Z_j = L(k, j)^T \Omega``, a sample is then one
+product per row,
 
-.. math:: \sum_j U_{ij} V_{ij}^T Z_j = [U_{i0} \dots U_{i,k-1}]
-   \begin{bmatrix} V_{i0}^T Z_0 \\ \vdots \\ V_{i,k-1}^T Z_{k-1} \end{bmatrix},
+.. math:: T_i \Omega = [U_{Ai} U_{i0} \dots U_{i,k-1}]
+   \begin{bmatrix} V_{Ai}^T \Omega \\ -V_{i0}^T Z_0 \\ \vdots \\
+   -V_{i,k-1}^T Z_{k-1} \end{bmatrix},
 
 whose right side is a gather of the rows of ``[V_{\cdot j}]^T Z_j`` (one batched GEMM over
-``j``): a sampling round is four array operations whatever the number of tiles, and the
-sum's order is fixed (bit for bit reproducible). Rows go in blocks whose arrays fit a
-budget.
+``j``) and ``[V_{A\cdot}]^T \Omega``: a sampling round is at most eleven array operations
+whatever the number of tiles, and the sum's order is fixed (bit for bit reproducible).
+Rows go in blocks whose arrays fit a budget.
 
 References
 ----------

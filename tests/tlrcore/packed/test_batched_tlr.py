@@ -309,6 +309,44 @@ def test_batched_ara_handles_zero_and_exactly_low_rank_tiles():
     np.testing.assert_allclose(U @ V.transpose(0, 2, 1), tiles, atol=1e-10)
 
 
+@pytest.mark.parametrize("where", ["samples", "eigensolve"])
+def test_batched_ara_names_the_tiles_whose_values_are_not_finite(where, monkeypatch):
+    """The eigensolves are not checked one by one (a read each on a GPU): a NaN from the
+    samples or from an eigensolve is found by the round's or the truncation's read."""
+    from strict_device import StrictBackend
+
+    from tlrcore.errors import FactorizationError
+
+    B = StrictBackend()
+    rng = np.random.default_rng(0)
+    tiles = rng.normal(size=(4, 32, 3)) @ rng.normal(size=(4, 3, 32))
+    if where == "samples":
+        tiles[2, 5, 7] = np.nan
+    else:
+        solve = StrictBackend.eigh
+
+        def failing(self, a, check=True):
+            lam, vec = solve(self, a, check)
+            poisoned = B.to_host(vec)
+            poisoned[1] = np.nan  # the second tile still in the batch
+            return lam, B.xp.asarray(poisoned)
+
+        monkeypatch.setattr(StrictBackend, "eigh", failing)
+    T = B.xp.asarray(tiles)
+    with pytest.raises(FactorizationError, match=r"tiles \((8|7), 3\)") as error:
+        batched_ara(
+            lambda active, omega: T[B.xp.asarray(active)] @ omega,
+            lambda Q: T.transpose(0, 2, 1) @ Q,
+            4,
+            (32, 32),
+            1e-8,
+            B,
+            seed=0,
+            tiles=(6, 3),
+        )
+    assert "not finite" in str(error.value)
+
+
 def test_segments_cut_the_padding_and_blocks_return_the_right_tiles():
     from tlrcore.packed.column import TileColumn, segment_bounds
 

@@ -93,7 +93,10 @@ def test_counters():
     assert ((B.counts - before).launches, (B.counts - before).allocations) == (0, 1)
     before = B.counts.snapshot()
     B.eigh(xp.zeros((2, 40, 40)))  # CuPy's back end solves these on the host
-    assert (B.counts - before).syncs == 1
+    assert ((B.counts - before).syncs, (B.counts - before).uploads) == (1, 2)
+    before = B.counts.snapshot()
+    B.eigh(xp.zeros((2, 16, 16)))  # on the device, whose info CuPy reads to raise on failure
+    assert ((B.counts - before).syncs, (B.counts - before).uploads) == (1, 0)
 
 
 def test_registration_keeps_the_real_back_ends():
