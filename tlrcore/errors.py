@@ -26,8 +26,9 @@ class FactorizationError(np.linalg.LinAlgError):
     """A dense factorization broke down numerically (overflow to infinity or NaN).
 
     Raised by :mod:`tlrcore.dense` for factors that are not finite (entries near the
-    floating-point limits; rescaling avoids it) and by :func:`tlrcore.ldl` for a singular
-    diagonal tile (with ``.tile``, its index)."""
+    floating-point limits; rescaling avoids it), by :func:`tlrcore.ldl` for a singular
+    diagonal tile (with ``.tile``, its index) and by the batched compression of the GPU
+    path for tiles whose samples or eigensolves are not finite (the message names them)."""
 
 
 class GeneratorError(ValueError):
