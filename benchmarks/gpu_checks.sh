@@ -9,6 +9,10 @@
 #   bash benchmarks/gpu_checks.sh [LOG_DIR]
 # Logs go to LOG_DIR (default: $OUT, else ./gpu-logs); docs/performance.md ("GPU") quotes
 # their figures with the card, the CuPy version and the date.
+# Two machines of one kind can differ by 1.5 times on the same code, so a change is
+# measured side by side: with GPU_CHECKS_BASE=DIR, step 2 also runs the older tree in DIR
+# (its own benchmarks/gpu.py on its own packages, about 2 minutes more), made beforehand
+# with `git archive REV benchmarks geostat tlrcore | tar -x -C DIR`.
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 logs=${1:-${OUT:-gpu-logs}}
@@ -33,6 +37,8 @@ step 150 pytest-gpu python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gp
     tests/geostat/likelihood/test_tlr_batched_likelihood.py tests/geostat/data/test_persistence.py
 # 2. One log-likelihood at 131,072 sites; the script times a second, phased evaluation after it.
 step 180 tlr131k python3 benchmarks/gpu.py --parts 2 --backend cupy --sizes 131072 --accuracies 1e-8 --repeats 1
+[ -n "${GPU_CHECKS_BASE:-}" ] && PYTHONPATH=$GPU_CHECKS_BASE step 150 tlr131k-base \
+    python3 "$GPU_CHECKS_BASE/benchmarks/gpu.py" --parts 2 --backend cupy --sizes 131072 --accuracies 1e-8 --repeats 1
 # 2a. A whole TLR fit by Fisher scoring on the GPU: Matern 1.5 + nugget + mean at 16,384 sites,
 #    in evaluation equivalents (the field is simulated on the CPU first).
 step 80 fit16k python3 benchmarks/fit_tlr.py --n 16384 --search scoring --device gpu --predict 100
