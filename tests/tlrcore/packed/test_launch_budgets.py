@@ -82,21 +82,27 @@ class ColumnCounts(StrictBackend):
         return super().normal(seed, shape)
 
 
-def measure(n):
-    """``(build columns, factorization columns)`` of :meth:`ColumnCounts.columns`, and the
-    factorization's reads by site."""
-    B = ColumnCounts()
+def covariance(B, n, on_column=None):
+    """The TLR matrix of this module's covariance of `n` sites on the back end `B`;
+    ``on_column()`` is called as the build starts each tile column."""
     X = np.random.default_rng(0).uniform(size=(n, 2))
     X = X[order_points(X, "kdtree", TILE)]
 
     def block(rows, cols):
-        if cols.size == TILE and rows.size and rows[0] == cols[-1] + 1:
-            B.mark()  # the tiles below a diagonal tile: a column of the build
+        if on_column and cols.size == TILE and rows.size and rows[0] == cols[-1] + 1:
+            on_column()  # the tiles below a diagonal tile: a column of the build
         C = np.exp(-np.linalg.norm(X[rows][:, None] - X[cols][None], axis=2) / 0.1)
         C[rows[:, None] == cols[None, :]] += 1e-2
         return B.asarray(C)
 
-    A = tlr.TLRMatrix.from_generator(block, n, TILE, accuracy=ACCURACY, backend=B)
+    return tlr.TLRMatrix.from_generator(block, n, TILE, accuracy=ACCURACY, backend=B)
+
+
+def measure(n):
+    """``(build columns, factorization columns)`` of :meth:`ColumnCounts.columns`, and the
+    factorization's reads by site."""
+    B = ColumnCounts()
+    A = covariance(B, n, B.mark)
     build = B.columns()
     B.reset()
     tlr.cholesky(A)
@@ -251,15 +257,7 @@ def test_a_sampling_round_costs_the_same_operations_whatever_the_tiles(monkeypat
     from tlrcore.packed import update
 
     B = StrictBackend()
-    X = np.random.default_rng(0).uniform(size=(2048, 2))
-    X = X[order_points(X, "kdtree", TILE)]
-
-    def block(rows, cols):
-        C = np.exp(-np.linalg.norm(X[rows][:, None] - X[cols][None], axis=2) / 0.1)
-        C[rows[:, None] == cols[None, :]] += 1e-2
-        return B.asarray(C)
-
-    A = tlr.TLRMatrix.from_generator(block, X.shape[0], TILE, accuracy=ACCURACY, backend=B)
+    A = covariance(B, 2048)
     built, rounds, projections = [0], [], []
     build, sample, project = (
         update._Rectangle.__init__,
