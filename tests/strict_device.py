@@ -24,10 +24,10 @@ What the code is allowed to do is counted in :attr:`StrictBackend.counts`:
     operations whose result size depends on the data (boolean-mask gathers, ``nonzero``,
     ``flatnonzero``, ``unique``), and every ``eigh`` but those with ``check=False``: CuPy's
     back end reads the solver's ``info`` (it raises on a failure), or solves stacks of
-    order over 32 on the host.
+    order over 32 on the host (one read for all such stacks of an ``eigh_stacks`` call).
 ``uploads``
-    Host-to-device copies: ``xp.asarray``/``xp.array`` of host data, ``normal`` (drawn on
-    the host as on CuPy), the stacked ``eigh`` results above.
+    Host-to-device copies: ``xp.asarray``/``xp.array`` of host data, the results of the
+    stacked ``eigh`` solved on the host (one copy for all the stacks of one call).
 ``allocations``
     New device arrays (results of operations and creations; views and in-place work apart).
 
@@ -458,17 +458,24 @@ class StrictBackend(Backend):
         return self._wrap(x)
 
     def eigh(self, a, check=True):
-        a = _device(a)
-        if a.ndim > 2 and a.shape[-1] > BATCHED_JACOBI_MAX:
-            self.record(syncs=1, uploads=2)  # solved on the host by CuPy's back end
-        elif check:
-            self.record(syncs=1)  # CuPy reads the solver's info to raise on a failure
-        lam, vec = np.linalg.eigh(a) if check else unchecked_eigh(np, a)
-        self.record(launches=1, allocations=2)
-        return DeviceArray(lam, self), DeviceArray(vec, self)
+        return self.eigh_stacks([a], check)[0]
+
+    def eigh_stacks(self, stacks, check=True):
+        arrays = [_device(a) for a in stacks]
+        on_host = [a.ndim > 2 and a.shape[-1] > BATCHED_JACOBI_MAX for a in arrays]
+        if any(on_host):  # CuPy's back end: one concatenation read, one copy of the results
+            self.record(launches=1, allocations=1, syncs=1, uploads=1)
+        if check:  # CuPy reads each device solver's info to raise on a failure
+            self.record(syncs=on_host.count(False))
+        results = []
+        for a in arrays:
+            lam, vec = np.linalg.eigh(a) if check else unchecked_eigh(np, a)
+            self.record(launches=1, allocations=2)
+            results.append((DeviceArray(lam, self), DeviceArray(vec, self)))
+        return results
 
     def normal(self, seed, shape):
-        self.record(uploads=1, allocations=1)
+        self.record(launches=1, allocations=1)  # drawn on the device, as on CuPy
         return DeviceArray(np.random.default_rng(seed).standard_normal(shape), self)
 
     def free_memory(self):

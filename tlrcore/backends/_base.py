@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from contextlib import nullcontext
 
 import numpy as np
 
-__all__ = ["Backend", "unchecked_eigh", "upload_indices"]
+__all__ = ["Backend", "split_flat", "unchecked_eigh", "upload", "upload_indices"]
 
 
 class Backend:
@@ -66,8 +67,14 @@ class Backend:
         the results."""
         return self.xp.linalg.eigh(a) if check else unchecked_eigh(self.xp, a)
 
+    def eigh_stacks(self, stacks, check=True):
+        """:meth:`eigh` of each stack of the list `stacks`, as a list; a back end that solves
+        some stacks elsewhere (a GPU's on the host) moves them all in one transfer each way."""
+        return [self.eigh(a, check) for a in stacks]
+
     def normal(self, seed, shape):
-        """Standard normal samples, reproducible from the integer `seed`."""
+        """Standard normal samples, reproducible from the integer `seed` on this back end (each
+        back end its own stream: NumPy's generator on the CPU, a device kernel on a GPU)."""
         raise NotImplementedError
 
     def free_memory(self):
@@ -139,13 +146,24 @@ def upload_indices(xp, arrays):
     """Copies of the host integer `arrays` on the array module `xp`, in one transfer: views
     ``(shape as given)`` of one ``int64`` array. On a GPU every copy from the host waits for
     the work queued before it, so a batch's index arrays travel together."""
+    return upload(xp, arrays, np.int64)
+
+
+def upload(xp, arrays, dtype=np.float64):
+    """Copies of the host `arrays` on the array module `xp` as `dtype`, in one transfer: views
+    ``(shape as given)`` of one array."""
     if not arrays:
         return []
-    flat = xp.asarray(np.concatenate([np.ravel(a) for a in arrays]).astype(np.int64))
-    ends = np.cumsum([np.size(a) for a in arrays])
+    flat = xp.asarray(np.concatenate([np.ravel(a) for a in arrays]).astype(dtype, copy=False))
+    return split_flat(flat, [np.shape(a) for a in arrays])
+
+
+def split_flat(flat, shapes):
+    """Views of consecutive pieces of the 1-D array `flat`, of the given `shapes`."""
+    ends = np.cumsum([math.prod(shape) for shape in shapes], dtype=np.int64)
     return [
-        flat[end - np.size(a) : end].reshape(np.shape(a))
-        for a, end in zip(arrays, ends, strict=True)
+        flat[end - math.prod(shape) : end].reshape(shape)
+        for shape, end in zip(shapes, ends, strict=True)
     ]
 
 

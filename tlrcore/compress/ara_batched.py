@@ -35,6 +35,10 @@ from tlrcore.errors import FactorizationError
 __all__ = ["batched_ara"]
 
 _SAFETY = 0.25
+#: Rounds that draw `block_size` columns; later ones draw twice as many. Most tiles stop
+#: within these (their rank, then a measurement); the few of high rank that go on would
+#: otherwise pay a round's fixed costs per `block_size` columns.
+_NARROW_ROUNDS = 2
 _ESTIMATE_MARGIN = 2.0
 _NOISE = 64 * np.finfo(np.float64).eps
 #: Gram eigenvalues below this multiple of the largest are not trusted as directions.
@@ -49,8 +53,9 @@ def batched_ara(
 
     ``sample(active, Omega)`` returns ``T_i Omega`` for the sorted host positions `active`,
     ``(len(active), m, s)``; ``project(Q)`` returns ``T_i^T Q_i``, ``(count, p, q)``, for ``Q``
-    of shape ``(count, m, q)``. Round ``t`` draws its block with seed ``seed + t``;
-    `block_size` at most 32 keeps the Gram eigenproblems in cuSOLVER's batched Jacobi solver;
+    of shape ``(count, m, q)``. Round ``t`` draws its block with seed ``seed + t``, of
+    `block_size` columns in the first two rounds and twice as many after; `block_size` at
+    most 16 keeps the Gram eigenproblems in cuSOLVER's batched Jacobi solver (order 32);
     `max_rank` caps the ranks (the tolerance may then not be met); ``tiles = (first, column)``
     names tile ``i`` of the batch ``(first + i, column)`` in errors.
 
@@ -60,10 +65,12 @@ def batched_ara(
 
     Reads from the back end: one per round (two numbers per sampling tile) and one for the
     truncation (two per tile), besides what `sample`, `project` and the back end's ``eigh``
-    read. Copies to it: the round's random block and, in one transfer, its selections of
-    tiles. The eigensolves are not checked one by one (on a GPU each check is a read): a
-    failure leaves values that are not finite, which the round's or the truncation's read
-    finds, raising :class:`~tlrcore.errors.FactorizationError` that names the tiles."""
+    read. Copies to it: per round, in one transfer, its selections of tiles (the random
+    block is the back end's :meth:`~tlrcore.backends.Backend.normal`, drawn on the device
+    by CuPy's); per truncation, the budgets. The eigensolves are not checked one by one (on
+    a GPU each check is a read): a failure leaves values that are not finite, which the
+    round's or the truncation's read finds, raising
+    :class:`~tlrcore.errors.FactorizationError` that names the tiles."""
     xp = backend.xp
     m, p = shape
     if count == 0 or m == 0 or p == 0:
@@ -79,28 +86,31 @@ def batched_ara(
     basis = np.zeros(count, dtype=np.int64)
     # Tiles leave the sampling for good, so tile i's columns of Q beyond prefix[i] are zero.
     prefix = np.zeros(count, dtype=np.int64)
+    # Per appended round: its first column of Q, its width, the tiles and their kept counts.
+    rounds = []
     active, active_on_device = np.arange(count), None
     round_ = 0
     # Dropped directions leave zero columns, so the padded width may pass `limit`.
     while active.size and Q.shape[2] < 2 * limit:
-        width = int(min(block_size, limit - basis[active].min()))
+        full = block_size if round_ < _NARROW_ROUNDS else 2 * block_size
+        width = int(min(full, limit - basis[active].min()))
         Y = sample(active, backend.normal(seed + round_, (p, width)))
-        noise = _NOISE * _norms(xp, Y)
+        noise2 = _NOISE**2 * xp.sum(Y * Y, axis=(1, 2))[:, None]
         Qa = Q if active.size == count else Q[active_on_device]
         Y = _project_out(Qa, _project_out(Qa, Y))
         # Every active tile's panel is made before the round's one read: the estimates say
         # which tiles append theirs, the directions kept which keep sampling. A first pass
         # that keeps none leaves a zero panel, of which the second keeps none: the second
         # pass's count says both.
-        panel, _ = _orthonormalize(xp, backend, Y, noise)
+        panel, _ = _orthonormalize(xp, backend, Y, noise2)
         panel = _project_out(Qa, panel)
-        panel, kept = _orthonormalize(xp, backend, panel, 0.5 * xp.ones(active.size))
+        panel, kept = _orthonormalize(xp, backend, panel, 0.25)
         residual, kept = backend.to_host(xp.stack([_norms(xp, Y), kept.astype(xp.float64)]))
         _check_finite(residual, active, tiles)
         estimate[active] = residual / math.sqrt(width)
         converged = estimate[active] <= _SAFETY * tol
         # A converged tile's full panel was only a measurement: it is not appended.
-        appended = ~(converged & (width == block_size))
+        appended = ~(converged & (width == full))
         basis[active[appended]] += kept[appended].astype(np.int64)
         following = active[appended & ~converged & (kept > 0) & (basis[active] < limit)]
         picks, into, active_on_device = upload_indices(
@@ -109,6 +119,7 @@ def batched_ara(
         if appended.any():
             grown = xp.zeros((count, m, width))
             grown[into] = panel if appended.all() else panel[picks]
+            rounds.append((Q.shape[2], width, active[appended], kept[appended]))
             Q = xp.concatenate([Q, grown], axis=2)
             prefix[active[appended]] = Q.shape[2]
         active = following
@@ -121,7 +132,20 @@ def batched_ara(
         complete, 0.0, _ESTIMATE_MARGIN * np.where(np.isfinite(estimate), estimate, 0.0)
     )
     budget = np.sqrt(np.maximum(tol * tol - sampling_error**2, 0.0))
-    return _truncate(xp, backend, Q, B, budget, max_rank, prefix, tiles)
+    caps = basis if max_rank is None else np.minimum(basis, max_rank)
+    empty = _empty_columns(count, Q.shape[2], rounds)
+    return _truncate(xp, backend, Q, B, budget, caps, prefix, empty, tiles)
+
+
+def _empty_columns(count, width, rounds):
+    """Which of the `width` columns of each tile's ``Q`` are zero (host, ``(count, width)``):
+    a round's, for the tiles that did not append it, and the directions an appended panel
+    dropped, its first ``width - kept`` (SVQB keeps the largest eigenvalues, which ``eigh``
+    sorts last); `rounds` as the loop of :func:`batched_ara` records them."""
+    empty = np.ones((count, width), dtype=bool)
+    for start, w, tiles, kept in rounds:
+        empty[tiles[:, None], start + np.arange(w)] = np.arange(w) < (w - kept)[:, None]
+    return empty
 
 
 def _check_finite(values, positions, tiles):
@@ -153,18 +177,18 @@ def _project_out(Q, Y):
     return Y - Q @ (Q.transpose(0, 2, 1) @ Y)
 
 
-def _orthonormalize(xp, backend, Y, noise):
-    """SVQB: orthonormal columns spanning each ``Y``'s directions above `noise`, dropped ones as
-    zero columns, and (on the back end) how many each kept."""
+def _orthonormalize(xp, backend, Y, noise2):
+    """SVQB: orthonormal columns spanning each ``Y``'s directions of norm above
+    ``sqrt(noise2)`` (per matrix ``(count, 1)``, or one number), dropped ones as zero
+    columns, and (on the back end) how many each kept."""
     gram = Y.transpose(0, 2, 1) @ Y
     lam, W = backend.eigh(gram, check=False)
-    floor = xp.maximum(noise[:, None] ** 2, _GRAM_FLOOR * lam[:, -1:])
-    keep = lam > floor
-    scale = xp.where(keep, 1.0 / xp.sqrt(xp.where(keep, lam, 1.0)), 0.0)
-    return Y @ (W * scale[:, None, :]), xp.sum(keep, axis=1)
+    kept = lam > xp.maximum(noise2, _GRAM_FLOOR * lam[:, -1:])
+    scale = xp.where(kept, lam, xp.inf) ** -0.5  # zero for the directions dropped
+    return Y @ (W * scale[:, None, :]), xp.sum(kept, axis=1)
 
 
-def _truncate(xp, backend, Q, B, budget, max_rank, prefix, tiles):
+def _truncate(xp, backend, Q, B, budget, caps, prefix, empty, tiles):
     """Truncate each ``Q_i B_i^T`` to its Frobenius `budget`: ``(U, V, ranks, dropped)``.
 
     Tile ``i`` uses its first ``prefix[i]`` columns only (the rest are zero), so tiles are
@@ -175,14 +199,21 @@ def _truncate(xp, backend, Q, B, budget, max_rank, prefix, tiles):
     p = B.shape[1]
     widths = np.unique(prefix[prefix > 0])
     members = [np.flatnonzero(prefix == w) for w in widths]
-    squared_budget = backend.asarray(budget**2)
-    groups = []
+    # per tile: the squared budget, the most directions, then which columns are empty
+    limits = backend.asarray(np.concatenate([budget[:, None] ** 2, caps[:, None], empty], axis=1))
+    parts = []
     for w, mine, at in zip(widths, members, upload_indices(xp, members), strict=True):
         if mine.size == count:
-            at, Qg, Bg, bg = None, Q[:, :, :w], B[:, :, :w], squared_budget
+            parts.append((mine, None, Q[:, :, :w], B[:, :, :w], limits[:, : 2 + w]))
         else:
-            Qg, Bg, bg = Q[at, :, :w], B[at, :, :w], squared_budget[at]
-        groups.append((mine, at, Qg, *_rotate(xp, backend, Bg, bg, max_rank)))
+            parts.append((mine, at, Q[at, :, :w], B[at, :, :w], limits[at, : 2 + w]))
+    grams = [_gram(xp, Bg, lg[:, 2:]) for *_, Bg, lg in parts]
+    groups = [
+        (mine, at, Qg, *_rotate(xp, Bg, Z, lg[:, :2]))
+        for (mine, at, Qg, Bg, lg), (_, Z) in zip(
+            parts, backend.eigh_stacks(grams, check=False), strict=True
+        )
+    ]
     found = backend.to_host(xp.concatenate([g[-1] for g in groups], axis=1))
     order = np.concatenate(members)
     _check_finite(found, order, tiles)
@@ -203,18 +234,29 @@ def _truncate(xp, backend, Q, B, budget, max_rank, prefix, tiles):
     return U, V, ranks, dropped
 
 
-def _rotate(xp, backend, B, squared_budget, max_rank):
-    """For tiles whose columns are all in use: ``Z``, the eigenvectors of ``B^T B`` (largest
-    first), ``BZ`` and, on the back end, the ranks meeting the budgets (their squares given
-    on the back end) and the largest dropped squares stacked ``(2, count)``."""
-    lam, Z = backend.eigh(B.transpose(0, 2, 1) @ B, check=False)
+def _gram(xp, B, empty):
+    """``B^T B`` with ``-trace`` on the diagonal at the `empty` columns (1.0 where ``B``'s
+    column is zero, as ``Q``'s is): their eigenvalues then lie below all others, by a gap of
+    at least the norm, so their eigenvectors stay apart from the others' to rounding (a
+    zero eigenvalue would mix them with the smallest) and come last in the truncation."""
+    gram = B.transpose(0, 2, 1) @ B
+    w = gram.shape[-1]
+    diagonal = gram.reshape(gram.shape[0], -1)[:, :: w + 1]
+    diagonal -= empty * xp.sum(diagonal, axis=1, keepdims=True)
+    return gram
+
+
+def _rotate(xp, B, Z, limits):
+    """For tiles whose columns are all in use, given the eigenvectors `Z` of ``B^T B``
+    (ascending eigenvalues) and per tile `limits` (on the back end) its squared budget and
+    the most directions it has (its basis, at most ``max_rank``): ``Z`` largest first,
+    ``BZ`` and, on the back end, the ranks meeting the budgets and the largest dropped
+    squares stacked ``(2, count)``."""
     Z = xp.ascontiguousarray(xp.flip(Z, axis=2))
     BZ = B @ Z
     squares = xp.sum(BZ * BZ, axis=1)
     tail = squares @ xp.tri(squares.shape[1])  # tail[:, c] = sum of squares[:, c:]
-    ranks = xp.sum(tail > squared_budget[:, None], axis=1)
-    if max_rank is not None:
-        ranks = xp.minimum(ranks, max_rank)
+    ranks = xp.minimum(xp.sum(tail > limits[:, :1], axis=1), limits[:, 1])
     # the maximum rather than column r: rounding can leave the tail's norms out of order
     beyond = xp.arange(squares.shape[1])[None, :] >= ranks[:, None]
     dropped2 = xp.max(xp.where(beyond, squares, 0.0), axis=1)

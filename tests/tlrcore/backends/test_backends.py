@@ -55,8 +55,80 @@ def test_normal_is_reproducible(backend):
     first, again, other = (B.to_host(B.normal(seed, (50, 3))) for seed in (7, 7, 8))
     assert np.array_equal(first, again) and not np.array_equal(first, other)
     assert abs(first.mean()) < 0.5 and 0.5 < first.std() < 1.5
-    # every back end draws NumPy's numbers, so a sketch does not depend on the device
-    assert np.array_equal(first, NUMPY.normal(7, (50, 3)))
+    assert B.normal(7, (50, 3)).shape == (50, 3) and B.to_host(B.normal(7, (4, 0))).size == 0
+
+
+def test_normal_draws_are_standard_normal(backend):
+    """A million draws: mean, variance, skewness and kurtosis within about five standard
+    errors of the normal's, and nothing in common between two seeds."""
+    B = get_backend(backend)
+    z, w = (B.to_host(B.normal(seed, (1000, 1000))).ravel() for seed in (11, 12))
+    assert abs(z.mean()) < 5e-3 and abs(z.var() - 1.0) < 8e-3
+    assert abs(np.mean(z**3)) < 2e-2 and abs(np.mean(z**4) - 3.0) < 5e-2
+    assert abs(np.corrcoef(z, w)[0, 1]) < 5e-3
+
+
+def _splitmix_normal(seed, shape):
+    """The CuPy back end's draws computed on the host: Box-Muller of SplitMix64's outputs."""
+    mask, gamma = 2**64 - 1, 0x9E3779B97F4A7C15
+
+    def mix(z, shift=lambda z, s: z >> s, mul=lambda a, b: a * b):
+        z = mul(z ^ shift(z, 30), 0xBF58476D1CE4E5B9)
+        z = mul(z ^ shift(z, 27), 0x94D049BB133111EB)
+        return z ^ shift(z, 31)
+
+    key = mix((seed + gamma) & mask, mul=lambda a, b: (a * b) & mask)
+    n = 2 * np.arange(int(np.prod(shape)), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        a, b = (
+            mix(
+                np.uint64(key) + (n + np.uint64(j)) * np.uint64(gamma),
+                lambda z, s: z >> np.uint64(s),
+                lambda x, y: x * np.uint64(y),
+            )
+            for j in (1, 2)
+        )
+    u = ((a >> np.uint64(11)) + np.uint64(1)).astype(np.float64) * 2.0**-53
+    v = (b >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    return (np.sqrt(-2.0 * np.log(u)) * np.cos(2.0 * np.pi * v)).reshape(shape)
+
+
+@pytest.mark.gpu
+def test_the_gpu_draws_are_splitmix64_box_muller():
+    """The CuPy kernel against its formula computed on the host (to the rounding of ``log``
+    and ``cos``), for a seed beyond 64 bits too."""
+    if not cupy_available():
+        pytest.skip("CuPy or a GPU is not available")
+    B = get_backend("cupy")
+    for seed in (0, 7, 2**70 + 5):
+        np.testing.assert_allclose(
+            B.to_host(B.normal(seed, (300, 7))),
+            _splitmix_normal(seed, (300, 7)),
+            rtol=1e-12,
+            atol=1e-12,
+        )
+
+
+def test_eigh_stacks_solve_each_stack_wherever_it_is_solved(backend, rng):
+    """Stacks of orders a GPU's batched solver takes (16) and of orders it solves on the host
+    (40, 48), in one call: each as ``numpy.linalg.eigh``, also unchecked, where a stack with
+    values that are not finite gives NaN in its place only."""
+    B = get_backend(backend)
+    stacks = [spd(m, rng, count=c) for m, c in ((40, 3), (16, 2), (48, 1))]
+    for check in (True, False):
+        solved = B.eigh_stacks([B.asarray(a) for a in stacks], check=check)
+        for a, (lam, vec) in zip(stacks, solved, strict=True):
+            lam, vec = B.to_host(lam), B.to_host(vec)
+            np.testing.assert_allclose(lam, np.linalg.eigh(a)[0], rtol=1e-12)
+            np.testing.assert_allclose(
+                vec @ (lam[:, :, None] * vec.transpose(0, 2, 1)), a, atol=1e-10
+            )
+    broken = stacks[0].copy()
+    broken[1, 3, 3] = np.nan
+    solved = B.eigh_stacks([B.asarray(broken), B.asarray(stacks[1])], check=False)
+    lam = B.to_host(solved[0][0])
+    assert np.isnan(lam[1]).all() and np.isfinite(lam[[0, 2]]).all()
+    assert np.isfinite(B.to_host(solved[1][0])).all()
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 300])

@@ -93,7 +93,10 @@ def test_counters():
     assert ((B.counts - before).launches, (B.counts - before).allocations) == (0, 1)
     before = B.counts.snapshot()
     B.eigh(xp.zeros((2, 40, 40)))  # CuPy's back end solves these on the host
-    assert ((B.counts - before).syncs, (B.counts - before).uploads) == (1, 2)
+    assert ((B.counts - before).syncs, (B.counts - before).uploads) == (1, 1)
+    before = B.counts.snapshot()
+    B.eigh_stacks([xp.zeros((2, 40, 40)), xp.zeros((3, 16, 16)), xp.zeros((1, 48, 48))], False)
+    assert ((B.counts - before).syncs, (B.counts - before).uploads) == (1, 1)  # all together
     before = B.counts.snapshot()
     B.eigh(xp.zeros((2, 16, 16)))  # on the device, whose info CuPy reads to raise on failure
     assert ((B.counts - before).syncs, (B.counts - before).uploads) == (1, 0)
