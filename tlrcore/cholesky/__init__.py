@@ -63,7 +63,8 @@ def cholesky(
         Updated tiles are compressed to ``accuracy ||A||_F / n_tiles`` (default: `A`'s
         tolerance).
     block_size : int, default 16
-        ARA sampling block.
+        ARA sampling block (in the packed layout, rounds after the second draw twice as
+        many columns).
     random_state : int, default 0
         Seeds the samples; equal inputs give bit-identical factors.
     overwrite_a : bool, default False
