@@ -34,15 +34,14 @@ import copy
 
 import numpy as np
 
-from tlrcore.packed.pool import width_classes
-
 __all__ = ["ColumnUpdate"]
 
 
 class _Layout:
     """Where the tiles of some rows below column ``k`` (host positions `rows`) go in a
     :class:`_Rectangle`, computed on the host: per row ``t`` its tile of ``A`` (width
-    ``a[t]``, the tile's own width class within its segment's) and the factor's tiles
+    ``a[t]``, its segment's stored width, so that a segment's tiles are copied at once)
+    and the factor's tiles
     ``(t, j)``, ``j < k`` (widths ``pairs[t, j]``, :meth:`~tlrcore.packed.pool.TilePool.
     trimmed_widths`). Every row is `R` wide, by default the widest of them: a block of
     rows laid out as wide as the whole column's gives each row the same products (the
@@ -56,7 +55,7 @@ class _Layout:
         self.segment = np.searchsorted(A_column.bounds, rows, side="right") - 1
         stored = np.array([U.shape[2] for U in A_column.U], dtype=np.int64)
         ranks = A_column.ranks[rows]
-        self.a = np.where(ranks > 0, np.minimum(width_classes(ranks), stored[self.segment]), 0)
+        self.a = np.where(ranks > 0, stored[self.segment], 0)
         self.R = max(int((self.a + self.pairs.sum(axis=1)).max()), 1) if R is None else R
         self.R_v = int(self.pairs.sum(axis=0).max()) if k else 0
         self.R_a = int(self.a.sum())
