@@ -99,8 +99,12 @@ __all__ = ["SpatialGP", "load"]
 logger = logging.getLogger(__name__)
 
 #: Most sites of the exact fits that profile the likelihood of a Box-Cox ``lambda``
-#: (``target_transform="boxcox"``).
+#: (``target_transform="boxcox"``) for its first estimate.
 BOX_COX_SITES = 512
+#: Refits of a larger data set at a Box-Cox ``lambda`` refined on the whole data, at most.
+BOX_COX_REFITS = 3
+#: A refined ``lambda`` whose profile gains less log-likelihood than this ends them.
+BOX_COX_GAIN = 1e-3
 
 
 class SpatialGP(RegressorMixin, BaseEstimator):
@@ -188,10 +192,12 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         saved (a loaded model computes in process); :func:`sklearn.base.clone` shares it.
     target_transform : None, "log", "boxcox" or a transform, default None
         Fit the process to ``g(y)`` (:mod:`geostat.transforms`): ``"log"``,
-        ``"boxcox"`` (``lambda`` by maximum likelihood on at most :data:`BOX_COX_SITES`
-        sites) or a transform such as ``BoxCox(lmbda=0.5)``. Parameters are in units of
-        ``g(y)``; `loglik_` is the density of ``y``; `predict`, `predict_quantiles` and
-        `sample_y` give values of ``y``.
+        ``"boxcox"`` (``lambda`` by maximum likelihood: first on at most
+        :data:`BOX_COX_SITES` sites, then with more sites on the whole data, refined
+        between refits until it settles, at most :data:`BOX_COX_REFITS` refits) or a
+        transform such as ``BoxCox(lmbda=0.5)``. Parameters are in units of ``g(y)``;
+        `loglik_` is the density of ``y``; `predict`, `predict_quantiles` and `sample_y`
+        give values of ``y``.
 
     Attributes
     ----------
@@ -421,6 +427,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             definite during the fit.
         """
         self._check_settings()
+        inputs = (X, y, noise_variance)
         backend = get_backend(self.device)
         trend = Trend.parse(self.trend)
         family = get_kernel(self.kernel, self.smoothness)
@@ -438,7 +445,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         noise = None if noise_variance is None else prepare_noise(noise_variance, values)
         transform = self._transform_of(X, values, noise)
         jacobian = transform.log_jacobian(values)
-        values = transform.forward(values)
+        raw, values = values, transform.forward(values)
         warn_if_invalid_on_sphere(distance_name, kernel)
         fixed = check_mapping(self.fixed, "fixed", "{'range': 100.0}")
         bounds = check_mapping(self.bounds, "bounds", "{'range': (1.0, 500.0)}")
@@ -512,7 +519,56 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         self._field = field
         self.time_unit_ = time_unit
         self.transform_ = transform
+        sites = int(np.sum(~np.isnan(raw).all(axis=1)))
+        if get_transform(self.target_transform).n_estimated and sites > BOX_COX_SITES:
+            self._refit_box_cox(inputs, raw, likelihood, result.params)
         return self
+
+    def _refit_box_cox(self, inputs, raw, likelihood, params):
+        """Bring a Box-Cox ``lambda`` first estimated on a subsample to the maximum
+        likelihood of the whole data: ``lambda`` maximizing the profile of the fit's
+        `likelihood` over the variance and trend at its correlation parameters `params`
+        (the fit's factors: solves only, :meth:`~geostat.likelihood.base.Likelihood.
+        residual_form`), plus the Jacobian, then a refit of `inputs` at that ``lambda``;
+        until a refined ``lambda`` gains less than :data:`BOX_COX_GAIN`, at most
+        :data:`BOX_COX_REFITS` refits. Each step increases the log-likelihood of the
+        data (coordinate ascent); `n_evaluations_` counts all the fits'."""
+        setting, evaluations = self.target_transform, 0
+
+        def profile_loglik(z):  # of g(y) = z, over the variance and trend
+            return -0.5 * likelihood.n_eff * np.log(likelihood.residual_form(z, params))
+
+        def loglik(transform):  # of y
+            return profile_loglik(transform.forward(raw)) + transform.log_jacobian(raw)
+
+        try:
+            for _ in range(BOX_COX_REFITS):
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    refined = BoxCox.estimate(raw, profile_loglik)
+                gain = loglik(refined) - loglik(self.transform_)
+                logger.info(
+                    "Box-Cox lambda on the whole data: %.6g (from %.6g), profile gain %.3g",
+                    refined.lmbda,
+                    self.transform_.lmbda,
+                    gain,
+                )
+                if not gain >= BOX_COX_GAIN:
+                    break
+                for caught_warning in caught:  # a lambda on a bound, about the one refitted
+                    warnings.warn_explicit(
+                        caught_warning.message,
+                        caught_warning.category,
+                        caught_warning.filename,
+                        caught_warning.lineno,
+                    )
+                evaluations += self.n_evaluations_
+                self.target_transform = refined
+                self.fit(*inputs)
+                likelihood, params = self._solvers.likelihood, self._solvers.kriging.params
+        finally:
+            self.target_transform = setting
+        self.n_evaluations_ += evaluations
 
     def _transform_of(self, X, values, noise):
         """The target transform of a fit; a Box-Cox ``lambda`` not given is estimated by

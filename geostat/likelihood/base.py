@@ -7,7 +7,7 @@ import numpy as np
 
 from geostat.distance import SiteDistanceExtremes
 from geostat.likelihood.failure import check_on_failure
-from geostat.likelihood.gls import check_groups, group_by_pattern, trend_estimates
+from geostat.likelihood.gls import check_groups, gls, group_by_pattern, trend_estimates
 from geostat.likelihood.terms import split_params
 from geostat.solvers import one_blas_thread_block
 
@@ -80,6 +80,26 @@ class Likelihood(SiteDistanceExtremes):
         spinning on the cores the next step needs.
         """
         return one_blas_thread_block()
+
+    def residual_form(self, y, params):
+        """``sum_k (y_k - F beta_k)^T K^{-1} (y_k - F beta_k)`` over the replicates ``y_k`` of
+        other observations `y` (shape and missing values as the likelihood's own), the
+        trends fitted by GLS, at natural `params`: with the factors the fit kept, so that
+        the profile over the variance, ``-n_eff / 2 log`` of it plus a constant, costs
+        solves only."""
+        groups = group_by_pattern(np.asarray(y, dtype=np.float64), self.design)
+        if [g.columns.tolist() for g in groups] != [g.columns.tolist() for g in self.groups]:
+            raise ValueError("y must have the likelihood's shape and missing values.")
+        host = self.backend.to_host
+        return float(
+            sum(
+                np.sum(np.asarray(host(fit.residual)) * np.asarray(host(fit.alpha)))
+                for fit in (
+                    gls(chol, g.y, g.design)
+                    for g, chol in zip(groups, self.factors_at(params), strict=True)
+                )
+            )
+        )
 
     def gls(self, params):
         """``(coef, coef_cov)``: the GLS trend coefficients ``(r, p)`` at natural

@@ -4,6 +4,7 @@ tlrcore.batched) give what each group gives alone, including when a factorizatio
 import numpy as np
 import pytest
 import scipy.linalg
+import scipy.spatial.distance
 
 import geostat as gs
 import tlrcore as tlr
@@ -154,3 +155,32 @@ def test_group_by_pattern_groups_replicates_by_observed_sites_in_lexicographic_o
         assert all(
             np.array_equal(~np.isnan(Y[:, j]), ~np.isnan(Y[:, g.columns[0]])) for j in g.columns
         )
+
+
+@pytest.mark.parametrize("method", ["exact", "tlr"])
+@pytest.mark.parametrize("reml", [False, True])
+def test_residual_form_of_other_observations_is_the_dense_gls_form(rng, method, reml):
+    """``sum_k (z_k - F beta_k)^T K^{-1} (z_k - F beta_k)`` of other observations `z` with
+    the likelihood's missing values, by the fit's factors: the dense GLS form per
+    replicate; `z` of other missing values is refused."""
+    from geostat.likelihood import make_likelihood
+
+    X, Y = replicates(rng)
+    design = np.column_stack([np.ones(N), X[:, 0]])
+    kernel, distance = get_kernel("exponential"), get_distance("euclidean")
+    lik = make_likelihood(method, X, Y, design, kernel, distance, reml=reml, tile_size=32)
+    params = {"variance": 1.0, "range": 0.3, "nugget": 0.1}
+    Z = np.where(np.isnan(Y), np.nan, rng.standard_normal(Y.shape))
+    C = np.exp(-scipy.spatial.distance.cdist(X, X) / 0.3) + 0.1 * np.eye(N)
+    expected = 0.0
+    for k in range(Y.shape[1]):
+        seen = ~np.isnan(Y[:, k])
+        Kinv = np.linalg.inv(C[np.ix_(seen, seen)])
+        F, z = design[seen], Z[seen, k]
+        beta = np.linalg.solve(F.T @ Kinv @ F, F.T @ Kinv @ z)
+        expected += (z - F @ beta) @ Kinv @ (z - F @ beta)
+    assert lik.residual_form(Z, params) == pytest.approx(
+        expected, rel=1e-6 if method == "tlr" else 1e-10
+    )
+    with pytest.raises(ValueError, match="missing values"):
+        lik.residual_form(np.where(np.isnan(Y), 0.0, Z), params)

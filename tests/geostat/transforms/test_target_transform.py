@@ -176,3 +176,26 @@ def test_quantiles_on_an_xarray_template(log_model):
     np.testing.assert_allclose(
         q.values.reshape(-1, 3), log_model.predict_quantiles(table, (0.1, 0.5, 0.9)), rtol=1e-12
     )
+
+
+@pytest.mark.parametrize("method", ["exact", "tlr"])
+def test_box_cox_lambda_is_refined_on_the_whole_data(monkeypatch, method):
+    """Beyond BOX_COX_SITES sites the first lambda, from a subsample, is refined on the whole
+    data between refits: the fit ends at the joint maximum of the likelihood of y over
+    lambda and the covariance (the profile over lambda by full fits of g(y), brute force),
+    within the refits' stopping gain, and the setting is left as given."""
+    import geostat.estimator as estimator
+
+    monkeypatch.setattr(estimator, "BOX_COX_SITES", 100)
+    X, y = lognormal_field(300, seed=7)
+    settings = dict(kernel="exponential", nugget=False, method=method)
+    model = gs.SpatialGP(target_transform="boxcox", **settings).fit(X, y)
+    assert model.target_transform == "boxcox"
+    monkeypatch.setattr(estimator, "BOX_COX_REFITS", 0)
+    first = gs.SpatialGP(target_transform="boxcox", **settings).fit(X, y)
+    best = BoxCox.estimate(y, lambda z: gs.SpatialGP(**settings).fit(X, z).loglik_)
+    at_best = gs.SpatialGP(target_transform=best, **settings).fit(X, y)
+    assert model.loglik_ > first.loglik_ + 1.0  # the subsample's lambda: 3.5 lower here
+    assert model.loglik_ == pytest.approx(at_best.loglik_, abs=5 * estimator.BOX_COX_GAIN)
+    assert model.transform_.lmbda == pytest.approx(best.lmbda, abs=0.01)
+    assert model.n_evaluations_ > first.n_evaluations_
