@@ -67,3 +67,57 @@ def test_reads_besides_the_tile_columns_do_not_grow_with_the_tiles():
         per_column = sum(sites.values()) - others[n]
         assert per_column <= 20 * (n // TILE), (n, per_column)
     assert others[1024] <= 40 and others[4096] - others[1024] <= (4096 - 1024) // TILE, others
+
+
+def probe_blocks(backend, n):
+    """The first two blocks of a Matérn 1.5 likelihood's probe traces (the first with the
+    information's products and the control variate, the second traces only), and the
+    strict back end's counts of each."""
+    rng = np.random.default_rng(n)
+    X = rng.uniform(size=(n, 2))
+    likelihood = TLRLikelihood(
+        X,
+        rng.normal(size=(n, 1)),
+        np.ones((n, 1)),
+        get_kernel("matern", 1.5),
+        get_distance("euclidean"),
+        accuracy=1e-8,
+        tile_size=TILE,
+        backend=backend,
+    )
+    theta = {"range": PARAMS["range"], "smoothness": 1.5}
+    counts = []
+    with likelihood.fitting():
+        start = getattr(backend, "counts", None) and backend.counts.snapshot()
+        _, blocks = likelihood.probe_traces(theta, PARAMS["nugget"], 0)
+        first = next(blocks)
+        if start is not None:
+            counts.append((backend.counts - start, dict(backend.sites["syncs"])))
+            start = backend.counts.snapshot()
+        second = blocks.send(False)
+        if start is not None:
+            counts.append((backend.counts - start, None))
+    return first, second, counts
+
+
+def test_probe_traces_run_on_the_strict_device_with_reads_that_do_not_grow():
+    """The scoring's probe traces (the derivative's TLR build, the solves and products of the
+    probes, the block Vecchia control variate) on the strict device: the stand-in's
+    traces, a block of traces alone read 6 times whatever the tiles, and the first block's
+    reads outside the tile columns (and the Matérn closed form's one per generator call)
+    stay as few from 8 tile columns to 16."""
+    others = {}
+    for n in (1024, 2048):
+        first, second, ((counts, sites), (later, _)) = probe_blocks(StrictBackend(), n)
+        plain_first, plain_second, _ = probe_blocks(StandIn(), n)
+        np.testing.assert_allclose(first.traces, plain_first.traces, rtol=1e-12)
+        np.testing.assert_allclose(second.traces, plain_second.traces, rtol=1e-12)
+        assert first.controlled == plain_first.controlled
+        assert later.syncs <= 8 and later.uploads <= 4, later
+        per_call = (*PER_COLUMN, "tlrcore/packed/build.py", "geostat/kernels/matern.py")
+        others[n] = sum(
+            count
+            for site, count in sites.items()
+            if not site.rsplit(":", 1)[0].replace("\\", "/").endswith(per_call)
+        )
+    assert others[1024] <= 40 and others[2048] - others[1024] <= 4, others
