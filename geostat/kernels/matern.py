@@ -228,9 +228,9 @@ def _horner(coef, x, xp):
 
 def _closed_form(u, nu, xp, want_u):
     """``M`` and ``u dM/du`` (None unless `want_u`) at nu = 0.5, 1.5, 2.5 (in place where
-    possible: these are the kernels of every TLR tile)."""
-    if u.size and float(u.max()) > _U_ZERO:  # keep u**2 finite; exp(-u) = 0 there anyway
-        u = xp.minimum(u, _U_ZERO)
+    possible: these are the kernels of every TLR tile). Each product takes ``e^-u`` before
+    its second power of ``u``, so a far distance gives 0 (``e^-u`` underflows), never
+    ``inf * 0``, without a pass over `u` to clip it (on a GPU, a read of its maximum)."""
     e = xp.exp(-u)
     u_dm_du = None
     if nu == 0.5:  # M = e^-u, u M' = -u e^-u
@@ -240,8 +240,8 @@ def _closed_form(u, nu, xp, want_u):
         return e, u_dm_du
     if nu == 1.5:  # M = (1 + u) e^-u, u M' = -u^2 e^-u
         if want_u:
-            u_dm_du = xp.multiply(u, u)
-            u_dm_du *= e
+            u_dm_du = xp.multiply(u, e)
+            u_dm_du *= u
             xp.negative(u_dm_du, out=u_dm_du)
         m = xp.add(u, 1.0)
         m *= e
@@ -249,14 +249,14 @@ def _closed_form(u, nu, xp, want_u):
     m = xp.multiply(u, 1.0 / 3.0)  # M = (1 + u + u^2/3) e^-u, u M' = -(u^2/3)(1 + u) e^-u
     if want_u:
         u_dm_du = xp.add(u, 1.0)
+        u_dm_du *= e
         u_dm_du *= m
         u_dm_du *= u
-        u_dm_du *= e
         xp.negative(u_dm_du, out=u_dm_du)
     m += 1.0
-    m *= u
-    m += 1.0
     m *= e
+    m *= u
+    m += e  # e + u (1 + u/3) e
     return m, u_dm_du
 
 
