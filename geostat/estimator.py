@@ -528,8 +528,8 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         """Bring a Box-Cox ``lambda`` first estimated on a subsample to the maximum
         likelihood of the whole data: ``lambda`` maximizing the profile of the fit's
         `likelihood` over the variance and trend at its correlation parameters `params`
-        (the fit's factors: solves only, :meth:`~geostat.likelihood.base.Likelihood.
-        residual_form`), plus the Jacobian, then a refit of `inputs` at that ``lambda``;
+        (the fit's factors: solves only, ``Likelihood.residual_form``), plus the
+        Jacobian, then a refit of `inputs` at that ``lambda``;
         until a refined ``lambda`` gains less than :data:`BOX_COX_GAIN`, at most
         :data:`BOX_COX_REFITS` refits. Each step increases the log-likelihood of the
         data (coordinate ascent); `n_evaluations_` counts all the fits'."""

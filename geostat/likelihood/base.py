@@ -88,7 +88,7 @@ class Likelihood(SiteDistanceExtremes):
         the profile over the variance, ``-n_eff / 2 log`` of it plus a constant, costs
         solves only."""
         groups = group_by_pattern(np.asarray(y, dtype=np.float64), self.design)
-        if [g.columns.tolist() for g in groups] != [g.columns.tolist() for g in self.groups]:
+        if [_pattern(g) for g in groups] != [_pattern(g) for g in self.groups]:
             raise ValueError("y must have the likelihood's shape and missing values.")
         host = self.backend.to_host
         return float(
@@ -107,3 +107,8 @@ class Likelihood(SiteDistanceExtremes):
         return trend_estimates(
             self.groups, self.factors_at(params), params["variance"], self.n_replicates, self.n_coef
         )
+
+
+def _pattern(group):
+    """A replicate group's columns and observed sites, as lists (None: every site)."""
+    return group.columns.tolist(), None if group.sites is None else group.sites.tolist()

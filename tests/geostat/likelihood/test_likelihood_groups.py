@@ -184,3 +184,7 @@ def test_residual_form_of_other_observations_is_the_dense_gls_form(rng, method, 
     )
     with pytest.raises(ValueError, match="missing values"):
         lik.residual_form(np.where(np.isnan(Y), 0.0, Z), params)
+    moved = Z.copy()  # the same replicates together, at other sites
+    moved[:, 1:3] = np.roll(Z[:, 1:3], 1, axis=0)
+    with pytest.raises(ValueError, match="missing values"):
+        lik.residual_form(moved, params)
