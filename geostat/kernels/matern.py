@@ -230,7 +230,7 @@ def _closed_form(u, nu, xp, want_u):
     """``M`` and ``u dM/du`` (None unless `want_u`) at nu = 0.5, 1.5, 2.5 (in place where
     possible: these are the kernels of every TLR tile). Each product takes ``e^-u`` before
     its second power of ``u``, so a far distance gives 0 (``e^-u`` underflows), never
-    ``inf * 0``, without a pass over `u` to clip it (on a GPU, a read of its maximum)."""
+    ``inf * 0``, with no pass over `u` to clip it (on a GPU, no read of its maximum)."""
     e = xp.exp(-u)
     u_dm_du = None
     if nu == 0.5:  # M = e^-u, u M' = -u e^-u

@@ -94,12 +94,12 @@ class _Rectangle:
             v = j[:, None] * self.R_v + offset_v[m][:, None] + np.arange(c)
             gather.reshape(-1)[u] = v
             host += [np.stack([t, j]), u, v]
-        own_tiles = []
-        for s, c in sorted({(s, c) for s, c in zip(layout.segment, a, strict=True) if c}):
-            t = np.flatnonzero((layout.segment == s) & (a == c))
+        own_tiles = np.unique(layout.segment[a > 0])  # each copied at its stored width
+        for s in own_tiles:
+            t = np.flatnonzero((layout.segment == s) & (a > 0))
+            c = A_column.U[s].shape[2]
             u = t[:, None] * self.R + np.arange(c)
             gather.reshape(-1)[u] = k * self.R_v + offset_a[t][:, None] + np.arange(c)
-            own_tiles.append((s, c))
             host += [rows[t] - A_column.bounds[s], u, offset_a[t][:, None] + np.arange(c)]
         groups, device = pool.gather_trimmed(index, *layout.tiles, host + [gather])
         self.UT = xp.zeros((rows.size, self.R, b))
@@ -111,10 +111,10 @@ class _Rectangle:
             self.UT.reshape(-1, b)[u] = U.transpose(0, 2, 1)
             self.VT.reshape(-1, b)[v] = V.transpose(0, 2, 1)
             self.pairs.append((places, u, v))
-        for g, (s, c) in enumerate(own_tiles, start=len(groups)):
+        for g, s in enumerate(own_tiles, start=len(groups)):
             local, u, v = device[3 * g : 3 * g + 3]
-            self.UT.reshape(-1, b)[u] = A_column.U[s][local, :, :c].transpose(0, 2, 1)
-            self.VA_T[v] = A_column.V[s][local, :, :c].transpose(0, 2, 1)
+            self.UT.reshape(-1, b)[u] = A_column.U[s][local].transpose(0, 2, 1)
+            self.VA_T[v] = A_column.V[s][local].transpose(0, 2, 1)
         self.gather = device[-1]
 
     def subset(self, xp, keep):

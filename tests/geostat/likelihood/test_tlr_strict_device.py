@@ -104,9 +104,8 @@ def test_probe_traces_run_on_the_strict_device_with_reads_that_do_not_grow():
     """The scoring's probe traces (the derivative's TLR build, the solves and products of the
     probes, the block Vecchia control variate) on the strict device: the stand-in's
     traces, a block of traces alone read 6 times whatever the tiles, and the first block's
-    reads outside the tile columns stay as few from 8 tile columns to 16 (the Matérn
-    closed forms read nothing: they used to read each generated block's largest
-    distance)."""
+    reads outside the tile columns stay as few from 8 tile columns to 16; the kernel
+    itself reads nothing."""
     others = {}
     for n in (1024, 2048):
         first, second, ((counts, sites), (later, _)) = probe_blocks(StrictBackend(), n)
