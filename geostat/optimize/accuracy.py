@@ -8,9 +8,8 @@ accurate than that is compared with both errors as margin, and evaluated again o
 the step does not clear it. The error is taken proportional to the accuracy (the
 compression error is ``a ||K||_F`` [1]_, the log-likelihood's linear in it to first
 order): from the change ``d = |l(10 a_0) - l(a_0)|``, measured at the first scoring point
-of predicted gain below :data:`MEASURE_GAIN` and where a step fails (the tiles at ``a_0``
-truncated,
-:meth:`~geostat.likelihood.TLRLikelihood.keep_coarser`),
+of predicted gain below :data:`MEASURE_GAIN`, or earlier where a step's comparison needs it
+(the tiles at ``a_0`` truncated, :meth:`~geostat.likelihood.TLRLikelihood.keep_coarser`),
 ``e(a) ~ ERROR_FROM_CHANGE * d * a / a_0``, with ``ERROR_FROM_CHANGE = 1/9`` under exact
 proportionality. The value 1/4 is typical, not a bound: an error 2.5 times larger makes a
 comparison err by a quarter of the gain.
@@ -62,11 +61,18 @@ FINAL_ERROR = 2e-3
 SETTLED_ERROR = 1e-2
 #: ``e(a_0) ~ ERROR_FROM_CHANGE * |l(10 a_0) - l(a_0)|`` (see the module docstring).
 ERROR_FROM_CHANGE = 0.25
-#: The error is measured where the predicted gain first falls below this: a larger one is
-#: compared at the start's accuracy unmeasured (the largest error seen at the default
-#: accuracy, 0.05 on a real field with a nugget of 2e-5 of the variance, is half the
-#: tolerance ``ERROR_SHARE * MEASURE_GAIN``), and measured where its step fails.
-MEASURE_GAIN = 1.0
+#: The error is measured before a step where the predicted gain first falls below this,
+#: ``sqrt(2 * MEASURE_GAIN) = NEAR_DISTANCE`` standard errors: when that step is the last,
+#: the measurement is near the estimate and serves its bound (:func:`gap_bound`) without a
+#: measurement of its own. A step of larger predicted gain is compared at the start's
+#: accuracy unmeasured while it increases the log-likelihood by more than
+#: :data:`UNMEASURED_INCREASE`; the error is measured at the step's point when it increases
+#: it by less, and at the step's origin when it does not increase it.
+MEASURE_GAIN = 0.02
+#: An increase above this clears an unmeasured comparison: twice the largest error seen at
+#: the default accuracy (0.05, on a real field with a nugget of 2e-5 of the variance), which
+#: bounds the error of a difference (:meth:`AccuracyPolicy.comparison_error`).
+UNMEASURED_INCREASE = 0.1
 #: A change measured at most this far (in standard errors, the steps taken since) from
 #: the estimate is that of the estimate's value (module docstring).
 NEAR_DISTANCE = 0.2

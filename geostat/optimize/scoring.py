@@ -49,7 +49,7 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 from scipy.stats import chi2
 
-from geostat.optimize.accuracy import MEASURE_GAIN, AccuracyPolicy
+from geostat.optimize.accuracy import MEASURE_GAIN, UNMEASURED_INCREASE, AccuracyPolicy
 from geostat.optimize.polish import polish_without_gradient
 
 __all__ = [
@@ -504,11 +504,25 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0, cur
             if policy.follow(gain):
                 value = probed.value(z)
                 trial, trial_value = _line_search(probed, z, value, step, bounds, MAX_HALVINGS)
+        measured_at = None
+        if (
+            policy is not None
+            and policy.change is None
+            and 0 < trial_value - value <= UNMEASURED_INCREASE
+        ):
+            # An increase this small may be the TLR error's: measure it at the trial (whose
+            # factors are the likelihood's) and, where it is too large for the comparison,
+            # compare again more accurately.
+            measured_at = trial
+            policy.measure(functools.partial(probed.value, trial))
+            if policy.follow(gain):
+                value = probed.value(z)
+                trial, trial_value = _line_search(probed, z, value, step, bounds, MAX_HALVINGS)
         increase = trial_value - value
         accepted = increase > 0
         if accepted:
             logger.info("scoring step: loglik %+.3g (predicted %+.3g)", increase, gain)
-            if policy is not None:
+            if policy is not None and not np.array_equal(trial, measured_at):
                 policy.stepped(gain)
             history.append((trial - z, score))
             z, value = trial, trial_value

@@ -248,6 +248,53 @@ def test_the_gap_bound_covers_the_realized_gap_on_simulated_and_real_data():
     assert len(exceeded) <= 1, exceeded
 
 
+def _counted_fit(X, y, caplog):
+    """A TLR fit with its factorizations counted by accuracy, and its log."""
+    counts = {}
+    factor = tlr_module.TLRLikelihood._factor
+
+    def counted(self, index, block, accuracy, key):
+        at = (key, accuracy or self.accuracy)
+        counts[at] = counts.get(at, 0) + 1
+        return factor(self, index, block, accuracy, key)
+
+    caplog.clear()
+    with (
+        caplog.at_level("INFO", logger="geostat"),
+        mock.patch.object(tlr_module.TLRLikelihood, "_factor", counted),
+    ):
+        model = _fit(X, y)
+    return model, counts, [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.parametrize("unmeasured_increase", [accuracy.UNMEASURED_INCREASE, 1.0])
+def test_the_tlr_error_is_measured_once_and_near_the_estimate(unmeasured_increase, caplog):
+    """Southeast July temperatures: the first step (predicted gain 0.27, increase 0.29)
+    clears an unmeasured comparison; the error is measured before the last step (predicted
+    gain below MEASURE_GAIN) and serves the bound there. Where the first step's increase is
+    below the unmeasured threshold (raised to 1 here), the error is measured at the step's
+    point, whose factors are kept: no point is factored twice at one accuracy. Either way one
+    coarser evaluation in the whole fit, and the estimate within its bound."""
+    X, y = _real_cases()["southeast July tas"]
+    exact = gs.SpatialGP(smoothness=1.5, method="exact").fit(X, y)
+    with mock.patch.object(scoring, "UNMEASURED_INCREASE", unmeasured_increase):
+        model, counts, log = _counted_fit(X, y, caplog)
+    final = model.accuracy_
+    coarser = {at: n for at, n in counts.items() if np.isclose(at[1], 10 * final)}
+    assert sum(coarser.values()) == 1, counts
+    assert max(counts.values()) == 1, counts
+    steps = [i for i, line in enumerate(log) if line.startswith("scoring step")]
+    measured = [i for i, line in enumerate(log) if line.startswith("TLR error model")]
+    assert len(steps) >= 2 and len(measured) == 1
+    if unmeasured_increase < 1.0:
+        assert steps[0] < measured[0] < steps[-1]  # before the last step
+    else:
+        assert measured[0] < steps[0]  # at the first step's point, before it is logged
+    assert any("measured nearby" in line for line in log)
+    gap = exact.loglik_ - exact.log_likelihood(model.params_)
+    assert -1e-6 <= gap <= model.result_.gap_bound
+
+
 @pytest.mark.parametrize(
     ("scoring_gap", "error"), [(0.0043, 0.0087), (0.0, 0.01), (0.01, 0.0), (0.3, 0.4), (2.0, 0.1)]
 )
