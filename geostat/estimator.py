@@ -426,6 +426,12 @@ class SpatialGP(RegressorMixin, BaseEstimator):
             With ``on_failure="raise"``, if the covariance is not numerically positive
             definite during the fit.
         """
+        self._fit(X, y, noise_variance)
+        return self
+
+    def _fit(self, X, y, noise_variance, warm=None):
+        """:meth:`fit`, started at the parameters `warm` of an earlier fit (a warm start,
+        :func:`_warm_start`) where given; returns this fit's parameters in that form."""
         self._check_settings()
         inputs = (X, y, noise_variance)
         backend = get_backend(self.device)
@@ -485,6 +491,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
                 space,
                 n_starts=self.n_starts,
                 random_state=check_random_state(self.random_state),
+                start=None if warm is None else _warm_start(space, warm),
             )
             progress.finish(
                 scale.loglik_from_unit(result.loglik, likelihood.n_eff), result.n_evaluations
@@ -519,20 +526,22 @@ class SpatialGP(RegressorMixin, BaseEstimator):
         self._field = field
         self.time_unit_ = time_unit
         self.transform_ = transform
+        relative = _relative_params(result.params, space.data_variance)
         sites = int(np.sum(~np.isnan(raw).all(axis=1)))
         if get_transform(self.target_transform).n_estimated and sites > BOX_COX_SITES:
-            self._refit_box_cox(inputs, raw, likelihood, result.params)
-        return self
+            self._refit_box_cox(inputs, raw, likelihood, result.params, relative)
+        return relative
 
-    def _refit_box_cox(self, inputs, raw, likelihood, params):
+    def _refit_box_cox(self, inputs, raw, likelihood, params, warm):
         """Bring a Box-Cox ``lambda`` first estimated on a subsample to the maximum
         likelihood of the whole data: ``lambda`` maximizing the profile of the fit's
         `likelihood` over the variance and trend at its correlation parameters `params`
         (the fit's factors: solves only, ``Likelihood.residual_form``), plus the
         Jacobian, then a refit of `inputs` at that ``lambda``;
         until a refined ``lambda`` gains less than :data:`BOX_COX_GAIN`, at most
-        :data:`BOX_COX_REFITS` refits. Each step increases the log-likelihood of the
-        data (coordinate ascent); `n_evaluations_` counts all the fits'."""
+        :data:`BOX_COX_REFITS` refits, each started at the last fit's parameters `warm`
+        (:func:`_relative_params`). Each step increases the log-likelihood of the data
+        (coordinate ascent); `n_evaluations_` counts all the fits'."""
         setting, evaluations = self.target_transform, 0
 
         def profile_loglik(z):  # of g(y) = z, over the variance and trend
@@ -564,7 +573,7 @@ class SpatialGP(RegressorMixin, BaseEstimator):
                     )
                 evaluations += self.n_evaluations_
                 self.target_transform = refined
-                self.fit(*inputs)
+                warm = self._fit(*inputs, warm=warm)
                 likelihood, params = self._solvers.likelihood, self._solvers.kriging.params
         finally:
             self.target_transform = setting
@@ -1357,6 +1366,29 @@ def _perturbation_at(likelihood, params):
 #: A fixed nugget above this multiple of the data variance contradicts the data (whose
 #: variance includes the nugget) beyond any sampling error: a mistake of units.
 LARGEST_FIXED_NUGGET = 1e6
+
+
+def _relative_params(params, data_variance):
+    """Natural `params` with the variance and nugget as shares of the detrended data
+    variance: free of the data's units, so that a fit of transformed data can start there
+    (:func:`_warm_start`)."""
+    return {
+        name: value / data_variance if name in ("variance", "nugget") else value
+        for name, value in params.items()
+    }
+
+
+def _warm_start(space, relative):
+    """The optimizer's vector of `space` at the parameters `relative` to the data variance
+    (:func:`_relative_params`), each value within the space's bounds."""
+    values = dict(relative)
+    for name in ("variance", "nugget"):
+        values[name] = relative[name] * space.data_variance
+    values["ratio"] = relative["nugget"] / relative["variance"]
+    within = {
+        name: float(np.clip(values[name], *space.natural_bounds[name])) for name in space.names
+    }
+    return space.to_z(within)
 
 
 def _check_sites_and_nugget(coords, likelihood, space, data_variance, noise=None):

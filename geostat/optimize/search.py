@@ -209,6 +209,7 @@ def maximize_likelihood(
     random_state=0,
     maxiter=300,
     search="scoring",
+    start=None,
 ):
     """Maximize the likelihood over the free parameters of `space`.
 
@@ -227,6 +228,9 @@ def maximize_likelihood(
     search : {"scoring", "polish"}, default "scoring"
         Local search without gradients (TLR): Fisher scoring or the derivative-free search
         alone (:mod:`~geostat.optimize.polish`).
+    start : ndarray, optional
+        The optimizer's vector to search from: a warm start, without the pilot subsample
+        and, for TLR, without moving the start by an exact fit first.
 
     Returns
     -------
@@ -242,7 +246,14 @@ def maximize_likelihood(
     check_choice(search, "search", SEARCHES)
     with _coarser_copies(likelihood):
         return _maximize(
-            likelihood, space, n_starts, pilot_size, random_state, maxiter, search == "scoring"
+            likelihood,
+            space,
+            n_starts,
+            pilot_size,
+            random_state,
+            maxiter,
+            search == "scoring",
+            start,
         )
 
 
@@ -261,7 +272,7 @@ def _coarser_copies(likelihood):
         likelihood.keep_coarser(None)
 
 
-def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter, scoring):
+def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter, scoring, start):
     """:func:`maximize_likelihood`."""
     start_time = time.perf_counter()
     rng = np.random.default_rng(random_state)
@@ -272,11 +283,20 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter, sc
     best = report = None
     z = np.zeros(0)
     if space.names:
-        start, pilot_evaluations = _starting_point(
-            likelihood, space, full, n_starts, pilot_size, rng
-        )
+        warm = start is not None
+        if not warm:
+            start, pilot_evaluations = _starting_point(
+                likelihood, space, full, n_starts, pilot_size, rng
+            )
         best, refine_evaluations = local_maximize(
-            likelihood, space, full, start, rng, maxiter=maxiter, scoring=scoring
+            likelihood,
+            space,
+            full,
+            np.clip(np.asarray(start, dtype=float), *np.transpose(bounds)),
+            rng,
+            maxiter=maxiter,
+            refine=not warm,
+            scoring=scoring,
         )
         pilot_evaluations += refine_evaluations
         report = best.get("scoring")

@@ -7,6 +7,7 @@ from problems import covariance, uniform_sites
 from scipy import stats
 
 import geostat as gs
+import geostat.optimize.search as search
 from geostat.errors import ModelFileError
 from geostat.transforms import BoxCox, Log
 
@@ -189,8 +190,16 @@ def test_box_cox_lambda_is_refined_on_the_whole_data(monkeypatch, method):
     monkeypatch.setattr(estimator, "BOX_COX_SITES", 100)
     X, y = lognormal_field(300, seed=7)
     settings = dict(kernel="exponential", nugget=False, method=method)
+    starts = []
+    pilot_start = search._starting_point
+    monkeypatch.setattr(
+        search, "_starting_point", lambda *args: starts.append(args) or pilot_start(*args)
+    )
     model = gs.SpatialGP(target_transform="boxcox", **settings).fit(X, y)
     assert model.target_transform == "boxcox"
+    # the refits start at the last fit's estimate (the other starts are the subsample's)
+    assert sum(args[0].n == len(y) for args in starts) == 1
+    monkeypatch.setattr(search, "_starting_point", pilot_start)
     monkeypatch.setattr(estimator, "BOX_COX_REFITS", 0)
     first = gs.SpatialGP(target_transform="boxcox", **settings).fit(X, y)
     best = BoxCox.estimate(y, lambda z: gs.SpatialGP(**settings).fit(X, z).loglik_)
