@@ -457,10 +457,9 @@ class TLRLikelihood(Likelihood):
         :data:`CONTROL_BLOCK` sites, each conditioned on :data:`CONTROL_CONDITIONING`),
         whose precision is the control variate of the probe traces
         (:func:`~geostat.likelihood.stochastic_fisher.probe_traces`); made at first use
-        and kept until :meth:`fitting` ends. None under REML with a trend (the traces are
-        the projection's) and beyond :data:`CONTROL_MAX_SITES` sites."""
+        and kept until :meth:`fitting` ends. None beyond :data:`CONTROL_MAX_SITES` sites."""
         group, n = self.groups[index], self._orders[index].perm.size
-        if (self.reml and self.n_coef) or n > CONTROL_MAX_SITES:
+        if n > CONTROL_MAX_SITES:
             return None
         if index not in self._controls:
             # only the sites, kernel and noise matter: no observations, a constant trend
