@@ -35,12 +35,16 @@ with analytic gradients on the exact likelihood from the better estimate, and ea
 estimate's distance below it is printed (geostat's aim: at most 0.005 below), next to the
 bound on it that ours reports.
 
+With ``--equivalents`` our fit's median time is also given in one-evaluation equivalents:
+over the median of 3 TLR log-likelihoods at the estimate at accuracy 1e-8, each a new
+build and factorization (``benchmarks/fit_tlr.py``'s baseline).
+
 With ``--seeds K`` (and ``--gap``) ours is fitted again with ``random_state`` 1 to K, which
 also seeds the probes of Fisher scoring: the distance below the maximum is a random draw
 of their Monte Carlo error, and its distribution over seeds is what that aim is about.
 
 Run: ``python benchmarks/peers.py [--cases sim16k co2 sim65k co2true8k tas] [--repeats 3]
-[--gap] [--seeds 5]``
+[--gap] [--seeds 5] [--equivalents]``
 
 Output: a Markdown table on standard output, one row per case, each followed by its
 runs, estimates and (``--gap``) distances below the exact maximum; nothing is written to
@@ -55,6 +59,7 @@ import time
 import warnings
 
 import numpy as np
+from fit_tlr import evaluation_time
 
 import geostat as gs
 
@@ -215,6 +220,12 @@ def main(argv=None):
         "print each fit's time, distance below the exact maximum and bound",
     )
     parser.add_argument(
+        "--equivalents",
+        action="store_true",
+        help="also print our fit's time in one-evaluation equivalents (one TLR evaluation "
+        "at the estimate at accuracy 1e-8, median of 3)",
+    )
+    parser.add_argument(
         "--default-neighbors",
         action="store_true",
         help="also time GPBoost with its default number of neighbours",
@@ -248,6 +259,13 @@ def main(argv=None):
                 f"{ours_ll:.3f} | {peer_ll:.3f} | {ours_ll - peer_ll:+.3f} |"
             )
             print(line, flush=True)
+            if args.equivalents and est.method_ == "tlr":
+                one = evaluation_time(est)
+                print(
+                    f"    {name} ours: {ours_time / one:.1f} evaluation equivalents "
+                    f"(one evaluation {one:.2f} s)",
+                    flush=True,
+                )
             if args.default_neighbors:
                 default_time, (default, _) = statistics.median(times[2]), results[2]
                 print(
