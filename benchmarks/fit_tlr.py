@@ -4,18 +4,18 @@ One full maximum-likelihood fit through TLR factors on a simulated field, by Fis
 scoring and by the derivative-free search; the baseline is one TLR log-likelihood
 evaluation. A Matern 1.5 field with a nugget (variance 1, range 0.1, nugget 0.05, mean
 2) is simulated at n uniform sites of the unit square (through a TLR factor at accuracy
-1e-10, independent of the fit's) and fitted with ``SpatialGP(method="tlr")``, smoothness
-held at 1.5, by each local search asked for (``maximize_likelihood``'s ``search``):
-``scoring`` (Fisher scoring with probe traces) and/or ``polish`` (the derivative-free
-search alone). For each it prints the fit time over the time of one TLR log-likelihood
-evaluation at accuracy 1e-8 on the same likelihood object after the fit (median of 3,
-each a new build: the cost of a fit in evaluation equivalents), the full-data evaluations
-(every factorization, the final accuracy check included), the probes and their expected
-Monte Carlo loss, the reported log-likelihood and its estimated error, and the estimates
-with standard errors. With both searches it prints the difference of their optima in
-log-likelihood (both evaluated on the scoring fit's likelihood at a hundredth of the
-finer of the two fits' accuracies). Last, the time to krige ``--predict`` new sites
-through the first fit.
+1e-10, ``--simulation-accuracy``, independent of the fit's) and fitted with
+``SpatialGP(method="tlr")``, smoothness held at 1.5, by each local search asked for
+(``maximize_likelihood``'s ``search``): ``scoring`` (Fisher scoring with probe traces)
+and/or ``polish`` (the derivative-free search alone). For each it prints the fit time over
+the time of one TLR log-likelihood evaluation at accuracy 1e-8 on the same likelihood
+object after the fit (median of 3, ``--baseline-repeats``, each a new build: the cost of
+a fit in evaluation equivalents), the full-data evaluations (every factorization, the
+final accuracy check included), the probes and their expected Monte Carlo loss, the
+reported log-likelihood and its estimated error, and the estimates with standard errors.
+With both searches it prints the difference of their optima in log-likelihood (both
+evaluated on the scoring fit's likelihood at a hundredth of the finer of the two fits'
+accuracies). Last, the time to krige ``--predict`` new sites through the first fit.
 
 ``--data co2`` fits real data instead: ``--n`` cells of the bundled co2 grid drawn at
 random (lon/lat, chordal distance in km), same model; the other cells are the new sites.
@@ -53,13 +53,13 @@ MEAN = 2.0
 EQUIVALENT_ACCURACY = 1e-8
 
 
-def evaluation_time(est):
+def evaluation_time(est, repeats=3):
     """Median time of one TLR log-likelihood at the estimate at :data:`EQUIVALENT_ACCURACY`
-    (a new build and factorization each time)."""
+    over `repeats` (a new build and factorization each time)."""
     likelihood = est._solvers.likelihood
     params = est._solvers.kriging.params
     times = []
-    for _ in range(3):
+    for _ in range(repeats):
         likelihood.release_factors()
         start = time.perf_counter()
         likelihood.log_likelihood(params, accuracy=EQUIVALENT_ACCURACY)
@@ -81,7 +81,7 @@ def fit(X, y, args, how):
             verbose=2 if args.log else None,
         ).fit(X, y)
         elapsed = time.perf_counter() - start
-    one = evaluation_time(est)
+    one = evaluation_time(est, args.baseline_repeats)
     r = est.result_
     print(
         f"[{how}] fit {elapsed:.1f} s = {elapsed / one:.1f} evaluation equivalents "
@@ -118,7 +118,12 @@ def simulated(args, rng):
     """Sites, observations and new sites of the simulated field."""
     X = rng.uniform(size=(args.n, 2))
     y = MEAN + gs.simulate(
-        X, TRUTH, kernel="matern", random_state=args.seed + 1, method="tlr", accuracy=1e-10
+        X,
+        TRUTH,
+        kernel="matern",
+        random_state=args.seed + 1,
+        method="tlr",
+        accuracy=args.simulation_accuracy,
     )
     return X, y, rng.uniform(size=(args.predict, 2))
 
@@ -152,6 +157,18 @@ def main(argv=None):
     )
     parser.add_argument(
         "--log", action="store_true", help="log every likelihood evaluation (verbose=2)"
+    )
+    parser.add_argument(
+        "--simulation-accuracy",
+        type=float,
+        default=1e-10,
+        help="TLR accuracy of the simulated field's factor (coarser: cheaper at large n)",
+    )
+    parser.add_argument(
+        "--baseline-repeats",
+        type=int,
+        default=3,
+        help="evaluations whose median is the one-evaluation baseline",
     )
     args = parser.parse_args(argv)
     if args.log:
