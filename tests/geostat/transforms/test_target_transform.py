@@ -179,6 +179,33 @@ def test_quantiles_on_an_xarray_template(log_model):
     )
 
 
+@pytest.mark.parametrize("nugget", [True, 0.2])
+def test_a_warm_start_keeps_the_parameters_relative_to_the_data_variance(nugget):
+    """A refit of transformed data starts where the last fit's variance and nugget were
+    the same shares of the data variance: with the variance profiled the coordinates are
+    the log range and log ratio, with a fixed nugget the log variance and log range; a
+    value beyond the space's bounds is taken at the bound."""
+    from geostat.estimator import _relative_params, _warm_start
+    from geostat.kernels import get_kernel
+    from geostat.optimize import ParameterSpace
+
+    kernel = get_kernel("exponential")
+    before = ParameterSpace(kernel, nugget=nugget, data_variance=4.0, max_distance=10.0)
+    after = ParameterSpace(kernel, nugget=nugget, data_variance=0.5, max_distance=10.0)
+    params = {"variance": 2.0, "range": 3.0, "nugget": 0.2}
+    z = _warm_start(after, _relative_params(params, before.data_variance))
+    values = after.to_natural(z)
+    assert values["range"] == pytest.approx(3.0, rel=1e-12)
+    if after.profiled:
+        assert after.names == ["range", "ratio"]
+        assert values["ratio"] == pytest.approx(0.1, rel=1e-12)
+    else:
+        assert after.names == ["variance", "range"]
+        assert values["variance"] == pytest.approx(2.0 * 0.5 / 4.0, rel=1e-12)
+    far = _warm_start(after, {**_relative_params(params, 4.0), "range": 1e9})
+    assert after.to_natural(far)["range"] == pytest.approx(after.natural_bounds["range"][1])
+
+
 @pytest.mark.parametrize("method", ["exact", "tlr"])
 def test_box_cox_lambda_is_refined_on_the_whole_data(monkeypatch, method):
     """Beyond BOX_COX_SITES sites the first lambda, from a subsample, is refined on the whole
