@@ -3,6 +3,7 @@ the quantile of the Monte Carlo loss, and the fit's bound on its distance to the
 maximum (MLEResult.gap_bound) against the realized distance, on simulated fields with a
 small nugget and on real data."""
 
+import contextlib
 from unittest import mock
 
 import numpy as np
@@ -167,6 +168,21 @@ def _fit(X, y, **kwargs):
     return gs.SpatialGP(smoothness=1.5, method="tlr", tile_size=256, **kwargs).fit(X, y)
 
 
+@contextlib.contextmanager
+def _factorizations():
+    """The TLR likelihood's factorizations in the block, counted by (parameters, accuracy)."""
+    counts = {}
+    factor = tlr_module.TLRLikelihood._factor
+
+    def counted(self, index, block, accuracy, key):
+        at = (key, accuracy or self.accuracy)
+        counts[at] = counts.get(at, 0) + 1
+        return factor(self, index, block, accuracy, key)
+
+    with mock.patch.object(tlr_module.TLRLikelihood, "_factor", counted):
+        yield counts
+
+
 def test_a_fit_stalled_by_the_tlr_error_now_ends_within_its_bound_by_scoring():
     """The stall of real data with a small nugget, on a small simulated field with a nugget
     of 1e-5 of the variance: scoring starts a step away from the optimum (the refinement
@@ -183,18 +199,11 @@ def test_a_fit_stalled_by_the_tlr_error_now_ends_within_its_bound_by_scoring():
         z, curvature, evaluations = original(likelihood, space, start, rng)
         return z + 0.3, curvature, evaluations
 
-    fits, factored = {}, {}
-    factor = tlr_module.TLRLikelihood._factor
-
-    def counted(self, index, block, accuracy, key):
-        at = (key, accuracy or self.accuracy)
-        factored[at] = factored.get(at, 0) + 1
-        return factor(self, index, block, accuracy, key)
-
+    fits = {}
     with (
         mock.patch.object(search, "_refined_start", away),
         mock.patch.object(tlr_module, "AUTO_START_ACCURACY", 1e-5),
-        mock.patch.object(tlr_module.TLRLikelihood, "_factor", counted),
+        _factorizations() as factored,
     ):
         for setting in ("auto", 1e-5):
             factored.clear()
@@ -249,20 +258,9 @@ def test_the_gap_bound_covers_the_realized_gap_on_simulated_and_real_data():
 
 
 def _counted_fit(X, y, caplog):
-    """A TLR fit with its factorizations counted by accuracy, and its log."""
-    counts = {}
-    factor = tlr_module.TLRLikelihood._factor
-
-    def counted(self, index, block, accuracy, key):
-        at = (key, accuracy or self.accuracy)
-        counts[at] = counts.get(at, 0) + 1
-        return factor(self, index, block, accuracy, key)
-
+    """A TLR fit with its factorizations counted (:func:`_factorizations`), and its log."""
     caplog.clear()
-    with (
-        caplog.at_level("INFO", logger="geostat"),
-        mock.patch.object(tlr_module.TLRLikelihood, "_factor", counted),
-    ):
+    with caplog.at_level("INFO", logger="geostat"), _factorizations() as counts:
         model = _fit(X, y)
     return model, counts, [r.getMessage() for r in caplog.records]
 
