@@ -27,6 +27,7 @@ __all__ = [
     "symm_packed",
     "syrk_lower",
     "trmm_lower_transposed",
+    "trmm_packed",
     "trsm_lower",
     "trsm_packed",
     "unpack_lower",
@@ -328,27 +329,30 @@ def trsm_packed(arf, B, trans=False):
     return B
 
 
-def symm_packed(arf, X):
-    """``S X`` for the symmetric ``S`` whose lower triangle :func:`pack_lower` packed into `arf`,
-    and `X` ``(n,)`` or ``(n, m)``: a new array of `X`'s memory order, read from the packed
-    blocks in place.
-
-    The rectangular full packed array is a column-major ``R`` of ``h`` columns holding
-    ``S11 = S[:h, :h]`` (lower triangle), ``S21 = S[h:, :h]`` and ``S22 = S[h:, h:]`` (upper
-    triangle), as described in :func:`tlrcore.dense.triangles._unpack_blocks`, so
-    ``S X = [S11 X1 + S21^T X2; S21 X1 + S22 X2]`` is two ``dsymm`` and two ``dgemm`` (for a
-    C-ordered `X`, the same on the transposes: ``X^T S``)."""
-    X = np.asarray(X, dtype=np.float64)
-    n = X.shape[0]
+def _packed_blocks(arf, n):
+    """The blocks of the rectangular full packed array `arf` of an ``n x n`` lower triangle
+    ``T``: ``(h, T11, T21, T22)``, column-major views in which ``T[:h, :h]`` is the lower
+    triangle of ``T11``, ``T21 = T[h:, :h]``, and ``T[h:, h:]`` is the transpose of the upper
+    triangle of ``T22`` (the layout of :func:`tlrcore.dense.triangles._unpack_blocks`)."""
     _packed_operand(arf, n)
     if n % 2 == 0:
         h = n // 2
         R = arf.reshape(h, n + 1).T
-        S11, S21, S22 = R[1 : h + 1], R[h + 1 :], R[:h]
-    else:
-        h = (n + 1) // 2
-        R = arf.reshape(h, n).T
-        S11, S21, S22 = R[:h], R[h:], R[: n - h, 1:]
+        return h, R[1 : h + 1], R[h + 1 :], R[:h]
+    h = (n + 1) // 2
+    R = arf.reshape(h, n).T
+    return h, R[:h], R[h:], R[: n - h, 1:]
+
+
+def symm_packed(arf, X):
+    """``S X`` for the symmetric ``S`` whose lower triangle :func:`pack_lower` packed into `arf`,
+    and `X` ``(n,)`` or ``(n, m)``: a new array of `X`'s memory order, read from the packed
+    blocks in place (:func:`_packed_blocks`): ``S X = [S11 X1 + S21^T X2; S21 X1 + S22 X2]``
+    is two ``dsymm`` and two ``dgemm`` (for a C-ordered `X`, the same on the transposes:
+    ``X^T S``)."""
+    X = np.asarray(X, dtype=np.float64)
+    n = X.shape[0]
+    h, S11, S21, S22 = _packed_blocks(arf, n)
     if X.ndim == 2 and X.flags.c_contiguous and not X.flags.f_contiguous:
         W = X.T
         out = np.empty(W.shape, order="F")
@@ -368,6 +372,46 @@ def symm_packed(arf, X):
         _gemm(b"N", b"N", 1.0, S21, X1, 0.0, Y2)
         _symm(b"L", b"U", S22, X2, 1.0, Y2)
     return out.reshape(X.shape)
+
+
+def trmm_packed(arf, X):
+    """``L X`` for the lower-triangular ``L`` that :func:`pack_lower` packed into `arf`, and
+    `X` ``(n,)`` or ``(n, m)``: a new array of `X`'s memory order, read from the packed
+    blocks in place (:func:`_packed_blocks`): ``L X = [L11 X1; L21 X1 + L22 X2]`` is two
+    ``dtrmm`` and one ``dgemm`` (for a C-ordered `X`, the same on the transposes:
+    ``X^T L^T``), half the flops of a product with the unpacked tile."""
+    X = np.asarray(X, dtype=np.float64)
+    n = X.shape[0]
+    h, L11, L21, L22t = _packed_blocks(arf, n)
+    if X.ndim == 2 and X.flags.c_contiguous and not X.flags.f_contiguous:
+        W = X.T
+        out = np.array(W, order="F")
+        W1, Y1, Y2 = W[:, :h], out[:, :h], out[:, h:]
+        _trmm(b"R", b"L", b"T", L11, Y1)
+        if n > h:
+            _trmm(b"R", b"U", b"N", L22t, Y2)
+            _gemm(b"N", b"T", 1.0, W1, L21, 1.0, Y2)
+        return out.T
+    operand = np.asfortranarray(X.reshape(n, -1))
+    out = np.array(operand, order="F")
+    X1, Y1, Y2 = operand[:h], out[:h], out[h:]
+    _trmm(b"L", b"L", b"N", L11, Y1)
+    if n > h:
+        _trmm(b"L", b"U", b"T", L22t, Y2)
+        _gemm(b"N", b"N", 1.0, L21, X1, 1.0, Y2)
+    return out.reshape(X.shape)
+
+
+def _trmm(side, uplo, trans, A, B):
+    """``B <- op(A) B`` (`side` ``b"L"``) or ``B <- B op(A)`` (``b"R"``) in place for the
+    triangular ``A`` held in its `uplo` triangle, non-unit diagonal (BLAS ``dtrmm``)."""
+    a, lda = _fortran(A, "A")
+    b, ldb = _fortran(B, "B", writeable=True)
+    if B.size:
+        _dtrmm(
+            side, uplo, trans, b"N", _int(B.shape[0]), _int(B.shape[1]), _double(1.0), a, lda, b, ldb
+        )
+    return B
 
 
 def _symm(side, uplo, A, B, beta, C):

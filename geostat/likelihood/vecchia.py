@@ -182,7 +182,8 @@ class BlockVecchiaLikelihood:
 
         Each block's terms are local: with its factor ``L_b`` (conditioning sites first,
         so that of ``K_c`` leads it), ``u^T P_b v = (L_b^{-1} u)_{c+1:}^T (L_b^{-1}
-        v)_{c+1:}``. For a likelihood whose observations are complete on every block;
+        v)_{c+1:} = (P_b u)^T v`` with ``P_b u = L_b^{-T} [0; (L_b^{-1} u)_{c+1:}]``, two
+        triangular solves with `left` whatever the number of `rights`. For a likelihood whose observations are complete on every block;
         `left` and each of `rights` have a row per site.
 
         Returns
@@ -381,14 +382,14 @@ class VecchiaBlock:
             logdet += 2.0 * r * float(np.sum(np.log(np.diagonal(L)[m:])))
             forms.add(columns, w[m:], w[m:], r)
             if probes is not None:
+                # u^T P_b v = (L^{-1} u)_{m:}^T (L^{-1} v)_{m:} = (P_b u)^T v, with
+                # P_b u = L^{-T} [0; (L^{-1} u)_{m:}]: two solves for all the forms
                 left, rights, sums = probes
-                k = left.shape[1]
-                solved = solve_triangular(
-                    L, np.hstack([left, *rights.values()]), lower=True, check_finite=False
-                )[m:]
-                for i, name in enumerate(rights, start=1):
-                    part = solved[:, i * k : (i + 1) * k]
-                    sums[name] = sums[name] + np.einsum("ij,ij->j", solved[:, :k], part)
+                applied = solve_triangular(L, left, lower=True, check_finite=False)
+                applied[:m] = 0.0
+                applied = solve_triangular(L, applied, lower=True, trans="T", check_finite=False)
+                for name, right in rights.items():
+                    sums[name] = sums[name] + np.einsum("ij,ij->j", applied, right)
             if dR is None:
                 continue
             alpha = solve_triangular(L, w, lower=True, trans="T", check_finite=False)

@@ -141,7 +141,7 @@ class TLRCholesky(TileFactor):
         y = np.empty_like(z)
         for i in range(self.n_tiles):
             rows = self.tile(i)
-            y[rows] = self.diagonal[i] @ z[rows]
+            y[rows] = self.diagonal.triangular_product(i, z[rows])
             for k in range(i):
                 y[rows] += self.U.product((i, k), self.V, z[self.tile(k)])
         return y

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from tlrcore._lapack import pack_lower, symm_packed, trsm_packed, unpack_lower
+from tlrcore._lapack import pack_lower, symm_packed, trmm_packed, trsm_packed, unpack_lower
 
 __all__ = ["MIRROR_BLOCK", "GeneratedTiles", "Triangles", "symmetric_squared_norm"]
 
@@ -142,6 +142,11 @@ class Triangles(Sequence):
         """``S_k X`` for the symmetric tile ``S_k`` and `X` ``(b,)`` or ``(b, m)``: a new array,
         read from the packed triangle in place (:func:`~tlrcore._lapack.symm_packed`)."""
         return symm_packed(self._stored(k), X)
+
+    def triangular_product(self, k: int, X: np.ndarray) -> np.ndarray:
+        """``T_k X`` for the lower-triangular tile ``T_k`` and `X` ``(b,)`` or ``(b, m)``: a new
+        array, read from the packed triangle in place (:func:`~tlrcore._lapack.trmm_packed`)."""
+        return trmm_packed(self._stored(k), X)
 
     def squared_norm(self, k: int) -> float:
         """``||T_k||_F^2`` of the tile (the symmetric tile's, counting both triangles)."""

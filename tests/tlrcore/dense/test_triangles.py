@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from tlrcore._lapack import pack_lower, symm_packed, trsm_packed, unpack_lower
+from tlrcore._lapack import pack_lower, symm_packed, trmm_packed, trsm_packed, unpack_lower
 from tlrcore.dense.triangles import MIRROR_BLOCK, Triangles
 
 #: Odd and even orders (the RFP layout differs), one above MIRROR_BLOCK and not a multiple.
@@ -70,6 +70,28 @@ def test_packed_symmetric_product_agrees_with_numpy(n, shape, order):
     np.testing.assert_array_equal(X, before)
 
 
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize(
+    "shape, order",
+    [((), "C"), ((3,), "C"), ((3,), "F"), ((1,), "C"), ((0,), "C")],
+    ids=["vec", "C", "F", "1", "0"],
+)
+def test_packed_triangular_product_agrees_with_numpy(n, shape, order):
+    """Two dtrmm and one dgemm on the packed blocks against the whole triangle's product: the
+    same sums in another order, within ``n u`` times the products of absolute values; the
+    result keeps `X`'s memory order and `X` is not changed."""
+    L = triangular(n)
+    X = np.asarray(np.random.default_rng(4).standard_normal((n, *shape)), order=order)
+    before = X.copy()
+    Y = trmm_packed(pack_lower(np.asfortranarray(L)), X)
+    assert Y.shape == X.shape
+    if X.ndim == 2 and X.shape[1] > 1:
+        assert Y.flags.c_contiguous == X.flags.c_contiguous
+    bound = 2 * n * np.finfo(float).eps * (np.abs(L) @ np.abs(X))
+    assert np.all(np.abs(Y - L @ X) <= bound)
+    np.testing.assert_array_equal(X, before)
+
+
 def test_packed_solve_of_a_fortran_block_writes_only_the_block():
     n = 40
     L = triangular(n)
@@ -90,8 +112,9 @@ def test_packed_solve_of_a_fortran_block_writes_only_the_block():
         (lambda: unpack_lower(np.ones(5), np.empty((3, 3), order="F")), "6 float64"),
         (lambda: trsm_packed(np.ones(6), np.ones(4)), "10 float64"),
         (lambda: symm_packed(np.ones(6), np.ones(4)), "10 float64"),
+        (lambda: trmm_packed(np.ones(6), np.ones(4)), "10 float64"),
     ],
-    ids=["not-square", "float32", "unpack-size", "solve-size", "product-size"],
+    ids=["not-square", "float32", "unpack-size", "solve-size", "product-size", "triangular-size"],
 )
 def test_bad_packed_operands_are_rejected(call, match):
     with pytest.raises(ValueError, match=match):
@@ -122,7 +145,7 @@ def test_symmetric_tiles_unpack_whole_products_norms_and_diagonals():
     assert T.nbytes == sum(8 * (n * (n + 1) // 2 + n) for n in SIZES)
 
 
-def test_triangular_tiles_unpack_with_zeros_above_and_solve():
+def test_triangular_tiles_unpack_with_zeros_above_solve_and_multiply():
     tiles = [triangular(n, seed=n) for n in SIZES]
     T = Triangles(tiles)
     for k, L in enumerate(tiles):
@@ -131,6 +154,7 @@ def test_triangular_tiles_unpack_with_zeros_above_and_solve():
         x = b.copy()
         T.solve(k, x)
         np.testing.assert_allclose(L @ x, b, rtol=0, atol=1e-12 * L.shape[0])
+        np.testing.assert_allclose(T.triangular_product(k, x), b, rtol=0, atol=1e-12 * L.shape[0])
         assert T.squared_norm(k) == pytest.approx(np.sum(L * L), rel=1e-13)
 
 
