@@ -408,9 +408,8 @@ def _trmm(side, uplo, trans, A, B):
     a, lda = _fortran(A, "A")
     b, ldb = _fortran(B, "B", writeable=True)
     if B.size:
-        _dtrmm(
-            side, uplo, trans, b"N", _int(B.shape[0]), _int(B.shape[1]), _double(1.0), a, lda, b, ldb
-        )
+        m, n = _int(B.shape[0]), _int(B.shape[1])
+        _dtrmm(side, uplo, trans, b"N", m, n, _double(1.0), a, lda, b, ldb)
     return B
 
 

@@ -183,8 +183,9 @@ class BlockVecchiaLikelihood:
         Each block's terms are local: with its factor ``L_b`` (conditioning sites first,
         so that of ``K_c`` leads it), ``u^T P_b v = (L_b^{-1} u)_{c+1:}^T (L_b^{-1}
         v)_{c+1:} = (P_b u)^T v`` with ``P_b u = L_b^{-T} [0; (L_b^{-1} u)_{c+1:}]``, two
-        triangular solves with `left` whatever the number of `rights`. For a likelihood whose observations are complete on every block;
-        `left` and each of `rights` have a row per site.
+        triangular solves with `left` whatever the number of `rights`. For a likelihood
+        whose observations are complete on every block; `left` and each of `rights` have a
+        row per site.
 
         Returns
         -------
