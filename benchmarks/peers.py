@@ -25,7 +25,8 @@ mean 2, uniform sites of the unit square), ``co2`` (8,192 cells of the bundled c
 drawn at random, on the sphere as 3-D coordinates in km, so chordal distance for both),
 and real fields with small nuggets: ``co2true8k`` and ``co2true16k`` (8,192 and 16,384
 cells of the smooth co2 field ``co2_true``, Matern 2.5: its fitted nugget is about 1e-3 of
-the variance at 2,000 cells, and zero with Matern 1.5) and ``tas`` (the 2,080 land cells
+the variance at 2,000 cells; ``co2true8k-matern15``, the same 8,192 cells with Matern 1.5,
+whose nugget is zero: the ill-conditioned case) and ``tas`` (the 2,080 land cells
 of the south-east US grid, January to March 1999 side by side as 6,240 sites: the months
 1,000 km apart in a third coordinate, so each month is its own field with shared
 parameters; nugget about 1e-2 of the variance).
@@ -112,6 +113,7 @@ CASES = {
     "co2": co2_cells,
     "co2true8k": lambda: co2_cells(8192, column="co2_true"),
     "co2true16k": lambda: co2_cells(16384, column="co2_true"),
+    "co2true8k-matern15": lambda: co2_cells(8192, column="co2_true"),
     "tas": southeast_months,
 }
 

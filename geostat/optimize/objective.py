@@ -32,6 +32,7 @@ class Objective:
         free = space.to_natural(np.asarray(z, dtype=float))
         theta, eta, noise_ratio = space.point(free)
         self.n_evaluations += 1
+        factorizations = getattr(self.likelihood, "n_factorizations", None)
         try:
             if space.profiled:
                 terms = self.likelihood.terms(theta, eta, gradient, **other)
@@ -53,7 +54,10 @@ class Objective:
             if self.likelihood.on_failure == "raise":
                 raise
             value = np.nan
-        current_progress().evaluation(self.stage, value, self.likelihood.n_eff, free)
+        # A TLR value read again from kept factors is no new evaluation: the fit counts
+        # factorizations (MLEResult.n_evaluations).
+        counted = factorizations is None or self.likelihood.n_factorizations > factorizations
+        current_progress().evaluation(self.stage, value, self.likelihood.n_eff, free, counted)
         if not np.isfinite(value):
             # A covariance that is not positive definite is a handled event: the line
             # search sees a value worse than any seen so far and steps back.

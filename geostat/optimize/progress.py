@@ -5,9 +5,12 @@
 without knowing whether anything is shown: each evaluation with its stage
 (:class:`~geostat.optimize.objective.Objective`), the stages ``"standard errors"`` and
 ``"accuracy check"``, and the probes of the stochastic Fisher information. Evaluations are
-counted as the fit reports them, full-data ones (``n_evaluations_``, set by
-:meth:`Progress.finish`) apart from those of :data:`SUBSAMPLE_STAGES`
-(``result_.n_pilot_evaluations``). :class:`ProgressBar` shows them as a tqdm counter on
+counted as the fit reports them, full-data ones (``n_evaluations_``) apart from those of
+:data:`SUBSAMPLE_STAGES` (``result_.n_pilot_evaluations``): a TLR fit counts its
+factorizations, so a value read again from kept factors is logged uncounted, and those
+made outside any search (a zero nugget tried, the standard errors' and the accuracy
+check's) enter at the next stage (:meth:`Progress.recount`) and at the end
+(:meth:`Progress.finish`). :class:`ProgressBar` shows them as a tqdm counter on
 standard error (a count: the number of evaluations is not known in advance)::
 
     geostat fit (done): 21 full-data evaluations + 77 on subsamples [00:07, loglik 226.1159]
@@ -143,18 +146,21 @@ class Progress:
             else ""
         )
 
-    def evaluation(self, stage, loglik, n_eff, free=None):
+    def evaluation(self, stage, loglik, n_eff, free=None, counted=True):
         """Count one likelihood evaluation of stage `stage` (its kind by :data:`SUBSAMPLE_STAGES`):
         `loglik` in fitting units (NaN for a failed evaluation) of a likelihood of `n_eff`
-        observations, at the free parameters `free` (for the log record)."""
+        observations, at the free parameters `free` (for the log record). Not `counted`: a
+        value read again from kept TLR factors, logged but no evaluation of the count."""
         self.stage(stage)
-        if stage in SUBSAMPLE_STAGES:
+        subsample = stage in SUBSAMPLE_STAGES
+        if counted and subsample:
             self.n_subsample_evaluations += 1
-            number = self.n_subsample_evaluations
-        else:
+        elif counted:
             self.n_evaluations += 1
-            number = self.n_evaluations
+        number = self.n_subsample_evaluations if subsample else self.n_evaluations
         value = float(loglik) - n_eff * self.log_scale
+        # (a failed TLR evaluation made no factor: uncounted, as the fit counts it)
+        label = stage if counted or not math.isfinite(value) else f"{stage}, factors kept"
         if math.isfinite(value):
             self.current = value
             if math.isnan(self.best) or value > self.best:
@@ -167,7 +173,7 @@ class Progress:
                 self.level,
                 "evaluation %d (%s): %s -> loglik %s",
                 number,
-                stage,
+                label,
                 self._format_free(free),
                 f"{value:.10g}" if math.isfinite(value) else "failed (not positive definite)",
             )
@@ -186,12 +192,17 @@ class Progress:
         elapsed = time.perf_counter() - self.stage_start
         return elapsed / self.probes_done * (self.probes_total - self.probes_done)
 
+    def recount(self, n_evaluations):
+        """Take `n_evaluations` as the full-data evaluations so far, as the fit counts them
+        (a TLR fit: its factorizations, some of them outside any search)."""
+        self.n_evaluations = int(n_evaluations)
+
     def finish(self, loglik, n_evaluations=None):
         """The fit is done with maximized log-likelihood `loglik` (units of ``y``) after
         `n_evaluations` full-data evaluations as the fit counts them (the display's own
         count when None)."""
         if n_evaluations is not None:
-            self.n_evaluations = int(n_evaluations)
+            self.recount(n_evaluations)
         self.stage_name = "done"
         self.current = self.best = float(loglik)
         self.probes_done = self.probes_total = 0

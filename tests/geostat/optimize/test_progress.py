@@ -314,3 +314,44 @@ def test_cli_display_and_summary_give_one_count(csv, capsys):
     shown = next(line for line in reversed(final) if "(done): " in line)
     count = int(shown.split("(done): ")[1].split()[0])
     assert f"   full-data evaluations {count}\n" in captured.out  # 200 sites: no pilot subsample
+
+
+def test_a_value_read_again_from_kept_factors_is_logged_but_not_counted(caplog):
+    caplog.set_level(logging.DEBUG, logger="geostat")
+    progress = Progress()
+    progress.evaluation("full data", -1.0, 1)
+    progress.evaluation("full data", -1.0, 1, counted=False)
+    progress.evaluation("pilot subsample", -1.0, 1, counted=False)
+    assert progress.n_evaluations == 1 and progress.n_subsample_evaluations == 0
+    numbered = [
+        r.getMessage().split(":")[0]
+        for r in caplog.records
+        if r.getMessage().startswith("evaluation ")
+    ]
+    assert numbered == [
+        "evaluation 1 (full data)",
+        "evaluation 1 (full data, factors kept)",
+        "evaluation 0 (pilot subsample, factors kept)",
+    ]
+    progress.recount(4)
+    assert progress.counts() == "4 full-data evaluations"
+
+
+def test_a_tlr_fit_counts_its_factorizations_in_every_stage(data, caplog, capsys):
+    """The numbered full-data evaluations, the counts of the stage records and the
+    display's last count are the fit's factorizations (``n_evaluations_``): values read
+    again from kept factors are logged apart, uncounted."""
+    caplog.set_level(logging.DEBUG, logger="geostat")
+    est = _fit(data, **{**TLR, "accuracy": "auto"}, verbose=1)
+    n = est.n_evaluations_
+    messages = [r.getMessage() for r in caplog.records]
+    full = [m for m in messages if m.startswith("evaluation ") and "(full data" in m]
+    kept = [m for m in full if "factors kept" in m]
+    numbers = [int(m.split()[1]) for m in full if m not in kept]
+    assert kept, "expected a value read again from kept factors in this fit"
+    assert numbers == list(range(1, len(numbers) + 1)) and numbers[-1] <= n
+    stages = [m for m in messages if ": stage " in m and "full-data evaluations" in m]
+    counts = [int(m.split(", after ")[1].split()[0]) for m in stages]
+    assert counts == sorted(counts) and counts[-1] <= n
+    final = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert final.startswith(f"geostat fit (done): {n} full-data evaluations"), final
