@@ -50,6 +50,7 @@ import scipy.linalg
 from geostat.likelihood.gls import centered_design
 from geostat.likelihood.terms import resolve_noise_ratio
 from geostat.optimize.progress import current_progress
+from geostat.optimize.scoring import INFORMATION_MAX_PROBES
 
 __all__ = ["ProbeTraces", "probe_traces", "stochastic_fisher_information"]
 
@@ -62,7 +63,14 @@ CONTROL_MIN_REDUCTION = 3.0
 
 
 def stochastic_fisher_information(
-    likelihood, factors, params, names, random_state=0, rtol=0.02, block_size=16, max_probes=256
+    likelihood,
+    factors,
+    params,
+    names,
+    random_state=0,
+    rtol=0.02,
+    block_size=16,
+    max_probes=INFORMATION_MAX_PROBES,
 ):
     """Expected Fisher information of covariance parameters through TLR factors.
 

@@ -129,14 +129,15 @@ def vecchia_objective(likelihood, space, rng):
     return Objective(BlockVecchiaLikelihood(likelihood, rng=rng), space, stage="block Vecchia")
 
 
-def refine_start(objective, start, bounds):
+def refine_start(objective, start, bounds, callback=None):
     """The L-BFGS-B optimum of an exact objective (a subsample, the block Vecchia likelihood)
     from `start` within `bounds`, to about :data:`REFINE_TOLERANCE` in log-likelihood, and
-    the objective's gradient there."""
+    the objective's gradient there (a `callback` raising ``StopIteration`` ends the run at
+    its iterate)."""
     bounds = np.asarray(bounds, dtype=float)
     # L-BFGS-B's ftol is relative to max(|f|, 1) for f the log-likelihood per observation.
     options = {**_REFINE, "ftol": REFINE_TOLERANCE / objective.likelihood.n_obs}
-    result = run_lbfgsb(objective, start, bounds, options)
+    result = run_lbfgsb(objective, start, bounds, options, callback=callback)
     return np.clip(result.x, bounds[:, 0], bounds[:, 1]), result.jac
 
 

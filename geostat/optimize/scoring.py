@@ -6,7 +6,8 @@ averaged over fixed Rademacher probes [2]_ (the first with a control variate,
 :mod:`~geostat.likelihood.stochastic_fisher`). The step ``s = B^{-1} g`` of predicted gain
 ``1/2 g^T B^{-1} g`` has ``B = I`` [1]_ or the start's observed information, corrected
 along the steps to the curvature their scores measured [4]_; at most :data:`MAX_STEP` in
-each coordinate, projected on the box [3]_ and halved until it increases the likelihood.
+each coordinate, projected on the box [3]_ (down the nugget plateau to a zero nugget,
+:func:`_down_the_plateau`) and halved until it increases the likelihood.
 
 With fixed probes the iteration converges to the zero of the estimated score, at an
 expected loss ``1/2 tr(B^{-1} Cov(d))`` for the score's Monte Carlo error ``d``; probes
@@ -51,6 +52,7 @@ from scipy.stats import chi2
 
 from geostat.optimize.accuracy import MEASURE_GAIN, UNMEASURED_INCREASE, AccuracyPolicy
 from geostat.optimize.polish import polish_without_gradient
+from geostat.optimize.space import PLATEAU_RATIO
 
 __all__ = [
     "ScoreEstimate",
@@ -97,6 +99,9 @@ MAX_PROBES = 1024
 #: Monte Carlo error of the information's diagonal is above this: that of the standard
 #: errors (``geostat.optimize.search.FISHER_RTOL``), so that the report serves them.
 INFORMATION_RTOL = 0.02
+#: Most probes of the information's own estimate, the standard errors' where scoring's does
+#: not serve them (:func:`~geostat.likelihood.stochastic_fisher.stochastic_fisher_information`).
+INFORMATION_MAX_PROBES = 256
 #: Iterations before handing over to the derivative-free search.
 MAX_ITERATIONS = 8
 #: Halvings of a step that does not increase the likelihood.
@@ -130,6 +135,8 @@ class ScoringReport:
     information, information_error : ndarray of shape (k, k), float
         Expected Fisher information over the estimated natural parameters at `z`, and the
         largest relative Monte Carlo standard error of its diagonal.
+    n_information_probes : int
+        Probes per replicate group the information rests on.
     n_probes : int
         Probes per replicate group the score at `z` rests on (its anchor's, where it
         took the anchor's traces).
@@ -161,6 +168,7 @@ class ScoringReport:
     x: np.ndarray | None = None
     gain_left: float = float("nan")
     tlr_change: float | None = None
+    n_information_probes: int = 0
 
     @property
     def gap_bound(self):
@@ -217,6 +225,8 @@ class ScoreEstimate:
         Share of the Monte Carlo loss owed to the anchor's probes (0 for a plain average):
         probes at the point itself lower the loss by at most ``1 - anchor_share`` until
         they are as many as the anchor's.
+    own_probes : int
+        Probes at the point itself that the score rests on.
     """
 
     score: np.ndarray
@@ -224,6 +234,7 @@ class ScoreEstimate:
     covariance: np.ndarray
     n_probes: int
     anchor_share: float = 0.0
+    own_probes: int = 0
 
 
 def score_and_information(space, z, terms, traces, anchor=None):
@@ -251,7 +262,12 @@ def score_and_information(space, z, terms, traces, anchor=None):
             share = 0.0 if anchored is None else monte_carlo_loss(info, A.T @ anchored @ A) / loss
             best_loss = loss
             best = ScoreEstimate(
-                (traces.quad / variance - mean) @ A, info, covariance, n_probes, share
+                (traces.quad / variance - mean) @ A,
+                info,
+                covariance,
+                n_probes,
+                share,
+                traces.n_probes,
             )
     return best
 
@@ -357,7 +373,10 @@ class _Probed:
         of it for an average that will anchor the next point), up to
         :data:`MAX_PROBES` or, from an anchor at :data:`MAX_PROBES`, until the anchor owes
         :data:`ANCHOR_SHARE` of the loss; their products only while the information errs
-        by more than :data:`INFORMATION_RTOL`."""
+        by more than :data:`INFORMATION_RTOL`, and where scoring settles (:func:`_settled`)
+        products are added until it does not or as many as the standard errors' own
+        estimate would take (:data:`INFORMATION_MAX_PROBES`; the score keeps the probes it
+        settled with)."""
         values, theta, eta, noise_ratio = _point(self.space, z)
         terms, blocks = self.likelihood.probe_traces(
             theta, eta, self.random_state, noise_ratio=noise_ratio, control=self.control
@@ -390,6 +409,15 @@ class _Probed:
             traces = blocks.send(
                 natural_information(self.space, params, traces)[1] > INFORMATION_RTOL
             )
+        if _settled(gain, loss):
+            # Scoring stops here, where the information serves the standard errors: its
+            # products are drawn on until it is as precise as they need. The score keeps
+            # the probes it settled with.
+            while (
+                traces.n_information_probes < INFORMATION_MAX_PROBES
+                and natural_information(self.space, params, traces)[1] > INFORMATION_RTOL
+            ):
+                traces = blocks.send(True)
         if not anchored:
             self.anchor = traces
         return estimate, curvature, step, loss, gain, terms, traces
@@ -455,7 +483,7 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0, cur
             value,
             gain,
             estimate.n_probes,
-            traces.n_probes,
+            estimate.own_probes,
             traces.n_information_probes,
             loss,
         )
@@ -604,6 +632,7 @@ def _line_search(probed, z, value, step, bounds, halvings, first=None):
     longest = float(np.max(np.abs(step), initial=0.0))
     if longest > MAX_STEP:
         step = step * (MAX_STEP / longest)
+    step = _down_the_plateau(probed.space, z, step, bounds)
     for _ in range(halvings + 1):
         trial = np.clip(z + step, bounds[:, 0], bounds[:, 1])
         trial_value = probed.value(trial) if first is None else first
@@ -612,6 +641,22 @@ def _line_search(probed, z, value, step, bounds, halvings, first=None):
             break
         step = 0.5 * step
     return trial, trial_value
+
+
+def _down_the_plateau(space, z, step, bounds):
+    """`step`, or where it lowers a nugget-to-variance ratio already below
+    ``PLATEAU_RATIO`` in a space whose ratio floor is a zero nugget
+    (:meth:`~geostat.optimize.ParameterSpace.with_zero_floor`), the same step with the ratio
+    taken to its floor: the log-likelihood is about linear in a ratio that small, so it
+    rises all the way to zero where it rises at all, and steps of :data:`MAX_STEP` in the
+    log ratio would creep there one evaluation per factor e."""
+    if not space.zero_floor:
+        return step
+    r = space.names.index("ratio")
+    if step[r] < 0 and z[r] <= np.log(PLATEAU_RATIO):
+        step = step.copy()
+        step[r] = bounds[r, 0] - z[r]
+    return step
 
 
 def _curvature(info, score, history, prior=None):
@@ -739,7 +784,14 @@ def _report(space, z, terms, traces, estimate, curvature, loss, free):
         else 0.0
     )
     return ScoringReport(
-        np.array(z), info, error, estimate.n_probes, loss, params, loss_quantile=quantile
+        np.array(z),
+        info,
+        error,
+        estimate.n_probes,
+        loss,
+        params,
+        loss_quantile=quantile,
+        n_information_probes=traces.n_information_probes,
     )
 
 

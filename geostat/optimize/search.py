@@ -6,8 +6,10 @@ maximizes from the best pilot optimum on the full data (:func:`local_maximize`):
 L-BFGS-B for an exact likelihood, for TLR by an exact fit of the block Vecchia likelihood
 (of all the data up to :data:`~geostat.optimize.polish.REFINE_SIZE` sites) followed by
 Fisher scoring (:mod:`~geostat.optimize.scoring`) or a derivative-free search
-(:mod:`~geostat.optimize.polish`). A small nugget that zero beats is set to zero
-(:func:`natural_estimate`), other estimates on a bound are reported with a warning,
+(:mod:`~geostat.optimize.polish`). Scoring searches a space whose ratio floor is a zero
+nugget (:meth:`~geostat.optimize.ParameterSpace.with_zero_floor`); elsewhere a small nugget
+that zero beats is set to zero (:func:`natural_estimate`). Other estimates on a bound are
+reported with a warning,
 standard errors come from the expected Fisher information (:func:`standard_errors`) and a
 TLR log-likelihood is reported to within :data:`LOGLIK_TOLERANCE` (:func:`reported_loglik`).
 
@@ -44,7 +46,8 @@ from geostat.optimize.polish import (
 )
 from geostat.optimize.progress import current_progress
 from geostat.optimize.scaling import VARIANCE_LIKE
-from geostat.optimize.scoring import fisher_scoring
+from geostat.optimize.scoring import INFORMATION_MAX_PROBES, fisher_scoring
+from geostat.optimize.space import PLATEAU_RATIO
 
 __all__ = [
     "MLEResult",
@@ -58,10 +61,12 @@ logger = logging.getLogger(__name__)
 
 #: A nugget below this fraction of the variance is compared with zero (:func:`natural_estimate`).
 ZERO_NUGGET_TRIAL = 1e-3
-#: A nugget-to-variance ratio below this at the start of the refinement is on the plateau of
-#: :func:`_off_the_nugget_plateau`, which also tries the ratios :data:`PLATEAU_TRIALS`.
-PLATEAU_RATIO = 1e-5
+#: A start of the refinement below ``PLATEAU_RATIO`` (:mod:`~geostat.optimize.space`) is
+#: on the plateau of :func:`_off_the_nugget_plateau`, which also tries these ratios.
 PLATEAU_TRIALS = (1e-7, 1e-6, 1e-5, 1e-4, 1e-3)
+#: A refinement whose ratio fell below ``PLATEAU_RATIO`` by at least this in its logarithm
+#: at each of its last this many iterations is creeping down the plateau (:class:`_Creeping`).
+CREEP_STEP, CREEP_ITERATIONS = 0.3, 2
 #: A nugget below this fraction of the variance is at the numerical resolution of a
 #: smooth covariance: it is reported in ``at_bounds`` even when zero itself scores lower.
 NUMERICAL_ZERO = 1e-8
@@ -277,7 +282,10 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter, sc
     start_time = time.perf_counter()
     rng = np.random.default_rng(random_state)
     bounds = space.z_bounds()
-    full = Objective(likelihood, space)
+    # Fisher scoring (TLR) meets a zero nugget at the ratio's floor, where its last factor
+    # then serves the estimate (ParameterSpace.with_zero_floor).
+    search_space = space.with_zero_floor() if scoring and not likelihood.has_gradient else space
+    full = Objective(likelihood, search_space)
     factorizations = getattr(likelihood, "n_factorizations", 0)
     pilot_evaluations = 0
     best = report = None
@@ -306,10 +314,15 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter, sc
         for name, value, (low, high) in zip(space.names, z, bounds, strict=True)
         if value <= low + 1e-6 * max(1.0, abs(low)) or value >= high - 1e-6 * max(1.0, abs(high))
     ]
-    # Scoring's projected steps end a nugget whose maximum is zero on its bound; one inside
-    # the box is its optimum, and zero is not tried (an evaluation saved).
-    scored_inside = report is not None and report.x is not None and "nugget" not in at_bounds
-    params, loglik = natural_estimate(likelihood, space, z, zero_trial=not scored_inside)
+    # Scoring's projected steps end a nugget whose maximum is zero on its floor, which its
+    # space scores as zero; one inside the box is its optimum, and zero is not tried (an
+    # evaluation saved).
+    scored_inside = (
+        report is not None
+        and report.x is not None
+        and (search_space.zero_floor or "nugget" not in at_bounds)
+    )
+    params, loglik = natural_estimate(likelihood, search_space, z, zero_trial=not scored_inside)
     tiny_nugget = params["nugget"] <= NUMERICAL_ZERO * params["variance"]
     if space.nugget_value is None and tiny_nugget and "nugget" not in at_bounds:
         at_bounds.append("nugget")
@@ -346,7 +359,12 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter, sc
     if report is not None and report.x is not None and np.array_equal(report.z, z):
         # Not when the nugget was set to zero: the information is then another one's.
         same_nugget = (params["nugget"] == 0) == (report.params["nugget"] == 0)
-        if same_nugget and report.information_error <= FISHER_RTOL:
+        # as precise as their own estimate would be: within FISHER_RTOL, or on as many probes
+        precise = (
+            report.information_error <= FISHER_RTOL
+            or report.n_information_probes >= INFORMATION_MAX_PROBES
+        )
+        if same_nugget and precise:
             information = (report.information, report.information_error)
     stderr, covariance, fisher_error = standard_errors(
         likelihood, params, space.estimated, information
@@ -551,7 +569,7 @@ def local_maximize(
         start, curvature, subsample = _refined_start(likelihood, space, start, rng)
     result, fallback, report = fisher_scoring(
         likelihood,
-        space,
+        objective.space,
         objective,
         start,
         rng,
@@ -572,9 +590,18 @@ def _refined_start(likelihood, space, start, rng):
     small = likelihood.n <= REFINE_SIZE
     objective = (subsample_objective if small else vecchia_objective)(likelihood, space, rng)
     bounds = space.z_bounds()
+    creeping = _Creeping(space)
     start, gradient = refine_start(
-        objective, _off_the_nugget_plateau(objective, space, start), bounds
+        objective, _off_the_nugget_plateau(objective, space, start), bounds, callback=creeping
     )
+    if creeping.stopped:
+        # down the plateau at once: the log-likelihood is about linear in the ratio there,
+        # so where it rises towards zero it is highest at the floor
+        floor = start.copy()
+        floor[creeping.index] = bounds[creeping.index][0]
+        if objective.evaluate(floor, gradient=False) < creeping.value:
+            start = floor
+        start, gradient = refine_start(objective, start, bounds)
     # Real fields are not exactly of the model's family: where the observed information
     # departs from the expected one, it is the curvature that predicts scoring's steps.
     # That of a subset of the blocks is another data set's (at 65,536 simulated sites it
@@ -583,6 +610,32 @@ def _refined_start(likelihood, space, start, rng):
         return start, None, objective.n_evaluations
     curvature = observed_curvature(objective, start, np.asarray(bounds, dtype=float), gradient)
     return start, curvature, objective.n_evaluations
+
+
+class _Creeping:
+    """An L-BFGS-B callback that stops a run creeping down the nugget plateau: its
+    nugget-to-variance ratio below ``PLATEAU_RATIO`` and lowered by at least
+    :data:`CREEP_STEP` (in its logarithm) at each of the last :data:`CREEP_ITERATIONS`
+    iterations. ``stopped``, ``value`` (the objective at the stop) and ``index`` (the ratio's
+    coordinate) tell the caller."""
+
+    def __init__(self, space):
+        self.index = space.names.index("ratio") if "ratio" in space.names else None
+        self.ratios = []
+        self.stopped, self.value = False, np.inf
+
+    def __call__(self, intermediate_result):
+        if self.index is None:
+            return
+        self.ratios.append(float(intermediate_result.x[self.index]))
+        recent = self.ratios[-CREEP_ITERATIONS - 1 :]
+        if (
+            len(recent) == CREEP_ITERATIONS + 1
+            and recent[-1] <= np.log(PLATEAU_RATIO)
+            and all(b <= a - CREEP_STEP for a, b in zip(recent, recent[1:], strict=False))
+        ):
+            self.stopped, self.value = True, float(intermediate_result.fun)
+            raise StopIteration
 
 
 def _off_the_nugget_plateau(objective, space, start):

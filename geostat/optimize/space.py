@@ -10,14 +10,17 @@ a non-zero nugget is fixed or bounded or the data have known noise ``V`` (then
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-__all__ = ["RATIO_FLOOR", "ParameterSpace"]
+__all__ = ["PLATEAU_RATIO", "RATIO_FLOOR", "ParameterSpace"]
 
 #: Smallest nugget-to-variance ratio the optimizer tries (its lower bound).
 RATIO_FLOOR = 1e-9
+#: Below this nugget-to-variance ratio the log-likelihood is about linear in the ratio, so
+#: flat in its logarithm (the optimizer's coordinate): a plateau on which searches creep.
+PLATEAU_RATIO = 1e-5
 
 
 @dataclass
@@ -40,6 +43,9 @@ class ParameterSpace:
         parameter (a time range's time span), scaling its default bounds.
     known_noise : bool, default False
         Known noise variances on the diagonal: the variance is a coordinate, never profiled.
+    zero_floor : bool, default False
+        A profiled space's nugget-to-variance ratio on its lower bound :data:`RATIO_FLOOR`
+        means a zero nugget (:meth:`with_zero_floor`).
 
     Raises
     ------
@@ -59,6 +65,7 @@ class ParameterSpace:
     data_variance: float = 1.0
     spans: dict = field(default_factory=dict)
     known_noise: bool = False
+    zero_floor: bool = False
 
     def __post_init__(self):
         for name in self.fixed:
@@ -172,13 +179,32 @@ class ParameterSpace:
         theta.update({k: free[k] for k in self.kernel.free_shape})
         return dict(self.kernel.wrap(theta))
 
+    def with_zero_floor(self):
+        """This space where the ratio's lower bound stands for a zero nugget (a profiled
+        space whose nugget is estimated; itself otherwise).
+
+        Fisher scoring of a TLR likelihood searches in it: a nugget whose maximum is zero
+        is then scored at zero, where the standard errors and the accuracy check take the
+        search's last factor, instead of at the floor and tried at zero after the search
+        (another factorization, and the information at another point).
+        """
+        return replace(self, zero_floor=True) if "ratio" in self.names else self
+
+    def _ratio(self, free):
+        """The nugget-to-variance ratio of a profiled space at the free values `free`."""
+        ratio = free.get("ratio", 0.0)
+        if self.zero_floor and ratio <= self.natural_bounds["ratio"][0] * (1 + 1e-9):
+            return 0.0
+        return ratio
+
     def point(self, free):
         """``(theta, eta, noise_ratio)`` of an evaluation at the free values `free`: the
         correlation parameters, the nugget ratio and ``1 / variance`` where the space has
-        known noise (None otherwise); a profiled space's ratio is its coordinate."""
+        known noise (None otherwise); a profiled space's ratio is its coordinate (zero on its
+        floor with :attr:`zero_floor`)."""
         theta = self.theta(free)
         if self.profiled:
-            return theta, free.get("ratio", 0.0), None
+            return theta, self._ratio(free), None
         params = self.natural(free)
         noise_ratio = 1.0 / params["variance"] if self.known_noise else None
         return theta, params["nugget"] / params["variance"], noise_ratio
@@ -190,7 +216,7 @@ class ParameterSpace:
         if self.nugget_value is not None:
             params["nugget"] = self.nugget_value
         elif self.profiled:
-            params["nugget"] = free["ratio"] * params["variance"]
+            params["nugget"] = self._ratio(free) * params["variance"]
         else:
             params["nugget"] = free["nugget"]
         return params

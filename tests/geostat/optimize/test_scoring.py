@@ -450,3 +450,53 @@ def test_scoring_from_the_block_vecchia_fit_finds_the_exact_optimum_on_real_data
     assert "Fisher scoring converged" in scored.result_.message
     assert any("stage block Vecchia" in record.getMessage() for record in caplog.records)
     assert exact.log_likelihood(scored.params_) >= exact.loglik_ - 0.01
+
+
+def test_the_ratio_floor_of_the_search_space_is_a_zero_nugget():
+    space = ParameterSpace(get_kernel("matern", smoothness=1.5), max_distance=1.0)
+    zero = space.with_zero_floor()
+    floor = space.natural_bounds["ratio"][0]
+    assert zero.zero_floor and not space.zero_floor and zero.names == space.names
+    for ratio, expected in ((floor, 0.0), (1e-6, 1e-6)):
+        free = {"range": 0.2, "ratio": ratio}
+        assert zero.point(free)[1] == expected and space.point(free)[1] == ratio
+        assert zero.natural(free, profiled_variance=2.0)["nugget"] == 2.0 * expected
+    # the floor as the optimizer reaches it, through the log coordinate
+    z = zero.to_z({"range": 0.2, "ratio": floor})
+    assert zero.point(zero.to_natural(z))[1] == 0.0
+    held = ParameterSpace(get_kernel("matern", smoothness=1.5), nugget=0.1)
+    assert held.with_zero_floor() is held  # no ratio searched
+
+
+def test_a_nugget_whose_maximum_is_zero_is_scored_at_zero(monkeypatch):
+    """1,500 cells of the smooth real field ``co2_true`` (Matern 1.5: its exact maximum has
+    a zero nugget): scoring meets the ratio's floor as a zero nugget, so the estimate is
+    the search's own last point. No covariance is factored at the floor's ratio, no zero
+    nugget is tried after the search, and the standard errors take scoring's information
+    (no estimate of their own); the estimate lies within its bound of the exact maximum."""
+    frame = gs.datasets.load("co2")
+    rows = np.sort(np.random.default_rng(0).choice(len(frame), size=1500, replace=False))
+    X, y = frame[["lon", "lat"]].iloc[rows], frame["co2_true"].to_numpy()[rows]
+    exact = gs.SpatialGP(smoothness=1.5, method="exact").fit(X, y)
+    assert exact.params_["nugget"] == 0.0
+    etas, informations = [], []
+    factor, information = TLRLikelihood._factor, TLRLikelihood.fisher_information
+
+    def factored(self, index, block, accuracy, key):
+        etas.append(key[1])
+        return factor(self, index, block, accuracy, key)
+
+    def own_information(self, *args, **kwargs):
+        informations.append(args)
+        return information(self, *args, **kwargs)
+
+    monkeypatch.setattr(TLRLikelihood, "_factor", factored)
+    monkeypatch.setattr(TLRLikelihood, "fisher_information", own_information)
+    model = gs.SpatialGP(smoothness=1.5, method="tlr", tile_size=256).fit(X, y)
+    assert model.params_["nugget"] == 0.0 and "nugget" in model.result_.at_bounds
+    assert "Fisher scoring converged" in model.result_.message
+    floor = ParameterSpace(get_kernel("matern")).natural_bounds["ratio"][0]
+    assert 0.0 in etas and not any(0 < eta <= 1.01 * floor for eta in etas), etas
+    assert not informations and np.isfinite(model.stderr_["range"])
+    gap = exact.loglik_ - exact.log_likelihood(model.params_)
+    assert -1e-6 <= gap <= model.result_.gap_bound, (gap, model.result_.gap_bound)

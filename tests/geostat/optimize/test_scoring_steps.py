@@ -186,6 +186,54 @@ def test_a_start_on_the_nugget_plateau_also_tries_larger_ratios():
     )
 
 
+def test_a_refinement_creeping_down_the_plateau_is_stopped():
+    """Two iterations each lowering a ratio already below PLATEAU_RATIO by more than
+    CREEP_STEP stop the run, with the value there; a ratio that falls above the plateau, or
+    by less, or a space without a ratio, does not."""
+    from types import SimpleNamespace
+
+    space = ParameterSpace(get_kernel("matern", 1.5))
+    r = space.names.index("ratio")
+
+    def iterate(ratio, value=1.0):
+        x = np.zeros(len(space.names))
+        x[r] = np.log(ratio)
+        return SimpleNamespace(x=x, fun=value)
+
+    creeping = search._Creeping(space)
+    creeping(iterate(3e-5))
+    creeping(iterate(1e-5))
+    with pytest.raises(StopIteration):
+        creeping(iterate(3e-6, value=-7.0))
+    assert creeping.stopped and creeping.value == -7.0 and creeping.index == r
+    slow = search._Creeping(space)
+    for ratio in (3e-6, 2.9e-6, 2.8e-6, 2.7e-6):  # by less than CREEP_STEP
+        slow(iterate(ratio))
+    high = search._Creeping(space)
+    for ratio in (1e-2, 3e-3, 1e-3, 3e-4):  # above the plateau
+        high(iterate(ratio))
+    assert not slow.stopped and not high.stopped
+    held = search._Creeping(ParameterSpace(get_kernel("matern", 1.5), nugget=False))
+    held(iterate(1e-8))
+    assert held.index is None and not held.stopped
+
+
+def test_a_scoring_step_down_the_plateau_goes_to_the_floor_of_a_zero_floor_space():
+    space = ParameterSpace(get_kernel("matern", 1.5))
+    zero = space.with_zero_floor()
+    bounds = np.array(zero.z_bounds())
+    r = zero.names.index("ratio")
+    on = zero.to_z({"range": 0.1, "ratio": 1e-6})
+    step = np.where(np.arange(len(on)) == r, -1.0, 0.3)
+    down = scoring._down_the_plateau(zero, on, step, bounds)
+    assert on[r] + down[r] == bounds[r, 0] and np.all(np.delete(down - step, r) == 0)
+    # up the plateau, above it, or in a space whose floor is no zero nugget: unchanged
+    np.testing.assert_array_equal(scoring._down_the_plateau(zero, on, -step, bounds), -step)
+    above = zero.to_z({"range": 0.1, "ratio": 1e-3})
+    np.testing.assert_array_equal(scoring._down_the_plateau(zero, above, step, bounds), step)
+    np.testing.assert_array_equal(scoring._down_the_plateau(space, on, step, bounds), step)
+
+
 def test_the_start_carries_its_observed_information_only_where_it_sees_all_the_data(
     monkeypatch,
 ):
