@@ -19,9 +19,9 @@ serve where the anchor needed many. Scoring converges when the predicted gain is
 :data:`FINAL_GAIN` from a score within :data:`LOSS_TARGET`; the TLR accuracy follows the
 gain (:class:`~geostat.optimize.accuracy.AccuracyPolicy`). A step that no halving makes
 increase the likelihood, a singular information or :data:`MAX_ITERATIONS` hand over to
-:func:`~geostat.optimize.polish.polish_without_gradient`.
-At confidence :data:`BOUND_LEVEL` the optimum lies at most
-``(sqrt(gain_left) + sqrt(loss_quantile))^2`` below the maximum of the estimated likelihood.
+:func:`~geostat.optimize.polish.polish_without_gradient`. At confidence :data:`BOUND_LEVEL`
+the optimum lies at most ``(sqrt(gain_left) + sqrt(loss_quantile))^2`` below the maximum
+of the estimated likelihood.
 
 References
 ----------
