@@ -6,8 +6,8 @@ averaged over fixed Rademacher probes [2]_ (the first with a control variate,
 :mod:`~geostat.likelihood.stochastic_fisher`). The step ``s = B^{-1} g`` of predicted gain
 ``1/2 g^T B^{-1} g`` has ``B = I`` [1]_ or the start's observed information, corrected
 along the steps to the curvature their scores measured [4]_; at most :data:`MAX_STEP` in
-each coordinate, projected on the box [3]_ (down the nugget plateau to a zero nugget,
-:func:`_down_the_plateau`) and halved until it increases the likelihood.
+each coordinate (to a zero nugget down its plateau), projected on the box [3]_ and halved
+until it increases the likelihood.
 
 With fixed probes the iteration converges to the zero of the estimated score, at an
 expected loss ``1/2 tr(B^{-1} Cov(d))`` for the score's Monte Carlo error ``d``; probes
@@ -20,8 +20,7 @@ serve where the anchor needed many. Scoring converges when the predicted gain is
 gain (:class:`~geostat.optimize.accuracy.AccuracyPolicy`). A step that no halving makes
 increase the likelihood, a singular information or :data:`MAX_ITERATIONS` hand over to
 :func:`~geostat.optimize.polish.polish_without_gradient`. At confidence :data:`BOUND_LEVEL`
-the optimum lies at most ``(sqrt(gain_left) + sqrt(loss_quantile))^2`` below the maximum
-of the estimated likelihood.
+the optimum is within ``(sqrt(gain_left) + sqrt(loss_quantile))^2`` of the estimated max.
 
 References
 ----------
