@@ -356,6 +356,8 @@ class _Probed:
         self.anchor = None
         #: The probes' control variates as the first point chose them, for every point.
         self.control = None
+        #: The last point's probe generator and natural parameters (:meth:`informed`).
+        self._blocks = self._params = None
 
     def value(self, z, accuracy=None):
         """Log-likelihood at `z` (``-inf`` where the covariance is not positive definite),
@@ -372,10 +374,7 @@ class _Probed:
         of it for an average that will anchor the next point), up to
         :data:`MAX_PROBES` or, from an anchor at :data:`MAX_PROBES`, until the anchor owes
         :data:`ANCHOR_SHARE` of the loss; their products only while the information errs
-        by more than :data:`INFORMATION_RTOL`, and where scoring settles (:func:`_settled`)
-        products are added until it does not or as many as the standard errors' own
-        estimate would take (:data:`INFORMATION_MAX_PROBES`; the score keeps the probes it
-        settled with)."""
+        by more than :data:`INFORMATION_RTOL`."""
         values, theta, eta, noise_ratio = _point(self.space, z)
         terms, blocks = self.likelihood.probe_traces(
             theta, eta, self.random_state, noise_ratio=noise_ratio, control=self.control
@@ -408,18 +407,21 @@ class _Probed:
             traces = blocks.send(
                 natural_information(self.space, params, traces)[1] > INFORMATION_RTOL
             )
-        if _settled(gain, loss):
-            # Scoring stops here, where the information serves the standard errors: its
-            # products are drawn on until it is as precise as they need. The score keeps
-            # the probes it settled with.
-            while (
-                traces.n_information_probes < INFORMATION_MAX_PROBES
-                and natural_information(self.space, params, traces)[1] > INFORMATION_RTOL
-            ):
-                traces = blocks.send(True)
+        self._blocks, self._params = blocks, params
         if not anchored:
             self.anchor = traces
         return estimate, curvature, step, loss, gain, terms, traces
+
+    def informed(self, traces):
+        """The last point's `traces` with products drawn on until the information errs by
+        at most :data:`INFORMATION_RTOL` or rests on as many probes as the standard errors'
+        own estimate would (:data:`INFORMATION_MAX_PROBES`): at the optimum it serves them."""
+        while (
+            traces.n_information_probes < INFORMATION_MAX_PROBES
+            and natural_information(self.space, self._params, traces)[1] > INFORMATION_RTOL
+        ):
+            traces = self._blocks.send(True)
+        return traces
 
 
 def fisher_scoring(likelihood, space, objective, start, rng, random_state=0, curvature=None):
@@ -507,6 +509,17 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0, cur
                 if margin >= MARGIN_SHARE * gain:
                     value, margin = probed.value(z), 0.0
         if _settled(gain, loss):
+            # the score keeps the probes it settled with; the information takes more
+            report = _report(
+                space,
+                z,
+                terms,
+                probed.informed(traces),
+                estimate,
+                curvature,
+                loss,
+                _free_coordinates(z, score, bounds),
+            )
             return _converged(
                 likelihood, z, value, iteration, f"predicted gain {gain:.2g}", report, gain, policy
             )

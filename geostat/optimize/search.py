@@ -433,13 +433,16 @@ def reported_loglik(likelihood, params, loglik, known_change=None):
     the error of `loglik`). While the estimate exceeds :data:`LOGLIK_TOLERANCE`, each further
     round evaluates :data:`ACCURACY_STEP` times more accurately, down to
     :data:`FINEST_ACCURACY`, and reports that value with its change as the estimate.
-    `own_error` is the error estimate of the given `loglik`: the first round's change, or
-    where the coarser value is not positive definite the first finer one's (``inf`` if none).
-    A `known_change` (measured near `params` from the coarser accuracy,
-    ``ScoringReport.tlr_change``) takes the first round's place.
+    `own_error` is the error estimate of the given `loglik`: where finer rounds were made,
+    its distance from the value reported plus that value's estimate (a measurement of the
+    error at ``a`` itself, where the first round's change is about that at ``ACCURACY_STEP
+    a``, and the changes between accuracies need not shrink one after the other), else the
+    first round's change (``inf`` if none). A `known_change` (measured near `params` from
+    the coarser accuracy, ``ScoringReport.tlr_change``) takes the first round's place.
     """
     accuracy = likelihood.accuracy
     error = own_error = np.inf
+    given = loglik
     if known_change is not None:
         error = own_error = float(known_change)
         logger.info(
@@ -464,15 +467,14 @@ def reported_loglik(likelihood, params, loglik, known_change=None):
             error,
         )
     # (the accuracies are repeated divisions: 1e-6 / 10^8 is 1.0000000000000002e-14)
-    first_round = True
+    finer_rounds = False
     while error > LOGLIK_TOLERANCE and accuracy > FINEST_ACCURACY * (1 + 1e-9):
         accuracy /= ACCURACY_STEP
         finer = likelihood.log_likelihood(params, accuracy=accuracy)
-        error, loglik = abs(finer - loglik), finer
-        if first_round and not np.isfinite(own_error):
-            own_error = error
-        first_round = False
+        error, loglik, finer_rounds = abs(finer - loglik), finer, True
         logger.info("log-likelihood at accuracy %.0e: %.6f (change %.2g)", accuracy, loglik, error)
+    if finer_rounds:
+        own_error = abs(given - loglik) + error
     return loglik, error, accuracy, own_error
 
 

@@ -252,7 +252,9 @@ class _ScaledError:
     "accuracy, scale, failing, asked, reported, own_change",
     [
         (1e-8, 1e5, (), [1e-7], 1e-8, 9e-3),  # change 9e-3 from 1e-7: the fit's own value
-        (1e-8, 1e6, (), [1e-7, 1e-9], 1e-9, 9e-2),  # 0.09 from 1e-7, then 9e-3 from 1e-8
+        # 0.09 from 1e-7, then 9e-3 to 1e-9: the distance to the value at 1e-9 (9e-3) and
+        # that value's change (9e-3) measure the error at 1e-8 itself
+        (1e-8, 1e6, (), [1e-7, 1e-9], 1e-9, 1.8e-2),
         (1e-8, 1e5, (1e-7,), [1e-7, 1e-9], 1e-9, None),  # the coarser one fails: finer rounds
         (0.5, 1e-3, (), [0.05], 0.05, None),  # no coarser accuracy than 0.5 * 10: finer only
     ],
@@ -264,9 +266,11 @@ def test_reported_loglik_checks_a_coarser_evaluation_first(
 
     likelihood = _ScaledError(accuracy, scale, failing)
     loglik, error, got, own_error = reported_loglik(likelihood, {}, likelihood.log_likelihood({}))
-    # The error of the value at the fit's own accuracy, overstated: the change from the coarser
-    # evaluation, or where there is none, the change to the first finer one.
-    expected = own_change if own_change else abs(scale * accuracy - scale * accuracy / 10)
+    # The error of the value at the fit's own accuracy: its distance from the finest value
+    # plus that value's change where finer ones were made, else the change from the coarser
+    # one (overstated).
+    finest = scale * reported
+    expected = own_change if own_change else abs(scale * accuracy - finest) + 9 * finest
     assert own_error == pytest.approx(expected)
     assert likelihood.asked[1:] == pytest.approx(asked)
     assert got == pytest.approx(reported) and loglik == pytest.approx(1000.0 + scale * reported)
