@@ -9,9 +9,9 @@ Fisher scoring (:mod:`~geostat.optimize.scoring`) or a derivative-free search
 (:mod:`~geostat.optimize.polish`). Scoring searches a space whose ratio floor is a zero
 nugget (:meth:`~geostat.optimize.ParameterSpace.with_zero_floor`); elsewhere a small nugget
 that zero beats is set to zero (:func:`natural_estimate`). Other estimates on a bound are
-reported with a warning,
-standard errors come from the expected Fisher information (:func:`standard_errors`) and a
-TLR log-likelihood is reported to within :data:`LOGLIK_TOLERANCE` (:func:`reported_loglik`).
+reported with a warning, standard errors come from the expected Fisher information
+(:func:`standard_errors`) and a TLR log-likelihood is reported to within
+:data:`LOGLIK_TOLERANCE` (:func:`reported_loglik`).
 
 With ``l`` the exact and ``l~`` the TLR log-likelihood, ``e = l~ - l``, the estimate ``x``
 and the exact maximum ``x*``, ``l(x*) - l(x) <= [l~(x*) - l~(x)] + |e(x*) - e(x)|``:
