@@ -345,12 +345,12 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter, sc
     _warn_bounds(at_bounds, params)
     progress = current_progress()
 
-    def counted():
+    def take_the_fit_count():
         # the full-data count as the result gives it: a TLR fit's factorizations
         if likelihood.accuracy is not None:
             progress.recount(likelihood.n_factorizations - factorizations)
 
-    counted()
+    take_the_fit_count()
     progress.stage("standard errors")
     information = None
     # Scoring's information serves only where it was estimated at the estimate itself: a
@@ -373,7 +373,7 @@ def _maximize(likelihood, space, n_starts, pilot_size, random_state, maxiter, sc
     loglik_error, loglik_accuracy = 0.0, None
     gap_bound = 0.0 if converged else np.inf
     if likelihood.accuracy is not None:
-        counted()
+        take_the_fit_count()
         progress.stage("accuracy check")
         loglik, loglik_error, loglik_accuracy, own_error = reported_loglik(
             likelihood,
