@@ -356,12 +356,15 @@ class _Probed:
         self.anchor = None
         #: The probes' control variates as the first point chose them, for every point.
         self.control = None
-        #: The last point's probe generator and natural parameters (:meth:`informed`).
+        #: The last point's probe generator and natural parameters (:meth:`informed`); the
+        #: generator holds the point's factors and derivative matrices, and is let go at the
+        #: next evaluation.
         self._blocks = self._params = None
 
     def value(self, z, accuracy=None):
         """Log-likelihood at `z` (``-inf`` where the covariance is not positive definite),
         at the likelihood's accuracy or at `accuracy`."""
+        self._blocks = self._params = None
         failures = self.objective.n_failures
         f = self.objective.evaluate(z, gradient=False, accuracy=accuracy)
         return -np.inf if self.objective.n_failures > failures else -f * self.likelihood.n_obs
@@ -415,12 +418,16 @@ class _Probed:
     def informed(self, traces):
         """The last point's `traces` with products drawn on until the information errs by
         at most :data:`INFORMATION_RTOL` or rests on as many probes as the standard errors'
-        own estimate would (:data:`INFORMATION_MAX_PROBES`): at the optimum it serves them."""
+        own estimate would (:data:`INFORMATION_MAX_PROBES`): at the optimum it serves them.
+        As they are where an evaluation came after the point's probes; the point's probe
+        generator is let go either way."""
         while (
-            traces.n_information_probes < INFORMATION_MAX_PROBES
+            self._blocks is not None
+            and traces.n_information_probes < INFORMATION_MAX_PROBES
             and natural_information(self.space, self._params, traces)[1] > INFORMATION_RTOL
         ):
             traces = self._blocks.send(True)
+        self._blocks = self._params = None
         return traces
 
 
@@ -477,6 +484,10 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0, cur
         report = _report(
             space, z, terms, traces, estimate, curvature, loss, _free_coordinates(z, score, bounds)
         )
+        # Where scoring settles its information serves the standard errors: products are
+        # drawn on now, before evaluations elsewhere let the point's derivatives go (the
+        # score keeps the probes it settled with).
+        informed = probed.informed(traces) if _settled(gain, loss) else None
         logger.info(
             "scoring iteration %d: loglik %.6f, predicted gain %.3g, %d probes "
             "(%d here, %d for the information; expected Monte Carlo loss %.2g)",
@@ -509,12 +520,11 @@ def fisher_scoring(likelihood, space, objective, start, rng, random_state=0, cur
                 if margin >= MARGIN_SHARE * gain:
                     value, margin = probed.value(z), 0.0
         if _settled(gain, loss):
-            # the score keeps the probes it settled with; the information takes more
             report = _report(
                 space,
                 z,
                 terms,
-                probed.informed(traces),
+                informed,
                 estimate,
                 curvature,
                 loss,
