@@ -4,13 +4,16 @@ A 2-D exponential model (range 0.1, nugget 0.01, constant mean) on ``n`` uniform
 with data drawn from it (``--data white``: white noise, the hardest case for the
 compression), its TLR factor at accuracy 1e-8 (the factor's time is reported, not
 counted), then the kriging mean, and the mean with the standard deviation, on ``m``
-cells of a regular grid two ways in the same run: at scale (what ``SpatialGP.predict``
-does from ``predict.COMPRESSED_FROM`` target-site pairs: compressed cross-covariance
-tiles, :func:`geostat.solvers.compressed_cross_product`, and local neighbourhoods for the
-variance) and, as the baseline, through dense cross-covariance blocks with a TLR solve
-per target. Where the dense path would take long (more than ``--dense-max`` targets for
-the mean, a tenth of that for the standard deviation) it is timed on that many cells and
-scaled by ``m``. The errors are those at scale against the dense path on 1,000 random
+cells of a regular grid in the same run: at scale (what ``SpatialGP.predict`` does from
+``predict.COMPRESSED_FROM`` target-site pairs: the cross-covariance product of
+:func:`geostat.solvers.compressed_cross_product`, by the fast multipole method where it
+applies, and local neighbourhoods for the variance), the mean through compressed tiles
+alone (the product before the fast multipole method), and, as the baseline, through
+dense cross-covariance blocks with a TLR solve per target. ``--lonlat``: the sites and
+cells in a 20 x 10 degree region of longitude/latitude instead (chordal distances,
+range 300 km, a sixth of the region's width). Where the dense path would take long
+(more than ``--dense-max`` targets for the mean, a tenth of that for the standard
+deviation) it is timed on that many cells and scaled by ``m``. The errors are those at scale against the dense path on 1,000 random
 cells: of the mean relative to its largest value there, of the standard deviation
 relative to each cell's. Medians of ``--repeats``.
 
@@ -30,13 +33,18 @@ import time
 
 import numpy as np
 
-from geostat import predict
+from geostat import predict, solvers
 from geostat.distance import get_distance
 from geostat.kernels import get_kernel
 from geostat.likelihood import make_likelihood
 
 
-def kriging(n, accuracy, data="model", seed=0):
+def region(unit):
+    """Points of the unit square mapped to longitudes -100 to -80, latitudes 33 to 43."""
+    return np.c_[-100 + 20 * unit[:, 0], 33 + 10 * unit[:, 1]]
+
+
+def kriging(n, accuracy, data="model", lonlat=False, seed=0):
     """A kriging predictor on `n` uniform sites, with data drawn from the model (through
     its TLR factor, ``y = L z``) or white noise (``data="white"``: its weights are ten
     times larger than a draw's against the same mean, the hardest case for the
@@ -46,6 +54,9 @@ def kriging(n, accuracy, data="model", seed=0):
     y = rng.standard_normal((n, 1))
     kernel, distance = get_kernel("exponential"), get_distance("euclidean")
     params = {"variance": 1.0, "range": 0.1, "nugget": 0.01}
+    if lonlat:
+        coords, distance = region(coords), get_distance("chordal")
+        params["range"] = 300.0
     lik = make_likelihood("tlr", coords, y, np.ones((n, 1)), kernel, distance, accuracy=accuracy)
     if data == "model":
         y = lik.factors_at(params)[0].multiply_lower(y)
@@ -83,9 +94,10 @@ def main():
     parser.add_argument("--dense-max", type=int, default=32768)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--data", choices=("model", "white"), default="model")
+    parser.add_argument("--lonlat", action="store_true")
     args = parser.parse_args()
-    krige, factor_time = kriging(args.n, args.accuracy, args.data)
-    targets = grid(args.m)
+    krige, factor_time = kriging(args.n, args.accuracy, args.data, args.lonlat)
+    targets = region(grid(args.m)) if args.lonlat else grid(args.m)
     design = np.ones((args.m, 1))
     previous = predict.COMPRESSED_FROM
     predict.COMPRESSED_FROM = 0
@@ -93,6 +105,9 @@ def main():
     both_time, (_, var) = timed(
         lambda: krige.predict(targets, design, return_var=True), args.repeats
     )
+    orders, solvers.INTERPOLATION_ORDERS = solvers.INTERPOLATION_ORDERS, ()
+    tiled_time, tiled = timed(lambda: krige.predict(targets, design), args.repeats)
+    solvers.INTERPOLATION_ORDERS = orders
     predict.COMPRESSED_FROM = 2**62
     mean_rows, std_rows = min(args.m, args.dense_max), min(args.m, max(1, args.dense_max // 10))
     dense_mean_time, _ = timed(
@@ -107,14 +122,17 @@ def main():
     reference, reference_var = krige.predict(targets[check], design[check], return_var=True)
     predict.COMPRESSED_FROM = previous
     mean_error = np.abs(mean[check] - reference).max() / np.abs(reference).max()
+    tiled_error = np.abs(tiled[check] - reference).max() / np.abs(reference).max()
     std_error = np.abs(np.sqrt(var[check] / reference_var) - 1).max()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(
         f"n = {args.n:,} sites, m = {args.m:,} targets, accuracy {args.accuracy:g}, "
-        f"{args.data} data, medians of {args.repeats}"
+        f"{args.data} data{', longitude/latitude' if args.lonlat else ''}, "
+        f"medians of {args.repeats}"
     )
     print(f"  TLR factor and weights         {factor_time:8.2f} s (not counted)")
     print(f"  mean at scale                  {mean_time:8.2f} s")
+    print(f"  mean, compressed tiles         {tiled_time:8.2f} s")
     print(
         f"  mean, dense blocks             {dense_mean_time:8.2f} s "
         f"(scaled from {mean_rows:,} targets)"
@@ -126,11 +144,12 @@ def main():
     )
     print(
         f"  dense / at scale: mean {dense_mean_time / mean_time:.2f} x, "
-        f"with std {dense_both_time / both_time:.2f} x"
+        f"with std {dense_both_time / both_time:.2f} x; "
+        f"compressed tiles / at scale: mean {tiled_time / mean_time:.2f} x"
     )
     print(
-        f"  error on {check.size} cells: mean {mean_error:.2e} (relative to its largest), "
-        f"std {std_error:.2e} (largest relative)"
+        f"  error on {check.size} cells: mean {mean_error:.2e} (relative to its largest; "
+        f"compressed tiles {tiled_error:.2e}), std {std_error:.2e} (largest relative)"
     )
     print(f"  peak resident memory           {peak:8.2f} GiB")
 

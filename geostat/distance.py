@@ -59,6 +59,7 @@ __all__ = [
     "ordering_points",
     "nearest_pair",
     "resolve_distance",
+    "spherical_cap",
     "warn_if_invalid_on_sphere",
 ]
 
@@ -313,6 +314,32 @@ TANGENT_WARN_DEGREES = 10.0
 TANGENT_MAX_DEGREES = 45.0
 
 
+def spherical_cap(coords: ArrayLike) -> tuple[tuple[float, float], float]:
+    """The centre (longitude, latitude) of longitude/latitude sites, the direction of the
+    mean of their unit vectors, and the largest angle (degrees) of a site from it.
+
+    Raises
+    ------
+    ValueError
+        If the sites surround the globe (their unit vectors average to about zero).
+    """
+    unit = lonlat_to_xyz(check_lonlat(coords, "coords"), 1.0)
+    mean = unit.mean(axis=0)
+    norm = float(np.linalg.norm(mean))
+    if norm < 1e-9:
+        raise ValueError(
+            "the sites surround the globe: no tangent plane represents them; fit them "
+            "isotropically."
+        )
+    mean /= norm
+    widest = float(np.degrees(np.arccos(np.clip(np.min(unit @ mean), -1.0, 1.0))))
+    center = (
+        float(np.degrees(np.arctan2(mean[1], mean[0]))),
+        float(np.degrees(np.arcsin(mean[2]))),
+    )
+    return center, widest
+
+
 class TangentPlaneDistance(Distance):
     """Longitude/latitude sites projected orthographically onto the plane tangent to the
     sphere at their centre, in km east and north (an anisotropy's angle is
@@ -355,16 +382,7 @@ class TangentPlaneDistance(Distance):
         GeostatWarning
             If a site lies more than :data:`TANGENT_WARN_DEGREES` from it.
         """
-        unit = lonlat_to_xyz(check_lonlat(coords, "coords"), 1.0)
-        mean = unit.mean(axis=0)
-        norm = float(np.linalg.norm(mean))
-        if norm < 1e-9:
-            raise ValueError(
-                "the sites surround the globe: no tangent plane represents them; fit them "
-                "isotropically."
-            )
-        mean /= norm
-        widest = float(np.degrees(np.arccos(np.clip(np.min(unit @ mean), -1.0, 1.0))))
+        center, widest = spherical_cap(coords)
         if widest > TANGENT_MAX_DEGREES:
             raise ValueError(
                 f"the sites extend {widest:.0f} degrees from their centre; an anisotropy in "
@@ -381,15 +399,20 @@ class TangentPlaneDistance(Distance):
                 GeostatWarning,
                 stacklevel=4,
             )
-        center = (
-            float(np.degrees(np.arctan2(mean[1], mean[0]))),
-            float(np.degrees(np.arcsin(mean[2]))),
-        )
         return cls(center, radius)
 
     def embed(self, coords: ArrayLike) -> NDArray[np.float64]:
         """Kilometres east and north of the centre, in the tangent plane."""
         return lonlat_to_xyz(coords, self.radius) @ self._axes.T
+
+    def lift(self, points: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The points of the sphere ``(n, 3)``, as :func:`lonlat_to_xyz` gives them, whose
+        projections on the tangent plane are `points` ``(n, 2)``, on the hemisphere
+        around the centre: the inverse of :meth:`embed` there (points beyond the radius
+        go to the rim)."""
+        normal = lonlat_to_xyz(np.array([self.center]), 1.0)[0]
+        height = np.sqrt(np.maximum(self.radius**2 - np.einsum("ij,ij->i", points, points), 0.0))
+        return points @ self._axes + height[:, None] * normal
 
     def pairwise(self, coords: ArrayLike) -> NDArray[np.float64]:
         """Condensed distances in the tangent plane."""

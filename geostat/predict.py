@@ -31,7 +31,7 @@ from scipy.spatial import cKDTree
 
 from geostat.checks import check_memory
 from geostat.covariance import cross_correlation
-from geostat.distance import ordering_points
+from geostat.distance import EUCLIDEAN, ordering_points
 from geostat.errors import NotPositiveDefiniteError
 from geostat.likelihood.gls import centered_design, remove_means
 from geostat.likelihood.terms import split_params
@@ -246,11 +246,10 @@ class Kriging:
         return out
 
     def _compresses(self, m):
-        """Whether predictions at `m` targets go through compressed tiles and local
-        variances: for many entries, on a kernel of distances (not of coordinate
-        differences, whose large entries ACA's pivoting may miss)."""
+        """Whether predictions at `m` targets go through compressed products and local
+        variances: from :data:`COMPRESSED_FROM` target-site pairs."""
         n = max(self.lik.n if g.sites is None else g.sites.size for g in self.lik.groups)
-        return m * n >= COMPRESSED_FROM and not self.lik.kernel.structured
+        return m * n >= COMPRESSED_FROM
 
     def _compressed_products(self, coords, g, weights):
         """``c_0^T weights`` of group `g` at `coords` (``weights`` ``(n_g, q)``), the
@@ -262,8 +261,11 @@ class Kriging:
         def block(i, j):
             return cross_correlation(kernel, distance, self.theta, coords[i], sites[j])
 
+        def between(P, Q):
+            return cross_correlation(kernel, EUCLIDEAN, self.theta, P, Q)
+
         return self.params["variance"] * compressed_cross_product(
-            block, coords, sites, weights, accuracy, distance, kernel
+            block, coords, sites, weights, accuracy, distance, kernel, between
         )
 
     def _variance(self, c0, design, g):

@@ -27,6 +27,7 @@ sites, from tlrcore's blocked Cholesky factor, inverse and products
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,11 +35,12 @@ from scipy.spatial import cKDTree
 
 import tlrcore
 from geostat.covariance import Sites
-from geostat.distance import ordering_points
+from geostat.distance import Distance, TangentPlaneDistance, ordering_points, spherical_cap
 from geostat.errors import NotPositiveDefiniteError
 from geostat.ordering import auto_tile_size, order_points
 from tlrcore.backends import NUMPY, Backend
 from tlrcore.backends import get_backend as _tlrcore_backend
+from tlrcore.compress.fmm import balanced_leaf_size, bounding_cube, fmm_product, leaf_counts
 from tlrcore.compress.tiled_product import tiled_product
 from tlrcore.concurrency import Shared as InWorkerProcesses
 from tlrcore.concurrency import column_progress as progress_counter
@@ -74,6 +76,8 @@ __all__ = [
     "tlr_matrix",
     "worker_hold",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: ``with tile_progress(enabled):`` shows (or not) tile-column counters of the TLR builds and
 #: factorizations in the block that run longer than two seconds (:func:`tlrcore.progress`).
@@ -673,33 +677,71 @@ def site_order(coords, distance, kernel, ordering="kdtree", tile_size=None):
     return order_points(ordering_points(coords, distance), ordering, tile_size), tile_size
 
 
-#: Most targets in one row tile of :func:`compressed_cross_product` (ACA's working set is
-#: two buffers of about ``rank x row tile`` per tile of the row tile).
+#: Most targets in one row tile of the tiled cross-covariance product (ACA's working set
+#: is two buffers of about ``rank x row tile`` per tile of the row tile).
 CROSS_ROW_TILE = 8192
-#: Targets at which :func:`compressed_cross_product` forms the product densely to learn its
-#: size.
+#: Most entries of a dense block of the cross-covariance product.
+CROSS_BLOCK_ENTRIES = 2**24
+#: Targets at which :func:`compressed_cross_product` forms the product densely, to learn
+#: its size and to check the interpolated product.
 CROSS_SAMPLE = 64
+#: Chebyshev nodes per dimension and box tried in turn by the interpolated product (none:
+#: never interpolated).
+INTERPOLATION_ORDERS = (8, 10, 12, 14, 16)
+#: Most dimensions of the embedded points for the interpolated product (its transfers
+#: between boxes cost ``order^(2 d)`` each).
+INTERPOLATION_MAX_DIMENSION = 2
+#: Most occupied target leaves of the interpolated product's tree, per occupied source
+#: leaf, beyond :data:`INTERPOLATION_FREE_LEAVES`: each costs a local expansion and its
+#: interactions, so sources clustered in a small part of a region of spread targets
+#: (deep leaves, most holding a target or two) are left to compressed tiles.
+INTERPOLATION_LEAVES_PER_SOURCE_LEAF = 16
+#: Occupied target leaves always accepted.
+INTERPOLATION_FREE_LEAVES = 2**16
+#: Largest angle (degrees) of a longitude/latitude point from the centre of all points
+#: for which the interpolated product charts chordal distances on the tangent plane.
+#: Within it the corners of the plane's bounding square stay inside the sphere
+#: (``sqrt(2) sin 40 = 0.91``).
+CHART_MAX_DEGREES = 40.0
+#: The interpolated product is taken when its largest error at the sampled targets is at
+#: most this fraction of the accuracy times the product's size: a margin for the targets
+#: not sampled.
+INTERPOLATION_MARGIN = 0.1
 
 
-def compressed_cross_product(block, targets, sites, X, accuracy, distance, kernel):
-    r"""``A @ X`` for the cross-covariance ``A = block(targets, sites)``, through tiles
-    compressed on the fly (:func:`tlrcore.compress.tiled_product.tiled_product`).
+def compressed_cross_product(block, targets, sites, X, accuracy, distance, kernel, between=None):
+    r"""``A @ X`` for the cross-covariance ``A = block(targets, sites)`` without forming
+    it: by the black-box fast multipole method where it is checked to be accurate
+    enough, else through tiles compressed on the fly.
 
-    The sites are ordered and tiled as for a TLR factor (:func:`site_order`); each target
-    joins the tile of its nearest site (in the points of
-    :func:`geostat.distance.ordering_points`), so targets are ordered like the sites and
-    a row tile (at most :data:`CROSS_ROW_TILE` targets) lies in the region of one site
-    tile. That tile is generated whole; every other is compressed by ACA to the absolute
-    Frobenius tolerance ``tau = accuracy P sqrt(r c) / ||X||_F``, with ``r x c`` the
-    largest tile and ``P`` the largest entry of the product at :data:`CROSS_SAMPLE`
-    random targets (formed densely). An error ``E_b`` of a tile whose entries are
-    uncorrelated with ``X_b`` changes a row by ``e_b^T X_b`` of mean square
-    ``||E_b||_F^2 ||X_b||_F^2 / (r c)``, so the rows err by ``accuracy P`` in the root
-    mean square over the tiles: `accuracy` relative to the product's size. ACA's error
-    is mostly far below its tolerance: the largest error of 1,000 kriging means was
-    1e-10 of the largest at accuracy 1e-8 (``benchmarks/prediction.py``). Kriging weights
-    ``X = C^{-1} (y - F beta)`` are large against the mean they give (for a small
-    nugget), which a tolerance relative to the entries of ``A`` alone would miss.
+    The product's size ``P`` is its largest entry at :data:`CROSS_SAMPLE` random targets,
+    where it is formed densely. (Kriging weights ``X = C^{-1} (y - F beta)`` are large
+    against the mean they give for a small nugget, which a tolerance relative to the
+    entries of ``A`` alone would miss.)
+
+    *Interpolated* (:func:`tlrcore.compress.fmm.fmm_product`; work ``O((m + n) p^d)``)
+    when `between` is given, the kernel has no time axis (a product of a spatial and a
+    temporal kernel is not smooth across equal times) and the points have a chart of at most
+    :data:`INTERPOLATION_MAX_DIMENSION` dimensions (:func:`_planar_chart`: x/y, or
+    longitude/latitude of one region): at the smallest order ``p`` of
+    :data:`INTERPOLATION_ORDERS` whose largest error at the sampled targets is at most
+    ``INTERPOLATION_MARGIN * accuracy * P``. The tree is fixed by the sites and the
+    bounding cube of all points, so the sampled targets' values are those of the whole
+    product: the check is of the product returned.
+
+    *Dense* blocks otherwise for a kernel of coordinate differences (``kernel.structured``,
+    whose few large entries ACA's pivoting may miss).
+
+    *Tiled* (:func:`tlrcore.compress.tiled_product.tiled_product`; work ``O(m n /
+    tile)``) otherwise: the sites are ordered and tiled as for a TLR factor
+    (:func:`site_order`); each target joins the tile of its nearest site (in the points
+    of :func:`geostat.distance.ordering_points`), so targets are ordered like the sites
+    and a row tile (at most :data:`CROSS_ROW_TILE` targets) lies in the region of one
+    site tile. That tile is generated whole; every other is compressed by ACA to the
+    absolute Frobenius tolerance ``tau = accuracy P sqrt(r c) / ||X||_F``, with ``r x c``
+    the largest tile. An error ``E_b`` of a tile whose entries are uncorrelated with
+    ``X_b`` changes a row by ``e_b^T X_b`` of mean square ``||E_b||_F^2 ||X_b||_F^2 / (r
+    c)``, so the rows err by ``accuracy P`` in the root mean square over the tiles.
 
     Parameters
     ----------
@@ -712,11 +754,131 @@ def compressed_cross_product(block, targets, sites, X, accuracy, distance, kerne
         In (0, 1).
     distance : geostat.distance.Distance
     kernel : geostat.kernels.Kernel
+    between : callable, optional
+        ``between(P, Q)`` -> the correlation between points ``P`` and ``Q`` embedded by
+        ``distance.embed``, a function of their Euclidean distance.
 
     Returns
     -------
     ndarray of shape (m, q)
     """
+    sample = np.sort(
+        np.random.default_rng(0).choice(
+            targets.shape[0], min(CROSS_SAMPLE, targets.shape[0]), replace=False
+        )
+    )
+    exact = block(sample, np.arange(sites.shape[0])) @ X
+    error = accuracy * (float(np.abs(exact).max(initial=0.0)) or 1.0)
+    if between is not None and not kernel.time_axis:
+        product = _interpolated_product(
+            between, targets, sites, X, distance, (sample, exact), INTERPOLATION_MARGIN * error
+        )
+        if product is not None:
+            return product
+    if kernel.structured:
+        return _dense_product(block, targets.shape[0], sites.shape[0], X)
+    return _tiled_product(block, targets, sites, X, error, distance, kernel)
+
+
+def _dense_product(block, m, n, X):
+    """The product through dense blocks of about :data:`CROSS_BLOCK_ENTRIES` entries."""
+    out = np.empty((m, X.shape[1]))
+    step = max(1, CROSS_BLOCK_ENTRIES // max(1, n))
+    with progress_counter(-(-m // step), "cross-covariance", unit="block") as counter:
+        for start in range(0, m, step):
+            rows = np.arange(start, min(start + step, m))
+            out[rows] = block(rows, np.arange(n)) @ X
+            counter.update()
+    return out
+
+
+def _interpolated_product(between, targets, sites, X, distance, check, error):
+    """The interpolated product at the smallest order of :data:`INTERPOLATION_ORDERS`
+    whose largest error at the targets ``check[0]`` (against the rows ``check[1]``) is at
+    most `error`; None where no order is, the points have no chart
+    (:func:`_planar_chart`), or its tree has too many target leaves
+    (:data:`INTERPOLATION_LEAVES_PER_SOURCE_LEAF`)."""
+    chart = _planar_chart(between, targets, sites, distance)
+    if chart is None or not INTERPOLATION_ORDERS:
+        return None
+    targets_at, sites_at, function, invariant = chart
+    bounds = bounding_cube(targets_at, sites_at)
+    sample, exact = check
+    for order in INTERPOLATION_ORDERS:
+        settings = {
+            "bounds": bounds,
+            "invariant": invariant,
+            "leaf_size": balanced_leaf_size(
+                sites_at.shape[0], targets_at.shape[0], order, sites_at.shape[1], invariant
+            ),
+        }
+        target_leaves, source_leaves = leaf_counts(
+            targets_at, sites_at, settings["leaf_size"], bounds
+        )
+        if target_leaves > max(
+            INTERPOLATION_FREE_LEAVES, INTERPOLATION_LEAVES_PER_SOURCE_LEAF * source_leaves
+        ):
+            logger.info(
+                "the interpolated cross-covariance would take %d target leaves for %d source "
+                "leaves (clustered sites): another product instead",
+                target_leaves,
+                source_leaves,
+            )
+            return None
+        rows = fmm_product(function, targets_at[sample], sites_at, X, order, **settings)
+        largest = float(np.abs(rows - exact).max(initial=0.0))
+        if largest <= error:
+            logger.debug(
+                "cross-covariance interpolated at order %d: error %.3g at %d targets",
+                order,
+                largest,
+                sample.size,
+            )
+            return fmm_product(
+                function, targets_at, sites_at, X, order, description="cross-covariance", **settings
+            )
+    logger.info(
+        "the interpolated cross-covariance erred by %.3g at order %d, above %.3g: "
+        "another product instead",
+        largest,
+        order,
+        error,
+    )
+    return None
+
+
+def _planar_chart(between, targets, sites, distance):
+    """``(targets, sites, function, invariant)``: coordinates of at most
+    :data:`INTERPOLATION_MAX_DIMENSION` dimensions, the correlation as a function of
+    them and whether it depends on their difference alone; None where there are none.
+
+    The embedded points where they have few enough dimensions (`between` as it is);
+    for chordal distances of points within :data:`CHART_MAX_DEGREES` of their centre,
+    their orthographic projections on the tangent plane there, lifted back to the sphere
+    by `function` (smooth on the hemisphere, though not of differences).
+    """
+    sites_at = distance.embed(sites)
+    if sites_at is not None and sites_at.shape[1] <= INTERPOLATION_MAX_DIMENSION:
+        return distance.embed(targets), sites_at, between, True
+    if type(distance) is not Distance or distance.name != "chordal":
+        return None
+    try:
+        center, widest = spherical_cap(np.vstack([targets, sites]))
+    except ValueError:  # the points surround the globe
+        return None
+    if widest > CHART_MAX_DEGREES:
+        return None
+    plane = TangentPlaneDistance(center, distance.radius)
+
+    def function(P, Q):
+        return between(plane.lift(P), plane.lift(Q))
+
+    return plane.embed(targets), plane.embed(sites), function, False
+
+
+def _tiled_product(block, targets, sites, X, error, distance, kernel):
+    """The product through tiles compressed to a row error `error` in the root mean
+    square (:func:`compressed_cross_product`)."""
     perm, tile_size = site_order(sites, distance, kernel, "kdtree")
     site_tiles = [perm[start : start + tile_size] for start in range(0, perm.size, tile_size)]
     owner = np.empty(perm.size, dtype=np.intp)
@@ -734,15 +896,16 @@ def compressed_cross_product(block, targets, sites, X, accuracy, distance, kerne
             dense_rows.append(t)
     dense = np.zeros((len(row_tiles), len(site_tiles)), dtype=bool)
     dense[np.arange(len(row_tiles)), dense_rows] = True
-    sample = np.random.default_rng(0).choice(
-        targets.shape[0], min(CROSS_SAMPLE, targets.shape[0]), replace=False
-    )
-    size = float(np.abs(block(np.sort(sample), np.arange(perm.size)) @ X).max(initial=0.0))
     largest = max((tile.size for tile in row_tiles), default=1)
     weight = max(float(np.linalg.norm(X)), np.finfo(float).tiny)
-    tolerance = accuracy * (size if size > 0 else 1.0) * np.sqrt(largest * tile_size) / weight
     return tiled_product(
-        block, row_tiles, site_tiles, X, tolerance, dense, description="cross-covariance"
+        block,
+        row_tiles,
+        site_tiles,
+        X,
+        error * np.sqrt(largest * tile_size) / weight,
+        dense,
+        description="cross-covariance",
     )
 
 

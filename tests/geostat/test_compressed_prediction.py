@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import geostat as gs
-from geostat import predict
+from geostat import predict, solvers
 
 
 @pytest.fixture
@@ -126,3 +126,119 @@ def test_known_noise_enters_the_local_variance(monkeypatch, compressed):
     monkeypatch.setattr(predict, "LOCAL_NEIGHBOURS", 300)
     _, std = model.predict(new, return_std=True)
     np.testing.assert_allclose(std, dense_prediction(model, new, monkeypatch)[1], rtol=1e-8)
+
+
+def interpolated_model(rng, n=2000):
+    X = rng.random((n, 2))
+    y = np.sin(6 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+    return gs.SpatialGP(
+        kernel="exponential", fixed={"range": 0.1, "variance": 1.0}, nugget=1e-3, method="tlr"
+    ).fit(X, y)
+
+
+def test_planar_sites_take_the_interpolated_product(monkeypatch, compressed, caplog):
+    """x/y sites go through the fast multipole product, checked at sampled targets; a small
+    nugget makes the weights large against the mean, the case the check's scale is for."""
+    rng = np.random.default_rng(9)
+    model = interpolated_model(rng)
+    new = rng.random((6000, 2)) * 1.2 - 0.1
+    with caplog.at_level("DEBUG", logger="geostat.solvers"):
+        got = model.predict(new)
+    assert "interpolated at order" in caplog.text
+    reference = dense_mean(model, new, monkeypatch)
+    # the order is taken when the sampled error is a tenth of the accuracy (1e-8)
+    # relative to the product; 100 times that covers the targets not sampled
+    scale = np.abs(reference - model.coef_).max()
+    assert np.abs(got - reference).max() <= 1e-7 * scale
+
+
+def test_an_interpolation_that_misses_the_accuracy_gives_way_to_compressed_tiles(
+    monkeypatch, compressed, caplog
+):
+    rng = np.random.default_rng(10)
+    model = interpolated_model(rng)
+    new = rng.random((6000, 2))
+    monkeypatch.setattr(solvers, "INTERPOLATION_ORDERS", (2,))
+    with caplog.at_level("INFO", logger="geostat.solvers"):
+        got = model.predict(new)
+    assert "another product instead" in caplog.text
+    reference = dense_mean(model, new, monkeypatch)
+    assert np.abs(got - reference).max() <= 1e-7 * np.abs(reference - model.coef_).max()
+
+
+@pytest.mark.parametrize("extent, charted", [(20.0, True), (80.0, False)])
+def test_lonlat_sites_of_one_region_are_charted_on_their_tangent_plane(
+    extent, charted, monkeypatch, compressed, caplog
+):
+    """Chordal distances within 40 degrees of the centre go through the interpolated
+    product on the tangent plane; sites spread wider keep compressed tiles."""
+    rng = np.random.default_rng(11)
+    n = 1500
+
+    def lonlat(count):
+        return np.c_[
+            rng.uniform(-extent, extent, count), rng.uniform(-extent / 2, extent / 2, count)
+        ]
+
+    X = lonlat(n)
+    y = np.sin(X[:, 0] / 5) + 0.1 * rng.standard_normal(n)
+    model = gs.SpatialGP(
+        kernel="exponential",
+        fixed={"range": 100.0 * extent, "variance": 1.0},
+        nugget=1e-2,
+        distance="chordal",
+        method="tlr",
+    ).fit(X, y)
+    new = lonlat(30000)
+    with caplog.at_level("DEBUG", logger="geostat.solvers"):
+        got = model.predict(new)
+    assert ("interpolated at order" in caplog.text) is charted
+    reference = dense_mean(model, new, monkeypatch)
+    assert np.abs(got - reference).max() <= 1e-7 * np.abs(reference - model.coef_).max()
+
+
+@pytest.mark.parametrize("space_time", [False, True])
+def test_kernels_of_coordinate_differences_are_interpolated_or_dense(
+    space_time, monkeypatch, compressed, caplog
+):
+    """A geometric anisotropy is smooth away from a zero lag and goes through the
+    interpolated product; a space-time product of kernels is not smooth across equal
+    times and takes dense blocks (never ACA tiles, whose pivoting may miss entries)."""
+    rng = np.random.default_rng(12)
+    if space_time:
+        sites = rng.random((150, 2))
+        X = np.c_[np.repeat(sites, 8, axis=0), np.tile(np.arange(8.0), 150)]
+        new = np.c_[rng.random((20000, 2)), rng.integers(0, 10, 20000)]
+        kernel = gs.SpaceTime(space="exponential", separability=0.0)
+        fixed = {"variance": 1.0, "range": 0.3}
+    else:
+        X, new = rng.random((1200, 2)), rng.random((20000, 2))
+        kernel = gs.Anisotropic(gs.Exponential(), ratio=0.7, angle=0.5)
+        fixed = {"variance": 1.0, "range": 0.3}
+    y = np.sin(4 * X[:, 0]) + np.cos(X[:, -1]) + 0.1 * rng.standard_normal(X.shape[0])
+    model = gs.SpatialGP(kernel=kernel, fixed=fixed, nugget=1e-2, n_starts=1).fit(X, y)
+    with caplog.at_level("DEBUG", logger="geostat.solvers"):
+        got = model.predict(new)
+    assert ("interpolated at order" in caplog.text) is not space_time
+    reference = dense_mean(model, new, monkeypatch)
+    assert np.abs(got - reference).max() <= 1e-7 * np.abs(reference - model.coef_).max()
+
+
+def test_sites_clustered_among_spread_targets_keep_compressed_tiles(
+    monkeypatch, compressed, caplog
+):
+    """Leaves deep enough for a tight cluster of sites hold a target or two each over the
+    rest of the region: the interpolated product would pay a local expansion per target."""
+    rng = np.random.default_rng(13)
+    X = 0.5 + 0.002 * rng.standard_normal((1500, 2))
+    y = rng.standard_normal(1500)
+    model = gs.SpatialGP(
+        kernel="exponential", fixed={"range": 0.01, "variance": 1.0}, nugget=0.1, method="tlr"
+    ).fit(X, y)
+    new = rng.random((20000, 2))
+    monkeypatch.setattr(solvers, "INTERPOLATION_FREE_LEAVES", 1000)
+    with caplog.at_level("INFO", logger="geostat.solvers"):
+        got = model.predict(new)
+    assert "target leaves" in caplog.text
+    reference = dense_mean(model, new, monkeypatch)
+    assert np.abs(got - reference).max() <= 1e-7 * np.abs(reference - model.coef_).max()
