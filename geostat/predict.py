@@ -48,7 +48,8 @@ __all__ = ["Kriging"]
 #: Largest cross-covariance block (prediction sites x training sites) held at once.
 _BLOCK_ENTRIES = 2**24
 #: Cross-covariance entries (targets x training sites) from which the kriging mean goes
-#: through compressed tiles; below, dense blocks are as fast.
+#: through a compressed product (:func:`geostat.solvers.compressed_cross_product`) and
+#: the variance through local neighbourhoods; below, dense blocks are as fast.
 COMPRESSED_FROM = 2**26
 #: Accuracy of the compressed cross-covariance when the likelihood has none (exact).
 CROSS_ACCURACY = 1e-8
@@ -168,8 +169,9 @@ class Kriging:
 
     def _at_scale(self, coords, design, g, mean, var):
         """Add group `g`'s kriging mean at `coords` to `mean` (and write its variance to
-        `var`) without forming the cross-covariance: products through compressed tiles,
-        the simple-kriging variance from local neighbourhoods."""
+        `var`) without forming the cross-covariance: compressed products
+        (:func:`geostat.solvers.compressed_cross_product`), the simple-kriging variance
+        from local neighbourhoods."""
         weights = g.alpha if var is None or g.ftcf_chol is None else np.hstack([g.alpha, g.cinv_f])
         products = self._compressed_products(coords, g, weights)
         r = g.alpha.shape[1]

@@ -40,6 +40,7 @@ import itertools
 
 import numpy as np
 
+from tlrcore.compress._recompress import check_block_output
 from tlrcore.concurrency.threads import column_progress, runner, tile_pool, workers
 from tlrcore.errors import GeneratorError
 
@@ -146,19 +147,18 @@ def leaf_counts(targets, sources, leaf_size=64, bounds=None):
 
 def balanced_leaf_size(n_sources, n_targets, order, d, invariant=True):
     """Sources per leaf (as `leaf_size` counts them) that balance the direct sums of
-    touching leaves against the pairs' own node interactions; 64 where one matrix per
-    offset serves all pairs.
+    touching leaves against the interactions of the boxes' nodes, from 16 to 1,024.
 
-    A target meets the sources of ``3^d`` leaves, ``m 3^d s`` entries in all; the pairs
-    of the levels number about ``(6^d - 3^d) (n / s)`` times ``2^d / (2^d - 1)``, of
-    ``p^{2d}`` entries each. In two dimensions these balance at ``s = 2 sqrt(n p^4 /
-    m)``; leaves hold half of `leaf_size` on average, hence ``4 sqrt(n p^{2d} / m)``,
-    from 64 to 1,024.
+    A target meets the sources of ``3^d`` leaves, ``m 3^d s`` kernel entries in all; the
+    pairs of boxes of all levels number about ``(6^d - 3^d) (n / s)`` times ``2^d / (2^d
+    - 1)``, each ``p^{2d}`` kernel entries where the pair forms its own interactions, or
+    as many multiply-adds where one matrix per offset serves all pairs (counted as a
+    twentieth of an entry). In two dimensions these balance at ``s = 2 sqrt(n c / m)``,
+    ``c`` the cost of a pair; leaves hold about half of `leaf_size`, hence
+    ``4 sqrt(n c / m)``.
     """
-    if invariant:
-        return 64
-    balanced = 4 * np.sqrt(n_sources * float(order) ** (2 * d) / max(1, n_targets))
-    return int(np.clip(balanced, 64, 1024))
+    cost = float(order) ** (2 * d) / (20.0 if invariant else 1.0)
+    return int(np.clip(4 * np.sqrt(n_sources * cost / max(1, n_targets)), 16, 1024))
 
 
 def _points(points, name):
@@ -177,15 +177,12 @@ class _Checked:
         self.function = function
 
     def __call__(self, P, Q, where):
-        values = np.asarray(self.function(P, Q), dtype=float)
-        if values.shape != (P.shape[0], Q.shape[0]):
-            raise GeneratorError(
-                f"the kernel function returned shape {values.shape} for {where}; "
-                f"expected {(P.shape[0], Q.shape[0])}."
+        try:
+            return check_block_output(
+                self.function(P, Q), (P.shape[0], Q.shape[0]), f"the kernel function ({where})"
             )
-        if not np.isfinite(values).all():
-            raise GeneratorError(f"the kernel function returned non-finite values for {where}.")
-        return values
+        except ValueError as exc:
+            raise GeneratorError(str(exc)) from None
 
 
 class _Tree:

@@ -5,6 +5,7 @@ import pytest
 from scipy.spatial.distance import cdist
 
 from tlrcore.compress.fmm import (
+    balanced_leaf_size,
     bounding_cube,
     chebyshev_nodes,
     fmm_product,
@@ -177,7 +178,7 @@ def test_bad_arguments_are_named(change, match):
     "function, match",
     [
         (lambda P, Q: np.zeros((P.shape[0], Q.shape[0] + 1)), "shape"),
-        (lambda P, Q: np.full((P.shape[0], Q.shape[0]), np.nan), "non-finite"),
+        (lambda P, Q: np.full((P.shape[0], Q.shape[0]), np.nan), "NaN or infinite"),
     ],
 )
 def test_a_bad_kernel_function_raises_a_generator_error(function, match):
@@ -194,3 +195,14 @@ def test_leaf_counts_show_clustered_sources_among_spread_targets():
     clustered = 0.5 + 1e-3 * rng.standard_normal((4000, 2))
     target_leaves, source_leaves = leaf_counts(spread, clustered, 64)
     assert source_leaves <= 4000 and target_leaves >= 10000
+
+
+def test_balanced_leaves_grow_with_the_sources_and_the_order_within_their_limits():
+    sizes = [balanced_leaf_size(n, 10**6, 12, 2, False) for n in (10**2, 10**3, 10**4, 10**5, 10**6)]
+    assert sizes == sorted(sizes) and sizes[0] == 16 and sizes[-1] <= 1024
+    assert balanced_leaf_size(10**5, 10**6, 16, 2, False) > balanced_leaf_size(
+        10**5, 10**6, 8, 2, False
+    )
+    # a pair's own interactions cost more than a shared matrix's: larger leaves
+    assert balanced_leaf_size(10**5, 10**6, 10, 2, False) > balanced_leaf_size(10**5, 10**6, 10, 2)
+    assert balanced_leaf_size(10, 0, 4, 1) >= 16
