@@ -13,9 +13,10 @@ dense cross-covariance blocks with a TLR solve per target. ``--lonlat``: the sit
 cells in a 20 x 10 degree region of longitude/latitude instead (chordal distances,
 range 300 km, a sixth of the region's width). Where the dense path would take long
 (more than ``--dense-max`` targets for the mean, a tenth of that for the standard
-deviation) it is timed on that many cells and scaled by ``m``. The errors are those at scale against the dense path on 1,000 random
-cells: of the mean relative to its largest value there, of the standard deviation
-relative to each cell's. Medians of ``--repeats``.
+deviation) it is timed on that many cells and scaled by ``m``. The errors are those at
+scale against the dense path on 1,000 random cells: of the mean relative to its largest
+value there, of the standard deviation relative to each cell's. Medians of
+``--repeats``.
 
 Run: ``python benchmarks/prediction.py`` (n = 16,384, m = 262,144), or e.g.
 ``python benchmarks/prediction.py --n 131072 --m 1048576 --repeats 1``.

@@ -198,7 +198,8 @@ def test_leaf_counts_show_clustered_sources_among_spread_targets():
 
 
 def test_balanced_leaves_grow_with_the_sources_and_the_order_within_their_limits():
-    sizes = [balanced_leaf_size(n, 10**6, 12, 2, False) for n in (10**2, 10**3, 10**4, 10**5, 10**6)]
+    sources = (10**2, 10**3, 10**4, 10**5, 10**6)
+    sizes = [balanced_leaf_size(n, 10**6, 12, 2, False) for n in sources]
     assert sizes == sorted(sizes) and sizes[0] == 16 and sizes[-1] <= 1024
     assert balanced_leaf_size(10**5, 10**6, 16, 2, False) > balanced_leaf_size(
         10**5, 10**6, 8, 2, False
