@@ -420,15 +420,12 @@ def _leaf(tree, far, checked, targets, sources, X, local, box):
         values += weights @ local[box]
     near = []
     for offset in itertools.product((-1, 0, 1), repeat=tree.d):
-        key = tree.key((cells + np.array(offset))[None], tree.levels)[0]
-        at = int(np.searchsorted(tree.source_leaves, key))
         neighbour = cells + np.array(offset)
-        if (
-            (neighbour >= 0).all()
-            and (neighbour < (1 << tree.levels)).all()
-            and at < tree.source_leaves.size
-            and tree.source_leaves[at] == key
-        ):
+        if (neighbour < 0).any() or (neighbour >= 1 << tree.levels).any():
+            continue
+        key = tree.key(neighbour[None], tree.levels)[0]
+        at = int(np.searchsorted(tree.source_leaves, key))
+        if at < tree.source_leaves.size and tree.source_leaves[at] == key:
             near.append(tree.source_order[tree.source_starts[at] : tree.source_starts[at + 1]])
     if near:
         columns = np.concatenate(near)
