@@ -429,6 +429,61 @@ class TLRFactor(_Factor):
     def _solve(self, b):
         return self.factor.solve(b)
 
+    def inverse_entries(self, accuracy):
+        """:class:`InverseEntries` of ``K^{-1}`` from the TLR inverse of the factor, its
+        tiles truncated at `accuracy`; None for a factor outside the tile layout (packed
+        or on a cluster), whose entries come from solves."""
+        if not isinstance(self.factor, tlrcore.TLRCholesky):
+            return None
+        return InverseEntries(tlrcore.inverse_factor(self.factor, accuracy), self.perm)
+
+
+class InverseEntries:
+    """Entries of ``K^{-1}`` in the caller's site order, from a TLR inverse factor
+    ``X = L^{-1}`` of ``K[perm][:, perm] ~ L L^T`` (:class:`tlrcore.InverseFactor`).
+
+    Parameters
+    ----------
+    inverse : tlrcore.InverseFactor
+    perm : ndarray of shape (n,)
+    """
+
+    def __init__(self, inverse, perm):
+        self.inverse = inverse
+        self.position = np.argsort(np.asarray(perm))
+
+    @property
+    def nbytes(self):
+        """Bytes held by the inverse factor (and the tiles of ``K^{-1}`` once made)."""
+        return self.inverse.nbytes
+
+    def diagonal(self):
+        """``diag(K^{-1})``, shape ``(n,)``."""
+        return self.inverse.inverse_diagonal()[self.position]
+
+    def block(self, rows):
+        """``K^{-1}[rows][:, rows]``."""
+        return self.inverse.inverse_block(self.position[np.asarray(rows)])
+
+
+def compressed_solve_and_inverse_diagonal(matrix, rhs, accuracy):
+    """``(matrix^{-1} rhs, diag(matrix^{-1}))`` through a TLR factor of the dense symmetric
+    positive definite `matrix`, compressed (ACA, :func:`geostat.ordering.auto_tile_size`
+    tiles) and factored at `accuracy`, and its TLR inverse factor.
+
+    For a matrix of sites in an order whose tiles compress (neighbouring sites together):
+    ``O(m^2 rank)`` work against the ``2 m^3 / 3`` of a dense factor and inverse.
+
+    Raises
+    ------
+    NotPositiveDefiniteError
+        If the compressed matrix is not positive definite at this accuracy.
+    """
+    m = matrix.shape[0]
+    compressed = tlrcore.TLRMatrix.from_dense(matrix, auto_tile_size(m), accuracy, method="aca")
+    factor = tlrcore.cholesky(compressed, overwrite_a=True)
+    return factor.solve(rhs), tlrcore.inverse_factor(factor, accuracy).inverse_diagonal()
+
 
 if TYPE_CHECKING:  # both meet tlrcore's factor contract (checked by mypy)
     _DENSE: type[tlrcore.CholeskyFactor] = DenseCholesky

@@ -11,6 +11,9 @@ cholesky, TLRCholesky; ldl, TLRLDL
     TLR Cholesky (left-looking with ARA; right-looking reference; packed layout on any
     back end) with safeguards for matrices that lost definiteness; TLR LDLᵀ for
     symmetric indefinite matrices.
+inverse_factor, InverseFactor
+    The inverse ``L^{-1}`` of a TLR Cholesky factor in tiles, and the entries of ``A^{-1}``
+    (its diagonal, principal blocks) it gives without ``n`` solves.
 Factor, CholeskyFactor
     The contract every factor meets (:class:`typing.Protocol`).
 compress, batched, dense, backends
@@ -28,6 +31,7 @@ from pathlib import Path
 
 from tlrcore import batched, compress, dense
 from tlrcore.cholesky import TLRCholesky, cholesky
+from tlrcore.cholesky.inverse import InverseFactor, inverse_factor
 from tlrcore.concurrency import progress
 from tlrcore.diagnostics import summary
 from tlrcore.errors import (
@@ -44,6 +48,8 @@ __all__ = [
     "TLRMatrix",
     "TLRCholesky",
     "TLRLDL",
+    "InverseFactor",
+    "inverse_factor",
     "Factor",
     "CholeskyFactor",
     "cholesky",

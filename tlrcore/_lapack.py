@@ -179,6 +179,15 @@ def trsm_lower(L, B, trans=False, right=False):
 def trmm_lower_transposed(L, B):
     """``B <- L^T B``, in place (BLAS ``dtrmm``), `L` (n x n, read in its lower triangle) and `B`
     (n x m) float64, Fortran-ordered or blocks of such arrays."""
+    return _trmm_lower(L, B, b"T")
+
+
+def trmm_lower(L, B):
+    """``B <- L B``, in place (BLAS ``dtrmm``), as :func:`trmm_lower_transposed`."""
+    return _trmm_lower(L, B, b"N")
+
+
+def _trmm_lower(L, B, trans):
     if L.ndim != 2 or L.shape[0] != L.shape[1] or B.ndim != 2 or B.shape[0] != L.shape[0]:
         raise ValueError(
             f"L must be square and B have as many rows; got shapes {L.shape} and {B.shape}."
@@ -186,9 +195,8 @@ def trmm_lower_transposed(L, B):
     a, lda = _fortran(L, "L")
     b, ldb = _fortran(B, "B", writeable=True)
     if B.size:
-        _dtrmm(
-            b"L", b"L", b"T", b"N", _int(B.shape[0]), _int(B.shape[1]), _double(1.0), a, lda, b, ldb
-        )
+        m, n = _int(B.shape[0]), _int(B.shape[1])
+        _dtrmm(b"L", b"L", trans, b"N", m, n, _double(1.0), a, lda, b, ldb)
     return B
 
 

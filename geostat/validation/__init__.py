@@ -95,7 +95,12 @@ def cross_validate(
 
     Cost: an exact model computes the inverse of its covariance once per group of
     replicates sharing sites (about the cost and memory of its factorization). A TLR
-    model makes ``n`` triangular solves with columns of the identity, in blocks of
+    model computes the TLR inverse of its factor (about one likelihood evaluation, twice
+    the factor's memory) and reads the diagonal and the folds' blocks of the inverse
+    covariance from it; a fold of at least
+    :data:`geostat.validation.closed_form.TLR_FOLD_SITES` sites is factored as a TLR
+    matrix. Where the inverse factor would not fit, ``n`` triangular solves with
+    columns of the identity, in blocks of
     :data:`geostat.validation.closed_form.SOLVE_BLOCK_BYTES` (leave-one-out) or a fold's
     at once (K-fold).
 

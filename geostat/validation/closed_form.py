@@ -12,9 +12,13 @@ and the held-out residuals are :math:`e_V = P_{VV}^{-1} (P y)_V` with covariance
 :math:`P_{VV}^{-1}` [1]_. :math:`P y = \alpha - C^{-1} F_c M^{-1} F_c^T \alpha`, with
 :math:`\alpha` the kriging weights, enforces :math:`F_c^T P y = 0` even when the
 coefficients came from another TLR accuracy. The entries of :math:`K^{-1}` come from
-the dense inverse of a dense factor, or from forward solves with columns of the
-identity through a TLR factor: :math:`(K^{-1})_{ii} = \|L^{-1} P e_i\|^2` and
-:math:`(K^{-1})_{VV} = W^T W` with :math:`W = L^{-1} P E_V`.
+the dense inverse of a dense factor; through a TLR factor, from its TLR inverse
+factor :math:`X = L^{-1}` (``K^{-1} = P^T X^T X P``, :func:`tlrcore.inverse_factor`)
+where it fits in memory, else from forward solves with columns of the identity:
+:math:`(K^{-1})_{ii} = \|L^{-1} P e_i\|^2` and :math:`(K^{-1})_{VV} = W^T W` with
+:math:`W = L^{-1} P E_V`. A large fold's block :math:`P_{VV}` (its sites in the
+factor's order, so that its tiles compress) is factored as a TLR matrix at the fit's
+accuracy, with its inverse factor for the variances :math:`\mathrm{diag}(P_{VV}^{-1})`.
 
 References
 ----------
@@ -28,15 +32,23 @@ import dataclasses
 import logging
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_solve, cholesky, solve_triangular
+from scipy.linalg import cho_solve, lapack, solve_triangular
 
 from geostat.checks import check_memory
+from geostat.errors import NotPositiveDefiniteError
 from geostat.likelihood.gls import remove_means
-from geostat.solvers import DenseCholesky
+from geostat.solvers import DenseCholesky, compressed_solve_and_inverse_diagonal
 
 __all__ = ["SOLVE_BLOCK_BYTES", "GroupResiduals", "closed_form_residuals"]
 
 logger = logging.getLogger(__name__)
+
+#: The TLR inverse factor and the tiles of the inverse covariance take up to about this
+#: multiple of the factor's bytes; where they would not fit, the entries come from solves.
+INVERSE_FACTOR_BYTES = 4
+
+#: Folds of at least this many sites of a TLR fit are factored as TLR matrices.
+TLR_FOLD_SITES = 4096
 
 #: Bytes of the right-hand sides (and as many of solutions) solved at once through a TLR
 #: factor for the entries of the inverse covariance.
@@ -71,7 +83,7 @@ def closed_form_residuals(kriging, folds=None):
     for group, fit in zip(kriging.lik.groups, kriging.groups, strict=True):
         n_g = group.y.shape[0]
         sites = np.arange(n_g) if group.sites is None else np.asarray(group.sites)
-        inverse = _InverseEntries(fit.chol, n_g)
+        inverse = _InverseEntries(fit.chol, n_g, getattr(kriging.lik, "accuracy", None))
         projected = _projected_observations(group, fit)
         trend_root = _trend_root(fit)
         if folds is None:
@@ -119,6 +131,7 @@ def _fold_residuals(inverse, fit, group, projected, trend_root, labels):
     centered = remove_means(group.design, fit.shift)
     for label in np.unique(labels):
         held = np.flatnonzero(labels == label)
+        held = held[np.argsort(inverse.position[held], kind="stable")]  # in the factor's order
         _check_trend_identified(centered, held, label, group)
         check_memory(
             3 * 8.0 * held.size**2,
@@ -126,19 +139,34 @@ def _fold_residuals(inverse, fit, group, projected, trend_root, labels):
             "use more folds (a larger cv), so that each holds fewer sites.",
         )
         root = trend_root[:, held]
-        block = inverse.block(held) / fit.variance - root.T @ root
-        try:
-            factor = cholesky(0.5 * (block + block.T), lower=True, check_finite=False)
-        except LinAlgError:
-            raise ValueError(
-                f"fold {label} cannot be predicted from the other sites of "
-                f"{_replicates(group)}: its conditional covariance is numerically singular; "
-                "use more folds (a larger cv) or folds that leave sites spread over the domain."
-            ) from None
-        residual[held] = cho_solve((factor, True), projected[held], check_finite=False)
-        root_inverse = solve_triangular(factor, np.eye(held.size), lower=True, check_finite=False)
-        variance[held] = np.einsum("ij,ij->j", root_inverse, root_inverse)
+        block = inverse.block(held)  # symmetric: its transpose is the Fortran-ordered view
+        block /= fit.variance
+        if root.size:
+            block -= root.T @ root
+        residual[held], variance[held] = _fold_solve(block, projected[held], inverse, label, group)
     return residual, variance
+
+
+def _fold_solve(block, rhs, inverse, label, group):
+    """``(block^{-1} rhs, diag(block^{-1}))`` for a fold's precision `block` (overwritten):
+    through a TLR factor at the fit's accuracy for a fold of at least
+    :data:`TLR_FOLD_SITES` sites of a TLR fit (its sites are in the factor's order, so its
+    tiles compress), else (or where that factor fails) dense."""
+    if inverse.accuracy is not None and block.shape[0] >= TLR_FOLD_SITES:
+        try:
+            return compressed_solve_and_inverse_diagonal(block, rhs, inverse.accuracy)
+        except NotPositiveDefiniteError:
+            pass  # the compressed fold is not positive definite: the dense factor decides
+    factor, info = lapack.dpotrf(block.T, lower=1, clean=1, overwrite_a=1)
+    if info:
+        raise ValueError(
+            f"fold {label} cannot be predicted from the other sites of "
+            f"{_replicates(group)}: its conditional covariance is numerically singular; "
+            "use more folds (a larger cv) or folds that leave sites spread over the domain."
+        )
+    solution = cho_solve((factor, True), rhs, check_finite=False)
+    root_inverse, _ = lapack.dtrtri(factor, lower=1, overwrite_c=1)
+    return solution, np.einsum("ij,ij->j", root_inverse, root_inverse)
 
 
 def _check_trend_identified(centered, held, label, group):
@@ -164,14 +192,27 @@ def _replicates(group):
 
 
 class _InverseEntries:
-    """Entries of ``K^{-1}`` of one factor: from its dense inverse, or by solves with
-    columns of the identity (counted in `columns_solved` and `blocks_solved`)."""
+    """Entries of ``K^{-1}`` of one factor: from its dense inverse, from the TLR inverse
+    factor (:meth:`geostat.solvers.TLRFactor.inverse_entries`, where it fits in memory),
+    or by solves with columns of the identity (counted in `columns_solved` and
+    `blocks_solved`)."""
 
-    def __init__(self, chol, n):
+    def __init__(self, chol, n, accuracy=None):
         self.chol, self.n = chol, n
         self.dense = isinstance(chol, DenseCholesky)
+        #: the TLR fit's accuracy (None for a dense factor)
+        self.accuracy = None if self.dense else accuracy
         self.columns_solved = self.blocks_solved = 0
         self._inverse = None
+        self._entries = None
+        if not self.dense and accuracy is not None and _fits(INVERSE_FACTOR_BYTES * chol.nbytes):
+            self._entries = chol.inverse_entries(accuracy)
+            if self._entries is not None:
+                logger.info(
+                    "cross-validation: TLR inverse factor of %d sites, %.1f MB",
+                    n,
+                    self._entries.nbytes / 1e6,
+                )
         # The position of each site in the factor: columns of the identity solved in that
         # order start at their first tile (the forward substitution skips the zero tiles).
         perm = getattr(chol, "perm", None)
@@ -193,6 +234,8 @@ class _InverseEntries:
                 backend.to_host(backend.xp.diagonal(self._dense_inverse(lower=True))),
                 dtype=np.float64,
             )
+        if self._entries is not None:
+            return self._entries.diagonal()
         out = np.empty(self.n)
         for _, columns in self._column_blocks(np.argsort(self.position)):
             solution = self.chol.solve_lower(self._identity_columns(columns))
@@ -209,6 +252,8 @@ class _InverseEntries:
             return np.asarray(
                 backend.to_host(self._inverse[index[:, None], index[None, :]]), dtype=np.float64
             )
+        if self._entries is not None:
+            return self._entries.block(rows)
         # (K^{-1})_VV = W^T W with W = L^{-1} P E_V: forward solves only, W held whole
         check_memory(
             2 * 8.0 * self.n * rows.size,
@@ -238,3 +283,12 @@ class _InverseEntries:
         out = np.zeros((self.n, columns.size))
         out[columns, np.arange(columns.size)] = 1.0
         return out
+
+
+def _fits(need):
+    """Whether `need` bytes fit in 90 % of the available host memory."""
+    try:
+        check_memory(need, "", "")
+    except MemoryError:
+        return False
+    return True

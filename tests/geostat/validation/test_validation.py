@@ -296,12 +296,23 @@ def tlr_pair(n=500):
     return exact, tlr, condition
 
 
+def solve_only(monkeypatch):
+    """Entries of the inverse covariance by solves (the inverse factor never fits)."""
+    monkeypatch.setattr(closed_form, "INVERSE_FACTOR_BYTES", float("inf"))
+
+
+@pytest.mark.parametrize("path", ["inverse factor", "solves"])
 @pytest.mark.parametrize("cv", ["loo", 5])
-def test_tlr_agrees_with_exact_to_its_accuracy(cv, caplog):
+def test_tlr_agrees_with_exact_to_its_accuracy(cv, path, caplog, monkeypatch):
     """A TLR factor with ``||K - L L^T||_F <= eps ||K||_F`` (eps the accuracy) perturbs
     ``K^{-1}``, and so ``P`` and the residuals, by at most ``cond(K) eps sqrt(n)`` relative
     (``||E||_2 <= ||E||_F``, ``||K||_F <= sqrt(n) ||K||_2``), doubled for the ratios
-    ``(P y)_i / P_ii``; a factor 10 covers the accumulation in the factorization."""
+    ``(P y)_i / P_ii``; a factor 10 covers the accumulation in the factorization. The
+    inverse factor, truncated at the same accuracy, perturbs ``K^{-1}`` by at most
+    ``3 sqrt(cond(K)) eps sqrt(n)`` relative more (``tlrcore.inverse_factor``), within
+    that factor for ``cond(K) >= 1``."""
+    if path == "solves":
+        solve_only(monkeypatch)
     exact, tlr, condition = tlr_pair()
     assert tlr.method_ == "tlr" and exact.method_ == "exact"
     with caplog.at_level(logging.INFO, logger="geostat.validation"):
@@ -311,16 +322,84 @@ def test_tlr_agrees_with_exact_to_its_accuracy(cv, caplog):
     np.testing.assert_allclose(b["std"], a["std"], rtol=tolerance)
     residual = a["observed"] - a["mean"]
     assert np.max(np.abs(b["mean"] - a["mean"])) <= tolerance * np.max(np.abs(residual))
-    solves = [r.getMessage() for r in caplog.records if "columns of the identity" in r.getMessage()]
-    assert solves == [
-        f"cross-validation: 500 columns of the identity solved through the TLR factors in "
-        f"{1 if cv == 'loo' else 5} blocks (forward solves)"
-    ]
+    messages = [r.getMessage() for r in caplog.records if "TLR" in r.getMessage()]
+    if path == "solves":
+        assert messages == [
+            f"cross-validation: 500 columns of the identity solved through the TLR factors in "
+            f"{1 if cv == 'loo' else 5} blocks (forward solves)"
+        ]
+    else:
+        assert len(messages) == 1 and messages[0].startswith(
+            "cross-validation: TLR inverse factor of 500 sites"
+        )
+
+
+def test_the_two_tlr_paths_agree(monkeypatch):
+    """Entries from the inverse factor and from solves through the same factor differ by
+    the inverse factor's truncation alone (``3 sqrt(cond(K)) eps sqrt(n)`` relative in
+    ``K^{-1}``, times ``cond(K)`` in the residuals)."""
+    _, tlr, condition = tlr_pair()
+    by_inverse = cross_validate(tlr, cv=4, random_state=3)
+    solve_only(monkeypatch)
+    by_solves = cross_validate(tlr, cv=4, random_state=3)
+    tolerance = 2 * 3 * condition**1.5 * 1e-9 * np.sqrt(500)
+    assert tolerance < 1e-2
+    np.testing.assert_allclose(by_inverse["std"], by_solves["std"], rtol=tolerance)
+    np.testing.assert_allclose(
+        by_inverse["mean"], by_solves["mean"], rtol=0, atol=tolerance * by_solves["std"].max()
+    )
+
+
+def test_large_tlr_folds_are_factored_as_tlr_matrices(monkeypatch):
+    """Folds of at least ``TLR_FOLD_SITES`` sites are factored as TLR matrices at the fit's
+    accuracy: a perturbation of at most ``eps ||B||_F <= eps sqrt(m) ||B||_2`` of the
+    fold's precision block ``B`` (``cond(B) <= cond(K)``), and as much again from its
+    inverse factor, moves the residuals and variances by at most ``2 cond(K) eps sqrt(m)``
+    relative; a factor 10 covers the accumulation in the factorization."""
+    X, rng = sites(1200, 13)
+    settings = dict(kernel="exponential", nugget=0.1, fixed={"variance": 1.0, "range": 0.2})
+    tlr = gs.SpatialGP(method="tlr", tile_size=64, accuracy=1e-9, **settings).fit(X, field(X, rng))
+    calls = []
+    original = closed_form.compressed_solve_and_inverse_diagonal
+
+    def counted(*args):
+        calls.append(args[0].shape[0])
+        return original(*args)
+
+    monkeypatch.setattr(closed_form, "compressed_solve_and_inverse_diagonal", counted)
+    monkeypatch.setattr(closed_form, "TLR_FOLD_SITES", 500)
+    compressed = cross_validate(tlr, cv=2, random_state=1)
+    assert calls == [600, 600]
+    monkeypatch.setattr(closed_form, "TLR_FOLD_SITES", float("inf"))
+    dense = cross_validate(tlr, cv=2, random_state=1)
+    assert len(calls) == 2
+    condition = np.linalg.cond(problems.covariance(X.to_numpy(), range_=0.2, nugget=0.1))
+    tolerance = 10 * 2 * condition * 1e-9 * np.sqrt(600)
+    assert tolerance < 1e-2
+    np.testing.assert_allclose(compressed["std"], dense["std"], rtol=tolerance)
+    np.testing.assert_allclose(
+        compressed["mean"], dense["mean"], rtol=0, atol=tolerance * dense["std"].max()
+    )
+
+
+def test_a_tlr_fold_not_positive_definite_is_factored_densely(monkeypatch):
+    _, tlr, _ = tlr_pair(n=300)
+    dense = cross_validate(tlr, cv=3, random_state=2)
+
+    def fails(*args):
+        raise gs.errors.NotPositiveDefiniteError("not positive definite at this accuracy")
+
+    monkeypatch.setattr(closed_form, "compressed_solve_and_inverse_diagonal", fails)
+    monkeypatch.setattr(closed_form, "TLR_FOLD_SITES", 10)
+    fallback = cross_validate(tlr, cv=3, random_state=2)
+    np.testing.assert_array_equal(fallback["mean"], dense["mean"])
+    np.testing.assert_array_equal(fallback["std"], dense["std"])
 
 
 def test_tlr_solves_in_blocks_of_bounded_memory(monkeypatch, caplog):
     """Leave-one-out solves in blocks of bounded memory (the same results); K-fold a fold
     at a time."""
+    solve_only(monkeypatch)
     exact, tlr, _ = tlr_pair(n=300)
     whole = cross_validate(tlr)
     whole_folds = cross_validate(tlr, cv=3)
