@@ -15,9 +15,14 @@ the inverse covariance from forward solves through the factor and every fold fac
 densely (the way before the TLR inverse factor), and the largest differences of the two
 are printed: relative for the standard deviations, in standard deviations for the means.
 
+``--case NAME``: a data set of ``benchmarks/peers.py`` instead (real data with small
+nuggets among them), its model fitted with the defaults; with ``--solves --exact``,
+both paths are also compared with the exact model at the fitted parameters.
+
 Run: ``python benchmarks/cross_validation.py`` (exact leave-one-out at 4,096 sites), or
 ``python benchmarks/cross_validation.py --n 65536 --method tlr --folds 10``, or
-``python benchmarks/cross_validation.py --n 16384 --method tlr --folds 10 --solves``.
+``python benchmarks/cross_validation.py --n 16384 --method tlr --folds 10 --solves``, or
+``python benchmarks/cross_validation.py --case co2true8k --folds 10 --solves --exact``.
 
 Output: a few lines on standard output (times, their ratio, the check against brute
 force, the scores, the process's peak resident memory); nothing is written to disk.
@@ -32,6 +37,7 @@ import statistics
 import time
 
 import numpy as np
+import peers
 from scipy.linalg import cho_factor, cho_solve
 from scipy.spatial.distance import cdist
 
@@ -80,6 +86,38 @@ def brute_force(X, y, held, params):
     return mean, np.sqrt(var)
 
 
+def real_data_model(case):
+    """The data of a :mod:`peers` case and its model fitted with the defaults (the case's
+    Matérn smoothness): ``(model, X, y)``."""
+    X, y = peers.CASES[case]()
+    model = gs.SpatialGP(smoothness=peers.SMOOTHNESS.get(case, 1.5), distance="euclidean")
+    return model.fit(X, y), X, y
+
+
+def against_exact(model, X, y, cv, table, reference):
+    """The largest differences of the two TLR paths from the exact model at `model`'s
+    parameters (its nugget and covariance parameters fixed there)."""
+    p = model.params_
+    fixed = {k: v for k, v in p.items() if k not in ("nugget", "smoothness")}
+    exact = gs.SpatialGP(
+        smoothness=p.get("smoothness", 1.5),
+        distance="euclidean",
+        method="exact",
+        nugget=p["nugget"],
+        fixed=fixed,
+    ).fit(X, y)
+    truth = exact.cross_validate(cv=cv)
+    for name, result in (("inverse factor", table), ("solves", reference)):
+        std = np.max(np.abs(result["std"] / truth["std"] - 1.0))
+        mean = np.max(np.abs(result["mean"] - truth["mean"]) / truth["std"])
+        print(f"  {name} against exact: std {std:.1e} relative, mean {mean:.1e} std. dev.")
+
+
+def peak_gib():
+    """The process's peak resident memory so far, GiB (``ru_maxrss`` is in KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
 @contextlib.contextmanager
 def solves_only():
     """Cross-validation by forward solves through the factor and dense folds."""
@@ -101,16 +139,26 @@ def main():
     parser.add_argument(
         "--solves", action="store_true", help="also time the forward solves and dense folds"
     )
+    parser.add_argument(
+        "--case", choices=sorted(peers.CASES), help="a data set of benchmarks/peers.py instead"
+    )
+    parser.add_argument(
+        "--exact", action="store_true", help="with --case: both paths against the exact model"
+    )
     args = parser.parse_args()
-    X, y = model_data(args.n)
-    fixed = {"range": PARAMS["range"], "variance": PARAMS["variance"]}
-    model = gs.SpatialGP(
-        kernel="exponential",
-        method=args.method,
-        nugget=PARAMS["nugget"],
-        fixed=fixed,
-        accuracy=1e-8,
-    ).fit(X, y)
+    if args.case:
+        model, X, y = real_data_model(args.case)
+        args.n, args.method = len(y), model.method_
+    else:
+        X, y = model_data(args.n)
+        fixed = {"range": PARAMS["range"], "variance": PARAMS["variance"]}
+        model = gs.SpatialGP(
+            kernel="exponential",
+            method=args.method,
+            nugget=PARAMS["nugget"],
+            fixed=fixed,
+            accuracy=1e-8,
+        ).fit(X, y)
     likelihood = model._likelihood
 
     def evaluate():
@@ -120,6 +168,7 @@ def main():
         return model.log_likelihood(model.params_)
 
     evaluation, _ = timed(evaluate, args.repeats)
+    peak_before = peak_gib()
     cv = "loo" if args.folds == 0 else args.folds
     model._kriging.groups  # noqa: B018  (the factor at the estimates, as after a fit)
     validation, table = timed(lambda: model.cross_validate(cv=cv), args.repeats)
@@ -134,15 +183,17 @@ def main():
     )
     if args.solves:
         with solves_only():
-            before, reference = timed(lambda: model.cross_validate(cv=cv), args.repeats)
+            by_solves, reference = timed(lambda: model.cross_validate(cv=cv), args.repeats)
         std_difference = np.max(np.abs(table["std"] / reference["std"] - 1.0))
         mean_difference = np.max(np.abs(table["mean"] - reference["mean"]) / reference["std"])
         print(
-            f"  by solves and dense folds      {before:8.2f} s  = "
-            f"{before / evaluation:.1f} evaluations; largest difference: std "
+            f"  by solves and dense folds      {by_solves:8.2f} s  = "
+            f"{by_solves / evaluation:.1f} evaluations; largest difference: std "
             f"{std_difference:.1e} relative, mean {mean_difference:.1e} standard deviations"
         )
-    if cv == "loo" and args.check:
+        if args.exact:
+            against_exact(model, X, y, cv, table, reference)
+    if cv == "loo" and args.check and not args.case:
         held = np.sort(np.random.default_rng(1).choice(args.n, args.check, replace=False))
         rows = table.set_index("site").loc[held]
         worst_mean = worst_std = 0.0
@@ -155,8 +206,10 @@ def main():
             f"std {worst_std:.1e} (largest relative difference)"
         )
     print("  scores:", {name: round(value, 4) for name, value in table.attrs["scores"].items()})
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
-    print(f"  peak resident memory of the process: {peak:.2f} GiB")
+    print(
+        f"  peak resident memory of the process: {peak_before:.2f} GiB before cross-validation, "
+        f"{peak_gib():.2f} GiB at the end"
+    )
 
 
 if __name__ == "__main__":

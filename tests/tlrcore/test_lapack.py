@@ -13,7 +13,14 @@ import scipy.linalg
 from threadpoolctl import threadpool_limits
 
 from tlrcore import _lapack
-from tlrcore._lapack import gemm_nt, potrf_lower, syrk_lower, trmm_lower_transposed, trsm_lower
+from tlrcore._lapack import (
+    gemm_nt,
+    potrf_lower,
+    syrk_lower,
+    trmm_lower,
+    trmm_lower_transposed,
+    trsm_lower,
+)
 
 EPS = np.finfo(float).eps
 
@@ -88,6 +95,12 @@ def test_trmm_and_gemm_on_blocks_match_numpy():
     np.testing.assert_allclose(
         B, expected, rtol=0, atol=2 * 30 * EPS * (np.abs(np.tril(L).T) @ np.abs(B)).max()
     )
+    B = np.asfortranarray(rng.normal(size=(30, 6)))
+    expected = np.tril(L) @ B
+    assert trmm_lower(L, B) is B
+    np.testing.assert_allclose(
+        B, expected, rtol=0, atol=2 * 30 * EPS * (np.abs(np.tril(L)) @ np.abs(B)).max()
+    )
     C = big[40:70, 40:52]
     A, W = big[40:70, :9], big[60:72, :9]
     expected = 2.0 * C - 0.5 * A @ W.T
@@ -132,6 +145,7 @@ def test_syrk_lower_updates_the_lower_triangle_in_place():
             lambda: trmm_lower_transposed(np.eye(3, order="F"), np.ones((3, 2))),
             "B must be a writeable Fortran-ordered",
         ),
+        (lambda: trmm_lower(np.eye(3, order="F"), np.ones((4, 2), order="F")), "as many rows"),
         (
             lambda: gemm_nt(
                 1.0,
@@ -162,6 +176,7 @@ def test_syrk_lower_updates_the_lower_triangle_in_place():
         "syrk-shape",
         "trsm-right-columns",
         "trmm-c-order",
+        "trmm-rows",
         "gemm-shape",
         "gemm-c-strided",
     ],

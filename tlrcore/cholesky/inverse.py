@@ -67,6 +67,20 @@ class InverseFactor(TileFactor):
     Build one with :func:`inverse_factor`. Its methods return entries of ``A^{-1} = P^T
     X^T X P`` in the order of ``A``; the first :meth:`inverse_block` compresses the
     off-diagonal tiles of ``X^T X`` (:meth:`inverse_tiles`) and later ones reuse them.
+
+    Attributes
+    ----------
+    n, n_tiles, offsets
+        As for the factor.
+    diagonal : list of ndarray
+        ``X(J, J) = L(J, J)^{-1}``, dense lower triangular.
+    U, V : dict of (int, int) to ndarray
+        ``X(i, J) = U[i, J] @ V[i, J].T``, views into one array per tile row (``U``) and
+        per tile column (``V``).
+    tolerance, accuracy : float
+        The tiles' absolute Frobenius tolerance, and the relative accuracy it came from.
+    position : ndarray of int
+        The factor's row of each row of ``A`` (the inverse of ``perm``).
     """
 
     def __init__(self, diagonal, panels, columns, offsets, tolerance, accuracy, perm=None):
