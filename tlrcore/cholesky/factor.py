@@ -13,6 +13,7 @@ from tlrcore._checks import check_operand
 from tlrcore._typing import BackendArray, FloatArray, IntArray
 from tlrcore.cholesky._steps import TileFactor
 from tlrcore.compress.single import CompactFactors
+from tlrcore.concurrency.spill import Spill
 from tlrcore.concurrency.threads import by_column_chunks, one_blas_thread
 from tlrcore.dense.triangles import Triangles
 
@@ -51,6 +52,11 @@ class TLRCholesky(TileFactor):
         Factor positions of the diagonal tiles changed so.
     backend : Backend
         :data:`tlrcore.backends.NUMPY`.
+    spill : Spill or None
+        Where finished tile rows were moved to files by the factorization
+        (:class:`~tlrcore.concurrency.spill.Spill`, groups by tile row): the solves and
+        products read the factor row by row and hand each row's pages back once read, so
+        that a pass over the factor holds a row or two of it in memory, not all of it.
     """
 
     def __init__(
@@ -61,6 +67,7 @@ class TLRCholesky(TileFactor):
         offsets: ArrayLike,
         tolerance: float,
         perm: ArrayLike | None = None,
+        spill: Spill | None = None,
     ) -> None:
         U = U if isinstance(U, CompactFactors) else CompactFactors(U)
         V = V if isinstance(V, CompactFactors) else CompactFactors(V)
@@ -71,6 +78,7 @@ class TLRCholesky(TileFactor):
         self.U: CompactFactors = U
         self.V: CompactFactors = V
         self.perm: IntArray | None = None if perm is None else np.asarray(perm)
+        self.spill = spill
         # set by the safeguarded factorization that made the factor
         self.perturbation = self.shift = 0.0
         self.perturbation_parts: dict[str, float] = {}
@@ -116,6 +124,7 @@ class TLRCholesky(TileFactor):
             for j in range(first, k):
                 x[rows] -= self.U.product((k, j), self.V, x[self.tile(j)])
             self.diagonal.solve(k, x[rows])
+            self._read(k)
         return x
 
     @one_blas_thread
@@ -124,12 +133,14 @@ class TLRCholesky(TileFactor):
         return self._from_factor_order(by_column_chunks(self._backward, self._check_rhs(b)))
 
     def _backward(self, x):
-        """Backward substitution in place on the C-ordered `x`."""
+        """Backward substitution in place on the C-ordered `x`, a tile row of ``L`` at a time:
+        once ``x_k`` is solved, ``L(k, j)^T x_k`` is subtracted from each ``x_j``, ``j < k``."""
         for k in reversed(range(self.n_tiles)):
             rows = self.tile(k)
-            for i in range(k + 1, self.n_tiles):
-                x[rows] -= self.V.product((i, k), self.U, x[self.tile(i)])
             self.diagonal.solve(k, x[rows], trans=True)
+            for j in range(k):
+                x[self.tile(j)] -= self.V.product((k, j), self.U, x[rows])
+            self._read(k)
         return x
 
     @one_blas_thread
@@ -144,7 +155,13 @@ class TLRCholesky(TileFactor):
             y[rows] = self.diagonal.triangular_product(i, z[rows])
             for k in range(i):
                 y[rows] += self.U.product((i, k), self.V, z[self.tile(k)])
+            self._read(i)
         return y
+
+    def _read(self, k):
+        """Tile row `k` has been read by a pass: its pages go back where it was spilled."""
+        if self.spill is not None:
+            self.spill.release(k)
 
     def solve(self, b: ArrayLike) -> FloatArray:
         """``(P^T L L^T P)^{-1} b``, i.e. ``A^{-1} b`` up to compression and ``E``."""

@@ -96,7 +96,7 @@ class InverseFactor(TileFactor):
         self._tiles = None
         n = int(np.asarray(offsets)[-1])
         #: position in the factor of each row of ``A``
-        self.position: IntArray = (
+        self.position = (
             np.arange(n) if perm is None else np.argsort(np.asarray(perm)).astype(np.intp)
         )
 

@@ -147,9 +147,9 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             nonlocal spill
             keys = [(k, j) for j in range(k)]
             try:
-                U.spill(keys, spill)
-                V.spill(keys, spill)
-                triangles.spill(k, spill)
+                U.spill(keys, spill, group=k)
+                V.spill(keys, spill, group=k)
+                triangles.spill(k, spill, group=k)
             except OSError as exc:
                 logger.warning("factor rows stay in memory: the spill file failed (%s)", exc)
                 spill = None
@@ -230,7 +230,7 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
         if overwrite_a:
             A._release_column(n_t - 1)
             trim_heap()  # A's freed heap tiles would stay resident beside L's (concurrency.heap)
-    return TLRCholesky(triangles, U, V, A.offsets, tolerance)
+    return TLRCholesky(triangles, U, V, A.offsets, tolerance, spill=spill)
 
 
 def _spill_for(A, rows):

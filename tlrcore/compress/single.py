@@ -255,13 +255,13 @@ class CompactFactors(MutableMapping):
         self._parts[key] = (placeholder, None)
         return freed
 
-    def spill(self, keys, spill) -> None:
+    def spill(self, keys, spill, group=None) -> None:
         """Move the stored parts of `keys` into one file of `spill`
-        (:class:`~tlrcore.concurrency.spill.Spill`), read back through its memory map; the
-        values are unchanged."""
+        (:class:`~tlrcore.concurrency.spill.Spill`), in its `group`, read back through its
+        memory map; the values are unchanged."""
         keys = list(keys)
         arrays = [part for key in keys for part in self._parts[key] if part is not None]
-        moved = iter(spill.move(arrays))
+        moved = iter(spill.move(arrays, group))
         for key in keys:
             self._parts[key] = tuple(
                 None if part is None else next(moved) for part in self._parts[key]

@@ -10,7 +10,10 @@ map, and a million-site factor has hundreds of rows). Their pages
 belong to the operating system's file cache: clean pages that it can drop under memory
 pressure and read again on access, where anonymous pages would have to stay [1]_. One map
 per group keeps the number of maps (bounded by ``vm.max_map_count`` on Linux) at one per
-tile row.
+tile row. A reader that has finished with a group hands its pages back
+(:meth:`Spill.release`, ``madvise(MADV_DONTNEED)``): the process's resident memory then
+holds the groups being read, not every group read so far, and a later read faults the pages
+in again from the file cache or the file, unchanged because nothing writes them.
 
 References
 ----------
@@ -26,7 +29,7 @@ import mmap
 import tempfile
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -37,11 +40,11 @@ ALIGNMENT = 64
 
 
 def _c_library_maps():
-    """The C library's ``(mmap, munmap)`` with their argument types, or None (Windows:
-    Python's :mod:`mmap` then)."""
+    """The C library's ``(mmap, munmap, madvise)`` with their argument types (``madvise``
+    None where ``MADV_DONTNEED`` is unknown), or None (Windows: Python's :mod:`mmap` then)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        c_map, c_unmap = libc.mmap, libc.munmap
+        c_map, c_unmap, c_advise = libc.mmap, libc.munmap, libc.madvise
     except (OSError, TypeError, AttributeError):
         return None
     c_map.restype = ctypes.c_void_p
@@ -54,7 +57,8 @@ def _c_library_maps():
         ctypes.c_long,
     ]
     c_unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    return c_map, c_unmap
+    c_advise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return c_map, c_unmap, (c_advise if hasattr(mmap, "MADV_DONTNEED") else None)
 
 
 _C_MAPS = _c_library_maps()
@@ -68,11 +72,13 @@ class Spill:
         self.directory = directory
         self.nbytes = 0
         self._lock = threading.Lock()
+        self._maps: dict[Hashable, list[weakref.ref]] = {}
 
-    def move(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def move(self, arrays: Sequence[np.ndarray], group: Hashable = None) -> list[np.ndarray]:
         """Read-only copies of the C- or Fortran-contiguous `arrays`, each viewing the one
         memory map of a new file holding them all (OSError where the file cannot be
-        written: the caller keeps its arrays)."""
+        written: the caller keeps its arrays); the map belongs to `group`
+        (:meth:`release`)."""
         offsets, end = [], 0
         for array in arrays:
             if not (array.flags.c_contiguous or array.flags.f_contiguous):
@@ -88,9 +94,11 @@ class Spill:
                     file.write(_raw(array))
             file.truncate(end)
             file.flush()
-            mapped = _map(file.fileno(), end)
+            mapped, block = _map(file.fileno(), end)
         with self._lock:
             self.nbytes += end
+            if block is not None:
+                self._maps.setdefault(group, []).append(weakref.ref(block))
         moved = []
         for array, offset in zip(arrays, offsets, strict=True):
             fortran = array.flags.f_contiguous and not array.flags.c_contiguous
@@ -105,14 +113,32 @@ class Spill:
             )
         return moved
 
+    def __reduce__(self):
+        # arrays pickled from its maps come back in memory: a copy has moved nothing
+        return (Spill, (self.directory,))
+
+    def release(self, group: Hashable) -> None:
+        """Hand the resident pages of `group`'s maps back to the operating system; the arrays
+        stay valid and read the same values (their pages come back from the file on the next
+        read). Nothing where the group has no map or the system has no ``madvise``."""
+        advise = None if _C_MAPS is None else _C_MAPS[2]
+        if advise is None:
+            return
+        for reference in self._maps.get(group, ()):
+            block = reference()  # held while advised: the map stays until it is collected
+            if block is not None:
+                advise(ctypes.addressof(block), ctypes.sizeof(block), mmap.MADV_DONTNEED)
+
 
 def _map(descriptor, length):
-    """A read-only buffer on a private memory map of the first `length` bytes of the open
-    file `descriptor`, unmapped when the buffer is collected: through the C library's
-    ``mmap``, which keeps no descriptor (Python's :mod:`mmap` where there is none)."""
+    """``(buffer, block)``: a read-only buffer on a private memory map of the first `length`
+    bytes of the open file `descriptor`, through the C library's ``mmap``, which keeps no
+    descriptor, and the ctypes array `block` on the map, which the buffer keeps alive and
+    whose collection unmaps it (Python's :mod:`mmap` and None where there is no C
+    library)."""
     if _C_MAPS is None:
-        return memoryview(mmap.mmap(descriptor, length, access=mmap.ACCESS_READ))
-    c_map, c_unmap = _C_MAPS
+        return memoryview(mmap.mmap(descriptor, length, access=mmap.ACCESS_READ)), None
+    c_map, c_unmap, _ = _C_MAPS
     # private and writeable: pages stay the file's (clean, reclaimable) until written, and a
     # write, which the read-only arrays refuse unless their flag is forced, copies a page
     protection = mmap.PROT_READ | mmap.PROT_WRITE
@@ -121,7 +147,7 @@ def _map(descriptor, length):
         raise OSError(ctypes.get_errno(), "mmap of the spill file failed")
     block = (ctypes.c_char * length).from_address(address)
     weakref.finalize(block, c_unmap, address, length)
-    return memoryview(block).toreadonly()
+    return memoryview(block).toreadonly(), block
 
 
 def _raw(array):

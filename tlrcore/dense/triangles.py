@@ -79,10 +79,10 @@ class Triangles(Sequence):
         """Free tile `k` (its size stays known)."""
         self._packed[k] = self._diagonals[k] = None
 
-    def spill(self, k: int, spill) -> None:
+    def spill(self, k: int, spill, group=None) -> None:
         """Move tile `k` into a file of `spill` (:class:`~tlrcore.concurrency.spill.Spill`),
-        read back through its memory map; the values are unchanged."""
-        self._packed[k], self._diagonals[k] = spill.move([self._stored(k), self.diagonal(k)])
+        in its `group`, read back through its memory map; the values are unchanged."""
+        self._packed[k], self._diagonals[k] = spill.move([self._stored(k), self.diagonal(k)], group)
 
     def take(self, k: int) -> np.ndarray | None:
         """Release tile `k` and hand over its packed array, writeable, to be packed into again

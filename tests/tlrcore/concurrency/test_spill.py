@@ -51,6 +51,40 @@ def test_moved_arrays_hold_no_file_descriptor():
     np.testing.assert_array_equal(moved[1], np.arange(1000.0))
 
 
+def _resident_file_bytes():
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("RssFile:"))
+    return int(line.split()[1]) * 1024
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc/self/status")
+def test_a_released_group_leaves_resident_memory_and_reads_the_same_values(tmp_path):
+    size = 32 * 2**20
+    array = np.random.default_rng(3).standard_normal(size // 8)
+    spill = Spill(str(tmp_path))
+    (moved,) = spill.move([array], group=7)
+    (other,) = spill.move([array[:1000].copy()], group=8)
+    np.testing.assert_array_equal(moved, array)  # reads every page of the map
+    before = _resident_file_bytes()
+    spill.release(7)
+    # the map's pages leave the process (the system may keep them in its file cache)
+    assert before - _resident_file_bytes() > size // 2
+    np.testing.assert_array_equal(moved, array)  # read again from the file
+    np.testing.assert_array_equal(other, array[:1000])
+    spill.release(99)  # a group without maps: nothing
+
+
+def test_a_collected_group_is_not_released_again():
+    spill = Spill()
+    moved = spill.move([np.arange(1000.0)], group=0)
+    del moved
+    spill.release(0)  # the map is gone; its address is not advised
+    kept = spill.move([np.arange(10.0)], group=0)
+    spill.release(0)
+    np.testing.assert_array_equal(kept[0], np.arange(10.0))
+    assert pickle.loads(pickle.dumps(spill)).nbytes == 0
+
+
 def test_a_strided_array_is_refused():
     with pytest.raises(ValueError, match="contiguous"):
         Spill().move([np.ones((4, 4))[:, ::2]])
@@ -71,6 +105,8 @@ def test_a_factorization_that_spills_its_rows_equals_one_that_does_not(monkeypat
     np.testing.assert_array_equal(spilled.to_dense(), kept.to_dense())
     b = np.random.default_rng(2).standard_normal((A.n, 3))
     np.testing.assert_array_equal(spilled.solve(b), kept.solve(b))
+    np.testing.assert_array_equal(spilled.multiply_lower(b), kept.multiply_lower(b))
+    assert spilled.spill is not None and kept.spill is None
     assert spilled.logdet() == kept.logdet()
     last = A.n_tiles - 1
     parts = [*spilled.U.parts((last, 0)), *spilled.V.parts((last, 0))]
