@@ -423,7 +423,12 @@ class ColumnPanel:
 class DrawStream:
     """One seeded stream of Gaussian columns of `rows` entries, shared by the tiles of a
     column (each reads it from the start through a :meth:`cursor`): equal results for any
-    order of the tiles."""
+    order of the tiles.
+
+    Column ``c`` holds the generator's draws ``c rows, ..., (c + 1) rows - 1`` whatever
+    the sequence of requests that extended the stream, so which tile asks first does not
+    matter.
+    """
 
     def __init__(self, rows, seed):
         self._rng = np.random.default_rng(seed)
@@ -436,10 +441,10 @@ class DrawStream:
             if end > self._drawn.shape[1]:
                 more = self._rng.standard_normal(
                     (
-                        self._drawn.shape[0],
                         max(end, 2 * self._drawn.shape[1]) - self._drawn.shape[1],
+                        self._drawn.shape[0],
                     )
-                )
+                ).T
                 self._drawn = np.hstack([self._drawn, more])
                 self._drawn.flags.writeable = False
             return self._drawn[:, :end]

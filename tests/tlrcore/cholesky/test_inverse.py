@@ -126,6 +126,19 @@ def test_the_same_for_any_number_of_threads(monkeypatch):
         assert np.array_equal(a, b)
 
 
+def test_a_draw_stream_is_the_same_however_it_was_extended():
+    """Tiles of a column read one stream in an order the threads decide: its columns must
+    not depend on the sizes of the requests that extended it."""
+    from tlrcore.cholesky.inverse import DrawStream
+
+    at_once = DrawStream(7, seed=3).columns(40).copy()
+    for requests in ([1, 40], [3, 5, 11, 40], [39, 40]):
+        stream = DrawStream(7, seed=3)
+        for end in requests:
+            piece = stream.columns(end)
+        np.testing.assert_array_equal(piece, at_once)
+
+
 def test_bad_input():
     M, F = factored("exp1d-small-tiles", 1e-8)
     with pytest.raises(TypeError, match="tlrcore.TLRCholesky"):
