@@ -18,19 +18,22 @@ Run: ``python benchmarks/loglik.py`` (2-D exponential and Matern 1.5, range 0.1,
 exp2d``; at the largest sizes: ``python benchmarks/loglik.py --n 131072 262144 --accuracy
 1e-8 --kernels exp2d --dense-max 0 --repeats 3 --repeats-max 131072`` (262,144 once).
 
-Output: a table on standard output, one row per kernel, n and accuracy, then the ratios
-and a legend. With ``--json FILE`` the results are also written to ``FILE`` as a JSON
-list of records: ``{"kernel", "n", "accuracy", "repeats", "tlr", "dense"}`` per
-configuration (``tlr`` and ``dense`` the medians of every number of the runs, or
-``{"error": ...}``; ``dense`` null above ``--dense-max``) and ``{"kernel", "n",
-"dense_reference"}`` for the dense Cholesky at ``--dense-ref``. The observations drawn
-from the model are cached in the temporary directory
-(``geostat-loglik-{kernel}-{n}.npy``) and reused by later runs.
+Output: a table on standard output, one row per kernel, n, accuracy and build, then the
+ratios and a legend. ``--build deferred eager`` runs each TLR configuration with both
+builds in turn (the default, ``deferred``, compresses each tile column as the
+factorization reads it, as the likelihood does). With ``--json FILE`` the results are
+also written to ``FILE`` as a JSON list of records: ``{"kernel", "n", "accuracy",
+"build", "repeats", "tlr", "dense"}`` per configuration (``tlr`` and ``dense`` the
+medians of every number of the runs, or ``{"error": ...}``; ``dense`` null above
+``--dense-max``) and ``{"kernel", "n", "dense_reference"}`` for the dense Cholesky at
+``--dense-ref``. The observations drawn from the model are cached in the temporary
+directory (``geostat-loglik-{kernel}-{n}.npy``) and reused by later runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -129,26 +132,34 @@ def loglik_from(factor, y):
     return -0.5 * (float(y @ alpha) + factor.logdet() + y.size * np.log(2 * np.pi))
 
 
-def run_tlr(kernel_key, n, accuracy, tile_size=None, data="model"):
+def run_tlr(kernel_key, n, accuracy, tile_size=None, data="model", build="deferred"):
 
     X, y, kernel, params = problem(kernel_key, n, data)
     with AnonymousPeak() as anonymous:
-        result = _timed_tlr(X, y, kernel, params, accuracy, tile_size)
+        result = _timed_tlr(X, y, kernel, params, accuracy, tile_size, build == "deferred")
     return {**result, "peak_anon_gib": anonymous.peak}
 
 
-def _timed_tlr(X, y, kernel, params, accuracy, tile_size):
+def _timed_tlr(X, y, kernel, params, accuracy, tile_size, deferred):
     import tlrcore as tlr
     from geostat.distance import get_distance
     from geostat.solvers import tlr_covariance
 
     start = time.perf_counter()
     A, perm = tlr_covariance(
-        X, kernel, params, get_distance("euclidean"), accuracy=accuracy, tile_size=tile_size
+        X,
+        kernel,
+        params,
+        get_distance("euclidean"),
+        accuracy=accuracy,
+        tile_size=tile_size,
+        deferred=deferred,
     )
     built = time.perf_counter()
     peak_build = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    tile, rank_a, a_gib = A.tile_size, A.mean_rank, A.nbytes / 2**30
+    # a deferred matrix holds its diagonal tiles alone until factored; its ranks unknown
+    tile, a_gib = A.tile_size, A.nbytes / 2**30
+    rank_a = {} if deferred else {"rank_A": A.mean_rank}
     a_diagonal_gib = A.diagonal.nbytes / 2**30
     factor = tlr.cholesky(A, overwrite_a=True)  # as the likelihood does: A is a temporary
     factored = time.perf_counter()
@@ -160,7 +171,7 @@ def _timed_tlr(X, y, kernel, params, accuracy, tile_size):
         "solve": solved - factored,
         "loglik": value,
         "tile": tile,
-        "rank_A": rank_a,
+        **rank_a,
         "rank_L": float(np.mean(factor.ranks[np.tril_indices(factor.n_tiles, -1)]))
         if factor.n_tiles > 1
         else 0.0,
@@ -257,6 +268,15 @@ def main(argv=None):
         choices=["model", "white"],
         help="observations drawn from the model (default) or white noise",
     )
+    parser.add_argument(
+        "--build",
+        nargs="+",
+        default=["deferred"],
+        choices=["deferred", "eager"],
+        help="TLR builds to run, each configuration once per build in turn: deferred (tile "
+        "columns compressed as the factorization reads them, as the likelihood does) or eager "
+        "(the whole matrix compressed first)",
+    )
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -268,7 +288,9 @@ def main(argv=None):
         elif kind == "dense":
             result = run_dense(kernel_key, int(n), data)
         else:
-            result = run_tlr(kernel_key, int(n), float(rest[0]), int(rest[1]) or None, data)
+            result = run_tlr(
+                kernel_key, int(n), float(rest[0]), int(rest[1]) or None, data, rest[2]
+            )
         print(json.dumps(result))
         return
 
@@ -276,7 +298,7 @@ def main(argv=None):
         return 1 if args.repeats_max and n > args.repeats_max else args.repeats
 
     header = (
-        f"{'kernel':<12}{'n':>7}{'acc':>7}{'tile':>6}{'build s':>8}{'factor s':>9}"
+        f"{'kernel':<12}{'n':>7}{'acc':>7}{'build':>9}{'tile':>6}{'build s':>8}{'factor s':>9}"
         f"{'solve s':>8}{'total s':>8}{'peak GiB':>9}{'build':>6}{'anon':>6}{'A GiB':>7}{'diag':>6}"
         f"{'L GiB':>7}{'diag':>6}"
         f"{'rank A':>7}{'rank L':>7}{'x dense n^3':>12}"
@@ -309,15 +331,16 @@ def main(argv=None):
                     if n <= args.dense_max
                     else None
                 )
-            for accuracy in args.accuracy:
+            for accuracy, build in itertools.product(args.accuracy, args.build):
                 tlr_result = repeated(
-                    repeats(n), "tlr", args.data, kernel_key, n, accuracy, args.tile_size
+                    repeats(n), "tlr", args.data, kernel_key, n, accuracy, args.tile_size, build
                 )
                 records.append(
                     {
                         "kernel": kernel_key,
                         "n": n,
                         "accuracy": accuracy,
+                        "build": build,
                         "repeats": repeats(n),
                         "tlr": tlr_result,
                         "dense": dense,
@@ -325,7 +348,7 @@ def main(argv=None):
                 )
                 if "error" in tlr_result:
                     print(
-                        f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}  "
+                        f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}{build:>9}  "
                         f"TLR failed: {tlr_result['error']}",
                         flush=True,
                     )
@@ -342,24 +365,25 @@ def main(argv=None):
                 else:
                     dense_cols, err = f"{'-':>9}{'-':>10}{'-':>8}", f"{'-':>10}"
                 print(
-                    f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}{int(tlr_result['tile']):>6}"
+                    f"{kernel_key:<12}{n:>7}{accuracy:>7.0e}{build:>9}{int(tlr_result['tile']):>6}"
                     f"{tlr_result['build']:>8.2f}{tlr_result['factor']:>9.2f}"
                     f"{tlr_result['solve']:>8.2f}{total(tlr_result):>8.2f}"
                     f"{tlr_result['peak_gib']:>9.2f}{tlr_result['peak_build_gib']:>6.2f}"
                     f"{tlr_result['peak_anon_gib']:>6.2f}"
                     f"{tlr_result['A_gib']:>7.2f}{tlr_result['A_diagonal_gib']:>6.2f}"
                     f"{tlr_result['L_gib']:>7.2f}{tlr_result['L_diagonal_gib']:>6.2f}"
-                    f"{tlr_result['rank_A']:>7.1f}{tlr_result['rank_L']:>7.1f}"
+                    f"{tlr_result.get('rank_A', float('nan')):>7.1f}{tlr_result['rank_L']:>7.1f}"
                     f"{extrapolated}{dense_cols}{err}",
                     flush=True,
                 )
     for kernel_key in args.kernels:
-        for accuracy in args.accuracy:
+        for accuracy, build in itertools.product(args.accuracy, args.build):
             done = [
                 (r["n"], total(r["tlr"]))
                 for r in records
                 if r.get("kernel") == kernel_key
                 and r.get("accuracy") == accuracy
+                and r.get("build") == build
                 and "error" not in r["tlr"]
             ]
             steps = [
@@ -367,7 +391,8 @@ def main(argv=None):
             ]
             if steps:
                 lines.append(
-                    f"{kernel_key} {accuracy:.0e} TLR total time ratios: " + ", ".join(steps)
+                    f"{kernel_key} {accuracy:.0e} {build} TLR total time ratios: "
+                    + ", ".join(steps)
                 )
     print()
     print("\n".join(lines))
@@ -389,8 +414,10 @@ def main(argv=None):
         "peak GiB = maximum resident set of the configuration's process "
         "(build: by the end of the build; anon: of its anonymous and shared memory, without "
         "file pages mapped in, such as a factor's rows moved to files); "
-        "A GiB, L GiB = bytes of the TLR matrix and of its factor, diag = of their dense "
-        "diagonal tiles."
+        "A GiB, L GiB = bytes of the TLR matrix after its build (a deferred one: its diagonal "
+        "tiles alone) and of its factor, diag = of their dense diagonal tiles; rank A: nan "
+        "(and none in the JSON) for a deferred build, whose columns are released as they are "
+        "factored."
     )
     if args.json:
         atomic_write_text(args.json, json.dumps(records, indent=1, allow_nan=False))

@@ -531,12 +531,24 @@ def check_tlr_entries(largest, n, reason):
         )
 
 
-def tlr_matrix(block, n, tile_size=None, accuracy=1e-8, method=None, random_state=0, backend=NUMPY):
+def tlr_matrix(
+    block,
+    n,
+    tile_size=None,
+    accuracy=1e-8,
+    method=None,
+    random_state=0,
+    backend=NUMPY,
+    deferred=False,
+):
     """A :class:`tlrcore.TLRMatrix` from a block generator of already ordered sites.
 
     ``tile_size=None`` uses :func:`geostat.ordering.auto_tile_size`; a tile size above
     `n` is clipped to `n`. ``method=None`` is the back end's default (ACA on NumPy, the
-    batched column compression on a GPU).
+    batched column compression on a GPU). ``deferred=True`` (ignored on a back end that
+    builds the packed layout) compresses each tile column when first read
+    (:meth:`tlrcore.TLRMatrix.from_generator`): for a matrix that is factored with
+    ``overwrite_a=True`` and not kept.
     """
     tile_size = auto_tile_size(n) if tile_size is None else min(int(tile_size), n)
     return tlrcore.TLRMatrix.from_generator(
@@ -547,6 +559,7 @@ def tlr_matrix(block, n, tile_size=None, accuracy=1e-8, method=None, random_stat
         method=method,
         random_state=random_state,
         backend=backend,
+        deferred=deferred and not backend.batched_by_default and method != "batched",
     )
 
 
@@ -975,6 +988,7 @@ def tlr_covariance(
     method="aca",
     random_state=0,
     backend=NUMPY,
+    deferred=False,
 ):
     """Tile low-rank covariance matrix of `coords`, with the sites reordered for compression.
 
@@ -993,6 +1007,8 @@ def tlr_covariance(
     method : {"aca", "ara", "svd"}, default "aca"
     random_state : int, default 0
     backend : tlrcore.backends.Backend, default NUMPY
+    deferred : bool, default False
+        Compress each tile column when first read (:func:`tlr_matrix`).
 
     Returns
     -------
@@ -1004,5 +1020,5 @@ def tlr_covariance(
     perm, tile_size = site_order(coords, distance, kernel, ordering, tile_size)
     block = Sites(coords[perm], distance, backend).covariance_block(kernel, params)
     return tlr_matrix(
-        block, coords.shape[0], tile_size, accuracy, method, random_state, backend
+        block, coords.shape[0], tile_size, accuracy, method, random_state, backend, deferred
     ), perm

@@ -16,6 +16,7 @@ import contextlib
 import functools
 import logging
 import math
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -27,6 +28,7 @@ from tlrcore._typing import BackendArray, BlockGenerator, FloatArray, IntArray, 
 from tlrcore.backends import NUMPY, Backend, get_backend
 from tlrcore.compress import COMPRESSORS, generator_method
 from tlrcore.compress._recompress import recompress
+from tlrcore.compress.deferred import DeferredColumns
 from tlrcore.compress.generated import CheckedBlock, compress_column, compress_tile
 from tlrcore.compress.in_processes import column_compressor
 from tlrcore.compress.single import CompactFactors, compact
@@ -37,6 +39,7 @@ from tlrcore.concurrency.threads import (
     map_by_work,
     runner,
     tile_pool,
+    tile_work,
     workers,
 )
 from tlrcore.dense._checks import check_symmetric
@@ -103,6 +106,8 @@ class TLRMatrix:
         Each tile's ``||A(i, j) - U V^T||_2``, the largest singular value its truncation
         dropped (symmetric, zero diagonal), as built by :meth:`from_generator`; the
         safeguard ``"compensate"`` lifts diagonal tiles by them.
+    deferred_columns : list of int
+        The tile columns not yet compressed (``from_generator(..., deferred=True)``).
 
     Notes
     -----
@@ -124,7 +129,9 @@ class TLRMatrix:
         tile_errors: FloatArray | None = None,
     ) -> None:
         self._packed = packed
-        self.tile_errors = tile_errors
+        self._tile_errors = tile_errors
+        #: The tile columns still to compress (``from_generator(..., deferred=True)``).
+        self._deferred: DeferredColumns | None = None
         self._packed_copy: PackedTiles | None = None
         if packed is None:
             if not isinstance(diagonal, _TILE_STORES):
@@ -160,6 +167,7 @@ class TLRMatrix:
         max_rank: int | None = None,
         backend: str | Backend = "numpy",
         random_state: Seed = 0,
+        deferred: bool = False,
     ) -> TLRMatrix:
         """Compress a symmetric matrix given by a block generator, with no ``n x n`` array.
 
@@ -186,11 +194,20 @@ class TLRMatrix:
             ``"numpy"`` or ``"cupy"`` (with ``method="batched"``).
         random_state : int or numpy Generator, default 0
             Seeds the norm sample and randomized compression.
+        deferred : bool, default False
+            Measure only the diagonal tiles and the norm now, and compress each off-diagonal
+            tile column when it is first read (:mod:`tlrcore.compress.deferred`), to the same
+            factors bit for bit. ``cholesky(A, overwrite_a=True)`` then compresses the columns a
+            few ahead of the one it factors and releases each once factored, so the low-rank
+            tiles of `A` are never held whole; anything else that reads the tiles (``A.U``,
+            ``A @ x``, :attr:`tile_errors`, ...) compresses all the columns still pending. Not
+            with ``method="batched"``.
 
         Raises
         ------
         ValueError
-            For a bad `n`, `tile_size`, `accuracy`, `method` or `max_rank`; as
+            For a bad `n`, `tile_size`, `accuracy`, `method` or `max_rank`, or `deferred` with
+            ``method="batched"``; as
             :class:`GeneratorError`, naming the tile, when `block` returns a wrong shape or
             non-finite values, when a diagonal tile (unless ``symmetric_blocks``) or a random
             64 x 64 sample is not symmetric to ``1e-10 max|A|``, or when ``max|A|`` is outside
@@ -210,6 +227,11 @@ class TLRMatrix:
         if method != "batched" and backend.batched_by_default:
             raise ValueError(
                 f"backend={backend.name!r} builds tiles with method='batched' only; got {method!r}."
+            )
+        if deferred and method == "batched":
+            raise ValueError(
+                "deferred=True compresses tile columns in the tile layout when read; "
+                "method='batched' builds the packed layout whole. Drop one of them."
             )
         pin_mmap_threshold()
         rng = np.random.default_rng(check_random_state(random_state))
@@ -249,77 +271,90 @@ class TLRMatrix:
         tiles = [np.arange(offsets[i], offsets[i + 1]) for i in range(n_tiles)]
         pairs = [(i, j) for i in range(n_tiles) for j in range(i)]
         seeds = rng.integers(0, 2**63 - 1, size=len(pairs))
-        # Worker processes, if any, are forked before the first tile (column_compressor)
-        compressor = (
-            column_compressor(
-                block,
-                offsets,
-                max_rank,
-                lambda j, tolerance: compress_column(checked, tiles, j, tolerance, max_rank),
-            )
-            if method == "aca"
-            else contextlib.nullcontext()
-        )
-        with compressor as compress, tile_pool(workers()) as pool:
-            run = runner(pool)
-
-            symmetric = promises_symmetry(block)
-            sizes = [len(t) for t in tiles]
-            keep = 8 * sum(b * (b + 1) // 2 + b for b in sizes) <= STORED_DIAGONAL_BYTES
-            diagonal = Triangles.empty(sizes, symmetric=True)
-            kept_squares = [0.0] * n_tiles
-
-            def diagonal_tile(i):
-                # the figures the checks and the norm need, on the pool; the tile kept as its
-                # lower triangle (generated tiles are symmetric to the checks' tolerance), or
-                # only its norm, to be made again when read
-                D = checked(tiles[i], tiles[i], (i, i))
-                summary = host_diagonal_summary(D, symmetric)
-                if keep:
-                    diagonal.store(i, D)
-                else:
-                    kept_squares[i] = symmetric_squared_norm(D)
-                return summary
-
-            squares, stats = zip(*run(diagonal_tile, range(n_tiles)), strict=True)
-            if not keep:
-                diagonal = GeneratedTiles(
-                    functools.partial(_diagonal_tile, checked, tiles), sizes, kept_squares
-                )
-            scale = check_diagonal(stats, n)
-            norm = norm_lower_estimate(sum(squares), checked, offsets, rng, np)
-            tolerance = accuracy * norm / n_tiles
-            check_symmetry_sample(checked, offsets, rng, scale)
-
-            if method == "aca":
-                with column_progress(n_tiles, "TLR compression") as counter:
-
-                    def compress_and_count(j):
-                        column = compress(j, tolerance)
-                        counter.update()
-                        return column
-
-                    columns = map_by_work(
-                        run,
-                        compress_and_count,
-                        range(n_tiles),
-                        [n_tiles - j for j in range(n_tiles)],
+        with contextlib.ExitStack() as held:
+            # Worker processes, if any, are forked before the first tile (column_compressor)
+            compress = (
+                held.enter_context(
+                    column_compressor(
+                        block,
+                        offsets,
+                        max_rank,
+                        lambda j, tolerance: compress_column(
+                            checked, tiles, j, tolerance, max_rank
+                        ),
                     )
-                factors = [columns[j][i - j - 1] for i, j in pairs]
-            else:
+                )
+                if method == "aca"
+                else None
+            )
+            with tile_pool(workers()) as pool:
+                run = runner(pool)
+                diagonal, tolerance = _measured_diagonal(
+                    checked, block, tiles, offsets, accuracy, rng, run
+                )
 
-                def compress(pair_seed):
+                def compress_pair(pair_seed):
                     (i, j), seed = pair_seed
                     return compress_tile(
                         checked, tiles[i], tiles[j], (i, j), tolerance, method, max_rank, seed
                     )
 
-                with column_progress(n_tiles, "TLR compression", unit="row") as counter:
-                    factors = list(
-                        by_rows(
-                            run(compress, zip(pairs, seeds, strict=True)), range(n_tiles), counter
-                        )
+                if deferred:
+
+                    def compress_deferred(j):
+                        with tile_work():  # BLAS as on the pool, in any thread
+                            if compress is not None:
+                                return compress(j, tolerance)
+                            # (i, j) is pairs[i (i - 1) / 2 + j]
+                            return [
+                                compress_pair(((i, j), seeds[i * (i - 1) // 2 + j]))
+                                for i in range(j + 1, n_tiles)
+                            ]
+
+                    columns = DeferredColumns(compress_deferred, n_tiles, held.pop_all())
+                    matrix = cls(
+                        diagonal,
+                        {},
+                        {},
+                        offsets,
+                        accuracy,
+                        tolerance,
+                        backend,
+                        tile_errors=np.zeros((n_tiles, n_tiles)),
                     )
+                    matrix._deferred = columns
+                    weakref.finalize(matrix, columns.close)
+                    logger.debug(
+                        "TLR matrix n=%d tiles=%d tolerance=%.3g, columns compressed when read",
+                        n,
+                        n_tiles,
+                        tolerance,
+                    )
+                    return matrix
+                if compress is not None:
+                    with column_progress(n_tiles, "TLR compression") as counter:
+
+                        def compress_and_count(j):
+                            column = compress(j, tolerance)
+                            counter.update()
+                            return column
+
+                        columns_made = map_by_work(
+                            run,
+                            compress_and_count,
+                            range(n_tiles),
+                            [n_tiles - j for j in range(n_tiles)],
+                        )
+                    factors = [columns_made[j][i - j - 1] for i, j in pairs]
+                else:
+                    with column_progress(n_tiles, "TLR compression", unit="row") as counter:
+                        factors = list(
+                            by_rows(
+                                run(compress_pair, zip(pairs, seeds, strict=True)),
+                                range(n_tiles),
+                                counter,
+                            )
+                        )
         U, V = CompactFactors(), CompactFactors()
         errors = np.zeros((n_tiles, n_tiles))
         for (i, j), f in zip(pairs, factors, strict=True):
@@ -394,6 +429,7 @@ class TLRMatrix:
             If the matrix was consumed by ``cholesky(A, overwrite_a=True)``.
         """
         self._check_usable()
+        self._complete()
         if self.packed is not None:
             raise ValueError(
                 "shared() works on matrices in the tile layout; this one is packed (built with "
@@ -480,6 +516,46 @@ class TLRMatrix:
             )
 
     @property
+    def tile_errors(self) -> FloatArray | None:
+        """Each tile's ``||A(i, j) - U V^T||_2`` (see the class docstring)."""
+        if not self._consumed:
+            self._complete()
+        return self._tile_errors
+
+    @property
+    def deferred_columns(self) -> list[int]:
+        """The tile columns not yet compressed, in order (empty unless built with
+        ``deferred=True``)."""
+        return [] if self._deferred is None else self._deferred.remaining
+
+    def _compressed_column(self, j):
+        """Compress tile column `j` now if pending (from any thread; a second caller waits)."""
+        deferred = self._deferred
+        if deferred is not None:
+            deferred.compress(j, self._store_column)
+
+    def _store_column(self, j, factors):
+        """Store the factors of the tiles ``(i, j)``, ``i > j``, of a deferred column `j`."""
+        for i, f in enumerate(factors, start=j + 1):
+            U_head, U_tail, V_head, V_tail = f = compact(f)
+            self._U.store_parts((i, j), U_head, U_tail)
+            self._V.store_parts((i, j), V_head, V_tail)
+            self._tile_errors[i, j] = self._tile_errors[j, i] = f.dropped
+
+    def _complete(self):
+        """Compress every pending tile column; the tiles then in the order of an eager
+        build (row by row), which sums over them follow."""
+        deferred = self._deferred
+        if deferred is None:
+            return
+        with tile_pool(workers()) as pool:
+            list(runner(pool)(self._compressed_column, deferred.remaining))
+        order = [(i, j) for i in range(self.n_tiles) for j in range(i)]
+        self._U.reorder(order)
+        self._V.reorder(order)
+        self._deferred = None
+
+    @property
     def diagonal(self) -> Sequence[BackendArray]:
         """The dense diagonal tiles: ``diagonal[k]`` is tile ``k`` (a new array in the tile
         layout, a view in the packed layout)."""
@@ -490,12 +566,14 @@ class TLRMatrix:
     def U(self) -> Any:
         """``{(i, j): U}`` of the lower off-diagonal tiles ``A(i, j) ~ U V^T``."""
         self._check_usable()
+        self._complete()
         return self._U
 
     @property
     def V(self) -> Any:
         """``{(i, j): V}`` of the lower off-diagonal tiles."""
         self._check_usable()
+        self._complete()
         return self._V
 
     @property
@@ -521,7 +599,9 @@ class TLRMatrix:
         """Rank of the low-rank tile ``(i, j)``, ``i != j`` (either triangle), without
         assembling its factors."""
         key = (max(i, j), min(i, j))
-        U = self.U
+        self._check_usable()
+        self._compressed_column(key[1])
+        U = self._U
         return U.rank(key) if isinstance(U, CompactFactors) else int(U[key].shape[1])
 
     def _off_diagonal_ranks(self):
@@ -548,10 +628,31 @@ class TLRMatrix:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the dense diagonal tiles and low-rank factors (padding included if packed)."""
+        """Bytes of the dense diagonal tiles and low-rank factors (padding included if packed);
+        of the columns compressed so far where some are :attr:`deferred_columns`."""
         if self.packed is not None:
             return self.packed.nbytes
         return self._diagonal.nbytes + self._U.nbytes + self._V.nbytes
+
+    def estimated_nbytes(self) -> int:
+        """:attr:`nbytes` once every column is compressed, without compressing them: exact
+        unless some are :attr:`deferred_columns`; then the low-rank tiles are counted at the
+        mean bytes of those compressed, the first tile column compressed now if none is.
+
+        Raises
+        ------
+        ConsumedMatrixError
+            If the matrix was consumed by ``cholesky(A, overwrite_a=True)``.
+        """
+        self._check_usable()
+        if self._deferred is None:
+            return self.nbytes
+        if not len(self._U):
+            self._compressed_column(0)
+        compressed = len(self._U)
+        total = self.n_tiles * (self.n_tiles - 1) // 2
+        low_rank = self._U.nbytes + self._V.nbytes
+        return self._diagonal.nbytes + (low_rank * total // compressed if compressed else 0)
 
     def frobenius_norm(self) -> float:
         """``||A_tlr||_F``, exactly, from the factors (no densification)."""
@@ -633,6 +734,8 @@ class TLRMatrix:
         else:
             self._diagonal[k] = _RELEASED
         released = 0
+        if self._deferred is not None and self._deferred.drop(k):
+            return released  # never compressed
         for i in range(k + 1, self.n_tiles):
             for factors in (self._U, self._V):
                 released += _release(factors, (i, k))
@@ -641,6 +744,15 @@ class TLRMatrix:
     def _consume(self):
         """Mark the matrix consumed: every later use raises :class:`ConsumedMatrixError`."""
         self._consumed = True
+        if self._deferred is not None:
+            self._deferred.close()
+            self._deferred = None
+
+    def __getstate__(self):
+        """Pickled with every tile column compressed."""
+        if not self._consumed:
+            self._complete()
+        return self.__dict__
 
     def __repr__(self) -> str:
         if self._consumed:
@@ -648,10 +760,50 @@ class TLRMatrix:
                 f"TLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, "
                 "consumed)"
             )
+        if self._deferred is not None:
+            return (
+                f"TLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, "
+                f"deferred_columns={len(self.deferred_columns)}, nbytes={self.nbytes})"
+            )
         return (
             f"TLRMatrix(n={self.n}, tile_size={self.tile_size}, n_tiles={self.n_tiles}, "
             f"mean_rank={self.mean_rank:.1f}, nbytes={self.nbytes})"
         )
+
+
+def _measured_diagonal(checked, block, tiles, offsets, accuracy, rng, run):
+    """``(diagonal, tolerance)``: the diagonal tiles (a :class:`Triangles`, or a
+    :class:`GeneratedTiles` above :data:`STORED_DIAGONAL_BYTES`) made, checked and measured
+    on ``run``, and the tile tolerance ``accuracy N / n_t`` of the norm estimate ``N`` (module
+    docstring); the symmetry sample checked."""
+    n_tiles, n = len(tiles), int(offsets[-1])
+    symmetric = promises_symmetry(block)
+    sizes = [len(t) for t in tiles]
+    keep = 8 * sum(b * (b + 1) // 2 + b for b in sizes) <= STORED_DIAGONAL_BYTES
+    diagonal = Triangles.empty(sizes, symmetric=True)
+    kept_squares = [0.0] * n_tiles
+
+    def diagonal_tile(i):
+        # the figures the checks and the norm need, on the pool; the tile kept as its lower
+        # triangle (generated tiles are symmetric to the checks' tolerance), or only its
+        # norm, to be made again when read
+        D = checked(tiles[i], tiles[i], (i, i))
+        summary = host_diagonal_summary(D, symmetric)
+        if keep:
+            diagonal.store(i, D)
+        else:
+            kept_squares[i] = symmetric_squared_norm(D)
+        return summary
+
+    squares, stats = zip(*run(diagonal_tile, range(n_tiles)), strict=True)
+    if not keep:
+        diagonal = GeneratedTiles(
+            functools.partial(_diagonal_tile, checked, tiles), sizes, kept_squares
+        )
+    scale = check_diagonal(stats, n)
+    norm = norm_lower_estimate(sum(squares), checked, offsets, rng, np)
+    check_symmetry_sample(checked, offsets, rng, scale)
+    return diagonal, accuracy * norm / n_tiles
 
 
 def _diagonal_tile(checked, tiles, k):

@@ -338,10 +338,14 @@ class TLRLikelihood(Likelihood):
                     accuracy,
                     random_state=self.random_state,
                     backend=self.backend,
+                    deferred=True,
                 )
-                if coarser is not None and A.nbytes <= CHECK_COPY_BYTES:
-                    # The tiles themselves, truncated only if the check asks for them.
-                    self._coarser[index] = ((key, coarser), A.shared())
+                # A's columns are compressed as the factorization reads them, unless the
+                # tiles are kept for the check: then all now.
+                if coarser is not None and A.estimated_nbytes() <= CHECK_COPY_BYTES:
+                    view = A.shared()  # the tiles themselves, truncated only if asked for
+                    if A.nbytes <= CHECK_COPY_BYTES:
+                        self._coarser[index] = ((key, coarser), view)
                 return A
 
             factor, shifted = tlr_factor(build, order.perm, self.random_state, self.on_failure)

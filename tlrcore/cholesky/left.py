@@ -8,12 +8,14 @@ stacked factors and compressed to the tile tolerance by ARA, never formed; then 
 U (L(k, k)^{-1} V)^T`` for the column in one solve, whose trailing columns are then
 rounded to single precision within :func:`~tlrcore.compress.single.factor_budget` before
 anything reads them (a finished tile row is stored compact, float32 where rounded). A
-column's tiles share their Gaussian
-blocks (one seed per column) and run on the tile pool, most work first (dynamic batching
-on the CPU), stored by tile index: the factor is bit-identical for any number of threads.
-Lookahead: a chain thread factors diagonal tile ``k + 1`` while the pool works on column
-``k``. Above :data:`SPILL_BYTES`, each finished tile row of ``L`` moves to a file
-(:mod:`~tlrcore.concurrency.spill`): no later column reads it.
+column's tiles share their Gaussian blocks (one seed per column) and run on the tile pool,
+most work first (dynamic batching on the CPU), stored by tile index: the factor is
+bit-identical for any number of threads. Lookahead: a chain thread factors diagonal tile
+``k + 1`` while the pool works on column ``k``. A matrix whose tile columns are compressed
+when read (``deferred=True``) has column ``k + COMPRESS_AHEAD`` compressed on the pool
+while column ``k`` is factored, so with ``overwrite_a`` it never holds more than a few
+columns of low-rank tiles. Above :data:`SPILL_BYTES`, each finished tile row of ``L``
+moves to a file (:mod:`~tlrcore.concurrency.spill`): no later column reads it.
 
 References
 ----------
@@ -58,7 +60,7 @@ from tlrcore.concurrency.threads import (
 )
 from tlrcore.dense.triangles import Triangles
 
-__all__ = ["SPILL_BYTES", "TRIM_BYTES", "left_looking"]
+__all__ = ["COMPRESS_AHEAD", "SPILL_BYTES", "TRIM_BYTES", "left_looking"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +78,11 @@ SPILL_BYTES = 6 << 30
 #: worker's memory file are not counted: their memory goes back when they are released.
 TRIM_BYTES = 64 << 20
 
+#: Tile columns of a matrix built with ``deferred=True`` compressed ahead of the column
+#: being factored: enough to keep the pool busy where compression outweighs the updates
+#: (the first columns), few against the columns of ``L``.
+COMPRESS_AHEAD = 4
+
 
 def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a):
     """Left-looking factorization of `A` into a :class:`TLRCholesky`, each updated tile
@@ -88,19 +95,18 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
     budget = factor_budget(tolerance, A.tolerance * n_t / A.accuracy)
     single = {}  # (i, k): trailing columns of L(i, k) rounded to single precision
     released = 0  # bytes of A's low-rank factors released since the heap was last trimmed
+    deferred = bool(A.deferred_columns)
     spill = _spill_for(A, rows)
     with (
         tile_pool(workers()) as pool,
         serial_thread(pool) as chain,
         column_progress(n_t, "TLR Cholesky") as counter,
     ):
-        # L's ranks are about A's (a little below): room for a quarter more before a row grows
-        panels = RowPanels(
-            U,
-            rows,
-            [sum(A.tile_rank(i, j) for j in range(i)) * 5 // 4 + block_size for i in range(n_t)],
-        )
+        panels = RowPanels(U, rows, _row_capacities(A, rows, block_size))
         run = runner(pool)
+        if deferred:
+            for j in range(1, COMPRESS_AHEAD):
+                submit(pool, A._compressed_column, j)
 
         def factor_diagonal(k, unpacked):
             """Factor diagonal tile `k`, its lower triangle unpacked by the future `unpacked`."""
@@ -168,6 +174,10 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
         stored = []
         factored = submit(chain, factor_diagonal, 0, submit(pool, unpack, 0))
         for k in range(n_t):
+            if deferred:
+                if k + COMPRESS_AHEAD < n_t:
+                    submit(pool, A._compressed_column, k + COMPRESS_AHEAD)
+                A._compressed_column(k)  # here, unless ahead; its failure raised here
             grams.wait(k)
             Uk = panels.stacked(k)
             samples = ColumnSamples(Uk, block_size)
@@ -175,8 +185,8 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
             def update(i, k=k, Uk=Uk, samples=samples):
                 """``V`` of the updated tile ``(i, k)``, its ``U`` appended to row `i`."""
                 Ut, Vt = sampled_update(
-                    A.U[i, k],
-                    A.V[i, k],
+                    A._U[i, k],
+                    A._V[i, k],
                     panels.stacked(i),
                     Uk,
                     grams.blocks(i, k),
@@ -233,10 +243,22 @@ def left_looking(A, tolerance, factorizer, block_size, random_state, overwrite_a
     return TLRCholesky(triangles, U, V, A.offsets, tolerance, spill=spill)
 
 
+def _row_capacities(A, rows, block_size):
+    """Columns to reserve for each tile row of ``L`` (`rows` its tile sizes): ``L``'s ranks are
+    about ``A``'s (a little below), so a quarter more than the row's ranks in `A`; one tile's
+    width for a row with columns of `A` still to compress (the row grows when needed)."""
+    if A.deferred_columns:
+        return [b + block_size for b in rows]
+    return [
+        sum(A.tile_rank(i, j) for j in range(i)) * 5 // 4 + block_size for i in range(len(rows))
+    ]
+
+
 def _spill_for(A, rows):
-    """A :class:`Spill` for the factor of `A` (tile `rows`) when `A`'s bytes and its factor's
+    """A :class:`Spill` for the factor of `A` (tile `rows`) when `A`'s bytes (estimated where
+    columns are pending, :meth:`~tlrcore.TLRMatrix.estimated_nbytes`) and its factor's
     diagonal triangles add up to more than :data:`SPILL_BYTES`, else None."""
     triangles = sum(8 * b * (b + 1) // 2 for b in rows)
-    if A.nbytes + triangles <= SPILL_BYTES:
+    if A.estimated_nbytes() + triangles <= SPILL_BYTES:
         return None
     return Spill(os.environ.get("TLRCORE_SPILL_DIR") or None)

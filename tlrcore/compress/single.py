@@ -267,6 +267,12 @@ class CompactFactors(MutableMapping):
                 None if part is None else next(moved) for part in self._parts[key]
             )
 
+    def reorder(self, keys) -> None:
+        """Iterate in the order of `keys` (those stored; the others after them)."""
+        parts = self._parts
+        self._parts = {key: parts[key] for key in keys if key in parts}
+        self._parts.update(parts)
+
     def view(self) -> CompactFactors:
         """The same stored arrays, read-only, in a second mapping."""
         other = CompactFactors()
@@ -277,9 +283,10 @@ class CompactFactors(MutableMapping):
     @property
     def nbytes(self) -> int:
         """Bytes stored."""
+        # a list made in one step: other threads may store tiles meanwhile
         return sum(
             head.nbytes + (0 if tail is None else tail.nbytes)
-            for head, tail in self._parts.values()
+            for head, tail in list(self._parts.values())
         )
 
 

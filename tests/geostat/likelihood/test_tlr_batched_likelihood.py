@@ -113,3 +113,31 @@ def test_an_evaluation_moves_only_small_arrays_to_the_host():
     likelihood.log_likelihood(dict(PARAMS, range=0.12))
     # per-tile error estimates and ranks (at most n_tiles), and the p x p, p x r GLS products
     assert moved and max(moved) <= 8
+
+
+def test_a_cpu_evaluation_compresses_the_covariance_as_it_factors_it(monkeypatch):
+    """The likelihood builds the covariance it factors and discards with deferred tile
+    columns (``tlrcore.TLRMatrix.from_generator(..., deferred=True)``): the same value as
+    an eager build, to the rounding of the factorization's arithmetic."""
+    import tlrcore
+
+    X, y, F = problem()
+    k, d = get_kernel("exponential"), get_distance("euclidean")
+    made = []
+    build = tlrcore.TLRMatrix.from_generator.__func__
+
+    def spied(cls, *args, **kwargs):
+        matrix = build(cls, *args, **kwargs)
+        made.append(matrix.deferred_columns[:])
+        return matrix
+
+    monkeypatch.setattr(tlrcore.TLRMatrix, "from_generator", classmethod(spied))
+    deferred = TLRLikelihood(X, y, F, k, d, accuracy=1e-8, tile_size=256).log_likelihood(PARAMS)
+    assert made == [list(range(1500 // 256))]  # 6 tile columns, the last with no tile below
+
+    def eager(cls, *args, **kwargs):
+        return build(cls, *args, **{**kwargs, "deferred": False})
+
+    monkeypatch.setattr(tlrcore.TLRMatrix, "from_generator", classmethod(eager))
+    value = TLRLikelihood(X, y, F, k, d, accuracy=1e-8, tile_size=256).log_likelihood(PARAMS)
+    assert abs(deferred - value) <= 1e-10 * abs(value)

@@ -102,6 +102,32 @@ def test_workers_give_the_threads_matrix_bit_for_bit(sites, processes, tmp_path,
     assert np.linalg.norm(in_workers.to_dense() - dense) <= 1e-9 * np.linalg.norm(dense)
 
 
+def test_deferred_columns_compressed_by_the_workers_as_a_factorization_reads_them(
+    sites, processes, tmp_path, monkeypatch
+):
+    """The workers compress a deferred matrix's columns while the factorization runs, to the
+    threads' tiles, and stop once the last column is compressed."""
+    deferred = tlr.TLRMatrix.from_generator(
+        Exponential(sites, tmp_path), N, TILE, accuracy=1e-9, method="aca", deferred=True
+    )
+    assert worker_processes._pool is not None  # held while columns are pending
+    factor = tlr.cholesky(deferred, overwrite_a=True)
+    assert worker_processes._pool is None
+    pids = {int(p.name.split("-")[1]) for p in tmp_path.iterdir()}
+    assert len(pids - {os.getpid()}) >= 1
+    monkeypatch.setenv("TLRCORE_PROCESSES", "0")
+    threads = tlr.TLRMatrix.from_generator(
+        Exponential(sites), N, TILE, accuracy=1e-9, method="aca", deferred=True
+    )
+    assert_same_matrix(
+        build(Exponential(sites)),
+        tlr.TLRMatrix.from_generator(
+            Exponential(sites), N, TILE, accuracy=1e-9, method="aca", deferred=True
+        ),
+    )
+    assert np.array_equal(factor.to_dense(), tlr.cholesky(threads, overwrite_a=True).to_dense())
+
+
 class AdviceWatched(Exponential):
     """:class:`Exponential` that leaves, at each call, a file in `folder` naming the
     process and whether NumPy's huge-page advice was on."""
