@@ -135,14 +135,7 @@ def simulate(
         samples = factor.multiply_lower(rng.standard_normal((data.n, n_samples)))
     elif resolve_method(method, data.n) == "tlr":
         A, perm = tlr_covariance(
-            data.coords,
-            kern,
-            unit,
-            dist,
-            accuracy=accuracy,
-            tile_size=tile_size,
-            ordering=ordering,
-            deferred=True,
+            data.coords, kern, unit, dist, accuracy=accuracy, tile_size=tile_size, ordering=ordering
         )
         factor = tlr_factor(lambda: A, perm)[0]
         samples = factor.multiply_lower(rng.standard_normal((data.n, n_samples)))

@@ -117,18 +117,6 @@ def test_deferred_factors_repeat_bit_for_bit(block, monkeypatch):
     assert all(np.array_equal(factors[0], F) for F in factors[1:])
 
 
-def test_a_large_deferred_matrix_spills_its_factor(block, monkeypatch, tmp_path):
-    A = build(block, True)
-    monkeypatch.setattr(left, "SPILL_BYTES", A.diagonal.nbytes)  # below A and the triangles
-    monkeypatch.setenv("TLRCORE_SPILL_DIR", str(tmp_path))
-    spilled = tlr.cholesky(A, overwrite_a=True)
-    assert spilled.spill is not None
-    monkeypatch.setattr(left, "SPILL_BYTES", 1 << 40)
-    kept = tlr.cholesky(build(block, True), overwrite_a=True)
-    assert kept.spill is None
-    np.testing.assert_array_equal(spilled.to_dense(), kept.to_dense())
-
-
 def test_compensation_reads_every_tile_error(block):
     eager = tlr.cholesky(build(block, False), safeguard="compensate")
     deferred = tlr.cholesky(build(block, True), safeguard="compensate")
