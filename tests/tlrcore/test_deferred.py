@@ -79,7 +79,7 @@ def live_columns(monkeypatch, A):
         state["most"] = max(state["most"], state["live"])
 
     def released(k):
-        held = k < A.n_tiles - 1 and not A._deferred.pending(k)
+        held = k < A.n_tiles - 1 and k not in A.deferred_columns
         out = release(k)
         state["live"] -= held
         return out

@@ -40,10 +40,6 @@ class DeferredColumns:
         self._count_lock = threading.Lock()
         self._context = context
 
-    def pending(self, j: int) -> bool:
-        """Whether tile column `j` is still to compress."""
-        return j in self._pending
-
     @property
     def remaining(self) -> list[int]:
         """The tile columns still to compress, in order."""
